@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that dugong's build, tests and local cluster need.
+# Idempotent; runs as root (or through sudo) with no stdin (CI=true is fine).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libzookeeper-mt-dev zookeeper zookeeperd-
+  postgresql-15 postgresql-client-15 libpq-dev
+  libboost-dev libboost-system-dev
+  libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev
+  gcovr
+  procps iproute2 util-linux curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  case "$p" in *-) continue ;; esac
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+# Debian starts a cluster and a zookeeper service on install; dugong runs its own.
+if command -v pg_lsclusters >/dev/null && pg_lsclusters -h 2>/dev/null | grep -q '^15 main'; then
+  $SUDO pg_ctlcluster 15 main stop 2>/dev/null || true
+fi
+echo "install-deps: done"
