@@ -1,0 +1,125 @@
+#include "statemachine/cluster_state.h"
+
+#include <set>
+
+namespace dugong {
+
+nlohmann::json ClusterState::toJson() const {
+  nlohmann::json j = {
+      {"generation", generation},
+      {"primary", primary.toJson()},
+      {"sync", sync ? sync->toJson() : nlohmann::json(nullptr)},
+      {"async", peersToJson(async)},
+      {"deposed", peersToJson(deposed)},
+      {"initWal", initWal.toString()},
+  };
+  if (!freeze.is_null()) j["freeze"] = freeze;
+  if (oneNodeWriteMode) j["oneNodeWriteMode"] = true;
+  if (!promote.is_null()) j["promote"] = promote;
+  return j;
+}
+
+Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return Error{"cluster state: expected a JSON object"};
+  ClusterState s;
+
+  auto gen = j.find("generation");
+  if (gen == j.end() || !gen->is_number_integer()) return Error{"cluster state: generation must be an integer"};
+  s.generation = gen->get<int64_t>();
+  if (s.generation < 1) return Error{"cluster state: generation must be at least 1"};
+
+  auto primary = j.find("primary");
+  if (primary == j.end()) return Error{"cluster state: primary is missing"};
+  auto p = PeerIdentity::fromJson(*primary, "cluster state: primary");
+  if (!p) return Error{p.error()};
+  s.primary = p.value();
+
+  if (auto onwm = j.find("oneNodeWriteMode"); onwm != j.end() && !onwm->is_null()) {
+    if (!onwm->is_boolean()) return Error{"cluster state: oneNodeWriteMode must be a boolean"};
+    s.oneNodeWriteMode = onwm->get<bool>();
+  }
+
+  auto sync = j.find("sync");
+  if (sync == j.end() || sync->is_null()) {
+    if (!s.oneNodeWriteMode) return Error{"cluster state: sync may be null only in one-node-write mode"};
+  } else {
+    auto sp = PeerIdentity::fromJson(*sync, "cluster state: sync");
+    if (!sp) return Error{sp.error()};
+    s.sync = sp.value();
+  }
+
+  auto async = j.find("async");
+  if (async == j.end()) return Error{"cluster state: async is missing"};
+  auto al = peersFromJson(*async, "cluster state: async");
+  if (!al) return Error{al.error()};
+  s.async = al.value();
+
+  if (auto dep = j.find("deposed"); dep != j.end() && !dep->is_null()) {
+    auto dl = peersFromJson(*dep, "cluster state: deposed");
+    if (!dl) return Error{dl.error()};
+    s.deposed = dl.value();
+  }
+
+  auto wal = j.find("initWal");
+  if (wal == j.end() || !wal->is_string()) return Error{"cluster state: initWal must be a string like 0/16B3748"};
+  auto w = WalPosition::parse(wal->get<std::string>());
+  if (!w) return Error{"cluster state: initWal: " + w.error()};
+  s.initWal = w.value();
+
+  if (auto fr = j.find("freeze"); fr != j.end() && !fr->is_null()) {
+    if (!fr->is_boolean() && !fr->is_object()) {
+      return Error{"cluster state: freeze must be true, false or an object like {\"date\", \"reason\"}"};
+    }
+    if (*fr != false) s.freeze = *fr;
+  }
+
+  if (auto pr = j.find("promote"); pr != j.end()) s.promote = *pr;
+
+  // No peer may hold two places: that state could make two peers act on one role.
+  std::set<std::string> seen;
+  auto place = [&seen](const PeerIdentity& peer, const std::string& where) -> std::optional<Error> {
+    if (!seen.insert(peer.id).second) {
+      return Error{"cluster state: peer \"" + peer.id + "\" appears more than once (again as " + where + ")"};
+    }
+    return std::nullopt;
+  };
+  if (auto e = place(s.primary, "primary")) return *e;
+  if (s.sync) {
+    if (auto e = place(*s.sync, "sync")) return *e;
+  }
+  for (size_t i = 0; i < s.async.size(); ++i) {
+    if (auto e = place(s.async[i], "async[" + std::to_string(i) + "]")) return *e;
+  }
+  for (size_t i = 0; i < s.deposed.size(); ++i) {
+    if (auto e = place(s.deposed[i], "deposed[" + std::to_string(i) + "]")) return *e;
+  }
+  return s;
+}
+
+Result<ClusterState> ClusterState::parse(std::string_view text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{"cluster state: not valid JSON"};
+  return fromJson(j);
+}
+
+nlohmann::json summarizeState(const ClusterState& state) {
+  auto ids = [](const PeerList& peers) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& p : peers) a.push_back(p.id);
+    return a;
+  };
+  nlohmann::json j = {
+      {"generation", state.generation},
+      {"primary", state.primary.id},
+      {"sync", state.sync ? nlohmann::json(state.sync->id) : nlohmann::json(nullptr)},
+      {"async", ids(state.async)},
+      {"deposed", ids(state.deposed)},
+      {"initWal", state.initWal.toString()},
+  };
+  if (!state.freeze.is_null()) j["freeze"] = state.freeze;
+  if (state.oneNodeWriteMode) j["oneNodeWriteMode"] = true;
+  if (!state.promote.is_null()) j["promote"] = state.promote;
+  return j;
+}
+
+}  // namespace dugong

@@ -1,0 +1,77 @@
+// What the world tells the state machine. The adapters (zk/, pg/, the agent's timers)
+// and the simulators produce these; Peer::step consumes them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "statemachine/identity.h"
+#include "statemachine/wal_position.h"
+
+namespace dugong {
+
+// The cluster-state node as read from ZooKeeper. The state machine parses and
+// validates `data` itself, so that an invalid state is never acted upon.
+struct StateNode {
+  bool exists = false;
+  std::string data;      // the node's bytes, when it exists
+  int32_t version = -1;  // the node's version, for the next test-and-set
+};
+
+// A ZooKeeper session was established (first start, or again after expiry): everything
+// the peer knew of ZooKeeper is replaced. `active` is in session order.
+struct ZkInitialized {
+  StateNode state;
+  PeerList active;
+};
+
+// The set of peers with a live session changed. In session order.
+struct ActivePeersChanged {
+  PeerList active;
+};
+
+// The cluster-state node changed (or was deleted: exists = false).
+struct ClusterStateChanged {
+  StateNode state;
+};
+
+// The pg adapter looked at the local postgres for the first time.
+struct PgInitialized {
+  bool online = false;  // running
+  bool setUp = false;   // the data directory has been set up before
+};
+
+// The last ApplyPgConfig finished.
+struct PgConfigApplied {
+  bool ok = false;
+  std::string error;    // when !ok
+  bool online = false;  // whether postgres runs now
+};
+
+// The last WriteClusterState finished.
+struct StateWriteFinished {
+  bool ok = false;
+  std::string error;        // when !ok
+  bool lostRace = false;    // another writer changed the state first
+  int32_t newVersion = -1;  // when ok
+};
+
+// The last ReadWal finished.
+struct WalPositionRead {
+  std::optional<WalPosition> position;  // absent on error
+  std::string error;
+};
+
+enum class TimerId { kRetryEvaluation, kRetryPgApply };
+const char* timerName(TimerId id);
+
+struct TimerFired {
+  TimerId id;
+};
+
+using Event = std::variant<ZkInitialized, ActivePeersChanged, ClusterStateChanged, PgInitialized, PgConfigApplied,
+                           StateWriteFinished, WalPositionRead, TimerFired>;
+
+}  // namespace dugong

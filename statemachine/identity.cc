@@ -1,0 +1,53 @@
+#include "statemachine/identity.h"
+
+namespace dugong {
+
+nlohmann::json PeerIdentity::toJson() const {
+  nlohmann::json j = {{"id", id}, {"ip", ip}, {"pgUrl", pgUrl}, {"zoneId", zoneId}};
+  if (backupUrl) j["backupUrl"] = *backupUrl;
+  return j;
+}
+
+Result<PeerIdentity> PeerIdentity::fromJson(const nlohmann::json& j, const std::string& what) {
+  if (!j.is_object()) return Error{what + ": expected a peer identity object, found " + j.dump()};
+  PeerIdentity p;
+  for (auto [key, field] : {std::pair{"id", &p.id}, {"ip", &p.ip}, {"pgUrl", &p.pgUrl}, {"zoneId", &p.zoneId}}) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) return Error{what + "." + key + ": expected a string"};
+    *field = it->get<std::string>();
+  }
+  if (p.id.empty()) return Error{what + ".id: must not be empty"};
+  if (auto it = j.find("backupUrl"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) return Error{what + ".backupUrl: expected a string"};
+    p.backupUrl = it->get<std::string>();
+  }
+  return p;
+}
+
+bool containsPeer(const PeerList& peers, const std::string& id) { return indexOfPeer(peers, id) >= 0; }
+
+int indexOfPeer(const PeerList& peers, const std::string& id) {
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (peers[i].id == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+nlohmann::json peersToJson(const PeerList& peers) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& p : peers) j.push_back(p.toJson());
+  return j;
+}
+
+Result<PeerList> peersFromJson(const nlohmann::json& j, const std::string& what) {
+  if (!j.is_array()) return Error{what + ": expected an array of peer identities"};
+  PeerList out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    auto p = PeerIdentity::fromJson(j[i], what + "[" + std::to_string(i) + "]");
+    if (!p) return Error{p.error()};
+    out.push_back(std::move(p).value());
+  }
+  return out;
+}
+
+}  // namespace dugong

@@ -1,0 +1,41 @@
+// A peer's identity, as stored in its election node and in the cluster state.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "statemachine/result.h"
+
+namespace dugong {
+
+// {"id", "ip", "pgUrl", "zoneId", "backupUrl"?}. Peers are compared by id only; the other
+// fields are for reaching the peer and for operators.
+struct PeerIdentity {
+  std::string id;
+  std::string ip;
+  std::string pgUrl;  // tcp://postgres@10.0.0.5:5432/postgres
+  std::string zoneId;
+  std::optional<std::string> backupUrl;
+
+  nlohmann::json toJson() const;
+  // Checks the schema: id, ip, pgUrl and zoneId are strings, id is not empty, backupUrl
+  // is a string when present. `what` names the value in the error ("sync", "async[2]").
+  static Result<PeerIdentity> fromJson(const nlohmann::json& j, const std::string& what);
+
+  bool sameAs(const PeerIdentity& other) const { return id == other.id; }
+};
+
+using PeerList = std::vector<PeerIdentity>;
+
+// True if `peers` holds a peer with this id.
+bool containsPeer(const PeerList& peers, const std::string& id);
+// The position of the peer with this id, or -1.
+int indexOfPeer(const PeerList& peers, const std::string& id);
+
+nlohmann::json peersToJson(const PeerList& peers);
+Result<PeerList> peersFromJson(const nlohmann::json& j, const std::string& what);
+
+}  // namespace dugong

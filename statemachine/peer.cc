@@ -1,0 +1,566 @@
+#include "statemachine/peer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "statemachine/promote_request.h"
+
+namespace dugong {
+namespace {
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+std::string idList(const PeerList& peers) {
+  std::string s = "[";
+  for (size_t i = 0; i < peers.size(); ++i) s += (i ? ", " : "") + peers[i].id;
+  return s + "]";
+}
+
+bool sameIds(const PeerList& a, const PeerList& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const PeerIdentity& x, const PeerIdentity& y) { return x.id == y.id; });
+}
+
+}  // namespace
+
+const char* roleName(Role role) {
+  switch (role) {
+    case Role::kUnassigned:
+      return "unassigned";
+    case Role::kPrimary:
+      return "primary";
+    case Role::kSync:
+      return "sync";
+    case Role::kAsync:
+      return "async";
+    case Role::kDeposed:
+      return "deposed";
+    case Role::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+const char* timerName(TimerId id) {
+  return id == TimerId::kRetryPgApply ? "retry-postgres-apply" : "retry-evaluation";
+}
+
+Peer::Peer(PeerOptions options) : opts_(std::move(options)) {}
+
+std::vector<Action> Peer::step(EpochMs now, const Event& event) {
+  std::vector<Action> actions;
+  now_ = now;
+  out_ = &actions;
+  std::visit(Overloaded{
+                 [this](const ZkInitialized& e) { onZkInitialized(e); },
+                 [this](const ActivePeersChanged& e) {
+                   if (!zkInitialized_ || role_ == Role::kDeposed) return;
+                   active_ = e.active;
+                   evaluate();
+                 },
+                 [this](const ClusterStateChanged& e) {
+                   if (!zkInitialized_ || role_ == Role::kDeposed) return;
+                   onClusterState(e.state);
+                   evaluate();
+                 },
+                 [this](const PgInitialized& e) {
+                   pgInitialized_ = true;
+                   pgOnline_ = e.online;
+                   pgSetUp_ = e.setUp;
+                   evaluate();
+                 },
+                 [this](const PgConfigApplied& e) { onPgApplied(e); },
+                 [this](const StateWriteFinished& e) { onWriteFinished(e); },
+                 [this](const WalPositionRead& e) { onWalRead(e); },
+                 [this](const TimerFired& e) { onTimer(e); },
+             },
+             event);
+  out_ = nullptr;
+  return actions;
+}
+
+void Peer::onZkInitialized(const ZkInitialized& e) {
+  if (role_ == Role::kDeposed) return;
+  zkInitialized_ = true;
+  active_ = e.active;
+  onClusterState(e.state);
+  evaluate();
+}
+
+void Peer::onClusterState(const StateNode& node) {
+  if (!node.exists) {
+    if (everSawState_) {
+      halted_ = "the cluster state was deleted from ZooKeeper; not acting until a valid state is written";
+      log(LogLevel::kError, *halted_);
+    }
+    return;
+  }
+  if (state_ && node.version < stateVersion_) return;  // older than what we wrote or saw
+  auto parsed = ClusterState::parse(node.data);
+  if (!parsed) {
+    halted_ = "invalid cluster state (version " + std::to_string(node.version) + "): " + parsed.error() +
+              "; not acting until a valid state is written";
+    log(LogLevel::kError, *halted_);
+    return;
+  }
+  if (halted_) log(LogLevel::kInfo, "valid cluster state found again (version " + std::to_string(node.version) + ")");
+  halted_.reset();
+  if (!state_ || node.version != stateVersion_) holdUpdates_ = false;  // news: a held write may go again
+  state_ = std::move(parsed).value();
+  stateVersion_ = node.version;
+  everSawState_ = true;
+}
+
+void Peer::onPgApplied(const PgConfigApplied& e) {
+  if (!pgApplying_) return;
+  pgOnline_ = e.online;
+  if (e.ok) {
+    pgApplied_ = pgApplying_;
+    log(LogLevel::kInfo, std::string("postgres is configured as ") + pgRoleName(pgApplied_->role) +
+                             (e.online ? " and running" : " and stopped"));
+  } else {
+    pgApplied_.reset();
+    log(LogLevel::kWarn, "applying the postgres configuration failed: " + e.error + "; retrying in " +
+                             std::to_string(opts_.retryDelayMs) + " ms");
+    startTimer(TimerId::kRetryPgApply, opts_.retryDelayMs);
+  }
+  pgApplying_.reset();
+  evaluate();
+}
+
+void Peer::onWriteFinished(const StateWriteFinished& e) {
+  if (update_ != Update::kWriting || !writing_) return;
+  update_ = Update::kNone;
+  if (e.ok) {
+    if (e.newVersion > stateVersion_) {
+      state_ = std::move(writing_);
+      stateVersion_ = e.newVersion;
+      everSawState_ = true;
+      halted_.reset();
+    }
+    log(LogLevel::kInfo, "wrote the cluster state: " + updateReason_);
+  } else {
+    log(LogLevel::kWarn, std::string("cluster-state write failed (") + updateReason_ + "): " +
+                             (e.lostRace ? "another writer changed the state first" : e.error) +
+                             "; waiting for the current state before trying again");
+    holdUpdates_ = true;
+    retryLater();
+  }
+  writing_.reset();
+  updateReason_.clear();
+  evaluate();
+}
+
+void Peer::onWalRead(const WalPositionRead& e) {
+  if (update_ != Update::kReadingWal) return;
+  update_ = Update::kNone;
+  if (e.position) {
+    freshWal_ = e.position;
+  } else {
+    holdUpdates_ = true;
+    blocked("cannot read the WAL position (" + e.error + ") for: " + updateReason_, true);
+  }
+  updateReason_.clear();
+  evaluate();
+  freshWal_.reset();
+}
+
+void Peer::onTimer(const TimerFired& e) {
+  timers_.erase(e.id);
+  if (e.id == TimerId::kRetryEvaluation) holdUpdates_ = false;
+  evaluate();
+}
+
+bool Peer::busy() const { return update_ != Update::kNone || pgApplying_.has_value() || !timers_.empty(); }
+
+std::optional<std::string> Peer::haltReason() const { return fatal_ ? fatal_ : halted_; }
+
+// ---- evaluation --------------------------------------------------------------------
+
+void Peer::evaluate() {
+  if (fatal_) return;
+  if (role_ == Role::kDeposed) {  // terminal: only postgres is kept stopped
+    applyPg(PgConfig::none());
+    return;
+  }
+  if (!zkInitialized_ || !pgInitialized_) return;
+  if (update_ != Update::kNone) return;  // evaluated again when the write or read finishes
+  if (halted_) return;
+
+  if (!state_) {
+    evaluateNoState();
+    applyPg(PgConfig::none());
+    return;
+  }
+  const ClusterState& s = *state_;
+  if (opts_.singleton && !s.oneNodeWriteMode) {
+    fatal_ = "this peer is configured for one-node-write mode, but the cluster (generation " +
+             std::to_string(s.generation) + ", primary " + s.primary.id +
+             ") is in normal mode; remove the singleton setting from this peer's configuration";
+    out_->push_back(Fatal{*fatal_});
+    return;
+  }
+
+  Role next = roleFromState(s);
+  if (role_ == Role::kPrimary && next != Role::kPrimary && s.generation > primaryGeneration_) {
+    log(LogLevel::kWarn, "deposed: generation " + std::to_string(s.generation) + " names " + s.primary.id +
+                             " as primary; stopping postgres until this peer is rebuilt");
+    next = Role::kDeposed;
+  }
+  if (next != role_) {
+    log(LogLevel::kInfo, std::string("role ") + roleName(role_) + " -> " + roleName(next) + " (" + describe(s) + ")");
+    role_ = next;
+    lastBlocked_.clear();
+  }
+
+  switch (role_) {
+    case Role::kPrimary:
+      primaryGeneration_ = s.generation;
+      if (s.oneNodeWriteMode) {
+        evaluateOnwmPrimary();
+      } else {
+        evaluatePrimary();
+      }
+      break;
+    case Role::kSync:
+      evaluateSync();
+      break;
+    case Role::kDeposed:
+      applyPg(PgConfig::none());
+      return;
+    case Role::kAsync:
+    case Role::kUnassigned:
+    case Role::kUnknown:
+      break;
+  }
+  if (update_ == Update::kWriting) return;  // the new state decides the configuration
+  applyPg(desiredPgConfig());
+}
+
+void Peer::evaluateNoState() {
+  if (role_ != Role::kUnassigned) {
+    log(LogLevel::kInfo, std::string("role ") + roleName(role_) + " -> unassigned (no cluster state yet)");
+    role_ = Role::kUnassigned;
+  }
+  if (pgSetUp_) {
+    return blocked("no cluster state, but this peer's postgres was set up before; not setting up a new "
+                   "cluster over existing data (an operator must restore the state or clear the data)",
+                   false);
+  }
+  if (opts_.singleton) {
+    ClusterState s;
+    s.generation = 1;
+    s.primary = opts_.self;
+    s.oneNodeWriteMode = true;
+    s.freeze = {{"date", formatIso8601(now_)}, {"reason", "one-node-write mode set up by " + opts_.self.id}};
+    return writeState(std::move(s), "set up a one-node-write-mode cluster with this peer as primary");
+  }
+  const PeerList& active = *active_;
+  if (active.size() < 2) return blocked("no cluster state; waiting for a second peer to set up the cluster", false);
+  if (!isSelf(active[0])) {
+    return blocked("no cluster state; " + active[0].id + " is first in session order and sets up the cluster", false);
+  }
+  ClusterState s;
+  s.generation = 1;
+  s.primary = opts_.self;
+  s.sync = active[1];
+  s.async.assign(active.begin() + 2, active.end());
+  writeState(std::move(s), "initial setup: " + opts_.self.id + " is primary, " + active[1].id + " is sync");
+}
+
+void Peer::evaluatePrimary() {
+  const ClusterState& s = *state_;
+
+  if (s.hasPromote()) {
+    auto req = validatePromote(s.promote, s, now_);
+    if (!req) {
+      ClusterState next = s;
+      next.promote = nullptr;
+      return writeState(std::move(next), "removed an invalid promote request: " + req.error());
+    }
+    if (req->role == "async" && *req->asyncIndex == 0) {
+      const std::string why = "promote request for async[0] " + req->id;
+      if (s.frozen()) {
+        blocked(why + ", but the cluster is frozen", false);
+      } else if (!isActive(req->id)) {
+        blocked(why + ", but it is not present", false);
+      } else if (auto wal = walForTakeover(why)) {
+        return writeState(promoteFirstAsync(*wal), "generation " + std::to_string(s.generation + 1) + ": " + why +
+                                                       " carried out; " + s.sync->id + " becomes async[0]");
+      } else {
+        return;
+      }
+    } else if (req->role == "async") {
+      ClusterState next = s;
+      next.promote = nullptr;
+      auto i = static_cast<size_t>(*req->asyncIndex);
+      std::swap(next.async[i], next.async[i - 1]);
+      return writeState(std::move(next), "promote request carried out: " + req->id + " moves to async[" +
+                                             std::to_string(i - 1) + "], " + s.async[i - 1].id + " to async[" +
+                                             std::to_string(i) + "]");
+    }
+    // A sync promotion is the sync's to carry out.
+  }
+
+  if (!isActive(s.sync->id)) {
+    const std::string why = "sync " + s.sync->id + " is gone";
+    PeerList candidates = presentAsyncs();
+    if (s.frozen()) {
+      blocked(why + ", but the cluster is frozen: no takeover", false);
+    } else if (candidates.empty()) {
+      blocked(why + ", but no async is present to become the new sync", false);
+    } else if (auto wal = walForTakeover(why)) {
+      return writeState(primaryTakeover(*wal), "generation " + std::to_string(s.generation + 1) + ": " + why + "; " +
+                                                   candidates[0].id + " becomes sync");
+    } else {
+      return;
+    }
+  }
+
+  // Async chain maintenance, in this generation: drop absent asyncs, append newcomers.
+  PeerList asyncs = presentAsyncs();
+  for (const auto& p : *active_) {
+    if (isSelf(p) || p.id == s.sync->id || containsPeer(asyncs, p.id) || containsPeer(s.async, p.id) ||
+        containsPeer(s.deposed, p.id)) {
+      continue;
+    }
+    asyncs.push_back(p);
+  }
+  if (!sameIds(asyncs, s.async)) {
+    ClusterState next = s;
+    next.async = asyncs;
+    next.promote = nullptr;
+    writeState(std::move(next), "async chain " + idList(s.async) + " -> " + idList(asyncs));
+  }
+}
+
+void Peer::evaluateOnwmPrimary() {
+  if (opts_.singleton) return;  // a one-node-write peer ignores everyone else
+  const ClusterState& s = *state_;
+  bool others = std::any_of(active_->begin(), active_->end(),
+                            [&](const PeerIdentity& p) { return !isSelf(p) && !containsPeer(s.deposed, p.id); });
+  if (!others) return;
+  const std::string why = "leaving one-node-write mode";
+  if (s.frozen()) return blocked(why + ": another peer is present, waiting for the cluster to be unfrozen", false);
+  if (!pgOnline_) return blocked(why + ": waiting for postgres to be online", false);
+  if (auto wal = walForTakeover(why)) {
+    ClusterState next = leaveOnwm(*wal);
+    writeState(next, "generation " + std::to_string(next.generation) + ": " + why + ", " + next.sync->id +
+                         " becomes sync");
+  }
+}
+
+void Peer::evaluateSync() {
+  const ClusterState& s = *state_;
+  std::string why;
+  if (!isActive(s.primary.id)) {
+    why = "primary " + s.primary.id + " is gone";
+  } else if (s.hasPromote()) {
+    auto req = validatePromote(s.promote, s, now_);
+    if (!req) {
+      blocked("ignoring promote request: " + req.error(), false);
+      return;
+    }
+    if (req->role != "sync") return;
+    why = "promote request for this sync (deposing " + s.primary.id + ")";
+  } else {
+    return;
+  }
+  if (s.frozen()) return blocked(why + ", but the cluster is frozen: no takeover", true);
+  if (presentAsyncs().empty()) return blocked(why + ", but no async is present to become the new sync", true);
+  if (!pgOnline_) return blocked(why + ", but postgres is not online", true);
+  auto wal = walForTakeover(why);
+  if (!wal) return;
+  if (*wal < s.initWal) {
+    return blocked(why + ", but this peer has not caught up: its WAL " + wal->toString() + " is behind initWal " +
+                       s.initWal.toString(),
+                   true);
+  }
+  ClusterState next = syncTakeover(*wal);
+  writeState(next, "generation " + std::to_string(next.generation) + ": " + why + "; " + opts_.self.id +
+                       " takes over as primary with WAL " + wal->toString() + ", " + next.sync->id +
+                       " becomes sync, " + s.primary.id + " is deposed");
+}
+
+Role Peer::roleFromState(const ClusterState& s) const {
+  if (isSelf(s.primary)) return Role::kPrimary;
+  if (s.oneNodeWriteMode) return Role::kUnassigned;
+  if (s.sync && isSelf(*s.sync)) return Role::kSync;
+  if (containsPeer(s.deposed, opts_.self.id)) return Role::kDeposed;
+  if (containsPeer(s.async, opts_.self.id)) return Role::kAsync;
+  return Role::kUnassigned;
+}
+
+PgConfig Peer::desiredPgConfig() const {
+  const ClusterState& s = *state_;
+  switch (role_) {
+    case Role::kPrimary:
+      return PgConfig::primary(s.sync);
+    case Role::kSync:
+      return PgConfig::standby(PgRole::kSync, s.primary, s.primary);
+    case Role::kAsync: {
+      int i = indexOfPeer(s.async, opts_.self.id);
+      const PeerIdentity& upstream = i == 0 ? *s.sync : s.async[static_cast<size_t>(i - 1)];
+      return PgConfig::standby(PgRole::kAsync, upstream, s.primary);
+    }
+    case Role::kUnassigned:
+    case Role::kDeposed:
+    case Role::kUnknown:
+      break;
+  }
+  return PgConfig::none();
+}
+
+void Peer::applyPg(const PgConfig& desired) {
+  if (pgApplying_ || timers_.count(TimerId::kRetryPgApply)) return;  // evaluated again when done
+  if (pgApplied_ && *pgApplied_ == desired) return;
+  pgApplying_ = desired;
+  std::string what = std::string("configuring postgres as ") + pgRoleName(desired.role);
+  if (desired.upstream) what += ", streaming from " + desired.upstream->id;
+  if (desired.role == PgRole::kPrimary) {
+    what += desired.downstream ? ", synchronous standby " + desired.downstream->id : ", writable alone";
+  }
+  log(LogLevel::kInfo, what);
+  out_->push_back(ApplyPgConfig{desired});
+}
+
+// ---- new generations ------------------------------------------------------------
+
+ClusterState Peer::nextGeneration(WalPosition wal) const {
+  ClusterState next = *state_;
+  next.generation += 1;
+  next.primary = opts_.self;
+  next.initWal = wal;
+  next.freeze = nullptr;
+  next.promote = nullptr;
+  next.oneNodeWriteMode = false;
+  return next;
+}
+
+ClusterState Peer::syncTakeover(WalPosition wal) const {
+  ClusterState next = nextGeneration(wal);
+  PeerList present = presentAsyncs();
+  next.sync = present.front();
+  next.async.assign(present.begin() + 1, present.end());
+  next.deposed.push_back(state_->primary);
+  return next;
+}
+
+ClusterState Peer::primaryTakeover(WalPosition wal) const {
+  ClusterState next = nextGeneration(wal);
+  PeerList present = presentAsyncs();
+  next.sync = present.front();
+  next.async.assign(present.begin() + 1, present.end());
+  return next;
+}
+
+ClusterState Peer::promoteFirstAsync(WalPosition wal) const {
+  ClusterState next = nextGeneration(wal);
+  next.sync = state_->async.front();
+  next.async.front() = *state_->sync;
+  return next;
+}
+
+ClusterState Peer::leaveOnwm(WalPosition wal) const {
+  ClusterState next = nextGeneration(wal);
+  PeerList others;
+  for (const auto& p : *active_) {
+    if (!isSelf(p) && !containsPeer(state_->deposed, p.id)) others.push_back(p);
+  }
+  next.sync = others.front();
+  next.async.assign(others.begin() + 1, others.end());
+  return next;
+}
+
+std::optional<WalPosition> Peer::walForTakeover(const std::string& why) {
+  if (freshWal_) return freshWal_;
+  if (holdUpdates_) return std::nullopt;
+  update_ = Update::kReadingWal;
+  updateReason_ = why;
+  log(LogLevel::kDebug, "reading the WAL position: " + why);
+  out_->push_back(ReadWal{});
+  return std::nullopt;
+}
+
+void Peer::writeState(ClusterState next, const std::string& reason) {
+  if (holdUpdates_) {
+    blocked("waiting to retry a failed cluster-state write: " + reason, false);
+    return;
+  }
+  update_ = Update::kWriting;
+  updateReason_ = reason;
+  lastBlocked_.clear();
+  log(LogLevel::kInfo, "writing the cluster state: " + reason);
+  out_->push_back(WriteClusterState{next, state_ ? stateVersion_ : -1, reason});
+  writing_ = std::move(next);
+}
+
+void Peer::blocked(const std::string& why, bool retry) {
+  if (why != lastBlocked_) {
+    log(LogLevel::kInfo, why);
+    lastBlocked_ = why;
+  }
+  if (retry) retryLater();
+}
+
+void Peer::retryLater() { startTimer(TimerId::kRetryEvaluation, opts_.retryDelayMs); }
+
+void Peer::startTimer(TimerId id, int64_t delayMs) {
+  if (!timers_.insert(id).second) return;
+  out_->push_back(StartTimer{id, delayMs});
+}
+
+void Peer::log(LogLevel level, std::string message) { out_->push_back(LogDecision{level, std::move(message)}); }
+
+bool Peer::isActive(const std::string& id) const { return active_ && containsPeer(*active_, id); }
+
+PeerList Peer::presentAsyncs() const {
+  PeerList out;
+  for (const auto& a : state_->async) {
+    if (isActive(a.id)) out.push_back(a);
+  }
+  return out;
+}
+
+std::string Peer::describe(const ClusterState& s) const {
+  return "generation " + std::to_string(s.generation) + ", primary " + s.primary.id + ", sync " +
+         (s.sync ? s.sync->id : std::string("none")) + ", async " + idList(s.async);
+}
+
+nlohmann::json Peer::inspect() const {
+  auto cfg = [](const std::optional<PgConfig>& c) { return c ? c->toJson() : nlohmann::json(nullptr); };
+  nlohmann::json active = nullptr;
+  if (active_) {
+    active = nlohmann::json::array();
+    for (const auto& p : *active_) active.push_back(p.id);
+  }
+  nlohmann::json pending = nlohmann::json::array();
+  if (update_ == Update::kWriting) pending.push_back("cluster-state write: " + updateReason_);
+  if (update_ == Update::kReadingWal) pending.push_back("WAL read: " + updateReason_);
+  if (pgApplying_) pending.push_back(std::string("postgres transition to ") + pgRoleName(pgApplying_->role));
+  for (TimerId t : timers_) pending.push_back(std::string("timer ") + timerName(t));
+  nlohmann::json j = {
+      {"id", opts_.self.id},
+      {"role", roleName(role_)},
+      {"singleton", opts_.singleton},
+      {"clusterState", state_ ? state_->toJson() : nlohmann::json(nullptr)},
+      {"stateVersion", stateVersion_},
+      {"activePeers", active},
+      {"pg",
+       {{"initialized", pgInitialized_},
+        {"online", pgOnline_},
+        {"setUp", pgSetUp_},
+        {"applied", cfg(pgApplied_)},
+        {"applying", cfg(pgApplying_)}}},
+      {"pending", pending},
+  };
+  if (auto why = haltReason()) j["halted"] = *why;
+  return j;
+}
+
+}  // namespace dugong

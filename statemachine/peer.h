@@ -1,0 +1,132 @@
+// The per-peer state machine of the Manatee v2 algorithm (seeds/manatee-state-machine.txt).
+//
+// Pure: events in, actions out. No I/O, no clock (the caller passes the time with each
+// event), no threads. The same sequence of (time, event) gives the same actions.
+//
+// Thread-safety: none; one caller steps a Peer at a time.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "statemachine/action.h"
+#include "statemachine/cluster_state.h"
+#include "statemachine/event.h"
+#include "statemachine/pg_config.h"
+#include "statemachine/time_format.h"
+
+namespace dugong {
+
+enum class Role { kUnknown, kUnassigned, kPrimary, kSync, kAsync, kDeposed };
+const char* roleName(Role role);
+
+struct PeerOptions {
+  PeerIdentity self;
+  // One-node-write mode: with no cluster state, set up a frozen single-peer cluster at
+  // once; never act on other peers.
+  bool singleton = false;
+  // Back-off before evaluating again after a failed condition, write or apply.
+  int64_t retryDelayMs = 1000;
+};
+
+class Peer {
+ public:
+  explicit Peer(PeerOptions options);
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+
+  // Feeds one event that happened at `now`; returns what to do, in order (action.h).
+  std::vector<Action> step(EpochMs now, const Event& event);
+
+  Role role() const { return role_; }
+  const PeerIdentity& self() const { return opts_.self; }
+  // The last valid cluster state seen (or written) and its version.
+  const std::optional<ClusterState>& clusterState() const { return state_; }
+  int32_t stateVersion() const { return stateVersion_; }
+  // The active peers in session order; absent until ZooKeeper is initialised.
+  const std::optional<PeerList>& activePeers() const { return active_; }
+  // True while a write, WAL read or postgres transition is in flight, or a timer pends.
+  bool busy() const;
+  // Why this peer stopped acting (invalid state, fatal error), if it did.
+  std::optional<std::string> haltReason() const;
+
+  // Role, last state seen, active peers, postgres view and pending work.
+  nlohmann::json inspect() const;
+
+ private:
+  enum class Update { kNone, kReadingWal, kWriting };
+
+  void onZkInitialized(const ZkInitialized& e);
+  void onClusterState(const StateNode& node);
+  void onPgApplied(const PgConfigApplied& e);
+  void onWriteFinished(const StateWriteFinished& e);
+  void onWalRead(const WalPositionRead& e);
+  void onTimer(const TimerFired& e);
+
+  void evaluate();
+  void evaluateNoState();
+  void evaluatePrimary();
+  void evaluateOnwmPrimary();
+  void evaluateSync();
+  Role roleFromState(const ClusterState& s) const;
+  PgConfig desiredPgConfig() const;
+  void applyPg(const PgConfig& desired);
+
+  // New generations. Each needs a WAL position read in this evaluation.
+  ClusterState syncTakeover(WalPosition wal) const;
+  ClusterState primaryTakeover(WalPosition wal) const;
+  ClusterState promoteFirstAsync(WalPosition wal) const;
+  ClusterState leaveOnwm(WalPosition wal) const;
+  ClusterState nextGeneration(WalPosition wal) const;
+
+  // Reads the WAL first if this evaluation has none; returns the position once read.
+  std::optional<WalPosition> walForTakeover(const std::string& why);
+  void writeState(ClusterState next, const std::string& reason);
+  // A condition failed: say why (once per distinct reason) and evaluate again later.
+  void blocked(const std::string& why, bool retry);
+  void retryLater();
+  void startTimer(TimerId id, int64_t delayMs);
+  void log(LogLevel level, std::string message);
+
+  bool isActive(const std::string& id) const;
+  PeerList presentAsyncs() const;
+  bool isSelf(const PeerIdentity& p) const { return p.id == opts_.self.id; }
+  std::string describe(const ClusterState& s) const;
+
+  PeerOptions opts_;
+  Role role_ = Role::kUnknown;
+
+  bool zkInitialized_ = false;
+  std::optional<ClusterState> state_;
+  int32_t stateVersion_ = -1;
+  bool everSawState_ = false;
+  std::optional<PeerList> active_;
+
+  bool pgInitialized_ = false;
+  bool pgOnline_ = false;
+  bool pgSetUp_ = false;
+  std::optional<PgConfig> pgApplied_;   // last configuration applied successfully
+  std::optional<PgConfig> pgApplying_;  // in flight
+
+  Update update_ = Update::kNone;
+  std::string updateReason_;
+  std::optional<ClusterState> writing_;
+  bool holdUpdates_ = false;  // a write or WAL read failed: wait for the retry timer or news
+  std::optional<WalPosition> freshWal_;   // read for this evaluation only
+  std::set<TimerId> timers_;
+
+  int64_t primaryGeneration_ = 0;  // the generation in which this peer last acted as primary
+  std::optional<std::string> halted_;  // invalid state: record, do not act
+  std::optional<std::string> fatal_;
+  std::string lastBlocked_;
+
+  EpochMs now_ = 0;
+  std::vector<Action>* out_ = nullptr;
+};
+
+}  // namespace dugong

@@ -1,0 +1,42 @@
+#include "statemachine/pg_config.h"
+
+namespace dugong {
+
+const char* pgRoleName(PgRole role) {
+  switch (role) {
+    case PgRole::kPrimary:
+      return "primary";
+    case PgRole::kSync:
+      return "sync";
+    case PgRole::kAsync:
+      return "async";
+    case PgRole::kNone:
+      break;
+  }
+  return "none";
+}
+
+PgConfig PgConfig::primary(std::optional<PeerIdentity> downstream) {
+  PgConfig c;
+  c.role = PgRole::kPrimary;
+  c.downstream = std::move(downstream);
+  return c;
+}
+
+PgConfig PgConfig::standby(PgRole role, PeerIdentity upstream, PeerIdentity restorePeer) {
+  PgConfig c;
+  c.role = role;
+  c.upstream = std::move(upstream);
+  c.restorePeer = std::move(restorePeer);
+  return c;
+}
+
+nlohmann::json PgConfig::toJson() const {
+  auto peer = [](const std::optional<PeerIdentity>& p) { return p ? p->toJson() : nlohmann::json(nullptr); };
+  return {{"role", pgRoleName(role)},
+          {"upstream", peer(upstream)},
+          {"downstream", peer(downstream)},
+          {"restorePeer", peer(restorePeer)}};
+}
+
+}  // namespace dugong

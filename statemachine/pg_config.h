@@ -1,0 +1,38 @@
+// The postgres configuration a role needs: what the state machine asks the pg adapter
+// to apply.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "statemachine/identity.h"
+
+namespace dugong {
+
+enum class PgRole { kNone, kPrimary, kSync, kAsync };
+
+const char* pgRoleName(PgRole role);
+
+// primary: {upstream null, downstream = the sync (null in one-node-write mode, which
+//           means writable alone)}.
+// sync / async: {upstream = the peer to stream from, restorePeer = the primary, from
+//           which a peer with no usable data directory is rebuilt}.
+// none: postgres stopped.
+struct PgConfig {
+  PgRole role = PgRole::kNone;
+  std::optional<PeerIdentity> upstream;
+  std::optional<PeerIdentity> downstream;
+  std::optional<PeerIdentity> restorePeer;
+
+  static PgConfig none() { return {}; }
+  static PgConfig primary(std::optional<PeerIdentity> downstream);
+  static PgConfig standby(PgRole role, PeerIdentity upstream, PeerIdentity restorePeer);
+
+  // Full identities, or null.
+  nlohmann::json toJson() const;
+  bool operator==(const PgConfig& other) const { return toJson() == other.toJson(); }
+};
+
+}  // namespace dugong

@@ -1,0 +1,50 @@
+#include "tests/support/test_env.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+
+namespace dugong::testing {
+
+int freeLoopbackPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw std::system_error(err, std::generic_category(), "bind to a free loopback port");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+ScratchDir::ScratchDir(const std::string& prefix) {
+  const char* base = std::getenv("DUGONG_TEST_TMP");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    throw std::system_error(errno, std::generic_category(), "mkdtemp " + tmpl);
+  }
+  ::chmod(tmpl.c_str(), 0755);
+  path_ = tmpl;
+}
+
+ScratchDir::~ScratchDir() {
+  if (std::getenv("DUGONG_KEEP_TEST_DIRS")) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace dugong::testing

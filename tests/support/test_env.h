@@ -1,0 +1,27 @@
+// Small helpers shared by the tests that start real servers: free loopback ports and
+// scratch directories that are removed afterwards.
+#pragma once
+
+#include <string>
+
+namespace dugong::testing {
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
+int freeLoopbackPort();
+
+// A fresh directory under $DUGONG_TEST_TMP (default /tmp), removed with all it holds
+// when the object is destroyed, unless DUGONG_KEEP_TEST_DIRS is set. The directory is
+// world-traversable so that the postgres user can reach data directories inside it.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace dugong::testing
