@@ -1,0 +1,468 @@
+#include "tools/sim/sim_world.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace dugong::sim {
+namespace {
+
+constexpr int64_t kZkInitMs = 100;
+constexpr int64_t kZkWriteMs = 100;
+constexpr int64_t kPgInitMs = 100;
+constexpr int64_t kPgStepMs = 1000;  // reconfigure, start, stop
+constexpr int64_t kWalReadMs = 10;
+constexpr uint64_t kWalStep = 10;
+const char* const kNodeUnderTest = "node1";
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+nlohmann::json idsOf(const PeerList& peers) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& p : peers) a.push_back(p.id);
+  return a;
+}
+
+Error usage(const std::string& cmd, const std::string& what) { return Error{cmd + ": " + what}; }
+
+const char* levelName(LogLevel l) {
+  switch (l) {
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kInfo:
+      break;
+  }
+  return "info";
+}
+
+}  // namespace
+
+SimWorld::SimWorld(Options options) : opts_(options), now_(options.startTime) { identity(kNodeUnderTest); }
+
+// ---- event loop --------------------------------------------------------------------
+
+void SimWorld::schedule(int64_t delayMs, std::function<void()> fn) {
+  queue_.push(Scheduled{now_ + delayMs, seq_++, std::move(fn)});
+}
+
+void SimWorld::advance(int64_t ms) {
+  const EpochMs until = now_ + ms;
+  while (!queue_.empty() && queue_.top().at <= until) {
+    Scheduled next = queue_.top();
+    queue_.pop();
+    now_ = next.at;
+    next.fn();
+  }
+  now_ = until;
+}
+
+bool SimWorld::runUntilRest(int64_t limitMs) {
+  const EpochMs limit = now_ + limitMs;
+  while (!queue_.empty()) {
+    if (queue_.top().at > limit) return false;
+    Scheduled next = queue_.top();
+    queue_.pop();
+    now_ = next.at;
+    next.fn();
+  }
+  return true;
+}
+
+void SimWorld::log(const std::string& line) {
+  if (trace_) trace_(now_, line);
+}
+
+void SimWorld::deliver(const Event& event, const std::string& what) {
+  log("event  " + what);
+  for (const Action& a : peer_->step(now_, event)) carryOut(a);
+}
+
+void SimWorld::carryOut(const Action& action) {
+  std::visit(
+      Overloaded{
+          [this](const WriteClusterState& w) {
+            log("action write state (expecting version " + std::to_string(w.expectedVersion) + "): " + w.reason);
+            schedule(kZkWriteMs, [this, w] {
+              StateWriteFinished done;
+              if ((w.expectedVersion == -1) != zkData_.is_null() ||
+                  (w.expectedVersion != -1 && w.expectedVersion != zkVersion_)) {
+                done.lostRace = true;
+                done.error = "version mismatch";
+              } else {
+                writeZk(w.state.toJson(), "peer node1");
+                done.ok = true;
+                done.newVersion = zkVersion_;
+              }
+              deliver(done, std::string("state write ") + (done.ok ? "ok" : "failed"));
+            });
+          },
+          [this](const ApplyPgConfig& a) {
+            log(std::string("action apply postgres config: ") + pgRoleName(a.config.role));
+            schedule(kPgStepMs, [this, config = a.config] {
+              pgConfig_ = config;
+              const bool wantOnline = config.role != PgRole::kNone;
+              auto finish = [this] {
+                auto s = zkState();
+                if (pgOnline_ && s && s->primary.id == kNodeUnderTest) pgWal_ = pgWal_.plus(kWalStep);
+                deliver(PgConfigApplied{true, "", pgOnline_}, "postgres config applied");
+              };
+              if (wantOnline == pgOnline_) return finish();
+              schedule(kPgStepMs, [this, wantOnline, finish] {
+                pgOnline_ = wantOnline;
+                finish();
+              });
+            });
+          },
+          [this](const ReadWal&) {
+            schedule(kWalReadMs, [this] {
+              WalPositionRead r;
+              if (pgOnline_) {
+                r.position = pgWal_;
+              } else {
+                r.error = "postgres is not online";
+              }
+              deliver(r, "WAL read: " + (r.position ? r.position->toString() : r.error));
+            });
+          },
+          [this](const StartTimer& t) {
+            schedule(t.delayMs, [this, id = t.id] { deliver(TimerFired{id}, std::string("timer ") + timerName(id)); });
+          },
+          [this](const LogDecision& d) { log(std::string("peer   ") + levelName(d.level) + ": " + d.message); },
+          [this](const Fatal& f) { log("peer   FATAL: " + f.reason); },
+      },
+      action);
+}
+
+// ---- simulated ZooKeeper ----------------------------------------------------------
+
+Result<nlohmann::json> SimWorld::writeZk(nlohmann::json state, const std::string& why) {
+  zkData_ = std::move(state);
+  zkVersion_ = zkVersion_ < 0 ? 0 : zkVersion_ + 1;
+  ++historyCount_;
+  log("zk     state version " + std::to_string(zkVersion_) + " written by " + why);
+  notifyState();
+  return nlohmann::json(nullptr);
+}
+
+std::optional<ClusterState> SimWorld::zkState() const {
+  if (zkData_.is_null()) return std::nullopt;
+  auto s = ClusterState::fromJson(zkData_);
+  if (!s) return std::nullopt;
+  return s.value();
+}
+
+StateNode SimWorld::stateNode() const {
+  StateNode n;
+  n.exists = !zkData_.is_null();
+  if (n.exists) n.data = zkData_.dump();
+  n.version = zkVersion_;
+  return n;
+}
+
+PeerList SimWorld::activeList() const {
+  PeerList out;
+  for (const auto& id : active_) out.push_back(identities_.at(id));
+  return out;
+}
+
+void SimWorld::notifyState() {
+  if (!zkClientReady_ || stateNotifyPending_) return;
+  stateNotifyPending_ = true;
+  schedule(0, [this] {
+    stateNotifyPending_ = false;
+    if (zkVersion_ == deliveredVersion_) return;
+    deliveredVersion_ = zkVersion_;
+    deliver(ClusterStateChanged{stateNode()}, "cluster state changed (version " + std::to_string(zkVersion_) + ")");
+  });
+}
+
+void SimWorld::notifyActive() {
+  if (!zkClientReady_ || activeNotifyPending_) return;
+  activeNotifyPending_ = true;
+  schedule(0, [this] {
+    activeNotifyPending_ = false;
+    if (active_ == deliveredActive_) return;
+    deliveredActive_ = active_;
+    deliver(ActivePeersChanged{activeList()}, "active peers changed: " + idsOf(activeList()).dump());
+  });
+}
+
+bool SimWorld::simulatedPrimaryRunsCluster(const ClusterState& s) const {
+  return !s.oneNodeWriteMode && s.sync && s.primary.id != kNodeUnderTest;
+}
+
+// ---- identities -------------------------------------------------------------------
+
+const PeerIdentity& SimWorld::identity(const std::string& id) {
+  auto it = identities_.find(id);
+  if (it != identities_.end()) return it->second;
+  const int n = ++identityCount_;
+  PeerIdentity p;
+  p.id = id;
+  p.ip = "10.0.0." + std::to_string(n);
+  p.pgUrl = "tcp://postgres@" + p.ip + ":5432/postgres";
+  p.zoneId = id;
+  return identities_.emplace(id, p).first->second;
+}
+
+std::optional<std::string> SimWorld::knownId(const nlohmann::json& arg) const {
+  if (!arg.is_string() || !identities_.count(arg.get<std::string>())) return std::nullopt;
+  return arg.get<std::string>();
+}
+
+// ---- commands ---------------------------------------------------------------------
+
+Result<nlohmann::json> SimWorld::run(const std::string& cmd, const nlohmann::json& args) {
+  if (!args.is_array()) return usage(cmd, "args must be an array");
+  auto arg = [&args](size_t i) { return i < args.size() ? args[i] : nlohmann::json(nullptr); };
+  if (cmd == "echo") {
+    std::string text;
+    for (const auto& a : args) text += (text.empty() ? "" : " ") + (a.is_string() ? a.get<std::string>() : a.dump());
+    log("echo   " + text);
+    return nlohmann::json(nullptr);
+  }
+  if (cmd == "peer") return peerView();
+  if (cmd == "zk") return zkView(arg(0) == true);
+  if (cmd == "addpeer") return addPeer(args);
+  if (cmd == "rmpeer") return rmPeer(args);
+  if (cmd == "bootstrap") return bootstrap(args);
+  if (cmd == "startPeer") return startPeer();
+  if (cmd == "catchUp") return catchUp();
+  if (cmd == "depose") return depose();
+  if (cmd == "rebuild") return rebuild(args);
+  if (cmd == "freeze") {
+    if (!arg(0).is_null() && !arg(0).is_boolean()) return usage(cmd, "the argument must be true or false");
+    return freeze(arg(0) != false);
+  }
+  if (cmd == "unfreeze") return freeze(false);
+  if (cmd == "promote") return promote(args);
+  if (cmd == "setClusterState") return setClusterState(args);
+  return Error{"unknown command \"" + cmd +
+               "\" (commands: addpeer, rmpeer, bootstrap, startPeer, peer, zk, catchUp, depose, rebuild, freeze, "
+               "unfreeze, promote, setClusterState, echo)"};
+}
+
+Result<nlohmann::json> SimWorld::addPeer(const nlohmann::json& args) {
+  std::string id;
+  if (!args.empty()) {
+    if (!args[0].is_string() || args[0].get<std::string>().empty()) return usage("addpeer", "id must be a string");
+    id = args[0].get<std::string>();
+  } else {
+    do {
+      id = "node" + std::to_string(identityCount_ + 1);
+      if (identities_.count(id)) ++identityCount_;
+    } while (identities_.count(id));
+  }
+  if (std::find(active_.begin(), active_.end(), id) != active_.end()) return usage("addpeer", id + " is already active");
+  const PeerIdentity& p = identity(id);
+  active_.push_back(id);
+  log("zk     " + id + " joined");
+  notifyActive();
+  auto s = zkState();
+  if (s && simulatedPrimaryRunsCluster(*s) && s->primary.id != id && s->sync->id != id &&
+      !containsPeer(s->async, id) && !containsPeer(s->deposed, id)) {
+    nlohmann::json next = zkData_;
+    next["async"].push_back(p.toJson());
+    writeZk(next, "simulated primary " + s->primary.id + " (adding async " + id + ")");
+  }
+  return nlohmann::json(nullptr);
+}
+
+Result<nlohmann::json> SimWorld::rmPeer(const nlohmann::json& args) {
+  if (args.empty() || !args[0].is_string()) return usage("rmpeer", "which peer? (rmpeer ID)");
+  const std::string id = args[0].get<std::string>();
+  if (id == kNodeUnderTest) return usage("rmpeer", "refusing to remove the peer under test");
+  auto it = std::find(active_.begin(), active_.end(), id);
+  if (it == active_.end()) return usage("rmpeer", id + " is not active");
+  auto s = zkState();
+  if (s && s->primary.id == id && s->sync && s->sync->id != kNodeUnderTest) {
+    return usage("rmpeer", "removing primary " + id + " would need simulated sync " + s->sync->id +
+                               " to take over; use depose");
+  }
+  if (s && s->sync && s->sync->id == id && s->primary.id != kNodeUnderTest) {
+    return usage("rmpeer", "removing sync " + id + " would need simulated primary " + s->primary.id +
+                               " to take over; use depose");
+  }
+  active_.erase(it);
+  log("zk     " + id + " left");
+  notifyActive();
+  if (s && simulatedPrimaryRunsCluster(*s) && containsPeer(s->async, id)) {
+    nlohmann::json next = zkData_;
+    next["async"].erase(static_cast<size_t>(indexOfPeer(s->async, id)));
+    writeZk(next, "simulated primary " + s->primary.id + " (removing async " + id + ")");
+  }
+  return nlohmann::json(nullptr);
+}
+
+Result<nlohmann::json> SimWorld::bootstrap(const nlohmann::json& args) {
+  if (!zkData_.is_null()) return usage("bootstrap", "the cluster state already exists");
+  if (active_.size() < 2) return usage("bootstrap", "needs at least 2 active peers");
+  std::string primary = active_[0];
+  if (!args.empty()) {
+    auto id = knownId(args[0]);
+    if (!id) return usage("bootstrap", "unknown primary " + args[0].dump());
+    primary = *id;
+  }
+  std::string sync;
+  if (args.size() > 1) {
+    auto id = knownId(args[1]);
+    if (!id || *id == primary) return usage("bootstrap", "invalid sync " + args[1].dump());
+    sync = *id;
+  } else {
+    for (const auto& a : active_) {
+      if (a != primary) {
+        sync = a;
+        break;
+      }
+    }
+  }
+  ClusterState s;
+  s.primary = identities_.at(primary);
+  s.sync = identities_.at(sync);
+  for (const auto& a : active_) {
+    if (a != primary && a != sync) s.async.push_back(identities_.at(a));
+  }
+  return writeZk(s.toJson(), "bootstrap");
+}
+
+Result<nlohmann::json> SimWorld::startPeer() {
+  if (peer_) return usage("startPeer", "the peer is already started");
+  PeerOptions o;
+  o.self = identities_.at(kNodeUnderTest);
+  o.singleton = opts_.singleton;
+  peer_ = std::make_unique<Peer>(o);
+  schedule(kZkInitMs, [this] {
+    if (std::find(active_.begin(), active_.end(), kNodeUnderTest) == active_.end()) active_.push_back(kNodeUnderTest);
+    zkClientReady_ = true;
+    deliveredVersion_ = zkVersion_;
+    deliveredActive_ = active_;
+    notifyActive();  // the other clients see the new election node
+    deliver(ZkInitialized{stateNode(), activeList()}, "zookeeper initialised");
+  });
+  schedule(kPgInitMs, [this] { deliver(PgInitialized{false, false}, "postgres initialised (offline, not set up)"); });
+  return nlohmann::json(nullptr);
+}
+
+Result<nlohmann::json> SimWorld::catchUp() {
+  auto s = zkState();
+  if (!s) return usage("catchUp", "there is no cluster state");
+  pgWal_ = s->initWal.plus(kWalStep);
+  log("pg     WAL caught up to " + pgWal_.toString());
+  return nlohmann::json(nullptr);
+}
+
+Result<nlohmann::json> SimWorld::depose() {
+  auto s = zkState();
+  if (!s || !s->sync) return usage("depose", "needs a cluster state with a sync");
+  if (s->async.empty()) return usage("depose", "needs an async to become the new sync");
+  ClusterState next = *s;
+  next.generation += 1;
+  next.deposed.push_back(s->primary);
+  next.primary = *s->sync;
+  next.sync = s->async.front();
+  next.async.erase(next.async.begin());
+  next.initWal = s->initWal.plus(kWalStep);
+  next.freeze = nullptr;
+  next.oneNodeWriteMode = false;
+  next.promote = nullptr;
+  return writeZk(next.toJson(), "depose (simulated sync " + s->sync->id + " takes over)");
+}
+
+Result<nlohmann::json> SimWorld::rebuild(const nlohmann::json& args) {
+  auto s = zkState();
+  if (args.empty() || !args[0].is_string()) return usage("rebuild", "which peer? (rebuild ID)");
+  const std::string id = args[0].get<std::string>();
+  if (!s || !containsPeer(s->deposed, id)) return usage("rebuild", id + " is not deposed");
+  ClusterState next = *s;
+  next.deposed.erase(next.deposed.begin() + indexOfPeer(s->deposed, id));
+  if (s->primary.id != kNodeUnderTest) next.async.push_back(identities_.at(id));
+  next.freeze = nullptr;
+  next.oneNodeWriteMode = false;
+  next.promote = nullptr;
+  return writeZk(next.toJson(), "rebuild of " + id);
+}
+
+Result<nlohmann::json> SimWorld::freeze(bool on) {
+  if (zkData_.is_null()) return usage(on ? "freeze" : "unfreeze", "there is no cluster state");
+  nlohmann::json next = zkData_;
+  if (on) {
+    next["freeze"] = {{"note", "frozen by simulator"}};
+  } else {
+    next.erase("freeze");
+  }
+  return writeZk(next, on ? "freeze" : "unfreeze");
+}
+
+Result<nlohmann::json> SimWorld::promote(const nlohmann::json& args) {
+  if (zkData_.is_null()) return usage("promote", "there is no cluster state");
+  if (args.empty() || !args[0].is_object()) return usage("promote", "expects a promote object");
+  nlohmann::json req = args[0];
+  if (auto it = req.find("expireIn"); it != req.end()) {
+    if (!it->is_number_integer()) return usage("promote", "expireIn must be a whole number of ms");
+    req["expireTime"] = formatIso8601(now_ + it->get<int64_t>());
+    req.erase("expireIn");
+  }
+  nlohmann::json next = zkData_;
+  next["promote"] = req;
+  return writeZk(next, "promote request " + req.dump());
+}
+
+Result<nlohmann::json> SimWorld::setClusterState(const nlohmann::json& args) {
+  if (args.empty()) return usage("setClusterState", "expects a cluster state object");
+  auto s = ClusterState::fromJson(args[0]);
+  if (!s) return usage("setClusterState", "invalid cluster state, nothing written: " + s.error());
+  // Peers named by the state become known identities, as they were given.
+  PeerList named = s->async;
+  named.insert(named.end(), s->deposed.begin(), s->deposed.end());
+  named.push_back(s->primary);
+  if (s->sync) named.push_back(*s->sync);
+  for (const auto& p : named) {
+    if (!identities_.count(p.id)) {
+      ++identityCount_;
+      identities_.emplace(p.id, p);
+    }
+  }
+  return writeZk(args[0], "setClusterState");
+}
+
+nlohmann::json SimWorld::peerView() const {
+  auto url = [](const std::optional<PeerIdentity>& p) { return p ? nlohmann::json(p->pgUrl) : nlohmann::json(nullptr); };
+  nlohmann::json config = nullptr;
+  if (pgConfig_) {
+    config = {{"role", pgRoleName(pgConfig_->role)},
+              {"upstream", url(pgConfig_->upstream)},
+              {"downstream", url(pgConfig_->downstream)},
+              {"restorePeer", url(pgConfig_->restorePeer)}};
+  }
+  nlohmann::json view = {{"id", kNodeUnderTest}, {"role", "unknown"}, {"zkstate", nullptr}, {"zkpeers", nullptr}};
+  if (peer_) {
+    view["role"] = roleName(peer_->role());
+    auto pending = peer_->inspect()["pending"];
+    if (!pending.empty()) view["pending"] = pending;
+    if (peer_->clusterState()) view["zkstate"] = summarizeState(*peer_->clusterState());
+    if (peer_->activePeers()) view["zkpeers"] = idsOf(*peer_->activePeers());
+    if (auto why = peer_->haltReason()) view["halted"] = *why;
+  }
+  view["pg"] = {{"config", config}, {"online", pgOnline_}, {"xlog", pgWal_.toString()}};
+  return view;
+}
+
+nlohmann::json SimWorld::zkView(bool verbose) const {
+  nlohmann::json state = nullptr;
+  if (!zkData_.is_null()) {
+    auto s = zkState();
+    state = verbose || !s ? zkData_ : summarizeState(*s);
+  }
+  PeerList active = activeList();
+  return {{"clusterState", state}, {"activeNodes", verbose ? peersToJson(active) : idsOf(active)}};
+}
+
+}  // namespace dugong::sim
