@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libzookeeper-mt-dev zookeeper zookeeperd-
+  libzookeeper-mt-dev zookeeper
   postgresql-15 postgresql-client-15 libpq-dev
   libboost-dev libboost-system-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
@@ -16,7 +16,6 @@ packages=(
 
 missing=()
 for p in "${packages[@]}"; do
-  case "$p" in *-) continue ;; esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 

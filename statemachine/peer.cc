@@ -238,7 +238,8 @@ void Peer::evaluate() {
     case Role::kUnknown:
       break;
   }
-  if (update_ == Update::kWriting) return;  // the new state decides the configuration
+  // Postgres follows the state as it is now; a write in flight changes it only once
+  // confirmed (a takeover promotes postgres after its new generation is written).
   applyPg(desiredPgConfig());
 }
 

@@ -1,0 +1,344 @@
+// Rules of the peer state machine that the scenario scripts cannot reach (the
+// simulator's postgres never fails, its ZooKeeper never loses a race), and the
+// ordering guarantees of its output.
+#include "statemachine/peer.h"
+
+#include <gtest/gtest.h>
+
+namespace dugong {
+namespace {
+
+constexpr EpochMs kT0 = 1767225600000;
+
+PeerIdentity ident(const std::string& id) { return {id, "10.0.0.9", "tcp://postgres@" + id + ":5432/postgres", id, {}}; }
+
+StateNode node(const ClusterState& s, int32_t version) { return {true, s.serialize(), version}; }
+
+ClusterState cluster(int64_t gen, const std::string& primary, const std::string& sync,
+                     std::vector<std::string> async = {}, std::vector<std::string> deposed = {}) {
+  ClusterState s;
+  s.generation = gen;
+  s.primary = ident(primary);
+  s.sync = ident(sync);
+  for (const auto& a : async) s.async.push_back(ident(a));
+  for (const auto& d : deposed) s.deposed.push_back(ident(d));
+  return s;
+}
+
+PeerList peers(std::vector<std::string> ids) {
+  PeerList out;
+  for (const auto& id : ids) out.push_back(ident(id));
+  return out;
+}
+
+template <class T>
+std::vector<T> only(const std::vector<Action>& actions) {
+  std::vector<T> out;
+  for (const auto& a : actions) {
+    if (auto* x = std::get_if<T>(&a)) out.push_back(*x);
+  }
+  return out;
+}
+
+bool logged(const std::vector<Action>& actions, const std::string& text) {
+  for (const auto& l : only<LogDecision>(actions)) {
+    if (l.message.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Steps one Peer ("me") with a clock that moves 1 ms per event.
+struct Harness {
+  explicit Harness(bool singleton = false) : peer(PeerOptions{ident("me"), singleton, 1000}) {}
+  std::vector<Action> step(const Event& e) { return peer.step(now++, e); }
+  std::vector<Action> start(std::optional<ClusterState> s, std::vector<std::string> active, bool online = false,
+                            bool setUp = false, int32_t version = 0) {
+    auto a = step(PgInitialized{online, setUp});
+    auto b = step(ZkInitialized{s ? node(*s, version) : StateNode{}, peers(std::move(active))});
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+  // Completes a pending apply successfully.
+  std::vector<Action> applied(bool online) { return step(PgConfigApplied{true, "", online}); }
+  Peer peer;
+  EpochMs now = kT0;
+};
+
+TEST(Peer, WaitsForZooKeeperAndPostgresBeforeActing) {
+  Harness h;
+  EXPECT_TRUE(h.step(ZkInitialized{StateNode{}, peers({"me", "b"})}).empty());
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "b", "c"})}).empty());
+  auto actions = h.step(PgInitialized{false, false});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].expectedVersion, -1);
+  EXPECT_EQ(writes[0].state.generation, 1);
+  EXPECT_EQ(writes[0].state.sync->id, "b");
+  ASSERT_EQ(writes[0].state.async.size(), 1u);
+  EXPECT_EQ(writes[0].state.initWal, WalPosition(0));
+}
+
+TEST(Peer, NeverSetsUpAClusterOverPreviouslySetUpPostgres) {
+  for (bool singleton : {false, true}) {
+    Harness h(singleton);
+    auto actions = h.start(std::nullopt, {"me", "b"}, /*online=*/true, /*setUp=*/true);
+    EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+    EXPECT_TRUE(logged(actions, "was set up before; not setting up a new cluster"));
+    // Postgres is stopped: an unassigned peer serves nothing.
+    auto apply = only<ApplyPgConfig>(actions);
+    ASSERT_EQ(apply.size(), 1u);
+    EXPECT_EQ(apply[0].config.role, PgRole::kNone);
+  }
+}
+
+TEST(Peer, SingletonSetsUpAFrozenOneNodeWriteCluster) {
+  Harness h(/*singleton=*/true);
+  auto actions = h.start(std::nullopt, {"other", "me"});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  const ClusterState& s = writes[0].state;
+  EXPECT_TRUE(s.oneNodeWriteMode);
+  EXPECT_FALSE(s.sync.has_value());
+  EXPECT_EQ(s.primary.id, "me");
+  EXPECT_EQ(s.freeze["date"], formatIso8601(kT0 + 1));
+  EXPECT_NE(s.freeze["reason"].get<std::string>().find("one-node-write"), std::string::npos);
+  EXPECT_TRUE(ClusterState::parse(s.serialize()).ok());
+}
+
+TEST(Peer, InvalidStateIsReportedAndNeverActedUpon) {
+  Harness h;
+  auto actions = h.step(PgInitialized{true, true});
+  actions = h.step(ZkInitialized{StateNode{true, "{\"generation\": \"x\"}", 3}, peers({"me", "b"})});
+  ASSERT_EQ(actions.size(), 1u);
+  auto log = std::get<LogDecision>(actions[0]);
+  EXPECT_EQ(log.level, LogLevel::kError);
+  EXPECT_NE(log.message.find("invalid cluster state (version 3): cluster state: generation must be an integer"),
+            std::string::npos);
+  ASSERT_TRUE(h.peer.haltReason().has_value());
+  // Nothing happens while the state is invalid, whatever else changes.
+  EXPECT_TRUE(only<ApplyPgConfig>(h.step(ActivePeersChanged{peers({"me"})})).empty());
+  EXPECT_TRUE(only<ApplyPgConfig>(h.step(ClusterStateChanged{StateNode{true, "not json", 4}})).empty());
+  // A valid state resumes the peer.
+  actions = h.step(ClusterStateChanged{node(cluster(2, "b", "me"), 5)});
+  EXPECT_FALSE(h.peer.haltReason().has_value());
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kSync);
+  EXPECT_EQ(apply[0].config.upstream->id, "b");
+  EXPECT_EQ(apply[0].config.restorePeer->id, "b");
+}
+
+TEST(Peer, DeletedStateHaltsThePeer) {
+  Harness h;
+  h.start(cluster(2, "b", "me", {"c"}), {"b", "me", "c"});
+  h.applied(true);
+  auto actions = h.step(ClusterStateChanged{StateNode{}});
+  EXPECT_TRUE(logged(actions, "the cluster state was deleted"));
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  EXPECT_TRUE(only<ApplyPgConfig>(h.step(ActivePeersChanged{peers({"me", "c"})})).empty());
+  EXPECT_TRUE(only<ReadWal>(h.step(ActivePeersChanged{peers({"me", "c"})})).empty());
+}
+
+TEST(Peer, IgnoresStateOlderThanWhatItHas) {
+  Harness h;
+  h.start(cluster(3, "b", "me", {"c"}), {"b", "me", "c"}, false, false, /*version=*/7);
+  h.applied(true);
+  auto actions = h.step(ClusterStateChanged{node(cluster(2, "me", "b", {"c"}), 6)});
+  EXPECT_TRUE(actions.empty());
+  EXPECT_EQ(h.peer.stateVersion(), 7);
+  EXPECT_EQ(h.peer.role(), Role::kSync);
+}
+
+// The sync takes over: WAL read, then the write, and only after the write is confirmed
+// is postgres reconfigured as primary.
+TEST(Peer, SyncTakeoverWritesBeforePromotingPostgres) {
+  Harness h;
+  ClusterState s = cluster(4, "old", "me", {"a", "b"}, {"x"});
+  s.initWal = WalPosition(100);
+  h.start(s, {"old", "me", "a", "b"}, false, false, 9);
+  h.applied(true);
+  auto actions = h.step(ActivePeersChanged{peers({"me", "b", "a"})});
+  ASSERT_EQ(only<ReadWal>(actions).size(), 1u);
+  EXPECT_TRUE(h.peer.busy());
+  actions = h.step(WalPositionRead{WalPosition(150), ""});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  const ClusterState& next = writes[0].state;
+  EXPECT_EQ(writes[0].expectedVersion, 9);
+  EXPECT_EQ(next.generation, 5);
+  EXPECT_EQ(next.primary.id, "me");
+  EXPECT_EQ(next.sync->id, "a");  // first present async, in chain order
+  ASSERT_EQ(next.async.size(), 1u);
+  EXPECT_EQ(next.async[0].id, "b");
+  ASSERT_EQ(next.deposed.size(), 2u);
+  EXPECT_EQ(next.deposed[1].id, "old");
+  EXPECT_EQ(next.initWal, WalPosition(150));
+  // Events during the write are recorded but not acted upon.
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "a"})}).empty());
+  actions = h.step(StateWriteFinished{true, "", false, 10});
+  EXPECT_EQ(h.peer.role(), Role::kPrimary);
+  EXPECT_EQ(h.peer.stateVersion(), 10);
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
+  EXPECT_EQ(apply[0].config.downstream->id, "a");
+}
+
+TEST(Peer, SyncNeedsPostgresOnlineToTakeOver) {
+  Harness h;
+  auto actions = h.start(cluster(1, "p", "me", {"a"}), {"me", "a"});
+  EXPECT_TRUE(logged(actions, "postgres is not online"));
+  EXPECT_TRUE(only<ReadWal>(actions).empty());
+  auto timers = only<StartTimer>(actions);
+  ASSERT_EQ(timers.size(), 1u);
+  EXPECT_EQ(timers[0].id, TimerId::kRetryEvaluation);
+  EXPECT_EQ(timers[0].delayMs, 1000);
+  // The blocked reason is logged once, and the timer is not started twice.
+  actions = h.step(ActivePeersChanged{peers({"me", "a", "z"})});
+  EXPECT_FALSE(logged(actions, "postgres is not online"));
+  EXPECT_TRUE(only<StartTimer>(actions).empty());
+}
+
+TEST(Peer, WalReadFailureBacksOff) {
+  Harness h;
+  ClusterState s = cluster(1, "me", "gone", {"a"});
+  h.start(s, {"me", "a"});
+  h.applied(true);  // applying primary, then reading the WAL for the takeover
+  EXPECT_EQ(h.peer.inspect()["pending"][0], "WAL read: sync gone is gone");
+  auto actions = h.step(WalPositionRead{std::nullopt, "connection refused"});
+  EXPECT_TRUE(logged(actions, "cannot read the WAL position (connection refused)"));
+  EXPECT_TRUE(only<ReadWal>(actions).empty());
+  EXPECT_EQ(only<StartTimer>(actions).size(), 1u);
+  actions = h.step(TimerFired{TimerId::kRetryEvaluation});
+  EXPECT_EQ(only<ReadWal>(actions).size(), 1u);
+  actions = h.step(WalPositionRead{WalPosition(42), ""});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.initWal, WalPosition(42));
+  EXPECT_EQ(writes[0].state.sync->id, "a");
+  EXPECT_TRUE(writes[0].state.deposed.empty());  // the old sync is dropped, not deposed
+}
+
+TEST(Peer, LostRaceWaitsForNewsOrTheRetryTimer) {
+  Harness h;
+  h.start(cluster(1, "me", "b"), {"me", "b"});
+  h.applied(true);
+  auto actions = h.step(ActivePeersChanged{peers({"me", "b", "c"})});
+  ASSERT_EQ(only<WriteClusterState>(actions).size(), 1u);  // appending c to the chain
+  actions = h.step(StateWriteFinished{false, "bad version", true, -1});
+  EXPECT_TRUE(logged(actions, "another writer changed the state first"));
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_EQ(only<StartTimer>(actions).size(), 1u);
+  // Nothing new: no write.
+  EXPECT_TRUE(only<WriteClusterState>(h.step(ActivePeersChanged{peers({"me", "b", "c"})})).empty());
+  // The timer fires: try again.
+  actions = h.step(TimerFired{TimerId::kRetryEvaluation});
+  ASSERT_EQ(only<WriteClusterState>(actions).size(), 1u);
+  h.step(StateWriteFinished{false, "connection loss", false, -1});
+  // News from ZooKeeper: evaluate on it at once.
+  ClusterState newer = cluster(1, "me", "b", {"c"});
+  actions = h.step(ClusterStateChanged{node(newer, 1)});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());  // already what we wanted
+  EXPECT_EQ(h.peer.clusterState()->async.size(), 1u);
+}
+
+TEST(Peer, PostgresApplyFailureIsRetried) {
+  Harness h;
+  auto actions = h.start(cluster(1, "p", "me"), {"p", "me"});
+  ASSERT_EQ(only<ApplyPgConfig>(actions).size(), 1u);
+  actions = h.step(PgConfigApplied{false, "pg_ctl timed out", false});
+  EXPECT_TRUE(logged(actions, "pg_ctl timed out"));
+  auto timers = only<StartTimer>(actions);
+  ASSERT_EQ(timers.size(), 1u);
+  EXPECT_EQ(timers[0].id, TimerId::kRetryPgApply);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  EXPECT_TRUE(only<ApplyPgConfig>(h.step(ActivePeersChanged{peers({"p", "me", "x"})})).empty());
+  actions = h.step(TimerFired{TimerId::kRetryPgApply});
+  ASSERT_EQ(only<ApplyPgConfig>(actions).size(), 1u);
+  h.applied(true);
+  EXPECT_FALSE(h.peer.busy());
+  // The same configuration is not applied again.
+  EXPECT_TRUE(only<ApplyPgConfig>(h.step(ActivePeersChanged{peers({"p", "me"})})).empty());
+}
+
+TEST(Peer, PrimarySeeingANewerGenerationIsDeposedEvenIfNotListed) {
+  Harness h;
+  h.start(cluster(3, "me", "b", {"c"}), {"me", "b", "c"});
+  h.applied(true);
+  // A new generation names b as primary and, wrongly, this peer as an async.
+  auto actions = h.step(ClusterStateChanged{node(cluster(4, "b", "c", {"me"}), 1)});
+  EXPECT_EQ(h.peer.role(), Role::kDeposed);
+  EXPECT_TRUE(logged(actions, "deposed: generation 4 names b as primary"));
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kNone);
+  // A deposed peer ignores ZooKeeper from now on.
+  EXPECT_TRUE(h.step(ClusterStateChanged{node(cluster(5, "c", "me"), 2)}).empty());
+  EXPECT_TRUE(h.step(ZkInitialized{node(cluster(5, "c", "me"), 2), peers({"c", "me"})}).empty());
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me"})}).empty());
+  // It keeps postgres stopped: a failed stop is retried.
+  actions = h.step(PgConfigApplied{false, "pg_ctl stop timed out", true});
+  EXPECT_EQ(only<StartTimer>(actions).size(), 1u);
+  apply = only<ApplyPgConfig>(h.step(TimerFired{TimerId::kRetryPgApply}));
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kNone);
+  h.applied(false);
+  EXPECT_EQ(h.peer.inspect()["role"], "deposed");
+}
+
+TEST(Peer, NewSessionReplacesWhatTheOldOneKnew) {
+  Harness h;
+  h.start(cluster(1, "p", "me", {"a"}), {"p", "me", "a"});
+  h.applied(true);
+  // Session expired; the new session finds a newer state in which this peer is async.
+  auto actions = h.step(ZkInitialized{node(cluster(2, "p", "a", {"me"}), 1), peers({"p", "a", "me"})});
+  EXPECT_EQ(h.peer.role(), Role::kAsync);
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.upstream->id, "a");
+  EXPECT_EQ(h.peer.activePeers()->size(), 3u);
+}
+
+TEST(Peer, SingletonFindingANormalClusterIsFatal) {
+  Harness h(/*singleton=*/true);
+  auto actions = h.start(cluster(1, "a", "b"), {"a", "b", "me"});
+  auto fatal = only<Fatal>(actions);
+  ASSERT_EQ(fatal.size(), 1u);
+  EXPECT_NE(fatal[0].reason.find("configured for one-node-write mode"), std::string::npos);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me"})}).empty());
+  EXPECT_EQ(*h.peer.haltReason(), fatal[0].reason);
+}
+
+TEST(Peer, InspectShowsRoleStateAndPendingWork) {
+  Harness h;
+  h.start(cluster(1, "p", "me", {"a"}), {"p", "me", "a"});
+  auto j = h.peer.inspect();
+  EXPECT_EQ(j["id"], "me");
+  EXPECT_EQ(j["role"], "sync");
+  EXPECT_EQ(j["clusterState"]["generation"], 1);
+  EXPECT_EQ(j["stateVersion"], 0);
+  EXPECT_EQ(j["activePeers"], nlohmann::json({"p", "me", "a"}));
+  EXPECT_EQ(j["pg"]["applying"]["role"], "sync");
+  EXPECT_TRUE(j["pg"]["applied"].is_null());
+  EXPECT_EQ(j["pending"][0], "postgres transition to sync");
+  EXPECT_FALSE(j.contains("halted"));
+  h.applied(true);
+  j = h.peer.inspect();
+  EXPECT_EQ(j["pg"]["applied"]["upstream"]["id"], "p");
+  EXPECT_TRUE(j["pg"]["online"]);
+  EXPECT_EQ(roleName(Role::kUnknown), std::string("unknown"));
+}
+
+TEST(Peer, StrayCompletionsAreIgnored) {
+  Harness h;
+  EXPECT_TRUE(h.step(StateWriteFinished{true, "", false, 3}).empty());
+  EXPECT_TRUE(h.step(WalPositionRead{WalPosition(1), ""}).empty());
+  EXPECT_TRUE(h.step(PgConfigApplied{true, "", true}).empty());
+  EXPECT_TRUE(h.step(TimerFired{TimerId::kRetryEvaluation}).empty());
+  EXPECT_EQ(h.peer.role(), Role::kUnknown);
+}
+
+}  // namespace
+}  // namespace dugong
