@@ -1,0 +1,120 @@
+#include "pg/adapter.h"
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+namespace dugong::pg {
+
+Result<std::unique_ptr<PgAdapter>> PgAdapter::create(boost::asio::io_context& loop, PgOptions options) {
+  auto v = validate(options);
+  if (!v) return Error{"postgres options: " + v.error()};
+  return std::unique_ptr<PgAdapter>(new PgAdapter(loop, std::move(options)));
+}
+
+PgAdapter::PgAdapter(boost::asio::io_context& loop, PgOptions options)
+    : loop_(loop), controller_(std::move(options)), healthTimer_(loop), writableTimer_(loop) {}
+
+PgAdapter::~PgAdapter() {
+  alive_.reset();
+  healthTimer_.cancel();
+  writableTimer_.cancel();
+  control_.join();
+  query_.join();
+}
+
+template <class T>
+void PgAdapter::onWorker(boost::asio::thread_pool& worker, std::function<T()> work, std::function<void(T)> done) {
+  std::weak_ptr<int> alive = alive_;
+  boost::asio::post(worker, [this, alive, work = std::move(work), done = std::move(done)]() mutable {
+    if (alive.expired()) return;
+    T result = work();
+    boost::asio::post(loop_, [alive, done = std::move(done), result = std::move(result)]() mutable {
+      if (alive.expired()) return;
+      done(std::move(result));
+    });
+  });
+}
+
+void PgAdapter::init(std::function<void(PgInitialized)> done) {
+  onWorker<PgInitialized>(control_, [this] { return controller_.init(); }, std::move(done));
+}
+
+void PgAdapter::apply(PgConfig config, std::function<void(PgConfigApplied)> done) {
+  onWorker<PgConfigApplied>(
+      control_, [this, config = std::move(config)] { return controller_.apply(config); },
+      [this, done = std::move(done)](PgConfigApplied r) {
+        if (controller_.writablePending()) scheduleWritablePoll();
+        done(std::move(r));
+      });
+}
+
+void PgAdapter::readWal(std::function<void(WalPositionRead)> done) {
+  onWorker<WalPositionRead>(query_, [this] { return controller_.readWal(); }, std::move(done));
+}
+
+void PgAdapter::status(std::function<void(PgStatus)> done) {
+  onWorker<PgStatus>(query_, [this] { return controller_.status(); }, std::move(done));
+}
+
+void PgAdapter::startHealthCheck(std::function<void(bool, const std::string&)> onChange) {
+  onHealthChange_ = std::move(onChange);
+  healthRunning_ = true;
+  lastHealthy_ = -1;
+  healthTimer_.expires_after(std::chrono::milliseconds(0));
+  scheduleHealth();
+}
+
+void PgAdapter::stopHealthCheck() {
+  healthRunning_ = false;
+  healthTimer_.cancel();
+}
+
+void PgAdapter::scheduleHealth() {
+  healthTimer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
+    if (ec || alive.expired() || !healthRunning_) return;
+    healthTimer_.expires_after(controller_.options().healthInterval);
+    scheduleHealth();
+    if (healthInFlight_) return;  // the previous check is still running: it is bounded
+    healthInFlight_ = true;
+    struct Health {
+      bool ok = false;
+      std::string detail;
+    };
+    onWorker<Health>(
+        query_,
+        [this] {
+          auto r = controller_.healthCheck();
+          return Health{r.ok(), r.ok() ? std::string() : r.error()};
+        },
+        [this](Health h) {
+          healthInFlight_ = false;
+          if (!healthRunning_) return;
+          int now = h.ok ? 1 : 0;
+          if (now == lastHealthy_) return;
+          lastHealthy_ = now;
+          if (h.ok) {
+            spdlog::info("pg: postgres is healthy");
+          } else {
+            spdlog::warn("pg: postgres is unhealthy: {}", h.detail);
+          }
+          if (onHealthChange_) onHealthChange_(h.ok, h.detail);
+        });
+  });
+}
+
+void PgAdapter::scheduleWritablePoll() {
+  if (writablePolling_) return;
+  writablePolling_ = true;
+  writableTimer_.expires_after(controller_.options().writablePollInterval);
+  writableTimer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    onWorker<bool>(
+        query_, [this] { return controller_.pollWritable(); },
+        [this](bool) {
+          writablePolling_ = false;
+          if (controller_.writablePending()) scheduleWritablePoll();
+        });
+  });
+}
+
+}  // namespace dugong::pg

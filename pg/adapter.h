@@ -1,0 +1,74 @@
+// PgAdapter: the postgres adapter as the agent uses it, on the agent's one io_context.
+//
+// Every operation runs on a worker thread and its result is posted back to the
+// io_context, so the event loop never blocks. Two workers: the control worker runs
+// init/apply (which may take minutes: a rebuild), in order; the query worker runs
+// readWal/status/health checks/the primary's sync check (bounded by queryTimeout),
+// so that status stays available during a rebuild.
+//
+// Callbacks run on the io_context. After the adapter is destroyed no callback runs.
+// The destructor waits for a running command to finish (each is bounded by its timeout).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "pg/controller.h"
+#include "pg/options.h"
+#include "pg/pg_status.h"
+#include "statemachine/event.h"
+#include "statemachine/pg_config.h"
+#include "statemachine/result.h"
+
+namespace dugong::pg {
+
+class PgAdapter {
+ public:
+  // Validates the options (see validate()); errors are returned, nothing is touched.
+  static Result<std::unique_ptr<PgAdapter>> create(boost::asio::io_context& loop, PgOptions options);
+  ~PgAdapter();
+  PgAdapter(const PgAdapter&) = delete;
+  PgAdapter& operator=(const PgAdapter&) = delete;
+
+  const PgOptions& options() const { return controller_.options(); }
+
+  void init(std::function<void(PgInitialized)> done);
+  // Reconfigures and starts/stops/promotes/rebuilds postgres to match `config`.
+  void apply(PgConfig config, std::function<void(PgConfigApplied)> done);
+  void readWal(std::function<void(WalPositionRead)> done);
+  void status(std::function<void(PgStatus)> done);
+
+  // Starts the periodic health check (SELECT 1 every healthInterval, bounded by
+  // queryTimeout). `onChange(healthy, detail)` runs for the first result and then for
+  // each change between healthy and unhealthy. Also drives the primary's check of its
+  // sync (every writablePollInterval while it waits), which needs no caller.
+  void startHealthCheck(std::function<void(bool healthy, const std::string& detail)> onChange);
+  void stopHealthCheck();
+
+ private:
+  PgAdapter(boost::asio::io_context& loop, PgOptions options);
+  template <class T>
+  void onWorker(boost::asio::thread_pool& worker, std::function<T()> work, std::function<void(T)> done);
+  void scheduleHealth();
+  void scheduleWritablePoll();
+
+  boost::asio::io_context& loop_;
+  PgController controller_;
+  boost::asio::thread_pool control_{1};
+  boost::asio::thread_pool query_{1};
+  boost::asio::steady_timer healthTimer_;
+  boost::asio::steady_timer writableTimer_;
+  std::function<void(bool, const std::string&)> onHealthChange_;
+  bool healthRunning_ = false;
+  bool healthInFlight_ = false;
+  bool writablePolling_ = false;
+  int lastHealthy_ = -1;  // -1 unknown, 0 unhealthy, 1 healthy
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+}  // namespace dugong::pg

@@ -1,0 +1,770 @@
+#include "pg/controller.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+namespace dugong::pg {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Output of a command, indented, for the log.
+void logOutput(const std::string& what, const CommandResult& r) {
+  std::string out = r.output;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  if (r.ok()) {
+    spdlog::info("pg: {} finished in {} ms{}{}", what, r.elapsed.count(), out.empty() ? "" : ":\n", out);
+  } else {
+    spdlog::warn("pg: {} failed ({}) after {} ms{}{}", what, r.describe(), r.elapsed.count(), out.empty() ? "" : ":\n",
+                 out);
+  }
+}
+
+std::string lastLines(const std::string& text, int n) {
+  size_t pos = text.size();
+  int lines = 0;
+  while (pos > 0 && lines <= n) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
+    ++lines;
+  }
+  return text.substr(pos + 1);
+}
+
+std::string oneLine(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  for (auto& c : s) {
+    if (c == '\n') c = ' ';
+  }
+  return s;
+}
+
+Result<bool> portFree(const std::string& host, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) return true;  // not IPv4: let postgres tell
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return true;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0 && err == EADDRINUSE) {
+    return Error{"port " + std::to_string(port) + " on " + host + " is already in use by another program"};
+  }
+  return true;
+}
+
+}  // namespace
+
+PgController::PgController(PgOptions options) : options_(std::move(options)) {
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwnam_r(options_.osUser.c_str(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    uid_ = pw.pw_uid;
+    gid_ = pw.pw_gid;
+  }
+  auto parsed = parseManagedConf(readFile(options_.dataDir + "/" + kManagedConfName));
+  if (parsed.ok()) state_ = parsed.value();
+}
+
+// ---------------------------------------------------------------- data directory
+
+bool PgController::isSetUp() const {
+  std::error_code ec;
+  return fs::exists(options_.dataDir + "/PG_VERSION", ec) && fs::exists(options_.dataDir + "/global/pg_control", ec) &&
+         !fs::exists(markerPath(), ec);
+}
+
+bool PgController::isRunning() const {
+  std::ifstream in(options_.dataDir + "/postmaster.pid");
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  // The pid may have been reused: check that it is a postgres process.
+  std::string comm = readFile("/proc/" + std::to_string(pid) + "/comm");
+  return comm.rfind("postgres", 0) == 0;
+}
+
+bool PgController::hasStandbySignal() const {
+  std::error_code ec;
+  return fs::exists(options_.dataDir + "/standby.signal", ec);
+}
+
+Result<bool> PgController::prepareDataDir(bool wipe) {
+  std::error_code ec;
+  if (wipe) fs::remove_all(options_.dataDir, ec);
+  if (ec) return Error{"cannot remove " + options_.dataDir + ": " + ec.message()};
+  fs::create_directories(options_.dataDir, ec);
+  if (ec) return Error{"cannot create " + options_.dataDir + ": " + ec.message()};
+  if (::chown(options_.dataDir.c_str(), uid_, gid_) != 0 || ::chmod(options_.dataDir.c_str(), 0700) != 0) {
+    return Error{"cannot give " + options_.dataDir + " to " + options_.osUser + ": " + std::strerror(errno)};
+  }
+  std::string log = options_.logPath();
+  if (!fs::exists(log, ec)) std::ofstream(log, std::ios::app).close();
+  if (::chown(log.c_str(), uid_, gid_) != 0) {
+    return Error{"cannot give the log file " + log + " to " + options_.osUser + ": " + std::strerror(errno)};
+  }
+  return true;
+}
+
+Result<bool> PgController::writeFileAsOwner(const std::string& path, const std::string& text, mode_t mode) {
+  std::string tmp = path + ".dugong-tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) return Error{"cannot write " + tmp};
+  }
+  if (::chmod(tmp.c_str(), mode) != 0 || ::chown(tmp.c_str(), uid_, gid_) != 0) {
+    return Error{"cannot set the owner of " + tmp + ": " + std::strerror(errno)};
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Error{"cannot rename " + tmp + ": " + std::strerror(errno)};
+  return true;
+}
+
+Result<bool> PgController::writeConf(const ManagedState& state) {
+  std::string confPath = options_.dataDir + "/postgresql.conf";
+  std::string conf = readFile(confPath);
+  if (conf.empty()) return Error{confPath + " is missing or empty"};
+  if (conf.find(kIncludeLine) == std::string::npos) {
+    if (!conf.empty() && conf.back() != '\n') conf += '\n';
+    conf += std::string(kIncludeLine) + "\n";
+    auto w = writeFileAsOwner(confPath, conf, 0600);
+    if (!w) return w;
+  }
+  // postgresql.auto.conf is read last: make sure it does not override what we manage.
+  std::string autoPath = options_.dataDir + "/postgresql.auto.conf";
+  std::string autoConf = readFile(autoPath);
+  if (!autoConf.empty()) {
+    std::istringstream in(autoConf);
+    std::string line, kept;
+    bool dropped = false;
+    while (std::getline(in, line)) {
+      std::string key = line.substr(0, line.find_first_of(" =\t"));
+      bool managed = false;
+      for (const auto& m : managedSettingNames()) managed = managed || key == m;
+      if (managed) {
+        dropped = true;
+        spdlog::warn("pg: dropping '{}' from postgresql.auto.conf: dugong manages it", key);
+      } else {
+        kept += line + "\n";
+      }
+    }
+    if (dropped) {
+      auto w = writeFileAsOwner(autoPath, kept, 0600);
+      if (!w) return w;
+    }
+  }
+  auto w = writeFileAsOwner(options_.dataDir + "/" + kManagedConfName, renderManagedConf(options_, state), 0600);
+  if (!w) return w;
+  std::lock_guard lock(stateMu_);
+  state_ = state;
+  return true;
+}
+
+Result<bool> PgController::writeHba() {
+  std::string method = options_.replicationPassword ? "scram-sha-256" : "trust";
+  std::string superMethod = options_.superuserPassword ? "scram-sha-256" : "trust";
+  std::ostringstream out;
+  out << "# Written by dugong from its configuration. Do not edit; use extraHbaLines.\n";
+  out << "host all " << options_.superuser << " 127.0.0.1/32 " << superMethod << "\n";
+  out << "host all " << options_.superuser << " ::1/128 " << superMethod << "\n";
+  out << "host replication " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
+  out << "host postgres " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
+  for (const auto& l : options_.extraHbaLines) out << l << "\n";
+  return writeFileAsOwner(options_.dataDir + "/pg_hba.conf", out.str(), 0600);
+}
+
+void PgController::setMarker(const std::string& what) {
+  std::ofstream(markerPath(), std::ios::trunc) << what << "\n";
+}
+
+void PgController::clearMarker() {
+  std::error_code ec;
+  fs::remove(markerPath(), ec);
+}
+
+// ---------------------------------------------------------------- programs
+
+CommandResult PgController::run(const std::string& tool, std::vector<std::string> args,
+                                std::chrono::milliseconds timeout, std::map<std::string, std::string> env) {
+  CommandSpec spec;
+  spec.argv.push_back(options_.binDir + "/" + tool);
+  for (auto& a : args) spec.argv.push_back(std::move(a));
+  spec.runAsUser = options_.osUser;
+  spec.env = std::move(env);
+  spec.timeout = timeout;
+  spdlog::info("pg: running {}", describeArgv(spec.argv));
+  CommandResult r = runCommand(spec);
+  logOutput(tool, r);
+  return r;
+}
+
+std::string PgController::logTail() const { return lastLines(readFile(options_.logPath()), 6); }
+
+Result<bool> PgController::initdb() {
+  setMarker("initdb");
+  auto prep = prepareDataDir(/*wipe=*/true);
+  if (!prep) return prep;
+  auto r = run("initdb",
+               {"-D", options_.dataDir, "-U", options_.superuser, "--data-checksums", "--auth=trust", "-E", "UTF8",
+                "--locale=C.UTF-8", "--no-instructions"},
+               options_.initdbTimeout);
+  if (!r.ok()) return Error{"initdb " + r.describe() + ": " + oneLine(lastLines(r.output, 4))};
+  auto hba = writeHba();
+  if (!hba) return hba;
+  return true;
+}
+
+Result<bool> PgController::start() {
+  auto prep = prepareDataDir(/*wipe=*/false);
+  if (!prep) return prep;
+  auto hba = writeHba();
+  if (!hba) return hba;
+  auto free = portFree(options_.localHost(), options_.port);
+  if (!free) return free;
+  auto deadline = std::chrono::steady_clock::now() + options_.startTimeout;
+  std::string lastError;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() < 1) break;
+    auto r = run("pg_ctl", {"start", "-D", options_.dataDir, "-l", options_.logPath(), "-w", "-t",
+                            std::to_string(left.count())},
+                 left + 10s);
+    if (r.ok()) return true;
+    std::string tail = logTail();
+    lastError = "pg_ctl start " + r.describe() + ": " + oneLine(lastLines(r.output, 2)) + " | log: " + oneLine(tail);
+    // The backends of a killed postmaster may still hold its shared memory for a moment.
+    if (tail.find("pre-existing shared memory block") == std::string::npos) break;
+    std::this_thread::sleep_for(1s);
+  }
+  return Error{lastError};
+}
+
+Result<bool> PgController::stop() {
+  if (!isRunning()) return true;
+  auto r = run("pg_ctl", {"stop", "-D", options_.dataDir, "-m", "fast", "-w", "-t",
+                          std::to_string(options_.stopTimeout.count())},
+               options_.stopTimeout + 10s);
+  if (r.ok() || !isRunning()) return true;
+  spdlog::warn("pg: fast shutdown did not finish in {} s, stopping immediately", options_.stopTimeout.count());
+  r = run("pg_ctl", {"stop", "-D", options_.dataDir, "-m", "immediate", "-w", "-t", "30"}, 40s);
+  if (r.ok() || !isRunning()) return true;
+  return Error{"could not stop postgres: " + r.describe() + ": " + oneLine(r.output)};
+}
+
+Result<bool> PgController::reload() {
+  auto r = run("pg_ctl", {"reload", "-D", options_.dataDir}, 30s);
+  if (!r.ok()) return Error{"pg_ctl reload " + r.describe() + ": " + oneLine(r.output)};
+  return true;
+}
+
+// After a reload, waits (bounded) until new sessions see the settings of `state`.
+Result<bool> PgController::waitSettings(const ManagedState& state) {
+  std::string wantRo = state.readOnly ? "on" : "off";
+  auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(options_.queryTimeout, 10s);
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto q = localQuery("SELECT current_setting('default_transaction_read_only'), "
+                        "current_setting('synchronous_standby_names')");
+    if (q && !q->rows.empty() && q->rows[0][0] == wantRo) return true;
+    last = q ? "default_transaction_read_only is still " + q->rows[0][0].value_or("?") : q.error();
+    std::this_thread::sleep_for(50ms);
+  }
+  return Error{"the new settings did not take effect: " + last};
+}
+
+Result<bool> PgController::promote() {
+  auto secs = std::to_string(options_.promoteTimeout.count());
+  auto q = runQuery(localConninfo(), "SELECT pg_promote(true, " + secs + ")", options_.promoteTimeout + 5s);
+  if (!q) return Error{"pg_promote: " + q.error()};
+  if (q->rows.empty() || q->rows[0][0] != "t") return Error{"pg_promote did not finish within " + secs + " s"};
+  auto rec = localQuery("SELECT pg_is_in_recovery()");
+  if (!rec) return Error{"after pg_promote: " + rec.error()};
+  if (rec->rows[0][0] != "f") return Error{"still in recovery after pg_promote"};
+  spdlog::info("pg: promoted to primary");
+  return true;
+}
+
+Result<bool> PgController::bootstrapRoles() {
+  const std::string& user = options_.replicationUser;
+  std::string sql = "SET default_transaction_read_only = off; ";
+  sql += "DO $dugong$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = " + quoteLiteral(user) +
+         ") THEN CREATE ROLE " + quoteIdent(user) + " WITH REPLICATION LOGIN; END IF; END $dugong$; ";
+  if (options_.replicationPassword) {
+    sql += "ALTER ROLE " + quoteIdent(user) + " WITH PASSWORD " + quoteLiteral(*options_.replicationPassword) + "; ";
+  }
+  if (options_.superuserPassword) {
+    sql += "ALTER ROLE " + quoteIdent(options_.superuser) + " WITH PASSWORD " +
+           quoteLiteral(*options_.superuserPassword) + "; ";
+  }
+  // What pg_rewind needs from its source, so that it can use the replication role.
+  for (const char* fn : {"pg_catalog.pg_ls_dir(text, boolean, boolean)", "pg_catalog.pg_stat_file(text, boolean)",
+                         "pg_catalog.pg_read_binary_file(text)",
+                         "pg_catalog.pg_read_binary_file(text, bigint, bigint, boolean)"}) {
+    sql += std::string("GRANT EXECUTE ON FUNCTION ") + fn + " TO " + quoteIdent(user) + "; ";
+  }
+  auto q = localQuery(sql);
+  if (!q) return Error{"creating the replication role: " + q.error()};
+  return true;
+}
+
+// ---------------------------------------------------------------- connections
+
+std::string PgController::localConninfo() const {
+  std::map<std::string, std::string> p = {{"host", options_.localHost()},
+                                          {"port", std::to_string(options_.port)},
+                                          {"user", options_.superuser},
+                                          {"dbname", "postgres"},
+                                          {"application_name", "dugong-agent"}};
+  if (options_.superuserPassword) p["password"] = *options_.superuserPassword;
+  return buildConninfo(p);
+}
+
+Result<std::string> PgController::peerConninfo(const PeerIdentity& peer, bool forReplication) const {
+  auto url = parsePgUrl(peer.pgUrl);
+  if (!url) return Error{"peer " + peer.id + ": " + url.error()};
+  std::map<std::string, std::string> p = {{"host", url->host},
+                                          {"port", std::to_string(url->port)},
+                                          {"user", options_.replicationUser},
+                                          {"application_name", options_.peerId},
+                                          {"connect_timeout", "5"},
+                                          {"keepalives_idle", "5"},
+                                          {"keepalives_interval", "2"},
+                                          {"keepalives_count", "3"}};
+  if (!forReplication) p["dbname"] = "postgres";
+  if (forReplication && options_.replicationPassword) p["password"] = *options_.replicationPassword;
+  return buildConninfo(p);
+}
+
+std::map<std::string, std::string> PgController::passwordEnv() const {
+  if (!options_.replicationPassword) return {};
+  return {{"PGPASSWORD", *options_.replicationPassword}};
+}
+
+Result<QueryResult> PgController::localQuery(const std::string& sql) const {
+  return runQuery(localConninfo(), sql, options_.queryTimeout);
+}
+
+// ---------------------------------------------------------------- rebuilding
+
+PgController::Divergence PgController::checkDivergence(const PeerIdentity& source, std::string* detail) {
+  auto conninfo = peerConninfo(source, false);
+  if (!conninfo) {
+    *detail = conninfo.error();
+    return Divergence::kUnknown;
+  }
+  auto r = run("pg_rewind", {"--dry-run", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
+               options_.rewindTimeout, passwordEnv());
+  *detail = oneLine(lastLines(r.output, 3));
+  if (r.output.find("no rewind required") != std::string::npos && r.ok()) return Divergence::kCanFollow;
+  if (r.output.find("servers diverged at") != std::string::npos) return Divergence::kDiverged;
+  return Divergence::kUnknown;
+}
+
+Result<bool> PgController::rewind(const PeerIdentity& source) {
+  auto conninfo = peerConninfo(source, false);
+  if (!conninfo) return Error{conninfo.error()};
+  setMarker("rewind");
+  auto r = run("pg_rewind", {"-D", options_.dataDir, "--source-server=" + conninfo.value()}, options_.rewindTimeout,
+               passwordEnv());
+  if (!r.ok()) return Error{"pg_rewind " + r.describe() + ": " + oneLine(lastLines(r.output, 3))};
+  clearMarker();
+  return true;
+}
+
+Result<bool> PgController::basebackup(const PeerIdentity& source) {
+  auto url = parsePgUrl(source.pgUrl);
+  if (!url) return Error{"restore peer " + source.id + ": " + url.error()};
+  std::error_code ec;
+  bool keptOld = false;
+  if (isSetUp()) {
+    // Keep the current data directory aside until the new one works.
+    fs::remove_all(oldDataDir(), ec);
+    fs::rename(options_.dataDir, oldDataDir(), ec);
+    if (ec) return Error{"cannot move " + options_.dataDir + " aside: " + ec.message()};
+    keptOld = true;
+    spdlog::info("pg: moved the old data directory aside to {}", oldDataDir());
+  }
+  setMarker("basebackup");
+  auto prep = prepareDataDir(/*wipe=*/true);
+  if (!prep) return prep;
+  auto r = run("pg_basebackup",
+               {"-D", options_.dataDir, "-h", url->host, "-p", std::to_string(url->port), "-U",
+                options_.replicationUser, "-X", "stream", "-c", "fast", "-w", "--label=dugong-rebuild"},
+               options_.basebackupTimeout, passwordEnv());
+  if (!r.ok()) {
+    std::string err = "pg_basebackup from " + source.id + " " + r.describe() + ": " + oneLine(lastLines(r.output, 3));
+    if (keptOld) {
+      fs::remove_all(options_.dataDir, ec);
+      fs::rename(oldDataDir(), options_.dataDir, ec);
+      if (!ec) clearMarker();
+    }
+    return Error{err};
+  }
+  clearMarker();
+  return true;
+}
+
+void PgController::discardOldDataDir() {
+  std::error_code ec;
+  if (fs::exists(oldDataDir(), ec)) {
+    fs::remove_all(oldDataDir(), ec);
+    spdlog::info("pg: removed the old data directory {}", oldDataDir());
+  }
+}
+
+// ---------------------------------------------------------------- the interface
+
+PgInitialized PgController::init() {
+  PgInitialized out;
+  out.setUp = isSetUp();
+  out.online = out.setUp && isRunning();
+  spdlog::info("pg: init: data directory {} is {}set up, postgres is {}", options_.dataDir, out.setUp ? "" : "not ",
+               out.online ? "running" : "not running");
+  return out;
+}
+
+PgConfigApplied PgController::apply(const PgConfig& config) {
+  std::lock_guard lock(applyMu_);
+  spdlog::info("pg: applying {}", config.toJson().dump());
+  PgConfigApplied out;
+  switch (config.role) {
+    case PgRole::kNone: out = applyNone(); break;
+    case PgRole::kPrimary: out = applyPrimary(config); break;
+    case PgRole::kSync:
+    case PgRole::kAsync: out = applyStandby(config); break;
+  }
+  if (out.ok) {
+    spdlog::info("pg: applied role {} (postgres {})", pgRoleName(config.role), out.online ? "running" : "stopped");
+  } else {
+    spdlog::error("pg: applying role {} failed: {}", pgRoleName(config.role), out.error);
+  }
+  return out;
+}
+
+namespace {
+PgConfigApplied failed(std::string error, bool online) {
+  PgConfigApplied out;
+  out.ok = false;
+  out.error = std::move(error);
+  out.online = online;
+  return out;
+}
+PgConfigApplied succeeded(bool online) {
+  PgConfigApplied out;
+  out.ok = true;
+  out.online = online;
+  return out;
+}
+}  // namespace
+
+PgConfigApplied PgController::applyNone() {
+  {
+    std::lock_guard lock(stateMu_);
+    pending_.reset();
+  }
+  auto s = stop();
+  if (!s) return failed(s.error(), isRunning());
+  if (isSetUp()) {
+    ManagedState st;
+    {
+      std::lock_guard lock(stateMu_);
+      st = state_;
+    }
+    st.role = "none";
+    auto w = writeConf(st);
+    if (!w) return failed(w.error(), false);
+  }
+  return succeeded(false);
+}
+
+PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
+  ManagedState previous;
+  {
+    std::lock_guard lock(stateMu_);
+    previous = state_;
+    pending_.reset();
+  }
+  ManagedState want;
+  want.role = "primary";
+  if (config.downstream) want.syncId = config.downstream->id;
+  // Read-only until the sync has caught up; a primary that was already writable stays
+  // writable when its sync changes (commits then wait for the new sync).
+  bool wasWritablePrimary = previous.role == "primary" && !previous.readOnly;
+  want.readOnly = config.downstream.has_value() && !wasWritablePrimary;
+
+  bool running = isRunning();
+  if (!isSetUp()) {
+    if (running) return failed("postgres runs on a data directory that is not set up", true);
+    auto i = initdb();
+    if (!i) return failed(i.error(), false);
+    auto w = writeConf(want);
+    if (!w) return failed(w.error(), false);
+    auto s = start();
+    if (!s) return failed(s.error(), isRunning());
+    auto b = bootstrapRoles();
+    if (!b) return failed(b.error(), true);
+    clearMarker();
+  } else {
+    bool inRecovery = hasStandbySignal();
+    if (running) {
+      auto q = localQuery("SELECT pg_is_in_recovery()");
+      if (!q) return failed("cannot ask postgres whether it is in recovery: " + q.error(), true);
+      inRecovery = q->rows[0][0] == "t";
+    }
+    if (inRecovery) want.readOnly = config.downstream.has_value();
+    auto w = writeConf(want);
+    if (!w) return failed(w.error(), running);
+    if (running) {
+      auto r = reload();
+      if (!r) return failed(r.error(), true);
+    } else {
+      // A stopped standby starts as a standby (standby.signal stays) and is promoted
+      // below, so that it switches to a new timeline.
+      auto s = start();
+      if (!s) return failed(s.error(), isRunning());
+    }
+    auto ws = waitSettings(want);
+    if (!ws) return failed(ws.error(), true);
+    if (inRecovery) {
+      auto p = promote();
+      if (!p) return failed(p.error(), true);
+    }
+  }
+  discardOldDataDir();
+  if (want.readOnly) {
+    std::lock_guard lock(stateMu_);
+    pending_ = Pending{*want.syncId, std::nullopt};
+  }
+  return succeeded(true);
+}
+
+PgConfigApplied PgController::applyStandby(const PgConfig& config) {
+  {
+    std::lock_guard lock(stateMu_);
+    pending_.reset();
+  }
+  if (!config.upstream) return failed("a standby role needs an upstream", isRunning());
+  const PeerIdentity& upstream = *config.upstream;
+  const PeerIdentity& restore = config.restorePeer ? *config.restorePeer : upstream;
+  if (upstream.id == options_.peerId) return failed("this peer cannot stream from itself", isRunning());
+  auto conninfo = peerConninfo(upstream, true);
+  if (!conninfo) return failed(conninfo.error(), isRunning());
+  ManagedState want;
+  want.role = config.role == PgRole::kSync ? "sync" : "async";
+  want.upstreamId = upstream.id;
+  want.primaryConninfo = conninfo.value();
+  want.readOnly = false;
+
+  bool running = isRunning();
+  if (running && isSetUp()) {
+    auto q = localQuery("SELECT pg_is_in_recovery()");
+    if (!q) return failed("cannot ask postgres whether it is in recovery: " + q.error(), true);
+    if (q->rows[0][0] == "t") {
+      // A running standby: a new upstream is a reload (primary_conninfo is reloadable).
+      auto w = writeConf(want);
+      if (!w) return failed(w.error(), true);
+      auto r = reload();
+      if (!r) return failed(r.error(), true);
+      return succeeded(true);
+    }
+    spdlog::info("pg: this primary becomes a standby: stopping it first");
+  }
+  auto s = stop();
+  if (!s) return failed(s.error(), isRunning());
+
+  if (!isSetUp()) {
+    spdlog::info("pg: no usable data directory: rebuilding from {} by pg_basebackup", restore.id);
+    auto b = basebackup(restore);
+    if (!b) return failed(b.error(), false);
+  } else if (!hasStandbySignal()) {
+    // Last ran as a primary: it may have WAL the cluster does not have.
+    std::string detail;
+    auto d = checkDivergence(restore, &detail);
+    if (d == Divergence::kCanFollow) {
+      spdlog::info("pg: the data directory can follow {}: {}", restore.id, detail);
+    } else {
+      spdlog::warn("pg: the data directory cannot follow {} as it is ({})", restore.id, detail);
+      bool rebuilt = false;
+      if (d == Divergence::kDiverged && options_.useRewind) {
+        auto rw = rewind(restore);
+        rebuilt = rw.ok();
+        if (!rw) spdlog::warn("pg: pg_rewind failed, falling back to pg_basebackup: {}", rw.error());
+      }
+      if (!rebuilt) {
+        auto b = basebackup(restore);
+        if (!b) return failed(b.error(), false);
+      }
+    }
+  }
+  auto w = writeConf(want);
+  if (!w) return failed(w.error(), false);
+  auto sig = writeFileAsOwner(options_.dataDir + "/standby.signal", "", 0600);
+  if (!sig) return failed(sig.error(), false);
+  auto st = start();
+  if (!st) return failed(st.error(), isRunning());
+  discardOldDataDir();
+  return succeeded(true);
+}
+
+WalPositionRead PgController::readWal() {
+  WalPositionRead out;
+  auto q = localQuery(
+      "SELECT CASE WHEN pg_is_in_recovery() "
+      "THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) "
+      "ELSE pg_current_wal_lsn() END::text");
+  if (!q) {
+    out.error = q.error();
+    return out;
+  }
+  if (q->rows.empty() || !q->rows[0][0]) {
+    out.error = "postgres reports no WAL position";
+    return out;
+  }
+  auto pos = WalPosition::parse(*q->rows[0][0]);
+  if (!pos) {
+    out.error = pos.error();
+    return out;
+  }
+  out.position = pos.value();
+  return out;
+}
+
+Result<bool> PgController::healthCheck() {
+  auto q = localQuery("SELECT 1");
+  if (!q) return Error{q.error()};
+  return true;
+}
+
+PgStatus PgController::status() {
+  PgStatus s;
+  {
+    std::lock_guard lock(stateMu_);
+    s.role = state_.role;
+    if (state_.role == "sync" || state_.role == "async") s.upstream = state_.upstreamId;
+    if (state_.role == "primary") s.sync = state_.syncId;
+    s.waitingForSync = pending_.has_value();
+  }
+  auto q = localQuery(
+      "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only'), "
+      "CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn()::text END, "
+      "pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, "
+      "EXTRACT(EPOCH FROM (now() - pg_last_xact_replay_timestamp()))::float8, "
+      "CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_walfile_name(pg_current_wal_lsn()) END, "
+      "COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), "
+      "         (SELECT timeline_id FROM pg_control_checkpoint())), "
+      "(SELECT status FROM pg_stat_wal_receiver)");
+  if (!q) {
+    s.error = q.error();
+    return s;
+  }
+  s.online = true;
+  const Row& r = q->rows.at(0);
+  s.inRecovery = r[0] == "t";
+  s.readOnly = s.inRecovery || r[1] == "on";
+  s.currentLsn = r[2];
+  s.receiveLsn = r[3];
+  s.replayLsn = r[4];
+  if (r[5]) s.replayLagSeconds = std::stod(*r[5]);
+  if (r[6] && r[6]->size() >= 8) {
+    s.timeline = static_cast<int>(std::stoul(r[6]->substr(0, 8), nullptr, 16));
+  } else if (r[7]) {
+    s.timeline = std::stoi(*r[7]);
+  }
+  s.walReceiverStatus = r[8];
+  auto rep = localQuery(
+      "SELECT application_name, state, sync_state, sent_lsn::text, write_lsn::text, flush_lsn::text, "
+      "replay_lsn::text FROM pg_stat_replication ORDER BY application_name");
+  if (!rep) {
+    s.error = rep.error();
+    return s;
+  }
+  for (const auto& row : rep->rows) {
+    ReplicationRow rr;
+    rr.applicationName = row[0].value_or("");
+    rr.state = row[1].value_or("");
+    rr.syncState = row[2].value_or("");
+    rr.sentLsn = row[3];
+    rr.writeLsn = row[4];
+    rr.flushLsn = row[5];
+    rr.replayLsn = row[6];
+    s.replication.push_back(std::move(rr));
+  }
+  return s;
+}
+
+bool PgController::writablePending() const {
+  std::lock_guard lock(stateMu_);
+  return pending_.has_value();
+}
+
+bool PgController::pollWritable() {
+  std::unique_lock applyLock(applyMu_, std::try_to_lock);
+  if (!applyLock.owns_lock()) return false;
+  Pending pending;
+  ManagedState state;
+  {
+    std::lock_guard lock(stateMu_);
+    if (!pending_) return state_.role == "primary" && !state_.readOnly;
+    pending = *pending_;
+    state = state_;
+  }
+  auto q = localQuery("SELECT pg_current_wal_lsn()::text, flush_lsn::text FROM pg_stat_replication "
+                      "WHERE application_name = " + quoteLiteral(pending.syncId) +
+                      " AND state = 'streaming' AND sync_state = 'sync'");
+  if (!q || q->rows.empty() || !q->rows[0][0] || !q->rows[0][1]) return false;
+  auto current = WalPosition::parse(*q->rows[0][0]);
+  auto flush = WalPosition::parse(*q->rows[0][1]);
+  if (!current || !flush) return false;
+  if (!pending.targetLsn) {
+    pending.targetLsn = current->value();
+    std::lock_guard lock(stateMu_);
+    if (pending_) pending_->targetLsn = pending.targetLsn;
+    spdlog::info("pg: sync {} streams synchronously; waiting for it to reach {}", pending.syncId,
+                 current->toString());
+  }
+  if (flush->value() < *pending.targetLsn) return false;
+  state.readOnly = false;
+  auto w = writeConf(state);
+  if (w) w = reload();
+  if (w) w = waitSettings(state);
+  if (!w) {
+    spdlog::error("pg: could not make the primary writable: {}", w.error());
+    return false;
+  }
+  {
+    std::lock_guard lock(stateMu_);
+    pending_.reset();
+  }
+  spdlog::info("pg: sync {} has caught up (flush {}): the primary is writable", pending.syncId, flush->toString());
+  return true;
+}
+
+}  // namespace dugong::pg

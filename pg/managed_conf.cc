@@ -1,0 +1,92 @@
+#include "pg/managed_conf.h"
+
+#include <sstream>
+
+namespace dugong::pg {
+namespace {
+const char kStatePrefix[] = "# dugong-state: ";
+
+std::string standbyName(const std::string& id) {
+  std::string out = "\"";
+  for (char c : id) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+std::string confQuote(const std::string& value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'') out += "''";
+    else if (c == '\\') out += "\\\\";
+    else out += c;
+  }
+  return out + "'";
+}
+
+nlohmann::json ManagedState::toJson() const {
+  nlohmann::json j = {{"role", role}, {"readOnly", readOnly}};
+  j["upstream"] = upstreamId ? nlohmann::json(*upstreamId) : nlohmann::json(nullptr);
+  j["sync"] = syncId ? nlohmann::json(*syncId) : nlohmann::json(nullptr);
+  return j;
+}
+
+std::string renderManagedConf(const PgOptions& options, const ManagedState& state) {
+  std::ostringstream out;
+  out << "# Managed by dugong: rewritten at every role change. Do not edit; use the\n"
+         "# agent's configuration (settings) instead.\n";
+  nlohmann::json recorded = state.toJson();
+  out << kStatePrefix << recorded.dump() << "\n";
+  // Defaults that the options' settings may override.
+  std::map<std::string, std::string> defaults = {
+      {"max_wal_senders", "10"},      {"max_replication_slots", "10"}, {"wal_keep_size", "'512MB'"},
+      {"hot_standby_feedback", "on"}, {"wal_sender_timeout", "'10s'"},  {"wal_receiver_timeout", "'10s'"},
+      {"wal_retrieve_retry_interval", "'1s'"}};
+  for (const auto& [k, v] : options.settings) defaults.erase(k);
+  for (const auto& [k, v] : defaults) out << k << " = " << v << "\n";
+  for (const auto& [k, v] : options.settings) out << k << " = " << confQuote(v) << "\n";
+  // Managed: always last, so that nothing above overrides them.
+  out << "listen_addresses = " << confQuote(options.listenAddress) << "\n";
+  out << "port = " << options.port << "\n";
+  out << "unix_socket_directories = ''\n";
+  out << "wal_level = replica\n";
+  out << "wal_log_hints = on\n";
+  out << "hot_standby = on\n";
+  out << "recovery_target_timeline = 'latest'\n";
+  out << "synchronous_commit = on\n";
+  out << "synchronous_standby_names = "
+      << confQuote(state.role == "primary" && state.syncId ? standbyName(*state.syncId) : "") << "\n";
+  out << "default_transaction_read_only = " << (state.readOnly ? "on" : "off") << "\n";
+  out << "primary_conninfo = " << confQuote(state.role == "sync" || state.role == "async" ? state.primaryConninfo : "")
+      << "\n";
+  out << "primary_slot_name = ''\n";
+  return out.str();
+}
+
+Result<ManagedState> parseManagedConf(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(kStatePrefix, 0) != 0) continue;
+    auto j = nlohmann::json::parse(line.substr(sizeof kStatePrefix - 1), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return Error{"dugong.conf: unreadable state line"};
+    ManagedState s;
+    try {
+      s.role = j.at("role").get<std::string>();
+      s.readOnly = j.at("readOnly").get<bool>();
+      if (j.contains("upstream") && j["upstream"].is_string()) s.upstreamId = j["upstream"].get<std::string>();
+      if (j.contains("sync") && j["sync"].is_string()) s.syncId = j["sync"].get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+      return Error{std::string("dugong.conf: bad state line: ") + e.what()};
+    }
+    if (s.role != "none" && s.role != "primary" && s.role != "sync" && s.role != "async") {
+      return Error{"dugong.conf: unknown role '" + s.role + "'"};
+    }
+    return s;
+  }
+  return Error{"dugong.conf: no state line"};
+}
+
+}  // namespace dugong::pg

@@ -1,0 +1,39 @@
+// dugong.conf: the postgres settings dugong manages, in a file of their own inside the
+// data directory, included at the end of postgresql.conf. The file also records (in a
+// comment line) the role it was written for, so that a restarted agent knows what the
+// running postgres was told, e.g. that a primary was already made writable.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "pg/options.h"
+#include "statemachine/result.h"
+
+namespace dugong::pg {
+
+struct ManagedState {
+  std::string role = "none";               // none, primary, sync, async
+  std::optional<std::string> upstreamId;   // standby: the peer streamed from
+  std::string primaryConninfo;             // standby: how to reach it
+  std::optional<std::string> syncId;       // primary: the sync's application name
+  bool readOnly = false;                   // primary: default_transaction_read_only
+
+  nlohmann::json toJson() const;  // without the conninfo (it may hold a password)
+  bool operator==(const ManagedState&) const = default;
+};
+
+inline constexpr const char* kManagedConfName = "dugong.conf";
+inline constexpr const char* kIncludeLine = "include 'dugong.conf'  # added by dugong";
+
+// The file's text for these options and this state.
+std::string renderManagedConf(const PgOptions& options, const ManagedState& state);
+// The state recorded in a file written by renderManagedConf.
+Result<ManagedState> parseManagedConf(const std::string& text);
+
+// A postgresql.conf string value: 'x' with quotes and backslashes escaped.
+std::string confQuote(const std::string& value);
+
+}  // namespace dugong::pg

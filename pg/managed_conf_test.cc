@@ -1,0 +1,88 @@
+#include "pg/managed_conf.h"
+
+#include <gtest/gtest.h>
+
+namespace dugong::pg {
+namespace {
+
+PgOptions someOptions() {
+  PgOptions o;
+  o.dataDir = "/tmp/x/data";
+  o.port = 6543;
+  o.peerId = "peer-a";
+  o.settings = {{"shared_buffers", "16MB"}, {"wal_keep_size", "1GB"}};
+  return o;
+}
+
+TEST(ManagedConf, PrimaryNamesItsSyncAndRecordsItsState) {
+  ManagedState s;
+  s.role = "primary";
+  s.syncId = "peer-b";
+  s.readOnly = true;
+  std::string text = renderManagedConf(someOptions(), s);
+  EXPECT_NE(text.find("synchronous_standby_names = '\"peer-b\"'"), std::string::npos) << text;
+  EXPECT_NE(text.find("default_transaction_read_only = on"), std::string::npos);
+  EXPECT_NE(text.find("primary_conninfo = ''"), std::string::npos);
+  EXPECT_NE(text.find("port = 6543"), std::string::npos);
+  EXPECT_NE(text.find("shared_buffers = '16MB'"), std::string::npos);
+  // The option overrides the default, which is not written twice.
+  EXPECT_NE(text.find("wal_keep_size = '1GB'"), std::string::npos);
+  EXPECT_EQ(text.find("wal_keep_size = '512MB'"), std::string::npos);
+  auto parsed = parseManagedConf(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_EQ(parsed->role, "primary");
+  EXPECT_EQ(parsed->syncId, std::optional<std::string>("peer-b"));
+  EXPECT_TRUE(parsed->readOnly);
+}
+
+TEST(ManagedConf, StandbyStreamsWithEscapedConninfo) {
+  ManagedState s;
+  s.role = "async";
+  s.upstreamId = "peer-b";
+  s.primaryConninfo = "host='h' password='it\\'s'";
+  std::string text = renderManagedConf(someOptions(), s);
+  EXPECT_NE(text.find("primary_conninfo = 'host=''h'' password=''it\\\\''s'''"), std::string::npos) << text;
+  EXPECT_NE(text.find("synchronous_standby_names = ''"), std::string::npos);
+  EXPECT_NE(text.find("recovery_target_timeline = 'latest'"), std::string::npos);
+  // The conninfo (which may hold a password) is not in the recorded state.
+  auto parsed = parseManagedConf(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_EQ(parsed->upstreamId, std::optional<std::string>("peer-b"));
+  EXPECT_EQ(parsed->primaryConninfo, "");
+}
+
+TEST(ManagedConf, RejectsForeignFiles) {
+  EXPECT_FALSE(parseManagedConf("port = 5432\n").ok());
+  EXPECT_FALSE(parseManagedConf("# dugong-state: {not json\n").ok());
+  EXPECT_FALSE(parseManagedConf("# dugong-state: {\"role\":\"king\",\"readOnly\":false}\n").ok());
+}
+
+TEST(Options, ValidateGivesPreciseErrors) {
+  PgOptions o = someOptions();
+  o.dataDir = "/tmp/data";
+  EXPECT_TRUE(validate(o).ok()) << validate(o).error();
+  PgOptions bad = o;
+  bad.binDir = "/nonexistent/bin";
+  EXPECT_NE(validate(bad).error().find("binDir /nonexistent/bin"), std::string::npos);
+  bad = o;
+  bad.osUser = "no-such-user-dugong";
+  EXPECT_NE(validate(bad).error().find("does not exist"), std::string::npos);
+  bad = o;
+  bad.osUser = "root";
+  EXPECT_NE(validate(bad).error().find("refuses to run as root"), std::string::npos);
+  bad = o;
+  bad.settings["port"] = "1";
+  EXPECT_NE(validate(bad).error().find("managed by dugong"), std::string::npos);
+  bad = o;
+  bad.peerId = "bad id";
+  EXPECT_NE(validate(bad).error().find("peerId"), std::string::npos);
+  bad = o;
+  bad.dataDir = "relative";
+  EXPECT_NE(validate(bad).error().find("absolute"), std::string::npos);
+  bad = o;
+  bad.port = 0;
+  EXPECT_NE(validate(bad).error().find("out of range"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dugong::pg

@@ -1,0 +1,82 @@
+// Configuration of the postgres adapter, validated once at start.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "statemachine/result.h"
+
+namespace dugong::pg {
+
+struct PgOptions {
+  // The data directory. Created (owned by `osUser`, mode 0700) when it does not exist.
+  // Its parent must exist; the adapter also keeps `<dataDir>.dugong-old` there while a
+  // rebuild is in progress.
+  std::string dataDir;
+  // The postgres log file (stderr of the postmaster). Default: `<dataDir>.log`.
+  std::string logFile;
+  int port = 5432;
+  // postgres' listen_addresses. "*" or "0.0.0.0" means all; the adapter itself then
+  // connects to 127.0.0.1.
+  std::string listenAddress = "127.0.0.1";
+  // Where pg_ctl, initdb, postgres, pg_basebackup, pg_rewind and pg_controldata live.
+  std::string binDir = "/usr/lib/postgresql/15/bin";
+  // The unprivileged OS user every postgres binary runs as (never root).
+  std::string osUser = "postgres";
+
+  // The superuser the adapter connects as over loopback (trust on loopback when no
+  // password is set).
+  std::string superuser = "postgres";
+  std::optional<std::string> superuserPassword;
+  // The role standbys replicate as (and pg_rewind reads its source as). Created when
+  // a brand-new primary is initialised. With a password the pg_hba entries use
+  // scram-sha-256, otherwise trust.
+  std::string replicationUser = "dugong_repl";
+  std::optional<std::string> replicationPassword;
+  // Addresses allowed to replicate, in pg_hba CIDR form.
+  std::string replicationCidr = "0.0.0.0/0";
+  // Extra pg_hba.conf lines, appended as they are (validated: one line each).
+  std::vector<std::string> extraHbaLines;
+
+  // This peer's id: the application_name it streams with, the name a primary's
+  // synchronous_standby_names uses for it.
+  std::string peerId;
+
+  // Extra postgresql.conf settings, written into the managed dugong.conf. Keys are
+  // postgres setting names; values are quoted by the adapter. Must not name a setting
+  // the adapter manages (port, primary_conninfo, synchronous_standby_names, ...).
+  std::map<std::string, std::string> settings;
+
+  // Prefer pg_rewind over pg_basebackup to rebuild a diverged data directory.
+  bool useRewind = true;
+
+  std::chrono::seconds initdbTimeout{120};
+  std::chrono::seconds startTimeout{120};
+  std::chrono::seconds stopTimeout{60};
+  std::chrono::seconds promoteTimeout{60};
+  std::chrono::seconds basebackupTimeout{3600};
+  std::chrono::seconds rewindTimeout{1800};
+  std::chrono::milliseconds queryTimeout{5000};
+  // Interval of the health check (SELECT 1) and of the primary's check whether its
+  // sync has caught up.
+  std::chrono::milliseconds healthInterval{1000};
+  std::chrono::milliseconds writablePollInterval{200};
+
+  // The log file, defaulted.
+  std::string logPath() const { return logFile.empty() ? dataDir + ".log" : logFile; }
+  // The host the adapter connects to for its own postgres.
+  std::string localHost() const;
+};
+
+// Checks everything that can be checked before touching postgres: paths, the OS user
+// (exists, not root), binaries present and executable, port range, names, settings.
+// Returns the first problem as a precise message.
+Result<bool> validate(const PgOptions& options);
+
+// The settings the adapter writes itself; `settings` may not name them.
+const std::vector<std::string>& managedSettingNames();
+
+}  // namespace dugong::pg

@@ -1,0 +1,41 @@
+// What the adapter reports about the local postgres, for the tools and for HTTP.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dugong::pg {
+
+// One row of pg_stat_replication (a standby streaming from this server).
+struct ReplicationRow {
+  std::string applicationName;
+  std::string state;      // startup, catchup, streaming, ...
+  std::string syncState;  // async, potential, sync, quorum
+  std::optional<std::string> sentLsn, writeLsn, flushLsn, replayLsn;
+  nlohmann::json toJson() const;
+};
+
+struct PgStatus {
+  bool online = false;      // accepts connections
+  std::string error;        // why the status is incomplete (postgres down, query failed)
+  std::string role;         // the role last applied by dugong ("primary", "sync", ...; "" if none)
+  std::optional<std::string> upstream;  // the id streamed from, for a standby
+  std::optional<std::string> sync;      // the sync named by a primary
+  bool inRecovery = false;
+  bool readOnly = false;    // default_transaction_read_only, or in recovery
+  bool waitingForSync = false;  // a primary kept read-only until its sync has caught up
+  std::optional<int> timeline;
+  std::optional<std::string> currentLsn;  // primary: pg_current_wal_lsn()
+  std::optional<std::string> receiveLsn;  // standby: pg_last_wal_receive_lsn()
+  std::optional<std::string> replayLsn;   // standby: pg_last_wal_replay_lsn()
+  std::optional<double> replayLagSeconds; // standby: now() - last replayed commit time
+  std::optional<std::string> walReceiverStatus;  // standby: pg_stat_wal_receiver.status
+  std::vector<ReplicationRow> replication;
+
+  nlohmann::json toJson() const;
+};
+
+}  // namespace dugong::pg

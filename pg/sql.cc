@@ -1,0 +1,136 @@
+#include "pg/sql.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <charconv>
+#include <memory>
+
+namespace dugong::pg {
+
+Result<PgUrl> parsePgUrl(const std::string& url) {
+  const std::string scheme = "tcp://";
+  if (url.rfind(scheme, 0) != 0) return Error{"pgUrl '" + url + "' does not start with tcp://"};
+  std::string rest = url.substr(scheme.size());
+  PgUrl out;
+  auto slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  if (slash != std::string::npos) {
+    std::string db = rest.substr(slash + 1);
+    if (!db.empty()) out.database = db;
+  }
+  auto at = authority.rfind('@');
+  if (at != std::string::npos) {
+    out.user = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+  }
+  std::string portText;
+  if (!authority.empty() && authority[0] == '[') {
+    auto close = authority.find(']');
+    if (close == std::string::npos) return Error{"pgUrl '" + url + "': unclosed '['"};
+    out.host = authority.substr(1, close - 1);
+    std::string after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return Error{"pgUrl '" + url + "': junk after the host"};
+      portText = after.substr(1);
+    }
+  } else {
+    auto colon = authority.find(':');
+    out.host = authority.substr(0, colon);
+    if (colon != std::string::npos) portText = authority.substr(colon + 1);
+  }
+  if (out.host.empty()) return Error{"pgUrl '" + url + "' has no host"};
+  if (!portText.empty()) {
+    int port = 0;
+    auto [p, ec] = std::from_chars(portText.data(), portText.data() + portText.size(), port);
+    if (ec != std::errc() || p != portText.data() + portText.size() || port <= 0 || port > 65535) {
+      return Error{"pgUrl '" + url + "' has a bad port '" + portText + "'"};
+    }
+    out.port = port;
+  }
+  return out;
+}
+
+std::string buildConninfo(const std::map<std::string, std::string>& params) {
+  std::string out;
+  for (const auto& [k, v] : params) {
+    if (!out.empty()) out += ' ';
+    out += k;
+    out += "='";
+    for (char c : v) {
+      if (c == '\'' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+namespace {
+struct ConnDeleter {
+  void operator()(PGconn* c) const { PQfinish(c); }
+};
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+std::string trimmed(const char* s) {
+  std::string out = s ? s : "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+}  // namespace
+
+Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql, std::chrono::milliseconds timeout) {
+  long long secs = std::max<long long>(2, (timeout.count() + 999) / 1000);
+  std::string full = conninfo + " " +
+                     buildConninfo({{"connect_timeout", std::to_string(secs)},
+                                    {"tcp_user_timeout", std::to_string(timeout.count())},
+                                    {"options", "-c statement_timeout=" + std::to_string(timeout.count())}});
+  std::unique_ptr<PGconn, ConnDeleter> conn(PQconnectdb(full.c_str()));
+  if (!conn) return Error{"libpq: out of memory"};
+  if (PQstatus(conn.get()) != CONNECTION_OK) return Error{"cannot connect: " + trimmed(PQerrorMessage(conn.get()))};
+  std::unique_ptr<PGresult, ResultDeleter> res(PQexec(conn.get(), sql.c_str()));
+  if (!res) return Error{"query failed: " + trimmed(PQerrorMessage(conn.get()))};
+  auto status = PQresultStatus(res.get());
+  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+    return Error{"query failed: " + trimmed(PQresultErrorMessage(res.get()))};
+  }
+  QueryResult out;
+  int nf = PQnfields(res.get());
+  for (int f = 0; f < nf; ++f) out.columns.emplace_back(PQfname(res.get(), f));
+  for (int r = 0; r < PQntuples(res.get()); ++r) {
+    Row row;
+    for (int f = 0; f < nf; ++f) {
+      if (PQgetisnull(res.get(), r, f)) {
+        row.emplace_back(std::nullopt);
+      } else {
+        row.emplace_back(std::string(PQgetvalue(res.get(), r, f)));
+      }
+    }
+    out.rows.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::string quoteLiteral(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  out += '\'';
+  // E'' not used: standard_conforming_strings is on by default, backslashes are literal.
+  return out;
+}
+
+std::string quoteIdent(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace dugong::pg

@@ -1,0 +1,43 @@
+// Blocking libpq access with bounds on every step, for the adapter's worker threads and
+// for tests. Also conninfo building (quoted) and parsing of a peer's pgUrl.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "statemachine/result.h"
+
+namespace dugong::pg {
+
+// host/port/user/database from "tcp://user@host:port/db" (user, port and db optional;
+// IPv6 hosts in brackets).
+struct PgUrl {
+  std::string user;
+  std::string host;
+  int port = 5432;
+  std::string database = "postgres";
+};
+Result<PgUrl> parsePgUrl(const std::string& url);
+
+// A libpq conninfo string from key/value pairs, each value quoted and escaped.
+std::string buildConninfo(const std::map<std::string, std::string>& params);
+
+using Row = std::vector<std::optional<std::string>>;  // NULL = nullopt
+struct QueryResult {
+  std::vector<std::string> columns;
+  std::vector<Row> rows;
+};
+
+// Connects (bounded by connect_timeout), runs `sql` with statement_timeout = timeout,
+// disconnects. Several statements may be given; the last result is returned.
+// Errors carry the server's message.
+Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql, std::chrono::milliseconds timeout);
+
+// SQL literal / identifier quoting for statements that take no parameters (CREATE ROLE).
+std::string quoteLiteral(const std::string& s);
+std::string quoteIdent(const std::string& s);
+
+}  // namespace dugong::pg
