@@ -1,0 +1,57 @@
+// How a peer reaches ZooKeeper and where its cluster lives there.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "statemachine/result.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace dugong::zk {
+
+// Digest authentication ("digest" scheme, "user:password"). When set, every node the
+// adapter creates gets the ACL {ALL for this identity, READ for world:anyone}, so only
+// clients that authenticate with the same identity (agents and operators) can write.
+struct DigestAuth {
+  std::string user;
+  std::string password;
+  std::string credentials() const { return user + ":" + password; }
+};
+
+struct ZkOptions {
+  // "host:port[,host:port...]". Required.
+  std::string connectString;
+  // Optional chroot ("/prod"); appended to the connect string. Must start with '/'.
+  std::string chroot;
+  // Cluster name; the root defaults to "/dugong/<cluster>". Required unless root is set.
+  std::string cluster;
+  // Absolute path of the cluster's root node. Default: "/dugong/<cluster>".
+  std::string root;
+  // Requested session timeout. The server clamps it to [2, 20] x its tickTime.
+  // Default 10 s.
+  int sessionTimeoutMs = 10000;
+  // Back-off between attempts to open a new session (after expiry or a failed
+  // setup): the n-th delay is uniform in [d/2, d] with d = min(max, initial * 2^n).
+  int backoffInitialMs = 100;
+  int backoffMaxMs = 5000;
+  // How long a write whose outcome was lost with the connection waits for a
+  // reconnection to resolve it by re-reading the state. After this, it is reported
+  // failed ("outcome unknown"); that is safe because every write is a test-and-set.
+  // Default 0: the session timeout.
+  int unknownOutcomeTimeoutMs = 0;
+  // Off by default.
+  std::optional<DigestAuth> auth;
+  // Where the adapter logs; default: spdlog's default logger.
+  std::shared_ptr<spdlog::logger> logger;
+
+  std::string effectiveRoot() const { return root.empty() ? "/dugong/" + cluster : root; }
+  std::string hosts() const { return connectString + chroot; }
+  // Checks the options once, with precise messages.
+  Result<bool> validate() const;
+};
+
+}  // namespace dugong::zk

@@ -1,0 +1,94 @@
+// The agent's ZooKeeper session: its election node, its watches and its cluster-state
+// writes, turned into the state machine's events.
+//
+// Threading: a Session lives on ONE boost::asio::io_context that runs on one thread
+// (the agent's event loop). Every method must be called on that thread, and every
+// callback (events, write results) runs there. The C client's threads only post
+// into the io_context; they never block and never call back into the agent.
+//
+// What is delivered, in order, to `onEvent`:
+// - ZkInitialized once a session is established and set up: parents created, this
+//   peer's election node created, state and election children read with watches.
+//   Delivered again after every session expiry, with everything re-read.
+// - ClusterStateChanged / ActivePeersChanged when a watch fires and the re-read data
+//   differs from what was last delivered (never for data that did not change).
+// Connection loss (the session is still valid) produces no event: watches survive
+// it, and everything is re-read on reconnection. Writes fail fast while disconnected.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "statemachine/cluster_state.h"
+#include "statemachine/event.h"
+#include "statemachine/identity.h"
+#include "statemachine/result.h"
+#include "zk/options.h"
+
+namespace dugong::zk {
+
+// What the agent's status endpoint shows about the session.
+struct SessionStatus {
+  bool connected = false;    // the handle is connected to a server now
+  bool initialized = false;  // ZkInitialized was delivered for the current session
+  int64_t sessionId = 0;     // 0 while no session is established
+  int sessionsOpened = 0;    // handles opened so far (1 + expiries and failed setups)
+  std::string electionNode;  // full path of this peer's election node, once created
+  std::string lastError;     // the last problem seen, for operators
+  uint64_t requestsSent = 0; // ZooKeeper requests this adapter issued (pings excluded)
+};
+
+// A session id and password: enough for a second handle to take the session over.
+// Used by tests and benchmarks that force an expiry from the server side.
+struct SessionCredentials {
+  int64_t sessionId = 0;
+  std::string password;
+};
+
+class Session {
+ public:
+  using EventCallback = std::function<void(Event)>;
+  using WriteCallback = std::function<void(StateWriteFinished)>;
+
+  // REQUIRES: `io` outlives the Session. `onEvent` receives ZkInitialized,
+  // ActivePeersChanged and ClusterStateChanged only.
+  Session(boost::asio::io_context& io, ZkOptions options, PeerIdentity self, EventCallback onEvent);
+  // Closes the handle, which removes the election node at once. May block for as long
+  // as the client waits for the server to acknowledge the close (a fraction of the
+  // session timeout). Callbacks of unfinished operations are not called.
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Validates the options and opens the first session. Returns an error (and does
+  // nothing) for invalid options; connection problems are retried, never returned.
+  Result<bool> start();
+
+  // One multi-op: set <root>/state at `expectedVersion` (or create it when
+  // expectedVersion == -1) and create <root>/history/<seq> = {time, state, reason?}.
+  // `done` runs on the io_context, exactly once (unless the Session is destroyed):
+  // - ok with the new version;
+  // - lostRace when another writer changed (or created, or deleted) the state first;
+  // - an error at once when not connected or when another write is in flight;
+  // - when the connection is lost during the write, the outcome is resolved on
+  //   reconnection by re-reading the state and comparing bytes; if that does not
+  //   happen within options.unknownOutcomeTimeoutMs, an "outcome unknown" failure.
+  void putClusterState(const ClusterState& state, int32_t expectedVersion, WriteCallback done,
+                       std::string reason = {});
+
+  SessionStatus status() const;
+  // The current session's credentials, once established.
+  std::optional<SessionCredentials> credentials() const;
+
+  class Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace dugong::zk
