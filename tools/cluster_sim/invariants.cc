@@ -1,0 +1,147 @@
+#include "tools/cluster_sim/invariants.h"
+
+#include <utility>
+
+#include "statemachine/promote_request.h"
+
+namespace dugong::clustersim {
+namespace {
+
+std::string commitName(const WalMark& m) {
+  return "c" + std::to_string(m.commitId) + " (WAL record " + std::to_string(m.index) + ")";
+}
+
+}  // namespace
+
+void InvariantChecker::fail(EpochMs at, std::string invariant, std::string detail) {
+  violations_.push_back(Violation{std::move(invariant), std::move(detail), at});
+}
+
+void InvariantChecker::onAck(EpochMs at, const std::string& peer, int64_t generation, const WalMark& mark,
+                             const Wal& wal, bool deposed,
+                             const std::optional<std::string>& statePrimaryOfGeneration) {
+  ++acks_;
+  if (deposed) {
+    fail(at, "deposed-serves", peer + " acknowledged " + commitName(mark) + " while its state machine says deposed");
+  }
+  if (frontier_ && !wal.contains(*frontier_)) {
+    fail(at, "lost-commit",
+         peer + " acknowledged " + commitName(mark) + " on a history without the acknowledged commit " +
+             commitName(*frontier_));
+  }
+  auto [it, inserted] = ackerOfGeneration_.emplace(generation, peer);
+  if (!inserted && it->second != peer) {
+    fail(at, "two-writers", "both " + it->second + " and " + peer + " acknowledged commits in generation " +
+                                std::to_string(generation));
+  }
+  if (statePrimaryOfGeneration && *statePrimaryOfGeneration != peer) {
+    fail(at, "two-writers", peer + " acknowledged " + commitName(mark) + " as primary of generation " +
+                                std::to_string(generation) + ", whose primary is " + *statePrimaryOfGeneration);
+  }
+  if (!frontier_ || mark.index > frontier_->index) frontier_ = mark;
+}
+
+void InvariantChecker::checkCurrentPrimary(EpochMs at, const std::string& peer, const Wal& wal) {
+  if (frontier_ && !wal.contains(*frontier_)) {
+    fail(at, "lost-commit",
+         "the current primary " + peer + " does not hold the acknowledged commit " + commitName(*frontier_) +
+             " (its WAL has " + std::to_string(wal.size()) + " records)");
+  }
+}
+
+void InvariantChecker::onPeerView(EpochMs at, const std::string& peer, uint64_t incarnation, int64_t generation) {
+  auto [it, inserted] = views_.emplace(peer, std::pair{incarnation, generation});
+  if (inserted) return;
+  auto& [inc, gen] = it->second;
+  if (inc == incarnation && generation < gen) {
+    fail(at, "generation-backwards",
+         peer + "'s view went from generation " + std::to_string(gen) + " back to " + std::to_string(generation));
+  }
+  inc = incarnation;
+  gen = generation;
+}
+
+void InvariantChecker::onDeposedWritable(EpochMs at, const std::string& peer) {
+  fail(at, "deposed-serves", peer + " is deposed but its postgres accepts writes");
+}
+
+void InvariantChecker::onStateWrite(const StateWrite& w) {
+  const ClusterState& after = w.after;
+  if (after.generation < lastGeneration_) {
+    fail(w.at, "generation-backwards", w.writer + " wrote generation " + std::to_string(after.generation) +
+                                           " after generation " + std::to_string(lastGeneration_));
+  }
+  if (!generationStart_.count(after.generation)) generationStart_[after.generation] = w.at;
+  if (after.generation > lastGeneration_) lastGeneration_ = after.generation;
+
+  if (!w.before) {
+    if (after.generation != 1 || after.primary.id != w.writer) {
+      fail(w.at, "bad-setup", w.writer + " created the cluster state with generation " +
+                                  std::to_string(after.generation) + " and primary " + after.primary.id);
+    }
+    return;
+  }
+  const ClusterState& before = *w.before;
+  if (after.generation == before.generation) {
+    bool samePlaces = after.primary.id == before.primary.id && after.initWal == before.initWal &&
+                      (after.sync ? after.sync->id : "") == (before.sync ? before.sync->id : "");
+    if (!samePlaces) {
+      fail(w.at, "same-generation-change",
+           w.writer + " changed the primary, sync or initWal without a new generation " +
+               std::to_string(after.generation));
+    }
+    if (w.writer != "operator" && w.writer != before.primary.id) {
+      fail(w.at, "unauthorized-writer",
+           w.writer + " rewrote generation " + std::to_string(after.generation) + " of primary " + before.primary.id);
+    }
+    return;
+  }
+  if (after.generation > before.generation) takeoverChecks(w);
+}
+
+void InvariantChecker::takeoverChecks(const StateWrite& w) {
+  const ClusterState& before = *w.before;
+  const ClusterState& after = w.after;
+  const std::string g = std::to_string(after.generation);
+  auto bad = [&](const std::string& why) {
+    fail(w.at, "bad-takeover", w.writer + " wrote generation " + g + " (" + summarizeState(after).dump() +
+                                   ") over " + summarizeState(before).dump() + ": " + why);
+  };
+  if (after.generation != before.generation + 1) return bad("generation skipped");
+  if (w.writer == "operator") return bad("the operator declared a generation");
+  if (after.primary.id != w.writer) return bad("the writer is not the new primary");
+  bool wasPrimary = before.primary.id == w.writer;
+  bool wasSync = before.sync && before.sync->id == w.writer;
+  if (!wasPrimary && !wasSync) return bad("the writer was neither primary nor sync of generation " +
+                                          std::to_string(before.generation));
+  if (before.frozen()) return bad("the cluster was frozen");
+  if (before.oneNodeWriteMode) return;  // leaving one-node-write mode: any other peer may be sync
+  if (!after.sync || !containsPeer(before.async, after.sync->id)) return bad("the new sync was not an async");
+
+  auto start = generationStart_.find(before.generation);
+  EpochMs from = start == generationStart_.end() ? 0 : start->second;
+  auto promote = before.hasPromote() ? validatePromote(before.promote, before, w.issuedAt)
+                                     : Result<PromoteRequest>(Error{"no promote request"});
+  if (wasPrimary) {
+    bool syncGone = before.sync && wasAbsent_(before.sync->id, from, w.issuedAt);
+    bool promoted = promote.ok() && promote->role == "async" && promote->asyncIndex == 0 &&
+                    promote->id == after.sync->id;
+    if (!syncGone && !promoted) {
+      return bad("the old sync " + before.sync->id + " never left and no valid promote of async[0] existed");
+    }
+    return;
+  }
+  bool primaryGone = wasAbsent_(before.primary.id, from, w.issuedAt);
+  bool promoted = promote.ok() && promote->role == "sync" && promote->id == w.writer;
+  if (!primaryGone && !promoted) {
+    return bad("the old primary " + before.primary.id + " never left and no valid promote of the sync existed");
+  }
+  if (!containsPeer(after.deposed, before.primary.id)) return bad("the old primary is not deposed");
+  if (!w.writerWal || *w.writerWal < before.initWal) {
+    return bad("the writer's WAL " + (w.writerWal ? w.writerWal->toString() : std::string("(unknown)")) +
+               " had not reached initWal " + before.initWal.toString());
+  }
+  if (after.initWal < before.initWal) return bad("initWal went backwards");
+}
+
+}  // namespace dugong::clustersim

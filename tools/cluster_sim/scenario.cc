@@ -1,0 +1,135 @@
+#include "tools/cluster_sim/scenario.h"
+
+#include <array>
+#include <utility>
+
+#include "tools/cluster_sim/rng.h"
+
+namespace dugong::clustersim {
+
+const char* faultName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kCrashPeer:
+      return "crash-peer";
+    case FaultKind::kExpireSession:
+      return "expire-session";
+    case FaultKind::kPartitionZk:
+      return "partition-zk";
+    case FaultKind::kCrashPostgres:
+      return "crash-postgres";
+    case FaultKind::kSlowPostgres:
+      return "slow-postgres";
+    case FaultKind::kDelayNotifications:
+      return "delay-notifications";
+    case FaultKind::kStallReplication:
+      return "stall-replication";
+    case FaultKind::kFreeze:
+      return "freeze";
+    case FaultKind::kUnfreeze:
+      return "unfreeze";
+    case FaultKind::kPromoteValid:
+      return "promote-valid";
+    case FaultKind::kPromoteInvalid:
+      return "promote-invalid";
+    case FaultKind::kRebuildDeposed:
+      return "rebuild-deposed";
+  }
+  return "?";
+}
+
+std::string Fault::describe() const {
+  std::string s = "#" + std::to_string(index) + " " + faultName(kind);
+  switch (kind) {
+    case FaultKind::kFreeze:
+    case FaultKind::kUnfreeze:
+    case FaultKind::kPromoteValid:
+    case FaultKind::kPromoteInvalid:
+    case FaultKind::kRebuildDeposed:
+      return s;
+    default:
+      break;
+  }
+  s += " node" + std::to_string(peer + 1);
+  if (duration > 0) s += " for " + std::to_string(duration) + " ms";
+  return s;
+}
+
+namespace {
+
+// The fault mix: relative weights.
+constexpr std::array<std::pair<FaultKind, int>, 12> kMix = {{
+    {FaultKind::kCrashPeer, 18},
+    {FaultKind::kExpireSession, 14},
+    {FaultKind::kPartitionZk, 14},
+    {FaultKind::kCrashPostgres, 10},
+    {FaultKind::kSlowPostgres, 6},
+    {FaultKind::kDelayNotifications, 8},
+    {FaultKind::kStallReplication, 8},
+    {FaultKind::kFreeze, 3},
+    {FaultKind::kUnfreeze, 4},
+    {FaultKind::kPromoteValid, 6},
+    {FaultKind::kPromoteInvalid, 4},
+    {FaultKind::kRebuildDeposed, 5},
+}};
+
+FaultKind pickKind(Rng& rng) {
+  int total = 0;
+  for (const auto& [kind, weight] : kMix) total += weight;
+  int64_t r = rng.between(0, total - 1);
+  for (const auto& [kind, weight] : kMix) {
+    if (r < weight) return kind;
+    r -= weight;
+  }
+  return FaultKind::kCrashPeer;
+}
+
+int64_t durationFor(FaultKind kind, Rng& rng, int64_t sessionTimeoutMs) {
+  switch (kind) {
+    case FaultKind::kCrashPeer:
+      return rng.between(300, 12000);
+    case FaultKind::kPartitionZk:
+      // Either shorter than the session timeout (the session survives) or longer.
+      return rng.chance(400) ? rng.between(200, sessionTimeoutMs - 200) : rng.between(sessionTimeoutMs + 200, 15000);
+    case FaultKind::kCrashPostgres:
+      return rng.between(100, 6000);
+    case FaultKind::kSlowPostgres:
+      return rng.between(2000, 12000);
+    case FaultKind::kDelayNotifications:
+      return rng.between(1000, 10000);
+    case FaultKind::kStallReplication:
+      return rng.between(500, 15000);
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+Scenario makeScenario(uint64_t seed) {
+  Rng rng(seed);
+  Scenario s;
+  s.seed = seed;
+  s.peers = static_cast<int>(rng.between(3, 6));
+  s.sessionTimeoutMs = rng.between(2000, 6000);
+  s.start = kStartOfTime;
+  s.faultPhaseMs = rng.between(15000, 45000);
+  s.convergeBoundMs = 40000 + 2 * s.sessionTimeoutMs;
+  // Faults begin once the cluster has had a moment to set up, come in bursts (short
+  // gaps) and lulls (long ones), and stop at the end of the fault phase.
+  EpochMs t = rng.between(1500, 6000);
+  int64_t meanGap = rng.between(300, 2500);
+  while (t < s.faultPhaseMs) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.at = t;
+    f.kind = pickKind(rng);
+    f.peer = static_cast<int>(rng.between(0, s.peers - 1));
+    f.duration = durationFor(f.kind, rng, s.sessionTimeoutMs);
+    f.variant = rng.next();
+    s.faults.push_back(f);
+    t += rng.between(meanGap / 4, meanGap * 2);
+  }
+  return s;
+}
+
+}  // namespace dugong::clustersim

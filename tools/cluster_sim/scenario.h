@@ -1,0 +1,55 @@
+// A simulation run's parameters and its fault plan, all derived from one seed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "statemachine/time_format.h"
+
+namespace dugong::clustersim {
+
+// Only faults the design claims to survive (DESIGN.md, "Safety and liveness").
+enum class FaultKind {
+  kCrashPeer,           // the agent and its postgres die; restarted after `duration`
+  kExpireSession,       // ZooKeeper expires the peer's session (e.g. a long pause)
+  kPartitionZk,         // the peer cannot reach ZooKeeper for `duration` (postgres traffic still flows)
+  kCrashPostgres,       // postgres alone dies; its supervisor restarts it after `duration`
+  kSlowPostgres,        // postgres transitions take seconds for `duration`
+  kDelayNotifications,  // ZooKeeper notifications reach the peer late for `duration`
+  kStallReplication,    // the peer's postgres receives no WAL for `duration`
+  kFreeze,              // operator: freeze the cluster
+  kUnfreeze,            // operator: unfreeze it
+  kPromoteValid,        // operator: a valid promote request (sync or an async, by `variant`)
+  kPromoteInvalid,      // operator: an invalid one (wrong generation, expired, bad index, ...)
+  kRebuildDeposed,      // operator: rebuild a deposed peer (dugong-adm rebuild)
+};
+const char* faultName(FaultKind kind);
+
+struct Fault {
+  int index = 0;  // position in the plan; what --faults selects
+  EpochMs at = 0;
+  FaultKind kind = FaultKind::kCrashPeer;
+  int peer = 0;           // the peer it hits (index into the peers), when it hits one
+  int64_t duration = 0;   // ms, for faults that last
+  uint64_t variant = 0;   // free choice for the fault (which promote, how slow, ...)
+
+  std::string describe() const;
+};
+
+struct Scenario {
+  uint64_t seed = 0;
+  int peers = 3;
+  int64_t sessionTimeoutMs = 3000;
+  EpochMs start = 0;           // virtual wall clock at time 0
+  int64_t faultPhaseMs = 0;    // faults happen in [0, faultPhaseMs)
+  int64_t convergeBoundMs = 0;  // after the faults stop, read-write again within this
+  std::vector<Fault> faults;
+};
+
+// Virtual time starts at 2026-01-01T00:00:00Z.
+constexpr EpochMs kStartOfTime = 1767225600000;
+
+Scenario makeScenario(uint64_t seed);
+
+}  // namespace dugong::clustersim

@@ -1,0 +1,77 @@
+// A simulated postgres WAL: the sequence of commit records a postgres holds.
+//
+// Each record carries a chain hash over the whole history up to it, so two WALs agree on
+// their common prefix iff their chain hashes at the end of that prefix are equal. That
+// makes "is this commit in that history" and "have these two diverged" O(1).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "statemachine/wal_position.h"
+
+namespace dugong::clustersim {
+
+// Where one commit record sits in a history.
+struct WalMark {
+  uint64_t index = 0;     // position in the WAL, from 0
+  uint64_t chain = 0;     // chain hash of the history up to and including the record
+  uint64_t commitId = 0;  // the client's id for the commit
+};
+
+class Wal {
+ public:
+  // Bytes per record in the WAL positions the peers read ("X/Y").
+  static constexpr uint64_t kRecordBytes = 0x80;
+
+  size_t size() const { return chain_.size(); }
+  WalPosition position() const { return WalPosition(size() * kRecordBytes); }
+
+  WalMark append(uint64_t commitId) {
+    uint64_t prev = chain_.empty() ? 0 : chain_.back();
+    chain_.push_back(mix(prev, commitId));
+    ids_.push_back(commitId);
+    return mark(size() - 1);
+  }
+
+  // REQUIRES: i < size().
+  WalMark mark(size_t i) const { return {i, chain_[i], ids_[i]}; }
+
+  // True if this history holds the record `m` at its place.
+  bool contains(const WalMark& m) const { return m.index < chain_.size() && chain_[m.index] == m.chain; }
+
+  // True if neither history is a prefix of the other: they hold different records at
+  // the same place, and this one cannot stream from `other` until it is rebuilt.
+  bool divergedFrom(const Wal& other) const {
+    size_t n = std::min(size(), other.size());
+    return n > 0 && chain_[n - 1] != other.chain_[n - 1];
+  }
+
+  // Receives up to `max` records that `upstream` has beyond this history.
+  // REQUIRES: !divergedFrom(upstream). Returns how many were copied.
+  size_t copyFrom(const Wal& upstream, size_t max) {
+    size_t copied = 0;
+    while (copied < max && size() < upstream.size()) {
+      size_t i = size();
+      chain_.push_back(upstream.chain_[i]);
+      ids_.push_back(upstream.ids_[i]);
+      ++copied;
+    }
+    return copied;
+  }
+
+ private:
+  static uint64_t mix(uint64_t prev, uint64_t id) {
+    uint64_t z = prev ^ (id + 0x9e3779b97f4a7c15ULL + (prev << 6) + (prev >> 2));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+
+  std::vector<uint64_t> ids_;
+  std::vector<uint64_t> chain_;
+};
+
+}  // namespace dugong::clustersim

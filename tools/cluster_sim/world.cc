@@ -1,0 +1,1097 @@
+#include "tools/cluster_sim/world.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "statemachine/peer.h"
+#include "tools/cluster_sim/rng.h"
+#include "tools/cluster_sim/wal.h"
+
+namespace dugong::clustersim {
+
+std::string TraceLine::format() const {
+  char head[32];
+  std::snprintf(head, sizeof head, "[%4lld.%03lld] %c ", static_cast<long long>(t / 1000),
+                static_cast<long long>(t % 1000), kind);
+  return head + text;
+}
+
+namespace {
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+constexpr int64_t kReplicationTickMs = 10;
+constexpr int64_t kOperatorQuietTickMs = 1000;
+constexpr int64_t kSettleAfterConvergedMs = 3000;
+
+// A simulated postgres: its data directory (WAL, set up or not) survives crashes; the
+// process (running, configuration, waiting commits) does not.
+struct SimPostgres {
+  Wal wal;
+  bool setUp = false;
+  bool running = false;
+  bool transitioning = false;  // an ApplyPgConfig is being carried out
+  bool reloading = false;      // ... by a reload that keeps serving (primary -> primary)
+  bool crashedInTransition = false;
+  PgConfig config;             // what it runs with
+  int64_t generationTag = 0;   // the generation its agent saw when making it primary
+  bool syncCaughtUp = false;   // primary: the sync has streamed up to its WAL at least once
+  std::vector<WalMark> waiting;  // primary: commits written, not yet acknowledged
+  int64_t stalledUntil = 0;    // as a standby, receives nothing until then
+  int64_t slowUntil = 0;       // transitions are slow until then
+  uint64_t epoch = 0;          // bumps on every crash and transition
+
+  bool serving() const { return running && (!transitioning || reloading); }
+  bool isStandby() const { return config.role == PgRole::kSync || config.role == PgRole::kAsync; }
+};
+
+struct Node {
+  PeerIdentity identity;
+  std::unique_ptr<Peer> peer;
+  bool up = false;               // the agent runs
+  uint64_t incarnation = 0;      // bumps on every start and stop of the agent
+  bool restartPending = false;
+  // The agent's ZooKeeper client.
+  uint64_t session = 0;          // 0: none
+  bool zkReady = false;          // ZkInitialized was sent for this session
+  bool connecting = false;
+  bool partitioned = false;
+  uint64_t partitionSerial = 0;
+  bool needResync = false;       // missed notifications while partitioned
+  int64_t zkNextDelivery = 0;    // keeps what one client hears in order
+  int64_t slowNotifyUntil = 0;
+  int64_t slowNotifyMs = 0;
+  SimPostgres pg;
+};
+
+struct ZkSession {
+  int node = 0;
+  bool alive = true;
+  bool connected = true;
+  uint64_t disconnects = 0;
+};
+
+struct ElectionNode {
+  uint64_t seq = 0;
+  uint64_t session = 0;
+  int node = 0;
+};
+
+class World {
+ public:
+  World(const Scenario& scenario, const WorldOptions& options)
+      : sc_(scenario),
+        opts_(options),
+        checker_([this](const std::string& id, int64_t from, int64_t to) { return wasAbsent(id, from, to); }) {
+    Rng root(scenario.seed ^ 0x5eed5eed5eed5eedULL);
+    rngZk_ = root.fork(1);
+    rngPg_ = root.fork(2);
+    rngClient_ = root.fork(3);
+    rngOp_ = root.fork(4);
+    rngAgent_ = root.fork(5);
+    for (int i = 0; i < scenario.peers; ++i) {
+      Node n;
+      std::string num = std::to_string(i + 1);
+      n.identity.id = "node" + num;
+      n.identity.ip = "10.0.0." + num;
+      n.identity.pgUrl = "tcp://postgres@10.0.0." + num + ":5432/postgres";
+      n.identity.zoneId = n.identity.id;
+      index_[n.identity.id] = i;
+      absences_[n.identity.id].push_back({0, kForever});
+      nodes_.push_back(std::move(n));
+    }
+  }
+
+  RunResult run();
+
+ private:
+  static constexpr int64_t kForever = INT64_MAX;
+
+  // ---- event loop ----
+  struct Item {
+    int64_t t;
+    uint64_t seq;
+    std::function<void()> fn;
+  };
+  static bool later(const Item& a, const Item& b) { return a.t != b.t ? a.t > b.t : a.seq > b.seq; }
+  void at(int64_t t, std::function<void()> fn) {
+    queue_.push_back(Item{t, nextSeq_++, std::move(fn)});
+    std::push_heap(queue_.begin(), queue_.end(), later);
+  }
+  void after(int64_t delay, std::function<void()> fn) { at(now_ + delay, std::move(fn)); }
+  EpochMs wall() const { return sc_.start + now_; }
+  void trace(char kind, std::string text);
+
+  // ---- peers ----
+  void startAgent(int n);
+  void stopAgent(int n);
+  void stepPeer(int n, const Event& ev);
+  void perform(int n, const Action& action);
+  std::string describeEvent(const Event& ev) const;
+  bool alive(int n, uint64_t inc) const { return nodes_[static_cast<size_t>(n)].up && node(n).incarnation == inc; }
+  Node& node(int n) { return nodes_[static_cast<size_t>(n)]; }
+  const Node& node(int n) const { return nodes_[static_cast<size_t>(n)]; }
+  int nodeOf(const std::string& id) const {
+    auto it = index_.find(id);
+    return it == index_.end() ? -1 : it->second;
+  }
+
+  // ---- ZooKeeper ----
+  void connectZk(int n, uint64_t inc);
+  void expireSession(uint64_t sid, const std::string& why);
+  void closeSessionOf(int n);
+  void recomputeActive();
+  PeerList activePeers() const;
+  StateNode stateNode() const { return StateNode{stateExists_, stateData_, stateVersion_}; }
+  void zkDeliver(int n, Event ev, bool evenAfterSessionChange);
+  void notifyAll(bool state);
+  void zkWrite(int n, const WriteClusterState& w);
+  StateWriteFinished cas(const std::string& writer, const std::string& data, int32_t expectedVersion,
+                         int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason);
+  void partition(int n, int64_t duration);
+  void heal(int n);
+  bool wasAbsent(const std::string& id, int64_t from, int64_t to) const;
+
+  // ---- postgres ----
+  void pgApply(int n, const PgConfig& cfg);
+  void finishApply(int n, uint64_t inc, PgConfig cfg);
+  void pgStop(int n);
+  void pgCrash(int n, int64_t restartAfter);
+  void replicate();
+  bool attachedSync(int primary) const;
+  bool writable(int n) const;
+  void clientTick();
+  void ack(int n, const WalMark& mark);
+
+  // ---- faults and operator ----
+  void runFault(const Fault& f);
+  void operatorWrite(ClusterState next, const std::string& what);
+  void opFreeze();
+  void opUnfreeze();
+  void opPromote(bool valid, uint64_t variant);
+  void opRebuild(uint64_t variant);
+  void beginQuietPhase();
+  void operatorQuietTick();
+
+  // ---- checks ----
+  void checkStep();
+  std::string diagnose() const;
+
+  const Scenario& sc_;
+  WorldOptions opts_;
+  InvariantChecker checker_;
+  Rng rngZk_{0}, rngPg_{0}, rngClient_{0}, rngOp_{0}, rngAgent_{0};
+
+  int64_t now_ = 0;
+  uint64_t nextSeq_ = 0;
+  std::vector<Item> queue_;
+  std::vector<Node> nodes_;
+  std::map<std::string, int> index_;
+  std::vector<TraceLine> trace_;
+  uint64_t hash_ = 1469598103934665603ULL;
+
+  // ZooKeeper server state.
+  std::map<uint64_t, ZkSession> sessions_;
+  std::vector<ElectionNode> election_;
+  uint64_t nextSession_ = 1;
+  uint64_t nextElectionSeq_ = 0;
+  std::vector<int> active_;  // node indices in session order, one entry per peer
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> absences_;
+  bool stateExists_ = false;
+  std::string stateData_;
+  int32_t stateVersion_ = -1;
+  std::optional<ClusterState> state_;
+  std::map<int64_t, std::string> primaryOfGeneration_;
+  std::map<int32_t, std::string> summaryOfVersion_;
+
+  // Client.
+  uint64_t nextCommit_ = 0;
+
+  // Phases.
+  int faultsRun_ = 0;
+  std::vector<int> faultsPlanned_;
+  bool quiet_ = false;
+  int64_t quietStart_ = 0;
+  bool ackedSinceQuiet_ = false;
+  std::optional<int64_t> convergedAt_;
+  bool done_ = false;
+};
+
+void World::trace(char kind, std::string text) {
+  TraceLine line{now_, kind, std::move(text)};
+  auto feed = [this](unsigned char c) {
+    hash_ ^= c;
+    hash_ *= 1099511628211ULL;
+  };
+  for (int shift = 0; shift < 64; shift += 8) feed(static_cast<unsigned char>(static_cast<uint64_t>(now_) >> shift));
+  feed(static_cast<unsigned char>(kind));
+  for (char c : line.text) feed(static_cast<unsigned char>(c));
+  trace_.push_back(std::move(line));
+}
+
+// ---------------------------------------------------------------- peers
+
+void World::startAgent(int n) {
+  Node& nd = node(n);
+  if (nd.up) return;
+  nd.up = true;
+  nd.restartPending = false;
+  ++nd.incarnation;
+  nd.peer = std::make_unique<Peer>(PeerOptions{nd.identity, false, 1000});
+  nd.session = 0;
+  nd.zkReady = false;
+  nd.connecting = true;
+  trace('F', nd.identity.id + " agent starts (incarnation " + std::to_string(nd.incarnation) + ")");
+  uint64_t inc = nd.incarnation;
+  after(rngAgent_.between(20, 300), [this, n, inc] { connectZk(n, inc); });
+  after(rngAgent_.between(20, 300), [this, n, inc] {
+    if (!alive(n, inc)) return;
+    stepPeer(n, PgInitialized{node(n).pg.running, node(n).pg.setUp});
+  });
+}
+
+// The agent stops (crash or operator); its ZooKeeper session is left to expire unless
+// closed by the caller.
+void World::stopAgent(int n) {
+  Node& nd = node(n);
+  nd.up = false;
+  nd.peer.reset();
+  ++nd.incarnation;
+  nd.zkReady = false;
+  nd.connecting = false;
+  if (nd.session != 0) {
+    auto it = sessions_.find(nd.session);
+    if (it != sessions_.end() && it->second.alive) {
+      ZkSession& s = it->second;
+      s.connected = false;
+      uint64_t d = ++s.disconnects;
+      uint64_t sid = nd.session;
+      after(sc_.sessionTimeoutMs, [this, sid, d] {
+        auto i = sessions_.find(sid);
+        if (i != sessions_.end() && i->second.alive && !i->second.connected && i->second.disconnects == d) {
+          expireSession(sid, "its client is gone");
+        }
+      });
+    }
+    nd.session = 0;
+  }
+}
+
+std::string World::describeEvent(const Event& ev) const {
+  auto stateText = [this](const StateNode& s) -> std::string {
+    if (!s.exists) return "none";
+    auto it = summaryOfVersion_.find(s.version);
+    return "v" + std::to_string(s.version) + (it == summaryOfVersion_.end() ? "" : " " + it->second);
+  };
+  auto peers = [](const PeerList& l) {
+    std::string s = "[";
+    for (size_t i = 0; i < l.size(); ++i) s += (i ? "," : "") + l[i].id;
+    return s + "]";
+  };
+  return std::visit(
+      Overloaded{
+          [&](const ZkInitialized& e) { return "zk-initialized active " + peers(e.active) + " state " + stateText(e.state); },
+          [&](const ActivePeersChanged& e) { return "active " + peers(e.active); },
+          [&](const ClusterStateChanged& e) { return "state " + stateText(e.state); },
+          [&](const PgInitialized& e) {
+            return std::string("pg-initialized online=") + (e.online ? "1" : "0") + " setUp=" + (e.setUp ? "1" : "0");
+          },
+          [&](const PgConfigApplied& e) {
+            return std::string("pg-applied ") + (e.ok ? "ok" : "error: " + e.error) + (e.online ? " online" : " offline");
+          },
+          [&](const StateWriteFinished& e) {
+            return e.ok ? "write ok v" + std::to_string(e.newVersion)
+                        : "write failed: " + e.error + (e.lostRace ? " (lost race)" : "");
+          },
+          [&](const WalPositionRead& e) {
+            return e.position ? "wal " + e.position->toString() : "wal error: " + e.error;
+          },
+          [&](const TimerFired& e) { return std::string("timer ") + timerName(e.id); },
+      },
+      ev);
+}
+
+std::string describeConfig(const PgConfig& c) {
+  std::string s = pgRoleName(c.role);
+  if (c.upstream) s += " from " + c.upstream->id;
+  if (c.downstream) s += " sync " + c.downstream->id;
+  if (c.restorePeer) s += " restore " + c.restorePeer->id;
+  return s;
+}
+
+void World::stepPeer(int n, const Event& ev) {
+  Node& nd = node(n);
+  trace('E', nd.identity.id + " <- " + describeEvent(ev));
+  std::vector<Action> actions = nd.peer->step(wall(), ev);
+  if (const auto& s = nd.peer->clusterState()) {
+    checker_.onPeerView(now_, nd.identity.id, nd.incarnation, s->generation);
+  }
+  for (const Action& a : actions) {
+    if (!node(n).up) break;
+    perform(n, a);
+  }
+}
+
+void World::perform(int n, const Action& action) {
+  Node& nd = node(n);
+  const std::string& id = nd.identity.id;
+  uint64_t inc = nd.incarnation;
+  std::visit(Overloaded{
+                 [&](const WriteClusterState& w) { zkWrite(n, w); },
+                 [&](const ApplyPgConfig& a) { pgApply(n, a.config); },
+                 [&](const ReadWal&) {
+                   trace('A', id + " -> read WAL");
+                   after(rngPg_.between(2, 20), [this, n, inc] {
+                     if (!alive(n, inc)) return;
+                     const SimPostgres& pg = node(n).pg;
+                     WalPositionRead r;
+                     if (pg.running && !pg.transitioning) {
+                       r.position = pg.wal.position();
+                     } else {
+                       r.error = "postgres is not running";
+                     }
+                     stepPeer(n, r);
+                   });
+                 },
+                 [&](const StartTimer& t) {
+                   trace('A', id + " -> timer " + timerName(t.id) + " in " + std::to_string(t.delayMs) + " ms");
+                   TimerId tid = t.id;
+                   after(t.delayMs, [this, n, inc, tid] {
+                     if (alive(n, inc)) stepPeer(n, TimerFired{tid});
+                   });
+                 },
+                 [&](const LogDecision& l) { trace(l.level == LogLevel::kDebug ? 'D' : 'L', id + ": " + l.message); },
+                 [&](const Fatal& f) {
+                   trace('L', id + ": FATAL " + f.reason);
+                   checker_.fail(now_, "fatal", id + " reported a fatal error: " + f.reason);
+                 },
+             },
+             action);
+}
+
+// ---------------------------------------------------------------- ZooKeeper
+
+void World::connectZk(int n, uint64_t inc) {
+  if (!alive(n, inc)) return;
+  Node& nd = node(n);
+  if (nd.partitioned) {  // cannot reach the ensemble: keep trying
+    after(500, [this, n, inc] { connectZk(n, inc); });
+    return;
+  }
+  nd.connecting = false;
+  uint64_t sid = nextSession_++;
+  sessions_[sid] = ZkSession{n, true, true, 0};
+  nd.session = sid;
+  nd.needResync = false;
+  election_.push_back(ElectionNode{nextElectionSeq_++, sid, n});
+  trace('Z', nd.identity.id + " session " + std::to_string(sid) + " established, election node " +
+                 std::to_string(election_.back().seq));
+  recomputeActive();
+  nd.zkReady = true;
+  zkDeliver(n, ZkInitialized{stateNode(), activePeers()}, false);
+}
+
+void World::expireSession(uint64_t sid, const std::string& why) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end() || !it->second.alive) return;
+  it->second.alive = false;
+  int n = it->second.node;
+  trace('Z', node(n).identity.id + " session " + std::to_string(sid) + " expired (" + why + ")");
+  std::erase_if(election_, [sid](const ElectionNode& e) { return e.session == sid; });
+  recomputeActive();
+  Node& nd = node(n);
+  if (nd.up && nd.session == sid) {
+    nd.zkReady = false;
+    if (!nd.partitioned) {  // the client hears of it at once and starts a new session
+      uint64_t inc = nd.incarnation;
+      after(rngZk_.between(5, 60), [this, n, inc, sid] {
+        if (!alive(n, inc) || node(n).session != sid) return;
+        node(n).session = 0;
+        node(n).connecting = true;
+        after(rngZk_.between(20, 200), [this, n, inc] { connectZk(n, inc); });
+      });
+    }
+  }
+}
+
+void World::closeSessionOf(int n) {
+  Node& nd = node(n);
+  if (nd.session == 0) return;
+  auto it = sessions_.find(nd.session);
+  if (it != sessions_.end() && it->second.alive) {
+    it->second.alive = false;
+    trace('Z', nd.identity.id + " session " + std::to_string(nd.session) + " closed");
+    uint64_t sid = nd.session;
+    std::erase_if(election_, [sid](const ElectionNode& e) { return e.session == sid; });
+    recomputeActive();
+  }
+  nd.session = 0;
+}
+
+void World::recomputeActive() {
+  std::vector<int> next;
+  for (const auto& e : election_) {
+    if (std::find(next.begin(), next.end(), e.node) == next.end()) next.push_back(e.node);
+  }
+  if (next == active_) return;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    int n = static_cast<int>(i);
+    bool was = std::find(active_.begin(), active_.end(), n) != active_.end();
+    bool is = std::find(next.begin(), next.end(), n) != next.end();
+    auto& intervals = absences_[node(n).identity.id];
+    if (was && !is) intervals.push_back({now_, kForever});
+    if (!was && is) intervals.back().second = now_;
+  }
+  active_ = std::move(next);
+  std::string s = "active [";
+  for (size_t i = 0; i < active_.size(); ++i) s += (i ? "," : "") + node(active_[i]).identity.id;
+  trace('Z', s + "]");
+  notifyAll(false);
+}
+
+PeerList World::activePeers() const {
+  PeerList l;
+  for (int n : active_) l.push_back(node(n).identity);
+  return l;
+}
+
+bool World::wasAbsent(const std::string& id, int64_t from, int64_t to) const {
+  auto it = absences_.find(id);
+  if (it == absences_.end()) return true;
+  for (const auto& [a, b] : it->second) {
+    if (a <= to && b > from) return true;
+  }
+  return false;
+}
+
+void World::zkDeliver(int n, Event ev, bool evenAfterSessionChange) {
+  Node& nd = node(n);
+  int64_t delay = rngZk_.between(1, 30);
+  if (now_ < nd.slowNotifyUntil) delay += nd.slowNotifyMs;
+  int64_t t = std::max(now_ + delay, nd.zkNextDelivery);
+  nd.zkNextDelivery = t;
+  uint64_t inc = nd.incarnation;
+  uint64_t sid = nd.session;
+  at(t, [this, n, inc, sid, evenAfterSessionChange, e = std::move(ev)] {
+    if (!alive(n, inc)) return;
+    if (!evenAfterSessionChange && node(n).session != sid) return;
+    stepPeer(n, e);
+  });
+}
+
+void World::notifyAll(bool state) {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    int n = static_cast<int>(i);
+    Node& nd = node(n);
+    if (!nd.up || !nd.zkReady || nd.session == 0) continue;
+    if (nd.partitioned) {
+      nd.needResync = true;
+      continue;
+    }
+    if (state) {
+      zkDeliver(n, ClusterStateChanged{stateNode()}, false);
+    } else {
+      zkDeliver(n, ActivePeersChanged{activePeers()}, false);
+    }
+  }
+}
+
+void World::zkWrite(int n, const WriteClusterState& w) {
+  Node& nd = node(n);
+  trace('A', nd.identity.id + " -> write generation " + std::to_string(w.state.generation) + " expecting v" +
+                 std::to_string(w.expectedVersion) + ": " + w.reason);
+  uint64_t sid = nd.session;
+  uint64_t inc = nd.incarnation;
+  int64_t issued = now_;
+  WalPosition wal = nd.pg.wal.position();
+  auto sit = sessions_.find(sid);
+  bool sessionAlive = sit != sessions_.end() && sit->second.alive;
+  if (!sessionAlive || nd.partitioned) {
+    zkDeliver(n, StateWriteFinished{false, sessionAlive ? "connection loss" : "session expired", false, -1}, true);
+    return;
+  }
+  std::string data = w.state.serialize();
+  int32_t expected = w.expectedVersion;
+  std::string reason = w.reason;
+  std::string writer = nd.identity.id;
+  after(rngZk_.between(2, 25), [this, n, inc, sid, issued, wal, data, expected, reason, writer] {
+    auto it = sessions_.find(sid);
+    // A request sent just before a partition may or may not have reached the server.
+    bool reached = it != sessions_.end() && it->second.alive && (it->second.connected || rngZk_.chance(500));
+    StateWriteFinished res{false, "connection loss", false, -1};
+    if (reached) res = cas(writer, data, expected, issued, wal, reason);
+    after(rngZk_.between(2, 25), [this, n, inc, sid, res] {
+      if (!alive(n, inc)) return;
+      StateWriteFinished r = res;
+      auto i = sessions_.find(sid);
+      if (node(n).session != sid || i == sessions_.end() || !i->second.alive) {
+        r = StateWriteFinished{false, "session expired", false, -1};
+      } else if (node(n).partitioned) {
+        r = StateWriteFinished{false, "connection loss", false, -1};  // it may have been applied
+      }
+      zkDeliver(n, r, true);
+    });
+  });
+}
+
+StateWriteFinished World::cas(const std::string& writer, const std::string& data, int32_t expectedVersion,
+                              int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason) {
+  if (expectedVersion == -1 ? stateExists_ : (!stateExists_ || stateVersion_ != expectedVersion)) {
+    trace('Z', "write by " + writer + " expecting v" + std::to_string(expectedVersion) + " lost the race (at v" +
+                   std::to_string(stateVersion_) + ")");
+    return StateWriteFinished{false, "bad version", true, -1};
+  }
+  auto parsed = ClusterState::parse(data);
+  if (!parsed) {
+    checker_.fail(now_, "invalid-write", writer + " wrote an invalid cluster state: " + parsed.error());
+    return StateWriteFinished{false, "invalid", false, -1};
+  }
+  StateWrite sw{now_, issuedAt, writer, state_, parsed.value(), writerWal};
+  stateExists_ = true;
+  stateVersion_ = expectedVersion == -1 ? 0 : stateVersion_ + 1;
+  stateData_ = data;
+  state_ = std::move(parsed).value();
+  primaryOfGeneration_.emplace(state_->generation, state_->primary.id);
+  std::string summary = summarizeState(*state_).dump();
+  summaryOfVersion_[stateVersion_] = summary;
+  trace('Z', "state v" + std::to_string(stateVersion_) + " written by " + writer + ": " + summary + " (" + reason +
+                 ")");
+  checker_.onStateWrite(sw);
+  notifyAll(true);
+  return StateWriteFinished{true, "", false, stateVersion_};
+}
+
+void World::partition(int n, int64_t duration) {
+  Node& nd = node(n);
+  if (nd.partitioned) return;
+  nd.partitioned = true;
+  uint64_t serial = ++nd.partitionSerial;
+  trace('F', nd.identity.id + " cut off from ZooKeeper for " + std::to_string(duration) + " ms");
+  auto it = sessions_.find(nd.session);
+  if (nd.session != 0 && it != sessions_.end() && it->second.alive) {
+    ZkSession& s = it->second;
+    s.connected = false;
+    uint64_t d = ++s.disconnects;
+    uint64_t sid = nd.session;
+    after(sc_.sessionTimeoutMs, [this, sid, d] {
+      auto i = sessions_.find(sid);
+      if (i != sessions_.end() && i->second.alive && !i->second.connected && i->second.disconnects == d) {
+        expireSession(sid, "no heartbeat within the session timeout");
+      }
+    });
+  }
+  after(duration, [this, n, serial] {
+    if (node(n).partitionSerial == serial) heal(n);
+  });
+}
+
+void World::heal(int n) {
+  Node& nd = node(n);
+  if (!nd.partitioned) return;
+  nd.partitioned = false;
+  ++nd.partitionSerial;
+  trace('F', nd.identity.id + " reaches ZooKeeper again");
+  if (!nd.up) return;
+  auto it = sessions_.find(nd.session);
+  if (nd.session != 0 && it != sessions_.end() && it->second.alive) {
+    it->second.connected = true;
+    ++it->second.disconnects;
+    if (nd.needResync && nd.zkReady) {  // the watches fire for what changed meanwhile
+      nd.needResync = false;
+      zkDeliver(n, ActivePeersChanged{activePeers()}, false);
+      zkDeliver(n, ClusterStateChanged{stateNode()}, false);
+    }
+    return;
+  }
+  if (nd.connecting) return;  // its retry loop reconnects
+  // The session expired while cut off: the client learns it now and starts a new one.
+  uint64_t inc = nd.incarnation;
+  nd.session = 0;
+  nd.zkReady = false;
+  nd.connecting = true;
+  after(rngZk_.between(20, 200), [this, n, inc] { connectZk(n, inc); });
+}
+
+// ---------------------------------------------------------------- postgres
+
+void World::pgApply(int n, const PgConfig& cfg) {
+  Node& nd = node(n);
+  SimPostgres& pg = nd.pg;
+  trace('A', nd.identity.id + " -> apply postgres " + describeConfig(cfg));
+  bool reload = pg.serving() && pg.config.role == PgRole::kPrimary && cfg.role == PgRole::kPrimary;
+  pg.transitioning = true;
+  pg.reloading = reload;
+  pg.crashedInTransition = false;
+  ++pg.epoch;
+  if (!reload) {  // restart or promotion: stops serving and streaming now
+    pg.running = false;
+    pg.waiting.clear();
+    pg.syncCaughtUp = false;
+  }
+  if (cfg.role == PgRole::kPrimary && nd.peer->clusterState()) {
+    pg.generationTag = nd.peer->clusterState()->generation;
+  }
+  int64_t latency = now_ < pg.slowUntil ? rngPg_.between(1500, 7000) : rngPg_.between(80, 900);
+  uint64_t inc = nd.incarnation;
+  after(latency, [this, n, inc, cfg] { finishApply(n, inc, cfg); });
+}
+
+void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
+  if (!alive(n, inc)) return;  // the agent died, and postgres with it
+  Node& nd = node(n);
+  SimPostgres& pg = nd.pg;
+  bool reload = pg.reloading;
+  pg.transitioning = false;
+  pg.reloading = false;
+  std::string error;
+  if (pg.crashedInTransition) {
+    error = "postgres crashed during the transition";
+  } else if (cfg.role == PgRole::kPrimary) {
+    if (!pg.setUp) {
+      pg.setUp = true;
+      trace('P', nd.identity.id + " postgres: initdb");
+    }
+    bool sameSync = reload && pg.config.downstream && cfg.downstream && pg.config.downstream->id == cfg.downstream->id;
+    if (!sameSync) pg.syncCaughtUp = false;
+  } else if (cfg.role != PgRole::kNone) {
+    int up = nodeOf(cfg.upstream ? cfg.upstream->id : "");
+    int restore = nodeOf(cfg.restorePeer ? cfg.restorePeer->id : "");
+    bool diverged = pg.setUp && up >= 0 && node(up).pg.running && pg.wal.divergedFrom(node(up).pg.wal);
+    if (!pg.setUp || diverged) {
+      if (restore < 0 || !node(restore).pg.running) {
+        error = std::string("no usable data directory") + (diverged ? " (diverged from upstream)" : "") +
+                " and the restore peer is not running";
+      } else {
+        pg.wal = node(restore).pg.wal;
+        pg.setUp = true;
+        trace('P', nd.identity.id + " postgres rebuilt from " + node(restore).identity.id + " (" +
+                       std::to_string(pg.wal.size()) + " records" + (diverged ? ", was diverged" : "") + ")");
+      }
+    }
+  }
+  if (!error.empty()) {
+    pg.running = false;
+    pg.waiting.clear();
+    trace('P', nd.identity.id + " postgres transition to " + pgRoleName(cfg.role) + " failed: " + error);
+    stepPeer(n, PgConfigApplied{false, error, false});
+    return;
+  }
+  pg.config = cfg;
+  pg.running = cfg.role != PgRole::kNone;
+  trace('P', nd.identity.id + " postgres now " + describeConfig(cfg) + (pg.running ? ", running" : ", stopped") +
+                 ", WAL " + std::to_string(pg.wal.size()));
+  stepPeer(n, PgConfigApplied{true, "", pg.running});
+}
+
+void World::pgStop(int n) {
+  SimPostgres& pg = node(n).pg;
+  pg.running = false;
+  if (pg.transitioning) pg.crashedInTransition = true;
+  pg.waiting.clear();
+  pg.syncCaughtUp = false;
+  ++pg.epoch;
+}
+
+void World::pgCrash(int n, int64_t restartAfter) {
+  Node& nd = node(n);
+  if (!nd.pg.running && !nd.pg.transitioning) return;
+  trace('F', nd.identity.id + " postgres crashes; its supervisor restarts it in " + std::to_string(restartAfter) +
+                 " ms");
+  pgStop(n);
+  uint64_t inc = nd.incarnation;
+  uint64_t epoch = nd.pg.epoch;
+  after(restartAfter, [this, n, inc, epoch] {
+    SimPostgres& pg = node(n).pg;
+    if (!alive(n, inc) || pg.epoch != epoch || pg.running || pg.transitioning) return;
+    if (pg.config.role == PgRole::kNone) return;
+    pg.running = true;
+    trace('P', node(n).identity.id + " postgres restarted by its supervisor as " + describeConfig(pg.config));
+  });
+}
+
+bool World::attachedSync(int primary) const {
+  const SimPostgres& p = node(primary).pg;
+  if (!p.config.downstream) return false;
+  int d = nodeOf(p.config.downstream->id);
+  if (d < 0) return false;
+  const SimPostgres& s = node(d).pg;
+  return s.serving() && s.isStandby() && s.config.upstream && s.config.upstream->id == node(primary).identity.id &&
+         !s.wal.divergedFrom(p.wal);
+}
+
+bool World::writable(int n) const {
+  const Node& nd = node(n);
+  const SimPostgres& pg = nd.pg;
+  if (!nd.up || !pg.serving() || pg.config.role != PgRole::kPrimary) return false;
+  if (!pg.config.downstream) return true;  // one-node-write mode: writable alone
+  return pg.syncCaughtUp && attachedSync(n);
+}
+
+void World::replicate() {
+  // Standbys receive WAL from their upstreams.
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& nd = nodes_[i];
+    SimPostgres& pg = nd.pg;
+    if (!pg.serving() || !pg.isStandby() || !pg.config.upstream || now_ < pg.stalledUntil) continue;
+    int u = nodeOf(pg.config.upstream->id);
+    if (u < 0 || !node(u).pg.serving()) continue;
+    const Wal& up = node(u).pg.wal;
+    if (up.size() <= pg.wal.size() || pg.wal.divergedFrom(up)) continue;
+    size_t max = pg.config.role == PgRole::kSync ? (rngPg_.chance(900) ? SIZE_MAX : 1)
+                                                 : static_cast<size_t>(rngPg_.between(0, 6));
+    pg.wal.copyFrom(up, max);
+  }
+  // Primaries acknowledge what their sync has.
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    int n = static_cast<int>(i);
+    SimPostgres& pg = node(n).pg;
+    if (!node(n).up || !pg.serving() || pg.config.role != PgRole::kPrimary) continue;
+    size_t acked = 0;
+    if (!pg.config.downstream || opts_.testingAckBeforeSync) {
+      acked = pg.waiting.size();
+    } else if (attachedSync(n)) {
+      const Wal& sync = node(nodeOf(pg.config.downstream->id)).pg.wal;
+      if (sync.size() >= pg.wal.size()) pg.syncCaughtUp = true;
+      while (acked < pg.waiting.size() && sync.contains(pg.waiting[acked])) ++acked;
+    } else {
+      pg.syncCaughtUp = false;
+    }
+    std::vector<WalMark> done(pg.waiting.begin(), pg.waiting.begin() + static_cast<std::ptrdiff_t>(acked));
+    pg.waiting.erase(pg.waiting.begin(), pg.waiting.begin() + static_cast<std::ptrdiff_t>(acked));
+    for (const WalMark& m : done) {
+      ack(n, m);
+      if (!checker_.ok()) return;
+    }
+  }
+}
+
+void World::clientTick() {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    int n = static_cast<int>(i);
+    if (!writable(n) || !rngClient_.chance(600)) continue;
+    uint64_t id = ++nextCommit_;
+    WalMark m = node(n).pg.wal.append(id);
+    node(n).pg.waiting.push_back(m);
+    trace('C', "commit c" + std::to_string(id) + " on " + node(n).identity.id);
+  }
+}
+
+void World::ack(int n, const WalMark& mark) {
+  Node& nd = node(n);
+  int64_t gen = nd.pg.generationTag;
+  bool deposed = false;
+  if (nd.peer) {
+    deposed = nd.peer->role() == Role::kDeposed;
+    if (nd.peer->role() == Role::kPrimary && nd.peer->clusterState()) gen = nd.peer->clusterState()->generation;
+  }
+  std::optional<std::string> primary;
+  if (auto it = primaryOfGeneration_.find(gen); it != primaryOfGeneration_.end()) primary = it->second;
+  trace('C', "ack c" + std::to_string(mark.commitId) + " by " + nd.identity.id + " (generation " +
+                 std::to_string(gen) + ")");
+  checker_.onAck(now_, nd.identity.id, gen, mark, nd.pg.wal, deposed, primary);
+  if (quiet_ && state_ && state_->primary.id == nd.identity.id) ackedSinceQuiet_ = true;
+}
+
+// ---------------------------------------------------------------- faults and operator
+
+void World::runFault(const Fault& f) {
+  ++faultsRun_;
+  Node& nd = node(f.peer);
+  switch (f.kind) {
+    case FaultKind::kCrashPeer: {
+      if (!nd.up) return trace('F', f.describe() + ": already down");
+      trace('F', nd.identity.id + " crashes (agent and postgres); restarts in " + std::to_string(f.duration) + " ms");
+      pgStop(f.peer);
+      stopAgent(f.peer);
+      nd.restartPending = true;
+      int n = f.peer;
+      after(f.duration, [this, n] {
+        if (!node(n).up && node(n).restartPending) startAgent(n);
+      });
+      return;
+    }
+    case FaultKind::kExpireSession:
+      if (nd.session == 0) return trace('F', f.describe() + ": no session");
+      trace('F', f.describe());
+      return expireSession(nd.session, "expired by the fault scheduler");
+    case FaultKind::kPartitionZk:
+      return partition(f.peer, f.duration);
+    case FaultKind::kCrashPostgres:
+      if (!nd.up) return trace('F', f.describe() + ": agent down");
+      return pgCrash(f.peer, f.duration);
+    case FaultKind::kSlowPostgres:
+      trace('F', f.describe());
+      nd.pg.slowUntil = now_ + f.duration;
+      return;
+    case FaultKind::kDelayNotifications:
+      nd.slowNotifyUntil = now_ + f.duration;
+      nd.slowNotifyMs = 100 + static_cast<int64_t>(f.variant % 2500);
+      return trace('F', f.describe() + ", " + std::to_string(nd.slowNotifyMs) + " ms late");
+    case FaultKind::kStallReplication:
+      trace('F', f.describe());
+      nd.pg.stalledUntil = now_ + f.duration;
+      return;
+    case FaultKind::kFreeze:
+      return opFreeze();
+    case FaultKind::kUnfreeze:
+      return opUnfreeze();
+    case FaultKind::kPromoteValid:
+      return opPromote(true, f.variant);
+    case FaultKind::kPromoteInvalid:
+      return opPromote(false, f.variant);
+    case FaultKind::kRebuildDeposed:
+      return opRebuild(f.variant);
+  }
+}
+
+void World::operatorWrite(ClusterState next, const std::string& what) {
+  trace('O', "operator: " + what);
+  cas("operator", next.serialize(), stateVersion_, now_, std::nullopt, what);
+}
+
+void World::opFreeze() {
+  if (!state_) return trace('O', "operator: freeze skipped, no cluster state");
+  ClusterState next = *state_;
+  next.freeze = {{"date", formatIso8601(wall())}, {"reason", "cluster-sim operator"}};
+  operatorWrite(std::move(next), "freeze");
+}
+
+void World::opUnfreeze() {
+  if (!state_ || !state_->frozen()) return trace('O', "operator: unfreeze skipped, not frozen");
+  ClusterState next = *state_;
+  next.freeze = nullptr;
+  operatorWrite(std::move(next), "unfreeze");
+}
+
+void World::opPromote(bool valid, uint64_t variant) {
+  if (!state_ || !state_->sync) return trace('O', "operator: promote skipped, no cluster with a sync");
+  const ClusterState& s = *state_;
+  nlohmann::json req;
+  std::string expire = formatIso8601(wall() + rngOp_.between(2000, 10000));
+  if (valid) {
+    uint64_t choices = 1 + s.async.size();
+    uint64_t pick = variant % choices;
+    if (pick == 0) {
+      req = {{"id", s.sync->id}, {"role", "sync"}, {"generation", s.generation}, {"expireTime", expire}};
+    } else {
+      size_t i = pick - 1;
+      req = {{"id", s.async[i].id},
+             {"role", "async"},
+             {"asyncIndex", i},
+             {"generation", s.generation},
+             {"expireTime", expire}};
+    }
+  } else {
+    const std::string someAsync = s.async.empty() ? s.primary.id : s.async[0].id;
+    switch (variant % 6) {
+      case 0:  // a generation that is not the current one
+        req = {{"id", s.sync->id}, {"role", "sync"}, {"generation", s.generation - 1}, {"expireTime", expire}};
+        break;
+      case 1:  // expired
+        req = {{"id", s.sync->id},
+               {"role", "sync"},
+               {"generation", s.generation},
+               {"expireTime", formatIso8601(wall() - 1000)}};
+        break;
+      case 2:  // asyncIndex pointing at someone else
+        req = {{"id", s.sync->id},
+               {"role", "async"},
+               {"asyncIndex", 0},
+               {"generation", s.generation},
+               {"expireTime", expire}};
+        break;
+      case 3:  // "sync" naming a peer that is not the sync
+        req = {{"id", someAsync}, {"role", "sync"}, {"generation", s.generation}, {"expireTime", expire}};
+        break;
+      case 4:  // asyncIndex out of range
+        req = {{"id", someAsync},
+               {"role", "async"},
+               {"asyncIndex", s.async.size() + 1},
+               {"generation", s.generation},
+               {"expireTime", expire}};
+        break;
+      default:  // bad schema
+        req = {{"id", s.sync->id}, {"role", "primary"}, {"generation", "soon"}};
+        break;
+    }
+  }
+  ClusterState next = s;
+  next.promote = req;
+  operatorWrite(std::move(next), std::string(valid ? "valid" : "invalid") + " promote request " + req.dump());
+}
+
+void World::opRebuild(uint64_t variant) {
+  if (!state_ || state_->deposed.empty()) return trace('O', "operator: rebuild skipped, nobody is deposed");
+  const ClusterState& s = *state_;
+  const PeerIdentity target = s.deposed[variant % s.deposed.size()];
+  int x = nodeOf(target.id);
+  int p = nodeOf(s.primary.id);
+  if (x < 0 || p < 0 || !node(p).pg.running) {
+    return trace('O', "operator: rebuild of " + target.id + " postponed, the primary's postgres is not running");
+  }
+  // Like `dugong-adm rebuild`: stop the peer, copy the primary's data, take the peer out
+  // of `deposed`, start it again as a fresh peer.
+  trace('O', "operator: rebuild " + target.id + " from " + s.primary.id);
+  if (node(x).up) {
+    closeSessionOf(x);
+    stopAgent(x);
+  }
+  node(x).restartPending = false;
+  pgStop(x);
+  node(x).pg.transitioning = false;
+  node(x).pg.config = PgConfig::none();
+  node(x).pg.wal = node(p).pg.wal;
+  node(x).pg.setUp = true;
+  trace('P', target.id + " postgres rebuilt by the operator from " + s.primary.id + " (" +
+                 std::to_string(node(x).pg.wal.size()) + " records)");
+  ClusterState next = s;
+  std::erase_if(next.deposed, [&](const PeerIdentity& d) { return d.id == target.id; });
+  operatorWrite(std::move(next), "remove rebuilt " + target.id + " from deposed");
+  after(rngOp_.between(100, 800), [this, x] { startAgent(x); });
+}
+
+void World::beginQuietPhase() {
+  quiet_ = true;
+  quietStart_ = now_;
+  trace('Q', "faults stop; healing everything; the cluster must be read-write within " +
+                 std::to_string(sc_.convergeBoundMs) + " ms");
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    int n = static_cast<int>(i);
+    Node& nd = node(n);
+    nd.pg.slowUntil = 0;
+    nd.pg.stalledUntil = 0;
+    nd.slowNotifyUntil = 0;
+    if (nd.partitioned) heal(n);
+    if (!nd.up) startAgent(n);
+  }
+  after(0, [this] { operatorQuietTick(); });
+}
+
+void World::operatorQuietTick() {
+  if (state_ && state_->frozen()) {
+    opUnfreeze();
+  } else if (state_ && !state_->deposed.empty()) {
+    opRebuild(0);
+  }
+  after(kOperatorQuietTickMs, [this] { operatorQuietTick(); });
+}
+
+// ---------------------------------------------------------------- checks and the run
+
+void World::checkStep() {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    int n = static_cast<int>(i);
+    if (node(n).up && node(n).peer->role() == Role::kDeposed && writable(n)) {
+      checker_.onDeposedWritable(now_, node(n).identity.id);
+    }
+  }
+  if (!state_) return;
+  int p = nodeOf(state_->primary.id);
+  const SimPostgres& pg = node(p).pg;
+  if (pg.serving() && pg.config.role == PgRole::kPrimary) {
+    checker_.checkCurrentPrimary(now_, state_->primary.id, pg.wal);
+  }
+  if (quiet_ && !convergedAt_ && ackedSinceQuiet_ && !state_->frozen() && writable(p)) {
+    convergedAt_ = now_;
+    trace('Q', "read-write again after " + std::to_string(now_ - quietStart_) + " ms, primary " +
+                   state_->primary.id);
+  }
+}
+
+std::string World::diagnose() const {
+  std::string s = "state: " + (state_ ? summarizeState(*state_).dump() : std::string("none"));
+  for (const Node& nd : nodes_) {
+    s += "\n    " + nd.identity.id + ": ";
+    if (!nd.up) {
+      s += "agent down";
+    } else {
+      nlohmann::json j = nd.peer->inspect();
+      s += "role " + j["role"].get<std::string>() + ", pending " + j["pending"].dump();
+      if (j.contains("halted")) s += ", halted: " + j["halted"].get<std::string>();
+    }
+    s += std::string("; postgres ") + (nd.pg.running ? "running " : "stopped ") + describeConfig(nd.pg.config) +
+         ", WAL " + std::to_string(nd.pg.wal.size()) + (writable(static_cast<int>(&nd - nodes_.data())) ? ", writable" : "");
+    s += nd.session ? "; session " + std::to_string(nd.session) : "; no session";
+    if (nd.partitioned) s += ", partitioned";
+  }
+  return s;
+}
+
+RunResult World::run() {
+  trace('Q', "seed " + std::to_string(sc_.seed) + ": " + std::to_string(sc_.peers) + " peers, session timeout " +
+                 std::to_string(sc_.sessionTimeoutMs) + " ms, faults for " + std::to_string(sc_.faultPhaseMs) +
+                 " ms");
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    int n = static_cast<int>(i);
+    after(rngAgent_.between(0, 500), [this, n] { startAgent(n); });
+  }
+  for (const Fault& f : sc_.faults) {
+    if (opts_.onlyFaults && !opts_.onlyFaults->count(f.index)) continue;
+    faultsPlanned_.push_back(f.index);
+    at(f.at, [this, f] { runFault(f); });
+  }
+  std::function<void()> tick = [this, &tick] {
+    replicate();
+    after(kReplicationTickMs, tick);
+  };
+  after(kReplicationTickMs, tick);
+  std::function<void()> client = [this, &client] {
+    clientTick();
+    after(rngClient_.between(15, 60), client);
+  };
+  after(100, client);
+  at(sc_.faultPhaseMs, [this] { beginQuietPhase(); });
+
+  const int64_t deadline = sc_.faultPhaseMs + sc_.convergeBoundMs;
+  while (!queue_.empty()) {
+    std::pop_heap(queue_.begin(), queue_.end(), later);
+    Item item = std::move(queue_.back());
+    queue_.pop_back();
+    now_ = item.t;
+    item.fn();
+    if (checker_.ok()) checkStep();
+    if (!checker_.ok()) break;
+    if (convergedAt_ && now_ >= *convergedAt_ + kSettleAfterConvergedMs) break;
+    if (now_ > deadline) {
+      checker_.fail(now_, "liveness",
+                    "not read-write " + std::to_string(sc_.convergeBoundMs) + " ms after the faults stopped; " +
+                        diagnose());
+      break;
+    }
+  }
+
+  RunResult r;
+  r.seed = sc_.seed;
+  r.ok = checker_.ok();
+  if (!r.ok) {
+    r.violation = checker_.violations().front();
+    trace('V', r.violation->invariant + ": " + r.violation->detail);
+  }
+  r.trace = std::move(trace_);
+  r.traceHash = hash_;
+  r.acks = checker_.acks();
+  r.generations = state_ ? state_->generation : 0;
+  r.faultsRun = faultsRun_;
+  r.faultsPlanned = faultsPlanned_;
+  if (convergedAt_) r.convergedAfterMs = *convergedAt_ - quietStart_;
+  r.virtualMs = now_;
+  return r;
+}
+
+}  // namespace
+
+RunResult runScenario(const Scenario& scenario, const WorldOptions& options) {
+  World world(scenario, options);
+  return world.run();
+}
+
+}  // namespace dugong::clustersim
