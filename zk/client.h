@@ -3,7 +3,8 @@
 // Not for the agent's event loop (every call blocks); use Session there.
 //
 // Thread-safety: one thread at a time. Every call is bounded by the timeout given to
-// connect(); calls fail fast with an error while the connection is down.
+// connect(): while the connection is down, a call waits at most that long for the
+// client to reconnect, then fails with "not connected".
 #pragma once
 
 #include <chrono>

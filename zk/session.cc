@@ -323,11 +323,11 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   // Issues one request. `send` gets the Call's address to hand to the C client;
   // when the client refuses the request synchronously, the reply is delivered with
   // its error code (posted, so callers never re-enter).
-  // Replies that belong to an earlier handle are dropped.
+  // Replies that belong to a lost session or an earlier handle are dropped.
   template <class Send>
   void request(std::function<void(Reply)> done, Send send) {
-    auto call = newCall([this, gen = generation_, done = std::move(done)](Reply r) {
-      if (gen == generation_ && !stopped_) done(std::move(r));
+    auto call = newCall([this, epoch = epoch_, done = std::move(done)](Reply r) {
+      if (epoch == epoch_ && !stopped_) done(std::move(r));
     });
     Call* raw = call.release();
     ++requestsSent_;
@@ -345,6 +345,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     if (stopped_) return;
     closeHandle();
     ++generation_;
+    ++epoch_;
     ++sessionsOpened_;
     resetSessionState();
     auto ctx = std::make_unique<HandleCtx>();
@@ -449,6 +450,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
 
   void onSessionLost(const std::string& why) {
     noteError(why + "; the election node is gone; opening a new session");
+    ++epoch_;  // drop what is still in flight for the lost session
     connected_ = false;
     initialized_ = false;
     if (pendingWrite_) markWriteUnknown();
@@ -827,7 +829,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   bool stopped_ = false;
   zhandle_t* zh_ = nullptr;
   std::unique_ptr<HandleCtx> handleCtx_;
-  uint64_t generation_ = 0;
+  uint64_t generation_ = 0;  // handles opened; tags watcher notifications
+  uint64_t epoch_ = 0;       // bumped when a session is lost or a handle opened; tags replies
   int sessionsOpened_ = 0;
   int backoffAttempt_ = 0;
   bool connected_ = false;
