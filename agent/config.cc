@@ -1,0 +1,277 @@
+#include "agent/config.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace dugong::agent {
+namespace {
+
+// Reads typed values out of one YAML mapping, remembering the first error and every
+// key it was asked about, so that unknown keys can be reported.
+class Section {
+ public:
+  Section(const YAML::Node& node, std::string path, std::string* error)
+      : node_(node), path_(std::move(path)), error_(error) {
+    if (node_ && !node_.IsNull() && !node_.IsMap()) fail(path_.empty() ? "top level" : path_, "expected a mapping");
+  }
+
+  template <class T>
+  void get(const std::string& key, T* out, bool required = false) {
+    known_.insert(key);
+    YAML::Node v = value(key);
+    if (!v) {
+      if (required) fail(name(key), "is required");
+      return;
+    }
+    read(v, key, out);
+  }
+
+  void getInt(const std::string& key, int* out, int min, int max) {
+    known_.insert(key);
+    YAML::Node v = value(key);
+    if (!v) return;
+    long long x = 0;
+    if (!v.IsScalar() || !parseInt(v.Scalar(), &x) || x < min || x > max) {
+      return fail(name(key), "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                                 ", found \"" + (v.IsScalar() ? v.Scalar() : std::string("a collection")) + "\"");
+    }
+    *out = static_cast<int>(x);
+  }
+
+  Section child(const std::string& key) {
+    known_.insert(key);
+    return Section(value(key), name(key), error_);
+  }
+
+  // Call after all get()s: reports keys nobody asked about.
+  void rejectUnknown() {
+    if (!node_ || !node_.IsMap()) return;
+    for (const auto& kv : node_) {
+      std::string key = kv.first.as<std::string>();
+      if (!known_.count(key)) {
+        std::string all;
+        for (const auto& k : known_) all += (all.empty() ? "" : ", ") + k;
+        fail(name(key), "unknown key (known here: " + all + ")");
+      }
+    }
+  }
+
+  void fail(const std::string& where, const std::string& what) {
+    if (error_->empty()) *error_ = where + ": " + what;
+  }
+
+ private:
+  YAML::Node value(const std::string& key) const {
+    if (!node_ || !node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    YAML::Node v = node_[key];
+    if (!v || v.IsNull()) return YAML::Node(YAML::NodeType::Undefined);
+    return v;
+  }
+  std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  static bool parseInt(const std::string& s, long long* out) {
+    if (s.empty()) return false;
+    size_t used = 0;
+    try {
+      *out = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      return false;
+    }
+    return used == s.size();
+  }
+
+  void read(const YAML::Node& v, const std::string& key, std::string* out) {
+    if (!v.IsScalar()) return fail(name(key), "expected a string");
+    *out = v.Scalar();
+  }
+  void read(const YAML::Node& v, const std::string& key, bool* out) {
+    const std::string s = v.IsScalar() ? v.Scalar() : "";
+    if (s == "true" || s == "yes" || s == "on") {
+      *out = true;
+    } else if (s == "false" || s == "no" || s == "off") {
+      *out = false;
+    } else {
+      fail(name(key), "expected true or false, found \"" + s + "\"");
+    }
+  }
+  void read(const YAML::Node& v, const std::string& key, std::vector<std::string>* out) {
+    if (!v.IsSequence()) return fail(name(key), "expected a list of strings");
+    for (const auto& item : v) {
+      if (!item.IsScalar()) return fail(name(key), "expected a list of strings");
+      out->push_back(item.Scalar());
+    }
+  }
+  void read(const YAML::Node& v, const std::string& key, std::map<std::string, std::string>* out) {
+    if (!v.IsMap()) return fail(name(key), "expected a mapping of setting names to values");
+    for (const auto& kv : v) {
+      if (!kv.second.IsScalar()) return fail(name(key) + "." + kv.first.as<std::string>(), "expected a scalar value");
+      (*out)[kv.first.as<std::string>()] = kv.second.Scalar();
+    }
+  }
+
+  YAML::Node node_;
+  std::string path_;
+  std::string* error_;
+  std::set<std::string> known_;
+};
+
+std::string hostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+bool splitHostPort(const std::string& s, std::string* host, int* port) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  *host = s.substr(0, colon);
+  try {
+    size_t used = 0;
+    int p = std::stoi(s.substr(colon + 1), &used);
+    if (used != s.size() - colon - 1 || p < 1 || p > 65535) return false;
+    *port = p;
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yamlText);
+  } catch (const YAML::Exception& e) {
+    return Error{path + ": not valid YAML: " + e.what()};
+  }
+  AgentConfig c;
+  c.path = path;
+  std::string err;
+  Section top(root, "", &err);
+  if (!root || root.IsNull()) return Error{path + ": the file is empty"};
+
+  std::string cluster;
+  top.get("cluster", &cluster, true);
+  c.zk.cluster = cluster;
+
+  Section zk = top.child("zookeeper");
+  zk.get("connect", &c.zk.connectString, true);
+  zk.get("chroot", &c.zk.chroot);
+  zk.get("root", &c.zk.root);
+  zk.getInt("sessionTimeoutMs", &c.zk.sessionTimeoutMs, 1000, 600000);
+  {
+    Section auth = zk.child("auth");
+    std::string user, password;
+    auth.get("user", &user);
+    auth.get("password", &password);
+    auth.rejectUnknown();
+    if (!user.empty() || !password.empty()) {
+      if (user.empty() || password.empty()) auth.fail("zookeeper.auth", "needs both user and password");
+      c.zk.auth = zk::DigestAuth{user, password};
+    }
+  }
+  zk.rejectUnknown();
+
+  Section peer = top.child("peer");
+  peer.get("id", &c.identity.id);
+  peer.get("ip", &c.identity.ip, true);
+  peer.get("zoneId", &c.identity.zoneId);
+  peer.rejectUnknown();
+
+  Section pg = top.child("postgres");
+  pg.get("dataDir", &c.pg.dataDir, true);
+  pg.get("logFile", &c.pg.logFile);
+  pg.getInt("port", &c.pg.port, 1, 65535);
+  pg.get("listenAddress", &c.pg.listenAddress);
+  pg.get("binDir", &c.pg.binDir);
+  pg.get("osUser", &c.pg.osUser);
+  pg.get("superuser", &c.pg.superuser);
+  std::string secret;
+  pg.get("superuserPassword", &secret);
+  if (!secret.empty()) c.pg.superuserPassword = secret;
+  pg.get("replicationUser", &c.pg.replicationUser);
+  secret.clear();
+  pg.get("replicationPassword", &secret);
+  if (!secret.empty()) c.pg.replicationPassword = secret;
+  pg.get("replicationCidr", &c.pg.replicationCidr);
+  pg.get("hba", &c.pg.extraHbaLines);
+  pg.get("settings", &c.pg.settings);
+  pg.get("useRewind", &c.pg.useRewind);
+  int ms = static_cast<int>(c.pg.healthInterval.count());
+  pg.getInt("healthIntervalMs", &ms, 100, 600000);
+  c.pg.healthInterval = std::chrono::milliseconds(ms);
+  ms = static_cast<int>(c.pg.queryTimeout.count());
+  pg.getInt("queryTimeoutMs", &ms, 100, 600000);
+  c.pg.queryTimeout = std::chrono::milliseconds(ms);
+  int secs = static_cast<int>(c.pg.startTimeout.count());
+  pg.getInt("startTimeoutSeconds", &secs, 1, 86400);
+  c.pg.startTimeout = std::chrono::seconds(secs);
+  secs = static_cast<int>(c.pg.stopTimeout.count());
+  pg.getInt("stopTimeoutSeconds", &secs, 1, 86400);
+  c.pg.stopTimeout = std::chrono::seconds(secs);
+  pg.rejectUnknown();
+
+  Section http = top.child("http");
+  std::string listen;
+  http.get("listen", &listen);
+  http.rejectUnknown();
+  if (!listen.empty() && !splitHostPort(listen, &c.httpHost, &c.httpPort)) {
+    http.fail("http.listen", "expected host:port, like 127.0.0.1:8008, found \"" + listen + "\"");
+  }
+
+  top.get("singleton", &c.singleton);
+  Section health = top.child("health");
+  health.getInt("withdrawAfterSeconds", &c.withdrawAfterSeconds, 1, 86400);
+  health.rejectUnknown();
+  Section shutdown = top.child("shutdown");
+  shutdown.get("stopPostgres", &c.stopPostgresOnExit);
+  shutdown.rejectUnknown();
+  Section log = top.child("log");
+  log.get("level", &c.logLevel);
+  log.get("format", &c.logFormat);
+  log.rejectUnknown();
+  top.rejectUnknown();
+  if (!err.empty()) return Error{path + ": " + err};
+
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
+  if (!kLevels.count(c.logLevel)) {
+    return Error{path + ": log.level: expected trace, debug, info, warn or error, found \"" + c.logLevel + "\""};
+  }
+  if (c.logFormat != "text" && c.logFormat != "json") {
+    return Error{path + ": log.format: expected text or json, found \"" + c.logFormat + "\""};
+  }
+  if (cluster.empty() || cluster.find('/') != std::string::npos) {
+    return Error{path + ": cluster: must be a non-empty name without '/'"};
+  }
+
+  // The identity others see.
+  if (c.identity.id.empty()) c.identity.id = c.identity.ip + ":" + std::to_string(c.pg.port);
+  if (c.identity.zoneId.empty()) c.identity.zoneId = hostName();
+  c.identity.pgUrl =
+      "tcp://" + c.pg.superuser + "@" + c.identity.ip + ":" + std::to_string(c.pg.port) + "/postgres";
+  if (!c.httpHost.empty()) {
+    const std::string host = c.httpHost == "0.0.0.0" ? c.identity.ip : c.httpHost;
+    c.identity.backupUrl = "http://" + host + ":" + std::to_string(c.httpPort);
+  }
+  c.pg.peerId = c.identity.id;
+
+  if (auto ok = c.zk.validate(); !ok) return Error{path + ": zookeeper: " + ok.error()};
+  if (auto ok = pg::validate(c.pg); !ok) return Error{path + ": postgres: " + ok.error()};
+  return c;
+}
+
+Result<AgentConfig> loadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{path + ": cannot read the configuration file"};
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return parseConfig(buf.str(), path);
+}
+
+}  // namespace dugong::agent

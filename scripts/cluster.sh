@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# A local dugong cluster on this machine: one ZooKeeper and three peers, each a
+# postgres with its own data directory, port and dugong agent.
+#
+#   scripts/cluster.sh up       install what is missing, build, start, print the status
+#   scripts/cluster.sh status   roles and postgres state of every peer
+#   scripts/cluster.sh down     stop the agents, postgres and ZooKeeper
+#   scripts/cluster.sh clean    down, then remove every file of the cluster
+#
+# Everything lives under $DUGONG_DEMO_DIR (default /var/tmp/dugong-demo). Ports:
+# ZooKeeper 2191, postgres 5441-5443, agents' HTTP 8441-8443.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+dir=${DUGONG_DEMO_DIR:-/var/tmp/dugong-demo}
+zk_port=2191
+peers=(1 2 3)
+build=build/release
+dugong=$root/$build/agent/dugong
+
+log() { printf '%s\n' "$*"; }
+die() { printf 'cluster.sh: %s\n' "$*" >&2; exit 1; }
+
+running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+http_get() {  # port path -> body; exit status 0 on HTTP 200
+  curl -s -f -m 2 "http://127.0.0.1:$1$2"
+}
+
+build_all() {
+  bash scripts/install-deps.sh
+  log "== building dugong ($build)"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  ninja -C "$build" dugong $(ninja -C "$build" -t targets all 2>/dev/null | grep -q '^dugong-adm:' && echo dugong-adm) >/dev/null
+}
+
+start_zookeeper() {
+  mkdir -p "$dir/zookeeper/data"
+  if running "$dir/zookeeper/pid"; then log "ZooKeeper already running"; return; fi
+  cat >"$dir/zookeeper/zoo.cfg" <<CFG
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$dir/zookeeper/data
+clientPort=$zk_port
+clientPortAddress=127.0.0.1
+maxSessionTimeout=20000
+4lw.commands.whitelist=*
+admin.enableServer=false
+CFG
+  setsid java -Xmx256m -XX:+UseSerialGC -Dzookeeper.admin.enableServer=false \
+    -cp /usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zookeeper/zoo.cfg" \
+    >"$dir/zookeeper/zookeeper.log" 2>&1 </dev/null &
+  echo $! >"$dir/zookeeper/pid"
+  for _ in $(seq 1 120); do
+    if exec 3<>"/dev/tcp/127.0.0.1/$zk_port" 2>/dev/null; then
+      printf 'ruok' >&3
+      if [ "$(cat <&3 2>/dev/null)" = imok ]; then exec 3>&-; log "ZooKeeper is up on 127.0.0.1:$zk_port"; return; fi
+      exec 3>&-
+    fi
+    sleep 0.5
+  done
+  die "ZooKeeper did not start; see $dir/zookeeper/zookeeper.log"
+}
+
+write_config() {  # n
+  local n=$1
+  cat >"$dir/peer$n/dugong.yaml" <<CFG
+cluster: demo
+zookeeper:
+  connect: 127.0.0.1:$zk_port
+  sessionTimeoutMs: 4000
+peer:
+  id: peer$n
+  ip: 127.0.0.1
+postgres:
+  dataDir: $dir/peer$n/data
+  port: $((5440 + n))
+  settings:
+    shared_buffers: 32MB
+    max_wal_size: 256MB
+http:
+  listen: 127.0.0.1:$((8440 + n))
+health:
+  withdrawAfterSeconds: 20
+shutdown:
+  stopPostgres: true
+log:
+  level: info
+CFG
+}
+
+start_peer() {  # n
+  local n=$1
+  mkdir -p "$dir/peer$n"
+  chmod 755 "$dir" "$dir/peer$n"
+  if running "$dir/peer$n/pid"; then log "peer$n already running"; return; fi
+  write_config "$n"
+  setsid "$dugong" --config "$dir/peer$n/dugong.yaml" >>"$dir/peer$n/agent.log" 2>&1 </dev/null &
+  echo $! >"$dir/peer$n/pid"
+  log "peer$n: agent started (postgres port $((5440 + n)), http 127.0.0.1:$((8440 + n)), log $dir/peer$n/agent.log)"
+}
+
+status() {
+  printf '%-6s %-10s %-9s %-8s %-10s %s\n' PEER ROLE AGENT POSTGRES GENERATION "PRIMARY/REPLICA"
+  for n in "${peers[@]}"; do
+    local port=$((8440 + n)) role="-" gen="-" pg="-" agent="down" serving="-"
+    if running "$dir/peer$n/pid"; then agent="running"; fi
+    if body=$(http_get "$port" /state 2>/dev/null); then
+      role=$(printf '%s' "$body" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peer"]["role"])' 2>/dev/null || echo '?')
+      gen=$(printf '%s' "$body" | python3 -c 'import json,sys; s=json.load(sys.stdin)["peer"]["clusterState"]; print(s["generation"] if s else "-")' 2>/dev/null || echo '?')
+      pg=$(printf '%s' "$body" | python3 -c 'import json,sys; print("online" if json.load(sys.stdin)["postgres"]["online"] else "offline")' 2>/dev/null || echo '?')
+      if http_get "$port" /primary >/dev/null; then serving="writable primary";
+      elif http_get "$port" /replica >/dev/null; then serving="streaming replica"; fi
+    fi
+    printf '%-6s %-10s %-9s %-8s %-10s %s\n' "peer$n" "$role" "$agent" "$pg" "$gen" "$serving"
+  done
+}
+
+up() {
+  build_all
+  mkdir -p "$dir"
+  chmod 755 "$dir"
+  start_zookeeper
+  for n in "${peers[@]}"; do start_peer "$n"; done
+  log "== waiting for a writable primary (first start runs initdb and two base backups)"
+  for _ in $(seq 1 240); do
+    for n in "${peers[@]}"; do
+      if http_get $((8440 + n)) /primary >/dev/null 2>&1; then
+        # and for both standbys to stream
+        local streaming=0
+        for m in "${peers[@]}"; do http_get $((8440 + m)) /replica >/dev/null 2>&1 && streaming=$((streaming + 1)); done
+        if [ "$streaming" -ge 2 ]; then
+          status
+          cat <<MSG
+
+The cluster is up. Point psql at whichever peer is primary:
+  psql "postgresql://postgres@127.0.0.1:5441,127.0.0.1:5442,127.0.0.1:5443/postgres?target_session_attrs=read-write"
+(as root: runuser -u postgres -- psql "...")
+Status:   scripts/cluster.sh status     (or curl http://127.0.0.1:8441/state)
+Stop:     scripts/cluster.sh down       Remove everything: scripts/cluster.sh clean
+MSG
+          return 0
+        fi
+      fi
+    done
+    sleep 0.5
+  done
+  status
+  die "no writable primary with two streaming replicas after 120 s; see $dir/peer*/agent.log"
+}
+
+down() {
+  for n in "${peers[@]}"; do
+    if running "$dir/peer$n/pid"; then
+      kill -TERM "$(cat "$dir/peer$n/pid")" 2>/dev/null || true
+    fi
+  done
+  for n in "${peers[@]}"; do
+    for _ in $(seq 1 60); do running "$dir/peer$n/pid" || break; sleep 0.5; done
+    if running "$dir/peer$n/pid"; then kill -KILL "$(cat "$dir/peer$n/pid")" 2>/dev/null || true; fi
+    rm -f "$dir/peer$n/pid"
+    # If an agent was killed, its postgres may still run: stop it.
+    if [ -f "$dir/peer$n/data/postmaster.pid" ]; then
+      runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$dir/peer$n/data" -m fast -w stop >/dev/null 2>&1 || true
+    fi
+  done
+  if running "$dir/zookeeper/pid"; then
+    kill -TERM "$(cat "$dir/zookeeper/pid")" 2>/dev/null || true
+    sleep 1
+  fi
+  rm -f "$dir/zookeeper/pid"
+  log "cluster stopped (files kept in $dir; 'scripts/cluster.sh clean' removes them)"
+}
+
+case "${1:-}" in
+  up) up ;;
+  status) status ;;
+  down) down ;;
+  clean) down; rm -rf "$dir"; log "removed $dir" ;;
+  *) echo "usage: scripts/cluster.sh up|status|down|clean" >&2; exit 2 ;;
+esac
