@@ -253,18 +253,33 @@ StateWriteFinished Client::putStateBytes(std::string_view bytes, int32_t expecte
   return out;
 }
 
-Result<bool> closeSessionFromOutside(const std::string& connectString, int64_t sessionId, const std::string& password,
-                                     std::chrono::milliseconds timeout) {
+Result<std::chrono::steady_clock::time_point> closeSessionFromOutside(const std::string& connectString,
+                                                                      int64_t sessionId, const std::string& password,
+                                                                      std::chrono::milliseconds timeout) {
   clientid_t id{};
   id.client_id = sessionId;
   std::memcpy(id.passwd, password.data(), std::min(password.size(), sizeof id.passwd));
-  // A generous session timeout, so the server does not pick a different one than
-  // the session has; the session id and password are what count.
-  auto handle = Client::Handle::open(connectString, 30000, &id, std::nullopt, timeout);
-  if (!handle) return Error{handle.error()};
-  const clientid_t* got = zoo_client_id(handle.value()->zh);
-  if (got == nullptr || got->client_id != sessionId) return Error{"zookeeper: did not get the same session back"};
-  return true;  // the handle's destructor closes the session
+  std::optional<std::chrono::steady_clock::time_point> closedAt;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    detail::installClientLogging();
+    auto h = std::make_unique<Client::Handle>();
+    h->zh = zookeeper_init2(connectString.c_str(), Client::Handle::watcher, 30000, &id, h.get(), ZOO_NO_LOG_CLIENTENV,
+                            detail::clientLogLine);
+    if (h->zh == nullptr) return Error{"zookeeper: cannot create a handle: " + std::string(std::strerror(errno))};
+    int state = h->waitConnected(timeout);
+    if (state == ZOO_EXPIRED_SESSION_STATE) {
+      if (closedAt) return *closedAt;
+      return Error{"zookeeper: session " + detail::sessionIdText(sessionId) + " had already expired"};
+    }
+    if (state != ZOO_CONNECTED_STATE) return Error{"zookeeper: could not take the session over"};
+    const clientid_t* got = zoo_client_id(h->zh);
+    if (got == nullptr || got->client_id != sessionId) return Error{"zookeeper: did not get the same session back"};
+    int rc = zookeeper_close(h->zh);
+    h->zh = nullptr;
+    if (rc != ZOK) return Error{"zookeeper: closing the session: " + describeRc(rc)};
+    closedAt = std::chrono::steady_clock::now();
+  }
+  return Error{"zookeeper: the session's own client kept winning it back"};
 }
 
 }  // namespace dugong::zk

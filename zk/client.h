@@ -76,8 +76,11 @@ class Client {
 };
 
 // Takes over the session with these credentials on a second handle and closes it, so
-// the server expires the session at once. For tests and benchmarks.
-Result<bool> closeSessionFromOutside(const std::string& connectString, int64_t sessionId, const std::string& password,
+// the server ends the session at once (its ephemeral nodes go). The session's own client
+// may win the session back by reconnecting before the close lands; so this repeats
+// (bounded) until a further takeover is told the session has expired. Returns when the
+// effective close was acknowledged. For tests and benchmarks.
+Result<std::chrono::steady_clock::time_point> closeSessionFromOutside(const std::string& connectString, int64_t sessionId, const std::string& password,
                                      std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 }  // namespace dugong::zk

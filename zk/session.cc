@@ -280,6 +280,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     s.electionNode = electionNode_;
     s.lastError = lastError_;
     s.requestsSent = requestsSent_;
+    s.sessionsLost = sessionsLost_;
+    s.lastSessionLost = lastSessionLost_;
     return s;
   }
 
@@ -451,6 +453,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   void onSessionLost(const std::string& why) {
     noteError(why + "; the election node is gone; opening a new session");
     ++epoch_;  // drop what is still in flight for the lost session
+    ++sessionsLost_;
+    lastSessionLost_ = std::chrono::steady_clock::now();
     connected_ = false;
     initialized_ = false;
     if (pendingWrite_) markWriteUnknown();
@@ -840,6 +844,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   std::string electionNode_;
   std::string lastError_;
   uint64_t requestsSent_ = 0;
+  int sessionsLost_ = 0;
+  std::chrono::steady_clock::time_point lastSessionLost_{};
 
   StateNode knownState_;
   PeerList knownActive_;

@@ -16,6 +16,7 @@
 // it, and everything is re-read on reconnection. Writes fail fast while disconnected.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,6 +42,9 @@ struct SessionStatus {
   std::string electionNode;  // full path of this peer's election node, once created
   std::string lastError;     // the last problem seen, for operators
   uint64_t requestsSent = 0; // ZooKeeper requests this adapter issued (pings excluded)
+  int sessionsLost = 0;      // expiries (and authentication failures) seen
+  // When the last loss was noticed (the server said so); for status and benchmarks.
+  std::chrono::steady_clock::time_point lastSessionLost{};
 };
 
 // A session id and password: enough for a second handle to take the session over.

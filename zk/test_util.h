@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
@@ -49,6 +50,7 @@ inline std::vector<std::string> ids(const PeerList& peers) {
 inline bool runUntil(boost::asio::io_context& io, const std::function<bool()>& pred,
                      std::chrono::milliseconds timeout = kWait) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto work = boost::asio::make_work_guard(io);  // run_for waits instead of spinning
   while (!pred()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     io.restart();
