@@ -1,1 +1,248 @@
+// Tests of the whole-cluster simulator itself: determinism, the fault plan, shrinking,
+// and the invariant checker catching hand-made violations.
 #include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "tools/cluster_sim/invariants.h"
+#include "tools/cluster_sim/runner.h"
+#include "tools/cluster_sim/scenario.h"
+#include "tools/cluster_sim/wal.h"
+
+namespace dugong::clustersim {
+namespace {
+
+PeerIdentity peer(const std::string& id) { return PeerIdentity{id, "10.0.0.1", "tcp://postgres@" + id, id, {}}; }
+
+ClusterState state(int64_t gen, const std::string& primary, const std::string& sync,
+                   std::initializer_list<std::string> async, uint64_t initWal = 0) {
+  ClusterState s;
+  s.generation = gen;
+  s.primary = peer(primary);
+  s.sync = peer(sync);
+  for (const auto& a : async) s.async.push_back(peer(a));
+  s.initWal = WalPosition(initWal);
+  return s;
+}
+
+// Absence oracle for hand-made histories: the listed peers were gone at some point.
+AbsenceOracle absent(std::set<std::string> gone) {
+  return [gone](const std::string& id, EpochMs, EpochMs) { return gone.count(id) > 0; };
+}
+
+bool caught(const InvariantChecker& c, const std::string& invariant) {
+  for (const auto& v : c.violations()) {
+    if (v.invariant == invariant) return true;
+  }
+  return false;
+}
+
+// ---- Wal
+
+TEST(SimWal, PrefixAndDivergence) {
+  Wal a, b;
+  a.append(1);
+  a.append(2);
+  b.copyFrom(a, 1);
+  EXPECT_FALSE(b.divergedFrom(a));
+  EXPECT_TRUE(b.contains(a.mark(0)));
+  EXPECT_FALSE(b.contains(a.mark(1)));
+  b.append(99);  // different record at index 1
+  EXPECT_TRUE(b.divergedFrom(a));
+  EXPECT_FALSE(b.contains(a.mark(1)));
+  EXPECT_EQ(a.position().toString(), "0/00000100");
+}
+
+// ---- determinism and the plan
+
+TEST(ClusterSim, SameSeedSameTrace) {
+  RunResult a = runSeed(7);
+  RunResult b = runSeed(7);
+  EXPECT_EQ(a.traceHash, b.traceHash);
+  EXPECT_EQ(a.trace.size(), b.trace.size());
+  EXPECT_EQ(a.acks, b.acks);
+  EXPECT_GT(a.acks, 0);
+}
+
+TEST(ClusterSim, DifferentSeedsDiffer) { EXPECT_NE(runSeed(1).traceHash, runSeed(2).traceHash); }
+
+TEST(ClusterSim, ScenarioIsDerivedFromTheSeedOnly) {
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    Scenario s = makeScenario(seed);
+    Scenario again = makeScenario(seed);
+    ASSERT_EQ(s.faults.size(), again.faults.size());
+    EXPECT_GE(s.peers, 3);
+    EXPECT_LE(s.peers, 6);
+    for (size_t i = 0; i < s.faults.size(); ++i) {
+      EXPECT_EQ(s.faults[i].index, static_cast<int>(i));
+      EXPECT_EQ(s.faults[i].at, again.faults[i].at);
+      EXPECT_EQ(s.faults[i].kind, again.faults[i].kind);
+      EXPECT_LT(s.faults[i].at, s.faultPhaseMs);
+    }
+  }
+}
+
+TEST(ClusterSim, WithoutFaultsTheClusterBecomesReadWrite) {
+  WorldOptions o;
+  o.onlyFaults = std::set<int>{};
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    RunResult r = runSeed(seed, o);
+    EXPECT_TRUE(r.ok) << (r.violation ? r.violation->detail : "");
+    EXPECT_TRUE(r.faultsPlanned.empty());
+    EXPECT_EQ(r.generations, 1);
+    ASSERT_TRUE(r.convergedAfterMs.has_value());
+    EXPECT_GT(r.acks, 0);
+  }
+}
+
+TEST(ClusterSim, ReplayCommandNamesSeedAndFaults) {
+  EXPECT_EQ(replayCommand(42, std::set<int>{3, 7}), "dugong-cluster-sim --seed 42 --faults 3,7 --trace full");
+  EXPECT_EQ(replayCommand(42, std::set<int>{}), "dugong-cluster-sim --seed 42 --faults none --trace full");
+  EXPECT_EQ(replayCommand(5, std::nullopt), "dugong-cluster-sim --seed 5 --trace full");
+}
+
+// A primary that acknowledges before its sync has the commit (asynchronous replication)
+// loses acknowledged commits at a takeover; the simulator must notice within a few seeds,
+// and shrinking must keep the failure while dropping faults.
+TEST(ClusterSim, CatchesAPlantedWorldBugAndShrinksIt) {
+  WorldOptions o;
+  o.testingAckBeforeSync = true;
+  std::optional<RunResult> failing;
+  for (uint64_t seed = 1; seed <= 60 && !failing; ++seed) {
+    RunResult r = runSeed(seed, o);
+    if (!r.ok) failing = std::move(r);
+  }
+  ASSERT_TRUE(failing.has_value()) << "acknowledging before the sync has a commit went unnoticed";
+  EXPECT_EQ(failing->violation->invariant, "lost-commit");
+  Shrunk s = shrink(failing->seed, *failing, o, 60);
+  EXPECT_FALSE(s.result.ok);
+  EXPECT_EQ(s.result.violation->invariant, "lost-commit");
+  EXPECT_LE(s.faults.size(), failing->faultsPlanned.size());
+  // The shrunk run replays exactly.
+  WorldOptions replay = o;
+  replay.onlyFaults = s.faults;
+  EXPECT_EQ(runSeed(failing->seed, replay).traceHash, s.result.traceHash);
+  bool hasViolationLine = false;
+  for (const auto& line : relevantTrace(s.result.trace)) hasViolationLine |= line.kind == 'V';
+  EXPECT_TRUE(hasViolationLine);
+}
+
+// ---- the invariant checker on hand-made histories
+
+TEST(Invariants, LegalHistoryPasses) {
+  InvariantChecker c(absent({"a"}));
+  c.onStateWrite({1, 1, "a", std::nullopt, state(1, "a", "b", {"c"}), {}});
+  Wal w;
+  WalMark m = w.append(1);
+  c.onAck(2, "a", 1, m, w, false, std::string("a"));
+  c.checkCurrentPrimary(3, "a", w);
+  ClusterState g2 = state(2, "b", "c", {}, 0x80);
+  g2.deposed.push_back(peer("a"));
+  c.onStateWrite({10, 9, "b", state(1, "a", "b", {"c"}), g2, WalPosition(0x80)});
+  Wal wb = w;
+  c.checkCurrentPrimary(11, "b", wb);
+  EXPECT_TRUE(c.ok()) << c.violations().front().detail;
+}
+
+TEST(Invariants, CatchesALostCommit) {
+  InvariantChecker c(absent({}));
+  Wal primary, other;
+  WalMark m = primary.append(1);
+  c.onAck(1, "a", 1, m, primary, false, std::string("a"));
+  other.append(2);
+  c.checkCurrentPrimary(2, "b", other);
+  EXPECT_TRUE(caught(c, "lost-commit"));
+}
+
+TEST(Invariants, CatchesAnAckOnAHistoryWithoutAnEarlierAck) {
+  InvariantChecker c(absent({}));
+  Wal a, b;
+  c.onAck(1, "a", 1, a.append(1), a, false, std::string("a"));
+  b.append(2);
+  c.onAck(2, "b", 2, b.append(3), b, false, std::string("b"));
+  EXPECT_TRUE(caught(c, "lost-commit"));
+}
+
+TEST(Invariants, CatchesTwoWritersInOneGeneration) {
+  InvariantChecker c(absent({}));
+  Wal w;
+  c.onAck(1, "a", 3, w.append(1), w, false, std::string("a"));
+  c.onAck(2, "b", 3, w.append(2), w, false, std::string("a"));
+  EXPECT_TRUE(caught(c, "two-writers"));
+}
+
+TEST(Invariants, CatchesADeposedPeerServing) {
+  InvariantChecker c(absent({}));
+  Wal w;
+  c.onAck(1, "a", 1, w.append(1), w, true, std::string("a"));
+  EXPECT_TRUE(caught(c, "deposed-serves"));
+  InvariantChecker d(absent({}));
+  d.onDeposedWritable(1, "a");
+  EXPECT_TRUE(caught(d, "deposed-serves"));
+}
+
+TEST(Invariants, CatchesGenerationsGoingBackwards) {
+  InvariantChecker c(absent({"a"}));
+  c.onStateWrite({1, 1, "a", std::nullopt, state(1, "a", "b", {"c"}), {}});
+  c.onStateWrite({2, 2, "operator", state(1, "a", "b", {"c"}), state(1, "a", "b", {"c"}), {}});
+  EXPECT_TRUE(c.ok());
+  c.onPeerView(3, "b", 1, 2);
+  c.onPeerView(4, "b", 1, 1);
+  EXPECT_TRUE(caught(c, "generation-backwards"));
+  InvariantChecker z(absent({}));
+  z.onStateWrite({1, 1, "a", state(4, "a", "b", {"c"}), state(4, "a", "b", {"c"}), {}});
+  z.onStateWrite({2, 2, "a", state(4, "a", "b", {"c"}), state(3, "a", "b", {"c"}), {}});
+  EXPECT_TRUE(caught(z, "generation-backwards"));
+}
+
+TEST(Invariants, CatchesATakeoverByAnAsync) {
+  InvariantChecker c(absent({"a", "b"}));
+  ClusterState next = state(2, "c", "b", {});
+  next.deposed.push_back(peer("a"));
+  c.onStateWrite({5, 5, "c", state(1, "a", "b", {"c"}), next, WalPosition(0)});
+  EXPECT_TRUE(caught(c, "bad-takeover"));
+}
+
+TEST(Invariants, CatchesASyncTakeoverBehindInitWal) {
+  InvariantChecker c(absent({"a"}));
+  ClusterState next = state(2, "b", "c", {}, 0x80);
+  next.deposed.push_back(peer("a"));
+  c.onStateWrite({5, 5, "b", state(1, "a", "b", {"c"}, 0x100), next, WalPosition(0x80)});
+  EXPECT_TRUE(caught(c, "bad-takeover"));
+}
+
+TEST(Invariants, CatchesASyncTakeoverWhileThePrimaryIsPresent) {
+  InvariantChecker c(absent({}));
+  ClusterState next = state(2, "b", "c", {});
+  next.deposed.push_back(peer("a"));
+  c.onStateWrite({5, 5, "b", state(1, "a", "b", {"c"}), next, WalPosition(0)});
+  EXPECT_TRUE(caught(c, "bad-takeover"));
+}
+
+TEST(Invariants, AcceptsASyncTakeoverByAValidPromote) {
+  InvariantChecker c(absent({}));
+  ClusterState before = state(1, "a", "b", {"c"});
+  before.promote = {{"id", "b"}, {"role", "sync"}, {"generation", 1}, {"expireTime", "9999999999999"}};
+  ClusterState next = state(2, "b", "c", {});
+  next.deposed.push_back(peer("a"));
+  c.onStateWrite({5, 5, "b", before, next, WalPosition(0)});
+  EXPECT_TRUE(c.ok()) << c.violations().front().detail;
+}
+
+TEST(Invariants, CatchesATakeoverOfAFrozenCluster) {
+  InvariantChecker c(absent({"b"}));
+  ClusterState before = state(1, "a", "b", {"c"});
+  before.freeze = true;
+  c.onStateWrite({5, 5, "a", before, state(2, "a", "c", {}), WalPosition(0)});
+  EXPECT_TRUE(caught(c, "bad-takeover"));
+}
+
+TEST(Invariants, CatchesAPrimaryTakeoverWhileTheSyncIsPresent) {
+  InvariantChecker c(absent({}));
+  c.onStateWrite({5, 5, "a", state(1, "a", "b", {"c"}), state(2, "a", "c", {}), WalPosition(0)});
+  EXPECT_TRUE(caught(c, "bad-takeover"));
+}
+
+}  // namespace
+}  // namespace dugong::clustersim

@@ -49,6 +49,7 @@ struct SimPostgres {
   int64_t stalledUntil = 0;    // as a standby, receives nothing until then
   int64_t slowUntil = 0;       // transitions are slow until then
   uint64_t epoch = 0;          // bumps on every crash and transition
+  bool healScheduled = false;  // a rebuild of this diverged standby is pending
 
   bool serving() const { return running && (!transitioning || reloading); }
   bool isStandby() const { return config.role == PgRole::kSync || config.role == PgRole::kAsync; }
@@ -105,7 +106,6 @@ class World {
       n.identity.ip = "10.0.0." + num;
       n.identity.pgUrl = "tcp://postgres@10.0.0." + num + ":5432/postgres";
       n.identity.zoneId = n.identity.id;
-      index_[n.identity.id] = i;
       absences_[n.identity.id].push_back({0, kForever});
       nodes_.push_back(std::move(n));
     }
@@ -140,9 +140,15 @@ class World {
   bool alive(int n, uint64_t inc) const { return nodes_[static_cast<size_t>(n)].up && node(n).incarnation == inc; }
   Node& node(int n) { return nodes_[static_cast<size_t>(n)]; }
   const Node& node(int n) const { return nodes_[static_cast<size_t>(n)]; }
+  // Peers are named node<N> (N from 1); -1 for anything else.
   int nodeOf(const std::string& id) const {
-    auto it = index_.find(id);
-    return it == index_.end() ? -1 : it->second;
+    if (id.size() < 5 || id.compare(0, 4, "node") != 0) return -1;
+    int n = 0;
+    for (size_t i = 4; i < id.size(); ++i) {
+      if (id[i] < '0' || id[i] > '9' || n > 1000) return -1;
+      n = n * 10 + (id[i] - '0');
+    }
+    return n >= 1 && n <= static_cast<int>(nodes_.size()) ? n - 1 : -1;
   }
 
   // ---- ZooKeeper ----
@@ -167,6 +173,7 @@ class World {
   void pgStop(int n);
   void pgCrash(int n, int64_t restartAfter);
   void replicate();
+  void scheduleHeal(int n);
   bool attachedSync(int primary) const;
   bool writable(int n) const;
   void clientTick();
@@ -195,7 +202,6 @@ class World {
   uint64_t nextSeq_ = 0;
   std::vector<Item> queue_;
   std::vector<Node> nodes_;
-  std::map<std::string, int> index_;
   std::vector<TraceLine> trace_;
   uint64_t hash_ = 1469598103934665603ULL;
 
@@ -640,7 +646,11 @@ void World::pgApply(int n, const PgConfig& cfg) {
   if (cfg.role == PgRole::kPrimary && nd.peer->clusterState()) {
     pg.generationTag = nd.peer->clusterState()->generation;
   }
-  int64_t latency = now_ < pg.slowUntil ? rngPg_.between(1500, 7000) : rngPg_.between(80, 900);
+  // A reload (new synchronous standby) takes milliseconds; a restart or a promotion
+  // takes longer.
+  bool slow = now_ < pg.slowUntil;
+  int64_t latency = reload ? (slow ? rngPg_.between(200, 1500) : rngPg_.between(5, 60))
+                           : (slow ? rngPg_.between(1500, 7000) : rngPg_.between(80, 900));
   uint64_t inc = nd.incarnation;
   after(latency, [this, n, inc, cfg] { finishApply(n, inc, cfg); });
 }
@@ -718,6 +728,25 @@ void World::pgCrash(int n, int64_t restartAfter) {
   });
 }
 
+void World::scheduleHeal(int n) {
+  Node& nd = node(n);
+  nd.pg.healScheduled = true;
+  uint64_t inc = nd.incarnation;
+  uint64_t epoch = nd.pg.epoch;
+  trace('P', nd.identity.id + " postgres cannot follow " + nd.pg.config.upstream->id +
+                 ": its WAL diverged; the pg adapter will rebuild it");
+  after(rngPg_.between(500, 3000), [this, n, inc, epoch] {
+    Node& x = node(n);
+    x.pg.healScheduled = false;
+    if (!alive(n, inc) || x.pg.epoch != epoch || !x.pg.serving() || !x.pg.isStandby()) return;
+    int r = nodeOf(x.pg.config.restorePeer ? x.pg.config.restorePeer->id : "");
+    if (r < 0 || !node(r).pg.serving()) return;  // tried again on the next replication tick
+    x.pg.wal = node(r).pg.wal;
+    trace('P', x.identity.id + " postgres rebuilt from " + node(r).identity.id + " (" +
+                   std::to_string(x.pg.wal.size()) + " records) after diverging from its upstream");
+  });
+}
+
 bool World::attachedSync(int primary) const {
   const SimPostgres& p = node(primary).pg;
   if (!p.config.downstream) return false;
@@ -745,7 +774,14 @@ void World::replicate() {
     int u = nodeOf(pg.config.upstream->id);
     if (u < 0 || !node(u).pg.serving()) continue;
     const Wal& up = node(u).pg.wal;
-    if (up.size() <= pg.wal.size() || pg.wal.divergedFrom(up)) continue;
+    if (pg.wal.divergedFrom(up)) {
+      // E.g. it was ahead of its upstream (rebuilt from the primary) when the upstream
+      // was promoted onto a new timeline. The pg adapter notices that the standby
+      // cannot follow and rebuilds it from its restore peer (DESIGN.md, postgres roles).
+      if (!pg.healScheduled) scheduleHeal(static_cast<int>(i));
+      continue;
+    }
+    if (up.size() <= pg.wal.size()) continue;
     size_t max = pg.config.role == PgRole::kSync ? (rngPg_.chance(900) ? SIZE_MAX : 1)
                                                  : static_cast<size_t>(rngPg_.between(0, 6));
     pg.wal.copyFrom(up, max);
@@ -756,15 +792,14 @@ void World::replicate() {
     SimPostgres& pg = node(n).pg;
     if (!node(n).up || !pg.serving() || pg.config.role != PgRole::kPrimary) continue;
     size_t acked = 0;
-    if (!pg.config.downstream || opts_.testingAckBeforeSync) {
-      acked = pg.waiting.size();
-    } else if (attachedSync(n)) {
+    if (pg.config.downstream && attachedSync(n)) {
       const Wal& sync = node(nodeOf(pg.config.downstream->id)).pg.wal;
       if (sync.size() >= pg.wal.size()) pg.syncCaughtUp = true;
       while (acked < pg.waiting.size() && sync.contains(pg.waiting[acked])) ++acked;
     } else {
       pg.syncCaughtUp = false;
     }
+    if (!pg.config.downstream || opts_.testingAckBeforeSync) acked = pg.waiting.size();
     std::vector<WalMark> done(pg.waiting.begin(), pg.waiting.begin() + static_cast<std::ptrdiff_t>(acked));
     pg.waiting.erase(pg.waiting.begin(), pg.waiting.begin() + static_cast<std::ptrdiff_t>(acked));
     for (const WalMark& m : done) {
@@ -791,7 +826,9 @@ void World::ack(int n, const WalMark& mark) {
   bool deposed = false;
   if (nd.peer) {
     deposed = nd.peer->role() == Role::kDeposed;
-    if (nd.peer->role() == Role::kPrimary && nd.peer->clusterState()) gen = nd.peer->clusterState()->generation;
+    // The generation it believes it leads: the latest state it saw that names it primary.
+    const auto& view = nd.peer->clusterState();
+    if (view && view->primary.id == nd.identity.id) gen = view->generation;
   }
   std::optional<std::string> primary;
   if (auto it = primaryOfGeneration_.find(gen); it != primaryOfGeneration_.end()) primary = it->second;
