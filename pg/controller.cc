@@ -106,9 +106,12 @@ bool PgController::isRunning() const {
   long pid = 0;
   if (!(in >> pid) || pid <= 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  // The pid may have been reused: check that it is a postgres process.
-  std::string comm = readFile("/proc/" + std::to_string(pid) + "/comm");
-  return comm.rfind("postgres", 0) == 0;
+  // The pid may have been reused: check that it is a postgres process, and not a zombie
+  // (a killed postmaster whose parent has not reaped it).
+  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z') return false;
+  return stat.find("(postgres)") != std::string::npos;
 }
 
 bool PgController::hasStandbySignal() const {
@@ -249,6 +252,14 @@ Result<bool> PgController::start() {
   if (!hba) return hba;
   auto free = portFree(options_.localHost(), options_.port);
   if (!free) return free;
+  std::error_code ec;
+  std::string pidFile = options_.dataDir + "/postmaster.pid";
+  if (fs::exists(pidFile, ec) && !isRunning()) {
+    // Left by a postmaster that died (e.g. killed). Postgres would take a zombie, one
+    // whose parent does not reap it, for a running server and refuse to start.
+    spdlog::warn("pg: removing the stale {}", pidFile);
+    fs::remove(pidFile, ec);
+  }
   auto deadline = std::chrono::steady_clock::now() + options_.startTimeout;
   std::string lastError;
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -314,7 +325,9 @@ Result<bool> PgController::promote() {
 
 Result<bool> PgController::bootstrapRoles() {
   const std::string& user = options_.replicationUser;
-  std::string sql = "SET default_transaction_read_only = off; ";
+  // A brand-new primary is read-only and has no sync yet: this one transaction is
+  // read-write and does not wait for a sync.
+  std::string sql = "BEGIN TRANSACTION READ WRITE; SET LOCAL synchronous_commit = local; ";
   sql += "DO $dugong$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = " + quoteLiteral(user) +
          ") THEN CREATE ROLE " + quoteIdent(user) + " WITH REPLICATION LOGIN; END IF; END $dugong$; ";
   if (options_.replicationPassword) {
@@ -330,6 +343,7 @@ Result<bool> PgController::bootstrapRoles() {
                          "pg_catalog.pg_read_binary_file(text, bigint, bigint, boolean)"}) {
     sql += std::string("GRANT EXECUTE ON FUNCTION ") + fn + " TO " + quoteIdent(user) + "; ";
   }
+  sql += "COMMIT;";
   auto q = localQuery(sql);
   if (!q) return Error{"creating the replication role: " + q.error()};
   return true;

@@ -2,7 +2,11 @@
 
 #include <libpq-fe.h>
 
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <charconv>
 #include <memory>
 
@@ -81,6 +85,7 @@ std::string trimmed(const char* s) {
 }  // namespace
 
 Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   long long secs = std::max<long long>(2, (timeout.count() + 999) / 1000);
   std::string full = conninfo + " " +
                      buildConninfo({{"connect_timeout", std::to_string(secs)},
@@ -89,12 +94,36 @@ Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql
   std::unique_ptr<PGconn, ConnDeleter> conn(PQconnectdb(full.c_str()));
   if (!conn) return Error{"libpq: out of memory"};
   if (PQstatus(conn.get()) != CONNECTION_OK) return Error{"cannot connect: " + trimmed(PQerrorMessage(conn.get()))};
-  std::unique_ptr<PGresult, ResultDeleter> res(PQexec(conn.get(), sql.c_str()));
-  if (!res) return Error{"query failed: " + trimmed(PQerrorMessage(conn.get()))};
-  auto status = PQresultStatus(res.get());
-  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-    return Error{"query failed: " + trimmed(PQresultErrorMessage(res.get()))};
+  PQsetNoticeProcessor(conn.get(), [](void*, const char*) {}, nullptr);
+  if (!PQsendQuery(conn.get(), sql.c_str())) return Error{"query failed: " + trimmed(PQerrorMessage(conn.get()))};
+  // Wait for the whole answer within the deadline. statement_timeout does not cover
+  // everything (a commit waiting for a synchronous standby), so cancel at the deadline.
+  while (PQisBusy(conn.get())) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      if (PGcancel* cancel = PQgetCancel(conn.get())) {
+        char err[256];
+        PQcancel(cancel, err, sizeof err);
+        PQfreeCancel(cancel);
+      }
+      return Error{"query timed out after " + std::to_string(timeout.count()) + " ms and was cancelled"};
+    }
+    pollfd p{PQsocket(conn.get()), POLLIN, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    if (rc < 0 && errno != EINTR) return Error{"query failed: poll: " + std::string(std::strerror(errno))};
+    if (!PQconsumeInput(conn.get())) return Error{"query failed: " + trimmed(PQerrorMessage(conn.get()))};
   }
+  std::unique_ptr<PGresult, ResultDeleter> res;
+  std::string firstError;
+  while (PGresult* next = PQgetResult(conn.get())) {
+    auto status = PQresultStatus(next);
+    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && firstError.empty()) {
+      firstError = "query failed: " + trimmed(PQresultErrorMessage(next));
+    }
+    res.reset(next);
+  }
+  if (!firstError.empty()) return Error{firstError};
+  if (!res) return Error{"query failed: no result"};
   QueryResult out;
   int nf = PQnfields(res.get());
   for (int f = 0; f < nf; ++f) out.columns.emplace_back(PQfname(res.get(), f));

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "pg/command.h"
@@ -37,6 +38,10 @@ std::optional<pid_t> PgTestNode::postmasterPid() const {
   long pid = 0;
   if (!(in >> pid) || pid <= 0) return std::nullopt;
   if (::kill(static_cast<pid_t>(pid), 0) != 0) return std::nullopt;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size() || text[close + 2] == 'Z') return std::nullopt;
   return static_cast<pid_t>(pid);
 }
 
