@@ -1,0 +1,270 @@
+#include "tests/e2e/cluster_harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "agent/http_client.h"
+#include "tests/support/test_env.h"
+
+namespace dugong::e2e {
+
+namespace {
+
+void waitPid(pid_t pid, std::chrono::milliseconds timeout) {
+  auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid || r < 0) return;
+    std::this_thread::sleep_for(20ms);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+}  // namespace
+
+Harness::Harness(HarnessOptions options) : options_(options) {
+  zk_ = dugong::testing::ZooKeeperCluster::standalone();
+  pgs_ = std::make_unique<pg::testing::PgTestCluster>("dugong-e2e");
+  for (int i = 0; i < options_.peers; ++i) addPeer();
+  auto client = zk::Client::connect(zkOptions(), 20s);
+  if (!client) throw std::runtime_error("e2e: cannot connect to the test ZooKeeper: " + client.error());
+  client_ = std::move(client).value();
+}
+
+Harness::~Harness() {
+  for (auto& p : peers_) {
+    if (p.agentPid > 0) {
+      ::kill(p.agentPid, SIGCONT);
+      ::kill(p.agentPid, SIGKILL);
+      ::waitpid(p.agentPid, nullptr, 0);
+      p.agentPid = -1;
+    }
+  }
+  client_.reset();
+  pgs_->stopAll();
+}
+
+zk::ZkOptions Harness::zkOptions() const {
+  zk::ZkOptions o;
+  o.connectString = zk_->connectString();
+  o.cluster = options_.cluster;
+  o.sessionTimeoutMs = options_.sessionTimeoutMs;
+  return o;
+}
+
+int Harness::addPeer(bool singleton) {
+  const std::string id = "peer" + std::to_string(peers_.size() + 1);
+  E2EPeer p;
+  p.pg = &pgs_->addNode(id);
+  p.id = id;
+  p.httpPort = dugong::testing::freeLoopbackPort();
+  p.configPath = p.pg->dir + "/dugong.yaml";
+  p.logPath = p.pg->dir + "/agent.log";
+  p.singleton = singleton;
+  writeConfig(p);
+  peers_.push_back(p);
+  return static_cast<int>(peers_.size()) - 1;
+}
+
+void Harness::writeConfig(const E2EPeer& p) const {
+  const pg::PgOptions& o = p.pg->options;
+  std::ofstream out(p.configPath);
+  out << "cluster: " << options_.cluster << "\n"
+      << "zookeeper:\n  connect: " << zk_->connectString() << "\n  sessionTimeoutMs: " << options_.sessionTimeoutMs
+      << "\n"
+      << "peer:\n  id: " << p.id << "\n  ip: 127.0.0.1\n  zoneId: e2e\n"
+      << "postgres:\n  dataDir: " << o.dataDir << "\n  port: " << o.port << "\n  listenAddress: 127.0.0.1\n"
+      << "  replicationCidr: 127.0.0.1/32\n  healthIntervalMs: 300\n  settings:\n";
+  for (const auto& [k, v] : o.settings) out << "    " << k << ": \"" << v << "\"\n";
+  out << "http:\n  listen: 127.0.0.1:" << p.httpPort << "\n"
+      << "singleton: " << (p.singleton ? "true" : "false") << "\n"
+      << "health:\n  withdrawAfterSeconds: " << options_.withdrawAfterSeconds << "\n"
+      << "log:\n  level: debug\n";
+  if (!out) throw std::runtime_error("e2e: cannot write " + p.configPath);
+}
+
+int Harness::indexOf(const std::string& id) const {
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    if (peers_[i].id == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void Harness::startAgent(int i) {
+  E2EPeer& p = peer(i);
+  if (p.agentPid > 0) throw std::runtime_error("e2e: agent " + p.id + " is already running");
+  std::vector<std::string> args = {DUGONG_AGENT_BINARY, "--config", p.configPath};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("e2e: fork failed");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    int fd = ::open(p.logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  p.agentPid = pid;
+}
+
+void Harness::startAll() {
+  for (int i = 0; i < size(); ++i) startAgent(i);
+}
+
+void Harness::stopAgent(int i) {
+  E2EPeer& p = peer(i);
+  if (p.agentPid <= 0) return;
+  ::kill(p.agentPid, SIGCONT);
+  ::kill(p.agentPid, SIGTERM);
+  waitPid(p.agentPid, 60s);
+  p.agentPid = -1;
+}
+
+void Harness::killAgent(int i) {
+  E2EPeer& p = peer(i);
+  if (p.agentPid <= 0) return;
+  ::kill(p.agentPid, SIGKILL);
+  ::waitpid(p.agentPid, nullptr, 0);
+  p.agentPid = -1;
+}
+
+void Harness::pauseAgent(int i) { ::kill(peer(i).agentPid, SIGSTOP); }
+void Harness::resumeAgent(int i) { ::kill(peer(i).agentPid, SIGCONT); }
+void Harness::killPostgres(int i) { peer(i).pg->signalPostmaster(SIGKILL); }
+
+bool Harness::agentRunning(int i) {
+  E2EPeer& p = peer(i);
+  if (p.agentPid <= 0) return false;
+  if (::waitpid(p.agentPid, nullptr, WNOHANG) == p.agentPid) {
+    p.agentPid = -1;
+    return false;
+  }
+  return true;
+}
+
+std::optional<nlohmann::json> Harness::status(int i) {
+  auto r = agent::httpGet("http://127.0.0.1:" + std::to_string(peer(i).httpPort) + "/state", 2s);
+  if (!r || r->status != 200) return std::nullopt;
+  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+int Harness::httpStatus(int i, const std::string& path) {
+  auto r = agent::httpGet("http://127.0.0.1:" + std::to_string(peer(i).httpPort) + path, 2s);
+  return r ? r->status : 0;
+}
+
+std::string Harness::role(int i) {
+  auto s = status(i);
+  return s ? (*s)["peer"]["role"].get<std::string>() : "";
+}
+
+std::optional<ClusterState> Harness::zkState() {
+  auto node = client_->readState();
+  if (!node || !node->exists) return std::nullopt;
+  auto s = ClusterState::parse(node->data);
+  if (!s) return std::nullopt;
+  return s.value();
+}
+
+bool Harness::updateState(const std::function<void(ClusterState&)>& change) {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    auto node = client_->readState();
+    if (!node || !node->exists) return false;
+    auto s = ClusterState::parse(node->data);
+    if (!s) return false;
+    ClusterState next = s.value();
+    change(next);
+    auto r = client_->putState(next, node->version, "e2e test");
+    if (r.ok) return true;
+    if (!r.lostRace) std::this_thread::sleep_for(200ms);
+  }
+  return false;
+}
+
+bool Harness::waitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  auto end = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+int Harness::writablePrimary() {
+  for (int i = 0; i < size(); ++i) {
+    if (peer(i).agentPid > 0 && httpStatus(i, "/primary") == 200) return i;
+  }
+  return -1;
+}
+
+int Harness::waitForHealthyCluster(int replicas, std::chrono::milliseconds timeout) {
+  int primary = -1;
+  waitFor(
+      [&] {
+        primary = writablePrimary();
+        if (primary < 0) return false;
+        int streaming = 0;
+        for (int i = 0; i < size(); ++i) {
+          if (peer(i).agentPid > 0 && httpStatus(i, "/replica") == 200) ++streaming;
+        }
+        return streaming >= replicas;
+      },
+      timeout);
+  return primary >= 0 && writablePrimary() == primary ? primary : -1;
+}
+
+Result<pg::QueryResult> Harness::sql(int i, const std::string& query, std::chrono::milliseconds timeout) {
+  return peer(i).pg->sql(query, timeout);
+}
+
+std::string Harness::multiHostConninfo() const {
+  std::string hosts, ports;
+  for (const auto& p : peers_) {
+    hosts += (hosts.empty() ? "" : ",") + std::string("127.0.0.1");
+    ports += (ports.empty() ? "" : ",") + std::to_string(p.pg->port);
+  }
+  return "host=" + hosts + " port=" + ports +
+         " user=postgres dbname=postgres target_session_attrs=read-write connect_timeout=2";
+}
+
+std::string Harness::logTail(int i, size_t lines) const {
+  std::ifstream in(peers_.at(static_cast<size_t>(i)).logPath);
+  std::vector<std::string> all;
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  std::ostringstream out;
+  for (size_t k = all.size() > lines ? all.size() - lines : 0; k < all.size(); ++k) out << all[k] << "\n";
+  return out.str();
+}
+
+std::string Harness::describe() {
+  std::ostringstream out;
+  auto s = zkState();
+  out << "cluster state: " << (s ? s->toJson().dump() : std::string("none")) << "\n";
+  for (int i = 0; i < size(); ++i) {
+    out << "--- " << peer(i).id << " (agent " << (agentRunning(i) ? "running" : "stopped") << ", role "
+        << role(i) << ") last log lines:\n"
+        << logTail(i, 25);
+  }
+  return out.str();
+}
+
+}  // namespace dugong::e2e

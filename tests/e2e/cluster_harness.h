@@ -1,0 +1,109 @@
+// End-to-end test harness: a real ZooKeeper, real postgres instances and real `dugong`
+// agent processes on loopback, each peer with its own ports and directories. Everything
+// is stopped when the harness is destroyed, also when a test fails: agents get SIGKILL,
+// postgres an immediate stop, ZooKeeper is killed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pg/testing/pg_test_cluster.h"
+#include "statemachine/cluster_state.h"
+#include "zk/client.h"
+#include "zk/testing/zookeeper_server.h"
+
+namespace dugong::e2e {
+
+using namespace std::chrono_literals;
+
+struct HarnessOptions {
+  int peers = 3;
+  int sessionTimeoutMs = 3000;
+  std::string cluster = "e2e";
+  int withdrawAfterSeconds = 30;
+};
+
+struct E2EPeer {
+  pg::testing::PgTestNode* pg = nullptr;  // options, identity, sql(), forceStop()
+  std::string id;
+  int httpPort = 0;
+  std::string configPath;
+  std::string logPath;
+  pid_t agentPid = -1;
+  bool singleton = false;
+};
+
+class Harness {
+ public:
+  explicit Harness(HarnessOptions options = {});
+  ~Harness();
+  Harness(const Harness&) = delete;
+  Harness& operator=(const Harness&) = delete;
+
+  // Adds a peer (config written, agent not started); returns its index.
+  int addPeer(bool singleton = false);
+  int size() const { return static_cast<int>(peers_.size()); }
+  E2EPeer& peer(int i) { return peers_.at(static_cast<size_t>(i)); }
+  int indexOf(const std::string& id) const;
+
+  void startAgent(int i);
+  void startAll();
+  // SIGTERM and wait for the agent to exit (bounded).
+  void stopAgent(int i);
+  void killAgent(int i);  // SIGKILL
+  void pauseAgent(int i);  // SIGSTOP
+  void resumeAgent(int i);  // SIGCONT
+  // SIGKILL of the postmaster (from postmaster.pid).
+  void killPostgres(int i);
+  bool agentRunning(int i);
+
+  // GET http://127.0.0.1:<httpPort><path>; nullopt when the agent does not answer.
+  std::optional<nlohmann::json> status(int i);
+  int httpStatus(int i, const std::string& path);
+  std::string role(int i);  // "" when the agent does not answer
+
+  // The cluster state in ZooKeeper (nullopt if absent or unreadable).
+  std::optional<ClusterState> zkState();
+  // A test-and-set update of the state in ZooKeeper, as an operator would make.
+  bool updateState(const std::function<void(ClusterState&)>& change);
+
+  std::string zkConnect() const { return zk_->connectString(); }
+  const HarnessOptions& options() const { return options_; }
+  zk::ZkOptions zkOptions() const;
+
+  // Polls `condition` (every 100 ms) until it holds or `timeout` passes.
+  bool waitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+  // Waits for a writable primary (/primary answers 200) and `replicas` streaming
+  // replicas; returns the primary's index, or -1.
+  int waitForHealthyCluster(int replicas, std::chrono::milliseconds timeout = 120s);
+  // The index of the peer whose /primary answers 200, or -1.
+  int writablePrimary();
+
+  // SQL on a peer's postgres as the superuser.
+  Result<pg::QueryResult> sql(int i, const std::string& query, std::chrono::milliseconds timeout = 10s);
+  // A connection string naming every peer, with target_session_attrs=read-write.
+  std::string multiHostConninfo() const;
+
+  // The last lines of a peer's agent log (for failure messages).
+  std::string logTail(int i, size_t lines = 40) const;
+  std::string describe();
+
+ private:
+  void writeConfig(const E2EPeer& p) const;
+
+  HarnessOptions options_;
+  std::unique_ptr<dugong::testing::ZooKeeperCluster> zk_;
+  std::unique_ptr<pg::testing::PgTestCluster> pgs_;
+  std::vector<E2EPeer> peers_;
+  std::unique_ptr<zk::Client> client_;
+};
+
+}  // namespace dugong::e2e

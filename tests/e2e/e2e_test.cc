@@ -1,0 +1,233 @@
+// End-to-end: three (or more) real agents, real postgres, one real ZooKeeper.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "tests/e2e/cluster_harness.h"
+
+namespace dugong::e2e {
+namespace {
+
+std::string roleOf(const ClusterState& s, const std::string& id) {
+  if (s.primary.id == id) return "primary";
+  if (s.sync && s.sync->id == id) return "sync";
+  if (containsPeer(s.async, id)) return "async";
+  if (containsPeer(s.deposed, id)) return "deposed";
+  return "none";
+}
+
+class E2E : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (HasFailure() && h_) std::cerr << h_->describe();
+  }
+  // Starts `peers` agents and waits for a writable primary with every other peer
+  // streaming; returns the primary's index.
+  int startCluster(int peers = 3, HarnessOptions o = {}) {
+    o.peers = peers;
+    h_ = std::make_unique<Harness>(o);
+    h_->startAll();
+    int primary = h_->waitForHealthyCluster(peers - 1, 180s);
+    EXPECT_GE(primary, 0) << "no writable primary with " << peers - 1 << " streaming replicas";
+    return primary;
+  }
+  int indexWithRole(const std::string& role) {
+    auto s = h_->zkState();
+    if (!s) return -1;
+    for (int i = 0; i < h_->size(); ++i) {
+      if (roleOf(*s, h_->peer(i).id) == role) return i;
+    }
+    return -1;
+  }
+  // Inserts rows id..id+n-1 on the writable primary through the multi-host string.
+  void createTable(int primary) {
+    auto r = h_->sql(primary, "CREATE TABLE IF NOT EXISTS acked (id int PRIMARY KEY, at timestamptz DEFAULT now())");
+    ASSERT_TRUE(r.ok()) << r.error();
+  }
+  bool insert(int peer, int id) { return h_->sql(peer, "INSERT INTO acked (id) VALUES (" + std::to_string(id) + ")", 5s).ok(); }
+  std::set<int> ids(int peer) {
+    std::set<int> out;
+    auto r = h_->sql(peer, "SELECT id FROM acked");
+    if (r) {
+      for (const auto& row : r->rows) out.insert(std::stoi(row[0].value_or("0")));
+    }
+    return out;
+  }
+  std::unique_ptr<Harness> h_;
+};
+
+TEST_F(E2E, ClusterSetsItselfUpAndReplicatesToSyncAndAsync) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  auto s = h_->zkState();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->generation, 1);
+  EXPECT_EQ(s->primary.id, h_->peer(primary).id);
+  ASSERT_TRUE(s->sync.has_value());
+  ASSERT_EQ(s->async.size(), 1u);
+  int sync = h_->indexOf(s->sync->id);
+  int async = h_->indexOf(s->async[0].id);
+  EXPECT_EQ(h_->role(sync), "sync");
+  EXPECT_EQ(h_->role(async), "async");
+  EXPECT_EQ(h_->httpStatus(sync, "/primary"), 503);
+  EXPECT_EQ(h_->httpStatus(primary, "/replica"), 503);
+  EXPECT_EQ(h_->httpStatus(primary, "/ping"), 200);
+
+  createTable(primary);
+  ASSERT_TRUE(insert(primary, 1));
+  for (int standby : {sync, async}) {
+    EXPECT_TRUE(h_->waitFor([&] { return ids(standby).count(1) == 1; }, 30s)) << h_->peer(standby).id;
+  }
+  // The primary names the sync as its synchronous standby, and the sync streams synchronously.
+  auto st = h_->status(primary);
+  ASSERT_TRUE(st.has_value());
+  bool sawSync = false;
+  for (const auto& row : (*st)["postgres"]["replication"]) {
+    if (row["applicationName"] == h_->peer(sync).id && row["syncState"] == "sync") sawSync = true;
+  }
+  EXPECT_TRUE(sawSync) << st->dump();
+  auto metrics = h_->status(primary);
+  EXPECT_EQ((*metrics)["peer"]["role"], "primary");
+}
+
+TEST_F(E2E, SyncTakesOverWhenThePrimaryIsKilledAndNoAcknowledgedRowIsLost) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  int async = indexWithRole("async");
+  createTable(primary);
+  std::set<int> acked;
+  for (int id = 1; id <= 50; ++id) {
+    if (insert(primary, id)) acked.insert(id);
+  }
+  ASSERT_EQ(acked.size(), 50u);
+
+  h_->killAgent(primary);
+  h_->killPostgres(primary);
+  ASSERT_TRUE(h_->waitFor(
+      [&] {
+        auto s = h_->zkState();
+        return s && s->generation == 2 && s->primary.id == h_->peer(sync).id;
+      },
+      60s));
+  auto s = h_->zkState();
+  ASSERT_TRUE(s->sync.has_value());
+  EXPECT_EQ(s->sync->id, h_->peer(async).id);  // the async became the sync
+  EXPECT_TRUE(containsPeer(s->deposed, h_->peer(primary).id));
+  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
+  EXPECT_TRUE(insert(sync, 1000));
+  std::set<int> present = ids(sync);
+  for (int id : acked) EXPECT_EQ(present.count(id), 1u) << "acknowledged row " << id << " is missing";
+}
+
+TEST_F(E2E, PrimaryPromotesTheAsyncWhenTheSyncIsKilled) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  int async = indexWithRole("async");
+  h_->killAgent(sync);
+  h_->killPostgres(sync);
+  ASSERT_TRUE(h_->waitFor(
+      [&] {
+        auto s = h_->zkState();
+        return s && s->generation == 2 && s->sync && s->sync->id == h_->peer(async).id;
+      },
+      60s));
+  auto s = h_->zkState();
+  EXPECT_EQ(s->primary.id, h_->peer(primary).id);
+  EXPECT_TRUE(s->deposed.empty());  // the old sync is dropped, not deposed
+  createTable(primary);
+  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == primary && insert(primary, 7); }, 60s));
+  EXPECT_TRUE(h_->waitFor([&] { return ids(async).count(7) == 1; }, 30s));
+}
+
+TEST_F(E2E, StoppedAsyncIsRemovedAndReaddedWhenItRestarts) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int async = indexWithRole("async");
+  const std::string id = h_->peer(async).id;
+  h_->stopAgent(async);  // a clean stop closes the session at once
+  ASSERT_TRUE(h_->waitFor([&] { auto s = h_->zkState(); return s && s->async.empty(); }, 30s));
+  EXPECT_EQ(h_->zkState()->generation, 1);
+  h_->startAgent(async);
+  ASSERT_TRUE(h_->waitFor(
+      [&] { auto s = h_->zkState(); return s && s->async.size() == 1 && s->async[0].id == id; }, 60s));
+  EXPECT_EQ(h_->zkState()->generation, 1);
+  EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(async, "/replica") == 200; }, 60s));
+}
+
+TEST_F(E2E, FreezeBlocksTakeoverUntilUnfrozen) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  ASSERT_TRUE(h_->updateState([](ClusterState& s) { s.freeze = {{"date", "now"}, {"reason", "e2e test"}}; }));
+  h_->killAgent(primary);
+  h_->killPostgres(primary);
+  // Well past the session timeout: still generation 1.
+  std::this_thread::sleep_for(std::chrono::milliseconds(h_->options().sessionTimeoutMs * 3));
+  auto s = h_->zkState();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->generation, 1);
+  EXPECT_EQ(s->primary.id, h_->peer(primary).id);
+  EXPECT_EQ(h_->role(sync), "sync");
+  ASSERT_TRUE(h_->updateState([](ClusterState& st) { st.freeze = nullptr; }));
+  ASSERT_TRUE(h_->waitFor(
+      [&] { auto st = h_->zkState(); return st && st->generation == 2 && st->primary.id == h_->peer(sync).id; }, 60s));
+  EXPECT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
+}
+
+TEST_F(E2E, SinglePeerInOneNodeWriteModeBootstrapsWritable) {
+  HarnessOptions o;
+  o.peers = 0;
+  h_ = std::make_unique<Harness>(o);
+  int only = h_->addPeer(/*singleton=*/true);
+  h_->startAgent(only);
+  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == only; }, 120s));
+  auto s = h_->zkState();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_TRUE(s->oneNodeWriteMode);
+  EXPECT_FALSE(s->sync.has_value());
+  EXPECT_TRUE(s->frozen());
+  createTable(only);
+  EXPECT_TRUE(insert(only, 1));
+}
+
+TEST_F(E2E, FourthPeerJoinsAsAsync) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int fourth = h_->addPeer();
+  h_->startAgent(fourth);
+  ASSERT_TRUE(h_->waitFor(
+      [&] { auto s = h_->zkState(); return s && s->async.size() == 2 && s->async[1].id == h_->peer(fourth).id; },
+      60s));
+  EXPECT_EQ(h_->zkState()->generation, 1);
+  EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(fourth, "/replica") == 200; }, 120s));
+  createTable(primary);
+  ASSERT_TRUE(insert(primary, 4));
+  EXPECT_TRUE(h_->waitFor([&] { return ids(fourth).count(4) == 1; }, 30s));
+}
+
+// A primary cut off from ZooKeeper (its agent paused past the session timeout) must not
+// acknowledge writes once the sync has taken over: its synchronous standby is gone.
+TEST_F(E2E, PrimaryWhoseSessionExpiredAcknowledgesNoWrites) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  createTable(primary);
+  h_->pauseAgent(primary);
+  ASSERT_TRUE(h_->waitFor(
+      [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->primary.id == h_->peer(sync).id; }, 60s));
+  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
+  // The old postgres still runs, but a commit there waits for a sync that is gone.
+  auto r = h_->sql(primary, "INSERT INTO acked (id) VALUES (666)", 3s);
+  EXPECT_FALSE(r.ok()) << "the deposed primary acknowledged a write";
+  EXPECT_EQ(ids(sync).count(666), 0u);
+  h_->resumeAgent(primary);
+  EXPECT_TRUE(h_->waitFor([&] { return h_->role(primary) == "deposed"; }, 30s));
+  EXPECT_TRUE(h_->waitFor([&] { return !h_->sql(primary, "SELECT 1", 1s).ok(); }, 60s))
+      << "a deposed peer must stop its postgres";
+}
+
+}  // namespace
+}  // namespace dugong::e2e
