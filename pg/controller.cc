@@ -343,7 +343,9 @@ Result<bool> PgController::bootstrapRoles() {
                          "pg_catalog.pg_read_binary_file(text, bigint, bigint, boolean)"}) {
     sql += std::string("GRANT EXECUTE ON FUNCTION ") + fn + " TO " + quoteIdent(user) + "; ";
   }
-  sql += "COMMIT;";
+  // pg_rewind reads the source's pg_control, which shows a new timeline only after a
+  // checkpoint: the rewinding peer asks for one.
+  sql += "GRANT pg_checkpoint TO " + quoteIdent(user) + "; COMMIT;";
   auto q = localQuery(sql);
   if (!q) return Error{"creating the replication role: " + q.error()};
   return true;
@@ -394,12 +396,37 @@ PgController::Divergence PgController::checkDivergence(const PeerIdentity& sourc
     *detail = conninfo.error();
     return Divergence::kUnknown;
   }
+  // A just-promoted source shows its new timeline in pg_control only after a checkpoint.
+  auto cp = runQuery(conninfo.value(), "CHECKPOINT", std::max<std::chrono::milliseconds>(options_.queryTimeout, 60s));
+  if (!cp) spdlog::warn("pg: CHECKPOINT on {} failed: {}", source.id, cp.error());
   auto r = run("pg_rewind", {"--dry-run", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
                options_.rewindTimeout, passwordEnv());
   *detail = oneLine(lastLines(r.output, 3));
-  if (r.output.find("no rewind required") != std::string::npos && r.ok()) return Divergence::kCanFollow;
   if (r.output.find("servers diverged at") != std::string::npos) return Divergence::kDiverged;
-  return Divergence::kUnknown;
+  if (!r.ok() || r.output.find("no rewind required") == std::string::npos) return Divergence::kUnknown;
+  if (r.output.find("same timeline") == std::string::npos) return Divergence::kCanFollow;
+  // Same timeline: the local data directory must not be ahead of the source.
+  auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
+  std::string key = "Latest checkpoint location:";
+  auto at = ctl.output.find(key);
+  if (!ctl.ok() || at == std::string::npos) return Divergence::kUnknown;
+  auto endl = ctl.output.find('\n', at);
+  std::string text = ctl.output.substr(at + key.size(), endl - at - key.size());
+  text.erase(0, text.find_first_not_of(' '));
+  auto local = WalPosition::parse(text);
+  auto remote = runQuery(conninfo.value(),
+                         "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+                         "ELSE pg_current_wal_lsn() END::text",
+                         options_.queryTimeout);
+  if (!local || !remote || remote->rows.empty() || !remote->rows[0][0]) return Divergence::kUnknown;
+  auto there = WalPosition::parse(*remote->rows[0][0]);
+  if (!there) return Divergence::kUnknown;
+  if (local.value() > there.value()) {
+    *detail = "same timeline, but the local checkpoint " + local->toString() + " is ahead of " + source.id + " at " +
+              there->toString();
+    return Divergence::kAhead;
+  }
+  return Divergence::kCanFollow;
 }
 
 Result<bool> PgController::rewind(const PeerIdentity& source) {

@@ -83,7 +83,8 @@ class PgController {
   Result<bool> bootstrapRoles();
 
   // --- rebuilding
-  enum class Divergence { kCanFollow, kDiverged, kUnknown };
+  // kAhead: same timeline, but further than the source: only a base backup helps.
+  enum class Divergence { kCanFollow, kDiverged, kAhead, kUnknown };
   Divergence checkDivergence(const PeerIdentity& source, std::string* detail);
   Result<bool> rewind(const PeerIdentity& source);
   Result<bool> basebackup(const PeerIdentity& source);
