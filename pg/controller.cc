@@ -402,8 +402,10 @@ PgController::Divergence PgController::checkDivergence(const PeerIdentity& sourc
   auto r = run("pg_rewind", {"--dry-run", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
                options_.rewindTimeout, passwordEnv());
   *detail = oneLine(lastLines(r.output, 3));
-  if (r.output.find("servers diverged at") != std::string::npos) return Divergence::kDiverged;
-  if (!r.ok() || r.output.find("no rewind required") == std::string::npos) return Divergence::kUnknown;
+  // "servers diverged at X ... no rewind required": the local WAL ends at the fork.
+  bool noRewind = r.ok() && r.output.find("no rewind required") != std::string::npos;
+  if (!noRewind && r.output.find("servers diverged at") != std::string::npos) return Divergence::kDiverged;
+  if (!noRewind) return Divergence::kUnknown;
   if (r.output.find("same timeline") == std::string::npos) return Divergence::kCanFollow;
   // Same timeline: the local data directory must not be ahead of the source.
   auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
