@@ -156,7 +156,10 @@ bool samePeers(const PeerList& a, const PeerList& b) {
 
 std::string peerIds(const PeerList& peers) {
   std::string out = "[";
-  for (size_t i = 0; i < peers.size(); ++i) out += (i ? "," : "") + peers[i].id;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (i > 0) out += ",";
+    out += peers[i].id;
+  }
   return out + "]";
 }
 

@@ -194,7 +194,10 @@ const ZooKeeperCluster::Server& ZooKeeperCluster::at(int server) const {
 
 std::string ZooKeeperCluster::connectString() const {
   std::string out;
-  for (int i = 0; i < size(); ++i) out += (i ? "," : "") + connectString(i);
+  for (int i = 0; i < size(); ++i) {
+    if (i > 0) out += ",";
+    out += connectString(i);
+  }
   return out;
 }
 
