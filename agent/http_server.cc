@@ -1,5 +1,7 @@
 #include "agent/http_server.h"
 
+#include <fcntl.h>
+
 #include <chrono>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -29,6 +31,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
     tcp::endpoint ep(addr, static_cast<unsigned short>(port));
     acceptor_.open(ep.protocol(), ec);
     if (!ec) acceptor_.set_option(boost::asio::socket_base::reuse_address(true), ec);
+    if (!ec) ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
     if (!ec) acceptor_.bind(ep, ec);
     if (!ec) acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
     if (ec) {

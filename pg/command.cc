@@ -52,6 +52,9 @@ bool lookupUser(const std::string& name, UserIds* out, std::string* error) {
   if (devnull >= 0) ::dup2(devnull, 0);
   ::dup2(outFd, 1);
   ::dup2(outFd, 2);
+  // Nothing else of the agent's (its HTTP listener, its ZooKeeper socket) may leak into
+  // postgres, which outlives the agent.
+  ::close_range(3, ~0U, 0);
   if (user != nullptr) {
     if (::setgroups(user->groups.size(), user->groups.data()) != 0 || ::setgid(user->gid) != 0 ||
         ::setuid(user->uid) != 0) {
