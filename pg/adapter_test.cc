@@ -83,6 +83,7 @@ class AdapterTest : public ::testing::Test {
   PgTestCluster cluster_{"dugong-pg-test"};
   boost::asio::io_context loop_;
   std::vector<std::unique_ptr<PgAdapter>> adapters_;  // destroyed before the cluster
+  PgConfigApplied r_;
 
   void TearDown() override { adapters_.clear(); }
 };
@@ -289,6 +290,27 @@ TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply)
   EXPECT_EQ(changes[2], true);
   EXPECT_EQ(a.value("SELECT 1"), "1");
   pa.stopHealthCheck();
+}
+
+TEST_F(AdapterTest, ReplicationWithPasswordAuthentication) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  for (PgTestNode* n : {&a, &b}) n->options.replicationPassword = "s3cret 'quoted'";
+  PgAdapter& pa = adapterFor(a);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE 'replication' = ANY(database) AND "
+                    "auth_method = 'scram-sha-256'"),
+            "1");
+  // A standby without the password cannot rebuild from the primary.
+  PgTestNode& c = cluster_.addNode("peer-c");
+  r_ = apply(adapterFor(c), PgConfig::standby(PgRole::kAsync, a.identity, a.identity));
+  EXPECT_FALSE(r_.ok);
+  EXPECT_NE(r_.error.find("password"), std::string::npos) << r_.error;
+  // With it, it can, and it streams.
+  r_ = apply(adapterFor(b), PgConfig::standby(PgRole::kSync, a.identity, a.identity));
+  ASSERT_TRUE(r_.ok) << r_.error;
+  EXPECT_TRUE(eventually([&] { return writable(a); }));
+  EXPECT_TRUE(streamsFrom(a, b));
 }
 
 TEST_F(AdapterTest, BadConfigurationGivesClearErrors) {

@@ -396,8 +396,11 @@ PgController::Divergence PgController::checkDivergence(const PeerIdentity& sourc
     *detail = conninfo.error();
     return Divergence::kUnknown;
   }
+  // For our own queries (not for argv, where others could read it) with the password.
+  std::string queryConninfo = conninfo.value();
+  if (options_.replicationPassword) queryConninfo += " " + buildConninfo({{"password", *options_.replicationPassword}});
   // A just-promoted source shows its new timeline in pg_control only after a checkpoint.
-  auto cp = runQuery(conninfo.value(), "CHECKPOINT", std::max<std::chrono::milliseconds>(options_.queryTimeout, 60s));
+  auto cp = runQuery(queryConninfo, "CHECKPOINT", std::max<std::chrono::milliseconds>(options_.queryTimeout, 60s));
   if (!cp) spdlog::warn("pg: CHECKPOINT on {} failed: {}", source.id, cp.error());
   auto r = run("pg_rewind", {"--dry-run", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
                options_.rewindTimeout, passwordEnv());
@@ -416,7 +419,7 @@ PgController::Divergence PgController::checkDivergence(const PeerIdentity& sourc
   std::string text = ctl.output.substr(at + key.size(), endl - at - key.size());
   text.erase(0, text.find_first_not_of(' '));
   auto local = WalPosition::parse(text);
-  auto remote = runQuery(conninfo.value(),
+  auto remote = runQuery(queryConninfo,
                          "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
                          "ELSE pg_current_wal_lsn() END::text",
                          options_.queryTimeout);
