@@ -96,7 +96,7 @@ void InvariantChecker::onStateWrite(const StateWrite& w) {
     }
     return;
   }
-  if (after.generation > before.generation) takeoverChecks(w);
+  if (after.generation > before.generation && takeoverRules_) takeoverChecks(w);
 }
 
 void InvariantChecker::takeoverChecks(const StateWrite& w) {

@@ -52,7 +52,10 @@ using AbsenceOracle = std::function<bool(const std::string& id, EpochMs from, Ep
 
 class InvariantChecker {
  public:
-  explicit InvariantChecker(AbsenceOracle wasAbsent) : wasAbsent_(std::move(wasAbsent)) {}
+  // `takeoverRules`: also check how each generation was declared; without it only the
+  // consequences (lost commits, two writers, ...) are checked.
+  explicit InvariantChecker(AbsenceOracle wasAbsent, bool takeoverRules = true)
+      : wasAbsent_(std::move(wasAbsent)), takeoverRules_(takeoverRules) {}
 
   // A commit acknowledged by `peer`, acting as primary of `generation` (its own view),
   // whose history is `wal`. `deposed`: the peer's own state machine says it is deposed.
@@ -84,6 +87,7 @@ class InvariantChecker {
   void takeoverChecks(const StateWrite& w);
 
   AbsenceOracle wasAbsent_;
+  bool takeoverRules_ = true;
   std::vector<Violation> violations_;
   std::optional<WalMark> frontier_;  // the latest acknowledged commit; all others precede it
   std::map<int64_t, std::string> ackerOfGeneration_;

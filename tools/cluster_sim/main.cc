@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   bool noShrink = false;
   bool verbose = false;
   bool ackBeforeSync = false;
+  bool dataOnly = false;
   app.add_option("--seed", seed, "Run one seed (and print its outcome)");
   app.add_option("--seeds", seeds, "Run a range of seeds, A..B inclusive")->capture_default_str();
   app.add_option("--faults", faultsText, "With --seed: run only these faults of the plan (comma list, or none)");
@@ -126,6 +127,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "One line per seed");
   app.add_flag("--plant-async-ack", ackBeforeSync,
                "Self-test: the simulated primary acknowledges commits before its sync has them; the run must fail");
+  app.add_flag("--data-invariants-only", dataOnly,
+               "Do not check the takeover rules, only their consequences (lost commits, two writers, ...)");
   CLI11_PARSE(app, argc, argv);
 
   bool badFaults = false;
@@ -146,6 +149,7 @@ int main(int argc, char** argv) {
   WorldOptions options;
   options.onlyFaults = faults;
   options.testingAckBeforeSync = ackBeforeSync;
+  options.checkTakeoverRules = !dataOnly;
 
   if (seed) {
     std::cout << "seed " << *seed << " (commit " << DUGONG_SIM_COMMIT << ")" << std::endl;
@@ -160,6 +164,7 @@ int main(int argc, char** argv) {
   std::atomic<uint64_t> failed{0};
   std::atomic<int64_t> acks{0};
   std::atomic<int64_t> faultsRun{0};
+  std::vector<std::atomic<int64_t>> byKind(dugong::clustersim::kFaultKinds);
   std::atomic<int64_t> virtualMs{0};
   std::atomic<int64_t> worstConverge{0};
   std::mutex printMutex;
@@ -171,6 +176,7 @@ int main(int argc, char** argv) {
       RunResult r = dugong::clustersim::runSeed(s, options);
       acks += r.acks;
       faultsRun += r.faultsRun;
+      for (size_t k = 0; k < r.faultsRunByKind.size(); ++k) byKind[k] += r.faultsRunByKind[k];
       virtualMs += r.virtualMs;
       if (r.convergedAfterMs) {
         int64_t prev = worstConverge.load();
@@ -215,6 +221,12 @@ int main(int argc, char** argv) {
             << jobs << " jobs; " << acks.load() << " acknowledged commits, " << faultsRun.load() << " faults, "
             << virtualMs.load() / 1000 << " virtual s; slowest return to read-write " << worstConverge.load()
             << " ms after the faults stopped)\n";
+  std::cout << "fault mix:";
+  for (int k = 0; k < dugong::clustersim::kFaultKinds; ++k) {
+    std::cout << " " << dugong::clustersim::faultName(static_cast<dugong::clustersim::FaultKind>(k)) << " "
+              << byKind[static_cast<size_t>(k)].load();
+  }
+  std::cout << "\n";
   std::cout << (count - nFailed) << " passed, " << nFailed << " failed" << std::endl;
   return nFailed == 0 ? 0 : 1;
 }

@@ -72,6 +72,8 @@ constexpr std::array<std::pair<FaultKind, int>, 12> kMix = {{
     {FaultKind::kRebuildDeposed, 5},
 }};
 
+static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
+
 FaultKind pickKind(Rng& rng) {
   int total = 0;
   for (const auto& [kind, weight] : kMix) total += weight;

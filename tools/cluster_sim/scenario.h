@@ -24,6 +24,7 @@ enum class FaultKind {
   kPromoteInvalid,      // operator: an invalid one (wrong generation, expired, bad index, ...)
   kRebuildDeposed,      // operator: rebuild a deposed peer (dugong-adm rebuild)
 };
+constexpr int kFaultKinds = 12;
 const char* faultName(FaultKind kind);
 
 struct Fault {

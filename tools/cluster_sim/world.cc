@@ -92,7 +92,8 @@ class World {
   World(const Scenario& scenario, const WorldOptions& options)
       : sc_(scenario),
         opts_(options),
-        checker_([this](const std::string& id, int64_t from, int64_t to) { return wasAbsent(id, from, to); }) {
+        checker_([this](const std::string& id, int64_t from, int64_t to) { return wasAbsent(id, from, to); },
+                 options.checkTakeoverRules) {
     Rng root(scenario.seed ^ 0x5eed5eed5eed5eedULL);
     rngZk_ = root.fork(1);
     rngPg_ = root.fork(2);
@@ -224,6 +225,7 @@ class World {
 
   // Phases.
   int faultsRun_ = 0;
+  std::vector<int> faultsRunByKind_ = std::vector<int>(kFaultKinds, 0);
   std::vector<int> faultsPlanned_;
   bool quiet_ = false;
   int64_t quietStart_ = 0;
@@ -842,6 +844,7 @@ void World::ack(int n, const WalMark& mark) {
 
 void World::runFault(const Fault& f) {
   ++faultsRun_;
+  ++faultsRunByKind_[static_cast<size_t>(f.kind)];
   Node& nd = node(f.peer);
   switch (f.kind) {
     case FaultKind::kCrashPeer: {
@@ -1118,6 +1121,7 @@ RunResult World::run() {
   r.acks = checker_.acks();
   r.generations = state_ ? state_->generation : 0;
   r.faultsRun = faultsRun_;
+  r.faultsRunByKind = faultsRunByKind_;
   r.faultsPlanned = faultsPlanned_;
   if (convergedAt_) r.convergedAfterMs = *convergedAt_ - quietStart_;
   r.virtualMs = now_;

@@ -35,6 +35,9 @@ struct WorldOptions {
   // Testing only: the primary acknowledges a commit before its sync has it (asynchronous
   // replication), a bug the invariants must catch.
   bool testingAckBeforeSync = false;
+  // Check the takeover rules of DESIGN.md on every new generation (default), or only
+  // their consequences: lost commits, two writers, deposed peers serving, ...
+  bool checkTakeoverRules = true;
 };
 
 struct RunResult {
@@ -46,6 +49,7 @@ struct RunResult {
   int64_t acks = 0;
   int64_t generations = 0;
   int faultsRun = 0;
+  std::vector<int> faultsRunByKind;           // indexed by FaultKind
   std::vector<int> faultsPlanned;             // indices of the faults that were scheduled
   std::optional<int64_t> convergedAfterMs;    // after the faults stopped
   int64_t virtualMs = 0;
