@@ -19,7 +19,7 @@ void InvariantChecker::fail(EpochMs at, std::string invariant, std::string detai
 
 void InvariantChecker::onAck(EpochMs at, const std::string& peer, int64_t generation, const WalMark& mark,
                              const Wal& wal, bool deposed,
-                             const std::optional<std::string>& statePrimaryOfGeneration) {
+                             const std::optional<std::string>& statePrimaryOfGeneration, const std::string& how) {
   ++acks_;
   if (deposed) {
     fail(at, "deposed-serves", peer + " acknowledged " + commitName(mark) + " while its state machine says deposed");
@@ -27,7 +27,7 @@ void InvariantChecker::onAck(EpochMs at, const std::string& peer, int64_t genera
   if (frontier_ && !wal.contains(*frontier_)) {
     fail(at, "lost-commit",
          peer + " acknowledged " + commitName(mark) + " on a history without the acknowledged commit " +
-             commitName(*frontier_));
+             commitName(*frontier_) + frontierHow_);
   }
   auto [it, inserted] = ackerOfGeneration_.emplace(generation, peer);
   if (!inserted && it->second != peer) {
@@ -38,14 +38,18 @@ void InvariantChecker::onAck(EpochMs at, const std::string& peer, int64_t genera
     fail(at, "two-writers", peer + " acknowledged " + commitName(mark) + " as primary of generation " +
                                 std::to_string(generation) + ", whose primary is " + *statePrimaryOfGeneration);
   }
-  if (!frontier_ || mark.index > frontier_->index) frontier_ = mark;
+  if (!frontier_ || mark.index > frontier_->index) {
+    frontier_ = mark;
+    frontierHow_ = ", acknowledged at " + std::to_string(at) + " ms by " + peer + " as primary of generation " +
+                   std::to_string(generation) + (how.empty() ? "" : " (" + how + ")");
+  }
 }
 
 void InvariantChecker::checkCurrentPrimary(EpochMs at, const std::string& peer, const Wal& wal) {
   if (frontier_ && !wal.contains(*frontier_)) {
     fail(at, "lost-commit",
          "the current primary " + peer + " does not hold the acknowledged commit " + commitName(*frontier_) +
-             " (its WAL has " + std::to_string(wal.size()) + " records)");
+             frontierHow_ + "; its WAL has " + std::to_string(wal.size()) + " records");
   }
 }
 

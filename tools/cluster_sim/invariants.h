@@ -61,8 +61,9 @@ class InvariantChecker {
   // whose history is `wal`. `deposed`: the peer's own state machine says it is deposed.
   // `statePrimaryOfGeneration`: the primary ZooKeeper named for that generation, if
   // such a generation was ever written.
+  // `how` says how it was acknowledged, for the report ("node3 had it").
   void onAck(EpochMs at, const std::string& peer, int64_t generation, const WalMark& mark, const Wal& wal,
-             bool deposed, const std::optional<std::string>& statePrimaryOfGeneration);
+             bool deposed, const std::optional<std::string>& statePrimaryOfGeneration, const std::string& how = "");
 
   // The current primary's history must hold every acknowledged commit.
   void checkCurrentPrimary(EpochMs at, const std::string& peer, const Wal& wal);
@@ -90,6 +91,7 @@ class InvariantChecker {
   bool takeoverRules_ = true;
   std::vector<Violation> violations_;
   std::optional<WalMark> frontier_;  // the latest acknowledged commit; all others precede it
+  std::string frontierHow_;          // who acknowledged it, how, when
   std::map<int64_t, std::string> ackerOfGeneration_;
   std::map<std::string, std::pair<uint64_t, int64_t>> views_;  // peer -> (incarnation, generation)
   std::map<int64_t, EpochMs> generationStart_;

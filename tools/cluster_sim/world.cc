@@ -836,7 +836,9 @@ void World::ack(int n, const WalMark& mark) {
   if (auto it = primaryOfGeneration_.find(gen); it != primaryOfGeneration_.end()) primary = it->second;
   trace('C', "ack c" + std::to_string(mark.commitId) + " by " + nd.identity.id + " (generation " +
                  std::to_string(gen) + ")");
-  checker_.onAck(now_, nd.identity.id, gen, mark, nd.pg.wal, deposed, primary);
+  std::string how = nd.pg.config.downstream ? "its synchronous standby " + nd.pg.config.downstream->id + " had it"
+                                            : "no synchronous standby";
+  checker_.onAck(now_, nd.identity.id, gen, mark, nd.pg.wal, deposed, primary, how);
   if (quiet_ && state_ && state_->primary.id == nd.identity.id) ackedSinceQuiet_ = true;
 }
 
