@@ -382,6 +382,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   void resetSessionState() {
     connected_ = false;
     initialized_ = false;
+    stateChangedDuringSetup_ = false;
+    activeChangedDuringSetup_ = false;
     sessionId_ = 0;
     electionNode_.clear();
     identities_.clear();
@@ -460,6 +462,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     lastSessionLost_ = std::chrono::steady_clock::now();
     connected_ = false;
     initialized_ = false;
+    stateChangedDuringSetup_ = false;
+    activeChangedDuringSetup_ = false;
     if (pendingWrite_) markWriteUnknown();
     closeHandle();
     scheduleReopen();
@@ -583,6 +587,9 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
                    state.exists ? "present" : "absent", state.version, peerIds(active));
         onEvent_(ZkInitialized{state, active});
         resolveUnknownWrite();
+        // A watch that fired during setup may have been for data newer than what we read.
+        if (std::exchange(stateChangedDuringSetup_, false)) refreshState();
+        if (std::exchange(activeChangedDuringSetup_, false)) refreshActive();
       });
     });
   }
@@ -670,7 +677,11 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   // ---- watches -------------------------------------------------------------------
 
   void refreshState() {
-    if (!initialized_ || zh_ == nullptr) return;
+    if (zh_ == nullptr) return;
+    if (!initialized_) {  // fired while setting up: re-read once the init is delivered
+      stateChangedDuringSetup_ = true;
+      return;
+    }
     if (stateRefresh_.inFlight) {
       stateRefresh_.again = true;
       return;
@@ -696,7 +707,11 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   }
 
   void refreshActive() {
-    if (!initialized_ || zh_ == nullptr) return;
+    if (zh_ == nullptr) return;
+    if (!initialized_) {
+      activeChangedDuringSetup_ = true;
+      return;
+    }
     if (activeRefresh_.inFlight) {
       activeRefresh_.again = true;
       return;
@@ -836,6 +851,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   bool stopped_ = false;
   zhandle_t* zh_ = nullptr;
   std::unique_ptr<HandleCtx> handleCtx_;
+  bool stateChangedDuringSetup_ = false;
+  bool activeChangedDuringSetup_ = false;
   uint64_t generation_ = 0;  // handles opened; tags watcher notifications
   uint64_t epoch_ = 0;       // bumped when a session is lost or a handle opened; tags replies
   int sessionsOpened_ = 0;
