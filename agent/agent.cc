@@ -134,6 +134,17 @@ void Agent::carryOut(const Action& action) {
                 w.reason);
           },
           [&](const ApplyPgConfig& a) { applyPg(a.config, true); },
+          [&](const FencePg& f) {
+            // The state machine fences only with no transition of its own in flight; a
+            // restart after a crash may be: the fence then fails and is retried.
+            if (pgBusy_) return post(PgFenced{false, "postgres is being restarted"});
+            pgBusy_ = true;
+            pg_->fence(f.newSync, [this, alive](PgFenced r) {
+              if (alive.expired()) return;
+              pgBusy_ = false;
+              step(r);
+            });
+          },
           [&](const ReadWal&) {
             pg_->readWal([this, alive](WalPositionRead r) {
               if (!alive.expired()) step(r);

@@ -48,6 +48,11 @@ void PgAdapter::apply(PgConfig config, std::function<void(PgConfigApplied)> done
       });
 }
 
+void PgAdapter::fence(std::optional<PeerIdentity> newSync, std::function<void(PgFenced)> done) {
+  onWorker<PgFenced>(
+      control_, [this, newSync = std::move(newSync)] { return controller_.fence(newSync); }, std::move(done));
+}
+
 void PgAdapter::readWal(std::function<void(WalPositionRead)> done) {
   onWorker<WalPositionRead>(query_, [this] { return controller_.readWal(); }, std::move(done));
 }

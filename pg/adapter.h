@@ -40,6 +40,8 @@ class PgAdapter {
   void init(std::function<void(PgInitialized)> done);
   // Reconfigures and starts/stops/promotes/rebuilds postgres to match `config`.
   void apply(PgConfig config, std::function<void(PgConfigApplied)> done);
+  // See PgController::fence. Runs on the control worker, after any apply.
+  void fence(std::optional<PeerIdentity> newSync, std::function<void(PgFenced)> done);
   void readWal(std::function<void(WalPositionRead)> done);
   void status(std::function<void(PgStatus)> done);
 

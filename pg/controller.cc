@@ -612,6 +612,45 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
   return succeeded(true);
 }
 
+PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
+  auto fail = [](const std::string& why) { return PgFenced{false, why}; };
+  if (!isRunning()) return PgFenced{true, ""};
+  auto rec = localQuery("SELECT pg_is_in_recovery()");
+  if (!rec) return fail("cannot ask postgres whether it is in recovery: " + rec.error());
+  const bool standby = rec->rows[0][0] == "t";
+  ManagedState want;
+  {
+    std::lock_guard lock(stateMu_);
+    want = state_;
+  }
+  std::string check;
+  if (standby) {
+    want.primaryConninfo.clear();
+    check = "SELECT count(*) = 0 FROM pg_stat_wal_receiver";
+  } else {
+    if (!newSync) return fail("a primary is fenced for a new sync, and none was given");
+    want.syncId = newSync->id;
+    check = "SELECT position(" + quoteLiteral(newSync->id) + " in current_setting('synchronous_standby_names')) > 0";
+  }
+  auto w = writeConf(want);
+  if (!w) return fail(w.error());
+  auto r = reload();
+  if (!r) return fail(r.error());
+  auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(options_.queryTimeout, 10s);
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto q = localQuery(check);
+    if (q && !q->rows.empty() && q->rows[0][0] == "t") {
+      spdlog::info("pg: fenced: {}", standby ? "no longer streaming from the upstream"
+                                             : "commits now wait for " + newSync->id);
+      return PgFenced{true, ""};
+    }
+    last = q ? "not yet in effect" : q.error();
+    std::this_thread::sleep_for(20ms);
+  }
+  return fail("the fence did not take effect: " + last);
+}
+
 PgConfigApplied PgController::applyStandby(const PgConfig& config) {
   {
     std::lock_guard lock(stateMu_);

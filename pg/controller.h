@@ -38,6 +38,13 @@ class PgController {
   // left read-only; pollWritable() makes it writable once the sync has caught up.
   PgConfigApplied apply(const PgConfig& config);
 
+  // Stops acknowledging commits under the current topology, before a takeover reads
+  // its initWal (statemachine/action.h, FencePg). A primary makes commits wait for
+  // `newSync` (reload of synchronous_standby_names); a standby stops streaming (reload
+  // with an empty primary_conninfo, then waits until its WAL receiver has stopped). A
+  // stopped postgres acknowledges nothing: ok. The next apply() lifts the fence.
+  PgFenced fence(const std::optional<PeerIdentity>& newSync);
+
   // The WAL position: pg_current_wal_lsn() on a primary, the greater of the last
   // received and last replayed positions on a standby.
   WalPositionRead readWal();

@@ -3,14 +3,18 @@
 // Ordering rules, which the caller keeps by carrying actions out in the order given:
 // - At most one WriteClusterState and one ApplyPgConfig are in flight: the state
 //   machine emits the next one only after the previous one's completion event.
-// - A takeover writes the new generation BEFORE postgres is reconfigured for the new
-//   role: the ApplyPgConfig that promotes postgres is only emitted once the
-//   StateWriteFinished{ok} of that generation has been stepped.
+// - A takeover FENCES postgres, THEN reads the WAL position that becomes the new
+//   generation's initWal, THEN writes the new generation, and only THEN reconfigures
+//   postgres for the new role: the ApplyPgConfig that promotes postgres is emitted once
+//   the StateWriteFinished{ok} of that generation has been stepped. The fence makes
+//   sure no commit is acknowledged past initWal under the old topology, so a new sync
+//   that has reached initWal holds every acknowledged commit.
 // - ReadWal answers with a WalPositionRead; no write depends on a WAL position older
 //   than the read that preceded it.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -30,6 +34,15 @@ struct WriteClusterState {
 // Reconfigure postgres, then start or stop it to match; answered by PgConfigApplied.
 struct ApplyPgConfig {
   PgConfig config;
+};
+
+// Stop acknowledging commits under the current topology before a takeover reads its
+// initWal; answered by PgFenced. On a primary: commits wait for `newSync` (it becomes
+// the only synchronous standby name). On a standby: stop streaming from the upstream.
+// A stopped postgres needs nothing. The fence holds until the next ApplyPgConfig, which
+// the state machine emits if the takeover does not happen.
+struct FencePg {
+  std::optional<PeerIdentity> newSync;
 };
 
 // Read the local WAL position; answered by WalPositionRead.
@@ -56,6 +69,6 @@ struct Fatal {
   std::string reason;
 };
 
-using Action = std::variant<WriteClusterState, ApplyPgConfig, ReadWal, StartTimer, LogDecision, Fatal>;
+using Action = std::variant<WriteClusterState, ApplyPgConfig, FencePg, ReadWal, StartTimer, LogDecision, Fatal>;
 
 }  // namespace dugong

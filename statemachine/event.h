@@ -50,6 +50,12 @@ struct PgConfigApplied {
   bool online = false;  // whether postgres runs now
 };
 
+// The last FencePg finished. On failure nothing is assumed about postgres' state.
+struct PgFenced {
+  bool ok = false;
+  std::string error;  // when !ok
+};
+
 // The last WriteClusterState finished.
 struct StateWriteFinished {
   bool ok = false;
@@ -72,6 +78,6 @@ struct TimerFired {
 };
 
 using Event = std::variant<ZkInitialized, ActivePeersChanged, ClusterStateChanged, PgInitialized, PgConfigApplied,
-                           StateWriteFinished, WalPositionRead, TimerFired>;
+                           PgFenced, StateWriteFinished, WalPositionRead, TimerFired>;
 
 }  // namespace dugong

@@ -75,6 +75,7 @@ std::vector<Action> Peer::step(EpochMs now, const Event& event) {
                    evaluate();
                  },
                  [this](const PgConfigApplied& e) { onPgApplied(e); },
+                 [this](const PgFenced& e) { onPgFenced(e); },
                  [this](const StateWriteFinished& e) { onWriteFinished(e); },
                  [this](const WalPositionRead& e) { onWalRead(e); },
                  [this](const TimerFired& e) { onTimer(e); },
@@ -119,6 +120,7 @@ void Peer::onClusterState(const StateNode& node) {
 void Peer::onPgApplied(const PgConfigApplied& e) {
   if (!pgApplying_) return;
   pgOnline_ = e.online;
+  fence_ = e.ok || fence_ == Fence::kNone ? Fence::kNone : Fence::kDirty;
   if (e.ok) {
     pgApplied_ = pgApplying_;
     log(LogLevel::kInfo, std::string("postgres is configured as ") + pgRoleName(pgApplied_->role) +
@@ -130,6 +132,20 @@ void Peer::onPgApplied(const PgConfigApplied& e) {
     startTimer(TimerId::kRetryPgApply, opts_.retryDelayMs);
   }
   pgApplying_.reset();
+  evaluate();
+}
+
+void Peer::onPgFenced(const PgFenced& e) {
+  if (update_ != Update::kFencing) return;
+  update_ = Update::kNone;
+  if (e.ok) {
+    fence_ = Fence::kFenced;
+  } else {
+    fence_ = Fence::kDirty;
+    holdUpdates_ = true;
+    blocked("fencing postgres failed (" + e.error + ") for: " + updateReason_, true);
+  }
+  updateReason_.clear();
   evaluate();
 }
 
@@ -191,6 +207,7 @@ void Peer::evaluate() {
   if (!zkInitialized_ || !pgInitialized_) return;
   if (update_ != Update::kNone) return;  // evaluated again when the write or read finishes
   if (halted_) return;
+  keepFence_ = false;
 
   if (!state_) {
     evaluateNoState();
@@ -239,8 +256,9 @@ void Peer::evaluate() {
       break;
   }
   // Postgres follows the state as it is now; a write in flight changes it only once
-  // confirmed (a takeover promotes postgres after its new generation is written).
-  applyPg(desiredPgConfig());
+  // confirmed (a takeover promotes postgres after its new generation is written). A
+  // takeover in progress keeps its fence; an abandoned one is lifted here.
+  if (!keepFence_) applyPg(desiredPgConfig());
 }
 
 void Peer::evaluateNoState() {
@@ -290,7 +308,9 @@ void Peer::evaluatePrimary() {
         blocked(why + ", but the cluster is frozen", false);
       } else if (!isActive(req->id)) {
         blocked(why + ", but it is not present", false);
-      } else if (auto wal = walForTakeover(why)) {
+      } else if (!pgReady()) {
+        blocked(why + ": waiting for postgres to run as primary first", false);
+      } else if (auto wal = fencedWal(why, s.async.front())) {
         return writeState(promoteFirstAsync(*wal), "generation " + std::to_string(s.generation + 1) + ": " + why +
                                                        " carried out; " + s.sync->id + " becomes async[0]");
       } else {
@@ -315,7 +335,9 @@ void Peer::evaluatePrimary() {
       blocked(why + ", but the cluster is frozen: no takeover", false);
     } else if (candidates.empty()) {
       blocked(why + ", but no async is present to become the new sync", false);
-    } else if (auto wal = walForTakeover(why)) {
+    } else if (!pgReady()) {
+      blocked(why + ": waiting for postgres to run as primary first", false);
+    } else if (auto wal = fencedWal(why, candidates.front())) {
       return writeState(primaryTakeover(*wal), "generation " + std::to_string(s.generation + 1) + ": " + why + "; " +
                                                    candidates[0].id + " becomes sync");
     } else {
@@ -348,8 +370,12 @@ void Peer::evaluateOnwmPrimary() {
   if (!others) return;
   const std::string why = "leaving one-node-write mode";
   if (s.frozen()) return blocked(why + ": another peer is present, waiting for the cluster to be unfrozen", false);
-  if (!pgOnline_) return blocked(why + ": waiting for postgres to be online", false);
-  if (auto wal = walForTakeover(why)) {
+  if (!pgReady()) return blocked(why + ": waiting for postgres to run as primary first", false);
+  const PeerIdentity* newSync = nullptr;
+  for (const auto& p : *active_) {
+    if (!newSync && !isSelf(p) && !containsPeer(s.deposed, p.id)) newSync = &p;
+  }
+  if (auto wal = fencedWal(why, *newSync)) {
     ClusterState next = leaveOnwm(*wal);
     writeState(next, "generation " + std::to_string(next.generation) + ": " + why + ", " + next.sync->id +
                          " becomes sync");
@@ -374,13 +400,21 @@ void Peer::evaluateSync() {
   }
   if (s.frozen()) return blocked(why + ", but the cluster is frozen: no takeover", true);
   if (presentAsyncs().empty()) return blocked(why + ", but no async is present to become the new sync", true);
-  if (!pgOnline_) return blocked(why + ", but postgres is not online", true);
-  auto wal = walForTakeover(why);
+  if (!pgReady()) return blocked(why + ", but postgres is not online as sync", true);
+  // Catch-up is checked before fencing (a fenced standby stops receiving), and again
+  // after it, with the position that becomes initWal.
+  const bool fenced = fence_ == Fence::kFenced && fencedFor_.empty();
+  auto wal = fenced ? fencedWal(why, std::nullopt) : walForTakeover(why);
   if (!wal) return;
   if (*wal < s.initWal) {
+    keepFence_ = false;
     return blocked(why + ", but this peer has not caught up: its WAL " + wal->toString() + " is behind initWal " +
                        s.initWal.toString(),
                    true);
+  }
+  if (!fenced) {
+    fencedWal(why, std::nullopt);
+    return;
   }
   ClusterState next = syncTakeover(*wal);
   writeState(next, "generation " + std::to_string(next.generation) + ": " + why + "; " + opts_.self.id +
@@ -419,7 +453,7 @@ PgConfig Peer::desiredPgConfig() const {
 
 void Peer::applyPg(const PgConfig& desired) {
   if (pgApplying_ || timers_.count(TimerId::kRetryPgApply)) return;  // evaluated again when done
-  if (pgApplied_ && *pgApplied_ == desired) return;
+  if (pgApplied_ && *pgApplied_ == desired && fence_ == Fence::kNone) return;
   pgApplying_ = desired;
   std::string what = std::string("configuring postgres as ") + pgRoleName(desired.role);
   if (desired.upstream) what += ", streaming from " + desired.upstream->id;
@@ -488,6 +522,20 @@ std::optional<WalPosition> Peer::walForTakeover(const std::string& why) {
   return std::nullopt;
 }
 
+std::optional<WalPosition> Peer::fencedWal(const std::string& why, const std::optional<PeerIdentity>& newSync) {
+  keepFence_ = true;
+  const std::string target = newSync ? newSync->id : "";
+  if (fence_ == Fence::kFenced && fencedFor_ == target) return walForTakeover(why);
+  if (pgApplying_ || holdUpdates_ || timers_.count(TimerId::kRetryPgApply)) return std::nullopt;
+  update_ = Update::kFencing;
+  updateReason_ = why;
+  fencedFor_ = target;
+  log(LogLevel::kInfo, "fencing postgres before reading initWal (" + why + "): " +
+                           (newSync ? "commits now wait for " + newSync->id : std::string("no longer streaming")));
+  out_->push_back(FencePg{newSync});
+  return std::nullopt;
+}
+
 void Peer::writeState(ClusterState next, const std::string& reason) {
   if (holdUpdates_) {
     blocked("waiting to retry a failed cluster-state write: " + reason, false);
@@ -518,6 +566,8 @@ void Peer::startTimer(TimerId id, int64_t delayMs) {
 
 void Peer::log(LogLevel level, std::string message) { out_->push_back(LogDecision{level, std::move(message)}); }
 
+bool Peer::pgReady() const { return pgOnline_ && pgApplied_ && *pgApplied_ == desiredPgConfig(); }
+
 bool Peer::isActive(const std::string& id) const { return active_ && containsPeer(*active_, id); }
 
 PeerList Peer::presentAsyncs() const {
@@ -543,6 +593,7 @@ nlohmann::json Peer::inspect() const {
   nlohmann::json pending = nlohmann::json::array();
   if (update_ == Update::kWriting) pending.push_back("cluster-state write: " + updateReason_);
   if (update_ == Update::kReadingWal) pending.push_back("WAL read: " + updateReason_);
+  if (update_ == Update::kFencing) pending.push_back("postgres fence: " + updateReason_);
   if (pgApplying_) pending.push_back(std::string("postgres transition to ") + pgRoleName(pgApplying_->role));
   for (TimerId t : timers_) pending.push_back(std::string("timer ") + timerName(t));
   nlohmann::json j = {

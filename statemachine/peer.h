@@ -59,11 +59,16 @@ class Peer {
   nlohmann::json inspect() const;
 
  private:
-  enum class Update { kNone, kReadingWal, kWriting };
+  enum class Update { kNone, kFencing, kReadingWal, kWriting };
+  // kFenced: postgres acknowledges nothing under the old topology (fencedFor_ names the
+  // new sync, or is empty for a standby that stopped streaming). kDirty: a fence may
+  // be partly in place; the configuration must be applied again.
+  enum class Fence { kNone, kFenced, kDirty };
 
   void onZkInitialized(const ZkInitialized& e);
   void onClusterState(const StateNode& node);
   void onPgApplied(const PgConfigApplied& e);
+  void onPgFenced(const PgFenced& e);
   void onWriteFinished(const StateWriteFinished& e);
   void onWalRead(const WalPositionRead& e);
   void onTimer(const TimerFired& e);
@@ -86,6 +91,10 @@ class Peer {
 
   // Reads the WAL first if this evaluation has none; returns the position once read.
   std::optional<WalPosition> walForTakeover(const std::string& why);
+  // Fences postgres first (commits wait for `newSync`; none: stop streaming), then
+  // reads the WAL; returns the position once both are done. Keeps the fence in place
+  // for the rest of this evaluation.
+  std::optional<WalPosition> fencedWal(const std::string& why, const std::optional<PeerIdentity>& newSync);
   void writeState(ClusterState next, const std::string& reason);
   // A condition failed: say why (once per distinct reason) and evaluate again later.
   void blocked(const std::string& why, bool retry);
@@ -93,6 +102,9 @@ class Peer {
   void startTimer(TimerId id, int64_t delayMs);
   void log(LogLevel level, std::string message);
 
+  // Postgres runs with the configuration of this peer's current role: a takeover
+  // starts from there.
+  bool pgReady() const;
   bool isActive(const std::string& id) const;
   PeerList presentAsyncs() const;
   bool isSelf(const PeerIdentity& p) const { return p.id == opts_.self.id; }
@@ -112,6 +124,9 @@ class Peer {
   bool pgSetUp_ = false;
   std::optional<PgConfig> pgApplied_;   // last configuration applied successfully
   std::optional<PgConfig> pgApplying_;  // in flight
+  Fence fence_ = Fence::kNone;
+  std::string fencedFor_;
+  bool keepFence_ = false;  // this evaluation is in the middle of a takeover
 
   Update update_ = Update::kNone;
   std::string updateReason_;

@@ -160,7 +160,15 @@ TEST(Peer, SyncTakeoverWritesBeforePromotingPostgres) {
   auto actions = h.step(ActivePeersChanged{peers({"me", "b", "a"})});
   ASSERT_EQ(only<ReadWal>(actions).size(), 1u);
   EXPECT_TRUE(h.peer.busy());
+  // Caught up: fence (stop streaming from the old primary), then read initWal.
   actions = h.step(WalPositionRead{WalPosition(150), ""});
+  auto fences = only<FencePg>(actions);
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_FALSE(fences[0].newSync.has_value());
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_EQ(h.peer.inspect()["pending"][0], "postgres fence: primary old is gone");
+  ASSERT_EQ(only<ReadWal>(h.step(PgFenced{true, ""})).size(), 1u);
+  actions = h.step(WalPositionRead{WalPosition(160), ""});
   auto writes = only<WriteClusterState>(actions);
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
@@ -173,7 +181,7 @@ TEST(Peer, SyncTakeoverWritesBeforePromotingPostgres) {
   EXPECT_EQ(next.async[0].id, "b");
   ASSERT_EQ(next.deposed.size(), 2u);
   EXPECT_EQ(next.deposed[1].id, "old");
-  EXPECT_EQ(next.initWal, WalPosition(150));
+  EXPECT_EQ(next.initWal, WalPosition(160));
   // Events during the write are recorded but not acted upon.
   EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "a"})}).empty());
   actions = h.step(StateWriteFinished{true, "", false, 10});
@@ -204,7 +212,10 @@ TEST(Peer, WalReadFailureBacksOff) {
   Harness h;
   ClusterState s = cluster(1, "me", "gone", {"a"});
   h.start(s, {"me", "a"});
-  h.applied(true);  // applying primary, then reading the WAL for the takeover
+  auto fences = only<FencePg>(h.applied(true));  // primary runs: fence, then read the WAL
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "a");  // commits now wait for the new sync
+  h.step(PgFenced{true, ""});
   EXPECT_EQ(h.peer.inspect()["pending"][0], "WAL read: sync gone is gone");
   auto actions = h.step(WalPositionRead{std::nullopt, "connection refused"});
   EXPECT_TRUE(logged(actions, "cannot read the WAL position (connection refused)"));
@@ -218,6 +229,58 @@ TEST(Peer, WalReadFailureBacksOff) {
   EXPECT_EQ(writes[0].state.initWal, WalPosition(42));
   EXPECT_EQ(writes[0].state.sync->id, "a");
   EXPECT_TRUE(writes[0].state.deposed.empty());  // the old sync is dropped, not deposed
+}
+
+TEST(Peer, AbandonedTakeoverLiftsTheFence) {
+  Harness h;
+  h.start(cluster(1, "old", "me", {"a"}), {"old", "me", "a"});
+  h.applied(true);
+  h.step(ActivePeersChanged{peers({"me", "a"})});
+  ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(0), ""})).size(), 1u);
+  // The primary comes back while the fence is applied: no takeover, streaming resumes.
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"old", "me", "a"})}).empty());
+  auto actions = h.step(PgFenced{true, ""});
+  EXPECT_TRUE(only<ReadWal>(actions).empty());
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kSync);
+  EXPECT_EQ(apply[0].config.upstream->id, "old");
+  h.applied(true);
+  EXPECT_FALSE(h.peer.busy());
+}
+
+TEST(Peer, FailedFenceIsRetriedAndNeverSkipped) {
+  Harness h;
+  h.start(cluster(1, "me", "gone", {"a", "b"}), {"me", "a", "b"});
+  ASSERT_EQ(only<FencePg>(h.applied(true)).size(), 1u);
+  auto actions = h.step(PgFenced{false, "reload failed"});
+  EXPECT_TRUE(logged(actions, "fencing postgres failed (reload failed)"));
+  EXPECT_TRUE(only<ReadWal>(actions).empty());
+  EXPECT_EQ(only<StartTimer>(actions).size(), 1u);
+  actions = h.step(TimerFired{TimerId::kRetryEvaluation});
+  ASSERT_EQ(only<FencePg>(actions).size(), 1u);  // fence again before any WAL read
+  EXPECT_TRUE(only<ReadWal>(actions).empty());
+  ASSERT_EQ(only<ReadWal>(h.step(PgFenced{true, ""})).size(), 1u);
+  auto writes = only<WriteClusterState>(h.step(WalPositionRead{WalPosition(9), ""}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.initWal, WalPosition(9));
+}
+
+TEST(Peer, FencedSyncThatFindsItselfBehindStreamsAgain) {
+  Harness h;
+  ClusterState s = cluster(2, "old", "me", {"a"});
+  s.initWal = WalPosition(100);
+  h.start(s, {"me", "a"});
+  h.applied(true);  // online as sync; the primary is gone: read the WAL
+  ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(100), ""})).size(), 1u);
+  h.step(PgFenced{true, ""});
+  // A lower position after the fence (cannot happen with postgres, but never trusted).
+  auto actions = h.step(WalPositionRead{WalPosition(99), ""});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(logged(actions, "has not caught up"));
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);  // the fence is lifted
+  EXPECT_EQ(apply[0].config.role, PgRole::kSync);
 }
 
 TEST(Peer, LostRaceWaitsForNewsOrTheRetryTimer) {

@@ -316,6 +316,7 @@ std::string World::describeEvent(const Event& ev) const {
           [&](const PgConfigApplied& e) {
             return std::string("pg-applied ") + (e.ok ? "ok" : "error: " + e.error) + (e.online ? " online" : " offline");
           },
+          [&](const PgFenced& e) { return std::string("pg-fenced ") + (e.ok ? "ok" : "error: " + e.error); },
           [&](const StateWriteFinished& e) {
             return e.ok ? "write ok v" + std::to_string(e.newVersion)
                         : "write failed: " + e.error + (e.lostRace ? " (lost race)" : "");
@@ -356,6 +357,25 @@ void World::perform(int n, const Action& action) {
   std::visit(Overloaded{
                  [&](const WriteClusterState& w) { zkWrite(n, w); },
                  [&](const ApplyPgConfig& a) { pgApply(n, a.config); },
+                 [&](const FencePg& f) {
+                   trace('A', id + " -> fence" + (f.newSync ? " (commits wait for " + f.newSync->id + ")" : ""));
+                   after(rngPg_.between(2, 20), [this, n, inc, newSync = f.newSync] {
+                     if (!alive(n, inc)) return;
+                     SimPostgres& pg = node(n).pg;
+                     PgFenced r;
+                     if (pg.transitioning) {
+                       r.error = "postgres is in a transition";
+                     } else {
+                       r.ok = true;  // a stopped postgres acknowledges nothing
+                       if (pg.running && pg.config.role == PgRole::kPrimary) {
+                         pg.config.downstream = newSync;  // a reload: commits wait for it
+                       } else if (pg.running && pg.isStandby()) {
+                         pg.config.upstream.reset();  // stops streaming
+                       }
+                     }
+                     stepPeer(n, r);
+                   });
+                 },
                  [&](const ReadWal&) {
                    trace('A', id + " -> read WAL");
                    after(rngPg_.between(2, 20), [this, n, inc] {

@@ -11,6 +11,7 @@ constexpr int64_t kZkWriteMs = 100;
 constexpr int64_t kPgInitMs = 100;
 constexpr int64_t kPgStepMs = 1000;  // reconfigure, start, stop
 constexpr int64_t kWalReadMs = 10;
+constexpr int64_t kFenceMs = 10;  // a reload
 constexpr uint64_t kWalStep = 10;
 const char* const kNodeUnderTest = "node1";
 
@@ -120,6 +121,11 @@ void SimWorld::carryOut(const Action& action) {
                 finish();
               });
             });
+          },
+          [this](const FencePg& f) {
+            // Fencing stops acknowledgements; no commit moves the simulated WAL meanwhile.
+            log(std::string("action fence postgres") + (f.newSync ? " (commits wait for " + f.newSync->id + ")" : ""));
+            schedule(kFenceMs, [this] { deliver(PgFenced{true, ""}, "postgres fenced"); });
           },
           [this](const ReadWal&) {
             schedule(kWalReadMs, [this] {

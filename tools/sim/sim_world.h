@@ -10,7 +10,8 @@
 // - Postgres initialises 100 ms after startPeer (not online, not set up); reconfigure,
 //   start and stop take 1000 ms each; reading the WAL takes 10 ms and fails offline.
 //   When postgres comes online or is reconfigured while this peer is the primary of the
-//   current state, its WAL advances by 10.
+//   current state, its WAL advances by 10. A fence (before a takeover reads initWal)
+//   takes 10 ms and moves no WAL: a fenced postgres acknowledges nothing.
 #pragma once
 
 #include <cstdint>
