@@ -1,0 +1,222 @@
+#include "tools/adm/cluster_view.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace dugong::adm {
+namespace {
+
+const nlohmann::json& at(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+const nlohmann::json& pg(const PeerView& p) { return at(p.status, "postgres"); }
+
+bool flag(const nlohmann::json& j) { return j.is_boolean() && j.get<bool>(); }
+
+std::optional<std::string> text(const nlohmann::json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<WalPosition> lsn(const nlohmann::json& j) {
+  auto t = text(j);
+  if (!t) return std::nullopt;
+  auto w = WalPosition::parse(*t);
+  if (!w) return std::nullopt;
+  return *w;
+}
+
+nlohmann::json orNull(const std::optional<std::string>& s) { return s ? nlohmann::json(*s) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+std::string PeerView::roleLabel(bool withIndex) const {
+  if (role == "async" && withIndex) return "async[" + std::to_string(asyncIndex) + "]";
+  return role;
+}
+
+const PeerView* ClusterView::find(const std::string& id) const {
+  for (const auto& p : peers) {
+    if (p.identity.id == id) return &p;
+  }
+  return nullptr;
+}
+
+const PeerView* ClusterView::downstreamOf(const std::string& id) const {
+  if (id == state.primary.id) return state.sync ? find(state.sync->id) : nullptr;
+  std::string prev = state.sync ? state.sync->id : std::string();
+  for (const auto& a : state.async) {
+    if (prev == id) return find(a.id);
+    prev = a.id;
+  }
+  return nullptr;
+}
+
+const PeerView* ClusterView::upstreamOf(const std::string& id) const {
+  if (state.sync && state.sync->id == id) return find(state.primary.id);
+  int i = indexOfPeer(state.async, id);
+  if (i < 0) return nullptr;
+  if (i == 0) return state.sync ? find(state.sync->id) : nullptr;
+  return find(state.async[static_cast<size_t>(i - 1)].id);
+}
+
+std::vector<PeerView> listPeers(const ClusterState& state, const PeerList& active) {
+  std::vector<PeerView> out;
+  auto add = [&](const PeerIdentity& id, const std::string& role, int index) {
+    PeerView v;
+    int a = indexOfPeer(active, id.id);
+    v.identity = a >= 0 ? active[static_cast<size_t>(a)] : id;
+    v.role = role;
+    v.asyncIndex = index;
+    v.active = a >= 0;
+    out.push_back(std::move(v));
+  };
+  add(state.primary, "primary", -1);
+  if (state.sync) add(*state.sync, "sync", -1);
+  for (size_t i = 0; i < state.async.size(); ++i) add(state.async[i], "async", static_cast<int>(i));
+  for (const auto& d : state.deposed) add(d, "deposed", -1);
+  for (const auto& p : active) {
+    bool known = std::any_of(out.begin(), out.end(), [&](const PeerView& v) { return v.identity.id == p.id; });
+    if (!known) add(p, "unassigned", -1);
+  }
+  return out;
+}
+
+std::optional<std::string> agentUrl(const PeerIdentity& peer) {
+  if (!peer.backupUrl || peer.backupUrl->empty()) return std::nullopt;
+  std::string url = *peer.backupUrl;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  return url;
+}
+
+bool pgOnline(const PeerView& p) { return flag(at(pg(p), "online")); }
+
+bool pgWritable(const PeerView& p) {
+  return pgOnline(p) && !flag(at(pg(p), "inRecovery")) && !flag(at(pg(p), "readOnly"));
+}
+
+std::optional<WalPosition> ownWal(const PeerView& p) {
+  if (!pgOnline(p)) return std::nullopt;
+  if (!flag(at(pg(p), "inRecovery"))) return lsn(at(pg(p), "currentLsn"));
+  auto r = lsn(at(pg(p), "receiveLsn"));
+  auto y = lsn(at(pg(p), "replayLsn"));
+  if (r && y) return std::max(*r, *y);
+  return r ? r : y;
+}
+
+std::optional<double> replayLagSeconds(const PeerView& p) {
+  const auto& j = at(pg(p), "replayLagSeconds");
+  if (j.is_number()) return j.get<double>();
+  return std::nullopt;
+}
+
+std::optional<std::string> walReceiverStatus(const PeerView& p) { return text(at(pg(p), "walReceiverStatus")); }
+
+std::optional<nlohmann::json> replicationRow(const PeerView& upstream, const std::string& downstreamId) {
+  const auto& rows = at(pg(upstream), "replication");
+  if (!rows.is_array()) return std::nullopt;
+  for (const auto& r : rows) {
+    if (at(r, "applicationName") == downstreamId) return r;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> lagBytes(const PeerView& upstream, const std::string& downstreamId) {
+  auto row = replicationRow(upstream, downstreamId);
+  auto own = ownWal(upstream);
+  if (!row || !own) return std::nullopt;
+  auto replay = lsn(at(*row, "replayLsn"));
+  if (!replay) return std::nullopt;
+  return *own > *replay ? own->value() - replay->value() : 0;
+}
+
+std::string formatLagSeconds(std::optional<double> seconds) {
+  if (!seconds || !std::isfinite(*seconds)) return "-";
+  auto total = static_cast<long long>(std::max(0.0, *seconds));
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%lldm%02llds", total / 60, total % 60);
+  return buf;
+}
+
+const std::vector<std::string>& allColumns() {
+  static const std::vector<std::string> k = {"role",  "peer",  "zone", "ip",     "active", "pg",
+                                             "timeline", "wal", "repl", "sent",  "write",  "flush",
+                                             "replay", "lagbytes", "lag", "pgurl", "url"};
+  return k;
+}
+const std::vector<std::string>& peersDefaultColumns() {
+  static const std::vector<std::string> k = {"role", "peer", "zone", "ip", "active"};
+  return k;
+}
+const std::vector<std::string>& pgStatusDefaultColumns() {
+  static const std::vector<std::string> k = {"role", "peer", "pg", "repl", "sent", "flush", "replay", "lag"};
+  return k;
+}
+const std::vector<std::string>& pgStatusWideColumns() {
+  static const std::vector<std::string> k = {"role",  "peer",  "zone",  "ip",     "active",   "pg",  "timeline",
+                                             "wal",   "repl",  "sent",  "write",  "flush",    "replay", "lagbytes",
+                                             "lag"};
+  return k;
+}
+const std::vector<std::string>& knownRoles() {
+  static const std::vector<std::string> k = {"primary", "sync", "async", "deposed", "unassigned"};
+  return k;
+}
+
+std::string StatusRow::cell(const std::string& column) const {
+  auto it = cells.find(column);
+  if (it == cells.end() || it->is_null()) return "-";
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+std::vector<StatusRow> statusRows(const ClusterView& view) {
+  std::vector<StatusRow> out;
+  for (const auto& p : view.peers) {
+    StatusRow r;
+    r.role = p.role;
+    r.id = p.identity.id;
+    nlohmann::json c;
+    c["role"] = p.roleLabel(false);
+    c["peer"] = p.identity.id;
+    c["zone"] = p.identity.zoneId;
+    c["ip"] = p.identity.ip;
+    c["pgurl"] = p.identity.pgUrl;
+    c["url"] = orNull(agentUrl(p.identity));
+    c["active"] = p.active ? "yes" : "no";
+    c["pg"] = !p.reachable() ? "unknown" : pgOnline(p) ? "ok" : "fail";
+    const auto& tl = at(pg(p), "timeline");
+    c["timeline"] = tl.is_number_integer() ? tl : nlohmann::json(nullptr);
+    auto wal = ownWal(p);
+    c["wal"] = wal ? nlohmann::json(wal->toString()) : nlohmann::json(nullptr);
+    for (const char* k : {"repl", "sent", "write", "flush", "replay", "lagbytes"}) c[k] = nullptr;
+    if (const PeerView* down = view.downstreamOf(p.identity.id)) {
+      if (auto row = replicationRow(p, down->identity.id)) {
+        c["repl"] = orNull(text(at(*row, "syncState")));
+        c["sent"] = orNull(text(at(*row, "sentLsn")));
+        c["write"] = orNull(text(at(*row, "writeLsn")));
+        c["flush"] = orNull(text(at(*row, "flushLsn")));
+        c["replay"] = orNull(text(at(*row, "replayLsn")));
+        if (auto b = lagBytes(p, down->identity.id)) c["lagbytes"] = *b;
+      }
+    }
+    bool standby = p.role == "sync" || p.role == "async";
+    c["lag"] = standby && p.reachable() ? nlohmann::json(formatLagSeconds(replayLagSeconds(p))) : nullptr;
+    r.cells = std::move(c);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<StatusRow> filterRole(std::vector<StatusRow> rows, const std::string& role) {
+  if (role.empty()) return rows;
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const StatusRow& r) { return r.role != role; }), rows.end());
+  return rows;
+}
+
+}  // namespace dugong::adm

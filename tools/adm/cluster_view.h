@@ -1,0 +1,100 @@
+// What dugong-adm knows about a cluster at one moment: the state in ZooKeeper, the
+// peers with a live session, and what each peer's agent says about itself (GET /state).
+// The model and the functions over it are pure; fetching lives in cluster_fetch.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "statemachine/cluster_state.h"
+#include "statemachine/identity.h"
+#include "statemachine/time_format.h"
+
+namespace dugong::adm {
+
+struct PeerView {
+  PeerIdentity identity;
+  // From the cluster state: "primary", "sync", "async", "deposed", or "unassigned"
+  // (active in ZooKeeper but not in the state).
+  std::string role;
+  int asyncIndex = -1;      // for "async"
+  bool active = false;      // has an election node (a live ZooKeeper session)
+  // The agent's GET /state body; null when the agent did not answer (then agentError
+  // says why) or has no status URL (backupUrl).
+  nlohmann::json status;
+  std::string agentError;
+
+  bool reachable() const { return status.is_object(); }
+  // Role as printed in tables: "async" carries its index ("async[1]") only when asked.
+  std::string roleLabel(bool withIndex) const;
+};
+
+struct ClusterView {
+  std::string cluster;
+  std::string root;
+  ClusterState state;
+  int32_t version = -1;
+  PeerList active;  // session order
+  std::vector<PeerView> peers;  // primary, sync, asyncs in order, deposed, then unassigned
+  EpochMs now = 0;
+
+  const PeerView* find(const std::string& id) const;
+  // The peer streaming from `id` in the replication chain (primary -> sync -> async[0]
+  // -> async[1] ...), or nullptr.
+  const PeerView* downstreamOf(const std::string& id) const;
+  // The peer `id` streams from, or nullptr (the primary, deposed and unassigned peers).
+  const PeerView* upstreamOf(const std::string& id) const;
+};
+
+// The peers in display order, without agent statuses (status null). The identity of a
+// peer comes from its election node when it is active (fresher), else from the state.
+std::vector<PeerView> listPeers(const ClusterState& state, const PeerList& active);
+
+// ---- reading an agent's status (all tolerate missing or mistyped fields)
+
+// The agent's base URL: identity.backupUrl without a trailing '/', or nullopt.
+std::optional<std::string> agentUrl(const PeerIdentity& peer);
+bool pgOnline(const PeerView& p);
+bool pgWritable(const PeerView& p);  // online, not in recovery, not read-only
+// The peer's own WAL position: current on a primary, max(receive, replay) on a standby.
+std::optional<WalPosition> ownWal(const PeerView& p);
+std::optional<double> replayLagSeconds(const PeerView& p);
+std::optional<std::string> walReceiverStatus(const PeerView& p);
+// The row of `upstream`'s pg_stat_replication whose application_name is `downstreamId`.
+std::optional<nlohmann::json> replicationRow(const PeerView& upstream, const std::string& downstreamId);
+// Bytes by which `downstream` replays behind `upstream` (upstream's own WAL minus the
+// replay position in upstream's replication row for it), or nullopt when unknown.
+std::optional<uint64_t> lagBytes(const PeerView& upstream, const std::string& downstreamId);
+
+// "1m05s", "0m00s"; "-" for nullopt.
+std::string formatLagSeconds(std::optional<double> seconds);
+
+// ---- the rows of `peers` and `pg-status`
+
+// Every column a row can have, by name (the "-o" names).
+const std::vector<std::string>& allColumns();
+const std::vector<std::string>& peersDefaultColumns();
+const std::vector<std::string>& pgStatusDefaultColumns();
+const std::vector<std::string>& pgStatusWideColumns();
+
+// One row per peer; cells by column name. REPL, SENT, WRITE, FLUSH, REPLAY and
+// LAGBYTES describe replication from this peer to its downstream (as manatee-adm
+// pg-status does); LAG is this peer's own replay lag; PG is "ok", "fail" (postgres not
+// accepting connections) or "unknown" (agent did not answer).
+struct StatusRow {
+  std::string role;
+  std::string id;
+  nlohmann::json cells;  // column name -> string, or number/null for lagbytes and timeline
+  std::string cell(const std::string& column) const;  // as printed; "-" for null
+};
+std::vector<StatusRow> statusRows(const ClusterView& view);
+// Keeps the rows whose role is `role` ("async" matches every async); empty: all.
+std::vector<StatusRow> filterRole(std::vector<StatusRow> rows, const std::string& role);
+// The roles -r accepts.
+const std::vector<std::string>& knownRoles();
+
+}  // namespace dugong::adm

@@ -1,0 +1,105 @@
+#include "tools/adm/cluster_view.h"
+
+#include <gtest/gtest.h>
+
+#include "tools/adm/test_views.h"
+
+namespace dugong::adm {
+namespace {
+
+using namespace testing;
+
+TEST(ListPeers, OrdersPrimarySyncAsyncsDeposedThenUnassigned) {
+  ClusterState s = threePeers({"c", "d"});
+  s.deposed.push_back(peer("z"));
+  PeerList active = {peer("e"), peer("b"), peer("a"), peer("d")};
+  active[0].zoneId = "fresh";
+  auto peers = listPeers(s, active);
+  ASSERT_EQ(peers.size(), 6u);
+  std::vector<std::string> got;
+  for (const auto& p : peers) got.push_back(p.identity.id + ":" + p.roleLabel(true) + (p.active ? "+" : "-"));
+  EXPECT_EQ(got, (std::vector<std::string>{"a:primary+", "b:sync+", "c:async[0]-", "d:async[1]+", "z:deposed-",
+                                           "e:unassigned+"}));
+  EXPECT_EQ(peers[5].identity.zoneId, "fresh");  // identities of active peers come from ZooKeeper
+}
+
+TEST(ClusterView, KnowsTheReplicationChain) {
+  ClusterView v = healthyView(threePeers({"c", "d"}));
+  EXPECT_EQ(v.downstreamOf("a")->identity.id, "b");
+  EXPECT_EQ(v.downstreamOf("b")->identity.id, "c");
+  EXPECT_EQ(v.downstreamOf("c")->identity.id, "d");
+  EXPECT_EQ(v.downstreamOf("d"), nullptr);
+  EXPECT_EQ(v.upstreamOf("a"), nullptr);
+  EXPECT_EQ(v.upstreamOf("b")->identity.id, "a");
+  EXPECT_EQ(v.upstreamOf("c")->identity.id, "b");
+  EXPECT_EQ(v.upstreamOf("d")->identity.id, "c");
+}
+
+TEST(AgentStatus, ReadsPositionsAndToleratesGarbage) {
+  ClusterView v = healthyView(threePeers());
+  PeerView& a = mutablePeer(v, "a");
+  a.status["postgres"]["currentLsn"] = "0/5001000";
+  EXPECT_EQ(ownWal(a)->toString(), "0/05001000");
+  EXPECT_EQ(*lagBytes(a, "b"), 0x1000u);
+  EXPECT_FALSE(lagBytes(a, "nobody").has_value());
+  EXPECT_TRUE(pgWritable(a));
+  PeerView& b = mutablePeer(v, "b");
+  EXPECT_FALSE(pgWritable(b));
+  b.status["postgres"]["receiveLsn"] = "0/6000000";
+  EXPECT_EQ(ownWal(b)->toString(), "0/06000000");
+  b.status = {{"postgres", {{"online", "yes"}, {"replication", 7}}}};
+  EXPECT_FALSE(pgOnline(b));
+  EXPECT_FALSE(ownWal(b).has_value());
+  EXPECT_FALSE(replicationRow(b, "c").has_value());
+  b.status = nullptr;
+  EXPECT_FALSE(b.reachable());
+  EXPECT_FALSE(pgOnline(b));
+}
+
+TEST(AgentUrl, StripsTrailingSlashes) {
+  PeerIdentity p = peer("a");
+  EXPECT_EQ(*agentUrl(p), "http://10.0.0.1:8008");
+  p.backupUrl.reset();
+  EXPECT_FALSE(agentUrl(p).has_value());
+}
+
+TEST(FormatLag, MinutesAndSeconds) {
+  EXPECT_EQ(formatLagSeconds(0.4), "0m00s");
+  EXPECT_EQ(formatLagSeconds(65.9), "1m05s");
+  EXPECT_EQ(formatLagSeconds(3600), "60m00s");
+  EXPECT_EQ(formatLagSeconds(std::nullopt), "-");
+}
+
+TEST(StatusRows, DescribeReplicationToTheDownstream) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "a").status["postgres"]["currentLsn"] = "0/5000100";
+  mutablePeer(v, "c").status = nullptr;
+  mutablePeer(v, "c").active = false;
+  auto rows = statusRows(v);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].cell("role"), "primary");
+  EXPECT_EQ(rows[0].cell("pg"), "ok");
+  EXPECT_EQ(rows[0].cell("repl"), "sync");
+  EXPECT_EQ(rows[0].cell("replay"), "0/5000000");
+  EXPECT_EQ(rows[0].cell("lagbytes"), "256");
+  EXPECT_EQ(rows[0].cell("lag"), "-");  // a primary has no replay lag
+  EXPECT_EQ(rows[1].cell("repl"), "async");
+  EXPECT_EQ(rows[1].cell("lag"), "0m00s");
+  EXPECT_EQ(rows[1].cell("timeline"), "1");
+  EXPECT_EQ(rows[2].cell("pg"), "unknown");
+  EXPECT_EQ(rows[2].cell("active"), "no");
+  EXPECT_EQ(rows[2].cell("repl"), "-");
+  EXPECT_EQ(filterRole(rows, "sync").size(), 1u);
+  EXPECT_EQ(filterRole(rows, "").size(), 3u);
+  EXPECT_TRUE(filterRole(rows, "deposed").empty());
+}
+
+TEST(StatusRows, EveryColumnHasACell) {
+  ClusterView v = healthyView(threePeers());
+  for (const auto& row : statusRows(v)) {
+    for (const auto& c : allColumns()) EXPECT_TRUE(row.cells.contains(c)) << c;
+  }
+}
+
+}  // namespace
+}  // namespace dugong::adm

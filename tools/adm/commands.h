@@ -1,0 +1,37 @@
+// The dugong-adm subcommands. Each add* function declares its subcommands (options,
+// --help text) on the application and registers what to run when one is chosen.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/adm/context.h"
+
+namespace dugong::adm {
+
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;  // returns the exit code
+};
+using Commands = std::vector<Command>;
+
+// show, peers, pg-status, history, verify
+void addStatusCommands(CLI::App& app, const CommonOptions& common, Commands& out);
+// freeze, unfreeze, promote, clear-promote, reap
+void addMaintenanceCommands(CLI::App& app, const CommonOptions& common, Commands& out);
+// rebuild
+void addRebuildCommand(CLI::App& app, const CommonOptions& common, Commands& out);
+// set-onwm, zk-state, zk-active
+void addDeveloperCommands(CLI::App& app, const CommonOptions& common, Commands& out);
+
+// Connects to ZooKeeper with the common options; on failure prints why and sets `code`.
+std::unique_ptr<zk::Client> connectOrFail(const CommonOptions& common, int& code);
+
+// Asks "<question> [y/N] " on the terminal. Without a terminal on stdin, refuses (false)
+// and says so, naming `flag` as the way to confirm.
+bool confirm(const std::string& question, const std::string& flag);
+
+}  // namespace dugong::adm

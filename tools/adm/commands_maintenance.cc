@@ -1,0 +1,302 @@
+// Maintenance commands: freeze, unfreeze, promote, clear-promote, reap. Every write is
+// a bounded test-and-set (updateState) that re-checks its preconditions on each attempt.
+#include <iostream>
+#include <thread>
+
+#include "agent/http_client.h"
+#include "statemachine/promote_request.h"
+#include "statemachine/time_format.h"
+#include "tools/adm/commands.h"
+#include "tools/adm/promote_check.h"
+
+namespace dugong::adm {
+namespace {
+
+// Reports a finished update: text or JSON. `message` says what happened.
+int report(const CommonOptions& common, const UpdateResult& r, const std::string& message) {
+  if (common.json) {
+    std::cout << nlohmann::json({{"ok", true},
+                                 {"written", r.written},
+                                 {"message", message},
+                                 {"version", r.version},
+                                 {"state", summarizeState(r.state)}})
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << message << "\n";
+  }
+  return kExitOk;
+}
+
+int runFreeze(const CommonOptions& common, const std::string& reason) {
+  if (reason.find_first_not_of(" \t") == std::string::npos) return fail(kExitUsage, "freeze needs a reason: -r REASON");
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto r = updateState(
+      *client,
+      [&](ClusterState& s) -> Result<bool> {
+        if (s.frozen()) {
+          return Error{"the cluster is already frozen (" + s.freeze.dump() +
+                       "); unfreeze it first to freeze it for another reason"};
+        }
+        s.freeze = {{"date", formatIso8601(nowMs())}, {"reason", reason}};
+        return true;
+      },
+      operatorReason("freeze: " + reason));
+  if (!r) return fail(kExitFailed, r.error());
+  return report(common, *r, "frozen: " + reason);
+}
+
+int runUnfreeze(const CommonOptions& common) {
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto r = updateState(
+      *client,
+      [](ClusterState& s) -> Result<bool> {
+        if (!s.frozen()) return false;
+        s.freeze = nullptr;
+        return true;
+      },
+      operatorReason("unfreeze"));
+  if (!r) return fail(kExitFailed, r.error());
+  return report(common, *r, r->written ? "unfrozen" : "the cluster is not frozen; nothing to do");
+}
+
+int runClearPromote(const CommonOptions& common) {
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto r = updateState(
+      *client,
+      [](ClusterState& s) -> Result<bool> {
+        if (!s.hasPromote()) return false;
+        s.promote = nullptr;
+        return true;
+      },
+      operatorReason("clear-promote"));
+  if (!r) return fail(kExitFailed, r.error());
+  return report(common, *r, r->written ? "promote request removed" : "there is no promote request; nothing to do");
+}
+
+int runReap(const CommonOptions& common, const std::string& id, bool force) {
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto active = client->activePeers();
+  if (!active) return fail(kExitUnavailable, "listing the active peers: " + active.error());
+  auto r = updateState(
+      *client,
+      [&](ClusterState& s) -> Result<bool> {
+        int i = indexOfPeer(s.deposed, id);
+        if (i < 0) {
+          std::string list;
+          for (const auto& d : s.deposed) list += (list.empty() ? "" : ", ") + d.id;
+          return Error{id + " is not deposed (deposed: " + (list.empty() ? "none" : list) + "); nothing reaped"};
+        }
+        if (containsPeer(*active, id) && !force) {
+          return Error{id + " is still in ZooKeeper (its agent runs): rebuild it with `dugong-adm rebuild` on that "
+                            "peer, or stop its agent first (--force reaps it anyway)"};
+        }
+        s.deposed.erase(s.deposed.begin() + i);
+        return true;
+      },
+      operatorReason("reap " + id));
+  if (!r) return fail(kExitFailed, r.error());
+  return report(common, *r, id + " removed from deposed");
+}
+
+// The last history record's reason, for explaining what a peer did with a request.
+std::string lastHistoryReason(zk::Client& client) {
+  auto h = client.history();
+  if (!h || h->empty()) return "";
+  auto j = nlohmann::json::parse(h->back().data, nullptr, false);
+  if (j.is_object() && j.contains("reason") && j["reason"].is_string()) return j["reason"].get<std::string>();
+  return "";
+}
+
+// Waits up to `timeout` for GET <agent>/primary to answer 200. Returns the time it took.
+std::optional<double> waitWritable(const PeerIdentity& peer, std::chrono::seconds timeout) {
+  auto url = agentUrl(peer);
+  if (!url) return std::nullopt;
+  auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < timeout) {
+    auto r = agent::httpGet(*url + "/primary", std::chrono::seconds(2));
+    if (r && r->status == 200) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return std::nullopt;
+}
+
+struct PromoteCli {
+  PromoteArgs args;
+  int64_t asyncIndex = -1;
+  int waitWritableSeconds = 60;
+};
+
+int runPromote(const CommonOptions& common, PromoteCli cli) {
+  PromoteArgs a = cli.args;
+  if (cli.asyncIndex >= 0) a.asyncIndex = cli.asyncIndex;
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto view = fetchView(*client, common.cluster, true);
+  if (!view) return fail(kExitUnavailable, view.error());
+  auto request = buildPromoteRequest(*view, a);
+  if (!request) return fail(kExitFailed, "not promoting: " + request.error());
+  const nlohmann::json req = *request;
+
+  auto w = updateState(
+      *client,
+      [&](ClusterState& s) -> Result<bool> {
+        if (s.generation != view->state.generation) {
+          return Error{"the generation changed (now " + std::to_string(s.generation) +
+                       ") before the request was written; look at the cluster again"};
+        }
+        if (s.hasPromote() && validatePromote(s.promote, s, nowMs()).ok()) {
+          return Error{"another promote request appeared: " + s.promote.dump()};
+        }
+        if (s.frozen()) return Error{"the cluster was frozen meanwhile"};
+        if (auto v = validatePromote(req, s, nowMs()); !v) return Error{"the request no longer fits: " + v.error()};
+        s.promote = req;
+        return true;
+      },
+      operatorReason("promote " + a.id + " (" + a.role + ")"));
+  if (!w) return fail(kExitFailed, "not promoting: " + w.error());
+  if (!common.json) {
+    std::cout << "promote request written: " << req.dump() << "\nwaiting for it to be carried out (until "
+              << req["expireTime"].get<std::string>() << ")\n"
+              << std::flush;
+  }
+
+  const auto started = std::chrono::steady_clock::now();
+  PromoteOutcome outcome = PromoteOutcome::kPending;
+  ClusterState last = w->state;
+  int32_t lastVersion = w->version;
+  std::string readError;
+  while (outcome == PromoteOutcome::kPending) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto st = readClusterState(*client);
+    if (!st) {
+      readError = st.error();
+      // Keep trying until the request would have expired anyway.
+      auto expire = parseTime(req["expireTime"].get<std::string>());
+      if (expire && nowMs() > *expire + 10000) break;
+      continue;
+    }
+    last = st->state;
+    lastVersion = st->version;
+    outcome = promoteOutcome(req, last, nowMs());
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  nlohmann::json result = {{"request", req}, {"outcome", outcomeName(outcome)}, {"seconds", took}};
+  std::string message;
+  int exit = kExitOk;
+  switch (outcome) {
+    case PromoteOutcome::kCarriedOut: {
+      message = "carried out after " + std::to_string(took).substr(0, 5) + " s: generation " +
+                std::to_string(last.generation) + ", primary " + last.primary.id + ", sync " +
+                (last.sync ? last.sync->id : std::string("none"));
+      if (a.role != "async" || req.value("asyncIndex", 0) == 0) {
+        auto writable = waitWritable(last.primary, std::chrono::seconds(cli.waitWritableSeconds));
+        result["writableAfterSeconds"] = writable ? nlohmann::json(*writable) : nlohmann::json(nullptr);
+        if (writable) {
+          message += "; primary " + last.primary.id + " is writable";
+        } else {
+          std::cerr << "dugong-adm: warning: primary " << last.primary.id << " is not writable "
+                    << cli.waitWritableSeconds << " s after the promotion; check `dugong-adm show`\n";
+        }
+      }
+      break;
+    }
+    case PromoteOutcome::kRemoved: {
+      std::string why = lastHistoryReason(*client);
+      message = "not carried out: the request was removed" + (why.empty() ? "" : " (last change: " + why + ")");
+      exit = kExitFailed;
+      break;
+    }
+    case PromoteOutcome::kExpired: {
+      // Remove our own expired request, only if it is still exactly ours.
+      auto c = updateState(
+          *client,
+          [&](ClusterState& s) -> Result<bool> {
+            if (s.promote != req) return false;
+            s.promote = nullptr;
+            return true;
+          },
+          operatorReason("promote: removing its expired request"));
+      message = "not carried out: the request expired at " + req["expireTime"].get<std::string>() +
+                (c && c->written ? "; removed it" : "") + (c ? "" : "; removing it failed: " + c.error());
+      exit = kExitFailed;
+      break;
+    }
+    case PromoteOutcome::kPending:
+      message = "outcome unknown: cannot read the cluster state (" + readError + ")";
+      exit = kExitUnavailable;
+      break;
+  }
+  (void)lastVersion;
+  result["state"] = summarizeState(last);
+  result["message"] = message;
+  if (common.json) {
+    std::cout << result.dump(2) << "\n";
+  } else {
+    (exit == kExitOk ? std::cout : std::cerr) << (exit == kExitOk ? "" : "dugong-adm: ") << message << "\n";
+  }
+  return exit;
+}
+
+}  // namespace
+
+void addMaintenanceCommands(CLI::App& app, const CommonOptions& common, Commands& out) {
+  {
+    auto reason = std::make_shared<std::string>();
+    auto* sub = app.add_subcommand("freeze", "freeze the cluster: no peer takes over or changes generation until "
+                                             "it is unfrozen");
+    sub->add_option("-r,--reason", *reason, "why (kept in the state and the history)")->required();
+    out.push_back({sub, [&common, reason] { return runFreeze(common, *reason); }});
+  }
+  {
+    auto* sub = app.add_subcommand("unfreeze", "unfreeze the cluster");
+    out.push_back({sub, [&common] { return runUnfreeze(common); }});
+  }
+  {
+    auto cli = std::make_shared<PromoteCli>();
+    auto* sub = app.add_subcommand(
+        "promote",
+        "ask for a planned switchover: the sync takes over as primary (the primary is deposed), or async[0] "
+        "becomes the sync, or async[N] moves up one place. Checks the request against the state and the lag, "
+        "writes it, and waits for it to be carried out or to expire");
+    sub->add_option("-i,--id", cli->args.id, "the peer to promote")->required();
+    sub->add_option("-r,--role", cli->args.role, "its current role: sync or async")
+        ->required()
+        ->check(CLI::IsMember({"sync", "async"}));
+    sub->add_option("--async-index", cli->asyncIndex, "its place in the async chain (checked against the state)");
+    sub->add_option("--expire", cli->args.expireSeconds, "seconds the request stays valid")->capture_default_str();
+    sub->add_option("--lag-to-ignore", cli->args.lagToIgnore,
+                    "bytes the peer may lag behind its upstream and still be promoted")
+        ->capture_default_str();
+    sub->add_option("--wait-writable", cli->waitWritableSeconds,
+                    "after a new primary or sync: seconds to wait for the primary to be writable")
+        ->capture_default_str();
+    out.push_back({sub, [&common, cli] { return runPromote(common, *cli); }});
+  }
+  {
+    auto* sub = app.add_subcommand("clear-promote", "remove the promote request, if any");
+    out.push_back({sub, [&common] { return runClearPromote(common); }});
+  }
+  {
+    auto id = std::make_shared<std::string>();
+    auto force = std::make_shared<bool>(false);
+    auto* sub = app.add_subcommand("reap", "remove a permanently gone peer from the deposed list");
+    sub->add_option("ID", *id, "the deposed peer's id")->required();
+    sub->add_flag("--force", *force, "reap it even though it is still in ZooKeeper");
+    out.push_back({sub, [&common, id, force] { return runReap(common, *id, *force); }});
+  }
+}
+
+}  // namespace dugong::adm

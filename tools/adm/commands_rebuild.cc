@@ -1,0 +1,147 @@
+// rebuild: run on a deposed (or stopped, broken) peer. Rebuilds its postgres from the
+// current primary -- pg_rewind when that is safe, otherwise pg_basebackup, as the
+// postgres adapter decides -- starts it as a standby of the primary, then removes the
+// peer from `deposed` so that its agent rejoins and the primary appends it as an async.
+#include <iostream>
+#include <thread>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "agent/config.h"
+#include "pg/controller.h"
+#include "pg/options.h"
+#include "tools/adm/commands.h"
+
+namespace dugong::adm {
+namespace {
+
+struct RebuildArgs {
+  std::string config;
+  bool yes = false;
+  int waitSeconds = 120;
+};
+
+std::string roleOf(const ClusterState& s, const std::string& id) {
+  if (s.primary.id == id) return "primary";
+  if (s.sync && s.sync->id == id) return "sync";
+  if (containsPeer(s.async, id)) return "async";
+  if (containsPeer(s.deposed, id)) return "deposed";
+  return "unassigned";
+}
+
+int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
+  auto config = agent::loadConfig(a.config);
+  if (!config) return fail(kExitUsage, config.error());
+  if (auto v = pg::validate(config->pg); !v) return fail(kExitUsage, a.config + ": postgres: " + v.error());
+  const std::string self = config->identity.id;
+  if (a.waitSeconds < 0) return fail(kExitUsage, "--wait must not be negative");
+
+  auto client = connectZk(config->zk, std::chrono::seconds(common.timeoutSeconds));
+  if (!client) return fail(kExitUnavailable, client.error());
+  auto st = readClusterState(**client);
+  if (!st) return fail(kExitUnavailable, st.error());
+  auto active = (*client)->activePeers();
+  if (!active) return fail(kExitUnavailable, "listing the active peers: " + active.error());
+  const ClusterState& s = st->state;
+  const std::string role = roleOf(s, self);
+  const bool running = containsPeer(*active, self);
+  if (role == "primary" || role == "sync") {
+    return fail(kExitFailed, self + " is the " + role + " of generation " + std::to_string(s.generation) +
+                                 ": it is never rebuilt (that could lose acknowledged writes)");
+  }
+  if (s.oneNodeWriteMode) return fail(kExitFailed, "the cluster is in one-node-write mode: there is no sync to protect "
+                                                   "and no rebuild to do; let the primary add this peer");
+  if (role != "deposed" && running) {
+    return fail(kExitFailed, self + " is " + role + " and its agent runs: it is not deposed. To rebuild a broken "
+                                                    "peer, stop its agent first");
+  }
+  if (!containsPeer(*active, s.primary.id)) {
+    return fail(kExitFailed, "the primary " + s.primary.id + " is not in ZooKeeper: nothing to rebuild from now");
+  }
+
+  std::cout << "peer " << self << " (" << role << ") will be rebuilt from the primary " << s.primary.id << " ("
+            << s.primary.pgUrl << ") into " << config->pg.dataDir << "\n"
+            << std::flush;
+  if (!a.yes && !confirm("Discard whatever in " + config->pg.dataDir + " is not on the primary and rebuild it?",
+                         "-y")) {
+    return fail(kExitFailed, "not rebuilt");
+  }
+
+  auto logger = spdlog::stderr_color_mt("rebuild");
+  logger->set_pattern("%H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+  spdlog::info("rebuilding {} from {}", self, s.primary.id);
+  const auto started = std::chrono::steady_clock::now();
+  pg::PgController controller(config->pg);
+  auto before = controller.init();
+  spdlog::info("local postgres: {}, data directory {}", before.online ? "running" : "stopped",
+               before.setUp ? "set up" : "not set up");
+  auto applied = controller.apply(PgConfig::standby(PgRole::kAsync, s.primary, s.primary));
+  if (!applied.ok) {
+    return fail(kExitFailed, "rebuild failed: " + applied.error + "; " + self + " stays " + role);
+  }
+  auto status = controller.status();
+  spdlog::info("postgres runs as a standby of {} ({}), after {:.1f} s", s.primary.id,
+               status.walReceiverStatus.value_or("no WAL receiver yet"),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+
+  if (role == "deposed") {
+    auto r = updateState(
+        **client,
+        [&](ClusterState& now) -> Result<bool> {
+          int i = indexOfPeer(now.deposed, self);
+          if (i < 0) return false;
+          if (now.primary.id != s.primary.id) {
+            return Error{"the primary changed (now " + now.primary.id + ") during the rebuild; run rebuild again"};
+          }
+          now.deposed.erase(now.deposed.begin() + i);
+          return true;
+        },
+        operatorReason("rebuild " + self));
+    if (!r) return fail(kExitFailed, "rebuilt, but removing " + self + " from deposed failed: " + r.error());
+    std::cout << self << " removed from deposed\n";
+  }
+
+  if (!running) {
+    std::cout << "rebuilt. " << self << "'s agent is not running: start it, and the primary adds it as an async\n";
+    return kExitOk;
+  }
+  // Its agent runs: wait for the primary to append it to the async chain.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.waitSeconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto now = readClusterState(**client);
+    if (now && containsPeer(now->state.async, self)) {
+      std::cout << "rebuilt: " << self << " is async[" << indexOfPeer(now->state.async, self) << "] of generation "
+                << now->state.generation << "\n";
+      return kExitOk;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (a.waitSeconds > 0) {
+    return fail(kExitFailed, "rebuilt, but " + self + " was not added as an async within " +
+                                 std::to_string(a.waitSeconds) + " s; check its agent's log and `dugong-adm show`");
+  }
+  std::cout << "rebuilt\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void addRebuildCommand(CLI::App& app, const CommonOptions& common, Commands& out) {
+  auto a = std::make_shared<RebuildArgs>();
+  auto* sub = app.add_subcommand(
+      "rebuild",
+      "run on a deposed peer (or a broken one whose agent is stopped): rebuild its postgres from the primary "
+      "(pg_rewind when safe, else pg_basebackup), then remove it from deposed so it rejoins as an async. "
+      "ZooKeeper and postgres come from the agent's configuration file");
+  sub->add_option("--config", a->config, "the agent's YAML configuration (dugong.yaml)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_flag("-y,--yes", a->yes, "do not ask for confirmation");
+  sub->add_option("--wait", a->waitSeconds, "seconds to wait for the peer to become an async (0: do not wait)")
+      ->capture_default_str();
+  out.push_back({sub, [&common, a] { return runRebuild(common, *a); }});
+}
+
+}  // namespace dugong::adm

@@ -1,0 +1,289 @@
+// Status commands: show, peers, pg-status, history, verify.
+#include <unistd.h>
+
+#include <iostream>
+#include <thread>
+
+#include "tools/adm/commands.h"
+#include "tools/adm/history_summary.h"
+#include "tools/adm/table.h"
+#include "tools/adm/verify.h"
+
+namespace dugong::adm {
+namespace {
+
+struct TableArgs {
+  bool noHeader = false;
+  std::string columns;
+  std::string role;
+  bool wide = false;
+  double period = 0;
+  int count = 0;
+};
+
+void addTableOptions(CLI::App* sub, TableArgs& a) {
+  sub->add_flag("-H,--omit-header", a.noHeader, "do not print the header line");
+  std::string names;
+  for (const auto& c : allColumns()) names += (names.empty() ? "" : ",") + c;
+  sub->add_option("-o,--columns", a.columns, "comma-separated columns to print, in this order: " + names);
+  std::string roles;
+  for (const auto& r : knownRoles()) roles += (roles.empty() ? "" : ", ") + r;
+  sub->add_option("-r,--role", a.role, "only peers with this role (" + roles + ")")
+      ->check(CLI::IsMember(knownRoles()));
+}
+
+std::string freezeLine(const ClusterState& s) {
+  if (!s.frozen()) return "not frozen";
+  if (!s.freeze.is_object()) return "frozen";
+  return "frozen since " + s.freeze.value("date", std::string("?")) + ": " + s.freeze.value("reason", std::string("?"));
+}
+
+nlohmann::json rowsJson(const std::vector<StatusRow>& rows, const std::vector<std::string>& columns) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& c : columns) o[c] = r.cells.value(c, nlohmann::json(nullptr));
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::string rowsTable(const std::vector<StatusRow>& rows, const std::vector<std::string>& columns, bool header) {
+  std::vector<TableRow> cells;
+  for (const auto& r : rows) {
+    TableRow t;
+    for (const auto& c : columns) t.push_back(r.cell(c));
+    cells.push_back(std::move(t));
+  }
+  return formatTable(columns, cells, header);
+}
+
+nlohmann::json findingsJson(const std::vector<Finding>& findings) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : findings) out.push_back({{"problem", f.problem}, {"text", f.text}});
+  return out;
+}
+
+// Prints the findings: problems always, passed checks with `verbose`.
+void printFindings(const std::vector<Finding>& findings, bool verbose) {
+  int problems = 0;
+  for (const auto& f : findings) {
+    if (f.problem) ++problems;
+    if (f.problem || verbose) std::cout << (f.problem ? "problem: " : "ok:      ") << f.text << "\n";
+  }
+  std::cout << (problems == 0 ? std::string("no problems found")
+                              : std::to_string(problems) + (problems == 1 ? " problem" : " problems") + " found")
+            << "\n";
+}
+
+int runShow(const CommonOptions& common, bool verbose) {
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto view = fetchView(*client, common.cluster, true);
+  if (!view) return fail(kExitUnavailable, view.error());
+  const ClusterState& s = view->state;
+  auto rows = statusRows(*view);
+  auto findings = verifyCluster(*view);
+  const auto& columns = verbose ? pgStatusWideColumns() : pgStatusDefaultColumns();
+  if (common.json) {
+    nlohmann::json out = {{"cluster", view->cluster},       {"root", view->root},
+                          {"version", view->version},       {"generation", s.generation},
+                          {"mode", s.oneNodeWriteMode ? "one-node-write" : "normal"},
+                          {"frozen", s.frozen()},           {"freeze", s.freeze},
+                          {"promote", s.promote},           {"initWal", s.initWal.toString()},
+                          {"state", s.toJson()},            {"peers", rowsJson(rows, allColumns())},
+                          {"problems", nlohmann::json::array()}};
+    for (const auto& f : findings) {
+      if (f.problem) out["problems"].push_back(f.text);
+    }
+    if (verbose) out["checks"] = findingsJson(findings);
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::vector<TableRow> head = {
+      {"cluster", view->cluster.empty() ? view->root : view->cluster + " (" + view->root + ")"},
+      {"generation", std::to_string(s.generation) + " (state version " + std::to_string(view->version) + ")"},
+      {"mode", s.oneNodeWriteMode ? "one-node-write (the primary writes alone)" : "normal"},
+      {"freeze", freezeLine(s)},
+      {"promote", s.hasPromote() ? s.promote.dump() : "none"},
+      {"initWal", s.initWal.toString()},
+  };
+  if (verbose) {
+    std::string active;
+    for (const auto& p : view->active) active += (active.empty() ? "" : ", ") + p.id;
+    head.push_back({"in zookeeper", active.empty() ? "(none)" : active});
+  }
+  std::cout << formatTable({"", ""}, head, false) << "\n" << rowsTable(rows, columns, true) << "\n";
+  printFindings(findings, verbose);
+  return kExitOk;
+}
+
+int runTable(const CommonOptions& common, const TableArgs& a, const std::vector<std::string>& defaults,
+             bool repeat) {
+  std::vector<std::string> columns = defaults;
+  if (!a.columns.empty()) {
+    auto c = parseColumns(a.columns, allColumns());
+    if (!c) return fail(kExitUsage, c.error());
+    columns = *c;
+  }
+  if (repeat && (a.period < 0 || a.count < 0)) return fail(kExitUsage, "PERIOD and COUNT must not be negative");
+  if (repeat && a.count > 0 && a.period <= 0) return fail(kExitUsage, "COUNT needs a PERIOD greater than 0");
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  // PERIOD alone repeats until interrupted; with COUNT, COUNT times.
+  const int times = !repeat || a.period <= 0 ? 1 : (a.count > 0 ? a.count : -1);
+  for (int i = 0; times < 0 || i < times; ++i) {
+    if (i > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(a.period * 1000)));
+      if (!common.json) std::cout << "\n";
+    }
+    auto view = fetchView(*client, common.cluster, true);
+    if (!view) return fail(kExitUnavailable, view.error());
+    auto rows = filterRole(statusRows(*view), a.role);
+    if (common.json) {
+      std::cout << rowsJson(rows, columns).dump(times == 1 ? 2 : -1) << "\n";
+    } else {
+      std::cout << rowsTable(rows, columns, !a.noHeader);
+    }
+    std::cout.flush();
+  }
+  return kExitOk;
+}
+
+int runHistory(const CommonOptions& common, bool asJson, bool verbose) {
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto entries = client->history();
+  if (!entries) return fail(kExitUnavailable, "reading the history: " + entries.error());
+  if (entries->empty()) {
+    auto st = client->readState();
+    if (st && !st->exists) return fail(kExitUnavailable, "no cluster at " + client->layout().root());
+  }
+  std::vector<HistoryItem> items;
+  for (const auto& e : *entries) items.push_back(decodeHistoryRecord(e.sequence, e.data));
+  auto summaries = summarizeHistory(items);
+  if (asJson || common.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      nlohmann::json o = {{"sequence", it.sequence}, {"time", it.time}, {"summary", summaries[i]}};
+      if (!it.reason.empty()) o["reason"] = it.reason;
+      if (it.state) o["generation"] = it.state->generation;
+      o["state"] = it.raw;
+      out.push_back(std::move(o));
+    }
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::vector<TableRow> rows;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& it = items[i];
+    rows.push_back({it.time.empty() ? "-" : it.time, it.state ? std::to_string(it.state->generation) : "-",
+                    summaries[i]});
+    if (verbose) {
+      if (!it.reason.empty()) rows.push_back({"", "", "  reason: " + it.reason});
+      rows.push_back({"", "", "  state:  " + (it.state ? summarizeState(*it.state).dump() : it.raw.dump())});
+    }
+  }
+  std::cout << formatTable({"time", "gen", "change"}, rows, true);
+  return kExitOk;
+}
+
+int runVerify(const CommonOptions& common, bool verbose, uint64_t maxLag) {
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto view = fetchView(*client, common.cluster, true);
+  if (!view) return fail(kExitUnavailable, view.error());
+  VerifyOptions o;
+  o.maxLagBytes = maxLag;
+  auto findings = verifyCluster(*view, o);
+  if (common.json) {
+    std::cout << nlohmann::json({{"ok", !anyProblem(findings)}, {"findings", findingsJson(findings)}}).dump(2)
+              << "\n";
+  } else {
+    printFindings(findings, verbose);
+  }
+  return anyProblem(findings) ? kExitFailed : kExitOk;
+}
+
+}  // namespace
+
+std::unique_ptr<zk::Client> connectOrFail(const CommonOptions& common, int& code) {
+  auto o = zkOptionsFrom(common);
+  if (!o) {
+    code = fail(kExitUsage, o.error());
+    return nullptr;
+  }
+  auto c = connectZk(*o, std::chrono::seconds(common.timeoutSeconds));
+  if (!c) {
+    code = fail(kExitUnavailable, c.error());
+    return nullptr;
+  }
+  return std::move(c).value();
+}
+
+bool confirm(const std::string& question, const std::string& flag) {
+  if (!isatty(STDIN_FILENO)) {
+    std::cerr << "dugong-adm: refusing: this needs confirmation and there is no terminal to ask; pass " << flag
+              << " to confirm\n";
+    return false;
+  }
+  std::cerr << question << " [y/N] " << std::flush;
+  std::string answer;
+  if (!std::getline(std::cin, answer)) return false;
+  return answer == "y" || answer == "Y" || answer == "yes";
+}
+
+void addStatusCommands(CLI::App& app, const CommonOptions& common, Commands& out) {
+  {
+    auto verbose = std::make_shared<bool>(false);
+    auto* sub = app.add_subcommand("show", "show the cluster: generation, mode, freeze, promote request, peers "
+                                           "with roles and postgres status, and the problems verify finds");
+    sub->add_flag("-v,--verbose", *verbose, "wide peer table, the checks that passed, the peers in ZooKeeper");
+    out.push_back({sub, [&common, verbose] { return runShow(common, *verbose); }});
+  }
+  {
+    auto a = std::make_shared<TableArgs>();
+    auto* sub = app.add_subcommand("peers", "list the peers: role, id, zone, address, whether in ZooKeeper");
+    addTableOptions(sub, *a);
+    out.push_back({sub, [&common, a] { return runTable(common, *a, peersDefaultColumns(), false); }});
+  }
+  {
+    auto a = std::make_shared<TableArgs>();
+    auto* sub = app.add_subcommand(
+        "pg-status", "postgres status of every peer: pg ok/fail, replication to its downstream (repl, sent, write, "
+                     "flush, replay positions) and its replay lag; optionally every PERIOD seconds, COUNT times");
+    addTableOptions(sub, *a);
+    sub->add_flag("-w,--wide", a->wide, "print every column (zone, ip, timeline, WAL, write, lag in bytes)");
+    sub->add_option("PERIOD", a->period, "repeat every PERIOD seconds (until interrupted, or COUNT times)");
+    sub->add_option("COUNT", a->count, "how many times to print");
+    out.push_back({sub, [&common, a] {
+                     return runTable(common, *a, a->wide ? pgStatusWideColumns() : pgStatusDefaultColumns(), true);
+                   }});
+  }
+  {
+    auto asJson = std::make_shared<bool>(false);
+    auto verbose = std::make_shared<bool>(false);
+    auto* sub = app.add_subcommand("history", "every cluster-state write in order, with its time and a one-line "
+                                              "summary of what changed");
+    sub->add_flag("-j", *asJson, "JSON output (the same as --json), with every state in full");
+    sub->add_flag("-v,--verbose", *verbose, "also print the writer's reason and the state written");
+    out.push_back({sub, [&common, asJson, verbose] { return runHistory(common, *asJson, *verbose); }});
+  }
+  {
+    auto verbose = std::make_shared<bool>(false);
+    auto maxLag = std::make_shared<uint64_t>(VerifyOptions{}.maxLagBytes);
+    auto* sub = app.add_subcommand(
+        "verify", "check the cluster: primary writable, sync streaming synchronously, asyncs streaming, lag, deposed "
+                  "peers, freeze, stale promote request. Exit status 0 only when there is no problem");
+    sub->add_flag("-v,--verbose", *verbose, "also print the checks that passed");
+    sub->add_option("--max-lag", *maxLag, "bytes a standby may lag behind its upstream")->capture_default_str();
+    out.push_back({sub, [&common, verbose, maxLag] { return runVerify(common, *verbose, *maxLag); }});
+  }
+}
+
+}  // namespace dugong::adm

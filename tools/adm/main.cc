@@ -1,0 +1,45 @@
+// dugong-adm: the operator's tool for a dugong cluster (see docs/dugong-adm.1).
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/adm/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace dugong::adm;
+  CLI::App app{"dugong-adm: inspect and operate a dugong cluster (PostgreSQL HA coordinated by ZooKeeper)",
+               "dugong-adm"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.footer("Exit status: 0 ok; 1 the operation failed or verify found a problem; 2 bad arguments; "
+             "3 ZooKeeper unreachable or no such cluster.\nSee dugong-adm(1).");
+  CommonOptions common;
+  app.add_option("-z,--zk", common.zk, "ZooKeeper servers, host:port[,host:port...][/chroot]")
+      ->envname("DUGONG_ZK");
+  app.add_option("-c,--cluster", common.cluster, "cluster name (its root is /dugong/NAME)")->envname("DUGONG_CLUSTER");
+  app.add_option("--root", common.root, "the cluster's root node, instead of /dugong/NAME");
+  app.add_flag("--json", common.json, "machine-readable JSON output");
+  app.add_option("--timeout", common.timeoutSeconds, "seconds to wait for ZooKeeper (connect and each call)")
+      ->capture_default_str();
+
+  Commands commands;
+  addStatusCommands(app, common, commands);
+  addMaintenanceCommands(app, common, commands);
+  addRebuildCommand(app, common, commands);
+  addDeveloperCommands(app, common, commands);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  for (const auto& c : commands) {
+    if (c.app->parsed()) return c.run();
+  }
+  return fail(kExitUsage, "no command given; see dugong-adm --help");
+}

@@ -1,0 +1,125 @@
+#include "tools/adm/verify.h"
+
+#include "statemachine/promote_request.h"
+
+namespace dugong::adm {
+namespace {
+
+class Checker {
+ public:
+  void ok(std::string text) { out_.push_back({false, std::move(text)}); }
+  void problem(std::string text) { out_.push_back({true, std::move(text)}); }
+  void check(bool good, std::string okText, std::string problemText) {
+    good ? ok(std::move(okText)) : problem(std::move(problemText));
+  }
+  std::vector<Finding> take() { return std::move(out_); }
+
+ private:
+  std::vector<Finding> out_;
+};
+
+std::string freezeText(const nlohmann::json& freeze) {
+  if (!freeze.is_object()) return "frozen";
+  std::string t = "frozen";
+  if (auto d = freeze.find("date"); d != freeze.end() && d->is_string()) t += " since " + d->get<std::string>();
+  if (auto r = freeze.find("reason"); r != freeze.end() && r->is_string()) t += ": " + r->get<std::string>();
+  return t;
+}
+
+// In ZooKeeper, agent answering, postgres online. Returns whether all three hold.
+bool checkPresent(Checker& c, const PeerView& p, const std::string& what) {
+  const std::string name = what + " " + p.identity.id;
+  if (!p.active) {
+    c.problem(name + " is not in ZooKeeper (its agent is down or cut off)");
+    return false;
+  }
+  if (!p.reachable()) {
+    c.problem(name + ": its agent does not answer" + (p.agentError.empty() ? "" : " (" + p.agentError + ")"));
+    return false;
+  }
+  if (!pgOnline(p)) {
+    c.problem(name + ": postgres is not accepting connections");
+    return false;
+  }
+  c.ok(name + " is in ZooKeeper, its agent answers and postgres is online");
+  if (p.status.contains("peer") && p.status["peer"].is_object() && p.status["peer"].contains("halted")) {
+    c.problem(name + ": its state machine is halted: " + p.status["peer"]["halted"].dump());
+  }
+  return true;
+}
+
+void checkStreaming(Checker& c, const ClusterView& view, const PeerView& p, bool synchronous,
+                    const VerifyOptions& o) {
+  const PeerView* up = view.upstreamOf(p.identity.id);
+  const std::string name = p.roleLabel(true) + " " + p.identity.id;
+  if (!up) {
+    c.problem(name + " has no upstream in the state");
+    return;
+  }
+  if (!up->reachable()) {
+    c.problem(name + ": cannot tell whether it streams: its upstream " + up->identity.id + " does not answer");
+    return;
+  }
+  auto row = replicationRow(*up, p.identity.id);
+  if (!row) {
+    c.problem(name + " is not streaming from " + up->identity.id);
+    return;
+  }
+  std::string state = row->value("state", std::string());
+  std::string syncState = row->value("syncState", std::string());
+  if (state != "streaming") {
+    c.problem(name + " is connected to " + up->identity.id + " but " + (state.empty() ? "not streaming" : state));
+    return;
+  }
+  if (synchronous && syncState != "sync") {
+    c.problem(name + " streams from " + up->identity.id + " but not synchronously (sync_state " + syncState + ")");
+    return;
+  }
+  c.ok(name + " streams from " + up->identity.id + (synchronous ? " synchronously" : ""));
+  auto lag = lagBytes(*up, p.identity.id);
+  if (!lag) {
+    c.problem(name + ": its lag behind " + up->identity.id + " is unknown");
+  } else {
+    c.check(*lag <= o.maxLagBytes, name + " lags " + std::to_string(*lag) + " bytes behind " + up->identity.id,
+            name + " lags " + std::to_string(*lag) + " bytes behind " + up->identity.id + " (more than " +
+                std::to_string(o.maxLagBytes) + ")");
+  }
+}
+
+}  // namespace
+
+std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions& o) {
+  Checker c;
+  const ClusterState& s = view.state;
+
+  c.check(!s.frozen(), "the cluster is not frozen", "the cluster is " + freezeText(s.freeze));
+  if (s.oneNodeWriteMode) c.ok("one-node-write mode: the primary writes alone, without a sync");
+  if (s.hasPromote()) {
+    auto req = validatePromote(s.promote, s, view.now);
+    c.check(req.ok(), "a promote request is pending: " + s.promote.dump(),
+            "stale promote request (" + (req.ok() ? std::string() : req.error()) +
+                "): remove it with `dugong-adm clear-promote`");
+  }
+
+  if (const PeerView* primary = view.find(s.primary.id)) {
+    if (checkPresent(c, *primary, "primary")) {
+      c.check(pgWritable(*primary), "primary " + primary->identity.id + " is writable",
+              "primary " + primary->identity.id + " is not writable");
+    }
+  }
+  for (const auto& p : view.peers) {
+    if (p.role == "sync" || p.role == "async") {
+      if (checkPresent(c, p, p.roleLabel(true))) checkStreaming(c, view, p, p.role == "sync", o);
+    } else if (p.role == "deposed") {
+      c.problem("deposed peer " + p.identity.id +
+                " waits for a rebuild (`dugong-adm rebuild` on that peer; or `dugong-adm reap " + p.identity.id +
+                "` if it is gone for good)");
+    } else if (p.role == "unassigned") {
+      c.problem("peer " + p.identity.id + " is in ZooKeeper but has no role in the state yet");
+    }
+  }
+  if (!s.oneNodeWriteMode && !s.sync) c.problem("the state has no sync");
+  return c.take();
+}
+
+}  // namespace dugong::adm

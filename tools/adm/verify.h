@@ -1,0 +1,44 @@
+// The health rules of `dugong-adm verify` (and the "problems" part of `show`). Pure:
+// they look at a ClusterView only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tools/adm/cluster_view.h"
+
+namespace dugong::adm {
+
+struct VerifyOptions {
+  // A standby whose replay is further than this behind its upstream is a problem.
+  uint64_t maxLagBytes = 64ull << 20;
+};
+
+struct Finding {
+  bool problem = false;  // false: a check that passed (printed with -v)
+  std::string text;
+};
+
+// Checks, in this order:
+//   - the state itself: a frozen cluster (with its reason), one-node-write mode (noted,
+//     not a problem), a promote request that is invalid or expired (a pending valid one
+//     is noted);
+//   - the primary: in ZooKeeper, its agent answers, postgres online and writable;
+//   - the sync: in ZooKeeper, its agent answers, postgres online, and the primary
+//     reports it streaming with sync_state "sync";
+//   - each async: in ZooKeeper, its agent answers, postgres online, its upstream
+//     reports it streaming;
+//   - lag: each standby within maxLagBytes of its upstream;
+//   - deposed peers waiting for a rebuild; active peers that have no role;
+//   - an agent that reports its state machine halted.
+std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions& options = {});
+
+inline bool anyProblem(const std::vector<Finding>& findings) {
+  for (const auto& f : findings) {
+    if (f.problem) return true;
+  }
+  return false;
+}
+
+}  // namespace dugong::adm

@@ -1,0 +1,127 @@
+#include "tools/adm/verify.h"
+
+#include <gtest/gtest.h>
+
+#include "statemachine/time_format.h"
+#include "tools/adm/test_views.h"
+
+namespace dugong::adm {
+namespace {
+
+using namespace testing;
+
+std::vector<std::string> problems(const ClusterView& v, VerifyOptions o = {}) {
+  std::vector<std::string> out;
+  for (const auto& f : verifyCluster(v, o)) {
+    if (f.problem) out.push_back(f.text);
+  }
+  return out;
+}
+
+bool mentions(const std::vector<std::string>& texts, const std::string& needle) {
+  for (const auto& t : texts) {
+    if (t.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(Verify, AHealthyClusterHasNoProblemAndPassedChecksAreListed) {
+  ClusterView v = healthyView(threePeers({"c", "d"}));
+  auto findings = verifyCluster(v);
+  EXPECT_FALSE(anyProblem(findings));
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  std::vector<std::string> oks;
+  for (const auto& f : findings) oks.push_back(f.text);
+  EXPECT_TRUE(mentions(oks, "primary a is writable"));
+  EXPECT_TRUE(mentions(oks, "sync b streams from a synchronously"));
+  EXPECT_TRUE(mentions(oks, "async[1] d streams from c"));
+}
+
+TEST(Verify, StoppedAsyncIsAProblem) {
+  ClusterView v = healthyView(threePeers());
+  // The async's agent and postgres are gone: no election node, no status, no row upstream.
+  mutablePeer(v, "c").active = false;
+  mutablePeer(v, "c").status = nullptr;
+  mutablePeer(v, "b").status["postgres"]["replication"] = nlohmann::json::array();
+  auto p = problems(v);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("async[0] c is not in ZooKeeper"), std::string::npos);
+}
+
+TEST(Verify, AsyncNotStreamingIsAProblem) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "b").status["postgres"]["replication"] = nlohmann::json::array();
+  EXPECT_TRUE(mentions(problems(v), "async[0] c is not streaming from b"));
+  mutablePeer(v, "b").status["postgres"]["replication"] = {replRow("c", "async", "0/5000000", "catchup")};
+  EXPECT_TRUE(mentions(problems(v), "connected to b but catchup"));
+}
+
+TEST(Verify, SyncMustStreamSynchronously) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "a").status["postgres"]["replication"] = {replRow("b", "potential", "0/5000000")};
+  EXPECT_TRUE(mentions(problems(v), "not synchronously (sync_state potential)"));
+}
+
+TEST(Verify, PrimaryNotWritableOrUnreachable) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "a").status["postgres"]["readOnly"] = true;
+  EXPECT_TRUE(mentions(problems(v), "primary a is not writable"));
+  mutablePeer(v, "a").status = nullptr;
+  mutablePeer(v, "a").agentError = "connection refused";
+  auto p = problems(v);
+  EXPECT_TRUE(mentions(p, "primary a: its agent does not answer (connection refused)"));
+  EXPECT_TRUE(mentions(p, "cannot tell whether it streams"));
+}
+
+TEST(Verify, LagBeyondTheLimit) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "a").status["postgres"]["currentLsn"] = "0/6000000";
+  VerifyOptions o;
+  o.maxLagBytes = 1024;
+  EXPECT_TRUE(mentions(problems(v, o), "sync b lags 16777216 bytes behind a (more than 1024)"));
+  o.maxLagBytes = 16777216;
+  EXPECT_TRUE(problems(v, o).empty());
+}
+
+TEST(Verify, DeposedFrozenStalePromoteAndUnassigned) {
+  ClusterState s = threePeers();
+  s.deposed.push_back(peer("z"));
+  s.freeze = {{"date", "2026-01-01T00:00:00.000Z"}, {"reason", "maintenance"}};
+  s.promote = {{"id", "b"}, {"role", "sync"}, {"generation", 1}, {"expireTime", "2000-01-01T00:00:00Z"}};
+  ClusterView v = healthyView(s);
+  v.active.push_back(peer("y"));
+  v.peers = listPeers(s, v.active);
+  ClusterView healthy = healthyView(s);
+  for (auto& p : v.peers) {
+    if (const PeerView* h = healthy.find(p.identity.id)) p.status = h->status;
+  }
+  auto p = problems(v);
+  EXPECT_TRUE(mentions(p, "frozen since 2026-01-01T00:00:00.000Z: maintenance"));
+  EXPECT_TRUE(mentions(p, "deposed peer z waits for a rebuild"));
+  EXPECT_TRUE(mentions(p, "stale promote request (promote request expired"));
+  EXPECT_TRUE(mentions(p, "peer y is in ZooKeeper but has no role"));
+}
+
+TEST(Verify, AValidPendingPromoteIsNotAProblem) {
+  ClusterState s = threePeers();
+  s.promote = {{"id", "b"}, {"role", "sync"}, {"generation", 1}, {"expireTime", formatIso8601(1700000060000)}};
+  ClusterView v = healthyView(s);
+  EXPECT_TRUE(problems(v).empty());
+}
+
+TEST(Verify, HaltedAgentIsAProblem) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "b").status["peer"]["halted"] = "fatal: bad state";
+  EXPECT_TRUE(mentions(problems(v), "sync b: its state machine is halted"));
+}
+
+TEST(Verify, OneNodeWriteModeNeedsNoSync) {
+  ClusterState s;
+  s.primary = peer("a");
+  s.oneNodeWriteMode = true;
+  ClusterView v = healthyView(s);
+  EXPECT_TRUE(problems(v).empty());
+}
+
+}  // namespace
+}  // namespace dugong::adm
