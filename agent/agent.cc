@@ -40,7 +40,7 @@ std::optional<uint64_t> lsnBytes(const std::optional<std::string>& lsn) {
 Agent::Agent(boost::asio::io_context& io, AgentConfig config)
     : io_(io),
       config_(std::move(config)),
-      peer_(PeerOptions{config_.identity, config_.singleton, 1000}),
+      peer_(std::make_unique<Peer>(PeerOptions{config_.identity, config_.singleton, 1000})),
       statusTimer_(io),
       healthTimer_(io) {}
 
@@ -111,7 +111,36 @@ void Agent::post(Event event) {
 
 void Agent::step(const Event& event) {
   if (stopping_) return;
-  for (const Action& a : peer_.step(wallClockMs(), event)) carryOut(a);
+  if (auto* init = std::get_if<ZkInitialized>(&event)) {
+    lastStateNode_ = init->state;
+    lastActive_ = init->active;
+  } else if (auto* change = std::get_if<ClusterStateChanged>(&event)) {
+    lastStateNode_ = change->state;
+  } else if (auto* active = std::get_if<ActivePeersChanged>(&event)) {
+    lastActive_ = active->active;
+  }
+  restartStateMachineIfRebuilt(event);
+  for (const Action& a : peer_->step(wallClockMs(), event)) carryOut(a);
+}
+
+void Agent::restartStateMachineIfRebuilt(const Event& event) {
+  if (peer_->role() != Role::kDeposed || pgBusy_) return;
+  if (!std::holds_alternative<ClusterStateChanged>(event) && !std::holds_alternative<ZkInitialized>(event)) return;
+  if (!lastStateNode_.exists) return;
+  auto state = ClusterState::parse(lastStateNode_.data);
+  if (!state || containsPeer(state->deposed, config_.identity.id)) return;
+  spdlog::info("this peer is no longer deposed (generation {}): it was rebuilt; starting a fresh state machine",
+               state->generation);
+  peer_ = std::make_unique<Peer>(PeerOptions{config_.identity, config_.singleton, 1000});
+  for (auto& [id, timer] : timers_) timer->cancel();
+  std::weak_ptr<int> alive = alive_;
+  pg_->init([this, alive](PgInitialized e) {
+    if (!alive.expired()) step(e);
+  });
+  // The event being stepped now delivers the state; the active list comes first.
+  if (std::holds_alternative<ClusterStateChanged>(event)) {
+    for (const Action& a : peer_->step(wallClockMs(), ZkInitialized{lastStateNode_, lastActive_})) carryOut(a);
+  }
 }
 
 void Agent::carryOut(const Action& action) {
@@ -286,11 +315,11 @@ void Agent::pollStatus() {
 // ---- status --------------------------------------------------------------------------
 
 bool Agent::isWritablePrimary() const {
-  return peer_.role() == Role::kPrimary && status_.online && !status_.inRecovery && !status_.readOnly;
+  return peer_->role() == Role::kPrimary && status_.online && !status_.inRecovery && !status_.readOnly;
 }
 
 bool Agent::isStreamingReplica() const {
-  return (peer_.role() == Role::kSync || peer_.role() == Role::kAsync) && status_.online && status_.inRecovery &&
+  return (peer_->role() == Role::kSync || peer_->role() == Role::kAsync) && status_.online && status_.inRecovery &&
          status_.walReceiverStatus == "streaming";
 }
 
@@ -306,7 +335,7 @@ nlohmann::json Agent::stateJson() const {
           {"withdrawn", withdrawn_}};
   }
   return {
-      {"peer", peer_.inspect()},
+      {"peer", peer_->inspect()},
       {"postgres", status_.toJson()},
       {"zookeeper", zk},
       {"health",
@@ -331,10 +360,10 @@ std::string Agent::metricsText() const {
   m << "dugong_up 1\n";
   metric("dugong_role", "gauge", "1 for this peer's current role.");
   for (Role r : {Role::kUnknown, Role::kUnassigned, Role::kPrimary, Role::kSync, Role::kAsync, Role::kDeposed}) {
-    m << "dugong_role{role=\"" << roleName(r) << "\"} " << (peer_.role() == r ? 1 : 0) << "\n";
+    m << "dugong_role{role=\"" << roleName(r) << "\"} " << (peer_->role() == r ? 1 : 0) << "\n";
   }
   metric("dugong_generation", "gauge", "Generation of the last cluster state seen.");
-  m << "dugong_generation " << (peer_.clusterState() ? peer_.clusterState()->generation : 0) << "\n";
+  m << "dugong_generation " << (peer_->clusterState() ? peer_->clusterState()->generation : 0) << "\n";
   metric("dugong_zookeeper_connected", "gauge", "1 while the ZooKeeper session is connected.");
   m << "dugong_zookeeper_connected " << (zk_ && zk_->status().connected ? 1 : 0) << "\n";
   metric("dugong_postgres_online", "gauge", "1 while postgres accepts connections.");
@@ -382,12 +411,12 @@ HttpReply Agent::handle(const std::string& path) const {
   if (path == "/primary") {
     bool ok = isWritablePrimary();
     return {ok ? 200 : 503, json,
-            nlohmann::json({{"writablePrimary", ok}, {"role", roleName(peer_.role())}}).dump() + "\n"};
+            nlohmann::json({{"writablePrimary", ok}, {"role", roleName(peer_->role())}}).dump() + "\n"};
   }
   if (path == "/replica") {
     bool ok = isStreamingReplica();
     return {ok ? 200 : 503, json,
-            nlohmann::json({{"streamingReplica", ok}, {"role", roleName(peer_.role())}}).dump() + "\n"};
+            nlohmann::json({{"streamingReplica", ok}, {"role", roleName(peer_->role())}}).dump() + "\n"};
   }
   return {404, "text/plain; charset=utf-8", "not found: try /ping, /state, /primary, /replica, /metrics\n"};
 }

@@ -53,6 +53,9 @@ class Agent {
 
  private:
   void step(const Event& event);
+  // A deposed peer's state machine ignores everything. Once an operator has rebuilt
+  // this peer and removed it from `deposed`, the agent starts a fresh one.
+  void restartStateMachineIfRebuilt(const Event& event);
   void carryOut(const Action& action);
   void post(Event event);
   void startSession();
@@ -65,7 +68,10 @@ class Agent {
 
   boost::asio::io_context& io_;
   AgentConfig config_;
-  Peer peer_;
+  std::unique_ptr<Peer> peer_;
+  // What ZooKeeper last told us, to start a fresh state machine after a rebuild.
+  StateNode lastStateNode_;
+  PeerList lastActive_;
   std::unique_ptr<pg::PgAdapter> pg_;
   std::unique_ptr<zk::Session> zk_;
   std::unique_ptr<HttpServer> http_;

@@ -51,8 +51,10 @@ class Section {
   // Call after all get()s: reports keys nobody asked about.
   void rejectUnknown() {
     if (!node_ || !node_.IsMap()) return;
+    std::set<std::string> seen;
     for (const auto& kv : node_) {
       std::string key = kv.first.as<std::string>();
+      if (!seen.insert(key).second) fail(name(key), "appears twice");
       if (!known_.count(key)) {
         std::string all;
         for (const auto& k : known_) all += (all.empty() ? "" : ", ") + k;

@@ -1,0 +1,104 @@
+#include "agent/config.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/test_env.h"
+
+namespace dugong::agent {
+namespace {
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  // A valid file, with extra lines for the zookeeper and postgres sections.
+  std::string valid(const std::string& zk = "", const std::string& pg = "") const {
+    return "cluster: c1\nzookeeper:\n  connect: 127.0.0.1:2181\n" + zk + "peer:\n  ip: 10.0.0.7\npostgres:\n  dataDir: " +
+           dir_.path() + "/data\n  port: 6543\n" + pg + "http:\n  listen: 0.0.0.0:8008\n";
+  }
+  std::string errorOf(const std::string& yaml) const {
+    auto c = parseConfig(yaml, "d.yaml");
+    return c.ok() ? "" : c.error();
+  }
+  dugong::testing::ScratchDir dir_{"dugong-config"};
+};
+
+TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
+  auto c = parseConfig(valid(), "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->identity.id, "10.0.0.7:6543");
+  EXPECT_EQ(c->identity.pgUrl, "tcp://postgres@10.0.0.7:6543/postgres");
+  EXPECT_EQ(*c->identity.backupUrl, "http://10.0.0.7:8008");
+  EXPECT_FALSE(c->identity.zoneId.empty());
+  EXPECT_EQ(c->pg.peerId, c->identity.id);
+  EXPECT_EQ(c->zk.effectiveRoot(), "/dugong/c1");
+  EXPECT_EQ(c->zk.sessionTimeoutMs, 10000);
+  EXPECT_EQ(c->httpPort, 8008);
+  EXPECT_FALSE(c->singleton);
+  EXPECT_FALSE(c->stopPostgresOnExit);
+  EXPECT_EQ(c->logFormat, "text");
+}
+
+TEST_F(ConfigTest, EveryKeyIsRead) {
+  auto c = parseConfig(valid() +
+                           "singleton: true\nhealth:\n  withdrawAfterSeconds: 9\nshutdown:\n  stopPostgres: yes\n"
+                           "log:\n  level: debug\n  format: json\n",
+                       "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_TRUE(c->singleton);
+  EXPECT_EQ(c->withdrawAfterSeconds, 9);
+  EXPECT_TRUE(c->stopPostgresOnExit);
+  EXPECT_EQ(c->logLevel, "debug");
+  EXPECT_EQ(c->logFormat, "json");
+}
+
+TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {
+  struct Case {
+    std::string yaml, error;
+  };
+  const std::string v = valid();
+  std::vector<Case> cases = {
+      {"", "d.yaml: the file is empty"},
+      {"cluster: [", "d.yaml: not valid YAML"},
+      {"- a\n- b\n", "top level: expected a mapping"},
+      {v + "colour: blue\n", "d.yaml: colour: unknown key"},
+      {v + "log:\n  lvl: debug\n", "log.lvl: unknown key"},
+      {v.substr(v.find('\n') + 1), "cluster: is required"},
+      {"cluster: a/b\n" + v.substr(v.find('\n') + 1), "cluster: must be a non-empty name without '/'"},
+      {v + "singleton: maybe\n", "singleton: expected true or false, found \"maybe\""},
+      {v + "log:\n  level: loud\n", "log.level: expected trace, debug, info, warn or error"},
+      {v + "log:\n  format: xml\n", "log.format: expected text or json"},
+      {valid("  sessionTimeoutMs: 5\n"), "zookeeper.sessionTimeoutMs: expected an integer from 1000"},
+      {valid("  auth:\n    user: u\n"), "zookeeper.auth: needs both user and password"},
+      {valid("", "  settings: [a]\n"), "postgres.settings: expected a mapping"},
+      {valid("", "  port: 6544\n"), "postgres.port: appears twice"},
+      {v + "zookeeper:\n  connect: other:2181\n", "zookeeper: appears twice"},
+      {v + "health:\n  withdrawAfterSeconds: x\n", "health.withdrawAfterSeconds: expected an integer"},
+  };
+  for (const auto& c : cases) {
+    std::string err = errorOf(c.yaml);
+    EXPECT_NE(err.find(c.error), std::string::npos) << "got \"" << err << "\"\nwant \"" << c.error << "\"";
+  }
+  // Duplicated sections in YAML are errors of the parser or of the schema, never ignored.
+  EXPECT_NE(errorOf("cluster: c\nzookeeper:\n  connect: x:1\npeer:\n  ip: 1.2.3.4\npostgres:\n  dataDir: "
+                    "/nonexistent/dir/data\n"),
+            "");
+}
+
+TEST_F(ConfigTest, PortAndListenAreChecked) {
+  std::string v = valid();
+  std::string badPort = v;
+  badPort.replace(badPort.find("port: 6543"), 10, "port: 70000");
+  EXPECT_NE(errorOf(badPort).find("postgres.port: expected an integer from 1 to 65535, found \"70000\""),
+            std::string::npos);
+  std::string badListen = v;
+  badListen.replace(badListen.find("0.0.0.0:8008"), 12, "localhost");
+  EXPECT_NE(errorOf(badListen).find("http.listen: expected host:port"), std::string::npos);
+}
+
+TEST(Config, MissingFileIsAClearError) {
+  auto c = loadConfig("/nonexistent/dugong.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error(), "/nonexistent/dugong.yaml: cannot read the configuration file");
+}
+
+}  // namespace
+}  // namespace dugong::agent
