@@ -1,0 +1,292 @@
+// dugong-adm against a real cluster (the end-to-end harness: real ZooKeeper, postgres
+// and agents). Every command runs as a process, as an operator would run it; the tests
+// check its output, its exit status and what it did to the cluster.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "pg/sql.h"
+#include "tests/e2e/cluster_harness.h"
+
+namespace dugong::e2e {
+namespace {
+
+struct AdmRun {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs dugong-adm with `args` (already quoted where needed), stdin from /dev/null.
+AdmRun adm(const std::string& args) {
+  std::string cmd = std::string(DUGONG_ADM_BINARY) + " " + args + " </dev/null 2>&1";
+  AdmRun r;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  int status = pclose(f);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (std::getenv("DUGONG_ADM_TEST_ECHO")) std::cerr << "$ dugong-adm " << args << "  [exit " << r.code << "]\n" << r.out;
+  return r;
+}
+
+bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+std::string roleOf(const ClusterState& s, const std::string& id) {
+  if (s.primary.id == id) return "primary";
+  if (s.sync && s.sync->id == id) return "sync";
+  if (containsPeer(s.async, id)) return "async";
+  if (containsPeer(s.deposed, id)) return "deposed";
+  return "none";
+}
+
+class AdmTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (HasFailure() && h_) std::cerr << h_->describe();
+  }
+  int startCluster() {
+    HarnessOptions o;
+    o.cluster = "admtest";
+    h_ = std::make_unique<Harness>(o);
+    h_->startAll();
+    int primary = h_->waitForHealthyCluster(2, 180s);
+    EXPECT_GE(primary, 0) << "no writable primary with 2 streaming replicas";
+    return primary;
+  }
+  // dugong-adm -z <zk> -c <cluster> <args>
+  AdmRun cmd(const std::string& args) { return adm("-z " + h_->zkConnect() + " -c " + h_->options().cluster + " " + args); }
+  int indexWithRole(const std::string& role) {
+    auto s = h_->zkState();
+    for (int i = 0; s && i < h_->size(); ++i) {
+      if (roleOf(*s, h_->peer(i).id) == role) return i;
+    }
+    return -1;
+  }
+  // Polls `verify` until it exits 0 (the last run is returned).
+  AdmRun verifyEventually(std::chrono::seconds timeout) {
+    AdmRun r;
+    h_->waitFor([&] { return (r = cmd("verify")).code == 0; }, timeout);
+    return r;
+  }
+  std::set<int> ids(int peer) {
+    std::set<int> out;
+    auto r = h_->sql(peer, "SELECT id FROM acked");
+    if (r) {
+      for (const auto& row : r->rows) out.insert(std::stoi(row[0].value_or("0")));
+    }
+    return out;
+  }
+  std::unique_ptr<Harness> h_;
+};
+
+// show, peers, pg-status, verify, zk-state, zk-active, history on a healthy cluster;
+// verify finds a stopped async; bad input changes nothing; promoting the sync while
+// writes run loses no acknowledged write.
+TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  int async = indexWithRole("async");
+  const std::string P = h_->peer(primary).id, S = h_->peer(sync).id, A = h_->peer(async).id;
+
+  AdmRun v = verifyEventually(60s);
+  ASSERT_EQ(v.code, 0) << v.out;
+  EXPECT_TRUE(has(v.out, "no problems found")) << v.out;
+
+  AdmRun show = cmd("show");
+  EXPECT_EQ(show.code, 0) << show.out;
+  EXPECT_TRUE(has(show.out, "generation  1")) << show.out;
+  EXPECT_TRUE(has(show.out, "not frozen")) << show.out;
+  EXPECT_TRUE(has(show.out, "ROLE")) << show.out;
+
+  AdmRun peers = cmd("peers -H -o role,peer");
+  ASSERT_EQ(peers.code, 0) << peers.out;
+  EXPECT_EQ(peers.out, "primary  " + P + "\nsync     " + S + "\nasync    " + A + "\n");
+
+  AdmRun pgs = cmd("--json pg-status");
+  ASSERT_EQ(pgs.code, 0) << pgs.out;
+  auto rows = nlohmann::json::parse(pgs.out, nullptr, false);
+  ASSERT_TRUE(rows.is_array() && rows.size() == 3u) << pgs.out;
+  EXPECT_EQ(rows[0]["peer"], P);
+  EXPECT_EQ(rows[0]["pg"], "ok");
+  EXPECT_EQ(rows[0]["repl"], "sync");
+  EXPECT_EQ(rows[1]["repl"], "async");
+
+  AdmRun twice = cmd("pg-status -r sync -o peer,pg 0.2 2");
+  EXPECT_EQ(twice.code, 0) << twice.out;
+  EXPECT_EQ(twice.out, "PEER" + std::string(S.size() - 4, ' ') + "  PG\n" + S + "  ok\n\nPEER" +
+                           std::string(S.size() - 4, ' ') + "  PG\n" + S + "  ok\n");
+
+  AdmRun state = cmd("zk-state --json");
+  ASSERT_EQ(state.code, 0) << state.out;
+  auto sj = nlohmann::json::parse(state.out, nullptr, false);
+  ASSERT_TRUE(sj.is_object()) << state.out;
+  EXPECT_EQ(sj["state"]["primary"]["id"], P);
+  AdmRun active = cmd("zk-active");
+  EXPECT_EQ(active.code, 0);
+  for (const auto& id : {P, S, A}) EXPECT_TRUE(has(active.out, id)) << active.out;
+  AdmRun history = cmd("history");
+  EXPECT_EQ(history.code, 0);
+  EXPECT_TRUE(has(history.out, "cluster set up: primary " + P + ", sync " + S)) << history.out;
+
+  // Bad input: a clear message, a non-zero exit, nothing written.
+  const auto before = h_->zkState();
+  AdmRun noCluster = adm("-z " + h_->zkConnect() + " -c no-such-cluster show");
+  EXPECT_EQ(noCluster.code, 3) << noCluster.out;
+  EXPECT_TRUE(has(noCluster.out, "no cluster at /dugong/no-such-cluster")) << noCluster.out;
+  AdmRun noZk = adm("-z 127.0.0.1:1 -c admtest --timeout 1 freeze -r x");
+  EXPECT_EQ(noZk.code, 3) << noZk.out;
+  AdmRun badColumn = cmd("peers -o role,nonsense");
+  EXPECT_EQ(badColumn.code, 2) << badColumn.out;
+  AdmRun notSync = cmd("promote -i " + A + " -r sync");
+  EXPECT_EQ(notSync.code, 1) << notSync.out;
+  EXPECT_TRUE(has(notSync.out, A + " is not the sync")) << notSync.out;
+  AdmRun badRole = cmd("promote -i " + P + " -r primary");
+  EXPECT_EQ(badRole.code, 2) << badRole.out;
+  AdmRun reapLive = cmd("reap " + A);
+  EXPECT_EQ(reapLive.code, 1) << reapLive.out;
+  EXPECT_EQ(h_->zkState()->serialize(), before->serialize());
+
+  // A stopped async: verify says so, while the state still names it and after the
+  // primary has dropped it.
+  h_->stopAgent(async);
+  h_->killPostgres(async);
+  AdmRun stopped = cmd("verify");
+  EXPECT_EQ(stopped.code, 1) << stopped.out;
+  ASSERT_TRUE(h_->waitFor([&] { auto s = h_->zkState(); return s && s->async.empty(); }, 30s));
+  stopped = cmd("verify");
+  EXPECT_EQ(stopped.code, 1) << stopped.out;
+  EXPECT_TRUE(has(stopped.out, "there is no async")) << stopped.out;
+  // ... and no switchover without an async to become the new sync.
+  AdmRun noAsync = cmd("promote -i " + S + " -r sync");
+  EXPECT_EQ(noAsync.code, 1) << noAsync.out;
+  h_->startAgent(async);
+  v = verifyEventually(90s);
+  ASSERT_EQ(v.code, 0) << v.out;
+
+  // Promote the sync while a client writes every 20 ms through the multi-host string.
+  ASSERT_TRUE(h_->sql(primary, "CREATE TABLE acked (id int PRIMARY KEY)").ok());
+  std::atomic<bool> stop{false};
+  std::set<int> acked;
+  std::thread writer([&] {
+    const std::string conninfo = h_->multiHostConninfo();
+    for (int id = 1; !stop; ++id) {
+      if (pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", 2s)) acked.insert(id);
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  std::this_thread::sleep_for(1s);
+  AdmRun promote = cmd("promote -i " + S + " -r sync");
+  // Keep writing a little after the switchover, then stop.
+  std::this_thread::sleep_for(2s);
+  stop = true;
+  writer.join();
+  ASSERT_EQ(promote.code, 0) << promote.out;
+  EXPECT_TRUE(has(promote.out, "carried out")) << promote.out;
+  EXPECT_TRUE(has(promote.out, "primary " + S + " is writable")) << promote.out;
+  auto after = h_->zkState();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->generation, 2);
+  EXPECT_EQ(after->primary.id, S);
+  EXPECT_TRUE(containsPeer(after->deposed, P));
+  EXPECT_FALSE(after->hasPromote());
+  ASSERT_GT(acked.size(), 20u);
+  std::set<int> present = ids(sync);
+  for (int id : acked) EXPECT_EQ(present.count(id), 1u) << "acknowledged row " << id << " is missing";
+  EXPECT_GT(*present.rbegin(), *acked.begin());  // writes went on after the switchover
+  AdmRun history2 = cmd("history");
+  EXPECT_TRUE(has(history2.out, "promote requested: " + S + " as sync")) << history2.out;
+  EXPECT_TRUE(has(history2.out, "sync " + S + " took over as primary from " + P)) << history2.out;
+}
+
+// Freeze keeps a dead primary's sync from taking over; unfreeze lets it; the deposed
+// ex-primary is then rebuilt with `dugong-adm rebuild` into an async that streams.
+TEST_F(AdmTest, FreezeUnfreezeAndRebuildOfADeposedPrimary) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  const std::string P = h_->peer(primary).id, S = h_->peer(sync).id;
+
+  AdmRun freeze = cmd("freeze -r " + quote("adm test: maintenance"));
+  ASSERT_EQ(freeze.code, 0) << freeze.out;
+  auto s = h_->zkState();
+  ASSERT_TRUE(s && s->frozen());
+  EXPECT_EQ(s->freeze["reason"], "adm test: maintenance");
+  AdmRun again = cmd("freeze -r other");
+  EXPECT_EQ(again.code, 1) << again.out;
+  EXPECT_TRUE(has(again.out, "already frozen")) << again.out;
+  AdmRun frozenVerify = cmd("verify");
+  EXPECT_EQ(frozenVerify.code, 1);
+  EXPECT_TRUE(has(frozenVerify.out, "frozen since")) << frozenVerify.out;
+  EXPECT_TRUE(has(frozenVerify.out, "adm test: maintenance")) << frozenVerify.out;
+  AdmRun frozenPromote = cmd("promote -i " + S + " -r sync");
+  EXPECT_EQ(frozenPromote.code, 1) << frozenPromote.out;
+
+  // The primary dies; frozen, nobody takes over.
+  h_->killAgent(primary);
+  h_->killPostgres(primary);
+  std::this_thread::sleep_for(std::chrono::milliseconds(h_->options().sessionTimeoutMs * 3));
+  EXPECT_EQ(h_->zkState()->generation, 1);
+  EXPECT_EQ(h_->zkState()->primary.id, P);
+
+  AdmRun unfreeze = cmd("unfreeze");
+  ASSERT_EQ(unfreeze.code, 0) << unfreeze.out;
+  EXPECT_TRUE(has(unfreeze.out, "unfrozen"));
+  ASSERT_TRUE(h_->waitFor([&] { auto st = h_->zkState(); return st && st->generation == 2 && st->primary.id == S; },
+                          60s));
+  AdmRun unfreezeAgain = cmd("unfreeze");
+  EXPECT_EQ(unfreezeAgain.code, 0);
+  EXPECT_TRUE(has(unfreezeAgain.out, "nothing to do"));
+  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
+  ASSERT_TRUE(h_->sql(sync, "CREATE TABLE acked (id int PRIMARY KEY); INSERT INTO acked VALUES (1)").ok());
+
+  // The ex-primary's agent comes back and finds itself deposed.
+  h_->startAgent(primary);
+  ASSERT_TRUE(h_->waitFor([&] { return h_->role(primary) == "deposed"; }, 60s));
+  AdmRun deposed = cmd("verify");
+  EXPECT_EQ(deposed.code, 1);
+  EXPECT_TRUE(has(deposed.out, "deposed peer " + P + " waits for a rebuild")) << deposed.out;
+
+  // Without a terminal and without -y, rebuild refuses and changes nothing.
+  const std::string config = quote(h_->peer(primary).configPath);
+  AdmRun refused = adm("rebuild --config " + config);
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_TRUE(has(refused.out, "pass -y")) << refused.out;
+  EXPECT_TRUE(containsPeer(h_->zkState()->deposed, P));
+
+  AdmRun rebuild = adm("rebuild -y --config " + config);
+  ASSERT_EQ(rebuild.code, 0) << rebuild.out;
+  EXPECT_TRUE(has(rebuild.out, P + " removed from deposed")) << rebuild.out;
+  auto st = h_->zkState();
+  ASSERT_TRUE(st.has_value());
+  EXPECT_FALSE(containsPeer(st->deposed, P));
+  EXPECT_TRUE(containsPeer(st->async, P));
+  EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(primary, "/replica") == 200; }, 60s)) << h_->logTail(primary);
+  ASSERT_TRUE(h_->sql(sync, "INSERT INTO acked VALUES (2)").ok());
+  EXPECT_TRUE(h_->waitFor([&] { return ids(primary).count(2) == 1; }, 30s));
+  AdmRun v = verifyEventually(60s);
+  EXPECT_EQ(v.code, 0) << v.out;
+
+  AdmRun history = cmd("history -v");
+  EXPECT_TRUE(has(history.out, "frozen: adm test: maintenance")) << history.out;
+  EXPECT_TRUE(has(history.out, "unfrozen")) << history.out;
+  EXPECT_TRUE(has(history.out, "sync " + S + " took over as primary from " + P)) << history.out;
+  EXPECT_TRUE(has(history.out, P + " removed from deposed")) << history.out;
+}
+
+}  // namespace
+}  // namespace dugong::e2e

@@ -119,6 +119,10 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
     }
   }
   if (!s.oneNodeWriteMode && !s.sync) c.problem("the state has no sync");
+  if (!s.oneNodeWriteMode && s.sync && s.async.empty()) {
+    c.problem("there is no async: if the primary fails, the sync cannot take over (an async must be present to "
+              "become the new sync)");
+  }
   return c.take();
 }
 

@@ -27,6 +27,7 @@ struct Finding {
 //   - the primary: in ZooKeeper, its agent answers, postgres online and writable;
 //   - the sync: in ZooKeeper, its agent answers, postgres online, and the primary
 //     reports it streaming with sync_state "sync";
+//   - that there is an async at all (without one the sync cannot take over);
 //   - each async: in ZooKeeper, its agent answers, postgres online, its upstream
 //     reports it streaming;
 //   - lag: each standby within maxLagBytes of its upstream;

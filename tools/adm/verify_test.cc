@@ -48,6 +48,14 @@ TEST(Verify, StoppedAsyncIsAProblem) {
   EXPECT_NE(p[0].find("async[0] c is not in ZooKeeper"), std::string::npos);
 }
 
+TEST(Verify, NoAsyncIsAProblem) {
+  // A stopped async's agent leaves ZooKeeper and the primary drops it from the state.
+  ClusterView v = healthyView(threePeers({}));
+  auto p = problems(v);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("there is no async"), std::string::npos);
+}
+
 TEST(Verify, AsyncNotStreamingIsAProblem) {
   ClusterView v = healthyView(threePeers());
   mutablePeer(v, "b").status["postgres"]["replication"] = nlohmann::json::array();
