@@ -1,1 +1,194 @@
-int main() { return 0; }
+// Planned switchover benchmark: the write-unavailability window of `dugong-adm promote`.
+//
+//   switchover_bench [--runs N] [--kind sync|async|both]
+//
+// Starts a 3-peer cluster with the end-to-end harness (real ZooKeeper, postgres and
+// agents; session timeout 3 s), then, N times per kind, runs a client that inserts a row
+// every 20 ms through the multi-host connection string (target_session_attrs=read-write,
+// a new connection per insert, 2 s timeout) and runs `dugong-adm promote` of the sync
+// (the sync takes over; the old primary is then rebuilt with `dugong-adm rebuild -y` so
+// the next run starts from three healthy peers) or of async[0] (it becomes the sync).
+// The window of a run is the longest gap between two consecutive acknowledged inserts
+// from 1 s before the promote to 3 s after it returned. Prints each run, then the
+// median, min and max per kind. Also checks that every acknowledged row survived.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <vector>
+
+#include "pg/sql.h"
+#include "tests/e2e/cluster_harness.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using dugong::ClusterState;
+using dugong::e2e::Harness;
+
+int adm(const std::string& args, std::string* out = nullptr) {
+  std::string cmd = std::string(DUGONG_ADM_BINARY) + " " + args + " </dev/null 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return -1;
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  int status = pclose(f);
+  if (out) *out = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct Writer {
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<std::pair<Clock::time_point, int>> acked;  // completion time, id
+  std::thread thread;
+  int nextId = 1;
+
+  void start(const std::string& conninfo) {
+    stop = false;
+    thread = std::thread([this, conninfo] {
+      while (!stop) {
+        int id = nextId++;
+        auto r = dugong::pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", 2s);
+        if (r) {
+          std::lock_guard<std::mutex> l(mu);
+          acked.emplace_back(Clock::now(), id);
+        }
+        std::this_thread::sleep_for(20ms);
+      }
+    });
+  }
+  void finish() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+  }
+  // Longest gap between consecutive acknowledgements within [from, to].
+  double longestGapMs(Clock::time_point from, Clock::time_point to) {
+    std::lock_guard<std::mutex> l(mu);
+    std::optional<Clock::time_point> prev;
+    double worst = 0;
+    for (const auto& [t, id] : acked) {
+      if (t < from) {
+        prev = t;
+        continue;
+      }
+      if (prev) worst = std::max(worst, std::chrono::duration<double, std::milli>(std::min(t, to) - *prev).count());
+      if (t > to) break;
+      prev = t;
+    }
+    return worst;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 10;
+  std::string kind = "both";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--runs" && i + 1 < argc) {
+      runs = std::stoi(argv[++i]);
+    } else if (a == "--kind" && i + 1 < argc) {
+      kind = argv[++i];
+    } else {
+      std::cerr << "usage: switchover_bench [--runs N] [--kind sync|async|both]\n";
+      return 2;
+    }
+  }
+  dugong::e2e::HarnessOptions o;
+  o.cluster = "bench";
+  Harness h(o);
+  h.startAll();
+  if (h.waitForHealthyCluster(2, 180s) < 0) {
+    std::cerr << "cluster did not come up\n" << h.describe();
+    return 1;
+  }
+  const std::string common = "-z " + h.zkConnect() + " -c " + o.cluster;
+  auto healthy = [&] { return h.waitFor([&] { return adm(common + " verify") == 0; }, 120s); };
+  if (!healthy() || !h.sql(h.writablePrimary(), "CREATE TABLE acked (id int PRIMARY KEY)").ok()) {
+    std::cerr << "cluster not healthy\n" << h.describe();
+    return 1;
+  }
+
+  Writer writer;
+  writer.start(h.multiHostConninfo());
+  std::map<std::string, std::vector<double>> windows;
+  std::vector<std::string> kinds;
+  if (kind == "sync" || kind == "both") kinds.push_back("sync");
+  if (kind == "async" || kind == "both") kinds.push_back("async");
+  for (const auto& k : kinds) {
+    for (int run = 1; run <= runs; ++run) {
+      auto s = h.zkState();
+      if (!s || !s->sync || s->async.empty()) {
+        std::cerr << "unexpected state\n" << h.describe();
+        return 1;
+      }
+      const std::string target = k == "sync" ? s->sync->id : s->async[0].id;
+      const std::string oldPrimary = s->primary.id;
+      std::this_thread::sleep_for(1s);
+      auto before = Clock::now();
+      std::string out;
+      int rc = adm(common + " promote -i " + target + " -r " + k, &out);
+      auto after = Clock::now();
+      std::this_thread::sleep_for(3s);
+      double gap = writer.longestGapMs(before - 1s, after + 3s);
+      if (rc != 0) {
+        std::cerr << "promote failed (exit " << rc << "):\n" << out;
+        return 1;
+      }
+      windows[k].push_back(gap);
+      std::printf("%-5s run %2d: promote %-6s took %6.0f ms, longest gap between acknowledged inserts %6.0f ms\n",
+                  k.c_str(), run, target.c_str(), std::chrono::duration<double, std::milli>(after - before).count(),
+                  gap);
+      std::fflush(stdout);
+      if (k == "sync") {
+        // Bring the deposed ex-primary back as an async for the next run.
+        int idx = h.indexOf(oldPrimary);
+        if (adm("rebuild -y --config " + h.peer(idx).configPath, &out) != 0) {
+          std::cerr << "rebuild failed:\n" << out;
+          return 1;
+        }
+      }
+      if (!healthy()) {
+        std::cerr << "cluster not healthy after the run\n" << h.describe();
+        return 1;
+      }
+    }
+  }
+  writer.finish();
+
+  // No acknowledged row may be missing.
+  int primary = h.writablePrimary();
+  auto rows = h.sql(primary, "SELECT id FROM acked");
+  std::set<int> present;
+  if (rows) {
+    for (const auto& r : rows->rows) present.insert(std::stoi(r[0].value_or("0")));
+  }
+  size_t lost = 0;
+  for (const auto& [t, id] : writer.acked) lost += present.count(id) == 0;
+  std::printf("\nacknowledged inserts: %zu, lost: %zu\n", writer.acked.size(), lost);
+  for (const auto& k : kinds) {
+    const auto& v = windows[k];
+    std::printf("promote %-5s: write-unavailability window median %.0f ms, min %.0f ms, max %.0f ms (%zu runs)\n",
+                k == "sync" ? "sync" : "async[0]", median(v), *std::min_element(v.begin(), v.end()),
+                *std::max_element(v.begin(), v.end()), v.size());
+  }
+  return lost == 0 ? 0 : 1;
+}

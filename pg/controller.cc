@@ -612,9 +612,12 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
   return succeeded(true);
 }
 
+// Identifies this run of postgres: its start time in microseconds.
+const char* const kInstanceSql = "(extract(epoch from pg_postmaster_start_time()) * 1000000)::bigint::text";
+
 PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
-  auto fail = [](const std::string& why) { return PgFenced{false, why}; };
-  if (!isRunning()) return PgFenced{true, ""};
+  auto fail = [](const std::string& why) { return PgFenced{false, why, 0}; };
+  if (!isRunning()) return PgFenced{true, "", 0};
   auto rec = localQuery("SELECT pg_is_in_recovery()");
   if (!rec) return fail("cannot ask postgres whether it is in recovery: " + rec.error());
   const bool standby = rec->rows[0][0] == "t";
@@ -639,11 +642,11 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
   auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(options_.queryTimeout, 10s);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
-    auto q = localQuery(check);
+    auto q = localQuery(check + ", " + kInstanceSql);
     if (q && !q->rows.empty() && q->rows[0][0] == "t") {
       spdlog::info("pg: fenced: {}", standby ? "no longer streaming from the upstream"
                                              : "commits now wait for " + newSync->id);
-      return PgFenced{true, ""};
+      return PgFenced{true, "", std::stoull(q->rows[0][1].value_or("0"))};
     }
     last = q ? "not yet in effect" : q.error();
     std::this_thread::sleep_for(20ms);
@@ -724,7 +727,7 @@ WalPositionRead PgController::readWal() {
   auto q = localQuery(
       "SELECT CASE WHEN pg_is_in_recovery() "
       "THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) "
-      "ELSE pg_current_wal_lsn() END::text");
+      "ELSE pg_current_wal_lsn() END::text, " + std::string(kInstanceSql));
   if (!q) {
     out.error = q.error();
     return out;
@@ -739,6 +742,7 @@ WalPositionRead PgController::readWal() {
     return out;
   }
   out.position = pos.value();
+  out.instance = std::stoull(q->rows[0][1].value_or("0"));
   return out;
 }
 

@@ -50,10 +50,15 @@ struct PgConfigApplied {
   bool online = false;  // whether postgres runs now
 };
 
+// Identifies one run of postgres (e.g. its postmaster's start time); 0 when postgres
+// is not running. A fence holds only as long as the run that was fenced.
+using PgInstance = uint64_t;
+
 // The last FencePg finished. On failure nothing is assumed about postgres' state.
 struct PgFenced {
   bool ok = false;
-  std::string error;  // when !ok
+  std::string error;      // when !ok
+  PgInstance instance = 0;  // the run that is fenced (0: postgres is not running)
 };
 
 // The last WriteClusterState finished.
@@ -68,6 +73,7 @@ struct StateWriteFinished {
 struct WalPositionRead {
   std::optional<WalPosition> position;  // absent on error
   std::string error;
+  PgInstance instance = 0;  // the run that answered
 };
 
 enum class TimerId { kRetryEvaluation, kRetryPgApply };

@@ -140,6 +140,7 @@ void Peer::onPgFenced(const PgFenced& e) {
   update_ = Update::kNone;
   if (e.ok) {
     fence_ = Fence::kFenced;
+    fencedInstance_ = e.instance;
   } else {
     fence_ = Fence::kDirty;
     holdUpdates_ = true;
@@ -175,7 +176,12 @@ void Peer::onWriteFinished(const StateWriteFinished& e) {
 void Peer::onWalRead(const WalPositionRead& e) {
   if (update_ != Update::kReadingWal) return;
   update_ = Update::kNone;
-  if (e.position) {
+  if (e.position && fence_ == Fence::kFenced && e.instance != fencedInstance_) {
+    // Postgres restarted since it was fenced (with its old configuration): the fence
+    // is gone, and so is this position's guarantee. Fence again.
+    fence_ = Fence::kDirty;
+    log(LogLevel::kWarn, "postgres restarted after it was fenced (" + updateReason_ + "); fencing again");
+  } else if (e.position) {
     freshWal_ = e.position;
   } else {
     holdUpdates_ = true;

@@ -126,6 +126,7 @@ class Peer {
   std::optional<PgConfig> pgApplying_;  // in flight
   Fence fence_ = Fence::kNone;
   std::string fencedFor_;
+  PgInstance fencedInstance_ = 0;
   bool keepFence_ = false;  // this evaluation is in the middle of a takeover
 
   Update update_ = Update::kNone;

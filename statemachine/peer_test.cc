@@ -266,6 +266,22 @@ TEST(Peer, FailedFenceIsRetriedAndNeverSkipped) {
   EXPECT_EQ(writes[0].state.initWal, WalPosition(9));
 }
 
+TEST(Peer, PostgresRestartedAfterTheFenceIsFencedAgain) {
+  Harness h;
+  h.start(cluster(1, "me", "gone", {"a"}), {"me", "a"});
+  ASSERT_EQ(only<FencePg>(h.applied(true)).size(), 1u);
+  ASSERT_EQ(only<ReadWal>(h.step(PgFenced{true, "", 5})).size(), 1u);
+  // Another run of postgres answers: it came back with its old configuration.
+  auto actions = h.step(WalPositionRead{WalPosition(70), "", 6});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(logged(actions, "postgres restarted after it was fenced"));
+  ASSERT_EQ(only<FencePg>(actions).size(), 1u);
+  ASSERT_EQ(only<ReadWal>(h.step(PgFenced{true, "", 6})).size(), 1u);
+  auto writes = only<WriteClusterState>(h.step(WalPositionRead{WalPosition(71), "", 6}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.initWal, WalPosition(71));
+}
+
 TEST(Peer, FencedSyncThatFindsItselfBehindStreamsAgain) {
   Harness h;
   ClusterState s = cluster(2, "old", "me", {"a"});

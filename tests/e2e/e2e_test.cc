@@ -1,5 +1,6 @@
 // End-to-end: three (or more) real agents, real postgres, one real ZooKeeper.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <set>
 #include <thread>
@@ -227,6 +228,32 @@ TEST_F(E2E, PrimaryWhoseSessionExpiredAcknowledgesNoWrites) {
   EXPECT_TRUE(h_->waitFor([&] { return h_->role(primary) == "deposed"; }, 30s));
   EXPECT_TRUE(h_->waitFor([&] { return !h_->sql(primary, "SELECT 1", 1s).ok(); }, 60s))
       << "a deposed peer must stop its postgres";
+}
+
+// A sync whose postgres dies and cannot be restarted leaves ZooKeeper after
+// health.withdrawAfterSeconds, so the primary promotes the async; once postgres can run
+// again the agent rejoins and the primary appends it as an async.
+TEST_F(E2E, AgentWithdrawsWhilePostgresCannotRunAndRejoinsAfterwards) {
+  HarnessOptions o;
+  o.withdrawAfterSeconds = 4;
+  int primary = startCluster(3, o);
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  int async = indexWithRole("async");
+  const std::string dataDir = h_->peer(sync).pg->options.dataDir;
+  ASSERT_EQ(::chmod(dataDir.c_str(), 0), 0);  // pg_ctl start now fails
+  h_->killPostgres(sync);
+  ASSERT_TRUE(h_->waitFor(
+      [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->sync && s->sync->id == h_->peer(async).id; },
+      60s));
+  EXPECT_TRUE(h_->agentRunning(sync));
+  auto st = h_->status(sync);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE((*st)["zookeeper"]["withdrawn"].get<bool>()) << st->dump();
+  ASSERT_EQ(::chmod(dataDir.c_str(), 0700), 0);
+  ASSERT_TRUE(h_->waitFor(
+      [&] { auto s = h_->zkState(); return s && s->async.size() == 1 && s->async[0].id == h_->peer(sync).id; }, 90s));
+  EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(sync, "/replica") == 200; }, 90s));
 }
 
 }  // namespace

@@ -367,6 +367,7 @@ void World::perform(int n, const Action& action) {
                        r.error = "postgres is in a transition";
                      } else {
                        r.ok = true;  // a stopped postgres acknowledges nothing
+                       r.instance = pg.running ? pg.epoch + 1 : 0;
                        if (pg.running && pg.config.role == PgRole::kPrimary) {
                          pg.config.downstream = newSync;  // a reload: commits wait for it
                        } else if (pg.running && pg.isStandby()) {
@@ -384,6 +385,7 @@ void World::perform(int n, const Action& action) {
                      WalPositionRead r;
                      if (pg.running && !pg.transitioning) {
                        r.position = pg.wal.position();
+                       r.instance = pg.epoch + 1;
                      } else {
                        r.error = "postgres is not running";
                      }

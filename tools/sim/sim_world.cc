@@ -125,13 +125,14 @@ void SimWorld::carryOut(const Action& action) {
           [this](const FencePg& f) {
             // Fencing stops acknowledgements; no commit moves the simulated WAL meanwhile.
             log(std::string("action fence postgres") + (f.newSync ? " (commits wait for " + f.newSync->id + ")" : ""));
-            schedule(kFenceMs, [this] { deliver(PgFenced{true, ""}, "postgres fenced"); });
+            schedule(kFenceMs, [this] { deliver(PgFenced{true, "", pgOnline_ ? 1u : 0u}, "postgres fenced"); });
           },
           [this](const ReadWal&) {
             schedule(kWalReadMs, [this] {
               WalPositionRead r;
               if (pgOnline_) {
                 r.position = pgWal_;
+                r.instance = 1;  // the simulated postgres never crashes
               } else {
                 r.error = "postgres is not online";
               }
