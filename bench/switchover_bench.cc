@@ -129,6 +129,10 @@ int main(int argc, char** argv) {
 
   Writer writer;
   writer.start(h.multiHostConninfo());
+  struct StopWriter {
+    Writer& w;
+    ~StopWriter() { w.finish(); }
+  } stopWriter{writer};
   std::map<std::string, std::vector<double>> windows;
   std::vector<std::string> kinds;
   if (kind == "sync" || kind == "both") kinds.push_back("sync");

@@ -1,5 +1,7 @@
 #include "tools/adm/history_summary.h"
 
+#include "tools/adm/promote_check.h"
+
 namespace dugong::adm {
 namespace {
 
@@ -121,7 +123,10 @@ std::vector<std::string> summarizeChange(const std::optional<ClusterState>& befo
   if (b.frozen() && !a.frozen()) out.push_back("unfrozen");
   if (a.frozen() && (!b.frozen() || b.freeze != a.freeze)) out.push_back("frozen: " + freezeReason(a.freeze));
   if (a.hasPromote() && a.promote != b.promote) out.push_back("promote requested: " + describePromote(a.promote));
-  if (b.hasPromote() && !a.hasPromote()) out.push_back("promote request removed");
+  if (b.hasPromote() && !a.hasPromote()) {
+    bool done = b.promote.is_object() && promoteOutcome(b.promote, a, 0) == PromoteOutcome::kCarriedOut;
+    out.push_back(done ? "promote request carried out" : "promote request removed");
+  }
   if (out.empty()) out.push_back(b.generation == a.generation && b.initWal == a.initWal ? "no change" : "initWal now " + a.initWal.toString());
   return out;
 }

@@ -19,7 +19,8 @@ namespace dugong::adm {
 //   "async C added", "async C removed", "async chain reordered: C, D -> D, C"
 //   "A removed from deposed"
 //   "frozen: REASON" / "unfrozen"
-//   "promote requested: B as sync (generation 3, expires T)" / "promote request removed"
+//   "promote requested: B as sync (generation 3, expires T)" / "promote request carried
+//   out" (the peer holds the place it was promoted to) / "promote request removed"
 //   "one-node-write mode on" / "one-node-write mode off"
 // and "no change" when nothing an operator cares about changed.
 std::vector<std::string> summarizeChange(const std::optional<ClusterState>& before, const ClusterState& after);

@@ -81,6 +81,21 @@ TEST(HistorySummary, DeposedFreezePromoteAndMode) {
   EXPECT_EQ(summaryLine(before, frozenTrue), "frozen: (no reason given)");
 }
 
+TEST(HistorySummary, CarriedOutPromoteRequest) {
+  ClusterState before = threePeers({"c"});
+  before.promote = {{"id", "b"}, {"role", "sync"}, {"generation", 1}, {"expireTime", "T"}};
+  ClusterState after = before;
+  after.generation = 2;
+  after.primary = peer("b");
+  after.sync = peer("c");
+  after.async.clear();
+  after.deposed = {peer("a")};
+  after.promote = nullptr;
+  EXPECT_EQ(summaryLine(before, after),
+            "sync b took over as primary from a; a is deposed; async c became sync (was sync b); promote request "
+            "carried out");
+}
+
 TEST(HistorySummary, NoChange) {
   ClusterState s = threePeers();
   EXPECT_EQ(summaryLine(s, s), "no change");
