@@ -175,7 +175,6 @@ int runPromote(const CommonOptions& common, PromoteCli cli) {
   const auto started = std::chrono::steady_clock::now();
   PromoteOutcome outcome = PromoteOutcome::kPending;
   ClusterState last = w->state;
-  int32_t lastVersion = w->version;
   std::string readError;
   while (outcome == PromoteOutcome::kPending) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -188,7 +187,6 @@ int runPromote(const CommonOptions& common, PromoteCli cli) {
       continue;
     }
     last = st->state;
-    lastVersion = st->version;
     outcome = promoteOutcome(req, last, nowMs());
   }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -239,7 +237,6 @@ int runPromote(const CommonOptions& common, PromoteCli cli) {
       exit = kExitUnavailable;
       break;
   }
-  (void)lastVersion;
   result["state"] = summarizeState(last);
   result["message"] = message;
   if (common.json) {
