@@ -629,11 +629,11 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
   std::string check;
   if (standby) {
     want.primaryConninfo.clear();
-    check = "SELECT count(*) = 0 FROM pg_stat_wal_receiver";
+    check = "(SELECT count(*) = 0 FROM pg_stat_wal_receiver)";
   } else {
     if (!newSync) return fail("a primary is fenced for a new sync, and none was given");
     want.syncId = newSync->id;
-    check = "SELECT position(" + quoteLiteral(newSync->id) + " in current_setting('synchronous_standby_names')) > 0";
+    check = "position(" + quoteLiteral(newSync->id) + " in current_setting('synchronous_standby_names')) > 0";
   }
   auto w = writeConf(want);
   if (!w) return fail(w.error());
@@ -642,7 +642,7 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
   auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(options_.queryTimeout, 10s);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
-    auto q = localQuery(check + ", " + kInstanceSql);
+    auto q = localQuery("SELECT " + check + ", " + kInstanceSql);
     if (q && !q->rows.empty() && q->rows[0][0] == "t") {
       spdlog::info("pg: fenced: {}", standby ? "no longer streaming from the upstream"
                                              : "commits now wait for " + newSync->id);
