@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "agent/http_client.h"
 #include "tests/e2e/cluster_harness.h"
 
 namespace dugong::e2e {
@@ -88,8 +89,14 @@ TEST_F(E2E, ClusterSetsItselfUpAndReplicatesToSyncAndAsync) {
     if (row["applicationName"] == h_->peer(sync).id && row["syncState"] == "sync") sawSync = true;
   }
   EXPECT_TRUE(sawSync) << st->dump();
-  auto metrics = h_->status(primary);
-  EXPECT_EQ((*metrics)["peer"]["role"], "primary");
+  EXPECT_EQ((*st)["peer"]["role"], "primary");
+  auto metrics = agent::httpGet("http://127.0.0.1:" + std::to_string(h_->peer(primary).httpPort) + "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.error();
+  EXPECT_EQ(metrics->status, 200);
+  for (const char* line : {"dugong_role{role=\"primary\"} 1", "dugong_generation 1", "dugong_postgres_writable 1",
+                           "dugong_zookeeper_connected 1", "dugong_replication_lag_bytes{standby=\""}) {
+    EXPECT_NE(metrics->body.find(line), std::string::npos) << line << "\n" << metrics->body;
+  }
 }
 
 TEST_F(E2E, SyncTakesOverWhenThePrimaryIsKilledAndNoAcknowledgedRowIsLost) {
