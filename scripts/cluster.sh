@@ -54,10 +54,9 @@ CFG
     >"$dir/zookeeper/zookeeper.log" 2>&1 </dev/null &
   echo $! >"$dir/zookeeper/pid"
   for _ in $(seq 1 120); do
-    if exec 3<>"/dev/tcp/127.0.0.1/$zk_port" 2>/dev/null; then
-      printf 'ruok' >&3
-      if [ "$(cat <&3 2>/dev/null)" = imok ]; then exec 3>&-; log "ZooKeeper is up on 127.0.0.1:$zk_port"; return; fi
-      exec 3>&-
+    if [ "$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$zk_port && printf ruok >&3 && cat <&3" 2>/dev/null)" = imok ]; then
+      log "ZooKeeper is up on 127.0.0.1:$zk_port"
+      return
     fi
     sleep 0.5
   done
@@ -102,7 +101,12 @@ start_peer() {  # n
   log "peer$n: agent started (postgres port $((5440 + n)), http 127.0.0.1:$((8440 + n)), log $dir/peer$n/agent.log)"
 }
 
+adm=$root/$build/tools/adm/dugong-adm
+
 status() {
+  if [ -x "$adm" ] && "$adm" -z "127.0.0.1:$zk_port" -c demo show 2>/dev/null; then
+    return 0
+  fi
   printf '%-6s %-10s %-9s %-8s %-10s %s\n' PEER ROLE AGENT POSTGRES GENERATION "PRIMARY/REPLICA"
   for n in "${peers[@]}"; do
     local port=$((8440 + n)) role="-" gen="-" pg="-" agent="down" serving="-"
@@ -138,7 +142,8 @@ up() {
 The cluster is up. Point psql at whichever peer is primary:
   psql "postgresql://postgres@127.0.0.1:5441,127.0.0.1:5442,127.0.0.1:5443/postgres?target_session_attrs=read-write"
 (as root: runuser -u postgres -- psql "...")
-Status:   scripts/cluster.sh status     (or curl http://127.0.0.1:8441/state)
+Status:   scripts/cluster.sh status     (dugong-adm: $adm -z 127.0.0.1:$zk_port -c demo show|history|verify)
+          curl http://127.0.0.1:8441/state   (also /primary /replica /metrics on 8441-8443)
 Stop:     scripts/cluster.sh down       Remove everything: scripts/cluster.sh clean
 MSG
           return 0
