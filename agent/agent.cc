@@ -1,4 +1,5 @@
 #include "agent/agent.h"
+#include "statemachine/overloaded.h"
 
 #include <sstream>
 
@@ -9,13 +10,6 @@
 
 namespace dugong::agent {
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 EpochMs wallClockMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())

@@ -1,4 +1,5 @@
 #include "statemachine/peer.h"
+#include "statemachine/overloaded.h"
 
 #include <algorithm>
 #include <utility>
@@ -7,13 +8,6 @@
 
 namespace dugong {
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 std::string idList(const PeerList& peers) {
   std::string s = "[";
@@ -484,10 +478,8 @@ ClusterState Peer::nextGeneration(WalPosition wal) const {
 }
 
 ClusterState Peer::syncTakeover(WalPosition wal) const {
-  ClusterState next = nextGeneration(wal);
-  PeerList present = presentAsyncs();
-  next.sync = present.front();
-  next.async.assign(present.begin() + 1, present.end());
+  // As the primary's takeover, and the old primary is deposed.
+  ClusterState next = primaryTakeover(wal);
   next.deposed.push_back(state_->primary);
   return next;
 }

@@ -232,6 +232,30 @@ int Harness::waitForHealthyCluster(int replicas, std::chrono::milliseconds timeo
   return primary >= 0 && writablePrimary() == primary ? primary : -1;
 }
 
+int Harness::indexWithRole(const std::string& role) {
+  auto s = zkState();
+  if (!s) return -1;
+  for (int i = 0; i < size(); ++i) {
+    const std::string& id = peer(i).id;
+    const std::string r = s->primary.id == id             ? "primary"
+                          : s->sync && s->sync->id == id  ? "sync"
+                          : containsPeer(s->async, id)   ? "async"
+                          : containsPeer(s->deposed, id) ? "deposed"
+                                                         : "none";
+    if (r == role) return i;
+  }
+  return -1;
+}
+
+std::set<int> Harness::intColumn(int i, const std::string& query) {
+  std::set<int> out;
+  auto r = sql(i, query);
+  if (r) {
+    for (const auto& row : r->rows) out.insert(std::stoi(row[0].value_or("0")));
+  }
+  return out;
+}
+
 Result<pg::QueryResult> Harness::sql(int i, const std::string& query, std::chrono::milliseconds timeout) {
   return peer(i).pg->sql(query, timeout);
 }

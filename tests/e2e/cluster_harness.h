@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,12 @@ class Harness {
   int waitForHealthyCluster(int replicas, std::chrono::milliseconds timeout = 120s);
   // The index of the peer whose /primary answers 200, or -1.
   int writablePrimary();
+
+  // The index of the peer holding `role` ("primary", "sync", "async", "deposed") in the
+  // cluster state in ZooKeeper (the first async for "async"), or -1.
+  int indexWithRole(const std::string& role);
+  // The integers in the first column of `query` on a peer (empty on error).
+  std::set<int> intColumn(int i, const std::string& query);
 
   // SQL on a peer's postgres as the superuser.
   Result<pg::QueryResult> sql(int i, const std::string& query, std::chrono::milliseconds timeout = 10s);

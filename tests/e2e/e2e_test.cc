@@ -11,14 +11,6 @@
 namespace dugong::e2e {
 namespace {
 
-std::string roleOf(const ClusterState& s, const std::string& id) {
-  if (s.primary.id == id) return "primary";
-  if (s.sync && s.sync->id == id) return "sync";
-  if (containsPeer(s.async, id)) return "async";
-  if (containsPeer(s.deposed, id)) return "deposed";
-  return "none";
-}
-
 class E2E : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -34,28 +26,14 @@ class E2E : public ::testing::Test {
     EXPECT_GE(primary, 0) << "no writable primary with " << peers - 1 << " streaming replicas";
     return primary;
   }
-  int indexWithRole(const std::string& role) {
-    auto s = h_->zkState();
-    if (!s) return -1;
-    for (int i = 0; i < h_->size(); ++i) {
-      if (roleOf(*s, h_->peer(i).id) == role) return i;
-    }
-    return -1;
-  }
+  int indexWithRole(const std::string& role) { return h_->indexWithRole(role); }
   // Inserts rows id..id+n-1 on the writable primary through the multi-host string.
   void createTable(int primary) {
     auto r = h_->sql(primary, "CREATE TABLE IF NOT EXISTS acked (id int PRIMARY KEY, at timestamptz DEFAULT now())");
     ASSERT_TRUE(r.ok()) << r.error();
   }
   bool insert(int peer, int id) { return h_->sql(peer, "INSERT INTO acked (id) VALUES (" + std::to_string(id) + ")", 5s).ok(); }
-  std::set<int> ids(int peer) {
-    std::set<int> out;
-    auto r = h_->sql(peer, "SELECT id FROM acked");
-    if (r) {
-      for (const auto& row : r->rows) out.insert(std::stoi(row[0].value_or("0")));
-    }
-    return out;
-  }
+  std::set<int> ids(int peer) { return h_->intColumn(peer, "SELECT id FROM acked"); }
   std::unique_ptr<Harness> h_;
 };
 

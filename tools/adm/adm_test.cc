@@ -45,14 +45,6 @@ AdmRun adm(const std::string& args) {
 
 bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 
-std::string roleOf(const ClusterState& s, const std::string& id) {
-  if (s.primary.id == id) return "primary";
-  if (s.sync && s.sync->id == id) return "sync";
-  if (containsPeer(s.async, id)) return "async";
-  if (containsPeer(s.deposed, id)) return "deposed";
-  return "none";
-}
-
 class AdmTest : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -69,27 +61,15 @@ class AdmTest : public ::testing::Test {
   }
   // dugong-adm -z <zk> -c <cluster> <args>
   AdmRun cmd(const std::string& args) { return adm("-z " + h_->zkConnect() + " -c " + h_->options().cluster + " " + args); }
-  int indexWithRole(const std::string& role) {
-    auto s = h_->zkState();
-    for (int i = 0; s && i < h_->size(); ++i) {
-      if (roleOf(*s, h_->peer(i).id) == role) return i;
-    }
-    return -1;
-  }
+  int indexWithRole(const std::string& role) { return h_->indexWithRole(role); }
+
   // Polls `verify` until it exits 0 (the last run is returned).
   AdmRun verifyEventually(std::chrono::seconds timeout) {
     AdmRun r;
     h_->waitFor([&] { return (r = cmd("verify")).code == 0; }, timeout);
     return r;
   }
-  std::set<int> ids(int peer) {
-    std::set<int> out;
-    auto r = h_->sql(peer, "SELECT id FROM acked");
-    if (r) {
-      for (const auto& row : r->rows) out.insert(std::stoi(row[0].value_or("0")));
-    }
-    return out;
-  }
+  std::set<int> ids(int peer) { return h_->intColumn(peer, "SELECT id FROM acked"); }
   std::unique_ptr<Harness> h_;
 };
 

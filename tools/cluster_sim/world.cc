@@ -1,4 +1,5 @@
 #include "tools/cluster_sim/world.h"
+#include "statemachine/overloaded.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -21,13 +22,6 @@ std::string TraceLine::format() const {
 }
 
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 constexpr int64_t kReplicationTickMs = 10;
 constexpr int64_t kOperatorQuietTickMs = 1000;

@@ -1,4 +1,5 @@
 #include "tools/sim/sim_world.h"
+#include "statemachine/overloaded.h"
 
 #include <algorithm>
 #include <utility>
@@ -14,13 +15,6 @@ constexpr int64_t kWalReadMs = 10;
 constexpr int64_t kFenceMs = 10;  // a reload
 constexpr uint64_t kWalStep = 10;
 const char* const kNodeUnderTest = "node1";
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 nlohmann::json idsOf(const PeerList& peers) {
   nlohmann::json a = nlohmann::json::array();
