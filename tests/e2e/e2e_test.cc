@@ -1,6 +1,9 @@
 // End-to-end: three (or more) real agents, real postgres, one real ZooKeeper.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <set>
 #include <thread>
@@ -10,6 +13,22 @@
 
 namespace dugong::e2e {
 namespace {
+
+// A socket listening on 127.0.0.1:port, or -1 if the port is taken.
+int listenOn(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 class E2E : public ::testing::Test {
  protected:
@@ -215,9 +234,9 @@ TEST_F(E2E, PrimaryWhoseSessionExpiredAcknowledgesNoWrites) {
       << "a deposed peer must stop its postgres";
 }
 
-// A sync whose postgres dies and cannot be restarted leaves ZooKeeper after
-// health.withdrawAfterSeconds, so the primary promotes the async; once postgres can run
-// again the agent rejoins and the primary appends it as an async.
+// A sync whose postgres dies and cannot be restarted (another process holds its port)
+// leaves ZooKeeper after health.withdrawAfterSeconds, so the primary promotes the async;
+// once postgres can run again the agent rejoins and the primary appends it as an async.
 TEST_F(E2E, AgentWithdrawsWhilePostgresCannotRunAndRejoinsAfterwards) {
   HarnessOptions o;
   o.withdrawAfterSeconds = 4;
@@ -225,9 +244,10 @@ TEST_F(E2E, AgentWithdrawsWhilePostgresCannotRunAndRejoinsAfterwards) {
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
   int async = indexWithRole("async");
-  const std::string dataDir = h_->peer(sync).pg->options.dataDir;
-  ASSERT_EQ(::chmod(dataDir.c_str(), 0), 0);  // pg_ctl start now fails
   h_->killPostgres(sync);
+  // Take postgres' port before the agent's restart (3 s grace) can.
+  int squatter = -1;
+  ASSERT_TRUE(h_->waitFor([&] { return (squatter = listenOn(h_->peer(sync).pg->port)) >= 0; }, 2s));
   ASSERT_TRUE(h_->waitFor(
       [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->sync && s->sync->id == h_->peer(async).id; },
       60s));
@@ -235,7 +255,7 @@ TEST_F(E2E, AgentWithdrawsWhilePostgresCannotRunAndRejoinsAfterwards) {
   auto st = h_->status(sync);
   ASSERT_TRUE(st.has_value());
   EXPECT_TRUE((*st)["zookeeper"]["withdrawn"].get<bool>()) << st->dump();
-  ASSERT_EQ(::chmod(dataDir.c_str(), 0700), 0);
+  ::close(squatter);
   ASSERT_TRUE(h_->waitFor(
       [&] { auto s = h_->zkState(); return s && s->async.size() == 1 && s->async[0].id == h_->peer(sync).id; }, 90s));
   EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(sync, "/replica") == 200; }, 90s));
