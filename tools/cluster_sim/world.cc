@@ -148,6 +148,7 @@ class World {
 
   // ---- ZooKeeper ----
   void connectZk(int n, uint64_t inc);
+  void disconnectSession(uint64_t sid, const std::string& why);
   void expireSession(uint64_t sid, const std::string& why);
   void closeSessionOf(int n);
   void recomputeActive();
@@ -272,18 +273,7 @@ void World::stopAgent(int n) {
   nd.connecting = false;
   if (nd.session != 0) {
     auto it = sessions_.find(nd.session);
-    if (it != sessions_.end() && it->second.alive) {
-      ZkSession& s = it->second;
-      s.connected = false;
-      uint64_t d = ++s.disconnects;
-      uint64_t sid = nd.session;
-      after(sc_.sessionTimeoutMs, [this, sid, d] {
-        auto i = sessions_.find(sid);
-        if (i != sessions_.end() && i->second.alive && !i->second.connected && i->second.disconnects == d) {
-          expireSession(sid, "its client is gone");
-        }
-      });
-    }
+    if (it != sessions_.end() && it->second.alive) disconnectSession(nd.session, "its client is gone");
     nd.session = 0;
   }
 }
@@ -422,6 +412,20 @@ void World::connectZk(int n, uint64_t inc) {
   recomputeActive();
   nd.zkReady = true;
   zkDeliver(n, ZkInitialized{stateNode(), activePeers()}, false);
+}
+
+// The session's client stopped talking to ZooKeeper: unless it reconnects, the server
+// expires the session after its timeout.
+void World::disconnectSession(uint64_t sid, const std::string& why) {
+  ZkSession& s = sessions_.at(sid);
+  s.connected = false;
+  uint64_t d = ++s.disconnects;
+  after(sc_.sessionTimeoutMs, [this, sid, d, why] {
+    auto i = sessions_.find(sid);
+    if (i != sessions_.end() && i->second.alive && !i->second.connected && i->second.disconnects == d) {
+      expireSession(sid, why);
+    }
+  });
 }
 
 void World::expireSession(uint64_t sid, const std::string& why) {
@@ -602,16 +606,7 @@ void World::partition(int n, int64_t duration) {
   trace('F', nd.identity.id + " cut off from ZooKeeper for " + std::to_string(duration) + " ms");
   auto it = sessions_.find(nd.session);
   if (nd.session != 0 && it != sessions_.end() && it->second.alive) {
-    ZkSession& s = it->second;
-    s.connected = false;
-    uint64_t d = ++s.disconnects;
-    uint64_t sid = nd.session;
-    after(sc_.sessionTimeoutMs, [this, sid, d] {
-      auto i = sessions_.find(sid);
-      if (i != sessions_.end() && i->second.alive && !i->second.connected && i->second.disconnects == d) {
-        expireSession(sid, "no heartbeat within the session timeout");
-      }
-    });
+    disconnectSession(nd.session, "no heartbeat within the session timeout");
   }
   after(duration, [this, n, serial] {
     if (node(n).partitionSerial == serial) heal(n);
