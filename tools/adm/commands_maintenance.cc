@@ -1,5 +1,6 @@
 // Maintenance commands: freeze, unfreeze, promote, clear-promote, reap. Every write is
 // a bounded test-and-set (updateState) that re-checks its preconditions on each attempt.
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -28,13 +29,28 @@ int report(const CommonOptions& common, const UpdateResult& r, const std::string
   return kExitOk;
 }
 
-int runFreeze(const CommonOptions& common, const std::string& reason) {
-  if (reason.find_first_not_of(" \t") == std::string::npos) return fail(kExitUsage, "freeze needs a reason: -r REASON");
+// Connects, applies `change` with a bounded test-and-set, and reports `done` (or `noop`
+// when the change found nothing to do).
+int changeState(const CommonOptions& common, zk::Client& client,
+                const std::function<Result<bool>(ClusterState&)>& change, const std::string& reason,
+                const std::string& done, const std::string& noop = "") {
+  auto r = updateState(client, change, operatorReason(reason));
+  if (!r) return fail(kExitFailed, r.error());
+  return report(common, *r, r->written ? done : noop);
+}
+
+int changeState(const CommonOptions& common, const std::function<Result<bool>(ClusterState&)>& change,
+                const std::string& reason, const std::string& done, const std::string& noop = "") {
   int code = kExitOk;
   auto client = connectOrFail(common, code);
   if (!client) return code;
-  auto r = updateState(
-      *client,
+  return changeState(common, *client, change, reason, done, noop);
+}
+
+int runFreeze(const CommonOptions& common, const std::string& reason) {
+  if (reason.find_first_not_of(" \t") == std::string::npos) return fail(kExitUsage, "freeze needs a reason: -r REASON");
+  return changeState(
+      common,
       [&](ClusterState& s) -> Result<bool> {
         if (s.frozen()) {
           return Error{"the cluster is already frozen (" + s.freeze.dump() +
@@ -43,41 +59,29 @@ int runFreeze(const CommonOptions& common, const std::string& reason) {
         s.freeze = {{"date", formatIso8601(nowMs())}, {"reason", reason}};
         return true;
       },
-      operatorReason("freeze: " + reason));
-  if (!r) return fail(kExitFailed, r.error());
-  return report(common, *r, "frozen: " + reason);
+      "freeze: " + reason, "frozen: " + reason);
 }
 
 int runUnfreeze(const CommonOptions& common) {
-  int code = kExitOk;
-  auto client = connectOrFail(common, code);
-  if (!client) return code;
-  auto r = updateState(
-      *client,
+  return changeState(
+      common,
       [](ClusterState& s) -> Result<bool> {
         if (!s.frozen()) return false;
         s.freeze = nullptr;
         return true;
       },
-      operatorReason("unfreeze"));
-  if (!r) return fail(kExitFailed, r.error());
-  return report(common, *r, r->written ? "unfrozen" : "the cluster is not frozen; nothing to do");
+      "unfreeze", "unfrozen", "the cluster is not frozen; nothing to do");
 }
 
 int runClearPromote(const CommonOptions& common) {
-  int code = kExitOk;
-  auto client = connectOrFail(common, code);
-  if (!client) return code;
-  auto r = updateState(
-      *client,
+  return changeState(
+      common,
       [](ClusterState& s) -> Result<bool> {
         if (!s.hasPromote()) return false;
         s.promote = nullptr;
         return true;
       },
-      operatorReason("clear-promote"));
-  if (!r) return fail(kExitFailed, r.error());
-  return report(common, *r, r->written ? "promote request removed" : "there is no promote request; nothing to do");
+      "clear-promote", "promote request removed", "there is no promote request; nothing to do");
 }
 
 int runReap(const CommonOptions& common, const std::string& id, bool force) {
@@ -86,8 +90,8 @@ int runReap(const CommonOptions& common, const std::string& id, bool force) {
   if (!client) return code;
   auto active = client->activePeers();
   if (!active) return fail(kExitUnavailable, "listing the active peers: " + active.error());
-  auto r = updateState(
-      *client,
+  return changeState(
+      common, *client,
       [&](ClusterState& s) -> Result<bool> {
         int i = indexOfPeer(s.deposed, id);
         if (i < 0) {
@@ -102,9 +106,7 @@ int runReap(const CommonOptions& common, const std::string& id, bool force) {
         s.deposed.erase(s.deposed.begin() + i);
         return true;
       },
-      operatorReason("reap " + id));
-  if (!r) return fail(kExitFailed, r.error());
-  return report(common, *r, id + " removed from deposed");
+      "reap " + id, id + " removed from deposed");
 }
 
 // The last history record's reason, for explaining what a peer did with a request.
