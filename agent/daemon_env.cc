@@ -1,0 +1,118 @@
+#include "agent/daemon_env.h"
+
+#include <chrono>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+namespace dugong::agent {
+namespace {
+
+class AsioTimer : public Timer {
+ public:
+  explicit AsioTimer(boost::asio::io_context& io) : timer_(io) {}
+  void start(int64_t delayMs, std::function<void()> fired) override {
+    timer_.expires_after(std::chrono::milliseconds(delayMs));  // cancels the earlier wait
+    timer_.async_wait([fired = std::move(fired)](const boost::system::error_code& ec) {
+      if (!ec) fired();
+    });
+  }
+  void cancel() override { timer_.cancel(); }
+
+ private:
+  boost::asio::steady_timer timer_;
+};
+
+}  // namespace
+
+EpochMs AsioClock::wallMs() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t AsioClock::monotonicMs() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::unique_ptr<Timer> AsioClock::newTimer() { return std::make_unique<AsioTimer>(io_); }
+
+void AsioClock::post(std::function<void()> fn) { boost::asio::post(io_, std::move(fn)); }
+
+ZkCoordinator::ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options, PeerIdentity self)
+    : io_(io), options_(std::move(options)), self_(std::move(self)) {}
+
+ZkCoordinator::~ZkCoordinator() = default;
+
+Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
+  leave();
+  session_ = std::make_unique<zk::Session>(io_, options_, self_, std::move(callbacks.onEvent));
+  if (auto ok = session_->start(); !ok) {
+    session_.reset();
+    return ok;
+  }
+  return true;
+}
+
+void ZkCoordinator::leave() {
+  failPendingWrite("left ZooKeeper before the write's outcome was known");
+  session_.reset();
+}
+
+void ZkCoordinator::failPendingWrite(const std::string& why) {
+  if (!pendingWrite_) return;
+  ++writeSerial_;
+  boost::asio::post(io_, [done = std::move(pendingWrite_), why] { done(StateWriteFinished{false, why, false, -1}); });
+  pendingWrite_ = nullptr;
+}
+
+void ZkCoordinator::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                                    std::function<void(StateWriteFinished)> done) {
+  if (!session_) {
+    boost::asio::post(io_, [done = std::move(done)] {
+      done(StateWriteFinished{false, "not a member of the ZooKeeper cluster", false, -1});
+    });
+    return;
+  }
+  failPendingWrite("superseded by a newer write");
+  pendingWrite_ = std::move(done);
+  const uint64_t serial = ++writeSerial_;
+  session_->putClusterState(
+      state, expectedVersion,
+      [this, alive = std::weak_ptr<int>(alive_), serial](StateWriteFinished r) {
+        if (alive.expired() || serial != writeSerial_ || !pendingWrite_) return;
+        auto answer = std::move(pendingWrite_);
+        pendingWrite_ = nullptr;
+        answer(std::move(r));
+      },
+      reason);
+}
+
+CoordinatorStatus ZkCoordinator::status() const {
+  CoordinatorStatus c;
+  if (!session_) return c;
+  auto s = session_->status();
+  c.member = true;
+  c.connected = s.connected;
+  c.initialized = s.initialized;
+  c.sessionId = s.sessionId;
+  c.electionNode = s.electionNode;
+  c.lastError = s.lastError;
+  return c;
+}
+
+void SpdlogSink::write(LogLevel level, const std::string& line) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return spdlog::debug("{}", line);
+    case LogLevel::kInfo:
+      return spdlog::info("{}", line);
+    case LogLevel::kWarn:
+      return spdlog::warn("{}", line);
+    case LogLevel::kError:
+      return spdlog::error("{}", line);
+  }
+}
+
+}  // namespace dugong::agent

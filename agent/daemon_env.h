@@ -1,0 +1,80 @@
+// The daemon's environment for the driver (agent/env.h): Asio timers on the agent's
+// io_context, the ZooKeeper session (zk::Session) as the coordinator, the pg adapter
+// (pg::PgAdapter) as postgres, spdlog as the log.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+
+#include "agent/env.h"
+#include "pg/adapter.h"
+#include "zk/options.h"
+#include "zk/session.h"
+
+namespace dugong::agent {
+
+class AsioClock : public Clock {
+ public:
+  explicit AsioClock(boost::asio::io_context& io) : io_(io) {}
+  EpochMs wallMs() const override;
+  int64_t monotonicMs() const override;
+  std::unique_ptr<Timer> newTimer() override;
+  void post(std::function<void()> fn) override;
+
+ private:
+  boost::asio::io_context& io_;
+};
+
+// Membership is one zk::Session: join opens one, leave closes it.
+class ZkCoordinator : public Coordinator {
+ public:
+  ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options, PeerIdentity self);
+  ~ZkCoordinator() override;
+
+  Result<bool> join(CoordinatorCallbacks callbacks) override;
+  void leave() override;
+  void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                       std::function<void(StateWriteFinished)> done) override;
+  CoordinatorStatus status() const override;
+
+ private:
+  void failPendingWrite(const std::string& why);
+
+  boost::asio::io_context& io_;
+  zk::ZkOptions options_;
+  PeerIdentity self_;
+  std::unique_ptr<zk::Session> session_;
+  // The write in flight: answered exactly once, by the session or by leave().
+  uint64_t writeSerial_ = 0;
+  std::function<void(StateWriteFinished)> pendingWrite_;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+class PgPostgres : public Postgres {
+ public:
+  explicit PgPostgres(pg::PgAdapter& adapter) : pg_(adapter) {}
+  void init(std::function<void(PgInitialized)> done) override { pg_.init(std::move(done)); }
+  void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) override {
+    pg_.apply(config, std::move(done));
+  }
+  void fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) override {
+    pg_.fence(newSync, std::move(done));
+  }
+  void readWal(std::function<void(WalPositionRead)> done) override { pg_.readWal(std::move(done)); }
+  void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override {
+    pg_.startHealthCheck(std::move(onChange));
+  }
+  void stopHealthCheck() override { pg_.stopHealthCheck(); }
+
+ private:
+  pg::PgAdapter& pg_;
+};
+
+class SpdlogSink : public LogSink {
+ public:
+  void write(LogLevel level, const std::string& line) override;
+};
+
+}  // namespace dugong::agent

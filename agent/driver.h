@@ -1,0 +1,120 @@
+// The driver: the agent's logic around the state machine, on an environment
+// (agent/env.h). The daemon, dugong-sim and dugong-cluster-sim all run this code.
+//
+// It feeds the coordinator's and postgres' events into the state machine and carries
+// out its actions in order, and it adds what the state machine leaves to the agent:
+// - one postgres transition at a time: an apply the state machine asks for while a
+//   restart is in flight is queued and carried out when the restart ends; a fence
+//   asked for during a restart is refused (the state machine retries it);
+// - health: postgres that should run but does not answer is restarted (its last
+//   configuration applied again) once it has been down for the restart grace, and,
+//   once it has been down for withdrawAfterMs, the driver leaves the coordinator
+//   (its peers see it gone) until postgres is healthy again, then joins again;
+// - a fresh state machine once an operator has rebuilt this deposed peer.
+//
+// It reads no clock and owns no thread: time, timers and completions come from the
+// environment, on its one loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/env.h"
+#include "statemachine/peer.h"
+
+namespace dugong::agent {
+
+struct DriverOptions {
+  PeerIdentity identity;
+  bool singleton = false;        // one-node-write mode
+  int64_t withdrawAfterMs = 30000;
+  bool stopPostgresOnExit = false;
+  // How long postgres must have been down, and how long since the last transition,
+  // before a restart: a transition in progress or a just-started postgres is no crash.
+  int64_t restartGraceMs = 3000;
+  int64_t healthTickMs = 1000;   // how often an unhealthy postgres is looked at again
+  int64_t retryDelayMs = 1000;   // the state machine's back-off
+};
+
+struct DriverCounters {
+  uint64_t transitions = 0, transitionFailures = 0, restarts = 0;
+  uint64_t stateWrites = 0, stateWriteFailures = 0;
+  uint64_t joins = 0, withdrawals = 0, decisions = 0, freshStateMachines = 0;
+};
+
+class Driver {
+ public:
+  Driver(Env env, DriverOptions options);
+  ~Driver();
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  // Looks at postgres, starts its health check and joins the coordinator. False (and
+  // a fatal error) if the coordinator refuses to join.
+  bool start();
+  // Leaves the coordinator, stops the health check and every timer, stops postgres if
+  // configured to, then calls `done` (later, on the loop). Nothing is stepped after.
+  void stop(std::function<void()> done);
+
+  // Runs once, later on the loop, after a fatal error (the caller then stops).
+  void onFatal(std::function<void()> cb) { onFatal_ = std::move(cb); }
+  bool failed() const { return failed_; }
+
+  const Peer& peer() const { return *peer_; }
+  bool healthy() const { return healthy_; }
+  const std::string& unhealthyDetail() const { return unhealthyDetail_; }
+  bool withdrawn() const { return withdrawn_; }
+  bool stopping() const { return stopping_; }
+  // A postgres transition (apply or fence) is in flight.
+  bool pgBusy() const { return pgBusy_; }
+  bool applyQueued() const { return queuedPeerApply_.has_value(); }
+  const DriverCounters& counters() const { return counters_; }
+
+ private:
+  void step(const Event& event);
+  void later(Event event);
+  void restartStateMachineIfRebuilt(const Event& event);
+  void carryOut(const Action& action);
+  void join();
+  void withdraw(int64_t downMs);
+  void applyPg(const PgConfig& config, bool fromPeer);
+  void onHealth(bool healthy, const std::string& detail);
+  void noteUnhealthy();
+  void healthTick();
+  bool expectPostgresOnline() const;
+  void log(LogLevel level, const std::string& line) { env_.log.write(level, line); }
+  // Wraps a callback so that it does nothing once the driver is gone or stopping.
+  template <class T>
+  std::function<void(T)> guarded(std::function<void(T)> fn);
+
+  Env env_;
+  DriverOptions opts_;
+  std::unique_ptr<Peer> peer_;
+  // What the coordinator last told us, to start a fresh state machine after a rebuild.
+  StateNode lastStateNode_;
+  PeerList lastActive_;
+  std::map<TimerId, std::unique_ptr<Timer>> timers_;
+  std::unique_ptr<Timer> healthTimer_;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+
+  // Postgres: one transition at a time, whether the state machine or a restart after
+  // a crash asked for it.
+  bool pgBusy_ = false;
+  std::optional<PgConfig> queuedPeerApply_;
+  std::optional<PgConfig> lastApplied_;
+  bool healthy_ = true;
+  std::optional<int64_t> unhealthySince_;
+  int64_t lastTransitionDone_ = INT64_MIN / 2;
+  std::string unhealthyDetail_;
+  bool withdrawn_ = false;
+  bool stopping_ = false;
+  bool failed_ = false;
+  std::function<void()> onFatal_;
+  DriverCounters counters_;
+};
+
+}  // namespace dugong::agent

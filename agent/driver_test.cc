@@ -1,0 +1,325 @@
+// The driver on a hand-driven environment: the test answers every postgres and
+// coordinator operation itself and moves the clock.
+#include "agent/driver.h"
+
+#include <deque>
+#include <map>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace dugong::agent {
+namespace {
+
+PeerIdentity peerId(const std::string& id) {
+  PeerIdentity p;
+  p.id = id;
+  p.ip = "10.0.0." + id.substr(4);
+  p.pgUrl = "tcp://postgres@" + p.ip + ":5432/postgres";
+  p.zoneId = id;
+  return p;
+}
+
+// Virtual time; posted work and timers run when the test advances the clock.
+class FakeClock : public Clock {
+ public:
+  struct Item {
+    int64_t at;
+    uint64_t seq;
+    std::function<void()> fn;
+    std::shared_ptr<bool> live;
+  };
+
+  EpochMs wallMs() const override { return 1767225600000 + now_; }
+  int64_t monotonicMs() const override { return now_; }
+  void post(std::function<void()> fn) override { items_.push_back({now_, seq_++, std::move(fn), nullptr}); }
+  std::unique_ptr<Timer> newTimer() override;
+
+  void advance(int64_t ms) {
+    const int64_t until = now_ + ms;
+    for (;;) {
+      auto next = items_.end();
+      for (auto it = items_.begin(); it != items_.end(); ++it) {
+        if (it->at <= until && (next == items_.end() || it->at < next->at || (it->at == next->at && it->seq < next->seq)))
+          next = it;
+      }
+      if (next == items_.end()) break;
+      Item item = std::move(*next);
+      items_.erase(next);
+      now_ = item.at;
+      if (!item.live || *item.live) item.fn();
+    }
+    now_ = until;
+  }
+  void schedule(int64_t delay, std::function<void()> fn, std::shared_ptr<bool> live) {
+    items_.push_back({now_ + delay, seq_++, std::move(fn), std::move(live)});
+  }
+
+ private:
+  int64_t now_ = 0;
+  uint64_t seq_ = 0;
+  std::vector<Item> items_;
+};
+
+class FakeTimer : public Timer {
+ public:
+  explicit FakeTimer(FakeClock& clock) : clock_(clock) {}
+  ~FakeTimer() override { cancel(); }
+  void start(int64_t delayMs, std::function<void()> fired) override {
+    cancel();
+    live_ = std::make_shared<bool>(true);
+    clock_.schedule(delayMs, [live = live_, fired = std::move(fired)] {
+      *live = false;
+      fired();
+    }, live_);
+  }
+  void cancel() override {
+    if (live_) *live_ = false;
+  }
+
+ private:
+  FakeClock& clock_;
+  std::shared_ptr<bool> live_;
+};
+
+std::unique_ptr<Timer> FakeClock::newTimer() { return std::make_unique<FakeTimer>(*this); }
+
+class FakeCoordinator : public Coordinator {
+ public:
+  Result<bool> join(CoordinatorCallbacks callbacks) override {
+    ++joins;
+    callbacks_ = std::move(callbacks);
+    member = true;
+    return true;
+  }
+  void leave() override {
+    if (!member) return;
+    ++leaves;
+    member = false;
+    callbacks_ = {};
+    if (pendingWrite) {
+      auto done = std::move(*pendingWrite);
+      pendingWrite.reset();
+      clock->post([done] { done(StateWriteFinished{false, "left", false, -1}); });
+    }
+  }
+  void putClusterState(const ClusterState& state, int32_t, const std::string&,
+                       std::function<void(StateWriteFinished)> done) override {
+    writes.push_back(state);
+    pendingWrite = std::move(done);
+  }
+  CoordinatorStatus status() const override { return CoordinatorStatus{member, member, member, 1, "", ""}; }
+
+  void deliver(const Event& e) {
+    ASSERT_TRUE(member);
+    callbacks_.onEvent(e);
+  }
+
+  FakeClock* clock = nullptr;
+  int joins = 0, leaves = 0;
+  bool member = false;
+  std::vector<ClusterState> writes;
+  std::optional<std::function<void(StateWriteFinished)>> pendingWrite;
+
+ private:
+  CoordinatorCallbacks callbacks_;
+};
+
+class FakePostgres : public Postgres {
+ public:
+  void init(std::function<void(PgInitialized)> done) override { inits.push_back(std::move(done)); }
+  void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) override {
+    applies.push_back({config, std::move(done)});
+  }
+  void fence(const std::optional<PeerIdentity>&, std::function<void(PgFenced)> done) override {
+    fences.push_back(std::move(done));
+  }
+  void readWal(std::function<void(WalPositionRead)> done) override { walReads.push_back(std::move(done)); }
+  void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override {
+    health = std::move(onChange);
+  }
+  void stopHealthCheck() override { health = nullptr; }
+
+  // Answers the oldest apply.
+  PgConfig finishApply(bool ok) {
+    auto [config, done] = std::move(applies.front());
+    applies.pop_front();
+    done(PgConfigApplied{ok, ok ? "" : "failed", ok && config.role != PgRole::kNone});
+    return config;
+  }
+
+  std::deque<std::function<void(PgInitialized)>> inits;
+  std::deque<std::pair<PgConfig, std::function<void(PgConfigApplied)>>> applies;
+  std::deque<std::function<void(PgFenced)>> fences;
+  std::deque<std::function<void(WalPositionRead)>> walReads;
+  std::function<void(bool, const std::string&)> health;
+};
+
+class NullLog : public LogSink {
+ public:
+  void write(LogLevel, const std::string& line) override { lines.push_back(line); }
+  std::vector<std::string> lines;
+};
+
+StateNode stateNode(const ClusterState& s, int32_t version) { return StateNode{true, s.serialize(), version}; }
+
+class DriverTest : public ::testing::Test {
+ protected:
+  DriverTest() {
+    coordinator_.clock = &clock_;
+    DriverOptions o;
+    o.identity = peerId("node1");
+    o.withdrawAfterMs = 10000;
+    driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
+  }
+
+  // node1 starts as the async of generation 1 and runs postgres as one.
+  void startAsAsync() {
+    ASSERT_TRUE(driver_->start());
+    ASSERT_EQ(pg_.inits.size(), 1u);
+    pg_.inits.front()(PgInitialized{false, true});
+    pg_.inits.pop_front();
+    state_.generation = 1;
+    state_.primary = peerId("node2");
+    state_.sync = peerId("node3");
+    state_.async = {peerId("node1")};
+    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node3", "node1"})});
+    clock_.advance(0);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kAsync);
+    pg_.health(true, "");
+  }
+
+  static PeerList active(const std::vector<std::string>& ids) {
+    PeerList l;
+    for (const auto& id : ids) l.push_back(peerId(id));
+    return l;
+  }
+
+  FakeClock clock_;
+  FakeCoordinator coordinator_;
+  FakePostgres pg_;
+  NullLog log_;
+  std::unique_ptr<Driver> driver_;
+  ClusterState state_;
+};
+
+TEST_F(DriverTest, RestartsPostgresAfterTheGraceNotBefore) {
+  startAsAsync();
+  pg_.health(false, "connection refused");
+  clock_.advance(2500);
+  EXPECT_TRUE(pg_.applies.empty()) << "restarted within the grace period";
+  clock_.advance(1000);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kAsync);
+  EXPECT_EQ(driver_->counters().restarts, 1u);
+  pg_.finishApply(true);
+  pg_.health(true, "");
+  clock_.advance(10000);
+  EXPECT_TRUE(pg_.applies.empty()) << "a healthy postgres was restarted";
+  EXPECT_FALSE(driver_->withdrawn());
+}
+
+TEST_F(DriverTest, WithdrawsWhileUnhealthyAndRejoinsOnceHealthy) {
+  startAsAsync();
+  pg_.health(false, "connection refused");
+  clock_.advance(3500);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  pg_.finishApply(false);  // the restart did not help
+  clock_.advance(5000);
+  EXPECT_FALSE(driver_->withdrawn());
+  clock_.advance(2000);
+  EXPECT_TRUE(driver_->withdrawn());
+  EXPECT_EQ(coordinator_.leaves, 1);
+  EXPECT_FALSE(coordinator_.member);
+  pg_.health(true, "");
+  EXPECT_FALSE(driver_->withdrawn());
+  EXPECT_EQ(coordinator_.joins, 2);
+  EXPECT_TRUE(coordinator_.member);
+}
+
+// A withdrawal while a state write is in flight: the coordinator answers the write, so
+// the state machine is not left waiting for it, and writes again after the rejoin.
+TEST_F(DriverTest, AWithdrawalDuringAStateWriteDoesNotWedgeThePeer) {
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  state_.generation = 1;
+  state_.primary = peerId("node1");
+  state_.sync = peerId("node2");
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  pg_.health(true, "");
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node2", "node3"})});  // a newcomer: add it
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 1u);
+  ASSERT_TRUE(coordinator_.pendingWrite);
+  pg_.health(false, "connection refused");
+  clock_.advance(3500);
+  if (!pg_.applies.empty()) pg_.finishApply(false);
+  clock_.advance(7000);
+  ASSERT_TRUE(driver_->withdrawn());
+  EXPECT_FALSE(coordinator_.pendingWrite);
+  pg_.health(true, "");
+  ASSERT_TRUE(coordinator_.member);
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
+  clock_.advance(2000);
+  EXPECT_GE(coordinator_.writes.size(), 2u) << "the peer never wrote again after the withdrawal";
+  EXPECT_TRUE(coordinator_.pendingWrite);
+}
+
+TEST_F(DriverTest, QueuesTheStateMachinesApplyBehindARestart) {
+  startAsAsync();
+  pg_.health(false, "connection refused");
+  clock_.advance(3500);
+  ASSERT_EQ(pg_.applies.size(), 1u);  // the restart, as async
+  // Meanwhile node1 becomes the sync.
+  ClusterState next = state_;
+  next.generation = 2;
+  next.primary = peerId("node2");
+  next.sync = peerId("node1");
+  next.async = {peerId("node3")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 1)});
+  clock_.advance(0);
+  EXPECT_EQ(pg_.applies.size(), 1u) << "two postgres transitions at once";
+  EXPECT_TRUE(driver_->applyQueued());
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kAsync);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kSync);
+  EXPECT_FALSE(driver_->applyQueued());
+  pg_.finishApply(true);
+  EXPECT_EQ(driver_->peer().role(), Role::kSync);
+}
+
+TEST_F(DriverTest, StartsAFreshStateMachineOnceRebuilt) {
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  state_.generation = 3;
+  state_.primary = peerId("node2");
+  state_.sync = peerId("node3");
+  state_.deposed = {peerId("node1")};
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 4), active({"node2", "node3", "node1"})});
+  clock_.advance(0);
+  ASSERT_EQ(driver_->peer().role(), Role::kDeposed);
+  ASSERT_EQ(pg_.applies.size(), 1u);  // a deposed peer stops its postgres
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  // The operator rebuilt node1 (dugong-adm rebuild) and moved it to the asyncs.
+  ClusterState rebuilt = state_;
+  rebuilt.deposed.clear();
+  rebuilt.async = {peerId("node1")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(rebuilt, 5)});
+  EXPECT_EQ(driver_->counters().freshStateMachines, 1u);
+  ASSERT_EQ(pg_.inits.size(), 1u) << "the fresh state machine looks at postgres again";
+  pg_.inits.front()(PgInitialized{false, true});
+  pg_.inits.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kAsync);
+  EXPECT_EQ(driver_->peer().role(), Role::kAsync);
+}
+
+}  // namespace
+}  // namespace dugong::agent
