@@ -5,8 +5,11 @@
 // its parts (anonymous, file-backed), the heap, the number of threads, and the CPU
 // used over --seconds (utime + stime from /proc/<pid>/stat), as % of one core.
 //
-//   agent_rest_bench [--session-timeout 2000] [--settle 10] [--seconds 60] [--maps]
-// --maps also prints each agent's largest mappings by resident size.
+//   agent_rest_bench [--session-timeout 2000] [--health-interval-ms 1000] [--settle 10]
+//                    [--seconds 60] [--maps]
+// --health-interval-ms replaces the test harness's 300 ms (postgres.healthIntervalMs;
+// the agent's default is 1000). --maps also prints, for each agent, the resident size
+// of each mapped file (all its segments) and of the anonymous mappings. The agents inherit the environment (e.g. MALLOC_ARENA_MAX).
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,7 +57,8 @@ long cpuTicks(pid_t pid) {
   return utime + stime;
 }
 
-// The mappings with the most resident memory: name -> kB.
+// The files (and [anonymous], [heap], [stack]...) with the most resident memory, all
+// their mappings together: kB, name.
 std::vector<std::pair<long, std::string>> largestMappings(pid_t pid, size_t n) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/smaps");
   std::map<std::string, long> byName;
@@ -66,7 +70,7 @@ std::vector<std::pair<long, std::string>> largestMappings(pid_t pid, size_t n) {
       f >> range >> perms >> offset >> dev >> inode;
       std::getline(f, name);
       name.erase(0, name.find_first_not_of(' '));
-      current = (name.empty() ? "[anonymous]" : name) + " " + perms;
+      current = name.empty() ? "[anonymous]" : name;
     } else if (line.rfind("Rss:", 0) == 0) {
       byName[current] += std::stol(line.substr(4));
     }
@@ -81,12 +85,14 @@ std::vector<std::pair<long, std::string>> largestMappings(pid_t pid, size_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int sessionTimeoutMs = 2000, settle = 10, seconds = 60;
+  int sessionTimeoutMs = 2000, healthIntervalMs = 1000, settle = 10, seconds = 60;
   bool maps = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--session-timeout" && i + 1 < argc) {
       sessionTimeoutMs = std::stoi(argv[++i]);
+    } else if (a == "--health-interval-ms" && i + 1 < argc) {
+      healthIntervalMs = std::stoi(argv[++i]);
     } else if (a == "--settle" && i + 1 < argc) {
       settle = std::stoi(argv[++i]);
     } else if (a == "--seconds" && i + 1 < argc) {
@@ -94,13 +100,26 @@ int main(int argc, char** argv) {
     } else if (a == "--maps") {
       maps = true;
     } else {
-      std::fprintf(stderr, "usage: agent_rest_bench [--session-timeout MS] [--settle S] [--seconds S] [--maps]\n");
+      std::fprintf(stderr, "usage: agent_rest_bench [--session-timeout MS] [--health-interval-ms MS] [--settle S] "
+                   "[--seconds S] [--maps]\n");
       return 2;
     }
   }
   dugong::e2e::HarnessOptions o;
   o.sessionTimeoutMs = sessionTimeoutMs;
   dugong::e2e::Harness h(o);
+  for (int i = 0; i < h.size(); ++i) {
+    std::ifstream in(h.peer(i).configPath);
+    std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string from = "healthIntervalMs: 300";
+    const auto at = config.find(from);
+    if (at == std::string::npos) {
+      std::fprintf(stderr, "the harness no longer writes \"%s\"\n", from.c_str());
+      return 1;
+    }
+    config.replace(at, from.size(), "healthIntervalMs: " + std::to_string(healthIntervalMs));
+    std::ofstream(h.peer(i).configPath) << config;
+  }
   h.startAll();
   if (h.waitForHealthyCluster(2, 180s) < 0) {
     std::fprintf(stderr, "the cluster did not come up\n%s", h.describe().c_str());
@@ -111,6 +130,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < h.size(); ++i) before.push_back(cpuTicks(h.peer(i).agentPid));
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
   const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::printf("session timeout %d ms, postgres.healthIntervalMs %d, CPU measured over %d s\n", sessionTimeoutMs,
+              healthIntervalMs, seconds);
   for (int i = 0; i < h.size(); ++i) {
     const pid_t pid = h.peer(i).agentPid;
     const std::string proc = "/proc/" + std::to_string(pid);
@@ -124,7 +145,7 @@ int main(int argc, char** argv) {
     std::printf("       Pss %ld kB, Private_Dirty %ld kB, Shared_Clean %ld kB\n", rollup["Pss"], rollup["Private_Dirty"],
                 rollup["Shared_Clean"]);
     if (maps) {
-      for (auto& [kb, name] : largestMappings(pid, 12)) std::printf("         %6ld kB  %s\n", kb, name.c_str());
+      for (auto& [kb, name] : largestMappings(pid, 40)) std::printf("         %6ld kB  %s\n", kb, name.c_str());
     }
   }
   return 0;
