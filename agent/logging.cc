@@ -1,7 +1,7 @@
 #include "agent/logging.h"
 
+#include <atomic>
 #include <chrono>
-#include <ctime>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -15,22 +15,33 @@
 namespace dugong::agent {
 namespace {
 
+// 0: no cluster state seen yet (generations start at 1).
+std::atomic<int64_t> gGeneration{0};
+
 class JsonFormatter : public spdlog::formatter {
  public:
+  explicit JsonFormatter(std::string peerId) : peerId_(std::move(peerId)) {}
+
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count();
+    const auto level = spdlog::level::to_string_view(msg.level);
+    const int64_t generation = gGeneration.load(std::memory_order_relaxed);
     nlohmann::json j = {
         {"time", formatIso8601(ms)},
-        {"level", std::string(spdlog::level::to_string_view(msg.level).data(),
-                              spdlog::level::to_string_view(msg.level).size())},
+        {"level", std::string(level.data(), level.size())},
         {"logger", std::string(msg.logger_name.data(), msg.logger_name.size())},
-        {"msg", std::string(msg.payload.data(), msg.payload.size())},
+        {"message", std::string(msg.payload.data(), msg.payload.size())},
+        {"peer", peerId_},
+        {"generation", generation > 0 ? nlohmann::json(generation) : nlohmann::json(nullptr)},
     };
     std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     line += '\n';
     dest.append(line.data(), line.data() + line.size());
   }
-  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonFormatter>(); }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonFormatter>(peerId_); }
+
+ private:
+  std::string peerId_;
 };
 
 Result<spdlog::level::level_enum> parseLevel(const std::string& level) {
@@ -41,12 +52,12 @@ Result<spdlog::level::level_enum> parseLevel(const std::string& level) {
 
 }  // namespace
 
-Result<bool> setupLogging(const std::string& level, const std::string& format) {
+Result<bool> setupLogging(const std::string& level, const std::string& format, const std::string& peerId) {
   auto l = parseLevel(level);
   if (!l) return Error{l.error()};
   auto logger = spdlog::stderr_color_mt("dugong");
   if (format == "json") {
-    logger->set_formatter(std::make_unique<JsonFormatter>());
+    logger->set_formatter(std::make_unique<JsonFormatter>(peerId));
   } else if (format == "text") {
     logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%-5l%$ %v");
   } else {
@@ -64,5 +75,12 @@ Result<bool> setLogLevel(const std::string& level) {
   spdlog::set_level(l.value());
   return true;
 }
+
+std::string logLevel() {
+  const auto name = spdlog::level::to_string_view(spdlog::get_level());
+  return std::string(name.data(), name.size());
+}
+
+void setLogGeneration(int64_t generation) { gGeneration.store(generation, std::memory_order_relaxed); }
 
 }  // namespace dugong::agent

@@ -1,7 +1,12 @@
 // Operator logs: one line per decision, in plain words (text), or one JSON object per
-// line (json) for machines: {"time", "level", "logger", "msg"}.
+// line (json) for machines:
+//   {"time": "2026-11-22T21:50:10.123Z", "level": "info", "logger": "dugong",
+//    "message": "...", "peer": "<peer id>", "generation": 7}
+// "generation" is the generation of the last cluster state this peer has seen, null
+// before the first one.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "statemachine/result.h"
@@ -9,9 +14,14 @@
 namespace dugong::agent {
 
 // Sets spdlog's default logger to stderr with this level ("trace" .. "error") and
-// format ("text" or "json").
-Result<bool> setupLogging(const std::string& level, const std::string& format);
+// format ("text" or "json"). `peerId` is written on every JSON line.
+Result<bool> setupLogging(const std::string& level, const std::string& format, const std::string& peerId);
 // Changes the level of every logger (SIGHUP).
 Result<bool> setLogLevel(const std::string& level);
+// The level in force now ("info", ...).
+std::string logLevel();
+// The generation written on every JSON line from now on. Thread-safe; call it when a
+// cluster state with a new generation is seen.
+void setLogGeneration(int64_t generation);
 
 }  // namespace dugong::agent

@@ -17,6 +17,29 @@
 #include "agent/config.h"
 #include "agent/logging.h"
 
+namespace {
+
+// SIGHUP: the new log.level from the file. The line saying so is written at info while
+// the more verbose of the two levels is in force, so that it is seen when either shows info.
+void reloadLogLevel(const std::string& configPath) {
+  auto fresh = dugong::agent::loadConfig(configPath);
+  if (!fresh) {
+    spdlog::error("SIGHUP: not reloading the log level, the configuration is invalid: {}", fresh.error());
+    return;
+  }
+  const std::string before = dugong::agent::logLevel();
+  const std::string line = "SIGHUP: log level " + fresh->logLevel + " (was " + before + ")";
+  const bool shownBefore = spdlog::should_log(spdlog::level::info);
+  if (shownBefore) spdlog::info("{}", line);
+  if (auto ok = dugong::agent::setLogLevel(fresh->logLevel); !ok) {
+    spdlog::error("SIGHUP: {}", ok.error());
+    return;
+  }
+  if (!shownBefore) spdlog::info("{}", line);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"dugong: PostgreSQL high-availability agent coordinated by ZooKeeper"};
   std::string configPath;
@@ -37,7 +60,7 @@ int main(int argc, char** argv) {
   }
   if (!logFormat.empty()) config.value().logFormat = logFormat;
   if (!logLevel.empty()) config.value().logLevel = logLevel;
-  if (auto ok = dugong::agent::setupLogging(config->logLevel, config->logFormat); !ok) {
+  if (auto ok = dugong::agent::setupLogging(config->logLevel, config->logFormat, config->identity.id); !ok) {
     std::cerr << "dugong: " << ok.error() << "\n";
     return 2;
   }
@@ -75,12 +98,7 @@ int main(int argc, char** argv) {
   std::function<void()> waitHup = [&] {
     hup.async_wait([&](const boost::system::error_code& ec, int) {
       if (ec) return;
-      auto fresh = dugong::agent::loadConfig(configPath);
-      if (!fresh) {
-        spdlog::error("SIGHUP: not reloading the log level: {}", fresh.error());
-      } else if (auto ok = dugong::agent::setLogLevel(fresh->logLevel); ok) {
-        spdlog::info("SIGHUP: log level is now {}", fresh->logLevel);
-      }
+      reloadLogLevel(configPath);
       waitHup();
     });
   };

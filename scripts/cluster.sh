@@ -4,10 +4,12 @@
 #
 #   scripts/cluster.sh up       install what is missing, build, start, print the status
 #   scripts/cluster.sh status   roles and postgres state of every peer
+#   scripts/cluster.sh rebuild N   rebuild peer N after it was deposed (dugong-adm rebuild)
 #   scripts/cluster.sh down     stop the agents, postgres and ZooKeeper
 #   scripts/cluster.sh clean    down, then remove every file of the cluster
 #
-# Everything lives under $DUGONG_DEMO_DIR (default /var/tmp/dugong-demo). Ports:
+# Everything lives under $DUGONG_DEMO_DIR (default /var/tmp/dugong-demo); the binaries
+# come from build/release, or $DUGONG_BUILD_DIR. Ports:
 # ZooKeeper 2191, postgres 5441-5443, agents' HTTP 8441-8443.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +17,7 @@ root=$(pwd)
 dir=${DUGONG_DEMO_DIR:-/var/tmp/dugong-demo}
 zk_port=2191
 peers=(1 2 3)
-build=build/release
+build=${DUGONG_BUILD_DIR:-build/release}  # DUGONG_BUILD_DIR: an existing build, as configured
 dugong=$root/$build/agent/dugong
 
 log() { printf '%s\n' "$*"; }
@@ -30,7 +32,11 @@ http_get() {  # port path -> body; exit status 0 on HTTP 200
 build_all() {
   bash scripts/install-deps.sh
   log "== building dugong ($build)"
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  if [ -n "${DUGONG_BUILD_DIR:-}" ]; then
+    cmake -S . -B "$build" -G Ninja >/dev/null
+  else
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  fi
   ninja -C "$build" dugong $(ninja -C "$build" -t targets all 2>/dev/null | grep -q '^dugong-adm:' && echo dugong-adm) >/dev/null
 }
 
@@ -107,7 +113,37 @@ start_peer() {  # n
 
 adm=$root/$build/tools/adm/dugong-adm
 
+peer_role() {  # n -> the role its agent reports, or nothing
+  http_get $((8440 + $1)) /state 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["peer"]["role"])' 2>/dev/null || true
+}
+
+deposed_peers() {  # the peers whose agent reports "deposed"
+  for n in "${peers[@]}"; do [ "$(peer_role "$n")" = deposed ] && printf '%s ' "$n"; done
+  return 0
+}
+
+explain_deposed() {  # n...
+  for n in "$@"; do
+    cat <<MSG
+
+peer$n is deposed: it was the primary before a failover, and the others went on without
+it. It serves nothing and waits for an operator, who rebuilds it from the new primary:
+  scripts/cluster.sh rebuild $n
+(which runs: $adm rebuild -y --config $dir/peer$n/dugong.yaml)
+MSG
+  done
+}
+
 status() {
+  local deposed
+  deposed=$(deposed_peers)
+  status_table
+  # shellcheck disable=SC2086
+  [ -z "$deposed" ] || explain_deposed $deposed
+}
+
+status_table() {
   if [ -x "$adm" ] && "$adm" -z "127.0.0.1:$zk_port" -c demo show 2>/dev/null; then
     return 0
   fi
@@ -136,10 +172,12 @@ up() {
   for _ in $(seq 1 240); do
     for n in "${peers[@]}"; do
       if http_get $((8440 + n)) /primary >/dev/null 2>&1; then
-        # and for both standbys to stream
-        local streaming=0
+        # and for every other peer to stream, except a deposed one: it waits for an operator
+        local streaming=0 deposed need
         for m in "${peers[@]}"; do http_get $((8440 + m)) /replica >/dev/null 2>&1 && streaming=$((streaming + 1)); done
-        if [ "$streaming" -ge 2 ]; then
+        deposed=$(deposed_peers)
+        need=$(( ${#peers[@]} - 1 - $(wc -w <<<"$deposed") ))
+        if [ "$streaming" -ge "$need" ]; then
           status
           cat <<MSG
 
@@ -158,6 +196,15 @@ MSG
   done
   status
   die "no writable primary with two streaming replicas after 120 s; see $dir/peer*/agent.log"
+}
+
+rebuild() {  # n
+  local n=${1:-}
+  case "$n" in 1|2|3) ;; *) die "usage: scripts/cluster.sh rebuild 1|2|3" ;; esac
+  [ -x "$adm" ] || die "$adm is missing: run scripts/cluster.sh up first"
+  running "$dir/peer$n/pid" || start_peer "$n"
+  "$adm" rebuild -y --config "$dir/peer$n/dugong.yaml"
+  status
 }
 
 down() {
@@ -186,7 +233,8 @@ down() {
 case "${1:-}" in
   up) up ;;
   status) status ;;
+  rebuild) rebuild "${2:-}" ;;
   down) down ;;
   clean) down; rm -rf "$dir"; log "removed $dir" ;;
-  *) echo "usage: scripts/cluster.sh up|status|down|clean" >&2; exit 2 ;;
+  *) echo "usage: scripts/cluster.sh up|status|rebuild N|down|clean" >&2; exit 2 ;;
 esac

@@ -1,0 +1,152 @@
+// The agent at rest: resident memory and CPU of each agent of a healthy 3-peer cluster
+// (real ZooKeeper and postgres), and what the memory is made of.
+//
+// For each agent, after the cluster has been healthy for --settle seconds: VmRSS and
+// its parts (anonymous, file-backed), the heap, the number of threads, and the CPU
+// used over --seconds (utime + stime from /proc/<pid>/stat), as % of one core.
+//
+//   agent_rest_bench [--session-timeout 2000] [--health-interval-ms 1000] [--settle 10]
+//                    [--seconds 60] [--maps]
+// --health-interval-ms replaces the test harness's 300 ms (postgres.healthIntervalMs;
+// the agent's default is 1000). --maps also prints, for each agent, the resident size
+// of each mapped file (all its segments) and of the anonymous mappings. The agents inherit the environment (e.g. MALLOC_ARENA_MAX).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/e2e/cluster_harness.h"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// "Key:   123 kB" lines of a /proc file, in kB.
+std::map<std::string, long> kbFields(const std::string& path) {
+  std::map<std::string, long> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::istringstream v(line.substr(colon + 1));
+    long kb = 0;
+    if (v >> kb) out[line.substr(0, colon)] = kb;
+  }
+  return out;
+}
+
+// utime + stime in clock ticks.
+long cpuTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream rest(all.substr(all.rfind(')') + 2));
+  std::string f;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15; ++i) {
+    rest >> f;
+    if (i == 14) utime = std::stol(f);
+    if (i == 15) stime = std::stol(f);
+  }
+  return utime + stime;
+}
+
+// The files (and [anonymous], [heap], [stack]...) with the most resident memory, all
+// their mappings together: kB, name.
+std::vector<std::pair<long, std::string>> largestMappings(pid_t pid, size_t n) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps");
+  std::map<std::string, long> byName;
+  std::string current;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < 17) {
+      std::istringstream f(line);
+      std::string range, perms, offset, dev, inode, name;
+      f >> range >> perms >> offset >> dev >> inode;
+      std::getline(f, name);
+      name.erase(0, name.find_first_not_of(' '));
+      current = name.empty() ? "[anonymous]" : name;
+    } else if (line.rfind("Rss:", 0) == 0) {
+      byName[current] += std::stol(line.substr(4));
+    }
+  }
+  std::vector<std::pair<long, std::string>> out;
+  for (auto& [name, kb] : byName) out.push_back({kb, name});
+  std::sort(out.rbegin(), out.rend());
+  if (out.size() > n) out.resize(n);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int sessionTimeoutMs = 2000, healthIntervalMs = 1000, settle = 10, seconds = 60;
+  bool maps = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--session-timeout" && i + 1 < argc) {
+      sessionTimeoutMs = std::stoi(argv[++i]);
+    } else if (a == "--health-interval-ms" && i + 1 < argc) {
+      healthIntervalMs = std::stoi(argv[++i]);
+    } else if (a == "--settle" && i + 1 < argc) {
+      settle = std::stoi(argv[++i]);
+    } else if (a == "--seconds" && i + 1 < argc) {
+      seconds = std::stoi(argv[++i]);
+    } else if (a == "--maps") {
+      maps = true;
+    } else {
+      std::fprintf(stderr, "usage: agent_rest_bench [--session-timeout MS] [--health-interval-ms MS] [--settle S] "
+                   "[--seconds S] [--maps]\n");
+      return 2;
+    }
+  }
+  dugong::e2e::HarnessOptions o;
+  o.sessionTimeoutMs = sessionTimeoutMs;
+  dugong::e2e::Harness h(o);
+  for (int i = 0; i < h.size(); ++i) {
+    std::ifstream in(h.peer(i).configPath);
+    std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string from = "healthIntervalMs: 300";
+    const auto at = config.find(from);
+    if (at == std::string::npos) {
+      std::fprintf(stderr, "the harness no longer writes \"%s\"\n", from.c_str());
+      return 1;
+    }
+    config.replace(at, from.size(), "healthIntervalMs: " + std::to_string(healthIntervalMs));
+    std::ofstream(h.peer(i).configPath) << config;
+  }
+  h.startAll();
+  if (h.waitForHealthyCluster(2, 180s) < 0) {
+    std::fprintf(stderr, "the cluster did not come up\n%s", h.describe().c_str());
+    return 1;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(settle));
+  std::vector<long> before;
+  for (int i = 0; i < h.size(); ++i) before.push_back(cpuTicks(h.peer(i).agentPid));
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::printf("session timeout %d ms, postgres.healthIntervalMs %d, CPU measured over %d s\n", sessionTimeoutMs,
+              healthIntervalMs, seconds);
+  for (int i = 0; i < h.size(); ++i) {
+    const pid_t pid = h.peer(i).agentPid;
+    const std::string proc = "/proc/" + std::to_string(pid);
+    auto status = kbFields(proc + "/status");
+    auto rollup = kbFields(proc + "/smaps_rollup");
+    const double cpu = 100.0 * static_cast<double>(cpuTicks(pid) - before[static_cast<size_t>(i)]) / hz / seconds;
+    std::printf("%-6s %-8s RSS %6ld kB (anonymous %5ld, file %5ld), threads %ld, "
+                "CPU %.3f %% of a core over %d s\n",
+                h.peer(i).id.c_str(), h.role(i).c_str(), status["VmRSS"], status["RssAnon"], status["RssFile"],
+                status["Threads"], cpu, seconds);
+    std::printf("       Pss %ld kB, Private_Dirty %ld kB, Shared_Clean %ld kB\n", rollup["Pss"], rollup["Private_Dirty"],
+                rollup["Shared_Clean"]);
+    if (maps) {
+      for (auto& [kb, name] : largestMappings(pid, 40)) std::printf("         %6ld kB  %s\n", kb, name.c_str());
+    }
+  }
+  return 0;
+}

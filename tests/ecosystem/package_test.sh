@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The Debian package, end to end: build it with CPack from the binaries already built,
+# check it with lintian (no errors) and its control fields, install it with dpkg, run
+# the installed dugong --check (sample configuration moved to loopback) and dugong-adm
+# --help from their installed paths, then purge it. Refuses to touch an installed dugong
+# package that it did not install.
+#
+#   package_test.sh <build dir>
+set -euo pipefail
+build=$(cd "$1" && pwd)
+fail() { printf 'package_test: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || fail "needs root (dpkg -i)"
+for b in agent/dugong tools/adm/dugong-adm; do
+  [ -x "$build/$b" ] || fail "$build/$b is not built"
+done
+if dpkg-query -W -f '${Status}' dugong 2>/dev/null | grep -q installed; then
+  fail "a dugong package is installed already; this test does not replace it"
+fi
+
+scratch=$(mktemp -d /tmp/dugong-package-XXXXXX)
+installed=no
+cleanup() {
+  [ "$installed" = yes ] && dpkg --purge dugong >/dev/null 2>&1 || true
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+echo "== cpack"
+cmake --build "$build" --target dugong_package_docs >/dev/null
+(cd "$scratch" && cpack --config "$build/CPackConfig.cmake" -G DEB -B "$scratch" >cpack.log 2>&1) ||
+  { cat "$scratch/cpack.log"; fail "cpack failed"; }
+deb=$(ls "$scratch"/dugong_*.deb)
+echo "built $deb"
+
+echo "== control fields"
+depends=$(dpkg-deb -f "$deb" Depends)
+echo "Depends: $depends"
+for dep in postgresql-15 libpq5 libc6 libstdc++6; do  # the ZooKeeper client is linked statically
+  grep -q "\b$dep\b" <<<"$depends" || fail "Depends lacks $dep"
+done
+contents=$(dpkg-deb -c "$deb")
+for f in ./usr/bin/dugong ./usr/bin/dugong-adm ./usr/share/man/man8/dugong.8.gz ./usr/share/man/man1/dugong-adm.1.gz \
+  ./lib/systemd/system/dugong.service ./etc/dugong/dugong.yaml; do
+  grep -q " $f\$" <<<"$contents" || fail "the package lacks $f"
+done
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/dugong/dugong.yaml ||
+  fail "/etc/dugong/dugong.yaml is not a conffile"
+
+echo "== lintian"
+lintian --fail-on error --tag-display-limit 0 "$deb" | tee "$scratch/lintian.log" || {
+  fail "lintian reports errors"
+}
+
+echo "== dpkg -i"
+installed=yes
+dpkg -i "$deb" >/dev/null
+grep -q "ExecStart=/usr/bin/dugong --config /etc/dugong/dugong.yaml" /lib/systemd/system/dugong.service ||
+  fail "the installed unit does not run /usr/bin/dugong"
+man -w dugong >/dev/null && man -w dugong-adm >/dev/null || fail "man cannot find the pages"
+
+echo "== the installed sample configuration, moved to loopback"
+sed -e 's/^\(  connect:\).*/\1 127.0.0.1:2181/' -e 's/^\(  ip:\).*/\1 127.0.0.1/' \
+  -e 's/^\(  listenAddress:\).*/\1 127.0.0.1/' -e 's|^\(  replicationCidr:\).*|\1 127.0.0.1/32|' \
+  -e 's/^\(  listen:\).*/\1 127.0.0.1:8008/' /etc/dugong/dugong.yaml >"$scratch/dugong.yaml"
+identity=$(/usr/bin/dugong --config "$scratch/dugong.yaml" --check)
+echo "$identity"
+python3 - "$identity" <<'PY'
+import json, sys
+i = json.loads(sys.argv[1])
+assert i["id"] == "127.0.0.1:5432", i
+assert i["pgUrl"] == "tcp://postgres@127.0.0.1:5432/postgres", i
+assert i["backupUrl"] == "http://127.0.0.1:8008", i
+PY
+if /usr/bin/dugong --config /etc/dugong/missing.yaml --check 2>"$scratch/err"; then fail "a missing file passes --check"; fi
+grep -q "cannot read the configuration file" "$scratch/err" || fail "unclear error: $(cat "$scratch/err")"
+/usr/bin/dugong-adm --help | grep -q rebuild || fail "dugong-adm --help does not list its commands"
+
+echo "== dpkg --purge"
+dpkg --purge dugong >/dev/null
+installed=no
+for f in /usr/bin/dugong /usr/bin/dugong-adm /etc/dugong/dugong.yaml /lib/systemd/system/dugong.service; do
+  [ ! -e "$f" ] || fail "$f is still there after purge"
+done
+echo "package test passed"
