@@ -63,6 +63,13 @@ def make_system(name, topo, peers, zk, workdir, client, args):
 
 def cmd_run(args):
     seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
+    deadline = None
+    if args.deadline:
+        hh, mm = (int(x) for x in args.deadline.split(":"))
+        t = time.gmtime()
+        deadline = time.mktime(time.struct_time((t.tm_year, t.tm_mon, t.tm_mday, hh, mm, 0, 0, 0, 0))) - time.timezone
+        if deadline < time.time():
+            deadline += 86400
     items = sched.make(seed, args.faults, args.ops_every)
     index = args.index or free_index()
     systems = args.systems.split(",")
@@ -108,8 +115,12 @@ def cmd_run(args):
         for name in systems:
             system = make_system(name, topo, peers, zk, workdir, client, args)
             runner = Runner(system, zk, out_dir, args.rest_seconds, args.interval)
+            runner.deadline = deadline
+            runner.partial_path = os.path.join(out_dir, f"{name}-{args.peers}peers-seed{seed}.partial.json")
+            runner.meta = {"replay": replay, "faults_requested": args.faults, "name": name}
             try:
                 result = runner.run(items, seed)
+                runner_partial = runner.partial_path
             finally:
                 runner.stop()
                 runner = None
@@ -117,6 +128,7 @@ def cmd_run(args):
             path = os.path.join(out_dir, f"{name}-{args.peers}peers-seed{seed}.json")
             with open(path, "w") as f:
                 json.dump(result, f, indent=1)
+            os.remove(runner_partial)
             log(f"results: {path}")
             runs.append(result)
             summary.print_table(result)
@@ -173,6 +185,7 @@ def main():
     r.add_argument("--index", type=int, help="subnet 10.213.INDEX.0/24 and names dgcampINDEX-* (default: free)")
     r.add_argument("--build-dir", default=os.path.join(REPO, "build", "dev"))
     r.add_argument("--out", default=os.path.join(REPO, "bench", "results", "runs"))
+    r.add_argument("--deadline", help="HH:MM (UTC): start no new fault after it; the results say how many ran")
     r.add_argument("--strict-verdict", action="store_true",
                    help="exit 1 also when a fault exceeded its bound or did not recover")
     c = sub.add_parser("cleanup", help="remove what runs left behind")

@@ -21,6 +21,7 @@ def overall(r):
     u = [f["unavailability"] for f in r["faults"] if not f["kind"].startswith("op_")]
     return {
         "faults": sum(1 for f in r["faults"] if not f["kind"].startswith("op_")),
+        "requested": r.get("faults_requested"),
         "ops": sum(1 for f in r["faults"] if f["kind"].startswith("op_")),
         "unavail_median": summary.median(u), "unavail_p95": summary.pct(u, 95), "unavail_max": max(u, default=None),
         "careful_lost": r["final"]["careful_lost"], "hostile_lost": r["final"]["hostile_lost"],
@@ -31,6 +32,7 @@ def overall(r):
         "rejoin_median": summary.median([f["rejoin"] for f in r["faults"]]),
         "nosync_window_max": max((f["unprotected_window"] for f in r["faults"]), default=0),
         "nosync_acks": sum(f["unprotected_acks"] for f in r["faults"]),
+        "two_writable": sum(f.get("two_writable", 0) for f in r["faults"]),
         "rss_mb": sum(a["rss_mb"] for a in r["rest"]["agents"]) / len(r["rest"]["agents"]),
         "cpu_pct": sum(a["cpu_pct"] for a in r["rest"]["agents"]) / len(r["rest"]["agents"]),
         "zk_per_min": sum(a["zk_requests_per_min"] for a in r["rest"]["agents"]) / len(r["rest"]["agents"]),
@@ -112,7 +114,7 @@ def write(paths, out_dir, command):
     L.append("|" + "---|" * 16)
     for r in runs:
         o = overall(r)
-        L.append(f"| {title(r)} | {o['faults']} (+{o['ops']}) | {fmt(o['unavail_median'])} | {fmt(o['unavail_p95'])} "
+        L.append(f"| {title(r)} | {o['faults']}{'' if o['requested'] in (None, o['faults']) else ' of ' + str(o['requested'])} (+{o['ops']}) | {fmt(o['unavail_median'])} | {fmt(o['unavail_p95'])} "
                  f"| {fmt(o['unavail_max'])} | {fmt(o['careful_lost'])} | {fmt(o['hostile_lost'])} "
                  f"| {o['double_writers']} | {o['over_bound']} | {o['not_recovered']} | {fmt(o['rejoin_median'])} "
                  f"| {fmt(o['nosync_window_max'])} | {o['rss_mb']:.1f} | {o['cpu_pct']:.2f} | {o['zk_per_min']:.0f} |")

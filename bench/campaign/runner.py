@@ -30,6 +30,9 @@ class Runner:
         self.lost_seen = {"careful": set(), "hostile": set()}
         self.double_seen = {}
         self.results = []
+        self.deadline = None       # epoch seconds: start no new fault after it
+        self.partial_path = None   # results so far, rewritten after every fault
+        self.meta = {}             # name, replay command, faults requested
 
     # ---------- observation ----------
     def writable_primary(self):
@@ -265,6 +268,21 @@ class Runner:
             return 0.0, 0
         return ts[-1] - ts[0] + self.monitors[0].interval, len(ts)
 
+    def two_writable(self, t0, t1, step=0.25):
+        """Seconds in [t0, t1] during which two or more postgres were writable at once (from the
+        monitor's samples, each at most 1 s old): a split brain, whether or not a client wrote to both."""
+        total, t = 0.0, t0
+        while t < t1:
+            n = 0
+            for m in self.monitors:
+                smp = m.at(t)
+                if smp is not None and t - smp.t <= 1.0 and smp.up and smp.writable:
+                    n += 1
+            if n >= 2:
+                total += step
+            t += step
+        return total
+
     def lost_rows(self, primary):
         # Only acknowledgements received before the query started can be expected in its snapshot.
         upto = {c.client: len(c.acks) for c in (self.careful, self.hostile)}
@@ -348,6 +366,7 @@ class Runner:
         doubles = self.double_writers([self.careful])
         doubles_any = self.double_writers([self.careful, self.hostile])
         window, n_unprot = self.unprotected_window(t0, t_end)
+        split = self.two_writable(t0, t_end)
         res = {
             "n": item["n"], "kind": item["kind"], "what": what, "hold": round(hold, 1),
             "unavailability": round(unavail, 2), "bound": bound, "over_bound": unavail > bound,
@@ -357,13 +376,14 @@ class Runner:
             "careful_lost": len(lost["careful"]), "hostile_lost": len(lost["hostile"]),
             "careful_lost_ids": lost["careful"][:20], "hostile_lost_ids": lost["hostile"][:20],
             "double_writers": doubles, "double_writers_any": doubles_any, "unprotected_window": round(window, 2), "unprotected_acks": n_unprot,
+            "two_writable": round(split, 2),
             "repairs": repairs, "check_error": check_error, "t": round(t0, 1), "duration": round(t_end - t0, 1),
         }
         self.results.append(res)
         flag = "ok" if ok and not lost["careful"] and not doubles and not res["over_bound"] else "PROBLEM"
         log(f"[{item['n']:3d}/{total}] {item['kind']:<16} {what:<40} unavail {unavail:6.2f}s "
             f"rejoin {res['rejoin'] if res['rejoin'] is not None else '-':>6} lost c{res['careful_lost']}/"
-            f"h{res['hostile_lost']} dbl c{len(doubles)}/any{len(doubles_any)} nosync {window:.2f}s {flag}"
+            f"h{res['hostile_lost']} dbl c{len(doubles)}/any{len(doubles_any)} nosync {window:.2f}s 2w {split:.2f}s {flag}"
             + (f" repairs: {'; '.join(repairs)}" if repairs else "") + (f" check: {check_error}" if check_error else ""))
         return res
 
@@ -398,7 +418,18 @@ class Runner:
                 f"ZooKeeper {a['zk_requests_per_min']} requests/min")
         total = max(it["n"] for it in items)
         for item in items:
+            if self.deadline and time.time() > self.deadline and not item["kind"].startswith("op_"):
+                log(f"== deadline reached: stopping after {item['n'] - 1} of {total} faults")
+                break
             self.run_item(item, total)
+            if self.partial_path:
+                with open(self.partial_path, "w") as f:
+                    json.dump(dict(self.meta, system=self.s.label, kind=self.s.kind, seed=seed,
+                                   peers=len(self.s.peers), rest=rest, faults=self.results, partial=True,
+                                   final={"careful_lost": sum(r["careful_lost"] for r in self.results),
+                                          "hostile_lost": sum(r["hostile_lost"] for r in self.results),
+                                          "timeline_forks": [], "careful_acks": len(self.careful.acks),
+                                          "hostile_acks": len(self.hostile.acks)}), f, indent=1)
         # final check: every acknowledged row on the final primary, timeline histories agree
         self.wait_until(lambda: self.settled(time.time() - 1), 60)
         self.careful.stopping = self.hostile.stopping = True
@@ -418,6 +449,12 @@ class Runner:
             f"{final['hostile_acks']}, lost {final['hostile_lost']}; timeline forks {len(final['timeline_forks'])}")
         for m in self.monitors:
             m.stopping = True
+        with open(os.path.join(self.s.workdir, "monitor.jsonl"), "w") as f:
+            for i, m in enumerate(self.monitors):
+                for x in m.samples:
+                    f.write(json.dumps({"peer": i + 1, "t": x.t, "up": x.up, "writable": x.writable,
+                                        "sync_names": x.sync_names, "sync_streaming": x.sync_streaming,
+                                        "streaming": x.streaming}) + "\n")
         with open(os.path.join(self.s.workdir, "acks.jsonl"), "w") as f:
             for c in (self.careful, self.hostile):
                 for a in c.acks:

@@ -36,6 +36,7 @@ def by_kind(result):
             "not_recovered": sum(1 for f in fs if not f["recovered"]),
             "nosync_window_max": max(f["unprotected_window"] for f in fs),
             "nosync_acks": sum(f["unprotected_acks"] for f in fs),
+            "two_writable_max": max(f.get("two_writable", 0) for f in fs),
         }
     return rows
 
@@ -52,7 +53,7 @@ COLUMNS = [("kind", "fault kind"), ("count", "n"), ("unavail_median", "unav med"
            ("unavail_max", "max"), ("careful_lost", "lost careful"), ("hostile_lost", "lost hostile"),
            ("double_writers", "double wr careful"), ("double_writers_any", "double wr any"), ("rejoin_median", "rejoin med"), ("rejoin_max", "rejoin max"),
            ("over_bound", "> bound"), ("not_recovered", "unrecovered"), ("nosync_window_max", "no-sync ack win"),
-           ("nosync_acks", "no-sync acks")]
+           ("nosync_acks", "no-sync acks"), ("two_writable_max", "2 writable max s")]
 
 
 def print_table(result):
