@@ -8,6 +8,7 @@ of faults, checks after every fault, and Patroni through the same topology and s
 """
 import argparse
 import faulthandler
+import fcntl
 import json
 import os
 import random
@@ -35,7 +36,7 @@ PATRONI_VARIANTS = {
 }
 
 
-class Interrupted(Exception):
+class Interrupted(BaseException):
     pass
 
 
@@ -43,12 +44,27 @@ def on_signal(signum, _frame):
     raise Interrupted(f"signal {signum}")
 
 
-def free_index():
+_index_lock = None
+
+
+def claim_index(wanted=None):
+    """A subnet index no other run uses: its lock file is held for this process's lifetime (flock), and
+    no namespace has its names."""
+    global _index_lock
+    os.makedirs(WORK_ROOT, exist_ok=True)
     used = topology.sh("ip", "netns", "list").stdout
-    for i in range(1, 251):
-        if f"{topology.NAME_ROOT}{i}-" not in used:
-            return i
-    raise RuntimeError("no free subnet index")
+    for i in ([wanted] if wanted else range(1, 251)):
+        if f"{topology.NAME_ROOT}{i}-" in used:
+            continue
+        fd = os.open(os.path.join(WORK_ROOT, f"{topology.NAME_ROOT}{i}.lock"), os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _index_lock = fd
+        return i
+    raise RuntimeError(f"subnet index {wanted} is in use" if wanted else "no free subnet index")
 
 
 def make_system(name, topo, peers, zk, workdir, client, args):
@@ -71,7 +87,7 @@ def cmd_run(args):
         if deadline < time.time():
             deadline += 86400
     items = sched.make(seed, args.faults, args.ops_every)
-    index = args.index or free_index()
+    index = claim_index(args.index)
     systems = args.systems.split(",")
     replay = (f"bench/campaign/campaign.py run --seed {seed} --faults {args.faults} --peers {args.peers} "
               f"--systems {args.systems} --session-timeout-ms {args.session_timeout_ms} --ops-every {args.ops_every}")
@@ -181,7 +197,7 @@ def main():
     r.add_argument("--ops-every", type=int, default=4, help="an operator action after every N faults (0: none)")
     r.add_argument("--session-timeout-ms", type=int, default=4000, help="dugong's ZooKeeper session timeout")
     r.add_argument("--rest-seconds", type=int, default=60, help="length of the at-rest measurement")
-    r.add_argument("--interval", type=float, default=0.05, help="pause between a client's operations")
+    r.add_argument("--interval", type=float, default=0.1, help="pause between a client's operations")
     r.add_argument("--index", type=int, help="subnet 10.213.INDEX.0/24 and names dgcampINDEX-* (default: free)")
     r.add_argument("--build-dir", default=os.path.join(REPO, "build", "dev"))
     r.add_argument("--out", default=os.path.join(REPO, "bench", "results", "runs"))

@@ -159,7 +159,7 @@ class Sample:
 
 
 class PeerMonitor(threading.Thread):
-    def __init__(self, host, port, user, interval=0.25):
+    def __init__(self, host, port, user, interval=0.5):
         super().__init__(daemon=True, name=f"monitor-{host}")
         self.host, self.port, self.user, self.interval = host, port, user, interval
         self.samples = []
