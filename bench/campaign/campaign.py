@@ -77,7 +77,26 @@ def make_system(name, topo, peers, zk, workdir, client, args):
     raise SystemExit(f"unknown system '{name}' (dugong, {', '.join(PATRONI_VARIANTS)})")
 
 
+def preflight(systems):
+    """Everything the run needs, checked before anything is created; a clear message when missing."""
+    if os.geteuid() != 0:
+        raise SystemExit("campaign: needs root (network namespaces, veth pairs, iptables); run it as root")
+    need = ["ip", "iptables", "tc", "java", "setpriv", "/usr/lib/postgresql/15/bin/postgres"]
+    if any(s.startswith("patroni") for s in systems):
+        need += ["patroni", "patronictl"]
+    missing = [n for n in need if shutil.which(n) is None]
+    if missing:
+        raise SystemExit(f"campaign: missing programs: {', '.join(missing)}")
+    probe = f"{topology.NAME_ROOT}probe{os.getpid() % 100000}"
+    r = topology.sh("ip", "netns", "add", probe, check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"campaign: cannot create a network namespace ({r.stderr.strip()}); "
+                         "the campaign needs CAP_SYS_ADMIN and CAP_NET_ADMIN")
+    topology.sh("ip", "netns", "del", probe, check=False)
+
+
 def cmd_run(args):
+    preflight(args.systems.split(","))
     seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
     deadline = None
     if args.deadline:

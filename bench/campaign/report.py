@@ -140,7 +140,10 @@ def write(paths, out_dir, command):
     L.append("## Per fault kind\n")
     cols = summary.COLUMNS
     for r in runs:
+        bound = r["faults"][0]["bound"] if r["faults"] else None
         L.append(f"### {title(r)}\n")
+        L.append(f"Bound on write unavailability: {fmt(bound)} s (failure detection + loop_wait + 5 s); "
+                 f"faults that last are held for the bound + 1 to 3 s.\n")
         L.append("| " + " | ".join(h for _, h in cols) + " |")
         L.append("|" + "---|" * len(cols))
         for kind, row in summary.by_kind(r).items():
@@ -160,6 +163,19 @@ def write(paths, out_dir, command):
                 continue
             cells.append(" / ".join(ratio(rk[m], bk[kind][m]) for m in ("unavail_median", "unavail_p95", "unavail_max")))
         L.append(f"| {kind} | " + " | ".join(cells) + " |")
+    L.append("")
+    L.append("## Commits acknowledged with no synchronous standby\n")
+    L.append("Careful-client acknowledgements given by a postgres that was writable with an empty "
+             "`synchronous_standby_names` and no synchronous standby streaming (monitor samples every 0.5 s). "
+             "The window is the time from the first to the last such acknowledgement after one fault.\n")
+    L.append("| run | faults with such acks | acks | window median s | window max s | fault kinds |")
+    L.append("|---|---|---|---|---|---|")
+    for r in runs:
+        fs = [f for f in r["faults"] if f["unprotected_acks"]]
+        kinds = sorted({f["kind"] for f in fs})
+        L.append(f"| {title(r)} | {len(fs)} | {sum(f['unprotected_acks'] for f in fs)} "
+                 f"| {fmt(summary.median([f['unprotected_window'] for f in fs]))} "
+                 f"| {fmt(max((f['unprotected_window'] for f in fs), default=None))} | {', '.join(kinds) or '-'} |")
     L.append("")
     L.append("## Every fault after which a system lost a row, exceeded its bound or never recovered\n")
     any_problem = False
