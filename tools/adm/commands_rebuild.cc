@@ -34,7 +34,7 @@ std::string roleOf(const ClusterState& s, const std::string& id) {
 int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
   auto config = agent::loadConfig(a.config);
   if (!config) return fail(kExitUsage, config.error());
-  config->pg.replaceUnknownData = a.discardData;
+  config.value().pg.replaceUnknownData = a.discardData;
   if (auto v = pg::validate(config->pg); !v) return fail(kExitUsage, a.config + ": postgres: " + v.error());
   const std::string self = config->identity.id;
   if (a.waitSeconds < 0) return fail(kExitUsage, "--wait must not be negative");

@@ -1,0 +1,50 @@
+"""The seeded fault schedule: the same seed gives the same faults, targets and timings."""
+import random
+
+# Faults, each held for the system's failure-detection time + 'extra' seconds when it lasts.
+FAULTS = [
+    "kill_postgres",      # kill -9 of a peer's postmaster
+    "kill_agent",         # kill -9 of a peer's agent (restarted 1 s later, like systemd)
+    "kill_host",          # host death: agent and postgres killed, link down; back after the hold
+    "stop_agent",         # SIGSTOP of an agent past its session timeout, then SIGCONT
+    "cut_zk",             # a host cut from the ZooKeeper servers only
+    "cut_all",            # a host cut from everything (link down)
+    "cut_primary_sync",   # the primary cut from its sync only
+    "asymmetric",         # a host receives nothing from the ZooKeeper servers and the peers, still sends
+    "bad_link",           # one host's link: 20 % loss each way and a 1 Mbit/s bucket (no netem here)
+    "zk_restart",         # one ZooKeeper server restarted
+    "zk_leader_kill",     # the ZooKeeper leader killed (kill -9), restarted after the hold
+    "zk_quorum_loss",     # two of three ZooKeeper servers killed for a while
+    "agent_restart",      # an agent stopped and started again (an upgrade)
+]
+OPERATOR = ["op_switchover", "op_freeze", "op_rebuild"]
+PEER_FAULTS = {"kill_postgres", "kill_agent", "kill_host", "stop_agent", "cut_zk", "cut_all", "asymmetric",
+               "bad_link", "agent_restart"}
+
+
+def make(seed, faults, ops_every):
+    """The first `faults` faults of the seed's endless schedule (a shorter run is a prefix of a longer
+    one), with an operator action after every `ops_every` faults. Each batch of len(FAULTS) faults holds
+    every kind once, in a random order."""
+    rng = random.Random(seed)
+    items, ops, n = [], [], 0
+    while n < faults:
+        batch = FAULTS[:]
+        rng.shuffle(batch)
+        for kind in batch:
+            if n == faults:
+                break
+            n += 1
+            items.append({
+                "n": n,
+                "kind": kind,
+                "role": "primary" if kind == "cut_primary_sync" else rng.choice(["primary", "replica"]),
+                "pick": rng.random(),
+                "extra": round(rng.uniform(1.0, 3.0), 1),
+            })
+            if ops_every and n % ops_every == 0:
+                if not ops:
+                    ops = OPERATOR[:]
+                    rng.shuffle(ops)
+                items.append({"n": n, "kind": ops.pop(), "role": "replica", "pick": rng.random(), "extra": 0})
+    return items
