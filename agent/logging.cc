@@ -77,7 +77,9 @@ Result<bool> setLogLevel(const std::string& level) {
 }
 
 std::string logLevel() {
-  const auto name = spdlog::level::to_string_view(spdlog::get_level());
+  const auto level = spdlog::get_level();
+  if (level == spdlog::level::warn) return "warn";  // log.level's word, not spdlog's "warning"
+  const auto name = spdlog::level::to_string_view(level);
   return std::string(name.data(), name.size());
 }
 

@@ -18,7 +18,7 @@ namespace dugong::agent {
 Result<bool> setupLogging(const std::string& level, const std::string& format, const std::string& peerId);
 // Changes the level of every logger (SIGHUP).
 Result<bool> setLogLevel(const std::string& level);
-// The level in force now ("info", ...).
+// The level in force now, in log.level's words ("trace", "debug", "info", "warn", ...).
 std::string logLevel();
 // The generation written on every JSON line from now on. Thread-safe; call it when a
 // cluster state with a new generation is seen.

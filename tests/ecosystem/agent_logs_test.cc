@@ -127,7 +127,7 @@ TEST_F(AgentLogs, SighupRereadsTheLogLevel) {
 
   setLogSection("info");
   hangUp();
-  ASSERT_TRUE(waitForLine("SIGHUP: log level info (was warning)"));
+  ASSERT_TRUE(waitForLine("SIGHUP: log level info (was warn)"));
 
   // A bad level is refused with a clear error, and the level in force stays.
   setLogSection("loud");
