@@ -10,6 +10,7 @@ PgOptions someOptions() {
   o.dataDir = "/tmp/x/data";
   o.port = 6543;
   o.peerId = "peer-a";
+  o.replicationPassword = "r";
   o.settings = {{"shared_buffers", "16MB"}, {"wal_keep_size", "1GB"}};
   return o;
 }

@@ -34,7 +34,8 @@ std::string roleOf(const ClusterState& s, const std::string& id) {
 int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
   auto config = agent::loadConfig(a.config);
   if (!config) return fail(kExitUsage, config.error());
-  config.value().pg.replaceUnknownData = a.discardData;
+  pg::PgOptions pgOptions = config->pg;
+  pgOptions.replaceUnknownData = a.discardData;
   if (auto v = pg::validate(config->pg); !v) return fail(kExitUsage, a.config + ": postgres: " + v.error());
   const std::string self = config->identity.id;
   if (a.waitSeconds < 0) return fail(kExitUsage, "--wait must not be negative");
@@ -75,7 +76,7 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
   spdlog::set_default_logger(logger);
   spdlog::info("rebuilding {} from {}", self, s.primary.id);
   const auto started = std::chrono::steady_clock::now();
-  pg::PgController controller(config->pg);
+  pg::PgController controller(pgOptions);
   auto before = controller.init();
   spdlog::info("local postgres: {}, data directory {}", before.online ? "running" : "stopped",
                before.setUp ? "set up" : "not set up");
