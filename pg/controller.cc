@@ -104,18 +104,26 @@ bool PgController::isSetUp() const {
          !fs::exists(markerPath(), ec);
 }
 
-bool PgController::isRunning() const {
-  std::ifstream in(options_.dataDir + "/postmaster.pid");
+namespace {
+
+// Whether the first line of a postgres lock file (postmaster.pid, or the socket's
+// .s.PGSQL.<port>.lock) names a live postmaster. The pid may have been reused: check that
+// it is a postgres process, and not a zombie (a killed postmaster whose parent has not
+// reaped it yet, which postgres itself would take for a running server).
+bool lockFileHeldByLivePostmaster(const std::string& lockFile) {
+  std::ifstream in(lockFile);
   long pid = 0;
   if (!(in >> pid) || pid <= 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  // The pid may have been reused: check that it is a postgres process, and not a zombie
-  // (a killed postmaster whose parent has not reaped it).
   std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
   auto close = stat.rfind(')');
   if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z') return false;
   return stat.find("(postgres)") != std::string::npos;
 }
+
+}  // namespace
+
+bool PgController::isRunning() const { return lockFileHeldByLivePostmaster(options_.dataDir + "/postmaster.pid"); }
 
 bool PgController::hasStandbySignal() const {
   std::error_code ec;
@@ -269,13 +277,15 @@ Result<bool> PgController::start() {
   if (!hba) return hba;
   auto free = portFree(options_.localHost(), options_.port);
   if (!free) return free;
-  std::error_code ec;
-  std::string pidFile = options_.dataDir + "/postmaster.pid";
-  if (fs::exists(pidFile, ec) && !isRunning()) {
-    // Left by a postmaster that died (e.g. killed). Postgres would take a zombie, one
-    // whose parent does not reap it, for a running server and refuse to start.
-    spdlog::warn("pg: removing the stale {}", pidFile);
-    fs::remove(pidFile, ec);
+  // Lock files left by a postmaster that died (e.g. killed): postgres would take a
+  // zombie, one whose parent does not reap it, for a running server and refuse to start.
+  for (const std::string& lockFile : {options_.dataDir + "/postmaster.pid",
+                                      options_.socketPath() + "/.s.PGSQL." + std::to_string(options_.port) + ".lock"}) {
+    std::error_code ec;
+    if (fs::exists(lockFile, ec) && !lockFileHeldByLivePostmaster(lockFile)) {
+      spdlog::warn("pg: removing the stale {}", lockFile);
+      fs::remove(lockFile, ec);
+    }
   }
   auto deadline = std::chrono::steady_clock::now() + options_.startTimeout;
   std::string lastError;
