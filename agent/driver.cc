@@ -78,26 +78,29 @@ void Driver::step(const Event& event) {
   } else if (auto* active = std::get_if<ActivePeersChanged>(&event)) {
     lastActive_ = active->active;
   }
-  restartStateMachineIfRebuilt(event);
+  if (std::holds_alternative<ClusterStateChanged>(event) || std::holds_alternative<ZkInitialized>(event)) {
+    // The event being stepped now delivers the state; the active list comes first.
+    if (rebuiltWhileDeposed()) startFreshStateMachine(std::holds_alternative<ClusterStateChanged>(event));
+  }
   for (const Action& a : peer_->step(env_.clock.wallMs(), event)) carryOut(a);
 }
 
 // A deposed peer's state machine ignores everything. Once an operator has rebuilt this
-// peer and removed it from `deposed`, the driver starts a fresh one.
-void Driver::restartStateMachineIfRebuilt(const Event& event) {
-  if (peer_->role() != Role::kDeposed || pgBusy_) return;
-  if (!std::holds_alternative<ClusterStateChanged>(event) && !std::holds_alternative<ZkInitialized>(event)) return;
-  if (!lastStateNode_.exists) return;
+// peer and removed it from `deposed`, the driver starts a fresh one: when the state
+// says so, or, if a transition was in flight then, as soon as it ends.
+bool Driver::rebuiltWhileDeposed() const {
+  if (peer_->role() != Role::kDeposed || pgBusy_ || !lastStateNode_.exists) return false;
   auto state = ClusterState::parse(lastStateNode_.data);
-  if (!state || containsPeer(state->deposed, opts_.identity.id)) return;
-  log(LogLevel::kInfo, "this peer is no longer deposed (generation " + std::to_string(state->generation) +
-                           "): it was rebuilt; starting a fresh state machine");
+  return state && !containsPeer(state->deposed, opts_.identity.id);
+}
+
+void Driver::startFreshStateMachine(bool feedState) {
+  log(LogLevel::kInfo, "this peer is no longer deposed: it was rebuilt; starting a fresh state machine");
   ++counters_.freshStateMachines;
   peer_ = std::make_unique<Peer>(PeerOptions{opts_.identity, opts_.singleton, opts_.retryDelayMs});
   for (auto& [id, timer] : timers_) timer->cancel();
   env_.postgres.init(guarded<PgInitialized>([this](PgInitialized e) { step(e); }));
-  // The event being stepped now delivers the state; the active list comes first.
-  if (std::holds_alternative<ClusterStateChanged>(event)) {
+  if (feedState) {
     for (const Action& a : peer_->step(env_.clock.wallMs(), ZkInitialized{lastStateNode_, lastActive_})) carryOut(a);
   }
 }
@@ -172,6 +175,7 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                           if (!fromPeer) log(LogLevel::kWarn, "restarting postgres failed: " + r.error);
                         }
                         if (fromPeer) step(r);
+                        if (rebuiltWhileDeposed()) startFreshStateMachine(true);
                         if (queuedPeerApply_ && !pgBusy_ && !stopping_) {
                           PgConfig next = *queuedPeerApply_;
                           queuedPeerApply_.reset();

@@ -77,7 +77,8 @@ class Driver {
  private:
   void step(const Event& event);
   void later(Event event);
-  void restartStateMachineIfRebuilt(const Event& event);
+  bool rebuiltWhileDeposed() const;
+  void startFreshStateMachine(bool feedState);
   void carryOut(const Action& action);
   void join();
   void withdraw(int64_t downMs);

@@ -321,5 +321,28 @@ TEST_F(DriverTest, StartsAFreshStateMachineOnceRebuilt) {
   EXPECT_EQ(driver_->peer().role(), Role::kAsync);
 }
 
+// The rebuild is seen while the deposed peer is still stopping postgres, and no state
+// change follows: the fresh state machine starts when the transition ends.
+TEST_F(DriverTest, StartsAFreshStateMachineWhenTheTransitionDuringTheRebuildEnds) {
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  state_.generation = 3;
+  state_.primary = peerId("node2");
+  state_.sync = peerId("node3");
+  state_.deposed = {peerId("node1")};
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 4), active({"node2", "node3", "node1"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);  // stopping postgres, still in flight
+  ClusterState rebuilt = state_;
+  rebuilt.deposed.clear();
+  rebuilt.async = {peerId("node1")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(rebuilt, 5)});
+  EXPECT_EQ(driver_->counters().freshStateMachines, 0u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  EXPECT_EQ(driver_->counters().freshStateMachines, 1u) << "the rebuilt peer stays deposed";
+  ASSERT_EQ(pg_.inits.size(), 1u);
+}
+
 }  // namespace
 }  // namespace dugong::agent

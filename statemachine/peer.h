@@ -52,6 +52,9 @@ class Peer {
   const std::optional<PeerList>& activePeers() const { return active_; }
   // True while a write, WAL read or postgres transition is in flight, or a timer pends.
   bool busy() const;
+  // True while a write, WAL read, fence or postgres transition is in flight: the peer
+  // waits for its completion event.
+  bool awaitingCompletion() const { return update_ != Update::kNone || pgApplying_.has_value(); }
   // Why this peer stopped acting (invalid state, fatal error), if it did.
   std::optional<std::string> haltReason() const;
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <utility>
 
+#include "agent/driver.h"
 #include "statemachine/peer.h"
 #include "tools/cluster_sim/rng.h"
 #include "tools/cluster_sim/wal.h"
@@ -26,6 +27,13 @@ namespace {
 constexpr int64_t kReplicationTickMs = 10;
 constexpr int64_t kOperatorQuietTickMs = 1000;
 constexpr int64_t kSettleAfterConvergedMs = 3000;
+constexpr int64_t kHealthIntervalMs = 1000;   // the pg adapter's health check
+constexpr int64_t kWithdrawAfterMs = 8000;    // health.withdrawAfterSeconds of the simulated agents
+// A withdrawn peer whose postgres serves again rejoins within one health check; an
+// operation in flight (a state write, a transition, a WAL read) ends within this.
+constexpr int64_t kRejoinBoundMs = 3 * kHealthIntervalMs;
+constexpr int64_t kInFlightBoundMs = 30000;
+constexpr int64_t kRepairAfterMs = 3000;
 
 // A simulated postgres: its data directory (WAL, set up or not) survives crashes; the
 // process (running, configuration, waiting commits) does not.
@@ -36,6 +44,9 @@ struct SimPostgres {
   bool transitioning = false;  // an ApplyPgConfig is being carried out
   bool reloading = false;      // ... by a reload that keeps serving (primary -> primary)
   bool crashedInTransition = false;
+  bool standbySignal = false;  // last ran as a standby (a data directory that follows)
+  int64_t brokenUntil = 0;     // crashed, and will not start again until then
+  int64_t cannotFollowSince = -1;
   PgConfig config;             // what it runs with
   int64_t generationTag = 0;   // the generation its agent saw when making it primary
   bool syncCaughtUp = false;   // primary: the sync has streamed up to its WAL at least once
@@ -43,15 +54,73 @@ struct SimPostgres {
   int64_t stalledUntil = 0;    // as a standby, receives nothing until then
   int64_t slowUntil = 0;       // transitions are slow until then
   uint64_t epoch = 0;          // bumps on every crash and transition
-  bool healScheduled = false;  // a rebuild of this diverged standby is pending
 
   bool serving() const { return running && (!transitioning || reloading); }
   bool isStandby() const { return config.role == PgRole::kSync || config.role == PgRole::kAsync; }
 };
 
+class World;
+
+// One simulated host's environment for its agent's driver (agent/env.h): the world's
+// virtual clock, a client of the simulated ZooKeeper ensemble, the local simulated
+// postgres, and the trace as the log. One per incarnation of the agent.
+class NodeEnv final : public agent::Clock,
+                      public agent::Coordinator,
+                      public agent::Postgres,
+                      public agent::LogSink {
+ public:
+  NodeEnv(World& world, int n, uint64_t incarnation) : w_(world), n_(n), inc_(incarnation) {}
+
+  EpochMs wallMs() const override;
+  int64_t monotonicMs() const override;
+  std::unique_ptr<agent::Timer> newTimer() override;
+  void post(std::function<void()> fn) override;
+
+  Result<bool> join(agent::CoordinatorCallbacks callbacks) override;
+  void leave() override;
+  void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                       std::function<void(StateWriteFinished)> done) override;
+  agent::CoordinatorStatus status() const override;
+
+  void init(std::function<void(PgInitialized)> done) override;
+  void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) override;
+  void fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) override;
+  void readWal(std::function<void(WalPositionRead)> done) override;
+  void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override;
+  void stopHealthCheck() override;
+
+  void write(LogLevel level, const std::string& line) override;
+
+  // What the world needs to answer, exactly once.
+  bool member = false;
+  agent::CoordinatorCallbacks callbacks;
+  uint64_t writeSerial = 0;
+  std::function<void(StateWriteFinished)> pendingWrite;
+  int64_t writeSince = 0;
+  std::function<void(PgConfigApplied)> pendingApply;
+  int transitions = 0;  // applies and fences in flight
+  int64_t transitionSince = 0;
+  int walReads = 0;
+  int64_t walReadSince = 0;
+  std::function<void(bool, const std::string&)> onHealth;
+  uint64_t healthSerial = 0;
+  int lastHealthy = -1;
+  std::string lastFatal;
+
+ private:
+  void beginTransition(const char* what);
+  World& w_;
+  int n_;
+  uint64_t inc_;
+};
+
 struct Node {
   PeerIdentity identity;
-  std::unique_ptr<Peer> peer;
+  std::unique_ptr<NodeEnv> env;          // the agent's environment, while it runs
+  std::unique_ptr<agent::Driver> driver; // the agent's logic: the code that ships
+  int64_t withdrawnServingSince = -1;
+  int64_t awaitingSince = -1;          // its state machine waits for a completion
+  int64_t wronglyDeposedSince = -1;    // deposed in its view, not in ZooKeeper's
   bool up = false;               // the agent runs
   uint64_t incarnation = 0;      // bumps on every start and stop of the agent
   bool restartPending = false;
@@ -82,6 +151,8 @@ struct ElectionNode {
 };
 
 class World {
+  friend class NodeEnv;
+
  public:
   World(const Scenario& scenario, const WorldOptions& options)
       : sc_(scenario),
@@ -129,8 +200,9 @@ class World {
   // ---- peers ----
   void startAgent(int n);
   void stopAgent(int n);
-  void stepPeer(int n, const Event& ev);
-  void perform(int n, const Action& action);
+  // Runs `call` (which hands `ev` to n's driver), traced, then checks n's view.
+  void intoDriver(int n, const Event& ev, const std::function<void()>& call);
+  const Peer* peerOf(int n) const { return node(n).driver ? &node(n).driver->peer() : nullptr; }
   std::string describeEvent(const Event& ev) const;
   bool alive(int n, uint64_t inc) const { return nodes_[static_cast<size_t>(n)].up && node(n).incarnation == inc; }
   Node& node(int n) { return nodes_[static_cast<size_t>(n)]; }
@@ -154,9 +226,12 @@ class World {
   void recomputeActive();
   PeerList activePeers() const;
   StateNode stateNode() const { return StateNode{stateExists_, stateData_, stateVersion_}; }
-  void zkDeliver(int n, Event ev, bool evenAfterSessionChange);
+  // Runs `fn` on n's client, after what the client heard before (per-client order).
+  void zkSchedule(int n, std::function<void()> fn);
+  void zkDeliver(int n, Event ev);
+  void answerWrite(int n, uint64_t serial, StateWriteFinished r);
   void notifyAll(bool state);
-  void zkWrite(int n, const WriteClusterState& w);
+  void zkWrite(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion, const std::string& reason);
   StateWriteFinished cas(const std::string& writer, const std::string& data, int32_t expectedVersion,
                          int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason);
   void partition(int n, int64_t duration);
@@ -167,9 +242,10 @@ class World {
   void pgApply(int n, const PgConfig& cfg);
   void finishApply(int n, uint64_t inc, PgConfig cfg);
   void pgStop(int n);
-  void pgCrash(int n, int64_t restartAfter);
+  void pgCrash(int n, int64_t brokenFor);
   void replicate();
-  void scheduleHeal(int n);
+  void healthCheck(int n, uint64_t inc, uint64_t serial);
+  void repairStandby(int n);
   bool attachedSync(int primary) const;
   bool writable(int n) const;
   void clientTick();
@@ -249,17 +325,23 @@ void World::startAgent(int n) {
   nd.up = true;
   nd.restartPending = false;
   ++nd.incarnation;
-  nd.peer = std::make_unique<Peer>(PeerOptions{nd.identity, false, 1000});
   nd.session = 0;
   nd.zkReady = false;
-  nd.connecting = true;
+  nd.connecting = false;
+  nd.withdrawnServingSince = -1;
+  nd.awaitingSince = -1;
+  nd.wronglyDeposedSince = -1;
   trace('F', nd.identity.id + " agent starts (incarnation " + std::to_string(nd.incarnation) + ")");
-  uint64_t inc = nd.incarnation;
-  after(rngAgent_.between(20, 300), [this, n, inc] { connectZk(n, inc); });
-  after(rngAgent_.between(20, 300), [this, n, inc] {
-    if (!alive(n, inc)) return;
-    stepPeer(n, PgInitialized{node(n).pg.running, node(n).pg.setUp});
+  nd.env = std::make_unique<NodeEnv>(*this, n, nd.incarnation);
+  agent::DriverOptions o;
+  o.identity = nd.identity;
+  o.withdrawAfterMs = kWithdrawAfterMs;
+  nd.driver = std::make_unique<agent::Driver>(agent::Env{*nd.env, *nd.env, *nd.env, *nd.env}, o);
+  NodeEnv* env = nd.env.get();
+  nd.driver->onFatal([this, n, env] {
+    checker_.fail(now_, "fatal", node(n).identity.id + " reported a fatal error: " + env->lastFatal);
   });
+  nd.driver->start();
 }
 
 // The agent stops (crash or operator); its ZooKeeper session is left to expire unless
@@ -267,7 +349,8 @@ void World::startAgent(int n) {
 void World::stopAgent(int n) {
   Node& nd = node(n);
   nd.up = false;
-  nd.peer.reset();
+  nd.driver.reset();
+  nd.env.reset();
   ++nd.incarnation;
   nd.zkReady = false;
   nd.connecting = false;
@@ -321,81 +404,209 @@ std::string describeConfig(const PgConfig& c) {
   return s;
 }
 
-void World::stepPeer(int n, const Event& ev) {
+void World::intoDriver(int n, const Event& ev, const std::function<void()>& call) {
   Node& nd = node(n);
   trace('E', nd.identity.id + " <- " + describeEvent(ev));
-  std::vector<Action> actions = nd.peer->step(wall(), ev);
-  if (const auto& s = nd.peer->clusterState()) {
+  call();
+  if (!node(n).driver) return;
+  if (const auto& s = node(n).driver->peer().clusterState()) {
     checker_.onPeerView(now_, nd.identity.id, nd.incarnation, s->generation);
-  }
-  for (const Action& a : actions) {
-    if (!node(n).up) break;
-    perform(n, a);
   }
 }
 
-void World::perform(int n, const Action& action) {
-  Node& nd = node(n);
-  const std::string& id = nd.identity.id;
-  uint64_t inc = nd.incarnation;
-  std::visit(Overloaded{
-                 [&](const WriteClusterState& w) { zkWrite(n, w); },
-                 [&](const ApplyPgConfig& a) { pgApply(n, a.config); },
-                 [&](const FencePg& f) {
-                   trace('A', id + " -> fence" + (f.newSync ? " (commits wait for " + f.newSync->id + ")" : ""));
-                   after(rngPg_.between(2, 20), [this, n, inc, newSync = f.newSync] {
-                     if (!alive(n, inc)) return;
-                     SimPostgres& pg = node(n).pg;
-                     PgFenced r;
-                     if (pg.transitioning) {
-                       r.error = "postgres is in a transition";
-                     } else {
-                       r.ok = true;  // a stopped postgres acknowledges nothing
-                       r.instance = pg.running ? pg.epoch + 1 : 0;
-                       if (pg.running && pg.config.role == PgRole::kPrimary) {
-                         pg.config.downstream = newSync;  // a reload: commits wait for it
-                       } else if (pg.running && pg.isStandby()) {
-                         pg.config.upstream.reset();  // stops streaming
-                       }
-                     }
-                     stepPeer(n, r);
-                   });
-                 },
-                 [&](const ReadWal&) {
-                   trace('A', id + " -> read WAL");
-                   after(rngPg_.between(2, 20), [this, n, inc] {
-                     if (!alive(n, inc)) return;
-                     const SimPostgres& pg = node(n).pg;
-                     WalPositionRead r;
-                     if (pg.running && !pg.transitioning) {
-                       r.position = pg.wal.position();
-                       r.instance = pg.epoch + 1;
-                     } else {
-                       r.error = "postgres is not running";
-                     }
-                     stepPeer(n, r);
-                   });
-                 },
-                 [&](const StartTimer& t) {
-                   trace('A', id + " -> timer " + timerName(t.id) + " in " + std::to_string(t.delayMs) + " ms");
-                   TimerId tid = t.id;
-                   after(t.delayMs, [this, n, inc, tid] {
-                     if (alive(n, inc)) stepPeer(n, TimerFired{tid});
-                   });
-                 },
-                 [&](const LogDecision& l) { trace(l.level == LogLevel::kDebug ? 'D' : 'L', id + ": " + l.message); },
-                 [&](const Fatal& f) {
-                   trace('L', id + ": FATAL " + f.reason);
-                   checker_.fail(now_, "fatal", id + " reported a fatal error: " + f.reason);
-                 },
-             },
-             action);
+// ---------------------------------------------------------------- the agents' environment
+
+EpochMs NodeEnv::wallMs() const { return w_.wall(); }
+int64_t NodeEnv::monotonicMs() const { return w_.now_; }
+
+namespace {
+class SimTimer final : public agent::Timer {
+ public:
+  explicit SimTimer(std::function<void(int64_t, std::function<void()>)> after) : after_(std::move(after)) {}
+  void start(int64_t delayMs, std::function<void()> fired) override {
+    uint64_t serial = ++*serial_;
+    after_(delayMs, [live = std::weak_ptr<uint64_t>(serial_), serial, fired = std::move(fired)] {
+      auto s = live.lock();
+      if (s && *s == serial) fired();
+    });
+  }
+  void cancel() override { ++*serial_; }
+
+ private:
+  std::function<void(int64_t, std::function<void()>)> after_;
+  std::shared_ptr<uint64_t> serial_ = std::make_shared<uint64_t>(0);
+};
+}  // namespace
+
+std::unique_ptr<agent::Timer> NodeEnv::newTimer() {
+  return std::make_unique<SimTimer>([this](int64_t delay, std::function<void()> fn) { w_.after(delay, std::move(fn)); });
+}
+
+void NodeEnv::post(std::function<void()> fn) {
+  int n = n_;
+  uint64_t inc = inc_;
+  w_.after(0, [this, n, inc, fn = std::move(fn)] {
+    if (w_.alive(n, inc)) fn();
+  });
+}
+
+void NodeEnv::write(LogLevel level, const std::string& line) {
+  if (level == LogLevel::kError && line.rfind("fatal: ", 0) == 0) lastFatal = line.substr(7);
+  w_.trace(level == LogLevel::kDebug ? 'D' : 'L', w_.node(n_).identity.id + ": " + line);
+}
+
+Result<bool> NodeEnv::join(agent::CoordinatorCallbacks cb) {
+  callbacks = std::move(cb);
+  member = true;
+  Node& nd = w_.node(n_);
+  nd.connecting = true;
+  int n = n_;
+  uint64_t inc = inc_;
+  w_.after(w_.rngAgent_.between(20, 300), [this, n, inc] { w_.connectZk(n, inc); });
+  return true;
+}
+
+void NodeEnv::leave() {
+  if (!member) return;
+  member = false;
+  callbacks = {};
+  Node& nd = w_.node(n_);
+  w_.trace('A', nd.identity.id + " -> leave ZooKeeper");
+  w_.closeSessionOf(n_);
+  nd.connecting = false;
+  nd.zkReady = false;
+  if (pendingWrite) {
+    uint64_t serial = writeSerial;
+    post([this, n = n_, serial] { w_.answerWrite(n, serial, StateWriteFinished{false, "left ZooKeeper", false, -1}); });
+  }
+}
+
+void NodeEnv::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                              std::function<void(StateWriteFinished)> done) {
+  if (pendingWrite) w_.checker_.fail(w_.now_, "two-writes", w_.node(n_).identity.id + " wrote while a write was in flight");
+  pendingWrite = std::move(done);
+  writeSince = w_.now_;
+  uint64_t serial = ++writeSerial;
+  if (!member) {
+    post([this, n = n_, serial] {
+      w_.answerWrite(n, serial, StateWriteFinished{false, "not a member of the ZooKeeper cluster", false, -1});
+    });
+    return;
+  }
+  w_.zkWrite(n_, serial, state, expectedVersion, reason);
+}
+
+agent::CoordinatorStatus NodeEnv::status() const {
+  const Node& nd = w_.node(n_);
+  return agent::CoordinatorStatus{member, nd.session != 0 && !nd.partitioned, nd.zkReady,
+                                  static_cast<int64_t>(nd.session), "", ""};
+}
+
+void NodeEnv::init(std::function<void(PgInitialized)> done) {
+  int n = n_;
+  uint64_t inc = inc_;
+  w_.after(w_.rngAgent_.between(20, 300), [this, n, inc, done = std::move(done)] {
+    if (!w_.alive(n, inc)) return;
+    PgInitialized e{w_.node(n).pg.running, w_.node(n).pg.setUp};
+    w_.intoDriver(n, e, [&] { done(e); });
+  });
+}
+
+// A peer never applies two postgres transitions at once (DESIGN.md): the world checks
+// what the driver asks for.
+void NodeEnv::beginTransition(const char* what) {
+  if (transitions > 0) {
+    w_.checker_.fail(w_.now_, "two-transitions",
+                     w_.node(n_).identity.id + " asked postgres for a " + what + " while a transition was in flight");
+  }
+  ++transitions;
+  transitionSince = w_.now_;
+}
+
+void NodeEnv::apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) {
+  beginTransition("reconfiguration");
+  pendingApply = std::move(done);
+  w_.pgApply(n_, config);
+}
+
+void NodeEnv::fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) {
+  beginTransition("fence");
+  const std::string& id = w_.node(n_).identity.id;
+  w_.trace('A', id + " -> fence" + (newSync ? " (commits wait for " + newSync->id + ")" : ""));
+  int n = n_;
+  uint64_t inc = inc_;
+  w_.after(w_.rngPg_.between(2, 20), [this, n, inc, newSync, done = std::move(done)] {
+    if (!w_.alive(n, inc)) return;
+    SimPostgres& pg = w_.node(n).pg;
+    PgFenced r;
+    if (pg.transitioning) {
+      r.error = "postgres is in a transition";
+    } else {
+      r.ok = true;  // a stopped postgres acknowledges nothing
+      r.instance = pg.running ? pg.epoch + 1 : 0;
+      if (pg.running && pg.config.role == PgRole::kPrimary) {
+        pg.config.downstream = newSync;  // a reload: commits wait for it
+      } else if (pg.running && pg.isStandby()) {
+        pg.config.upstream.reset();  // stops streaming
+      }
+    }
+    --transitions;
+    w_.intoDriver(n, r, [&] { done(r); });
+  });
+}
+
+void NodeEnv::readWal(std::function<void(WalPositionRead)> done) {
+  w_.trace('A', w_.node(n_).identity.id + " -> read WAL");
+  ++walReads;
+  walReadSince = w_.now_;
+  int n = n_;
+  uint64_t inc = inc_;
+  w_.after(w_.rngPg_.between(2, 20), [this, n, inc, done = std::move(done)] {
+    if (!w_.alive(n, inc)) return;
+    const SimPostgres& pg = w_.node(n).pg;
+    WalPositionRead r;
+    if (pg.running && !pg.transitioning) {
+      r.position = pg.wal.position();
+      r.instance = pg.epoch + 1;
+    } else {
+      r.error = "postgres is not running";
+    }
+    --walReads;
+    w_.intoDriver(n, r, [&] { done(r); });
+  });
+}
+
+void NodeEnv::startHealthCheck(std::function<void(bool, const std::string&)> onChange) {
+  onHealth = std::move(onChange);
+  lastHealthy = -1;
+  uint64_t serial = ++healthSerial;
+  int n = n_;
+  uint64_t inc = inc_;
+  w_.after(0, [this, n, inc, serial] { w_.healthCheck(n, inc, serial); });
+}
+
+void NodeEnv::stopHealthCheck() {
+  onHealth = nullptr;
+  ++healthSerial;
+}
+
+// The pg adapter's health check: SELECT 1 every health interval; the driver hears of
+// the first result and of every change.
+void World::healthCheck(int n, uint64_t inc, uint64_t serial) {
+  if (!alive(n, inc) || node(n).env->healthSerial != serial) return;
+  NodeEnv& env = *node(n).env;
+  const bool healthy = node(n).pg.serving();
+  after(kHealthIntervalMs, [this, n, inc, serial] { healthCheck(n, inc, serial); });
+  if (env.lastHealthy == static_cast<int>(healthy)) return;
+  env.lastHealthy = healthy;
+  trace('P', node(n).identity.id + " health check: postgres " + (healthy ? "answers" : "does not answer"));
+  env.onHealth(healthy, healthy ? "" : "postgres is not running");
 }
 
 // ---------------------------------------------------------------- ZooKeeper
 
 void World::connectZk(int n, uint64_t inc) {
-  if (!alive(n, inc)) return;
+  if (!alive(n, inc) || !node(n).env->member) return;
   Node& nd = node(n);
   if (nd.partitioned) {  // cannot reach the ensemble: keep trying
     after(500, [this, n, inc] { connectZk(n, inc); });
@@ -411,7 +622,7 @@ void World::connectZk(int n, uint64_t inc) {
                  std::to_string(election_.back().seq));
   recomputeActive();
   nd.zkReady = true;
-  zkDeliver(n, ZkInitialized{stateNode(), activePeers()}, false);
+  zkDeliver(n, ZkInitialized{stateNode(), activePeers()});
 }
 
 // The session's client stopped talking to ZooKeeper: unless it reconnects, the server
@@ -501,19 +712,34 @@ bool World::wasAbsent(const std::string& id, int64_t from, int64_t to) const {
   return false;
 }
 
-void World::zkDeliver(int n, Event ev, bool evenAfterSessionChange) {
+void World::zkSchedule(int n, std::function<void()> fn) {
   Node& nd = node(n);
   int64_t delay = rngZk_.between(1, 30);
   if (now_ < nd.slowNotifyUntil) delay += nd.slowNotifyMs;
   int64_t t = std::max(now_ + delay, nd.zkNextDelivery);
   nd.zkNextDelivery = t;
   uint64_t inc = nd.incarnation;
-  uint64_t sid = nd.session;
-  at(t, [this, n, inc, sid, evenAfterSessionChange, e = std::move(ev)] {
-    if (!alive(n, inc)) return;
-    if (!evenAfterSessionChange && node(n).session != sid) return;
-    stepPeer(n, e);
+  at(t, [this, n, inc, fn = std::move(fn)] {
+    if (alive(n, inc)) fn();
   });
+}
+
+void World::zkDeliver(int n, Event ev) {
+  uint64_t sid = node(n).session;
+  zkSchedule(n, [this, n, sid, e = std::move(ev)] {
+    NodeEnv& env = *node(n).env;
+    if (node(n).session != sid || !env.member) return;
+    intoDriver(n, e, [&] { env.callbacks.onEvent(e); });
+  });
+}
+
+void World::answerWrite(int n, uint64_t serial, StateWriteFinished r) {
+  if (!node(n).up) return;
+  NodeEnv& env = *node(n).env;
+  if (env.writeSerial != serial || !env.pendingWrite) return;
+  auto done = std::move(env.pendingWrite);
+  env.pendingWrite = nullptr;
+  intoDriver(n, r, [&] { done(r); });
 }
 
 void World::notifyAll(bool state) {
@@ -526,39 +752,38 @@ void World::notifyAll(bool state) {
       continue;
     }
     if (state) {
-      zkDeliver(n, ClusterStateChanged{stateNode()}, false);
+      zkDeliver(n, ClusterStateChanged{stateNode()});
     } else {
-      zkDeliver(n, ActivePeersChanged{activePeers()}, false);
+      zkDeliver(n, ActivePeersChanged{activePeers()});
     }
   }
 }
 
-void World::zkWrite(int n, const WriteClusterState& w) {
+void World::zkWrite(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion,
+                    const std::string& reason) {
   Node& nd = node(n);
-  trace('A', nd.identity.id + " -> write generation " + std::to_string(w.state.generation) + " expecting v" +
-                 std::to_string(w.expectedVersion) + ": " + w.reason);
+  trace('A', nd.identity.id + " -> write generation " + std::to_string(state.generation) + " expecting v" +
+                 std::to_string(expectedVersion) + ": " + reason);
   uint64_t sid = nd.session;
-  uint64_t inc = nd.incarnation;
   int64_t issued = now_;
   WalPosition wal = nd.pg.wal.position();
   auto sit = sessions_.find(sid);
   bool sessionAlive = sit != sessions_.end() && sit->second.alive;
   if (!sessionAlive || nd.partitioned) {
-    zkDeliver(n, StateWriteFinished{false, sessionAlive ? "connection loss" : "session expired", false, -1}, true);
+    StateWriteFinished r{false, sessionAlive ? "connection loss" : "session expired", false, -1};
+    zkSchedule(n, [this, n, serial, r] { answerWrite(n, serial, r); });
     return;
   }
-  std::string data = w.state.serialize();
-  int32_t expected = w.expectedVersion;
-  std::string reason = w.reason;
+  std::string data = state.serialize();
   std::string writer = nd.identity.id;
-  after(rngZk_.between(2, 25), [this, n, inc, sid, issued, wal, data, expected, reason, writer] {
+  after(rngZk_.between(2, 25), [this, n, serial, sid, issued, wal, data, expectedVersion, reason, writer] {
     auto it = sessions_.find(sid);
     // A request sent just before a partition may or may not have reached the server.
     bool reached = it != sessions_.end() && it->second.alive && (it->second.connected || rngZk_.chance(500));
     StateWriteFinished res{false, "connection loss", false, -1};
-    if (reached) res = cas(writer, data, expected, issued, wal, reason);
-    after(rngZk_.between(2, 25), [this, n, inc, sid, res] {
-      if (!alive(n, inc)) return;
+    if (reached) res = cas(writer, data, expectedVersion, issued, wal, reason);
+    after(rngZk_.between(2, 25), [this, n, serial, sid, res] {
+      if (!node(n).up) return;
       StateWriteFinished r = res;
       auto i = sessions_.find(sid);
       if (node(n).session != sid || i == sessions_.end() || !i->second.alive) {
@@ -566,7 +791,7 @@ void World::zkWrite(int n, const WriteClusterState& w) {
       } else if (node(n).partitioned) {
         r = StateWriteFinished{false, "connection loss", false, -1};  // it may have been applied
       }
-      zkDeliver(n, r, true);
+      zkSchedule(n, [this, n, serial, r] { answerWrite(n, serial, r); });
     });
   });
 }
@@ -626,12 +851,12 @@ void World::heal(int n) {
     ++it->second.disconnects;
     if (nd.needResync && nd.zkReady) {  // the watches fire for what changed meanwhile
       nd.needResync = false;
-      zkDeliver(n, ActivePeersChanged{activePeers()}, false);
-      zkDeliver(n, ClusterStateChanged{stateNode()}, false);
+      zkDeliver(n, ActivePeersChanged{activePeers()});
+      zkDeliver(n, ClusterStateChanged{stateNode()});
     }
     return;
   }
-  if (nd.connecting) return;  // its retry loop reconnects
+  if (nd.connecting || !nd.env->member) return;  // its retry loop reconnects, or it left
   // The session expired while cut off: the client learns it now and starts a new one.
   uint64_t inc = nd.incarnation;
   nd.session = 0;
@@ -646,7 +871,10 @@ void World::pgApply(int n, const PgConfig& cfg) {
   Node& nd = node(n);
   SimPostgres& pg = nd.pg;
   trace('A', nd.identity.id + " -> apply postgres " + describeConfig(cfg));
-  bool reload = pg.serving() && pg.config.role == PgRole::kPrimary && cfg.role == PgRole::kPrimary;
+  // A new synchronous standby of a primary, or a new upstream of a running standby, is
+  // a reload; anything else restarts or promotes.
+  bool reload = pg.serving() && ((pg.config.role == PgRole::kPrimary && cfg.role == PgRole::kPrimary) ||
+                                 (pg.isStandby() && (cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync)));
   pg.transitioning = true;
   pg.reloading = reload;
   pg.crashedInTransition = false;
@@ -656,8 +884,8 @@ void World::pgApply(int n, const PgConfig& cfg) {
     pg.waiting.clear();
     pg.syncCaughtUp = false;
   }
-  if (cfg.role == PgRole::kPrimary && nd.peer->clusterState()) {
-    pg.generationTag = nd.peer->clusterState()->generation;
+  if (cfg.role == PgRole::kPrimary && nd.driver->peer().clusterState()) {
+    pg.generationTag = nd.driver->peer().clusterState()->generation;
   }
   // A reload (new synchronous standby) takes milliseconds; a restart or a promotion
   // takes longer.
@@ -678,6 +906,8 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
   std::string error;
   if (pg.crashedInTransition) {
     error = "postgres crashed during the transition";
+  } else if (cfg.role != PgRole::kNone && now_ < pg.brokenUntil) {
+    error = "postgres would not start";
   } else if (cfg.role == PgRole::kPrimary) {
     if (!pg.setUp) {
       pg.setUp = true;
@@ -685,34 +915,49 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
     }
     bool sameSync = reload && pg.config.downstream && cfg.downstream && pg.config.downstream->id == cfg.downstream->id;
     if (!sameSync) pg.syncCaughtUp = false;
-  } else if (cfg.role != PgRole::kNone) {
-    int up = nodeOf(cfg.upstream ? cfg.upstream->id : "");
-    int restore = nodeOf(cfg.restorePeer ? cfg.restorePeer->id : "");
-    bool diverged = pg.setUp && up >= 0 && node(up).pg.running && pg.wal.divergedFrom(node(up).pg.wal);
-    if (!pg.setUp || diverged) {
-      if (restore < 0 || !node(restore).pg.running) {
-        error = std::string("no usable data directory") + (diverged ? " (diverged from upstream)" : "") +
+  } else if (cfg.role != PgRole::kNone && !reload) {
+    // What the pg adapter does for a standby that is not running as one: no data
+    // directory, or one that last ran as a primary and cannot follow the restore peer
+    // (diverged, or ahead of it), is rebuilt from the restore peer. A data directory
+    // that last ran as a standby is started as it is.
+    const PeerIdentity* from = cfg.restorePeer ? &*cfg.restorePeer : (cfg.upstream ? &*cfg.upstream : nullptr);
+    int restore = nodeOf(from ? from->id : "");
+    bool running = restore >= 0 && node(restore).pg.running;
+    bool cannotFollow = pg.setUp && !pg.standbySignal &&
+                        (!running || pg.wal.divergedFrom(node(restore).pg.wal) ||
+                         pg.wal.size() > node(restore).pg.wal.size());
+    if (!pg.setUp || cannotFollow) {
+      if (!running) {
+        error = std::string("no usable data directory") + (pg.setUp ? " (it may not follow)" : "") +
                 " and the restore peer is not running";
       } else {
         pg.wal = node(restore).pg.wal;
         pg.setUp = true;
         trace('P', nd.identity.id + " postgres rebuilt from " + node(restore).identity.id + " (" +
-                       std::to_string(pg.wal.size()) + " records" + (diverged ? ", was diverged" : "") + ")");
+                       std::to_string(pg.wal.size()) + " records)");
       }
     }
   }
+  NodeEnv& env = *nd.env;
+  --env.transitions;
+  auto done = std::move(env.pendingApply);
+  env.pendingApply = nullptr;
   if (!error.empty()) {
     pg.running = false;
     pg.waiting.clear();
     trace('P', nd.identity.id + " postgres transition to " + pgRoleName(cfg.role) + " failed: " + error);
-    stepPeer(n, PgConfigApplied{false, error, false});
+    PgConfigApplied r{false, error, false};
+    intoDriver(n, r, [&] { done(r); });
     return;
   }
   pg.config = cfg;
   pg.running = cfg.role != PgRole::kNone;
+  if (cfg.role == PgRole::kPrimary) pg.standbySignal = false;
+  if (cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync) pg.standbySignal = true;
   trace('P', nd.identity.id + " postgres now " + describeConfig(cfg) + (pg.running ? ", running" : ", stopped") +
                  ", WAL " + std::to_string(pg.wal.size()));
-  stepPeer(n, PgConfigApplied{true, "", pg.running});
+  PgConfigApplied r{true, "", pg.running};
+  intoDriver(n, r, [&] { done(r); });
 }
 
 void World::pgStop(int n) {
@@ -724,40 +969,28 @@ void World::pgStop(int n) {
   ++pg.epoch;
 }
 
-void World::pgCrash(int n, int64_t restartAfter) {
+// Postgres dies and cannot start again for `brokenFor` (e.g. its port is held): only
+// the agent's health logic restarts it.
+void World::pgCrash(int n, int64_t brokenFor) {
   Node& nd = node(n);
   if (!nd.pg.running && !nd.pg.transitioning) return;
-  trace('F', nd.identity.id + " postgres crashes; its supervisor restarts it in " + std::to_string(restartAfter) +
-                 " ms");
+  trace('F', nd.identity.id + " postgres crashes; it cannot start for " + std::to_string(brokenFor) + " ms");
   pgStop(n);
-  uint64_t inc = nd.incarnation;
-  uint64_t epoch = nd.pg.epoch;
-  after(restartAfter, [this, n, inc, epoch] {
-    SimPostgres& pg = node(n).pg;
-    if (!alive(n, inc) || pg.epoch != epoch || pg.running || pg.transitioning) return;
-    if (pg.config.role == PgRole::kNone) return;
-    pg.running = true;
-    trace('P', node(n).identity.id + " postgres restarted by its supervisor as " + describeConfig(pg.config));
-  });
+  nd.pg.brokenUntil = now_ + brokenFor;
 }
 
-void World::scheduleHeal(int n) {
-  Node& nd = node(n);
-  nd.pg.healScheduled = true;
-  uint64_t inc = nd.incarnation;
-  uint64_t epoch = nd.pg.epoch;
-  trace('P', nd.identity.id + " postgres cannot follow " + nd.pg.config.upstream->id +
-                 ": its WAL diverged; the pg adapter will rebuild it");
-  after(rngPg_.between(500, 3000), [this, n, inc, epoch] {
-    Node& x = node(n);
-    x.pg.healScheduled = false;
-    if (!alive(n, inc) || x.pg.epoch != epoch || !x.pg.serving() || !x.pg.isStandby()) return;
-    int r = nodeOf(x.pg.config.restorePeer ? x.pg.config.restorePeer->id : "");
-    if (r < 0 || !node(r).pg.serving()) return;  // tried again on the next replication tick
-    x.pg.wal = node(r).pg.wal;
-    trace('P', x.identity.id + " postgres rebuilt from " + node(r).identity.id + " (" +
-                   std::to_string(x.pg.wal.size()) + " records) after diverging from its upstream");
-  });
+// Issue 11, item 5: a standby that cannot follow its upstream for a while is rebuilt
+// from its restore peer.
+void World::repairStandby(int n) {
+  SimPostgres& pg = node(n).pg;
+  if (pg.cannotFollowSince < 0) pg.cannotFollowSince = now_;
+  if (now_ - pg.cannotFollowSince < kRepairAfterMs) return;
+  int r = nodeOf(pg.config.restorePeer ? pg.config.restorePeer->id : "");
+  if (r < 0 || !node(r).pg.serving()) return;
+  pg.wal = node(r).pg.wal;
+  pg.cannotFollowSince = -1;
+  trace('P', node(n).identity.id + " postgres rebuilt from " + node(r).identity.id + " (" +
+                 std::to_string(pg.wal.size()) + " records): it could not follow its upstream");
 }
 
 bool World::attachedSync(int primary) const {
@@ -787,13 +1020,14 @@ void World::replicate() {
     int u = nodeOf(pg.config.upstream->id);
     if (u < 0 || !node(u).pg.serving()) continue;
     const Wal& up = node(u).pg.wal;
+    // A standby that diverged from its upstream cannot follow it. Today's pg adapter
+    // does not repair it; issue 11 (item 5) asks it to rebuild such a standby after a
+    // while, which the world models only when asked to.
     if (pg.wal.divergedFrom(up)) {
-      // E.g. it was ahead of its upstream (rebuilt from the primary) when the upstream
-      // was promoted onto a new timeline. The pg adapter notices that the standby
-      // cannot follow and rebuilds it from its restore peer (DESIGN.md, postgres roles).
-      if (!pg.healScheduled) scheduleHeal(static_cast<int>(i));
+      if (opts_.repairStandbysThatCannotFollow) repairStandby(static_cast<int>(i));
       continue;
     }
+    pg.cannotFollowSince = -1;
     if (up.size() <= pg.wal.size()) continue;
     size_t max = pg.config.role == PgRole::kSync ? (rngPg_.chance(900) ? SIZE_MAX : 1)
                                                  : static_cast<size_t>(rngPg_.between(0, 6));
@@ -837,10 +1071,10 @@ void World::ack(int n, const WalMark& mark) {
   Node& nd = node(n);
   int64_t gen = nd.pg.generationTag;
   bool deposed = false;
-  if (nd.peer) {
-    deposed = nd.peer->role() == Role::kDeposed;
+  if (nd.driver) {
+    deposed = nd.driver->peer().role() == Role::kDeposed;
     // The generation it believes it leads: the latest state it saw that names it primary.
-    const auto& view = nd.peer->clusterState();
+    const auto& view = nd.driver->peer().clusterState();
     if (view && view->primary.id == nd.identity.id) gen = view->generation;
   }
   std::optional<std::string> primary;
@@ -982,6 +1216,10 @@ void World::opPromote(bool valid, uint64_t variant) {
   operatorWrite(std::move(next), std::string(valid ? "valid" : "invalid") + " promote request " + req.dump());
 }
 
+// Like `dugong-adm rebuild`, run on the deposed peer beside its agent (live or not):
+// apply an async configuration streaming from the primary through the pg adapter's
+// own rules (rebuild what cannot follow), then take the peer out of `deposed`. The
+// live agent sees that and starts a fresh state machine.
 void World::opRebuild(uint64_t variant) {
   if (!state_ || state_->deposed.empty()) return trace('O', "operator: rebuild skipped, nobody is deposed");
   const ClusterState& s = *state_;
@@ -991,25 +1229,27 @@ void World::opRebuild(uint64_t variant) {
   if (x < 0 || p < 0 || !node(p).pg.running) {
     return trace('O', "operator: rebuild of " + target.id + " postponed, the primary's postgres is not running");
   }
-  // Like `dugong-adm rebuild`: stop the peer, copy the primary's data, take the peer out
-  // of `deposed`, start it again as a fresh peer.
-  trace('O', "operator: rebuild " + target.id + " from " + s.primary.id);
-  if (node(x).up) {
-    closeSessionOf(x);
-    stopAgent(x);
+  SimPostgres& pg = node(x).pg;
+  if (pg.transitioning) {
+    return trace('O', "operator: rebuild of " + target.id + " failed, its agent is reconfiguring postgres");
   }
-  node(x).restartPending = false;
-  pgStop(x);
-  node(x).pg.transitioning = false;
-  node(x).pg.config = PgConfig::none();
-  node(x).pg.wal = node(p).pg.wal;
-  node(x).pg.setUp = true;
-  trace('P', target.id + " postgres rebuilt by the operator from " + s.primary.id + " (" +
-                 std::to_string(node(x).pg.wal.size()) + " records)");
+  trace('O', "operator: rebuild " + target.id + " from " + s.primary.id);
+  const Wal& primary = node(p).pg.wal;
+  if (!pg.setUp || pg.wal.divergedFrom(primary) || pg.wal.size() > primary.size() || !pg.standbySignal) {
+    pg.wal = primary;
+    pg.setUp = true;
+    trace('P', target.id + " postgres rebuilt by the operator from " + s.primary.id + " (" +
+                   std::to_string(pg.wal.size()) + " records)");
+  }
+  pg.waiting.clear();
+  pg.syncCaughtUp = false;
+  pg.config = PgConfig::standby(PgRole::kAsync, s.primary, s.primary);
+  pg.running = true;
+  pg.standbySignal = true;
+  ++pg.epoch;
   ClusterState next = s;
   std::erase_if(next.deposed, [&](const PeerIdentity& d) { return d.id == target.id; });
   operatorWrite(std::move(next), "remove rebuilt " + target.id + " from deposed");
-  after(rngOp_.between(100, 800), [this, x] { startAgent(x); });
 }
 
 void World::beginQuietPhase() {
@@ -1022,6 +1262,7 @@ void World::beginQuietPhase() {
     Node& nd = node(n);
     nd.pg.slowUntil = 0;
     nd.pg.stalledUntil = 0;
+    nd.pg.brokenUntil = 0;
     nd.slowNotifyUntil = 0;
     if (nd.partitioned) heal(n);
     if (!nd.up) startAgent(n);
@@ -1043,8 +1284,50 @@ void World::operatorQuietTick() {
 void World::checkStep() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
-    if (node(n).up && node(n).peer->role() == Role::kDeposed && writable(n)) {
-      checker_.onDeposedWritable(now_, node(n).identity.id);
+    Node& nd = node(n);
+    if (!nd.up) continue;
+    if (nd.driver->peer().role() == Role::kDeposed && writable(n)) {
+      checker_.onDeposedWritable(now_, nd.identity.id);
+    }
+    // A withdrawn peer rejoins once its postgres answers again.
+    if (nd.driver->withdrawn() && nd.pg.serving()) {
+      if (nd.withdrawnServingSince < 0) nd.withdrawnServingSince = now_;
+      if (now_ - nd.withdrawnServingSince > kRejoinBoundMs) {
+        checker_.fail(now_, "withdrawn-stuck",
+                      nd.identity.id + " stays withdrawn although its postgres has answered for " +
+                          std::to_string(now_ - nd.withdrawnServingSince) + " ms");
+      }
+    } else {
+      nd.withdrawnServingSince = -1;
+    }
+    // No peer stays in an in-flight step forever.
+    const NodeEnv& env = *nd.env;
+    auto stuck = [&](bool pending, int64_t since, const char* what) {
+      if (pending && now_ - since > kInFlightBoundMs) {
+        checker_.fail(now_, "stuck-in-flight",
+                      nd.identity.id + ": " + what + " in flight for " + std::to_string(now_ - since) + " ms");
+      }
+    };
+    stuck(env.pendingWrite != nullptr, env.writeSince, "a state write");
+    stuck(env.transitions > 0, env.transitionSince, "a postgres transition");
+    stuck(env.walReads > 0, env.walReadSince, "a WAL read");
+    const Peer& peer = nd.driver->peer();
+    if (!peer.awaitingCompletion()) {
+      nd.awaitingSince = -1;
+    } else if (nd.awaitingSince < 0) {
+      nd.awaitingSince = now_;
+    }
+    stuck(nd.awaitingSince >= 0, nd.awaitingSince, "a step its state machine waits for");
+    // A rebuilt peer (taken out of `deposed`) gets a fresh state machine.
+    bool wronglyDeposed = peer.role() == Role::kDeposed && state_ && !containsPeer(state_->deposed, nd.identity.id);
+    if (!wronglyDeposed) {
+      nd.wronglyDeposedSince = -1;
+    } else if (nd.wronglyDeposedSince < 0) {
+      nd.wronglyDeposedSince = now_;
+    } else if (now_ - nd.wronglyDeposedSince > kInFlightBoundMs) {
+      checker_.fail(now_, "stuck-deposed",
+                    nd.identity.id + " still acts as deposed " + std::to_string(now_ - nd.wronglyDeposedSince) +
+                        " ms after it was taken out of deposed");
     }
   }
   if (!state_) return;
@@ -1067,8 +1350,10 @@ std::string World::diagnose() const {
     if (!nd.up) {
       s += "agent down";
     } else {
-      nlohmann::json j = nd.peer->inspect();
+      nlohmann::json j = nd.driver->peer().inspect();
       s += "role " + j["role"].get<std::string>() + ", pending " + j["pending"].dump();
+      if (nd.driver->withdrawn()) s += ", withdrawn";
+      if (!nd.driver->healthy()) s += ", postgres unhealthy";
       if (j.contains("halted")) s += ", halted: " + j["halted"].get<std::string>();
     }
     s += std::string("; postgres ") + (nd.pg.running ? "running " : "stopped ") + describeConfig(nd.pg.config) +

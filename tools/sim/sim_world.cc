@@ -1,5 +1,4 @@
 #include "tools/sim/sim_world.h"
-#include "statemachine/overloaded.h"
 
 #include <algorithm>
 #include <utility>
@@ -75,71 +74,152 @@ void SimWorld::log(const std::string& line) {
   if (trace_) trace_(now_, line);
 }
 
-void SimWorld::deliver(const Event& event, const std::string& what) {
+void SimWorld::deliver(const std::string& what, const std::function<void()>& call) {
   log("event  " + what);
-  for (const Action& a : peer_->step(now_, event)) carryOut(a);
+  call();
 }
 
-void SimWorld::carryOut(const Action& action) {
-  std::visit(
-      Overloaded{
-          [this](const WriteClusterState& w) {
-            log("action write state (expecting version " + std::to_string(w.expectedVersion) + "): " + w.reason);
-            schedule(kZkWriteMs, [this, w] {
-              StateWriteFinished done;
-              if ((w.expectedVersion == -1) != zkData_.is_null() ||
-                  (w.expectedVersion != -1 && w.expectedVersion != zkVersion_)) {
-                done.lostRace = true;
-                done.error = "version mismatch";
-              } else {
-                writeZk(w.state.toJson(), "peer node1");
-                done.ok = true;
-                done.newVersion = zkVersion_;
-              }
-              deliver(done, std::string("state write ") + (done.ok ? "ok" : "failed"));
-            });
-          },
-          [this](const ApplyPgConfig& a) {
-            log(std::string("action apply postgres config: ") + pgRoleName(a.config.role));
-            schedule(kPgStepMs, [this, config = a.config] {
-              pgConfig_ = config;
-              const bool wantOnline = config.role != PgRole::kNone;
-              auto finish = [this] {
-                auto s = zkState();
-                if (pgOnline_ && s && s->primary.id == kNodeUnderTest) pgWal_ = pgWal_.plus(kWalStep);
-                deliver(PgConfigApplied{true, "", pgOnline_}, "postgres config applied");
-              };
-              if (wantOnline == pgOnline_) return finish();
-              schedule(kPgStepMs, [this, wantOnline, finish] {
-                pgOnline_ = wantOnline;
-                finish();
-              });
-            });
-          },
-          [this](const FencePg& f) {
-            // Fencing stops acknowledgements; no commit moves the simulated WAL meanwhile.
-            log(std::string("action fence postgres") + (f.newSync ? " (commits wait for " + f.newSync->id + ")" : ""));
-            schedule(kFenceMs, [this] { deliver(PgFenced{true, "", pgOnline_ ? 1u : 0u}, "postgres fenced"); });
-          },
-          [this](const ReadWal&) {
-            schedule(kWalReadMs, [this] {
-              WalPositionRead r;
-              if (pgOnline_) {
-                r.position = pgWal_;
-                r.instance = 1;  // the simulated postgres never crashes
-              } else {
-                r.error = "postgres is not online";
-              }
-              deliver(r, "WAL read: " + (r.position ? r.position->toString() : r.error));
-            });
-          },
-          [this](const StartTimer& t) {
-            schedule(t.delayMs, [this, id = t.id] { deliver(TimerFired{id}, std::string("timer ") + timerName(id)); });
-          },
-          [this](const LogDecision& d) { log(std::string("peer   ") + levelName(d.level) + ": " + d.message); },
-          [this](const Fatal& f) { log("peer   FATAL: " + f.reason); },
-      },
-      action);
+void SimWorld::deliverEvent(const Event& event, const std::string& what) {
+  if (!member_) return;
+  deliver(what, [&] { zkCallbacks_.onEvent(event); });
+}
+
+// ---- the driver's environment --------------------------------------------------------
+
+namespace {
+class SimTimer final : public agent::Timer {
+ public:
+  explicit SimTimer(std::function<void(int64_t, std::function<void()>)> schedule) : schedule_(std::move(schedule)) {}
+  void start(int64_t delayMs, std::function<void()> fired) override {
+    uint64_t serial = ++*serial_;
+    schedule_(delayMs, [live = std::weak_ptr<uint64_t>(serial_), serial, fired = std::move(fired)] {
+      auto s = live.lock();
+      if (s && *s == serial) fired();
+    });
+  }
+  void cancel() override { ++*serial_; }
+
+ private:
+  std::function<void(int64_t, std::function<void()>)> schedule_;
+  std::shared_ptr<uint64_t> serial_ = std::make_shared<uint64_t>(0);
+};
+}  // namespace
+
+std::unique_ptr<agent::Timer> SimWorld::newTimer() {
+  return std::make_unique<SimTimer>([this](int64_t delay, std::function<void()> fn) { schedule(delay, std::move(fn)); });
+}
+
+void SimWorld::write(LogLevel level, const std::string& line) { log(std::string("peer   ") + levelName(level) + ": " + line); }
+
+Result<bool> SimWorld::join(agent::CoordinatorCallbacks callbacks) {
+  zkCallbacks_ = std::move(callbacks);
+  member_ = true;
+  schedule(kZkInitMs, [this] {
+    if (!member_) return;
+    if (std::find(active_.begin(), active_.end(), kNodeUnderTest) == active_.end()) active_.push_back(kNodeUnderTest);
+    zkClientReady_ = true;
+    deliveredVersion_ = zkVersion_;
+    deliveredActive_ = active_;
+    notifyActive();  // the other clients see the new election node
+    deliverEvent(ZkInitialized{stateNode(), activeList()}, "zookeeper initialised");
+  });
+  return true;
+}
+
+void SimWorld::leave() {
+  member_ = false;
+  zkClientReady_ = false;
+  zkCallbacks_ = {};
+  std::erase(active_, std::string(kNodeUnderTest));
+  notifyActive();
+}
+
+void SimWorld::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                               std::function<void(StateWriteFinished)> done) {
+  log("action write state (expecting version " + std::to_string(expectedVersion) + "): " + reason);
+  schedule(kZkWriteMs, [this, state, expectedVersion, done = std::move(done)] {
+    StateWriteFinished r;
+    if (!member_) {
+      r.error = "not connected";
+    } else if ((expectedVersion == -1) != zkData_.is_null() || (expectedVersion != -1 && expectedVersion != zkVersion_)) {
+      r.lostRace = true;
+      r.error = "version mismatch";
+    } else {
+      writeZk(state.toJson(), "peer node1");
+      r.ok = true;
+      r.newVersion = zkVersion_;
+    }
+    deliver(std::string("state write ") + (r.ok ? "ok" : "failed"), [&] { done(r); });
+  });
+}
+
+agent::CoordinatorStatus SimWorld::status() const {
+  return agent::CoordinatorStatus{member_, member_, zkClientReady_, member_ ? 1 : 0, "", ""};
+}
+
+void SimWorld::init(std::function<void(PgInitialized)> done) {
+  schedule(kPgInitMs, [this, done = std::move(done)] {
+    PgInitialized e{pgOnline_, pgConfig_.has_value()};
+    deliver(std::string("postgres initialised (") + (e.online ? "online" : "offline") + ", " +
+                (e.setUp ? "set up" : "not set up") + ")",
+            [&] { done(e); });
+  });
+}
+
+void SimWorld::apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) {
+  log(std::string("action apply postgres config: ") + pgRoleName(config.role));
+  schedule(kPgStepMs, [this, config, done = std::move(done)] {
+    pgConfig_ = config;
+    const bool wantOnline = config.role != PgRole::kNone;
+    auto finish = [this, done] {
+      auto s = zkState();
+      if (pgOnline_ && s && s->primary.id == kNodeUnderTest) pgWal_ = pgWal_.plus(kWalStep);
+      PgConfigApplied r{true, "", pgOnline_};
+      deliver("postgres config applied", [&] { done(r); });
+    };
+    if (wantOnline == pgOnline_) return finish();
+    schedule(kPgStepMs, [this, wantOnline, finish] {
+      pgOnline_ = wantOnline;
+      reportHealth();
+      finish();
+    });
+  });
+}
+
+void SimWorld::fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) {
+  // Fencing stops acknowledgements; no commit moves the simulated WAL meanwhile.
+  log(std::string("action fence postgres") + (newSync ? " (commits wait for " + newSync->id + ")" : ""));
+  schedule(kFenceMs, [this, done = std::move(done)] {
+    PgFenced r{true, "", pgOnline_ ? 1u : 0u};
+    deliver("postgres fenced", [&] { done(r); });
+  });
+}
+
+void SimWorld::readWal(std::function<void(WalPositionRead)> done) {
+  schedule(kWalReadMs, [this, done = std::move(done)] {
+    WalPositionRead r;
+    if (pgOnline_) {
+      r.position = pgWal_;
+      r.instance = 1;  // the simulated postgres never crashes
+    } else {
+      r.error = "postgres is not online";
+    }
+    deliver("WAL read: " + (r.position ? r.position->toString() : r.error), [&] { done(r); });
+  });
+}
+
+void SimWorld::startHealthCheck(std::function<void(bool, const std::string&)> onChange) {
+  onHealth_ = std::move(onChange);
+  reportedHealthy_ = -1;
+  schedule(0, [this] { reportHealth(); });
+}
+
+// The health check reports its first result and every change.
+void SimWorld::reportHealth() {
+  if (!onHealth_ || reportedHealthy_ == static_cast<int>(pgOnline_)) return;
+  reportedHealthy_ = pgOnline_;
+  deliver(std::string("postgres health: ") + (pgOnline_ ? "healthy" : "not running"),
+          [&] { onHealth_(pgOnline_, pgOnline_ ? "" : "postgres is not running"); });
 }
 
 // ---- simulated ZooKeeper ----------------------------------------------------------
@@ -181,7 +261,7 @@ void SimWorld::notifyState() {
     stateNotifyPending_ = false;
     if (zkVersion_ == deliveredVersion_) return;
     deliveredVersion_ = zkVersion_;
-    deliver(ClusterStateChanged{stateNode()}, "cluster state changed (version " + std::to_string(zkVersion_) + ")");
+    deliverEvent(ClusterStateChanged{stateNode()}, "cluster state changed (version " + std::to_string(zkVersion_) + ")");
   });
 }
 
@@ -192,7 +272,7 @@ void SimWorld::notifyActive() {
     activeNotifyPending_ = false;
     if (active_ == deliveredActive_) return;
     deliveredActive_ = active_;
-    deliver(ActivePeersChanged{activeList()}, "active peers changed: " + idsOf(activeList()).dump());
+    deliverEvent(ActivePeersChanged{activeList()}, "active peers changed: " + idsOf(activeList()).dump());
   });
 }
 
@@ -335,20 +415,12 @@ Result<nlohmann::json> SimWorld::bootstrap(const nlohmann::json& args) {
 }
 
 Result<nlohmann::json> SimWorld::startPeer() {
-  if (peer_) return usage("startPeer", "the peer is already started");
-  PeerOptions o;
-  o.self = identities_.at(kNodeUnderTest);
+  if (driver_) return usage("startPeer", "the peer is already started");
+  agent::DriverOptions o;
+  o.identity = identities_.at(kNodeUnderTest);
   o.singleton = opts_.singleton;
-  peer_ = std::make_unique<Peer>(o);
-  schedule(kZkInitMs, [this] {
-    if (std::find(active_.begin(), active_.end(), kNodeUnderTest) == active_.end()) active_.push_back(kNodeUnderTest);
-    zkClientReady_ = true;
-    deliveredVersion_ = zkVersion_;
-    deliveredActive_ = active_;
-    notifyActive();  // the other clients see the new election node
-    deliver(ZkInitialized{stateNode(), activeList()}, "zookeeper initialised");
-  });
-  schedule(kPgInitMs, [this] { deliver(PgInitialized{false, false}, "postgres initialised (offline, not set up)"); });
+  driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *this, *this, *this}, o);
+  driver_->start();
   return nlohmann::json(nullptr);
 }
 
@@ -444,13 +516,14 @@ nlohmann::json SimWorld::peerView() const {
               {"restorePeer", url(pgConfig_->restorePeer)}};
   }
   nlohmann::json view = {{"id", kNodeUnderTest}, {"role", "unknown"}, {"zkstate", nullptr}, {"zkpeers", nullptr}};
-  if (peer_) {
-    view["role"] = roleName(peer_->role());
-    auto pending = peer_->inspect()["pending"];
+  if (driver_) {
+    const Peer& peer = driver_->peer();
+    view["role"] = roleName(peer.role());
+    auto pending = peer.inspect()["pending"];
     if (!pending.empty()) view["pending"] = pending;
-    if (peer_->clusterState()) view["zkstate"] = summarizeState(*peer_->clusterState());
-    if (peer_->activePeers()) view["zkpeers"] = idsOf(*peer_->activePeers());
-    if (auto why = peer_->haltReason()) view["halted"] = *why;
+    if (peer.clusterState()) view["zkstate"] = summarizeState(*peer.clusterState());
+    if (peer.activePeers()) view["zkpeers"] = idsOf(*peer.activePeers());
+    if (auto why = peer.haltReason()) view["halted"] = *why;
   }
   view["pg"] = {{"config", config}, {"online", pgOnline_}, {"xlog", pgWal_.toString()}};
   return view;

@@ -1,5 +1,7 @@
-// The simulated world of dugong-sim: one real Peer under test (node1) on a simulated
-// ZooKeeper and a simulated postgres, in virtual time. Everything is deterministic.
+// The simulated world of dugong-sim: the agent's real driver and state machine for the
+// peer under test (node1), on a simulated ZooKeeper and a simulated postgres, in
+// virtual time. Everything is deterministic. The world is the driver's environment
+// (agent/env.h).
 //
 // Conventions (issue 2, and shared/conformance/manatee/README.md), relied on by
 // scenario scripts:
@@ -11,7 +13,8 @@
 //   start and stop take 1000 ms each; reading the WAL takes 10 ms and fails offline.
 //   When postgres comes online or is reconfigured while this peer is the primary of the
 //   current state, its WAL advances by 10. A fence (before a takeover reads initWal)
-//   takes 10 ms and moves no WAL: a fenced postgres acknowledges nothing.
+//   takes 10 ms and moves no WAL: a fenced postgres acknowledges nothing. Postgres'
+//   health check reports when it goes online or offline.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +28,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/driver.h"
 #include "statemachine/peer.h"
 
 namespace dugong::sim {
 
-class SimWorld {
+class SimWorld final : agent::Clock, agent::Coordinator, agent::Postgres, agent::LogSink {
  public:
   struct Options {
     bool singleton = false;   // the peer under test runs in one-node-write mode
@@ -61,8 +65,28 @@ class SimWorld {
   };
 
   void schedule(int64_t delayMs, std::function<void()> fn);
-  void deliver(const Event& event, const std::string& what);
-  void carryOut(const Action& action);
+  // Hands an event to the driver through `call`, traced.
+  void deliver(const std::string& what, const std::function<void()>& call);
+  void deliverEvent(const Event& event, const std::string& what);
+
+  // The driver's environment.
+  EpochMs wallMs() const override { return now_; }
+  int64_t monotonicMs() const override { return now_; }
+  std::unique_ptr<agent::Timer> newTimer() override;
+  void post(std::function<void()> fn) override { schedule(0, std::move(fn)); }
+  Result<bool> join(agent::CoordinatorCallbacks callbacks) override;
+  void leave() override;
+  void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                       std::function<void(StateWriteFinished)> done) override;
+  agent::CoordinatorStatus status() const override;
+  void init(std::function<void(PgInitialized)> done) override;
+  void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) override;
+  void fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) override;
+  void readWal(std::function<void(WalPositionRead)> done) override;
+  void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override;
+  void stopHealthCheck() override { onHealth_ = nullptr; }
+  void write(LogLevel level, const std::string& line) override;
+  void reportHealth();
 
   // ZooKeeper
   Result<nlohmann::json> writeZk(nlohmann::json state, const std::string& why);
@@ -108,8 +132,12 @@ class SimWorld {
   std::vector<std::string> active_;  // ids in session order
   int historyCount_ = 0;
 
-  // The peer under test and its ZooKeeper client.
-  std::unique_ptr<Peer> peer_;
+  // The peer under test (its driver) and its ZooKeeper client.
+  std::unique_ptr<agent::Driver> driver_;
+  agent::CoordinatorCallbacks zkCallbacks_;
+  bool member_ = false;
+  std::function<void(bool, const std::string&)> onHealth_;
+  int reportedHealthy_ = -1;
   bool zkClientReady_ = false;
   bool stateNotifyPending_ = false;
   bool activeNotifyPending_ = false;

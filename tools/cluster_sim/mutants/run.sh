@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs each mutant of dugong-cluster-sim over the default seed budget (the seeds of the
+# cluster_sim_seeds test) and reports the first seed that catches it, with the fault.
+# Exit status 1 if a mutant survives. Usage: run.sh BUILD_DIR MUTANT_BINARY...
+set -uo pipefail
+dir=$1
+shift
+seeds=${DUGONG_MUTANT_SEEDS:-1..3000}
+jobs=${DUGONG_MUTANT_JOBS:-$(nproc)}
+survivors=0
+printf '%-32s %-8s %s\n' mutant seed fault
+for bin in "$@"; do
+  name=${bin#dugong-cluster-sim-}
+  out=$("$dir/$bin" --seeds "$seeds" --jobs "$jobs" --no-shrink --stop-at-first-failure --repair-standbys 2>&1)
+  first=$(grep -m1 -E '^seed [0-9]+ FAILED' <<<"$out")
+  if [ -z "$first" ]; then
+    printf '%-32s %-8s %s\n' "$name" "-" "SURVIVED seeds $seeds"
+    survivors=$((survivors + 1))
+  else
+    seed=$(sed -E 's/^seed ([0-9]+) FAILED: .*/\1/' <<<"$first")
+    fault=$(sed -E 's/^seed [0-9]+ FAILED: //' <<<"$first" | cut -c1-160)
+    printf '%-32s %-8s %s\n' "$name" "$seed" "$fault"
+  fi
+done
+[ "$survivors" -eq 0 ] || { echo "$survivors mutant(s) survived"; exit 1; }
+echo "every mutant was caught"
