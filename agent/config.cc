@@ -1,5 +1,6 @@
 #include "agent/config.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -63,6 +64,8 @@ class Section {
     }
   }
 
+  std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
   void fail(const std::string& where, const std::string& what) {
     if (error_->empty()) *error_ = where + ": " + what;
   }
@@ -74,7 +77,6 @@ class Section {
     if (!v || v.IsNull()) return YAML::Node(YAML::NodeType::Undefined);
     return v;
   }
-  std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
   static bool parseInt(const std::string& s, long long* out) {
     if (s.empty()) return false;
@@ -143,6 +145,38 @@ bool splitHostPort(const std::string& s, std::string* host, int* port) {
   return true;
 }
 
+// A password from `inline` or from the file `file` (one of them). The file's content is
+// the password, without a final line break.
+std::optional<std::string> secret(Section& section, const std::string& key, std::vector<std::string>* warnings) {
+  std::string inlined, file;
+  section.get(key, &inlined);
+  section.get(key + "File", &file);
+  if (!inlined.empty() && !file.empty()) {
+    section.fail(section.name(key), "set either " + key + " or " + key + "File, not both");
+    return std::nullopt;
+  }
+  if (file.empty()) return inlined.empty() ? std::nullopt : std::optional<std::string>(inlined);
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    section.fail(section.name(key + "File"), "cannot read " + file);
+    return std::nullopt;
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string text = buf.str();
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  if (text.empty() || text.find('\n') != std::string::npos) {
+    section.fail(section.name(key + "File"), file + " must hold the password alone, on one line");
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    warnings->push_back(file + " (" + key + "File) can be read by other users than its owner: chmod 600 it");
+  }
+  return text;
+}
+
 }  // namespace
 
 Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& path) {
@@ -169,13 +203,13 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   zk.getInt("sessionTimeoutMs", &c.zk.sessionTimeoutMs, 1000, 600000);
   {
     Section auth = zk.child("auth");
-    std::string user, password;
+    std::string user;
     auth.get("user", &user);
-    auth.get("password", &password);
+    std::optional<std::string> password = secret(auth, "password", &c.warnings);
     auth.rejectUnknown();
-    if (!user.empty() || !password.empty()) {
-      if (user.empty() || password.empty()) auth.fail("zookeeper.auth", "needs both user and password");
-      c.zk.auth = zk::DigestAuth{user, password};
+    if (!user.empty() || password) {
+      if (user.empty() || !password) auth.fail("zookeeper.auth", "needs both user and password (or passwordFile)");
+      c.zk.auth = zk::DigestAuth{user, password.value_or("")};
     }
   }
   zk.rejectUnknown();
@@ -194,14 +228,13 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   pg.get("binDir", &c.pg.binDir);
   pg.get("osUser", &c.pg.osUser);
   pg.get("superuser", &c.pg.superuser);
-  std::string secret;
-  pg.get("superuserPassword", &secret);
-  if (!secret.empty()) c.pg.superuserPassword = secret;
+  c.pg.superuserPassword = secret(pg, "superuserPassword", &c.warnings);
   pg.get("replicationUser", &c.pg.replicationUser);
-  secret.clear();
-  pg.get("replicationPassword", &secret);
-  if (!secret.empty()) c.pg.replicationPassword = secret;
+  c.pg.replicationPassword = secret(pg, "replicationPassword", &c.warnings);
   pg.get("replicationCidr", &c.pg.replicationCidr);
+  pg.get("allowTrust", &c.pg.allowTrust);
+  pg.get("socketDir", &c.pg.socketDir);
+  pg.get("maxSlotWalKeepSize", &c.pg.maxSlotWalKeepSize);
   pg.get("hba", &c.pg.extraHbaLines);
   pg.get("settings", &c.pg.settings);
   pg.get("useRewind", &c.pg.useRewind);
@@ -265,6 +298,20 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
 
   if (auto ok = c.zk.validate(); !ok) return Error{path + ": zookeeper: " + ok.error()};
   if (auto ok = pg::validate(c.pg); !ok) return Error{path + ": postgres: " + ok.error()};
+  if (c.pg.allowTrust) {
+    std::vector<std::string> trusted;
+    if (!c.pg.superuserPassword) trusted.push_back("the superuser " + c.pg.superuser + " on loopback");
+    if (!c.pg.replicationPassword) trusted.push_back("replication from " + c.pg.replicationCidr);
+    std::string what;
+    for (const auto& t : trusted) what += (what.empty() ? "" : " and ") + t;
+    c.warnings.push_back(what.empty() ? "postgres.allowTrust is on, but unused: every role has a password"
+                                      : "postgres.allowTrust is on: postgres trusts " + what +
+                                            " over TCP, without a password; for demos and tests only");
+  }
+  if (!c.zk.auth) {
+    c.warnings.push_back("zookeeper.auth is not set: the cluster's nodes in ZooKeeper are writable by anyone who "
+                         "reaches the ensemble (set user and password or passwordFile: ACLs are then on)");
+  }
   return c;
 }
 

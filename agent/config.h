@@ -6,7 +6,8 @@
 //     chroot: ""                        # optional
 //     root: ""                          # default /dugong/<cluster>
 //     sessionTimeoutMs: 10000
-//     auth: {user: dugong, password: s3cret}   # optional digest auth + ACLs
+//     auth: {user: dugong, password: s3cret}   # digest auth + ACLs (warned when absent);
+//                                       # or passwordFile: /etc/dugong/zk.pw instead of password
 //   peer:
 //     id: ""                            # default <ip>:<postgres port>
 //     ip: 127.0.0.1                     # required: where others reach this postgres
@@ -18,10 +19,14 @@
 //     binDir: /usr/lib/postgresql/15/bin
 //     osUser: postgres
 //     superuser: postgres
-//     superuserPassword: ""             # optional
+//     superuserPassword: ""             # or superuserPasswordFile: a file holding it
 //     replicationUser: dugong_repl
-//     replicationPassword: ""           # optional
+//     replicationPassword: ""           # required (or replicationPasswordFile), unless
+//                                       # allowTrust with a loopback replicationCidr
 //     replicationCidr: 0.0.0.0/0
+//     allowTrust: false                 # trust over TCP on loopback (demos; warned at start)
+//     socketDir: ""                     # default <dataDir>.socket
+//     maxSlotWalKeepSize: 16GB          # WAL a replication slot may keep; -1: unbounded
 //     hba: []                           # extra pg_hba.conf lines
 //     settings: {}                      # extra postgresql.conf settings
 //     useRewind: true
@@ -44,6 +49,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "pg/options.h"
 #include "statemachine/identity.h"
@@ -64,6 +70,9 @@ struct AgentConfig {
   bool stopPostgresOnExit = false;
   std::string logLevel = "info";
   std::string logFormat = "text";
+  // What is allowed but unsafe (trust, no ZooKeeper ACLs, password files others can
+  // read): the agent logs each at every start, and `dugong --check` prints them.
+  std::vector<std::string> warnings;
 };
 
 // Reads and validates the file. Errors name the file and the key: "dugong.yaml:

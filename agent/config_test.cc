@@ -1,5 +1,9 @@
 #include "agent/config.h"
 
+#include <sys/stat.h>
+
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "tests/support/test_env.h"
@@ -10,9 +14,15 @@ namespace {
 class ConfigTest : public ::testing::Test {
  protected:
   // A valid file, with extra lines for the zookeeper and postgres sections.
-  std::string valid(const std::string& zk = "", const std::string& pg = "") const {
+  std::string valid(const std::string& zk = "", const std::string& pg = "  replicationPassword: r3pl\n") const {
     return "cluster: c1\nzookeeper:\n  connect: 127.0.0.1:2181\n" + zk + "peer:\n  ip: 10.0.0.7\npostgres:\n  dataDir: " +
            dir_.path() + "/data\n  port: 6543\n" + pg + "http:\n  listen: 0.0.0.0:8008\n";
+  }
+  std::string writeFile(const std::string& name, const std::string& text, mode_t mode) const {
+    std::string path = dir_.path() + "/" + name;
+    std::ofstream(path) << text;
+    ::chmod(path.c_str(), mode);
+    return path;
   }
   std::string errorOf(const std::string& yaml) const {
     auto c = parseConfig(yaml, "d.yaml");
@@ -92,6 +102,55 @@ TEST_F(ConfigTest, PortAndListenAreChecked) {
   std::string badListen = v;
   badListen.replace(badListen.find("0.0.0.0:8008"), 12, "localhost");
   EXPECT_NE(errorOf(badListen).find("http.listen: expected host:port"), std::string::npos);
+}
+
+TEST_F(ConfigTest, ReplicationBeyondLoopbackNeedsAPassword) {
+  EXPECT_NE(errorOf(valid("", "")).find("d.yaml: postgres: replicationCidr 0.0.0.0/0 reaches beyond loopback, and "
+                                         "replicationPassword (or replicationPasswordFile) is not set"),
+            std::string::npos)
+      << errorOf(valid("", ""));
+  EXPECT_NE(errorOf(valid("", "  replicationCidr: 10.1.0.0/16\n  allowTrust: true\n")).find("reaches beyond loopback"),
+            std::string::npos);
+  EXPECT_NE(errorOf(valid("", "  replicationCidr: 127.0.0.1/32\n")).find("or set allowTrust: true"), std::string::npos);
+  auto trusted = parseConfig(valid("", "  replicationCidr: 127.0.0.1/32\n  allowTrust: true\n"), "d.yaml");
+  ASSERT_TRUE(trusted.ok()) << trusted.error();
+  ASSERT_GE(trusted->warnings.size(), 1u);
+  EXPECT_NE(trusted->warnings[0].find("postgres.allowTrust is on: postgres trusts the superuser postgres on loopback "
+                                      "and replication from 127.0.0.1/32 over TCP"),
+            std::string::npos)
+      << trusted->warnings[0];
+}
+
+TEST_F(ConfigTest, PasswordsFromFilesAndWarnings) {
+  std::string repl = writeFile("repl.pw", "from file\n", 0600);
+  std::string super = writeFile("super.pw", "super secret", 0644);
+  std::string zkpw = writeFile("zk.pw", "zk\n", 0600);
+  auto c = parseConfig(valid("  auth:\n    user: dugong\n    passwordFile: " + zkpw + "\n",
+                             "  replicationPasswordFile: " + repl + "\n  superuserPasswordFile: " + super + "\n"),
+                       "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->pg.replicationPassword, std::optional<std::string>("from file"));
+  EXPECT_EQ(c->pg.superuserPassword, std::optional<std::string>("super secret"));
+  ASSERT_TRUE(c->zk.auth.has_value());
+  EXPECT_EQ(c->zk.auth->credentials(), "dugong:zk");
+  ASSERT_EQ(c->warnings.size(), 1u);  // ZooKeeper has auth, nothing is trusted
+  EXPECT_NE(c->warnings[0].find(super + " (superuserPasswordFile) can be read by other users"), std::string::npos);
+
+  // Without ZooKeeper credentials: a warning.
+  auto open = parseConfig(valid(), "d.yaml");
+  ASSERT_TRUE(open.ok());
+  ASSERT_EQ(open->warnings.size(), 1u);
+  EXPECT_NE(open->warnings[0].find("zookeeper.auth is not set"), std::string::npos);
+
+  EXPECT_NE(errorOf(valid("", "  replicationPassword: a\n  replicationPasswordFile: " + repl + "\n"))
+                .find("postgres.replicationPassword: set either replicationPassword or replicationPasswordFile"),
+            std::string::npos);
+  EXPECT_NE(errorOf(valid("", "  replicationPasswordFile: /nonexistent/pw\n"))
+                .find("postgres.replicationPasswordFile: cannot read /nonexistent/pw"),
+            std::string::npos);
+  std::string empty = writeFile("empty.pw", "\n", 0600);
+  EXPECT_NE(errorOf(valid("", "  replicationPasswordFile: " + empty + "\n")).find("must hold the password alone"),
+            std::string::npos);
 }
 
 TEST(Config, MissingFileIsAClearError) {

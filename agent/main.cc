@@ -42,9 +42,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (checkOnly) {
+    for (const auto& w : config->warnings) std::cerr << "dugong: warning: " << w << "\n";
     std::cout << config->identity.toJson().dump(2) << "\n";
     return 0;
   }
+  for (const auto& w : config->warnings) spdlog::warn("configuration: {}", w);
 
   boost::asio::io_context io;
   dugong::agent::Agent agent(io, config.value());

@@ -20,6 +20,7 @@ PgAdapter::~PgAdapter() {
   writableTimer_.cancel();
   control_.join();
   query_.join();
+  writes_.join();
 }
 
 template <class T>
@@ -55,6 +56,14 @@ void PgAdapter::fence(std::optional<PeerIdentity> newSync, std::function<void(Pg
 
 void PgAdapter::readWal(std::function<void(WalPositionRead)> done) {
   onWorker<WalPositionRead>(query_, [this] { return controller_.readWal(); }, std::move(done));
+}
+
+void PgAdapter::stopWrites(std::function<void(Result<WritesStopped>)> done) {
+  onWorker<Result<WritesStopped>>(writes_, [this] { return controller_.stopWrites(); }, std::move(done));
+}
+
+void PgAdapter::resumeWrites(std::function<void(Result<bool>)> done) {
+  onWorker<Result<bool>>(writes_, [this] { return controller_.resumeWrites(); }, std::move(done));
 }
 
 void PgAdapter::status(std::function<void(PgStatus)> done) {

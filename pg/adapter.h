@@ -43,6 +43,10 @@ class PgAdapter {
   // See PgController::fence. Runs on the control worker, after any apply.
   void fence(std::optional<PeerIdentity> newSync, std::function<void(PgFenced)> done);
   void readWal(std::function<void(WalPositionRead)> done);
+  // See PgController::stopWrites / resumeWrites. On a worker of their own, so that they
+  // never queue behind a slow query or a rebuild (they wait only for a running apply).
+  void stopWrites(std::function<void(Result<WritesStopped>)> done);
+  void resumeWrites(std::function<void(Result<bool>)> done);
   void status(std::function<void(PgStatus)> done);
 
   // Starts the periodic health check (SELECT 1 every healthInterval, bounded by
@@ -63,6 +67,7 @@ class PgAdapter {
   PgController controller_;
   boost::asio::thread_pool control_{1};
   boost::asio::thread_pool query_{1};
+  boost::asio::thread_pool writes_{1};
   boost::asio::steady_timer healthTimer_;
   boost::asio::steady_timer writableTimer_;
   std::function<void(bool, const std::string&)> onHealthChange_;

@@ -8,11 +8,19 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 
+#include "pg/command.h"
+#include "pg/controller.h"
+#include "pg/replication_slots.h"
+#include "pg/standby_names.h"
 #include "pg/testing/pg_test_cluster.h"
 
 namespace dugong::pg {
@@ -148,9 +156,11 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
 
   // WAL positions: the primary is never behind its standbys; a write moves it forward,
   // and the standbys reach it.
-  WalPosition wa = wal(pa);
-  WalPosition wb = wal(pb);
+  // Downstream first: the primary writes WAL of its own now and then (standby snapshots),
+  // so a standby read after it could be ahead of an earlier primary read.
   WalPosition wc = wal(pc);
+  WalPosition wb = wal(pb);
+  WalPosition wa = wal(pa);
   EXPECT_GE(wa, wb);
   EXPECT_GE(wb, wc);
   ASSERT_EQ(a.value("INSERT INTO t VALUES (3, 'three')"), "");
@@ -303,6 +313,7 @@ TEST_F(AdapterTest, ReplicationWithPasswordAuthentication) {
             "1");
   // A standby without the password cannot rebuild from the primary.
   PgTestNode& c = cluster_.addNode("peer-c");
+  c.options.replicationPassword = "not the password";
   r_ = apply(adapterFor(c), PgConfig::standby(PgRole::kAsync, a.identity, a.identity));
   EXPECT_FALSE(r_.ok);
   EXPECT_NE(r_.error.find("password"), std::string::npos) << r_.error;
@@ -311,6 +322,377 @@ TEST_F(AdapterTest, ReplicationWithPasswordAuthentication) {
   ASSERT_TRUE(r_.ok) << r_.error;
   EXPECT_TRUE(eventually([&] { return writable(a); }));
   EXPECT_TRUE(streamsFrom(a, b));
+}
+
+// Runs a pg_ctl command on a node's data directory as the postgres user, as an operator would.
+CommandResult pgCtl(const PgTestNode& n, std::vector<std::string> args) {
+  CommandSpec spec;
+  spec.argv = {n.options.binDir + "/pg_ctl", "-D", n.options.dataDir, "-l", n.options.logPath(), "-w", "-t", "60"};
+  for (auto& a : args) spec.argv.push_back(std::move(a));
+  spec.runAsUser = n.options.osUser;
+  spec.timeout = 90s;
+  return runCommand(spec);
+}
+
+std::string readAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST_F(AdapterTest, SecureByDefault) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgAdapter& pa = adapterFor(a);
+  // The bootstrap sets the superuser's password (it used to fail: pg_hba asked for the
+  // password over TCP before one was set).
+  r_ = apply(pa, PgConfig::primary(b.identity));
+  ASSERT_TRUE(r_.ok) << r_.error;
+  ASSERT_TRUE(apply(adapterFor(b), PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(a); }));
+
+  // trust only on the Unix socket.
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE auth_method = 'trust' AND type <> 'local'"), "0");
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE auth_method = 'scram-sha-256'"), "4");
+  const std::string host = "host=127.0.0.1 port=" + std::to_string(a.port) + " dbname=postgres ";
+  const std::string repl = host + "user=dugong_repl replication=true ";
+  auto noPassword = runQuery(repl, "IDENTIFY_SYSTEM", 5s);
+  ASSERT_FALSE(noPassword.ok());
+  EXPECT_NE(noPassword.error().find("no password supplied"), std::string::npos) << noPassword.error();
+  auto wrong = runQuery(repl + "password=guess", "IDENTIFY_SYSTEM", 5s);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().find("password authentication failed"), std::string::npos) << wrong.error();
+  auto right = runQuery(repl + buildConninfo({{"password", testing::kTestReplicationPassword}}), "IDENTIFY_SYSTEM", 5s);
+  EXPECT_TRUE(right.ok()) << right.error();
+  auto superNoPassword = runQuery(host + "user=postgres", "SELECT 1", 5s);
+  ASSERT_FALSE(superNoPassword.ok());
+  EXPECT_NE(superNoPassword.error().find("no password supplied"), std::string::npos) << superNoPassword.error();
+
+  // The replication role: REPLICATION and what pg_rewind needs, nothing more.
+  EXPECT_EQ(a.value("SELECT rolsuper::text || rolreplication::text || rolcreaterole::text || rolcreatedb::text || "
+                    "rolbypassrls::text FROM pg_roles WHERE rolname = 'dugong_repl'"),
+            "falsetruefalsefalsefalse");
+  EXPECT_EQ(a.value("SELECT string_agg(r.rolname, ',') FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid "
+                    "JOIN pg_roles u ON u.oid = m.member WHERE u.rolname = 'dugong_repl'"),
+            "pg_checkpoint");
+
+  // No password reaches the logs, as text.
+  for (const PgTestNode* n : {&a, &b}) {
+    std::string log = readAll(n->options.logPath());
+    EXPECT_EQ(log.find(testing::kTestSuperuserPassword), std::string::npos);
+    EXPECT_EQ(log.find(testing::kTestReplicationPassword), std::string::npos);
+  }
+}
+
+TEST_F(AdapterTest, PasswordlessReplicationIsRefusedUnlessLoopbackAndAllowed) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgOptions o = a.options;
+  o.replicationPassword.reset();
+  o.replicationCidr = "10.0.0.0/24";
+  auto created = PgAdapter::create(loop_, o);
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.error().find("replicationCidr 10.0.0.0/24 reaches beyond loopback, and replicationPassword "
+                                 "(or replicationPasswordFile) is not set"),
+            std::string::npos)
+      << created.error();
+  o.allowTrust = true;  // trust is never extended beyond loopback
+  EXPECT_FALSE(PgAdapter::create(loop_, o).ok());
+  o.replicationCidr = "127.0.0.1/32";
+  o.allowTrust = false;
+  created = PgAdapter::create(loop_, o);
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.error().find("or set allowTrust: true"), std::string::npos) << created.error();
+  o.allowTrust = true;
+  EXPECT_TRUE(PgAdapter::create(loop_, o).ok());
+  o.replicationCidr = "10.0.0.0/24";
+  o.replicationPassword = "given";
+  o.allowTrust = false;
+  EXPECT_TRUE(PgAdapter::create(loop_, o).ok());
+  EXPECT_TRUE(isLoopbackCidr("127.0.0.0/8"));
+  EXPECT_TRUE(isLoopbackCidr("::1/128"));
+  EXPECT_FALSE(isLoopbackCidr("0.0.0.0/0"));
+  EXPECT_FALSE(isLoopbackCidr("127.0.0.0/7"));
+  EXPECT_FALSE(isLoopbackCidr("128.0.0.1/32"));
+}
+
+// Role none, also for a deposed ex-primary: a manual start cannot accept writes, and
+// the data directory is still checked for divergence before it follows anyone.
+TEST_F(AdapterTest, RoleNoneLeavesNoWritableConfiguration) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(a); }));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
+  ASSERT_TRUE(eventually([&] { return b.value("SELECT count(*) FROM t") == "1"; }));
+  ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
+  ASSERT_NE(a.value("INSERT INTO t VALUES (2)", 1s).find("timed out"), std::string::npos);  // only local
+
+  ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
+  EXPECT_FALSE(a.postmasterPid().has_value());
+  auto started = pgCtl(a, {"start"});
+  ASSERT_TRUE(started.ok()) << started.output;
+  EXPECT_EQ(a.value("SELECT pg_is_in_recovery()"), "t");
+  EXPECT_NE(a.value("BEGIN READ WRITE; SET LOCAL synchronous_commit = local; INSERT INTO t VALUES (3); COMMIT")
+                .find("during recovery"),
+            std::string::npos);
+  ASSERT_TRUE(pgCtl(a, {"stop", "-m", "fast"}).ok());
+
+  // The sync takes over alone; the ex-primary (row 2 only it has) must be rewound or
+  // rebuilt when it follows, although standby.signal is there.
+  ASSERT_TRUE(apply(pb, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_EQ(b.value("INSERT INTO t VALUES (4)"), "");
+  r_ = apply(pa, PgConfig::standby(PgRole::kAsync, b.identity, b.identity));
+  ASSERT_TRUE(r_.ok) << r_.error;
+  EXPECT_TRUE(eventually([&] { return a.value("SELECT count(*) FROM t WHERE id = 4") == "1"; }));
+  EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id = 2"), "0");
+}
+
+// A primary that was told none (an agent restart, a withdrawal) and then primary
+// again resumes without a promotion: same timeline.
+TEST_F(AdapterTest, PrimaryAfterNoneResumesWithoutPromotion) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgAdapter& pa = adapterFor(a);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
+  r_ = apply(pa, PgConfig::primary(std::nullopt));
+  ASSERT_TRUE(r_.ok) << r_.error;
+  EXPECT_EQ(status(pa).timeline, std::optional<int>(1));
+  EXPECT_TRUE(writable(a));
+  EXPECT_EQ(a.value("SELECT pg_is_in_recovery()"), "f");
+}
+
+// A standby that falls further behind than wal_keep_size catches up through its slot.
+TEST_F(AdapterTest, LaggingStandbyCatchesUpThroughItsSlot) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  for (PgTestNode* n : {&a, &b}) n->options.settings["wal_keep_size"] = "0";
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return streamsFrom(a, b); }));
+  const std::string slot = slotNameFor("peer-b");
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "' AND active"), "1");
+  ASSERT_EQ(a.value("CREATE TABLE t (id int)"), "");
+
+  ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
+  std::string behind = b.value("SELECT 1");  // stopped: b is not reachable
+  ASSERT_NE(behind.find("ERROR"), std::string::npos);
+  const std::string firstSegment = a.value("SELECT pg_walfile_name(pg_current_wal_lsn())");
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(a.value("INSERT INTO t VALUES (" + std::to_string(i) + "); SELECT pg_switch_wal(); CHECKPOINT"), "");
+  }
+  // Without the slot, the segment b needs would be gone now (wal_keep_size is 0).
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_ls_waldir() WHERE name = '" + firstSegment + "'"), "1");
+  EXPECT_NE(a.value("SELECT wal_status FROM pg_replication_slots WHERE slot_name = '" + slot + "'"), "lost");
+
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
+  EXPECT_TRUE(eventually([&] { return b.value("SELECT count(*) FROM t") == "8"; })) << readAll(b.options.logPath());
+
+  // Moving to another upstream drops the slot on the old one; a primary drops the
+  // inactive slots of peers that are not its sync.
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots"), "1");
+  ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots"), "0");
+}
+
+// The primary's catch-up poll and a fence, interleaved deterministically: the poll has
+// read the configuration and decided to make the primary writable when the fence for
+// a new sync starts. The fence must win: commits wait for the new sync.
+TEST_F(AdapterTest, CatchUpPollCannotUndoAFence) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgTestNode& c = cluster_.addNode("peer-c");
+  PgController ca(a.options);
+  PgController cb(b.options);
+  ASSERT_TRUE(ca.apply(PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  std::atomic<bool> fenceDone{false};
+  std::optional<PgFenced> fenced;
+  std::thread fencer;
+  ca.setTestHook([&](const std::string& point) {
+    if (point != "pollWritable:beforeWrite" || fencer.joinable()) return;
+    fencer = std::thread([&] {
+      fenced = ca.fence(c.identity);
+      fenceDone = true;
+    });
+    // Without serialization the fence finishes here, before the poll writes.
+    testing::eventually([&] { return fenceDone.load(); }, 5s);
+  });
+  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable(); }, 60s));
+  fencer.join();
+  ASSERT_TRUE(fenced && fenced->ok) << (fenced ? fenced->error : "no fence");
+  EXPECT_EQ(a.value("SHOW synchronous_standby_names"), "\"peer-c\"");
+  EXPECT_TRUE(waitsForExactly(a.value("SHOW synchronous_standby_names"), "peer-c"));
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_stat_replication WHERE sync_priority > 0"), "0");
+  // And the fence is still verified when the WAL position is read.
+  WalPositionRead w = ca.readWal();
+  EXPECT_TRUE(w.position.has_value()) << w.error;
+}
+
+// A fenced standby's fence holds until its configuration changes again: a WAL read
+// after a fence verifies it, and refuses when streaming came back.
+TEST_F(AdapterTest, StandbyFenceIsVerifiedWhenTheWalIsRead) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgController ca(a.options);
+  PgController cb(b.options);
+  ASSERT_TRUE(ca.apply(PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(testing::eventually([&] { return streamsFrom(a, b); }, 60s));
+  PgFenced f = cb.fence(std::nullopt);
+  ASSERT_TRUE(f.ok) << f.error;
+  EXPECT_EQ(b.value("SELECT count(*) FROM pg_stat_wal_receiver"), "0");
+  WalPositionRead w = cb.readWal();
+  ASSERT_TRUE(w.position.has_value()) << w.error;
+  EXPECT_EQ(w.instance, f.instance);
+  // Someone points it at the primary again behind the adapter's back.
+  ASSERT_EQ(b.value("ALTER SYSTEM SET primary_conninfo = " +
+                    quoteLiteral(buildConninfo({{"host", "127.0.0.1"},
+                                                {"port", std::to_string(a.port)},
+                                                {"user", "dugong_repl"},
+                                                {"password", testing::kTestReplicationPassword},
+                                                {"application_name", "peer-b"}}))),
+            "");
+  ASSERT_EQ(b.value("SELECT pg_reload_conf()"), "t");
+  ASSERT_TRUE(testing::eventually([&] { return streamsFrom(a, b); }, 30s));
+  w = cb.readWal();
+  EXPECT_FALSE(w.position.has_value());
+  EXPECT_NE(w.error.find("the fence no longer holds"), std::string::npos) << w.error;
+  // The next apply lifts the fence.
+  ASSERT_TRUE(cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  EXPECT_TRUE(cb.readWal().position.has_value());
+}
+
+// The two ways a data directory of another database system meets a cluster: the
+// ZooKeeper state was lost and a peer with an empty data directory set up a new
+// cluster, or a live database's agent has the wrong cluster name. Either way the peer
+// holding the data refuses to be rebuilt from the other system, changing nothing,
+// until the operator's command.
+TEST_F(AdapterTest, DataOfAnotherSystemIsNeverReplaced) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgTestNode& c = cluster_.addNode("peer-c");
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  PgAdapter& pc = adapterFor(c);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_EQ(a.value("CREATE TABLE precious (v text); INSERT INTO precious VALUES ('the real data')"), "");
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return b.value("SELECT count(*) FROM precious") == "1"; }));
+  ASSERT_TRUE(apply(pc, PgConfig::primary(std::nullopt)).ok);  // a new, empty system
+  const std::string real = a.value("SELECT system_identifier::text FROM pg_control_system()");
+  const std::string other = c.value("SELECT system_identifier::text FROM pg_control_system()");
+  ASSERT_NE(real, other);
+
+  // State lost: the real primary is told to follow the new, empty one.
+  pid_t aPid = a.postmasterPid().value_or(0);
+  r_ = apply(pa, PgConfig::standby(PgRole::kSync, c.identity, c.identity));
+  EXPECT_FALSE(r_.ok);
+  EXPECT_TRUE(r_.online);
+  for (const std::string& want : std::vector<std::string>{"refusing to replace the data directory " + a.options.dataDir,
+                                  "database system " + real, "peer-c serves another one, " + other,
+                                  "dugong-adm rebuild --config", "--discard-data"}) {
+    EXPECT_NE(r_.error.find(want), std::string::npos) << want << " not in: " << r_.error;
+  }
+  EXPECT_EQ(a.postmasterPid().value_or(-1), aPid) << "not even stopped";
+  EXPECT_EQ(a.value("SELECT v FROM precious"), "the real data");
+  EXPECT_EQ(a.value("SELECT pg_is_in_recovery()"), "f");
+
+  // Wrong cluster name: a live standby of the real cluster is told to follow the other.
+  r_ = apply(pb, PgConfig::standby(PgRole::kAsync, c.identity, c.identity));
+  EXPECT_FALSE(r_.ok);
+  EXPECT_NE(r_.error.find("database system " + real), std::string::npos) << r_.error;
+  EXPECT_TRUE(streamsFrom(a, b));
+  EXPECT_EQ(b.value("SELECT v FROM precious"), "the real data");
+
+  // The operator's command replaces it.
+  b.options.replaceUnknownData = true;
+  r_ = apply(adapterFor(b), PgConfig::standby(PgRole::kAsync, c.identity, c.identity));
+  ASSERT_TRUE(r_.ok) << r_.error;
+  EXPECT_EQ(b.value("SELECT system_identifier::text FROM pg_control_system()"), other);
+  EXPECT_TRUE(eventually([&] { return streamsFrom(c, b); }));
+}
+
+// A persistent libpq connection, for sessions that must outlive one query.
+struct Session {
+  explicit Session(const std::string& conninfo) : conn(PQconnectdb(conninfo.c_str())) {}
+  ~Session() { PQfinish(conn); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  bool ok() const { return PQstatus(conn) == CONNECTION_OK; }
+  // "" on success, else the error.
+  std::string exec(const std::string& sql) {
+    PGresult* r = PQexec(conn, sql.c_str());
+    auto st = PQresultStatus(r);
+    std::string out = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? "" : "ERROR: " + std::string(PQerrorMessage(conn));
+    PQclear(r);
+    return out;
+  }
+  PGconn* conn;
+};
+
+// The isolated primary's pg side: stopping writes takes effect for every kind of
+// client, and resuming restores the primary as it was.
+TEST_F(AdapterTest, StopWritesLeavesNoWayToGetACommitAcknowledged) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(a); }));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int)"), "");
+  const std::string readWrite = a.conninfo() + " target_session_attrs=read-write";
+  ASSERT_TRUE(runQuery(readWrite, "SELECT 1", 5s).ok());
+
+  // An open write transaction, a session that made itself read-write and asynchronous,
+  // and (the sync stopped) a commit waiting for the sync.
+  Session open(a.conninfo());
+  ASSERT_TRUE(open.ok());
+  ASSERT_EQ(open.exec("BEGIN; INSERT INTO t VALUES (1)"), "");
+  Session local(a.conninfo());
+  ASSERT_EQ(local.exec("SET synchronous_commit = local; SET default_transaction_read_only = off"), "");
+  ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
+  std::string waiting = "not finished";
+  std::thread waiter([&] { waiting = a.value("INSERT INTO t VALUES (2)", 30s); });
+  ASSERT_TRUE(testing::eventually(
+      [&] { return a.value("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") == "1"; }, 10s));
+
+  std::optional<Result<WritesStopped>> stopped;
+  const auto t0 = std::chrono::steady_clock::now();
+  pa.stopWrites([&](Result<WritesStopped> r) { stopped = std::move(r); });
+  ASSERT_TRUE(eventually([&] { return stopped.has_value(); }));
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  ASSERT_TRUE(stopped->ok()) << stopped->error();
+  std::cout << "stopWrites took effect in " << ms.count() << " ms (" << stopped->value().terminated
+            << " sessions terminated, " << stopped->value().took.count() << " ms in the controller)\n";
+  waiter.join();
+  EXPECT_NE(waiting.find("terminat"), std::string::npos) << waiting;  // an error, not a success
+  EXPECT_NE(open.exec("COMMIT"), "");
+  EXPECT_NE(local.exec("INSERT INTO t VALUES (3)"), "");
+  // New sessions: read-only for libpq's check, and for a synchronous_commit = local writer.
+  auto rw = runQuery(readWrite, "SELECT 1", 5s);
+  ASSERT_FALSE(rw.ok());
+  EXPECT_NE(rw.error().find("read-only"), std::string::npos) << rw.error();
+  EXPECT_NE(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (4)").find("read-only transaction"),
+            std::string::npos);
+  EXPECT_TRUE(status(pa).writesStopped);
+  EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id IN (1, 3, 4)"), "0");
+
+  // Resumed: writable again once the sync is back.
+  std::optional<Result<bool>> resumed;
+  pa.resumeWrites([&](Result<bool> r) { resumed = std::move(r); });
+  ASSERT_TRUE(eventually([&] { return resumed.has_value(); }));
+  ASSERT_TRUE(resumed->ok()) << resumed->error();
+  EXPECT_FALSE(status(pa).writesStopped);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  EXPECT_TRUE(runQuery(readWrite, "SELECT 1", 5s).ok());
+  EXPECT_EQ(a.value("INSERT INTO t VALUES (5)", 30s), "");
 }
 
 TEST_F(AdapterTest, BadConfigurationGivesClearErrors) {

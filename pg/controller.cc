@@ -17,6 +17,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pg/replication_slots.h"
+#include "pg/standby_names.h"
+
 namespace dugong::pg {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -128,6 +131,12 @@ Result<bool> PgController::prepareDataDir(bool wipe) {
   if (::chown(options_.dataDir.c_str(), uid_, gid_) != 0 || ::chmod(options_.dataDir.c_str(), 0700) != 0) {
     return Error{"cannot give " + options_.dataDir + " to " + options_.osUser + ": " + std::strerror(errno)};
   }
+  const std::string sock = options_.socketPath();
+  fs::create_directories(sock, ec);
+  if (ec) return Error{"cannot create the socket directory " + sock + ": " + ec.message()};
+  if (::chown(sock.c_str(), uid_, gid_) != 0 || ::chmod(sock.c_str(), 0700) != 0) {
+    return Error{"cannot give the socket directory " + sock + " to " + options_.osUser + ": " + std::strerror(errno)};
+  }
   std::string log = options_.logPath();
   if (!fs::exists(log, ec)) std::ofstream(log, std::ios::app).close();
   if (::chown(log.c_str(), uid_, gid_) != 0) {
@@ -192,12 +201,20 @@ Result<bool> PgController::writeConf(const ManagedState& state) {
 }
 
 Result<bool> PgController::writeHba() {
-  std::string method = options_.replicationPassword ? "scram-sha-256" : "trust";
-  std::string superMethod = options_.superuserPassword ? "scram-sha-256" : "trust";
+  // trust only on the Unix socket (a 0700 directory: root and osUser), and over TCP
+  // only where the configuration allows it explicitly (allowTrust).
+  const char* scram = "scram-sha-256";
+  std::optional<std::string> superMethod = options_.superuserPassword ? std::optional<std::string>(scram)
+                                           : options_.allowTrust      ? std::optional<std::string>("trust")
+                                                                      : std::nullopt;
+  std::string method = options_.replicationPassword ? scram : "trust";  // validate(): trust needs allowTrust
   std::ostringstream out;
   out << "# Written by dugong from its configuration. Do not edit; use extraHbaLines.\n";
-  out << "host all " << options_.superuser << " 127.0.0.1/32 " << superMethod << "\n";
-  out << "host all " << options_.superuser << " ::1/128 " << superMethod << "\n";
+  out << "local all " << options_.superuser << " trust\n";
+  if (superMethod) {
+    out << "host all " << options_.superuser << " 127.0.0.1/32 " << *superMethod << "\n";
+    out << "host all " << options_.superuser << " ::1/128 " << *superMethod << "\n";
+  }
   out << "host replication " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
   out << "host postgres " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
   for (const auto& l : options_.extraHbaLines) out << l << "\n";
@@ -298,7 +315,7 @@ Result<bool> PgController::reload() {
 
 // After a reload, waits (bounded) until new sessions see the settings of `state`.
 Result<bool> PgController::waitSettings(const ManagedState& state) {
-  std::string wantRo = state.readOnly ? "on" : "off";
+  std::string wantRo = state.readOnlyInEffect() ? "on" : "off";
   auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(options_.queryTimeout, 10s);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -330,12 +347,15 @@ Result<bool> PgController::bootstrapRoles() {
   std::string sql = "BEGIN TRANSACTION READ WRITE; SET LOCAL synchronous_commit = local; ";
   sql += "DO $dugong$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = " + quoteLiteral(user) +
          ") THEN CREATE ROLE " + quoteIdent(user) + " WITH REPLICATION LOGIN; END IF; END $dugong$; ";
-  if (options_.replicationPassword) {
-    sql += "ALTER ROLE " + quoteIdent(user) + " WITH PASSWORD " + quoteLiteral(*options_.replicationPassword) + "; ";
-  }
-  if (options_.superuserPassword) {
-    sql += "ALTER ROLE " + quoteIdent(options_.superuser) + " WITH PASSWORD " +
-           quoteLiteral(*options_.superuserPassword) + "; ";
+  // Passwords travel as SCRAM verifiers made here: the server never sees them, so
+  // they cannot end up in its log (a failed statement is logged with its text).
+  std::vector<std::pair<std::string, std::string>> passwords;
+  if (options_.replicationPassword) passwords.emplace_back(user, *options_.replicationPassword);
+  if (options_.superuserPassword) passwords.emplace_back(options_.superuser, *options_.superuserPassword);
+  for (const auto& [role, password] : passwords) {
+    auto verifier = encryptPassword(localConninfo(), role, password, options_.queryTimeout);
+    if (!verifier) return Error{"setting the password of " + role + ": " + verifier.error()};
+    sql += "ALTER ROLE " + quoteIdent(role) + " WITH PASSWORD " + quoteLiteral(verifier.value()) + "; ";
   }
   // What pg_rewind needs from its source, so that it can use the replication role.
   for (const char* fn : {"pg_catalog.pg_ls_dir(text, boolean, boolean)", "pg_catalog.pg_stat_file(text, boolean)",
@@ -354,13 +374,13 @@ Result<bool> PgController::bootstrapRoles() {
 // ---------------------------------------------------------------- connections
 
 std::string PgController::localConninfo() const {
-  std::map<std::string, std::string> p = {{"host", options_.localHost()},
-                                          {"port", std::to_string(options_.port)},
-                                          {"user", options_.superuser},
-                                          {"dbname", "postgres"},
-                                          {"application_name", "dugong-agent"}};
-  if (options_.superuserPassword) p["password"] = *options_.superuserPassword;
-  return buildConninfo(p);
+  // The Unix socket: trusted there, so the adapter needs no password, also before the
+  // bootstrap has set one.
+  return buildConninfo({{"host", options_.socketPath()},
+                        {"port", std::to_string(options_.port)},
+                        {"user", options_.superuser},
+                        {"dbname", "postgres"},
+                        {"application_name", "dugong-agent"}});
 }
 
 Result<std::string> PgController::peerConninfo(const PeerIdentity& peer, bool forReplication) const {
@@ -386,6 +406,65 @@ std::map<std::string, std::string> PgController::passwordEnv() const {
 
 Result<QueryResult> PgController::localQuery(const std::string& sql) const {
   return runQuery(localConninfo(), sql, options_.queryTimeout);
+}
+
+// ---------------------------------------------------------------- replication slots
+
+std::optional<std::string> PgController::prepareSlot(const PeerIdentity& upstream, const ManagedState& previous) {
+  const std::string slot = slotNameFor(options_.peerId);
+  auto replication = [this](const PeerIdentity& peer) -> Result<std::string> {
+    auto c = peerConninfo(peer, true);
+    if (!c) return c;
+    return c.value() + " " + buildConninfo({{"replication", "true"}});
+  };
+  if (previous.slotName && previous.upstreamUrl && previous.upstreamId && *previous.upstreamId != upstream.id) {
+    PeerIdentity old;
+    old.id = *previous.upstreamId;
+    old.pgUrl = *previous.upstreamUrl;
+    auto c = replication(old);
+    auto d = c ? dropSlot(c.value(), *previous.slotName, options_.queryTimeout) : Result<bool>(Error{c.error()});
+    if (d) {
+      spdlog::info("pg: dropped replication slot {} on the previous upstream {}", *previous.slotName, old.id);
+    } else {
+      spdlog::warn("pg: could not drop replication slot {} on the previous upstream {} ({}); its WAL is bounded "
+                   "by max_slot_wal_keep_size and the slot is dropped when that peer next becomes primary",
+                   *previous.slotName, old.id, d.error());
+    }
+  }
+  auto c = replication(upstream);
+  if (!c) return std::nullopt;
+  auto e = ensureSlot(c.value(), slot, options_.queryTimeout);
+  if (!e) {
+    spdlog::warn("pg: streaming from {} without a replication slot: {}", upstream.id, e.error());
+    return std::nullopt;
+  }
+  if (e->recreated) {
+    spdlog::warn("pg: replication slot {} on {} had lost its WAL (more than max_slot_wal_keep_size behind); "
+                 "created it again: if this standby cannot stream, it must be rebuilt",
+                 slot, upstream.id);
+  } else if (e->created) {
+    spdlog::info("pg: created replication slot {} on {}", slot, upstream.id);
+  }
+  return slot;
+}
+
+void PgController::dropStaleSlots(const std::optional<std::string>& keepFor) {
+  auto q = localQuery("SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'physical' AND NOT active");
+  if (!q) {
+    spdlog::warn("pg: cannot list replication slots: {}", q.error());
+    return;
+  }
+  const std::string keep = keepFor ? slotNameFor(*keepFor) : "";
+  for (const auto& row : q->rows) {
+    std::string name = row[0].value_or("");
+    if (!isDugongSlot(name) || name == keep) continue;
+    auto d = localQuery("SELECT pg_drop_replication_slot(" + quoteLiteral(name) + ")");
+    if (d) {
+      spdlog::info("pg: dropped replication slot {}: that peer does not stream from this primary", name);
+    } else {
+      spdlog::warn("pg: could not drop replication slot {}: {}", name, d.error());
+    }
+  }
 }
 
 // ---------------------------------------------------------------- rebuilding
@@ -432,6 +511,49 @@ PgController::Divergence PgController::checkDivergence(const PeerIdentity& sourc
     return Divergence::kAhead;
   }
   return Divergence::kCanFollow;
+}
+
+namespace {
+const char kDiscardCommand[] =
+    "If this data is not needed, stop the agent and run `dugong-adm rebuild --config <this agent's dugong.yaml> "
+    "--discard-data`; if it is, check the agent's cluster name and ZooKeeper, or set the cluster up from this peer";
+}  // namespace
+
+Result<std::string> PgController::localSystemId() {
+  auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
+  const std::string key = "Database system identifier:";
+  auto at = ctl.output.find(key);
+  if (!ctl.ok() || at == std::string::npos) return Error{"pg_controldata " + ctl.describe()};
+  auto endl = ctl.output.find('\n', at);
+  std::string id = ctl.output.substr(at + key.size(), endl - at - key.size());
+  id.erase(0, id.find_first_not_of(' '));
+  return id;
+}
+
+Result<bool> PgController::guardOtherSystem(const PeerIdentity& source, bool* verified) {
+  *verified = false;
+  auto local = localSystemId();
+  if (!local) return false;
+  auto conninfo = peerConninfo(source, true);
+  if (!conninfo) return false;
+  auto remote = runQuery(conninfo.value() + " " + buildConninfo({{"replication", "true"}}), "IDENTIFY_SYSTEM",
+                         options_.queryTimeout);
+  if (!remote || remote->rows.empty() || !remote->rows[0][0]) {
+    spdlog::warn("pg: cannot read the system identifier of {}: {}", source.id, remote ? "no answer" : remote.error());
+    return false;
+  }
+  *verified = true;
+  const std::string there = *remote->rows[0][0];
+  if (there == local.value()) return false;
+  if (options_.replaceUnknownData) {
+    spdlog::warn("pg: replacing database system {} in {} by {}'s {}, as the operator's command says", local.value(),
+                 options_.dataDir, source.id, there);
+    return true;
+  }
+  return Error{"refusing to replace the data directory " + options_.dataDir + ": it holds database system " +
+               local.value() + ", and " + source.id + " serves another one, " + there +
+               " (the ZooKeeper state was lost or rebuilt, or this agent has the wrong cluster name). Nothing "
+               "was changed. " + kDiscardCommand};
 }
 
 Result<bool> PgController::rewind(const PeerIdentity& source) {
@@ -500,6 +622,10 @@ PgInitialized PgController::init() {
 PgConfigApplied PgController::apply(const PgConfig& config) {
   std::lock_guard lock(applyMu_);
   spdlog::info("pg: applying {}", config.toJson().dump());
+  {
+    std::lock_guard stateLock(stateMu_);
+    fence_.reset();
+  }
   PgConfigApplied out;
   switch (config.role) {
     case PgRole::kNone: out = applyNone(); break;
@@ -531,11 +657,26 @@ PgConfigApplied succeeded(bool online) {
 }
 }  // namespace
 
+bool PgController::ranAsPrimary() {
+  {
+    std::lock_guard lock(stateMu_);
+    if (state_.wasPrimary || state_.role == "primary") return true;
+  }
+  if (isRunning()) {
+    auto q = localQuery("SELECT pg_is_in_recovery()");
+    return q && !q->rows.empty() && q->rows[0][0] == "f";
+  }
+  return !hasStandbySignal();
+}
+
+// Stopped, and left in recovery (standby.signal, no upstream): a manual start gives a
+// read-only standby that streams from nobody, never a writable primary.
 PgConfigApplied PgController::applyNone() {
   {
     std::lock_guard lock(stateMu_);
     pending_.reset();
   }
+  const bool wasPrimary = isSetUp() && ranAsPrimary();
   auto s = stop();
   if (!s) return failed(s.error(), isRunning());
   if (isSetUp()) {
@@ -545,8 +686,12 @@ PgConfigApplied PgController::applyNone() {
       st = state_;
     }
     st.role = "none";
+    st.wasPrimary = wasPrimary;
+    st.readOnly = true;
     auto w = writeConf(st);
     if (!w) return failed(w.error(), false);
+    auto sig = writeFileAsOwner(options_.dataDir + "/standby.signal", "", 0600);
+    if (!sig) return failed(sig.error(), false);
   }
   return succeeded(false);
 }
@@ -579,6 +724,12 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
     if (!b) return failed(b.error(), true);
     clearMarker();
   } else {
+    if (!running && previous.role == "none" && previous.wasPrimary) {
+      // Left in recovery by role none only so that a manual start could not write: it
+      // was a primary, and resumes as one without a promotion (no new timeline).
+      std::error_code ec;
+      fs::remove(options_.dataDir + "/standby.signal", ec);
+    }
     bool inRecovery = hasStandbySignal();
     if (running) {
       auto q = localQuery("SELECT pg_is_in_recovery()");
@@ -605,6 +756,7 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
     }
   }
   discardOldDataDir();
+  dropStaleSlots(want.syncId);
   if (want.readOnly) {
     std::lock_guard lock(stateMu_);
     pending_ = Pending{*want.syncId, std::nullopt};
@@ -616,24 +768,27 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
 const char* const kInstanceSql = "(extract(epoch from pg_postmaster_start_time()) * 1000000)::bigint::text";
 
 PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
+  // Serialized with apply() and pollWritable(): a poll that read the configuration
+  // before this fence must not write it back after it.
+  std::lock_guard applyLock(applyMu_);
   auto fail = [](const std::string& why) { return PgFenced{false, why, 0}; };
   if (!isRunning()) return PgFenced{true, "", 0};
   auto rec = localQuery("SELECT pg_is_in_recovery()");
   if (!rec) return fail("cannot ask postgres whether it is in recovery: " + rec.error());
-  const bool standby = rec->rows[0][0] == "t";
+  Fence fence;
+  fence.standby = rec->rows[0][0] == "t";
   ManagedState want;
   {
     std::lock_guard lock(stateMu_);
     want = state_;
+    pending_.reset();  // a fenced primary stays as it is until the next apply
   }
-  std::string check;
-  if (standby) {
+  if (fence.standby) {
     want.primaryConninfo.clear();
-    check = "(SELECT count(*) = 0 FROM pg_stat_wal_receiver)";
   } else {
     if (!newSync) return fail("a primary is fenced for a new sync, and none was given");
     want.syncId = newSync->id;
-    check = "position(" + quoteLiteral(newSync->id) + " in current_setting('synchronous_standby_names')) > 0";
+    fence.syncId = newSync->id;
   }
   auto w = writeConf(want);
   if (!w) return fail(w.error());
@@ -642,16 +797,49 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
   auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(options_.queryTimeout, 10s);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
-    auto q = localQuery("SELECT " + check + ", " + kInstanceSql);
-    if (q && !q->rows.empty() && q->rows[0][0] == "t") {
-      spdlog::info("pg: fenced: {}", standby ? "no longer streaming from the upstream"
-                                             : "commits now wait for " + newSync->id);
-      return PgFenced{true, "", std::stoull(q->rows[0][1].value_or("0"))};
+    auto v = verifyFence(fence);
+    if (v) {
+      spdlog::info("pg: fenced: {}", fence.standby ? "no longer streaming from the upstream"
+                                                   : "commits now wait for " + fence.syncId + " alone");
+      std::lock_guard lock(stateMu_);
+      fence_ = fence;
+      return PgFenced{true, "", v.value()};
     }
-    last = q ? "not yet in effect" : q.error();
+    last = v.error();
     std::this_thread::sleep_for(20ms);
   }
   return fail("the fence did not take effect: " + last);
+}
+
+Result<PgInstance> PgController::verifyFence(const Fence& fence) {
+  if (fence.standby) {
+    auto q = localQuery(std::string("SELECT current_setting('primary_conninfo'), "
+                                    "(SELECT count(*) FROM pg_stat_wal_receiver), pg_is_in_recovery(), ") +
+                        kInstanceSql);
+    if (!q) return Error{q.error()};
+    const Row& row = q->rows.at(0);
+    if (row[2] != "t") return Error{"postgres is no longer in recovery"};
+    if (row[0].value_or("") != "") return Error{"primary_conninfo is not empty yet"};
+    if (row[1] != "0") return Error{"a WAL receiver still runs"};
+    return static_cast<PgInstance>(std::stoull(row[3].value_or("0")));
+  }
+  // The setting, parsed, and what every walsender itself uses: only the new sync may
+  // have a sync priority, since only a walsender with one releases waiting commits.
+  auto q = localQuery("SELECT current_setting('synchronous_standby_names'), "
+                      "(SELECT count(*) FROM pg_stat_replication WHERE application_name <> " +
+                      quoteLiteral(fence.syncId) +
+                      " AND (sync_priority > 0 OR sync_state <> 'async')), "
+                      "(SELECT count(*) FROM pg_stat_replication WHERE application_name = " +
+                      quoteLiteral(fence.syncId) + " AND sync_priority = 0), pg_is_in_recovery(), " + kInstanceSql);
+  if (!q) return Error{q.error()};
+  const Row& row = q->rows.at(0);
+  if (row[3] != "f") return Error{"postgres is in recovery"};
+  if (!waitsForExactly(row[0].value_or(""), fence.syncId)) {
+    return Error{"synchronous_standby_names is '" + row[0].value_or("") + "', not " + fence.syncId + " alone"};
+  }
+  if (row[1] != "0") return Error{"a walsender of another standby still has a sync priority"};
+  if (row[2] != "0") return Error{"the walsender of " + fence.syncId + " has not taken the new setting yet"};
+  return static_cast<PgInstance>(std::stoull(row[4].value_or("0")));
 }
 
 PgConfigApplied PgController::applyStandby(const PgConfig& config) {
@@ -665,17 +853,33 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config) {
   if (upstream.id == options_.peerId) return failed("this peer cannot stream from itself", isRunning());
   auto conninfo = peerConninfo(upstream, true);
   if (!conninfo) return failed(conninfo.error(), isRunning());
+  ManagedState previous;
+  {
+    std::lock_guard lock(stateMu_);
+    previous = state_;
+  }
   ManagedState want;
   want.role = config.role == PgRole::kSync ? "sync" : "async";
   want.upstreamId = upstream.id;
   want.primaryConninfo = conninfo.value();
   want.readOnly = false;
+  want.upstreamUrl = upstream.pgUrl;
+  want.slotName = prepareSlot(upstream, previous);
 
   bool running = isRunning();
-  if (running && isSetUp()) {
+  bool verified = false;
+  bool replaceOther = false;
+  if (isSetUp()) {
+    // Before anything else, not even a stop: data of another database system is
+    // never replaced without the operator's command.
+    auto other = guardOtherSystem(restore, &verified);
+    if (!other) return failed(other.error(), running);
+    replaceOther = other.value();
+  }
+  if (running && isSetUp() && !replaceOther) {
     auto q = localQuery("SELECT pg_is_in_recovery()");
     if (!q) return failed("cannot ask postgres whether it is in recovery: " + q.error(), true);
-    if (q->rows[0][0] == "t") {
+    if (q->rows[0][0] == "t" && !previous.wasPrimary) {
       // A running standby: a new upstream is a reload (primary_conninfo is reloadable).
       auto w = writeConf(want);
       if (!w) return failed(w.error(), true);
@@ -688,11 +892,13 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config) {
   auto s = stop();
   if (!s) return failed(s.error(), isRunning());
 
-  if (!isSetUp()) {
-    spdlog::info("pg: no usable data directory: rebuilding from {} by pg_basebackup", restore.id);
+  if (!isSetUp() || replaceOther) {
+    spdlog::info("pg: {}: rebuilding from {} by pg_basebackup",
+                 replaceOther ? "another database system, replaced by the operator's command" : "no usable data directory",
+                 restore.id);
     auto b = basebackup(restore);
     if (!b) return failed(b.error(), false);
-  } else if (!hasStandbySignal()) {
+  } else if (!hasStandbySignal() || previous.wasPrimary) {
     // Last ran as a primary: it may have WAL the cluster does not have.
     std::string detail;
     auto d = checkDivergence(restore, &detail);
@@ -700,6 +906,16 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config) {
       spdlog::info("pg: the data directory can follow {}: {}", restore.id, detail);
     } else {
       spdlog::warn("pg: the data directory cannot follow {} as it is ({})", restore.id, detail);
+      if (d == Divergence::kAhead && !options_.replaceUnknownData) {
+        return failed("refusing to replace the data directory " + options_.dataDir + ": it has WAL that " +
+                          restore.id + " does not have (" + detail + "). Nothing was changed. " + kDiscardCommand,
+                      false);
+      }
+      if (!verified) {
+        return failed("not rebuilding from " + restore.id + ": its system identifier could not be compared with "
+                          "this data directory's (" + detail + ")",
+                      false);
+      }
       bool rebuilt = false;
       if (d == Divergence::kDiverged && options_.useRewind) {
         auto rw = rewind(restore);
@@ -724,6 +940,20 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config) {
 
 WalPositionRead PgController::readWal() {
   WalPositionRead out;
+  std::optional<Fence> fence;
+  {
+    std::lock_guard lock(stateMu_);
+    fence = fence_;
+  }
+  std::optional<PgInstance> fencedRun;
+  if (fence) {
+    auto v = verifyFence(*fence);
+    if (!v) {
+      out.error = "the fence no longer holds: " + v.error();
+      return out;
+    }
+    fencedRun = v.value();
+  }
   auto q = localQuery(
       "SELECT CASE WHEN pg_is_in_recovery() "
       "THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) "
@@ -743,6 +973,10 @@ WalPositionRead PgController::readWal() {
   }
   out.position = pos.value();
   out.instance = std::stoull(q->rows[0][1].value_or("0"));
+  if (fencedRun && *fencedRun != out.instance) {
+    out.position.reset();
+    out.error = "postgres restarted while the WAL position was read under a fence";
+  }
   return out;
 }
 
@@ -760,6 +994,7 @@ PgStatus PgController::status() {
     if (state_.role == "sync" || state_.role == "async") s.upstream = state_.upstreamId;
     if (state_.role == "primary") s.sync = state_.syncId;
     s.waitingForSync = pending_.has_value();
+    s.writesStopped = state_.writesStopped;
   }
   auto q = localQuery(
       "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only'), "
@@ -809,6 +1044,61 @@ PgStatus PgController::status() {
   return s;
 }
 
+Result<WritesStopped> PgController::stopWrites() {
+  const auto started = std::chrono::steady_clock::now();
+  std::lock_guard applyLock(applyMu_);
+  WritesStopped out;
+  if (!isRunning()) return out;  // nothing accepts writes
+  ManagedState want;
+  {
+    std::lock_guard lock(stateMu_);
+    want = state_;
+  }
+  if (want.role != "primary") return out;  // a standby accepts no writes
+  want.writesStopped = true;
+  auto w = writeConf(want);
+  if (!w) return Error{"stopping writes: " + w.error()};
+  // Every client session over TCP goes (the Unix socket is only root's and postgres'):
+  // those waiting for their sync (their clients get an error,
+  // not a success), those with an open write transaction, and those that may have
+  // made themselves read-write. Reload and the first round in one round trip, at once;
+  // once new sessions are read-only, a second round for sessions that started while
+  // the reload was under way.
+  const std::string terminate =
+      "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+      "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND client_addr IS NOT NULL";
+  auto first = localQuery("SELECT pg_reload_conf(); " + terminate);
+  if (!first) return Error{"stopping writes: " + first.error()};
+  auto ws = waitSettings(want);
+  if (!ws) return Error{"stopping writes: " + ws.error()};
+  auto second = localQuery(terminate + " AND backend_start < statement_timestamp()");
+  if (!second) return Error{"stopping writes: terminating client sessions: " + second.error()};
+  out.terminated =
+      std::stoi(first->rows.at(0)[0].value_or("0")) + std::stoi(second->rows.at(0)[0].value_or("0"));
+  out.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  spdlog::warn("pg: writes stopped: the primary is read-only, {} client sessions terminated ({} ms)", out.terminated,
+               out.took.count());
+  return out;
+}
+
+Result<bool> PgController::resumeWrites() {
+  std::lock_guard applyLock(applyMu_);
+  ManagedState want;
+  {
+    std::lock_guard lock(stateMu_);
+    want = state_;
+  }
+  if (!want.writesStopped) return true;
+  want.writesStopped = false;
+  auto w = writeConf(want);
+  if (w) w = reload();
+  if (w) w = waitSettings(want);
+  if (!w) return Error{"resuming writes: " + w.error()};
+  spdlog::info("pg: writes resumed: the primary is {}", want.readOnly ? "read-only until its sync has caught up"
+                                                                       : "writable");
+  return true;
+}
+
 bool PgController::writablePending() const {
   std::lock_guard lock(stateMu_);
   return pending_.has_value();
@@ -840,6 +1130,7 @@ bool PgController::pollWritable() {
                  current->toString());
   }
   if (flush->value() < *pending.targetLsn) return false;
+  if (testHook_) testHook_("pollWritable:beforeWrite");
   state.readOnly = false;
   auto w = writeConf(state);
   if (w) w = reload();

@@ -1,11 +1,14 @@
 // PgController: the blocking half of the postgres adapter. Every method may block for
 // up to the matching timeout of PgOptions; PgAdapter runs them on worker threads.
 //
-// Thread-safety: init/apply must be called from one thread at a time (the adapter's
-// control worker). readWal/status/healthCheck/pollWritable may run concurrently with
-// them (the adapter's query worker); pollWritable skips its turn while an apply runs.
+// Thread-safety: init/apply/fence must be called from one thread at a time (the
+// adapter's control worker). readWal/status/healthCheck/pollWritable may run
+// concurrently with them (the adapter's query worker). pollWritable skips its turn
+// while an apply or a fence runs, and a fence waits for a running pollWritable, so a
+// poll never writes a configuration read before a fence (which would undo it).
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -20,6 +23,11 @@
 #include "statemachine/pg_config.h"
 
 namespace dugong::pg {
+
+struct WritesStopped {
+  int terminated = 0;                // client sessions terminated
+  std::chrono::milliseconds took{0};  // from the call to the last termination
+};
 
 class PgController {
  public:
@@ -43,16 +51,34 @@ class PgController {
   // `newSync` (reload of synchronous_standby_names); a standby stops streaming (reload
   // with an empty primary_conninfo, then waits until its WAL receiver has stopped). A
   // stopped postgres acknowledges nothing: ok. The next apply() lifts the fence.
+  // Verified exactly: a primary's synchronous_standby_names, parsed, names newSync
+  // alone, and no walsender but newSync's has a sync priority; a standby has an empty
+  // primary_conninfo and no WAL receiver.
   PgFenced fence(const std::optional<PeerIdentity>& newSync);
 
   // The WAL position: pg_current_wal_lsn() on a primary, the greater of the last
-  // received and last replayed positions on a standby.
+  // received and last replayed positions on a standby. After a fence (until the next
+  // apply) the fence is verified again first, in the same postgres run, so that a
+  // position read for initWal is never read under a fence that no longer holds.
   WalPositionRead readWal();
 
   PgStatus status();
 
   // SELECT 1 within the query timeout. An error message when unhealthy.
   Result<bool> healthCheck();
+
+  // Stops a primary from accepting writes, at once (the agent lost ZooKeeper and another
+  // peer may take over): new sessions are read-only (libpq's target_session_attrs=
+  // read-write passes it by), and every client session is terminated, so a commit
+  // waiting for the sync fails rather than succeeds, an open write transaction is gone,
+  // and a session that made itself read-write earlier cannot commit. Stays in effect
+  // until resumeWrites() or the next apply(). A standby or a stopped postgres: no-op.
+  // What is left: a new session that says BEGIN READ WRITE explicitly can still write;
+  // with synchronous_commit on, its commit waits for the sync (safe).
+  Result<WritesStopped> stopWrites();
+  // Lifts stopWrites(): the primary is writable again, or read-only until its sync has
+  // caught up if it was so before.
+  Result<bool> resumeWrites();
 
   // Whether a primary waits for its sync to catch up before it becomes writable.
   bool writablePending() const;
@@ -61,7 +87,15 @@ class PgController {
   // as sync, the primary is made writable (reload). Returns true if writable now.
   bool pollWritable();
 
+  // For tests: called at named points ("pollWritable:beforeWrite": the poll has decided
+  // to make the primary writable and is about to write its configuration).
+  void setTestHook(std::function<void(const std::string& point)> hook) { testHook_ = std::move(hook); }
+
  private:
+  struct Fence {
+    bool standby = false;
+    std::string syncId;  // primary: the only standby commits wait for
+  };
   struct Pending {
     std::string syncId;
     std::optional<uint64_t> targetLsn;
@@ -88,11 +122,28 @@ class PgController {
   Result<bool> promote();
   Result<bool> waitSettings(const ManagedState& state);
   Result<bool> bootstrapRoles();
+  // Checks that `fence` is in effect; returns the postgres run that was checked.
+  Result<PgInstance> verifyFence(const Fence& fence);
+  // The data directory last ran as a primary (see ManagedState::wasPrimary).
+  bool ranAsPrimary();
+
+  // --- replication slots
+  // Makes sure this standby's slot exists on `upstream`; drops its slot on the
+  // previous upstream when it moved. Failures are logged: streaming works without.
+  std::optional<std::string> prepareSlot(const PeerIdentity& upstream, const ManagedState& previous);
+  // On a primary: drops the inactive dugong slots of peers other than `keepFor`.
+  void dropStaleSlots(const std::optional<std::string>& keepFor);
 
   // --- rebuilding
   // kAhead: same timeline, but further than the source: only a base backup helps.
   enum class Divergence { kCanFollow, kDiverged, kAhead, kUnknown };
   Divergence checkDivergence(const PeerIdentity& source, std::string* detail);
+  // Refuses (an error naming both system identifiers and the operator's command) when
+  // the data directory holds another database system than `source`'s. `*verified` is
+  // false when `source` could not be asked (nothing is refused then). Returns true
+  // when the systems differ and the operator's command allows replacing it.
+  Result<bool> guardOtherSystem(const PeerIdentity& source, bool* verified);
+  Result<std::string> localSystemId();
   Result<bool> rewind(const PeerIdentity& source);
   Result<bool> basebackup(const PeerIdentity& source);
   void discardOldDataDir();
@@ -120,6 +171,8 @@ class PgController {
   mutable std::mutex stateMu_;    // guards state_ and pending_
   ManagedState state_;
   std::optional<Pending> pending_;
+  std::optional<Fence> fence_;  // in effect since the last fence(), until the next apply()
+  std::function<void(const std::string&)> testHook_;
 };
 
 }  // namespace dugong::pg

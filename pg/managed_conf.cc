@@ -30,6 +30,10 @@ nlohmann::json ManagedState::toJson() const {
   nlohmann::json j = {{"role", role}, {"readOnly", readOnly}};
   j["upstream"] = upstreamId ? nlohmann::json(*upstreamId) : nlohmann::json(nullptr);
   j["sync"] = syncId ? nlohmann::json(*syncId) : nlohmann::json(nullptr);
+  if (slotName) j["slot"] = *slotName;
+  if (upstreamUrl) j["upstreamUrl"] = *upstreamUrl;
+  if (wasPrimary) j["wasPrimary"] = true;
+  if (writesStopped) j["writesStopped"] = true;
   return j;
 }
 
@@ -50,7 +54,8 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   // Managed: always last, so that nothing above overrides them.
   out << "listen_addresses = " << confQuote(options.listenAddress) << "\n";
   out << "port = " << options.port << "\n";
-  out << "unix_socket_directories = ''\n";
+  out << "unix_socket_directories = " << confQuote(options.socketPath()) << "\n";
+  out << "unix_socket_permissions = 0700\n";
   out << "wal_level = replica\n";
   out << "wal_log_hints = on\n";
   out << "hot_standby = on\n";
@@ -58,10 +63,12 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   out << "synchronous_commit = on\n";
   out << "synchronous_standby_names = "
       << confQuote(state.role == "primary" && state.syncId ? standbyName(*state.syncId) : "") << "\n";
-  out << "default_transaction_read_only = " << (state.readOnly ? "on" : "off") << "\n";
+  out << "default_transaction_read_only = " << (state.readOnlyInEffect() ? "on" : "off") << "\n";
   out << "primary_conninfo = " << confQuote(state.role == "sync" || state.role == "async" ? state.primaryConninfo : "")
       << "\n";
-  out << "primary_slot_name = ''\n";
+  const bool standby = state.role == "sync" || state.role == "async";
+  out << "primary_slot_name = " << confQuote(standby && state.slotName ? *state.slotName : "") << "\n";
+  out << "max_slot_wal_keep_size = " << confQuote(options.maxSlotWalKeepSize) << "\n";
   return out.str();
 }
 
@@ -78,6 +85,12 @@ Result<ManagedState> parseManagedConf(const std::string& text) {
       s.readOnly = j.at("readOnly").get<bool>();
       if (j.contains("upstream") && j["upstream"].is_string()) s.upstreamId = j["upstream"].get<std::string>();
       if (j.contains("sync") && j["sync"].is_string()) s.syncId = j["sync"].get<std::string>();
+      if (j.contains("slot") && j["slot"].is_string()) s.slotName = j["slot"].get<std::string>();
+      if (j.contains("upstreamUrl") && j["upstreamUrl"].is_string()) {
+        s.upstreamUrl = j["upstreamUrl"].get<std::string>();
+      }
+      if (j.contains("wasPrimary")) s.wasPrimary = j["wasPrimary"].get<bool>();
+      if (j.contains("writesStopped")) s.writesStopped = j["writesStopped"].get<bool>();
     } catch (const nlohmann::json::exception& e) {
       return Error{std::string("dugong.conf: bad state line: ") + e.what()};
     }

@@ -20,6 +20,16 @@ struct ManagedState {
   std::string primaryConninfo;             // standby: how to reach it
   std::optional<std::string> syncId;       // primary: the sync's application name
   bool readOnly = false;                   // primary: default_transaction_read_only
+  std::optional<std::string> slotName;     // standby: its replication slot on the upstream
+  std::optional<std::string> upstreamUrl;  // standby: the upstream's pgUrl (no password)
+  // The data directory last ran as a primary (not in recovery) and may hold WAL no
+  // other peer has; cleared once it runs as a standby again. Role none keeps postgres
+  // in recovery (standby.signal) so a manual start cannot accept writes; this records
+  // that it must still be checked for divergence before it follows anyone.
+  bool wasPrimary = false;
+  // primary: writes stopped (the agent lost ZooKeeper): read-only whatever readOnly says.
+  bool writesStopped = false;
+  bool readOnlyInEffect() const { return readOnly || writesStopped; }
 
   nlohmann::json toJson() const;  // without the conninfo (it may hold a password)
   bool operator==(const ManagedState&) const = default;

@@ -35,6 +35,35 @@ TEST(ManagedConf, PrimaryNamesItsSyncAndRecordsItsState) {
   EXPECT_TRUE(parsed->readOnly);
 }
 
+TEST(ManagedConf, StoppedWritesSlotsAndSocketAreRendered) {
+  ManagedState s;
+  s.role = "primary";
+  s.syncId = "peer-b";
+  s.writesStopped = true;  // read-only whatever readOnly says
+  std::string text = renderManagedConf(someOptions(), s);
+  EXPECT_NE(text.find("default_transaction_read_only = on"), std::string::npos) << text;
+  EXPECT_NE(text.find("unix_socket_directories = '/tmp/x/data.socket'"), std::string::npos) << text;
+  EXPECT_NE(text.find("max_slot_wal_keep_size = '16GB'"), std::string::npos) << text;
+  EXPECT_NE(text.find("primary_slot_name = ''"), std::string::npos) << text;
+  auto parsed = parseManagedConf(text);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(parsed->writesStopped);
+
+  ManagedState standby;
+  standby.role = "sync";
+  standby.slotName = "dugong_peer_a";
+  standby.upstreamUrl = "tcp://postgres@10.0.0.1:5432/postgres";
+  standby.wasPrimary = true;
+  text = renderManagedConf(someOptions(), standby);
+  EXPECT_NE(text.find("primary_slot_name = 'dugong_peer_a'"), std::string::npos) << text;
+  parsed = parseManagedConf(text);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->slotName, standby.slotName);
+  EXPECT_EQ(parsed->upstreamUrl, standby.upstreamUrl);
+  EXPECT_TRUE(parsed->wasPrimary);
+  EXPECT_FALSE(parsed->writesStopped);
+}
+
 TEST(ManagedConf, StandbyStreamsWithEscapedConninfo) {
   ManagedState s;
   s.role = "async";

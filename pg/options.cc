@@ -1,5 +1,6 @@
 #include "pg/options.h"
 
+#include <arpa/inet.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -10,10 +11,10 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string>& managedSettingNames() {
   static const std::vector<std::string> kNames = {
-      "listen_addresses", "port", "unix_socket_directories", "wal_level", "wal_log_hints", "hot_standby",
+      "listen_addresses", "port", "unix_socket_directories", "unix_socket_permissions", "wal_level", "wal_log_hints", "hot_standby",
       "recovery_target_timeline", "synchronous_commit", "synchronous_standby_names",
       "default_transaction_read_only", "primary_conninfo", "primary_slot_name", "include", "include_dir",
-      "include_if_exists", "data_directory", "hba_file", "ident_file"};
+      "include_if_exists", "data_directory", "hba_file", "ident_file", "max_slot_wal_keep_size"};
   return kNames;
 }
 
@@ -22,6 +23,26 @@ std::string PgOptions::localHost() const {
   if (listenAddress == "::") return "::1";
   auto comma = listenAddress.find(',');
   return comma == std::string::npos ? listenAddress : listenAddress.substr(0, comma);
+}
+
+bool isLoopbackCidr(const std::string& cidr) {
+  auto slash = cidr.find('/');
+  std::string addr = cidr.substr(0, slash);
+  int bits = -1;
+  if (slash != std::string::npos) {
+    try {
+      size_t used = 0;
+      bits = std::stoi(cidr.substr(slash + 1), &used);
+      if (used != cidr.size() - slash - 1) return false;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  if (addr == "::1") return bits == -1 || bits == 128;
+  in_addr a{};
+  if (::inet_pton(AF_INET, addr.c_str(), &a) != 1) return false;
+  if (bits == -1) bits = 32;
+  return (ntohl(a.s_addr) >> 24) == 127 && bits >= 8 && bits <= 32;
 }
 
 namespace {
@@ -65,6 +86,26 @@ Result<bool> validate(const PgOptions& o) {
   }
   if (o.replicationCidr.empty() || o.replicationCidr.find_first_of(" \t\n#") != std::string::npos) {
     return Error{"replicationCidr '" + o.replicationCidr + "' is not a CIDR"};
+  }
+  if (!o.replicationPassword && !isLoopbackCidr(o.replicationCidr)) {
+    return Error{"replicationCidr " + o.replicationCidr +
+                 " reaches beyond loopback, and replicationPassword (or replicationPasswordFile) is not set: "
+                 "anyone who reaches the port could read the whole database as " + o.replicationUser +
+                 ". Set a replication password (standbys then authenticate with scram-sha-256)"};
+  }
+  if (!o.replicationPassword && !o.allowTrust) {
+    return Error{"replicationPassword (or replicationPasswordFile) is not set: standbys authenticate with "
+                 "scram-sha-256. Set one, or set allowTrust: true to replicate without a password on the "
+                 "loopback replicationCidr " + o.replicationCidr};
+  }
+  for (const std::optional<std::string>* secret : {&o.superuserPassword, &o.replicationPassword}) {
+    if (*secret && secret->value().empty()) return Error{"a password is set but empty"};
+  }
+  if (o.socketPath().empty() || o.socketPath()[0] != '/' || o.socketPath().size() > 80) {
+    return Error{"socketDir '" + o.socketPath() + "' must be an absolute path of at most 80 characters"};
+  }
+  if (o.maxSlotWalKeepSize.empty() || o.maxSlotWalKeepSize.find_first_of("'\n") != std::string::npos) {
+    return Error{"maxSlotWalKeepSize '" + o.maxSlotWalKeepSize + "' is not a size like 16GB or -1"};
   }
   for (const auto& line : o.extraHbaLines) {
     if (line.find('\n') != std::string::npos) return Error{"an extraHbaLines entry spans several lines"};

@@ -27,17 +27,32 @@ struct PgOptions {
   // The unprivileged OS user every postgres binary runs as (never root).
   std::string osUser = "postgres";
 
-  // The superuser the adapter connects as over loopback (trust on loopback when no
-  // password is set).
+  // The superuser. The adapter itself connects as it through the local socket (see
+  // socketDir), where pg_hba trusts it; over TCP (loopback only) it authenticates with
+  // scram-sha-256 when superuserPassword is set, with trust only under allowTrust, and
+  // not at all otherwise. The password is set when a brand-new primary is initialised.
   std::string superuser = "postgres";
   std::optional<std::string> superuserPassword;
   // The role standbys replicate as (and pg_rewind reads its source as). Created when
-  // a brand-new primary is initialised. With a password the pg_hba entries use
-  // scram-sha-256, otherwise trust.
+  // a brand-new primary is initialised, with REPLICATION LOGIN and only what pg_rewind
+  // needs from its source (see docs/design.md "Secure by default"). Authenticates with
+  // scram-sha-256; required unless allowTrust is set and replicationCidr is loopback.
   std::string replicationUser = "dugong_repl";
   std::optional<std::string> replicationPassword;
   // Addresses allowed to replicate, in pg_hba CIDR form.
   std::string replicationCidr = "0.0.0.0/0";
+  // Allows `trust` over TCP: for the superuser on loopback when it has no password, for
+  // the replication role when it has none (only with a loopback replicationCidr). Off
+  // by default; the agent warns at every start when it is on. For demos and tests.
+  bool allowTrust = false;
+  // The directory of postgres' Unix socket (mode 0700, owned by osUser, so only root
+  // and osUser reach it). Default: `<dataDir>.socket`.
+  std::string socketDir;
+  // Replication slots: each peer's downstream streams through a physical slot named
+  // after it on its upstream, created and dropped with the topology. A slot keeps at
+  // most this much WAL (postgres' max_slot_wal_keep_size); a standby further behind
+  // loses its slot and must be rebuilt, it never fills the disk. "-1" means no bound.
+  std::string maxSlotWalKeepSize = "16GB";
   // Extra pg_hba.conf lines, appended as they are (validated: one line each).
   std::vector<std::string> extraHbaLines;
 
@@ -49,6 +64,12 @@ struct PgOptions {
   // postgres setting names; values are quoted by the adapter. Must not name a setting
   // the adapter manages (port, primary_conninfo, synchronous_standby_names, ...).
   std::map<std::string, std::string> settings;
+
+  // Allows replacing a data directory that holds another database system (a different
+  // system identifier) or WAL its restore peer does not have. Never read from the
+  // agent's configuration: only `dugong-adm rebuild --discard-data` sets it, as the
+  // operator's explicit command. Without it such a standby apply fails, changing nothing.
+  bool replaceUnknownData = false;
 
   // Prefer pg_rewind over pg_basebackup to rebuild a diverged data directory.
   bool useRewind = true;
@@ -67,16 +88,22 @@ struct PgOptions {
 
   // The log file, defaulted.
   std::string logPath() const { return logFile.empty() ? dataDir + ".log" : logFile; }
-  // The host the adapter connects to for its own postgres.
+  // The host the adapter connects to for its own postgres over TCP.
   std::string localHost() const;
+  // The socket directory, defaulted.
+  std::string socketPath() const { return socketDir.empty() ? dataDir + ".socket" : socketDir; }
 };
 
 // Checks everything that can be checked before touching postgres: paths, the OS user
-// (exists, not root), binaries present and executable, port range, names, settings.
-// Returns the first problem as a precise message.
+// (exists, not root), binaries present and executable, port range, names, settings,
+// authentication (no password-less replication beyond loopback, none at all without
+// allowTrust). Returns the first problem as a precise message.
 Result<bool> validate(const PgOptions& options);
 
 // The settings the adapter writes itself; `settings` may not name them.
 const std::vector<std::string>& managedSettingNames();
+
+// Whether a pg_hba CIDR covers only loopback addresses (127.0.0.0/8, ::1).
+bool isLoopbackCidr(const std::string& cidr);
 
 }  // namespace dugong::pg

@@ -24,6 +24,7 @@ nlohmann::json PgStatus::toJson() const {
                       {"inRecovery", inRecovery},
                       {"readOnly", readOnly},
                       {"waitingForSync", waitingForSync},
+                      {"writesStopped", writesStopped},
                       {"timeline", orNull(timeline)},
                       {"currentLsn", orNull(currentLsn)},
                       {"receiveLsn", orNull(receiveLsn)},

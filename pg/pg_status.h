@@ -27,6 +27,7 @@ struct PgStatus {
   bool inRecovery = false;
   bool readOnly = false;    // default_transaction_read_only, or in recovery
   bool waitingForSync = false;  // a primary kept read-only until its sync has caught up
+  bool writesStopped = false;   // a primary whose writes were stopped (ZooKeeper lost)
   std::optional<int> timeline;
   std::optional<std::string> currentLsn;  // primary: pg_current_wal_lsn()
   std::optional<std::string> receiveLsn;  // standby: pg_last_wal_receive_lsn()

@@ -141,6 +141,20 @@ Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql
   return out;
 }
 
+Result<std::string> encryptPassword(const std::string& conninfo, const std::string& user, const std::string& password,
+                                    std::chrono::milliseconds timeout) {
+  long long secs = std::max<long long>(2, (timeout.count() + 999) / 1000);
+  std::string full = conninfo + " " + buildConninfo({{"connect_timeout", std::to_string(secs)}});
+  std::unique_ptr<PGconn, ConnDeleter> conn(PQconnectdb(full.c_str()));
+  if (!conn) return Error{"libpq: out of memory"};
+  if (PQstatus(conn.get()) != CONNECTION_OK) return Error{"cannot connect: " + trimmed(PQerrorMessage(conn.get()))};
+  char* verifier = PQencryptPasswordConn(conn.get(), password.c_str(), user.c_str(), "scram-sha-256");
+  if (!verifier) return Error{"cannot encrypt the password: " + trimmed(PQerrorMessage(conn.get()))};
+  std::string out = verifier;
+  PQfreemem(verifier);
+  return out;
+}
+
 std::string quoteLiteral(const std::string& s) {
   std::string out = "'";
   for (char c : s) {

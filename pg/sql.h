@@ -36,6 +36,12 @@ struct QueryResult {
 // Errors carry the server's message.
 Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql, std::chrono::milliseconds timeout);
 
+// The SCRAM-SHA-256 verifier of `password` for role `user`, computed by libpq on this
+// side (over a connection to `conninfo`, for the server's parameters), so that the
+// password itself never reaches the server, its logs or its statement texts.
+Result<std::string> encryptPassword(const std::string& conninfo, const std::string& user, const std::string& password,
+                                    std::chrono::milliseconds timeout);
+
 // SQL literal / identifier quoting for statements that take no parameters (CREATE ROLE).
 std::string quoteLiteral(const std::string& s);
 std::string quoteIdent(const std::string& s);

@@ -76,6 +76,10 @@ peer:
 postgres:
   dataDir: $dir/peer$n/data
   port: $((5440 + n))
+  # A demo on one machine: trust on loopback, no passwords (the agent warns at start).
+  # In production set replicationPassword(File) and superuserPassword(File) instead.
+  replicationCidr: 127.0.0.1/32
+  allowTrust: true
   settings:
     shared_buffers: 32MB
     max_wal_size: 256MB

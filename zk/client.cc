@@ -108,6 +108,13 @@ Result<StateNode> Client::readState() {
   return StateNode{true, std::string(buf.data(), static_cast<size_t>(std::max(len, 0))), stat.version};
 }
 
+Result<bool> Client::deleteState(int32_t expectedVersion) {
+  if (auto c = requireConnected(); !c) return Error{c.error()};
+  int rc = zoo_delete(handle_->zh, layout_.state().c_str(), expectedVersion);
+  if (rc != ZOK) return Error{"zookeeper: deleting " + layout_.state() + ": " + describeRc(rc)};
+  return true;
+}
+
 Result<std::vector<ElectionEntry>> Client::electionNodes() {
   if (auto c = requireConnected(); !c) return Error{c.error()};
   String_vector children{};

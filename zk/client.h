@@ -60,6 +60,9 @@ class Client {
   StateWriteFinished putState(const ClusterState& state, int32_t expectedVersion, const std::string& reason = {});
   // The same with raw bytes, not validated: for tests and repairs.
   StateWriteFinished putStateBytes(std::string_view bytes, int32_t expectedVersion, const std::string& reason = {});
+  // Deletes the state node at `expectedVersion` (-1: any): for tests and repairs (an
+  // operator starting a cluster over). Its history is kept.
+  Result<bool> deleteState(int32_t expectedVersion);
   // Creates the persistent nodes (root, election, history) that are missing.
   Result<bool> ensureLayout();
 

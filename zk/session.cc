@@ -274,6 +274,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
                reason.empty() ? "no reason given" : reason);
   }
 
+  void setConnectionCallback(std::function<void(ConnectionChange)> onChange) { onConnection_ = std::move(onChange); }
+
   SessionStatus status() const {
     SessionStatus s;
     s.connected = connected_;
@@ -382,6 +384,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   void resetSessionState() {
     connected_ = false;
     initialized_ = false;
+    reportedLoss_ = false;  // the next ZkInitialized reports the new session
     stateChangedDuringSetup_ = false;
     activeChangedDuringSetup_ = false;
     sessionId_ = 0;
@@ -438,14 +441,23 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         refreshState();
         refreshActive();
         resolveUnknownWrite();
+        if (reportedLoss_) {
+          reportedLoss_ = false;
+          if (onConnection_) onConnection_(ConnectionChange{true, sessionId_, zoo_recv_timeout(zh_)});
+        }
       }
     } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE ||
                state == ZOO_NOTCONNECTED_STATE) {
-      if (connected_) {
+      const bool lost = connected_;
+      if (lost) {
         log_->warn("zk: connection lost (session {} still valid); the client reconnects, no event for the peer",
                    sessionIdText(sessionId_));
       }
       connected_ = false;
+      if (lost && initialized_ && !reportedLoss_) {
+        reportedLoss_ = true;
+        if (onConnection_) onConnection_(ConnectionChange{false, sessionId_, zoo_recv_timeout(zh_)});
+      }
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
       onSessionLost("session " + sessionIdText(sessionId_) + " expired");
     } else if (state == ZOO_AUTH_FAILED_STATE) {
@@ -462,6 +474,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     lastSessionLost_ = std::chrono::steady_clock::now();
     connected_ = false;
     initialized_ = false;
+    reportedLoss_ = false;  // the next ZkInitialized reports the new session
     stateChangedDuringSetup_ = false;
     activeChangedDuringSetup_ = false;
     if (pendingWrite_) markWriteUnknown();
@@ -842,6 +855,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   PeerIdentity self_;
   std::string selfJson_;
   EventCallback onEvent_;
+  std::function<void(ConnectionChange)> onConnection_;
+  bool reportedLoss_ = false;  // a loss was reported and no regain yet
   std::shared_ptr<spdlog::logger> log_;
   boost::asio::steady_timer reopenTimer_;
   boost::asio::steady_timer setupRetryTimer_;
@@ -900,6 +915,10 @@ void Session::putClusterState(const ClusterState& state, int32_t expectedVersion
 }
 
 SessionStatus Session::status() const { return impl_->status(); }
+
+void Session::setConnectionCallback(std::function<void(ConnectionChange)> onChange) {
+  impl_->setConnectionCallback(std::move(onChange));
+}
 
 std::optional<SessionCredentials> Session::credentials() const { return impl_->credentials(); }
 

@@ -14,6 +14,8 @@
 //   differs from what was last delivered (never for data that did not change).
 // Connection loss (the session is still valid) produces no event: watches survive
 // it, and everything is re-read on reconnection. Writes fail fast while disconnected.
+// The optional connection callback (setConnectionCallback) reports it, so that a
+// primary can stop accepting writes before its session can expire.
 #pragma once
 
 #include <chrono>
@@ -54,6 +56,19 @@ struct SessionCredentials {
   std::string password;
 };
 
+// A change of the connection under an established, initialised session.
+struct ConnectionChange {
+  // false: the connection is lost; the session may still be valid. The C client notices
+  // a silent server after about 2/3 of the negotiated session timeout, so the server can
+  // expire the session about 1/3 of the timeout after this report, at the earliest.
+  // true: connected again to the same session (its ephemeral node and watches are
+  // intact). A new session after an expiry is reported by ZkInitialized instead.
+  bool connected = false;
+  int64_t sessionId = 0;
+  // The negotiated session timeout, in ms.
+  int sessionTimeoutMs = 0;
+};
+
 class Session {
  public:
   using EventCallback = std::function<void(Event)>;
@@ -84,6 +99,11 @@ class Session {
   //   happen within options.unknownOutcomeTimeoutMs, an "outcome unknown" failure.
   void putClusterState(const ClusterState& state, int32_t expectedVersion, WriteCallback done,
                        std::string reason = {});
+
+  // `onChange` runs on the io_context for each loss and regain of the connection of an
+  // initialised session (never for the first connection, nor for a new session after
+  // an expiry, which ZkInitialized reports). May be set before or after start().
+  void setConnectionCallback(std::function<void(ConnectionChange)> onChange);
 
   SessionStatus status() const;
   // The current session's credentials, once established.

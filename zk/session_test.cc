@@ -364,5 +364,42 @@ TEST_F(SessionTest, InvalidOptionsAreReportedNotRetried) {
   EXPECT_NE(w.error.find("not running"), std::string::npos) << w.error;
 }
 
+// A lost connection under a valid session is reported, and so is the regain of the
+// same session (no new ZkInitialized): a primary stops writes on the first and may
+// resume on the second.
+TEST_F(SessionTest, ConnectionLossAndRegainOfTheSameSessionAreReported) {
+  auto a = startPeer("a", 6000);
+  std::vector<ConnectionChange> changes;
+  a->session().setConnectionCallback([&](ConnectionChange c) { changes.push_back(c); });
+  const int64_t session = a->session().status().sessionId;
+  zk->pause(0);
+  bool lost = runUntil(io, [&] { return !changes.empty(); }, std::chrono::seconds(20));
+  zk->resume(0);
+  ASSERT_TRUE(lost);
+  EXPECT_FALSE(changes[0].connected);
+  EXPECT_EQ(changes[0].sessionId, session);
+  EXPECT_GT(changes[0].sessionTimeoutMs, 0);
+  ASSERT_TRUE(runUntil(io, [&] { return changes.size() >= 2; }, std::chrono::seconds(20)));
+  EXPECT_TRUE(changes[1].connected);
+  EXPECT_EQ(changes[1].sessionId, session);
+  EXPECT_EQ(a->all<ZkInitialized>().size(), 1u);
+  EXPECT_EQ(a->session().status().sessionId, session);
+}
+
+// A state node deleted and created again starts at version 0: running peers see both.
+TEST_F(SessionTest, DeletedAndRecreatedStateIsSeen) {
+  auto a = startPeer("a");
+  auto c = client(zk->connectString(), "c1");
+  ASSERT_TRUE(c->putState(state(1), -1).ok);
+  ASSERT_TRUE(c->putState(state(2), 0).ok);
+  ASSERT_TRUE(runUntil(io, [&] { return a->state().exists && a->state().version == 1; }));
+  ASSERT_TRUE(c->deleteState(1).ok());
+  ASSERT_TRUE(runUntil(io, [&] { return !a->state().exists; }));
+  ASSERT_TRUE(c->putState(state(7), -1).ok);
+  ASSERT_TRUE(runUntil(io, [&] { return a->state().exists; }));
+  EXPECT_EQ(a->state().version, 0);
+  EXPECT_EQ(ClusterState::parse(a->state().data)->generation, 7);
+}
+
 }  // namespace
 }  // namespace dugong::zk

@@ -18,6 +18,7 @@ std::string PgTestNode::conninfo() const {
   return buildConninfo({{"host", "127.0.0.1"},
                         {"port", std::to_string(port)},
                         {"user", options.superuser},
+                        {"password", options.superuserPassword.value_or("")},
                         {"dbname", "postgres"},
                         {"application_name", "dugong-test"}});
 }
@@ -82,6 +83,8 @@ PgTestNode& PgTestCluster::addNode(const std::string& id) {
   n.options.listenAddress = "127.0.0.1";
   n.options.peerId = id;
   n.options.replicationCidr = "127.0.0.1/32";
+  n.options.superuserPassword = kTestSuperuserPassword;
+  n.options.replicationPassword = kTestReplicationPassword;
   n.options.settings = {{"shared_buffers", "16MB"},     {"max_wal_size", "64MB"},   {"min_wal_size", "32MB"},
                         {"wal_keep_size", "256MB"},     {"max_connections", "30"},  {"checkpoint_timeout", "5min"},
                         {"log_line_prefix", "%m [%p] "}, {"wal_buffers", "1MB"}};

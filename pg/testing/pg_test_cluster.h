@@ -24,14 +24,19 @@
 
 namespace dugong::pg::testing {
 
+// Every node is secured as in production: scram-sha-256 for the superuser over TCP and
+// for the replication role, with these passwords (only test code knows them).
+inline constexpr const char* kTestSuperuserPassword = "test superuser 'pw'";
+inline constexpr const char* kTestReplicationPassword = "test-replication-pw";
+
 struct PgTestNode {
   std::string id;
   int port = 0;
   std::string dir;         // the node's own directory (holds data/ and data.log)
-  PgOptions options;       // small settings, trust auth on loopback
+  PgOptions options;       // small settings, the test passwords
   PeerIdentity identity;   // pgUrl tcp://postgres@127.0.0.1:<port>/postgres
 
-  // Superuser connection string to this node.
+  // Superuser connection string to this node (TCP, with the superuser's password).
   std::string conninfo() const;
   // Runs `sql` on this node (bounded by `timeout`, also as statement_timeout).
   Result<QueryResult> sql(const std::string& sql,

@@ -1,6 +1,7 @@
 #include "tests/e2e/cluster_harness.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -84,7 +85,18 @@ void Harness::writeConfig(const E2EPeer& p) const {
       << "\n"
       << "peer:\n  id: " << p.id << "\n  ip: 127.0.0.1\n  zoneId: e2e\n"
       << "postgres:\n  dataDir: " << o.dataDir << "\n  port: " << o.port << "\n  listenAddress: 127.0.0.1\n"
-      << "  replicationCidr: 127.0.0.1/32\n  healthIntervalMs: 300\n  settings:\n";
+      << "  replicationCidr: 127.0.0.1/32\n  healthIntervalMs: 300\n";
+  // Secured as in production: the superuser's password inline, the replication role's
+  // from a file (both forms are tested).
+  if (o.superuserPassword) out << "  superuserPassword: " << nlohmann::json(*o.superuserPassword).dump() << "\n";
+  if (o.replicationPassword) {
+    const std::string file = p.pg->dir + "/replication.pw";
+    std::ofstream(file) << *o.replicationPassword << "\n";
+    ::chmod(file.c_str(), 0600);
+    out << "  replicationPasswordFile: " << file << "\n";
+  }
+  if (o.allowTrust) out << "  allowTrust: true\n";
+  out << "  settings:\n";
   for (const auto& [k, v] : o.settings) out << "    " << k << ": \"" << v << "\"\n";
   out << "http:\n  listen: 127.0.0.1:" << p.httpPort << "\n"
       << "singleton: " << (p.singleton ? "true" : "false") << "\n"
@@ -266,8 +278,10 @@ std::string Harness::multiHostConninfo() const {
     hosts += (hosts.empty() ? "" : ",") + std::string("127.0.0.1");
     ports += (ports.empty() ? "" : ",") + std::to_string(p.pg->port);
   }
+  std::string password = peers_.empty() ? "" : peers_[0].pg->options.superuserPassword.value_or("");
   return "host=" + hosts + " port=" + ports +
-         " user=postgres dbname=postgres target_session_attrs=read-write connect_timeout=2";
+         " user=postgres dbname=postgres target_session_attrs=read-write connect_timeout=2 " +
+         pg::buildConninfo({{"password", password}});
 }
 
 std::string Harness::logTail(int i, size_t lines) const {

@@ -96,7 +96,8 @@ class Harness {
 
   // SQL on a peer's postgres as the superuser.
   Result<pg::QueryResult> sql(int i, const std::string& query, std::chrono::milliseconds timeout = 10s);
-  // A connection string naming every peer, with target_session_attrs=read-write.
+  // A connection string naming every peer, with target_session_attrs=read-write and the
+  // superuser's password (pg::testing::kTestSuperuserPassword).
   std::string multiHostConninfo() const;
 
   // The last lines of a peer's agent log (for failure messages).

@@ -19,6 +19,7 @@ namespace {
 struct RebuildArgs {
   std::string config;
   bool yes = false;
+  bool discardData = false;
   int waitSeconds = 120;
 };
 
@@ -33,6 +34,7 @@ std::string roleOf(const ClusterState& s, const std::string& id) {
 int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
   auto config = agent::loadConfig(a.config);
   if (!config) return fail(kExitUsage, config.error());
+  config->pg.replaceUnknownData = a.discardData;
   if (auto v = pg::validate(config->pg); !v) return fail(kExitUsage, a.config + ": postgres: " + v.error());
   const std::string self = config->identity.id;
   if (a.waitSeconds < 0) return fail(kExitUsage, "--wait must not be negative");
@@ -135,6 +137,9 @@ void addRebuildCommand(CLI::App& app, const CommonOptions& common, Commands& out
       "run on a deposed peer (or a broken one whose agent is stopped): rebuild its postgres from the primary "
       "(pg_rewind when safe, else pg_basebackup), then remove it from deposed so it rejoins as an async. "
       "ZooKeeper and postgres come from the agent's configuration file");
+  sub->add_flag("--discard-data", a->discardData,
+                "also replace a data directory that holds another database system (a different system "
+                "identifier) or WAL the primary does not have; the agent refuses to, without this command");
   sub->add_option("--config", a->config, "the agent's YAML configuration (dugong.yaml)")
       ->required()
       ->check(CLI::ExistingFile);

@@ -1,0 +1,61 @@
+#include "pg/standby_names.h"
+
+#include <gtest/gtest.h>
+
+#include "pg/replication_slots.h"
+
+namespace dugong::pg {
+namespace {
+
+TEST(StandbyNamesTest, ParsesEveryFormPostgresAccepts) {
+  auto plain = parseStandbyNames("db1, \"DB 2\"");
+  ASSERT_TRUE(plain.ok()) << plain.error();
+  EXPECT_EQ(plain->count, 1);
+  EXPECT_EQ(plain->names, (std::vector<std::string>{"db1", "DB 2"}));
+  auto first = parseStandbyNames("FIRST 2 (a, \"b\"\"c\")");
+  ASSERT_TRUE(first.ok()) << first.error();
+  EXPECT_EQ(first->method, StandbyNames::Method::kFirst);
+  EXPECT_EQ(first->count, 2);
+  EXPECT_EQ(first->names, (std::vector<std::string>{"a", "b\"c"}));
+  auto any = parseStandbyNames("any 1 (x)");
+  ASSERT_TRUE(any.ok());
+  EXPECT_EQ(any->method, StandbyNames::Method::kAny);
+  auto bare = parseStandbyNames("3 (a, b, c)");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->count, 3);
+  EXPECT_EQ(parseStandbyNames("")->count, 0);
+  EXPECT_EQ(parseStandbyNames("first")->names, std::vector<std::string>{"first"});  // a standby named first
+  for (const char* bad : {"a,", "FIRST 1 (a", "\"unterminated", "a b", "2 a", "(a)"}) {
+    EXPECT_FALSE(parseStandbyNames(bad).ok()) << bad;
+  }
+}
+
+TEST(StandbyNamesTest, ExactMatchIsNotASubstringMatch) {
+  EXPECT_TRUE(waitsForExactly("\"db1\"", "db1"));
+  EXPECT_TRUE(waitsForExactly("FIRST 1 (DB1)", "db1"));  // postgres ignores case
+  EXPECT_FALSE(waitsForExactly("\"db10\"", "db1"));
+  EXPECT_FALSE(waitsForExactly("\"db1\"", "db10"));
+  EXPECT_FALSE(waitsForExactly("db1, db2", "db1"));        // db2 would do when db1 is gone
+  EXPECT_FALSE(waitsForExactly("ANY 1 (db1, db2)", "db1"));
+  EXPECT_FALSE(waitsForExactly("*", "db1"));
+  EXPECT_FALSE(waitsForExactly("", "db1"));
+  EXPECT_FALSE(waitsForExactly("2 (db1)", "db1"));
+}
+
+TEST(ReplicationSlotsTest, NamesAreValidAndDistinct) {
+  EXPECT_EQ(slotNameFor("peer_1"), "dugong_peer_1");
+  const std::string a = slotNameFor("a.b"), b = slotNameFor("a_b"), c = slotNameFor("A_b");
+  EXPECT_NE(a, b);
+  EXPECT_NE(b, c);
+  EXPECT_NE(a, c);
+  const std::string longName = slotNameFor("10.0.0.5:5432-" + std::string(80, 'x'));
+  EXPECT_LE(longName.size(), 63u);
+  for (const std::string& n : {a, b, c, longName}) {
+    EXPECT_TRUE(isDugongSlot(n));
+    for (char ch : n) EXPECT_TRUE((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_') << n;
+  }
+  EXPECT_FALSE(isDugongSlot("other_slot"));
+}
+
+}  // namespace
+}  // namespace dugong::pg
