@@ -80,8 +80,11 @@ void Agent::pollStatus() {
 
 // ---- status --------------------------------------------------------------------------
 
+// Not while writes are stopped (ZooKeeper lost): the driver's flag is up before the
+// status poll sees postgres read-only, and stays up until the stop is lifted.
 bool Agent::isWritablePrimary() const {
-  return driver_->peer().role() == Role::kPrimary && status_.online && !status_.inRecovery && !status_.readOnly;
+  return driver_->peer().role() == Role::kPrimary && !driver_->writesStopped() && status_.online &&
+         !status_.inRecovery && !status_.readOnly && !status_.writesStopped;
 }
 
 bool Agent::isStreamingReplica() const {
@@ -106,6 +109,7 @@ nlohmann::json Agent::stateJson() const {
       {"zookeeper", zk},
       {"health",
        {{"healthy", driver_->healthy()},
+        {"writesStopped", driver_->writesStopped()},
         {"detail", driver_->healthy() ? "" : driver_->unhealthyDetail()},
         {"writablePrimary", isWritablePrimary()},
         {"streamingReplica", isStreamingReplica()}}},
@@ -167,6 +171,11 @@ std::string Agent::metricsText() const {
   counter("dugong_withdrawals_total", "Times the agent left ZooKeeper because postgres was unhealthy.",
           c.withdrawals);
   counter("dugong_decisions_total", "State-machine decisions logged.", c.decisions);
+  counter("dugong_zookeeper_connection_losses_total", "ZooKeeper connections lost under a valid session.",
+          c.connectionLosses);
+  counter("dugong_write_stops_total", "Times writes were stopped because ZooKeeper was unreachable.", c.writeStops);
+  counter("dugong_write_resumes_total", "Times stopped writes were resumed with the cluster unchanged.",
+          c.writeResumes);
   return m.str();
 }
 

@@ -48,6 +48,11 @@ ZkCoordinator::~ZkCoordinator() = default;
 Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
   leave();
   session_ = std::make_unique<zk::Session>(io_, options_, self_, std::move(callbacks.onEvent));
+  if (callbacks.onConnection) {
+    session_->setConnectionCallback([onConnection = std::move(callbacks.onConnection)](zk::ConnectionChange c) {
+      onConnection(CoordinatorConnection{c.connected, c.sessionId, c.sessionTimeoutMs});
+    });
+  }
   if (auto ok = session_->start(); !ok) {
     session_.reset();
     return ok;
@@ -100,6 +105,13 @@ CoordinatorStatus ZkCoordinator::status() const {
   c.electionNode = s.electionNode;
   c.lastError = s.lastError;
   return c;
+}
+
+void PgPostgres::stopWrites(std::function<void(Result<int>)> done) {
+  pg_.stopWrites([done = std::move(done)](Result<pg::WritesStopped> r) {
+    if (!r) return done(Error{r.error()});
+    done(r->terminated);
+  });
 }
 
 void SpdlogSink::write(LogLevel level, const std::string& line) {

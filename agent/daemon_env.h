@@ -67,6 +67,8 @@ class PgPostgres : public Postgres {
     pg_.startHealthCheck(std::move(onChange));
   }
   void stopHealthCheck() override { pg_.stopHealthCheck(); }
+  void stopWrites(std::function<void(Result<int>)> done) override;
+  void resumeWrites(std::function<void(Result<bool>)> done) override { pg_.resumeWrites(std::move(done)); }
 
  private:
   pg::PgAdapter& pg_;

@@ -1,5 +1,6 @@
 #include "agent/driver.h"
 
+#include <cstdio>
 #include <utility>
 
 #include "statemachine/overloaded.h"
@@ -10,7 +11,9 @@ Driver::Driver(Env env, DriverOptions options)
     : env_(env),
       opts_(std::move(options)),
       peer_(std::make_unique<Peer>(PeerOptions{opts_.identity, opts_.singleton, opts_.retryDelayMs})),
-      healthTimer_(env_.clock.newTimer()) {}
+      healthTimer_(env_.clock.newTimer()),
+      writesTimer_(env_.clock.newTimer()),
+      peerGraceTimer_(env_.clock.newTimer()) {}
 
 Driver::~Driver() = default;
 
@@ -38,6 +41,7 @@ void Driver::join() {
   ++counters_.joins;
   CoordinatorCallbacks cb;
   cb.onEvent = guarded<Event>([this](Event e) { step(e); });
+  cb.onConnection = guarded<CoordinatorConnection>([this](CoordinatorConnection c) { onConnection(c); });
   if (auto ok = env_.coordinator.join(std::move(cb)); !ok) {
     carryOut(Fatal{"cannot join the coordinator: " + ok.error()});
   }
@@ -50,6 +54,8 @@ void Driver::stop(std::function<void()> done) {
                            (opts_.stopPostgresOnExit ? " and stopping postgres" : ""));
   for (auto& [id, timer] : timers_) timer->cancel();
   healthTimer_->cancel();
+  writesTimer_->cancel();
+  peerGraceTimer_->cancel();
   env_.coordinator.leave();
   env_.postgres.stopHealthCheck();
   if (!opts_.stopPostgresOnExit) return env_.clock.post(std::move(done));
@@ -68,21 +74,35 @@ void Driver::later(Event event) {
   });
 }
 
-void Driver::step(const Event& event) {
+void Driver::step(const Event& delivered) {
   if (stopping_) return;
-  if (auto* init = std::get_if<ZkInitialized>(&event)) {
+  bool newSessionAfterLoss = false;
+  if (auto* init = std::get_if<ZkInitialized>(&delivered)) {
     lastStateNode_ = init->state;
     lastActive_ = init->active;
-  } else if (auto* change = std::get_if<ClusterStateChanged>(&event)) {
+    newSessionAfterLoss = connectionLost_;
+    if (newSessionAfterLoss) {
+      connectionLost_ = false;
+      log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost expired");
+      if (!activeBeforeLoss_.empty()) {
+        peerGraceUntil_ = env_.clock.monotonicMs() + sessionTimeoutMs_;
+        peerGraceTimer_->start(sessionTimeoutMs_, [this, alive = std::weak_ptr<int>(alive_)] {
+          if (!alive.expired() && !stopping_) endPeerGrace();
+        });
+      }
+    }
+  } else if (auto* change = std::get_if<ClusterStateChanged>(&delivered)) {
     lastStateNode_ = change->state;
-  } else if (auto* active = std::get_if<ActivePeersChanged>(&event)) {
+  } else if (auto* active = std::get_if<ActivePeersChanged>(&delivered)) {
     lastActive_ = active->active;
   }
+  const Event event = keepingPeersFromBeforeTheLoss(delivered);
   if (std::holds_alternative<ClusterStateChanged>(event) || std::holds_alternative<ZkInitialized>(event)) {
     // The event being stepped now delivers the state; the active list comes first.
     if (rebuiltWhileDeposed()) startFreshStateMachine(std::holds_alternative<ClusterStateChanged>(event));
   }
   for (const Action& a : peer_->step(env_.clock.wallMs(), event)) carryOut(a);
+  if (newSessionAfterLoss) afterNewSession();
 }
 
 // A deposed peer's state machine ignores everything. Once an operator has rebuilt this
@@ -170,6 +190,18 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                           lastApplied_ = config;
                           ++counters_.transitions;
                           noteUnhealthy();
+                          if (writesStopped_ && connectionLost_) {
+                            log(LogLevel::kWarn, std::string("stopping writes again: postgres was configured as ") +
+                                                     pgRoleName(config.role) +
+                                                     " while ZooKeeper is unreachable, which lifts the stop");
+                            stopWrites();
+                          } else if (writesStopped_ && fromPeer) {
+                            writesStopped_ = false;
+                            writesTimer_->cancel();
+                            log(LogLevel::kInfo, std::string("writes are no longer stopped: the state machine "
+                                                             "configured postgres as ") +
+                                                     pgRoleName(config.role) + " from the cluster state read since");
+                          }
                         } else {
                           ++counters_.transitionFailures;
                           if (!fromPeer) log(LogLevel::kWarn, "restarting postgres failed: " + r.error);
@@ -237,6 +269,164 @@ void Driver::healthTick() {
   healthTimer_->start(opts_.healthTickMs, [this, alive = std::weak_ptr<int>(alive_)] {
     if (!alive.expired()) healthTick();
   });
+}
+
+// ---- the isolated primary ----------------------------------------------------------------
+
+namespace {
+std::string hexSession(int64_t id) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(id));
+  return buf;
+}
+std::string names(const PeerList& peers) {
+  std::string out;
+  for (const auto& p : peers) out += (out.empty() ? "" : ", ") + p.id;
+  return out;
+}
+}  // namespace
+
+std::optional<int64_t> Driver::generation() const {
+  if (!peer_->clusterState()) return std::nullopt;
+  return peer_->clusterState()->generation;
+}
+
+void Driver::onConnection(const CoordinatorConnection& c) {
+  if (!c.connected) {
+    if (connectionLost_) return;
+    ++counters_.connectionLosses;
+    connectionLost_ = true;
+    sessionTimeoutMs_ = c.sessionTimeoutMs;
+    roleAtLoss_ = peer_->role();
+    generationAtLoss_ = generation();
+    // Lost again within the grace of an earlier loss: those peers may still be away.
+    PeerList before = lastActive_;
+    if (peerGraceUntil_) {
+      for (const auto& p : activeBeforeLoss_) {
+        if (!containsPeer(before, p.id)) before.push_back(p);
+      }
+    }
+    activeBeforeLoss_ = std::move(before);
+    peerGraceUntil_.reset();
+    peerGraceTimer_->cancel();
+    log(LogLevel::kWarn, "lost the connection to ZooKeeper (session " + hexSession(c.sessionId) + ", timeout " +
+                             std::to_string(c.sessionTimeoutMs) + " ms) as " + roleName(roleAtLoss_) +
+                             ": stopping writes now, before the session can expire (about " +
+                             std::to_string(c.sessionTimeoutMs / 3) +
+                             " ms from now at the earliest) and another peer take over");
+    stopWrites();
+    return;
+  }
+  if (!connectionLost_) return;
+  connectionLost_ = false;
+  log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId));
+  resumeWritesIfUnchanged("the connection came back with the same session");
+}
+
+// Stops writes (a no-op for anything but a running primary) and keeps trying while
+// the connection stays lost.
+void Driver::stopWrites() {
+  writesStopped_ = true;
+  writesTimer_->cancel();
+  ++counters_.writeStops;
+  env_.postgres.stopWrites([this, alive = std::weak_ptr<int>(alive_)](Result<int> r) {
+    // Posted: the default implementation answers inside the call.
+    env_.clock.post([this, alive, r = std::move(r)] {
+      if (alive.expired() || stopping_ || !writesStopped_) return;
+      if (r) {
+        log(LogLevel::kInfo, "writes stopped: postgres accepts no new writes, " + std::to_string(*r) +
+                                 " client sessions terminated");
+        return;
+      }
+      log(LogLevel::kError, "stopping writes failed: " + r.error() + (connectionLost_ ? "; trying again in " +
+                                                                                           std::to_string(opts_.retryDelayMs) +
+                                                                                           " ms"
+                                                                                     : ""));
+      if (!connectionLost_) return;
+      writesTimer_->start(opts_.retryDelayMs, [this, alive] {
+        if (!alive.expired() && !stopping_ && writesStopped_ && connectionLost_) stopWrites();
+      });
+    });
+  });
+}
+
+void Driver::resumeWritesIfUnchanged(const std::string& how) {
+  if (!writesStopped_ || connectionLost_) return;
+  const Role role = peer_->role();
+  const auto gen = generation();
+  auto genName = [](std::optional<int64_t> g) { return g ? std::to_string(*g) : std::string("none"); };
+  if (role != roleAtLoss_ || gen != generationAtLoss_) {
+    log(LogLevel::kWarn, "writes stay stopped (" + how + "): the cluster changed meanwhile (role " +
+                             roleName(roleAtLoss_) + " -> " + roleName(role) + ", generation " +
+                             genName(generationAtLoss_) + " -> " + genName(gen) +
+                             "); the state machine reconfigures postgres");
+    return;
+  }
+  writesStopped_ = false;
+  writesTimer_->cancel();
+  ++counters_.writeResumes;
+  log(LogLevel::kInfo, "resuming writes: " + how + ", and this peer is still " + roleName(role) + " in generation " +
+                           genName(gen));
+  env_.postgres.resumeWrites([this, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
+    env_.clock.post([this, alive, r = std::move(r)] {
+      if (alive.expired() || stopping_ || r) return;
+      log(LogLevel::kError, "resuming writes failed: " + r.error() + "; trying again in " +
+                                std::to_string(opts_.retryDelayMs) + " ms");
+      writesStopped_ = true;
+      writesTimer_->start(opts_.retryDelayMs, [this, alive] {
+        if (!alive.expired() && !stopping_) resumeWritesIfUnchanged("retrying");
+      });
+    });
+  });
+}
+
+// The old session expired and a new one is initialised: the state just read is the
+// cluster's. A takeover decided while this peer's election node was gone may still be
+// on its way, so a primary resumes only once the state has stayed unchanged a while.
+void Driver::afterNewSession() {
+  if (!writesStopped_) return;
+  log(LogLevel::kInfo, "writes stay stopped for " + std::to_string(opts_.resumeSettleMs) +
+                           " ms: a takeover decided while this peer's election node was gone would land within it");
+  writesTimer_->start(opts_.resumeSettleMs, [this, alive = std::weak_ptr<int>(alive_)] {
+    if (!alive.expired() && !stopping_) {
+      resumeWritesIfUnchanged("a new session, and the cluster state stayed unchanged for " +
+                              std::to_string(opts_.resumeSettleMs) + " ms");
+    }
+  });
+}
+
+// During the grace after a new session, the peers present before the loss count as
+// present: after an outage every peer reconnects, some later than others.
+Event Driver::keepingPeersFromBeforeTheLoss(Event event) {
+  if (!peerGraceUntil_) return event;
+  PeerList* active = nullptr;
+  if (auto* init = std::get_if<ZkInitialized>(&event)) active = &init->active;
+  if (auto* change = std::get_if<ActivePeersChanged>(&event)) active = &change->active;
+  if (!active) return event;
+  PeerList kept;
+  for (const auto& p : activeBeforeLoss_) {
+    if (!containsPeer(*active, p.id)) kept.push_back(p);
+  }
+  for (const auto& p : kept) active->push_back(p);
+  if (!kept.empty()) {
+    log(LogLevel::kInfo, "treating " + names(kept) + " as present for " +
+                             std::to_string(*peerGraceUntil_ - env_.clock.monotonicMs()) +
+                             " ms more: present before the ZooKeeper connection was lost, and maybe not reconnected yet");
+  }
+  return event;
+}
+
+void Driver::endPeerGrace() {
+  peerGraceUntil_.reset();
+  PeerList missing;
+  for (const auto& p : activeBeforeLoss_) {
+    if (!containsPeer(lastActive_, p.id)) missing.push_back(p);
+  }
+  activeBeforeLoss_.clear();
+  if (missing.empty() || withdrawn_) return;
+  log(LogLevel::kWarn, names(missing) + " did not come back within a session timeout (" +
+                           std::to_string(sessionTimeoutMs_) + " ms) of the new session: treating them as gone");
+  step(ActivePeersChanged{lastActive_});
 }
 
 }  // namespace dugong::agent

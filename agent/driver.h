@@ -10,7 +10,16 @@
 //   configuration applied again) once it has been down for the restart grace, and,
 //   once it has been down for withdrawAfterMs, the driver leaves the coordinator
 //   (its peers see it gone) until postgres is healthy again, then joins again;
-// - a fresh state machine once an operator has rebuilt this deposed peer.
+// - a fresh state machine once an operator has rebuilt this deposed peer;
+// - the isolated primary (issue 10): when the coordinator's connection is lost, writes
+//   stop at once (before the session can expire and another peer take over), and
+//   resume only on reconnection with this peer's role and the cluster's generation
+//   unchanged (a new session: after a settle delay); otherwise they stay stopped until
+//   the state machine applies a new postgres configuration;
+// - a coordinator outage that this peer saw too: after a new session, the peers that
+//   were present before the loss are still treated as present for one session timeout,
+//   so that a peer back first does not replace a sync (or take over from a primary)
+//   that simply has not reconnected yet.
 //
 // It reads no clock and owns no thread: time, timers and completions come from the
 // environment, on its one loop.
@@ -38,12 +47,17 @@ struct DriverOptions {
   int64_t restartGraceMs = 3000;
   int64_t healthTickMs = 1000;   // how often an unhealthy postgres is looked at again
   int64_t retryDelayMs = 1000;   // the state machine's back-off
+  // After a new session that followed a connection loss: how long the cluster state
+  // must stay unchanged before a primary whose writes were stopped resumes them (a
+  // takeover decided while this peer's election node was gone lands within it).
+  int64_t resumeSettleMs = 2000;
 };
 
 struct DriverCounters {
   uint64_t transitions = 0, transitionFailures = 0, restarts = 0;
   uint64_t stateWrites = 0, stateWriteFailures = 0;
   uint64_t joins = 0, withdrawals = 0, decisions = 0, freshStateMachines = 0;
+  uint64_t connectionLosses = 0, writeStops = 0, writeResumes = 0;
 };
 
 class Driver {
@@ -73,6 +87,11 @@ class Driver {
   bool pgBusy() const { return pgBusy_; }
   bool applyQueued() const { return queuedPeerApply_.has_value(); }
   const DriverCounters& counters() const { return counters_; }
+  // Writes are stopped, or being stopped, because the coordinator's connection was lost
+  // (and not yet resumed nor overridden by a new configuration). Such a peer must not
+  // advertise itself as a writable primary.
+  bool writesStopped() const { return writesStopped_; }
+  bool coordinatorConnected() const { return !connectionLost_; }
 
  private:
   void step(const Event& event);
@@ -86,6 +105,13 @@ class Driver {
   void onHealth(bool healthy, const std::string& detail);
   void noteUnhealthy();
   void healthTick();
+  void onConnection(const CoordinatorConnection& c);
+  void stopWrites();
+  void resumeWritesIfUnchanged(const std::string& how);
+  void afterNewSession();
+  Event keepingPeersFromBeforeTheLoss(Event event);
+  void endPeerGrace();
+  std::optional<int64_t> generation() const;
   bool expectPostgresOnline() const;
   void log(LogLevel level, const std::string& line) { env_.log.write(level, line); }
   // Wraps a callback so that it does nothing once the driver is gone or stopping.
@@ -100,6 +126,16 @@ class Driver {
   PeerList lastActive_;
   std::map<TimerId, std::unique_ptr<Timer>> timers_;
   std::unique_ptr<Timer> healthTimer_;
+  // The isolated primary: see the header comment.
+  bool connectionLost_ = false;
+  bool writesStopped_ = false;
+  int64_t sessionTimeoutMs_ = 0;
+  Role roleAtLoss_ = Role::kUnknown;
+  std::optional<int64_t> generationAtLoss_;
+  PeerList activeBeforeLoss_;
+  std::optional<int64_t> peerGraceUntil_;
+  std::unique_ptr<Timer> writesTimer_;  // stop retry, or resume settle
+  std::unique_ptr<Timer> peerGraceTimer_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 
   // Postgres: one transition at a time, whether the state machine or a restart after

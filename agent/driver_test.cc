@@ -114,6 +114,11 @@ class FakeCoordinator : public Coordinator {
     ASSERT_TRUE(member);
     callbacks_.onEvent(e);
   }
+  void connection(bool connected) {
+    ASSERT_TRUE(member);
+    ASSERT_TRUE(callbacks_.onConnection);
+    callbacks_.onConnection(CoordinatorConnection{connected, 0x42, 9000});
+  }
 
   FakeClock* clock = nullptr;
   int joins = 0, leaves = 0;
@@ -139,6 +144,8 @@ class FakePostgres : public Postgres {
     health = std::move(onChange);
   }
   void stopHealthCheck() override { health = nullptr; }
+  void stopWrites(std::function<void(Result<int>)> done) override { stops.push_back(std::move(done)); }
+  void resumeWrites(std::function<void(Result<bool>)> done) override { resumes.push_back(std::move(done)); }
 
   // Answers the oldest apply.
   PgConfig finishApply(bool ok) {
@@ -153,6 +160,8 @@ class FakePostgres : public Postgres {
   std::deque<std::function<void(PgFenced)>> fences;
   std::deque<std::function<void(WalPositionRead)>> walReads;
   std::function<void(bool, const std::string&)> health;
+  std::deque<std::function<void(Result<int>)>> stops;
+  std::deque<std::function<void(Result<bool>)>> resumes;
 };
 
 class NullLog : public LogSink {
@@ -188,6 +197,31 @@ class DriverTest : public ::testing::Test {
     ASSERT_EQ(pg_.applies.size(), 1u);
     EXPECT_EQ(pg_.finishApply(true).role, PgRole::kAsync);
     pg_.health(true, "");
+  }
+
+  // node1 is the primary of generation 1, node2 its sync, node3 the async.
+  void startAsPrimary() {
+    ASSERT_TRUE(driver_->start());
+    pg_.inits.front()(PgInitialized{true, true});
+    pg_.inits.pop_front();
+    state_.generation = 1;
+    state_.primary = peerId("node1");
+    state_.sync = peerId("node2");
+    state_.async = {peerId("node3")};
+    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
+    clock_.advance(0);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+    pg_.health(true, "");
+    clock_.advance(0);
+    ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
+  }
+
+  bool logged(const std::string& words) const {
+    for (const auto& l : log_.lines) {
+      if (l.find(words) != std::string::npos) return true;
+    }
+    return false;
   }
 
   static PeerList active(const std::vector<std::string>& ids) {
@@ -342,6 +376,213 @@ TEST_F(DriverTest, StartsAFreshStateMachineWhenTheTransitionDuringTheRebuildEnds
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
   EXPECT_EQ(driver_->counters().freshStateMachines, 1u) << "the rebuilt peer stays deposed";
   ASSERT_EQ(pg_.inits.size(), 1u);
+}
+
+// ---- the isolated primary (issue 10) ------------------------------------------------
+
+TEST_F(DriverTest, APrimaryStopsWritesAtOnceWhenItLosesZooKeeper) {
+  startAsPrimary();
+  EXPECT_FALSE(driver_->writesStopped());
+  coordinator_.connection(false);
+  ASSERT_EQ(pg_.stops.size(), 1u) << "writes were not stopped in the same loop turn as the loss";
+  EXPECT_TRUE(driver_->writesStopped()) << "advertised as writable while writes are being stopped";
+  EXPECT_FALSE(driver_->coordinatorConnected());
+  EXPECT_TRUE(logged("lost the connection to ZooKeeper"));
+  pg_.stops.front()(3);
+  pg_.stops.pop_front();
+  clock_.advance(0);
+  EXPECT_TRUE(logged("3 client sessions terminated"));
+  EXPECT_TRUE(driver_->writesStopped());
+  EXPECT_TRUE(pg_.resumes.empty());
+}
+
+TEST_F(DriverTest, ResumesWritesOnTheSameSessionWithTheStateUnchanged) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  clock_.advance(1000);
+  coordinator_.connection(true);
+  ASSERT_EQ(pg_.resumes.size(), 1u);
+  EXPECT_FALSE(driver_->writesStopped());
+  EXPECT_EQ(driver_->counters().writeResumes, 1u);
+  pg_.resumes.front()(true);
+  pg_.resumes.pop_front();
+  clock_.advance(0);
+  EXPECT_TRUE(logged("resuming writes: the connection came back with the same session"));
+}
+
+TEST_F(DriverTest, StopsTryingAgainWhileStoppingFailsAndStillDisconnected) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(Error{"timeout"});
+  pg_.stops.pop_front();
+  clock_.advance(0);
+  EXPECT_TRUE(pg_.stops.empty());
+  clock_.advance(1000);
+  ASSERT_EQ(pg_.stops.size(), 1u) << "a failed stop was not retried";
+  EXPECT_TRUE(driver_->writesStopped());
+}
+
+// The session expired and another peer took over: the new session shows a generation
+// in which this peer is deposed. Writes stay stopped; the state machine stops postgres.
+TEST_F(DriverTest, AfterAnExpiryAndATakeoverWritesStayStoppedUntilTheStateMachineActs) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  ClusterState next;
+  next.generation = 2;
+  next.primary = peerId("node2");
+  next.sync = peerId("node3");
+  next.deposed = {peerId("node1")};
+  coordinator_.deliver(ZkInitialized{stateNode(next, 1), active({"node2", "node3", "node1"})});
+  clock_.advance(10000);
+  EXPECT_TRUE(pg_.resumes.empty()) << "a deposed primary resumed writes";
+  EXPECT_EQ(driver_->peer().role(), Role::kDeposed);
+  EXPECT_TRUE(driver_->writesStopped());
+  EXPECT_TRUE(logged("writes stay stopped"));
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  EXPECT_FALSE(driver_->writesStopped());
+}
+
+// The session expired but nobody took over (every peer saw the outage): after the
+// settle delay with the state unchanged, the primary resumes; a takeover that lands
+// within the delay keeps it stopped.
+TEST_F(DriverTest, AfterAnExpiryWithNoTakeoverThePrimaryResumesOnlyAfterTheSettleDelay) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  clock_.advance(20000);
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
+  clock_.advance(1999);
+  EXPECT_TRUE(pg_.resumes.empty()) << "resumed before the settle delay";
+  clock_.advance(1);
+  ASSERT_EQ(pg_.resumes.size(), 1u);
+  EXPECT_FALSE(driver_->writesStopped());
+}
+
+TEST_F(DriverTest, ATakeoverWithinTheSettleDelayKeepsWritesStopped) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node3", "node1"})});
+  clock_.advance(500);
+  ClusterState next;
+  next.generation = 2;
+  next.primary = peerId("node2");
+  next.sync = peerId("node3");
+  next.deposed = {peerId("node1")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 1)});
+  clock_.advance(5000);
+  EXPECT_TRUE(pg_.resumes.empty()) << "resumed although another peer took over";
+  EXPECT_EQ(driver_->peer().role(), Role::kDeposed);
+}
+
+// A restart of a crashed postgres while ZooKeeper is unreachable re-applies the primary
+// configuration, which lifts the stop: the driver stops writes again.
+TEST_F(DriverTest, ARestartWhileDisconnectedStopsWritesAgain) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  pg_.health(false, "connection refused");
+  clock_.advance(3500);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  EXPECT_EQ(pg_.stops.size(), 1u) << "the restart lifted the stop and nothing stopped writes again";
+  EXPECT_TRUE(driver_->writesStopped());
+}
+
+// A ZooKeeper outage every peer saw: the primary's new session comes first, before its
+// sync's. The sync is not treated as gone for a session timeout (no new generation);
+// if it never comes back, it is gone after that.
+TEST_F(DriverTest, AfterAnOutageAPeerNotYetBackIsNotTreatedAsGone) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  clock_.advance(15000);
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node3"})});
+  clock_.advance(8000);
+  EXPECT_TRUE(pg_.fences.empty() && coordinator_.writes.empty()) << "the sync, not reconnected yet, was replaced";
+  EXPECT_TRUE(logged("treating node2 as present"));
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3", "node2"})});
+  clock_.advance(20000);
+  EXPECT_TRUE(pg_.fences.empty() && coordinator_.writes.empty()) << "a new generation although every peer came back";
+  EXPECT_FALSE(driver_->writesStopped());
+}
+
+TEST_F(DriverTest, AfterAnOutageAPeerThatNeverComesBackIsGoneAfterASessionTimeout) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  clock_.advance(15000);
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node3"})});
+  clock_.advance(8999);
+  EXPECT_TRUE(pg_.fences.empty()) << "the replacement of the sync began within the grace";
+  clock_.advance(1);
+  ASSERT_EQ(pg_.fences.size(), 1u) << "the sync that never came back was never replaced";
+  pg_.fences.front()(PgFenced{true, "", 1});
+  pg_.fences.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(pg_.walReads.size(), 1u);
+  pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/3000000").value(), "", 1});
+  pg_.walReads.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 1u);
+  EXPECT_EQ(coordinator_.writes.front().sync->id, "node3");
+  EXPECT_TRUE(logged("did not come back within a session timeout"));
+}
+
+// The sync's view of the same outage: back first, it does not take over from a primary
+// that has not reconnected yet.
+TEST_F(DriverTest, AfterAnOutageTheSyncDoesNotTakeOverFromAPrimaryNotYetBack) {
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  state_.generation = 1;
+  state_.primary = peerId("node2");
+  state_.sync = peerId("node1");
+  state_.async = {peerId("node3")};
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
+  pg_.health(true, "");
+  coordinator_.connection(false);
+  pg_.stops.front()(0);  // a standby: nothing to stop
+  pg_.stops.pop_front();
+  clock_.advance(15000);
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node3"})});
+  clock_.advance(5000);
+  EXPECT_TRUE(pg_.walReads.empty() && coordinator_.writes.empty())
+      << "took over from a primary that had not reconnected yet";
+  EXPECT_EQ(driver_->peer().role(), Role::kSync);
+}
+
+// Environments that do not model stopping writes answer at once with an error: the
+// driver copes (no re-entrance), and logs it.
+TEST(DriverDefaultPostgres, TheDefaultStopWritesAnswersAnError) {
+  class MinimalPostgres : public Postgres {
+   public:
+    void init(std::function<void(PgInitialized)>) override {}
+    void apply(const PgConfig&, std::function<void(PgConfigApplied)>) override {}
+    void fence(const std::optional<PeerIdentity>&, std::function<void(PgFenced)>) override {}
+    void readWal(std::function<void(WalPositionRead)>) override {}
+    void startHealthCheck(std::function<void(bool, const std::string&)>) override {}
+    void stopHealthCheck() override {}
+  } pg;
+  bool answered = false;
+  pg.stopWrites([&](Result<int> r) {
+    answered = true;
+    EXPECT_FALSE(r);
+  });
+  EXPECT_TRUE(answered);
 }
 
 }  // namespace

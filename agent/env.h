@@ -52,14 +52,28 @@ class Clock {
 
 // ---- the coordinator (ZooKeeper) ------------------------------------------------------
 
+// The connection of an established, initialised session was lost or regained.
+struct CoordinatorConnection {
+  // false: lost; the session may still be valid, and another peer cannot take over
+  // before it expires. ZooKeeper's C client reports the loss once the server has been
+  // silent for about 2/3 of the session timeout, so the session can expire about 1/3
+  // of the timeout after this report, at the earliest.
+  // true: connected again to the SAME session (election node and watches intact).
+  // A new session after an expiry is reported by ZkInitialized instead.
+  bool connected = false;
+  int64_t sessionId = 0;
+  int64_t sessionTimeoutMs = 0;  // negotiated
+};
+
 // What the coordinator tells the driver while it is a member.
 struct CoordinatorCallbacks {
   // ZkInitialized (after every new session, with everything re-read), ActivePeersChanged
   // and ClusterStateChanged, in the order they happened.
   std::function<void(Event)> onEvent;
-  // Room for more: a connection lost or regained while the session stays valid
-  // (issue 10) becomes one more callback here, which implementations that do not
-  // report it leave unset.
+  // Connection lost / regained under a valid session. Implementations that never lose
+  // a connection without losing the session (simulators that model only expiry) may
+  // never call it; the driver then relies on ZkInitialized alone.
+  std::function<void(CoordinatorConnection)> onConnection;
 };
 
 // What the status endpoint shows about the membership.
@@ -106,8 +120,23 @@ class Postgres {
   // result and then for each change between healthy and unhealthy.
   virtual void startHealthCheck(std::function<void(bool healthy, const std::string& detail)> onChange) = 0;
   virtual void stopHealthCheck() = 0;
-  // Room for more: stopping and resuming writes without a transition (issue 10) is
-  // one more operation of this shape: (arguments, exactly-once callback).
+
+  // Stops a primary from accepting writes at once, without a transition (the
+  // coordinator's connection is lost): new sessions read-only, client sessions
+  // terminated; `done` gets the number of sessions terminated. A standby or a stopped
+  // postgres: nothing to do (success, 0). In effect until resumeWrites() or the next
+  // apply().
+  // The default implementation answers AT ONCE (inside the call) with an error saying
+  // the environment does not model it: the one exception to "always later", which the
+  // driver tolerates for these two operations only. Implementations that model client
+  // writes (simulators of a partition) must override both.
+  virtual void stopWrites(std::function<void(Result<int>)> done) {
+    done(Error{"stopping writes is not modelled by this environment"});
+  }
+  // Lifts stopWrites(): the primary is as writable as its configuration says.
+  virtual void resumeWrites(std::function<void(Result<bool>)> done) {
+    done(Error{"resuming writes is not modelled by this environment"});
+  }
 };
 
 // ---- log ------------------------------------------------------------------------------

@@ -81,7 +81,10 @@ void Harness::writeConfig(const E2EPeer& p) const {
   const pg::PgOptions& o = p.pg->options;
   std::ofstream out(p.configPath);
   out << "cluster: " << options_.cluster << "\n"
-      << "zookeeper:\n  connect: " << zk_->connectString() << "\n  sessionTimeoutMs: " << options_.sessionTimeoutMs
+      << "zookeeper:\n  connect: "
+      << (options_.agentZkConnect ? options_.agentZkConnect(static_cast<int>(peers_.size()), zk_->connectString())
+                                  : zk_->connectString())
+      << "\n  sessionTimeoutMs: " << options_.sessionTimeoutMs
       << "\n"
       << "peer:\n  id: " << p.id << "\n  ip: 127.0.0.1\n  zoneId: e2e\n"
       << "postgres:\n  dataDir: " << o.dataDir << "\n  port: " << o.port << "\n  listenAddress: 127.0.0.1\n"

@@ -30,6 +30,9 @@ struct HarnessOptions {
   int sessionTimeoutMs = 3000;
   std::string cluster = "e2e";
   int withdrawAfterSeconds = 30;
+  // The ZooKeeper connect string given to peer `index`'s agent (default: the ensemble's
+  // own), e.g. through a proxy that a partition test can cut.
+  std::function<std::string(int index, const std::string& connect)> agentZkConnect;
 };
 
 struct E2EPeer {

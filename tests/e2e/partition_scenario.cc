@@ -1,0 +1,160 @@
+#include "tests/e2e/partition_scenario.h"
+
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "pg/sql.h"
+
+namespace dugong::e2e {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One statement on `conn`; the first column of the first row when it returned one.
+std::optional<std::string> exec(PGconn* conn, const std::string& sql) {
+  PGresult* r = PQexec(conn, sql.c_str());
+  std::optional<std::string> out;
+  const auto st = PQresultStatus(r);
+  if (st == PGRES_TUPLES_OK && PQntuples(r) > 0) out = PQgetvalue(r, 0, 0);
+  if (st == PGRES_COMMAND_OK) out = "";
+  PQclear(r);
+  return out;
+}
+
+// The port of the first server of a ZooKeeper connect string ("host:port,...[/chroot]").
+int firstPort(const std::string& connect) {
+  auto first = connect.substr(0, connect.find_first_of(",/"));
+  return std::stoi(first.substr(first.rfind(':') + 1));
+}
+
+}  // namespace
+
+PartitionCluster::PartitionCluster(int sessionTimeoutMs) {
+  HarnessOptions o;
+  o.peers = 3;
+  o.sessionTimeoutMs = sessionTimeoutMs;
+  o.agentZkConnect = [this](int, const std::string& connect) {
+    proxies_.push_back(std::make_unique<TcpProxy>("127.0.0.1", firstPort(connect)));
+    return "127.0.0.1:" + std::to_string(proxies_.back()->port());
+  };
+  h_ = std::make_unique<Harness>(o);
+}
+
+PartitionOutcome PartitionCluster::run(std::chrono::milliseconds deadline) {
+  PartitionOutcome out;
+  Harness& h = *h_;
+  h.startAll();
+  out.oldPrimary = h.waitForHealthyCluster(2, std::chrono::seconds(180));
+  if (out.oldPrimary < 0) {
+    out.error = "no healthy cluster";
+    return out;
+  }
+  const int old = out.oldPrimary;
+  if (auto r = h.sql(old, "CREATE TABLE part (id int PRIMARY KEY, client text)"); !r) {
+    out.error = "create table: " + r.error();
+    return out;
+  }
+  const std::string password = h.peer(0).pg->options.superuserPassword.value_or("");
+  const std::string careful = h.multiHostConninfo() + " options='-c statement_timeout=3000'";
+  const std::string local = pg::buildConninfo({{"host", "127.0.0.1"},
+                                               {"port", std::to_string(h.peer(old).pg->port)},
+                                               {"user", "postgres"},
+                                               {"dbname", "postgres"},
+                                               {"connect_timeout", "2"},
+                                               {"password", password}}) +
+                            " options='-c statement_timeout=3000'";
+  const int oldPort = h.peer(old).pg->port;
+
+  std::mutex mu;
+  std::atomic<bool> done{false};
+  std::optional<Clock::time_point> cutAt, newPrimaryAt;
+  // Careful: a fresh connection per row through the read-write multi-host string.
+  std::thread carefulThread([&] {
+    for (int id = 1; !done; ++id) {
+      PGconn* c = PQconnectdb(careful.c_str());
+      if (PQstatus(c) == CONNECTION_OK) {
+        auto port = exec(c, "INSERT INTO part VALUES (" + std::to_string(id) +
+                                ", 'careful') RETURNING current_setting('port')");
+        if (port) {
+          std::lock_guard lock(mu);
+          out.carefulAcked.insert(id);
+          if (cutAt && !newPrimaryAt && std::stoi(*port) != oldPort) newPrimaryAt = Clock::now();
+        }
+      }
+      PQfinish(c);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  // Local: synchronous_commit = local on the old primary's host only.
+  std::thread localThread([&] {
+    PGconn* c = nullptr;
+    for (int id = 1000000; !done; ++id) {
+      if (!c || PQstatus(c) != CONNECTION_OK) {
+        if (c) PQfinish(c);
+        c = PQconnectdb(local.c_str());
+        if (PQstatus(c) != CONNECTION_OK || !exec(c, "SET synchronous_commit = local")) {
+          PQfinish(c);
+          c = nullptr;
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          continue;
+        }
+      }
+      if (exec(c, "INSERT INTO part VALUES (" + std::to_string(id) + ", 'local')")) {
+        std::lock_guard lock(mu);
+        out.localAcked.insert(id);
+      } else if (PQstatus(c) != CONNECTION_OK) {
+        PQfinish(c);
+        c = nullptr;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (c) PQfinish(c);
+  });
+
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // both clients write normally first
+  {
+    std::lock_guard lock(mu);
+    cutAt = Clock::now();
+  }
+  proxies_.at(static_cast<size_t>(old))->cut();
+  const auto until = Clock::now() + deadline;
+  bool sawNotWritable = false;
+  while (Clock::now() < until) {
+    if (!sawNotWritable && h.httpStatus(old, "/primary") == 503) {
+      sawNotWritable = true;
+      out.timeToNotWritable = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *cutAt);
+    }
+    {
+      std::lock_guard lock(mu);
+      if (newPrimaryAt && sawNotWritable) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the local client keeps trying the old host
+  done = true;
+  carefulThread.join();
+  localThread.join();
+  if (!newPrimaryAt) {
+    out.error = "the careful client never wrote on a new primary";
+    return out;
+  }
+  out.timeToNewPrimary = std::chrono::duration_cast<std::chrono::milliseconds>(*newPrimaryAt - *cutAt);
+  out.newPrimary = h.writablePrimary();
+  if (out.newPrimary < 0 || out.newPrimary == old) {
+    out.error = "no writable primary other than the old one after the cut";
+    return out;
+  }
+  std::set<int> present = h.intColumn(out.newPrimary, "SELECT id FROM part");
+  for (int id : out.carefulAcked) {
+    if (!present.count(id)) out.carefulLost.insert(id);
+  }
+  for (int id : out.localAcked) {
+    if (!present.count(id)) out.localLost.insert(id);
+  }
+  return out;
+}
+
+}  // namespace dugong::e2e

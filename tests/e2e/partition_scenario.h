@@ -1,0 +1,49 @@
+// The isolated primary (issue 10), end to end: a 3-peer cluster whose agents each reach
+// ZooKeeper through their own TcpProxy; the primary's proxy is cut (its postgres stays
+// reachable by clients and by its sync) while two clients write:
+// - careful: a new connection per row through the multi-host target_session_attrs=
+//   read-write string, synchronous_commit on;
+// - local: one connection to the old primary's host only, synchronous_commit = local,
+//   reconnecting to that same host after errors.
+// Shared by tests/e2e/partition_test.cc (asserts) and bench/partition_bench.cc (figures).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/cluster_harness.h"
+#include "tests/e2e/tcp_proxy.h"
+
+namespace dugong::e2e {
+
+struct PartitionOutcome {
+  int oldPrimary = -1;
+  int newPrimary = -1;
+  // From the cut to the careful client's first acknowledged row on another host.
+  std::optional<std::chrono::milliseconds> timeToNewPrimary;
+  // From the cut to the old primary's /primary answering 503.
+  std::optional<std::chrono::milliseconds> timeToNotWritable;
+  std::set<int> carefulAcked, localAcked;
+  std::set<int> carefulLost, localLost;  // acknowledged, absent on the new primary
+  std::string error;                     // empty when the scenario ran to its end
+};
+
+class PartitionCluster {
+ public:
+  explicit PartitionCluster(int sessionTimeoutMs = 3000);
+  Harness& harness() { return *h_; }
+  TcpProxy& proxy(int i) { return *proxies_.at(static_cast<size_t>(i)); }
+  // Starts the cluster, cuts the primary off ZooKeeper with both clients writing, and
+  // stops once the careful client wrote on a new primary (or after `deadline`).
+  PartitionOutcome run(std::chrono::milliseconds deadline = std::chrono::seconds(60));
+
+ private:
+  std::vector<std::unique_ptr<TcpProxy>> proxies_;
+  std::unique_ptr<Harness> h_;
+};
+
+}  // namespace dugong::e2e

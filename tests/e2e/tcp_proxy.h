@@ -1,0 +1,44 @@
+// A TCP proxy on loopback for partition tests: forwards every connection to one
+// upstream address until cut(), then forwards nothing (bytes are read and dropped, no
+// connection is closed, new connections are accepted and never answered), as a network
+// partition looks to both ends. heal() closes the cut connections and forwards again.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dugong::e2e {
+
+class TcpProxy {
+ public:
+  // Listens on 127.0.0.1 at a free port; throws std::runtime_error on failure.
+  TcpProxy(std::string upstreamHost, int upstreamPort);
+  ~TcpProxy();
+  TcpProxy(const TcpProxy&) = delete;
+  TcpProxy& operator=(const TcpProxy&) = delete;
+
+  int port() const { return port_; }
+  void cut() { cut_ = true; }
+  void heal();
+
+ private:
+  struct Link {
+    int client = -1, upstream = -1;
+  };
+  void run();
+  void closeLinks();
+
+  std::string upstreamHost_;
+  int upstreamPort_;
+  int listenFd_ = -1;
+  int wakeFd_[2] = {-1, -1};
+  int port_ = 0;
+  std::atomic<bool> cut_{false}, stop_{false}, healRequested_{false};
+  std::vector<Link> links_;  // the proxy thread's only
+  std::thread thread_;
+};
+
+}  // namespace dugong::e2e
