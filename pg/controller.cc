@@ -469,6 +469,32 @@ void PgController::dropStaleSlots(const std::optional<std::string>& keepFor) {
 
 // ---------------------------------------------------------------- rebuilding
 
+Result<bool> PgController::finishCrashRecovery() {
+  auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
+  const std::string key = "Database cluster state:";
+  auto at = ctl.output.find(key);
+  if (!ctl.ok() || at == std::string::npos) return Error{"pg_controldata " + ctl.describe()};
+  auto endl = ctl.output.find('\n', at);
+  std::string state = ctl.output.substr(at + key.size(), endl - at - key.size());
+  state.erase(0, state.find_first_not_of(' '));
+  if (state == "shut down" || state == "shut down in recovery") return false;
+  std::error_code ec;
+  if (hasStandbySignal() || fs::exists(options_.dataDir + "/recovery.signal", ec)) {
+    return Error{"the data directory was not shut down cleanly (" + state +
+                 ") and has a recovery signal file, which single-user mode cannot replay"};
+  }
+  // pg_rewind (dry run or not) needs a cleanly shut down target. Single-user mode
+  // replays the WAL and writes a shutdown checkpoint without listening on any socket,
+  // so no client can connect meanwhile; nothing is discarded: it is the recovery a
+  // normal start would do.
+  spdlog::info("pg: the data directory was not shut down cleanly ({}): finishing crash recovery in single-user mode "
+               "so that pg_rewind can use it",
+               state);
+  auto r = run("postgres", {"--single", "-D", options_.dataDir, "template1"}, options_.rewindTimeout);
+  if (!r.ok()) return Error{"single-user crash recovery " + r.describe() + ": " + oneLine(lastLines(r.output, 3))};
+  return true;
+}
+
 PgController::Divergence PgController::checkDivergence(const PeerIdentity& source, std::string* detail) {
   auto conninfo = peerConninfo(source, false);
   if (!conninfo) {
@@ -901,6 +927,8 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config) {
   } else if (!hasStandbySignal() || previous.wasPrimary) {
     // Last ran as a primary: it may have WAL the cluster does not have.
     std::string detail;
+    auto recovered = finishCrashRecovery();
+    if (!recovered) spdlog::warn("pg: cannot finish crash recovery before pg_rewind: {}", recovered.error());
     auto d = checkDivergence(restore, &detail);
     if (d == Divergence::kCanFollow) {
       spdlog::info("pg: the data directory can follow {}: {}", restore.id, detail);
