@@ -262,13 +262,7 @@ Result<bool> PgController::initdb() {
   return true;
 }
 
-Result<bool> PgController::start() {
-  auto prep = prepareDataDir(/*wipe=*/false);
-  if (!prep) return prep;
-  auto hba = writeHba();
-  if (!hba) return hba;
-  auto free = portFree(options_.localHost(), options_.port);
-  if (!free) return free;
+void PgController::removeStalePidFile() {
   std::error_code ec;
   std::string pidFile = options_.dataDir + "/postmaster.pid";
   if (fs::exists(pidFile, ec) && !isRunning()) {
@@ -277,6 +271,23 @@ Result<bool> PgController::start() {
     spdlog::warn("pg: removing the stale {}", pidFile);
     fs::remove(pidFile, ec);
   }
+}
+
+bool PgController::killedBackendsHoldMemory(const std::string& output) {
+  // The backends of a killed postmaster may still hold its shared memory for a moment.
+  if (output.find("pre-existing shared memory block") == std::string::npos) return false;
+  std::this_thread::sleep_for(1s);
+  return true;
+}
+
+Result<bool> PgController::start() {
+  auto prep = prepareDataDir(/*wipe=*/false);
+  if (!prep) return prep;
+  auto hba = writeHba();
+  if (!hba) return hba;
+  auto free = portFree(options_.localHost(), options_.port);
+  if (!free) return free;
+  removeStalePidFile();
   auto deadline = std::chrono::steady_clock::now() + options_.startTimeout;
   std::string lastError;
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -288,9 +299,7 @@ Result<bool> PgController::start() {
     if (r.ok()) return true;
     std::string tail = logTail();
     lastError = "pg_ctl start " + r.describe() + ": " + oneLine(lastLines(r.output, 2)) + " | log: " + oneLine(tail);
-    // The backends of a killed postmaster may still hold its shared memory for a moment.
-    if (tail.find("pre-existing shared memory block") == std::string::npos) break;
-    std::this_thread::sleep_for(1s);
+    if (!killedBackendsHoldMemory(tail)) break;
   }
   return Error{lastError};
 }
@@ -490,7 +499,13 @@ Result<bool> PgController::finishCrashRecovery() {
   spdlog::info("pg: the data directory was not shut down cleanly ({}): finishing crash recovery in single-user mode "
                "so that pg_rewind can use it",
                state);
-  auto r = run("postgres", {"--single", "-D", options_.dataDir, "template1"}, options_.rewindTimeout);
+  if (isRunning()) return Error{"postgres is running in " + options_.dataDir};
+  removeStalePidFile();
+  CommandResult r;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    r = run("postgres", {"--single", "-D", options_.dataDir, "template1"}, options_.rewindTimeout);
+    if (r.ok() || !killedBackendsHoldMemory(r.output)) break;
+  }
   if (!r.ok()) return Error{"single-user crash recovery " + r.describe() + ": " + oneLine(lastLines(r.output, 3))};
   return true;
 }
