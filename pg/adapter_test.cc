@@ -276,6 +276,44 @@ TEST_P(RebuildTest, DivergedExPrimaryIsRebuilt) {
 INSTANTIATE_TEST_SUITE_P(ByRewindAndByBasebackup, RebuildTest, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "PgRewind" : "PgBasebackup"; });
 
+// Issue 11 item 3: a primary killed with SIGKILL after writes its sync never got is
+// rewound in place (crash recovery finished first, without clients), not copied in full.
+TEST_F(AdapterTest, KilledDivergedExPrimaryIsRewoundNotCopied) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(a); }));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'both')"), "");
+  ASSERT_TRUE(eventually([&] { return b.value("SELECT v FROM t WHERE id = 1") == "both"; }));
+
+  ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
+  std::string blocked = a.value("INSERT INTO t VALUES (2, 'lost')", 1s);
+  ASSERT_NE(blocked.find("timed out"), std::string::npos) << blocked;
+  ASSERT_EQ(a.value("SELECT v FROM t WHERE id = 2"), "lost");
+  ASSERT_TRUE(a.signalPostmaster(SIGKILL));
+
+  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(writable(b));
+  ASSERT_EQ(b.value("INSERT INTO t VALUES (3, 'new timeline')"), "");
+
+  ino_t before = inode(a.options.dataDir);
+  r = apply(pa, PgConfig::standby(PgRole::kSync, b.identity, b.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(inode(a.options.dataDir), before) << "pg_rewind works in place; pg_basebackup makes a new directory";
+  EXPECT_FALSE(std::filesystem::exists(a.options.dataDir + ".dugong-old"));
+  EXPECT_TRUE(inRecovery(a));
+  EXPECT_TRUE(eventually([&] { return a.value("SELECT v FROM t WHERE id = 3") == "new timeline"; }));
+  EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id = 2"), "0");
+  EXPECT_EQ(a.value("SELECT string_agg(id || v, ',' ORDER BY id) FROM t"),
+            b.value("SELECT string_agg(id || v, ',' ORDER BY id) FROM t"));
+  EXPECT_TRUE(eventually([&] { return streamsFrom(b, a); }));
+}
+
 TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply) {
   PgTestNode& a = cluster_.addNode("peer-a");
   PgAdapter& pa = adapterFor(a);

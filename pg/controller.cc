@@ -270,13 +270,7 @@ Result<bool> PgController::initdb() {
   return true;
 }
 
-Result<bool> PgController::start() {
-  auto prep = prepareDataDir(/*wipe=*/false);
-  if (!prep) return prep;
-  auto hba = writeHba();
-  if (!hba) return hba;
-  auto free = portFree(options_.localHost(), options_.port);
-  if (!free) return free;
+void PgController::removeStaleLockFiles() {
   // Lock files left by a postmaster that died (e.g. killed): postgres would take a
   // zombie, one whose parent does not reap it, for a running server and refuse to start.
   for (const std::string& lockFile : {options_.dataDir + "/postmaster.pid",
@@ -287,6 +281,23 @@ Result<bool> PgController::start() {
       fs::remove(lockFile, ec);
     }
   }
+}
+
+bool PgController::killedBackendsHoldMemory(const std::string& output) {
+  // The backends of a killed postmaster may still hold its shared memory for a moment.
+  if (output.find("pre-existing shared memory block") == std::string::npos) return false;
+  std::this_thread::sleep_for(1s);
+  return true;
+}
+
+Result<bool> PgController::start() {
+  auto prep = prepareDataDir(/*wipe=*/false);
+  if (!prep) return prep;
+  auto hba = writeHba();
+  if (!hba) return hba;
+  auto free = portFree(options_.localHost(), options_.port);
+  if (!free) return free;
+  removeStaleLockFiles();
   auto deadline = std::chrono::steady_clock::now() + options_.startTimeout;
   std::string lastError;
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -298,9 +309,7 @@ Result<bool> PgController::start() {
     if (r.ok()) return true;
     std::string tail = logTail();
     lastError = "pg_ctl start " + r.describe() + ": " + oneLine(lastLines(r.output, 2)) + " | log: " + oneLine(tail);
-    // The backends of a killed postmaster may still hold its shared memory for a moment.
-    if (tail.find("pre-existing shared memory block") == std::string::npos) break;
-    std::this_thread::sleep_for(1s);
+    if (!killedBackendsHoldMemory(tail)) break;
   }
   return Error{lastError};
 }
@@ -478,6 +487,38 @@ void PgController::dropStaleSlots(const std::optional<std::string>& keepFor) {
 }
 
 // ---------------------------------------------------------------- rebuilding
+
+Result<bool> PgController::finishCrashRecovery() {
+  auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
+  const std::string key = "Database cluster state:";
+  auto at = ctl.output.find(key);
+  if (!ctl.ok() || at == std::string::npos) return Error{"pg_controldata " + ctl.describe()};
+  auto endl = ctl.output.find('\n', at);
+  std::string state = ctl.output.substr(at + key.size(), endl - at - key.size());
+  state.erase(0, state.find_first_not_of(' '));
+  if (state == "shut down" || state == "shut down in recovery") return false;
+  std::error_code ec;
+  if (hasStandbySignal() || fs::exists(options_.dataDir + "/recovery.signal", ec)) {
+    return Error{"the data directory was not shut down cleanly (" + state +
+                 ") and has a recovery signal file, which single-user mode cannot replay"};
+  }
+  // pg_rewind (dry run or not) needs a cleanly shut down target. Single-user mode
+  // replays the WAL and writes a shutdown checkpoint without listening on any socket,
+  // so no client can connect meanwhile; nothing is discarded: it is the recovery a
+  // normal start would do.
+  spdlog::info("pg: the data directory was not shut down cleanly ({}): finishing crash recovery in single-user mode "
+               "so that pg_rewind can use it",
+               state);
+  if (isRunning()) return Error{"postgres is running in " + options_.dataDir};
+  removeStaleLockFiles();
+  CommandResult r;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    r = run("postgres", {"--single", "-D", options_.dataDir, "template1"}, options_.rewindTimeout);
+    if (r.ok() || !killedBackendsHoldMemory(r.output)) break;
+  }
+  if (!r.ok()) return Error{"single-user crash recovery " + r.describe() + ": " + oneLine(lastLines(r.output, 3))};
+  return true;
+}
 
 PgController::Divergence PgController::checkDivergence(const PeerIdentity& source, std::string* detail) {
   auto conninfo = peerConninfo(source, false);
@@ -911,6 +952,8 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config) {
   } else if (!hasStandbySignal() || previous.wasPrimary) {
     // Last ran as a primary: it may have WAL the cluster does not have.
     std::string detail;
+    auto recovered = finishCrashRecovery();
+    if (!recovered) spdlog::warn("pg: cannot finish crash recovery before pg_rewind: {}", recovered.error());
     auto d = checkDivergence(restore, &detail);
     if (d == Divergence::kCanFollow) {
       spdlog::info("pg: the data directory can follow {}: {}", restore.id, detail);

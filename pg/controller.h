@@ -136,6 +136,14 @@ class PgController {
 
   // --- rebuilding
   // kAhead: same timeline, but further than the source: only a base backup helps.
+  // A data directory that was not shut down cleanly (a killed primary) is recovered in
+  // single-user mode, without any client, so that pg_rewind can compare and rewind it.
+  // true: it was recovered; false: it was already shut down cleanly.
+  Result<bool> finishCrashRecovery();
+  void removeStaleLockFiles();
+  // Whether a start failed because a killed postmaster's backends still hold its shared
+  // memory; if so, waits a moment before the caller tries again.
+  static bool killedBackendsHoldMemory(const std::string& output);
   enum class Divergence { kCanFollow, kDiverged, kAhead, kUnknown };
   Divergence checkDivergence(const PeerIdentity& source, std::string* detail);
   // Refuses (an error naming both system identifiers and the operator's command) when

@@ -1,0 +1,143 @@
+// Rejoin of a kill -9'd ex-primary (issue 11 item 3): a database of DUGONG_BENCH_MB
+// megabytes (default 1024), a few MB written on the primary that its sync never got,
+// SIGKILL of the primary's postmaster, the sync promoted alone; then the ex-primary is
+// rejoined as a standby, once by pg_rewind and once (roles swapped) by pg_basebackup.
+// The adapter's info log shows each phase's time ("pg_... finished in N ms").
+//
+//   build/dev/bench/rewind_bench [megabytes] [divergence-megabytes]
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "pg/controller.h"
+#include "pg/testing/pg_test_cluster.h"
+
+using namespace std::chrono_literals;
+using dugong::PgConfig;
+using dugong::PgRole;
+using dugong::pg::PgController;
+using dugong::pg::testing::PgTestCluster;
+using dugong::pg::testing::PgTestNode;
+
+namespace {
+
+nlohmann::json results = nlohmann::json::object();
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+void record(const std::string& name, double secs) {
+  results[name] = secs;
+  std::printf("%-45s %8.3f s\n", name.c_str(), secs);
+  std::fflush(stdout);
+}
+
+void must(const dugong::PgConfigApplied& r, const char* what) {
+  if (!r.ok) {
+    std::fprintf(stderr, "%s failed: %s\n", what, r.error.c_str());
+    std::exit(1);
+  }
+}
+
+void mustSql(const PgTestNode& n, const std::string& sql, std::chrono::milliseconds timeout = 3600s) {
+  auto r = n.sql(sql, timeout);
+  if (!r) {
+    std::fprintf(stderr, "%s on %s failed: %s\n", sql.c_str(), n.id.c_str(), r.error().c_str());
+    std::exit(1);
+  }
+}
+
+void waitFor(const std::function<bool()>& condition, const char* what) {
+  if (!dugong::pg::testing::eventually(condition, 600s)) {
+    std::fprintf(stderr, "timed out waiting for %s\n", what);
+    std::exit(1);
+  }
+}
+
+bool streamsFrom(const PgTestNode& upstream, const PgTestNode& standby) {
+  return upstream.value("SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND application_name = '" +
+                        standby.id + "'") == "1";
+}
+
+void waitWritable(PgController& pp, const PgTestNode& primary) {
+  waitFor([&] {
+    pp.pollWritable();
+    return primary.value("SHOW default_transaction_read_only") == "off";
+  }, "the primary to become writable");
+}
+
+// Primary p (sync s streaming): s stops, p writes `mb` MB locally only, p is killed,
+// s takes over alone and writes on its new timeline.
+void crashDiverged(PgController& ps, PgTestNode& p, const PgTestNode& s, long mb) {
+  must(ps.apply(PgConfig::none()), "stop the sync");
+  mustSql(p, "SET synchronous_commit = local; INSERT INTO lost SELECT g, repeat('x', 1000) FROM generate_series(1, " +
+                 std::to_string(mb * 1000) + ") g");
+  if (!p.signalPostmaster(SIGKILL)) {
+    std::fprintf(stderr, "cannot kill %s\n", p.id.c_str());
+    std::exit(1);
+  }
+  must(ps.apply(PgConfig::primary(std::nullopt)), "promote the sync alone");
+  mustSql(s, "INSERT INTO lost VALUES (0, 'new timeline')");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long megabytes = argc > 1 ? std::atol(argv[1]) : 1024;
+  long divergence = argc > 2 ? std::atol(argv[2]) : 4;
+  spdlog::set_level(spdlog::level::info);
+  PgTestCluster cluster("dugong-rewind-bench");
+  PgTestNode& a = cluster.addNode("peer-a");
+  PgTestNode& b = cluster.addNode("peer-b");
+  for (PgTestNode* n : {&a, &b}) {
+    n->options.settings["shared_buffers"] = "128MB";
+    n->options.settings["max_wal_size"] = "2GB";
+    n->options.settings["wal_keep_size"] = "2GB";
+    n->options.basebackupTimeout = 3600s;
+    n->options.rewindTimeout = 3600s;
+  }
+  auto pa = std::make_unique<PgController>(a.options);
+  auto pb = std::make_unique<PgController>(b.options);
+
+  must(pa->apply(PgConfig::primary(b.identity)), "primary a");
+  must(pb->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "sync b");
+  waitWritable(*pa, a);
+  auto t = std::chrono::steady_clock::now();
+  long rows = megabytes * 1024 * 1024 / 1000;  // ~1000 bytes per row on disk
+  mustSql(a, "CREATE TABLE lost (id int, pad text); CREATE TABLE big AS SELECT g AS id, repeat(md5(g::text), 28) "
+             "AS pad FROM generate_series(1, " + std::to_string(rows) + ") g; CHECKPOINT");
+  record("load_database", seconds(std::chrono::steady_clock::now() - t));
+  std::string size = a.value("SELECT pg_size_pretty(pg_database_size('postgres'))");
+  results["database_size"] = size;
+  std::printf("database size: %s, divergence %ld MB\n", size.c_str(), divergence);
+  waitFor([&] { return a.value("SELECT count(*) FROM pg_stat_replication WHERE replay_lsn = pg_current_wal_lsn()") == "1"; },
+          "b to replay everything");
+
+  // 1. a is killed diverged; b takes over; a rejoins (pg_rewind).
+  crashDiverged(*pb, a, b, divergence);
+  t = std::chrono::steady_clock::now();
+  must(pa->apply(PgConfig::standby(PgRole::kSync, b.identity, b.identity)), "rejoin a by pg_rewind");
+  waitFor([&] { return streamsFrom(b, a); }, "a to stream from b");
+  record("rejoin_killed_by_pg_rewind", seconds(std::chrono::steady_clock::now() - t));
+
+  // 2. Roles swapped: b is killed diverged; a takes over; b rejoins by pg_basebackup.
+  must(pb->apply(PgConfig::primary(a.identity)), "b with sync a");
+  waitWritable(*pb, b);
+  crashDiverged(*pa, b, a, divergence);
+  dugong::pg::PgOptions noRewind = b.options;
+  noRewind.useRewind = false;
+  pb = std::make_unique<PgController>(noRewind);
+  t = std::chrono::steady_clock::now();
+  must(pb->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "rejoin b by pg_basebackup");
+  waitFor([&] { return streamsFrom(a, b); }, "b to stream from a");
+  record("rejoin_killed_by_pg_basebackup", seconds(std::chrono::steady_clock::now() - t));
+
+  std::printf("%s\n", results.dump().c_str());
+  return 0;
+}
