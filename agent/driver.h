@@ -38,6 +38,9 @@ struct DriverOptions {
   int64_t restartGraceMs = 3000;
   int64_t healthTickMs = 1000;   // how often an unhealthy postgres is looked at again
   int64_t retryDelayMs = 1000;   // the state machine's back-off
+  // Called on the loop once postgres has applied a configuration the state machine
+  // asked for, when the peer's role differs from the one of the last such apply.
+  std::function<void(Role previous, Role applied)> onRoleApplied;
 };
 
 struct DriverCounters {
@@ -115,6 +118,7 @@ class Driver {
   bool failed_ = false;
   std::function<void()> onFatal_;
   DriverCounters counters_;
+  Role roleApplied_ = Role::kUnknown;  // for opts_.onRoleApplied
 };
 
 }  // namespace dugong::agent
