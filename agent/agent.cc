@@ -39,6 +39,10 @@ Result<bool> Agent::start() {
   options.singleton = config_.singleton;
   options.withdrawAfterMs = int64_t{config_.withdrawAfterSeconds} * 1000;
   options.stopPostgresOnExit = config_.stopPostgresOnExit;
+  if (!config_.onRoleChangeHook.empty()) {
+    hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
+    options.onRoleApplied = [this](Role previous, Role applied) { roleChanged(previous, applied); };
+  }
   driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_}, options);
   driver_->onFatal([this] {
     exitCode_ = 1;
@@ -78,6 +82,20 @@ void Agent::pollStatus() {
   });
 }
 
+void Agent::roleChanged(Role previous, Role applied) {
+  const auto& state = driver_->peer().clusterState();
+  const std::string generation = state ? std::to_string(state->generation) : "0";
+  spdlog::info("role {} -> {} applied: running hook onRoleChange {}", roleName(previous), roleName(applied),
+               config_.onRoleChangeHook);
+  hooks_->run(HookCall{"onRoleChange",
+                       config_.onRoleChangeHook,
+                       {roleName(applied), roleName(previous), config_.zk.cluster, generation},
+                       {std::string("DUGONG_ROLE=") + roleName(applied),
+                        std::string("DUGONG_PREVIOUS_ROLE=") + roleName(previous),
+                        "DUGONG_CLUSTER=" + config_.zk.cluster, "DUGONG_GENERATION=" + generation,
+                        "DUGONG_PEER=" + config_.identity.id}});
+}
+
 // ---- status --------------------------------------------------------------------------
 
 // Not while writes are stopped (ZooKeeper lost): the driver's flag is up before the
@@ -113,6 +131,7 @@ nlohmann::json Agent::stateJson() const {
         {"detail", driver_->healthy() ? "" : driver_->unhealthyDetail()},
         {"writablePrimary", isWritablePrimary()},
         {"streamingReplica", isStreamingReplica()}}},
+      {"hooks", hooks_ ? hooks_->status().toJson() : nlohmann::json()},
       {"agent",
        {{"id", config_.identity.id},
         {"cluster", config_.zk.cluster},
@@ -134,6 +153,9 @@ std::string Agent::metricsText() const {
   }
   metric("dugong_generation", "gauge", "Generation of the last cluster state seen.");
   m << "dugong_generation " << (driver_->peer().clusterState() ? driver_->peer().clusterState()->generation : 0) << "\n";
+  metric("dugong_cluster_frozen", "gauge", "1 while the last cluster state seen is frozen.");
+  m << "dugong_cluster_frozen "
+    << (driver_->peer().clusterState() && driver_->peer().clusterState()->frozen() ? 1 : 0) << "\n";
   metric("dugong_zookeeper_connected", "gauge", "1 while the ZooKeeper session is connected.");
   m << "dugong_zookeeper_connected " << (coordinator_.status().connected ? 1 : 0) << "\n";
   metric("dugong_postgres_online", "gauge", "1 while postgres accepts connections.");
@@ -176,6 +198,12 @@ std::string Agent::metricsText() const {
   counter("dugong_write_stops_total", "Times writes were stopped because ZooKeeper was unreachable.", c.writeStops);
   counter("dugong_write_resumes_total", "Times stopped writes were resumed with the cluster unchanged.",
           c.writeResumes);
+  const HookStatus hooks = hooks_ ? hooks_->status() : HookStatus{};
+  counter("dugong_hook_runs_total", "Hooks run (finished).", hooks.runs);
+  counter("dugong_hook_failures_total", "Hooks that failed: non-zero status, killed, or not started.",
+          hooks.failures);
+  metric("dugong_hook_last_ok", "gauge", "1 when the last hook succeeded (absent before the first).");
+  if (hooks.last) m << "dugong_hook_last_ok " << (hooks.last->ok ? 1 : 0) << "\n";
   return m.str();
 }
 

@@ -20,6 +20,7 @@
 #include "agent/config.h"
 #include "agent/daemon_env.h"
 #include "agent/driver.h"
+#include "agent/hooks.h"
 #include "agent/http_server.h"
 #include "pg/adapter.h"
 #include "pg/pg_status.h"
@@ -55,6 +56,7 @@ class Agent {
 
  private:
   void pollStatus();
+  void roleChanged(Role previous, Role applied);
 
   boost::asio::io_context& io_;
   AgentConfig config_;
@@ -63,6 +65,7 @@ class Agent {
   SpdlogSink log_;
   std::unique_ptr<pg::PgAdapter> pg_;
   std::unique_ptr<PgPostgres> postgres_;
+  std::unique_ptr<HookRunner> hooks_;  // null: no hook configured
   std::unique_ptr<Driver> driver_;
   std::unique_ptr<HttpServer> http_;
   boost::asio::steady_timer statusTimer_;

@@ -267,6 +267,13 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   Section shutdown = top.child("shutdown");
   shutdown.get("stopPostgres", &c.stopPostgresOnExit);
   shutdown.rejectUnknown();
+  Section hooks = top.child("hooks");
+  hooks.get("onRoleChange", &c.onRoleChangeHook);
+  hooks.getInt("timeoutSeconds", &c.hookTimeoutSeconds, 1, 3600);
+  hooks.rejectUnknown();
+  if (!c.onRoleChangeHook.empty() && c.onRoleChangeHook.front() != '/') {
+    hooks.fail("hooks.onRoleChange", "expected an absolute path, found \"" + c.onRoleChangeHook + "\"");
+  }
   Section log = top.child("log");
   log.get("level", &c.logLevel);
   log.get("format", &c.logFormat);

@@ -41,6 +41,9 @@
 //     withdrawAfterSeconds: 30          # postgres unhealthy this long: leave ZooKeeper
 //   shutdown:
 //     stopPostgres: false               # on SIGTERM, also stop postgres
+//   hooks:
+//     onRoleChange: ""                  # an executable run after each role change; empty: none
+//     timeoutSeconds: 30                # a hook still running then is killed
 //   log:
 //     level: info                       # trace, debug, info, warn, error
 //     format: text                      # text or json
@@ -68,6 +71,8 @@ struct AgentConfig {
   bool singleton = false;
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;
+  std::string onRoleChangeHook;  // empty: none
+  int hookTimeoutSeconds = 30;
   std::string logLevel = "info";
   std::string logFormat = "text";
   // What is allowed but unsafe (trust, no ZooKeeper ACLs, password files others can

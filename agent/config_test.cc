@@ -44,18 +44,23 @@ TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
   EXPECT_EQ(c->httpPort, 8008);
   EXPECT_FALSE(c->singleton);
   EXPECT_FALSE(c->stopPostgresOnExit);
+  EXPECT_EQ(c->onRoleChangeHook, "");
+  EXPECT_EQ(c->hookTimeoutSeconds, 30);
   EXPECT_EQ(c->logFormat, "text");
 }
 
 TEST_F(ConfigTest, EveryKeyIsRead) {
   auto c = parseConfig(valid() +
                            "singleton: true\nhealth:\n  withdrawAfterSeconds: 9\nshutdown:\n  stopPostgres: yes\n"
+                           "hooks:\n  onRoleChange: /usr/local/bin/role-changed\n  timeoutSeconds: 5\n"
                            "log:\n  level: debug\n  format: json\n",
                        "d.yaml");
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_TRUE(c->singleton);
   EXPECT_EQ(c->withdrawAfterSeconds, 9);
   EXPECT_TRUE(c->stopPostgresOnExit);
+  EXPECT_EQ(c->onRoleChangeHook, "/usr/local/bin/role-changed");
+  EXPECT_EQ(c->hookTimeoutSeconds, 5);
   EXPECT_EQ(c->logLevel, "debug");
   EXPECT_EQ(c->logFormat, "json");
 }
@@ -82,6 +87,9 @@ TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {valid("", "  port: 6544\n"), "postgres.port: appears twice"},
       {v + "zookeeper:\n  connect: other:2181\n", "zookeeper: appears twice"},
       {v + "health:\n  withdrawAfterSeconds: x\n", "health.withdrawAfterSeconds: expected an integer"},
+      {v + "hooks:\n  onRoleChange: notify.sh\n", "hooks.onRoleChange: expected an absolute path"},
+      {v + "hooks:\n  timeoutSeconds: 0\n", "hooks.timeoutSeconds: expected an integer"},
+      {v + "hooks:\n  onStart: /bin/true\n", "hooks.onStart"},
   };
   for (const auto& c : cases) {
     std::string err = errorOf(c.yaml);

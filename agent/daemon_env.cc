@@ -4,7 +4,10 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+
+#include "agent/logging.h"
 
 namespace dugong::agent {
 namespace {
@@ -23,6 +26,14 @@ class AsioTimer : public Timer {
  private:
   boost::asio::steady_timer timer_;
 };
+
+void noteGeneration(const StateNode& node) {
+  if (!node.exists) return;
+  const auto j = nlohmann::json::parse(node.data, nullptr, false);
+  if (j.is_object() && j.contains("generation") && j["generation"].is_number_integer()) {
+    setLogGeneration(j["generation"].get<int64_t>());
+  }
+}
 
 }  // namespace
 
@@ -47,7 +58,14 @@ ZkCoordinator::~ZkCoordinator() = default;
 
 Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
   leave();
-  session_ = std::make_unique<zk::Session>(io_, options_, self_, std::move(callbacks.onEvent));
+  // Every log line from here on carries the generation of the last cluster state seen,
+  // set before the state machine is stepped with it.
+  auto onEvent = [onEvent = std::move(callbacks.onEvent)](Event event) {
+    if (const auto* init = std::get_if<ZkInitialized>(&event)) noteGeneration(init->state);
+    if (const auto* changed = std::get_if<ClusterStateChanged>(&event)) noteGeneration(changed->state);
+    onEvent(std::move(event));
+  };
+  session_ = std::make_unique<zk::Session>(io_, options_, self_, std::move(onEvent));
   if (callbacks.onConnection) {
     session_->setConnectionCallback([onConnection = std::move(callbacks.onConnection)](zk::ConnectionChange c) {
       onConnection(CoordinatorConnection{c.connected, c.sessionId, c.sessionTimeoutMs});

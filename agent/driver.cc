@@ -206,6 +206,10 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                           ++counters_.transitionFailures;
                           if (!fromPeer) log(LogLevel::kWarn, "restarting postgres failed: " + r.error);
                         }
+                        if (r.ok && fromPeer && peer_->role() != roleApplied_) {
+                          const Role previous = std::exchange(roleApplied_, peer_->role());
+                          if (opts_.onRoleApplied) opts_.onRoleApplied(previous, roleApplied_);
+                        }
                         if (fromPeer) step(r);
                         if (rebuiltWhileDeposed()) startFreshStateMachine(true);
                         if (queuedPeerApply_ && !pgBusy_ && !stopping_) {

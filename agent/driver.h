@@ -51,6 +51,9 @@ struct DriverOptions {
   // must stay unchanged before a primary whose writes were stopped resumes them (a
   // takeover decided while this peer's election node was gone lands within it).
   int64_t resumeSettleMs = 2000;
+  // Called on the loop once postgres has applied a configuration the state machine
+  // asked for, when the peer's role differs from the one of the last such apply.
+  std::function<void(Role previous, Role applied)> onRoleApplied;
 };
 
 struct DriverCounters {
@@ -152,6 +155,7 @@ class Driver {
   bool failed_ = false;
   std::function<void()> onFatal_;
   DriverCounters counters_;
+  Role roleApplied_ = Role::kUnknown;  // for opts_.onRoleApplied
 };
 
 }  // namespace dugong::agent

@@ -109,9 +109,7 @@ TEST_F(AgentLogs, JsonFormatWritesOneObjectPerLineWithThePeerAndGeneration) {
   RecordProperty("linesWithAGeneration", withGeneration);
 }
 
-// Needs the agent to report each new generation (agent::setLogGeneration); enabled
-// once the agent calls it (see /work/notes/ecosystem-metrics.md).
-TEST_F(AgentLogs, DISABLED_JsonLinesAfterSetupCarryTheClusterGeneration) {
+TEST_F(AgentLogs, JsonLinesAfterSetupCarryTheClusterGeneration) {
   startSingleton("info", "json");
   h_->stopAgent(0);
   const auto all = log();

@@ -25,7 +25,7 @@ const std::string kDashboard = DUGONG_SOURCE_DIR "/etc/grafana/dugong-dashboard.
 // Metrics the rules need that the agent does not serve yet, written down in
 // /work/notes/ecosystem-metrics.md. The test fails once one of them is served, so that
 // this list only ever shrinks.
-const std::set<std::string> kAwaited = {"dugong_cluster_frozen"};
+const std::set<std::string> kAwaited = {};
 
 void addMetricNames(const std::string& expr, std::set<std::string>* out) {
   static const std::regex name(R"(\bdugong_[a-z0-9_]+)");
