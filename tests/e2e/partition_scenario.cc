@@ -1,6 +1,7 @@
 #include "tests/e2e/partition_scenario.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <atomic>
 #include <mutex>
@@ -13,15 +14,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One statement on `conn`; the first column of the first row when it returned one.
+// One statement on `conn`, abandoned after 5 s (a commit waiting for a sync that is
+// gone ignores statement_timeout): the first column of the first row when it returned
+// one, "" for a command, nullopt on error or timeout (the connection is then unusable).
 std::optional<std::string> exec(PGconn* conn, const std::string& sql) {
-  PGresult* r = PQexec(conn, sql.c_str());
+  if (!PQsendQuery(conn, sql.c_str())) return std::nullopt;
+  const auto until = Clock::now() + std::chrono::seconds(5);
+  while (PQisBusy(conn)) {
+    if (Clock::now() >= until) return std::nullopt;
+    pollfd p{PQsocket(conn), POLLIN, 0};
+    ::poll(&p, 1, 100);
+    if (!PQconsumeInput(conn)) return std::nullopt;
+  }
   std::optional<std::string> out;
-  const auto st = PQresultStatus(r);
-  if (st == PGRES_TUPLES_OK && PQntuples(r) > 0) out = PQgetvalue(r, 0, 0);
-  if (st == PGRES_COMMAND_OK) out = "";
-  PQclear(r);
-  return out;
+  bool ok = true;
+  while (PGresult* r = PQgetResult(conn)) {
+    const auto st = PQresultStatus(r);
+    if (st == PGRES_TUPLES_OK && PQntuples(r) > 0) out = PQgetvalue(r, 0, 0);
+    else if (st == PGRES_COMMAND_OK) out = out.value_or("");
+    else if (st != PGRES_TUPLES_OK) ok = false;
+    PQclear(r);
+  }
+  return ok ? out : std::nullopt;
 }
 
 // The port of the first server of a ZooKeeper connect string ("host:port,...[/chroot]").
@@ -105,8 +119,8 @@ PartitionOutcome PartitionCluster::run(std::chrono::milliseconds deadline) {
       if (exec(c, "INSERT INTO part VALUES (" + std::to_string(id) + ", 'local')")) {
         std::lock_guard lock(mu);
         out.localAcked.insert(id);
-      } else if (PQstatus(c) != CONNECTION_OK) {
-        PQfinish(c);
+      } else {
+        PQfinish(c);  // a failed or abandoned statement: start over on a new connection
         c = nullptr;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
