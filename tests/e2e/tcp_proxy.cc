@@ -81,6 +81,7 @@ void TcpProxy::run() {
       fds.push_back({l.client, POLLIN, 0});
       fds.push_back({l.upstream, POLLIN, 0});
     }
+    const size_t polledLinks = links_.size();  // a link accepted below was not polled yet
     if (::poll(fds.data(), fds.size(), 200) <= 0) continue;
     if (fds[0].revents) (void)!::read(wakeFd_[0], buf, sizeof buf);
     if (fds[1].revents & POLLIN) {
@@ -96,7 +97,7 @@ void TcpProxy::run() {
       }
     }
     std::vector<size_t> dead;
-    for (size_t i = 0; i < links_.size(); ++i) {
+    for (size_t i = 0; i < polledLinks; ++i) {
       for (int side = 0; side < 2; ++side) {
         const pollfd& p = fds[2 + 2 * i + static_cast<size_t>(side)];
         if (p.fd < 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;

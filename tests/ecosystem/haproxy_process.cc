@@ -1,5 +1,6 @@
 #include "tests/ecosystem/haproxy_process.h"
 
+#include "pg/testing/pg_test_cluster.h"
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
@@ -183,9 +184,12 @@ std::string HaproxyProcess::logTail() const {
 
 ProbeResult probeThrough(int port, const std::string& sql) {
   ProbeResult r;
-  const std::string conninfo = "host=127.0.0.1 port=" + std::to_string(port) +
-                               " user=postgres dbname=postgres connect_timeout=2 options='-c statement_timeout=2000'";
-  PGconn* conn = PQconnectdb(conninfo.c_str());
+  // The test clusters run with passwords (scram over TCP), as production does.
+  const std::string portText = std::to_string(port);
+  const char* const keys[] = {"host", "port", "user", "dbname", "password", "connect_timeout", "options", nullptr};
+  const char* const values[] = {"127.0.0.1", portText.c_str(), "postgres", "postgres",
+                                pg::testing::kTestSuperuserPassword, "2", "-c statement_timeout=2000", nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, 0);
   if (PQstatus(conn) != CONNECTION_OK) {
     r.error = PQerrorMessage(conn);
     PQfinish(conn);

@@ -445,8 +445,10 @@ std::unique_ptr<agent::Timer> NodeEnv::newTimer() {
 void NodeEnv::post(std::function<void()> fn) {
   int n = n_;
   uint64_t inc = inc_;
-  w_.after(0, [this, n, inc, fn = std::move(fn)] {
-    if (w_.alive(n, inc)) fn();
+  // The world outlives every node's environment; this one may be gone (a crashed peer)
+  // when the callback runs, so the lambda holds the world, not `this`.
+  w_.after(0, [&w = w_, n, inc, fn = std::move(fn)] {
+    if (w.alive(n, inc)) fn();
   });
 }
 
@@ -462,7 +464,7 @@ Result<bool> NodeEnv::join(agent::CoordinatorCallbacks cb) {
   nd.connecting = true;
   int n = n_;
   uint64_t inc = inc_;
-  w_.after(w_.rngAgent_.between(20, 300), [this, n, inc] { w_.connectZk(n, inc); });
+  w_.after(w_.rngAgent_.between(20, 300), [&w = w_, n, inc] { w.connectZk(n, inc); });
   return true;
 }
 
@@ -505,8 +507,8 @@ agent::CoordinatorStatus NodeEnv::status() const {
 void NodeEnv::init(std::function<void(PgInitialized)> done) {
   int n = n_;
   uint64_t inc = inc_;
-  w_.after(w_.rngAgent_.between(20, 300), [this, n, inc, done = std::move(done)] {
-    if (!w_.alive(n, inc)) return;
+  w_.after(w_.rngAgent_.between(20, 300), [this, &w = w_, n, inc, done = std::move(done)] {
+    if (!w.alive(n, inc)) return;
     PgInitialized e{w_.node(n).pg.running, w_.node(n).pg.setUp};
     w_.intoDriver(n, e, [&] { done(e); });
   });
@@ -535,8 +537,8 @@ void NodeEnv::fence(const std::optional<PeerIdentity>& newSync, std::function<vo
   w_.trace('A', id + " -> fence" + (newSync ? " (commits wait for " + newSync->id + ")" : ""));
   int n = n_;
   uint64_t inc = inc_;
-  w_.after(w_.rngPg_.between(2, 20), [this, n, inc, newSync, done = std::move(done)] {
-    if (!w_.alive(n, inc)) return;
+  w_.after(w_.rngPg_.between(2, 20), [this, &w = w_, n, inc, newSync, done = std::move(done)] {
+    if (!w.alive(n, inc)) return;
     SimPostgres& pg = w_.node(n).pg;
     PgFenced r;
     if (pg.transitioning) {
@@ -561,8 +563,8 @@ void NodeEnv::readWal(std::function<void(WalPositionRead)> done) {
   walReadSince = w_.now_;
   int n = n_;
   uint64_t inc = inc_;
-  w_.after(w_.rngPg_.between(2, 20), [this, n, inc, done = std::move(done)] {
-    if (!w_.alive(n, inc)) return;
+  w_.after(w_.rngPg_.between(2, 20), [this, &w = w_, n, inc, done = std::move(done)] {
+    if (!w.alive(n, inc)) return;
     const SimPostgres& pg = w_.node(n).pg;
     WalPositionRead r;
     if (pg.running && !pg.transitioning) {
@@ -582,7 +584,7 @@ void NodeEnv::startHealthCheck(std::function<void(bool, const std::string&)> onC
   uint64_t serial = ++healthSerial;
   int n = n_;
   uint64_t inc = inc_;
-  w_.after(0, [this, n, inc, serial] { w_.healthCheck(n, inc, serial); });
+  w_.after(0, [&w = w_, n, inc, serial] { w.healthCheck(n, inc, serial); });
 }
 
 void NodeEnv::stopHealthCheck() {
