@@ -12,6 +12,10 @@ from topology import sh
 
 PG_PORT = 5432
 HTTP_PORT = 8008
+# Both systems run as production does: scram passwords over TCP. Every libpq client of
+# the campaign (the clients, the monitor, dugong-adm) reads it from PGPASSWORD.
+CAMPAIGN_PASSWORD = "campaign"
+os.environ["PGPASSWORD"] = CAMPAIGN_PASSWORD
 PG_BIN = "/usr/lib/postgresql/15/bin"
 
 
@@ -153,8 +157,10 @@ postgres:
   port: {PG_PORT}
   listenAddress: "*"
   replicationCidr: {subnet}
+  replicationPassword: {CAMPAIGN_PASSWORD}
+  superuserPassword: {CAMPAIGN_PASSWORD}
   hba:
-    - host all postgres {subnet} trust
+    - host all postgres {subnet} scram-sha-256
   settings:
     shared_buffers: 16MB
     max_connections: 40

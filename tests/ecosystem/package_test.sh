@@ -60,7 +60,13 @@ grep -q "ExecStart=/usr/bin/dugong --config /etc/dugong/dugong.yaml" /lib/system
 man -w dugong >/dev/null && man -w dugong-adm >/dev/null || fail "man cannot find the pages"
 
 echo "== the installed sample configuration, moved to loopback"
-sed -e 's/^\(  connect:\).*/\1 127.0.0.1:2181/' -e 's/^\(  ip:\).*/\1 127.0.0.1/' \
+# The sample names password files under /etc/dugong/ that an operator writes: the test
+# writes its own (0600) in the scratch directory and points the configuration at them.
+for pw in zookeeper superuser replication; do
+  (umask 077 && printf 'package-test-%s\n' "$pw" >"$scratch/$pw.pw")
+done
+sed -e "s|/etc/dugong/\([a-z]*\)\.pw|$scratch/\1.pw|" \
+  -e 's/^\(  connect:\).*/\1 127.0.0.1:2181/' -e 's/^\(  ip:\).*/\1 127.0.0.1/' \
   -e 's/^\(  listenAddress:\).*/\1 127.0.0.1/' -e 's|^\(  replicationCidr:\).*|\1 127.0.0.1/32|' \
   -e 's/^\(  listen:\).*/\1 127.0.0.1:8008/' /etc/dugong/dugong.yaml >"$scratch/dugong.yaml"
 identity=$(/usr/bin/dugong --config "$scratch/dugong.yaml" --check)
