@@ -1,4 +1,5 @@
 #include "tools/cluster_sim/world.h"
+#include "agent/scheduled_timer.h"
 #include "statemachine/overloaded.h"
 
 #include <algorithm>
@@ -419,27 +420,9 @@ void World::intoDriver(int n, const Event& ev, const std::function<void()>& call
 EpochMs NodeEnv::wallMs() const { return w_.wall(); }
 int64_t NodeEnv::monotonicMs() const { return w_.now_; }
 
-namespace {
-class SimTimer final : public agent::Timer {
- public:
-  explicit SimTimer(std::function<void(int64_t, std::function<void()>)> after) : after_(std::move(after)) {}
-  void start(int64_t delayMs, std::function<void()> fired) override {
-    uint64_t serial = ++*serial_;
-    after_(delayMs, [live = std::weak_ptr<uint64_t>(serial_), serial, fired = std::move(fired)] {
-      auto s = live.lock();
-      if (s && *s == serial) fired();
-    });
-  }
-  void cancel() override { ++*serial_; }
-
- private:
-  std::function<void(int64_t, std::function<void()>)> after_;
-  std::shared_ptr<uint64_t> serial_ = std::make_shared<uint64_t>(0);
-};
-}  // namespace
 
 std::unique_ptr<agent::Timer> NodeEnv::newTimer() {
-  return std::make_unique<SimTimer>([this](int64_t delay, std::function<void()> fn) { w_.after(delay, std::move(fn)); });
+  return std::make_unique<agent::ScheduledTimer>([this](int64_t delay, std::function<void()> fn) { w_.after(delay, std::move(fn)); });
 }
 
 void NodeEnv::post(std::function<void()> fn) {

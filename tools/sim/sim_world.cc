@@ -1,4 +1,5 @@
 #include "tools/sim/sim_world.h"
+#include "agent/scheduled_timer.h"
 
 #include <algorithm>
 #include <utility>
@@ -86,27 +87,9 @@ void SimWorld::deliverEvent(const Event& event, const std::string& what) {
 
 // ---- the driver's environment --------------------------------------------------------
 
-namespace {
-class SimTimer final : public agent::Timer {
- public:
-  explicit SimTimer(std::function<void(int64_t, std::function<void()>)> schedule) : schedule_(std::move(schedule)) {}
-  void start(int64_t delayMs, std::function<void()> fired) override {
-    uint64_t serial = ++*serial_;
-    schedule_(delayMs, [live = std::weak_ptr<uint64_t>(serial_), serial, fired = std::move(fired)] {
-      auto s = live.lock();
-      if (s && *s == serial) fired();
-    });
-  }
-  void cancel() override { ++*serial_; }
-
- private:
-  std::function<void(int64_t, std::function<void()>)> schedule_;
-  std::shared_ptr<uint64_t> serial_ = std::make_shared<uint64_t>(0);
-};
-}  // namespace
 
 std::unique_ptr<agent::Timer> SimWorld::newTimer() {
-  return std::make_unique<SimTimer>([this](int64_t delay, std::function<void()> fn) { schedule(delay, std::move(fn)); });
+  return std::make_unique<agent::ScheduledTimer>([this](int64_t delay, std::function<void()> fn) { schedule(delay, std::move(fn)); });
 }
 
 void SimWorld::write(LogLevel level, const std::string& line) { log(std::string("peer   ") + levelName(level) + ": " + line); }

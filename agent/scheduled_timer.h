@@ -1,0 +1,32 @@
+// A Timer (agent/env.h) on any scheduler that runs a function after a delay: the
+// simulators' virtual time. A restart or cancel() makes the earlier start a no-op.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "agent/env.h"
+
+namespace dugong::agent {
+
+class ScheduledTimer final : public Timer {
+ public:
+  using Scheduler = std::function<void(int64_t delayMs, std::function<void()>)>;
+  explicit ScheduledTimer(Scheduler schedule) : schedule_(std::move(schedule)) {}
+  void start(int64_t delayMs, std::function<void()> fired) override {
+    uint64_t serial = ++*serial_;
+    schedule_(delayMs, [live = std::weak_ptr<uint64_t>(serial_), serial, fired = std::move(fired)] {
+      auto s = live.lock();
+      if (s && *s == serial) fired();
+    });
+  }
+  void cancel() override { ++*serial_; }
+
+ private:
+  Scheduler schedule_;
+  std::shared_ptr<uint64_t> serial_ = std::make_shared<uint64_t>(0);
+};
+
+}  // namespace dugong::agent
