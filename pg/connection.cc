@@ -448,6 +448,7 @@ Result<QueryResult> Connection::query(const std::string& sql, Clock::time_point 
   }
   QueryResult last;
   std::optional<std::string> firstError;
+  std::optional<std::string> lastNotice;  // e.g. the WARNING of a backend terminated while waiting for its sync
   bool rowsStarted = false;  // a RowDescription in the current statement
   while (true) {
     auto m = receive(deadline);
@@ -456,8 +457,10 @@ Result<QueryResult> Connection::query(const std::string& sql, Clock::time_point 
         cancel();
         return Error{"timeout expired"};
       }
-      // A server that ends the session (FATAL) sends its error first.
-      return Error{firstError ? *firstError : m.error()};
+      // A server that ends the session (FATAL) sends its error first; one that cannot
+      // (a commit waiting for its sync, terminated) may have sent a WARNING.
+      if (firstError) return Error{*firstError};
+      return Error{m.error() + (lastNotice ? " after " + *lastNotice : "")};
     }
     wire::BodyCursor body(m->body);
     switch (m->type) {
@@ -507,6 +510,8 @@ Result<QueryResult> Connection::query(const std::string& sql, Clock::time_point 
         break;
       }
       case 'N':
+        lastNotice = wire::describeError(m->body);
+        break;
       case 'A':
       case 'H':  // COPY TO STDOUT: its data is skipped
       case 'd':
