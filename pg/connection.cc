@@ -448,7 +448,7 @@ Result<QueryResult> Connection::query(const std::string& sql, Clock::time_point 
   }
   QueryResult last;
   std::optional<std::string> firstError;
-  std::optional<std::string> lastNotice;  // e.g. the WARNING of a backend terminated while waiting for its sync
+  std::string warnings;     // WARNING notices of this query, kept for an unexpected close
   bool rowsStarted = false;  // a RowDescription in the current statement
   while (true) {
     auto m = receive(deadline);
@@ -457,10 +457,10 @@ Result<QueryResult> Connection::query(const std::string& sql, Clock::time_point 
         cancel();
         return Error{"timeout expired"};
       }
-      // A server that ends the session (FATAL) sends its error first; one that cannot
-      // (a commit waiting for its sync, terminated) may have sent a WARNING.
+      // A server that ends the session (FATAL) sends its error first. One that ends it while
+      // a commit waits for its sync sends only a WARNING (the commit may exist locally).
       if (firstError) return Error{*firstError};
-      return Error{m.error() + (lastNotice ? " after " + *lastNotice : "")};
+      return Error{m.error() + warnings};
     }
     wire::BodyCursor body(m->body);
     switch (m->type) {
@@ -509,9 +509,11 @@ Result<QueryResult> Connection::query(const std::string& sql, Clock::time_point 
         parameters_[name] = body.cstring();
         break;
       }
-      case 'N':
-        lastNotice = wire::describeError(m->body);
+      case 'N': {
+        const std::string notice = wire::describeError(m->body);
+        if (notice.rfind("WARNING", 0) == 0) warnings += "; " + notice;
         break;
+      }
       case 'A':
       case 'H':  // COPY TO STDOUT: its data is skipped
       case 'd':
