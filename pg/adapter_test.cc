@@ -631,6 +631,7 @@ TEST_F(AdapterTest, DataOfAnotherSystemIsNeverReplaced) {
   pid_t aPid = a.postmasterPid().value_or(0);
   r_ = apply(pa, PgConfig::standby(PgRole::kSync, c.identity, c.identity));
   EXPECT_FALSE(r_.ok);
+  EXPECT_TRUE(r_.refused) << "an operator's decision, not a failure to retry";
   EXPECT_TRUE(r_.online);
   for (const std::string& want : std::vector<std::string>{"refusing to replace the data directory " + a.options.dataDir,
                                   "database system " + real, "peer-c serves another one, " + other,
@@ -644,6 +645,7 @@ TEST_F(AdapterTest, DataOfAnotherSystemIsNeverReplaced) {
   // Wrong cluster name: a live standby of the real cluster is told to follow the other.
   r_ = apply(pb, PgConfig::standby(PgRole::kAsync, c.identity, c.identity));
   EXPECT_FALSE(r_.ok);
+  EXPECT_TRUE(r_.refused);
   EXPECT_NE(r_.error.find("database system " + real), std::string::npos) << r_.error;
   EXPECT_TRUE(streamsFrom(a, b));
   EXPECT_EQ(b.value("SELECT v FROM precious"), "the real data");

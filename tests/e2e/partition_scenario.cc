@@ -132,6 +132,9 @@ PartitionOutcome PartitionCluster::run(std::chrono::milliseconds deadline) {
   {
     std::lock_guard lock(mu);
     cutAt = Clock::now();
+    out.cutWallMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
   }
   proxies_.at(static_cast<size_t>(old))->cut();
   const auto until = Clock::now() + deadline;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <set>
@@ -27,6 +28,8 @@ struct PartitionOutcome {
   std::optional<std::chrono::milliseconds> timeToNewPrimary;
   // From the cut to the old primary's /primary answering 503.
   std::optional<std::chrono::milliseconds> timeToNotWritable;
+  // The wall-clock time of the cut (ms since the epoch), to line up the agents' logs.
+  int64_t cutWallMs = 0;
   std::set<int> carefulAcked, localAcked;
   std::set<int> carefulLost, localLost;  // acknowledged, absent on the new primary
   std::string error;                     // empty when the scenario ran to its end
