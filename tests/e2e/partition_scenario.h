@@ -4,7 +4,9 @@
 // - careful: a new connection per row through the multi-host target_session_attrs=
 //   read-write string, synchronous_commit on;
 // - local: one connection to the old primary's host only, synchronous_commit = local,
-//   reconnecting to that same host after errors.
+//   reconnecting to that same host after errors;
+// - hostile: the same, but each row in a transaction that says BEGIN READ WRITE (which
+//   a default_transaction_read_only does not stop).
 // Shared by tests/e2e/partition_test.cc (asserts) and bench/partition_bench.cc (figures).
 #pragma once
 
@@ -30,8 +32,8 @@ struct PartitionOutcome {
   std::optional<std::chrono::milliseconds> timeToNotWritable;
   // The wall-clock time of the cut (ms since the epoch), to line up the agents' logs.
   int64_t cutWallMs = 0;
-  std::set<int> carefulAcked, localAcked;
-  std::set<int> carefulLost, localLost;  // acknowledged, absent on the new primary
+  std::set<int> carefulAcked, localAcked, hostileAcked;
+  std::set<int> carefulLost, localLost, hostileLost;  // acknowledged, absent on the new primary
   std::string error;                     // empty when the scenario ran to its end
 };
 
