@@ -17,7 +17,7 @@ TEST(ZooKeeperOutage, WritesStopAndTheClusterResumesUnchanged) {
   o.sessionTimeoutMs = 3000;
   Harness h(o);
   h.startAll();
-  const int primary = h.waitForHealthyCluster(2, std::chrono::seconds(180));
+  const int primary = h.waitForHealthyCluster(1, std::chrono::seconds(180));
   ASSERT_GE(primary, 0) << h.describe();
   ASSERT_TRUE(h.sql(primary, "CREATE TABLE before_outage (id int); INSERT INTO before_outage VALUES (1)").ok());
   const auto before = h.zkState();
