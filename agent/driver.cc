@@ -50,13 +50,21 @@ void Driver::join() {
 void Driver::stop(std::function<void()> done) {
   if (stopping_) return;
   stopping_ = true;
-  log(LogLevel::kInfo, std::string("stopping: leaving ZooKeeper") +
+  log(LogLevel::kInfo, std::string("stopping: ") +
+                           (opts_.keepMembershipOnStop
+                                ? "keeping the ZooKeeper session for a restart (peers see no change if this agent is "
+                                  "back within the session timeout)"
+                                : "leaving ZooKeeper") +
                            (opts_.stopPostgresOnExit ? " and stopping postgres" : ""));
   for (auto& [id, timer] : timers_) timer->cancel();
   healthTimer_->cancel();
   writesTimer_->cancel();
   peerGraceTimer_->cancel();
-  env_.coordinator.leave();
+  if (opts_.keepMembershipOnStop) {
+    env_.coordinator.leaveKeepingMembership();
+  } else {
+    env_.coordinator.leave();
+  }
   env_.postgres.stopHealthCheck();
   if (!opts_.stopPostgresOnExit) return env_.clock.post(std::move(done));
   env_.postgres.apply(PgConfig::none(),

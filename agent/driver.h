@@ -42,6 +42,10 @@ struct DriverOptions {
   bool singleton = false;        // one-node-write mode
   int64_t withdrawAfterMs = 30000;
   bool stopPostgresOnExit = false;
+  // Stop keeps the coordinator's membership for a restarted agent
+  // (Coordinator::leaveKeepingMembership): its peers see no change if it is back
+  // within the session timeout.
+  bool keepMembershipOnStop = false;
   // How long postgres must have been down, and how long since the last transition,
   // before a restart: a transition in progress or a just-started postgres is no crash.
   int64_t restartGraceMs = 3000;

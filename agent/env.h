@@ -97,6 +97,11 @@ class Coordinator {
   // answered with a failure; no other callback runs afterwards. Harmless when not a
   // member.
   virtual void leave() = 0;
+  // Leaves this run of the agent, not the cluster: the membership stays with the
+  // coordinator for a restarted agent to take up again (ZooKeeper: the session and
+  // its election node are kept until the session expires). Otherwise like leave().
+  // Default: leave().
+  virtual void leaveKeepingMembership() { leave(); }
   // Test-and-set of the cluster state (expectedVersion -1: create), with a history
   // entry. `done` runs exactly once, also when not a member (a failure).
   virtual void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
