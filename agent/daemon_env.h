@@ -79,6 +79,7 @@ class PgPostgres : public Postgres {
     pg_.startHealthCheck(std::move(onChange));
   }
   void stopHealthCheck() override { pg_.stopHealthCheck(); }
+  bool postmasterGone() const override { return pg_.postmasterGone(); }
   void stopWrites(std::function<void(Result<int>)> done) override;
   void resumeWrites(std::function<void(Result<bool>)> done) override { pg_.resumeWrites(std::move(done)); }
 

@@ -273,9 +273,15 @@ void Driver::healthTick() {
   const int64_t now = env_.clock.monotonicMs();
   const int64_t down = now - *unhealthySince_;
   if (!withdrawn_ && down >= opts_.withdrawAfterMs) withdraw(down);
-  if (!pgBusy_ && down >= opts_.restartGraceMs && now - lastTransitionDone_ >= opts_.restartGraceMs) {
-    log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role));
+  const bool graceOver = down >= opts_.restartGraceMs && now - lastTransitionDone_ >= opts_.restartGraceMs;
+  // No process is starting or recovering: nothing to wait for (but no restart loop).
+  const bool gone = env_.postgres.postmasterGone() && now - lastRestartStarted_ >= opts_.restartGraceMs;
+  if (!pgBusy_ && (graceOver || gone)) {
+    log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role) +
+                             (gone && !graceOver ? " at once: the postmaster is gone (it crashed or was killed)"
+                                                 : ": it has not answered for " + std::to_string(down) + " ms"));
     ++counters_.restarts;
+    lastRestartStarted_ = now;
     applyPg(*lastApplied_, false);
   }
   healthTimer_->start(opts_.healthTickMs, [this, alive = std::weak_ptr<int>(alive_)] {

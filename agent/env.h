@@ -125,6 +125,11 @@ class Postgres {
   // result and then for each change between healthy and unhealthy.
   virtual void startHealthCheck(std::function<void(bool healthy, const std::string& detail)> onChange) = 0;
   virtual void stopHealthCheck() = 0;
+  // True when the last health check found no postmaster at all (it crashed or was
+  // killed), as opposed to one that runs but does not answer (starting, recovering,
+  // overloaded). The driver restarts a gone postmaster at once, and gives one that runs
+  // the restart grace. Default: false (always the grace).
+  virtual bool postmasterGone() const { return false; }
 
   // Stops a primary from accepting writes at once, without a transition (the
   // coordinator's connection is lost): new sessions read-only, client sessions

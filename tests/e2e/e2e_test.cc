@@ -228,6 +228,26 @@ TEST_F(E2E, PrimaryStoppedForGoodIsReplacedByItsSync) {
   EXPECT_EQ(h_->leaveAgent(primary), 0);
 }
 
+// kill -9 of the primary's postmaster under its live agent: the agent sees the
+// postmaster gone and restarts postgres at once (no grace), as primary of the same
+// generation; no acknowledged row is lost.
+TEST_F(E2E, PrimaryPostgresKilledUnderItsAgentIsRestartedAtOnceWithoutFailover) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  createTable(primary);
+  ASSERT_TRUE(insert(primary, 1));
+  h_->killPostgres(primary);
+  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == primary && insert(primary, 2); }, 60s))
+      << h_->logTail(primary);
+  auto s = h_->zkState();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->generation, 1);
+  EXPECT_EQ(s->primary.id, h_->peer(primary).id);
+  EXPECT_EQ(ids(primary), (std::set<int>{1, 2}));
+  EXPECT_NE(h_->logTail(primary, 400).find("at once: the postmaster is gone"), std::string::npos)
+      << h_->logTail(primary);
+}
+
 TEST_F(E2E, FreezeBlocksTakeoverUntilUnfrozen) {
   int primary = startCluster();
   ASSERT_GE(primary, 0);
