@@ -37,6 +37,9 @@
 //   http:
 //     listen: 127.0.0.1:8008            # the status server; empty: none
 //   singleton: false                    # one-node-write mode
+//   rejoin: follow                      # a deposed ex-primary: follow (rejoin when it can
+//                                       # follow the new primary as it is), rewind (also
+//                                       # pg_rewind a diverged one), manual (dugong-adm rebuild)
 //   health:
 //     withdrawAfterSeconds: 30          # postgres unhealthy this long: leave ZooKeeper
 //   shutdown:
@@ -54,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/rejoin.h"
 #include "pg/options.h"
 #include "statemachine/identity.h"
 #include "statemachine/result.h"
@@ -69,6 +73,7 @@ struct AgentConfig {
   std::string httpHost;  // empty: no HTTP server
   int httpPort = 0;
   bool singleton = false;
+  RejoinPolicy rejoin = RejoinPolicy::kFollow;
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;
   std::string onRoleChangeHook;  // empty: none

@@ -47,13 +47,14 @@ TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
   EXPECT_EQ(c->onRoleChangeHook, "");
   EXPECT_EQ(c->hookTimeoutSeconds, 30);
   EXPECT_EQ(c->logFormat, "text");
+  EXPECT_EQ(c->rejoin, RejoinPolicy::kFollow);
 }
 
 TEST_F(ConfigTest, EveryKeyIsRead) {
   auto c = parseConfig(valid() +
                            "singleton: true\nhealth:\n  withdrawAfterSeconds: 9\nshutdown:\n  stopPostgres: yes\n"
                            "hooks:\n  onRoleChange: /usr/local/bin/role-changed\n  timeoutSeconds: 5\n"
-                           "log:\n  level: debug\n  format: json\n",
+                           "log:\n  level: debug\n  format: json\nrejoin: rewind\n",
                        "d.yaml");
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_TRUE(c->singleton);
@@ -63,6 +64,7 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(c->hookTimeoutSeconds, 5);
   EXPECT_EQ(c->logLevel, "debug");
   EXPECT_EQ(c->logFormat, "json");
+  EXPECT_EQ(c->rejoin, RejoinPolicy::kRewind);
 }
 
 TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {
@@ -90,6 +92,7 @@ TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {v + "hooks:\n  onRoleChange: notify.sh\n", "hooks.onRoleChange: expected an absolute path"},
       {v + "hooks:\n  timeoutSeconds: 0\n", "hooks.timeoutSeconds: expected an integer"},
       {v + "hooks:\n  onStart: /bin/true\n", "hooks.onStart"},
+      {v + "rejoin: always\n", "d.yaml: rejoin: expected follow, rewind or manual, found \"always\""},
   };
   for (const auto& c : cases) {
     std::string err = errorOf(c.yaml);

@@ -69,6 +69,7 @@ class PgPostgres : public Postgres {
   void stopHealthCheck() override { pg_.stopHealthCheck(); }
   void stopWrites(std::function<void(Result<int>)> done) override;
   void resumeWrites(std::function<void(Result<bool>)> done) override { pg_.resumeWrites(std::move(done)); }
+  void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) override;
 
  private:
   pg::PgAdapter& pg_;

@@ -13,7 +13,8 @@ Driver::Driver(Env env, DriverOptions options)
       peer_(std::make_unique<Peer>(PeerOptions{opts_.identity, opts_.singleton, opts_.retryDelayMs})),
       healthTimer_(env_.clock.newTimer()),
       writesTimer_(env_.clock.newTimer()),
-      peerGraceTimer_(env_.clock.newTimer()) {}
+      peerGraceTimer_(env_.clock.newTimer()),
+      rejoinTimer_(env_.clock.newTimer()) {}
 
 Driver::~Driver() = default;
 
@@ -56,6 +57,7 @@ void Driver::stop(std::function<void()> done) {
   healthTimer_->cancel();
   writesTimer_->cancel();
   peerGraceTimer_->cancel();
+  rejoinTimer_->cancel();
   env_.coordinator.leave();
   env_.postgres.stopHealthCheck();
   if (!opts_.stopPostgresOnExit) return env_.clock.post(std::move(done));
@@ -103,6 +105,7 @@ void Driver::step(const Event& delivered) {
   }
   for (const Action& a : peer_->step(env_.clock.wallMs(), event)) carryOut(a);
   if (newSessionAfterLoss) afterNewSession();
+  maybeRejoin();
 }
 
 // A deposed peer's state machine ignores everything. Once an operator has rebuilt this
@@ -211,13 +214,115 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                           if (opts_.onRoleApplied) opts_.onRoleApplied(previous, roleApplied_);
                         }
                         if (fromPeer) step(r);
-                        if (rebuiltWhileDeposed()) startFreshStateMachine(true);
-                        if (queuedPeerApply_ && !pgBusy_ && !stopping_) {
-                          PgConfig next = *queuedPeerApply_;
-                          queuedPeerApply_.reset();
-                          applyPg(next, true);
-                        }
+                        afterPgTransition();
                       }));
+}
+
+// A postgres transition ended: what waited for it.
+void Driver::afterPgTransition() {
+  if (rebuiltWhileDeposed()) startFreshStateMachine(true);
+  if (queuedPeerApply_ && !pgBusy_ && !stopping_) {
+    PgConfig next = *queuedPeerApply_;
+    queuedPeerApply_.reset();
+    applyPg(next, true);
+  }
+  maybeRejoin();
+}
+
+// ---- the automatic rejoin of a deposed peer ---------------------------------------------
+
+void Driver::maybeRejoin() {
+  if (opts_.rejoin == RejoinPolicy::kManual || stopping_ || withdrawn_ || failed_) return;
+  if (peer_->role() != Role::kDeposed || pgBusy_ || queuedPeerApply_) return;
+  if (rejoinedTo_) return releaseAfterRejoin();
+  // Only once the deposed state machine has stopped postgres.
+  if (!lastApplied_ || lastApplied_->role != PgRole::kNone || !lastStateNode_.exists) return;
+  auto state = ClusterState::parse(lastStateNode_.data);
+  if (!state || !containsPeer(state->deposed, opts_.identity.id) || state->primary.id == opts_.identity.id) return;
+  if (state->oneNodeWriteMode || rejoinTriedGeneration_ == state->generation) return;
+  if (!containsPeer(lastActive_, state->primary.id)) return;  // tried when the primary is present
+  rejoinTriedGeneration_ = state->generation;
+  const PeerIdentity primary = state->primary;
+  log(LogLevel::kInfo, std::string("rejoining automatically (rejoin: ") + rejoinPolicyName(opts_.rejoin) +
+                           "): making postgres a standby of " + primary.id + ", the primary of generation " +
+                           std::to_string(state->generation) + ", " +
+                           (opts_.rejoin == RejoinPolicy::kFollow
+                                ? "only if its data directory can follow as it is (nothing discarded)"
+                                : "rewinding its data directory if it diverged") +
+                           ", never copying it");
+  pgBusy_ = true;
+  // The default implementation answers inside the call (not modelled): handled at once,
+  // so that the peer is not busy for a loop turn; a real answer comes later.
+  auto inCall = std::make_shared<bool>(true);
+  env_.postgres.rejoin(primary, opts_.rejoin,
+                       [this, alive = std::weak_ptr<int>(alive_), primary, inCall](RejoinFinished r) {
+                         if (*inCall) return onRejoined(primary, r);
+                         if (!alive.expired() && !stopping_) onRejoined(primary, r);
+                       });
+  *inCall = false;
+}
+
+void Driver::onRejoined(const PeerIdentity& primary, const RejoinFinished& r) {
+  pgBusy_ = false;
+  lastTransitionDone_ = env_.clock.monotonicMs();
+  if (r.rewound) {
+    log(LogLevel::kWarn, "rejoin: pg_rewind discarded " + r.discarded + ", which " + primary.id +
+                             "'s timeline does not have (rejoin: rewind)");
+  }
+  if (!r.ok) {
+    ++counters_.rejoinFailures;
+    log(LogLevel::kWarn, "not rejoined automatically, this peer stays deposed: " + r.error +
+                             (opts_.rejoin == RejoinPolicy::kFollow
+                                  ? "; `dugong-adm rebuild` rebuilds it (or set rejoin: rewind)"
+                                  : "; `dugong-adm rebuild` rebuilds it"));
+    if (r.rewound) lastApplied_.reset();  // postgres may be in any state: the next apply says
+    return afterPgTransition();
+  }
+  rejoinedTo_ = primary.id;
+  rejoinReason_ = "rejoin " + opts_.identity.id + " (automatic, rejoin: " + rejoinPolicyName(opts_.rejoin) +
+                  "): streams from " + primary.id + " without a copy, " +
+                  (r.rewound ? "after pg_rewind discarded " + r.discarded : "nothing discarded");
+  lastApplied_.reset();  // postgres runs as a standby now, not as the state machine left it
+  afterPgTransition();
+}
+
+// Postgres follows the primary: the peer leaves `deposed` (a test-and-set of the state
+// last read, retried after a conflict), and the state change starts a fresh state machine.
+void Driver::releaseAfterRejoin() {
+  if (rejoinWriteInFlight_ || !rejoinedTo_ || !lastStateNode_.exists) return;
+  auto parsed = ClusterState::parse(lastStateNode_.data);
+  if (!parsed) return;
+  ClusterState state = parsed.value();
+  auto released = releaseFromDeposed(state, opts_.identity.id, *rejoinedTo_);
+  if (!released || !released.value()) {
+    if (!released) {
+      log(LogLevel::kWarn, "rejoined, but not leaving deposed: " + released.error() +
+                               "; stopping postgres, and rejoining the new primary instead");
+      rejoinedTo_.reset();
+      applyPg(PgConfig::none(), false);
+      return;
+    }
+    rejoinedTo_.reset();  // no longer deposed: someone else released it
+    return;
+  }
+  rejoinWriteInFlight_ = true;
+  ++counters_.stateWrites;
+  env_.coordinator.putClusterState(
+      state, lastStateNode_.version, rejoinReason_, guarded<StateWriteFinished>([this](StateWriteFinished w) {
+        rejoinWriteInFlight_ = false;
+        if (w.ok) {
+          ++counters_.rejoins;
+          log(LogLevel::kInfo, "left deposed: " + rejoinReason_);
+          rejoinedTo_.reset();
+          return;
+        }
+        ++counters_.stateWriteFailures;
+        log(LogLevel::kInfo, "leaving deposed failed (" + w.error + "); trying again in " +
+                                 std::to_string(opts_.retryDelayMs) + " ms with the state read since");
+        rejoinTimer_->start(opts_.retryDelayMs, [this, alive = std::weak_ptr<int>(alive_)] {
+          if (!alive.expired() && !stopping_) maybeRejoin();
+        });
+      }));
 }
 
 bool Driver::expectPostgresOnline() const { return lastApplied_ && lastApplied_->role != PgRole::kNone; }

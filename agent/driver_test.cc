@@ -103,9 +103,11 @@ class FakeCoordinator : public Coordinator {
       clock->post([done] { done(StateWriteFinished{false, "left", false, -1}); });
     }
   }
-  void putClusterState(const ClusterState& state, int32_t, const std::string&,
+  void putClusterState(const ClusterState& state, int32_t version, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override {
     writes.push_back(state);
+    writeVersions.push_back(version);
+    reasons.push_back(reason);
     pendingWrite = std::move(done);
   }
   CoordinatorStatus status() const override { return CoordinatorStatus{member, member, member, 1, "", ""}; }
@@ -124,6 +126,8 @@ class FakeCoordinator : public Coordinator {
   int joins = 0, leaves = 0;
   bool member = false;
   std::vector<ClusterState> writes;
+  std::vector<int32_t> writeVersions;
+  std::vector<std::string> reasons;
   std::optional<std::function<void(StateWriteFinished)>> pendingWrite;
 
  private:
@@ -146,6 +150,15 @@ class FakePostgres : public Postgres {
   void stopHealthCheck() override { health = nullptr; }
   void stopWrites(std::function<void(Result<int>)> done) override { stops.push_back(std::move(done)); }
   void resumeWrites(std::function<void(Result<bool>)> done) override { resumes.push_back(std::move(done)); }
+  void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) override {
+    if (!modelRejoin) return Postgres::rejoin(primary, policy, std::move(done));
+    rejoins.push_back({primary.id, policy, std::move(done)});
+  }
+  struct RejoinCall {
+    std::string primary;
+    RejoinPolicy policy;
+    std::function<void(RejoinFinished)> done;
+  };
 
   // Answers the oldest apply.
   PgConfig finishApply(bool ok) {
@@ -162,6 +175,8 @@ class FakePostgres : public Postgres {
   std::function<void(bool, const std::string&)> health;
   std::deque<std::function<void(Result<int>)>> stops;
   std::deque<std::function<void(Result<bool>)>> resumes;
+  bool modelRejoin = false;  // false: the default implementation (not modelled)
+  std::deque<RejoinCall> rejoins;
 };
 
 class NullLog : public LogSink {
@@ -176,10 +191,31 @@ class DriverTest : public ::testing::Test {
  protected:
   DriverTest() {
     coordinator_.clock = &clock_;
+    makeDriver(RejoinPolicy::kFollow);
+  }
+  void makeDriver(RejoinPolicy rejoin) {
     DriverOptions o;
     o.identity = peerId("node1");
     o.withdrawAfterMs = 10000;
+    o.rejoin = rejoin;
+    driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
+  }
+  // node1 is deposed in generation 3 (primary node2, sync node3) and has stopped postgres.
+  void startDeposed(const std::vector<std::string>& present = {"node2", "node3", "node1"}) {
+    ASSERT_TRUE(driver_->start());
+    pg_.inits.front()(PgInitialized{true, true});
+    pg_.inits.pop_front();
+    state_.generation = 3;
+    state_.primary = peerId("node2");
+    state_.sync = peerId("node3");
+    state_.deposed = {peerId("node1")};
+    coordinator_.deliver(ZkInitialized{stateNode(state_, 4), active(present)});
+    clock_.advance(0);
+    ASSERT_EQ(driver_->peer().role(), Role::kDeposed);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+    clock_.advance(0);
   }
 
   // node1 starts as the async of generation 1 and runs postgres as one.
@@ -583,6 +619,143 @@ TEST(DriverDefaultPostgres, TheDefaultStopWritesAnswersAnError) {
     EXPECT_FALSE(r);
   });
   EXPECT_TRUE(answered);
+}
+
+}  // namespace
+}  // namespace dugong::agent
+
+namespace dugong::agent {
+namespace {
+
+// ---- the automatic rejoin of a deposed peer (issue 11) -----------------------------------
+
+TEST_F(DriverTest, ADeposedPeerThatCanFollowRejoinsAndLeavesDeposed) {
+  pg_.modelRejoin = true;
+  startDeposed();
+  ASSERT_EQ(pg_.rejoins.size(), 1u) << "no automatic rejoin once postgres was stopped";
+  EXPECT_EQ(pg_.rejoins.front().primary, "node2");
+  EXPECT_EQ(pg_.rejoins.front().policy, RejoinPolicy::kFollow);
+  EXPECT_TRUE(driver_->pgBusy());
+  EXPECT_TRUE(coordinator_.writes.empty()) << "left deposed before postgres follows";
+  pg_.rejoins.front().done(RejoinFinished{true, false, "", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 1u);
+  EXPECT_TRUE(coordinator_.writes[0].deposed.empty());
+  EXPECT_EQ(coordinator_.writes[0].primary.id, "node2");
+  EXPECT_EQ(coordinator_.writes[0].generation, 3) << "leaving deposed is no new generation";
+  EXPECT_EQ(coordinator_.writeVersions[0], 4) << "not a test-and-set of the state read";
+  EXPECT_NE(coordinator_.reasons[0].find("nothing discarded"), std::string::npos) << coordinator_.reasons[0];
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 5});
+  coordinator_.deliver(ClusterStateChanged{stateNode(coordinator_.writes[0], 5)});
+  EXPECT_EQ(driver_->counters().rejoins, 1u);
+  EXPECT_EQ(driver_->counters().freshStateMachines, 1u);
+  EXPECT_NE(driver_->peer().role(), Role::kDeposed);
+}
+
+TEST_F(DriverTest, ARewoundPeerReportsTheDiscardedWalInTheHistory) {
+  makeDriver(RejoinPolicy::kRewind);
+  pg_.modelRejoin = true;
+  startDeposed();
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  EXPECT_EQ(pg_.rejoins.front().policy, RejoinPolicy::kRewind);
+  pg_.rejoins.front().done(RejoinFinished{true, true, "the WAL from 0/3000060 up to 0/3000100", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.reasons.size(), 1u);
+  EXPECT_NE(coordinator_.reasons[0].find("0/3000060 up to 0/3000100"), std::string::npos) << coordinator_.reasons[0];
+  EXPECT_TRUE(logged("pg_rewind discarded the WAL from 0/3000060"));
+}
+
+TEST_F(DriverTest, ADeposedPeerThatCannotFollowStaysDeposedAndIsNotRetriedInTheSameGeneration) {
+  pg_.modelRejoin = true;
+  startDeposed();
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  pg_.rejoins.front().done(RejoinFinished{false, false, "", "it cannot follow without discarding WAL"});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  EXPECT_TRUE(coordinator_.writes.empty());
+  EXPECT_FALSE(driver_->pgBusy());
+  EXPECT_TRUE(logged("stays deposed: it cannot follow without discarding WAL"));
+  EXPECT_EQ(driver_->counters().rejoinFailures, 1u);
+  ClusterState same = state_;
+  same.async = {peerId("node4")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(same, 5)});
+  clock_.advance(5000);
+  EXPECT_TRUE(pg_.rejoins.empty()) << "retried although nothing changed";
+  // A new generation (another primary) is tried again.
+  ClusterState next = same;
+  next.generation = 4;
+  next.primary = peerId("node3");
+  next.sync = peerId("node4");
+  next.async.clear();
+  next.deposed = {peerId("node1"), peerId("node2")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 6)});
+  coordinator_.deliver(ActivePeersChanged{active({"node3", "node4", "node1"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  EXPECT_EQ(pg_.rejoins.front().primary, "node3");
+}
+
+TEST_F(DriverTest, ManualNeverRejoins) {
+  makeDriver(RejoinPolicy::kManual);
+  pg_.modelRejoin = true;
+  startDeposed();
+  clock_.advance(10000);
+  EXPECT_TRUE(pg_.rejoins.empty());
+  EXPECT_EQ(driver_->peer().role(), Role::kDeposed);
+}
+
+TEST_F(DriverTest, RejoinWaitsForThePrimaryToBePresent) {
+  pg_.modelRejoin = true;
+  startDeposed({"node3", "node1"});
+  EXPECT_TRUE(pg_.rejoins.empty()) << "rejoining a primary that is not in ZooKeeper";
+  coordinator_.deliver(ActivePeersChanged{active({"node3", "node1", "node2"})});
+  clock_.advance(0);
+  EXPECT_EQ(pg_.rejoins.size(), 1u);
+}
+
+// The primary changed while postgres was being rejoined: it follows a deposed peer now,
+// so it is stopped, and the new primary is rejoined instead.
+TEST_F(DriverTest, APrimaryChangedDuringTheRejoinStopsPostgresAndRejoinsTheNewOne) {
+  pg_.modelRejoin = true;
+  startDeposed();
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  ClusterState next = state_;
+  next.generation = 4;
+  next.primary = peerId("node3");
+  next.sync = peerId("node4");
+  next.deposed = {peerId("node1"), peerId("node2")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 5)});
+  coordinator_.deliver(ActivePeersChanged{active({"node3", "node4", "node1"})});
+  pg_.rejoins.front().done(RejoinFinished{true, false, "", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  EXPECT_TRUE(coordinator_.writes.empty()) << "left deposed under another primary";
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  clock_.advance(0);
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  EXPECT_EQ(pg_.rejoins.front().primary, "node3");
+}
+
+TEST_F(DriverTest, LeavingDeposedIsRetriedAfterALostRace) {
+  pg_.modelRejoin = true;
+  startDeposed();
+  pg_.rejoins.front().done(RejoinFinished{true, false, "", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 1u);
+  (*coordinator_.pendingWrite)(StateWriteFinished{false, "version conflict", true, -1});
+  ClusterState changed = state_;
+  changed.async = {peerId("node4")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(changed, 5)});
+  clock_.advance(1000);
+  ASSERT_EQ(coordinator_.writes.size(), 2u);
+  EXPECT_EQ(coordinator_.writeVersions[1], 5);
+  EXPECT_TRUE(coordinator_.writes[1].deposed.empty());
+  EXPECT_EQ(coordinator_.writes[1].async.size(), 1u) << "the state read since was not kept";
+  EXPECT_TRUE(pg_.rejoins.empty()) << "postgres rejoined twice";
 }
 
 }  // namespace
