@@ -40,6 +40,7 @@ Result<bool> Agent::start() {
   options.withdrawAfterMs = int64_t{config_.withdrawAfterSeconds} * 1000;
   options.stopPostgresOnExit = config_.stopPostgresOnExit;
   options.rejoin = config_.rejoin;
+  options.handoverWaitMs = config_.handoverWaitMs;
   if (!config_.onRoleChangeHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
     options.onRoleApplied = [this](Role previous, Role applied) { roleChanged(previous, applied); };

@@ -261,6 +261,9 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   }
 
   top.get("singleton", &c.singleton);
+  Section switchover = top.child("switchover");
+  switchover.getInt("handoverWaitMs", &c.handoverWaitMs, 0, 600000);
+  switchover.rejectUnknown();
   std::string rejoin = rejoinPolicyName(c.rejoin);
   top.get("rejoin", &rejoin);
   Section health = top.child("health");

@@ -37,6 +37,9 @@
 //   http:
 //     listen: 127.0.0.1:8008            # the status server; empty: none
 //   singleton: false                    # one-node-write mode
+//   switchover:
+//     handoverWaitMs: 5000              # promote of the sync: the primary stops first and
+//                                       # the sync waits this long for its last WAL; 0: off
 //   rejoin: follow                      # a deposed ex-primary: follow (rejoin when it can
 //                                       # follow the new primary as it is), rewind (also
 //                                       # pg_rewind a diverged one), manual (dugong-adm rebuild)
@@ -74,6 +77,7 @@ struct AgentConfig {
   int httpPort = 0;
   bool singleton = false;
   RejoinPolicy rejoin = RejoinPolicy::kFollow;
+  int handoverWaitMs = 5000;
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;
   std::string onRoleChangeHook;  // empty: none

@@ -48,13 +48,15 @@ TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
   EXPECT_EQ(c->hookTimeoutSeconds, 30);
   EXPECT_EQ(c->logFormat, "text");
   EXPECT_EQ(c->rejoin, RejoinPolicy::kFollow);
+  EXPECT_EQ(c->handoverWaitMs, 5000);
 }
 
 TEST_F(ConfigTest, EveryKeyIsRead) {
   auto c = parseConfig(valid() +
                            "singleton: true\nhealth:\n  withdrawAfterSeconds: 9\nshutdown:\n  stopPostgres: yes\n"
                            "hooks:\n  onRoleChange: /usr/local/bin/role-changed\n  timeoutSeconds: 5\n"
-                           "log:\n  level: debug\n  format: json\nrejoin: rewind\n",
+                           "log:\n  level: debug\n  format: json\nrejoin: rewind\n"
+                           "switchover:\n  handoverWaitMs: 0\n",
                        "d.yaml");
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_TRUE(c->singleton);
@@ -65,6 +67,7 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(c->logLevel, "debug");
   EXPECT_EQ(c->logFormat, "json");
   EXPECT_EQ(c->rejoin, RejoinPolicy::kRewind);
+  EXPECT_EQ(c->handoverWaitMs, 0);
 }
 
 TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {

@@ -4,8 +4,15 @@
 #include <utility>
 
 #include "statemachine/overloaded.h"
+#include "statemachine/promote_request.h"
 
 namespace dugong::agent {
+
+namespace {
+// How much longer than the sync's wait the primary keeps postgres stopped for a
+// switchover that does not happen.
+constexpr int64_t kHandoverSlackMs = 500;
+}  // namespace
 
 Driver::Driver(Env env, DriverOptions options)
     : env_(env),
@@ -14,7 +21,8 @@ Driver::Driver(Env env, DriverOptions options)
       healthTimer_(env_.clock.newTimer()),
       writesTimer_(env_.clock.newTimer()),
       peerGraceTimer_(env_.clock.newTimer()),
-      rejoinTimer_(env_.clock.newTimer()) {}
+      rejoinTimer_(env_.clock.newTimer()),
+      handoverTimer_(env_.clock.newTimer()) {}
 
 Driver::~Driver() = default;
 
@@ -58,6 +66,7 @@ void Driver::stop(std::function<void()> done) {
   writesTimer_->cancel();
   peerGraceTimer_->cancel();
   rejoinTimer_->cancel();
+  handoverTimer_->cancel();
   env_.coordinator.leave();
   env_.postgres.stopHealthCheck();
   if (!opts_.stopPostgresOnExit) return env_.clock.post(std::move(done));
@@ -105,6 +114,7 @@ void Driver::step(const Event& delivered) {
   }
   for (const Action& a : peer_->step(env_.clock.wallMs(), event)) carryOut(a);
   if (newSessionAfterLoss) afterNewSession();
+  maybeHandOver();
   maybeRejoin();
 }
 
@@ -149,10 +159,21 @@ void Driver::carryOut(const Action& action) {
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy_) return later(PgFenced{false, "postgres is being restarted", 0});
             pgBusy_ = true;
-            env_.postgres.fence(f.newSync, guarded<PgFenced>([this](PgFenced r) {
-                                  pgBusy_ = false;
-                                  step(r);
-                                }));
+            const auto gen = generation();
+            if (!switchoverRequested(true) || handoverWaitedIn_ == gen) return fencePg(f.newSync);
+            handoverWaitedIn_ = gen;
+            log(LogLevel::kInfo, "switchover: waiting up to " + std::to_string(opts_.handoverWaitMs) + " ms for " +
+                                     peer_->clusterState()->primary.id +
+                                     " to stop postgres, so that this peer has all of its WAL before taking over");
+            auto inCall = std::make_shared<bool>(true);
+            env_.postgres.awaitUpstreamStop(
+                opts_.handoverWaitMs, [this, alive = std::weak_ptr<int>(alive_), inCall, newSync = f.newSync](bool ended) {
+                  if (!*inCall && (alive.expired() || stopping_)) return;
+                  log(LogLevel::kInfo, ended ? "switchover: the old primary's WAL stream ended: taking over"
+                                             : "switchover: the old primary's WAL stream did not end: taking over anyway");
+                  fencePg(newSync);
+                });
+            *inCall = false;
           },
           [&](const ReadWal&) {
             env_.postgres.readWal(guarded<WalPositionRead>([this](WalPositionRead r) { step(r); }));
@@ -178,6 +199,14 @@ void Driver::carryOut(const Action& action) {
 }
 
 // ---- postgres ------------------------------------------------------------------------
+
+// REQUIRES: pgBusy_ set by the caller.
+void Driver::fencePg(const std::optional<PeerIdentity>& newSync) {
+  env_.postgres.fence(newSync, guarded<PgFenced>([this](PgFenced r) {
+                        pgBusy_ = false;
+                        step(r);
+                      }));
+}
 
 void Driver::applyPg(const PgConfig& config, bool fromPeer) {
   if (pgBusy_) {
@@ -226,7 +255,60 @@ void Driver::afterPgTransition() {
     queuedPeerApply_.reset();
     applyPg(next, true);
   }
+  maybeHandOver();
   maybeRejoin();
+}
+
+// ---- the clean handover of a planned switchover --------------------------------------------
+
+bool Driver::switchoverRequested(bool forSelf) const {
+  const auto& s = peer_->clusterState();
+  if (opts_.handoverWaitMs <= 0) return false;
+  if (!s || !s->sync || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) return false;
+  auto req = validatePromote(s->promote, *s, env_.clock.wallMs());
+  if (!req || req->role != "sync" || req->id != s->sync->id) return false;
+  if (forSelf) return peer_->role() == Role::kSync && req->id == opts_.identity.id && containsPeer(lastActive_, s->primary.id);
+  return containsPeer(lastActive_, s->sync->id);
+}
+
+// On the primary: a switchover to its sync is requested: stop postgres now, while the
+// sync still streams, so that it receives everything this primary wrote. Once per
+// request, and for a bounded time: the sync waits at most handoverWaitMs for this
+// stop, so a primary still not deposed a little after that starts postgres again.
+void Driver::maybeHandOver() {
+  if (peer_->role() != Role::kPrimary) {
+    handoverFrom_.reset();
+    handoverTimer_->cancel();
+    return;
+  }
+  if (pgBusy_ || stopping_) return;
+  const auto& s = peer_->clusterState();
+  const bool requested = switchoverRequested(false);
+  const std::string request = requested ? s->promote.dump() : "";
+  if (requested && !handoverFrom_ && request != handedOverFor_ && lastApplied_ &&
+      lastApplied_->role == PgRole::kPrimary) {
+    handoverFrom_ = *lastApplied_;
+    handedOverFor_ = request;
+    ++counters_.handovers;
+    log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
+                             " streams, so that it receives all of this primary's WAL before it takes over");
+    applyPg(PgConfig::none(), false);
+    handoverTimer_->start(opts_.handoverWaitMs + kHandoverSlackMs, [this, alive = std::weak_ptr<int>(alive_)] {
+      if (alive.expired() || stopping_ || !handoverFrom_ || peer_->role() != Role::kPrimary) return;
+      log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
+                               " ms: this peer is still the primary; starting postgres again as primary");
+      PgConfig again = *handoverFrom_;
+      handoverFrom_.reset();
+      applyPg(again, false);
+    });
+  } else if (!requested && handoverFrom_) {
+    log(LogLevel::kWarn, "switchover abandoned: the promote request is gone or expired and this peer is still the "
+                         "primary: starting postgres again as primary");
+    PgConfig again = *handoverFrom_;
+    handoverFrom_.reset();
+    handoverTimer_->cancel();
+    applyPg(again, false);
+  }
 }
 
 // ---- the automatic rejoin of a deposed peer ---------------------------------------------

@@ -154,6 +154,10 @@ class FakePostgres : public Postgres {
     if (!modelRejoin) return Postgres::rejoin(primary, policy, std::move(done));
     rejoins.push_back({primary.id, policy, std::move(done)});
   }
+  void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) override {
+    if (!modelHandover) return Postgres::awaitUpstreamStop(timeoutMs, std::move(done));
+    upstreamWaits.push_back(std::move(done));
+  }
   struct RejoinCall {
     std::string primary;
     RejoinPolicy policy;
@@ -176,6 +180,8 @@ class FakePostgres : public Postgres {
   std::deque<std::function<void(Result<int>)>> stops;
   std::deque<std::function<void(Result<bool>)>> resumes;
   bool modelRejoin = false;  // false: the default implementation (not modelled)
+  bool modelHandover = false;
+  std::deque<std::function<void(bool)>> upstreamWaits;
   std::deque<RejoinCall> rejoins;
 };
 
@@ -198,6 +204,7 @@ class DriverTest : public ::testing::Test {
     o.identity = peerId("node1");
     o.withdrawAfterMs = 10000;
     o.rejoin = rejoin;
+    o.handoverWaitMs = 5000;
     driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
   }
@@ -756,6 +763,92 @@ TEST_F(DriverTest, LeavingDeposedIsRetriedAfterALostRace) {
   EXPECT_TRUE(coordinator_.writes[1].deposed.empty());
   EXPECT_EQ(coordinator_.writes[1].async.size(), 1u) << "the state read since was not kept";
   EXPECT_TRUE(pg_.rejoins.empty()) << "postgres rejoined twice";
+}
+
+}  // namespace
+}  // namespace dugong::agent
+
+namespace dugong::agent {
+namespace {
+
+// ---- the clean handover of a planned switchover (issue 11) ----------------------------------
+
+nlohmann::json promoteOfSync(const std::string& id, int64_t generation, EpochMs expire) {
+  return {{"id", id}, {"role", "sync"}, {"generation", generation}, {"expireTime", std::to_string(expire)}};
+}
+
+TEST_F(DriverTest, APrimaryStopsPostgresForASwitchoverAndStartsItAgainWhenTheRequestIsGone) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not stopped for the switchover";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  EXPECT_EQ(driver_->counters().handovers, 1u);
+  pg_.health(false, "connection refused");
+  clock_.advance(5000);
+  EXPECT_TRUE(pg_.applies.empty()) << "a postgres stopped for a switchover was restarted";
+  // The request is withdrawn and this peer is still the primary: postgres runs again.
+  coordinator_.deliver(ClusterStateChanged{stateNode(state_, 2)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  EXPECT_TRUE(logged("switchover abandoned"));
+}
+
+// The sync never takes over: the primary starts postgres again a little after the
+// sync's wait would have ended, and does not stop it again for the same request.
+TEST_F(DriverTest, ASwitchoverThatDoesNotHappenStartsPostgresAgainOnce) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  clock_.advance(4000);
+  EXPECT_TRUE(pg_.applies.empty()) << "started again while the sync may still take over";
+  clock_.advance(2000);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres stays stopped although the switchover did not happen";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 2)});
+  clock_.advance(10000);
+  EXPECT_TRUE(pg_.applies.empty()) << "stopped again for the same request";
+}
+
+TEST_F(DriverTest, TheSyncWaitsForTheOldPrimaryToStopBeforeItsFence) {
+  pg_.modelHandover = true;
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  state_.generation = 1;
+  state_.primary = peerId("node2");
+  state_.sync = peerId("node1");
+  state_.async = {peerId("node3")};
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
+  pg_.health(true, "");
+  clock_.advance(0);
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node1", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  for (int i = 0; i < 3 && pg_.fences.empty() && pg_.upstreamWaits.empty(); ++i) {
+    ASSERT_FALSE(pg_.walReads.empty()) << "the takeover did not read the WAL";
+    pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
+    pg_.walReads.pop_front();
+    clock_.advance(0);
+  }
+  ASSERT_EQ(pg_.upstreamWaits.size(), 1u) << "fenced without waiting for the old primary";
+  EXPECT_TRUE(pg_.fences.empty());
+  pg_.upstreamWaits.front()(true);
+  pg_.upstreamWaits.pop_front();
+  clock_.advance(0);
+  EXPECT_EQ(pg_.fences.size(), 1u);
+  EXPECT_TRUE(logged("the old primary's WAL stream ended"));
 }
 
 }  // namespace

@@ -146,6 +146,18 @@ class Postgres {
   virtual void resumeWrites(std::function<void(Result<bool>)> done) {
     done(Error{"resuming writes is not modelled by this environment"});
   }
+  // A planned switchover, on the sync about to take over by a promote request, before
+  // its fence: waits at most `timeoutMs` until its WAL stream from the old primary has
+  // ended because that primary stopped (it stops its postgres when it sees the request,
+  // and a stopping primary first sends all of its WAL, its shutdown checkpoint
+  // included); `done(true)` then. false: still streaming at the deadline, no stream, or
+  // not a standby; the fence goes ahead either way.
+  // The default implementation answers AT ONCE (inside the call) with false: nothing
+  // is waited for, as before this existed.
+  virtual void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) {
+    (void)timeoutMs;
+    done(false);
+  }
   // A deposed peer's automatic rejoin. REQUIRES: postgres was stopped by an apply of
   // PgConfig::none() (the deposed state machine's) and nothing else runs on it. Makes
   // the stopped ex-primary an async standby of `primary` WITHOUT copying its data

@@ -1069,6 +1069,38 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
   return succeeded(true);
 }
 
+bool PgController::awaitUpstreamStop(std::chrono::milliseconds timeout) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + timeout;
+  bool sawStream = false;
+  for (;;) {
+    auto q = localQuery("SELECT pg_is_in_recovery(), (SELECT status FROM pg_stat_wal_receiver), "
+                        "pg_last_wal_receive_lsn()::text");
+    if (!q || q->rows.empty() || q->rows[0][0] != "t") {
+      spdlog::info("pg: not waiting for the upstream to stop: {}", q ? "not a standby" : q.error());
+      return false;
+    }
+    const bool streaming = q->rows[0][1] == "streaming";
+    if (streaming) sawStream = true;
+    if (!streaming && sawStream) {
+      spdlog::info("pg: the upstream's WAL stream ended after {} ms (received up to {}): it stopped",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+                       .count(),
+                   q->rows[0][2].value_or("?"));
+      return true;
+    }
+    if (!streaming && !sawStream) {
+      spdlog::info("pg: not waiting for the upstream to stop: no WAL stream ({})", q->rows[0][1].value_or("none"));
+      return false;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      spdlog::warn("pg: the upstream still streams after {} ms: taking over without waiting longer", timeout.count());
+      return false;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
 PgRejoined PgController::rejoin(const PeerIdentity& primary, RejoinLimit limit) {
   std::lock_guard lock(applyMu_);
   spdlog::info("pg: rejoining {} as an async standby of {} ({})", options_.dataDir, primary.id,

@@ -81,6 +81,13 @@ class PgController {
   // rejoin; `dugong-adm rebuild` uses apply(), which may also pg_basebackup.
   PgRejoined rejoin(const PeerIdentity& primary, RejoinLimit limit);
 
+  // A planned switchover, on the standby about to take over: waits (at most
+  // `timeout`) until its WAL stream from the upstream has ended because the upstream
+  // stopped (a primary's walsenders send all of its WAL, the shutdown checkpoint
+  // included, before it stops), so that the old primary can follow it afterwards.
+  // True: the stream ended; false: still streaming at the deadline, or no stream.
+  bool awaitUpstreamStop(std::chrono::milliseconds timeout);
+
   PgStatus status();
 
   // SELECT 1 within the query timeout. An error message when unhealthy.
