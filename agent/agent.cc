@@ -56,6 +56,8 @@ Result<bool> Agent::start() {
   options.withdrawAfterMs = int64_t{config_.withdrawAfterSeconds} * 1000;
   options.stopPostgresOnExit = config_.stopPostgresOnExit;
   options.keepMembershipOnStop = true;
+  options.rejoin = config_.rejoin;
+  options.handoverWaitMs = config_.handoverWaitMs;
   if (!config_.onRoleChangeHook.empty() || !config_.onStartHook.empty() || !config_.onStopHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }

@@ -264,6 +264,11 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   }
 
   top.get("singleton", &c.singleton);
+  Section switchover = top.child("switchover");
+  switchover.getInt("handoverWaitMs", &c.handoverWaitMs, 0, 600000);
+  switchover.rejectUnknown();
+  std::string rejoin = rejoinPolicyName(c.rejoin);
+  top.get("rejoin", &rejoin);
   Section health = top.child("health");
   health.getInt("withdrawAfterSeconds", &c.withdrawAfterSeconds, 1, 86400);
   health.rejectUnknown();
@@ -296,6 +301,11 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   }
   if (c.logFormat != "text" && c.logFormat != "json") {
     return Error{path + ": log.format: expected text or json, found \"" + c.logFormat + "\""};
+  }
+  if (auto policy = parseRejoinPolicy(rejoin)) {
+    c.rejoin = *policy;
+  } else {
+    return Error{path + ": rejoin: expected follow, rewind or manual, found \"" + rejoin + "\""};
   }
   if (cluster.empty() || cluster.find('/') != std::string::npos) {
     return Error{path + ": cluster: must be a non-empty name without '/'"};

@@ -39,6 +39,12 @@
 //   http:
 //     listen: 127.0.0.1:8008            # the status server (the default); "": none
 //   singleton: false                    # one-node-write mode
+//   switchover:
+//     handoverWaitMs: 5000              # promote of the sync: the primary stops first and
+//                                       # the sync waits this long for its last WAL; 0: off
+//   rejoin: follow                      # a deposed ex-primary: follow (rejoin when it can
+//                                       # follow the new primary as it is), rewind (also
+//                                       # pg_rewind a diverged one), manual (dugong-adm rebuild)
 //   health:
 //     withdrawAfterSeconds: 30          # postgres unhealthy this long: leave ZooKeeper
 //   shutdown:
@@ -58,6 +64,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/rejoin.h"
 #include "pg/options.h"
 #include "statemachine/identity.h"
 #include "statemachine/result.h"
@@ -77,6 +84,8 @@ struct AgentConfig {
   std::string httpHost;  // empty: no HTTP server (http.listen: "")
   int httpPort = 0;
   bool singleton = false;
+  RejoinPolicy rejoin = RejoinPolicy::kFollow;
+  int handoverWaitMs = 5000;
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;
   std::string onRoleChangeHook;  // empty: none

@@ -47,6 +47,8 @@ TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
   EXPECT_EQ(c->onRoleChangeHook, "");
   EXPECT_EQ(c->hookTimeoutSeconds, 30);
   EXPECT_EQ(c->logFormat, "text");
+  EXPECT_EQ(c->rejoin, RejoinPolicy::kFollow);
+  EXPECT_EQ(c->handoverWaitMs, 5000);
 }
 
 TEST_F(ConfigTest, StatusServerListensOnLoopbackUnlessTurnedOff) {
@@ -66,7 +68,8 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
                            "singleton: true\nhealth:\n  withdrawAfterSeconds: 9\nshutdown:\n  stopPostgres: yes\n"
                            "hooks:\n  onRoleChange: /usr/local/bin/role-changed\n  onStart: /usr/local/bin/started\n"
                            "  onStop: /usr/local/bin/stopped\n  timeoutSeconds: 5\n"
-                           "log:\n  level: debug\n  format: json\n",
+                           "log:\n  level: debug\n  format: json\nrejoin: rewind\n"
+                           "switchover:\n  handoverWaitMs: 0\n",
                        "d.yaml");
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_TRUE(c->singleton);
@@ -78,6 +81,8 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(c->hookTimeoutSeconds, 5);
   EXPECT_EQ(c->logLevel, "debug");
   EXPECT_EQ(c->logFormat, "json");
+  EXPECT_EQ(c->rejoin, RejoinPolicy::kRewind);
+  EXPECT_EQ(c->handoverWaitMs, 0);
 }
 
 TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {
@@ -107,6 +112,7 @@ TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {v + "hooks:\n  onStart: started.sh\n", "hooks.onStart: expected an absolute path"},
       {v + "hooks:\n  onStop: ./stopped\n", "hooks.onStop: expected an absolute path"},
       {v + "hooks:\n  onStopped: /bin/true\n", "hooks.onStopped: unknown key"},
+      {v + "rejoin: always\n", "d.yaml: rejoin: expected follow, rewind or manual, found \"always\""},
   };
   for (const auto& c : cases) {
     std::string err = errorOf(c.yaml);

@@ -150,6 +150,16 @@ void PgPostgres::stopWrites(std::function<void(Result<int>)> done) {
   });
 }
 
+void PgPostgres::rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) {
+  if (policy == RejoinPolicy::kManual) {
+    return done(RejoinFinished{false, false, "", "rejoin is manual"});  // the driver never asks
+  }
+  pg_.rejoin(primary, policy == RejoinPolicy::kRewind ? pg::RejoinLimit::kRewind : pg::RejoinLimit::kFollowOnly,
+             [done = std::move(done)](pg::PgRejoined r) {
+               done(RejoinFinished{r.ok, r.rewound, std::move(r.discarded), std::move(r.error)});
+             });
+}
+
 void SpdlogSink::write(LogLevel level, const std::string& line) {
   switch (level) {
     case LogLevel::kDebug:

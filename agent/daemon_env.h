@@ -83,6 +83,10 @@ class PgPostgres : public Postgres {
   void stopWrites(std::function<void(Result<int>)> done) override;
   void resumeWrites(std::function<void(Result<bool>)> done) override { pg_.resumeWrites(std::move(done)); }
   void shutDownWrites(std::function<void(Result<bool>)> done) override { pg_.shutDownWrites(std::move(done)); }
+  void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) override;
+  void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) override {
+    pg_.awaitUpstreamStop(std::chrono::milliseconds(timeoutMs), std::move(done));
+  }
 
  private:
   pg::PgAdapter& pg_;

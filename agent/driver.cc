@@ -4,8 +4,15 @@
 #include <utility>
 
 #include "statemachine/overloaded.h"
+#include "statemachine/promote_request.h"
 
 namespace dugong::agent {
+
+namespace {
+// How much longer than the sync's wait the primary keeps postgres stopped for a
+// switchover that does not happen.
+constexpr int64_t kHandoverSlackMs = 500;
+}  // namespace
 
 Driver::Driver(Env env, DriverOptions options)
     : env_(env),
@@ -14,7 +21,9 @@ Driver::Driver(Env env, DriverOptions options)
       healthTimer_(env_.clock.newTimer()),
       writesTimer_(env_.clock.newTimer()),
       shutDownTimer_(env_.clock.newTimer()),
-      peerGraceTimer_(env_.clock.newTimer()) {}
+      peerGraceTimer_(env_.clock.newTimer()),
+      rejoinTimer_(env_.clock.newTimer()),
+      handoverTimer_(env_.clock.newTimer()) {}
 
 Driver::~Driver() = default;
 
@@ -62,6 +71,8 @@ void Driver::stop(std::function<void()> done) {
   writesTimer_->cancel();
   shutDownTimer_->cancel();
   peerGraceTimer_->cancel();
+  rejoinTimer_->cancel();
+  handoverTimer_->cancel();
   if (opts_.keepMembershipOnStop) {
     env_.coordinator.leaveKeepingMembership();
   } else {
@@ -117,6 +128,8 @@ void Driver::step(const Event& delivered) {
   }
   for (const Action& a : peer_->step(env_.clock.wallMs(), event)) carryOut(a);
   if (newSessionAfterLoss) afterNewSession();
+  maybeHandOver();
+  maybeRejoin();
 }
 
 // A deposed peer's state machine ignores everything. Once an operator has rebuilt this
@@ -160,10 +173,21 @@ void Driver::carryOut(const Action& action) {
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy_) return later(PgFenced{false, "postgres is being restarted", 0});
             pgBusy_ = true;
-            env_.postgres.fence(f.newSync, guarded<PgFenced>([this](PgFenced r) {
-                                  pgBusy_ = false;
-                                  step(r);
-                                }));
+            const auto gen = generation();
+            if (!switchoverRequested(true) || handoverWaitedIn_ == gen) return fencePg(f.newSync);
+            handoverWaitedIn_ = gen;
+            log(LogLevel::kInfo, "switchover: waiting up to " + std::to_string(opts_.handoverWaitMs) + " ms for " +
+                                     peer_->clusterState()->primary.id +
+                                     " to stop postgres, so that this peer has all of its WAL before taking over");
+            auto inCall = std::make_shared<bool>(true);
+            env_.postgres.awaitUpstreamStop(
+                opts_.handoverWaitMs, [this, alive = std::weak_ptr<int>(alive_), inCall, newSync = f.newSync](bool ended) {
+                  if (!*inCall && (alive.expired() || stopping_)) return;
+                  log(LogLevel::kInfo, ended ? "switchover: the old primary's WAL stream ended: taking over"
+                                             : "switchover: the old primary's WAL stream did not end: taking over anyway");
+                  fencePg(newSync);
+                });
+            *inCall = false;
           },
           [&](const ReadWal&) {
             env_.postgres.readWal(guarded<WalPositionRead>([this](WalPositionRead r) { step(r); }));
@@ -189,6 +213,14 @@ void Driver::carryOut(const Action& action) {
 }
 
 // ---- postgres ------------------------------------------------------------------------
+
+// REQUIRES: pgBusy_ set by the caller.
+void Driver::fencePg(const std::optional<PeerIdentity>& newSync) {
+  env_.postgres.fence(newSync, guarded<PgFenced>([this](PgFenced r) {
+                        pgBusy_ = false;
+                        step(r);
+                      }));
+}
 
 void Driver::applyPg(const PgConfig& config, bool fromPeer) {
   if (pgBusy_) {
@@ -232,17 +264,172 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                           if (opts_.onRoleApplied) opts_.onRoleApplied(previous, roleApplied_);
                         }
                         if (fromPeer) step(r);
-                        if (rebuiltWhileDeposed()) startFreshStateMachine(true);
-                        if (queuedPeerApply_ && !pgBusy_ && !stopping_) {
-                          PgConfig next = *queuedPeerApply_;
-                          queuedPeerApply_.reset();
-                          applyPg(next, true);
-                        }
+                        afterPgTransition();
                       }));
 }
 
 bool Driver::expectPostgresOnline() const {
   return lastApplied_ && lastApplied_->role != PgRole::kNone && !postgresShutDown_;
+}
+
+// A postgres transition ended: what waited for it.
+void Driver::afterPgTransition() {
+  if (rebuiltWhileDeposed()) startFreshStateMachine(true);
+  if (queuedPeerApply_ && !pgBusy_ && !stopping_) {
+    PgConfig next = *queuedPeerApply_;
+    queuedPeerApply_.reset();
+    applyPg(next, true);
+  }
+  maybeHandOver();
+  maybeRejoin();
+}
+
+// ---- the clean handover of a planned switchover --------------------------------------------
+
+bool Driver::switchoverRequested(bool forSelf) const {
+  const auto& s = peer_->clusterState();
+  if (opts_.handoverWaitMs <= 0) return false;
+  if (!s || !s->sync || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) return false;
+  auto req = validatePromote(s->promote, *s, env_.clock.wallMs());
+  if (!req || req->role != "sync" || req->id != s->sync->id) return false;
+  if (forSelf) return peer_->role() == Role::kSync && req->id == opts_.identity.id && containsPeer(lastActive_, s->primary.id);
+  return containsPeer(lastActive_, s->sync->id);
+}
+
+// On the primary: a switchover to its sync is requested: stop postgres now, while the
+// sync still streams, so that it receives everything this primary wrote. Once per
+// request, and for a bounded time: the sync waits at most handoverWaitMs for this
+// stop, so a primary still not deposed a little after that starts postgres again.
+void Driver::maybeHandOver() {
+  if (peer_->role() != Role::kPrimary) {
+    handoverFrom_.reset();
+    handoverTimer_->cancel();
+    return;
+  }
+  if (pgBusy_ || stopping_) return;
+  const auto& s = peer_->clusterState();
+  const bool requested = switchoverRequested(false);
+  const std::string request = requested ? s->promote.dump() : "";
+  if (requested && !handoverFrom_ && request != handedOverFor_ && lastApplied_ &&
+      lastApplied_->role == PgRole::kPrimary) {
+    handoverFrom_ = *lastApplied_;
+    handedOverFor_ = request;
+    ++counters_.handovers;
+    log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
+                             " streams, so that it receives all of this primary's WAL before it takes over");
+    applyPg(PgConfig::none(), false);
+    handoverTimer_->start(opts_.handoverWaitMs + kHandoverSlackMs, [this, alive = std::weak_ptr<int>(alive_)] {
+      if (alive.expired() || stopping_ || !handoverFrom_ || peer_->role() != Role::kPrimary) return;
+      log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
+                               " ms: this peer is still the primary; starting postgres again as primary");
+      PgConfig again = *handoverFrom_;
+      handoverFrom_.reset();
+      applyPg(again, false);
+    });
+  } else if (!requested && handoverFrom_) {
+    log(LogLevel::kWarn, "switchover abandoned: the promote request is gone or expired and this peer is still the "
+                         "primary: starting postgres again as primary");
+    PgConfig again = *handoverFrom_;
+    handoverFrom_.reset();
+    handoverTimer_->cancel();
+    applyPg(again, false);
+  }
+}
+
+// ---- the automatic rejoin of a deposed peer ---------------------------------------------
+
+void Driver::maybeRejoin() {
+  if (opts_.rejoin == RejoinPolicy::kManual || stopping_ || withdrawn_ || failed_) return;
+  if (peer_->role() != Role::kDeposed || pgBusy_ || queuedPeerApply_) return;
+  if (rejoinedTo_) return releaseAfterRejoin();
+  // Only once the deposed state machine has stopped postgres.
+  if (!lastApplied_ || lastApplied_->role != PgRole::kNone || !lastStateNode_.exists) return;
+  auto state = ClusterState::parse(lastStateNode_.data);
+  if (!state || !containsPeer(state->deposed, opts_.identity.id) || state->primary.id == opts_.identity.id) return;
+  if (state->oneNodeWriteMode || rejoinTriedGeneration_ == state->generation) return;
+  if (!containsPeer(lastActive_, state->primary.id)) return;  // tried when the primary is present
+  rejoinTriedGeneration_ = state->generation;
+  const PeerIdentity primary = state->primary;
+  log(LogLevel::kInfo, std::string("rejoining automatically (rejoin: ") + rejoinPolicyName(opts_.rejoin) +
+                           "): making postgres a standby of " + primary.id + ", the primary of generation " +
+                           std::to_string(state->generation) + ", " +
+                           (opts_.rejoin == RejoinPolicy::kFollow
+                                ? "only if its data directory can follow as it is (nothing discarded)"
+                                : "rewinding its data directory if it diverged") +
+                           ", never copying it");
+  pgBusy_ = true;
+  // The default implementation answers inside the call (not modelled): handled at once,
+  // so that the peer is not busy for a loop turn; a real answer comes later.
+  auto inCall = std::make_shared<bool>(true);
+  env_.postgres.rejoin(primary, opts_.rejoin,
+                       [this, alive = std::weak_ptr<int>(alive_), primary, inCall](RejoinFinished r) {
+                         if (*inCall) return onRejoined(primary, r);
+                         if (!alive.expired() && !stopping_) onRejoined(primary, r);
+                       });
+  *inCall = false;
+}
+
+void Driver::onRejoined(const PeerIdentity& primary, const RejoinFinished& r) {
+  pgBusy_ = false;
+  lastTransitionDone_ = env_.clock.monotonicMs();
+  if (r.rewound) {
+    log(LogLevel::kWarn, "rejoin: pg_rewind discarded " + r.discarded + ", which " + primary.id +
+                             "'s timeline does not have (rejoin: rewind)");
+  }
+  if (!r.ok) {
+    ++counters_.rejoinFailures;
+    log(LogLevel::kWarn, "not rejoined automatically, this peer stays deposed: " + r.error +
+                             (opts_.rejoin == RejoinPolicy::kFollow
+                                  ? "; `dugong-adm rebuild` rebuilds it (or set rejoin: rewind)"
+                                  : "; `dugong-adm rebuild` rebuilds it"));
+    if (r.rewound) lastApplied_.reset();  // postgres may be in any state: the next apply says
+    return afterPgTransition();
+  }
+  rejoinedTo_ = primary.id;
+  rejoinReason_ = "rejoin " + opts_.identity.id + " (automatic, rejoin: " + rejoinPolicyName(opts_.rejoin) +
+                  "): streams from " + primary.id + " without a copy, " +
+                  (r.rewound ? "after pg_rewind discarded " + r.discarded : "nothing discarded");
+  lastApplied_.reset();  // postgres runs as a standby now, not as the state machine left it
+  afterPgTransition();
+}
+
+// Postgres follows the primary: the peer leaves `deposed` (a test-and-set of the state
+// last read, retried after a conflict), and the state change starts a fresh state machine.
+void Driver::releaseAfterRejoin() {
+  if (rejoinWriteInFlight_ || !rejoinedTo_ || !lastStateNode_.exists) return;
+  auto parsed = ClusterState::parse(lastStateNode_.data);
+  if (!parsed) return;
+  ClusterState state = parsed.value();
+  auto released = releaseFromDeposed(state, opts_.identity.id, *rejoinedTo_);
+  if (!released || !released.value()) {
+    if (!released) {
+      log(LogLevel::kWarn, "rejoined, but not leaving deposed: " + released.error() +
+                               "; stopping postgres, and rejoining the new primary instead");
+      rejoinedTo_.reset();
+      applyPg(PgConfig::none(), false);
+      return;
+    }
+    rejoinedTo_.reset();  // no longer deposed: someone else released it
+    return;
+  }
+  rejoinWriteInFlight_ = true;
+  ++counters_.stateWrites;
+  env_.coordinator.putClusterState(
+      state, lastStateNode_.version, rejoinReason_, guarded<StateWriteFinished>([this](StateWriteFinished w) {
+        rejoinWriteInFlight_ = false;
+        if (w.ok) {
+          ++counters_.rejoins;
+          log(LogLevel::kInfo, "left deposed: " + rejoinReason_);
+          rejoinedTo_.reset();
+          return;
+        }
+        ++counters_.stateWriteFailures;
+        log(LogLevel::kInfo, "leaving deposed failed (" + w.error + "); trying again in " +
+                                 std::to_string(opts_.retryDelayMs) + " ms with the state read since");
+        rejoinTimer_->start(opts_.retryDelayMs, [this, alive = std::weak_ptr<int>(alive_)] {
+          if (!alive.expired() && !stopping_) maybeRejoin();
+        });
+      }));
 }
 
 void Driver::onHealth(bool healthy, const std::string& detail) {

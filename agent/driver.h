@@ -11,6 +11,17 @@
 //   once it has been down for withdrawAfterMs, the driver leaves the coordinator
 //   (its peers see it gone) until postgres is healthy again, then joins again;
 // - a fresh state machine once an operator has rebuilt this deposed peer;
+// - a clean handover in a planned switchover (a valid promote request of the sync):
+//   the primary stops postgres at once (a stopping primary sends all of its WAL to its
+//   streaming sync, its shutdown checkpoint included), and the sync, before its fence,
+//   waits up to handoverWaitMs for that stream to end, so that the old primary's data
+//   directory can follow the new timeline as it is; abandoned (postgres started again
+//   as primary) when the request goes away while this peer is still the primary;
+// - the automatic rejoin of this deposed peer (options.rejoin; docs/design.md
+//   "Rejoining a deposed peer"): once its postgres is stopped and the primary is
+//   present, postgres is asked to follow the primary without a copy (Postgres::rejoin,
+//   once per generation), and on success the peer removes itself from `deposed` (a
+//   test-and-set, with the reason in the history), which starts a fresh state machine;
 // - the isolated primary (issue 10): when the coordinator's connection is lost, writes
 //   stop at once (before the session can expire and another peer take over), and
 //   resume only on reconnection with this peer's role and the cluster's generation
@@ -60,6 +71,12 @@ struct DriverOptions {
   // must stay unchanged before a primary whose writes were stopped resumes them (a
   // takeover decided while this peer's election node was gone lands within it).
   int64_t resumeSettleMs = 2000;
+  // What a deposed peer does on its own (agent/rejoin.h).
+  RejoinPolicy rejoin = RejoinPolicy::kFollow;
+  // A planned switchover: how long the sync waits for the old primary to stop (and its
+  // WAL stream to end) before it fences itself and takes over anyway. 0: no clean
+  // handover (Manatee's behaviour; the simulators, which model no WAL stream).
+  int64_t handoverWaitMs = 0;
   // Called on the loop once postgres has applied a configuration the state machine
   // asked for, when the peer's role differs from the one of the last such apply.
   std::function<void(Role previous, Role applied)> onRoleApplied;
@@ -70,6 +87,7 @@ struct DriverCounters {
   uint64_t stateWrites = 0, stateWriteFailures = 0;
   uint64_t joins = 0, withdrawals = 0, decisions = 0, freshStateMachines = 0;
   uint64_t connectionLosses = 0, writeStops = 0, writeResumes = 0, shutDowns = 0;
+  uint64_t rejoins = 0, rejoinFailures = 0, handovers = 0;
 };
 
 class Driver {
@@ -112,6 +130,14 @@ class Driver {
   void later(Event event);
   bool rebuiltWhileDeposed() const;
   void startFreshStateMachine(bool feedState);
+  void maybeRejoin();
+  void onRejoined(const PeerIdentity& primary, const RejoinFinished& r);
+  void releaseAfterRejoin();
+  void afterPgTransition();
+  // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync).
+  bool switchoverRequested(bool forSelf) const;
+  void maybeHandOver();
+  void fencePg(const std::optional<PeerIdentity>& newSync);
   void carryOut(const Action& action);
   void join();
   void withdraw(int64_t downMs);
@@ -153,6 +179,20 @@ class Driver {
   std::unique_ptr<Timer> writesTimer_;  // stop retry, or resume settle
   std::unique_ptr<Timer> shutDownTimer_;
   std::unique_ptr<Timer> peerGraceTimer_;
+  // The automatic rejoin: the generation last tried (once each), the primary postgres
+  // follows since a successful rejoin (until this peer is out of `deposed`), and
+  // whether that removal is being written.
+  std::optional<int64_t> rejoinTriedGeneration_;
+  std::optional<std::string> rejoinedTo_;
+  std::string rejoinReason_;
+  bool rejoinWriteInFlight_ = false;
+  std::unique_ptr<Timer> rejoinTimer_;
+  // The clean handover: the primary's configuration before it stopped postgres for a
+  // switchover; the generation whose takeover already waited for the old primary.
+  std::optional<PgConfig> handoverFrom_;
+  std::string handedOverFor_;  // the promote request (JSON) last handed over for
+  std::optional<int64_t> handoverWaitedIn_;
+  std::unique_ptr<Timer> handoverTimer_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 
   // Postgres: one transition at a time, whether the state machine or a restart after

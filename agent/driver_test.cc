@@ -103,9 +103,11 @@ class FakeCoordinator : public Coordinator {
       clock->post([done] { done(StateWriteFinished{false, "left", false, -1}); });
     }
   }
-  void putClusterState(const ClusterState& state, int32_t, const std::string&,
+  void putClusterState(const ClusterState& state, int32_t version, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override {
     writes.push_back(state);
+    writeVersions.push_back(version);
+    reasons.push_back(reason);
     pendingWrite = std::move(done);
   }
   CoordinatorStatus status() const override { return CoordinatorStatus{member, member, member, 1, "", ""}; }
@@ -124,6 +126,8 @@ class FakeCoordinator : public Coordinator {
   int joins = 0, leaves = 0;
   bool member = false;
   std::vector<ClusterState> writes;
+  std::vector<int32_t> writeVersions;
+  std::vector<std::string> reasons;
   std::optional<std::function<void(StateWriteFinished)>> pendingWrite;
 
  private:
@@ -148,6 +152,19 @@ class FakePostgres : public Postgres {
   void stopWrites(std::function<void(Result<int>)> done) override { stops.push_back(std::move(done)); }
   void resumeWrites(std::function<void(Result<bool>)> done) override { resumes.push_back(std::move(done)); }
   void shutDownWrites(std::function<void(Result<bool>)> done) override { shutdowns.push_back(std::move(done)); }
+  void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) override {
+    if (!modelRejoin) return Postgres::rejoin(primary, policy, std::move(done));
+    rejoins.push_back({primary.id, policy, std::move(done)});
+  }
+  void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) override {
+    if (!modelHandover) return Postgres::awaitUpstreamStop(timeoutMs, std::move(done));
+    upstreamWaits.push_back(std::move(done));
+  }
+  struct RejoinCall {
+    std::string primary;
+    RejoinPolicy policy;
+    std::function<void(RejoinFinished)> done;
+  };
 
   // Answers the oldest apply.
   PgConfig finishApply(bool ok) {
@@ -166,6 +183,10 @@ class FakePostgres : public Postgres {
   std::deque<std::function<void(Result<int>)>> stops;
   std::deque<std::function<void(Result<bool>)>> resumes;
   std::deque<std::function<void(Result<bool>)>> shutdowns;
+  bool modelRejoin = false;  // false: the default implementation (not modelled)
+  bool modelHandover = false;
+  std::deque<std::function<void(bool)>> upstreamWaits;
+  std::deque<RejoinCall> rejoins;
 };
 
 class NullLog : public LogSink {
@@ -180,10 +201,32 @@ class DriverTest : public ::testing::Test {
  protected:
   DriverTest() {
     coordinator_.clock = &clock_;
+    makeDriver(RejoinPolicy::kFollow);
+  }
+  void makeDriver(RejoinPolicy rejoin) {
     DriverOptions o;
     o.identity = peerId("node1");
     o.withdrawAfterMs = 10000;
+    o.rejoin = rejoin;
+    o.handoverWaitMs = 5000;
+    driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
+  }
+  // node1 is deposed in generation 3 (primary node2, sync node3) and has stopped postgres.
+  void startDeposed(const std::vector<std::string>& present = {"node2", "node3", "node1"}) {
+    ASSERT_TRUE(driver_->start());
+    pg_.inits.front()(PgInitialized{true, true});
+    pg_.inits.pop_front();
+    state_.generation = 3;
+    state_.primary = peerId("node2");
+    state_.sync = peerId("node3");
+    state_.deposed = {peerId("node1")};
+    coordinator_.deliver(ZkInitialized{stateNode(state_, 4), active(present)});
+    clock_.advance(0);
+    ASSERT_EQ(driver_->peer().role(), Role::kDeposed);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+    clock_.advance(0);
   }
 
   // node1 starts as the async of generation 1 and runs postgres as one.
@@ -670,6 +713,229 @@ TEST(DriverDefaultPostgres, TheDefaultStopWritesAnswersAnError) {
     EXPECT_FALSE(r);
   });
   EXPECT_TRUE(answered);
+}
+
+}  // namespace
+}  // namespace dugong::agent
+
+namespace dugong::agent {
+namespace {
+
+// ---- the automatic rejoin of a deposed peer (issue 11) -----------------------------------
+
+TEST_F(DriverTest, ADeposedPeerThatCanFollowRejoinsAndLeavesDeposed) {
+  pg_.modelRejoin = true;
+  startDeposed();
+  ASSERT_EQ(pg_.rejoins.size(), 1u) << "no automatic rejoin once postgres was stopped";
+  EXPECT_EQ(pg_.rejoins.front().primary, "node2");
+  EXPECT_EQ(pg_.rejoins.front().policy, RejoinPolicy::kFollow);
+  EXPECT_TRUE(driver_->pgBusy());
+  EXPECT_TRUE(coordinator_.writes.empty()) << "left deposed before postgres follows";
+  pg_.rejoins.front().done(RejoinFinished{true, false, "", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 1u);
+  EXPECT_TRUE(coordinator_.writes[0].deposed.empty());
+  EXPECT_EQ(coordinator_.writes[0].primary.id, "node2");
+  EXPECT_EQ(coordinator_.writes[0].generation, 3) << "leaving deposed is no new generation";
+  EXPECT_EQ(coordinator_.writeVersions[0], 4) << "not a test-and-set of the state read";
+  EXPECT_NE(coordinator_.reasons[0].find("nothing discarded"), std::string::npos) << coordinator_.reasons[0];
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 5});
+  coordinator_.deliver(ClusterStateChanged{stateNode(coordinator_.writes[0], 5)});
+  EXPECT_EQ(driver_->counters().rejoins, 1u);
+  EXPECT_EQ(driver_->counters().freshStateMachines, 1u);
+  EXPECT_NE(driver_->peer().role(), Role::kDeposed);
+}
+
+TEST_F(DriverTest, ARewoundPeerReportsTheDiscardedWalInTheHistory) {
+  makeDriver(RejoinPolicy::kRewind);
+  pg_.modelRejoin = true;
+  startDeposed();
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  EXPECT_EQ(pg_.rejoins.front().policy, RejoinPolicy::kRewind);
+  pg_.rejoins.front().done(RejoinFinished{true, true, "the WAL from 0/3000060 up to 0/3000100", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.reasons.size(), 1u);
+  EXPECT_NE(coordinator_.reasons[0].find("0/3000060 up to 0/3000100"), std::string::npos) << coordinator_.reasons[0];
+  EXPECT_TRUE(logged("pg_rewind discarded the WAL from 0/3000060"));
+}
+
+TEST_F(DriverTest, ADeposedPeerThatCannotFollowStaysDeposedAndIsNotRetriedInTheSameGeneration) {
+  pg_.modelRejoin = true;
+  startDeposed();
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  pg_.rejoins.front().done(RejoinFinished{false, false, "", "it cannot follow without discarding WAL"});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  EXPECT_TRUE(coordinator_.writes.empty());
+  EXPECT_FALSE(driver_->pgBusy());
+  EXPECT_TRUE(logged("stays deposed: it cannot follow without discarding WAL"));
+  EXPECT_EQ(driver_->counters().rejoinFailures, 1u);
+  ClusterState same = state_;
+  same.async = {peerId("node4")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(same, 5)});
+  clock_.advance(5000);
+  EXPECT_TRUE(pg_.rejoins.empty()) << "retried although nothing changed";
+  // A new generation (another primary) is tried again.
+  ClusterState next = same;
+  next.generation = 4;
+  next.primary = peerId("node3");
+  next.sync = peerId("node4");
+  next.async.clear();
+  next.deposed = {peerId("node1"), peerId("node2")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 6)});
+  coordinator_.deliver(ActivePeersChanged{active({"node3", "node4", "node1"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  EXPECT_EQ(pg_.rejoins.front().primary, "node3");
+}
+
+TEST_F(DriverTest, ManualNeverRejoins) {
+  makeDriver(RejoinPolicy::kManual);
+  pg_.modelRejoin = true;
+  startDeposed();
+  clock_.advance(10000);
+  EXPECT_TRUE(pg_.rejoins.empty());
+  EXPECT_EQ(driver_->peer().role(), Role::kDeposed);
+}
+
+TEST_F(DriverTest, RejoinWaitsForThePrimaryToBePresent) {
+  pg_.modelRejoin = true;
+  startDeposed({"node3", "node1"});
+  EXPECT_TRUE(pg_.rejoins.empty()) << "rejoining a primary that is not in ZooKeeper";
+  coordinator_.deliver(ActivePeersChanged{active({"node3", "node1", "node2"})});
+  clock_.advance(0);
+  EXPECT_EQ(pg_.rejoins.size(), 1u);
+}
+
+// The primary changed while postgres was being rejoined: it follows a deposed peer now,
+// so it is stopped, and the new primary is rejoined instead.
+TEST_F(DriverTest, APrimaryChangedDuringTheRejoinStopsPostgresAndRejoinsTheNewOne) {
+  pg_.modelRejoin = true;
+  startDeposed();
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  ClusterState next = state_;
+  next.generation = 4;
+  next.primary = peerId("node3");
+  next.sync = peerId("node4");
+  next.deposed = {peerId("node1"), peerId("node2")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 5)});
+  coordinator_.deliver(ActivePeersChanged{active({"node3", "node4", "node1"})});
+  pg_.rejoins.front().done(RejoinFinished{true, false, "", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  EXPECT_TRUE(coordinator_.writes.empty()) << "left deposed under another primary";
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  clock_.advance(0);
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  EXPECT_EQ(pg_.rejoins.front().primary, "node3");
+}
+
+TEST_F(DriverTest, LeavingDeposedIsRetriedAfterALostRace) {
+  pg_.modelRejoin = true;
+  startDeposed();
+  pg_.rejoins.front().done(RejoinFinished{true, false, "", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 1u);
+  (*coordinator_.pendingWrite)(StateWriteFinished{false, "version conflict", true, -1});
+  ClusterState changed = state_;
+  changed.async = {peerId("node4")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(changed, 5)});
+  clock_.advance(1000);
+  ASSERT_EQ(coordinator_.writes.size(), 2u);
+  EXPECT_EQ(coordinator_.writeVersions[1], 5);
+  EXPECT_TRUE(coordinator_.writes[1].deposed.empty());
+  EXPECT_EQ(coordinator_.writes[1].async.size(), 1u) << "the state read since was not kept";
+  EXPECT_TRUE(pg_.rejoins.empty()) << "postgres rejoined twice";
+}
+
+}  // namespace
+}  // namespace dugong::agent
+
+namespace dugong::agent {
+namespace {
+
+// ---- the clean handover of a planned switchover (issue 11) ----------------------------------
+
+nlohmann::json promoteOfSync(const std::string& id, int64_t generation, EpochMs expire) {
+  return {{"id", id}, {"role", "sync"}, {"generation", generation}, {"expireTime", std::to_string(expire)}};
+}
+
+TEST_F(DriverTest, APrimaryStopsPostgresForASwitchoverAndStartsItAgainWhenTheRequestIsGone) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not stopped for the switchover";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  EXPECT_EQ(driver_->counters().handovers, 1u);
+  pg_.health(false, "connection refused");
+  clock_.advance(5000);
+  EXPECT_TRUE(pg_.applies.empty()) << "a postgres stopped for a switchover was restarted";
+  // The request is withdrawn and this peer is still the primary: postgres runs again.
+  coordinator_.deliver(ClusterStateChanged{stateNode(state_, 2)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  EXPECT_TRUE(logged("switchover abandoned"));
+}
+
+// The sync never takes over: the primary starts postgres again a little after the
+// sync's wait would have ended, and does not stop it again for the same request.
+TEST_F(DriverTest, ASwitchoverThatDoesNotHappenStartsPostgresAgainOnce) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  clock_.advance(4000);
+  EXPECT_TRUE(pg_.applies.empty()) << "started again while the sync may still take over";
+  clock_.advance(2000);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres stays stopped although the switchover did not happen";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 2)});
+  clock_.advance(10000);
+  EXPECT_TRUE(pg_.applies.empty()) << "stopped again for the same request";
+}
+
+TEST_F(DriverTest, TheSyncWaitsForTheOldPrimaryToStopBeforeItsFence) {
+  pg_.modelHandover = true;
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  state_.generation = 1;
+  state_.primary = peerId("node2");
+  state_.sync = peerId("node1");
+  state_.async = {peerId("node3")};
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
+  pg_.health(true, "");
+  clock_.advance(0);
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node1", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  for (int i = 0; i < 3 && pg_.fences.empty() && pg_.upstreamWaits.empty(); ++i) {
+    ASSERT_FALSE(pg_.walReads.empty()) << "the takeover did not read the WAL";
+    pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
+    pg_.walReads.pop_front();
+    clock_.advance(0);
+  }
+  ASSERT_EQ(pg_.upstreamWaits.size(), 1u) << "fenced without waiting for the old primary";
+  EXPECT_TRUE(pg_.fences.empty());
+  pg_.upstreamWaits.front()(true);
+  pg_.upstreamWaits.pop_front();
+  clock_.advance(0);
+  EXPECT_EQ(pg_.fences.size(), 1u);
+  EXPECT_TRUE(logged("the old primary's WAL stream ended"));
 }
 
 }  // namespace

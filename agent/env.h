@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/rejoin.h"
 #include "statemachine/action.h"
 #include "statemachine/cluster_state.h"
 #include "statemachine/event.h"
@@ -111,6 +112,14 @@ class Coordinator {
 
 // ---- postgres -------------------------------------------------------------------------
 
+// The end of Postgres::rejoin.
+struct RejoinFinished {
+  bool ok = false;        // postgres runs as an async standby of the primary
+  bool rewound = false;   // local WAL after the fork was discarded (policy kRewind only)
+  std::string discarded;  // when rewound: the WAL range discarded, in plain words
+  std::string error;      // when !ok: why (nothing was changed unless `rewound`)
+};
+
 class Postgres {
  public:
   virtual ~Postgres() = default;
@@ -153,6 +162,37 @@ class Postgres {
   // apply() starts it again. Same default as stopWrites().
   virtual void shutDownWrites(std::function<void(Result<bool>)> done) {
     done(Error{"shutting postgres down is not modelled by this environment"});
+  }
+  // A planned switchover, on the sync about to take over by a promote request, before
+  // its fence: waits at most `timeoutMs` until its WAL stream from the old primary has
+  // ended because that primary stopped (it stops its postgres when it sees the request,
+  // and a stopping primary first sends all of its WAL, its shutdown checkpoint
+  // included); `done(true)` then. false: still streaming at the deadline, no stream, or
+  // not a standby; the fence goes ahead either way.
+  // The default implementation answers AT ONCE (inside the call) with false: nothing
+  // is waited for, as before this existed.
+  virtual void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) {
+    (void)timeoutMs;
+    done(false);
+  }
+  // A deposed peer's automatic rejoin. REQUIRES: postgres was stopped by an apply of
+  // PgConfig::none() (the deposed state machine's) and nothing else runs on it. Makes
+  // the stopped ex-primary an async standby of `primary` WITHOUT copying its data
+  // directory, and only within `policy`:
+  // - kFollow: only if its WAL ends at or before the point where `primary`'s timeline
+  //   forked from it (pg_rewind's dry run: "no rewind required"), so nothing is lost;
+  // - kRewind: also if it diverged: pg_rewind discards its WAL after the fork (the
+  //   range is reported), then it follows.
+  // Otherwise (ahead on the same timeline, another database system, `primary`
+  // unreachable, a rewind failed): ok=false with the reason, and postgres stays stopped.
+  // On success postgres runs as a standby streaming from `primary` (a slot created on
+  // it), as apply(PgConfig::standby(kAsync, primary, primary)) leaves it.
+  // The default implementation answers AT ONCE (inside the call) with an error: the
+  // driver then leaves the peer deposed, as with kManual.
+  virtual void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) {
+    (void)primary;
+    (void)policy;
+    done(RejoinFinished{false, false, "", "rejoining is not modelled by this environment"});
   }
 };
 

@@ -4,7 +4,11 @@
 // rejoined as a standby, once by pg_rewind and once (roles swapped) by pg_basebackup.
 // The adapter's info log shows each phase's time ("pg_... finished in N ms").
 //
-//   build/dev/bench/rewind_bench [megabytes] [divergence-megabytes]
+// Postgres runs with dugong's own defaults (wal_keep_size 512MB, slots), not with
+// settings chosen for the benchmark. Each run crashes both ways once.
+//
+//   build/dev/bench/rewind_bench [megabytes] [divergence-megabytes] [runs]
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -12,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -45,24 +50,38 @@ void crashDiverged(PgController& ps, PgTestNode& p, const PgTestNode& s, long mb
   mustSql(s, "INSERT INTO lost VALUES (0, 'new timeline')");
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+void summary(const char* what, std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  std::printf("SUMMARY %s: %zu runs, median %.2f s, max %.2f s, min %.2f s\n", what, v.size(), median(v), v.back(),
+              v.front());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   long megabytes = argc > 1 ? std::atol(argv[1]) : 1024;
   long divergence = argc > 2 ? std::atol(argv[2]) : 4;
+  int runs = argc > 3 ? std::atoi(argv[3]) : 1;
   spdlog::set_level(spdlog::level::info);
   PgTestCluster cluster("dugong-rewind-bench");
   PgTestNode& a = cluster.addNode("peer-a");
   PgTestNode& b = cluster.addNode("peer-b");
+  // dugong's own defaults (wal_keep_size, slots, max_wal_size) apart from memory.
   for (PgTestNode* n : {&a, &b}) {
     n->options.settings["shared_buffers"] = "128MB";
-    n->options.settings["max_wal_size"] = "2GB";
-    n->options.settings["wal_keep_size"] = "2GB";
     n->options.basebackupTimeout = 3600s;
     n->options.rewindTimeout = 3600s;
   }
+  dugong::pg::PgOptions noRewind = b.options;
+  noRewind.useRewind = false;
   auto pa = std::make_unique<PgController>(a.options);
   auto pb = std::make_unique<PgController>(b.options);
+  std::unique_ptr<PgController> pbCopy;
 
   must(pa->apply(PgConfig::primary(b.identity)), "primary a");
   must(pb->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "sync b");
@@ -74,29 +93,43 @@ int main(int argc, char** argv) {
   record("load_database", seconds(std::chrono::steady_clock::now() - t));
   std::string size = a.value("SELECT pg_size_pretty(pg_database_size('postgres'))");
   results["database_size"] = size;
-  std::printf("database size: %s, divergence %ld MB\n", size.c_str(), divergence);
+  std::printf("database size: %s, divergence %ld MB, %d runs\n", size.c_str(), divergence, runs);
   waitFor([&] { return a.value("SELECT count(*) FROM pg_stat_replication WHERE replay_lsn = pg_current_wal_lsn()") == "1"; },
           "b to replay everything");
 
-  // 1. a is killed diverged; b takes over; a rejoins (pg_rewind).
-  crashDiverged(*pb, a, b, divergence);
-  t = std::chrono::steady_clock::now();
-  must(pa->apply(PgConfig::standby(PgRole::kSync, b.identity, b.identity)), "rejoin a by pg_rewind");
-  waitFor([&] { return streamsFrom(b, a); }, "a to stream from b");
-  record("rejoin_killed_by_pg_rewind", seconds(std::chrono::steady_clock::now() - t));
+  std::vector<double> byRewind, byCopy;
+  for (int run = 0; run < runs; ++run) {
+    // 1. a (primary) is killed diverged; b takes over; a rejoins (pg_rewind).
+    crashDiverged(*pb, a, b, divergence);
+    t = std::chrono::steady_clock::now();
+    must(pa->apply(PgConfig::standby(PgRole::kSync, b.identity, b.identity)), "rejoin a by pg_rewind");
+    waitFor([&] { return streamsFrom(b, a); }, "a to stream from b");
+    byRewind.push_back(seconds(std::chrono::steady_clock::now() - t));
+    record("rejoin_killed_by_pg_rewind", byRewind.back());
 
-  // 2. Roles swapped: b is killed diverged; a takes over; b rejoins by pg_basebackup.
-  must(pb->apply(PgConfig::primary(a.identity)), "b with sync a");
-  waitWritable(*pb, b);
-  crashDiverged(*pa, b, a, divergence);
-  dugong::pg::PgOptions noRewind = b.options;
-  noRewind.useRewind = false;
-  pb = std::make_unique<PgController>(noRewind);
-  t = std::chrono::steady_clock::now();
-  must(pb->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "rejoin b by pg_basebackup");
-  waitFor([&] { return streamsFrom(a, b); }, "b to stream from a");
-  record("rejoin_killed_by_pg_basebackup", seconds(std::chrono::steady_clock::now() - t));
+    // 2. Roles swapped: b is killed diverged; a takes over; b rejoins by pg_basebackup.
+    pb = std::make_unique<PgController>(b.options);
+    must(pb->apply(PgConfig::primary(a.identity)), "b with sync a");
+    waitWritable(*pb, b);
+    crashDiverged(*pa, b, a, divergence);
+    pbCopy = std::make_unique<PgController>(noRewind);
+    t = std::chrono::steady_clock::now();
+    must(pbCopy->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "rejoin b by pg_basebackup");
+    waitFor([&] { return streamsFrom(a, b); }, "b to stream from a");
+    byCopy.push_back(seconds(std::chrono::steady_clock::now() - t));
+    record("rejoin_killed_by_pg_basebackup", byCopy.back());
 
+    // Back to the start: a primary with sync b.
+    must(pa->apply(PgConfig::primary(b.identity)), "a with sync b");
+    pb = std::make_unique<PgController>(b.options);
+    must(pb->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "sync b");
+    waitWritable(*pa, a);
+    mustSql(a, "TRUNCATE lost");
+    waitFor([&] { return a.value("SELECT count(*) FROM pg_stat_replication WHERE replay_lsn = pg_current_wal_lsn()") == "1"; },
+            "b to replay everything");
+  }
+  summary("rejoin_killed_by_pg_rewind", byRewind);
+  summary("rejoin_killed_by_pg_basebackup", byCopy);
   std::printf("%s\n", results.dump().c_str());
   return 0;
 }

@@ -54,6 +54,16 @@ void PgAdapter::fence(std::optional<PeerIdentity> newSync, std::function<void(Pg
       control_, [this, newSync = std::move(newSync)] { return controller_.fence(newSync); }, std::move(done));
 }
 
+void PgAdapter::awaitUpstreamStop(std::chrono::milliseconds timeout, std::function<void(bool)> done) {
+  onWorker<bool>(control_, [this, timeout] { return controller_.awaitUpstreamStop(timeout); }, std::move(done));
+}
+
+void PgAdapter::rejoin(PeerIdentity primary, RejoinLimit limit, std::function<void(PgRejoined)> done) {
+  onWorker<PgRejoined>(
+      control_, [this, primary = std::move(primary), limit] { return controller_.rejoin(primary, limit); },
+      std::move(done));
+}
+
 void PgAdapter::readWal(std::function<void(WalPositionRead)> done) {
   onWorker<WalPositionRead>(query_, [this] { return controller_.readWal(); }, std::move(done));
 }

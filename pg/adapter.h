@@ -43,6 +43,10 @@ class PgAdapter {
   // See PgController::fence. Runs on the control worker, after any apply.
   void fence(std::optional<PeerIdentity> newSync, std::function<void(PgFenced)> done);
   void readWal(std::function<void(WalPositionRead)> done);
+  // See PgController::awaitUpstreamStop. On the control worker, before a fence.
+  void awaitUpstreamStop(std::chrono::milliseconds timeout, std::function<void(bool)> done);
+  // See PgController::rejoin. On the control worker, like apply.
+  void rejoin(PeerIdentity primary, RejoinLimit limit, std::function<void(PgRejoined)> done);
   // See PgController::stopWrites / resumeWrites. On a worker of their own, so that they
   // never queue behind a slow query or a rebuild (they wait only for a running apply).
   void stopWrites(std::function<void(Result<WritesStopped>)> done);

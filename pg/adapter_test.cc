@@ -64,6 +64,13 @@ class AdapterTest : public ::testing::Test {
     return result && result->position ? *result->position : WalPosition();
   }
 
+  PgRejoined rejoin(PgAdapter& a, const PeerIdentity& primary, RejoinLimit limit) {
+    std::optional<PgRejoined> result;
+    a.rejoin(primary, limit, [&](PgRejoined r) { result = r; });
+    EXPECT_TRUE(testing::runUntil(loop_, [&] { return result.has_value(); }, kApplyDeadline));
+    return result.value_or(PgRejoined{false, false, "", "no answer"});
+  }
+
   PgStatus status(PgAdapter& a) {
     std::optional<PgStatus> result;
     a.status([&](PgStatus r) { result = r; });
@@ -311,6 +318,73 @@ TEST_F(AdapterTest, KilledDivergedExPrimaryIsRewoundNotCopied) {
   EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id = 2"), "0");
   EXPECT_EQ(a.value("SELECT string_agg(id || v, ',' ORDER BY id) FROM t"),
             b.value("SELECT string_agg(id || v, ',' ORDER BY id) FROM t"));
+  EXPECT_TRUE(eventually([&] { return streamsFrom(b, a); }));
+}
+
+// Issue 11 item 2: a planned switchover. The primary stops cleanly while its sync
+// streams (the sync receives everything, the shutdown checkpoint included), then the
+// sync is promoted: the ex-primary follows the new timeline as it is, without a rewind
+// or a copy.
+TEST_F(AdapterTest, CleanlyStoppedExPrimaryRejoinsThePromotedSyncAsItIs) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(a); }));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'before')"), "");
+
+  ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
+  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(b.value("INSERT INTO t VALUES (2, 'new timeline')"), "");
+
+  ino_t before = inode(a.options.dataDir);
+  PgRejoined j = rejoin(pa, b.identity, RejoinLimit::kFollowOnly);
+  ASSERT_TRUE(j.ok) << j.error;
+  EXPECT_FALSE(j.rewound);
+  EXPECT_EQ(inode(a.options.dataDir), before);
+  EXPECT_TRUE(inRecovery(a));
+  EXPECT_TRUE(eventually([&] { return a.value("SELECT v FROM t WHERE id = 2") == "new timeline"; }));
+  EXPECT_TRUE(eventually([&] { return streamsFrom(b, a); }));
+}
+
+// A primary that wrote what its sync never got: following only is refused and changes
+// nothing; rejoin with rewinding allowed discards exactly that and reports the range.
+TEST_F(AdapterTest, DivergedExPrimaryIsRejoinedOnlyWhenARewindIsAllowed) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(a); }));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'both')"), "");
+  ASSERT_TRUE(eventually([&] { return b.value("SELECT v FROM t WHERE id = 1") == "both"; }));
+  ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
+  std::string blocked = a.value("INSERT INTO t VALUES (2, 'lost')", 1s);
+  ASSERT_NE(blocked.find("timed out"), std::string::npos) << blocked;
+  ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
+  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(b.value("INSERT INTO t VALUES (3, 'new timeline')"), "");
+
+  ino_t before = inode(a.options.dataDir);
+  PgRejoined refused = rejoin(pa, b.identity, RejoinLimit::kFollowOnly);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_FALSE(refused.rewound);
+  EXPECT_NE(refused.error.find("cannot follow without discarding"), std::string::npos) << refused.error;
+  EXPECT_FALSE(a.postmasterPid().has_value()) << "postgres was started";
+  EXPECT_EQ(inode(a.options.dataDir), before);
+
+  PgRejoined j = rejoin(pa, b.identity, RejoinLimit::kRewind);
+  ASSERT_TRUE(j.ok) << j.error;
+  EXPECT_TRUE(j.rewound);
+  EXPECT_NE(j.discarded.find("0/"), std::string::npos) << j.discarded;
+  EXPECT_EQ(inode(a.options.dataDir), before) << "pg_rewind works in place";
+  EXPECT_TRUE(eventually([&] { return a.value("SELECT v FROM t WHERE id = 3") == "new timeline"; }));
+  EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id = 2"), "0");
   EXPECT_TRUE(eventually([&] { return streamsFrom(b, a); }));
 }
 

@@ -500,16 +500,38 @@ void PgController::dropStaleSlots(const std::optional<std::string>& keepFor) {
 
 // ---------------------------------------------------------------- rebuilding
 
-Result<bool> PgController::finishCrashRecovery() {
+Result<std::string> PgController::controlValue(const std::string& key) {
   auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
-  const std::string key = "Database cluster state:";
   auto at = ctl.output.find(key);
   if (!ctl.ok() || at == std::string::npos) return Error{"pg_controldata " + ctl.describe()};
   auto endl = ctl.output.find('\n', at);
-  std::string state = ctl.output.substr(at + key.size(), endl - at - key.size());
-  state.erase(0, state.find_first_not_of(' '));
+  std::string value = ctl.output.substr(at + key.size(), endl - at - key.size());
+  value.erase(0, value.find_first_not_of(' '));
+  return value;
+}
+
+Result<bool> PgController::finishCrashRecovery(bool ownSignal) {
+  auto cluster = controlValue("Database cluster state:");
+  if (!cluster) return Error{cluster.error()};
+  const std::string state = cluster.value();
   if (state == "shut down" || state == "shut down in recovery") return false;
   std::error_code ec;
+  const std::string signal = options_.dataDir + "/standby.signal";
+  const std::string aside = options_.dataDir + ".dugong-standby.signal";
+  if (ownSignal && hasStandbySignal() && !fs::exists(options_.dataDir + "/recovery.signal", ec)) {
+    // Written by applyNone() to keep a stopped ex-primary from starting writable; its
+    // WAL is a primary's, which single-user mode replays like a normal start.
+    fs::rename(signal, aside, ec);
+    if (ec) return Error{"cannot set " + signal + " aside: " + ec.message()};
+  }
+  struct PutBack {
+    const std::string& from;
+    const std::string& to;
+    ~PutBack() {
+      std::error_code e;
+      if (fs::exists(from, e)) fs::rename(from, to, e);
+    }
+  } putBack{aside, signal};
   if (hasStandbySignal() || fs::exists(options_.dataDir + "/recovery.signal", ec)) {
     return Error{"the data directory was not shut down cleanly (" + state +
                  ") and has a recovery signal file, which single-user mode cannot replay"};
@@ -538,9 +560,7 @@ PgController::Divergence PgController::checkDivergence(const PeerIdentity& sourc
     *detail = conninfo.error();
     return Divergence::kUnknown;
   }
-  // For our own queries (not for argv, where others could read it) with the password.
-  std::string queryConninfo = conninfo.value();
-  if (options_.replicationPassword) queryConninfo += " " + buildConninfo({{"password", *options_.replicationPassword}});
+  const std::string queryConninfo = sourceQueryConninfo(conninfo.value());
   // A just-promoted source shows its new timeline in pg_control only after a checkpoint.
   auto cp = runQuery(queryConninfo, "CHECKPOINT", std::max<std::chrono::milliseconds>(options_.queryTimeout, 60s));
   if (!cp) spdlog::warn("pg: CHECKPOINT on {} failed: {}", source.id, cp.error());
@@ -552,15 +572,21 @@ PgController::Divergence PgController::checkDivergence(const PeerIdentity& sourc
   if (!noRewind && r.output.find("servers diverged at") != std::string::npos) return Divergence::kDiverged;
   if (!noRewind) return Divergence::kUnknown;
   if (r.output.find("same timeline") == std::string::npos) return Divergence::kCanFollow;
+  return aheadOnSameTimeline(source, queryConninfo, detail);
+}
+
+std::string PgController::sourceQueryConninfo(const std::string& conninfo) const {
+  // For our own queries (not for argv, where others could read it) with the password.
+  if (!options_.replicationPassword) return conninfo;
+  return conninfo + " " + buildConninfo({{"password", *options_.replicationPassword}});
+}
+
+PgController::Divergence PgController::aheadOnSameTimeline(const PeerIdentity& source,
+                                                           const std::string& queryConninfo, std::string* detail) {
   // Same timeline: the local data directory must not be ahead of the source.
-  auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
-  std::string key = "Latest checkpoint location:";
-  auto at = ctl.output.find(key);
-  if (!ctl.ok() || at == std::string::npos) return Divergence::kUnknown;
-  auto endl = ctl.output.find('\n', at);
-  std::string text = ctl.output.substr(at + key.size(), endl - at - key.size());
-  text.erase(0, text.find_first_not_of(' '));
-  auto local = WalPosition::parse(text);
+  auto text = controlValue("Latest checkpoint location:");
+  if (!text) return Divergence::kUnknown;
+  auto local = WalPosition::parse(text.value());
   auto remote = runQuery(queryConninfo,
                          "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
                          "ELSE pg_current_wal_lsn() END::text",
@@ -619,15 +645,56 @@ Result<bool> PgController::guardOtherSystem(const PeerIdentity& source, bool* ve
                "was changed. " + kDiscardCommand};
 }
 
-Result<bool> PgController::rewind(const PeerIdentity& source) {
+CommandResult PgController::rewind(const PeerIdentity& source) {
   auto conninfo = peerConninfo(source, false);
-  if (!conninfo) return Error{conninfo.error()};
+  if (!conninfo) {
+    CommandResult r;
+    r.exitCode = -1;
+    r.output = conninfo.error();
+    return r;
+  }
   setMarker("rewind");
-  auto r = run("pg_rewind", {"-D", options_.dataDir, "--source-server=" + conninfo.value()}, options_.rewindTimeout,
-               passwordEnv());
-  if (!r.ok()) return Error{"pg_rewind " + r.describe() + ": " + oneLine(lastLines(r.output, 3))};
-  clearMarker();
-  return true;
+  auto r = run("pg_rewind", {"-D", options_.dataDir, "--source-server=" + conninfo.value()},
+               options_.rewindTimeout, passwordEnv());
+  if (r.ok()) clearMarker();
+  return r;
+}
+
+namespace {
+// The text after `key` up to the end of its line, in pg_rewind's output.
+std::string afterKey(const std::string& output, const std::string& key) {
+  auto at = output.find(key);
+  if (at == std::string::npos) return "";
+  auto endl = output.find('\n', at);
+  return output.substr(at + key.size(), endl == std::string::npos ? std::string::npos : endl - at - key.size());
+}
+}  // namespace
+
+PgController::Divergence PgController::rewindIfDiverged(const PeerIdentity& source, std::string* detail,
+                                                        std::string* discarded) {
+  auto conninfo = peerConninfo(source, false);
+  if (!conninfo) {
+    *detail = conninfo.error();
+    return Divergence::kUnknown;
+  }
+  const std::string queryConninfo = sourceQueryConninfo(conninfo.value());
+  auto cp = runQuery(queryConninfo, "CHECKPOINT", std::max<std::chrono::milliseconds>(options_.queryTimeout, 60s));
+  if (!cp) spdlog::warn("pg: CHECKPOINT on {} failed: {}", source.id, cp.error());
+  // The local WAL ends at the last (shutdown) checkpoint: what a rewind discards runs
+  // from the fork to there.
+  auto localEnd = controlValue("Latest checkpoint location:");
+  auto r = rewind(source);
+  *detail = oneLine(lastLines(r.output, 3));
+  if (r.ok() && r.output.find("no rewind required") != std::string::npos) {
+    if (r.output.find("same timeline") == std::string::npos) return Divergence::kCanFollow;
+    return aheadOnSameTimeline(source, queryConninfo, detail);
+  }
+  if (!r.ok()) return Divergence::kUnknown;
+  // "servers diverged at WAL location 0/3000060 on timeline 1"
+  std::string fork = afterKey(r.output, "servers diverged at WAL location ");
+  *discarded = "the WAL from " + (fork.empty() ? std::string("the fork") : fork) + " up to " +
+               (localEnd ? localEnd.value() : std::string("its end")) + " (this data directory's last checkpoint)";
+  return Divergence::kRewound;
 }
 
 Result<bool> PgController::basebackup(const PeerIdentity& source) {
@@ -694,7 +761,7 @@ PgConfigApplied PgController::apply(const PgConfig& config) {
     case PgRole::kNone: out = applyNone(); break;
     case PgRole::kPrimary: out = applyPrimary(config); break;
     case PgRole::kSync:
-    case PgRole::kAsync: out = applyStandby(config); break;
+    case PgRole::kAsync: out = applyStandby(config, RebuildRules{options_.useRewind, true}, nullptr); break;
   }
   if (out.ok) {
     spdlog::info("pg: applied role {} (postgres {})", pgRoleName(config.role), out.online ? "running" : "stopped");
@@ -913,7 +980,7 @@ Result<PgInstance> PgController::verifyFence(const Fence& fence) {
   return static_cast<PgInstance>(std::stoull(row[4].value_or("0")));
 }
 
-PgConfigApplied PgController::applyStandby(const PgConfig& config) {
+PgConfigApplied PgController::applyStandby(const PgConfig& config, const RebuildRules& rules, PgRejoined* report) {
   {
     std::lock_guard lock(stateMu_);
     pending_.reset();
@@ -981,6 +1048,7 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config) {
   if (!s) return failed(s.error(), isRunning());
 
   if (!isSetUp() || replaceOther) {
+    if (!rules.basebackup) return failed("no usable data directory to rejoin with; nothing was changed", false);
     spdlog::info("pg: {}: rebuilding from {} by pg_basebackup",
                  replaceOther ? "another database system, replaced by the operator's command" : "no usable data directory",
                  restore.id);
@@ -989,11 +1057,21 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config) {
   } else if (!hasStandbySignal() || previous.wasPrimary) {
     // Last ran as a primary: it may have WAL the cluster does not have.
     std::string detail;
-    auto recovered = finishCrashRecovery();
+    std::string discarded;
+    auto recovered = finishCrashRecovery(previous.wasPrimary);
     if (!recovered) spdlog::warn("pg: cannot finish crash recovery before pg_rewind: {}", recovered.error());
-    auto d = checkDivergence(restore, &detail);
+    // With a rewind allowed, pg_rewind runs once, for real: it changes nothing when no
+    // rewind is required, and a separate dry run would read the same WAL twice.
+    const bool rewindAtOnce = rules.rewind && verified;
+    auto d = rewindAtOnce ? rewindIfDiverged(restore, &detail, &discarded) : checkDivergence(restore, &detail);
     if (d == Divergence::kCanFollow) {
-      spdlog::info("pg: the data directory can follow {}: {}", restore.id, detail);
+      spdlog::info("pg: the data directory can follow {} as it is: {}", restore.id, detail);
+    } else if (d == Divergence::kRewound) {
+      spdlog::warn("pg: rewound the data directory to follow {}: discarded {}", restore.id, discarded);
+      if (report) {
+        report->rewound = true;
+        report->discarded = discarded;
+      }
     } else {
       spdlog::warn("pg: the data directory cannot follow {} as it is ({})", restore.id, detail);
       if (d == Divergence::kAhead && !options_.replaceUnknownData) {
@@ -1006,16 +1084,16 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config) {
                           "this data directory's (" + detail + ")",
                       false);
       }
-      bool rebuilt = false;
-      if (d == Divergence::kDiverged && options_.useRewind) {
-        auto rw = rewind(restore);
-        rebuilt = rw.ok();
-        if (!rw) spdlog::warn("pg: pg_rewind failed, falling back to pg_basebackup: {}", rw.error());
+      if (!rules.basebackup) {
+        return failed(std::string(rules.rewind ? "pg_rewind failed" : "it cannot follow without discarding WAL") +
+                          " (" + detail + "); the data directory was not copied: `dugong-adm rebuild` rebuilds it",
+                      false);
       }
-      if (!rebuilt) {
-        auto b = basebackup(restore);
-        if (!b) return failed(b.error(), false);
+      if (d == Divergence::kUnknown && rewindAtOnce) {
+        spdlog::warn("pg: pg_rewind failed, falling back to pg_basebackup: {}", detail);
       }
+      auto b = basebackup(restore);
+      if (!b) return failed(b.error(), false);
     }
   }
   auto w = writeConf(want);
@@ -1026,6 +1104,64 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config) {
   if (!st) return failed(st.error(), isRunning());
   discardOldDataDir();
   return succeeded(true);
+}
+
+bool PgController::awaitUpstreamStop(std::chrono::milliseconds timeout) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + timeout;
+  bool sawStream = false;
+  for (;;) {
+    auto q = localQuery("SELECT pg_is_in_recovery(), (SELECT status FROM pg_stat_wal_receiver), "
+                        "pg_last_wal_receive_lsn()::text");
+    if (!q || q->rows.empty() || q->rows[0][0] != "t") {
+      spdlog::info("pg: not waiting for the upstream to stop: {}", q ? "not a standby" : q.error());
+      return false;
+    }
+    const bool streaming = q->rows[0][1] == "streaming";
+    if (streaming) sawStream = true;
+    if (!streaming && sawStream) {
+      spdlog::info("pg: the upstream's WAL stream ended after {} ms (received up to {}): it stopped",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+                       .count(),
+                   q->rows[0][2].value_or("?"));
+      return true;
+    }
+    if (!streaming && !sawStream) {
+      spdlog::info("pg: not waiting for the upstream to stop: no WAL stream ({})", q->rows[0][1].value_or("none"));
+      return false;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      spdlog::warn("pg: the upstream still streams after {} ms: taking over without waiting longer", timeout.count());
+      return false;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+PgRejoined PgController::rejoin(const PeerIdentity& primary, RejoinLimit limit) {
+  std::lock_guard lock(applyMu_);
+  spdlog::info("pg: rejoining {} as an async standby of {} ({})", options_.dataDir, primary.id,
+               limit == RejoinLimit::kRewind ? "pg_rewind allowed" : "only if it can follow as it is");
+  {
+    std::lock_guard stateLock(stateMu_);
+    fence_.reset();
+  }
+  PgRejoined out;
+  if (!isSetUp()) {
+    out.error = "the data directory " + options_.dataDir + " is not set up: only `dugong-adm rebuild` can copy one";
+    return out;
+  }
+  auto applied = applyStandby(PgConfig::standby(PgRole::kAsync, primary, primary),
+                              RebuildRules{limit == RejoinLimit::kRewind, false}, &out);
+  out.ok = applied.ok;
+  out.error = applied.error;
+  if (out.ok) {
+    spdlog::info("pg: rejoined as an async standby of {}{}", primary.id,
+                 out.rewound ? ", after discarding " + out.discarded : ", nothing discarded");
+  } else {
+    spdlog::warn("pg: not rejoined: {}", out.error);
+  }
+  return out;
 }
 
 WalPositionRead PgController::readWal() {

@@ -24,6 +24,19 @@
 
 namespace dugong::pg {
 
+// How far rejoin() may go to make a stopped ex-primary follow the primary again.
+enum class RejoinLimit {
+  kFollowOnly,  // only a data directory that can follow as it is (pg_rewind: no rewind required)
+  kRewind,      // also pg_rewind a diverged one (its WAL after the fork is discarded)
+};
+
+struct PgRejoined {
+  bool ok = false;        // postgres runs as a standby of the primary
+  bool rewound = false;   // pg_rewind ran: local WAL after the fork was discarded
+  std::string discarded;  // when rewound: the WAL range discarded, in plain words
+  std::string error;      // when !ok: why; the data directory is left for `dugong-adm rebuild`
+};
+
 struct WritesStopped {
   int terminated = 0;                // client sessions terminated
   std::chrono::milliseconds took{0};  // from the call to the last termination
@@ -61,6 +74,19 @@ class PgController {
   // apply) the fence is verified again first, in the same postgres run, so that a
   // position read for initWal is never read under a fence that no longer holds.
   WalPositionRead readWal();
+
+  // Rejoins this peer (a deposed ex-primary) as an async standby of `primary`, as
+  // apply() would, but never copies the data directory: within `limit`, else an
+  // error and nothing changed (postgres stays stopped). Used by the agent's automatic
+  // rejoin; `dugong-adm rebuild` uses apply(), which may also pg_basebackup.
+  PgRejoined rejoin(const PeerIdentity& primary, RejoinLimit limit);
+
+  // A planned switchover, on the standby about to take over: waits (at most
+  // `timeout`) until its WAL stream from the upstream has ended because the upstream
+  // stopped (a primary's walsenders send all of its WAL, the shutdown checkpoint
+  // included, before it stops), so that the old primary can follow it afterwards.
+  // True: the stream ended; false: still streaming at the deadline, or no stream.
+  bool awaitUpstreamStop(std::chrono::milliseconds timeout);
 
   PgStatus status();
 
@@ -146,27 +172,45 @@ class PgController {
   // A data directory that was not shut down cleanly (a killed primary) is recovered in
   // single-user mode, without any client, so that pg_rewind can compare and rewind it.
   // true: it was recovered; false: it was already shut down cleanly.
-  Result<bool> finishCrashRecovery();
+  // `ownSignal`: a standby.signal there was written by applyNone() to a stopped
+  // ex-primary (not by a standby's recovery), and is set aside meanwhile.
+  Result<bool> finishCrashRecovery(bool ownSignal);
+  // pg_controldata's value for `key` ("Latest checkpoint location:").
+  Result<std::string> controlValue(const std::string& key);
   void removeStaleLockFiles();
   // Whether a start failed because a killed postmaster's backends still hold its shared
   // memory; if so, waits a moment before the caller tries again.
   static bool killedBackendsHoldMemory(const std::string& output);
-  enum class Divergence { kCanFollow, kDiverged, kAhead, kUnknown };
+  enum class Divergence { kCanFollow, kDiverged, kAhead, kUnknown, kRewound };
+  // The dry run: whether the data directory can follow `source` as it is.
   Divergence checkDivergence(const PeerIdentity& source, std::string* detail);
+  // One real pg_rewind run (no separate dry run reading the same WAL first): kCanFollow
+  // or kAhead when no rewind was required (nothing changed), kRewound (with the WAL
+  // range discarded in *discarded), or kUnknown when pg_rewind failed.
+  Divergence rewindIfDiverged(const PeerIdentity& source, std::string* detail, std::string* discarded);
+  // After "no rewind required" on the same timeline: whether the local data directory
+  // is ahead of `source` (it has WAL the source does not have).
+  Divergence aheadOnSameTimeline(const PeerIdentity& source, const std::string& queryConninfo, std::string* detail);
+  std::string sourceQueryConninfo(const std::string& conninfo) const;
+  // What a standby's rebuild may do when its data directory cannot follow as it is.
+  struct RebuildRules {
+    bool rewind = true;      // pg_rewind a diverged data directory
+    bool basebackup = true;  // pg_basebackup when nothing else works
+  };
+  PgConfigApplied applyStandby(const PgConfig& config, const RebuildRules& rules, PgRejoined* report);
   // Refuses (an error naming both system identifiers and the operator's command) when
   // the data directory holds another database system than `source`'s. `*verified` is
   // false when `source` could not be asked (nothing is refused then). Returns true
   // when the systems differ and the operator's command allows replacing it.
   Result<bool> guardOtherSystem(const PeerIdentity& source, bool* verified);
   Result<std::string> localSystemId();
-  Result<bool> rewind(const PeerIdentity& source);
+  CommandResult rewind(const PeerIdentity& source);
   Result<bool> basebackup(const PeerIdentity& source);
   void discardOldDataDir();
 
   // --- roles
   PgConfigApplied applyNone();
   PgConfigApplied applyPrimary(const PgConfig& config);
-  PgConfigApplied applyStandby(const PgConfig& config);
 
   // --- connections
   std::string localConninfo() const;

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/config.h"
+#include "agent/rejoin.h"
 #include "pg/controller.h"
 #include "pg/options.h"
 #include "tools/adm/commands.h"
@@ -93,13 +94,9 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
     auto r = updateState(
         **client,
         [&](ClusterState& now) -> Result<bool> {
-          int i = indexOfPeer(now.deposed, self);
-          if (i < 0) return false;
-          if (now.primary.id != s.primary.id) {
-            return Error{"the primary changed (now " + now.primary.id + ") during the rebuild; run rebuild again"};
-          }
-          now.deposed.erase(now.deposed.begin() + i);
-          return true;
+          auto released = agent::releaseFromDeposed(now, self, s.primary.id);
+          if (!released) return Error{released.error() + " during the rebuild; run rebuild again"};
+          return released;
         },
         operatorReason("rebuild " + self));
     if (!r) return fail(kExitFailed, "rebuilt, but removing " + self + " from deposed failed: " + r.error());
