@@ -164,7 +164,10 @@ void Agent::runHook(const std::string& name, const std::string& event, const std
 // Not while writes are stopped (ZooKeeper lost): the driver's flag is up before the
 // status poll sees postgres read-only, and stays up until the stop is lifted.
 bool Agent::isWritablePrimary() const {
-  return driver_->peer().role() == Role::kPrimary && !driver_->writesStopped() && status_.online &&
+  // The primary role applied, not only decided: until its transition has finished (roles
+  // and passwords set up), a running postgres is not yet the cluster's primary.
+  return driver_->peer().role() == Role::kPrimary && driver_->appliedRole() == Role::kPrimary &&
+         !driver_->writesStopped() && status_.online &&
          !status_.inRecovery && !status_.readOnly && !status_.writesStopped;
 }
 

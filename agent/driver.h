@@ -121,6 +121,8 @@ class Driver {
   // (and not yet resumed nor overridden by a new configuration). Such a peer must not
   // advertise itself as a writable primary.
   bool writesStopped() const { return writesStopped_; }
+  // The role whose postgres transition last finished (the state machine's role may be ahead).
+  Role appliedRole() const { return roleApplied_; }
   // Postgres was shut down because the session may have expired (see writesStopped()).
   bool postgresShutDown() const { return postgresShutDown_; }
   bool coordinatorConnected() const { return !connectionLost_; }
