@@ -51,14 +51,22 @@ void Driver::join() {
 void Driver::stop(std::function<void()> done) {
   if (stopping_) return;
   stopping_ = true;
-  log(LogLevel::kInfo, std::string("stopping: leaving ZooKeeper") +
+  log(LogLevel::kInfo, std::string("stopping: ") +
+                           (opts_.keepMembershipOnStop
+                                ? "keeping the ZooKeeper session for a restart (peers see no change if this agent is "
+                                  "back within the session timeout)"
+                                : "leaving ZooKeeper") +
                            (opts_.stopPostgresOnExit ? " and stopping postgres" : ""));
   for (auto& [id, timer] : timers_) timer->cancel();
   healthTimer_->cancel();
   writesTimer_->cancel();
   shutDownTimer_->cancel();
   peerGraceTimer_->cancel();
-  env_.coordinator.leave();
+  if (opts_.keepMembershipOnStop) {
+    env_.coordinator.leaveKeepingMembership();
+  } else {
+    env_.coordinator.leave();
+  }
   env_.postgres.stopHealthCheck();
   if (!opts_.stopPostgresOnExit) return env_.clock.post(std::move(done));
   env_.postgres.apply(PgConfig::none(),
@@ -280,9 +288,15 @@ void Driver::healthTick() {
   const int64_t now = env_.clock.monotonicMs();
   const int64_t down = now - *unhealthySince_;
   if (!withdrawn_ && down >= opts_.withdrawAfterMs) withdraw(down);
-  if (!pgBusy_ && down >= opts_.restartGraceMs && now - lastTransitionDone_ >= opts_.restartGraceMs) {
-    log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role));
+  const bool graceOver = down >= opts_.restartGraceMs && now - lastTransitionDone_ >= opts_.restartGraceMs;
+  // No process is starting or recovering: nothing to wait for (but no restart loop).
+  const bool gone = env_.postgres.postmasterGone() && now - lastRestartStarted_ >= opts_.restartGraceMs;
+  if (!pgBusy_ && (graceOver || gone)) {
+    log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role) +
+                             (gone && !graceOver ? " at once: the postmaster is gone (it crashed or was killed)"
+                                                 : ": it has not answered for " + std::to_string(down) + " ms"));
     ++counters_.restarts;
+    lastRestartStarted_ = now;
     applyPg(*lastApplied_, false);
   }
   healthTimer_->start(opts_.healthTickMs, [this, alive = std::weak_ptr<int>(alive_)] {

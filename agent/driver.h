@@ -45,8 +45,14 @@ struct DriverOptions {
   bool singleton = false;        // one-node-write mode
   int64_t withdrawAfterMs = 30000;
   bool stopPostgresOnExit = false;
+  // Stop keeps the coordinator's membership for a restarted agent
+  // (Coordinator::leaveKeepingMembership): its peers see no change if it is back
+  // within the session timeout.
+  bool keepMembershipOnStop = false;
   // How long postgres must have been down, and how long since the last transition,
   // before a restart: a transition in progress or a just-started postgres is no crash.
+  // A postmaster that is gone (Postgres::postmasterGone) is restarted at once instead,
+  // but not again within this long of the previous restart.
   int64_t restartGraceMs = 3000;
   int64_t healthTickMs = 1000;   // how often an unhealthy postgres is looked at again
   int64_t retryDelayMs = 1000;   // the state machine's back-off
@@ -157,6 +163,7 @@ class Driver {
   bool healthy_ = true;
   std::optional<int64_t> unhealthySince_;
   int64_t lastTransitionDone_ = INT64_MIN / 2;
+  int64_t lastRestartStarted_ = INT64_MIN / 2;
   std::string unhealthyDetail_;
   bool withdrawn_ = false;
   bool stopping_ = false;

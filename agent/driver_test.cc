@@ -144,6 +144,7 @@ class FakePostgres : public Postgres {
     health = std::move(onChange);
   }
   void stopHealthCheck() override { health = nullptr; }
+  bool postmasterGone() const override { return gone; }
   void stopWrites(std::function<void(Result<int>)> done) override { stops.push_back(std::move(done)); }
   void resumeWrites(std::function<void(Result<bool>)> done) override { resumes.push_back(std::move(done)); }
   void shutDownWrites(std::function<void(Result<bool>)> done) override { shutdowns.push_back(std::move(done)); }
@@ -161,6 +162,7 @@ class FakePostgres : public Postgres {
   std::deque<std::function<void(PgFenced)>> fences;
   std::deque<std::function<void(WalPositionRead)>> walReads;
   std::function<void(bool, const std::string&)> health;
+  bool gone = false;
   std::deque<std::function<void(Result<int>)>> stops;
   std::deque<std::function<void(Result<bool>)>> resumes;
   std::deque<std::function<void(Result<bool>)>> shutdowns;
@@ -254,6 +256,27 @@ TEST_F(DriverTest, RestartsPostgresAfterTheGraceNotBefore) {
   clock_.advance(10000);
   EXPECT_TRUE(pg_.applies.empty()) << "a healthy postgres was restarted";
   EXPECT_FALSE(driver_->withdrawn());
+}
+
+TEST_F(DriverTest, RestartsAGonePostmasterAtOnceButNotInALoop) {
+  startAsAsync();
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "a crashed postgres waited for the grace";
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kAsync);
+  EXPECT_TRUE(logged("the postmaster is gone"));
+  pg_.finishApply(true);  // started, and crashed again at once
+  clock_.advance(2500);
+  EXPECT_TRUE(pg_.applies.empty()) << "restarted again within the grace of the last restart";
+  clock_.advance(1000);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(driver_->counters().restarts, 2u);
+  pg_.finishApply(true);
+  pg_.gone = false;
+  pg_.health(true, "");
+  clock_.advance(10000);
+  EXPECT_TRUE(pg_.applies.empty());
 }
 
 TEST_F(DriverTest, WithdrawsWhileUnhealthyAndRejoinsOnceHealthy) {

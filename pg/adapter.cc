@@ -97,16 +97,20 @@ void PgAdapter::scheduleHealth() {
     struct Health {
       bool ok = false;
       std::string detail;
+      bool gone = false;
     };
     onWorker<Health>(
         query_,
         [this] {
           auto r = controller_.healthCheck();
-          return Health{r.ok(), r.ok() ? std::string() : r.error()};
+          if (r.ok()) return Health{true, std::string(), false};
+          const bool gone = !controller_.postmasterRunning();
+          return Health{false, gone ? "the postmaster is gone (" + r.error() + ")" : r.error(), gone};
         },
         [this](Health h) {
           healthInFlight_ = false;
           if (!healthRunning_) return;
+          postmasterGone_ = h.gone;
           int now = h.ok ? 1 : 0;
           if (now == lastHealthy_) return;
           lastHealthy_ = now;

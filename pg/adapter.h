@@ -57,6 +57,9 @@ class PgAdapter {
   // sync (every writablePollInterval while it waits), which needs no caller.
   void startHealthCheck(std::function<void(bool healthy, const std::string& detail)> onChange);
   void stopHealthCheck();
+  // The last health check failed and found no live postmaster (postmaster.pid names
+  // no running postgres process: it crashed or was killed).
+  bool postmasterGone() const { return postmasterGone_; }
 
  private:
   PgAdapter(boost::asio::io_context& loop, PgOptions options);
@@ -77,6 +80,7 @@ class PgAdapter {
   bool healthInFlight_ = false;
   bool writablePolling_ = false;
   int lastHealthy_ = -1;  // -1 unknown, 0 unhealthy, 1 healthy
+  bool postmasterGone_ = false;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

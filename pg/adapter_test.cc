@@ -324,9 +324,11 @@ TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply)
   ASSERT_TRUE(eventually([&] { return !changes.empty(); }));
   EXPECT_EQ(changes, std::vector<bool>{true});
 
+  EXPECT_FALSE(pa.postmasterGone());
   ASSERT_TRUE(a.signalPostmaster(SIGKILL));
   ASSERT_TRUE(eventually([&] { return changes.size() >= 2; }));
   EXPECT_EQ(changes[1], false);
+  EXPECT_TRUE(pa.postmasterGone()) << "a killed postmaster is reported gone, so the driver restarts it at once";
   PgInitialized i = init(pa);
   EXPECT_TRUE(i.setUp);
   EXPECT_FALSE(i.online);
@@ -336,7 +338,29 @@ TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply)
   EXPECT_TRUE(r.online);
   ASSERT_TRUE(eventually([&] { return changes.size() >= 3; }));
   EXPECT_EQ(changes[2], true);
+  EXPECT_FALSE(pa.postmasterGone());
   EXPECT_EQ(a.value("SELECT 1"), "1");
+  pa.stopHealthCheck();
+}
+
+// A postmaster that runs but does not answer (here: stopped by SIGSTOP) is unhealthy but
+// not gone: the driver gives it the restart grace.
+TEST_F(AdapterTest, APostmasterThatDoesNotAnswerIsUnhealthyButNotGone) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  a.options.queryTimeout = std::chrono::milliseconds(1000);
+  PgAdapter& pa = adapterFor(a);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  std::vector<bool> changes;
+  pa.startHealthCheck([&](bool healthy, const std::string&) { changes.push_back(healthy); });
+  ASSERT_TRUE(eventually([&] { return !changes.empty(); }));
+  ASSERT_TRUE(a.signalPostmaster(SIGSTOP));
+  const bool unhealthy = eventually([&] { return changes.size() >= 2; });
+  const bool gone = pa.postmasterGone();
+  ASSERT_TRUE(a.signalPostmaster(SIGCONT));
+  ASSERT_TRUE(unhealthy);
+  EXPECT_FALSE(changes[1]);
+  EXPECT_FALSE(gone);
+  ASSERT_TRUE(eventually([&] { return changes.size() >= 3; }));
   pa.stopHealthCheck();
 }
 

@@ -66,6 +66,8 @@ class PgController {
 
   // SELECT 1 within the query timeout. An error message when unhealthy.
   Result<bool> healthCheck();
+  // A live postmaster holds postmaster.pid (not a zombie, not a reused pid). Any thread.
+  bool postmasterRunning() const { return isRunning(); }
 
   // Stops a primary from accepting writes, at once (the agent lost ZooKeeper and another
   // peer may take over): new sessions are read-only (libpq's target_session_attrs=

@@ -66,6 +66,9 @@ class Harness {
   // SIGTERM and wait for the agent to exit (bounded).
   void stopAgent(int i);
   void killAgent(int i);  // SIGKILL
+  // `dugong --config <its config> --leave` (the agent stopped): the peer leaves for good.
+  // Returns the command's exit status; its output goes to the agent's log.
+  int leaveAgent(int i);
   void pauseAgent(int i);  // SIGSTOP
   void resumeAgent(int i);  // SIGCONT
   // SIGKILL of the postmaster (from postmaster.pid).
@@ -79,6 +82,8 @@ class Harness {
 
   // The cluster state in ZooKeeper (nullopt if absent or unreadable).
   std::optional<ClusterState> zkState();
+  // The cluster's history in ZooKeeper (one entry per state write; empty on error).
+  std::vector<zk::HistoryEntry> history();
   // A test-and-set update of the state in ZooKeeper, as an operator would make.
   bool updateState(const std::function<void(ClusterState&)>& change);
 
