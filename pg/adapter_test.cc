@@ -857,7 +857,7 @@ TEST_F(AdapterTest, ShutDownWritesLeavesNoSessionThatCanCommit) {
 
   std::optional<Result<bool>> down;
   pa.shutDownWrites([&](Result<bool> r) { down = std::move(r); });
-  ASSERT_TRUE(testing::eventually([&] { return down.has_value(); }, 60s));
+  ASSERT_TRUE(eventually([&] { return down.has_value(); }));
   ASSERT_TRUE(down->ok()) << down->error();
   EXPECT_FALSE(a.postmasterPid().has_value()) << "postgres still runs";
   EXPECT_NE(Session(a.conninfo()).exec(hostile), "") << "a commit was acknowledged on a shut-down primary";
@@ -870,7 +870,7 @@ TEST_F(AdapterTest, ShutDownWritesLeavesNoSessionThatCanCommit) {
   ASSERT_TRUE(pgCtl(a, {"stop", "-m", "fast"}).ok());
   // The next apply (resumption) brings it back as the primary it was.
   ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
-  EXPECT_TRUE(testing::eventually([&] { return writable(a); }, 60s));
+  EXPECT_TRUE(eventually([&] { return writable(a); }));
   EXPECT_EQ(a.value("INSERT INTO t VALUES (2)", 30s), "");
 }
 
