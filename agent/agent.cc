@@ -264,6 +264,13 @@ std::string Agent::metricsText() const {
   counter("dugong_write_stops_total", "Times writes were stopped because ZooKeeper was unreachable.", c.writeStops);
   counter("dugong_write_resumes_total", "Times stopped writes were resumed with the cluster unchanged.",
           c.writeResumes);
+  counter("dugong_postgres_shutdowns_total",
+          "Times a primary's postgres was shut down because its ZooKeeper session may have expired.", c.shutDowns);
+  counter("dugong_rejoins_total", "Automatic rejoins of this deposed peer that succeeded.", c.rejoins);
+  counter("dugong_rejoin_failures_total", "Automatic rejoins refused or failed (the peer stays deposed).",
+          c.rejoinFailures);
+  counter("dugong_handovers_total", "Planned switchovers for which this primary stopped postgres first.",
+          c.handovers);
   const HookStatus hooks = hooks_ ? hooks_->status() : HookStatus{};
   counter("dugong_hook_runs_total", "Hooks run (finished).", hooks.runs);
   counter("dugong_hook_failures_total", "Hooks that failed: non-zero status, killed, or not started.",
