@@ -6,14 +6,6 @@
 namespace dugong::simworld {
 namespace {
 
-std::string roleOf(const ClusterState& s, const std::string& id) {
-  if (s.primary.id == id) return "primary";
-  if (s.sync && s.sync->id == id) return "sync";
-  if (containsPeer(s.async, id)) return "async";
-  if (containsPeer(s.deposed, id)) return "deposed";
-  return "unassigned";
-}
-
 bool isActive(const std::vector<std::string>& active, const std::string& id) {
   return std::find(active.begin(), active.end(), id) != active.end();
 }
@@ -44,10 +36,11 @@ Result<ClusterState> reapedState(ClusterState s, const std::string& id, const st
 }
 
 Result<bool> rebuildAllowed(const ClusterState& s, const std::string& id, const std::vector<std::string>& active) {
-  const std::string role = roleOf(s, id);
-  if (role == "primary" || role == "sync") return Error{id + " is the " + role + ": it is never rebuilt"};
+  if (s.primary.id == id || (s.sync && s.sync->id == id)) {
+    return Error{id + " is the primary or the sync: it is never rebuilt"};
+  }
   if (s.oneNodeWriteMode) return Error{"the cluster is in one-node-write mode: no rebuild to do"};
-  if (role != "deposed" && isActive(active, id)) return Error{id + " is " + role + " and its agent runs"};
+  if (!containsPeer(s.deposed, id) && isActive(active, id)) return Error{id + " is not deposed and its agent runs"};
   if (!isActive(active, s.primary.id)) return Error{"the primary " + s.primary.id + " is not in ZooKeeper"};
   return true;
 }
