@@ -6,9 +6,10 @@
 // used over --seconds (utime + stime from /proc/<pid>/stat), as % of one core.
 //
 //   agent_rest_bench [--session-timeout 2000] [--health-interval-ms 1000] [--settle 10]
-//                    [--seconds 60] [--maps]
+//                    [--seconds 60] [--maps] [--log-level info]
 // --health-interval-ms replaces the test harness's 300 ms (postgres.healthIntervalMs;
-// the agent's default is 1000). --maps also prints, for each agent, the resident size
+// the agent's default is 1000). --log-level replaces the harness's debug (the agent's
+// default is info). --maps also prints, for each agent, the resident size
 // of each mapped file (all its segments) and of the anonymous mappings. The agents inherit the environment (e.g. MALLOC_ARENA_MAX).
 #include <unistd.h>
 
@@ -87,6 +88,7 @@ std::vector<std::pair<long, std::string>> largestMappings(pid_t pid, size_t n) {
 int main(int argc, char** argv) {
   int sessionTimeoutMs = 2000, healthIntervalMs = 1000, settle = 10, seconds = 60;
   bool maps = false;
+  std::string logLevel = "debug";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--session-timeout" && i + 1 < argc) {
@@ -97,11 +99,13 @@ int main(int argc, char** argv) {
       settle = std::stoi(argv[++i]);
     } else if (a == "--seconds" && i + 1 < argc) {
       seconds = std::stoi(argv[++i]);
+    } else if (a == "--log-level" && i + 1 < argc) {
+      logLevel = argv[++i];
     } else if (a == "--maps") {
       maps = true;
     } else {
       std::fprintf(stderr, "usage: agent_rest_bench [--session-timeout MS] [--health-interval-ms MS] [--settle S] "
-                   "[--seconds S] [--maps]\n");
+                   "[--seconds S] [--maps] [--log-level L]\n");
       return 2;
     }
   }
@@ -118,6 +122,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     config.replace(at, from.size(), "healthIntervalMs: " + std::to_string(healthIntervalMs));
+    const std::string level = "level: debug";
+    const auto levelAt = config.find(level);
+    if (levelAt == std::string::npos) {
+      std::fprintf(stderr, "the harness no longer writes \"%s\"\n", level.c_str());
+      return 1;
+    }
+    config.replace(levelAt, level.size(), "level: " + logLevel);
     std::ofstream(h.peer(i).configPath) << config;
   }
   h.startAll();
@@ -130,8 +141,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < h.size(); ++i) before.push_back(cpuTicks(h.peer(i).agentPid));
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
   const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  std::printf("session timeout %d ms, postgres.healthIntervalMs %d, CPU measured over %d s\n", sessionTimeoutMs,
-              healthIntervalMs, seconds);
+  std::printf("session timeout %d ms, postgres.healthIntervalMs %d, log level %s, CPU measured over %d s\n",
+              sessionTimeoutMs, healthIntervalMs, logLevel.c_str(), seconds);
   for (int i = 0; i < h.size(); ++i) {
     const pid_t pid = h.peer(i).agentPid;
     const std::string proc = "/proc/" + std::to_string(pid);

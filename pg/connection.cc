@@ -1,5 +1,6 @@
 #include "pg/connection.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -117,6 +118,26 @@ Result<std::vector<std::vector<uint8_t>>> addressesOf(const std::string& host, i
     std::memcpy(un.sun_path, path.c_str(), path.size() + 1);
     const auto* b = reinterpret_cast<const uint8_t*>(&un);
     out.emplace_back(b, b + sizeof un);
+    return out;
+  }
+  // A numeric address needs no resolver (getaddrinfo reads files and asks netlink on
+  // every call: most of a connection's system calls at rest).
+  const auto push = [&out](const auto& addr) {
+    const auto* b = reinterpret_cast<const uint8_t*>(&addr);
+    out.emplace_back(b, b + sizeof addr);
+  };
+  sockaddr_in v4{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4.sin_addr) == 1) {
+    v4.sin_family = AF_INET;
+    v4.sin_port = htons(static_cast<uint16_t>(port));
+    push(v4);
+    return out;
+  }
+  sockaddr_in6 v6{};
+  if (::inet_pton(AF_INET6, host.c_str(), &v6.sin6_addr) == 1) {
+    v6.sin6_family = AF_INET6;
+    v6.sin6_port = htons(static_cast<uint16_t>(port));
+    push(v6);
     return out;
   }
   addrinfo hints{};

@@ -61,7 +61,8 @@ TEST(Wire, ReaderRefusesABadLength) {
 }
 
 TEST(Wire, BodyCursorReadsFieldsAndNoticesAShortBody) {
-  BodyCursor c(bytes({0, 2, 0xff, 0xff, 0xff, 0xfe}) + "name\0"s + "xyz");
+  const std::string body = bytes({0, 2, 0xff, 0xff, 0xff, 0xfe}) + "name\0"s + "xyz";  // outlives the cursor
+  BodyCursor c(body);
   EXPECT_EQ(c.int16(), 2);
   EXPECT_EQ(c.int32(), -2);
   EXPECT_EQ(c.cstring(), "name");

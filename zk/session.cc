@@ -408,6 +408,9 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       return;
     }
     handleCtx_ = std::move(ctx);
+    // The C client resolves the host list again on every I/O step by default (getaddrinfo:
+    // files and netlink, most of an idle agent's system calls); once a minute is enough.
+    zoo_set_servers_resolution_delay(zh_, 60000);
     log_->info("zk: opening a session to {} (root {}, timeout {} ms, attempt {})", hosts, layout_.root(),
                options_.sessionTimeoutMs, sessionsOpened_);
     if (options_.auth) {
