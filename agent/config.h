@@ -37,7 +37,7 @@
 //     startTimeoutSeconds: 120
 //     stopTimeoutSeconds: 60
 //   http:
-//     listen: 127.0.0.1:8008            # the status server; empty: none
+//     listen: 127.0.0.1:8008            # the status server (the default); "": none
 //   singleton: false                    # one-node-write mode
 //   health:
 //     withdrawAfterSeconds: 30          # postgres unhealthy this long: leave ZooKeeper
@@ -45,6 +45,8 @@
 //     stopPostgres: false               # on SIGTERM, also stop postgres
 //   hooks:
 //     onRoleChange: ""                  # an executable run after each role change; empty: none
+//     onStart: ""                       # run once the agent has started (HTTP up, joining)
+//     onStop: ""                        # run when it stops on SIGTERM, after leaving; waited for
 //     timeoutSeconds: 30                # a hook still running then is killed
 //   log:
 //     level: info                       # trace, debug, info, warn, error
@@ -72,12 +74,14 @@ struct AgentConfig {
   std::string instanceLockPath() const { return sessionFile + ".lock"; }
   PeerIdentity identity;
   pg::PgOptions pg;
-  std::string httpHost;  // empty: no HTTP server
+  std::string httpHost;  // empty: no HTTP server (http.listen: "")
   int httpPort = 0;
   bool singleton = false;
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;
   std::string onRoleChangeHook;  // empty: none
+  std::string onStartHook;       // empty: none
+  std::string onStopHook;        // empty: none
   int hookTimeoutSeconds = 30;
   std::string logLevel = "info";
   std::string logFormat = "text";
