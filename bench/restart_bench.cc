@@ -9,8 +9,8 @@
 //
 // One 3-peer cluster (end-to-end harness: real ZooKeeper, postgres and agents; session
 // timeout 3 s, health interval 1 s). A client inserts a row every 20 ms through the
-// multi-host connection string (target_session_attrs=read-write, a new connection per
-// insert, 2 s timeout). The gap of a run is the longest time between two consecutive
+// multi-host connection string (target_session_attrs=read-write, 2 s timeout), on one
+// connection that it opens again after an error. The gap of a run is the longest time between two consecutive
 // acknowledged inserts from 1 s before the action until 2 session timeouts after the
 // agent is back (agent-restart) or 1 s after writes are acknowledged again (pg-crash).
 // Every acknowledged row is checked on the primary at the end.
@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   Writer writer;
+  writer.persistent = true;
   writer.start(h.multiHostConninfo());
   const auto sessionTimeout = std::chrono::milliseconds(o.sessionTimeoutMs);
   Summary restarts, crashes;

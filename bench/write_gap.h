@@ -1,11 +1,13 @@
 // A client for write-gap benchmarks: inserts one row after another into `acked` through
-// a connection string (a new connection per insert, 2 s timeout, 20 ms apart), records
+// a connection string (2 s timeout, 20 ms apart; a new connection per insert, or one kept
+// while it works), records
 // each acknowledgement, and reports the longest gap between two of them.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -13,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "pg/connection.h"
 #include "pg/sql.h"
 
 namespace dugong::bench {
@@ -30,12 +33,32 @@ struct Writer {
   std::thread thread;
   int nextId = 1;
 
+  // Keep one connection (reconnecting after an error) instead of one per insert: the
+  // gap then shows only what the server does, not connection set-up (scram) under load.
+  bool persistent = false;
+
   void start(const std::string& conninfo) {
     stop = false;
     thread = std::thread([this, conninfo] {
+      std::unique_ptr<dugong::pg::Connection> conn;
+      auto params = dugong::pg::parseConninfo(conninfo);
       while (!stop) {
         int id = nextId++;
-        auto r = dugong::pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", std::chrono::seconds(2));
+        const std::string sql = "INSERT INTO acked VALUES (" + std::to_string(id) + ")";
+        bool r = false;
+        if (!persistent || !params) {
+          r = dugong::pg::runQuery(conninfo, sql, std::chrono::seconds(2)).ok();
+        } else {
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+          if (!conn) {
+            auto opened = dugong::pg::Connection::open(*params, deadline);
+            if (opened) conn = std::move(opened).value();
+          }
+          if (conn) {
+            r = conn->query(sql, deadline).ok();
+            if (!r) conn.reset();
+          }
+        }
         if (r) {
           std::lock_guard<std::mutex> l(mu);
           acked.emplace_back(std::chrono::steady_clock::now(), id);

@@ -82,6 +82,7 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
   // outlive it: a stopped agent keeps its session for a restart). Held here once free,
   // so that the agent cannot start in the middle of the rebuild.
   auto lock = agent::InstanceLock::acquire(config->instanceLockPath());
+  if (!lock && !agent::InstanceLock::heldByAnother(lock.error())) return fail(kExitFailed, lock.error());
   bool running = !lock;
   if (role == "primary" || role == "sync") {
     return fail(kExitFailed, self + " is the " + role + " of generation " + std::to_string(s.generation) +
