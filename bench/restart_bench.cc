@@ -110,12 +110,20 @@ int main(int argc, char** argv) {
       until = Clock::now() + 2 * sessionTimeout;
       std::this_thread::sleep_until(until);
     } else {
+      const auto killed = h.peer(primary).pg->postmasterPid();
       h.killPostgres(primary);
-      std::optional<Clock::time_point> again;
+      // An insert in flight at the kill may be acknowledged just after it: wait for
+      // the new postmaster, then for an acknowledgement after it was seen.
+      std::optional<Clock::time_point> restarted, again;
       h.waitFor(
           [&] {
+            if (!restarted) {
+              auto pid = h.peer(primary).pg->postmasterPid();
+              if (!pid || pid == killed) return false;
+              restarted = Clock::now();
+            }
             std::lock_guard l(writer.mu);
-            for (auto it = writer.acked.rbegin(); it != writer.acked.rend() && it->first > t0; ++it) again = it->first;
+            if (!writer.acked.empty() && writer.acked.back().first > *restarted) again = writer.acked.back().first;
             return again.has_value();
           },
           60s);
