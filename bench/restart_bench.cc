@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/runs_and_kind.h"
 #include "bench/write_gap.h"
 #include "tests/e2e/cluster_harness.h"
 
@@ -54,19 +55,13 @@ void print(const char* kind, const Summary& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int runs = 10;
-  std::string kind = "both";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--runs" && i + 1 < argc) {
-      runs = std::stoi(argv[++i]);
-    } else if (a == "--kind" && i + 1 < argc) {
-      kind = argv[++i];
-    } else {
-      std::cerr << "usage: restart_bench [--runs N] [--kind agent-restart|pg-crash|both]\n";
-      return 2;
-    }
+  const auto args = dugong::bench::parseRunsAndKind(argc, argv);
+  if (!args) {
+    std::cerr << "usage: restart_bench [--runs N] [--kind agent-restart|pg-crash|both]\n";
+    return 2;
   }
+  const int runs = args->runs;
+  const std::string kind = args->kind;
   dugong::e2e::HarnessOptions o;
   o.cluster = "bench";
   Harness h(o);
