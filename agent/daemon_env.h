@@ -82,6 +82,7 @@ class PgPostgres : public Postgres {
   bool postmasterGone() const override { return pg_.postmasterGone(); }
   void stopWrites(std::function<void(Result<int>)> done) override;
   void resumeWrites(std::function<void(Result<bool>)> done) override { pg_.resumeWrites(std::move(done)); }
+  void shutDownWrites(std::function<void(Result<bool>)> done) override { pg_.shutDownWrites(std::move(done)); }
 
  private:
   pg::PgAdapter& pg_;

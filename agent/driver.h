@@ -15,7 +15,10 @@
 //   stop at once (before the session can expire and another peer take over), and
 //   resume only on reconnection with this peer's role and the cluster's generation
 //   unchanged (a new session: after a settle delay); otherwise they stay stopped until
-//   the state machine applies a new postgres configuration;
+//   the state machine applies a new postgres configuration. Stopped writes still let a
+//   new session that says BEGIN READ WRITE commit (synchronous_commit = local needs no
+//   sync), so a primary is shut down once its session may be about to expire (half-way
+//   to the earliest expiry), and started again only by a resume or a new configuration;
 // - a coordinator outage that this peer saw too: after a new session, the peers that
 //   were present before the loss are still treated as present for one session timeout,
 //   so that a peer back first does not replace a sync (or take over from a primary)
@@ -66,7 +69,7 @@ struct DriverCounters {
   uint64_t transitions = 0, transitionFailures = 0, restarts = 0;
   uint64_t stateWrites = 0, stateWriteFailures = 0;
   uint64_t joins = 0, withdrawals = 0, decisions = 0, freshStateMachines = 0;
-  uint64_t connectionLosses = 0, writeStops = 0, writeResumes = 0;
+  uint64_t connectionLosses = 0, writeStops = 0, writeResumes = 0, shutDowns = 0;
 };
 
 class Driver {
@@ -100,6 +103,8 @@ class Driver {
   // (and not yet resumed nor overridden by a new configuration). Such a peer must not
   // advertise itself as a writable primary.
   bool writesStopped() const { return writesStopped_; }
+  // Postgres was shut down because the session may have expired (see writesStopped()).
+  bool postgresShutDown() const { return postgresShutDown_; }
   bool coordinatorConnected() const { return !connectionLost_; }
 
  private:
@@ -116,6 +121,7 @@ class Driver {
   void healthTick();
   void onConnection(const CoordinatorConnection& c);
   void stopWrites();
+  void shutDownWrites(const std::string& why);
   void resumeWritesIfUnchanged(const std::string& how);
   void afterNewSession();
   Event keepingPeersFromBeforeTheLoss(Event event);
@@ -143,7 +149,9 @@ class Driver {
   std::optional<int64_t> generationAtLoss_;
   PeerList activeBeforeLoss_;
   std::optional<int64_t> peerGraceUntil_;
+  bool postgresShutDown_ = false;
   std::unique_ptr<Timer> writesTimer_;  // stop retry, or resume settle
+  std::unique_ptr<Timer> shutDownTimer_;
   std::unique_ptr<Timer> peerGraceTimer_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 

@@ -147,6 +147,13 @@ class Postgres {
   virtual void resumeWrites(std::function<void(Result<bool>)> done) {
     done(Error{"resuming writes is not modelled by this environment"});
   }
+  // The session may have expired: stopWrites() leaves a new session that says BEGIN
+  // READ WRITE able to commit (with synchronous_commit = local, without the sync), so
+  // a primary is shut down (a standby or a stopped postgres: nothing to do). The next
+  // apply() starts it again. Same default as stopWrites().
+  virtual void shutDownWrites(std::function<void(Result<bool>)> done) {
+    done(Error{"shutting postgres down is not modelled by this environment"});
+  }
 };
 
 // ---- log ------------------------------------------------------------------------------

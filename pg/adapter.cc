@@ -44,7 +44,7 @@ void PgAdapter::apply(PgConfig config, std::function<void(PgConfigApplied)> done
   onWorker<PgConfigApplied>(
       control_, [this, config = std::move(config)] { return controller_.apply(config); },
       [this, done = std::move(done)](PgConfigApplied r) {
-        if (controller_.writablePending()) scheduleWritablePoll();
+        if (controller_.writablePending()) scheduleWritablePoll(true);
         done(std::move(r));
       });
 }
@@ -64,6 +64,10 @@ void PgAdapter::stopWrites(std::function<void(Result<WritesStopped>)> done) {
 
 void PgAdapter::resumeWrites(std::function<void(Result<bool>)> done) {
   onWorker<Result<bool>>(writes_, [this] { return controller_.resumeWrites(); }, std::move(done));
+}
+
+void PgAdapter::shutDownWrites(std::function<void(Result<bool>)> done) {
+  onWorker<Result<bool>>(writes_, [this] { return controller_.shutDownWrites(); }, std::move(done));
 }
 
 void PgAdapter::status(std::function<void(PgStatus)> done) {
@@ -120,10 +124,11 @@ void PgAdapter::scheduleHealth() {
   });
 }
 
-void PgAdapter::scheduleWritablePoll() {
+void PgAdapter::scheduleWritablePoll(bool now) {
   if (writablePolling_) return;
   writablePolling_ = true;
-  writableTimer_.expires_after(controller_.options().writablePollInterval);
+  // The first check right after the apply: the new sync may already stream.
+  writableTimer_.expires_after(now ? std::chrono::milliseconds(0) : controller_.options().writablePollInterval);
   writableTimer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
     if (ec || alive.expired()) return;
     onWorker<bool>(

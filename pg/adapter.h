@@ -47,6 +47,8 @@ class PgAdapter {
   // never queue behind a slow query or a rebuild (they wait only for a running apply).
   void stopWrites(std::function<void(Result<WritesStopped>)> done);
   void resumeWrites(std::function<void(Result<bool>)> done);
+  // See PgController::shutDownWrites. On the same worker as stopWrites.
+  void shutDownWrites(std::function<void(Result<bool>)> done);
   void status(std::function<void(PgStatus)> done);
 
   // Starts the periodic health check (SELECT 1 every healthInterval, bounded by
@@ -64,7 +66,7 @@ class PgAdapter {
   template <class T>
   void onWorker(boost::asio::thread_pool& worker, std::function<T()> work, std::function<void(T)> done);
   void scheduleHealth();
-  void scheduleWritablePoll();
+  void scheduleWritablePoll(bool now = false);
 
   boost::asio::io_context& loop_;
   PgController controller_;

@@ -81,6 +81,11 @@ class PgController {
   // Lifts stopWrites(): the primary is writable again, or read-only until its sync has
   // caught up if it was so before.
   Result<bool> resumeWrites();
+  // Closes what stopWrites() leaves (the agent's session may have expired): a primary
+  // is shut down (fast, immediate if that does not finish), its configuration marked
+  // writes-stopped so that any start is read-only. A standby or a stopped postgres:
+  // no-op. The next apply() starts it again with its role's configuration.
+  Result<bool> shutDownWrites();
 
   // Whether a primary waits for its sync to catch up before it becomes writable.
   bool writablePending() const;

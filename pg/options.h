@@ -84,7 +84,7 @@ struct PgOptions {
   // Interval of the health check (SELECT 1) and of the primary's check whether its
   // sync has caught up.
   std::chrono::milliseconds healthInterval{1000};
-  std::chrono::milliseconds writablePollInterval{200};
+  std::chrono::milliseconds writablePollInterval{100};
 
   // The log file, defaulted.
   std::string logPath() const { return logFile.empty() ? dataDir + ".log" : logFile; }

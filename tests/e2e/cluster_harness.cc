@@ -60,6 +60,7 @@ zk::ZkOptions Harness::zkOptions() const {
   o.connectString = zk_->connectString();
   o.cluster = options_.cluster;
   o.sessionTimeoutMs = options_.sessionTimeoutMs;
+  o.auth = options_.zkAuth;
   return o;
 }
 
@@ -85,7 +86,12 @@ void Harness::writeConfig(const E2EPeer& p) const {
       << (options_.agentZkConnect ? options_.agentZkConnect(static_cast<int>(peers_.size()), zk_->connectString())
                                   : zk_->connectString())
       << "\n  sessionTimeoutMs: " << options_.sessionTimeoutMs
-      << "\n"
+      << "\n";
+  if (options_.zkAuth) {
+    out << "  auth:\n    user: " << options_.zkAuth->user
+        << "\n    password: " << nlohmann::json(options_.zkAuth->password).dump() << "\n";
+  }
+  out
       << "peer:\n  id: " << p.id << "\n  ip: 127.0.0.1\n  zoneId: e2e\n"
       << "postgres:\n  dataDir: " << o.dataDir << "\n  port: " << o.port << "\n  listenAddress: 127.0.0.1\n"
       << "  replicationCidr: 127.0.0.1/32\n  healthIntervalMs: 300\n";

@@ -33,6 +33,9 @@ struct HarnessOptions {
   // The ZooKeeper connect string given to peer `index`'s agent (default: the ensemble's
   // own), e.g. through a proxy that a partition test can cut.
   std::function<std::string(int index, const std::string& connect)> agentZkConnect;
+  // ZooKeeper digest credentials for the agents (zookeeper.auth, so their nodes get
+  // ACLs) and for the harness' own client.
+  std::optional<zk::DigestAuth> zkAuth;
 };
 
 struct E2EPeer {
@@ -85,6 +88,8 @@ class Harness {
   bool updateState(const std::function<void(ClusterState&)>& change);
 
   std::string zkConnect() const { return zk_->connectString(); }
+  // The ensemble itself (one server), e.g. to stop it for an outage.
+  dugong::testing::ZooKeeperCluster& zookeeper() { return *zk_; }
   const HarnessOptions& options() const { return options_; }
   zk::ZkOptions zkOptions() const;
 
