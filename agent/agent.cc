@@ -194,6 +194,7 @@ nlohmann::json Agent::stateJson() const {
       {"health",
        {{"healthy", driver_->healthy()},
         {"writesStopped", driver_->writesStopped()},
+        {"transitionInFlight", driver_->pgBusy()},
         {"detail", driver_->healthy() ? "" : driver_->unhealthyDetail()},
         {"writablePrimary", isWritablePrimary()},
         {"streamingReplica", isStreamingReplica()}}},

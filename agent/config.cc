@@ -251,6 +251,12 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   secs = static_cast<int>(c.pg.stopTimeout.count());
   pg.getInt("stopTimeoutSeconds", &secs, 1, 86400);
   c.pg.stopTimeout = std::chrono::seconds(secs);
+  secs = static_cast<int>(c.pg.basebackupTimeout.count());
+  pg.getInt("basebackupTimeoutSeconds", &secs, 60, 7 * 86400);
+  c.pg.basebackupTimeout = std::chrono::seconds(secs);
+  secs = static_cast<int>(c.pg.rewindTimeout.count());
+  pg.getInt("rewindTimeoutSeconds", &secs, 60, 7 * 86400);
+  c.pg.rewindTimeout = std::chrono::seconds(secs);
   pg.rejectUnknown();
 
   Section http = top.child("http");

@@ -36,6 +36,8 @@
 //     queryTimeoutMs: 5000
 //     startTimeoutSeconds: 120
 //     stopTimeoutSeconds: 60
+//     basebackupTimeoutSeconds: 3600    # a rebuild's pg_basebackup (raise for large databases)
+//     rewindTimeoutSeconds: 1800        # a rebuild's pg_rewind
 //   http:
 //     listen: 127.0.0.1:8008            # the status server (the default); "": none
 //   singleton: false                    # one-node-write mode

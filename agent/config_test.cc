@@ -51,6 +51,27 @@ TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
   EXPECT_EQ(c->handoverWaitMs, 5000);
 }
 
+TEST_F(ConfigTest, SessionFileAndRebuildTimeouts) {
+  auto byDefault = parseConfig(valid(), "d.yaml");
+  ASSERT_TRUE(byDefault.ok()) << byDefault.error();
+  EXPECT_EQ(byDefault->sessionFile, dir_.path() + "/data.dugong-session");
+  EXPECT_EQ(byDefault->instanceLockPath(), dir_.path() + "/data.dugong-session.lock");
+  EXPECT_EQ(byDefault->pg.basebackupTimeout, std::chrono::seconds(3600));
+  EXPECT_EQ(byDefault->pg.rewindTimeout, std::chrono::seconds(1800));
+  auto set = parseConfig(valid("  sessionFile: /run/dugong/session\n",
+                               "  replicationPassword: r3pl\n  basebackupTimeoutSeconds: 86400\n"
+                               "  rewindTimeoutSeconds: 7200\n"),
+                         "d.yaml");
+  ASSERT_TRUE(set.ok()) << set.error();
+  EXPECT_EQ(set->sessionFile, "/run/dugong/session");
+  EXPECT_EQ(set->pg.basebackupTimeout, std::chrono::seconds(86400));
+  EXPECT_EQ(set->pg.rewindTimeout, std::chrono::seconds(7200));
+  EXPECT_NE(errorOf(valid("  sessionFile: relative/path\n")).find("zookeeper.sessionFile"), std::string::npos);
+  EXPECT_NE(errorOf(valid("", "  replicationPassword: r3pl\n  basebackupTimeoutSeconds: 5\n"))
+                .find("basebackupTimeoutSeconds"),
+            std::string::npos);
+}
+
 TEST_F(ConfigTest, StatusServerListensOnLoopbackUnlessTurnedOff) {
   const std::string withoutHttp = valid().substr(0, valid().find("http:"));
   auto byDefault = parseConfig(withoutHttp, "d.yaml");

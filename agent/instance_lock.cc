@@ -10,12 +10,13 @@
 namespace dugong::agent {
 
 Result<std::unique_ptr<InstanceLock>> InstanceLock::acquire(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // another user's
   if (fd < 0) return Error{"cannot open the lock file " + path + ": " + std::strerror(errno)};
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;
     ::close(fd);
-    if (e == EWOULDBLOCK) return Error{"another dugong agent runs for this data directory (it holds " + path + ")"};
+    if (e == EWOULDBLOCK) return Error{std::string(kHeldByAnother) + " (it holds " + path + ")"};
     return Error{"cannot lock " + path + ": " + std::strerror(e)};
   }
   return std::unique_ptr<InstanceLock>(new InstanceLock(fd));

@@ -12,9 +12,12 @@ namespace dugong::agent {
 
 class InstanceLock {
  public:
-  // Creates the file (0600) if needed and locks it without waiting. An error names the
-  // file when another process holds it.
+  // Creates the file (0644: it holds nothing, and dugong-adm may run as the postgres
+  // user) if needed and locks it without waiting. When another process holds it, the
+  // error starts with kHeldByAnother.
   static Result<std::unique_ptr<InstanceLock>> acquire(const std::string& path);
+  static constexpr const char* kHeldByAnother = "another dugong agent runs for this data directory";
+  static bool heldByAnother(const std::string& error) { return error.rfind(kHeldByAnother, 0) == 0; }
   ~InstanceLock();
   InstanceLock(const InstanceLock&) = delete;
   InstanceLock& operator=(const InstanceLock&) = delete;

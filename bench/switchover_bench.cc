@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "pg/sql.h"
+#include "bench/runs_and_kind.h"
+#include "bench/write_gap.h"
 #include "tests/e2e/cluster_harness.h"
 
 namespace {
@@ -33,6 +35,8 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 using dugong::ClusterState;
 using dugong::e2e::Harness;
+using dugong::bench::median;
+using dugong::bench::Writer;
 
 int adm(const std::string& args, std::string* out = nullptr) {
   std::string cmd = std::string(DUGONG_ADM_BINARY) + " " + args + " </dev/null 2>&1";
@@ -47,71 +51,16 @@ int adm(const std::string& args, std::string* out = nullptr) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-struct Writer {
-  std::atomic<bool> stop{false};
-  std::mutex mu;
-  std::vector<std::pair<Clock::time_point, int>> acked;  // completion time, id
-  std::thread thread;
-  int nextId = 1;
-
-  void start(const std::string& conninfo) {
-    stop = false;
-    thread = std::thread([this, conninfo] {
-      while (!stop) {
-        int id = nextId++;
-        auto r = dugong::pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", 2s);
-        if (r) {
-          std::lock_guard<std::mutex> l(mu);
-          acked.emplace_back(Clock::now(), id);
-        }
-        std::this_thread::sleep_for(20ms);
-      }
-    });
-  }
-  void finish() {
-    stop = true;
-    if (thread.joinable()) thread.join();
-  }
-  // Longest gap between consecutive acknowledgements within [from, to].
-  double longestGapMs(Clock::time_point from, Clock::time_point to) {
-    std::lock_guard<std::mutex> l(mu);
-    std::optional<Clock::time_point> prev;
-    double worst = 0;
-    for (const auto& [t, id] : acked) {
-      if (t < from) {
-        prev = t;
-        continue;
-      }
-      if (prev) worst = std::max(worst, std::chrono::duration<double, std::milli>(std::min(t, to) - *prev).count());
-      if (t > to) break;
-      prev = t;
-    }
-    return worst;
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int runs = 10;
-  std::string kind = "both";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--runs" && i + 1 < argc) {
-      runs = std::stoi(argv[++i]);
-    } else if (a == "--kind" && i + 1 < argc) {
-      kind = argv[++i];
-    } else {
-      std::cerr << "usage: switchover_bench [--runs N] [--kind sync|async|both]\n";
-      return 2;
-    }
+  const auto args = dugong::bench::parseRunsAndKind(argc, argv);
+  if (!args) {
+    std::cerr << "usage: switchover_bench [--runs N] [--kind sync|async|both]\n";
+    return 2;
   }
+  const int runs = args->runs;
+  const std::string kind = args->kind;
   dugong::e2e::HarnessOptions o;
   o.cluster = "bench";
   Harness h(o);

@@ -285,5 +285,45 @@ TEST_F(AdmTest, FreezeUnfreezeAndRebuildOfADeposedPrimary) {
   EXPECT_TRUE(has(history.out, P + " removed from deposed")) << history.out;
 }
 
+// `dugong-adm rebuild` of an async while its agent is still running (here: paused, then
+// stopped) waits for the agent to exit, then rebuilds, even though the stopped agent's
+// election node stays in ZooKeeper (its session is kept for a restart). Then the
+// restarted agent is appended again as the async.
+TEST_F(AdmTest, RebuildOfAnAsyncWaitsForItsAgentToExit) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int async = indexWithRole("async");
+  const std::string A = h_->peer(async).id;
+  h_->pauseAgent(async);
+  AdmRun rebuild;
+  std::thread admThread([&] {
+    rebuild = adm("rebuild -y --wait 0 --agent-wait 120 --config " + quote(h_->peer(async).configPath));
+  });
+  // Let dugong-adm find the agent running, then stop the agent.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  h_->stopAgent(async);
+  admThread.join();
+  ASSERT_EQ(rebuild.code, 0) << rebuild.out;
+  EXPECT_TRUE(has(rebuild.out, "waiting up to 120 s for it to exit")) << rebuild.out;
+  EXPECT_TRUE(has(rebuild.out, A + "'s agent has exited")) << rebuild.out;
+  EXPECT_TRUE(has(rebuild.out, "rebuilt")) << rebuild.out;
+  EXPECT_FALSE(has(rebuild.out, " written, ")) << "progress is shown on a terminal only: " << rebuild.out;
+  h_->startAgent(async);
+  EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(async, "/replica") == 200; }, 120s)) << h_->logTail(async);
+  EXPECT_EQ(h_->zkState()->generation, 1);
+}
+
+// A running agent that does not exit: rebuild gives up after --agent-wait and changes
+// nothing.
+TEST_F(AdmTest, RebuildOfAnAsyncWhoseAgentKeepsRunningIsRefused) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int async = indexWithRole("async");
+  AdmRun rebuild = adm("rebuild -y --agent-wait 1 --config " + quote(h_->peer(async).configPath));
+  EXPECT_EQ(rebuild.code, 1) << rebuild.out;
+  EXPECT_TRUE(has(rebuild.out, "its agent still runs after 1 s")) << rebuild.out;
+  EXPECT_EQ(h_->httpStatus(async, "/replica"), 200);
+}
+
 }  // namespace
 }  // namespace dugong::e2e

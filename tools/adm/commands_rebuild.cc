@@ -2,6 +2,8 @@
 // current primary -- pg_rewind when that is safe, otherwise pg_basebackup, as the
 // postgres adapter decides -- starts it as a standby of the primary, then removes the
 // peer from `deposed` so that its agent rejoins and the primary appends it as an async.
+#include <unistd.h>
+
 #include <iostream>
 #include <thread>
 
@@ -10,9 +12,12 @@
 
 #include "agent/config.h"
 #include "agent/rejoin.h"
+#include "agent/http_client.h"
+#include "agent/instance_lock.h"
 #include "pg/controller.h"
 #include "pg/options.h"
 #include "tools/adm/commands.h"
+#include "tools/adm/rebuild_progress.h"
 
 namespace dugong::adm {
 namespace {
@@ -22,7 +27,32 @@ struct RebuildArgs {
   bool yes = false;
   bool discardData = false;
   int waitSeconds = 120;
+  int agentWaitSeconds = 60;
 };
+
+bool pollUntil(std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done) {
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return true;
+}
+
+// A deposed peer's agent stops postgres once it learns it is deposed; a rebuild that
+// starts meanwhile meets "the database system is shutting down". Done when the agent
+// says it is deposed with no transition in flight and postgres is stopped (or, without
+// its HTTP status, when no postmaster runs any more), or when it is no longer deposed.
+bool deposedAgentSettled(const agent::AgentConfig& config, const pg::PgController& controller) {
+  if (controller.postmasterRunning()) return false;
+  if (config.httpHost.empty()) return true;
+  const std::string host = config.httpHost == "0.0.0.0" ? "127.0.0.1" : config.httpHost;
+  auto r = agent::httpGet("http://" + host + ":" + std::to_string(config.httpPort) + "/state");
+  if (!r || r->status != 200) return true;  // it stopped meanwhile
+  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) return false;
+  const auto health = j.value("health", nlohmann::json::object());
+  return !health.value("transitionInFlight", false);
+}
 
 std::string roleOf(const ClusterState& s, const std::string& id) {
   if (s.primary.id == id) return "primary";
@@ -49,16 +79,45 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
   if (!active) return fail(kExitUnavailable, "listing the active peers: " + active.error());
   const ClusterState& s = st->state;
   const std::string role = roleOf(s, self);
-  const bool running = containsPeer(*active, self);
+  // The agent runs on this host while it holds its instance lock (its election node may
+  // outlive it: a stopped agent keeps its session for a restart). Held here once free,
+  // so that the agent cannot start in the middle of the rebuild.
+  auto lock = agent::InstanceLock::acquire(config->instanceLockPath());
+  if (!lock && !agent::InstanceLock::heldByAnother(lock.error())) return fail(kExitFailed, lock.error());
+  bool running = !lock;
   if (role == "primary" || role == "sync") {
     return fail(kExitFailed, self + " is the " + role + " of generation " + std::to_string(s.generation) +
                                  ": it is never rebuilt (that could lose acknowledged writes)");
   }
   if (s.oneNodeWriteMode) return fail(kExitFailed, "the cluster is in one-node-write mode: there is no sync to protect "
                                                    "and no rebuild to do; let the primary add this peer");
+  const auto agentDeadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.agentWaitSeconds);
   if (role != "deposed" && running) {
-    return fail(kExitFailed, self + " is " + role + " and its agent runs: it is not deposed. To rebuild a broken "
-                                                    "peer, stop its agent first");
+    std::cout << self << " is " << role << " and its agent runs: waiting up to " << a.agentWaitSeconds
+              << " s for it to exit (stop it first: systemctl stop dugong)\n"
+              << std::flush;
+    if (!pollUntil(agentDeadline, [&] { return (lock = agent::InstanceLock::acquire(config->instanceLockPath())).ok(); })) {
+      return fail(kExitFailed, self + " is " + role + " and its agent still runs after " +
+                                   std::to_string(a.agentWaitSeconds) +
+                                   " s: it is not deposed. To rebuild a broken peer, stop its agent first");
+    }
+    running = false;
+    std::cout << self << "'s agent has exited\n";
+  }
+  pg::PgController controller(pgOptions);
+  if (role == "deposed" && running && !deposedAgentSettled(*config, controller)) {
+    std::cout << self << "'s agent is stopping postgres (it has learnt it is deposed): waiting up to "
+              << a.agentWaitSeconds << " s for it\n"
+              << std::flush;
+    if (!pollUntil(agentDeadline, [&] { return deposedAgentSettled(*config, controller); })) {
+      return fail(kExitFailed, self + "'s agent has not stopped postgres within " + std::to_string(a.agentWaitSeconds) +
+                                   " s; look at its log, or stop the agent and run rebuild again");
+    }
+    auto now = readClusterState(**client);
+    if (now && !containsPeer(now->state.deposed, self)) {
+      std::cout << self << " is no longer deposed (its agent rejoined it): nothing to rebuild\n";
+      return kExitOk;
+    }
   }
   if (!containsPeer(*active, s.primary.id)) {
     return fail(kExitFailed, "the primary " + s.primary.id + " is not in ZooKeeper: nothing to rebuild from now");
@@ -77,11 +136,14 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
   spdlog::set_default_logger(logger);
   spdlog::info("rebuilding {} from {}", self, s.primary.id);
   const auto started = std::chrono::steady_clock::now();
-  pg::PgController controller(pgOptions);
   auto before = controller.init();
   spdlog::info("local postgres: {}, data directory {}", before.online ? "running" : "stopped",
                before.setUp ? "set up" : "not set up");
-  auto applied = controller.apply(PgConfig::standby(PgRole::kAsync, s.primary, s.primary));
+  PgConfigApplied applied;
+  {
+    RebuildProgress progress(std::cout, ::isatty(STDOUT_FILENO) == 1);
+    applied = controller.apply(PgConfig::standby(PgRole::kAsync, s.primary, s.primary));
+  }
   if (!applied.ok) {
     return fail(kExitFailed, "rebuild failed: " + applied.error + "; " + self + " stays " + role);
   }
@@ -144,6 +206,11 @@ void addRebuildCommand(CLI::App& app, const CommonOptions& common, Commands& out
   sub->add_flag("-y,--yes", a->yes, "do not ask for confirmation");
   sub->add_option("--wait", a->waitSeconds, "seconds to wait for the peer to become an async (0: do not wait)")
       ->capture_default_str();
+  sub->add_option("--agent-wait", a->agentWaitSeconds,
+                  "seconds to wait for the peer's agent: to exit (a peer that is not deposed), or to stop postgres "
+                  "(a deposed peer)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 86400));
   out.push_back({sub, [&common, a] { return runRebuild(common, *a); }});
 }
 

@@ -1,0 +1,166 @@
+// Routine operations on the primary, measured as a client sees them (issue 11):
+// - agent-restart: SIGTERM of the primary's agent, then an immediate start (what
+//   `systemctl restart dugong` does). Reports the write gap and the generations and
+//   cluster-state writes it caused (expected: none).
+// - pg-crash: kill -9 of the primary's postmaster under its live agent. Reports the
+//   write gap (the agent restarts postgres at once: health interval + crash recovery).
+//
+//   restart_bench [--runs N] [--kind agent-restart|pg-crash|both]
+//
+// One 3-peer cluster (end-to-end harness: real ZooKeeper, postgres and agents; session
+// timeout 3 s, health interval 1 s). A client inserts a row every 20 ms through the
+// multi-host connection string (target_session_attrs=read-write, 2 s timeout), on one
+// connection that it opens again after an error. The gap of a run is the longest time between two consecutive
+// acknowledged inserts from 1 s before the action until 2 session timeouts after the
+// agent is back (agent-restart) or 1 s after writes are acknowledged again (pg-crash).
+// Every acknowledged row is checked on the primary at the end.
+#include <cstdio>
+#include <iostream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/runs_and_kind.h"
+#include "bench/write_gap.h"
+#include "tests/e2e/cluster_harness.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using dugong::bench::median;
+using dugong::bench::Writer;
+using dugong::e2e::Harness;
+
+struct Summary {
+  std::vector<double> gapsMs;
+  std::vector<double> generations;
+  std::vector<double> stateWrites;
+  int failed = 0;
+};
+
+void print(const char* kind, const Summary& s) {
+  if (s.gapsMs.empty()) {
+    std::printf("SUMMARY %s: no successful run (%d failed)\n", kind, s.failed);
+    return;
+  }
+  auto max = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  std::printf("SUMMARY %s: %zu runs (%d failed): write gap median %.0f ms, max %.0f ms; new generations median %.0f, "
+              "max %.0f; state writes median %.0f, max %.0f\n",
+              kind, s.gapsMs.size(), s.failed, median(s.gapsMs), max(s.gapsMs), median(s.generations),
+              max(s.generations), median(s.stateWrites), max(s.stateWrites));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto args = dugong::bench::parseRunsAndKind(argc, argv);
+  if (!args) {
+    std::cerr << "usage: restart_bench [--runs N] [--kind agent-restart|pg-crash|both]\n";
+    return 2;
+  }
+  const int runs = args->runs;
+  const std::string kind = args->kind;
+  dugong::e2e::HarnessOptions o;
+  o.cluster = "bench";
+  Harness h(o);
+  h.startAll();
+  int primary = h.waitForHealthyCluster(2, 180s);
+  if (primary < 0 || !h.sql(primary, "CREATE TABLE acked (id int PRIMARY KEY)").ok()) {
+    std::cerr << "cluster did not come up\n" << h.describe();
+    return 1;
+  }
+  Writer writer;
+  writer.persistent = true;
+  writer.start(h.multiHostConninfo());
+  const auto sessionTimeout = std::chrono::milliseconds(o.sessionTimeoutMs);
+  Summary restarts, crashes;
+
+  auto oneRun = [&](const std::string& what, int run, Summary& into) {
+    if (h.waitForHealthyCluster(2, 120s) != primary) {
+      std::printf("%s run %2d: FAILED: the cluster is not healthy with the same primary\n", what.c_str(), run);
+      ++into.failed;
+      return;
+    }
+    std::this_thread::sleep_for(1s);
+    const auto before = h.zkState();
+    const size_t historyBefore = h.history().size();
+    const auto t0 = Clock::now();
+    Clock::time_point until;
+    if (what == "agent-restart") {
+      h.stopAgent(primary);
+      h.startAgent(primary);
+      bool back = h.waitFor(
+          [&] {
+            auto s = h.status(primary);
+            return s && (*s)["zookeeper"]["initialized"] == true && (*s)["peer"]["role"] == "primary";
+          },
+          60s);
+      if (!back) {
+        std::printf("%s run %2d: FAILED: the agent did not come back\n", what.c_str(), run);
+        ++into.failed;
+        return;
+      }
+      until = Clock::now() + 2 * sessionTimeout;
+      std::this_thread::sleep_until(until);
+    } else {
+      const auto killed = h.peer(primary).pg->postmasterPid();
+      h.killPostgres(primary);
+      // An insert in flight at the kill may be acknowledged just after it: wait for
+      // the new postmaster, then for an acknowledgement after it was seen.
+      std::optional<Clock::time_point> restarted, again;
+      h.waitFor(
+          [&] {
+            if (!restarted) {
+              auto pid = h.peer(primary).pg->postmasterPid();
+              if (!pid || pid == killed) return false;
+              restarted = Clock::now();
+            }
+            std::lock_guard l(writer.mu);
+            if (!writer.acked.empty() && writer.acked.back().first > *restarted) again = writer.acked.back().first;
+            return again.has_value();
+          },
+          60s);
+      if (!again) {
+        std::printf("%s run %2d: FAILED: no write acknowledged within 60 s\n", what.c_str(), run);
+        ++into.failed;
+        return;
+      }
+      until = *again + 1s;
+      std::this_thread::sleep_until(until);
+    }
+    const auto after = h.zkState();
+    const double gap = writer.longestGapMs(t0 - 1s, until);
+    const double generations = before && after ? static_cast<double>(after->generation - before->generation) : -1;
+    const double writes = static_cast<double>(h.history().size() - historyBefore);
+    into.gapsMs.push_back(gap);
+    into.generations.push_back(generations);
+    into.stateWrites.push_back(writes);
+    std::printf("%s run %2d: write gap %.0f ms, new generations %.0f, state writes %.0f\n", what.c_str(), run, gap,
+                generations, writes);
+    std::fflush(stdout);
+  };
+  if (kind == "agent-restart" || kind == "both") {
+    for (int r = 1; r <= runs; ++r) oneRun("agent-restart", r, restarts);
+  }
+  if (kind == "pg-crash" || kind == "both") {
+    for (int r = 1; r <= runs; ++r) oneRun("pg-crash", r, crashes);
+  }
+  writer.finish();
+  if (kind != "pg-crash") print("agent-restart", restarts);
+  if (kind != "agent-restart") print("pg-crash", crashes);
+
+  int now = h.writablePrimary();
+  std::set<int> present;
+  if (now >= 0) {
+    auto rows = h.sql(now, "SELECT id FROM acked", 60s);
+    if (rows) {
+      for (const auto& row : rows->rows) present.insert(std::stoi(row[0].value_or("0")));
+    }
+  }
+  size_t lost = 0;
+  for (const auto& [t, id] : writer.acked) lost += present.count(id) ? 0 : 1;
+  std::printf("acknowledged rows: %zu, lost: %zu\n", writer.acked.size(), lost);
+  return lost == 0 ? 0 : 1;
+}
