@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
 #include "statemachine/wal_position.h"
@@ -27,7 +28,9 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
       coordinator_(io, config_.zk, config_.identity),
       statusTimer_(io) {}
 
-Agent::~Agent() = default;
+Agent::~Agent() {
+  if (stopHookWaiter_.joinable()) stopHookWaiter_.join();  // bounded by hooks.timeoutSeconds
+}
 
 Result<bool> Agent::start() {
   auto pg = pg::PgAdapter::create(io_, config_.pg);
@@ -41,8 +44,10 @@ Result<bool> Agent::start() {
   options.stopPostgresOnExit = config_.stopPostgresOnExit;
   options.rejoin = config_.rejoin;
   options.handoverWaitMs = config_.handoverWaitMs;
-  if (!config_.onRoleChangeHook.empty()) {
+  if (!config_.onRoleChangeHook.empty() || !config_.onStartHook.empty() || !config_.onStopHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
+  }
+  if (!config_.onRoleChangeHook.empty()) {
     options.onRoleApplied = [this](Role previous, Role applied) { roleChanged(previous, applied); };
   }
   driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_}, options);
@@ -59,6 +64,10 @@ Result<bool> Agent::start() {
                config_.pg.port, config_.singleton ? ", one-node-write mode" : "");
   driver_->start();
   pollStatus();
+  if (!config_.onStartHook.empty()) {
+    spdlog::info("agent started: running hook onStart {}", config_.onStartHook);
+    runHook("onStart", "start", config_.onStartHook, {config_.zk.cluster, config_.identity.id}, {});
+  }
   return true;
 }
 
@@ -67,8 +76,22 @@ void Agent::stop(std::function<void()> done) {
   stopping_ = true;
   statusTimer_.cancel();
   if (http_) http_->stop();
-  if (!driver_) return done();
-  driver_->stop(std::move(done));
+  // onStop runs once the peer has left ZooKeeper (and stopped postgres if configured):
+  // the agent waits for it, on another thread, up to hooks.timeoutSeconds.
+  auto afterLeaving = [this, done = std::move(done)]() mutable {
+    if (!hooks_ || config_.onStopHook.empty()) return done();
+    const std::string postgres = config_.stopPostgresOnExit ? "stopped" : "running";
+    spdlog::info("agent stopped (postgres {}): running hook onStop {} and waiting for it", postgres,
+                 config_.onStopHook);
+    runHook("onStop", "stop", config_.onStopHook, {config_.zk.cluster, config_.identity.id},
+            {"DUGONG_POSTGRES=" + postgres});
+    stopHookWaiter_ = std::thread([this, done = std::move(done)]() mutable {
+      hooks_->drain();
+      boost::asio::post(io_, std::move(done));
+    });
+  };
+  if (!driver_) return afterLeaving();
+  driver_->stop(std::move(afterLeaving));
 }
 
 void Agent::pollStatus() {
@@ -89,13 +112,18 @@ void Agent::roleChanged(Role previous, Role applied) {
   const std::string generation = state ? std::to_string(state->generation) : "0";
   spdlog::info("role {} -> {} applied: running hook onRoleChange {}", roleName(previous), roleName(applied),
                config_.onRoleChangeHook);
-  hooks_->run(HookCall{"onRoleChange",
-                       config_.onRoleChangeHook,
-                       {roleName(applied), roleName(previous), config_.zk.cluster, generation},
-                       {std::string("DUGONG_ROLE=") + roleName(applied),
-                        std::string("DUGONG_PREVIOUS_ROLE=") + roleName(previous),
-                        "DUGONG_CLUSTER=" + config_.zk.cluster, "DUGONG_GENERATION=" + generation,
-                        "DUGONG_PEER=" + config_.identity.id}});
+  runHook("onRoleChange", "roleChange", config_.onRoleChangeHook,
+          {roleName(applied), roleName(previous), config_.zk.cluster, generation},
+          {std::string("DUGONG_ROLE=") + roleName(applied), std::string("DUGONG_PREVIOUS_ROLE=") + roleName(previous),
+           "DUGONG_GENERATION=" + generation});
+}
+
+void Agent::runHook(const std::string& name, const std::string& event, const std::string& path,
+                    std::vector<std::string> args, std::vector<std::string> env) {
+  env.push_back("DUGONG_EVENT=" + event);
+  env.push_back("DUGONG_CLUSTER=" + config_.zk.cluster);
+  env.push_back("DUGONG_PEER=" + config_.identity.id);
+  hooks_->run(HookCall{name, path, std::move(args), std::move(env)});
 }
 
 // ---- status --------------------------------------------------------------------------

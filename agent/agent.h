@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -57,6 +58,10 @@ class Agent {
  private:
   void pollStatus();
   void roleChanged(Role previous, Role applied);
+  // Queues hook `name` at `path` with DUGONG_EVENT, DUGONG_CLUSTER and DUGONG_PEER added
+  // to `env`.
+  void runHook(const std::string& name, const std::string& event, const std::string& path,
+               std::vector<std::string> args, std::vector<std::string> env);
 
   boost::asio::io_context& io_;
   AgentConfig config_;
@@ -73,6 +78,7 @@ class Agent {
   pg::PgStatus status_;
   int exitCode_ = 0;
   bool stopping_ = false;
+  std::thread stopHookWaiter_;  // waits for onStop off the loop, then calls stop()'s done
   std::function<void()> onFatal_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };

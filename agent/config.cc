@@ -247,13 +247,18 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   int secs = static_cast<int>(c.pg.startTimeout.count());
   pg.getInt("startTimeoutSeconds", &secs, 1, 86400);
   c.pg.startTimeout = std::chrono::seconds(secs);
+  secs = static_cast<int>(c.pg.repairStandbyAfter.count());
+  pg.getInt("repairStandbyAfterSeconds", &secs, 1, 86400);
+  c.pg.repairStandbyAfter = std::chrono::seconds(secs);
   secs = static_cast<int>(c.pg.stopTimeout.count());
   pg.getInt("stopTimeoutSeconds", &secs, 1, 86400);
   c.pg.stopTimeout = std::chrono::seconds(secs);
   pg.rejectUnknown();
 
   Section http = top.child("http");
-  std::string listen;
+  // The status server runs unless the key says "" (HAProxy, Prometheus and dugong-adm
+  // need it); loopback by default, so that nothing is exposed unless configured.
+  std::string listen = "127.0.0.1:8008";
   http.get("listen", &listen);
   http.rejectUnknown();
   if (!listen.empty() && !splitHostPort(listen, &c.httpHost, &c.httpPort)) {
@@ -274,10 +279,16 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   shutdown.rejectUnknown();
   Section hooks = top.child("hooks");
   hooks.get("onRoleChange", &c.onRoleChangeHook);
+  hooks.get("onStart", &c.onStartHook);
+  hooks.get("onStop", &c.onStopHook);
   hooks.getInt("timeoutSeconds", &c.hookTimeoutSeconds, 1, 3600);
   hooks.rejectUnknown();
-  if (!c.onRoleChangeHook.empty() && c.onRoleChangeHook.front() != '/') {
-    hooks.fail("hooks.onRoleChange", "expected an absolute path, found \"" + c.onRoleChangeHook + "\"");
+  for (const auto& [key, hook] : {std::pair<const char*, const std::string*>{"hooks.onRoleChange", &c.onRoleChangeHook},
+                                  {"hooks.onStart", &c.onStartHook},
+                                  {"hooks.onStop", &c.onStopHook}}) {
+    if (!hook->empty() && hook->front() != '/') {
+      hooks.fail(key, "expected an absolute path, found \"" + *hook + "\"");
+    }
   }
   Section log = top.child("log");
   log.get("level", &c.logLevel);

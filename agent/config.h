@@ -34,8 +34,10 @@
 //     queryTimeoutMs: 5000
 //     startTimeoutSeconds: 120
 //     stopTimeoutSeconds: 60
+//     repairStandbyAfterSeconds: 60     # a standby that cannot follow its upstream this
+//                                       # long is repaired (pg_rewind, else pg_basebackup)
 //   http:
-//     listen: 127.0.0.1:8008            # the status server; empty: none
+//     listen: 127.0.0.1:8008            # the status server (the default); "": none
 //   singleton: false                    # one-node-write mode
 //   switchover:
 //     handoverWaitMs: 5000              # promote of the sync: the primary stops first and
@@ -49,6 +51,8 @@
 //     stopPostgres: false               # on SIGTERM, also stop postgres
 //   hooks:
 //     onRoleChange: ""                  # an executable run after each role change; empty: none
+//     onStart: ""                       # run once the agent has started (HTTP up, joining)
+//     onStop: ""                        # run when it stops on SIGTERM, after leaving; waited for
 //     timeoutSeconds: 30                # a hook still running then is killed
 //   log:
 //     level: info                       # trace, debug, info, warn, error
@@ -73,7 +77,7 @@ struct AgentConfig {
   zk::ZkOptions zk;
   PeerIdentity identity;
   pg::PgOptions pg;
-  std::string httpHost;  // empty: no HTTP server
+  std::string httpHost;  // empty: no HTTP server (http.listen: "")
   int httpPort = 0;
   bool singleton = false;
   RejoinPolicy rejoin = RejoinPolicy::kFollow;
@@ -81,6 +85,8 @@ struct AgentConfig {
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;
   std::string onRoleChangeHook;  // empty: none
+  std::string onStartHook;       // empty: none
+  std::string onStopHook;        // empty: none
   int hookTimeoutSeconds = 30;
   std::string logLevel = "info";
   std::string logFormat = "text";

@@ -51,10 +51,23 @@ TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
   EXPECT_EQ(c->handoverWaitMs, 5000);
 }
 
+TEST_F(ConfigTest, StatusServerListensOnLoopbackUnlessTurnedOff) {
+  const std::string withoutHttp = valid().substr(0, valid().find("http:"));
+  auto byDefault = parseConfig(withoutHttp, "d.yaml");
+  ASSERT_TRUE(byDefault.ok()) << byDefault.error();
+  EXPECT_EQ(byDefault->httpHost, "127.0.0.1");
+  EXPECT_EQ(byDefault->httpPort, 8008);
+  auto off = parseConfig(withoutHttp + "http:\n  listen: \"\"\n", "d.yaml");
+  ASSERT_TRUE(off.ok()) << off.error();
+  EXPECT_EQ(off->httpHost, "");
+  EXPECT_FALSE(off->identity.backupUrl.has_value());
+}
+
 TEST_F(ConfigTest, EveryKeyIsRead) {
   auto c = parseConfig(valid() +
                            "singleton: true\nhealth:\n  withdrawAfterSeconds: 9\nshutdown:\n  stopPostgres: yes\n"
-                           "hooks:\n  onRoleChange: /usr/local/bin/role-changed\n  timeoutSeconds: 5\n"
+                           "hooks:\n  onRoleChange: /usr/local/bin/role-changed\n  onStart: /usr/local/bin/started\n"
+                           "  onStop: /usr/local/bin/stopped\n  timeoutSeconds: 5\n"
                            "log:\n  level: debug\n  format: json\nrejoin: rewind\n"
                            "switchover:\n  handoverWaitMs: 0\n",
                        "d.yaml");
@@ -63,6 +76,8 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(c->withdrawAfterSeconds, 9);
   EXPECT_TRUE(c->stopPostgresOnExit);
   EXPECT_EQ(c->onRoleChangeHook, "/usr/local/bin/role-changed");
+  EXPECT_EQ(c->onStartHook, "/usr/local/bin/started");
+  EXPECT_EQ(c->onStopHook, "/usr/local/bin/stopped");
   EXPECT_EQ(c->hookTimeoutSeconds, 5);
   EXPECT_EQ(c->logLevel, "debug");
   EXPECT_EQ(c->logFormat, "json");
@@ -94,7 +109,9 @@ TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {v + "health:\n  withdrawAfterSeconds: x\n", "health.withdrawAfterSeconds: expected an integer"},
       {v + "hooks:\n  onRoleChange: notify.sh\n", "hooks.onRoleChange: expected an absolute path"},
       {v + "hooks:\n  timeoutSeconds: 0\n", "hooks.timeoutSeconds: expected an integer"},
-      {v + "hooks:\n  onStart: /bin/true\n", "hooks.onStart"},
+      {v + "hooks:\n  onStart: started.sh\n", "hooks.onStart: expected an absolute path"},
+      {v + "hooks:\n  onStop: ./stopped\n", "hooks.onStop: expected an absolute path"},
+      {v + "hooks:\n  onStopped: /bin/true\n", "hooks.onStopped: unknown key"},
       {v + "rejoin: always\n", "d.yaml: rejoin: expected follow, rewind or manual, found \"always\""},
   };
   for (const auto& c : cases) {

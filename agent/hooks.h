@@ -1,5 +1,6 @@
 // Operator hooks: executables the agent runs when something happens to this peer
-// (hooks.onRoleChange: after postgres took a new role). A hook never delays the HA
+// (hooks.onRoleChange: after postgres took a new role; hooks.onStart and
+// hooks.onStop: when the agent has started, and when it stops). A hook never delays the HA
 // path: the runner runs hooks one at a time, in the order they were asked for, on its
 // own thread. Each is started without a shell (posix_spawn; stdin /dev/null; every
 // inherited descriptor but stdout/stderr closed; in its own process group), killed
@@ -59,7 +60,7 @@ class HookRunner {
   void run(HookCall call);
   // Thread-safe.
   HookStatus status() const;
-  // Blocks until every call queued so far has finished (tests).
+  // Blocks until every call queued so far has finished (the agent's onStop, tests).
   void drain();
 
  private:

@@ -1,14 +1,13 @@
 #include "pg/sql.h"
 
-#include <libpq-fe.h>
-
-#include <poll.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <charconv>
 #include <memory>
+
+#include "pg/connection.h"
+#include "pg/scram.h"
 
 namespace dugong::pg {
 
@@ -70,89 +69,36 @@ std::string buildConninfo(const std::map<std::string, std::string>& params) {
   return out;
 }
 
-namespace {
-struct ConnDeleter {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-struct ResultDeleter {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-std::string trimmed(const char* s) {
-  std::string out = s ? s : "";
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-}  // namespace
-
 Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  long long secs = std::max<long long>(2, (timeout.count() + 999) / 1000);
-  std::string full = conninfo + " " +
-                     buildConninfo({{"connect_timeout", std::to_string(secs)},
-                                    {"tcp_user_timeout", std::to_string(timeout.count())},
-                                    {"options", "-c statement_timeout=" + std::to_string(timeout.count())}});
-  std::unique_ptr<PGconn, ConnDeleter> conn(PQconnectdb(full.c_str()));
-  if (!conn) return Error{"libpq: out of memory"};
-  if (PQstatus(conn.get()) != CONNECTION_OK) return Error{"cannot connect: " + trimmed(PQerrorMessage(conn.get()))};
-  PQsetNoticeProcessor(conn.get(), [](void*, const char*) {}, nullptr);
-  if (!PQsendQuery(conn.get(), sql.c_str())) return Error{"query failed: " + trimmed(PQerrorMessage(conn.get()))};
-  // Wait for the whole answer within the deadline. statement_timeout does not cover
-  // everything (a commit waiting for a synchronous standby), so cancel at the deadline.
-  while (PQisBusy(conn.get())) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      if (PGcancel* cancel = PQgetCancel(conn.get())) {
-        char err[256];
-        PQcancel(cancel, err, sizeof err);
-        PQfreeCancel(cancel);
-      }
-      return Error{"query timed out after " + std::to_string(timeout.count()) + " ms and was cancelled"};
-    }
-    pollfd p{PQsocket(conn.get()), POLLIN, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
-    if (rc < 0 && errno != EINTR) return Error{"query failed: poll: " + std::string(std::strerror(errno))};
-    if (!PQconsumeInput(conn.get())) return Error{"query failed: " + trimmed(PQerrorMessage(conn.get()))};
+  const auto deadline = Connection::Clock::now() + timeout;
+  auto parsed = parseConninfo(conninfo);
+  if (!parsed) return Error{"cannot connect: " + parsed.error()};
+  ConnectParams* params = &parsed.value();
+  // As before with libpq: a connect timeout of the query's timeout (at least 2 s, and
+  // whatever the string says), TCP_USER_TIMEOUT and statement_timeout of the same.
+  params->connectTimeout = std::max<std::chrono::milliseconds>(
+      std::chrono::seconds(2), std::chrono::ceil<std::chrono::seconds>(timeout));
+  params->tcpUserTimeoutMs = static_cast<int>(timeout.count());
+  params->options += (params->options.empty() ? "" : " ") + std::string("-c statement_timeout=") +
+                     std::to_string(timeout.count());
+  // The connection itself is bounded by connect_timeout, not by the query's deadline.
+  const auto hosts = static_cast<int>(params->hosts.size());
+  auto conn = Connection::open(*params, Connection::Clock::now() + params->connectTimeout * hosts);
+  if (!conn) return Error{"cannot connect: " + conn.error()};
+  // statement_timeout does not cover everything (a commit waiting for a synchronous
+  // standby): the connection cancels at the deadline.
+  auto r = conn.value()->query(sql, std::max(deadline, Connection::Clock::now() + std::chrono::milliseconds(1)));
+  if (!r && r.error() == "timeout expired") {
+    return Error{"query timed out after " + std::to_string(timeout.count()) + " ms and was cancelled"};
   }
-  std::unique_ptr<PGresult, ResultDeleter> res;
-  std::string firstError;
-  while (PGresult* next = PQgetResult(conn.get())) {
-    auto status = PQresultStatus(next);
-    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && firstError.empty()) {
-      firstError = "query failed: " + trimmed(PQresultErrorMessage(next));
-    }
-    res.reset(next);
-  }
-  if (!firstError.empty()) return Error{firstError};
-  if (!res) return Error{"query failed: no result"};
-  QueryResult out;
-  int nf = PQnfields(res.get());
-  for (int f = 0; f < nf; ++f) out.columns.emplace_back(PQfname(res.get(), f));
-  for (int r = 0; r < PQntuples(res.get()); ++r) {
-    Row row;
-    for (int f = 0; f < nf; ++f) {
-      if (PQgetisnull(res.get(), r, f)) {
-        row.emplace_back(std::nullopt);
-      } else {
-        row.emplace_back(std::string(PQgetvalue(res.get(), r, f)));
-      }
-    }
-    out.rows.push_back(std::move(row));
-  }
-  return out;
+  if (!r) return Error{"query failed: " + r.error()};
+  return r;
 }
 
-Result<std::string> encryptPassword(const std::string& conninfo, const std::string& user, const std::string& password,
-                                    std::chrono::milliseconds timeout) {
-  long long secs = std::max<long long>(2, (timeout.count() + 999) / 1000);
-  std::string full = conninfo + " " + buildConninfo({{"connect_timeout", std::to_string(secs)}});
-  std::unique_ptr<PGconn, ConnDeleter> conn(PQconnectdb(full.c_str()));
-  if (!conn) return Error{"libpq: out of memory"};
-  if (PQstatus(conn.get()) != CONNECTION_OK) return Error{"cannot connect: " + trimmed(PQerrorMessage(conn.get()))};
-  char* verifier = PQencryptPasswordConn(conn.get(), password.c_str(), user.c_str(), "scram-sha-256");
-  if (!verifier) return Error{"cannot encrypt the password: " + trimmed(PQerrorMessage(conn.get()))};
-  std::string out = verifier;
-  PQfreemem(verifier);
-  return out;
+Result<std::string> encryptPassword(const std::string&, const std::string&, const std::string& password,
+                                    std::chrono::milliseconds) {
+  // PostgreSQL takes the verifier as it is; the user name is not part of SCRAM's.
+  return scramVerifier(password, randomBytes(16));
 }
 
 std::string quoteLiteral(const std::string& s) {

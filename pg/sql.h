@@ -1,5 +1,7 @@
-// Blocking libpq access with bounds on every step, for the adapter's worker threads and
-// for tests. Also conninfo building (quoted) and parsing of a peer's pgUrl.
+// Blocking access to PostgreSQL with bounds on every step, for the adapter's worker
+// threads and for tests, through dugong's own client (pg/connection.h; no libpq). Also
+// conninfo building (quoted, libpq's syntax, which pg_basebackup and pg_rewind also
+// take) and parsing of a peer's pgUrl.
 #pragma once
 
 #include <chrono>
@@ -36,9 +38,10 @@ struct QueryResult {
 // Errors carry the server's message.
 Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql, std::chrono::milliseconds timeout);
 
-// The SCRAM-SHA-256 verifier of `password` for role `user`, computed by libpq on this
-// side (over a connection to `conninfo`, for the server's parameters), so that the
-// password itself never reaches the server, its logs or its statement texts.
+// The SCRAM-SHA-256 verifier of `password` for role `user`, computed on this side
+// (pg/scram.h; a random salt, 4096 iterations, as PostgreSQL's default), so that the
+// password itself never reaches the server, its logs or its statement texts. The
+// connection string and the timeout are not needed any more (kept for the callers).
 Result<std::string> encryptPassword(const std::string& conninfo, const std::string& user, const std::string& password,
                                     std::chrono::milliseconds timeout);
 

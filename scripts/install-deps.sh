@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages that dugong's build, tests and local cluster need.
+# Installs the Debian 12 packages that dugong's build, tests and local cluster need
+# (--bench: also Patroni, kazoo and gnuplot for bench/campaign).
 # Idempotent; runs as root (or through sudo) with no stdin (CI=true is fine).
 set -euo pipefail
 
@@ -12,7 +13,15 @@ packages=(
   libgtest-dev libgmock-dev
   gcovr
   procps iproute2 util-linux curl
+  # the ecosystem tests: real HAProxy, promtool, the Debian package (cpack, dpkg-shlibdeps, lintian)
+  haproxy prometheus lintian dpkg-dev file
+  # the 10-fault campaign test: network namespaces, iptables cuts, psycopg2 clients
+  iptables python3 python3-psycopg2
 )
+# scripts/install-deps.sh --bench: also what bench/ needs (Patroni side by side, the report's plots)
+if [ "${1:-}" = --bench ]; then
+  packages+=(patroni python3-kazoo gnuplot-nox)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

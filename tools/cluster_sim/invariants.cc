@@ -19,8 +19,19 @@ void InvariantChecker::fail(EpochMs at, std::string invariant, std::string detai
 
 void InvariantChecker::onAck(EpochMs at, const std::string& peer, int64_t generation, const WalMark& mark,
                              const Wal& wal, bool deposed,
-                             const std::optional<std::string>& statePrimaryOfGeneration, const std::string& how) {
+                             const std::optional<std::string>& statePrimaryOfGeneration, const std::string& how,
+                             const std::string& standby) {
   ++acks_;
+  if (takeoverRules_) {
+    std::string who = commitName(mark) + " acknowledged at " + std::to_string(at) + " ms by " + peer +
+                      " as primary of generation " + std::to_string(generation) +
+                      (standby.empty() ? " alone" : " with " + standby + "'s copy");
+    for (auto it = covers_.upper_bound(generation); it != covers_.end(); ++it) {
+      checkAckCoveredByInitWal(at, generation, standby, mark.index, who, it->first);
+    }
+    auto& furthest = furthestAck_[{generation, standby}];
+    if (furthest.second.empty() || mark.index > furthest.first) furthest = {mark.index, who};
+  }
   if (deposed) {
     fail(at, "deposed-serves", peer + " acknowledged " + commitName(mark) + " while its state machine says deposed");
   }
@@ -43,6 +54,18 @@ void InvariantChecker::onAck(EpochMs at, const std::string& peer, int64_t genera
     frontierHow_ = ", acknowledged at " + std::to_string(at) + " ms by " + peer + " as primary of generation " +
                    std::to_string(generation) + (how.empty() ? "" : " (" + how + ")");
   }
+}
+
+// A commit acknowledged in a generation before `generation`, beyond its initWal, by a
+// standby other than its sync: nothing makes the next takeover wait for it.
+void InvariantChecker::checkAckCoveredByInitWal(EpochMs at, int64_t ackGeneration, const std::string& standby,
+                                                uint64_t index, const std::string& who, int64_t generation) {
+  const GenerationCover& c = covers_.at(generation);
+  if (ackGeneration >= generation || index < c.initWalRecords || standby == c.sync) return;
+  fail(at, "ack-beyond-initwal",
+       who + " lies beyond generation " + std::to_string(generation) + "'s initWal (" +
+           std::to_string(c.initWalRecords) + " records), and its sync " + (c.sync.empty() ? "(none)" : c.sync) +
+           " did not acknowledge it: a takeover that checks initWal may lose it");
 }
 
 void InvariantChecker::checkCurrentPrimary(EpochMs at, const std::string& peer, const Wal& wal) {
@@ -76,6 +99,12 @@ void InvariantChecker::onStateWrite(const StateWrite& w) {
                                            " after generation " + std::to_string(lastGeneration_));
   }
   if (!generationStart_.count(after.generation)) generationStart_[after.generation] = w.at;
+  if (takeoverRules_ && !covers_.count(after.generation)) {
+    covers_[after.generation] = {after.initWal.value() / Wal::kRecordBytes, after.sync ? after.sync->id : ""};
+    for (const auto& [key, furthest] : furthestAck_) {
+      checkAckCoveredByInitWal(w.at, key.first, key.second, furthest.first, furthest.second, after.generation);
+    }
+  }
   if (after.generation > lastGeneration_) lastGeneration_ = after.generation;
 
   if (!w.before) {

@@ -10,6 +10,10 @@
 //    primary that generation's state names;
 //  - generations never go backwards, in ZooKeeper or in any peer's view;
 //  - a deposed peer never serves;
+//  - the initWal of every generation G covers each commit acknowledged in an earlier
+//    generation unless G's sync acknowledged it: the next takeover checks only initWal,
+//    so a commit beyond it that G's sync may lack can be lost by a second failure
+//    (what the fence before the initWal read guards against);
 //  - each new generation G+1 is written by the primary or the sync of G, as G+1's
 //    primary, when G was not frozen, with the new sync taken from G's asyncs; a sync
 //    takeover deposes the old primary and needs the old primary's session to have been
@@ -61,9 +65,11 @@ class InvariantChecker {
   // whose history is `wal`. `deposed`: the peer's own state machine says it is deposed.
   // `statePrimaryOfGeneration`: the primary ZooKeeper named for that generation, if
   // such a generation was ever written.
-  // `how` says how it was acknowledged, for the report ("node3 had it").
+  // `how` says how it was acknowledged, for the report ("node3 had it"). `standby` is
+  // the synchronous standby whose copy acknowledged it ("" when the primary writes alone).
   void onAck(EpochMs at, const std::string& peer, int64_t generation, const WalMark& mark, const Wal& wal,
-             bool deposed, const std::optional<std::string>& statePrimaryOfGeneration, const std::string& how = "");
+             bool deposed, const std::optional<std::string>& statePrimaryOfGeneration, const std::string& how = "",
+             const std::string& standby = "");
 
   // The current primary's history must hold every acknowledged commit.
   void checkCurrentPrimary(EpochMs at, const std::string& peer, const Wal& wal);
@@ -86,6 +92,18 @@ class InvariantChecker {
 
  private:
   void takeoverChecks(const StateWrite& w);
+  void checkAckCoveredByInitWal(EpochMs at, int64_t ackGeneration, const std::string& standby, uint64_t index,
+                                const std::string& who, int64_t generation);
+
+  // A generation's initWal (in WAL records) and sync, for the initWal coverage rule.
+  struct GenerationCover {
+    uint64_t initWalRecords = 0;
+    std::string sync;
+  };
+  std::map<int64_t, GenerationCover> covers_;
+  // The furthest commit acknowledged per (generation of the acknowledging primary,
+  // standby that had it): WAL index and a description.
+  std::map<std::pair<int64_t, std::string>, std::pair<uint64_t, std::string>> furthestAck_;
 
   AbsenceOracle wasAbsent_;
   bool takeoverRules_ = true;

@@ -158,6 +158,10 @@ int main(int argc, char** argv) {
   options.testingAckBeforeSync = ackBeforeSync;
   options.checkTakeoverRules = !dataOnly;
   options.repairStandbysThatCannotFollow = repairStandbys;
+  // Seeds that pass unwatched keep no trace; a failing one is run again with it.
+  options.trace = seed.has_value() || verbose;
+  WorldOptions traced = options;
+  traced.trace = true;
 
   if (seed) {
     std::cout << "seed " << *seed << " (commit " << DUGONG_SIM_COMMIT << ")" << std::endl;
@@ -208,9 +212,10 @@ int main(int argc, char** argv) {
       if (r.ok) continue;
       ++failed;
       if (stopAtFirst) next = count;
+      if (!options.trace) r = dugong::clustersim::runSeed(s, traced);
       Outcome o;
       if (!noShrink && !faults) {
-        o.shrunk = dugong::clustersim::shrink(s, r, options);
+        o.shrunk = dugong::clustersim::shrink(s, r, traced);
       }
       o.result = std::move(r);
       failures[i] = std::move(o);

@@ -33,6 +33,8 @@ const char* faultName(FaultKind kind) {
       return "promote-invalid";
     case FaultKind::kRebuildDeposed:
       return "rebuild-deposed";
+    case FaultKind::kCrashAfterWrite:
+      return "crash-after-write";
   }
   return "?";
 }
@@ -46,6 +48,8 @@ std::string Fault::describe() const {
     case FaultKind::kPromoteInvalid:
     case FaultKind::kRebuildDeposed:
       return s;
+    case FaultKind::kCrashAfterWrite:
+      return s + " (restarts after " + std::to_string(duration) + " ms)";
     default:
       break;
   }
@@ -57,7 +61,7 @@ std::string Fault::describe() const {
 namespace {
 
 // The fault mix: relative weights.
-constexpr std::array<std::pair<FaultKind, int>, 12> kMix = {{
+constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kCrashPeer, 18},
     {FaultKind::kExpireSession, 14},
     {FaultKind::kPartitionZk, 14},
@@ -70,6 +74,7 @@ constexpr std::array<std::pair<FaultKind, int>, 12> kMix = {{
     {FaultKind::kPromoteValid, 6},
     {FaultKind::kPromoteInvalid, 4},
     {FaultKind::kRebuildDeposed, 5},
+    {FaultKind::kCrashAfterWrite, 8},
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -88,6 +93,7 @@ FaultKind pickKind(Rng& rng) {
 int64_t durationFor(FaultKind kind, Rng& rng, int64_t sessionTimeoutMs) {
   switch (kind) {
     case FaultKind::kCrashPeer:
+    case FaultKind::kCrashAfterWrite:
       return rng.between(300, 12000);
     case FaultKind::kPartitionZk:
       // Either shorter than the session timeout (the session survives) or longer.

@@ -14,7 +14,7 @@ enum class FaultKind {
   kCrashPeer,           // the agent and its postgres die; restarted after `duration`
   kExpireSession,       // ZooKeeper expires the peer's session (e.g. a long pause)
   kPartitionZk,         // the peer cannot reach ZooKeeper for `duration` (postgres traffic still flows)
-  kCrashPostgres,       // postgres alone dies; its supervisor restarts it after `duration`
+  kCrashPostgres,       // postgres alone dies and cannot start for `duration` (the agent restarts it)
   kSlowPostgres,        // postgres transitions take seconds for `duration`
   kDelayNotifications,  // ZooKeeper notifications reach the peer late for `duration`
   kStallReplication,    // the peer's postgres receives no WAL for `duration`
@@ -23,8 +23,11 @@ enum class FaultKind {
   kPromoteValid,        // operator: a valid promote request (sync or an async, by `variant`)
   kPromoteInvalid,      // operator: an invalid one (wrong generation, expired, bad index, ...)
   kRebuildDeposed,      // operator: rebuild a deposed peer (dugong-adm rebuild)
+  kCrashAfterWrite,     // the next peer to declare a new generation dies (agent and postgres)
+                        // within `variant` % 200 ms after ZooKeeper applied its write;
+                        // restarted after `duration`
 };
-constexpr int kFaultKinds = 12;
+constexpr int kFaultKinds = 13;
 const char* faultName(FaultKind kind);
 
 struct Fault {

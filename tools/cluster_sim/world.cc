@@ -13,6 +13,9 @@
 #include "statemachine/peer.h"
 #include "tools/cluster_sim/rng.h"
 #include "tools/cluster_sim/wal.h"
+#include "tools/sim_world/event_queue.h"
+#include "tools/sim_world/operator_actions.h"
+#include "tools/sim_world/zookeeper.h"
 
 namespace dugong::clustersim {
 
@@ -35,6 +38,7 @@ constexpr int64_t kWithdrawAfterMs = 8000;    // health.withdrawAfterSeconds of 
 constexpr int64_t kRejoinBoundMs = 3 * kHealthIntervalMs;
 constexpr int64_t kInFlightBoundMs = 30000;
 constexpr int64_t kRepairAfterMs = 3000;
+constexpr int64_t kWritablePollMs = 200;      // the pg adapter's writablePollInterval
 
 // A simulated postgres: its data directory (WAL, set up or not) survives crashes; the
 // process (running, configuration, waiting commits) does not.
@@ -50,11 +54,29 @@ struct SimPostgres {
   int64_t cannotFollowSince = -1;
   PgConfig config;             // what it runs with
   int64_t generationTag = 0;   // the generation its agent saw when making it primary
-  bool syncCaughtUp = false;   // primary: the sync has streamed up to its WAL at least once
+  // The adapter's managed configuration (pg/controller.cc): a primary with a sync is
+  // read-only until its writable poll saw the sync stream synchronously up to the WAL
+  // position of the poll's first look; a primary that was writable stays writable when
+  // its sync changes. Survives crashes (it is a file).
+  bool readOnly = true;
+  bool writablePending = false;  // the poll waits for pendingSync to catch up
+  std::string pendingSync;
+  std::optional<size_t> pendingTarget;
+  bool applyReadOnly = true;     // what the apply in progress will leave
+  // The adapter's two workers share the apply lock: the poll's write of the
+  // configuration holds it (a fence or an apply waits), a fence or an apply holds it
+  // (the poll skips its turn). The query worker runs WAL reads and the poll in turn.
+  int64_t applyLockedUntil = 0;
+  int64_t queryBusyUntil = 0;
+  bool pollScheduled = false;
+  bool promoting = false;      // a running standby being promoted: serves reads meanwhile
   std::vector<WalMark> waiting;  // primary: commits written, not yet acknowledged
   int64_t stalledUntil = 0;    // as a standby, receives nothing until then
   int64_t slowUntil = 0;       // transitions are slow until then
   uint64_t epoch = 0;          // bumps on every crash and transition
+  // Identifies a run of postgres (the adapter reports the postmaster's start time):
+  // changes on every start, never on a reload or a promotion.
+  uint64_t instance = 1;
 
   bool serving() const { return running && (!transitioning || reloading); }
   bool isStandby() const { return config.role == PgRole::kSync || config.role == PgRole::kAsync; }
@@ -145,11 +167,6 @@ struct ZkSession {
   uint64_t disconnects = 0;
 };
 
-struct ElectionNode {
-  uint64_t seq = 0;
-  uint64_t session = 0;
-  int node = 0;
-};
 
 class World {
   friend class NodeEnv;
@@ -184,19 +201,16 @@ class World {
   static constexpr int64_t kForever = INT64_MAX;
 
   // ---- event loop ----
-  struct Item {
-    int64_t t;
-    uint64_t seq;
-    std::function<void()> fn;
-  };
-  static bool later(const Item& a, const Item& b) { return a.t != b.t ? a.t > b.t : a.seq > b.seq; }
-  void at(int64_t t, std::function<void()> fn) {
-    queue_.push_back(Item{t, nextSeq_++, std::move(fn)});
-    std::push_heap(queue_.begin(), queue_.end(), later);
-  }
-  void after(int64_t delay, std::function<void()> fn) { at(now_ + delay, std::move(fn)); }
+  void at(int64_t t, std::function<void()> fn) { q_.at(t, std::move(fn)); }
+  void after(int64_t delay, std::function<void()> fn) { q_.after(delay, std::move(fn)); }
   EpochMs wall() const { return sc_.start + now_; }
-  void trace(char kind, std::string text);
+  // Traces a line built by `text` (a callable), only when the run keeps a trace: the
+  // strings are never built for the seeds that pass unwatched.
+  template <class Text>
+  void trace(char kind, const Text& text) {
+    if (opts_.trace) record(kind, text());
+  }
+  void record(char kind, std::string text);
 
   // ---- peers ----
   void startAgent(int n);
@@ -226,7 +240,7 @@ class World {
   void closeSessionOf(int n);
   void recomputeActive();
   PeerList activePeers() const;
-  StateNode stateNode() const { return StateNode{stateExists_, stateData_, stateVersion_}; }
+  StateNode stateNode() const { return zk_.node(); }
   // Runs `fn` on n's client, after what the client heard before (per-client order).
   void zkSchedule(int n, std::function<void()> fn);
   void zkDeliver(int n, Event ev);
@@ -246,6 +260,9 @@ class World {
   void pgCrash(int n, int64_t brokenFor);
   void replicate();
   void healthCheck(int n, uint64_t inc, uint64_t serial);
+  void schedulePoll(int n);
+  void pollWritable(int n, uint64_t inc, uint64_t epoch);
+  void crashAfterWrite(const std::string& writer);
   void repairStandby(int n);
   bool attachedSync(int primary) const;
   bool writable(int n) const;
@@ -254,6 +271,7 @@ class World {
 
   // ---- faults and operator ----
   void runFault(const Fault& f);
+  void crashPeer(int n, int64_t downFor);
   void operatorWrite(ClusterState next, const std::string& what);
   void opFreeze();
   void opUnfreeze();
@@ -271,29 +289,28 @@ class World {
   InvariantChecker checker_;
   Rng rngZk_{0}, rngPg_{0}, rngClient_{0}, rngOp_{0}, rngAgent_{0};
 
-  int64_t now_ = 0;
-  uint64_t nextSeq_ = 0;
-  std::vector<Item> queue_;
+  simworld::EventQueue q_;
+  int64_t now_ = 0;  // q_.now(), kept here for brevity
   std::vector<Node> nodes_;
   std::vector<TraceLine> trace_;
   uint64_t hash_ = 1469598103934665603ULL;
 
   // ZooKeeper server state.
   std::map<uint64_t, ZkSession> sessions_;
-  std::vector<ElectionNode> election_;
+  simworld::ZkElection election_;
   uint64_t nextSession_ = 1;
-  uint64_t nextElectionSeq_ = 0;
   std::vector<int> active_;  // node indices in session order, one entry per peer
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> absences_;
-  bool stateExists_ = false;
-  std::string stateData_;
-  int32_t stateVersion_ = -1;
+  simworld::ZkStateNode zk_;
   std::optional<ClusterState> state_;
   std::map<int64_t, std::string> primaryOfGeneration_;
   std::map<int32_t, std::string> summaryOfVersion_;
 
   // Client.
   uint64_t nextCommit_ = 0;
+
+  // crash-after-write faults armed: restart delays of the next new-generation writers.
+  std::vector<std::pair<int64_t, int64_t>> crashAfterWrite_;  // (delay after the write, down for)
 
   // Phases.
   int faultsRun_ = 0;
@@ -306,7 +323,7 @@ class World {
   bool done_ = false;
 };
 
-void World::trace(char kind, std::string text) {
+void World::record(char kind, std::string text) {
   TraceLine line{now_, kind, std::move(text)};
   auto feed = [this](unsigned char c) {
     hash_ ^= c;
@@ -332,7 +349,7 @@ void World::startAgent(int n) {
   nd.withdrawnServingSince = -1;
   nd.awaitingSince = -1;
   nd.wronglyDeposedSince = -1;
-  trace('F', nd.identity.id + " agent starts (incarnation " + std::to_string(nd.incarnation) + ")");
+  trace('F', [&] { return std::string(nd.identity.id + " agent starts (incarnation " + std::to_string(nd.incarnation) + ")"); });
   nd.env = std::make_unique<NodeEnv>(*this, n, nd.incarnation);
   agent::DriverOptions o;
   o.identity = nd.identity;
@@ -350,6 +367,13 @@ void World::startAgent(int n) {
 void World::stopAgent(int n) {
   Node& nd = node(n);
   nd.up = false;
+  // The adapter's workers go with the agent: no transition, lock or poll is left.
+  nd.pg.transitioning = false;
+  nd.pg.reloading = false;
+  nd.pg.promoting = false;
+  nd.pg.writablePending = false;
+  nd.pg.applyLockedUntil = 0;
+  nd.pg.queryBusyUntil = 0;
   nd.driver.reset();
   nd.env.reset();
   ++nd.incarnation;
@@ -407,7 +431,7 @@ std::string describeConfig(const PgConfig& c) {
 
 void World::intoDriver(int n, const Event& ev, const std::function<void()>& call) {
   Node& nd = node(n);
-  trace('E', nd.identity.id + " <- " + describeEvent(ev));
+  trace('E', [&] { return std::string(nd.identity.id + " <- " + describeEvent(ev)); });
   call();
   if (!node(n).driver) return;
   if (const auto& s = node(n).driver->peer().clusterState()) {
@@ -437,7 +461,7 @@ void NodeEnv::post(std::function<void()> fn) {
 
 void NodeEnv::write(LogLevel level, const std::string& line) {
   if (level == LogLevel::kError && line.rfind("fatal: ", 0) == 0) lastFatal = line.substr(7);
-  w_.trace(level == LogLevel::kDebug ? 'D' : 'L', w_.node(n_).identity.id + ": " + line);
+  w_.trace(level == LogLevel::kDebug ? 'D' : 'L', [&] { return w_.node(n_).identity.id + ": " + line; });
 }
 
 Result<bool> NodeEnv::join(agent::CoordinatorCallbacks cb) {
@@ -456,7 +480,7 @@ void NodeEnv::leave() {
   member = false;
   callbacks = {};
   Node& nd = w_.node(n_);
-  w_.trace('A', nd.identity.id + " -> leave ZooKeeper");
+  w_.trace('A', [&] { return std::string(nd.identity.id + " -> leave ZooKeeper"); });
   w_.closeSessionOf(n_);
   nd.connecting = false;
   nd.zkReady = false;
@@ -517,10 +541,15 @@ void NodeEnv::apply(const PgConfig& config, std::function<void(PgConfigApplied)>
 void NodeEnv::fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) {
   beginTransition("fence");
   const std::string& id = w_.node(n_).identity.id;
-  w_.trace('A', id + " -> fence" + (newSync ? " (commits wait for " + newSync->id + ")" : ""));
+  w_.trace('A', [&] { return std::string(id + " -> fence" + (newSync ? " (commits wait for " + newSync->id + ")" : "")); });
   int n = n_;
   uint64_t inc = inc_;
-  w_.after(w_.rngPg_.between(2, 20), [this, &w = w_, n, inc, newSync, done = std::move(done)] {
+  // The fence takes the apply lock (waiting for a poll that writes the configuration),
+  // rewrites the configuration and reloads; the poll skips its turns meanwhile.
+  SimPostgres& p = w_.node(n).pg;
+  int64_t end = std::max(w_.now_, p.applyLockedUntil) + w_.rngPg_.between(2, 20);
+  p.applyLockedUntil = end;
+  w_.at(end, [this, &w = w_, n, inc, newSync, done = std::move(done)] {
     if (!w.alive(n, inc)) return;
     SimPostgres& pg = w_.node(n).pg;
     PgFenced r;
@@ -528,9 +557,10 @@ void NodeEnv::fence(const std::optional<PeerIdentity>& newSync, std::function<vo
       r.error = "postgres is in a transition";
     } else {
       r.ok = true;  // a stopped postgres acknowledges nothing
-      r.instance = pg.running ? pg.epoch + 1 : 0;
+      r.instance = pg.running ? pg.instance : 0;
       if (pg.running && pg.config.role == PgRole::kPrimary) {
         pg.config.downstream = newSync;  // a reload: commits wait for it
+        pg.writablePending = false;      // and it stays as writable as it is until the next apply
       } else if (pg.running && pg.isStandby()) {
         pg.config.upstream.reset();  // stops streaming
       }
@@ -541,18 +571,22 @@ void NodeEnv::fence(const std::optional<PeerIdentity>& newSync, std::function<vo
 }
 
 void NodeEnv::readWal(std::function<void(WalPositionRead)> done) {
-  w_.trace('A', w_.node(n_).identity.id + " -> read WAL");
+  w_.trace('A', [&] { return std::string(w_.node(n_).identity.id + " -> read WAL"); });
   ++walReads;
   walReadSince = w_.now_;
   int n = n_;
   uint64_t inc = inc_;
-  w_.after(w_.rngPg_.between(2, 20), [this, &w = w_, n, inc, done = std::move(done)] {
+  // On the adapter's query worker, after whatever it is doing (a poll's write).
+  SimPostgres& p = w_.node(n).pg;
+  int64_t end = std::max(w_.now_, p.queryBusyUntil) + w_.rngPg_.between(2, 20);
+  p.queryBusyUntil = end;
+  w_.at(end, [this, &w = w_, n, inc, done = std::move(done)] {
     if (!w.alive(n, inc)) return;
     const SimPostgres& pg = w_.node(n).pg;
     WalPositionRead r;
-    if (pg.running && !pg.transitioning) {
+    if (pg.serving()) {
       r.position = pg.wal.position();
-      r.instance = pg.epoch + 1;
+      r.instance = pg.instance;
     } else {
       r.error = "postgres is not running";
     }
@@ -584,7 +618,7 @@ void World::healthCheck(int n, uint64_t inc, uint64_t serial) {
   after(kHealthIntervalMs, [this, n, inc, serial] { healthCheck(n, inc, serial); });
   if (env.lastHealthy == static_cast<int>(healthy)) return;
   env.lastHealthy = healthy;
-  trace('P', node(n).identity.id + " health check: postgres " + (healthy ? "answers" : "does not answer"));
+  trace('P', [&] { return std::string(node(n).identity.id + " health check: postgres " + (healthy ? "answers" : "does not answer")); });
   env.onHealth(healthy, healthy ? "" : "postgres is not running");
 }
 
@@ -602,9 +636,9 @@ void World::connectZk(int n, uint64_t inc) {
   sessions_[sid] = ZkSession{n, true, true, 0};
   nd.session = sid;
   nd.needResync = false;
-  election_.push_back(ElectionNode{nextElectionSeq_++, sid, n});
-  trace('Z', nd.identity.id + " session " + std::to_string(sid) + " established, election node " +
-                 std::to_string(election_.back().seq));
+  uint64_t seq = election_.join(sid, nd.identity.id);
+  trace('Z', [&] { return std::string(nd.identity.id + " session " + std::to_string(sid) + " established, election node " +
+                 std::to_string(seq)); });
   recomputeActive();
   nd.zkReady = true;
   zkDeliver(n, ZkInitialized{stateNode(), activePeers()});
@@ -629,8 +663,8 @@ void World::expireSession(uint64_t sid, const std::string& why) {
   if (it == sessions_.end() || !it->second.alive) return;
   it->second.alive = false;
   int n = it->second.node;
-  trace('Z', node(n).identity.id + " session " + std::to_string(sid) + " expired (" + why + ")");
-  std::erase_if(election_, [sid](const ElectionNode& e) { return e.session == sid; });
+  trace('Z', [&] { return std::string(node(n).identity.id + " session " + std::to_string(sid) + " expired (" + why + ")"); });
+  election_.leave(sid);
   recomputeActive();
   Node& nd = node(n);
   if (nd.up && nd.session == sid) {
@@ -653,9 +687,9 @@ void World::closeSessionOf(int n) {
   auto it = sessions_.find(nd.session);
   if (it != sessions_.end() && it->second.alive) {
     it->second.alive = false;
-    trace('Z', nd.identity.id + " session " + std::to_string(nd.session) + " closed");
+    trace('Z', [&] { return std::string(nd.identity.id + " session " + std::to_string(nd.session) + " closed"); });
     uint64_t sid = nd.session;
-    std::erase_if(election_, [sid](const ElectionNode& e) { return e.session == sid; });
+    election_.leave(sid);
     recomputeActive();
   }
   nd.session = 0;
@@ -663,9 +697,7 @@ void World::closeSessionOf(int n) {
 
 void World::recomputeActive() {
   std::vector<int> next;
-  for (const auto& e : election_) {
-    if (std::find(next.begin(), next.end(), e.node) == next.end()) next.push_back(e.node);
-  }
+  for (const std::string& id : election_.active()) next.push_back(nodeOf(id));
   if (next == active_) return;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
@@ -678,7 +710,7 @@ void World::recomputeActive() {
   active_ = std::move(next);
   std::string s = "active [";
   for (size_t i = 0; i < active_.size(); ++i) s += (i ? "," : "") + node(active_[i]).identity.id;
-  trace('Z', s + "]");
+  trace('Z', [&] { return std::string(s + "]"); });
   notifyAll(false);
 }
 
@@ -747,8 +779,8 @@ void World::notifyAll(bool state) {
 void World::zkWrite(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion,
                     const std::string& reason) {
   Node& nd = node(n);
-  trace('A', nd.identity.id + " -> write generation " + std::to_string(state.generation) + " expecting v" +
-                 std::to_string(expectedVersion) + ": " + reason);
+  trace('A', [&] { return std::string(nd.identity.id + " -> write generation " + std::to_string(state.generation) + " expecting v" +
+                 std::to_string(expectedVersion) + ": " + reason); });
   uint64_t sid = nd.session;
   int64_t issued = now_;
   WalPosition wal = nd.pg.wal.position();
@@ -761,7 +793,10 @@ void World::zkWrite(int n, uint64_t serial, const ClusterState& state, int32_t e
   }
   std::string data = state.serialize();
   std::string writer = nd.identity.id;
-  after(rngZk_.between(2, 25), [this, n, serial, sid, issued, wal, data, expectedVersion, reason, writer] {
+  // Most writes reach the leader in milliseconds; some wait behind a slow quorum (a
+  // disk sync, a leader election) while the writer's postgres goes on.
+  int64_t toServer = rngZk_.chance(50) ? rngZk_.between(100, 1500) : rngZk_.between(2, 25);
+  after(toServer, [this, n, serial, sid, issued, wal, data, expectedVersion, reason, writer] {
     auto it = sessions_.find(sid);
     // A request sent just before a partition may or may not have reached the server.
     bool reached = it != sessions_.end() && it->second.alive && (it->second.connected || rngZk_.chance(500));
@@ -783,9 +818,9 @@ void World::zkWrite(int n, uint64_t serial, const ClusterState& state, int32_t e
 
 StateWriteFinished World::cas(const std::string& writer, const std::string& data, int32_t expectedVersion,
                               int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason) {
-  if (expectedVersion == -1 ? stateExists_ : (!stateExists_ || stateVersion_ != expectedVersion)) {
-    trace('Z', "write by " + writer + " expecting v" + std::to_string(expectedVersion) + " lost the race (at v" +
-                   std::to_string(stateVersion_) + ")");
+  if (!zk_.accepts(expectedVersion)) {
+    trace('Z', [&] { return std::string("write by " + writer + " expecting v" + std::to_string(expectedVersion) + " lost the race (at v" +
+                   std::to_string(zk_.version()) + ")"); });
     return StateWriteFinished{false, "bad version", true, -1};
   }
   auto parsed = ClusterState::parse(data);
@@ -794,18 +829,21 @@ StateWriteFinished World::cas(const std::string& writer, const std::string& data
     return StateWriteFinished{false, "invalid", false, -1};
   }
   StateWrite sw{now_, issuedAt, writer, state_, parsed.value(), writerWal};
-  stateExists_ = true;
-  stateVersion_ = expectedVersion == -1 ? 0 : stateVersion_ + 1;
-  stateData_ = data;
+  zk_.put(data);
   state_ = std::move(parsed).value();
   primaryOfGeneration_.emplace(state_->generation, state_->primary.id);
-  std::string summary = summarizeState(*state_).dump();
-  summaryOfVersion_[stateVersion_] = summary;
-  trace('Z', "state v" + std::to_string(stateVersion_) + " written by " + writer + ": " + summary + " (" + reason +
-                 ")");
+  std::string summary;
+  if (opts_.trace) {
+    summary = summarizeState(*state_).dump();
+    summaryOfVersion_[zk_.version()] = summary;
+  }
+  trace('Z', [&] { return std::string("state v" + std::to_string(zk_.version()) + " written by " + writer + ": " + summary + " (" + reason +
+                 ")"); });
+  bool newGeneration = !sw.before || sw.before->generation != state_->generation;
   checker_.onStateWrite(sw);
   notifyAll(true);
-  return StateWriteFinished{true, "", false, stateVersion_};
+  if (newGeneration) crashAfterWrite(writer);
+  return StateWriteFinished{true, "", false, zk_.version()};
 }
 
 void World::partition(int n, int64_t duration) {
@@ -813,7 +851,7 @@ void World::partition(int n, int64_t duration) {
   if (nd.partitioned) return;
   nd.partitioned = true;
   uint64_t serial = ++nd.partitionSerial;
-  trace('F', nd.identity.id + " cut off from ZooKeeper for " + std::to_string(duration) + " ms");
+  trace('F', [&] { return std::string(nd.identity.id + " cut off from ZooKeeper for " + std::to_string(duration) + " ms"); });
   auto it = sessions_.find(nd.session);
   if (nd.session != 0 && it != sessions_.end() && it->second.alive) {
     disconnectSession(nd.session, "no heartbeat within the session timeout");
@@ -828,7 +866,7 @@ void World::heal(int n) {
   if (!nd.partitioned) return;
   nd.partitioned = false;
   ++nd.partitionSerial;
-  trace('F', nd.identity.id + " reaches ZooKeeper again");
+  trace('F', [&] { return std::string(nd.identity.id + " reaches ZooKeeper again"); });
   if (!nd.up) return;
   auto it = sessions_.find(nd.session);
   if (nd.session != 0 && it != sessions_.end() && it->second.alive) {
@@ -855,29 +893,55 @@ void World::heal(int n) {
 void World::pgApply(int n, const PgConfig& cfg) {
   Node& nd = node(n);
   SimPostgres& pg = nd.pg;
-  trace('A', nd.identity.id + " -> apply postgres " + describeConfig(cfg));
+  trace('A', [&] { return std::string(nd.identity.id + " -> apply postgres " + describeConfig(cfg)); });
+  if (now_ < pg.applyLockedUntil) {  // the poll is writing the configuration: wait for the apply lock
+    uint64_t inc = nd.incarnation;
+    at(pg.applyLockedUntil, [this, n, inc, cfg] {
+      if (alive(n, inc)) pgApply(n, cfg);
+    });
+    return;
+  }
   // A new synchronous standby of a primary, or a new upstream of a running standby, is
-  // a reload; anything else restarts or promotes.
+  // a reload; a running standby is promoted without a restart (it serves reads and,
+  // until the reload that clears its upstream, streams meanwhile); anything else
+  // restarts.
   bool reload = pg.serving() && ((pg.config.role == PgRole::kPrimary && cfg.role == PgRole::kPrimary) ||
                                  (pg.isStandby() && (cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync)));
+  bool promotion = pg.serving() && pg.isStandby() && cfg.role == PgRole::kPrimary;
+  // What the adapter leaves (applyPrimary): read-only until the sync caught up, unless
+  // it was a writable primary and is not in recovery.
+  bool inRecovery = pg.serving() ? pg.isStandby() : pg.standbySignal;
+  bool wasWritablePrimary = pg.config.role == PgRole::kPrimary && !pg.readOnly;
+  pg.applyReadOnly = cfg.downstream.has_value() && (inRecovery || !wasWritablePrimary);
+  pg.writablePending = false;
   pg.transitioning = true;
-  pg.reloading = reload;
+  pg.reloading = reload || promotion;
+  pg.promoting = promotion;
   pg.crashedInTransition = false;
-  ++pg.epoch;
-  if (!reload) {  // restart or promotion: stops serving and streaming now
+  uint64_t epoch = ++pg.epoch;
+  uint64_t inc = nd.incarnation;
+  if (!reload && !promotion) {  // restart: stops serving and streaming now
     pg.running = false;
+    ++pg.instance;
     pg.waiting.clear();
-    pg.syncCaughtUp = false;
+  }
+  if (promotion) {
+    after(rngPg_.between(5, 40), [this, n, inc, epoch] {
+      SimPostgres& p = node(n).pg;
+      if (!alive(n, inc) || p.epoch != epoch || !p.config.upstream) return;
+      p.config.upstream.reset();
+      trace('P', [&] { return std::string(node(n).identity.id + " postgres stops streaming: promoting"); });
+    });
   }
   if (cfg.role == PgRole::kPrimary && nd.driver->peer().clusterState()) {
     pg.generationTag = nd.driver->peer().clusterState()->generation;
   }
   // A reload (new synchronous standby) takes milliseconds; a restart or a promotion
-  // takes longer.
+  // takes longer. The apply holds the apply lock throughout.
   bool slow = now_ < pg.slowUntil;
   int64_t latency = reload ? (slow ? rngPg_.between(200, 1500) : rngPg_.between(5, 60))
                            : (slow ? rngPg_.between(1500, 7000) : rngPg_.between(80, 900));
-  uint64_t inc = nd.incarnation;
+  pg.applyLockedUntil = now_ + latency;
   after(latency, [this, n, inc, cfg] { finishApply(n, inc, cfg); });
 }
 
@@ -885,9 +949,10 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
   if (!alive(n, inc)) return;  // the agent died, and postgres with it
   Node& nd = node(n);
   SimPostgres& pg = nd.pg;
-  bool reload = pg.reloading;
+  bool reload = pg.reloading && !pg.promoting;
   pg.transitioning = false;
   pg.reloading = false;
+  pg.promoting = false;
   std::string error;
   if (pg.crashedInTransition) {
     error = "postgres crashed during the transition";
@@ -896,10 +961,8 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
   } else if (cfg.role == PgRole::kPrimary) {
     if (!pg.setUp) {
       pg.setUp = true;
-      trace('P', nd.identity.id + " postgres: initdb");
+      trace('P', [&] { return std::string(nd.identity.id + " postgres: initdb"); });
     }
-    bool sameSync = reload && pg.config.downstream && cfg.downstream && pg.config.downstream->id == cfg.downstream->id;
-    if (!sameSync) pg.syncCaughtUp = false;
   } else if (cfg.role != PgRole::kNone && !reload) {
     // What the pg adapter does for a standby that is not running as one: no data
     // directory, or one that last ran as a primary and cannot follow the restore peer
@@ -918,8 +981,8 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
       } else {
         pg.wal = node(restore).pg.wal;
         pg.setUp = true;
-        trace('P', nd.identity.id + " postgres rebuilt from " + node(restore).identity.id + " (" +
-                       std::to_string(pg.wal.size()) + " records)");
+        trace('P', [&] { return std::string(nd.identity.id + " postgres rebuilt from " + node(restore).identity.id + " (" +
+                       std::to_string(pg.wal.size()) + " records)"); });
       }
     }
   }
@@ -930,17 +993,24 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
   if (!error.empty()) {
     pg.running = false;
     pg.waiting.clear();
-    trace('P', nd.identity.id + " postgres transition to " + pgRoleName(cfg.role) + " failed: " + error);
+    trace('P', [&] { return std::string(nd.identity.id + " postgres transition to " + pgRoleName(cfg.role) + " failed: " + error); });
     PgConfigApplied r{false, error, false};
     intoDriver(n, r, [&] { done(r); });
     return;
   }
   pg.config = cfg;
   pg.running = cfg.role != PgRole::kNone;
+  pg.readOnly = cfg.role != PgRole::kPrimary || pg.applyReadOnly;
+  if (cfg.role == PgRole::kPrimary && pg.readOnly) {
+    pg.writablePending = true;
+    pg.pendingSync = cfg.downstream->id;
+    pg.pendingTarget.reset();
+    schedulePoll(n);
+  }
   if (cfg.role == PgRole::kPrimary) pg.standbySignal = false;
   if (cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync) pg.standbySignal = true;
-  trace('P', nd.identity.id + " postgres now " + describeConfig(cfg) + (pg.running ? ", running" : ", stopped") +
-                 ", WAL " + std::to_string(pg.wal.size()));
+  trace('P', [&] { return std::string(nd.identity.id + " postgres now " + describeConfig(cfg) + (pg.running ? ", running" : ", stopped") +
+                 ", WAL " + std::to_string(pg.wal.size())); });
   PgConfigApplied r{true, "", pg.running};
   intoDriver(n, r, [&] { done(r); });
 }
@@ -950,16 +1020,55 @@ void World::pgStop(int n) {
   pg.running = false;
   if (pg.transitioning) pg.crashedInTransition = true;
   pg.waiting.clear();
-  pg.syncCaughtUp = false;
   ++pg.epoch;
+  ++pg.instance;
 }
 
 // Postgres dies and cannot start again for `brokenFor` (e.g. its port is held): only
 // the agent's health logic restarts it.
+// The adapter's writable poll (pg/controller.cc pollWritable), every writablePollInterval
+// on the query worker while a primary waits for its sync to catch up. It skips its turn
+// while a fence or an apply holds the apply lock; its write of the configuration holds
+// the lock (a fence or an apply started meanwhile waits for it).
+void World::schedulePoll(int n) {
+  SimPostgres& pg = node(n).pg;
+  if (pg.pollScheduled) return;
+  pg.pollScheduled = true;
+  uint64_t inc = node(n).incarnation;
+  after(kWritablePollMs, [this, n, inc] {
+    SimPostgres& p = node(n).pg;
+    p.pollScheduled = false;
+    if (alive(n, inc)) pollWritable(n, inc, p.epoch);
+  });
+}
+
+void World::pollWritable(int n, uint64_t inc, uint64_t epoch) {
+  SimPostgres& pg = node(n).pg;
+  if (!pg.writablePending) return;
+  if (now_ < pg.applyLockedUntil || pg.transitioning || !pg.serving() || pg.config.role != PgRole::kPrimary) {
+    return schedulePoll(n);
+  }
+  int s = nodeOf(pg.pendingSync);
+  bool streams = s >= 0 && pg.config.downstream && pg.config.downstream->id == pg.pendingSync && attachedSync(n);
+  if (!streams) return schedulePoll(n);
+  if (!pg.pendingTarget) pg.pendingTarget = pg.wal.size();
+  if (node(s).pg.wal.size() < *pg.pendingTarget) return schedulePoll(n);
+  int64_t end = std::max(now_, pg.queryBusyUntil) + rngPg_.between(5, 60);
+  pg.applyLockedUntil = end;
+  pg.queryBusyUntil = end;
+  at(end, [this, n, inc, epoch] {
+    SimPostgres& p = node(n).pg;
+    if (!alive(n, inc) || p.epoch != epoch || !p.writablePending) return;
+    p.writablePending = false;
+    p.readOnly = false;
+    trace('P', [&] { return std::string(node(n).identity.id + " postgres writable: its sync " + p.pendingSync + " has caught up"); });
+  });
+}
+
 void World::pgCrash(int n, int64_t brokenFor) {
   Node& nd = node(n);
   if (!nd.pg.running && !nd.pg.transitioning) return;
-  trace('F', nd.identity.id + " postgres crashes; it cannot start for " + std::to_string(brokenFor) + " ms");
+  trace('F', [&] { return std::string(nd.identity.id + " postgres crashes; it cannot start for " + std::to_string(brokenFor) + " ms"); });
   pgStop(n);
   nd.pg.brokenUntil = now_ + brokenFor;
 }
@@ -974,8 +1083,8 @@ void World::repairStandby(int n) {
   if (r < 0 || !node(r).pg.serving()) return;
   pg.wal = node(r).pg.wal;
   pg.cannotFollowSince = -1;
-  trace('P', node(n).identity.id + " postgres rebuilt from " + node(r).identity.id + " (" +
-                 std::to_string(pg.wal.size()) + " records): it could not follow its upstream");
+  trace('P', [&] { return std::string(node(n).identity.id + " postgres rebuilt from " + node(r).identity.id + " (" +
+                 std::to_string(pg.wal.size()) + " records): it could not follow its upstream"); });
 }
 
 bool World::attachedSync(int primary) const {
@@ -991,9 +1100,8 @@ bool World::attachedSync(int primary) const {
 bool World::writable(int n) const {
   const Node& nd = node(n);
   const SimPostgres& pg = nd.pg;
-  if (!nd.up || !pg.serving() || pg.config.role != PgRole::kPrimary) return false;
-  if (!pg.config.downstream) return true;  // one-node-write mode: writable alone
-  return pg.syncCaughtUp && attachedSync(n);
+  // Commits are accepted whenever the adapter made it writable; they wait for the sync.
+  return nd.up && pg.serving() && !pg.promoting && pg.config.role == PgRole::kPrimary && !pg.readOnly;
 }
 
 void World::replicate() {
@@ -1026,10 +1134,7 @@ void World::replicate() {
     size_t acked = 0;
     if (pg.config.downstream && attachedSync(n)) {
       const Wal& sync = node(nodeOf(pg.config.downstream->id)).pg.wal;
-      if (sync.size() >= pg.wal.size()) pg.syncCaughtUp = true;
       while (acked < pg.waiting.size() && sync.contains(pg.waiting[acked])) ++acked;
-    } else {
-      pg.syncCaughtUp = false;
     }
     if (!pg.config.downstream || opts_.testingAckBeforeSync) acked = pg.waiting.size();
     std::vector<WalMark> done(pg.waiting.begin(), pg.waiting.begin() + static_cast<std::ptrdiff_t>(acked));
@@ -1048,7 +1153,7 @@ void World::clientTick() {
     uint64_t id = ++nextCommit_;
     WalMark m = node(n).pg.wal.append(id);
     node(n).pg.waiting.push_back(m);
-    trace('C', "commit c" + std::to_string(id) + " on " + node(n).identity.id);
+    trace('C', [&] { return std::string("commit c" + std::to_string(id) + " on " + node(n).identity.id); });
   }
 }
 
@@ -1064,11 +1169,12 @@ void World::ack(int n, const WalMark& mark) {
   }
   std::optional<std::string> primary;
   if (auto it = primaryOfGeneration_.find(gen); it != primaryOfGeneration_.end()) primary = it->second;
-  trace('C', "ack c" + std::to_string(mark.commitId) + " by " + nd.identity.id + " (generation " +
-                 std::to_string(gen) + ")");
+  trace('C', [&] { return std::string("ack c" + std::to_string(mark.commitId) + " by " + nd.identity.id + " (generation " +
+                 std::to_string(gen) + ")"); });
   std::string how = nd.pg.config.downstream ? "its synchronous standby " + nd.pg.config.downstream->id + " had it"
                                             : "no synchronous standby";
-  checker_.onAck(now_, nd.identity.id, gen, mark, nd.pg.wal, deposed, primary, how);
+  checker_.onAck(now_, nd.identity.id, gen, mark, nd.pg.wal, deposed, primary, how,
+                 nd.pg.config.downstream ? nd.pg.config.downstream->id : "");
   if (quiet_ && state_ && state_->primary.id == nd.identity.id) ackedSinceQuiet_ = true;
 }
 
@@ -1079,37 +1185,32 @@ void World::runFault(const Fault& f) {
   ++faultsRunByKind_[static_cast<size_t>(f.kind)];
   Node& nd = node(f.peer);
   switch (f.kind) {
-    case FaultKind::kCrashPeer: {
-      if (!nd.up) return trace('F', f.describe() + ": already down");
-      trace('F', nd.identity.id + " crashes (agent and postgres); restarts in " + std::to_string(f.duration) + " ms");
-      pgStop(f.peer);
-      stopAgent(f.peer);
-      nd.restartPending = true;
-      int n = f.peer;
-      after(f.duration, [this, n] {
-        if (!node(n).up && node(n).restartPending) startAgent(n);
-      });
+    case FaultKind::kCrashPeer:
+      if (!nd.up) return trace('F', [&] { return std::string(f.describe() + ": already down"); });
+      return crashPeer(f.peer, f.duration);
+    case FaultKind::kCrashAfterWrite:
+      trace('F', [&] { return std::string(f.describe() + ": armed"); });
+      crashAfterWrite_.emplace_back(static_cast<int64_t>(f.variant % 200), f.duration);
       return;
-    }
     case FaultKind::kExpireSession:
-      if (nd.session == 0) return trace('F', f.describe() + ": no session");
-      trace('F', f.describe());
+      if (nd.session == 0) return trace('F', [&] { return std::string(f.describe() + ": no session"); });
+      trace('F', [&] { return std::string(f.describe()); });
       return expireSession(nd.session, "expired by the fault scheduler");
     case FaultKind::kPartitionZk:
       return partition(f.peer, f.duration);
     case FaultKind::kCrashPostgres:
-      if (!nd.up) return trace('F', f.describe() + ": agent down");
+      if (!nd.up) return trace('F', [&] { return std::string(f.describe() + ": agent down"); });
       return pgCrash(f.peer, f.duration);
     case FaultKind::kSlowPostgres:
-      trace('F', f.describe());
+      trace('F', [&] { return std::string(f.describe()); });
       nd.pg.slowUntil = now_ + f.duration;
       return;
     case FaultKind::kDelayNotifications:
       nd.slowNotifyUntil = now_ + f.duration;
       nd.slowNotifyMs = 100 + static_cast<int64_t>(f.variant % 2500);
-      return trace('F', f.describe() + ", " + std::to_string(nd.slowNotifyMs) + " ms late");
+      return trace('F', [&] { return std::string(f.describe() + ", " + std::to_string(nd.slowNotifyMs) + " ms late"); });
     case FaultKind::kStallReplication:
-      trace('F', f.describe());
+      trace('F', [&] { return std::string(f.describe()); });
       nd.pg.stalledUntil = now_ + f.duration;
       return;
     case FaultKind::kFreeze:
@@ -1125,27 +1226,50 @@ void World::runFault(const Fault& f) {
   }
 }
 
+void World::crashPeer(int n, int64_t downFor) {
+  Node& nd = node(n);
+  trace('F', [&] { return std::string(nd.identity.id + " crashes (agent and postgres); restarts in " + std::to_string(downFor) + " ms"); });
+  pgStop(n);
+  stopAgent(n);
+  nd.restartPending = true;
+  after(downFor, [this, n] {
+    if (!node(n).up && node(n).restartPending) startAgent(n);
+  });
+}
+
+// A death right after a state write: the writer of a new generation dies before it has
+// acted on it (or just after), as an armed crash-after-write fault says.
+void World::crashAfterWrite(const std::string& writer) {
+  int n = nodeOf(writer);
+  if (n < 0 || crashAfterWrite_.empty()) return;
+  auto [delay, downFor] = crashAfterWrite_.front();
+  crashAfterWrite_.erase(crashAfterWrite_.begin());
+  uint64_t inc = node(n).incarnation;
+  after(delay, [this, n, inc, downFor] {
+    if (!alive(n, inc)) return;
+    trace('F', [&] { return std::string(node(n).identity.id + " dies right after its state write"); });
+    crashPeer(n, downFor);
+  });
+}
+
 void World::operatorWrite(ClusterState next, const std::string& what) {
-  trace('O', "operator: " + what);
-  cas("operator", next.serialize(), stateVersion_, now_, std::nullopt, what);
+  trace('O', [&] { return std::string("operator: " + what); });
+  cas("operator", next.serialize(), zk_.version(), now_, std::nullopt, what);
 }
 
 void World::opFreeze() {
-  if (!state_) return trace('O', "operator: freeze skipped, no cluster state");
-  ClusterState next = *state_;
-  next.freeze = {{"date", formatIso8601(wall())}, {"reason", "cluster-sim operator"}};
-  operatorWrite(std::move(next), "freeze");
+  if (!state_) return trace('O', [&] { return std::string("operator: freeze skipped, no cluster state"); });
+  operatorWrite(simworld::frozenState(*state_, {{"date", formatIso8601(wall())}, {"reason", "cluster-sim operator"}}),
+                "freeze");
 }
 
 void World::opUnfreeze() {
-  if (!state_ || !state_->frozen()) return trace('O', "operator: unfreeze skipped, not frozen");
-  ClusterState next = *state_;
-  next.freeze = nullptr;
-  operatorWrite(std::move(next), "unfreeze");
+  if (!state_ || !state_->frozen()) return trace('O', [&] { return std::string("operator: unfreeze skipped, not frozen"); });
+  operatorWrite(simworld::unfrozenState(*state_), "unfreeze");
 }
 
 void World::opPromote(bool valid, uint64_t variant) {
-  if (!state_ || !state_->sync) return trace('O', "operator: promote skipped, no cluster with a sync");
+  if (!state_ || !state_->sync) return trace('O', [&] { return std::string("operator: promote skipped, no cluster with a sync"); });
   const ClusterState& s = *state_;
   nlohmann::json req;
   std::string expire = formatIso8601(wall() + rngOp_.between(2000, 10000));
@@ -1196,52 +1320,62 @@ void World::opPromote(bool valid, uint64_t variant) {
         break;
     }
   }
-  ClusterState next = s;
-  next.promote = req;
-  operatorWrite(std::move(next), std::string(valid ? "valid" : "invalid") + " promote request " + req.dump());
+  std::string what = std::string(valid ? "valid" : "invalid") + " promote request " + req.dump();
+  operatorWrite(simworld::promoteState(s, std::move(req)), what);
 }
 
 // Like `dugong-adm rebuild`, run on the deposed peer beside its agent (live or not):
 // apply an async configuration streaming from the primary through the pg adapter's
 // own rules (rebuild what cannot follow), then take the peer out of `deposed`. The
-// live agent sees that and starts a fresh state machine.
+// live agent sees that and starts a fresh state machine. For a deposed peer whose
+// agent is not in ZooKeeper, the operator may instead `dugong-adm reap` it (variant).
 void World::opRebuild(uint64_t variant) {
-  if (!state_ || state_->deposed.empty()) return trace('O', "operator: rebuild skipped, nobody is deposed");
+  if (!state_ || state_->deposed.empty()) return trace('O', [&] { return std::string("operator: rebuild skipped, nobody is deposed"); });
   const ClusterState& s = *state_;
   const PeerIdentity target = s.deposed[variant % s.deposed.size()];
   int x = nodeOf(target.id);
   int p = nodeOf(s.primary.id);
+  const std::vector<std::string> active = election_.active();
+  if ((variant >> 8) % 3 == 0 && !election_.holds(target.id)) {
+    auto reaped = simworld::reapedState(s, target.id, active);
+    if (reaped) return operatorWrite(std::move(reaped).value(), "reap " + target.id);
+  }
+  if (auto allowed = simworld::rebuildAllowed(s, target.id, active); !allowed) {
+    return trace('O', [&] { return "operator: rebuild of " + target.id + " refused: " + allowed.error(); });
+  }
   if (x < 0 || p < 0 || !node(p).pg.running) {
-    return trace('O', "operator: rebuild of " + target.id + " postponed, the primary's postgres is not running");
+    return trace('O', [&] { return std::string("operator: rebuild of " + target.id + " postponed, the primary's postgres is not running"); });
   }
   SimPostgres& pg = node(x).pg;
   if (pg.transitioning) {
-    return trace('O', "operator: rebuild of " + target.id + " failed, its agent is reconfiguring postgres");
+    return trace('O', [&] { return std::string("operator: rebuild of " + target.id + " failed, its agent is reconfiguring postgres"); });
   }
-  trace('O', "operator: rebuild " + target.id + " from " + s.primary.id);
+  trace('O', [&] { return std::string("operator: rebuild " + target.id + " from " + s.primary.id); });
   const Wal& primary = node(p).pg.wal;
-  if (!pg.setUp || pg.wal.divergedFrom(primary) || pg.wal.size() > primary.size() || !pg.standbySignal) {
+  const bool rebuilt =
+      !pg.setUp || pg.wal.divergedFrom(primary) || pg.wal.size() > primary.size() || !pg.standbySignal;
+  if (rebuilt) {
     pg.wal = primary;
     pg.setUp = true;
-    trace('P', target.id + " postgres rebuilt by the operator from " + s.primary.id + " (" +
-                   std::to_string(pg.wal.size()) + " records)");
+    trace('P', [&] { return std::string(target.id + " postgres rebuilt by the operator from " + s.primary.id + " (" +
+                   std::to_string(pg.wal.size()) + " records)"); });
   }
   pg.waiting.clear();
-  pg.syncCaughtUp = false;
+  pg.readOnly = true;
+  pg.writablePending = false;
   pg.config = PgConfig::standby(PgRole::kAsync, s.primary, s.primary);
+  if (!pg.running || rebuilt) ++pg.instance;  // started, not reloaded
   pg.running = true;
   pg.standbySignal = true;
   ++pg.epoch;
-  ClusterState next = s;
-  std::erase_if(next.deposed, [&](const PeerIdentity& d) { return d.id == target.id; });
-  operatorWrite(std::move(next), "remove rebuilt " + target.id + " from deposed");
+  operatorWrite(simworld::rebuiltState(s, target.id).value(), "remove rebuilt " + target.id + " from deposed");
 }
 
 void World::beginQuietPhase() {
   quiet_ = true;
   quietStart_ = now_;
-  trace('Q', "faults stop; healing everything; the cluster must be read-write within " +
-                 std::to_string(sc_.convergeBoundMs) + " ms");
+  trace('Q', [&] { return std::string("faults stop; healing everything; the cluster must be read-write within " +
+                 std::to_string(sc_.convergeBoundMs) + " ms"); });
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
     Node& nd = node(n);
@@ -1271,7 +1405,10 @@ void World::checkStep() {
     int n = static_cast<int>(i);
     Node& nd = node(n);
     if (!nd.up) continue;
-    if (nd.driver->peer().role() == Role::kDeposed && writable(n)) {
+    // Until its postgres stops, a deposed peer may still take commits; it must not be
+    // able to acknowledge one (no sync streams from it, or it is not writable).
+    if (nd.driver->peer().role() == Role::kDeposed && writable(n) &&
+        (!nd.pg.config.downstream || attachedSync(n))) {
       checker_.onDeposedWritable(now_, nd.identity.id);
     }
     // A withdrawn peer rejoins once its postgres answers again.
@@ -1323,8 +1460,8 @@ void World::checkStep() {
   }
   if (quiet_ && !convergedAt_ && ackedSinceQuiet_ && !state_->frozen() && writable(p)) {
     convergedAt_ = now_;
-    trace('Q', "read-write again after " + std::to_string(now_ - quietStart_) + " ms, primary " +
-                   state_->primary.id);
+    trace('Q', [&] { return std::string("read-write again after " + std::to_string(now_ - quietStart_) + " ms, primary " +
+                   state_->primary.id); });
   }
 }
 
@@ -1350,9 +1487,9 @@ std::string World::diagnose() const {
 }
 
 RunResult World::run() {
-  trace('Q', "seed " + std::to_string(sc_.seed) + ": " + std::to_string(sc_.peers) + " peers, session timeout " +
+  trace('Q', [&] { return std::string("seed " + std::to_string(sc_.seed) + ": " + std::to_string(sc_.peers) + " peers, session timeout " +
                  std::to_string(sc_.sessionTimeoutMs) + " ms, faults for " + std::to_string(sc_.faultPhaseMs) +
-                 " ms");
+                 " ms"); });
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
     after(rngAgent_.between(0, 500), [this, n] { startAgent(n); });
@@ -1375,12 +1512,9 @@ RunResult World::run() {
   at(sc_.faultPhaseMs, [this] { beginQuietPhase(); });
 
   const int64_t deadline = sc_.faultPhaseMs + sc_.convergeBoundMs;
-  while (!queue_.empty()) {
-    std::pop_heap(queue_.begin(), queue_.end(), later);
-    Item item = std::move(queue_.back());
-    queue_.pop_back();
-    now_ = item.t;
-    item.fn();
+  while (!q_.empty()) {
+    now_ = q_.nextAt();
+    q_.runNext();
     if (checker_.ok()) checkStep();
     if (!checker_.ok()) break;
     if (convergedAt_ && now_ >= *convergedAt_ + kSettleAfterConvergedMs) break;
@@ -1397,7 +1531,7 @@ RunResult World::run() {
   r.ok = checker_.ok();
   if (!r.ok) {
     r.violation = checker_.violations().front();
-    trace('V', r.violation->invariant + ": " + r.violation->detail);
+    trace('V', [&] { return std::string(r.violation->invariant + ": " + r.violation->detail); });
   }
   r.trace = std::move(trace_);
   r.traceHash = hash_;

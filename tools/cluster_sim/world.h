@@ -43,6 +43,9 @@ struct WorldOptions {
   // it, a standby base-backed-up from the primary while its upstream lagged can stay
   // unable to stream forever once that upstream is promoted.
   bool repairStandbysThatCannotFollow = false;
+  // Keep the trace (and its hash). Off for unwatched seed ranges, which re-run a failing
+  // seed with it on: a run is the same either way.
+  bool trace = true;
 };
 
 struct RunResult {

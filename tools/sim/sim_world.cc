@@ -1,5 +1,6 @@
 #include "tools/sim/sim_world.h"
 #include "agent/scheduled_timer.h"
+#include "tools/sim_world/operator_actions.h"
 
 #include <algorithm>
 #include <utility>
@@ -40,39 +41,29 @@ const char* levelName(LogLevel l) {
 
 }  // namespace
 
-SimWorld::SimWorld(Options options) : opts_(options), now_(options.startTime) { identity(kNodeUnderTest); }
+SimWorld::SimWorld(Options options) : opts_(options), q_(options.startTime) { identity(kNodeUnderTest); }
 
 // ---- event loop --------------------------------------------------------------------
 
-void SimWorld::schedule(int64_t delayMs, std::function<void()> fn) {
-  queue_.push(Scheduled{now_ + delayMs, seq_++, std::move(fn)});
-}
+void SimWorld::schedule(int64_t delayMs, std::function<void()> fn) { q_.after(delayMs, std::move(fn)); }
 
 void SimWorld::advance(int64_t ms) {
-  const EpochMs until = now_ + ms;
-  while (!queue_.empty() && queue_.top().at <= until) {
-    Scheduled next = queue_.top();
-    queue_.pop();
-    now_ = next.at;
-    next.fn();
-  }
-  now_ = until;
+  const EpochMs until = q_.now() + ms;
+  while (!q_.empty() && q_.nextAt() <= until) q_.runNext();
+  q_.advanceTo(until);
 }
 
 bool SimWorld::runUntilRest(int64_t limitMs) {
-  const EpochMs limit = now_ + limitMs;
-  while (!queue_.empty()) {
-    if (queue_.top().at > limit) return false;
-    Scheduled next = queue_.top();
-    queue_.pop();
-    now_ = next.at;
-    next.fn();
+  const EpochMs limit = q_.now() + limitMs;
+  while (!q_.empty()) {
+    if (q_.nextAt() > limit) return false;
+    q_.runNext();
   }
   return true;
 }
 
 void SimWorld::log(const std::string& line) {
-  if (trace_) trace_(now_, line);
+  if (trace_) trace_(q_.now(), line);
 }
 
 void SimWorld::deliver(const std::string& what, const std::function<void()>& call) {
@@ -99,10 +90,10 @@ Result<bool> SimWorld::join(agent::CoordinatorCallbacks callbacks) {
   member_ = true;
   schedule(kZkInitMs, [this] {
     if (!member_) return;
-    if (std::find(active_.begin(), active_.end(), kNodeUnderTest) == active_.end()) active_.push_back(kNodeUnderTest);
+    if (!election_.holds(kNodeUnderTest)) election_.join(nextSession_++, kNodeUnderTest);
     zkClientReady_ = true;
-    deliveredVersion_ = zkVersion_;
-    deliveredActive_ = active_;
+    deliveredVersion_ = zk_.version();
+    deliveredActive_ = election_.active();
     notifyActive();  // the other clients see the new election node
     deliverEvent(ZkInitialized{stateNode(), activeList()}, "zookeeper initialised");
   });
@@ -113,7 +104,7 @@ void SimWorld::leave() {
   member_ = false;
   zkClientReady_ = false;
   zkCallbacks_ = {};
-  std::erase(active_, std::string(kNodeUnderTest));
+  election_.leavePeer(kNodeUnderTest);
   notifyActive();
 }
 
@@ -124,13 +115,13 @@ void SimWorld::putClusterState(const ClusterState& state, int32_t expectedVersio
     StateWriteFinished r;
     if (!member_) {
       r.error = "not connected";
-    } else if ((expectedVersion == -1) != zkData_.is_null() || (expectedVersion != -1 && expectedVersion != zkVersion_)) {
+    } else if (!zk_.accepts(expectedVersion)) {
       r.lostRace = true;
       r.error = "version mismatch";
     } else {
       writeZk(state.toJson(), "peer node1");
       r.ok = true;
-      r.newVersion = zkVersion_;
+      r.newVersion = zk_.version();
     }
     deliver(std::string("state write ") + (r.ok ? "ok" : "failed"), [&] { done(r); });
   });
@@ -208,32 +199,26 @@ void SimWorld::reportHealth() {
 // ---- simulated ZooKeeper ----------------------------------------------------------
 
 Result<nlohmann::json> SimWorld::writeZk(nlohmann::json state, const std::string& why) {
-  zkData_ = std::move(state);
-  zkVersion_ = zkVersion_ < 0 ? 0 : zkVersion_ + 1;
-  ++historyCount_;
-  log("zk     state version " + std::to_string(zkVersion_) + " written by " + why);
+  zk_.put(state.dump());
+  log("zk     state version " + std::to_string(zk_.version()) + " written by " + why);
   notifyState();
   return nlohmann::json(nullptr);
 }
 
 std::optional<ClusterState> SimWorld::zkState() const {
-  if (zkData_.is_null()) return std::nullopt;
-  auto s = ClusterState::fromJson(zkData_);
+  if (!zk_.exists()) return std::nullopt;
+  auto s = ClusterState::parse(zk_.data());
   if (!s) return std::nullopt;
   return s.value();
 }
 
 StateNode SimWorld::stateNode() const {
-  StateNode n;
-  n.exists = !zkData_.is_null();
-  if (n.exists) n.data = zkData_.dump();
-  n.version = zkVersion_;
-  return n;
+  return zk_.node();
 }
 
 PeerList SimWorld::activeList() const {
   PeerList out;
-  for (const auto& id : active_) out.push_back(identities_.at(id));
+  for (const auto& id : election_.active()) out.push_back(identities_.at(id));
   return out;
 }
 
@@ -242,9 +227,9 @@ void SimWorld::notifyState() {
   stateNotifyPending_ = true;
   schedule(0, [this] {
     stateNotifyPending_ = false;
-    if (zkVersion_ == deliveredVersion_) return;
-    deliveredVersion_ = zkVersion_;
-    deliverEvent(ClusterStateChanged{stateNode()}, "cluster state changed (version " + std::to_string(zkVersion_) + ")");
+    if (zk_.version() == deliveredVersion_) return;
+    deliveredVersion_ = zk_.version();
+    deliverEvent(ClusterStateChanged{stateNode()}, "cluster state changed (version " + std::to_string(zk_.version()) + ")");
   });
 }
 
@@ -253,8 +238,8 @@ void SimWorld::notifyActive() {
   activeNotifyPending_ = true;
   schedule(0, [this] {
     activeNotifyPending_ = false;
-    if (active_ == deliveredActive_) return;
-    deliveredActive_ = active_;
+    if (election_.active() == deliveredActive_) return;
+    deliveredActive_ = election_.active();
     deliverEvent(ActivePeersChanged{activeList()}, "active peers changed: " + idsOf(activeList()).dump());
   });
 }
@@ -325,17 +310,17 @@ Result<nlohmann::json> SimWorld::addPeer(const nlohmann::json& args) {
       if (identities_.count(id)) ++identityCount_;
     } while (identities_.count(id));
   }
-  if (std::find(active_.begin(), active_.end(), id) != active_.end()) return usage("addpeer", id + " is already active");
+  if (election_.holds(id)) return usage("addpeer", id + " is already active");
   const PeerIdentity& p = identity(id);
-  active_.push_back(id);
+  election_.join(nextSession_++, id);
   log("zk     " + id + " joined");
   notifyActive();
   auto s = zkState();
   if (s && simulatedPrimaryRunsCluster(*s) && s->primary.id != id && s->sync->id != id &&
       !containsPeer(s->async, id) && !containsPeer(s->deposed, id)) {
-    nlohmann::json next = zkData_;
-    next["async"].push_back(p.toJson());
-    writeZk(next, "simulated primary " + s->primary.id + " (adding async " + id + ")");
+    ClusterState next = *s;
+    next.async.push_back(p);
+    writeZk(next.toJson(), "simulated primary " + s->primary.id + " (adding async " + id + ")");
   }
   return nlohmann::json(nullptr);
 }
@@ -344,8 +329,7 @@ Result<nlohmann::json> SimWorld::rmPeer(const nlohmann::json& args) {
   if (args.empty() || !args[0].is_string()) return usage("rmpeer", "which peer? (rmpeer ID)");
   const std::string id = args[0].get<std::string>();
   if (id == kNodeUnderTest) return usage("rmpeer", "refusing to remove the peer under test");
-  auto it = std::find(active_.begin(), active_.end(), id);
-  if (it == active_.end()) return usage("rmpeer", id + " is not active");
+  if (!election_.holds(id)) return usage("rmpeer", id + " is not active");
   auto s = zkState();
   if (s && s->primary.id == id && s->sync && s->sync->id != kNodeUnderTest) {
     return usage("rmpeer", "removing primary " + id + " would need simulated sync " + s->sync->id +
@@ -355,21 +339,22 @@ Result<nlohmann::json> SimWorld::rmPeer(const nlohmann::json& args) {
     return usage("rmpeer", "removing sync " + id + " would need simulated primary " + s->primary.id +
                                " to take over; use depose");
   }
-  active_.erase(it);
+  election_.leavePeer(id);
   log("zk     " + id + " left");
   notifyActive();
   if (s && simulatedPrimaryRunsCluster(*s) && containsPeer(s->async, id)) {
-    nlohmann::json next = zkData_;
-    next["async"].erase(static_cast<size_t>(indexOfPeer(s->async, id)));
-    writeZk(next, "simulated primary " + s->primary.id + " (removing async " + id + ")");
+    ClusterState next = *s;
+    next.async.erase(next.async.begin() + indexOfPeer(s->async, id));
+    writeZk(next.toJson(), "simulated primary " + s->primary.id + " (removing async " + id + ")");
   }
   return nlohmann::json(nullptr);
 }
 
 Result<nlohmann::json> SimWorld::bootstrap(const nlohmann::json& args) {
-  if (!zkData_.is_null()) return usage("bootstrap", "the cluster state already exists");
-  if (active_.size() < 2) return usage("bootstrap", "needs at least 2 active peers");
-  std::string primary = active_[0];
+  if (zk_.exists()) return usage("bootstrap", "the cluster state already exists");
+  const std::vector<std::string> active = election_.active();
+  if (active.size() < 2) return usage("bootstrap", "needs at least 2 active peers");
+  std::string primary = active[0];
   if (!args.empty()) {
     auto id = knownId(args[0]);
     if (!id) return usage("bootstrap", "unknown primary " + args[0].dump());
@@ -381,7 +366,7 @@ Result<nlohmann::json> SimWorld::bootstrap(const nlohmann::json& args) {
     if (!id || *id == primary) return usage("bootstrap", "invalid sync " + args[1].dump());
     sync = *id;
   } else {
-    for (const auto& a : active_) {
+    for (const auto& a : active) {
       if (a != primary) {
         sync = a;
         break;
@@ -391,7 +376,7 @@ Result<nlohmann::json> SimWorld::bootstrap(const nlohmann::json& args) {
   ClusterState s;
   s.primary = identities_.at(primary);
   s.sync = identities_.at(sync);
-  for (const auto& a : active_) {
+  for (const auto& a : active) {
     if (a != primary && a != sync) s.async.push_back(identities_.at(a));
   }
   return writeZk(s.toJson(), "bootstrap");
@@ -436,39 +421,44 @@ Result<nlohmann::json> SimWorld::rebuild(const nlohmann::json& args) {
   auto s = zkState();
   if (args.empty() || !args[0].is_string()) return usage("rebuild", "which peer? (rebuild ID)");
   const std::string id = args[0].get<std::string>();
-  if (!s || !containsPeer(s->deposed, id)) return usage("rebuild", id + " is not deposed");
-  ClusterState next = *s;
-  next.deposed.erase(next.deposed.begin() + indexOfPeer(s->deposed, id));
+  if (!s) return usage("rebuild", "there is no cluster state");
+  auto rebuilt = simworld::rebuiltState(*s, id);
+  if (!rebuilt) return usage("rebuild", rebuilt.error());
+  ClusterState next = std::move(rebuilt).value();
+  if (id == kNodeUnderTest) {
+    // dugong-adm rebuild beside the agent: postgres first runs as a standby of the primary.
+    pgConfig_ = PgConfig::standby(PgRole::kAsync, s->primary, s->primary);
+    if (!pgOnline_) {
+      pgOnline_ = true;
+      reportHealth();
+    }
+    log("pg     rebuilt by the operator as a standby of " + s->primary.id);
+  }
+  // A simulated primary appends the rebuilt peer as an async (a real one does when it
+  // sees the peer out of deposed).
   if (s->primary.id != kNodeUnderTest) next.async.push_back(identities_.at(id));
-  next.freeze = nullptr;
-  next.oneNodeWriteMode = false;
-  next.promote = nullptr;
   return writeZk(next.toJson(), "rebuild of " + id);
 }
 
 Result<nlohmann::json> SimWorld::freeze(bool on) {
-  if (zkData_.is_null()) return usage(on ? "freeze" : "unfreeze", "there is no cluster state");
-  nlohmann::json next = zkData_;
-  if (on) {
-    next["freeze"] = {{"note", "frozen by simulator"}};
-  } else {
-    next.erase("freeze");
-  }
-  return writeZk(next, on ? "freeze" : "unfreeze");
+  auto s = zkState();
+  if (!s) return usage(on ? "freeze" : "unfreeze", "there is no cluster state");
+  ClusterState next = on ? simworld::frozenState(*s, {{"note", "frozen by simulator"}}) : simworld::unfrozenState(*s);
+  return writeZk(next.toJson(), on ? "freeze" : "unfreeze");
 }
 
 Result<nlohmann::json> SimWorld::promote(const nlohmann::json& args) {
-  if (zkData_.is_null()) return usage("promote", "there is no cluster state");
+  auto s = zkState();
+  if (!s) return usage("promote", "there is no cluster state");
   if (args.empty() || !args[0].is_object()) return usage("promote", "expects a promote object");
   nlohmann::json req = args[0];
   if (auto it = req.find("expireIn"); it != req.end()) {
     if (!it->is_number_integer()) return usage("promote", "expireIn must be a whole number of ms");
-    req["expireTime"] = formatIso8601(now_ + it->get<int64_t>());
+    req["expireTime"] = formatIso8601(q_.now() + it->get<int64_t>());
     req.erase("expireIn");
   }
-  nlohmann::json next = zkData_;
-  next["promote"] = req;
-  return writeZk(next, "promote request " + req.dump());
+  std::string what = "promote request " + req.dump();
+  return writeZk(simworld::promoteState(*s, std::move(req)).toJson(), what);
 }
 
 Result<nlohmann::json> SimWorld::setClusterState(const nlohmann::json& args) {
@@ -514,9 +504,9 @@ nlohmann::json SimWorld::peerView() const {
 
 nlohmann::json SimWorld::zkView(bool verbose) const {
   nlohmann::json state = nullptr;
-  if (!zkData_.is_null()) {
+  if (zk_.exists()) {
     auto s = zkState();
-    state = verbose || !s ? zkData_ : summarizeState(*s);
+    state = verbose || !s ? nlohmann::json::parse(zk_.data()) : summarizeState(*s);
   }
   PeerList active = activeList();
   return {{"clusterState", state}, {"activeNodes", verbose ? peersToJson(active) : idsOf(active)}};

@@ -22,7 +22,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <queue>
 #include <string>
 #include <vector>
 
@@ -30,6 +29,8 @@
 
 #include "agent/driver.h"
 #include "statemachine/peer.h"
+#include "tools/sim_world/event_queue.h"
+#include "tools/sim_world/zookeeper.h"
 
 namespace dugong::sim {
 
@@ -53,25 +54,18 @@ class SimWorld final : agent::Clock, agent::Coordinator, agent::Postgres, agent:
   // Runs until nothing is pending; false if that takes more than `limitMs`.
   bool runUntilRest(int64_t limitMs);
 
-  EpochMs now() const { return now_; }
+  EpochMs now() const { return q_.now(); }
   void setTrace(TraceSink sink) { trace_ = std::move(sink); }
 
  private:
-  struct Scheduled {
-    EpochMs at;
-    uint64_t seq;
-    std::function<void()> fn;
-    bool operator>(const Scheduled& o) const { return at != o.at ? at > o.at : seq > o.seq; }
-  };
-
   void schedule(int64_t delayMs, std::function<void()> fn);
   // Hands an event to the driver through `call`, traced.
   void deliver(const std::string& what, const std::function<void()>& call);
   void deliverEvent(const Event& event, const std::string& what);
 
   // The driver's environment.
-  EpochMs wallMs() const override { return now_; }
-  int64_t monotonicMs() const override { return now_; }
+  EpochMs wallMs() const override { return q_.now(); }
+  int64_t monotonicMs() const override { return q_.now(); }
   std::unique_ptr<agent::Timer> newTimer() override;
   void post(std::function<void()> fn) override { schedule(0, std::move(fn)); }
   Result<bool> join(agent::CoordinatorCallbacks callbacks) override;
@@ -118,19 +112,16 @@ class SimWorld final : agent::Clock, agent::Coordinator, agent::Postgres, agent:
   void log(const std::string& line);
 
   Options opts_;
-  EpochMs now_;
-  uint64_t seq_ = 0;
-  std::priority_queue<Scheduled, std::vector<Scheduled>, std::greater<>> queue_;
+  simworld::EventQueue q_;
   TraceSink trace_;
 
   std::map<std::string, PeerIdentity> identities_;
   int identityCount_ = 0;
 
-  // Simulated ZooKeeper.
-  nlohmann::json zkData_;  // null: no state node
-  int32_t zkVersion_ = -1;
-  std::vector<std::string> active_;  // ids in session order
-  int historyCount_ = 0;
+  // Simulated ZooKeeper (the simulated peers hold one session each).
+  simworld::ZkStateNode zk_;
+  simworld::ZkElection election_;
+  uint64_t nextSession_ = 1;
 
   // The peer under test (its driver) and its ZooKeeper client.
   std::unique_ptr<agent::Driver> driver_;

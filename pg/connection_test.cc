@@ -1,0 +1,197 @@
+// dugong's own PostgreSQL client (pg/connection.h) against a real postgres secured as in
+// production: scram-sha-256 over TCP, trust on the Unix socket.
+#include "pg/connection.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <optional>
+
+#include "pg/adapter.h"
+#include "pg/testing/pg_test_cluster.h"
+
+namespace dugong::pg {
+namespace {
+using namespace std::chrono_literals;
+using testing::PgTestCluster;
+using testing::PgTestNode;
+
+// One postgres, brought up as a primary by the adapter (which sets the passwords
+// through pg::encryptPassword, i.e. our own SCRAM verifiers).
+class ConnectionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new PgTestCluster("dugong-conn");
+    node_ = &cluster_->addNode("conn");
+    loop_ = new boost::asio::io_context();
+    auto created = PgAdapter::create(*loop_, node_->options);
+    ASSERT_TRUE(created.ok()) << created.error();
+    adapter_ = std::move(created).value().release();
+    std::optional<PgConfigApplied> applied;
+    adapter_->apply(PgConfig::primary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
+    ASSERT_TRUE(testing::runUntil(*loop_, [&] { return applied.has_value(); }, 180s));
+    ASSERT_TRUE(applied->ok) << applied->error;
+  }
+  static void TearDownTestSuite() {
+    delete adapter_;
+    delete loop_;
+    delete cluster_;
+  }
+  void SetUp() override { ASSERT_NE(adapter_, nullptr) << "postgres did not start"; }
+
+  static std::string tcp() {
+    return buildConninfo({{"host", "127.0.0.1"}, {"port", std::to_string(node_->port)}, {"dbname", "postgres"}});
+  }
+  static std::string socket() {
+    return buildConninfo({{"host", node_->options.socketPath()},
+                          {"port", std::to_string(node_->port)},
+                          {"user", "postgres"},
+                          {"dbname", "postgres"}});
+  }
+
+  static PgTestCluster* cluster_;
+  static PgTestNode* node_;
+  static boost::asio::io_context* loop_;
+  static PgAdapter* adapter_;
+};
+PgTestCluster* ConnectionTest::cluster_ = nullptr;
+PgTestNode* ConnectionTest::node_ = nullptr;
+boost::asio::io_context* ConnectionTest::loop_ = nullptr;
+PgAdapter* ConnectionTest::adapter_ = nullptr;
+
+TEST_F(ConnectionTest, ScramOverTcpWithThePassword) {
+  auto r = runQuery(tcp() + " user=postgres " + buildConninfo({{"password", testing::kTestSuperuserPassword}}),
+                    "SELECT current_user, 42, NULL::text, 'it''s'", 10s);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->columns, (std::vector<std::string>{"current_user", "?column?", "text", "?column?"}));
+  ASSERT_EQ(r->rows.size(), 1u);
+  EXPECT_EQ(r->rows[0], (Row{"postgres", "42", std::nullopt, "it's"}));
+  // The server's own record of the session: scram over TCP (pg_hba says so for TCP).
+  auto hba = runQuery(socket(), "SELECT auth_method FROM pg_hba_file_rules WHERE type = 'host' AND 'postgres' = ANY(user_name)", 10s);
+  ASSERT_TRUE(hba.ok()) << hba.error();
+  ASSERT_FALSE(hba->rows.empty());
+  EXPECT_EQ(hba->rows[0][0], "scram-sha-256");
+}
+
+TEST_F(ConnectionTest, TrustOverTheUnixSocket) {
+  auto r = runQuery(socket(), "SELECT inet_server_addr() IS NULL", 10s);  // NULL on a Unix socket
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->rows.at(0).at(0), "t");
+}
+
+TEST_F(ConnectionTest, WrongOrMissingPasswordIsRefusedWithTheServersMessage) {
+  auto wrong = runQuery(tcp() + " user=postgres password=guess", "SELECT 1", 10s);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().find("FATAL:  password authentication failed for user \"postgres\""), std::string::npos)
+      << wrong.error();
+  auto none = runQuery(tcp() + " user=postgres", "SELECT 1", 10s);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().find("no password supplied"), std::string::npos) << none.error();
+}
+
+TEST_F(ConnectionTest, ManyStatementsGiveTheLastResultOrTheFirstError) {
+  auto r = runQuery(socket(), "SELECT 1; SELECT 2 AS two, 3 AS three; SELECT 4 WHERE false", 10s);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->columns, (std::vector<std::string>{"?column?"}));
+  EXPECT_TRUE(r->rows.empty());
+  auto set = runQuery(socket(), "SELECT 1; SET application_name = 'x'", 10s);
+  ASSERT_TRUE(set.ok()) << set.error();
+  EXPECT_TRUE(set->columns.empty());
+  auto bad = runQuery(socket(), "SELECT 1; SELECT 1/0; SELECT no_such_column", 10s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("ERROR:  division by zero"), std::string::npos) << bad.error();
+  auto syntax = runQuery(socket(), "SELEC 1", 10s);
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_NE(syntax.error().find("syntax error"), std::string::npos) << syntax.error();
+}
+
+TEST_F(ConnectionTest, AQueryPastItsTimeoutIsCancelledOnTheServer) {
+  // statement_timeout is set too; pg_sleep in a function body that resets it shows the
+  // client's own cancel.
+  auto r = runQuery(socket(), "SET statement_timeout = 0; SELECT pg_sleep(60)", 1s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("timed out"), std::string::npos) << r.error();
+  EXPECT_TRUE(testing::eventually(
+      [&] {
+        auto left = runQuery(socket(), "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' "
+                                       "AND pid <> pg_backend_pid()", 5s);
+        return left.ok() && left->rows.at(0).at(0) == "0";
+      },
+      10s));
+}
+
+TEST_F(ConnectionTest, AServerThatNeverAnswersIsBoundedByTheConnectTimeout) {
+  // A listening socket nobody accepts on: TCP connects, the startup gets no answer.
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto r = runQuery("host=127.0.0.1 user=x dbname=x port=" + std::to_string(ntohs(addr.sin_port)), "SELECT 1", 1s);
+  ::close(fd);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("cannot connect"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("timeout expired"), std::string::npos) << r.error();
+}
+
+TEST_F(ConnectionTest, MultipleHostsAreTriedInOrder) {
+  // A closed port first, then the server.
+  const std::string conninfo = "host=127.0.0.1,127.0.0.1 port=1," + std::to_string(node_->port) +
+                               " user=postgres dbname=postgres " +
+                               buildConninfo({{"password", testing::kTestSuperuserPassword}});
+  auto r = runQuery(conninfo, "SELECT inet_server_port()", 10s);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->rows.at(0).at(0), std::to_string(node_->port));
+  // The primary is read-only until it has a sync: read-write refuses it by name.
+  auto rw = runQuery(conninfo + " target_session_attrs=read-write", "SELECT 1", 10s);
+  auto readOnly = runQuery(socket(), "SHOW default_transaction_read_only", 10s);
+  ASSERT_TRUE(readOnly.ok());
+  if (readOnly->rows.at(0).at(0) == "on") {
+    ASSERT_FALSE(rw.ok());
+    EXPECT_NE(rw.error().find("session is read-only"), std::string::npos) << rw.error();
+  } else {
+    EXPECT_TRUE(rw.ok()) << rw.error();
+  }
+}
+
+TEST(Conninfo, ParsesLibpqStyleStrings) {
+  auto p = parseConninfo("host='/tmp/x y' port=6000 user = 'o\\'neil' password='a\\\\b c' dbname=d "
+                         "application_name=app replication=true connect_timeout=1 keepalives_idle=5");
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->hosts, (std::vector<std::string>{"/tmp/x y"}));
+  EXPECT_EQ(p->ports, (std::vector<int>{6000}));
+  EXPECT_EQ(p->user, "o'neil");
+  EXPECT_EQ(p->password, "a\\b c");
+  EXPECT_EQ(p->dbname, "d");
+  EXPECT_EQ(p->applicationName, "app");
+  EXPECT_EQ(p->replication, "true");
+  EXPECT_EQ(p->connectTimeout, 2s);  // as libpq: at least 2 s
+  EXPECT_EQ(p->keepalivesIdle, 5);
+  // What buildConninfo writes comes back as it was.
+  const std::string odd = "it's a \\ secret";
+  auto round = parseConninfo(buildConninfo({{"password", odd}, {"host", "h"}}));
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(round->password, odd);
+  auto multi = parseConninfo("host=a,b,c port=1,2,3");
+  ASSERT_TRUE(multi.ok());
+  EXPECT_EQ(multi->ports, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(Conninfo, RefusesWhatItCannotHonour) {
+  EXPECT_FALSE(parseConninfo("hots=x").ok());
+  EXPECT_FALSE(parseConninfo("host").ok());
+  EXPECT_FALSE(parseConninfo("host='x").ok());
+  EXPECT_FALSE(parseConninfo("port=99999").ok());
+  EXPECT_FALSE(parseConninfo("host=a,b port=1,2,3").ok());
+  EXPECT_FALSE(parseConninfo("sslmode=require").ok());
+  EXPECT_FALSE(parseConninfo("target_session_attrs=prefer-standby").ok());
+  EXPECT_FALSE(parseConninfo("connect_timeout=soon").ok());
+}
+
+}  // namespace
+}  // namespace dugong::pg
