@@ -33,8 +33,21 @@ Agent::~Agent() {
 }
 
 Result<bool> Agent::start() {
+  auto lock = InstanceLock::acquire(config_.instanceLockPath());
+  if (!lock) return Error{lock.error()};
+  lock_ = std::move(lock).value();
   auto pg = pg::PgAdapter::create(io_, config_.pg);
   if (!pg) return Error{"postgres: " + pg.error()};
+  sessionFile_ = std::make_unique<SessionFile>(
+      config_.sessionFile,
+      SessionOwner::current(config_.identity.id, config_.zk.chroot + config_.zk.effectiveRoot(), config_.pg.dataDir));
+  coordinator_.keepSessionAcrossRestarts(savedSession(), [this](zk::SessionCredentials c) {
+    if (auto ok = sessionFile_->save(c); !ok) {
+      spdlog::error("cannot save the ZooKeeper session for a restart: {}; a restart of this agent will look like "
+                    "a failure to its peers",
+                    ok.error());
+    }
+  });
   pg_ = std::move(pg).value();
   postgres_ = std::make_unique<PgPostgres>(*pg_);
   DriverOptions options;
@@ -44,6 +57,7 @@ Result<bool> Agent::start() {
   options.stopPostgresOnExit = config_.stopPostgresOnExit;
   options.rejoin = config_.rejoin;
   options.handoverWaitMs = config_.handoverWaitMs;
+  options.keepMembershipOnStop = true;
   if (!config_.onRoleChangeHook.empty() || !config_.onStartHook.empty() || !config_.onStopHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }
@@ -92,6 +106,25 @@ void Agent::stop(std::function<void()> done) {
   };
   if (!driver_) return afterLeaving();
   driver_->stop(std::move(afterLeaving));
+}
+
+// The session the previous run kept, if this agent wrote it. Anything else starts a new
+// session: a file from another host or agent is never used (two agents must never
+// share a session).
+std::optional<zk::SessionCredentials> Agent::savedSession() {
+  auto saved = sessionFile_->load();
+  if (!saved) {
+    spdlog::warn("not re-attaching to a saved ZooKeeper session: {}; opening a new session", saved.error());
+    return std::nullopt;
+  }
+  if (!*saved) {
+    spdlog::info("no saved ZooKeeper session in {}: opening a new session", config_.sessionFile);
+    return std::nullopt;
+  }
+  spdlog::info("re-attaching to the ZooKeeper session saved in {} by this agent's previous run, if it has not "
+               "expired",
+               config_.sessionFile);
+  return *saved;
 }
 
 void Agent::pollStatus() {

@@ -23,6 +23,8 @@
 #include "agent/driver.h"
 #include "agent/hooks.h"
 #include "agent/http_server.h"
+#include "agent/instance_lock.h"
+#include "agent/session_file.h"
 #include "pg/adapter.h"
 #include "pg/pg_status.h"
 
@@ -39,9 +41,12 @@ class Agent {
   // Starts postgres' adapter, the HTTP server and the ZooKeeper session. Errors (bad
   // options, HTTP address in use) are returned before anything is changed.
   Result<bool> start();
-  // Leaves ZooKeeper (closing the session removes this peer's election node), stops
-  // postgres if configured to, then calls `done`. Postgres keeps running otherwise.
+  // Stops this run of the agent, keeping its ZooKeeper session (and election node) for
+  // a restart (agent/session_file.h), stops postgres if configured to, then calls
+  // `done`. Postgres keeps running otherwise. The process must then exit without
+  // waiting for the session (sessionDetached()).
   void stop(std::function<void()> done);
+  bool sessionDetached() const { return coordinator_.detached(); }
   // Non-zero after a fatal error (the agent then stops itself through `onFatal`).
   int exitCode() const { return exitCode_ != 0 || (driver_ && driver_->failed()) ? 1 : 0; }
   void onFatal(std::function<void()> cb) { onFatal_ = std::move(cb); }
@@ -57,6 +62,7 @@ class Agent {
 
  private:
   void pollStatus();
+  std::optional<zk::SessionCredentials> savedSession();
   void roleChanged(Role previous, Role applied);
   // Queues hook `name` at `path` with DUGONG_EVENT, DUGONG_CLUSTER and DUGONG_PEER added
   // to `env`.
@@ -68,6 +74,8 @@ class Agent {
   AsioClock clock_;
   ZkCoordinator coordinator_;
   SpdlogSink log_;
+  std::unique_ptr<InstanceLock> lock_;
+  std::unique_ptr<SessionFile> sessionFile_;
   std::unique_ptr<pg::PgAdapter> pg_;
   std::unique_ptr<PgPostgres> postgres_;
   std::unique_ptr<HookRunner> hooks_;  // null: no hook configured

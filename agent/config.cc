@@ -201,6 +201,7 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   zk.get("chroot", &c.zk.chroot);
   zk.get("root", &c.zk.root);
   zk.getInt("sessionTimeoutMs", &c.zk.sessionTimeoutMs, 1000, 600000);
+  zk.get("sessionFile", &c.sessionFile);
   {
     Section auth = zk.child("auth");
     std::string user;
@@ -323,6 +324,10 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
     c.identity.backupUrl = "http://" + host + ":" + std::to_string(c.httpPort);
   }
   c.pg.peerId = c.identity.id;
+  if (c.sessionFile.empty()) c.sessionFile = c.pg.dataDir + ".dugong-session";
+  if (c.sessionFile.front() != '/') {
+    return Error{path + ": zookeeper.sessionFile: expected an absolute path, found \"" + c.sessionFile + "\""};
+  }
 
   if (auto ok = c.zk.validate(); !ok) return Error{path + ": zookeeper: " + ok.error()};
   if (auto ok = pg::validate(c.pg); !ok) return Error{path + ": postgres: " + ok.error()};

@@ -8,6 +8,8 @@
 //     sessionTimeoutMs: 10000
 //     auth: {user: dugong, password: s3cret}   # digest auth + ACLs (warned when absent);
 //                                       # or passwordFile: /etc/dugong/zk.pw instead of password
+//     sessionFile: ""                   # default <dataDir>.dugong-session: the session kept
+//                                       # across an agent restart (agent/session_file.h)
 //   peer:
 //     id: ""                            # default <ip>:<postgres port>
 //     ip: 127.0.0.1                     # required: where others reach this postgres
@@ -75,6 +77,10 @@ namespace dugong::agent {
 struct AgentConfig {
   std::string path;  // the file it was read from
   zk::ZkOptions zk;
+  // Where the agent keeps its ZooKeeper session across a restart; beside it, the
+  // instance lock `<sessionFile>.lock`. Default `<postgres.dataDir>.dugong-session`.
+  std::string sessionFile;
+  std::string instanceLockPath() const { return sessionFile + ".lock"; }
   PeerIdentity identity;
   pg::PgOptions pg;
   std::string httpHost;  // empty: no HTTP server (http.listen: "")

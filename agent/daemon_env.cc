@@ -1,6 +1,7 @@
 #include "agent/daemon_env.h"
 
 #include <chrono>
+#include <utility>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -56,6 +57,12 @@ ZkCoordinator::ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options,
 
 ZkCoordinator::~ZkCoordinator() = default;
 
+void ZkCoordinator::keepSessionAcrossRestarts(std::optional<zk::SessionCredentials> resume,
+                                              std::function<void(zk::SessionCredentials)> onNewSession) {
+  resume_ = std::move(resume);
+  onNewSession_ = std::move(onNewSession);
+}
+
 Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
   leave();
   // Every log line from here on carries the generation of the last cluster state seen,
@@ -65,7 +72,10 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
     if (const auto* changed = std::get_if<ClusterStateChanged>(&event)) noteGeneration(changed->state);
     onEvent(std::move(event));
   };
-  session_ = std::make_unique<zk::Session>(io_, options_, self_, std::move(onEvent));
+  zk::ZkOptions options = options_;
+  options.resume = std::exchange(resume_, std::nullopt);  // a rejoin after a withdrawal opens a new one
+  session_ = std::make_unique<zk::Session>(io_, options, self_, std::move(onEvent));
+  if (onNewSession_) session_->setSessionCallback(onNewSession_);
   if (callbacks.onConnection) {
     session_->setConnectionCallback([onConnection = std::move(callbacks.onConnection)](zk::ConnectionChange c) {
       onConnection(CoordinatorConnection{c.connected, c.sessionId, c.sessionTimeoutMs});
@@ -80,6 +90,14 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
 
 void ZkCoordinator::leave() {
   failPendingWrite("left ZooKeeper before the write's outcome was known");
+  session_.reset();
+}
+
+void ZkCoordinator::leaveKeepingMembership() {
+  failPendingWrite("the agent is stopping before the write's outcome was known");
+  if (!session_) return;
+  session_->detach();
+  detached_ = true;
   session_.reset();
 }
 

@@ -33,8 +33,17 @@ class ZkCoordinator : public Coordinator {
   ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options, PeerIdentity self);
   ~ZkCoordinator() override;
 
+  // The session to re-attach to at the next join (once), and what to call with each
+  // new session's credentials (to save them). Set before the first join.
+  void keepSessionAcrossRestarts(std::optional<zk::SessionCredentials> resume,
+                                 std::function<void(zk::SessionCredentials)> onNewSession);
   Result<bool> join(CoordinatorCallbacks callbacks) override;
   void leave() override;
+  // Detaches the session (zk::Session::detach): the process is about to exit.
+  void leaveKeepingMembership() override;
+  // True once leaveKeepingMembership() has detached a session (the process must exit
+  // without waiting for it: it stays open until then).
+  bool detached() const { return detached_; }
   void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override;
   CoordinatorStatus status() const override;
@@ -46,6 +55,9 @@ class ZkCoordinator : public Coordinator {
   zk::ZkOptions options_;
   PeerIdentity self_;
   std::unique_ptr<zk::Session> session_;
+  std::optional<zk::SessionCredentials> resume_;
+  std::function<void(zk::SessionCredentials)> onNewSession_;
+  bool detached_ = false;
   // The write in flight: answered exactly once, by the session or by leave().
   uint64_t writeSerial_ = 0;
   std::function<void(StateWriteFinished)> pendingWrite_;
@@ -67,12 +79,14 @@ class PgPostgres : public Postgres {
     pg_.startHealthCheck(std::move(onChange));
   }
   void stopHealthCheck() override { pg_.stopHealthCheck(); }
+  bool postmasterGone() const override { return pg_.postmasterGone(); }
   void stopWrites(std::function<void(Result<int>)> done) override;
   void resumeWrites(std::function<void(Result<bool>)> done) override { pg_.resumeWrites(std::move(done)); }
   void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) override;
   void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) override {
     pg_.awaitUpstreamStop(std::chrono::milliseconds(timeoutMs), std::move(done));
   }
+  void shutDownWrites(std::function<void(Result<bool>)> done) override { pg_.shutDownWrites(std::move(done)); }
 
  private:
   pg::PgAdapter& pg_;

@@ -20,6 +20,7 @@ Driver::Driver(Env env, DriverOptions options)
       peer_(std::make_unique<Peer>(PeerOptions{opts_.identity, opts_.singleton, opts_.retryDelayMs})),
       healthTimer_(env_.clock.newTimer()),
       writesTimer_(env_.clock.newTimer()),
+      shutDownTimer_(env_.clock.newTimer()),
       peerGraceTimer_(env_.clock.newTimer()),
       rejoinTimer_(env_.clock.newTimer()),
       handoverTimer_(env_.clock.newTimer()) {}
@@ -59,15 +60,24 @@ void Driver::join() {
 void Driver::stop(std::function<void()> done) {
   if (stopping_) return;
   stopping_ = true;
-  log(LogLevel::kInfo, std::string("stopping: leaving ZooKeeper") +
+  log(LogLevel::kInfo, std::string("stopping: ") +
+                           (opts_.keepMembershipOnStop
+                                ? "keeping the ZooKeeper session for a restart (peers see no change if this agent is "
+                                  "back within the session timeout)"
+                                : "leaving ZooKeeper") +
                            (opts_.stopPostgresOnExit ? " and stopping postgres" : ""));
   for (auto& [id, timer] : timers_) timer->cancel();
   healthTimer_->cancel();
   writesTimer_->cancel();
+  shutDownTimer_->cancel();
   peerGraceTimer_->cancel();
   rejoinTimer_->cancel();
   handoverTimer_->cancel();
-  env_.coordinator.leave();
+  if (opts_.keepMembershipOnStop) {
+    env_.coordinator.leaveKeepingMembership();
+  } else {
+    env_.coordinator.leave();
+  }
   env_.postgres.stopHealthCheck();
   if (!opts_.stopPostgresOnExit) return env_.clock.post(std::move(done));
   env_.postgres.apply(PgConfig::none(),
@@ -111,6 +121,10 @@ void Driver::step(const Event& delivered) {
   if (std::holds_alternative<ClusterStateChanged>(event) || std::holds_alternative<ZkInitialized>(event)) {
     // The event being stepped now delivers the state; the active list comes first.
     if (rebuiltWhileDeposed()) startFreshStateMachine(std::holds_alternative<ClusterStateChanged>(event));
+  }
+  if (newSessionAfterLoss && writesStopped_ && !postgresShutDown_ && roleAtLoss_ == Role::kPrimary) {
+    shutDownTimer_->cancel();
+    shutDownWrites("the session whose connection was lost has expired");
   }
   for (const Action& a : peer_->step(env_.clock.wallMs(), event)) carryOut(a);
   if (newSessionAfterLoss) afterNewSession();
@@ -226,17 +240,24 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                             log(LogLevel::kWarn, std::string("stopping writes again: postgres was configured as ") +
                                                      pgRoleName(config.role) +
                                                      " while ZooKeeper is unreachable, which lifts the stop");
+                            const bool wasShutDown = std::exchange(postgresShutDown_, false);
                             stopWrites();
+                            if (wasShutDown) shutDownWrites("it had been shut down before this configuration");
                           } else if (writesStopped_ && fromPeer) {
                             writesStopped_ = false;
+                            postgresShutDown_ = false;
                             writesTimer_->cancel();
+                            shutDownTimer_->cancel();
                             log(LogLevel::kInfo, std::string("writes are no longer stopped: the state machine "
                                                              "configured postgres as ") +
                                                      pgRoleName(config.role) + " from the cluster state read since");
                           }
                         } else {
                           ++counters_.transitionFailures;
-                          if (!fromPeer) log(LogLevel::kWarn, "restarting postgres failed: " + r.error);
+                          if (!fromPeer) {
+                            log(LogLevel::kWarn, "restarting postgres failed: " + r.error);
+                            noteUnhealthy();  // the health check restarts it again
+                          }
                         }
                         if (r.ok && fromPeer && peer_->role() != roleApplied_) {
                           const Role previous = std::exchange(roleApplied_, peer_->role());
@@ -407,7 +428,9 @@ void Driver::releaseAfterRejoin() {
       }));
 }
 
-bool Driver::expectPostgresOnline() const { return lastApplied_ && lastApplied_->role != PgRole::kNone; }
+bool Driver::expectPostgresOnline() const {
+  return lastApplied_ && lastApplied_->role != PgRole::kNone && !postgresShutDown_;
+}
 
 void Driver::onHealth(bool healthy, const std::string& detail) {
   healthy_ = healthy;
@@ -452,9 +475,15 @@ void Driver::healthTick() {
   const int64_t now = env_.clock.monotonicMs();
   const int64_t down = now - *unhealthySince_;
   if (!withdrawn_ && down >= opts_.withdrawAfterMs) withdraw(down);
-  if (!pgBusy_ && down >= opts_.restartGraceMs && now - lastTransitionDone_ >= opts_.restartGraceMs) {
-    log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role));
+  const bool graceOver = down >= opts_.restartGraceMs && now - lastTransitionDone_ >= opts_.restartGraceMs;
+  // No process is starting or recovering: nothing to wait for (but no restart loop).
+  const bool gone = env_.postgres.postmasterGone() && now - lastRestartStarted_ >= opts_.restartGraceMs;
+  if (!pgBusy_ && (graceOver || gone)) {
+    log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role) +
+                             (gone && !graceOver ? " at once: the postmaster is gone (it crashed or was killed)"
+                                                 : ": it has not answered for " + std::to_string(down) + " ms"));
     ++counters_.restarts;
+    lastRestartStarted_ = now;
     applyPg(*lastApplied_, false);
   }
   healthTimer_->start(opts_.healthTickMs, [this, alive = std::weak_ptr<int>(alive_)] {
@@ -506,9 +535,20 @@ void Driver::onConnection(const CoordinatorConnection& c) {
                              std::to_string(c.sessionTimeoutMs / 3) +
                              " ms from now at the earliest) and another peer take over");
     stopWrites();
+    if (roleAtLoss_ == Role::kPrimary && !postgresShutDown_) {
+      // Half-way to the earliest expiry, so that the shutdown is done before a takeover
+      // can fence the sync: from then on no client setting gets a commit acknowledged.
+      const int64_t delay = c.sessionTimeoutMs / 6;
+      shutDownTimer_->start(delay, [this, alive = std::weak_ptr<int>(alive_), delay] {
+        if (alive.expired() || stopping_ || !connectionLost_ || !writesStopped_) return;
+        shutDownWrites("ZooKeeper has been unreachable for " + std::to_string(delay) +
+                       " ms more, half-way to the earliest expiry of the session");
+      });
+    }
     return;
   }
   if (!connectionLost_) return;
+  shutDownTimer_->cancel();
   connectionLost_ = false;
   log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId));
   resumeWritesIfUnchanged("the connection came back with the same session");
@@ -541,6 +581,31 @@ void Driver::stopWrites() {
   });
 }
 
+// Stopped writes leave a new session that says BEGIN READ WRITE able to commit
+// locally: once the session may expire, postgres goes down.
+void Driver::shutDownWrites(const std::string& why) {
+  if (postgresShutDown_) return;
+  postgresShutDown_ = true;
+  ++counters_.shutDowns;
+  log(LogLevel::kWarn, "shutting postgres down: " + why +
+                           "; a stopped primary would still let a session that says BEGIN READ WRITE commit locally");
+  env_.postgres.shutDownWrites([this, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
+    env_.clock.post([this, alive, r = std::move(r)] {
+      if (alive.expired() || stopping_ || !postgresShutDown_) return;
+      if (r) {
+        log(LogLevel::kInfo, "postgres is shut down: it starts again on resumption or a new configuration");
+        return;
+      }
+      log(LogLevel::kError, "shutting postgres down failed: " + r.error() + "; trying again in " +
+                                std::to_string(opts_.retryDelayMs) + " ms");
+      postgresShutDown_ = false;
+      shutDownTimer_->start(opts_.retryDelayMs, [this, alive] {
+        if (!alive.expired() && !stopping_ && writesStopped_) shutDownWrites("retrying");
+      });
+    });
+  });
+}
+
 void Driver::resumeWritesIfUnchanged(const std::string& how) {
   if (!writesStopped_ || connectionLost_) return;
   const Role role = peer_->role();
@@ -555,9 +620,16 @@ void Driver::resumeWritesIfUnchanged(const std::string& how) {
   }
   writesStopped_ = false;
   writesTimer_->cancel();
+  shutDownTimer_->cancel();
   ++counters_.writeResumes;
   log(LogLevel::kInfo, "resuming writes: " + how + ", and this peer is still " + roleName(role) + " in generation " +
-                           genName(gen));
+                           genName(gen) + (postgresShutDown_ ? "; starting postgres again" : ""));
+  if (postgresShutDown_) {
+    postgresShutDown_ = false;
+    if (lastApplied_) applyPg(*lastApplied_, false);
+    noteUnhealthy();  // if that could not start now, the health check starts it
+    return;
+  }
   env_.postgres.resumeWrites([this, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
     env_.clock.post([this, alive, r = std::move(r)] {
       if (alive.expired() || stopping_ || r) return;

@@ -26,7 +26,10 @@
 //   stop at once (before the session can expire and another peer take over), and
 //   resume only on reconnection with this peer's role and the cluster's generation
 //   unchanged (a new session: after a settle delay); otherwise they stay stopped until
-//   the state machine applies a new postgres configuration;
+//   the state machine applies a new postgres configuration. Stopped writes still let a
+//   new session that says BEGIN READ WRITE commit (synchronous_commit = local needs no
+//   sync), so a primary is shut down once its session may be about to expire (half-way
+//   to the earliest expiry), and started again only by a resume or a new configuration;
 // - a coordinator outage that this peer saw too: after a new session, the peers that
 //   were present before the loss are still treated as present for one session timeout,
 //   so that a peer back first does not replace a sync (or take over from a primary)
@@ -53,8 +56,14 @@ struct DriverOptions {
   bool singleton = false;        // one-node-write mode
   int64_t withdrawAfterMs = 30000;
   bool stopPostgresOnExit = false;
+  // Stop keeps the coordinator's membership for a restarted agent
+  // (Coordinator::leaveKeepingMembership): its peers see no change if it is back
+  // within the session timeout.
+  bool keepMembershipOnStop = false;
   // How long postgres must have been down, and how long since the last transition,
   // before a restart: a transition in progress or a just-started postgres is no crash.
+  // A postmaster that is gone (Postgres::postmasterGone) is restarted at once instead,
+  // but not again within this long of the previous restart.
   int64_t restartGraceMs = 3000;
   int64_t healthTickMs = 1000;   // how often an unhealthy postgres is looked at again
   int64_t retryDelayMs = 1000;   // the state machine's back-off
@@ -77,7 +86,7 @@ struct DriverCounters {
   uint64_t transitions = 0, transitionFailures = 0, restarts = 0;
   uint64_t stateWrites = 0, stateWriteFailures = 0;
   uint64_t joins = 0, withdrawals = 0, decisions = 0, freshStateMachines = 0;
-  uint64_t connectionLosses = 0, writeStops = 0, writeResumes = 0;
+  uint64_t connectionLosses = 0, writeStops = 0, writeResumes = 0, shutDowns = 0;
   uint64_t rejoins = 0, rejoinFailures = 0, handovers = 0;
 };
 
@@ -112,6 +121,8 @@ class Driver {
   // (and not yet resumed nor overridden by a new configuration). Such a peer must not
   // advertise itself as a writable primary.
   bool writesStopped() const { return writesStopped_; }
+  // Postgres was shut down because the session may have expired (see writesStopped()).
+  bool postgresShutDown() const { return postgresShutDown_; }
   bool coordinatorConnected() const { return !connectionLost_; }
 
  private:
@@ -136,6 +147,7 @@ class Driver {
   void healthTick();
   void onConnection(const CoordinatorConnection& c);
   void stopWrites();
+  void shutDownWrites(const std::string& why);
   void resumeWritesIfUnchanged(const std::string& how);
   void afterNewSession();
   Event keepingPeersFromBeforeTheLoss(Event event);
@@ -163,7 +175,9 @@ class Driver {
   std::optional<int64_t> generationAtLoss_;
   PeerList activeBeforeLoss_;
   std::optional<int64_t> peerGraceUntil_;
+  bool postgresShutDown_ = false;
   std::unique_ptr<Timer> writesTimer_;  // stop retry, or resume settle
+  std::unique_ptr<Timer> shutDownTimer_;
   std::unique_ptr<Timer> peerGraceTimer_;
   // The automatic rejoin: the generation last tried (once each), the primary postgres
   // follows since a successful rejoin (until this peer is out of `deposed`), and
@@ -189,6 +203,7 @@ class Driver {
   bool healthy_ = true;
   std::optional<int64_t> unhealthySince_;
   int64_t lastTransitionDone_ = INT64_MIN / 2;
+  int64_t lastRestartStarted_ = INT64_MIN / 2;
   std::string unhealthyDetail_;
   bool withdrawn_ = false;
   bool stopping_ = false;

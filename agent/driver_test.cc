@@ -148,6 +148,7 @@ class FakePostgres : public Postgres {
     health = std::move(onChange);
   }
   void stopHealthCheck() override { health = nullptr; }
+  bool postmasterGone() const override { return gone; }
   void stopWrites(std::function<void(Result<int>)> done) override { stops.push_back(std::move(done)); }
   void resumeWrites(std::function<void(Result<bool>)> done) override { resumes.push_back(std::move(done)); }
   void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) override {
@@ -163,6 +164,7 @@ class FakePostgres : public Postgres {
     RejoinPolicy policy;
     std::function<void(RejoinFinished)> done;
   };
+  void shutDownWrites(std::function<void(Result<bool>)> done) override { shutdowns.push_back(std::move(done)); }
 
   // Answers the oldest apply.
   PgConfig finishApply(bool ok) {
@@ -177,12 +179,14 @@ class FakePostgres : public Postgres {
   std::deque<std::function<void(PgFenced)>> fences;
   std::deque<std::function<void(WalPositionRead)>> walReads;
   std::function<void(bool, const std::string&)> health;
+  bool gone = false;
   std::deque<std::function<void(Result<int>)>> stops;
   std::deque<std::function<void(Result<bool>)>> resumes;
   bool modelRejoin = false;  // false: the default implementation (not modelled)
   bool modelHandover = false;
   std::deque<std::function<void(bool)>> upstreamWaits;
   std::deque<RejoinCall> rejoins;
+  std::deque<std::function<void(Result<bool>)>> shutdowns;
 };
 
 class NullLog : public LogSink {
@@ -295,6 +299,27 @@ TEST_F(DriverTest, RestartsPostgresAfterTheGraceNotBefore) {
   clock_.advance(10000);
   EXPECT_TRUE(pg_.applies.empty()) << "a healthy postgres was restarted";
   EXPECT_FALSE(driver_->withdrawn());
+}
+
+TEST_F(DriverTest, RestartsAGonePostmasterAtOnceButNotInALoop) {
+  startAsAsync();
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "a crashed postgres waited for the grace";
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kAsync);
+  EXPECT_TRUE(logged("the postmaster is gone"));
+  pg_.finishApply(true);  // started, and crashed again at once
+  clock_.advance(2500);
+  EXPECT_TRUE(pg_.applies.empty()) << "restarted again within the grace of the last restart";
+  clock_.advance(1000);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(driver_->counters().restarts, 2u);
+  pg_.finishApply(true);
+  pg_.gone = false;
+  pg_.health(true, "");
+  clock_.advance(10000);
+  EXPECT_TRUE(pg_.applies.empty());
 }
 
 TEST_F(DriverTest, WithdrawsWhileUnhealthyAndRejoinsOnceHealthy) {
@@ -499,12 +524,19 @@ TEST_F(DriverTest, AfterAnExpiryWithNoTakeoverThePrimaryResumesOnlyAfterTheSettl
   pg_.stops.front()(0);
   pg_.stops.pop_front();
   clock_.advance(20000);
+  ASSERT_EQ(pg_.shutdowns.size(), 1u) << "postgres still up although the session may have expired";
+  pg_.shutdowns.front()(true);
+  pg_.shutdowns.pop_front();
   coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
   clock_.advance(1999);
-  EXPECT_TRUE(pg_.resumes.empty()) << "resumed before the settle delay";
+  EXPECT_TRUE(pg_.applies.empty() && pg_.resumes.empty()) << "resumed before the settle delay";
   clock_.advance(1);
-  ASSERT_EQ(pg_.resumes.size(), 1u);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "the shut-down primary was not started again";
   EXPECT_FALSE(driver_->writesStopped());
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  EXPECT_FALSE(driver_->writesStopped());
+  EXPECT_FALSE(driver_->postgresShutDown());
 }
 
 TEST_F(DriverTest, ATakeoverWithinTheSettleDelayKeepsWritesStopped) {
@@ -525,16 +557,66 @@ TEST_F(DriverTest, ATakeoverWithinTheSettleDelayKeepsWritesStopped) {
   EXPECT_EQ(driver_->peer().role(), Role::kDeposed);
 }
 
-// A restart of a crashed postgres while ZooKeeper is unreachable re-applies the primary
-// configuration, which lifts the stop: the driver stops writes again.
-TEST_F(DriverTest, ARestartWhileDisconnectedStopsWritesAgain) {
+// Stopped writes still let a new session that says BEGIN READ WRITE commit locally:
+// half-way to the earliest expiry (9000 / 3 / 2 ms after the loss), the primary is
+// shut down, and nothing restarts it (not the health check) until the connection is
+// back with the same session and the state unchanged.
+TEST_F(DriverTest, APrimaryIsShutDownHalfWayToTheEarliestExpiryAndNotRestartedUntilItResumes) {
   startAsPrimary();
   coordinator_.connection(false);
   pg_.stops.front()(0);
   pg_.stops.pop_front();
+  clock_.advance(1499);
+  EXPECT_TRUE(pg_.shutdowns.empty());
+  clock_.advance(1);
+  ASSERT_EQ(pg_.shutdowns.size(), 1u);
+  EXPECT_TRUE(driver_->postgresShutDown());
+  pg_.shutdowns.front()(true);
+  pg_.shutdowns.pop_front();
   pg_.health(false, "connection refused");
-  clock_.advance(3500);
+  clock_.advance(20000);
+  EXPECT_TRUE(pg_.applies.empty()) << "the health check restarted a primary shut down for its lost session";
+  EXPECT_EQ(coordinator_.leaves, 0) << "withdrew for a postgres that is down on purpose";
+  EXPECT_TRUE(driver_->writesStopped());
+  coordinator_.connection(true);
   ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  pg_.health(true, "");
+  clock_.advance(0);
+  EXPECT_FALSE(driver_->writesStopped());
+  EXPECT_FALSE(driver_->postgresShutDown());
+  EXPECT_EQ(driver_->counters().shutDowns, 1u);
+}
+
+TEST_F(DriverTest, NoShutDownWhenTheSameSessionComesBackInTime) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  clock_.advance(1000);
+  coordinator_.connection(true);
+  clock_.advance(20000);
+  EXPECT_TRUE(pg_.shutdowns.empty());
+  EXPECT_EQ(pg_.resumes.size(), 1u);
+}
+
+TEST_F(DriverTest, AStandbyIsNotShutDownWhenItLosesZooKeeper) {
+  startAsAsync();
+  coordinator_.connection(false);
+  clock_.advance(20000);
+  EXPECT_TRUE(pg_.shutdowns.empty());
+}
+
+// A restart of postgres while ZooKeeper is unreachable (before the shutdown) re-applies
+// the primary configuration, which lifts the stop: the driver stops writes again.
+TEST_F(DriverTest, AnApplyWhileDisconnectedStopsWritesAgain) {
+  startAsPrimary();
+  pg_.health(false, "connection refused");
+  clock_.advance(3500);  // the restart (grace 3000 ms) is under way when the connection goes
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
   EXPECT_EQ(pg_.stops.size(), 1u) << "the restart lifted the stop and nothing stopped writes again";
   EXPECT_TRUE(driver_->writesStopped());
@@ -565,8 +647,13 @@ TEST_F(DriverTest, AfterAnOutageAPeerThatNeverComesBackIsGoneAfterASessionTimeou
   pg_.stops.front()(0);
   pg_.stops.pop_front();
   clock_.advance(15000);
+  pg_.shutdowns.front()(true);
+  pg_.shutdowns.pop_front();
   coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node3"})});
-  clock_.advance(8999);
+  clock_.advance(2000);  // settled: postgres starts again
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(6999);
   EXPECT_TRUE(pg_.fences.empty()) << "the replacement of the sync began within the grace";
   clock_.advance(1);
   ASSERT_EQ(pg_.fences.size(), 1u) << "the sync that never came back was never replaced";

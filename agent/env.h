@@ -98,6 +98,11 @@ class Coordinator {
   // answered with a failure; no other callback runs afterwards. Harmless when not a
   // member.
   virtual void leave() = 0;
+  // Leaves this run of the agent, not the cluster: the membership stays with the
+  // coordinator for a restarted agent to take up again (ZooKeeper: the session and
+  // its election node are kept until the session expires). Otherwise like leave().
+  // Default: leave().
+  virtual void leaveKeepingMembership() { leave(); }
   // Test-and-set of the cluster state (expectedVersion -1: create), with a history
   // entry. `done` runs exactly once, also when not a member (a failure).
   virtual void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
@@ -129,6 +134,11 @@ class Postgres {
   // result and then for each change between healthy and unhealthy.
   virtual void startHealthCheck(std::function<void(bool healthy, const std::string& detail)> onChange) = 0;
   virtual void stopHealthCheck() = 0;
+  // True when the last health check found no postmaster at all (it crashed or was
+  // killed), as opposed to one that runs but does not answer (starting, recovering,
+  // overloaded). The driver restarts a gone postmaster at once, and gives one that runs
+  // the restart grace. Default: false (always the grace).
+  virtual bool postmasterGone() const { return false; }
 
   // Stops a primary from accepting writes at once, without a transition (the
   // coordinator's connection is lost): new sessions read-only, client sessions
@@ -145,6 +155,13 @@ class Postgres {
   // Lifts stopWrites(): the primary is as writable as its configuration says.
   virtual void resumeWrites(std::function<void(Result<bool>)> done) {
     done(Error{"resuming writes is not modelled by this environment"});
+  }
+  // The session may have expired: stopWrites() leaves a new session that says BEGIN
+  // READ WRITE able to commit (with synchronous_commit = local, without the sync), so
+  // a primary is shut down (a standby or a stopped postgres: nothing to do). The next
+  // apply() starts it again. Same default as stopWrites().
+  virtual void shutDownWrites(std::function<void(Result<bool>)> done) {
+    done(Error{"shutting postgres down is not modelled by this environment"});
   }
   // A planned switchover, on the sync about to take over by a promote request, before
   // its fence: waits at most `timeoutMs` until its WAL stream from the old primary has

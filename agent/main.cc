@@ -1,9 +1,15 @@
 // dugong: the HA agent that runs beside one postgres instance.
 //
-//   dugong --config /etc/dugong/dugong.yaml [--log-format json] [--check]
+//   dugong --config /etc/dugong/dugong.yaml [--log-format json] [--check | --leave]
 //
-// SIGTERM / SIGINT: leave ZooKeeper and exit (postgres keeps running unless
-// shutdown.stopPostgres is set). SIGHUP: re-read log.level from the config file.
+// SIGTERM / SIGINT: stop this run of the agent, keeping its ZooKeeper session for a
+// restart (postgres keeps running unless shutdown.stopPostgres is set): its peers see
+// no change if it is back within the session timeout, and react as to a failure
+// otherwise. SIGHUP: re-read log.level from the config file.
+// --leave (agent stopped): end the kept session now, so the peers replace this peer at
+// once; the way to stop a peer for good.
+#include <cstdio>
+#include <cstdlib>
 #include <csignal>
 #include <iostream>
 
@@ -15,6 +21,7 @@
 
 #include "agent/agent.h"
 #include "agent/config.h"
+#include "agent/leave_command.h"
 #include "agent/logging.h"
 
 namespace {
@@ -46,11 +53,15 @@ int main(int argc, char** argv) {
   std::string logFormat;
   std::string logLevel;
   bool checkOnly = false;
+  bool leave = false;
   app.add_option("-c,--config", configPath, "the agent's YAML configuration file")->required();
   app.add_option("--log-format", logFormat, "text or json (overrides log.format)")
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", logLevel, "trace, debug, info, warn or error (overrides log.level)");
   app.add_flag("--check", checkOnly, "validate the configuration, print the peer identity and exit");
+  app.add_flag("--leave", leave,
+               "stop this peer for good: with its agent stopped, end the ZooKeeper session it kept for a restart, "
+               "so that its peers replace it now");
   CLI11_PARSE(app, argc, argv);
 
   auto config = dugong::agent::loadConfig(configPath);
@@ -64,6 +75,7 @@ int main(int argc, char** argv) {
     std::cerr << "dugong: " << ok.error() << "\n";
     return 2;
   }
+  if (leave) return dugong::agent::leaveCluster(config.value(), std::cout, std::cerr);
   if (checkOnly) {
     for (const auto& w : config->warnings) std::cerr << "dugong: warning: " << w << "\n";
     std::cout << config->identity.toJson().dump(2) << "\n";
@@ -110,6 +122,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   io.run();
+  const int code = agent.exitCode();
+  if (agent.sessionDetached()) {
+    // The kept session's handle stays open until the process is gone; nothing may close
+    // it (that would end the session), so skip every destructor.
+    spdlog::info("stopped; the ZooKeeper session is kept for a restart");
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+  dugong::zk::waitForClosedSessions(std::chrono::seconds(10));
   spdlog::info("stopped");
-  return agent.exitCode();
+  return code;
 }

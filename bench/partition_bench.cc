@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<long> toNew, toNotWritable;
-  size_t carefulLost = 0, localLost = 0, carefulAcked = 0, localAcked = 0;
+  size_t carefulLost = 0, localLost = 0, carefulAcked = 0, localAcked = 0, hostileLost = 0, hostileAcked = 0;
   int failed = 0;
   for (int i = 0; i < runs; ++i) {
     dugong::e2e::PartitionCluster cluster(sessionTimeoutMs);
@@ -35,10 +35,13 @@ int main(int argc, char** argv) {
     localLost += o.localLost.size();
     carefulAcked += o.carefulAcked.size();
     localAcked += o.localAcked.size();
+    hostileLost += o.hostileLost.size();
+    hostileAcked += o.hostileAcked.size();
     std::cout << "run " << i + 1 << ": new primary after " << toNew.back() << " ms, /primary 503 after "
               << (o.timeToNotWritable ? std::to_string(o.timeToNotWritable->count()) + " ms" : "never")
               << ", lost careful " << o.carefulLost.size() << "/" << o.carefulAcked.size() << ", local "
-              << o.localLost.size() << "/" << o.localAcked.size() << std::endl;
+              << o.localLost.size() << "/" << o.localAcked.size() << ", hostile " << o.hostileLost.size() << "/"
+              << o.hostileAcked.size() << std::endl;
   }
   auto summary = [](const char* what, std::vector<long> v) {
     if (v.empty()) return;
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
   summary("cut -> first write on the new primary (read-write URL)", toNew);
   summary("cut -> /primary 503 on the old primary", toNotWritable);
   std::cout << "acknowledged rows lost: careful " << carefulLost << " of " << carefulAcked << ", synchronous_commit=local "
-            << localLost << " of " << localAcked << "\n";
-  return failed == 0 && carefulLost == 0 && localLost == 0 ? 0 : 1;
+            << localLost << " of " << localAcked << ", BEGIN READ WRITE + synchronous_commit=local " << hostileLost
+            << " of " << hostileAcked << "\n";
+  return failed == 0 && carefulLost == 0 && localLost == 0 && hostileLost == 0 ? 0 : 1;
 }

@@ -44,7 +44,7 @@ void PgAdapter::apply(PgConfig config, std::function<void(PgConfigApplied)> done
   onWorker<PgConfigApplied>(
       control_, [this, config = std::move(config)] { return controller_.apply(config); },
       [this, done = std::move(done)](PgConfigApplied r) {
-        if (controller_.writablePending()) scheduleWritablePoll();
+        if (controller_.writablePending()) scheduleWritablePoll(true);
         done(std::move(r));
       });
 }
@@ -76,6 +76,10 @@ void PgAdapter::resumeWrites(std::function<void(Result<bool>)> done) {
   onWorker<Result<bool>>(writes_, [this] { return controller_.resumeWrites(); }, std::move(done));
 }
 
+void PgAdapter::shutDownWrites(std::function<void(Result<bool>)> done) {
+  onWorker<Result<bool>>(writes_, [this] { return controller_.shutDownWrites(); }, std::move(done));
+}
+
 void PgAdapter::status(std::function<void(PgStatus)> done) {
   onWorker<PgStatus>(query_, [this] { return controller_.status(); }, std::move(done));
 }
@@ -103,16 +107,20 @@ void PgAdapter::scheduleHealth() {
     struct Health {
       bool ok = false;
       std::string detail;
+      bool gone = false;
     };
     onWorker<Health>(
         query_,
         [this] {
           auto r = controller_.healthCheck();
-          return Health{r.ok(), r.ok() ? std::string() : r.error()};
+          if (r.ok()) return Health{true, std::string(), false};
+          const bool gone = !controller_.postmasterRunning();
+          return Health{false, gone ? "the postmaster is gone (" + r.error() + ")" : r.error(), gone};
         },
         [this](Health h) {
           healthInFlight_ = false;
           if (!healthRunning_) return;
+          postmasterGone_ = h.gone;
           int now = h.ok ? 1 : 0;
           if (now == lastHealthy_) return;
           lastHealthy_ = now;
@@ -126,10 +134,11 @@ void PgAdapter::scheduleHealth() {
   });
 }
 
-void PgAdapter::scheduleWritablePoll() {
+void PgAdapter::scheduleWritablePoll(bool now) {
   if (writablePolling_) return;
   writablePolling_ = true;
-  writableTimer_.expires_after(controller_.options().writablePollInterval);
+  // The first check right after the apply: the new sync may already stream.
+  writableTimer_.expires_after(now ? std::chrono::milliseconds(0) : controller_.options().writablePollInterval);
   writableTimer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
     if (ec || alive.expired()) return;
     onWorker<bool>(

@@ -51,6 +51,8 @@ class PgAdapter {
   // never queue behind a slow query or a rebuild (they wait only for a running apply).
   void stopWrites(std::function<void(Result<WritesStopped>)> done);
   void resumeWrites(std::function<void(Result<bool>)> done);
+  // See PgController::shutDownWrites. On the same worker as stopWrites.
+  void shutDownWrites(std::function<void(Result<bool>)> done);
   void status(std::function<void(PgStatus)> done);
 
   // Starts the periodic health check (SELECT 1 every healthInterval, bounded by
@@ -59,13 +61,16 @@ class PgAdapter {
   // sync (every writablePollInterval while it waits), which needs no caller.
   void startHealthCheck(std::function<void(bool healthy, const std::string& detail)> onChange);
   void stopHealthCheck();
+  // The last health check failed and found no live postmaster (postmaster.pid names
+  // no running postgres process: it crashed or was killed).
+  bool postmasterGone() const { return postmasterGone_; }
 
  private:
   PgAdapter(boost::asio::io_context& loop, PgOptions options);
   template <class T>
   void onWorker(boost::asio::thread_pool& worker, std::function<T()> work, std::function<void(T)> done);
   void scheduleHealth();
-  void scheduleWritablePoll();
+  void scheduleWritablePoll(bool now = false);
 
   boost::asio::io_context& loop_;
   PgController controller_;
@@ -79,6 +84,7 @@ class PgAdapter {
   bool healthInFlight_ = false;
   bool writablePolling_ = false;
   int lastHealthy_ = -1;  // -1 unknown, 0 unhealthy, 1 healthy
+  bool postmasterGone_ = false;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

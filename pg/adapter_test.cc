@@ -448,9 +448,11 @@ TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply)
   ASSERT_TRUE(eventually([&] { return !changes.empty(); }));
   EXPECT_EQ(changes, std::vector<bool>{true});
 
+  EXPECT_FALSE(pa.postmasterGone());
   ASSERT_TRUE(a.signalPostmaster(SIGKILL));
   ASSERT_TRUE(eventually([&] { return changes.size() >= 2; }));
   EXPECT_EQ(changes[1], false);
+  EXPECT_TRUE(pa.postmasterGone()) << "a killed postmaster is reported gone, so the driver restarts it at once";
   PgInitialized i = init(pa);
   EXPECT_TRUE(i.setUp);
   EXPECT_FALSE(i.online);
@@ -460,7 +462,29 @@ TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply)
   EXPECT_TRUE(r.online);
   ASSERT_TRUE(eventually([&] { return changes.size() >= 3; }));
   EXPECT_EQ(changes[2], true);
+  EXPECT_FALSE(pa.postmasterGone());
   EXPECT_EQ(a.value("SELECT 1"), "1");
+  pa.stopHealthCheck();
+}
+
+// A postmaster that runs but does not answer (here: stopped by SIGSTOP) is unhealthy but
+// not gone: the driver gives it the restart grace.
+TEST_F(AdapterTest, APostmasterThatDoesNotAnswerIsUnhealthyButNotGone) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  a.options.queryTimeout = std::chrono::milliseconds(1000);
+  PgAdapter& pa = adapterFor(a);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  std::vector<bool> changes;
+  pa.startHealthCheck([&](bool healthy, const std::string&) { changes.push_back(healthy); });
+  ASSERT_TRUE(eventually([&] { return !changes.empty(); }));
+  ASSERT_TRUE(a.signalPostmaster(SIGSTOP));
+  const bool unhealthy = eventually([&] { return changes.size() >= 2; });
+  const bool gone = pa.postmasterGone();
+  ASSERT_TRUE(a.signalPostmaster(SIGCONT));
+  ASSERT_TRUE(unhealthy);
+  EXPECT_FALSE(changes[1]);
+  EXPECT_FALSE(gone);
+  ASSERT_TRUE(eventually([&] { return changes.size() >= 3; }));
   pa.stopHealthCheck();
 }
 
@@ -755,6 +779,7 @@ TEST_F(AdapterTest, DataOfAnotherSystemIsNeverReplaced) {
   pid_t aPid = a.postmasterPid().value_or(0);
   r_ = apply(pa, PgConfig::standby(PgRole::kSync, c.identity, c.identity));
   EXPECT_FALSE(r_.ok);
+  EXPECT_TRUE(r_.refused) << "an operator's decision, not a failure to retry";
   EXPECT_TRUE(r_.online);
   for (const std::string& want : std::vector<std::string>{"refusing to replace the data directory " + a.options.dataDir,
                                   "database system " + real, "peer-c serves another one, " + other,
@@ -768,6 +793,7 @@ TEST_F(AdapterTest, DataOfAnotherSystemIsNeverReplaced) {
   // Wrong cluster name: a live standby of the real cluster is told to follow the other.
   r_ = apply(pb, PgConfig::standby(PgRole::kAsync, c.identity, c.identity));
   EXPECT_FALSE(r_.ok);
+  EXPECT_TRUE(r_.refused);
   EXPECT_NE(r_.error.find("database system " + real), std::string::npos) << r_.error;
   EXPECT_TRUE(streamsFrom(a, b));
   EXPECT_EQ(b.value("SELECT v FROM precious"), "the real data");
@@ -855,6 +881,47 @@ TEST_F(AdapterTest, StopWritesLeavesNoWayToGetACommitAcknowledged) {
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   EXPECT_TRUE(runQuery(readWrite, "SELECT 1", 5s).ok());
   EXPECT_EQ(a.value("INSERT INTO t VALUES (5)", 30s), "");
+}
+
+// What stopWrites leaves, and the shutdown that closes it once the session may have
+// expired: a new session that says BEGIN READ WRITE with synchronous_commit = local
+// gets its commit acknowledged on a write-stopped primary; on a shut-down one nothing
+// can, a start (even manual) is read-only, and the next apply brings the primary back.
+TEST_F(AdapterTest, ShutDownWritesLeavesNoSessionThatCanCommit) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(a); }));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int)"), "");
+  const std::string hostile = "BEGIN READ WRITE; SET LOCAL synchronous_commit = local; INSERT INTO t VALUES (1); COMMIT";
+
+  std::optional<Result<WritesStopped>> stopped;
+  pa.stopWrites([&](Result<WritesStopped> r) { stopped = std::move(r); });
+  ASSERT_TRUE(eventually([&] { return stopped.has_value(); }));
+  ASSERT_TRUE(stopped->ok()) << stopped->error();
+  // The hole: stopped writes are only a default.
+  EXPECT_EQ(Session(a.conninfo()).exec(hostile), "");
+
+  std::optional<Result<bool>> down;
+  pa.shutDownWrites([&](Result<bool> r) { down = std::move(r); });
+  ASSERT_TRUE(testing::eventually([&] { return down.has_value(); }, 60s));
+  ASSERT_TRUE(down->ok()) << down->error();
+  EXPECT_FALSE(a.postmasterPid().has_value()) << "postgres still runs";
+  EXPECT_NE(Session(a.conninfo()).exec(hostile), "") << "a commit was acknowledged on a shut-down primary";
+  // Started by hand, it is still write-stopped.
+  auto started = pgCtl(a, {"start"});
+  ASSERT_TRUE(started.ok()) << started.describe() << started.output;
+  EXPECT_EQ(a.value("SHOW default_transaction_read_only"), "on");
+  EXPECT_NE(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (3)").find("read-only transaction"),
+            std::string::npos);
+  ASSERT_TRUE(pgCtl(a, {"stop", "-m", "fast"}).ok());
+  // The next apply (resumption) brings it back as the primary it was.
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  EXPECT_TRUE(testing::eventually([&] { return writable(a); }, 60s));
+  EXPECT_EQ(a.value("INSERT INTO t VALUES (2)", 30s), "");
 }
 
 TEST_F(AdapterTest, BadConfigurationGivesClearErrors) {

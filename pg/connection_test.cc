@@ -75,6 +75,25 @@ TEST_F(ConnectionTest, ScramOverTcpWithThePassword) {
   EXPECT_EQ(hba->rows[0][0], "scram-sha-256");
 }
 
+// Fresh salts (our verifiers) and fresh nonces (our client) every time: every pair
+// authenticates, whatever bytes the randomness gives.
+TEST_F(ConnectionTest, EveryFreshVerifierAndNonceAuthenticates) {
+  const std::string password = testing::kTestSuperuserPassword;
+  const std::string tcpSuper = tcp() + " user=postgres " + buildConninfo({{"password", password}});
+  for (int i = 0; i < 8; ++i) {
+    auto verifier = encryptPassword(socket(), "postgres", password, 5s);
+    ASSERT_TRUE(verifier.ok()) << verifier.error();
+    auto set = runQuery(socket(), "BEGIN TRANSACTION READ WRITE; SET LOCAL synchronous_commit = local; "
+                                  "ALTER ROLE postgres WITH PASSWORD " + quoteLiteral(verifier.value()) + "; COMMIT",
+                        10s);
+    ASSERT_TRUE(set.ok()) << set.error();
+    for (int k = 0; k < 3; ++k) {
+      auto r = runQuery(tcpSuper, "SELECT 1", 10s);
+      ASSERT_TRUE(r.ok()) << "verifier " << verifier.value() << ": " << r.error();
+    }
+  }
+}
+
 TEST_F(ConnectionTest, TrustOverTheUnixSocket) {
   auto r = runQuery(socket(), "SELECT inet_server_addr() IS NULL", 10s);  // NULL on a Unix socket
   ASSERT_TRUE(r.ok()) << r.error();

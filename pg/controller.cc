@@ -327,6 +327,9 @@ Result<bool> PgController::stop() {
 }
 
 Result<bool> PgController::reload() {
+  // Through the local socket first: no program to start (a pg_ctl costs 100-200 ms on a
+  // loaded host, on the path of every failover); pg_ctl when postgres does not answer.
+  if (localQuery("SELECT pg_reload_conf()")) return true;
   auto r = run("pg_ctl", {"reload", "-D", options_.dataDir}, 30s);
   if (!r.ok()) return Error{"pg_ctl reload " + r.describe() + ": " + oneLine(r.output)};
   return true;
@@ -348,15 +351,24 @@ Result<bool> PgController::waitSettings(const ManagedState& state) {
 }
 
 Result<bool> PgController::promote() {
-  auto secs = std::to_string(options_.promoteTimeout.count());
-  auto q = runQuery(localConninfo(), "SELECT pg_promote(true, " + secs + ")", options_.promoteTimeout + 5s);
+  // Asked without waiting, then watched closely: pg_promote(true) looks only every
+  // 100 ms, and the promotion is on the path of every failover.
+  auto q = localQuery("SELECT pg_promote(false)");
   if (!q) return Error{"pg_promote: " + q.error()};
-  if (q->rows.empty() || q->rows[0][0] != "t") return Error{"pg_promote did not finish within " + secs + " s"};
-  auto rec = localQuery("SELECT pg_is_in_recovery()");
-  if (!rec) return Error{"after pg_promote: " + rec.error()};
-  if (rec->rows[0][0] != "f") return Error{"still in recovery after pg_promote"};
-  spdlog::info("pg: promoted to primary");
-  return true;
+  if (q->rows.empty() || q->rows[0][0] != "t") return Error{"pg_promote refused the promotion"};
+  const auto deadline = std::chrono::steady_clock::now() + options_.promoteTimeout;
+  std::string last = "still in recovery";
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto rec = localQuery("SELECT pg_is_in_recovery()");
+    if (rec && rec->rows[0][0] == "f") {
+      spdlog::info("pg: promoted to primary");
+      return true;
+    }
+    last = rec ? "still in recovery" : rec.error();
+    std::this_thread::sleep_for(20ms);
+  }
+  return Error{"the promotion did not finish within " + std::to_string(options_.promoteTimeout.count()) + " s (" +
+               last + ")"};
 }
 
 Result<bool> PgController::bootstrapRoles() {
@@ -767,6 +779,12 @@ PgConfigApplied failed(std::string error, bool online) {
   out.online = online;
   return out;
 }
+// Data the cluster may need would be replaced: only an operator can resolve it.
+PgConfigApplied refused(std::string error, bool online) {
+  PgConfigApplied out = failed(std::move(error), online);
+  out.refused = true;
+  return out;
+}
 PgConfigApplied succeeded(bool online) {
   PgConfigApplied out;
   out.ok = true;
@@ -874,10 +892,12 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
     }
   }
   discardOldDataDir();
-  dropStaleSlots(want.syncId);
   if (want.readOnly) {
+    // Stale slots are dropped once writable (pollWritable): not on a failover's path.
     std::lock_guard lock(stateMu_);
     pending_ = Pending{*want.syncId, std::nullopt};
+  } else {
+    dropStaleSlots(want.syncId);
   }
   return succeeded(true);
 }
@@ -982,21 +1002,39 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
   want.primaryConninfo = conninfo.value();
   want.readOnly = false;
   want.upstreamUrl = upstream.pgUrl;
-  want.slotName = prepareSlot(upstream, previous);
-
-  std::string repair;
+  std::string repair;  // non-empty: a standby that cannot follow its upstream is repaired
   {
     std::lock_guard lock(stateMu_);
     repair = std::exchange(repairFor_, "");
   }
   bool running = isRunning();
+  if (running && repair.empty() && isSetUp() && hasStandbySignal() && !previous.wasPrimary &&
+      previous.upstreamId == upstream.id &&
+      previous.primaryConninfo == want.primaryConninfo) {
+    // Already following this upstream (its system checked when it started to; e.g. an
+    // async becoming the new primary's sync): only the role changes. Nothing on the
+    // path of a failover waits for a slot or a system identifier to be read again, and
+    // the WAL receiver is not restarted (a new primary_slot_name would restart it).
+    auto q = localQuery("SELECT pg_is_in_recovery()");
+    if (q && q->rows[0][0] == "t") {
+      want.slotName = previous.slotName;
+      auto w = writeConf(want);
+      if (!w) return failed(w.error(), true);
+      spdlog::info("pg: already streaming from {} ({}): only the role changes", upstream.id,
+                   want.slotName ? "through slot " + *want.slotName
+                                 : "without a slot; one is created at its next change of upstream");
+      return succeeded(true);
+    }
+  }
+  want.slotName = prepareSlot(upstream, previous);
+
   bool verified = false;
   bool replaceOther = false;
   if (isSetUp()) {
     // Before anything else, not even a stop: data of another database system is
     // never replaced without the operator's command.
     auto other = guardOtherSystem(restore, &verified);
-    if (!other) return failed(other.error(), running);
+    if (!other) return refused(other.error(), running);
     replaceOther = other.value();
   }
   if (running && isSetUp() && !replaceOther) {
@@ -1053,7 +1091,7 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
     } else {
       spdlog::warn("pg: the data directory cannot follow {} as it is ({})", restore.id, detail);
       if (d == Divergence::kAhead && !options_.replaceUnknownData) {
-        return failed("refusing to replace the data directory " + options_.dataDir + ": it has WAL that " +
+        return refused("refusing to replace the data directory " + options_.dataDir + ": it has WAL that " +
                           restore.id + " does not have (" + detail + "). Nothing was changed. " + kDiscardCommand,
                       false);
       }
@@ -1324,6 +1362,27 @@ Result<WritesStopped> PgController::stopWrites() {
   return out;
 }
 
+Result<bool> PgController::shutDownWrites() {
+  const auto started = std::chrono::steady_clock::now();
+  std::lock_guard applyLock(applyMu_);
+  if (!isRunning()) return true;
+  ManagedState want;
+  {
+    std::lock_guard lock(stateMu_);
+    want = state_;
+  }
+  if (want.role != "primary") return true;  // a standby accepts no writes
+  want.writesStopped = true;
+  auto w = writeConf(want);
+  if (!w) return Error{"shutting down: " + w.error()};
+  auto s = stop();
+  if (!s) return Error{"shutting down: " + s.error()};
+  spdlog::warn("pg: the primary is shut down: no session can commit on it ({} ms)",
+               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+                   .count());
+  return true;
+}
+
 Result<bool> PgController::resumeWrites() {
   std::lock_guard applyLock(applyMu_);
   ManagedState want;
@@ -1387,6 +1446,7 @@ bool PgController::pollWritable() {
     pending_.reset();
   }
   spdlog::info("pg: sync {} has caught up (flush {}): the primary is writable", pending.syncId, flush->toString());
+  dropStaleSlots(pending.syncId);
   return true;
 }
 

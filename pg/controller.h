@@ -94,6 +94,8 @@ class PgController {
   // a standby that cannot follow its upstream (options.repairStandbyAfter); the next
   // apply of a standby role then repairs it (rewind, else base backup).
   Result<bool> healthCheck();
+  // A live postmaster holds postmaster.pid (not a zombie, not a reused pid). Any thread.
+  bool postmasterRunning() const { return isRunning(); }
 
   // Stops a primary from accepting writes, at once (the agent lost ZooKeeper and another
   // peer may take over): new sessions are read-only (libpq's target_session_attrs=
@@ -107,6 +109,11 @@ class PgController {
   // Lifts stopWrites(): the primary is writable again, or read-only until its sync has
   // caught up if it was so before.
   Result<bool> resumeWrites();
+  // Closes what stopWrites() leaves (the agent's session may have expired): a primary
+  // is shut down (fast, immediate if that does not finish), its configuration marked
+  // writes-stopped so that any start is read-only. A standby or a stopped postgres:
+  // no-op. The next apply() starts it again with its role's configuration.
+  Result<bool> shutDownWrites();
 
   // Whether a primary waits for its sync to catch up before it becomes writable.
   bool writablePending() const;

@@ -78,34 +78,48 @@ Sha256Digest sha256(std::string_view data) {
   return s.finish();
 }
 
-Sha256Digest hmacSha256(std::string_view key, std::string_view data) {
-  std::array<uint8_t, 64> k{};
-  if (key.size() > k.size()) {
-    auto d = sha256(key);
-    std::memcpy(k.data(), d.data(), d.size());
-  } else {
-    std::memcpy(k.data(), key.data(), key.size());
+namespace {
+
+// HMAC's two hash states after the padded key: PBKDF2 starts every iteration from them
+// instead of hashing the key again (half the work).
+struct HmacKey {
+  Sha256 inner, outer;
+  explicit HmacKey(std::string_view key) {
+    std::array<uint8_t, 64> k{};
+    if (key.size() > k.size()) {
+      auto d = sha256(key);
+      std::memcpy(k.data(), d.data(), d.size());
+    } else {
+      std::memcpy(k.data(), key.data(), key.size());
+    }
+    std::array<uint8_t, 64> pad;
+    for (size_t i = 0; i < pad.size(); ++i) pad[i] = k[i] ^ 0x36;
+    inner.update(pad.data(), pad.size());
+    for (size_t i = 0; i < pad.size(); ++i) pad[i] = k[i] ^ 0x5c;
+    outer.update(pad.data(), pad.size());
   }
-  std::array<uint8_t, 64> pad;
-  for (size_t i = 0; i < pad.size(); ++i) pad[i] = k[i] ^ 0x36;
-  Sha256 inner;
-  inner.update(pad.data(), pad.size());
-  inner.update(data);
-  const auto innerDigest = inner.finish();
-  for (size_t i = 0; i < pad.size(); ++i) pad[i] = k[i] ^ 0x5c;
-  Sha256 outer;
-  outer.update(pad.data(), pad.size());
-  outer.update(innerDigest.data(), innerDigest.size());
-  return outer.finish();
-}
+  Sha256Digest mac(std::string_view data) const {
+    Sha256 i = inner;
+    i.update(data);
+    const auto innerDigest = i.finish();
+    Sha256 o = outer;
+    o.update(innerDigest.data(), innerDigest.size());
+    return o.finish();
+  }
+};
+
+}  // namespace
+
+Sha256Digest hmacSha256(std::string_view key, std::string_view data) { return HmacKey(key).mac(data); }
 
 Sha256Digest pbkdf2Sha256(std::string_view password, std::string_view salt, int iterations) {
+  const HmacKey key(password);
   std::string first(salt);
   first += std::string("\0\0\0\1", 4);  // block index 1, big-endian
-  Sha256Digest u = hmacSha256(password, first);
+  Sha256Digest u = key.mac(first);
   Sha256Digest out = u;
   for (int i = 1; i < iterations; ++i) {
-    u = hmacSha256(password, view(u));
+    u = key.mac(view(u));
     for (size_t k = 0; k < out.size(); ++k) out[k] ^= u[k];
   }
   return out;

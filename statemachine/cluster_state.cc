@@ -1,5 +1,6 @@
 #include "statemachine/cluster_state.h"
 
+#include <array>
 #include <set>
 
 namespace dugong {
@@ -98,15 +99,23 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
 
 Result<ClusterState> ClusterState::parse(std::string_view text) {
   // Every peer parses the same text after each write (N peers in one simulator process,
-  // and again after a reconnect): the last text parsed on this thread, and its result,
-  // are kept, so the same text is parsed once.
-  thread_local std::string lastText;
-  thread_local std::optional<Result<ClusterState>> lastResult;
-  if (lastResult && text == lastText) return *lastResult;
+  // and again after a reconnect): the last few texts parsed on this thread, and their
+  // results, are kept, so the same text is parsed once.
+  struct Parsed {
+    std::string text;
+    std::optional<Result<ClusterState>> result;
+  };
+  thread_local std::array<Parsed, 4> recent;
+  thread_local size_t next = 0;
+  for (const Parsed& p : recent) {
+    if (p.result && p.text == text) return *p.result;
+  }
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   Result<ClusterState> r = j.is_discarded() ? Result<ClusterState>(Error{"cluster state: not valid JSON"}) : fromJson(j);
-  lastText.assign(text);
-  lastResult = r;
+  Parsed& slot = recent[next];
+  next = (next + 1) % recent.size();
+  slot.text.assign(text);
+  slot.result = r;
   return r;
 }
 

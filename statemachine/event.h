@@ -48,6 +48,10 @@ struct PgConfigApplied {
   bool ok = false;
   std::string error;    // when !ok
   bool online = false;  // whether postgres runs now
+  // When !ok: refused because the data directory holds data the cluster may need (another
+  // database system, or WAL its source lacks). Retrying cannot change that; only an
+  // operator can (the error says how), so the peer halts instead of retrying.
+  bool refused = false;
 };
 
 // Identifies one run of postgres (e.g. its postmaster's start time); 0 when postgres

@@ -83,6 +83,9 @@ void Peer::onZkInitialized(const ZkInitialized& e) {
   if (role_ == Role::kDeposed) return;
   zkInitialized_ = true;
   active_ = e.active;
+  // Read afresh by a new session: whatever its version, this is the state now (a lower
+  // version than before means the node was deleted and written again meanwhile).
+  stateVersion_ = -1;
   onClusterState(e.state);
   evaluate();
 }
@@ -93,6 +96,8 @@ void Peer::onClusterState(const StateNode& node) {
       halted_ = "the cluster state was deleted from ZooKeeper; not acting until a valid state is written";
       log(LogLevel::kError, *halted_);
     }
+    // Written again, the node starts over at version 0: the next one seen is news.
+    stateVersion_ = -1;
     return;
   }
   if (state_ && node.version < stateVersion_) return;  // older than what we wrote or saw
@@ -119,6 +124,11 @@ void Peer::onPgApplied(const PgConfigApplied& e) {
     pgApplied_ = pgApplying_;
     log(LogLevel::kInfo, std::string("postgres is configured as ") + pgRoleName(pgApplied_->role) +
                              (e.online ? " and running" : " and stopped"));
+  } else if (e.refused) {
+    pgApplied_.reset();
+    refused_ = "halted: postgres refused the configuration as " + std::string(pgRoleName(pgApplying_->role)) +
+               ", and trying again cannot change that: " + e.error;
+    log(LogLevel::kError, *refused_);
   } else {
     pgApplied_.reset();
     log(LogLevel::kWarn, "applying the postgres configuration failed: " + e.error + "; retrying in " +
@@ -194,12 +204,15 @@ void Peer::onTimer(const TimerFired& e) {
 
 bool Peer::busy() const { return update_ != Update::kNone || pgApplying_.has_value() || !timers_.empty(); }
 
-std::optional<std::string> Peer::haltReason() const { return fatal_ ? fatal_ : halted_; }
+std::optional<std::string> Peer::haltReason() const {
+  if (fatal_) return fatal_;
+  return refused_ ? refused_ : halted_;
+}
 
 // ---- evaluation --------------------------------------------------------------------
 
 void Peer::evaluate() {
-  if (fatal_) return;
+  if (fatal_ || refused_) return;
   if (role_ == Role::kDeposed) {  // terminal: only postgres is kept stopped
     applyPg(PgConfig::none());
     return;

@@ -141,6 +141,9 @@ class Peer {
 
   int64_t primaryGeneration_ = 0;  // the generation in which this peer last acted as primary
   std::optional<std::string> halted_;  // invalid state: record, do not act
+  // Postgres refused a configuration that would replace data the cluster may need:
+  // nothing is tried again until an operator acts (and restarts the agent).
+  std::optional<std::string> refused_;
   std::optional<std::string> fatal_;
   std::string lastBlocked_;
 

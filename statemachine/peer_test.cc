@@ -139,6 +139,36 @@ TEST(Peer, DeletedStateHaltsThePeer) {
   EXPECT_TRUE(only<ReadWal>(h.step(ActivePeersChanged{peers({"me", "c"})})).empty());
 }
 
+// A state deleted and written again starts over at version 0: every running peer must
+// act on it (ZooKeeper versions count the changes of one node, not of the cluster).
+TEST(Peer, StateRecreatedAtVersionZeroIsActedUpon) {
+  Harness h;
+  h.start(cluster(5, "b", "me", {"c"}), {"b", "me", "c"}, false, false, /*version=*/9);
+  h.applied(true);
+  h.step(ClusterStateChanged{StateNode{}});
+  auto actions = h.step(ClusterStateChanged{node(cluster(6, "c", "me", {"b"}), 0)});
+  EXPECT_EQ(h.peer.stateVersion(), 0);
+  EXPECT_EQ(h.peer.clusterState()->generation, 6);
+  EXPECT_FALSE(h.peer.haltReason().has_value());
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.upstream->id, "c");
+}
+
+// A new session reads the state afresh: a lower version than the old session's means
+// the node was re-created meanwhile (a deletion this peer never saw), not an old read.
+TEST(Peer, NewSessionTakesTheStateWhateverItsVersion) {
+  Harness h;
+  h.start(cluster(5, "b", "me", {"c"}), {"b", "me", "c"}, false, false, /*version=*/9);
+  h.applied(true);
+  auto actions = h.step(ZkInitialized{node(cluster(6, "c", "me", {"b"}), 1), peers({"b", "me", "c"})});
+  EXPECT_EQ(h.peer.stateVersion(), 1);
+  EXPECT_EQ(h.peer.clusterState()->generation, 6);
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.upstream->id, "c");
+}
+
 TEST(Peer, IgnoresStateOlderThanWhatItHas) {
   Harness h;
   h.start(cluster(3, "b", "me", {"c"}), {"b", "me", "c"}, false, false, /*version=*/7);
@@ -339,6 +369,26 @@ TEST(Peer, PostgresApplyFailureIsRetried) {
   EXPECT_FALSE(h.peer.busy());
   // The same configuration is not applied again.
   EXPECT_TRUE(only<ApplyPgConfig>(h.step(ActivePeersChanged{peers({"p", "me"})})).empty());
+}
+
+// Postgres refuses to replace data the cluster may need (another database system):
+// the peer halts with the error, tries nothing again, and says so in inspect().
+TEST(Peer, RefusedConfigurationHaltsWithoutRetrying) {
+  Harness h;
+  auto actions = h.start(cluster(1, "p", "me", {"c"}), {"p", "me", "c"}, false, true);
+  ASSERT_EQ(only<ApplyPgConfig>(actions).size(), 1u);
+  const std::string error = "this data directory holds database system 111, and p serves another one, 222";
+  actions = h.step(PgConfigApplied{false, error, false, /*refused=*/true});
+  EXPECT_TRUE(logged(actions, error));
+  EXPECT_TRUE(only<StartTimer>(actions).empty());
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  ASSERT_TRUE(h.peer.haltReason().has_value());
+  EXPECT_NE(h.peer.haltReason()->find(error), std::string::npos);
+  EXPECT_NE(h.peer.inspect()["halted"].get<std::string>().find("222"), std::string::npos);
+  // Nothing wakes it: not the primary leaving, not a new state.
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "c"})}).empty());
+  EXPECT_TRUE(only<ApplyPgConfig>(h.step(ClusterStateChanged{node(cluster(2, "c", "me"), 1)})).empty());
+  EXPECT_FALSE(h.peer.busy());
 }
 
 TEST(Peer, PrimarySeeingANewerGenerationIsDeposedEvenIfNotListed) {

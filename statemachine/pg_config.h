@@ -32,7 +32,17 @@ struct PgConfig {
 
   // Full identities, or null.
   nlohmann::json toJson() const;
-  bool operator==(const PgConfig& other) const { return toJson() == other.toJson(); }
+  // Equal when toJson() would be: the role and every identity in full. Compared field by
+  // field (the state machine compares on every evaluation).
+  bool operator==(const PgConfig& other) const {
+    auto same = [](const std::optional<PeerIdentity>& a, const std::optional<PeerIdentity>& b) {
+      return a.has_value() == b.has_value() &&
+             (!a || (a->id == b->id && a->ip == b->ip && a->pgUrl == b->pgUrl && a->zoneId == b->zoneId &&
+                     a->backupUrl == b->backupUrl));
+    };
+    return role == other.role && same(upstream, other.upstream) && same(downstream, other.downstream) &&
+           same(restorePeer, other.restorePeer);
+  }
 };
 
 }  // namespace dugong

@@ -1,6 +1,7 @@
 // How a peer reaches ZooKeeper and where its cluster lives there.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,13 @@ struct DigestAuth {
   std::string user;
   std::string password;
   std::string credentials() const { return user + ":" + password; }
+};
+
+// A session id and password: enough for another handle (or a restarted agent) to
+// re-attach to the session while it has not expired.
+struct SessionCredentials {
+  int64_t sessionId = 0;
+  std::string password;  // ZooKeeper's 16 bytes
 };
 
 struct ZkOptions {
@@ -45,6 +53,9 @@ struct ZkOptions {
   int unknownOutcomeTimeoutMs = 0;
   // Off by default.
   std::optional<DigestAuth> auth;
+  // The first handle re-attaches to this session (a restarted agent keeps its session
+  // and its election node); when the server says it has expired, a new one is opened.
+  std::optional<SessionCredentials> resume;
   // Where the adapter logs; default: spdlog's default logger.
   std::shared_ptr<spdlog::logger> logger;
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <random>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "zk/c_client.h"
+#include "zk/handle_closer.h"
 #include "zk/layout.h"
 
 namespace dugong::zk {
@@ -22,6 +24,23 @@ namespace {
 
 using detail::describeRc;
 using detail::sessionIdText;
+
+// Where the C client's threads deliver completions and watch notices: the Session's
+// loop until it stops; after that (its handles may be closed later, off the loop, and
+// the loop may be gone), nowhere.
+struct Outlet {
+  std::mutex mu;
+  boost::asio::io_context* io = nullptr;
+
+  void post(std::function<void()> fn) {
+    std::lock_guard lock(mu);
+    if (io != nullptr) boost::asio::post(*io, std::move(fn));
+  }
+  void shut() {
+    std::lock_guard lock(mu);
+    io = nullptr;
+  }
+};
 
 // What a completion carries back to the io_context, copied out of the C client's
 // buffers on its completion thread.
@@ -38,7 +57,7 @@ struct Reply {
 // and its completion (which the client calls exactly once, also on close).
 struct Call {
   std::weak_ptr<Session::Impl> impl;
-  boost::asio::io_context* io = nullptr;
+  std::shared_ptr<Outlet> outlet;
   std::function<void(Reply)> done;  // runs on the io_context if the session lives
 
   // Buffers of a multi-op, which must live until the completion.
@@ -55,9 +74,9 @@ struct Call {
 Call* callFromData(const void* data) { return static_cast<Call*>(const_cast<void*>(data)); }
 
 void finish(Call* raw, Reply reply) {
-  std::unique_ptr<Call> call(raw);
-  boost::asio::io_context* io = call->io;
-  boost::asio::post(*io, [call = std::move(call), reply = std::move(reply)]() mutable {
+  std::shared_ptr<Call> call(raw);
+  std::shared_ptr<Outlet> outlet = call->outlet;
+  outlet->post([call = std::move(call), reply = std::move(reply)]() mutable {
     if (auto alive = call->impl.lock()) call->done(std::move(reply));
   });
 }
@@ -112,7 +131,7 @@ void onMultiCompletion(int rc, const void* data) {
 // The global watcher's context: which handle generation the notifications belong to.
 struct HandleCtx {
   std::weak_ptr<Session::Impl> impl;
-  boost::asio::io_context* io = nullptr;
+  std::shared_ptr<Outlet> outlet;
   uint64_t generation = 0;
 };
 
@@ -180,6 +199,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         selfJson_(self_.toJson().dump()),
         onEvent_(std::move(onEvent)),
         log_(options_.logger ? options_.logger : spdlog::default_logger()),
+        outlet_(std::make_shared<Outlet>()),
+        resume_(options_.resume),
         reopenTimer_(io),
         setupRetryTimer_(io),
         rng_(std::random_device{}()) {}
@@ -191,18 +212,26 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     }
     if (started_) return Error{"zookeeper: session already started"};
     started_ = true;
+    outlet_->io = &io_;
     detail::installClientLogging();
     openSession();
     return true;
   }
 
-  void stop() {
+  void stop(detail::CloseMode mode) {
+    if (stopped_) return;
     stopped_ = true;
+    outlet_->shut();
     reopenTimer_.cancel();
     setupRetryTimer_.cancel();
     if (pendingWrite_) pendingWrite_->deadline->cancel();
     pendingWrite_.reset();
-    closeHandle();
+    if (mode == detail::CloseMode::kKeepSession && zh_ != nullptr && sessionId_ != 0) {
+      log_->info("zk: detaching from session {}: it stays open on the server (election node {}) until it "
+                 "expires or a restarted agent re-attaches",
+                 sessionIdText(sessionId_), electionNode_.empty() ? "not created yet" : electionNode_);
+    }
+    closeHandle(mode);
   }
 
   void onWatch(const WatchNotice& n) {
@@ -275,6 +304,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   }
 
   void setConnectionCallback(std::function<void(ConnectionChange)> onChange) { onConnection_ = std::move(onChange); }
+  void setSessionCallback(std::function<void(SessionCredentials)> onSession) { onSession_ = std::move(onSession); }
 
   SessionStatus status() const {
     SessionStatus s;
@@ -287,6 +317,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     s.requestsSent = requestsSent_;
     s.sessionsLost = sessionsLost_;
     s.lastSessionLost = lastSessionLost_;
+    s.resumed = resumed_;
     return s;
   }
 
@@ -322,7 +353,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   std::unique_ptr<Call> newCall(std::function<void(Reply)> done) {
     auto call = std::make_unique<Call>();
     call->impl = weak_from_this();
-    call->io = &io_;
+    call->outlet = outlet_;
     call->done = std::move(done);
     return call;
   }
@@ -357,11 +388,20 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     resetSessionState();
     auto ctx = std::make_unique<HandleCtx>();
     ctx->impl = weak_from_this();
-    ctx->io = &io_;
+    ctx->outlet = outlet_;
     ctx->generation = generation_;
     std::string hosts = options_.hosts();
-    zh_ = zookeeper_init2(hosts.c_str(), onWatcherEvent, options_.sessionTimeoutMs, nullptr, ctx.get(),
-                          ZOO_NO_LOG_CLIENTENV, detail::clientLogLine);
+    // Only the first handle re-attaches; after an expiry, a new session.
+    clientid_t resumeId{};
+    const bool resuming = resume_.has_value();
+    if (resuming) {
+      resumeId.client_id = resume_->sessionId;
+      std::memcpy(resumeId.passwd, resume_->password.data(), std::min(resume_->password.size(), sizeof resumeId.passwd));
+      log_->info("zk: re-attaching to session {} (kept by this peer's previous run)", sessionIdText(resume_->sessionId));
+      resume_.reset();
+    }
+    zh_ = zookeeper_init2(hosts.c_str(), onWatcherEvent, options_.sessionTimeoutMs, resuming ? &resumeId : nullptr,
+                          ctx.get(), ZOO_NO_LOG_CLIENTENV, detail::clientLogLine);
     if (zh_ == nullptr) {
       noteError("could not create a ZooKeeper handle for \"" + hosts + "\": " + std::strerror(errno));
       scheduleReopen();
@@ -396,15 +436,15 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     activeRefresh_ = Refresh{activeRefresh_.token + 1};
   }
 
-  void closeHandle() {
+  // The close runs later, off the loop. Pending completions then run (with ZCLOSING)
+  // on the closer's thread; they only post, through the outlet. The watcher's context
+  // lives until the handle is closed.
+  void closeHandle(detail::CloseMode mode = detail::CloseMode::kEndSession) {
     if (zh_ == nullptr) return;
     zhandle_t* zh = zh_;
     zh_ = nullptr;
     connected_ = false;
-    // Pending completions run (with ZCLOSING) inside zookeeper_close; they only post.
-    int rc = zookeeper_close(zh);
-    if (rc != ZOK) log_->warn("zk: closing the handle: {}", describeRc(rc));
-    handleCtx_.reset();
+    detail::closeLater(zh, mode, std::shared_ptr<HandleCtx>(std::move(handleCtx_)));
   }
 
   void scheduleReopen() {
@@ -433,8 +473,19 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       sessionId_ = id != nullptr ? id->client_id : 0;
       bool reconnect = initialized_;
       connected_ = true;
+      const bool newSession = sessionId_ != 0 && sessionId_ != reportedSessionId_;
+      if (newSession) resumed_ = sessionsOpened_ == 1 && options_.resume && options_.resume->sessionId == sessionId_;
       log_->info("zk: connected, session {} (negotiated timeout {} ms){}", sessionIdText(sessionId_),
-                 zoo_recv_timeout(zh_), reconnect ? "; same session, re-reading state and peers" : "");
+                 zoo_recv_timeout(zh_),
+                 reconnect    ? "; same session, re-reading state and peers"
+                 : newSession && resumed_ ? "; re-attached to the session of the previous run"
+                                          : "");
+      if (newSession) {
+        reportedSessionId_ = sessionId_;
+        if (onSession_) {
+          if (auto c = credentials()) onSession_(*c);
+        }
+      }
       if (!initialized_) {
         runSetup();
       } else {
@@ -459,7 +510,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         if (onConnection_) onConnection_(ConnectionChange{false, sessionId_, zoo_recv_timeout(zh_)});
       }
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
-      onSessionLost("session " + sessionIdText(sessionId_) + " expired");
+      onSessionLost(sessionId_ != 0 ? "session " + sessionIdText(sessionId_) + " expired"
+                                    : std::string("the session to re-attach to has expired (or is unknown)"));
     } else if (state == ZOO_AUTH_FAILED_STATE) {
       onSessionLost("authentication failed");
     } else {
@@ -856,8 +908,13 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   std::string selfJson_;
   EventCallback onEvent_;
   std::function<void(ConnectionChange)> onConnection_;
+  std::function<void(SessionCredentials)> onSession_;
   bool reportedLoss_ = false;  // a loss was reported and no regain yet
   std::shared_ptr<spdlog::logger> log_;
+  std::shared_ptr<Outlet> outlet_;
+  std::optional<SessionCredentials> resume_;  // until the first handle is opened
+  int64_t reportedSessionId_ = 0;             // the last session given to onSession_
+  bool resumed_ = false;
   boost::asio::steady_timer reopenTimer_;
   boost::asio::steady_timer setupRetryTimer_;
   std::mt19937_64 rng_;
@@ -895,7 +952,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
 namespace {
 
 void postWatch(HandleCtx* ctx, WatchNotice notice) {
-  boost::asio::post(*ctx->io, [impl = ctx->impl, notice = std::move(notice)] {
+  ctx->outlet->post([impl = ctx->impl, notice = std::move(notice)] {
     if (auto self = impl.lock()) self->onWatch(notice);
   });
 }
@@ -905,7 +962,15 @@ void postWatch(HandleCtx* ctx, WatchNotice notice) {
 Session::Session(boost::asio::io_context& io, ZkOptions options, PeerIdentity self, EventCallback onEvent)
     : impl_(std::make_shared<Impl>(io, std::move(options), std::move(self), std::move(onEvent))) {}
 
-Session::~Session() { impl_->stop(); }
+Session::~Session() { impl_->stop(detail::CloseMode::kEndSession); }
+
+void Session::detach() { impl_->stop(detail::CloseMode::kKeepSession); }
+
+void Session::setSessionCallback(std::function<void(SessionCredentials)> onSession) {
+  impl_->setSessionCallback(std::move(onSession));
+}
+
+bool waitForClosedSessions(std::chrono::milliseconds timeout) { return detail::waitForClosedHandles(timeout); }
 
 Result<bool> Session::start() { return impl_->start(); }
 

@@ -45,15 +45,9 @@ struct SessionStatus {
   std::string lastError;     // the last problem seen, for operators
   uint64_t requestsSent = 0; // ZooKeeper requests this adapter issued (pings excluded)
   int sessionsLost = 0;      // expiries (and authentication failures) seen
+  bool resumed = false;      // the current session was re-attached (options.resume)
   // When the last loss was noticed (the server said so); for status and benchmarks.
   std::chrono::steady_clock::time_point lastSessionLost{};
-};
-
-// A session id and password: enough for a second handle to take the session over.
-// Used by tests and benchmarks that force an expiry from the server side.
-struct SessionCredentials {
-  int64_t sessionId = 0;
-  std::string password;
 };
 
 // A change of the connection under an established, initialised session.
@@ -77,9 +71,9 @@ class Session {
   // REQUIRES: `io` outlives the Session. `onEvent` receives ZkInitialized,
   // ActivePeersChanged and ClusterStateChanged only.
   Session(boost::asio::io_context& io, ZkOptions options, PeerIdentity self, EventCallback onEvent);
-  // Closes the handle, which removes the election node at once. May block for as long
-  // as the client waits for the server to acknowledge the close (a fraction of the
-  // session timeout). Callbacks of unfinished operations are not called.
+  // Ends the session, which removes the election node, unless detach() was called.
+  // Never blocks: the handle is closed later on a thread of its own (see
+  // waitForClosedSessions). Callbacks of unfinished operations are not called.
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -105,6 +99,20 @@ class Session {
   // an expiry, which ZkInitialized reports). May be set before or after start().
   void setConnectionCallback(std::function<void(ConnectionChange)> onChange);
 
+  // `onSession` runs on the io_context each time a new session is established (not
+  // for a reconnection to the same one), with its credentials: what a restarted agent
+  // needs to re-attach (options.resume). May be set before or after start().
+  void setSessionCallback(std::function<void(SessionCredentials)> onSession);
+
+  // Stops, keeping the session on the server, for a process about to exit (an agent
+  // restart): no close request is ever sent; the handle stays open, unused, until the
+  // process exits, and the kernel's closing of its connection does not end the session.
+  // The election node therefore stays until the session expires, unless a successor
+  // re-attaches first (options.resume). Nothing is called back afterwards. Never blocks.
+  // REQUIRES: the process exits soon (while the handle is open, it keeps the session
+  // alive, and a successor in another process would have to take it over).
+  void detach();
+
   SessionStatus status() const;
   // The current session's credentials, once established.
   std::optional<SessionCredentials> credentials() const;
@@ -114,5 +122,9 @@ class Session {
  private:
   std::shared_ptr<Impl> impl_;
 };
+
+// Waits until every handle of destroyed Sessions is closed (detached ones are never);
+// false on timeout. For a process about to exit, off its event loop.
+bool waitForClosedSessions(std::chrono::milliseconds timeout);
 
 }  // namespace dugong::zk

@@ -60,6 +60,7 @@ zk::ZkOptions Harness::zkOptions() const {
   o.connectString = zk_->connectString();
   o.cluster = options_.cluster;
   o.sessionTimeoutMs = options_.sessionTimeoutMs;
+  o.auth = options_.zkAuth;
   return o;
 }
 
@@ -85,7 +86,12 @@ void Harness::writeConfig(const E2EPeer& p) const {
       << (options_.agentZkConnect ? options_.agentZkConnect(static_cast<int>(peers_.size()), zk_->connectString())
                                   : zk_->connectString())
       << "\n  sessionTimeoutMs: " << options_.sessionTimeoutMs
-      << "\n"
+      << "\n";
+  if (options_.zkAuth) {
+    out << "  auth:\n    user: " << options_.zkAuth->user
+        << "\n    password: " << nlohmann::json(options_.zkAuth->password).dump() << "\n";
+  }
+  out
       << "peer:\n  id: " << p.id << "\n  ip: 127.0.0.1\n  zoneId: e2e\n"
       << "postgres:\n  dataDir: " << o.dataDir << "\n  port: " << o.port << "\n  listenAddress: 127.0.0.1\n"
       << "  replicationCidr: 127.0.0.1/32\n  healthIntervalMs: 300\n";
@@ -161,6 +167,29 @@ void Harness::killAgent(int i) {
   p.agentPid = -1;
 }
 
+int Harness::leaveAgent(int i) {
+  E2EPeer& p = peer(i);
+  if (p.agentPid > 0) throw std::runtime_error("e2e: agent " + p.id + " still runs: stop it before --leave");
+  std::vector<std::string> args = {DUGONG_AGENT_BINARY, "--config", p.configPath, "--leave"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("e2e: fork failed");
+  if (pid == 0) {
+    int fd = ::open(p.logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
 void Harness::pauseAgent(int i) { ::kill(peer(i).agentPid, SIGSTOP); }
 void Harness::resumeAgent(int i) { ::kill(peer(i).agentPid, SIGCONT); }
 void Harness::killPostgres(int i) { peer(i).pg->signalPostmaster(SIGKILL); }
@@ -199,6 +228,11 @@ std::optional<ClusterState> Harness::zkState() {
   auto s = ClusterState::parse(node->data);
   if (!s) return std::nullopt;
   return s.value();
+}
+
+std::vector<zk::HistoryEntry> Harness::history() {
+  auto h = client_->history();
+  return h ? h.value() : std::vector<zk::HistoryEntry>{};
 }
 
 bool Harness::updateState(const std::function<void(ClusterState&)>& change) {

@@ -35,6 +35,9 @@ struct HarnessOptions {
   // The ZooKeeper connect string given to peer `index`'s agent (default: the ensemble's
   // own), e.g. through a proxy that a partition test can cut.
   std::function<std::string(int index, const std::string& connect)> agentZkConnect;
+  // ZooKeeper digest credentials for the agents (zookeeper.auth, so their nodes get
+  // ACLs) and for the harness' own client.
+  std::optional<zk::DigestAuth> zkAuth;
 };
 
 struct E2EPeer {
@@ -65,6 +68,9 @@ class Harness {
   // SIGTERM and wait for the agent to exit (bounded).
   void stopAgent(int i);
   void killAgent(int i);  // SIGKILL
+  // `dugong --config <its config> --leave` (the agent stopped): the peer leaves for good.
+  // Returns the command's exit status; its output goes to the agent's log.
+  int leaveAgent(int i);
   void pauseAgent(int i);  // SIGSTOP
   void resumeAgent(int i);  // SIGCONT
   // SIGKILL of the postmaster (from postmaster.pid).
@@ -78,10 +84,14 @@ class Harness {
 
   // The cluster state in ZooKeeper (nullopt if absent or unreadable).
   std::optional<ClusterState> zkState();
+  // The cluster's history in ZooKeeper (one entry per state write; empty on error).
+  std::vector<zk::HistoryEntry> history();
   // A test-and-set update of the state in ZooKeeper, as an operator would make.
   bool updateState(const std::function<void(ClusterState&)>& change);
 
   std::string zkConnect() const { return zk_->connectString(); }
+  // The ensemble itself (one server), e.g. to stop it for an outage.
+  dugong::testing::ZooKeeperCluster& zookeeper() { return *zk_; }
   const HarnessOptions& options() const { return options_; }
   zk::ZkOptions zkOptions() const;
 

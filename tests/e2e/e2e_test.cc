@@ -147,12 +147,13 @@ TEST_F(E2E, PrimaryPromotesTheAsyncWhenTheSyncIsKilled) {
   EXPECT_TRUE(h_->waitFor([&] { return ids(async).count(7) == 1; }, 30s));
 }
 
-TEST_F(E2E, StoppedAsyncIsRemovedAndReaddedWhenItRestarts) {
+TEST_F(E2E, AsyncStoppedForGoodIsRemovedAndReaddedWhenItRestarts) {
   int primary = startCluster();
   ASSERT_GE(primary, 0);
   int async = indexWithRole("async");
   const std::string id = h_->peer(async).id;
-  h_->stopAgent(async);  // a clean stop closes the session at once
+  h_->stopAgent(async);               // keeps the session for a restart
+  ASSERT_EQ(h_->leaveAgent(async), 0);  // ends it now: the peer is gone at once
   ASSERT_TRUE(h_->waitFor([&] { auto s = h_->zkState(); return s && s->async.empty(); }, 30s));
   EXPECT_EQ(h_->zkState()->generation, 1);
   h_->startAgent(async);
@@ -160,6 +161,91 @@ TEST_F(E2E, StoppedAsyncIsRemovedAndReaddedWhenItRestarts) {
       [&] { auto s = h_->zkState(); return s && s->async.size() == 1 && s->async[0].id == id; }, 60s));
   EXPECT_EQ(h_->zkState()->generation, 1);
   EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(async, "/replica") == 200; }, 60s));
+}
+
+// `systemctl restart dugong` on the primary, then on the sync: each agent re-attaches
+// to its ZooKeeper session, so no peer sees it go, no takeover, no new generation; the
+// primary stays writable. (Before: the stop closed the session and the sync took over.)
+TEST_F(E2E, RestartingThePrimarysAndTheSyncsAgentsChangesNothing) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  int async = indexWithRole("async");
+  createTable(primary);
+  ASSERT_TRUE(insert(primary, 1));
+  const auto before = h_->zkState();
+  ASSERT_TRUE(before.has_value());
+  const size_t historyBefore = h_->history().size();
+  int id = 2;
+  for (int restarted : {primary, sync}) {
+    auto status = h_->status(restarted);
+    ASSERT_TRUE(status.has_value());
+    const auto sessionId = (*status)["zookeeper"]["sessionId"].get<int64_t>();
+    h_->stopAgent(restarted);
+    h_->startAgent(restarted);
+    ASSERT_TRUE(h_->waitFor(
+        [&] {
+          auto s = h_->status(restarted);
+          return s && (*s)["zookeeper"]["initialized"] == true && (*s)["peer"]["role"] != "unknown";
+        },
+        60s))
+        << h_->logTail(restarted);
+    EXPECT_EQ((*h_->status(restarted))["zookeeper"]["sessionId"].get<int64_t>(), sessionId)
+        << "the restarted agent did not re-attach to its session";
+    EXPECT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == primary && insert(primary, id); }, 30s));
+    ++id;
+  }
+  // Well past the session timeout: nothing changed in ZooKeeper.
+  std::this_thread::sleep_for(std::chrono::milliseconds(h_->options().sessionTimeoutMs * 2));
+  auto after = h_->zkState();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->generation, before->generation);
+  EXPECT_EQ(after->primary.id, h_->peer(primary).id);
+  ASSERT_TRUE(after->sync.has_value());
+  EXPECT_EQ(after->sync->id, h_->peer(sync).id);
+  ASSERT_EQ(after->async.size(), 1u);
+  EXPECT_EQ(after->async[0].id, h_->peer(async).id);
+  EXPECT_TRUE(after->deposed.empty());
+  EXPECT_EQ(h_->history().size(), historyBefore) << "the cluster state was written during the restarts";
+  EXPECT_EQ(h_->role(primary), "primary");
+  EXPECT_EQ(h_->role(sync), "sync");
+  EXPECT_TRUE(insert(primary, id));
+  EXPECT_TRUE(h_->waitFor([&] { return ids(sync).count(id) == 1; }, 30s));
+}
+
+// A primary stopped for good (`--leave` after the stop) is replaced at once, as a
+// failed one is: its sync takes over.
+TEST_F(E2E, PrimaryStoppedForGoodIsReplacedByItsSync) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  h_->stopAgent(primary);
+  ASSERT_EQ(h_->leaveAgent(primary), 0) << h_->logTail(primary);
+  ASSERT_TRUE(h_->waitFor(
+      [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->primary.id == h_->peer(sync).id; }, 60s));
+  EXPECT_EQ(h_->zkState()->deposed.size(), 1u);
+  // Nothing left to leave.
+  EXPECT_EQ(h_->leaveAgent(primary), 0);
+}
+
+// kill -9 of the primary's postmaster under its live agent: the agent sees the
+// postmaster gone and restarts postgres at once (no grace), as primary of the same
+// generation; no acknowledged row is lost.
+TEST_F(E2E, PrimaryPostgresKilledUnderItsAgentIsRestartedAtOnceWithoutFailover) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  createTable(primary);
+  ASSERT_TRUE(insert(primary, 1));
+  h_->killPostgres(primary);
+  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == primary && insert(primary, 2); }, 60s))
+      << h_->logTail(primary);
+  auto s = h_->zkState();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->generation, 1);
+  EXPECT_EQ(s->primary.id, h_->peer(primary).id);
+  EXPECT_EQ(ids(primary), (std::set<int>{1, 2}));
+  EXPECT_NE(h_->logTail(primary, 400).find("at once: the postmaster is gone"), std::string::npos)
+      << h_->logTail(primary);
 }
 
 TEST_F(E2E, FreezeBlocksTakeoverUntilUnfrozen) {

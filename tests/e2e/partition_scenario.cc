@@ -128,10 +128,40 @@ PartitionOutcome PartitionCluster::run(std::chrono::milliseconds deadline) {
     if (c) PQfinish(c);
   });
 
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // both clients write normally first
+  // Hostile: as local, but each row says BEGIN READ WRITE.
+  std::thread hostileThread([&] {
+    PGconn* c = nullptr;
+    for (int id = 2000000; !done; ++id) {
+      if (!c || PQstatus(c) != CONNECTION_OK) {
+        if (c) PQfinish(c);
+        c = PQconnectdb(local.c_str());
+        if (PQstatus(c) != CONNECTION_OK) {
+          PQfinish(c);
+          c = nullptr;
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          continue;
+        }
+      }
+      if (exec(c, "BEGIN READ WRITE; SET LOCAL synchronous_commit = local; INSERT INTO part VALUES (" +
+                      std::to_string(id) + ", 'hostile'); COMMIT")) {
+        std::lock_guard lock(mu);
+        out.hostileAcked.insert(id);
+      } else {
+        PQfinish(c);
+        c = nullptr;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (c) PQfinish(c);
+  });
+
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the clients write normally first
   {
     std::lock_guard lock(mu);
     cutAt = Clock::now();
+    out.cutWallMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
   }
   proxies_.at(static_cast<size_t>(old))->cut();
   const auto until = Clock::now() + deadline;
@@ -151,6 +181,7 @@ PartitionOutcome PartitionCluster::run(std::chrono::milliseconds deadline) {
   done = true;
   carefulThread.join();
   localThread.join();
+  hostileThread.join();
   if (!newPrimaryAt) {
     out.error = "the careful client never wrote on a new primary";
     return out;
@@ -167,6 +198,9 @@ PartitionOutcome PartitionCluster::run(std::chrono::milliseconds deadline) {
   }
   for (int id : out.localAcked) {
     if (!present.count(id)) out.localLost.insert(id);
+  }
+  for (int id : out.hostileAcked) {
+    if (!present.count(id)) out.hostileLost.insert(id);
   }
   return out;
 }

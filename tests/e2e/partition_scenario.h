@@ -4,11 +4,14 @@
 // - careful: a new connection per row through the multi-host target_session_attrs=
 //   read-write string, synchronous_commit on;
 // - local: one connection to the old primary's host only, synchronous_commit = local,
-//   reconnecting to that same host after errors.
+//   reconnecting to that same host after errors;
+// - hostile: the same, but each row in a transaction that says BEGIN READ WRITE (which
+//   a default_transaction_read_only does not stop).
 // Shared by tests/e2e/partition_test.cc (asserts) and bench/partition_bench.cc (figures).
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <set>
@@ -27,8 +30,10 @@ struct PartitionOutcome {
   std::optional<std::chrono::milliseconds> timeToNewPrimary;
   // From the cut to the old primary's /primary answering 503.
   std::optional<std::chrono::milliseconds> timeToNotWritable;
-  std::set<int> carefulAcked, localAcked;
-  std::set<int> carefulLost, localLost;  // acknowledged, absent on the new primary
+  // The wall-clock time of the cut (ms since the epoch), to line up the agents' logs.
+  int64_t cutWallMs = 0;
+  std::set<int> carefulAcked, localAcked, hostileAcked;
+  std::set<int> carefulLost, localLost, hostileLost;  // acknowledged, absent on the new primary
   std::string error;                     // empty when the scenario ran to its end
 };
 

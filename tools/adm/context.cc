@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <future>
 #include <iostream>
 #include <thread>
@@ -32,6 +33,17 @@ Result<zk::ZkOptions> zkOptionsFrom(const CommonOptions& o) {
   z.cluster = o.cluster;
   z.root = o.root;
   z.sessionTimeoutMs = std::max(4000, o.timeoutSeconds * 1000);
+  if (!o.zkAuthFile.empty()) {
+    std::ifstream in(o.zkAuthFile);
+    std::string line;
+    if (!in || !std::getline(in, line)) return Error{"--zk-auth-file " + o.zkAuthFile + ": cannot read it"};
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == line.size()) {
+      return Error{"--zk-auth-file " + o.zkAuthFile + ": the first line must be user:password"};
+    }
+    z.auth = zk::DigestAuth{line.substr(0, colon), line.substr(colon + 1)};
+  }
   if (auto v = z.validate(); !v) return Error{v.error()};
   return z;
 }

@@ -31,14 +31,19 @@ struct CommonOptions {
   std::string root;     // --root: default /dugong/<cluster>
   bool json = false;    // --json: machine-readable output
   int timeoutSeconds = 10;  // --timeout: bound of each ZooKeeper call and of connecting
+  // --zk-auth-file, $DUGONG_ZK_AUTH_FILE: a file holding "user:password", the digest
+  // credentials the agents use (zookeeper.auth); needed to change a cluster whose
+  // nodes have ACLs. Never given on the command line itself (argv is public).
+  std::string zkAuthFile;
 };
 
 // Prints "dugong-adm: <message>" on stderr and returns `code`.
 int fail(int code, const std::string& message);
 
 // The ZooKeeper options the common options name (a "/chroot" suffix of the connect
-// string is split off). Errors when neither --zk nor $DUGONG_ZK, or neither --cluster
-// nor --root, is given.
+// string is split off; credentials read from --zk-auth-file). Errors when neither --zk
+// nor $DUGONG_ZK, or neither --cluster nor --root, is given, or the credentials file is
+// unreadable or not "user:password".
 Result<zk::ZkOptions> zkOptionsFrom(const CommonOptions& o);
 
 // Connects within the timeout. The error says which servers could not be reached.

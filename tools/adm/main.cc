@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   app.add_option("-c,--cluster", common.cluster, "cluster name (its root is /dugong/NAME)")->envname("DUGONG_CLUSTER");
   app.add_option("--root", common.root, "the cluster's root node, instead of /dugong/NAME");
   app.add_flag("--json", common.json, "machine-readable JSON output");
+  app.add_option("--zk-auth-file", common.zkAuthFile,
+                 "file whose first line is the ZooKeeper credentials user:password (the agents' zookeeper.auth)")
+      ->envname("DUGONG_ZK_AUTH_FILE");
   app.add_option("--timeout", common.timeoutSeconds, "seconds to wait for ZooKeeper (connect and each call)")
       ->capture_default_str();
 

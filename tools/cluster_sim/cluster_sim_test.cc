@@ -212,12 +212,12 @@ TEST(Invariants, CatchesAnAcknowledgementBeyondTheNextInitWal) {
   InvariantChecker c(absent({"a"}));
   c.onStateWrite({1, 1, "a", std::nullopt, state(1, "a", "b", {"c"}), {}});
   Wal w;
-  c.onAck(2, "a", 1, w.append(1), w, false, std::string("a"), "", "b");
+  c.onAck(2, "a", 1, w.append(1), w, false, std::string("a"), "b");
   ClusterState g2 = state(2, "b", "c", {}, 0x80);
   g2.deposed.push_back(peer("a"));
   c.onStateWrite({10, 9, "b", state(1, "a", "b", {"c"}), g2, WalPosition(0x80)});
   EXPECT_TRUE(c.ok()) << c.violations().front().detail;
-  c.onAck(11, "a", 1, w.append(2), w, false, std::string("a"), "", "b");
+  c.onAck(11, "a", 1, w.append(2), w, false, std::string("a"), "b");
   EXPECT_TRUE(caught(c, "ack-beyond-initwal"));
 }
 
@@ -227,7 +227,7 @@ TEST(Invariants, CatchesAnInitWalBehindAnEarlierAcknowledgement) {
   c.onStateWrite({1, 1, "a", std::nullopt, state(1, "a", "b", {"c"}), {}});
   Wal w;
   w.append(1);
-  c.onAck(2, "a", 1, w.append(2), w, false, std::string("a"), "", "b");
+  c.onAck(2, "a", 1, w.append(2), w, false, std::string("a"), "b");
   ClusterState g2 = state(2, "b", "c", {}, 0x80);
   g2.deposed.push_back(peer("a"));
   c.onStateWrite({10, 9, "b", state(1, "a", "b", {"c"}), g2, WalPosition(0x80)});
@@ -241,9 +241,9 @@ TEST(Invariants, AcceptsAcknowledgementsByTheNewSyncBeyondInitWal) {
   c.onStateWrite({1, 1, "a", std::nullopt, state(1, "a", "b", {"c"}), {}});
   Wal w;
   w.append(1);
-  c.onAck(2, "a", 1, w.append(2), w, false, std::string("a"), "", "c");
+  c.onAck(2, "a", 1, w.append(2), w, false, std::string("a"), "c");
   c.onStateWrite({10, 9, "a", state(1, "a", "b", {"c"}), state(2, "a", "c", {}, 0x80), WalPosition(0x80)});
-  c.onAck(11, "a", 1, w.append(3), w, false, std::string("a"), "", "c");
+  c.onAck(11, "a", 1, w.append(3), w, false, std::string("a"), "c");
   EXPECT_TRUE(c.ok()) << c.violations().front().detail;
 }
 

@@ -17,28 +17,31 @@ void InvariantChecker::fail(EpochMs at, std::string invariant, std::string detai
   violations_.push_back(Violation{std::move(invariant), std::move(detail), at});
 }
 
+std::string InvariantChecker::AckRecord::describe() const {
+  return commitName(mark) + ", acknowledged at " + std::to_string(at) + " ms by " + peer + " as primary of generation " +
+         std::to_string(generation) +
+         (standby.empty() ? " (no synchronous standby)" : " (its synchronous standby " + standby + " had it)");
+}
+
 void InvariantChecker::onAck(EpochMs at, const std::string& peer, int64_t generation, const WalMark& mark,
                              const Wal& wal, bool deposed,
-                             const std::optional<std::string>& statePrimaryOfGeneration, const std::string& how,
-                             const std::string& standby) {
+                             const std::optional<std::string>& statePrimaryOfGeneration, const std::string& standby) {
   ++acks_;
+  AckRecord ack{mark, at, peer, generation, standby};
   if (takeoverRules_) {
-    std::string who = commitName(mark) + " acknowledged at " + std::to_string(at) + " ms by " + peer +
-                      " as primary of generation " + std::to_string(generation) +
-                      (standby.empty() ? " alone" : " with " + standby + "'s copy");
     for (auto it = covers_.upper_bound(generation); it != covers_.end(); ++it) {
-      checkAckCoveredByInitWal(at, generation, standby, mark.index, who, it->first);
+      checkAckCoveredByInitWal(at, ack, it->first);
     }
-    auto& furthest = furthestAck_[{generation, standby}];
-    if (furthest.second.empty() || mark.index > furthest.first) furthest = {mark.index, who};
+    auto [furthest, inserted] = furthestAck_.try_emplace({generation, standby}, ack);
+    if (!inserted && mark.index > furthest->second.mark.index) furthest->second = ack;
   }
   if (deposed) {
     fail(at, "deposed-serves", peer + " acknowledged " + commitName(mark) + " while its state machine says deposed");
   }
-  if (frontier_ && !wal.contains(*frontier_)) {
+  if (frontier_ && !wal.contains(frontier_->mark)) {
     fail(at, "lost-commit",
          peer + " acknowledged " + commitName(mark) + " on a history without the acknowledged commit " +
-             commitName(*frontier_) + frontierHow_);
+             frontier_->describe());
   }
   auto [it, inserted] = ackerOfGeneration_.emplace(generation, peer);
   if (!inserted && it->second != peer) {
@@ -49,30 +52,25 @@ void InvariantChecker::onAck(EpochMs at, const std::string& peer, int64_t genera
     fail(at, "two-writers", peer + " acknowledged " + commitName(mark) + " as primary of generation " +
                                 std::to_string(generation) + ", whose primary is " + *statePrimaryOfGeneration);
   }
-  if (!frontier_ || mark.index > frontier_->index) {
-    frontier_ = mark;
-    frontierHow_ = ", acknowledged at " + std::to_string(at) + " ms by " + peer + " as primary of generation " +
-                   std::to_string(generation) + (how.empty() ? "" : " (" + how + ")");
-  }
+  if (!frontier_ || mark.index > frontier_->mark.index) frontier_ = std::move(ack);
 }
 
 // A commit acknowledged in a generation before `generation`, beyond its initWal, by a
 // standby other than its sync: nothing makes the next takeover wait for it.
-void InvariantChecker::checkAckCoveredByInitWal(EpochMs at, int64_t ackGeneration, const std::string& standby,
-                                                uint64_t index, const std::string& who, int64_t generation) {
+void InvariantChecker::checkAckCoveredByInitWal(EpochMs at, const AckRecord& ack, int64_t generation) {
   const GenerationCover& c = covers_.at(generation);
-  if (ackGeneration >= generation || index < c.initWalRecords || standby == c.sync) return;
+  if (ack.generation >= generation || ack.mark.index < c.initWalRecords || ack.standby == c.sync) return;
   fail(at, "ack-beyond-initwal",
-       who + " lies beyond generation " + std::to_string(generation) + "'s initWal (" +
+       ack.describe() + " lies beyond generation " + std::to_string(generation) + "'s initWal (" +
            std::to_string(c.initWalRecords) + " records), and its sync " + (c.sync.empty() ? "(none)" : c.sync) +
            " did not acknowledge it: a takeover that checks initWal may lose it");
 }
 
 void InvariantChecker::checkCurrentPrimary(EpochMs at, const std::string& peer, const Wal& wal) {
-  if (frontier_ && !wal.contains(*frontier_)) {
+  if (frontier_ && !wal.contains(frontier_->mark)) {
     fail(at, "lost-commit",
-         "the current primary " + peer + " does not hold the acknowledged commit " + commitName(*frontier_) +
-             frontierHow_ + "; its WAL has " + std::to_string(wal.size()) + " records");
+         "the current primary " + peer + " does not hold the acknowledged commit " + frontier_->describe() +
+             "; its WAL has " + std::to_string(wal.size()) + " records");
   }
 }
 
@@ -101,9 +99,7 @@ void InvariantChecker::onStateWrite(const StateWrite& w) {
   if (!generationStart_.count(after.generation)) generationStart_[after.generation] = w.at;
   if (takeoverRules_ && !covers_.count(after.generation)) {
     covers_[after.generation] = {after.initWal.value() / Wal::kRecordBytes, after.sync ? after.sync->id : ""};
-    for (const auto& [key, furthest] : furthestAck_) {
-      checkAckCoveredByInitWal(w.at, key.first, key.second, furthest.first, furthest.second, after.generation);
-    }
+    for (const auto& [key, furthest] : furthestAck_) checkAckCoveredByInitWal(w.at, furthest, after.generation);
   }
   if (after.generation > lastGeneration_) lastGeneration_ = after.generation;
 

@@ -65,10 +65,10 @@ class InvariantChecker {
   // whose history is `wal`. `deposed`: the peer's own state machine says it is deposed.
   // `statePrimaryOfGeneration`: the primary ZooKeeper named for that generation, if
   // such a generation was ever written.
-  // `how` says how it was acknowledged, for the report ("node3 had it"). `standby` is
-  // the synchronous standby whose copy acknowledged it ("" when the primary writes alone).
+  // `standby` is the synchronous standby whose copy acknowledged it ("" when the
+  // primary writes alone).
   void onAck(EpochMs at, const std::string& peer, int64_t generation, const WalMark& mark, const Wal& wal,
-             bool deposed, const std::optional<std::string>& statePrimaryOfGeneration, const std::string& how = "",
+             bool deposed, const std::optional<std::string>& statePrimaryOfGeneration,
              const std::string& standby = "");
 
   // The current primary's history must hold every acknowledged commit.
@@ -87,13 +87,22 @@ class InvariantChecker {
 
   bool ok() const { return violations_.empty(); }
   const std::vector<Violation>& violations() const { return violations_; }
-  std::optional<WalMark> frontier() const { return frontier_; }
+  std::optional<WalMark> frontier() const { return frontier_ ? std::optional<WalMark>(frontier_->mark) : std::nullopt; }
   int64_t acks() const { return acks_; }
 
  private:
+  // An acknowledgement, described only when a violation is reported (thousands pass).
+  struct AckRecord {
+    WalMark mark;
+    EpochMs at = 0;
+    std::string peer;
+    int64_t generation = 0;
+    std::string standby;
+    std::string describe() const;
+  };
+
   void takeoverChecks(const StateWrite& w);
-  void checkAckCoveredByInitWal(EpochMs at, int64_t ackGeneration, const std::string& standby, uint64_t index,
-                                const std::string& who, int64_t generation);
+  void checkAckCoveredByInitWal(EpochMs at, const AckRecord& ack, int64_t generation);
 
   // A generation's initWal (in WAL records) and sync, for the initWal coverage rule.
   struct GenerationCover {
@@ -102,14 +111,13 @@ class InvariantChecker {
   };
   std::map<int64_t, GenerationCover> covers_;
   // The furthest commit acknowledged per (generation of the acknowledging primary,
-  // standby that had it): WAL index and a description.
-  std::map<std::pair<int64_t, std::string>, std::pair<uint64_t, std::string>> furthestAck_;
+  // standby that had it).
+  std::map<std::pair<int64_t, std::string>, AckRecord> furthestAck_;
 
   AbsenceOracle wasAbsent_;
   bool takeoverRules_ = true;
   std::vector<Violation> violations_;
-  std::optional<WalMark> frontier_;  // the latest acknowledged commit; all others precede it
-  std::string frontierHow_;          // who acknowledged it, how, when
+  std::optional<AckRecord> frontier_;  // the latest acknowledged commit; all others precede it
   std::map<int64_t, std::string> ackerOfGeneration_;
   std::map<std::string, std::pair<uint64_t, int64_t>> views_;  // peer -> (incarnation, generation)
   std::map<int64_t, EpochMs> generationStart_;

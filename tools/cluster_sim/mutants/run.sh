@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs each mutant of dugong-cluster-sim over the default seed budget (the seeds of the
-# cluster_sim_seeds test) and reports the first seed that catches it, with the fault.
+# cluster_sim_seeds tests) and reports the first seed that catches it, with the fault.
 # Exit status 1 if a mutant survives. Usage: run.sh BUILD_DIR MUTANT_BINARY...
 set -uo pipefail
 dir=$1
 shift
-seeds=${DUGONG_MUTANT_SEEDS:-1..3000}
+seeds=${DUGONG_MUTANT_SEEDS:-1..10000}
 jobs=${DUGONG_MUTANT_JOBS:-$(nproc)}
 survivors=0
 printf '%-32s %-8s %s\n' mutant seed fault
