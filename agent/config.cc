@@ -248,6 +248,9 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   int secs = static_cast<int>(c.pg.startTimeout.count());
   pg.getInt("startTimeoutSeconds", &secs, 1, 86400);
   c.pg.startTimeout = std::chrono::seconds(secs);
+  secs = static_cast<int>(c.pg.repairStandbyAfter.count());
+  pg.getInt("repairStandbyAfterSeconds", &secs, 1, 86400);
+  c.pg.repairStandbyAfter = std::chrono::seconds(secs);
   secs = static_cast<int>(c.pg.stopTimeout.count());
   pg.getInt("stopTimeoutSeconds", &secs, 1, 86400);
   c.pg.stopTimeout = std::chrono::seconds(secs);

@@ -38,6 +38,8 @@
 //     stopTimeoutSeconds: 60
 //     basebackupTimeoutSeconds: 3600    # a rebuild's pg_basebackup (raise for large databases)
 //     rewindTimeoutSeconds: 1800        # a rebuild's pg_rewind
+//     repairStandbyAfterSeconds: 60     # a standby that cannot follow its upstream this
+//                                       # long is repaired (pg_rewind, else pg_basebackup)
 //   http:
 //     listen: 127.0.0.1:8008            # the status server (the default); "": none
 //   singleton: false                    # one-node-write mode

@@ -6,8 +6,10 @@
 // agents; session timeout 3 s), then, N times per kind, runs a client that inserts a row
 // every 20 ms through the multi-host connection string (target_session_attrs=read-write,
 // a new connection per insert, 2 s timeout) and runs `dugong-adm promote` of the sync
-// (the sync takes over; the old primary is then rebuilt with `dugong-adm rebuild -y` so
-// the next run starts from three healthy peers) or of async[0] (it becomes the sync).
+// (the sync takes over; the old primary rejoins as an async by itself -- agent key
+// `rejoin: follow`, the clean handover -- and the time from the promote until it streams
+// again is measured; if it has not within 60 s it is rebuilt with `dugong-adm rebuild -y`
+// and counted) or of async[0] (it becomes the sync).
 // The window of a run is the longest gap between two consecutive acknowledged inserts
 // from 1 s before the promote to 3 s after it returned. Prints each run, then the
 // median, min and max per kind. Also checks that every acknowledged row survived.
@@ -83,6 +85,8 @@ int main(int argc, char** argv) {
     ~StopWriter() { w.finish(); }
   } stopWriter{writer};
   std::map<std::string, std::vector<double>> windows;
+  std::vector<double> rejoins;  // promote of the sync: seconds until the old primary streams again
+  int rebuilt = 0;
   std::vector<std::string> kinds;
   if (kind == "sync" || kind == "both") kinds.push_back("sync");
   if (kind == "async" || kind == "both") kinds.push_back("async");
@@ -112,11 +116,27 @@ int main(int argc, char** argv) {
                   gap);
       std::fflush(stdout);
       if (k == "sync") {
-        // Bring the deposed ex-primary back as an async for the next run.
+        // The deposed ex-primary rejoins by itself; rebuilt (and counted) if it does not.
         int idx = h.indexOf(oldPrimary);
-        if (adm("rebuild -y --config " + h.peer(idx).configPath, &out) != 0) {
-          std::cerr << "rebuild failed:\n" << out;
-          return 1;
+        bool back = h.waitFor(
+            [&] {
+              auto st = h.zkState();
+              auto r = h.sql(idx, "SELECT status FROM pg_stat_wal_receiver");
+              return st && dugong::containsPeer(st->async, oldPrimary) && r && !r->rows.empty() &&
+                     r->rows[0][0] == "streaming";
+            },
+            60s);
+        if (back) {
+          rejoins.push_back(std::chrono::duration<double>(Clock::now() - before).count());
+          std::printf("      old primary %s streams again as an async %.2f s after the promote began\n",
+                      oldPrimary.c_str(), rejoins.back());
+        } else {
+          ++rebuilt;
+          std::printf("      old primary %s did not rejoin by itself within 60 s: rebuilding it\n", oldPrimary.c_str());
+          if (adm("rebuild -y --config " + h.peer(idx).configPath, &out) != 0) {
+            std::cerr << "rebuild failed:\n" << out;
+            return 1;
+          }
         }
       }
       if (!healthy()) {
@@ -142,6 +162,12 @@ int main(int argc, char** argv) {
     std::printf("promote %-5s: write-unavailability window median %.0f ms, min %.0f ms, max %.0f ms (%zu runs)\n",
                 k == "sync" ? "sync" : "async[0]", median(v), *std::min_element(v.begin(), v.end()),
                 *std::max_element(v.begin(), v.end()), v.size());
+  }
+  if (!rejoins.empty()) {
+    std::printf("promote sync : old primary streams again (no operator) median %.2f s, min %.2f s, max %.2f s "
+                "(%zu runs); rebuilt by the operator: %d\n",
+                median(rejoins), *std::min_element(rejoins.begin(), rejoins.end()),
+                *std::max_element(rejoins.begin(), rejoins.end()), rejoins.size(), rebuilt);
   }
   return lost == 0 ? 0 : 1;
 }

@@ -388,6 +388,56 @@ TEST_F(AdapterTest, DivergedExPrimaryIsRejoinedOnlyWhenARewindIsAllowed) {
   EXPECT_TRUE(eventually([&] { return streamsFrom(b, a); }));
 }
 
+// Issue 11 item 5: a timeline fork under a running standby. c streams from a and has a
+// row that b (a's sync, stopped) never got; b is promoted and c is pointed at it: c
+// answers SELECT 1 but can never stream. The health check reports it (with the log's
+// evidence, also in the status), and the next apply repairs it by pg_rewind.
+TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgTestNode& c = cluster_.addNode("peer-c");
+  c.options.repairStandbyAfter = 1s;
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  PgAdapter& pc = adapterFor(c);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(apply(pc, PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(a); }));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'all')"), "");
+  ASSERT_TRUE(eventually([&] { return b.value("SELECT v FROM t WHERE id = 1") == "all"; }));
+
+  ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
+  ASSERT_EQ(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (2, 'c only')"), "");
+  ASSERT_TRUE(eventually([&] { return c.value("SELECT v FROM t WHERE id = 2") == "c only"; }));
+  ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
+  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(b.value("INSERT INTO t VALUES (3, 'new timeline')"), "");
+
+  r = apply(pc, PgConfig::standby(PgRole::kAsync, b.identity, b.identity));  // a reload: it stays past the fork
+  ASSERT_TRUE(r.ok) << r.error;
+  std::vector<std::pair<bool, std::string>> changes;
+  pc.startHealthCheck([&](bool healthy, const std::string& detail) { changes.emplace_back(healthy, detail); });
+  ASSERT_TRUE(testing::runUntil(loop_, [&] { return !changes.empty() && !changes.back().first; }, 60s))
+      << "a standby that cannot follow its upstream looks healthy";
+  EXPECT_NE(changes.back().second.find("cannot follow its upstream peer-b"), std::string::npos) << changes.back().second;
+  EXPECT_EQ(c.value("SELECT 1"), "1");
+  PgStatus st = status(pc);
+  ASSERT_TRUE(st.streamProblem.has_value());
+  EXPECT_NE(st.streamProblem->find("not streaming from peer-b"), std::string::npos) << *st.streamProblem;
+
+  ino_t before = inode(c.options.dataDir);
+  r = apply(pc, PgConfig::standby(PgRole::kAsync, b.identity, b.identity));  // the agent's restart
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(inode(c.options.dataDir), before) << "copied, not rewound";
+  EXPECT_TRUE(eventually([&] { return c.value("SELECT v FROM t WHERE id = 3") == "new timeline"; }));
+  EXPECT_EQ(c.value("SELECT count(*) FROM t WHERE id = 2"), "0");
+  EXPECT_TRUE(eventually([&] { return streamsFrom(b, c); }));
+  EXPECT_TRUE(testing::runUntil(loop_, [&] { return changes.back().first; }, 30s)) << "still unhealthy";
+  pc.stopHealthCheck();
+}
+
 TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply) {
   PgTestNode& a = cluster_.addNode("peer-a");
   PgAdapter& pa = adapterFor(a);

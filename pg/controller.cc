@@ -1002,8 +1002,14 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
   want.primaryConninfo = conninfo.value();
   want.readOnly = false;
   want.upstreamUrl = upstream.pgUrl;
+  std::string repair;  // non-empty: a standby that cannot follow its upstream is repaired
+  {
+    std::lock_guard lock(stateMu_);
+    repair = std::exchange(repairFor_, "");
+  }
   bool running = isRunning();
-  if (running && isSetUp() && hasStandbySignal() && !previous.wasPrimary && previous.upstreamId == upstream.id &&
+  if (running && repair.empty() && isSetUp() && hasStandbySignal() && !previous.wasPrimary &&
+      previous.upstreamId == upstream.id &&
       previous.primaryConninfo == want.primaryConninfo) {
     // Already following this upstream (its system checked when it started to; e.g. an
     // async becoming the new primary's sync): only the role changes. Nothing on the
@@ -1034,7 +1040,7 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
   if (running && isSetUp() && !replaceOther) {
     auto q = localQuery("SELECT pg_is_in_recovery()");
     if (!q) return failed("cannot ask postgres whether it is in recovery: " + q.error(), true);
-    if (q->rows[0][0] == "t" && !previous.wasPrimary) {
+    if (q->rows[0][0] == "t" && !previous.wasPrimary && repair.empty()) {
       // A running standby: a new upstream is a reload (primary_conninfo is reloadable).
       auto w = writeConf(want);
       if (!w) return failed(w.error(), true);
@@ -1042,20 +1048,30 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
       if (!r) return failed(r.error(), true);
       return succeeded(true);
     }
-    spdlog::info("pg: this primary becomes a standby: stopping it first");
+    if (repair.empty()) spdlog::info("pg: this primary becomes a standby: stopping it first");
+  }
+  if (!repair.empty()) {
+    spdlog::warn("pg: repairing this standby, which cannot follow its upstream {} ({}): stopping it, then pg_rewind "
+                 "from {}, else pg_basebackup",
+                 upstream.id, repair, restore.id);
   }
   auto s = stop();
   if (!s) return failed(s.error(), isRunning());
 
-  if (!isSetUp() || replaceOther) {
+  // WAL the upstream no longer has: no rewind can help.
+  const bool copyToRepair = !repair.empty() && repair.find("has already been removed") != std::string::npos;
+  if (!isSetUp() || replaceOther || copyToRepair) {
     if (!rules.basebackup) return failed("no usable data directory to rejoin with; nothing was changed", false);
     spdlog::info("pg: {}: rebuilding from {} by pg_basebackup",
-                 replaceOther ? "another database system, replaced by the operator's command" : "no usable data directory",
+                 replaceOther   ? "another database system, replaced by the operator's command"
+                 : copyToRepair ? "a standby whose upstream no longer has the WAL it needs"
+                                : "no usable data directory",
                  restore.id);
     auto b = basebackup(restore);
     if (!b) return failed(b.error(), false);
-  } else if (!hasStandbySignal() || previous.wasPrimary) {
-    // Last ran as a primary: it may have WAL the cluster does not have.
+  } else if (!hasStandbySignal() || previous.wasPrimary || !repair.empty()) {
+    // Last ran as a primary (or a standby that went past a fork): it may have WAL the
+    // cluster does not have.
     std::string detail;
     std::string discarded;
     auto recovered = finishCrashRecovery(previous.wasPrimary);
@@ -1207,9 +1223,44 @@ WalPositionRead PgController::readWal() {
 }
 
 Result<bool> PgController::healthCheck() {
-  auto q = localQuery("SELECT 1");
+  auto q = localQuery("SELECT pg_is_in_recovery(), (SELECT status FROM pg_stat_wal_receiver)");
   if (!q) return Error{q.error()};
-  return true;
+  std::string upstream;
+  {
+    std::lock_guard lock(stateMu_);
+    if (state_.role == "sync" || state_.role == "async") upstream = state_.upstreamId.value_or("");
+  }
+  const auto& row = q->rows.at(0);
+  std::lock_guard lock(stateMu_);
+  if (upstream.empty() || row[0] != "t" || row[1] == "streaming") {
+    notStreamingSince_.reset();
+    streamProblem_.clear();
+    return true;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!notStreamingSince_) notStreamingSince_ = now;
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(now - *notStreamingSince_);
+  auto evidence = cannotFollowEvidence();
+  streamProblem_ = "not streaming from " + upstream + " for " + std::to_string(secs.count()) + " s (WAL receiver " +
+                   row[1].value_or("absent") + ")" + (evidence ? ": " + *evidence : "");
+  if (!evidence || secs < options_.repairStandbyAfter) return true;
+  repairFor_ = *evidence;
+  return Error{"this standby cannot follow its upstream " + upstream + " (" + streamProblem_ +
+               "); the next apply repairs it by pg_rewind, else pg_basebackup"};
+}
+
+std::optional<std::string> PgController::cannotFollowEvidence() const {
+  const std::string tail = lastLines(readFile(options_.logPath()), 20);
+  for (const char* what : {"forked off current database system timeline", "is not in this server's history",
+                           "has already been removed", "is not a child of this server's history"}) {
+    auto at = tail.rfind(what);
+    if (at == std::string::npos) continue;
+    auto begin = tail.rfind('\n', at);
+    begin = begin == std::string::npos ? 0 : begin + 1;
+    auto end = tail.find('\n', at);
+    return tail.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  }
+  return std::nullopt;
 }
 
 PgStatus PgController::status() {
@@ -1249,6 +1300,10 @@ PgStatus PgController::status() {
     s.timeline = std::stoi(*r[7]);
   }
   s.walReceiverStatus = r[8];
+  {
+    std::lock_guard lock(stateMu_);
+    if (!streamProblem_.empty()) s.streamProblem = streamProblem_;
+  }
   auto rep = localQuery(
       "SELECT application_name, state, sync_state, sent_lsn::text, write_lsn::text, flush_lsn::text, "
       "replay_lsn::text FROM pg_stat_replication ORDER BY application_name");

@@ -90,7 +90,9 @@ class PgController {
 
   PgStatus status();
 
-  // SELECT 1 within the query timeout. An error message when unhealthy.
+  // SELECT 1 within the query timeout. An error message when unhealthy. Also unhealthy:
+  // a standby that cannot follow its upstream (options.repairStandbyAfter); the next
+  // apply of a standby role then repairs it (rewind, else base backup).
   Result<bool> healthCheck();
   // A live postmaster holds postmaster.pid (not a zombie, not a reused pid). Any thread.
   bool postmasterRunning() const { return isRunning(); }
@@ -218,6 +220,8 @@ class PgController {
   std::map<std::string, std::string> passwordEnv() const;
   Result<QueryResult> localQuery(const std::string& sql) const;
   std::string logTail() const;
+  // The line of the server log's tail that says why a standby cannot follow its upstream.
+  std::optional<std::string> cannotFollowEvidence() const;
 
   std::string oldDataDir() const { return options_.dataDir + ".dugong-old"; }
   std::string markerPath() const { return options_.dataDir + ".dugong-incomplete"; }
@@ -231,6 +235,11 @@ class PgController {
   ManagedState state_;
   std::optional<Pending> pending_;
   std::optional<Fence> fence_;  // in effect since the last fence(), until the next apply()
+  // A standby that does not stream: since when, why (for status), and whether the next
+  // apply repairs it (guarded by stateMu_).
+  std::optional<std::chrono::steady_clock::time_point> notStreamingSince_;
+  std::string streamProblem_;
+  std::string repairFor_;  // non-empty: the next standby apply repairs, for this reason
   std::function<void(const std::string&)> testHook_;
 };
 

@@ -122,6 +122,7 @@ Result<bool> validate(const PgOptions& o) {
   auto positive = [](auto d) { return d.count() > 0; };
   if (!positive(o.initdbTimeout) || !positive(o.startTimeout) || !positive(o.stopTimeout) ||
       !positive(o.promoteTimeout) || !positive(o.basebackupTimeout) || !positive(o.rewindTimeout) ||
+      !positive(o.repairStandbyAfter) ||
       !positive(o.queryTimeout) || !positive(o.healthInterval) || !positive(o.writablePollInterval)) {
     return Error{"every timeout and interval must be positive"};
   }

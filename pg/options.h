@@ -85,6 +85,11 @@ struct PgOptions {
   // sync has caught up.
   std::chrono::milliseconds healthInterval{1000};
   std::chrono::milliseconds writablePollInterval{100};
+  // A running standby that cannot follow its upstream (not streaming, and its log says
+  // why: a timeline that forked before its position, WAL already removed) this long is
+  // reported unhealthy by the health check, and the next apply (the agent's restart)
+  // repairs it: pg_rewind, else pg_basebackup, instead of a reload.
+  std::chrono::seconds repairStandbyAfter{60};
 
   // The log file, defaulted.
   std::string logPath() const { return logFile.empty() ? dataDir + ".log" : logFile; }

@@ -31,6 +31,7 @@ nlohmann::json PgStatus::toJson() const {
                       {"replayLsn", orNull(replayLsn)},
                       {"replayLagSeconds", orNull(replayLagSeconds)},
                       {"walReceiverStatus", orNull(walReceiverStatus)},
+                      {"streamProblem", orNull(streamProblem)},
                       {"replication", rows}};
   if (!error.empty()) j["error"] = error;
   return j;

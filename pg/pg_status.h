@@ -34,6 +34,9 @@ struct PgStatus {
   std::optional<std::string> replayLsn;   // standby: pg_last_wal_replay_lsn()
   std::optional<double> replayLagSeconds; // standby: now() - last replayed commit time
   std::optional<std::string> walReceiverStatus;  // standby: pg_stat_wal_receiver.status
+  // standby: why it does not stream from its upstream, with the evidence from its log
+  // ("new timeline 2 forked off ... before current recovery point ..."), and since when
+  std::optional<std::string> streamProblem;
   std::vector<ReplicationRow> replication;
 
   nlohmann::json toJson() const;

@@ -110,7 +110,8 @@ void Harness::writeConfig(const E2EPeer& p) const {
   out << "http:\n  listen: 127.0.0.1:" << p.httpPort << "\n"
       << "singleton: " << (p.singleton ? "true" : "false") << "\n"
       << "health:\n  withdrawAfterSeconds: " << options_.withdrawAfterSeconds << "\n"
-      << "log:\n  level: debug\n";
+      << "log:\n  level: debug\n"
+      << options_.extraConfig;
   if (!out) throw std::runtime_error("e2e: cannot write " + p.configPath);
 }
 

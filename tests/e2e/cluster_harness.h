@@ -30,6 +30,8 @@ struct HarnessOptions {
   int sessionTimeoutMs = 3000;
   std::string cluster = "e2e";
   int withdrawAfterSeconds = 30;
+  // Top-level YAML appended to every agent's configuration (e.g. "rejoin: manual\n").
+  std::string extraConfig;
   // The ZooKeeper connect string given to peer `index`'s agent (default: the ensemble's
   // own), e.g. through a proxy that a partition test can cut.
   std::function<std::string(int index, const std::string& connect)> agentZkConnect;
