@@ -478,7 +478,17 @@ void Driver::healthTick() {
   const bool graceOver = down >= opts_.restartGraceMs && now - lastTransitionDone_ >= opts_.restartGraceMs;
   // No process is starting or recovering: nothing to wait for (but no restart loop).
   const bool gone = env_.postgres.postmasterGone() && now - lastRestartStarted_ >= opts_.restartGraceMs;
-  if (!pgBusy_ && (graceOver || gone)) {
+  // A restart re-applies the last configuration, and only while the state machine still
+  // wants it: one it has moved away from (a sync that took over and whose promotion
+  // failed) would make postgres follow a deposed primary again. The state machine applies
+  // its own configuration (its retry after the failed apply starts postgres).
+  const bool stale = !(peer_->wantedPgConfig() == *lastApplied_);
+  if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
+    lastStaleRestartSkip_ = lastTransitionDone_;
+    log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +
+                             ": the state machine now wants it as " + pgRoleName(peer_->wantedPgConfig().role) +
+                             " and configures it itself");
+  } else if (!pgBusy_ && (graceOver || gone) && !stale) {
     log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role) +
                              (gone && !graceOver ? " at once: the postmaster is gone (it crashed or was killed)"
                                                  : ": it has not answered for " + std::to_string(down) + " ms"));

@@ -180,6 +180,7 @@ class Driver {
   bool postgresShutDown_ = false;
   std::unique_ptr<Timer> writesTimer_;  // stop retry, or resume settle
   std::unique_ptr<Timer> shutDownTimer_;
+  std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
   std::unique_ptr<Timer> peerGraceTimer_;
   // The automatic rejoin: the generation last tried (once each), the primary postgres
   // follows since a successful rejoin (until this peer is out of `deposed`), and

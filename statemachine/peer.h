@@ -60,6 +60,9 @@ class Peer {
 
   // Role, last state seen, active peers, postgres view and pending work.
   nlohmann::json inspect() const;
+  // The postgres configuration this peer's role asks for now (none before a state is
+  // known): what a restart of postgres may apply without going against the state machine.
+  PgConfig wantedPgConfig() const { return state_ ? desiredPgConfig() : PgConfig::none(); }
 
  private:
   enum class Update { kNone, kFencing, kReadingWal, kWriting };

@@ -112,6 +112,9 @@ class NodeEnv final : public agent::Clock,
   void readWal(std::function<void(WalPositionRead)> done) override;
   void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override;
   void stopHealthCheck() override;
+  // As the adapter's health check reports: no postmaster at all (crashed, killed, or
+  // stopped), as opposed to one that is starting or reloading.
+  bool postmasterGone() const override { return gone; }
 
   void write(LogLevel level, const std::string& line) override;
 
@@ -129,6 +132,7 @@ class NodeEnv final : public agent::Clock,
   std::function<void(bool, const std::string&)> onHealth;
   uint64_t healthSerial = 0;
   int lastHealthy = -1;
+  bool gone = false;  // the last health check found no postmaster
   std::string lastFatal;
 
  private:
@@ -618,6 +622,7 @@ void World::healthCheck(int n, uint64_t inc, uint64_t serial) {
   if (!alive(n, inc) || node(n).env->healthSerial != serial) return;
   NodeEnv& env = *node(n).env;
   const bool healthy = node(n).pg.serving();
+  env.gone = !node(n).pg.running && !node(n).pg.transitioning;
   after(kHealthIntervalMs, [this, n, inc, serial] { healthCheck(n, inc, serial); });
   if (env.lastHealthy == static_cast<int>(healthy)) return;
   env.lastHealthy = healthy;
