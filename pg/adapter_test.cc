@@ -402,8 +402,10 @@ TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
   PgAdapter& pc = adapterFor(c);
   ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
-  ASSERT_TRUE(apply(pc, PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
+  // Writable first: becoming writable drops the slots of peers not streaming yet.
   ASSERT_TRUE(eventually([&] { return writable(a); }));
+  ASSERT_TRUE(apply(pc, PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return streamsFrom(a, c); }));
   ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'all')"), "");
   ASSERT_TRUE(eventually([&] { return b.value("SELECT v FROM t WHERE id = 1") == "all"; }));
 
