@@ -90,7 +90,8 @@ void Agent::stop(std::function<void()> done) {
   stopping_ = true;
   statusTimer_.cancel();
   if (http_) http_->stop();
-  // onStop runs once the peer has left ZooKeeper (and stopped postgres if configured):
+  // onStop runs once the driver has stopped (its ZooKeeper session kept for a restart, or
+  // closed; postgres stopped if configured):
   // the agent waits for it, on another thread, up to hooks.timeoutSeconds.
   auto afterLeaving = [this, done = std::move(done)]() mutable {
     if (!hooks_ || config_.onStopHook.empty()) return done();
