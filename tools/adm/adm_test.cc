@@ -199,7 +199,9 @@ TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->generation, 2);
   EXPECT_EQ(after->primary.id, S);
-  EXPECT_TRUE(containsPeer(after->deposed, P));
+  // The old primary is deposed, and (rejoin: follow, the default) rejoins by itself as an
+  // async once its data directory can follow: either may be seen by now.
+  EXPECT_TRUE(containsPeer(after->deposed, P) || containsPeer(after->async, P)) << after->serialize();
   EXPECT_FALSE(after->hasPromote());
   ASSERT_GE(ackedSince(1), 5u) << "no writes were acknowledged before the switchover";
   ASSERT_GE(ackedSince(firstAfterPromote), 5u) << "writes did not resume after the switchover";
