@@ -1325,20 +1325,27 @@ PgStatus PgController::status() {
   return s;
 }
 
-Result<WritesStopped> PgController::stopWrites() {
-  const auto started = std::chrono::steady_clock::now();
-  std::lock_guard applyLock(applyMu_);
-  WritesStopped out;
-  if (!isRunning()) return out;  // nothing accepts writes
+Result<std::optional<ManagedState>> PgController::markWritesStopped() {
+  if (!isRunning()) return std::optional<ManagedState>();
   ManagedState want;
   {
     std::lock_guard lock(stateMu_);
     want = state_;
   }
-  if (want.role != "primary") return out;  // a standby accepts no writes
+  if (want.role != "primary") return std::optional<ManagedState>();  // a standby accepts no writes
   want.writesStopped = true;
-  auto w = writeConf(want);
-  if (!w) return Error{"stopping writes: " + w.error()};
+  if (auto w = writeConf(want); !w) return Error{w.error()};
+  return std::optional<ManagedState>(want);
+}
+
+Result<WritesStopped> PgController::stopWrites() {
+  const auto started = std::chrono::steady_clock::now();
+  std::lock_guard applyLock(applyMu_);
+  WritesStopped out;
+  auto marked = markWritesStopped();
+  if (!marked) return Error{"stopping writes: " + marked.error()};
+  if (!marked->has_value()) return out;
+  const ManagedState& want = **marked;
   // Every client session over TCP goes (the Unix socket is only root's and postgres'):
   // those waiting for their sync (their clients get an error,
   // not a success), those with an open write transaction, and those that may have
@@ -1365,16 +1372,9 @@ Result<WritesStopped> PgController::stopWrites() {
 Result<bool> PgController::shutDownWrites() {
   const auto started = std::chrono::steady_clock::now();
   std::lock_guard applyLock(applyMu_);
-  if (!isRunning()) return true;
-  ManagedState want;
-  {
-    std::lock_guard lock(stateMu_);
-    want = state_;
-  }
-  if (want.role != "primary") return true;  // a standby accepts no writes
-  want.writesStopped = true;
-  auto w = writeConf(want);
-  if (!w) return Error{"shutting down: " + w.error()};
+  auto marked = markWritesStopped();
+  if (!marked) return Error{"shutting down: " + marked.error()};
+  if (!marked->has_value()) return true;
   auto s = stop();
   if (!s) return Error{"shutting down: " + s.error()};
   spdlog::warn("pg: the primary is shut down: no session can commit on it ({} ms)",

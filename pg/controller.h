@@ -143,6 +143,10 @@ class PgController {
   Result<bool> prepareDataDir(bool wipe);
   Result<bool> writeFileAsOwner(const std::string& path, const std::string& text, mode_t mode);
   Result<bool> writeConf(const ManagedState& state);
+  // Under applyMu_: marks a running primary's configuration writes-stopped (so that no
+  // start or reload makes it writable) and returns that configuration; nullopt when
+  // postgres is not running or not a primary (nothing accepts writes).
+  Result<std::optional<ManagedState>> markWritesStopped();
   Result<bool> writeHba();
   void setMarker(const std::string& what);
   void clearMarker();
