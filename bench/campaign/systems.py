@@ -8,7 +8,6 @@ import signal
 import time
 import urllib.request
 
-from topology import sh
 
 PG_PORT = 5432
 HTTP_PORT = 8008

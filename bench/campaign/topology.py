@@ -9,6 +9,8 @@ import subprocess
 import time
 
 NAME_ROOT = "dgcamp"
+PEER_ADDRESS_BASE = 20   # peer pK is 10.213.N.(20 + K)
+ZK_ADDRESS_BASE = 10     # ZooKeeper server K is 10.213.N.(10 + K)
 CLONE_NEWNET = 0x40000000
 
 
