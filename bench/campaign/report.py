@@ -48,11 +48,9 @@ def replay_of(r, n):
     return re.sub(r"--systems \S+", f"--systems {r['name']}", cmd)
 
 
-def shared_ensemble(r):
-    """The other systems that ran one after another on this run's ZooKeeper ensemble."""
-    m = re.search(r"--systems (\S+)", r["replay"])
-    names = m.group(1).split(",") if m else []
-    return [n for n in names if n != r["name"]]
+def shared_ensemble(r, runs):
+    """The other reported runs that ran one after another on this run's ZooKeeper ensemble (same command)."""
+    return [o["name"] for o in runs if o is not r and o["replay"] == r["replay"] and o["peers"] == r["peers"]]
 
 
 def load_during(r, load_log):
@@ -189,14 +187,15 @@ def write(paths, out_dir, command, load_log=None):
                  f"| {ratio(o['cpu_pct'], bo['cpu_pct'])} | {ratio(o['zk_per_min'], bo['zk_per_min'])} |")
     L.append("")
     L.append("## How the runs ran\n")
-    L.append("| run | faults | operator actions | ZooKeeper ensemble | agents at rest measured for | "
+    L.append("| run | first fault (UTC) | faults | operator actions | ZooKeeper ensemble | agents at rest measured for | "
              "machine load (1-min) during the faults, median / max |")
-    L.append("|---|---|---|---|---|---|")
+    L.append("|---|---|---|---|---|---|---|")
     for r in runs:
         o = overall(r)
-        shared = shared_ensemble(r)
+        shared = shared_ensemble(r, runs)
         ld = load_during(r, load_log)
-        L.append(f"| {title(r)} | {o['faults']} | {o['ops']} | "
+        first = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["faults"][0]["t"])) if r["faults"] else "-"
+        L.append(f"| {title(r)} | {first} | {o['faults']} | {o['ops']} | "
                  f"{'shared, one after another, with ' + ', '.join(shared) if shared else 'its own'} | "
                  f"{r['rest']['seconds']} s | {'-' if ld is None else f'{ld[0]:.1f} / {ld[1]:.1f}'} |")
     L.append("")
