@@ -436,7 +436,7 @@ std::map<std::string, std::string> PgController::passwordEnv() const {
 }
 
 Result<QueryResult> PgController::localQuery(const std::string& sql) const {
-  return runQuery(localConninfo(), sql, options_.queryTimeout);
+  return localPool_.query(sql);
 }
 
 // ---------------------------------------------------------------- replication slots

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "pg/command.h"
+#include "pg/connection_pool.h"
 #include "pg/managed_conf.h"
 #include "pg/options.h"
 #include "pg/pg_status.h"
@@ -233,6 +234,9 @@ class PgController {
   PgOptions options_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
+  // localQuery's kept connections to the local socket (routine queries several times a
+  // second: a fresh connection for each was most of the agent's CPU at rest).
+  mutable ConnectionPool localPool_{localConninfo(), options_.queryTimeout};
 
   std::mutex applyMu_;            // held by apply; pollWritable only try_locks it
   mutable std::mutex stateMu_;    // guards state_ and pending_
