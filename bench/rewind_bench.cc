@@ -5,7 +5,12 @@
 // The adapter's info log shows each phase's time ("pg_... finished in N ms").
 //
 // Postgres runs with dugong's own defaults (wal_keep_size 512MB, slots), not with
-// settings chosen for the benchmark. Each run crashes both ways once.
+// settings chosen for the benchmark; DUGONG_BENCH_WAL_KEEP=<size> overrides wal_keep_size
+// to measure what it costs. Each run crashes both ways once. The database is checkpointed
+// after its load, as a database that has run for a while has been: crash recovery and
+// the rewound standby's replay then cover the divergence, not the load. Before each
+// rejoin the bench prints the size of the source's pg_wal, which PostgreSQL 15's
+// pg_rewind copies in full.
 //
 //   build/dev/bench/rewind_bench [megabytes] [divergence-megabytes] [runs]
 #include <algorithm>
@@ -50,6 +55,11 @@ void crashDiverged(PgController& ps, PgTestNode& p, const PgTestNode& s, long mb
   mustSql(s, "INSERT INTO lost VALUES (0, 'new timeline')");
 }
 
+// The size of a node's pg_wal in MB (what pg_rewind copies from it as the source).
+double walMegabytes(const PgTestNode& n) {
+  return std::atof(n.value("SELECT COALESCE(sum(size), 0) / 1048576.0 FROM pg_ls_waldir()").c_str());
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -74,6 +84,7 @@ int main(int argc, char** argv) {
   // dugong's own defaults (wal_keep_size, slots, max_wal_size) apart from memory.
   for (PgTestNode* n : {&a, &b}) {
     n->options.settings["shared_buffers"] = "128MB";
+    if (const char* keep = std::getenv("DUGONG_BENCH_WAL_KEEP")) n->options.settings["wal_keep_size"] = keep;
     n->options.basebackupTimeout = 3600s;
     n->options.rewindTimeout = 3600s;
   }
@@ -97,10 +108,12 @@ int main(int argc, char** argv) {
   waitFor([&] { return a.value("SELECT count(*) FROM pg_stat_replication WHERE replay_lsn = pg_current_wal_lsn()") == "1"; },
           "b to replay everything");
 
-  std::vector<double> byRewind, byCopy;
+  std::vector<double> byRewind, byCopy, sourceWal;
   for (int run = 0; run < runs; ++run) {
     // 1. a (primary) is killed diverged; b takes over; a rejoins (pg_rewind).
     crashDiverged(*pb, a, b, divergence);
+    sourceWal.push_back(walMegabytes(b));
+    std::printf("run %d: the source's pg_wal holds %.0f MB\n", run + 1, sourceWal.back());
     t = std::chrono::steady_clock::now();
     must(pa->apply(PgConfig::standby(PgRole::kSync, b.identity, b.identity)), "rejoin a by pg_rewind");
     waitFor([&] { return streamsFrom(b, a); }, "a to stream from b");
@@ -128,6 +141,8 @@ int main(int argc, char** argv) {
     waitFor([&] { return a.value("SELECT count(*) FROM pg_stat_replication WHERE replay_lsn = pg_current_wal_lsn()") == "1"; },
             "b to replay everything");
   }
+  std::sort(sourceWal.begin(), sourceWal.end());
+  if (!sourceWal.empty()) std::printf("SUMMARY source pg_wal before the rewind: median %.0f MB\n", median(sourceWal));
   summary("rejoin_killed_by_pg_rewind", byRewind);
   summary("rejoin_killed_by_pg_basebackup", byCopy);
   std::printf("%s\n", results.dump().c_str());
