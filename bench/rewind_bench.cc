@@ -12,7 +12,11 @@
 // rejoin the bench prints the size of the source's pg_wal, which PostgreSQL 15's
 // pg_rewind copies in full.
 //
-//   build/dev/bench/rewind_bench [megabytes] [divergence-megabytes] [runs]
+// `common-megabytes` (default 0) are written after the last checkpoint and before the
+// divergence, streamed to the sync: crash recovery replays them, and the rewound
+// standby needs the WAL from that checkpoint on.
+//
+//   build/dev/bench/rewind_bench [megabytes] [divergence-megabytes] [runs] [common-megabytes]
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -41,9 +45,18 @@ namespace {
 
 using namespace dugong::bench;  // NOLINT(google-build-using-namespace)
 
-// Primary p (sync s streaming): s stops, p writes `mb` MB locally only, p is killed,
-// s takes over alone and writes on its new timeline.
-void crashDiverged(PgController& ps, PgTestNode& p, const PgTestNode& s, long mb) {
+// Primary p (sync s streaming): p checkpoints and writes `commonMb` MB that s receives
+// (the WAL since the last checkpoint that both have); s stops, p writes `mb` MB locally
+// only, p is killed, s takes over alone and writes on its new timeline.
+void crashDiverged(PgController& ps, PgTestNode& p, const PgTestNode& s, long mb, long commonMb) {
+  mustSql(p, "CHECKPOINT");
+  if (commonMb > 0) {
+    mustSql(p, "INSERT INTO lost SELECT g, repeat('c', 1000) FROM generate_series(1, " +
+                   std::to_string(commonMb * 1000) + ") g");
+    waitFor([&] { return p.value("SELECT count(*) FROM pg_stat_replication WHERE replay_lsn = pg_current_wal_lsn()") ==
+                         "1"; },
+            "the sync to replay the common WAL");
+  }
   must(ps.apply(PgConfig::none()), "stop the sync");
   mustSql(p, "SET synchronous_commit = local; INSERT INTO lost SELECT g, repeat('x', 1000) FROM generate_series(1, " +
                  std::to_string(mb * 1000) + ") g");
@@ -77,6 +90,7 @@ int main(int argc, char** argv) {
   long megabytes = argc > 1 ? std::atol(argv[1]) : 1024;
   long divergence = argc > 2 ? std::atol(argv[2]) : 4;
   int runs = argc > 3 ? std::atoi(argv[3]) : 1;
+  long common = argc > 4 ? std::atol(argv[4]) : 0;
   spdlog::set_level(spdlog::level::info);
   PgTestCluster cluster("dugong-rewind-bench");
   PgTestNode& a = cluster.addNode("peer-a");
@@ -111,7 +125,7 @@ int main(int argc, char** argv) {
   std::vector<double> byRewind, byCopy, sourceWal;
   for (int run = 0; run < runs; ++run) {
     // 1. a (primary) is killed diverged; b takes over; a rejoins (pg_rewind).
-    crashDiverged(*pb, a, b, divergence);
+    crashDiverged(*pb, a, b, divergence, common);
     sourceWal.push_back(walMegabytes(b));
     std::printf("run %d: the source's pg_wal holds %.0f MB\n", run + 1, sourceWal.back());
     t = std::chrono::steady_clock::now();
@@ -124,7 +138,7 @@ int main(int argc, char** argv) {
     pb = std::make_unique<PgController>(b.options);
     must(pb->apply(PgConfig::primary(a.identity)), "b with sync a");
     waitWritable(*pb, b);
-    crashDiverged(*pa, b, a, divergence);
+    crashDiverged(*pa, b, a, divergence, common);
     pbCopy = std::make_unique<PgController>(noRewind);
     t = std::chrono::steady_clock::now();
     must(pbCopy->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "rejoin b by pg_basebackup");
