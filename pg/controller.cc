@@ -1,6 +1,7 @@
 #include "pg/controller.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
@@ -645,6 +646,23 @@ Result<bool> PgController::guardOtherSystem(const PeerIdentity& source, bool* ve
                "was changed. " + kDiscardCommand};
 }
 
+namespace {
+// One syncfs() per file system holding one of `paths`: makes everything written there
+// durable.
+Result<bool> syncFileSystems(const std::vector<std::string>& paths) {
+  for (const auto& path : paths) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Error{"cannot open " + path + " to sync its file system: " + std::strerror(errno)};
+    // Since Linux 5.8 syncfs() also reports write-back errors of the file system.
+    const int rc = ::syncfs(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) return Error{"syncfs of " + path + "'s file system failed: " + std::strerror(err)};
+  }
+  return true;
+}
+}  // namespace
+
 CommandResult PgController::rewind(const PeerIdentity& source) {
   auto conninfo = peerConninfo(source, false);
   if (!conninfo) {
@@ -654,9 +672,24 @@ CommandResult PgController::rewind(const PeerIdentity& source) {
     return r;
   }
   setMarker("rewind");
-  auto r = run("pg_rewind", {"-D", options_.dataDir, "--source-server=" + conninfo.value()},
+  // --no-sync, then syncfs() of the file systems holding the data directory and its
+  // WAL: the same durability as pg_rewind's own sync (everything it wrote is on disk
+  // before the marker is cleared and postgres starts), without opening and fsyncing
+  // every file of the data directory one by one, which dominated a small rewind.
+  const auto started = std::chrono::steady_clock::now();
+  auto r = run("pg_rewind", {"--no-sync", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
                options_.rewindTimeout, passwordEnv());
-  if (r.ok()) clearMarker();
+  if (!r.ok()) return r;
+  auto synced = syncFileSystems({options_.dataDir, options_.dataDir + "/pg_wal"});
+  if (!synced) {
+    r.exitCode = -1;
+    r.output += "\n" + synced.error();
+    return r;
+  }
+  spdlog::info("pg: pg_rewind and the sync of its file systems took {} ms",
+               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+                   .count());
+  clearMarker();
   return r;
 }
 
