@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "pg/replication_slots.h"
@@ -1256,7 +1257,11 @@ WalPositionRead PgController::readWal() {
 }
 
 Result<bool> PgController::healthCheck() {
-  auto q = localQuery("SELECT pg_is_in_recovery(), (SELECT status FROM pg_stat_wal_receiver)");
+  // A fresh connection, not a kept one: the check is that postgres still takes new
+  // sessions. A hung postmaster (or one that stopped forking) leaves existing backends
+  // answering.
+  auto q = runQuery(localConninfo(), "SELECT pg_is_in_recovery(), (SELECT status FROM pg_stat_wal_receiver)",
+                    options_.queryTimeout);
   if (!q) return Error{q.error()};
   std::string upstream;
   {
@@ -1314,7 +1319,11 @@ PgStatus PgController::status() {
       "CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_walfile_name(pg_current_wal_lsn()) END, "
       "COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), "
       "         (SELECT timeline_id FROM pg_control_checkpoint())), "
-      "(SELECT status FROM pg_stat_wal_receiver)");
+      "(SELECT status FROM pg_stat_wal_receiver), "
+      // The walsenders in the same round trip, as one JSON array of rows.
+      "(SELECT json_agg(json_build_array(application_name, state, sync_state, sent_lsn::text, write_lsn::text, "
+      "                                  flush_lsn::text, replay_lsn::text) ORDER BY application_name) "
+      " FROM pg_stat_replication)");
   if (!q) {
     s.error = q.error();
     return s;
@@ -1337,22 +1346,24 @@ PgStatus PgController::status() {
     std::lock_guard lock(stateMu_);
     if (!streamProblem_.empty()) s.streamProblem = streamProblem_;
   }
-  auto rep = localQuery(
-      "SELECT application_name, state, sync_state, sent_lsn::text, write_lsn::text, flush_lsn::text, "
-      "replay_lsn::text FROM pg_stat_replication ORDER BY application_name");
-  if (!rep) {
-    s.error = rep.error();
+  if (!r[9]) return s;
+  const auto rows = nlohmann::json::parse(*r[9], nullptr, false);
+  if (!rows.is_array()) {
+    s.error = "pg_stat_replication could not be read: " + *r[9];
     return s;
   }
-  for (const auto& row : rep->rows) {
+  auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : std::string(); };
+  auto lsn = [](const nlohmann::json& v) { return v.is_string() ? std::optional(v.get<std::string>()) : std::nullopt; };
+  for (const auto& row : rows) {
+    if (!row.is_array() || row.size() != 7) continue;
     ReplicationRow rr;
-    rr.applicationName = row[0].value_or("");
-    rr.state = row[1].value_or("");
-    rr.syncState = row[2].value_or("");
-    rr.sentLsn = row[3];
-    rr.writeLsn = row[4];
-    rr.flushLsn = row[5];
-    rr.replayLsn = row[6];
+    rr.applicationName = text(row[0]);
+    rr.state = text(row[1]);
+    rr.syncState = text(row[2]);
+    rr.sentLsn = lsn(row[3]);
+    rr.writeLsn = lsn(row[4]);
+    rr.flushLsn = lsn(row[5]);
+    rr.replayLsn = lsn(row[6]);
     s.replication.push_back(std::move(rr));
   }
   return s;
