@@ -37,6 +37,8 @@ constexpr int64_t kWithdrawAfterMs = 8000;    // health.withdrawAfterSeconds of 
 // operation in flight (a state write, a transition, a WAL read) ends within this.
 constexpr int64_t kRejoinBoundMs = 3 * kHealthIntervalMs;
 constexpr int64_t kInFlightBoundMs = 30000;
+// postgres.repairStandbyAfterSeconds of the simulated agents (production: 60 s; the
+// simulated cluster runs on shorter timeouts throughout).
 constexpr int64_t kRepairAfterMs = 3000;
 constexpr int64_t kWritablePollMs = 200;      // the pg adapter's writablePollInterval
 constexpr int64_t kTimingCheckMs = 100;       // granularity of the seconds-long liveness bounds
@@ -52,7 +54,12 @@ struct SimPostgres {
   bool crashedInTransition = false;
   bool standbySignal = false;  // last ran as a standby (a data directory that follows)
   int64_t brokenUntil = 0;     // crashed, and will not start again until then
+  // The adapter's view of a standby that cannot follow (pg/controller.cc healthCheck):
+  // not streaming since, with evidence in its log (its upstream's timeline forked
+  // before its position); and the repair its next standby apply carries out.
   int64_t cannotFollowSince = -1;
+  bool repairFor = false;
+  bool repairing = false;  // the apply in progress repairs (stop, pg_rewind, start)
   PgConfig config;             // what it runs with
   int64_t generationTag = 0;   // the generation its agent saw when making it primary
   // The adapter's managed configuration (pg/controller.cc): a primary with a sync is
@@ -268,7 +275,6 @@ class World {
   void schedulePoll(int n);
   void pollWritable(int n, uint64_t inc, uint64_t epoch);
   void crashAfterWrite(const std::string& writer);
-  void repairStandby(int n);
   bool attachedSync(int primary) const;
   bool writable(int n) const;
   void clientTick();
@@ -381,6 +387,9 @@ void World::stopAgent(int n) {
   nd.pg.writablePending = false;
   nd.pg.applyLockedUntil = 0;
   nd.pg.queryBusyUntil = 0;
+  nd.pg.cannotFollowSince = -1;
+  nd.pg.repairFor = false;
+  nd.pg.repairing = false;
   nd.driver.reset();
   nd.env.reset();
   ++nd.incarnation;
@@ -621,13 +630,22 @@ void NodeEnv::stopHealthCheck() {
 void World::healthCheck(int n, uint64_t inc, uint64_t serial) {
   if (!alive(n, inc) || node(n).env->healthSerial != serial) return;
   NodeEnv& env = *node(n).env;
-  const bool healthy = node(n).pg.serving();
-  env.gone = !node(n).pg.running && !node(n).pg.transitioning;
+  SimPostgres& pg = node(n).pg;
+  // A standby that has not streamed for repairStandbyAfter, with its log saying why it
+  // cannot, is unhealthy: the driver's health restart then repairs it.
+  const bool cannotFollow = pg.serving() && pg.isStandby() && pg.cannotFollowSince >= 0 &&
+                            now_ - pg.cannotFollowSince >= kRepairAfterMs;
+  if (cannotFollow) pg.repairFor = true;
+  const bool healthy = pg.serving() && !cannotFollow;
+  env.gone = !pg.running && !pg.transitioning;
   after(kHealthIntervalMs, [this, n, inc, serial] { healthCheck(n, inc, serial); });
   if (env.lastHealthy == static_cast<int>(healthy)) return;
   env.lastHealthy = healthy;
-  trace('P', [&] { return std::string(node(n).identity.id + " health check: postgres " + (healthy ? "answers" : "does not answer")); });
-  env.onHealth(healthy, healthy ? "" : "postgres is not running");
+  trace('P', [&] {
+    return std::string(node(n).identity.id + " health check: postgres " +
+                       (healthy ? "answers" : cannotFollow ? "cannot follow its upstream" : "does not answer"));
+  });
+  env.onHealth(healthy, healthy ? "" : cannotFollow ? "this standby cannot follow its upstream" : "postgres is not running");
 }
 
 // ---------------------------------------------------------------- ZooKeeper
@@ -914,8 +932,13 @@ void World::pgApply(int n, const PgConfig& cfg) {
   // a reload; a running standby is promoted without a restart (it serves reads and,
   // until the reload that clears its upstream, streams meanwhile); anything else
   // restarts.
-  bool reload = pg.serving() && ((pg.config.role == PgRole::kPrimary && cfg.role == PgRole::kPrimary) ||
-                                 (pg.isStandby() && (cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync)));
+  // A standby apply after the health check found that it cannot follow repairs it:
+  // stop, pg_rewind (else pg_basebackup), start; the adapter forgets the repair either way.
+  const bool standbyRole = cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync;
+  pg.repairing = standbyRole && std::exchange(pg.repairFor, false);
+  bool reload = pg.serving() && !pg.repairing &&
+                ((pg.config.role == PgRole::kPrimary && cfg.role == PgRole::kPrimary) ||
+                 (pg.isStandby() && standbyRole));
   bool promotion = pg.serving() && pg.isStandby() && cfg.role == PgRole::kPrimary;
   // What the adapter leaves (applyPrimary): read-only until the sync caught up, unless
   // it was a writable primary and is not in recovery.
@@ -973,28 +996,35 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
       trace('P', [&] { return std::string(nd.identity.id + " postgres: initdb"); });
     }
   } else if (cfg.role != PgRole::kNone && !reload) {
-    // What the pg adapter does for a standby that is not running as one: no data
-    // directory, or one that last ran as a primary and cannot follow the restore peer
-    // (diverged, or ahead of it), is rebuilt from the restore peer. A data directory
-    // that last ran as a standby is started as it is.
+    // What the pg adapter does for a standby that is not running as one (applyStandby):
+    // no data directory: pg_basebackup from the restore peer; one that last ran as a
+    // primary, or a standby being repaired: pg_rewind from the restore peer when it
+    // diverged from it (or is ahead of it: without timelines in this model, a promoted
+    // peer behind it forked there); a data directory that last ran as a standby is
+    // started as it is.
     const PeerIdentity* from = cfg.restorePeer ? &*cfg.restorePeer : (cfg.upstream ? &*cfg.upstream : nullptr);
     int restore = nodeOf(from ? from->id : "");
     bool running = restore >= 0 && node(restore).pg.running;
-    bool cannotFollow = pg.setUp && !pg.standbySignal &&
-                        (!running || pg.wal.divergedFrom(node(restore).pg.wal) ||
-                         pg.wal.size() > node(restore).pg.wal.size());
-    if (!pg.setUp || cannotFollow) {
-      if (!running) {
+    bool mayHaveDiverged = pg.setUp && (!pg.standbySignal || pg.repairing);
+    if (!pg.setUp || mayHaveDiverged) {
+      const Wal* source = running ? &node(restore).pg.wal : nullptr;
+      if (!source) {
         error = std::string("no usable data directory") + (pg.setUp ? " (it may not follow)" : "") +
                 " and the restore peer is not running";
-      } else {
-        pg.wal = node(restore).pg.wal;
+      } else if (!pg.setUp) {
+        pg.wal = *source;
         pg.setUp = true;
         trace('P', [&] { return std::string(nd.identity.id + " postgres rebuilt from " + node(restore).identity.id + " (" +
                        std::to_string(pg.wal.size()) + " records)"); });
+      } else if (pg.wal.divergedFrom(*source) || pg.wal.size() > source->size()) {
+        size_t discarded = pg.wal.rewindTo(*source);
+        trace('P', [&] { return std::string(nd.identity.id + " postgres rewound to follow " + node(restore).identity.id + " (" +
+                       std::to_string(discarded) + " records discarded" + (pg.repairing ? ", a repair" : "") + ")"); });
       }
     }
   }
+  pg.repairing = false;
+  if (cfg.role != PgRole::kNone && !reload) pg.cannotFollowSince = -1;
   NodeEnv& env = *nd.env;
   --env.transitions;
   auto done = std::move(env.pendingApply);
@@ -1082,20 +1112,6 @@ void World::pgCrash(int n, int64_t brokenFor) {
   nd.pg.brokenUntil = now_ + brokenFor;
 }
 
-// Issue 11, item 5: a standby that cannot follow its upstream for a while is rebuilt
-// from its restore peer.
-void World::repairStandby(int n) {
-  SimPostgres& pg = node(n).pg;
-  if (pg.cannotFollowSince < 0) pg.cannotFollowSince = now_;
-  if (now_ - pg.cannotFollowSince < kRepairAfterMs) return;
-  int r = nodeOf(pg.config.restorePeer ? pg.config.restorePeer->id : "");
-  if (r < 0 || !node(r).pg.serving()) return;
-  pg.wal = node(r).pg.wal;
-  pg.cannotFollowSince = -1;
-  trace('P', [&] { return std::string(node(n).identity.id + " postgres rebuilt from " + node(r).identity.id + " (" +
-                 std::to_string(pg.wal.size()) + " records): it could not follow its upstream"); });
-}
-
 bool World::attachedSync(int primary) const {
   const SimPostgres& p = node(primary).pg;
   if (!p.config.downstream) return false;
@@ -1122,11 +1138,10 @@ void World::replicate() {
     int u = nodeOf(pg.config.upstream->id);
     if (u < 0 || !node(u).pg.serving()) continue;
     const Wal& up = node(u).pg.wal;
-    // A standby that diverged from its upstream cannot follow it. Today's pg adapter
-    // does not repair it; issue 11 (item 5) asks it to rebuild such a standby after a
-    // while, which the world models only when asked to.
+    // A standby that diverged from its upstream cannot follow it (its log says so);
+    // the adapter's health check notices (healthCheck).
     if (pg.wal.divergedFrom(up)) {
-      if (opts_.repairStandbysThatCannotFollow) repairStandby(static_cast<int>(i));
+      if (pg.cannotFollowSince < 0) pg.cannotFollowSince = now_;
       continue;
     }
     pg.cannotFollowSince = -1;
