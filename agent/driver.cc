@@ -317,23 +317,31 @@ void Driver::maybeHandOver() {
     ++counters_.handovers;
     log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
                              " streams, so that it receives all of this primary's WAL before it takes over");
+    handoverTimedOut_ = false;
     applyPg(PgConfig::none(), false);
     handoverTimer_->start(opts_.handoverWaitMs + kHandoverSlackMs, [this, alive = std::weak_ptr<int>(alive_)] {
-      if (alive.expired() || stopping_ || !handoverFrom_ || peer_->role() != Role::kPrimary) return;
-      log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
-                               " ms: this peer is still the primary; starting postgres again as primary");
-      PgConfig again = *handoverFrom_;
-      handoverFrom_.reset();
-      applyPg(again, false);
+      if (alive.expired() || stopping_) return;
+      handoverTimedOut_ = true;
+      maybeHandOver();  // now, or when the stop in flight ends
     });
+  } else if (handoverTimedOut_ && handoverFrom_) {
+    log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
+                             " ms: this peer is still the primary; starting postgres again as primary");
+    startAgainAfterHandover();
   } else if (!requested && handoverFrom_) {
     log(LogLevel::kWarn, "switchover abandoned: the promote request is gone or expired and this peer is still the "
                          "primary: starting postgres again as primary");
-    PgConfig again = *handoverFrom_;
-    handoverFrom_.reset();
     handoverTimer_->cancel();
-    applyPg(again, false);
+    startAgainAfterHandover();
   }
+}
+
+// The switchover is over and this peer is still the primary: postgres should run as it
+// did before its stop, also for the health logic should this start fail.
+void Driver::startAgainAfterHandover() {
+  lastApplied_ = *handoverFrom_;
+  handoverFrom_.reset();
+  applyPg(*lastApplied_, false);
 }
 
 // ---- the automatic rejoin of a deposed peer ---------------------------------------------

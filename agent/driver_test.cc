@@ -904,6 +904,47 @@ TEST_F(DriverTest, ASwitchoverThatDoesNotHappenStartsPostgresAgainOnce) {
   EXPECT_TRUE(pg_.applies.empty()) << "stopped again for the same request";
 }
 
+// The stop outlasts the sync's wait (a slow postgres): postgres is started again once
+// the stop has ended, not dropped because a transition was in flight (found by the
+// cluster simulator, seed 248, once it turned the handover on).
+TEST_F(DriverTest, ASwitchoverWhoseStopOutlastsTheWaitStartsPostgresAgainAfterTheStop) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  clock_.advance(6000);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres stays stopped although the switchover did not happen";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  EXPECT_EQ(driver_->peer().role(), Role::kPrimary);
+}
+
+// Starting postgres again after an abandoned switchover fails (it would not start):
+// the health logic keeps restarting it as primary, as after any failed restart; the
+// stop for the switchover is not what postgres should run with (found by the cluster
+// simulator, seed 33: the primary stayed stopped for good).
+TEST_F(DriverTest, AFailedStartAfterAnAbandonedSwitchoverIsRetriedByTheHealthLogic) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  coordinator_.deliver(ClusterStateChanged{stateNode(state_, 2)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(false).role, PgRole::kPrimary);
+  clock_.advance(4000);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres stays stopped after a failed start";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+}
+
 TEST_F(DriverTest, TheSyncWaitsForTheOldPrimaryToStopBeforeItsFence) {
   pg_.modelHandover = true;
   ASSERT_TRUE(driver_->start());
