@@ -490,7 +490,10 @@ void Driver::healthTick() {
   // wants it: one it has moved away from (a sync that took over and whose promotion
   // failed) would make postgres follow a deposed primary again. The state machine applies
   // its own configuration (its retry after the failed apply starts postgres).
-  const bool stale = !(peer_->wantedPgConfig() == *lastApplied_);
+  // Nor while the state machine is in the middle of a step (a takeover between its fence
+  // and its state write): re-applying the configuration from before the fence would undo
+  // it; the next tick restarts postgres once the step is over, if still wanted.
+  const bool stale = !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion();
   if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
     lastStaleRestartSkip_ = lastTransitionDone_;
     log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +

@@ -858,6 +858,49 @@ TEST_F(DriverTest, LeavingDeposedIsRetriedAfterALostRace) {
 namespace dugong::agent {
 namespace {
 
+// A sync fenced for its takeover whose postgres dies while the state write is in flight
+// is not restarted as a standby of the old primary: that would undo the fence, and the
+// old primary could acknowledge commits beyond the new generation's initWal (found by
+// the cluster simulator, seed 7503). The state machine configures postgres itself.
+TEST_F(DriverTest, NoRestartUndoesTheFenceOfATakeoverInProgress) {
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  state_.generation = 1;
+  state_.primary = peerId("node2");
+  state_.sync = peerId("node1");
+  state_.async = {peerId("node3")};
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
+  pg_.health(true, "");
+  clock_.advance(0);
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  for (int i = 0; i < 4 && coordinator_.writes.empty(); ++i) {
+    if (!pg_.fences.empty()) {
+      pg_.fences.front()(PgFenced{true, "", 1});
+      pg_.fences.pop_front();
+    } else {
+      ASSERT_FALSE(pg_.walReads.empty()) << "the takeover neither fenced nor read the WAL";
+      pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
+      pg_.walReads.pop_front();
+    }
+    clock_.advance(0);
+  }
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  clock_.advance(4000);
+  EXPECT_TRUE(pg_.applies.empty()) << "postgres restarted as a standby of the old primary during the takeover";
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});
+  coordinator_.pendingWrite.reset();
+  clock_.advance(0);
+  ASSERT_FALSE(pg_.applies.empty());
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kPrimary);
+}
+
 // ---- the clean handover of a planned switchover (issue 11) ----------------------------------
 
 nlohmann::json promoteOfSync(const std::string& id, int64_t generation, EpochMs expire) {

@@ -183,10 +183,12 @@ struct Node {
   uint64_t partitionSerial = 0;
   bool needResync = false;       // missed notifications while partitioned
   bool lossReported = false;     // the client told the driver its connection was lost
-  // The fault scheduler expired its session while its writes were stopped: an expiry
-  // that the client's silence did not cause (a pause of the whole agent, in reality),
-  // outside what the shutdown at sessionTimeout/6 can guard against.
-  bool expiredWithoutSilence = false;
+  // When ZooKeeper last named it primary (a new primary in the state), and when the fault
+  // scheduler last expired its session: an expiry that the client's silence did not
+  // cause (in reality a pause of the whole agent), which the shutdown at
+  // sessionTimeout/6 cannot guard against for the rest of that primaryship.
+  int64_t becamePrimaryAt = -1;
+  int64_t faultExpiredAt = -1;
   int64_t zkNextDelivery = 0;    // keeps what one client hears in order
   int64_t slowNotifyUntil = 0;
   int64_t slowNotifyMs = 0;
@@ -340,6 +342,7 @@ class World {
   std::optional<ClusterState> state_;
   int statePrimary_ = -1;  // node index of state_->primary
   std::map<int64_t, std::string> primaryOfGeneration_;
+  std::set<int64_t> promotedGenerations_;  // declared while a promote request was in the state
   std::map<int32_t, std::string> summaryOfVersion_;
 
   // Client.
@@ -1031,7 +1034,9 @@ StateWriteFinished World::cas(const std::string& writer, const std::string& data
   zk_.put(data);
   state_ = std::move(parsed).value();
   primaryOfGeneration_.emplace(state_->generation, state_->primary.id);
+  const int previousPrimary = statePrimary_;
   statePrimary_ = nodeOf(state_->primary.id);
+  if (statePrimary_ >= 0 && statePrimary_ != previousPrimary) node(statePrimary_).becamePrimaryAt = now_;
   std::string summary;
   if (opts_.trace) {
     summary = summarizeState(*state_).dump();
@@ -1042,6 +1047,7 @@ StateWriteFinished World::cas(const std::string& writer, const std::string& data
   bool newGeneration = !sw.before || sw.before->generation != state_->generation;
   checker_.onStateWrite(sw);
   notifyAll(true);
+  if (newGeneration && sw.before && sw.before->hasPromote()) promotedGenerations_.insert(state_->generation);
   if (newGeneration) crashAfterWrite(writer);
   return StateWriteFinished{true, "", false, zk_.version()};
 }
@@ -1390,7 +1396,6 @@ void World::clientTick() {
       hostileCommit(n);
       continue;
     }
-    node(n).expiredWithoutSilence = false;
     if (!writable(n) || !rngClient_.chance(600)) continue;
     uint64_t id = ++nextCommit_;
     WalMark m = node(n).pg.wal.append(id);
@@ -1409,7 +1414,15 @@ void World::hostileCommit(int n) {
   uint64_t id = ++nextCommit_;
   nd.pg.wal.append(id);
   trace('C', [&] { return std::string("local commit c" + std::to_string(id) + " on writes-stopped " + nd.identity.id); });
-  if (nd.expiredWithoutSilence) return;
+  if (nd.faultExpiredAt >= 0 && nd.faultExpiredAt >= nd.becamePrimaryAt) return;
+  // A takeover by a promote request does not wait for the old primary's session: an
+  // operator's switchover, which the old primary carries out (it stops postgres) only if
+  // it hears of it; the shutdown guards against expiry-based takeovers only.
+  int64_t led = 0;
+  for (const auto& [g, leader] : primaryOfGeneration_) {
+    if (leader == nd.identity.id) led = g;
+  }
+  if (promotedGenerations_.upper_bound(led) != promotedGenerations_.end()) return;
   if (state_ && (state_->primary.id != nd.identity.id || containsPeer(state_->deposed, nd.identity.id))) {
     checker_.fail(now_, "local-ack-after-takeover",
                   nd.identity.id + " acknowledged c" + std::to_string(id) +
@@ -1455,7 +1468,7 @@ void World::runFault(const Fault& f) {
     case FaultKind::kExpireSession:
       if (nd.session == 0) return trace('F', [&] { return std::string(f.describe() + ": no session"); });
       trace('F', [&] { return std::string(f.describe()); });
-      nd.expiredWithoutSilence = nd.pg.writesStopped;
+      nd.faultExpiredAt = now_;
       return expireSession(nd.session, "expired by the fault scheduler");
     case FaultKind::kPartitionZk:
       return partition(f.peer, f.duration);
