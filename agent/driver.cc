@@ -336,10 +336,11 @@ void Driver::maybeHandOver() {
   }
 }
 
-// The switchover is over and this peer is still the primary: postgres should run as it
-// did before its stop, also for the health logic should this start fail.
+// The switchover is over and this peer is still the primary: postgres should run as the
+// state machine wants it now (its sync may have changed meanwhile), also for the health
+// logic should this start fail.
 void Driver::startAgainAfterHandover() {
-  lastApplied_ = *handoverFrom_;
+  lastApplied_ = peer_->wantedPgConfig();
   handoverFrom_.reset();
   applyPg(*lastApplied_, false);
 }

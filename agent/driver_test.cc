@@ -988,6 +988,33 @@ TEST_F(DriverTest, AFailedStartAfterAnAbandonedSwitchoverIsRetriedByTheHealthLog
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
 }
 
+// The sync changes while postgres is stopped for a switchover that then does not
+// happen: postgres starts again with the new sync, not the one from before the stop
+// (found by the cluster simulator, seed 9870: the primary waited for a former sync).
+TEST_F(DriverTest, AfterAnAbandonedSwitchoverPostgresStartsWithTheCurrentSync) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  ClusterState resynced = state_;
+  resynced.sync = peerId("node3");
+  resynced.async = {peerId("node2")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(resynced, 2)});
+  clock_.advance(6000);
+  while (!pg_.applies.empty() && pg_.applies.size() > 1) pg_.finishApply(true);
+  ASSERT_FALSE(pg_.applies.empty());
+  PgConfig last = pg_.finishApply(true);
+  while (!pg_.applies.empty()) last = pg_.finishApply(true);
+  clock_.advance(0);
+  while (!pg_.applies.empty()) last = pg_.finishApply(true);
+  EXPECT_EQ(last.role, PgRole::kPrimary);
+  ASSERT_TRUE(last.downstream);
+  EXPECT_EQ(last.downstream->id, "node3");
+}
+
 TEST_F(DriverTest, TheSyncWaitsForTheOldPrimaryToStopBeforeItsFence) {
   pg_.modelHandover = true;
   ASSERT_TRUE(driver_->start());
