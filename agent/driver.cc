@@ -317,23 +317,32 @@ void Driver::maybeHandOver() {
     ++counters_.handovers;
     log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
                              " streams, so that it receives all of this primary's WAL before it takes over");
+    handoverTimedOut_ = false;
     applyPg(PgConfig::none(), false);
     handoverTimer_->start(opts_.handoverWaitMs + kHandoverSlackMs, [this, alive = std::weak_ptr<int>(alive_)] {
-      if (alive.expired() || stopping_ || !handoverFrom_ || peer_->role() != Role::kPrimary) return;
-      log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
-                               " ms: this peer is still the primary; starting postgres again as primary");
-      PgConfig again = *handoverFrom_;
-      handoverFrom_.reset();
-      applyPg(again, false);
+      if (alive.expired() || stopping_) return;
+      handoverTimedOut_ = true;
+      maybeHandOver();  // now, or when the stop in flight ends
     });
+  } else if (handoverTimedOut_ && handoverFrom_) {
+    log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
+                             " ms: this peer is still the primary; starting postgres again as primary");
+    startAgainAfterHandover();
   } else if (!requested && handoverFrom_) {
     log(LogLevel::kWarn, "switchover abandoned: the promote request is gone or expired and this peer is still the "
                          "primary: starting postgres again as primary");
-    PgConfig again = *handoverFrom_;
-    handoverFrom_.reset();
     handoverTimer_->cancel();
-    applyPg(again, false);
+    startAgainAfterHandover();
   }
+}
+
+// The switchover is over and this peer is still the primary: postgres should run as the
+// state machine wants it now (its sync may have changed meanwhile), also for the health
+// logic should this start fail.
+void Driver::startAgainAfterHandover() {
+  lastApplied_ = peer_->wantedPgConfig();
+  handoverFrom_.reset();
+  applyPg(*lastApplied_, false);
 }
 
 // ---- the automatic rejoin of a deposed peer ---------------------------------------------
@@ -482,7 +491,10 @@ void Driver::healthTick() {
   // wants it: one it has moved away from (a sync that took over and whose promotion
   // failed) would make postgres follow a deposed primary again. The state machine applies
   // its own configuration (its retry after the failed apply starts postgres).
-  const bool stale = !(peer_->wantedPgConfig() == *lastApplied_);
+  // Nor while the state machine is in the middle of a step (a takeover between its fence
+  // and its state write): re-applying the configuration from before the fence would undo
+  // it; the next tick restarts postgres once the step is over, if still wanted.
+  const bool stale = !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion();
   if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
     lastStaleRestartSkip_ = lastTransitionDone_;
     log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +

@@ -139,6 +139,7 @@ class Driver {
   // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync).
   bool switchoverRequested(bool forSelf) const;
   void maybeHandOver();
+  void startAgainAfterHandover();
   void fencePg(const std::optional<PeerIdentity>& newSync);
   void carryOut(const Action& action);
   void join();
@@ -193,6 +194,7 @@ class Driver {
   // The clean handover: the primary's configuration before it stopped postgres for a
   // switchover; the generation whose takeover already waited for the old primary.
   std::optional<PgConfig> handoverFrom_;
+  bool handoverTimedOut_ = false;  // the sync's wait is over: start postgres again once idle
   std::string handedOverFor_;  // the promote request (JSON) last handed over for
   std::optional<int64_t> handoverWaitedIn_;
   std::unique_ptr<Timer> handoverTimer_;

@@ -858,6 +858,49 @@ TEST_F(DriverTest, LeavingDeposedIsRetriedAfterALostRace) {
 namespace dugong::agent {
 namespace {
 
+// A sync fenced for its takeover whose postgres dies while the state write is in flight
+// is not restarted as a standby of the old primary: that would undo the fence, and the
+// old primary could acknowledge commits beyond the new generation's initWal (found by
+// the cluster simulator, seed 7503). The state machine configures postgres itself.
+TEST_F(DriverTest, NoRestartUndoesTheFenceOfATakeoverInProgress) {
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  state_.generation = 1;
+  state_.primary = peerId("node2");
+  state_.sync = peerId("node1");
+  state_.async = {peerId("node3")};
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
+  pg_.health(true, "");
+  clock_.advance(0);
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  for (int i = 0; i < 4 && coordinator_.writes.empty(); ++i) {
+    if (!pg_.fences.empty()) {
+      pg_.fences.front()(PgFenced{true, "", 1});
+      pg_.fences.pop_front();
+    } else {
+      ASSERT_FALSE(pg_.walReads.empty()) << "the takeover neither fenced nor read the WAL";
+      pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
+      pg_.walReads.pop_front();
+    }
+    clock_.advance(0);
+  }
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  clock_.advance(4000);
+  EXPECT_TRUE(pg_.applies.empty()) << "postgres restarted as a standby of the old primary during the takeover";
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});
+  coordinator_.pendingWrite.reset();
+  clock_.advance(0);
+  ASSERT_FALSE(pg_.applies.empty());
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kPrimary);
+}
+
 // ---- the clean handover of a planned switchover (issue 11) ----------------------------------
 
 nlohmann::json promoteOfSync(const std::string& id, int64_t generation, EpochMs expire) {
@@ -902,6 +945,74 @@ TEST_F(DriverTest, ASwitchoverThatDoesNotHappenStartsPostgresAgainOnce) {
   coordinator_.deliver(ClusterStateChanged{stateNode(requested, 2)});
   clock_.advance(10000);
   EXPECT_TRUE(pg_.applies.empty()) << "stopped again for the same request";
+}
+
+// The stop outlasts the sync's wait (a slow postgres): postgres is started again once
+// the stop has ended, not dropped because a transition was in flight (found by the
+// cluster simulator, seed 248, once it turned the handover on).
+TEST_F(DriverTest, ASwitchoverWhoseStopOutlastsTheWaitStartsPostgresAgainAfterTheStop) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  clock_.advance(6000);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres stays stopped although the switchover did not happen";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  EXPECT_EQ(driver_->peer().role(), Role::kPrimary);
+}
+
+// Starting postgres again after an abandoned switchover fails (it would not start):
+// the health logic keeps restarting it as primary, as after any failed restart; the
+// stop for the switchover is not what postgres should run with (found by the cluster
+// simulator, seed 33: the primary stayed stopped for good).
+TEST_F(DriverTest, AFailedStartAfterAnAbandonedSwitchoverIsRetriedByTheHealthLogic) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  coordinator_.deliver(ClusterStateChanged{stateNode(state_, 2)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(false).role, PgRole::kPrimary);
+  clock_.advance(4000);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres stays stopped after a failed start";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+}
+
+// The sync changes while postgres is stopped for a switchover that then does not
+// happen: postgres starts again with the new sync, not the one from before the stop
+// (found by the cluster simulator, seed 9870: the primary waited for a former sync).
+TEST_F(DriverTest, AfterAnAbandonedSwitchoverPostgresStartsWithTheCurrentSync) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  ClusterState resynced = state_;
+  resynced.sync = peerId("node3");
+  resynced.async = {peerId("node2")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(resynced, 2)});
+  clock_.advance(6000);
+  while (!pg_.applies.empty() && pg_.applies.size() > 1) pg_.finishApply(true);
+  ASSERT_FALSE(pg_.applies.empty());
+  PgConfig last = pg_.finishApply(true);
+  while (!pg_.applies.empty()) last = pg_.finishApply(true);
+  clock_.advance(0);
+  while (!pg_.applies.empty()) last = pg_.finishApply(true);
+  EXPECT_EQ(last.role, PgRole::kPrimary);
+  ASSERT_TRUE(last.downstream);
+  EXPECT_EQ(last.downstream->id, "node3");
 }
 
 TEST_F(DriverTest, TheSyncWaitsForTheOldPrimaryToStopBeforeItsFence) {

@@ -468,6 +468,10 @@ void Peer::applyPg(const PgConfig& desired) {
   if (pgApplying_ || timers_.count(TimerId::kRetryPgApply)) return;  // evaluated again when done
   if (pgApplied_ && *pgApplied_ == desired && fence_ == Fence::kNone) return;
   pgApplying_ = desired;
+  // A reconfiguration lifts a fence (a standby streams again): from now on the fence no
+  // longer holds, whatever the apply's outcome (cluster sim seed 185: a takeover begun
+  // while the apply that abandoned an earlier one was in flight used that fence).
+  if (fence_ == Fence::kFenced) fence_ = Fence::kDirty;
   std::string what = std::string("configuring postgres as ") + pgRoleName(desired.role);
   if (desired.upstream) what += ", streaming from " + desired.upstream->id;
   if (desired.role == PgRole::kPrimary) {
