@@ -621,6 +621,36 @@ Result<std::string> PgController::localSystemId() {
   return id;
 }
 
+Result<PeerDataState> PgController::dataState() {
+  PeerDataState out;
+  out.setUp = isSetUp();
+  if (!out.setUp) return out;
+  auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
+  if (!ctl.ok()) return Error{"pg_controldata " + ctl.describe()};
+  auto value = [&](const std::string& key) -> std::string {
+    auto at = ctl.output.find(key);
+    if (at == std::string::npos) return "";
+    auto endl = ctl.output.find('\n', at);
+    std::string v = ctl.output.substr(at + key.size(), endl - at - key.size());
+    v.erase(0, v.find_first_not_of(' '));
+    return v;
+  };
+  out.systemId = value("Database system identifier:");
+  auto checkpoint = WalPosition::parse(value("Latest checkpoint location:"));
+  auto recovery = WalPosition::parse(value("Minimum recovery ending location:"));
+  const std::string checkpointTli = value("Latest checkpoint's TimeLineID:");
+  const std::string recoveryTli = value("Min recovery ending loc's timeline:");
+  if (out.systemId.empty() || !checkpoint || checkpointTli.empty()) {
+    return Error{"pg_controldata gave no system identifier, checkpoint location or timeline"};
+  }
+  out.wal = *checkpoint;
+  out.timeline = std::stoll(checkpointTli);
+  if (recovery && *recovery > out.wal) out.wal = *recovery;
+  if (!recoveryTli.empty() && std::stoll(recoveryTli) > out.timeline) out.timeline = std::stoll(recoveryTli);
+  spdlog::info("pg: data state: {}", out.describe());
+  return out;
+}
+
 Result<bool> PgController::guardOtherSystem(const PeerIdentity& source, bool* verified) {
   *verified = false;
   auto local = localSystemId();

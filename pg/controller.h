@@ -75,6 +75,10 @@ class PgController {
   // apply) the fence is verified again first, in the same postgres run, so that a
   // position read for initWal is never read under a fence that no longer holds.
   WalPositionRead readWal();
+  // What the data directory holds, from pg_controldata (postgres should be stopped, so
+  // that it is final): system identifier, and the furthest of the latest checkpoint and
+  // the minimum recovery point (a standby's replay), with its timeline.
+  Result<PeerDataState> dataState();
 
   // Rejoins this peer (a deposed ex-primary) as an async standby of `primary`, as
   // apply() would, but never copies the data directory: within `limit`, else an
