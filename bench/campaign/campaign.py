@@ -4,6 +4,7 @@ of faults, checks after every fault, and Patroni through the same topology and s
 
   campaign.py run [--systems dugong,patroni-fast] [--faults 100] [--seed S] [--peers 3|5] ...
   campaign.py cleanup [--index N]      remove every namespace, link and process a run left
+  campaign.py promotions RESULT.json WORKDIR   add the no-standby window after each promotion
   campaign.py report RESULT.json...    write bench/results/campaign.md and its plots
 """
 import argparse
@@ -121,8 +122,8 @@ def cmd_run(args):
                 raise SystemExit(f"campaign: {os.path.join(args.build_dir, b)} is missing; build it first "
                                  f"(ninja -C {args.build_dir} dugong dugong-adm)")
     topo = topology.Topology(index)
-    zk_hosts = [topo.add_host(f"zk{i}", 10 + i) for i in (1, 2, 3)]
-    peers = [topo.add_host(f"p{i}", 20 + i) for i in range(1, args.peers + 1)]
+    zk_hosts = [topo.add_host(f"zk{i}", topology.ZK_ADDRESS_BASE + i) for i in (1, 2, 3)]
+    peers = [topo.add_host(f"p{i}", topology.PEER_ADDRESS_BASE + i) for i in range(1, args.peers + 1)]
     client = topo.add_host("cl", 2)
     workdir = os.path.join(WORK_ROOT, topo.prefix)
     if os.path.exists(workdir):
@@ -197,9 +198,20 @@ def cmd_cleanup(args):
     return 0
 
 
+def cmd_promotions(args):
+    """Adds the promotions (and the no-standby acknowledgements after each) to a result file written
+    before the runner recorded them, from the work directory the run left (acks.jsonl, monitor.jsonl)."""
+    import promotions
+    found = promotions.add_to_result(args.result, args.workdir)
+    worst = max((p["window"] for p in found), default=0.0)
+    print(f"{args.result}: {len(found)} promotions, {sum(1 for p in found if p['unprotected_acks'])} followed by "
+          f"acknowledgements with no synchronous standby, longest window {worst:.2f} s")
+    return 0
+
+
 def cmd_report(args):
     import report
-    report.write(args.results, args.out, args.command)
+    report.write(args.results, args.out, args.command, args.load_log)
     return 0
 
 
@@ -225,12 +237,17 @@ def main():
                    help="exit 1 also when a fault exceeded its bound or did not recover")
     c = sub.add_parser("cleanup", help="remove what runs left behind")
     c.add_argument("--index", type=int, help="only this run's names (default: every dgcamp* name)")
+    m = sub.add_parser("promotions", help="add the promotions to a result file from its run's work directory")
+    m.add_argument("result")
+    m.add_argument("workdir", help=f"the system's work directory, e.g. {WORK_ROOT}/dgcamp1/dugong")
     p = sub.add_parser("report", help="write the markdown report and plots")
     p.add_argument("results", nargs="+")
     p.add_argument("--out", default=os.path.join(REPO, "bench", "results"))
     p.add_argument("--command", default="", help="the command that produced the results (quoted in the report)")
+    p.add_argument("--load-log", help="lines 'HH:MM:SS load1 load5 load15 ...' (UTC) sampled during the runs")
     args = ap.parse_args()
-    return {"run": cmd_run, "cleanup": cmd_cleanup, "report": cmd_report}[args.cmd](args)
+    return {"run": cmd_run, "cleanup": cmd_cleanup, "promotions": cmd_promotions,
+            "report": cmd_report}[args.cmd](args)
 
 
 if __name__ == "__main__":

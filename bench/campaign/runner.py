@@ -6,6 +6,7 @@ import signal
 import time
 
 import clients
+import promotions
 import schedule as sched
 from systems import PG_PORT
 from topology import kill_namespace_processes
@@ -459,8 +460,10 @@ class Runner:
             for c in (self.careful, self.hostile):
                 for a in c.acks:
                     f.write(json.dumps({"client": c.client, "id": a[0], "t": a[1], "host": a[2], "tli": a[3]}) + "\n")
+        peer_of_ip = {h.ip: i + 1 for i, h in enumerate(self.s.peers)}
+        promoted = promotions.analyse(self.s.workdir, self.results, peer_of_ip.get)
         return {"system": self.s.label, "kind": self.s.kind, "seed": seed, "peers": len(self.s.peers),
-                "rest": rest, "faults": self.results, "final": final}
+                "rest": rest, "faults": self.results, "final": final, "promotions": promoted}
 
     def stop(self):
         for c in (self.careful, self.hostile):

@@ -8,7 +8,6 @@ import signal
 import time
 import urllib.request
 
-from topology import sh
 
 PG_PORT = 5432
 HTTP_PORT = 8008
@@ -212,13 +211,16 @@ log:
         """Peers that will not rejoin without an operator: deposed ones."""
         return self.deposed()
 
-    def _rebuild(self, i, wait_seconds):
+    def _rebuild(self, i, wait_seconds, while_deposed=False):
         """dugong-adm rebuild on the peer's host, retried as an operator would while the cluster still
-        sees the peer's agent or its agent is still stopping postgres."""
+        sees the peer's agent or its agent is still stopping postgres. With while_deposed, an operator
+        stops retrying once the peer is no longer deposed (its agent rejoined it meanwhile)."""
         msg = ""
         for _ in range(4):
+            if while_deposed and i not in self.deposed():
+                return True, "rejoined by its agent"
             r = self.peers[i].run(self.adm_bin, "rebuild", "--config", self.config_path(i), "-y", "--wait",
-                                  str(wait_seconds), check=False, timeout=wait_seconds + 60)
+                                  str(wait_seconds), check=False, timeout=wait_seconds + 120)
             if r.returncode == 0:
                 return True, ""
             msg = (r.stdout + r.stderr).strip().replace("\n", " ")[-200:]
@@ -226,8 +228,11 @@ log:
         return False, msg
 
     def repair(self, i):
-        """The operator's duty after a takeover: rebuild the deposed peer."""
-        return self._rebuild(i, 60)
+        """The operator's duty: rebuild a deposed peer (unless its agent rejoins it first); a peer that is
+        not deposed but still out is rebuilt with its agent stopped, as for a broken replica."""
+        if i in self.deposed():
+            return self._rebuild(i, 60, while_deposed=True)
+        return self.rebuild_replica(i)
 
     def switchover(self):
         msg = "no sync"

@@ -9,12 +9,20 @@ import subprocess
 import time
 
 NAME_ROOT = "dgcamp"
+PEER_ADDRESS_BASE = 20   # peer pK is 10.213.N.(20 + K)
+ZK_ADDRESS_BASE = 10     # ZooKeeper server K is 10.213.N.(10 + K)
 CLONE_NEWNET = 0x40000000
 
 
 def sh(*args, check=True, timeout=30, quiet=False):
-    """Run a command; return its completed process (stdout/stderr as text)."""
-    p = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
+    """Run a command; return its completed process (stdout/stderr as text). A command that outlives its
+    timeout is killed and fails with exit status 124 (it raises only with check)."""
+    try:
+        p = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        p = subprocess.CompletedProcess(list(args), 124, out, err + f"\ntimed out after {timeout} s")
     if check and p.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
     return p
