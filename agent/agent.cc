@@ -58,6 +58,11 @@ Result<bool> Agent::start() {
   options.keepMembershipOnStop = true;
   options.rejoin = config_.rejoin;
   options.handoverWaitMs = config_.handoverWaitMs;
+  // A cluster with no state is set up from the most advanced data; peers that held data
+  // reconnect within about a session timeout of each other (an ensemble rebuilt, agents
+  // restarted), so the setup waits that long for them when any present peer holds data.
+  options.setupFromData = true;
+  options.setupWaitMs = config_.zk.sessionTimeoutMs;
   if (!config_.onRoleChangeHook.empty() || !config_.onStartHook.empty() || !config_.onStopHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }

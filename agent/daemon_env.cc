@@ -76,6 +76,7 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
   options.resume = std::exchange(resume_, std::nullopt);  // a rejoin after a withdrawal opens a new one
   session_ = std::make_unique<zk::Session>(io_, options, self_, std::move(onEvent));
   if (onNewSession_) session_->setSessionCallback(onNewSession_);
+  session_->setDataState(dataState_);
   if (callbacks.onConnection) {
     session_->setConnectionCallback([onConnection = std::move(callbacks.onConnection)](zk::ConnectionChange c) {
       onConnection(CoordinatorConnection{c.connected, c.sessionId, c.sessionTimeoutMs});
@@ -86,6 +87,11 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
     return ok;
   }
   return true;
+}
+
+void ZkCoordinator::publishDataState(const std::optional<PeerDataState>& data) {
+  dataState_ = data;
+  if (session_) session_->setDataState(data);
 }
 
 void ZkCoordinator::leave() {

@@ -47,6 +47,7 @@ class ZkCoordinator : public Coordinator {
   void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override;
   CoordinatorStatus status() const override;
+  void publishDataState(const std::optional<PeerDataState>& data) override;
 
  private:
   void failPendingWrite(const std::string& why);
@@ -58,6 +59,7 @@ class ZkCoordinator : public Coordinator {
   std::optional<zk::SessionCredentials> resume_;
   std::function<void(zk::SessionCredentials)> onNewSession_;
   bool detached_ = false;
+  std::optional<PeerDataState> dataState_;  // published in every session's election node
   // The write in flight: answered exactly once, by the session or by leave().
   uint64_t writeSerial_ = 0;
   std::function<void(StateWriteFinished)> pendingWrite_;
@@ -75,6 +77,7 @@ class PgPostgres : public Postgres {
     pg_.fence(newSync, std::move(done));
   }
   void readWal(std::function<void(WalPositionRead)> done) override { pg_.readWal(std::move(done)); }
+  void readDataState(std::function<void(Result<PeerDataState>)> done) override { pg_.dataState(std::move(done)); }
   void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override {
     pg_.startHealthCheck(std::move(onChange));
   }

@@ -17,13 +17,21 @@ constexpr int64_t kHandoverSlackMs = 500;
 Driver::Driver(Env env, DriverOptions options)
     : env_(env),
       opts_(std::move(options)),
-      peer_(std::make_unique<Peer>(PeerOptions{opts_.identity, opts_.singleton, opts_.retryDelayMs})),
+      peer_(std::make_unique<Peer>(peerOptions())),
       healthTimer_(env_.clock.newTimer()),
       writesTimer_(env_.clock.newTimer()),
       shutDownTimer_(env_.clock.newTimer()),
       peerGraceTimer_(env_.clock.newTimer()),
       rejoinTimer_(env_.clock.newTimer()),
-      handoverTimer_(env_.clock.newTimer()) {}
+      handoverTimer_(env_.clock.newTimer()),
+      dataTimer_(env_.clock.newTimer()) {}
+
+PeerOptions Driver::peerOptions() const {
+  PeerOptions o{opts_.identity, opts_.singleton, opts_.retryDelayMs};
+  o.setupFromData = opts_.setupFromData;
+  o.setupWaitMs = opts_.setupWaitMs;
+  return o;
+}
 
 Driver::~Driver() = default;
 
@@ -73,6 +81,7 @@ void Driver::stop(std::function<void()> done) {
   peerGraceTimer_->cancel();
   rejoinTimer_->cancel();
   handoverTimer_->cancel();
+  dataTimer_->cancel();
   if (opts_.keepMembershipOnStop) {
     env_.coordinator.leaveKeepingMembership();
   } else {
@@ -101,6 +110,7 @@ void Driver::step(const Event& delivered) {
   if (auto* init = std::get_if<ZkInitialized>(&delivered)) {
     lastStateNode_ = init->state;
     lastActive_ = init->active;
+    lastData_ = init->data;
     newSessionAfterLoss = connectionLost_;
     if (newSessionAfterLoss) {
       connectionLost_ = false;
@@ -116,6 +126,7 @@ void Driver::step(const Event& delivered) {
     lastStateNode_ = change->state;
   } else if (auto* active = std::get_if<ActivePeersChanged>(&delivered)) {
     lastActive_ = active->active;
+    lastData_ = active->data;
   }
   const Event event = keepingPeersFromBeforeTheLoss(delivered);
   if (std::holds_alternative<ClusterStateChanged>(event) || std::holds_alternative<ZkInitialized>(event)) {
@@ -130,6 +141,7 @@ void Driver::step(const Event& delivered) {
   if (newSessionAfterLoss) afterNewSession();
   maybeHandOver();
   maybeRejoin();
+  maybePublishDataState();
 }
 
 // A deposed peer's state machine ignores everything. Once an operator has rebuilt this
@@ -144,11 +156,13 @@ bool Driver::rebuiltWhileDeposed() const {
 void Driver::startFreshStateMachine(bool feedState) {
   log(LogLevel::kInfo, "this peer is no longer deposed: it was rebuilt; starting a fresh state machine");
   ++counters_.freshStateMachines;
-  peer_ = std::make_unique<Peer>(PeerOptions{opts_.identity, opts_.singleton, opts_.retryDelayMs});
+  peer_ = std::make_unique<Peer>(peerOptions());
   for (auto& [id, timer] : timers_) timer->cancel();
   env_.postgres.init(guarded<PgInitialized>([this](PgInitialized e) { step(e); }));
   if (feedState) {
-    for (const Action& a : peer_->step(env_.clock.wallMs(), ZkInitialized{lastStateNode_, lastActive_})) carryOut(a);
+    for (const Action& a : peer_->step(env_.clock.wallMs(), ZkInitialized{lastStateNode_, lastActive_, lastData_})) {
+      carryOut(a);
+    }
   }
 }
 
@@ -282,6 +296,48 @@ void Driver::afterPgTransition() {
   }
   maybeHandOver();
   maybeRejoin();
+  maybePublishDataState();
+}
+
+// ---- the data state published for a setup ------------------------------------------------
+
+// With no cluster state, postgres is stopped (role none): what its data directory holds
+// is then final, and published for the peers that choose who sets the cluster up. Once
+// a state exists it is withdrawn, so that a later loss of the state never finds it stale.
+void Driver::maybePublishDataState() {
+  if (!opts_.setupFromData || stopping_) return;
+  if (peer_->clusterState()) {
+    if (dataPublished_) {
+      dataPublished_ = false;
+      log(LogLevel::kInfo, "no longer publishing this peer's data state: the cluster has a state");
+      env_.coordinator.publishDataState(std::nullopt);
+    }
+    return;
+  }
+  if (dataPublished_ || dataReading_ || pgBusy_ || !lastApplied_ || lastApplied_->role != PgRole::kNone) return;
+  dataReading_ = true;
+  env_.postgres.readDataState([this, alive = std::weak_ptr<int>(alive_)](Result<PeerDataState> r) {
+    // Posted: the default implementation answers inside the call.
+    env_.clock.post([this, alive, r = std::move(r)] {
+      if (alive.expired() || stopping_) return;
+      dataReading_ = false;
+      if (!r) {
+        log(LogLevel::kError, "cannot read what the data directory holds (" + r.error() + "); trying again in " +
+                                  std::to_string(opts_.retryDelayMs) + " ms");
+        dataTimer_->start(opts_.retryDelayMs, [this, alive] {
+          if (!alive.expired()) maybePublishDataState();
+        });
+        return;
+      }
+      if (peer_->clusterState() || pgBusy_ || !lastApplied_ || lastApplied_->role != PgRole::kNone) {
+        return maybePublishDataState();  // things moved on while it was read
+      }
+      dataPublished_ = true;
+      log(LogLevel::kInfo, "no cluster state: publishing what this peer's data directory holds (" + r->describe() +
+                               ") for the choice of who sets the cluster up");
+      env_.coordinator.publishDataState(*r);
+    });
+  });
 }
 
 // ---- the clean handover of a planned switchover --------------------------------------------
@@ -317,23 +373,32 @@ void Driver::maybeHandOver() {
     ++counters_.handovers;
     log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
                              " streams, so that it receives all of this primary's WAL before it takes over");
+    handoverTimedOut_ = false;
     applyPg(PgConfig::none(), false);
     handoverTimer_->start(opts_.handoverWaitMs + kHandoverSlackMs, [this, alive = std::weak_ptr<int>(alive_)] {
-      if (alive.expired() || stopping_ || !handoverFrom_ || peer_->role() != Role::kPrimary) return;
-      log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
-                               " ms: this peer is still the primary; starting postgres again as primary");
-      PgConfig again = *handoverFrom_;
-      handoverFrom_.reset();
-      applyPg(again, false);
+      if (alive.expired() || stopping_) return;
+      handoverTimedOut_ = true;
+      maybeHandOver();  // now, or when the stop in flight ends
     });
+  } else if (handoverTimedOut_ && handoverFrom_) {
+    log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
+                             " ms: this peer is still the primary; starting postgres again as primary");
+    startAgainAfterHandover();
   } else if (!requested && handoverFrom_) {
     log(LogLevel::kWarn, "switchover abandoned: the promote request is gone or expired and this peer is still the "
                          "primary: starting postgres again as primary");
-    PgConfig again = *handoverFrom_;
-    handoverFrom_.reset();
     handoverTimer_->cancel();
-    applyPg(again, false);
+    startAgainAfterHandover();
   }
+}
+
+// The switchover is over and this peer is still the primary: postgres should run as the
+// state machine wants it now (its sync may have changed meanwhile), also for the health
+// logic should this start fail.
+void Driver::startAgainAfterHandover() {
+  lastApplied_ = peer_->wantedPgConfig();
+  handoverFrom_.reset();
+  applyPg(*lastApplied_, false);
 }
 
 // ---- the automatic rejoin of a deposed peer ---------------------------------------------
@@ -482,7 +547,10 @@ void Driver::healthTick() {
   // wants it: one it has moved away from (a sync that took over and whose promotion
   // failed) would make postgres follow a deposed primary again. The state machine applies
   // its own configuration (its retry after the failed apply starts postgres).
-  const bool stale = !(peer_->wantedPgConfig() == *lastApplied_);
+  // Nor while the state machine is in the middle of a step (a takeover between its fence
+  // and its state write): re-applying the configuration from before the fence would undo
+  // it; the next tick restarts postgres once the step is over, if still wanted.
+  const bool stale = !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion();
   if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
     lastStaleRestartSkip_ = lastTransitionDone_;
     log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +
@@ -654,18 +722,52 @@ void Driver::resumeWritesIfUnchanged(const std::string& how) {
 }
 
 // The old session expired and a new one is initialised: the state just read is the
-// cluster's. A takeover decided while this peer's election node was gone may still be
-// on its way, so a primary resumes only once the state has stayed unchanged a while.
+// cluster's, but a takeover decided while this peer's election node was gone may still
+// be on its way (a test-and-set at the version it read). The primary therefore writes
+// the same state back, test-and-set at the version read on the new session: if that
+// succeeds, no such takeover can succeed after it (its expected version is gone) and,
+// this peer's new election node being in place before the write, none can be decided
+// again; writes resume. If it fails, the state changed: writes stay stopped and the
+// state read since decides (a confirmation is tried again while still primary in the
+// same generation).
 void Driver::afterNewSession() {
   if (!writesStopped_) return;
-  log(LogLevel::kInfo, "writes stay stopped for " + std::to_string(opts_.resumeSettleMs) +
-                           " ms: a takeover decided while this peer's election node was gone would land within it");
-  writesTimer_->start(opts_.resumeSettleMs, [this, alive = std::weak_ptr<int>(alive_)] {
-    if (!alive.expired() && !stopping_) {
-      resumeWritesIfUnchanged("a new session, and the cluster state stayed unchanged for " +
-                              std::to_string(opts_.resumeSettleMs) + " ms");
-    }
-  });
+  writesTimer_->cancel();
+  confirmAfterNewSession();
+}
+
+void Driver::confirmAfterNewSession() {
+  if (!writesStopped_ || connectionLost_ || stopping_ || confirmInFlight_) return;
+  // A standby's stopped writes are nothing to lift; only a primary's can conflict.
+  if (roleAtLoss_ != Role::kPrimary) return resumeWritesIfUnchanged("a new session");
+  if (peer_->role() != roleAtLoss_ || generation() != generationAtLoss_ || !lastStateNode_.exists) {
+    return resumeWritesIfUnchanged("a new session");  // logs why writes stay stopped
+  }
+  auto state = ClusterState::parse(lastStateNode_.data);
+  if (!state) return;
+  const int32_t version = lastStateNode_.version;
+  confirmInFlight_ = true;
+  ++counters_.stateWrites;
+  log(LogLevel::kInfo, "writes stay stopped until a test-and-set of the cluster state at version " +
+                           std::to_string(version) + " (read on the new session) confirms that no takeover landed");
+  env_.coordinator.putClusterState(
+      *state, version,
+      opts_.identity.id + " confirms it is still primary of generation " + std::to_string(state->generation) +
+          " after a new ZooKeeper session (no takeover landed)",
+      guarded<StateWriteFinished>([this, version](StateWriteFinished w) {
+        confirmInFlight_ = false;
+        if (w.ok) {
+          return resumeWritesIfUnchanged("a new session, and the state written back at version " +
+                                         std::to_string(version) + " (a test-and-set): no takeover can land after it");
+        }
+        ++counters_.stateWriteFailures;
+        log(LogLevel::kWarn, "confirming the state after the new session failed (" + w.error +
+                                 "); writes stay stopped, trying again in " + std::to_string(opts_.retryDelayMs) +
+                                 " ms with the state read since");
+        writesTimer_->start(opts_.retryDelayMs, [this, alive = std::weak_ptr<int>(alive_)] {
+          if (!alive.expired() && !stopping_) confirmAfterNewSession();
+        });
+      }));
 }
 
 // During the grace after a new session, the peers present before the loss count as
@@ -699,7 +801,7 @@ void Driver::endPeerGrace() {
   if (missing.empty() || withdrawn_) return;
   log(LogLevel::kWarn, names(missing) + " did not come back within a session timeout (" +
                            std::to_string(sessionTimeoutMs_) + " ms) of the new session: treating them as gone");
-  step(ActivePeersChanged{lastActive_});
+  step(ActivePeersChanged{lastActive_, lastData_});
 }
 
 }  // namespace dugong::agent

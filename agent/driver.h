@@ -25,7 +25,8 @@
 // - the isolated primary (issue 10): when the coordinator's connection is lost, writes
 //   stop at once (before the session can expire and another peer take over), and
 //   resume only on reconnection with this peer's role and the cluster's generation
-//   unchanged (a new session: after a settle delay); otherwise they stay stopped until
+//   unchanged (a new session: once the state written back, test-and-set at the version
+//   read on it, shows that no takeover can land); otherwise they stay stopped until
 //   the state machine applies a new postgres configuration. Stopped writes still let a
 //   new session that says BEGIN READ WRITE commit (synchronous_commit = local needs no
 //   sync), so a primary is shut down once its session may be about to expire (half-way
@@ -67,10 +68,13 @@ struct DriverOptions {
   int64_t restartGraceMs = 3000;
   int64_t healthTickMs = 1000;   // how often an unhealthy postgres is looked at again
   int64_t retryDelayMs = 1000;   // the state machine's back-off
-  // After a new session that followed a connection loss: how long the cluster state
-  // must stay unchanged before a primary whose writes were stopped resumes them (a
-  // takeover decided while this peer's election node was gone lands within it).
-  int64_t resumeSettleMs = 2000;
+  // A cluster with no state is set up from the data states the peers publish
+  // (PeerOptions::setupFromData): the driver publishes this peer's
+  // (Coordinator::publishDataState) once its postgres is stopped while the state machine
+  // has no cluster state, and withdraws it once a state exists. setupWaitMs: how long
+  // the state machine waits for more peers holding data before the setup.
+  bool setupFromData = false;
+  int64_t setupWaitMs = 0;
   // What a deposed peer does on its own (agent/rejoin.h).
   RejoinPolicy rejoin = RejoinPolicy::kFollow;
   // A planned switchover: how long the sync waits for the old primary to stop (and its
@@ -136,9 +140,12 @@ class Driver {
   void onRejoined(const PeerIdentity& primary, const RejoinFinished& r);
   void releaseAfterRejoin();
   void afterPgTransition();
+  PeerOptions peerOptions() const;
+  void maybePublishDataState();
   // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync).
   bool switchoverRequested(bool forSelf) const;
   void maybeHandOver();
+  void startAgainAfterHandover();
   void fencePg(const std::optional<PeerIdentity>& newSync);
   void carryOut(const Action& action);
   void join();
@@ -152,6 +159,7 @@ class Driver {
   void shutDownWrites(const std::string& why);
   void resumeWritesIfUnchanged(const std::string& how);
   void afterNewSession();
+  void confirmAfterNewSession();
   Event keepingPeersFromBeforeTheLoss(Event event);
   void endPeerGrace();
   std::optional<int64_t> generation() const;
@@ -167,6 +175,10 @@ class Driver {
   // What the coordinator last told us, to start a fresh state machine after a rebuild.
   StateNode lastStateNode_;
   PeerList lastActive_;
+  PeerDataStates lastData_;
+  // The data state published for a setup: published (or being read), and a retry timer.
+  bool dataPublished_ = false;
+  bool dataReading_ = false;
   std::map<TimerId, std::unique_ptr<Timer>> timers_;
   std::unique_ptr<Timer> healthTimer_;
   // The isolated primary: see the header comment.
@@ -178,6 +190,7 @@ class Driver {
   PeerList activeBeforeLoss_;
   std::optional<int64_t> peerGraceUntil_;
   bool postgresShutDown_ = false;
+  bool confirmInFlight_ = false;  // the state written back after a new session
   std::unique_ptr<Timer> writesTimer_;  // stop retry, or resume settle
   std::unique_ptr<Timer> shutDownTimer_;
   std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
@@ -193,9 +206,11 @@ class Driver {
   // The clean handover: the primary's configuration before it stopped postgres for a
   // switchover; the generation whose takeover already waited for the old primary.
   std::optional<PgConfig> handoverFrom_;
+  bool handoverTimedOut_ = false;  // the sync's wait is over: start postgres again once idle
   std::string handedOverFor_;  // the promote request (JSON) last handed over for
   std::optional<int64_t> handoverWaitedIn_;
   std::unique_ptr<Timer> handoverTimer_;
+  std::unique_ptr<Timer> dataTimer_;  // retries reading the data state
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 
   // Postgres: one transition at a time, whether the state machine or a restart after

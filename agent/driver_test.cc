@@ -111,6 +111,7 @@ class FakeCoordinator : public Coordinator {
     pendingWrite = std::move(done);
   }
   CoordinatorStatus status() const override { return CoordinatorStatus{member, member, member, 1, "", ""}; }
+  void publishDataState(const std::optional<PeerDataState>& data) override { published.push_back(data); }
 
   void deliver(const Event& e) {
     ASSERT_TRUE(member);
@@ -129,6 +130,7 @@ class FakeCoordinator : public Coordinator {
   std::vector<int32_t> writeVersions;
   std::vector<std::string> reasons;
   std::optional<std::function<void(StateWriteFinished)>> pendingWrite;
+  std::vector<std::optional<PeerDataState>> published;
 
  private:
   CoordinatorCallbacks callbacks_;
@@ -144,6 +146,7 @@ class FakePostgres : public Postgres {
     fences.push_back(std::move(done));
   }
   void readWal(std::function<void(WalPositionRead)> done) override { walReads.push_back(std::move(done)); }
+  void readDataState(std::function<void(Result<PeerDataState>)> done) override { dataReads.push_back(std::move(done)); }
   void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override {
     health = std::move(onChange);
   }
@@ -178,6 +181,7 @@ class FakePostgres : public Postgres {
   std::deque<std::pair<PgConfig, std::function<void(PgConfigApplied)>>> applies;
   std::deque<std::function<void(PgFenced)>> fences;
   std::deque<std::function<void(WalPositionRead)>> walReads;
+  std::deque<std::function<void(Result<PeerDataState>)>> dataReads;
   std::function<void(bool, const std::string&)> health;
   bool gone = false;
   std::deque<std::function<void(Result<int>)>> stops;
@@ -515,10 +519,10 @@ TEST_F(DriverTest, AfterAnExpiryAndATakeoverWritesStayStoppedUntilTheStateMachin
   EXPECT_FALSE(driver_->writesStopped());
 }
 
-// The session expired but nobody took over (every peer saw the outage): after the
-// settle delay with the state unchanged, the primary resumes; a takeover that lands
-// within the delay keeps it stopped.
-TEST_F(DriverTest, AfterAnExpiryWithNoTakeoverThePrimaryResumesOnlyAfterTheSettleDelay) {
+// The session expired but nobody took over (every peer saw the outage): the primary
+// resumes once it has written the state back, test-and-set at the version read on the
+// new session (a takeover in flight would then fail); not before, however long.
+TEST_F(DriverTest, AfterAnExpiryThePrimaryResumesOnlyOnceItsTestAndSetOfTheStateSucceeds) {
   startAsPrimary();
   coordinator_.connection(false);
   pg_.stops.front()(0);
@@ -527,10 +531,15 @@ TEST_F(DriverTest, AfterAnExpiryWithNoTakeoverThePrimaryResumesOnlyAfterTheSettl
   ASSERT_EQ(pg_.shutdowns.size(), 1u) << "postgres still up although the session may have expired";
   pg_.shutdowns.front()(true);
   pg_.shutdowns.pop_front();
-  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
-  clock_.advance(1999);
-  EXPECT_TRUE(pg_.applies.empty() && pg_.resumes.empty()) << "resumed before the settle delay";
-  clock_.advance(1);
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 5), active({"node1", "node2", "node3"})});
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no confirmation of the state after the new session";
+  EXPECT_EQ(coordinator_.writeVersions[0], 5);
+  EXPECT_EQ(coordinator_.writes[0].serialize(), state_.serialize()) << "the confirmation changed the state";
+  clock_.advance(20000);
+  EXPECT_TRUE(pg_.applies.empty() && pg_.resumes.empty()) << "resumed before the confirmation succeeded";
+  EXPECT_TRUE(driver_->writesStopped());
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 6});
+  clock_.advance(0);
   ASSERT_EQ(pg_.applies.size(), 1u) << "the shut-down primary was not started again";
   EXPECT_FALSE(driver_->writesStopped());
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
@@ -539,13 +548,18 @@ TEST_F(DriverTest, AfterAnExpiryWithNoTakeoverThePrimaryResumesOnlyAfterTheSettl
   EXPECT_FALSE(driver_->postgresShutDown());
 }
 
-TEST_F(DriverTest, ATakeoverWithinTheSettleDelayKeepsWritesStopped) {
+// A takeover decided while the election node was gone lands before the confirmation:
+// the confirmation loses the race, writes stay stopped, and the state read since deposes.
+TEST_F(DriverTest, ATakeoverThatLandsFirstFailsTheConfirmationAndKeepsWritesStopped) {
   startAsPrimary();
   coordinator_.connection(false);
   pg_.stops.front()(0);
   pg_.stops.pop_front();
   coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node3", "node1"})});
+  ASSERT_EQ(coordinator_.writes.size(), 1u);
+  (*coordinator_.pendingWrite)(StateWriteFinished{false, "lost the race", true, -1});
   clock_.advance(500);
+  EXPECT_TRUE(pg_.resumes.empty()) << "resumed although the confirmation failed";
   ClusterState next;
   next.generation = 2;
   next.primary = peerId("node2");
@@ -632,12 +646,14 @@ TEST_F(DriverTest, AfterAnOutageAPeerNotYetBackIsNotTreatedAsGone) {
   pg_.stops.pop_front();
   clock_.advance(15000);
   coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node3"})});
+  ASSERT_EQ(coordinator_.writes.size(), 1u);  // the confirmation of the unchanged state
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});
   clock_.advance(8000);
-  EXPECT_TRUE(pg_.fences.empty() && coordinator_.writes.empty()) << "the sync, not reconnected yet, was replaced";
+  EXPECT_TRUE(pg_.fences.empty() && coordinator_.writes.size() == 1u) << "the sync, not reconnected yet, was replaced";
   EXPECT_TRUE(logged("treating node2 as present"));
   coordinator_.deliver(ActivePeersChanged{active({"node1", "node3", "node2"})});
   clock_.advance(20000);
-  EXPECT_TRUE(pg_.fences.empty() && coordinator_.writes.empty()) << "a new generation although every peer came back";
+  EXPECT_TRUE(pg_.fences.empty() && coordinator_.writes.size() == 1u) << "a new generation although every peer came back";
   EXPECT_FALSE(driver_->writesStopped());
 }
 
@@ -650,7 +666,8 @@ TEST_F(DriverTest, AfterAnOutageAPeerThatNeverComesBackIsGoneAfterASessionTimeou
   pg_.shutdowns.front()(true);
   pg_.shutdowns.pop_front();
   coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node3"})});
-  clock_.advance(2000);  // settled: postgres starts again
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});  // confirmed: postgres starts again
+  clock_.advance(2000);
   ASSERT_EQ(pg_.applies.size(), 1u);
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
   clock_.advance(6999);
@@ -664,8 +681,8 @@ TEST_F(DriverTest, AfterAnOutageAPeerThatNeverComesBackIsGoneAfterASessionTimeou
   pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/3000000").value(), "", 1});
   pg_.walReads.pop_front();
   clock_.advance(0);
-  ASSERT_EQ(coordinator_.writes.size(), 1u);
-  EXPECT_EQ(coordinator_.writes.front().sync->id, "node3");
+  ASSERT_EQ(coordinator_.writes.size(), 2u);
+  EXPECT_EQ(coordinator_.writes.back().sync->id, "node3");
   EXPECT_TRUE(logged("did not come back within a session timeout"));
 }
 
@@ -858,6 +875,49 @@ TEST_F(DriverTest, LeavingDeposedIsRetriedAfterALostRace) {
 namespace dugong::agent {
 namespace {
 
+// A sync fenced for its takeover whose postgres dies while the state write is in flight
+// is not restarted as a standby of the old primary: that would undo the fence, and the
+// old primary could acknowledge commits beyond the new generation's initWal (found by
+// the cluster simulator, seed 7503). The state machine configures postgres itself.
+TEST_F(DriverTest, NoRestartUndoesTheFenceOfATakeoverInProgress) {
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  state_.generation = 1;
+  state_.primary = peerId("node2");
+  state_.sync = peerId("node1");
+  state_.async = {peerId("node3")};
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
+  pg_.health(true, "");
+  clock_.advance(0);
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  for (int i = 0; i < 4 && coordinator_.writes.empty(); ++i) {
+    if (!pg_.fences.empty()) {
+      pg_.fences.front()(PgFenced{true, "", 1});
+      pg_.fences.pop_front();
+    } else {
+      ASSERT_FALSE(pg_.walReads.empty()) << "the takeover neither fenced nor read the WAL";
+      pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
+      pg_.walReads.pop_front();
+    }
+    clock_.advance(0);
+  }
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  clock_.advance(4000);
+  EXPECT_TRUE(pg_.applies.empty()) << "postgres restarted as a standby of the old primary during the takeover";
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});
+  coordinator_.pendingWrite.reset();
+  clock_.advance(0);
+  ASSERT_FALSE(pg_.applies.empty());
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kPrimary);
+}
+
 // ---- the clean handover of a planned switchover (issue 11) ----------------------------------
 
 nlohmann::json promoteOfSync(const std::string& id, int64_t generation, EpochMs expire) {
@@ -904,6 +964,74 @@ TEST_F(DriverTest, ASwitchoverThatDoesNotHappenStartsPostgresAgainOnce) {
   EXPECT_TRUE(pg_.applies.empty()) << "stopped again for the same request";
 }
 
+// The stop outlasts the sync's wait (a slow postgres): postgres is started again once
+// the stop has ended, not dropped because a transition was in flight (found by the
+// cluster simulator, seed 248, once it turned the handover on).
+TEST_F(DriverTest, ASwitchoverWhoseStopOutlastsTheWaitStartsPostgresAgainAfterTheStop) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  clock_.advance(6000);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres stays stopped although the switchover did not happen";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  EXPECT_EQ(driver_->peer().role(), Role::kPrimary);
+}
+
+// Starting postgres again after an abandoned switchover fails (it would not start):
+// the health logic keeps restarting it as primary, as after any failed restart; the
+// stop for the switchover is not what postgres should run with (found by the cluster
+// simulator, seed 33: the primary stayed stopped for good).
+TEST_F(DriverTest, AFailedStartAfterAnAbandonedSwitchoverIsRetriedByTheHealthLogic) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  coordinator_.deliver(ClusterStateChanged{stateNode(state_, 2)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(false).role, PgRole::kPrimary);
+  clock_.advance(4000);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres stays stopped after a failed start";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+}
+
+// The sync changes while postgres is stopped for a switchover that then does not
+// happen: postgres starts again with the new sync, not the one from before the stop
+// (found by the cluster simulator, seed 9870: the primary waited for a former sync).
+TEST_F(DriverTest, AfterAnAbandonedSwitchoverPostgresStartsWithTheCurrentSync) {
+  startAsPrimary();
+  ClusterState requested = state_;
+  requested.promote = promoteOfSync("node2", 1, clock_.wallMs() + 60000);
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  ClusterState resynced = state_;
+  resynced.sync = peerId("node3");
+  resynced.async = {peerId("node2")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(resynced, 2)});
+  clock_.advance(6000);
+  while (!pg_.applies.empty() && pg_.applies.size() > 1) pg_.finishApply(true);
+  ASSERT_FALSE(pg_.applies.empty());
+  PgConfig last = pg_.finishApply(true);
+  while (!pg_.applies.empty()) last = pg_.finishApply(true);
+  clock_.advance(0);
+  while (!pg_.applies.empty()) last = pg_.finishApply(true);
+  EXPECT_EQ(last.role, PgRole::kPrimary);
+  ASSERT_TRUE(last.downstream);
+  EXPECT_EQ(last.downstream->id, "node3");
+}
+
 TEST_F(DriverTest, TheSyncWaitsForTheOldPrimaryToStopBeforeItsFence) {
   pg_.modelHandover = true;
   ASSERT_TRUE(driver_->start());
@@ -936,6 +1064,59 @@ TEST_F(DriverTest, TheSyncWaitsForTheOldPrimaryToStopBeforeItsFence) {
   clock_.advance(0);
   EXPECT_EQ(pg_.fences.size(), 1u);
   EXPECT_TRUE(logged("the old primary's WAL stream ended"));
+}
+
+}  // namespace
+}  // namespace dugong::agent
+
+namespace dugong::agent {
+namespace {
+
+// With no cluster state, the stopped postgres' data state is published for the setup
+// (read once postgres is stopped, so that it is final), and withdrawn once a state
+// exists, so that a later loss of the state never meets a stale one.
+TEST_F(DriverTest, WithNoClusterStateTheStoppedDataIsPublishedThenWithdrawnOnceAStateExists) {
+  DriverOptions o;
+  o.identity = peerId("node1");
+  o.setupFromData = true;
+  o.setupWaitMs = 3000;
+  driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  coordinator_.deliver(ZkInitialized{StateNode{}, active({"node1", "node2"}), {}});
+  clock_.advance(0);
+  EXPECT_TRUE(pg_.dataReads.empty()) << "read while postgres may still be running";
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  clock_.advance(0);
+  ASSERT_EQ(pg_.dataReads.size(), 1u);
+  // A failed read is tried again.
+  pg_.dataReads.front()(Error{"pg_controldata failed"});
+  pg_.dataReads.pop_front();
+  clock_.advance(999);
+  EXPECT_TRUE(pg_.dataReads.empty());
+  clock_.advance(1);
+  ASSERT_EQ(pg_.dataReads.size(), 1u);
+  const PeerDataState data{true, "7312", 2, WalPosition(0x3000060)};
+  pg_.dataReads.front()(data);
+  pg_.dataReads.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.published.size(), 1u);
+  EXPECT_EQ(coordinator_.published[0], data);
+  // The peers' published states reach the state machine; it waits for the setup.
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node2"}), {{"node1", data}, {"node2", PeerDataState{}}}});
+  clock_.advance(0);
+  EXPECT_TRUE(coordinator_.writes.empty());
+  clock_.advance(3000);
+  ASSERT_EQ(coordinator_.writes.size(), 1u);
+  EXPECT_EQ(coordinator_.writes[0].primary.id, "node1");
+  EXPECT_EQ(coordinator_.writes[0].initWal, data.wal);
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 0});
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.published.size(), 2u);
+  EXPECT_FALSE(coordinator_.published[1].has_value());
+  EXPECT_TRUE(pg_.dataReads.empty());
 }
 
 }  // namespace

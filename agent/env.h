@@ -108,6 +108,11 @@ class Coordinator {
   virtual void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                                std::function<void(StateWriteFinished)> done) = 0;
   virtual CoordinatorStatus status() const = 0;
+  // Publishes what this peer's data directory holds (nullopt: nothing) for the peers
+  // that set up a cluster with no state: in the membership now and in every later one,
+  // until replaced. The peers see it in ZkInitialized/ActivePeersChanged::data.
+  // Default: nothing is published (environments that model no data state).
+  virtual void publishDataState(const std::optional<PeerDataState>& data) { (void)data; }
 };
 
 // ---- postgres -------------------------------------------------------------------------
@@ -130,6 +135,13 @@ class Postgres {
   // FencePg (statemachine/action.h).
   virtual void fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) = 0;
   virtual void readWal(std::function<void(WalPositionRead)> done) = 0;
+  // What the data directory holds (set up or empty; system identifier, timeline and
+  // WAL position), for a setup of a cluster with no state. Read while postgres is
+  // stopped, so that the WAL position is final. The default implementation answers AT
+  // ONCE (inside the call) with an error: environments that model no data state.
+  virtual void readDataState(std::function<void(Result<PeerDataState>)> done) {
+    done(Error{"reading the data state is not modelled by this environment"});
+  }
   // Checks health periodically until stopHealthCheck(); `onChange` runs for the first
   // result and then for each change between healthy and unhealthy.
   virtual void startHealthCheck(std::function<void(bool healthy, const std::string& detail)> onChange) = 0;

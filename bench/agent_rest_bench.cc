@@ -3,7 +3,7 @@
 //
 // For each agent, after the cluster has been healthy for --settle seconds: VmRSS and
 // its parts (anonymous, file-backed), the heap, the number of threads, and the CPU
-// used over --seconds (utime + stime from /proc/<pid>/stat), as % of one core.
+// used over --seconds (every thread's /proc/<pid>/task/*/schedstat), as % of one core.
 //
 //   agent_rest_bench [--session-timeout 2000] [--health-interval-ms 1000] [--settle 10]
 //                    [--seconds 60] [--maps] [--log-level info]
@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -43,19 +44,17 @@ std::map<std::string, long> kbFields(const std::string& path) {
   return out;
 }
 
-// utime + stime in clock ticks.
-long cpuTicks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream rest(all.substr(all.rfind(')') + 2));
-  std::string f;
-  long utime = 0, stime = 0;
-  for (int i = 3; i <= 15; ++i) {
-    rest >> f;
-    if (i == 14) utime = std::stol(f);
-    if (i == 15) stime = std::stol(f);
+// CPU time of every thread of `pid` so far, in ns (the first field of each thread's
+// schedstat: exact, where /proc/<pid>/stat counts 10 ms ticks).
+long long cpuNanos(pid_t pid) {
+  long long total = 0;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& t : std::filesystem::directory_iterator(tasks)) {
+    std::ifstream in(t.path() / "schedstat");
+    long long ns = 0;
+    if (in >> ns) total += ns;
   }
-  return utime + stime;
+  return total;
 }
 
 // The files (and [anonymous], [heap], [stack]...) with the most resident memory, all
@@ -137,10 +136,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::this_thread::sleep_for(std::chrono::seconds(settle));
-  std::vector<long> before;
-  for (int i = 0; i < h.size(); ++i) before.push_back(cpuTicks(h.peer(i).agentPid));
+  std::vector<long long> before;
+  for (int i = 0; i < h.size(); ++i) before.push_back(cpuNanos(h.peer(i).agentPid));
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
-  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
   std::printf("session timeout %d ms, postgres.healthIntervalMs %d, log level %s, CPU measured over %d s\n",
               sessionTimeoutMs, healthIntervalMs, logLevel.c_str(), seconds);
   for (int i = 0; i < h.size(); ++i) {
@@ -148,7 +146,7 @@ int main(int argc, char** argv) {
     const std::string proc = "/proc/" + std::to_string(pid);
     auto status = kbFields(proc + "/status");
     auto rollup = kbFields(proc + "/smaps_rollup");
-    const double cpu = 100.0 * static_cast<double>(cpuTicks(pid) - before[static_cast<size_t>(i)]) / hz / seconds;
+    const double cpu = 100.0 * static_cast<double>(cpuNanos(pid) - before[static_cast<size_t>(i)]) / 1e9 / seconds;
     std::printf("%-6s %-8s RSS %6ld kB (anonymous %5ld, file %5ld), threads %ld, "
                 "CPU %.3f %% of a core over %d s\n",
                 h.peer(i).id.c_str(), h.role(i).c_str(), status["VmRSS"], status["RssAnon"], status["RssFile"],

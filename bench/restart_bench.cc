@@ -14,8 +14,20 @@
 // acknowledged inserts from 1 s before the action until 2 session timeouts after the
 // agent is back (agent-restart) or 1 s after writes are acknowledged again (pg-crash).
 // Every acknowledged row is checked on the primary at the end.
+//
+// pg-crash also splits each gap, from the primary's agent and postgres logs: detection
+// (kill to the agent's restart), crash recovery (`pg_ctl start`: process start, the
+// data directory made durable, redo, end-of-recovery checkpoint, ready), and from
+// ready until the sync streams again (commits wait for it). "excess" is the gap minus
+// (health interval + crash recovery), for the client and for the server (the kill until
+// the sync streams again, when commits can complete).
+#include <cstdlib>
+#include <ctime>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -33,8 +45,58 @@ using dugong::bench::median;
 using dugong::bench::Writer;
 using dugong::e2e::Harness;
 
+using SysClock = std::chrono::system_clock;
+
+// "2026-11-23T04:37:04.159" (agent log) or "2026-11-23 04:37:08.600" (postgres log), UTC.
+std::optional<SysClock::time_point> parseUtc(const std::string& line) {
+  static const std::regex stamp(R"((\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)\.(\d{3}))");
+  std::smatch m;
+  if (!std::regex_search(line, m, stamp) || m.position(0) > 10) return std::nullopt;
+  std::tm tm{};
+  tm.tm_year = std::stoi(m[1]) - 1900;
+  tm.tm_mon = std::stoi(m[2]) - 1;
+  tm.tm_mday = std::stoi(m[3]);
+  tm.tm_hour = std::stoi(m[4]);
+  tm.tm_min = std::stoi(m[5]);
+  tm.tm_sec = std::stoi(m[6]);
+  return SysClock::from_time_t(timegm(&tm)) + std::chrono::milliseconds(std::stoi(m[7]));
+}
+
+// The time of the first line after `from` in `path` containing `needle`.
+std::optional<SysClock::time_point> firstAfter(const std::string& path, SysClock::time_point from,
+                                               const std::string& needle, std::string* lineOut = nullptr) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find(needle) == std::string::npos) continue;
+    auto t = parseUtc(line);
+    if (t && *t >= from) {
+      if (lineOut) *lineOut = line;
+      return t;
+    }
+  }
+  return std::nullopt;
+}
+
+double msBetween(std::optional<SysClock::time_point> a, std::optional<SysClock::time_point> b) {
+  if (!a || !b) return -1;
+  return std::chrono::duration<double, std::milli>(*b - *a).count();
+}
+
+int healthIntervalMs(const std::string& configPath) {
+  std::ifstream in(configPath);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto at = line.find("healthIntervalMs:");
+    if (at != std::string::npos) return std::stoi(line.substr(at + 17));
+  }
+  return 1000;
+}
+
 struct Summary {
   std::vector<double> gapsMs;
+  std::vector<double> excessMs;        // client's gap - (health interval + crash recovery)
+  std::vector<double> serverExcessMs;  // kill to sync streaming - (health interval + crash recovery)
   std::vector<double> generations;
   std::vector<double> stateWrites;
   int failed = 0;
@@ -50,7 +112,21 @@ void print(const char* kind, const Summary& s) {
               "max %.0f; state writes median %.0f, max %.0f\n",
               kind, s.gapsMs.size(), s.failed, median(s.gapsMs), max(s.gapsMs), median(s.generations),
               max(s.generations), median(s.stateWrites), max(s.stateWrites));
+  if (!s.serverExcessMs.empty()) {
+    std::printf("SUMMARY %s: kill to sync streaming minus (health interval + crash recovery): median %.0f ms, max "
+                "%.0f ms\n",
+                kind, median(s.serverExcessMs), max(s.serverExcessMs));
+  }
+  if (!s.excessMs.empty()) {
+    std::printf("SUMMARY %s: client's gap minus (health interval + crash recovery): median %.0f ms, max %.0f ms\n",
+                kind, median(s.excessMs), max(s.excessMs));
+  }
 }
+
+struct E2EPeerPaths {
+  std::string agentLog;
+  std::string pgLog;
+};
 
 }  // namespace
 
@@ -88,6 +164,7 @@ int main(int argc, char** argv) {
     const size_t historyBefore = h.history().size();
     const auto t0 = Clock::now();
     Clock::time_point until;
+    std::optional<SysClock::time_point> killedAt;
     if (what == "agent-restart") {
       h.stopAgent(primary);
       h.startAgent(primary);
@@ -106,6 +183,7 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_until(until);
     } else {
       const auto killed = h.peer(primary).pg->postmasterPid();
+      killedAt = SysClock::now();
       h.killPostgres(primary);
       // An insert in flight at the kill may be acknowledged just after it: wait for
       // the new postmaster, then for an acknowledgement after it was seen.
@@ -139,6 +217,28 @@ int main(int argc, char** argv) {
     into.stateWrites.push_back(writes);
     std::printf("%s run %2d: write gap %.0f ms, new generations %.0f, state writes %.0f\n", what.c_str(), run, gap,
                 generations, writes);
+    if (killedAt) {
+      const E2EPeerPaths paths{h.peer(primary).logPath, h.peer(primary).pg->options.logPath()};
+      const auto from = *killedAt - std::chrono::milliseconds(50);  // log stamps are in ms
+      std::string finished;
+      auto restarting = firstAfter(paths.agentLog, from, "restarting postgres as");
+      auto started = restarting ? firstAfter(paths.agentLog, *restarting, "pg: pg_ctl finished in ", &finished)
+                                : std::nullopt;
+      auto ready = firstAfter(paths.pgLog, from, "database system is ready to accept connections");
+      auto streams = ready ? firstAfter(paths.pgLog, *ready, "is now a synchronous standby") : std::nullopt;
+      const auto in = finished.find("finished in ");
+      const double recovery = started && in != std::string::npos ? std::atof(finished.c_str() + in + 12) : -1;
+      const int interval = healthIntervalMs(h.peer(primary).configPath);
+      // Server side: from the kill until the sync streams again (commits can complete).
+      const double serverGap = msBetween(*killedAt, streams);
+      if (recovery >= 0) into.excessMs.push_back(gap - (interval + recovery));
+      if (recovery >= 0 && serverGap >= 0) into.serverExcessMs.push_back(serverGap - (interval + recovery));
+      std::printf("    detection %.0f ms (health interval %d ms), crash recovery (pg_ctl start) %.0f ms, ready to sync "
+                  "streaming %.0f ms; kill to sync streaming %.0f ms; excess: client %.0f ms, server %.0f ms\n",
+                  msBetween(from, restarting), interval, recovery, msBetween(ready, streams), serverGap,
+                  recovery >= 0 ? gap - (interval + recovery) : -1.0,
+                  recovery >= 0 && serverGap >= 0 ? serverGap - (interval + recovery) : -1.0);
+    }
     std::fflush(stdout);
   };
   if (kind == "agent-restart" || kind == "both") {

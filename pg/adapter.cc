@@ -72,6 +72,10 @@ void PgAdapter::stopWrites(std::function<void(Result<WritesStopped>)> done) {
   onWorker<Result<WritesStopped>>(writes_, [this] { return controller_.stopWrites(); }, std::move(done));
 }
 
+void PgAdapter::dataState(std::function<void(Result<PeerDataState>)> done) {
+  onWorker<Result<PeerDataState>>(control_, [this] { return controller_.dataState(); }, std::move(done));
+}
+
 void PgAdapter::resumeWrites(std::function<void(Result<bool>)> done) {
   onWorker<Result<bool>>(writes_, [this] { return controller_.resumeWrites(); }, std::move(done));
 }

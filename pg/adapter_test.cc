@@ -160,6 +160,9 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   ASSERT_EQ(sb.replication.size(), 1u);
   EXPECT_EQ(sb.replication[0].applicationName, "peer-c");
   EXPECT_EQ(sb.replication[0].syncState, "async");
+  EXPECT_EQ(sb.replication[0].state, "streaming");
+  EXPECT_TRUE(sb.replication[0].flushLsn && WalPosition::parse(*sb.replication[0].flushLsn).ok())
+      << status(pb).toJson().dump();
 
   // WAL positions: the primary is never behind its standbys; a write moves it forward,
   // and the standbys reach it.

@@ -452,6 +452,7 @@ Result<bool> Connection::startup(const ConnectParams& params, Clock::time_point 
         backendSecret_ = body.int32();
         break;
       case 'Z':
+        ready_ = true;
         return true;
       case 'N':
         break;
@@ -462,7 +463,14 @@ Result<bool> Connection::startup(const ConnectParams& params, Clock::time_point 
   }
 }
 
+bool Connection::ready() const {
+  if (!ready_ || fd_ < 0 || reader_.buffered() > 0) return false;
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
 Result<QueryResult> Connection::query(const std::string& sql, Clock::time_point deadline) {
+  ready_ = false;
   if (auto s = send(wire::query(sql), deadline); !s) {
     if (timedOut_) cancel();
     return Error{s.error()};
@@ -518,6 +526,7 @@ Result<QueryResult> Connection::query(const std::string& sql, Clock::time_point 
         if (!firstError) firstError = wire::describeError(m->body);
         break;
       case 'Z':
+        ready_ = true;
         if (firstError) return Error{*firstError};
         return last;
       case 'G':  // COPY FROM STDIN: refused

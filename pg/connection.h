@@ -60,6 +60,10 @@ class Connection {
   // Runs `sql` (simple query protocol) and returns the last statement's result, or the
   // first error. At the deadline the server is asked to cancel and an error returned.
   Result<QueryResult> query(const std::string& sql, Clock::time_point deadline);
+  // The last query (or the startup) ended with the server ready for the next one, and
+  // nothing has arrived since: no message, no end of the session. A connection that is
+  // not ready must not be used again.
+  bool ready() const;
   // A ParameterStatus the server reported ("" if none).
   std::string parameter(const std::string& name) const;
 
@@ -77,6 +81,7 @@ class Connection {
   std::map<std::string, std::string> parameters_;
   wire::MessageReader reader_;
   bool timedOut_ = false;
+  bool ready_ = false;
 };
 
 }  // namespace dugong::pg

@@ -1,5 +1,6 @@
 // dugong's own PostgreSQL client (pg/connection.h) against a real postgres secured as in
-// production: scram-sha-256 over TCP, trust on the Unix socket.
+// production: scram-sha-256 over TCP, trust on the Unix socket; and the pool of kept
+// connections (pg/connection_pool.h).
 #include "pg/connection.h"
 
 #include <gtest/gtest.h>
@@ -8,8 +9,10 @@
 #include <unistd.h>
 
 #include <optional>
+#include <thread>
 
 #include "pg/adapter.h"
+#include "pg/connection_pool.h"
 #include "pg/testing/pg_test_cluster.h"
 
 namespace dugong::pg {
@@ -176,6 +179,62 @@ TEST_F(ConnectionTest, MultipleHostsAreTriedInOrder) {
   } else {
     EXPECT_TRUE(rw.ok()) << rw.error();
   }
+}
+
+// The pool (pg/connection_pool.h): one backend serves query after query; a session the
+// server ended, a failed query or a timeout is never used again.
+TEST_F(ConnectionTest, ThePoolKeepsOneSessionAndOpensAFreshOneWhenTheServerEndedIt) {
+  ConnectionPool pool(socket(), 5s);
+  auto pid = [&] {
+    auto r = pool.query("SELECT pg_backend_pid()");
+    EXPECT_TRUE(r.ok()) << r.error();
+    return r.ok() ? r->rows.at(0).at(0).value_or("") : std::string();
+  };
+  const std::string first = pid();
+  EXPECT_EQ(pid(), first);
+  EXPECT_EQ(pid(), first);
+  EXPECT_EQ(pool.opened(), 1u);
+  // The server ends the kept session (as a restart or pg_terminate_backend does).
+  auto killed = runQuery(socket(), "SELECT pg_terminate_backend(" + first + ")", 10s);
+  ASSERT_TRUE(killed.ok()) << killed.error();
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        auto left = runQuery(socket(), "SELECT count(*) FROM pg_stat_activity WHERE pid = " + first, 5s);
+        return left.ok() && left->rows.at(0).at(0) == "0";
+      },
+      10s));
+  const std::string second = pid();  // not an error: the ended session is not handed out
+  EXPECT_NE(second, first);
+  EXPECT_EQ(pool.opened(), 2u);
+  // A failed query drops its connection.
+  ASSERT_FALSE(pool.query("SELECT 1/0").ok());
+  EXPECT_NE(pid(), second);
+  EXPECT_EQ(pool.opened(), 3u);
+}
+
+TEST_F(ConnectionTest, ThePoolDropsAConnectionWhoseQueryTimedOut) {
+  ConnectionPool pool(socket(), 1s);
+  auto r = pool.query("SET statement_timeout = 0; SELECT pg_sleep(60)");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("timed out"), std::string::npos) << r.error();
+  auto after = pool.query("SELECT 1");
+  ASSERT_TRUE(after.ok()) << after.error();
+  EXPECT_EQ(pool.opened(), 2u);
+}
+
+TEST_F(ConnectionTest, ThePoolGivesEachConcurrentQueryItsOwnSession) {
+  ConnectionPool pool(socket(), 10s, 2);
+  std::string a, b;
+  std::thread t([&] {
+    auto r = pool.query("SELECT pg_sleep(0.3), pg_backend_pid()");
+    if (r.ok()) a = r->rows.at(0).at(1).value_or("");
+  });
+  auto r = pool.query("SELECT pg_sleep(0.3), pg_backend_pid()");
+  t.join();
+  ASSERT_TRUE(r.ok()) << r.error();
+  b = r->rows.at(0).at(1).value_or("");
+  ASSERT_FALSE(a.empty());
+  EXPECT_NE(a, b);
 }
 
 TEST(Conninfo, ParsesLibpqStyleStrings) {

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "pg/command.h"
+#include "pg/connection_pool.h"
 #include "pg/managed_conf.h"
 #include "pg/options.h"
 #include "pg/pg_status.h"
@@ -74,6 +75,10 @@ class PgController {
   // apply) the fence is verified again first, in the same postgres run, so that a
   // position read for initWal is never read under a fence that no longer holds.
   WalPositionRead readWal();
+  // What the data directory holds, from pg_controldata (postgres should be stopped, so
+  // that it is final): system identifier, and the furthest of the latest checkpoint and
+  // the minimum recovery point (a standby's replay), with its timeline.
+  Result<PeerDataState> dataState();
 
   // Rejoins this peer (a deposed ex-primary) as an async standby of `primary`, as
   // apply() would, but never copies the data directory: within `limit`, else an
@@ -233,6 +238,9 @@ class PgController {
   PgOptions options_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
+  // localQuery's kept connections to the local socket (routine queries several times a
+  // second: a fresh connection for each was most of the agent's CPU at rest).
+  mutable ConnectionPool localPool_{localConninfo(), options_.queryTimeout};
 
   std::mutex applyMu_;            // held by apply; pollWritable only try_locks it
   mutable std::mutex stateMu_;    // guards state_ and pending_

@@ -47,7 +47,13 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   std::map<std::string, std::string> defaults = {
       {"max_wal_senders", "10"},      {"max_replication_slots", "10"}, {"wal_keep_size", "'512MB'"},
       {"hot_standby_feedback", "on"}, {"wal_sender_timeout", "'10s'"},  {"wal_receiver_timeout", "'10s'"},
-      {"wal_retrieve_retry_interval", "'1s'"}};
+      // A standby whose upstream restarted (a crashed primary restarted by its agent)
+      // connects again at most this long after it accepts connections; commits wait
+      // for the sync meanwhile. Each failed attempt logs one line on the standby.
+      {"wal_retrieve_retry_interval", "'200ms'"},
+      // Crash recovery first makes the whole data directory durable: one syncfs() per
+      // file system instead of opening and fsyncing every file.
+      {"recovery_init_sync_method", "syncfs"}};
   for (const auto& [k, v] : options.settings) defaults.erase(k);
   for (const auto& [k, v] : defaults) out << k << " = " << v << "\n";
   for (const auto& [k, v] : options.settings) out << k << " = " << confQuote(v) << "\n";

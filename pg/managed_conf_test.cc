@@ -29,6 +29,10 @@ TEST(ManagedConf, PrimaryNamesItsSyncAndRecordsItsState) {
   // The option overrides the default, which is not written twice.
   EXPECT_NE(text.find("wal_keep_size = '1GB'"), std::string::npos);
   EXPECT_EQ(text.find("wal_keep_size = '512MB'"), std::string::npos);
+  // A crashed postgres comes back quickly: its data directory is made durable with one
+  // syncfs(), and its standbys reconnect within 200 ms of it accepting connections.
+  EXPECT_NE(text.find("recovery_init_sync_method = syncfs"), std::string::npos) << text;
+  EXPECT_NE(text.find("wal_retrieve_retry_interval = '200ms'"), std::string::npos) << text;
   auto parsed = parseManagedConf(text);
   ASSERT_TRUE(parsed.ok()) << parsed.error();
   EXPECT_EQ(parsed->role, "primary");

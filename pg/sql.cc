@@ -69,8 +69,7 @@ std::string buildConninfo(const std::map<std::string, std::string>& params) {
   return out;
 }
 
-Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql, std::chrono::milliseconds timeout) {
-  const auto deadline = Connection::Clock::now() + timeout;
+Result<std::unique_ptr<Connection>> openForQueries(const std::string& conninfo, std::chrono::milliseconds timeout) {
   auto parsed = parseConninfo(conninfo);
   if (!parsed) return Error{"cannot connect: " + parsed.error()};
   ConnectParams* params = &parsed.value();
@@ -85,14 +84,28 @@ Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql
   const auto hosts = static_cast<int>(params->hosts.size());
   auto conn = Connection::open(*params, Connection::Clock::now() + params->connectTimeout * hosts);
   if (!conn) return Error{"cannot connect: " + conn.error()};
+  return conn;
+}
+
+Result<QueryResult> queryOn(Connection& conn, const std::string& sql, std::chrono::milliseconds timeout) {
   // statement_timeout does not cover everything (a commit waiting for a synchronous
   // standby): the connection cancels at the deadline.
-  auto r = conn.value()->query(sql, std::max(deadline, Connection::Clock::now() + std::chrono::milliseconds(1)));
+  const auto deadline = Connection::Clock::now() + std::max(timeout, std::chrono::milliseconds(1));
+  auto r = conn.query(sql, deadline);
   if (!r && r.error() == "timeout expired") {
     return Error{"query timed out after " + std::to_string(timeout.count()) + " ms and was cancelled"};
   }
   if (!r) return Error{"query failed: " + r.error()};
   return r;
+}
+
+Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql, std::chrono::milliseconds timeout) {
+  const auto started = Connection::Clock::now();
+  auto conn = openForQueries(conninfo, timeout);
+  if (!conn) return Error{conn.error()};
+  // The query's deadline counts from the call, as it always did.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(started + timeout - Connection::Clock::now());
+  return queryOn(*conn.value(), sql, std::max(left, std::chrono::milliseconds(1)));
 }
 
 Result<std::string> encryptPassword(const std::string&, const std::string&, const std::string& password,

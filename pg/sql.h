@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,12 @@ struct QueryResult {
 // disconnects. Several statements may be given; the last result is returned.
 // Errors carry the server's message.
 Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql, std::chrono::milliseconds timeout);
+
+// runQuery's two halves, for connections that are kept (pg/connection_pool.h): a
+// connection set up for queries bounded by `timeout`, and one query on it.
+class Connection;
+Result<std::unique_ptr<Connection>> openForQueries(const std::string& conninfo, std::chrono::milliseconds timeout);
+Result<QueryResult> queryOn(Connection& conn, const std::string& sql, std::chrono::milliseconds timeout);
 
 // The SCRAM-SHA-256 verifier of `password` for role `user`, computed on this side
 // (pg/scram.h; a random salt, 4096 iterations, as PostgreSQL's default), so that the

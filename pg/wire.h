@@ -39,6 +39,8 @@ class MessageReader {
   void feed(std::string_view bytes) { buffer_.append(bytes); }
   // The next whole message, nullopt if more bytes are needed, or an error.
   Result<std::optional<Message>> next();
+  // Bytes fed and not yet returned as a message.
+  size_t buffered() const { return buffer_.size() - used_; }
 
  private:
   std::string buffer_;

@@ -7,6 +7,7 @@
 #include <string>
 #include <variant>
 
+#include "statemachine/data_state.h"
 #include "statemachine/identity.h"
 #include "statemachine/wal_position.h"
 
@@ -25,11 +26,15 @@ struct StateNode {
 struct ZkInitialized {
   StateNode state;
   PeerList active;
+  // The data states the active peers published in their election nodes (a peer
+  // publishes one only while the cluster has no state; see data_state.h).
+  PeerDataStates data = {};
 };
 
 // The set of peers with a live session changed. In session order.
 struct ActivePeersChanged {
   PeerList active;
+  PeerDataStates data = {};  // as in ZkInitialized
 };
 
 // The cluster-state node changed (or was deleted: exists = false).

@@ -2,6 +2,7 @@
 #include "statemachine/overloaded.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "statemachine/promote_request.h"
@@ -55,6 +56,7 @@ std::vector<Action> Peer::step(EpochMs now, const Event& event) {
                  [this](const ActivePeersChanged& e) {
                    if (!zkInitialized_ || role_ == Role::kDeposed) return;
                    active_ = e.active;
+                   dataStates_ = e.data;
                    evaluate();
                  },
                  [this](const ClusterStateChanged& e) {
@@ -83,6 +85,7 @@ void Peer::onZkInitialized(const ZkInitialized& e) {
   if (role_ == Role::kDeposed) return;
   zkInitialized_ = true;
   active_ = e.active;
+  dataStates_ = e.data;
   // Read afresh by a new session: whatever its version, this is the state now (a lower
   // version than before means the node was deleted and written again meanwhile).
   stateVersion_ = -1;
@@ -91,6 +94,18 @@ void Peer::onZkInitialized(const ZkInitialized& e) {
 }
 
 void Peer::onClusterState(const StateNode& node) {
+  if (!node.exists && opts_.setupFromData) {
+    if (state_) {
+      log(LogLevel::kWarn, "the cluster state is gone from ZooKeeper (deleted, or the ensemble lost it): forgetting "
+                           "it and stopping postgres; the cluster is set up again from the present peer with the most "
+                           "advanced WAL once every present peer has published what its data directory holds");
+    }
+    state_.reset();
+    stateVersion_ = -1;
+    halted_.reset();
+    return;
+  }
+  if (node.exists) setupWaitSince_.reset();
   if (!node.exists) {
     if (everSawState_) {
       halted_ = "the cluster state was deleted from ZooKeeper; not acting until a valid state is written";
@@ -279,6 +294,7 @@ void Peer::evaluateNoState() {
     log(LogLevel::kInfo, std::string("role ") + roleName(role_) + " -> unassigned (no cluster state yet)");
     role_ = Role::kUnassigned;
   }
+  if (opts_.setupFromData && !opts_.singleton) return evaluateSetupFromData();
   if (pgSetUp_) {
     return blocked("no cluster state, but this peer's postgres was set up before; not setting up a new "
                    "cluster over existing data (an operator must restore the state or clear the data)",
@@ -303,6 +319,81 @@ void Peer::evaluateNoState() {
   s.sync = active[1];
   s.async.assign(active.begin() + 2, active.end());
   writeState(std::move(s), "initial setup: " + opts_.self.id + " is primary, " + active[1].id + " is sync");
+}
+
+// A cluster with no state (new, or its state lost) is set up from what the present
+// peers' data directories hold, never over data the cluster may need (rule 8).
+void Peer::evaluateSetupFromData() {
+  const PeerList& active = *active_;
+  if (active.size() < 2) return blocked("no cluster state; waiting for a second peer to set up the cluster", false);
+  PeerList silent, holding, empty;
+  for (const auto& p : active) {
+    auto it = dataStates_.find(p.id);
+    if (it == dataStates_.end()) {
+      silent.push_back(p);
+    } else {
+      (it->second.setUp ? holding : empty).push_back(p);
+    }
+  }
+  if (!silent.empty()) {
+    return blocked("no cluster state; waiting for " + idList(silent) +
+                       " to publish what its data directory holds (it does once its postgres is stopped)",
+                   false);
+  }
+  if (holding.empty()) {
+    if (!isSelf(active[0])) {
+      return blocked("no cluster state and no present peer holds data; " + active[0].id +
+                         " is first in session order and sets up a new cluster",
+                     false);
+    }
+    ClusterState s;
+    s.generation = 1;
+    s.primary = opts_.self;
+    s.sync = active[1];
+    s.async.assign(active.begin() + 2, active.end());
+    return writeState(std::move(s), "initial setup of a new cluster (no present peer holds data): " + opts_.self.id +
+                                        " is primary, " + active[1].id + " is sync");
+  }
+  if (!setupWaitSince_) setupWaitSince_ = now_;  // the first time a present peer holds data
+  std::map<std::string, PeerList> systems;
+  for (const auto& p : holding) systems[dataStates_.at(p.id).systemId].push_back(p);
+  if (systems.size() > 1) {
+    std::string which;
+    for (const auto& [system, ps] : systems) which += (which.empty() ? "" : "; ") + idList(ps) + " hold system " + system;
+    return blocked("no cluster state, and the present peers hold different database systems (" + which +
+                       "): nobody sets the cluster up. An operator must choose: stop the agents of the peers whose "
+                       "data is not wanted and move their data directories away (or start them with another "
+                       "cluster name); the cluster is then set up from the rest",
+                   false);
+  }
+  const EpochMs until = *setupWaitSince_ + opts_.setupWaitMs;
+  if (now_ < until) {
+    startTimer(TimerId::kRetryEvaluation, until - now_);
+    return blocked("no cluster state; " + idList(holding) + " hold data of system " + systems.begin()->first +
+                       ": waiting " + std::to_string(opts_.setupWaitMs) +
+                       " ms for more peers to come back before setting the cluster up from the most advanced WAL",
+                   false);
+  }
+  // The most advanced first (session order among equals), then the empty peers.
+  PeerList order = holding;
+  std::stable_sort(order.begin(), order.end(), [&](const PeerIdentity& a, const PeerIdentity& b) {
+    return dataStates_.at(a.id).aheadOf(dataStates_.at(b.id));
+  });
+  const PeerDataState& best = dataStates_.at(order[0].id);
+  if (!isSelf(order[0])) {
+    return blocked("no cluster state; " + order[0].id + " holds the most advanced WAL (" + best.describe() +
+                       ") and sets the cluster up",
+                   false);
+  }
+  order.insert(order.end(), empty.begin(), empty.end());
+  ClusterState s;
+  s.generation = 1;
+  s.primary = opts_.self;
+  s.sync = order[1];
+  s.async.assign(order.begin() + 2, order.end());
+  s.initWal = best.wal;
+  writeState(std::move(s), "setup from the most advanced data: " + opts_.self.id + " (" + best.describe() +
+                               ") is primary, " + order[1].id + " is sync; peers holding data: " + idList(holding));
 }
 
 void Peer::evaluatePrimary() {
@@ -468,6 +559,10 @@ void Peer::applyPg(const PgConfig& desired) {
   if (pgApplying_ || timers_.count(TimerId::kRetryPgApply)) return;  // evaluated again when done
   if (pgApplied_ && *pgApplied_ == desired && fence_ == Fence::kNone) return;
   pgApplying_ = desired;
+  // A reconfiguration lifts a fence (a standby streams again): from now on the fence no
+  // longer holds, whatever the apply's outcome (cluster sim seed 185: a takeover begun
+  // while the apply that abandoned an earlier one was in flight used that fence).
+  if (fence_ == Fence::kFenced) fence_ = Fence::kDirty;
   std::string what = std::string("configuring postgres as ") + pgRoleName(desired.role);
   if (desired.upstream) what += ", streaming from " + desired.upstream->id;
   if (desired.role == PgRole::kPrimary) {
@@ -623,6 +718,11 @@ nlohmann::json Peer::inspect() const {
       {"pending", pending},
   };
   if (auto why = haltReason()) j["halted"] = *why;
+  if (opts_.setupFromData && !state_) {
+    nlohmann::json data = nlohmann::json::object();
+    for (const auto& [id, d] : dataStates_) data[id] = d.toJson();
+    j["setup"] = {{"dataStates", data}, {"waiting", lastBlocked_}};
+  }
   return j;
 }
 

@@ -32,6 +32,16 @@ struct PeerOptions {
   bool singleton = false;
   // Back-off before evaluating again after a failed condition, write or apply.
   int64_t retryDelayMs = 1000;
+  // A cluster with no state is set up from the peers' published data states (the
+  // daemon): once every present peer has published one, from the peer with the most
+  // advanced WAL among those holding data (after setupWaitMs, for more of them to come
+  // back), by nobody while they hold different database systems; at once by the first
+  // in session order when every present peer is empty. A state that disappears is
+  // forgotten (postgres stops) and the cluster set up again by the same rule.
+  // false (the simulators, which model no data state): the first in session order sets
+  // up, only over a data directory never set up; a state that disappears halts the peer.
+  bool setupFromData = false;
+  int64_t setupWaitMs = 0;
 };
 
 class Peer {
@@ -81,6 +91,7 @@ class Peer {
 
   void evaluate();
   void evaluateNoState();
+  void evaluateSetupFromData();
   void evaluatePrimary();
   void evaluateOnwmPrimary();
   void evaluateSync();
@@ -124,6 +135,8 @@ class Peer {
   int32_t stateVersion_ = -1;
   bool everSawState_ = false;
   std::optional<PeerList> active_;
+  PeerDataStates dataStates_;  // published by the active peers
+  std::optional<EpochMs> setupWaitSince_;  // no state, and a present peer holds data
 
   bool pgInitialized_ = false;
   bool pgOnline_ = false;

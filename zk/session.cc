@@ -196,7 +196,6 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         options_(std::move(options)),
         layout_(options_.effectiveRoot()),
         self_(std::move(self)),
-        selfJson_(self_.toJson().dump()),
         onEvent_(std::move(onEvent)),
         log_(options_.logger ? options_.logger : spdlog::default_logger()),
         outlet_(std::make_shared<Outlet>()),
@@ -245,6 +244,10 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       refreshState();
     } else if (n.path == layout_.election()) {
       log_->debug("zk: watch fired on {} (type {}); re-reading", n.path, n.type);
+      refreshActive();
+    } else if (n.path.rfind(layout_.election() + "/", 0) == 0) {
+      // A peer's election node changed (its data state) or went: read it again.
+      identities_.erase(n.path.substr(layout_.election().size() + 1));
       refreshActive();
     }
   }
@@ -304,6 +307,11 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   }
 
   void setConnectionCallback(std::function<void(ConnectionChange)> onChange) { onConnection_ = std::move(onChange); }
+
+  void setDataState(std::optional<PeerDataState> data) {
+    dataState_ = std::move(data);
+    syncElectionData();
+  }
   void setSessionCallback(std::function<void(SessionCredentials)> onSession) { onSession_ = std::move(onSession); }
 
   SessionStatus status() const {
@@ -432,7 +440,10 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     activeChangedDuringSetup_ = false;
     sessionId_ = 0;
     electionNode_.clear();
+    electionBytesSent_.clear();
+    dataSyncInFlight_ = false;
     identities_.clear();
+    dataStates_.clear();
     ++setupRun_;
     if (pendingWrite_) pendingWrite_->resolving = false;
     stateRefresh_ = Refresh{stateRefresh_.token + 1};
@@ -495,6 +506,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         refreshState();
         refreshActive();
         resolveUnknownWrite();
+        syncElectionData();
         if (reportedLoss_) {
           reportedLoss_ = false;
           if (onConnection_) onConnection_(ConnectionChange{true, sessionId_, zoo_recv_timeout(zh_)});
@@ -626,16 +638,18 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
 
   void createElectionNode(uint64_t run) {
     std::string prefix = layout_.electionPrefix(self_.id);
+    std::string bytes = electionBytes();
     request(
-        [this, run](Reply r) {
+        [this, run, bytes](Reply r) {
           if (!setupCurrent(run)) return;
           if (r.rc != ZOK) return setupFailed(run, "creating the election node", r.rc);
           electionNode_ = r.path;
+          electionBytesSent_ = bytes;
           log_->info("zk: joined the election as {}", electionNode_);
           readInitial(run);
         },
         [&](Call* c) {
-          return zoo_acreate(zh_, prefix.c_str(), selfJson_.data(), static_cast<int>(selfJson_.size()),
+          return zoo_acreate(zh_, prefix.c_str(), bytes.data(), static_cast<int>(bytes.size()),
                              detail::aclFor(options_), ZOO_EPHEMERAL | ZOO_SEQUENCE, onStringCompletion, c);
         });
   }
@@ -644,16 +658,18 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     readState(0, [this, run](int rc, StateNode state) {
       if (!setupCurrent(run)) return;
       if (rc != ZOK) return setupFailed(run, "reading " + layout_.state(), rc);
-      readActive([this, run, state = std::move(state)](int rc2, PeerList active) {
+      readActive([this, run, state = std::move(state)](int rc2, PeerList active, PeerDataStates data) {
         if (!setupCurrent(run)) return;
         if (rc2 != ZOK) return setupFailed(run, "reading " + layout_.election(), rc2);
         initialized_ = true;
         backoffAttempt_ = 0;
         knownState_ = state;
         knownActive_ = active;
+        knownData_ = data;
         log_->info("zk: initialized: state {} (version {}), active peers {}",
                    state.exists ? "present" : "absent", state.version, peerIds(active));
-        onEvent_(ZkInitialized{state, active});
+        onEvent_(ZkInitialized{state, active, data});
+        syncElectionData();
         resolveUnknownWrite();
         // A watch that fired during setup may have been for data newer than what we read.
         if (std::exchange(stateChangedDuringSetup_, false)) refreshState();
@@ -690,33 +706,40 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
 
   // Lists the election children with a watch, reads the identities not yet known, and
   // returns the peers in session order.
-  void readActive(std::function<void(int, PeerList)> done) {
+  void readActive(std::function<void(int, PeerList, PeerDataStates)> done) {
     std::string dir = layout_.election();
     request(
         [this, done = std::move(done)](Reply r) mutable {
-          if (r.rc != ZOK) return done(r.rc, PeerList{});
+          if (r.rc != ZOK) return done(r.rc, PeerList{}, PeerDataStates{});
           auto names = sortElectionNodes(std::move(r.strings));
           std::map<std::string, std::optional<PeerIdentity>> kept;
+          std::map<std::string, PeerDataState> keptData;
           for (const auto& n : names) {
             if (auto it = identities_.find(n); it != identities_.end()) kept.insert(*it);
+            if (auto it = dataStates_.find(n); it != dataStates_.end() && kept.count(n)) keptData.insert(*it);
           }
           identities_ = std::move(kept);
+          dataStates_ = std::move(keptData);
           readIdentities(std::move(names), 0, std::move(done));
         },
         [&](Call* c) { return zoo_aget_children(zh_, dir.c_str(), 1, onStringsCompletion, c); });
   }
 
-  void readIdentities(std::vector<std::string> names, size_t index, std::function<void(int, PeerList)> done) {
+  void readIdentities(std::vector<std::string> names, size_t index,
+                      std::function<void(int, PeerList, PeerDataStates)> done) {
     while (index < names.size() && identities_.count(names[index])) ++index;
     if (index == names.size()) {
       PeerList peers;
+      PeerDataStates data;
       for (const auto& n : names) {
         auto it = identities_.find(n);
-        if (it != identities_.end() && it->second) peers.push_back(*it->second);
+        if (it == identities_.end() || !it->second || containsPeer(peers, it->second->id)) continue;
+        peers.push_back(*it->second);
+        if (auto d = dataStates_.find(n); d != dataStates_.end()) data[it->second->id] = d->second;
       }
-      return done(ZOK, dedupeById(peers));
+      return done(ZOK, dedupeById(peers), std::move(data));
     }
-    if (zh_ == nullptr) return done(ZCLOSING, PeerList{});
+    if (zh_ == nullptr) return done(ZCLOSING, PeerList{}, PeerDataStates{});
     std::string name = names[index];
     std::string path = layout_.election() + "/" + name;
     request(
@@ -726,8 +749,17 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
             names.erase(names.begin() + static_cast<std::ptrdiff_t>(index));
             return readIdentities(std::move(names), index, std::move(done));
           }
-          if (r.rc != ZOK) return done(r.rc, PeerList{});
+          if (r.rc != ZOK) return done(r.rc, PeerList{}, PeerDataStates{});
           auto parsed = nlohmann::json::parse(r.data, nullptr, false);
+          dataStates_.erase(name);
+          if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("data")) {
+            auto data = PeerDataState::fromJson(parsed["data"]);
+            if (data) {
+              dataStates_[name] = *data;
+            } else {
+              log_->warn("zk: election node {} holds an invalid data state ({}); ignored", name, data.error());
+            }
+          }
           auto identity = parsed.is_discarded() ? Result<PeerIdentity>(Error{"not JSON"})
                                                 : PeerIdentity::fromJson(parsed, "election node " + name);
           if (!identity) {
@@ -739,7 +771,40 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
           }
           readIdentities(std::move(names), index + 1, std::move(done));
         },
-        [&](Call* c) { return zoo_aget(zh_, path.c_str(), 0, onDataCompletion, c); });
+        // Watched: a peer publishes its data state by changing its node's data.
+        [&](Call* c) { return zoo_aget(zh_, path.c_str(), 1, onDataCompletion, c); });
+  }
+
+  // This peer's election node: its identity, and its data state while it publishes one.
+  std::string electionBytes() const {
+    nlohmann::json j = self_.toJson();
+    if (dataState_) j["data"] = dataState_->toJson();
+    return j.dump();
+  }
+
+  // Brings this peer's election node up to date with the data state to publish; tried
+  // again after setup and on each reconnection while it differs.
+  void syncElectionData() {
+    if (zh_ == nullptr || !connected_ || !initialized_ || electionNode_.empty() || dataSyncInFlight_) return;
+    std::string bytes = electionBytes();
+    if (bytes == electionBytesSent_) return;
+    dataSyncInFlight_ = true;
+    std::string path = electionNode_;
+    request(
+        [this, bytes](Reply r) {
+          dataSyncInFlight_ = false;
+          if (r.rc != ZOK) {
+            log_->info("zk: publishing this peer's data state failed ({}); tried again on reconnection",
+                       describeRc(r.rc));
+            return;
+          }
+          electionBytesSent_ = bytes;
+          log_->info("zk: published this peer's data state: {}", dataState_ ? dataState_->describe() : "none");
+          syncElectionData();  // changed again meanwhile
+        },
+        [&](Call* c) {
+          return zoo_aset(zh_, path.c_str(), bytes.data(), static_cast<int>(bytes.size()), -1, onStatCompletion, c);
+        });
   }
 
   // ---- watches -------------------------------------------------------------------
@@ -787,14 +852,16 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     activeRefresh_.inFlight = true;
     activeRefresh_.again = false;
     uint64_t token = activeRefresh_.token;
-    readActive([this, token](int rc, PeerList active) {
+    readActive([this, token](int rc, PeerList active, PeerDataStates data) {
       if (token != activeRefresh_.token) return;
       activeRefresh_.inFlight = false;
       if (rc == ZOK) {
-        if (!samePeers(active, knownActive_)) {
-          log_->info("zk: active peers changed: {} -> {}", peerIds(knownActive_), peerIds(active));
+        if (!samePeers(active, knownActive_) || data != knownData_) {
+          log_->info("zk: active peers changed: {} -> {}{}", peerIds(knownActive_), peerIds(active),
+                     data != knownData_ ? " (published data states changed)" : "");
           knownActive_ = active;
-          onEvent_(ActivePeersChanged{active});
+          knownData_ = data;
+          onEvent_(ActivePeersChanged{active, data});
         }
       } else {
         log_->info("zk: re-reading the election failed ({}); retried on reconnection", describeRc(rc));
@@ -908,7 +975,9 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   ZkOptions options_;
   Layout layout_;
   PeerIdentity self_;
-  std::string selfJson_;
+  std::optional<PeerDataState> dataState_;  // published in the election node
+  std::string electionBytesSent_;           // what the election node holds, as far as known
+  bool dataSyncInFlight_ = false;
   EventCallback onEvent_;
   std::function<void(ConnectionChange)> onConnection_;
   std::function<void(SessionCredentials)> onSession_;
@@ -944,7 +1013,9 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
 
   StateNode knownState_;
   PeerList knownActive_;
+  PeerDataStates knownData_;
   std::map<std::string, std::optional<PeerIdentity>> identities_;  // election node -> identity
+  std::map<std::string, PeerDataState> dataStates_;                // election node -> published data
   Refresh stateRefresh_;
   Refresh activeRefresh_;
 
@@ -989,5 +1060,7 @@ void Session::setConnectionCallback(std::function<void(ConnectionChange)> onChan
 }
 
 std::optional<SessionCredentials> Session::credentials() const { return impl_->credentials(); }
+
+void Session::setDataState(std::optional<PeerDataState> data) { impl_->setDataState(std::move(data)); }
 
 }  // namespace dugong::zk

@@ -104,6 +104,13 @@ class Session {
   // needs to re-attach (options.resume). May be set before or after start().
   void setSessionCallback(std::function<void(SessionCredentials)> onSession);
 
+  // What this peer's data directory holds, published in its election node ("data"
+  // beside its identity) until replaced (nullopt: none). Written into the node now if
+  // it exists, else when it is created; tried again on reconnection after a failure.
+  // Every session delivers the peers' published data states with ZkInitialized and
+  // ActivePeersChanged (the election nodes' data is watched). May be set before start().
+  void setDataState(std::optional<PeerDataState> data);
+
   // Stops, keeping the session on the server, for a process about to exit (an agent
   // restart): no close request is ever sent; the handle stays open, unused, until the
   // process exits, and the kernel's closing of its connection does not end the session.

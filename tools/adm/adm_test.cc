@@ -8,10 +8,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
+#include <boost/asio/io_context.hpp>
+
+#include "agent/config.h"
+#include "agent/http_server.h"
+#include "agent/instance_lock.h"
 #include "pg/sql.h"
 #include "tests/e2e/cluster_harness.h"
 
@@ -45,6 +53,82 @@ AdmRun adm(const std::string& args) {
 }
 
 bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+// dugong-adm running in the background; its output is readable while it runs.
+class AdmInBackground {
+ public:
+  explicit AdmInBackground(const std::string& args)
+      : thread_([this, args] {
+          AdmRun r;
+          std::string cmd = std::string(DUGONG_ADM_BINARY) + " " + args + " </dev/null 2>&1";
+          FILE* f = popen(cmd.c_str(), "r");
+          if (f) {
+            char c;
+            while (fread(&c, 1, 1, f) == 1) {
+              std::lock_guard l(mu_);
+              out_ += c;
+            }
+            int status = pclose(f);
+            r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+          }
+          std::lock_guard l(mu_);
+          r.out = out_;
+          result_ = r;
+        }) {}
+  ~AdmInBackground() { wait(); }
+  std::string output() {
+    std::lock_guard l(mu_);
+    return out_;
+  }
+  bool done() {
+    std::lock_guard l(mu_);
+    return result_.has_value();
+  }
+  AdmRun wait() {
+    if (thread_.joinable()) thread_.join();
+    return result_.value_or(AdmRun{});
+  }
+
+ private:
+  std::mutex mu_;
+  std::string out_;
+  std::optional<AdmRun> result_;
+  std::thread thread_;
+};
+
+// Stands in for a peer's agent: holds its instance lock and answers GET /state with
+// health.transitionInFlight as set, counting the requests.
+class FakeAgent {
+ public:
+  explicit FakeAgent(const std::string& configPath) {
+    auto config = agent::loadConfig(configPath);
+    if (!config) throw std::runtime_error(config.error());
+    auto lock = agent::InstanceLock::acquire(config->instanceLockPath());
+    if (!lock) throw std::runtime_error(lock.error());
+    lock_ = std::move(lock).value();
+    server_ = std::make_unique<agent::HttpServer>(io_, [this](const std::string& path) {
+      if (path != "/state") return agent::HttpReply{404, "text/plain", "not found\n"};
+      ++stateRequests;
+      nlohmann::json j = {{"health", {{"transitionInFlight", inFlight.load()}}}};
+      return agent::HttpReply{200, "application/json", j.dump()};
+    });
+    auto listening = server_->listen(config->httpHost, config->httpPort);
+    if (!listening) throw std::runtime_error(listening.error());
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~FakeAgent() {
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::atomic<bool> inFlight{true};
+  std::atomic<int> stateRequests{0};
+
+ private:
+  boost::asio::io_context io_;
+  std::unique_ptr<agent::InstanceLock> lock_;
+  std::unique_ptr<agent::HttpServer> server_;
+  std::thread thread_;
+};
 
 class AdmTest : public ::testing::Test {
  protected:
@@ -325,6 +409,50 @@ TEST_F(AdmTest, RebuildOfAnAsyncWhoseAgentKeepsRunningIsRefused) {
   EXPECT_EQ(rebuild.code, 1) << rebuild.out;
   EXPECT_TRUE(has(rebuild.out, "its agent still runs after 1 s")) << rebuild.out;
   EXPECT_EQ(h_->httpStatus(async, "/replica"), 200);
+}
+
+// `dugong-adm rebuild` run on a deposed peer while its agent still runs (here a fake
+// agent: its instance lock and its /state) waits until postgres is stopped AND the
+// agent has no transition in flight, then rebuilds. Without the wait the rebuild met
+// the agent stopping postgres ("the database system is shutting down").
+TEST_F(AdmTest, RebuildOfADeposedPeerWaitsUntilItsAgentHasStoppedPostgres) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  const std::string P = h_->peer(primary).id;
+  // The primary's agent dies; its postgres keeps running; the sync takes over and the
+  // old primary is deposed, its postgres still up, as when its agent is about to stop it.
+  h_->killAgent(primary);
+  ASSERT_TRUE(h_->waitFor([&] { auto st = h_->zkState(); return st && st->primary.id == h_->peer(sync).id &&
+                                                                 containsPeer(st->deposed, P); },
+                          60s));
+  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
+  ASSERT_TRUE(h_->peer(primary).pg->postmasterPid().has_value());
+  auto fake = std::make_unique<FakeAgent>(h_->peer(primary).configPath);
+
+  AdmInBackground rebuild("rebuild -y --wait 0 --agent-wait 120 --config " + quote(h_->peer(primary).configPath));
+  // 1. Postgres still runs: rebuild says it waits and does nothing else.
+  ASSERT_TRUE(h_->waitFor([&] { return has(rebuild.output(), "is stopping postgres") || rebuild.done(); }, 60s));
+  ASSERT_FALSE(rebuild.done()) << rebuild.output();
+  EXPECT_TRUE(has(rebuild.output(), "waiting up to 120 s")) << rebuild.output();
+  // 2. The "agent" stopped postgres but its transition is still in flight: rebuild asks
+  //    again and still waits.
+  h_->peer(primary).pg->forceStop();
+  const int asked = fake->stateRequests.load();
+  ASSERT_TRUE(h_->waitFor([&] { return fake->stateRequests.load() >= asked + 2 || rebuild.done(); }, 60s));
+  EXPECT_FALSE(rebuild.done()) << rebuild.output();
+  EXPECT_FALSE(has(rebuild.output(), "will be rebuilt")) << rebuild.output();
+  EXPECT_FALSE(h_->peer(primary).pg->postmasterPid().has_value());
+  // 3. The transition is over: rebuild proceeds.
+  fake->inFlight = false;
+  AdmRun done = rebuild.wait();
+  ASSERT_EQ(done.code, 0) << done.out;
+  EXPECT_TRUE(has(done.out, "will be rebuilt from the primary " + h_->peer(sync).id)) << done.out;
+  EXPECT_TRUE(has(done.out, P + " removed from deposed")) << done.out;
+  EXPECT_FALSE(containsPeer(h_->zkState()->deposed, P));
+  fake.reset();
+  h_->startAgent(primary);
+  EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(primary, "/replica") == 200; }, 120s)) << h_->logTail(primary);
 }
 
 }  // namespace

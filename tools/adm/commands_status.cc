@@ -1,7 +1,9 @@
 // Status commands: show, peers, pg-status, history, verify.
 #include <iostream>
+#include <set>
 #include <thread>
 
+#include "statemachine/data_state.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/history_summary.h"
 #include "tools/adm/table.h"
@@ -74,10 +76,39 @@ void printFindings(const std::vector<Finding>& findings, bool verbose) {
             << "\n";
 }
 
+// No cluster state: what the present peers published about their data directories,
+// from which the agents set the cluster up (docs/design.md "A lost cluster state").
+int showNoState(zk::Client& client) {
+  auto nodes = client.electionNodes();
+  if (!nodes) return fail(kExitUnavailable, "reading the election: " + nodes.error());
+  std::vector<TableRow> rows;
+  std::set<std::string> systems;
+  for (const auto& e : *nodes) {
+    auto j = nlohmann::json::parse(e.data, nullptr, false);
+    std::string data = "not published yet";
+    if (j.is_object() && j.contains("data")) {
+      auto d = PeerDataState::fromJson(j["data"]);
+      data = d ? d->describe() : "invalid: " + d.error();
+      if (d && d->setUp) systems.insert(d->systemId);
+    }
+    rows.push_back({e.identity ? e.identity->id : e.node, data});
+  }
+  std::cout << "no cluster state at " << client.layout().root()
+            << ": the agents set the cluster up from the present peer with the most advanced WAL\n\n"
+            << formatTable({"peer", "data directory"}, rows, true);
+  if (systems.size() > 1) {
+    std::cout << "\nproblem: the peers hold different database systems; nobody sets the cluster up until an "
+                 "operator stops the agents of the peers whose data is not wanted and moves their data "
+                 "directories away (or starts them under another cluster name)\n";
+  }
+  return kExitUnavailable;
+}
+
 int runShow(const CommonOptions& common, bool verbose) {
   int code = kExitOk;
   auto client = connectOrFail(common, code);
   if (!client) return code;
+  if (auto st = client->readState(); st && !st->exists && !common.json) return showNoState(*client);
   auto view = fetchView(*client, common.cluster, true);
   if (!view) return fail(kExitUnavailable, view.error());
   const ClusterState& s = view->state;

@@ -119,7 +119,13 @@ void InvariantChecker::onStateWrite(const StateWrite& w) {
            w.writer + " changed the primary, sync or initWal without a new generation " +
                std::to_string(after.generation));
     }
-    if (w.writer != "operator" && w.writer != before.primary.id) {
+    // A deposed peer whose postgres rejoined the primary removes itself from `deposed`
+    // (agent/rejoin.h releaseFromDeposed) and changes nothing else.
+    ClusterState released = before;
+    const int self = indexOfPeer(released.deposed, w.writer);
+    if (self >= 0) released.deposed.erase(released.deposed.begin() + self);
+    const bool ownRelease = self >= 0 && released.serialize() == after.serialize();
+    if (w.writer != "operator" && w.writer != before.primary.id && !ownRelease) {
       fail(w.at, "unauthorized-writer",
            w.writer + " rewrote generation " + std::to_string(after.generation) + " of primary " + before.primary.id);
     }

@@ -132,10 +132,6 @@ int main(int argc, char** argv) {
   bool stopAtFirst = false;
   app.add_flag("--stop-at-first-failure", stopAtFirst,
                "Start no new seed after a failure (the smallest failing seed is still found)");
-  bool repairStandbys = false;
-  app.add_flag("--repair-standbys", repairStandbys,
-               "Rebuild a running standby that cannot follow its upstream after 3 s (issue 11, item 5: what the pg "
-               "adapter should do and does not yet)");
   CLI11_PARSE(app, argc, argv);
 
   bool badFaults = false;
@@ -157,7 +153,6 @@ int main(int argc, char** argv) {
   options.onlyFaults = faults;
   options.testingAckBeforeSync = ackBeforeSync;
   options.checkTakeoverRules = !dataOnly;
-  options.repairStandbysThatCannotFollow = repairStandbys;
   // Seeds that pass unwatched keep no trace; a failing one is run again with it.
   options.trace = seed.has_value() || verbose;
   WorldOptions traced = options;

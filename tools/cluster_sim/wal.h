@@ -49,6 +49,31 @@ class Wal {
     return n > 0 && chain_[n - 1] != other.chain_[n - 1];
   }
 
+  // How many records this history shares with `other` from the start (agreement at a
+  // place implies agreement everywhere before it, so a binary search finds the fork).
+  size_t commonPrefix(const Wal& other) const {
+    size_t lo = 0, hi = std::min(size(), other.size());
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo + 1) / 2;
+      if (chain_[mid - 1] == other.chain_[mid - 1]) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return lo;
+  }
+
+  // pg_rewind from `source`: everything after the fork is discarded (this history then
+  // streams the rest). Returns how many records were discarded.
+  size_t rewindTo(const Wal& source) {
+    size_t keep = commonPrefix(source);
+    size_t discarded = size() - keep;
+    chain_.resize(keep);
+    ids_.resize(keep);
+    return discarded;
+  }
+
   // Receives up to `max` records that `upstream` has beyond this history.
   // REQUIRES: !divergedFrom(upstream). Returns how many were copied.
   size_t copyFrom(const Wal& upstream, size_t max) {

@@ -37,9 +37,14 @@ constexpr int64_t kWithdrawAfterMs = 8000;    // health.withdrawAfterSeconds of 
 // operation in flight (a state write, a transition, a WAL read) ends within this.
 constexpr int64_t kRejoinBoundMs = 3 * kHealthIntervalMs;
 constexpr int64_t kInFlightBoundMs = 30000;
+// postgres.repairStandbyAfterSeconds of the simulated agents (production: 60 s; the
+// simulated cluster runs on shorter timeouts throughout).
 constexpr int64_t kRepairAfterMs = 3000;
 constexpr int64_t kWritablePollMs = 200;      // the pg adapter's writablePollInterval
 constexpr int64_t kTimingCheckMs = 100;       // granularity of the seconds-long liveness bounds
+// The agents' production defaults for what the environment does on their behalf.
+constexpr int64_t kHandoverWaitMs = 5000;      // switchover.handoverWaitMs
+constexpr int64_t kUpstreamPollMs = 50;        // the adapter's awaitUpstreamStop poll
 
 // A simulated postgres: its data directory (WAL, set up or not) survives crashes; the
 // process (running, configuration, waiting commits) does not.
@@ -52,7 +57,12 @@ struct SimPostgres {
   bool crashedInTransition = false;
   bool standbySignal = false;  // last ran as a standby (a data directory that follows)
   int64_t brokenUntil = 0;     // crashed, and will not start again until then
+  // The adapter's view of a standby that cannot follow (pg/controller.cc healthCheck):
+  // not streaming since, with evidence in its log (its upstream's timeline forked
+  // before its position); and the repair its next standby apply carries out.
   int64_t cannotFollowSince = -1;
+  bool repairFor = false;
+  bool repairing = false;  // the apply in progress repairs (stop, pg_rewind, start)
   PgConfig config;             // what it runs with
   int64_t generationTag = 0;   // the generation its agent saw when making it primary
   // The adapter's managed configuration (pg/controller.cc): a primary with a sync is
@@ -60,6 +70,9 @@ struct SimPostgres {
   // position of the poll's first look; a primary that was writable stays writable when
   // its sync changes. Survives crashes (it is a file).
   bool readOnly = true;
+  // Stopped writes (the adapter's stopWrites/shutDownWrites, in its managed
+  // configuration): new sessions are read-only; until resumeWrites or the next apply.
+  bool writesStopped = false;
   bool writablePending = false;  // the poll waits for pendingSync to catch up
   std::string pendingSync;
   std::optional<size_t> pendingTarget;
@@ -115,6 +128,12 @@ class NodeEnv final : public agent::Clock,
   // As the adapter's health check reports: no postmaster at all (crashed, killed, or
   // stopped), as opposed to one that is starting or reloading.
   bool postmasterGone() const override { return gone; }
+  void stopWrites(std::function<void(Result<int>)> done) override;
+  void resumeWrites(std::function<void(Result<bool>)> done) override;
+  void shutDownWrites(std::function<void(Result<bool>)> done) override;
+  void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) override;
+  void rejoin(const PeerIdentity& primary, agent::RejoinPolicy policy,
+              std::function<void(agent::RejoinFinished)> done) override;
 
   void write(LogLevel level, const std::string& line) override;
 
@@ -137,6 +156,10 @@ class NodeEnv final : public agent::Clock,
 
  private:
   void beginTransition(const char* what);
+  // Runs `fn` once the adapter's apply lock is free, holding it for `latency` ms;
+  // nothing runs if the agent is gone.
+  void underApplyLock(int64_t latency, std::function<void()> fn);
+  void pollUpstream(int64_t deadline, bool sawStream, std::function<void(bool)> done);
   World& w_;
   int n_;
   uint64_t inc_;
@@ -159,6 +182,13 @@ struct Node {
   bool partitioned = false;
   uint64_t partitionSerial = 0;
   bool needResync = false;       // missed notifications while partitioned
+  bool lossReported = false;     // the client told the driver its connection was lost
+  // When ZooKeeper last named it primary (a new primary in the state), and when the fault
+  // scheduler last expired its session: an expiry that the client's silence did not
+  // cause (in reality a pause of the whole agent), which the shutdown at
+  // sessionTimeout/6 cannot guard against for the rest of that primaryship.
+  int64_t becamePrimaryAt = -1;
+  int64_t faultExpiredAt = -1;
   int64_t zkNextDelivery = 0;    // keeps what one client hears in order
   int64_t slowNotifyUntil = 0;
   int64_t slowNotifyMs = 0;
@@ -262,13 +292,15 @@ class World {
   void pgApply(int n, const PgConfig& cfg);
   void finishApply(int n, uint64_t inc, PgConfig cfg);
   void pgStop(int n);
+  void cleanStop(int n);
+  bool streamsFrom(int standby, int upstream) const;
+  void hostileCommit(int n);
   void pgCrash(int n, int64_t brokenFor);
   void replicate();
   void healthCheck(int n, uint64_t inc, uint64_t serial);
   void schedulePoll(int n);
   void pollWritable(int n, uint64_t inc, uint64_t epoch);
   void crashAfterWrite(const std::string& writer);
-  void repairStandby(int n);
   bool attachedSync(int primary) const;
   bool writable(int n) const;
   void clientTick();
@@ -310,6 +342,7 @@ class World {
   std::optional<ClusterState> state_;
   int statePrimary_ = -1;  // node index of state_->primary
   std::map<int64_t, std::string> primaryOfGeneration_;
+  std::set<int64_t> promotedGenerations_;  // declared while a promote request was in the state
   std::map<int32_t, std::string> summaryOfVersion_;
 
   // Client.
@@ -353,6 +386,7 @@ void World::startAgent(int n) {
   nd.session = 0;
   nd.zkReady = false;
   nd.connecting = false;
+  nd.lossReported = false;
   nd.withdrawnServingSince = -1;
   nd.awaitingSince = -1;
   nd.wronglyDeposedSince = -1;
@@ -361,6 +395,8 @@ void World::startAgent(int n) {
   agent::DriverOptions o;
   o.identity = nd.identity;
   o.withdrawAfterMs = kWithdrawAfterMs;
+  o.handoverWaitMs = kHandoverWaitMs;
+  o.rejoin = agent::RejoinPolicy::kFollow;
   nd.driver = std::make_unique<agent::Driver>(agent::Env{*nd.env, *nd.env, *nd.env, *nd.env}, o);
   NodeEnv* env = nd.env.get();
   nd.driver->onFatal([this, n, env] {
@@ -381,6 +417,9 @@ void World::stopAgent(int n) {
   nd.pg.writablePending = false;
   nd.pg.applyLockedUntil = 0;
   nd.pg.queryBusyUntil = 0;
+  nd.pg.cannotFollowSince = -1;
+  nd.pg.repairFor = false;
+  nd.pg.repairing = false;
   nd.driver.reset();
   nd.env.reset();
   ++nd.incarnation;
@@ -616,18 +655,173 @@ void NodeEnv::stopHealthCheck() {
   ++healthSerial;
 }
 
+void NodeEnv::underApplyLock(int64_t latency, std::function<void()> fn) {
+  SimPostgres& p = w_.node(n_).pg;
+  const int64_t end = std::max(w_.now_, p.applyLockedUntil) + latency;
+  p.applyLockedUntil = end;
+  int n = n_;
+  uint64_t inc = inc_;
+  w_.at(end, [&w = w_, n, inc, fn = std::move(fn)] {
+    if (w.alive(n, inc)) fn();
+  });
+}
+
+// The adapter's stopWrites: under the apply lock, a running primary's new sessions
+// become read-only and every client session is terminated (commits waiting for the
+// sync fail: never acknowledged).
+void NodeEnv::stopWrites(std::function<void(Result<int>)> done) {
+  w_.trace('A', [&] { return std::string(w_.node(n_).identity.id + " -> stop writes"); });
+  underApplyLock(w_.rngPg_.between(5, 60), [this, done = std::move(done)] {
+    SimPostgres& pg = w_.node(n_).pg;
+    int terminated = 0;
+    if (pg.serving() && pg.config.role == PgRole::kPrimary) {
+      pg.writesStopped = true;
+      terminated = static_cast<int>(pg.waiting.size());
+      pg.waiting.clear();
+      w_.trace('P', [&] { return std::string(w_.node(n_).identity.id + " postgres: writes stopped"); });
+    }
+    done(terminated);
+  });
+}
+
+void NodeEnv::resumeWrites(std::function<void(Result<bool>)> done) {
+  w_.trace('A', [&] { return std::string(w_.node(n_).identity.id + " -> resume writes"); });
+  underApplyLock(w_.rngPg_.between(5, 60), [this, done = std::move(done)] {
+    SimPostgres& pg = w_.node(n_).pg;
+    if (pg.writesStopped) w_.trace('P', [&] { return std::string(w_.node(n_).identity.id + " postgres: writes resumed"); });
+    pg.writesStopped = false;
+    done(true);
+  });
+}
+
+// The adapter's shutDownWrites: a running primary is stopped (pg_ctl stop -m fast: its
+// client sessions go at once, its walsenders send what they have first).
+void NodeEnv::shutDownWrites(std::function<void(Result<bool>)> done) {
+  w_.trace('A', [&] { return std::string(w_.node(n_).identity.id + " -> shut postgres down"); });
+  SimPostgres& p = w_.node(n_).pg;
+  const int64_t start = std::max(w_.now_, p.applyLockedUntil);
+  const int64_t latency = w_.rngPg_.between(80, 900);
+  p.applyLockedUntil = start + latency;
+  int n = n_;
+  uint64_t inc = inc_;
+  w_.at(start, [&w = w_, n, inc] {
+    SimPostgres& pg = w.node(n).pg;
+    if (!w.alive(n, inc) || !pg.serving() || pg.config.role != PgRole::kPrimary) return;
+    pg.writesStopped = true;
+    w.trace('P', [&] { return std::string(w.node(n).identity.id + " postgres shuts down: writes stopped for good"); });
+    w.cleanStop(n);
+  });
+  w_.at(start + latency, [&w = w_, n, inc, done = std::move(done)] {
+    if (w.alive(n, inc)) done(true);
+  });
+}
+
+// The adapter's awaitUpstreamStop: polls its WAL receiver; true once a stream it saw
+// has ended (its upstream stopped, after sending all of its WAL), false when there was
+// no stream, or still one at the deadline.
+void NodeEnv::awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) {
+  w_.trace('A', [&] { return std::string(w_.node(n_).identity.id + " -> wait for the upstream's WAL stream to end"); });
+  pollUpstream(w_.now_ + timeoutMs, false, std::move(done));
+}
+
+void NodeEnv::pollUpstream(int64_t deadline, bool sawStream, std::function<void(bool)> done) {
+  int n = n_;
+  uint64_t inc = inc_;
+  w_.after(w_.rngPg_.between(2, 10), [this, &w = w_, n, inc, deadline, sawStream, done = std::move(done)]() mutable {
+    if (!w.alive(n, inc)) return;
+    const SimPostgres& pg = w.node(n).pg;
+    if (!pg.serving() || !pg.isStandby()) {
+      w.trace('P', [&] { return std::string(w.node(n).identity.id + " not waiting for the upstream: not a standby"); });
+      return done(false);
+    }
+    const int u = pg.config.upstream ? w.nodeOf(pg.config.upstream->id) : -1;
+    const bool streaming = u >= 0 && w.streamsFrom(n, u);
+    if (!streaming) {
+      w.trace('P', [&] {
+        return std::string(w.node(n).identity.id + (sawStream ? " the upstream's WAL stream ended"
+                                                              : " not waiting for the upstream: no WAL stream"));
+      });
+      return done(sawStream);
+    }
+    if (w.now_ >= deadline) return done(false);
+    w.after(kUpstreamPollMs, [this, &w, n, inc, deadline, done = std::move(done)]() mutable {
+      if (w.alive(n, inc)) pollUpstream(deadline, true, std::move(done));
+    });
+  });
+}
+
+// The adapter's rejoin (pg/controller.cc): under the apply lock, the stopped ex-primary
+// becomes an async standby of `primary` without a copy: as it is when its WAL is a
+// prefix of the primary's (pg_rewind's "no rewind required"), rewound with kRewind;
+// otherwise nothing changes.
+void NodeEnv::rejoin(const PeerIdentity& primary, agent::RejoinPolicy policy,
+                     std::function<void(agent::RejoinFinished)> done) {
+  beginTransition("rejoin");
+  w_.trace('A', [&] { return std::string(w_.node(n_).identity.id + " -> rejoin as a standby of " + primary.id); });
+  underApplyLock(w_.rngPg_.between(300, 1500), [this, primary, policy, done = std::move(done)] {
+    Node& nd = w_.node(n_);
+    SimPostgres& pg = nd.pg;
+    --transitions;
+    agent::RejoinFinished r;
+    const int p = w_.nodeOf(primary.id);
+    if (!pg.setUp) {
+      r.error = "the data directory is not set up";
+    } else if (pg.running || pg.transitioning) {
+      r.error = "postgres is running";
+    } else if (p < 0 || !w_.node(p).pg.running) {
+      r.error = "cannot reach " + primary.id + " to compare with";
+    } else {
+      const Wal& source = w_.node(p).pg.wal;
+      const bool follows = !pg.wal.divergedFrom(source) && pg.wal.size() <= source.size();
+      if (!follows && policy != agent::RejoinPolicy::kRewind) {
+        r.error = "it cannot follow without discarding WAL";
+      } else {
+        if (!follows) {
+          r.rewound = true;
+          r.discarded = std::to_string(pg.wal.rewindTo(source)) + " records";
+        }
+        pg.config = PgConfig::standby(PgRole::kAsync, primary, primary);
+        pg.running = true;
+        pg.standbySignal = true;
+        pg.readOnly = true;
+        pg.writesStopped = false;
+        pg.writablePending = false;
+        pg.waiting.clear();
+        pg.cannotFollowSince = -1;
+        ++pg.instance;
+        ++pg.epoch;
+        r.ok = true;
+      }
+    }
+    w_.trace('P', [&] {
+      return std::string(nd.identity.id + " postgres rejoin " + (r.ok ? "done" : "refused: " + r.error) +
+                         (r.rewound ? " (rewound, " + r.discarded + " discarded)" : ""));
+    });
+    done(r);
+  });
+}
+
 // The pg adapter's health check: SELECT 1 every health interval; the driver hears of
 // the first result and of every change.
 void World::healthCheck(int n, uint64_t inc, uint64_t serial) {
   if (!alive(n, inc) || node(n).env->healthSerial != serial) return;
   NodeEnv& env = *node(n).env;
-  const bool healthy = node(n).pg.serving();
-  env.gone = !node(n).pg.running && !node(n).pg.transitioning;
+  SimPostgres& pg = node(n).pg;
+  // A standby that has not streamed for repairStandbyAfter, with its log saying why it
+  // cannot, is unhealthy: the driver's health restart then repairs it.
+  const bool cannotFollow = pg.serving() && pg.isStandby() && pg.cannotFollowSince >= 0 &&
+                            now_ - pg.cannotFollowSince >= kRepairAfterMs;
+  if (cannotFollow) pg.repairFor = true;
+  const bool healthy = pg.serving() && !cannotFollow;
+  env.gone = !pg.running && !pg.transitioning;
   after(kHealthIntervalMs, [this, n, inc, serial] { healthCheck(n, inc, serial); });
   if (env.lastHealthy == static_cast<int>(healthy)) return;
   env.lastHealthy = healthy;
-  trace('P', [&] { return std::string(node(n).identity.id + " health check: postgres " + (healthy ? "answers" : "does not answer")); });
-  env.onHealth(healthy, healthy ? "" : "postgres is not running");
+  trace('P', [&] {
+    return std::string(node(n).identity.id + " health check: postgres " +
+                       (healthy ? "answers" : cannotFollow ? "cannot follow its upstream" : "does not answer"));
+  });
+  env.onHealth(healthy, healthy ? "" : cannotFollow ? "this standby cannot follow its upstream" : "postgres is not running");
 }
 
 // ---------------------------------------------------------------- ZooKeeper
@@ -840,7 +1034,9 @@ StateWriteFinished World::cas(const std::string& writer, const std::string& data
   zk_.put(data);
   state_ = std::move(parsed).value();
   primaryOfGeneration_.emplace(state_->generation, state_->primary.id);
+  const int previousPrimary = statePrimary_;
   statePrimary_ = nodeOf(state_->primary.id);
+  if (statePrimary_ >= 0 && statePrimary_ != previousPrimary) node(statePrimary_).becamePrimaryAt = now_;
   std::string summary;
   if (opts_.trace) {
     summary = summarizeState(*state_).dump();
@@ -851,6 +1047,7 @@ StateWriteFinished World::cas(const std::string& writer, const std::string& data
   bool newGeneration = !sw.before || sw.before->generation != state_->generation;
   checker_.onStateWrite(sw);
   notifyAll(true);
+  if (newGeneration && sw.before && sw.before->hasPromote()) promotedGenerations_.insert(state_->generation);
   if (newGeneration) crashAfterWrite(writer);
   return StateWriteFinished{true, "", false, zk_.version()};
 }
@@ -864,6 +1061,17 @@ void World::partition(int n, int64_t duration) {
   auto it = sessions_.find(nd.session);
   if (nd.session != 0 && it != sessions_.end() && it->second.alive) {
     disconnectSession(nd.session, "no heartbeat within the session timeout");
+    // ZooKeeper's client reports the lost connection once the server has been silent
+    // for 2/3 of the session timeout (CoordinatorConnection).
+    uint64_t sid = nd.session;
+    uint64_t inc = nd.incarnation;
+    after(sc_.sessionTimeoutMs * 2 / 3, [this, n, inc, serial, sid] {
+      Node& x = node(n);
+      if (!alive(n, inc) || x.partitionSerial != serial || x.session != sid || !x.zkReady || !x.env->member) return;
+      x.lossReported = true;
+      trace('Z', [&] { return std::string(x.identity.id + " client: connection to ZooKeeper lost"); });
+      x.env->callbacks.onConnection(agent::CoordinatorConnection{false, static_cast<int64_t>(sid), sc_.sessionTimeoutMs});
+    });
   }
   after(duration, [this, n, serial] {
     if (node(n).partitionSerial == serial) heal(n);
@@ -881,6 +1089,15 @@ void World::heal(int n) {
   if (nd.session != 0 && it != sessions_.end() && it->second.alive) {
     it->second.connected = true;
     ++it->second.disconnects;
+    if (std::exchange(nd.lossReported, false) && nd.env->member) {
+      uint64_t sid = nd.session;
+      zkSchedule(n, [this, n, sid] {
+        Node& x = node(n);
+        if (x.session != sid || !x.env->member) return;
+        trace('Z', [&] { return std::string(x.identity.id + " client: connected again, same session"); });
+        x.env->callbacks.onConnection(agent::CoordinatorConnection{true, static_cast<int64_t>(sid), sc_.sessionTimeoutMs});
+      });
+    }
     if (nd.needResync && nd.zkReady) {  // the watches fire for what changed meanwhile
       nd.needResync = false;
       zkDeliver(n, ActivePeersChanged{activePeers()});
@@ -914,8 +1131,13 @@ void World::pgApply(int n, const PgConfig& cfg) {
   // a reload; a running standby is promoted without a restart (it serves reads and,
   // until the reload that clears its upstream, streams meanwhile); anything else
   // restarts.
-  bool reload = pg.serving() && ((pg.config.role == PgRole::kPrimary && cfg.role == PgRole::kPrimary) ||
-                                 (pg.isStandby() && (cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync)));
+  // A standby apply after the health check found that it cannot follow repairs it:
+  // stop, pg_rewind (else pg_basebackup), start; the adapter forgets the repair either way.
+  const bool standbyRole = cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync;
+  pg.repairing = standbyRole && std::exchange(pg.repairFor, false);
+  bool reload = pg.serving() && !pg.repairing &&
+                ((pg.config.role == PgRole::kPrimary && cfg.role == PgRole::kPrimary) ||
+                 (pg.isStandby() && standbyRole));
   bool promotion = pg.serving() && pg.isStandby() && cfg.role == PgRole::kPrimary;
   // What the adapter leaves (applyPrimary): read-only until the sync caught up, unless
   // it was a writable primary and is not in recovery.
@@ -930,9 +1152,7 @@ void World::pgApply(int n, const PgConfig& cfg) {
   uint64_t epoch = ++pg.epoch;
   uint64_t inc = nd.incarnation;
   if (!reload && !promotion) {  // restart: stops serving and streaming now
-    pg.running = false;
-    ++pg.instance;
-    pg.waiting.clear();
+    cleanStop(n);
   }
   if (promotion) {
     after(rngPg_.between(5, 40), [this, n, inc, epoch] {
@@ -973,28 +1193,35 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
       trace('P', [&] { return std::string(nd.identity.id + " postgres: initdb"); });
     }
   } else if (cfg.role != PgRole::kNone && !reload) {
-    // What the pg adapter does for a standby that is not running as one: no data
-    // directory, or one that last ran as a primary and cannot follow the restore peer
-    // (diverged, or ahead of it), is rebuilt from the restore peer. A data directory
-    // that last ran as a standby is started as it is.
+    // What the pg adapter does for a standby that is not running as one (applyStandby):
+    // no data directory: pg_basebackup from the restore peer; one that last ran as a
+    // primary, or a standby being repaired: pg_rewind from the restore peer when it
+    // diverged from it (or is ahead of it: without timelines in this model, a promoted
+    // peer behind it forked there); a data directory that last ran as a standby is
+    // started as it is.
     const PeerIdentity* from = cfg.restorePeer ? &*cfg.restorePeer : (cfg.upstream ? &*cfg.upstream : nullptr);
     int restore = nodeOf(from ? from->id : "");
     bool running = restore >= 0 && node(restore).pg.running;
-    bool cannotFollow = pg.setUp && !pg.standbySignal &&
-                        (!running || pg.wal.divergedFrom(node(restore).pg.wal) ||
-                         pg.wal.size() > node(restore).pg.wal.size());
-    if (!pg.setUp || cannotFollow) {
-      if (!running) {
+    bool mayHaveDiverged = pg.setUp && (!pg.standbySignal || pg.repairing);
+    if (!pg.setUp || mayHaveDiverged) {
+      const Wal* source = running ? &node(restore).pg.wal : nullptr;
+      if (!source) {
         error = std::string("no usable data directory") + (pg.setUp ? " (it may not follow)" : "") +
                 " and the restore peer is not running";
-      } else {
-        pg.wal = node(restore).pg.wal;
+      } else if (!pg.setUp) {
+        pg.wal = *source;
         pg.setUp = true;
         trace('P', [&] { return std::string(nd.identity.id + " postgres rebuilt from " + node(restore).identity.id + " (" +
                        std::to_string(pg.wal.size()) + " records)"); });
+      } else if (pg.wal.divergedFrom(*source) || pg.wal.size() > source->size()) {
+        size_t discarded = pg.wal.rewindTo(*source);
+        trace('P', [&] { return std::string(nd.identity.id + " postgres rewound to follow " + node(restore).identity.id + " (" +
+                       std::to_string(discarded) + " records discarded" + (pg.repairing ? ", a repair" : "") + ")"); });
       }
     }
   }
+  pg.repairing = false;
+  if (cfg.role != PgRole::kNone && !reload) pg.cannotFollowSince = -1;
   NodeEnv& env = *nd.env;
   --env.transitions;
   auto done = std::move(env.pendingApply);
@@ -1009,6 +1236,7 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
   }
   pg.config = cfg;
   pg.running = cfg.role != PgRole::kNone;
+  pg.writesStopped = false;  // the apply rewrote the managed configuration
   pg.readOnly = cfg.role != PgRole::kPrimary || pg.applyReadOnly;
   if (cfg.role == PgRole::kPrimary && pg.readOnly) {
     pg.writablePending = true;
@@ -1022,6 +1250,29 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
                  ", WAL " + std::to_string(pg.wal.size())); });
   PgConfigApplied r{true, "", pg.running};
   intoDriver(n, r, [&] { done(r); });
+}
+
+// A clean stop of postgres (pg_ctl stop -m fast): client sessions go at once, the
+// walsenders first send all WAL to the standbys streaming from it.
+void World::cleanStop(int n) {
+  SimPostgres& pg = node(n).pg;
+  if (pg.serving() && pg.config.role == PgRole::kPrimary) {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      int s = static_cast<int>(i);
+      if (s != n && now_ >= node(s).pg.stalledUntil && streamsFrom(s, n)) node(s).pg.wal.copyFrom(pg.wal, SIZE_MAX);
+    }
+  }
+  pg.running = false;
+  pg.waiting.clear();
+  ++pg.instance;
+}
+
+// A standby's WAL receiver streams from `upstream`.
+bool World::streamsFrom(int standby, int upstream) const {
+  const SimPostgres& s = node(standby).pg;
+  const SimPostgres& u = node(upstream).pg;
+  return s.serving() && s.isStandby() && s.config.upstream && s.config.upstream->id == node(upstream).identity.id &&
+         u.serving() && !s.wal.divergedFrom(u.wal);
 }
 
 void World::pgStop(int n) {
@@ -1082,35 +1333,19 @@ void World::pgCrash(int n, int64_t brokenFor) {
   nd.pg.brokenUntil = now_ + brokenFor;
 }
 
-// Issue 11, item 5: a standby that cannot follow its upstream for a while is rebuilt
-// from its restore peer.
-void World::repairStandby(int n) {
-  SimPostgres& pg = node(n).pg;
-  if (pg.cannotFollowSince < 0) pg.cannotFollowSince = now_;
-  if (now_ - pg.cannotFollowSince < kRepairAfterMs) return;
-  int r = nodeOf(pg.config.restorePeer ? pg.config.restorePeer->id : "");
-  if (r < 0 || !node(r).pg.serving()) return;
-  pg.wal = node(r).pg.wal;
-  pg.cannotFollowSince = -1;
-  trace('P', [&] { return std::string(node(n).identity.id + " postgres rebuilt from " + node(r).identity.id + " (" +
-                 std::to_string(pg.wal.size()) + " records): it could not follow its upstream"); });
-}
-
 bool World::attachedSync(int primary) const {
   const SimPostgres& p = node(primary).pg;
   if (!p.config.downstream) return false;
   int d = nodeOf(p.config.downstream->id);
-  if (d < 0) return false;
-  const SimPostgres& s = node(d).pg;
-  return s.serving() && s.isStandby() && s.config.upstream && s.config.upstream->id == node(primary).identity.id &&
-         !s.wal.divergedFrom(p.wal);
+  return d >= 0 && streamsFrom(d, primary);
 }
 
 bool World::writable(int n) const {
   const Node& nd = node(n);
   const SimPostgres& pg = nd.pg;
   // Commits are accepted whenever the adapter made it writable; they wait for the sync.
-  return nd.up && pg.serving() && !pg.promoting && pg.config.role == PgRole::kPrimary && !pg.readOnly;
+  return nd.up && pg.serving() && !pg.promoting && pg.config.role == PgRole::kPrimary && !pg.readOnly &&
+         !pg.writesStopped;
 }
 
 void World::replicate() {
@@ -1122,11 +1357,10 @@ void World::replicate() {
     int u = nodeOf(pg.config.upstream->id);
     if (u < 0 || !node(u).pg.serving()) continue;
     const Wal& up = node(u).pg.wal;
-    // A standby that diverged from its upstream cannot follow it. Today's pg adapter
-    // does not repair it; issue 11 (item 5) asks it to rebuild such a standby after a
-    // while, which the world models only when asked to.
+    // A standby that diverged from its upstream cannot follow it (its log says so);
+    // the adapter's health check notices (healthCheck).
     if (pg.wal.divergedFrom(up)) {
-      if (opts_.repairStandbysThatCannotFollow) repairStandby(static_cast<int>(i));
+      if (pg.cannotFollowSince < 0) pg.cannotFollowSince = now_;
       continue;
     }
     pg.cannotFollowSince = -1;
@@ -1158,11 +1392,42 @@ void World::replicate() {
 void World::clientTick() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
+    if (node(n).up && node(n).pg.writesStopped && node(n).pg.serving() && node(n).pg.config.role == PgRole::kPrimary) {
+      hostileCommit(n);
+      continue;
+    }
     if (!writable(n) || !rngClient_.chance(600)) continue;
     uint64_t id = ++nextCommit_;
     WalMark m = node(n).pg.wal.append(id);
     node(n).pg.waiting.push_back(m);
     trace('C', [&] { return std::string("commit c" + std::to_string(id) + " on " + node(n).identity.id); });
+  }
+}
+
+// What stopped writes leave open: a session that says BEGIN READ WRITE with
+// synchronous_commit = local commits, acknowledged without any standby. The agent shuts
+// such a primary down before its session can expire, so no such commit is acknowledged
+// once another peer may have taken over (a newer generation names another primary).
+void World::hostileCommit(int n) {
+  if (!rngClient_.chance(300)) return;
+  Node& nd = node(n);
+  uint64_t id = ++nextCommit_;
+  nd.pg.wal.append(id);
+  trace('C', [&] { return std::string("local commit c" + std::to_string(id) + " on writes-stopped " + nd.identity.id); });
+  if (nd.faultExpiredAt >= 0 && nd.faultExpiredAt >= nd.becamePrimaryAt) return;
+  // A takeover by a promote request does not wait for the old primary's session: an
+  // operator's switchover, which the old primary carries out (it stops postgres) only if
+  // it hears of it; the shutdown guards against expiry-based takeovers only.
+  int64_t led = 0;
+  for (const auto& [g, leader] : primaryOfGeneration_) {
+    if (leader == nd.identity.id) led = g;
+  }
+  if (promotedGenerations_.upper_bound(led) != promotedGenerations_.end()) return;
+  if (state_ && (state_->primary.id != nd.identity.id || containsPeer(state_->deposed, nd.identity.id))) {
+    checker_.fail(now_, "local-ack-after-takeover",
+                  nd.identity.id + " acknowledged c" + std::to_string(id) +
+                      " (BEGIN READ WRITE, synchronous_commit = local) with its writes stopped, after generation " +
+                      std::to_string(state_->generation) + " made " + state_->primary.id + " the primary");
   }
 }
 
@@ -1203,6 +1468,7 @@ void World::runFault(const Fault& f) {
     case FaultKind::kExpireSession:
       if (nd.session == 0) return trace('F', [&] { return std::string(f.describe() + ": no session"); });
       trace('F', [&] { return std::string(f.describe()); });
+      nd.faultExpiredAt = now_;
       return expireSession(nd.session, "expired by the fault scheduler");
     case FaultKind::kPartitionZk:
       return partition(f.peer, f.duration);

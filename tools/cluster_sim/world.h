@@ -38,11 +38,6 @@ struct WorldOptions {
   // Check the takeover rules of DESIGN.md on every new generation (default), or only
   // their consequences: lost commits, two writers, deposed peers serving, ...
   bool checkTakeoverRules = true;
-  // Rebuild a running standby that cannot follow its upstream after a few seconds:
-  // what issue 11 (item 5) asks of the pg adapter, which does not do it yet. Without
-  // it, a standby base-backed-up from the primary while its upstream lagged can stay
-  // unable to stream forever once that upstream is promoted.
-  bool repairStandbysThatCannotFollow = false;
   // Keep the trace (and its hash). Off for unwatched seed ranges, which re-run a failing
   // seed with it on: a run is the same either way.
   bool trace = true;

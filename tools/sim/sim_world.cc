@@ -387,6 +387,7 @@ Result<nlohmann::json> SimWorld::startPeer() {
   agent::DriverOptions o;
   o.identity = identities_.at(kNodeUnderTest);
   o.singleton = opts_.singleton;
+  o.handoverWaitMs = 5000;
   driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *this, *this, *this}, o);
   driver_->start();
   return nlohmann::json(nullptr);

@@ -11,7 +11,7 @@ survivors=0
 printf '%-32s %-8s %s\n' mutant seed fault
 for bin in "$@"; do
   name=${bin#dugong-cluster-sim-}
-  out=$("$dir/$bin" --seeds "$seeds" --jobs "$jobs" --no-shrink --stop-at-first-failure --repair-standbys 2>&1)
+  out=$("$dir/$bin" --seeds "$seeds" --jobs "$jobs" --no-shrink --stop-at-first-failure 2>&1)
   first=$(grep -m1 -E '^seed [0-9]+ FAILED' <<<"$out")
   if [ -z "$first" ]; then
     printf '%-32s %-8s %s\n' "$name" "-" "SURVIVED seeds $seeds"

@@ -1,0 +1,202 @@
+// The setup of a cluster with no state from the data states the peers publish
+// (PeerOptions::setupFromData): never over data the cluster may need (rule 8).
+#include "statemachine/peer.h"
+
+#include <gtest/gtest.h>
+
+namespace dugong {
+namespace {
+
+constexpr EpochMs kT0 = 1767225600000;
+constexpr int64_t kWaitMs = 5000;
+
+PeerIdentity ident(const std::string& id) { return {id, "10.0.0.9", "tcp://postgres@" + id + ":5432/postgres", id, {}}; }
+
+PeerList peers(const std::vector<std::string>& ids) {
+  PeerList out;
+  for (const auto& id : ids) out.push_back(ident(id));
+  return out;
+}
+
+PeerDataState holding(const std::string& system, int64_t timeline, uint64_t wal) {
+  return {true, system, timeline, WalPosition(wal)};
+}
+const PeerDataState kEmpty{};
+
+template <class T>
+std::vector<T> only(const std::vector<Action>& actions) {
+  std::vector<T> out;
+  for (const auto& a : actions) {
+    if (auto* x = std::get_if<T>(&a)) out.push_back(*x);
+  }
+  return out;
+}
+
+bool logged(const std::vector<Action>& actions, const std::string& text) {
+  for (const auto& l : only<LogDecision>(actions)) {
+    if (l.message.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+PeerOptions options() {
+  PeerOptions o{ident("me"), false, 1000};
+  o.setupFromData = true;
+  o.setupWaitMs = kWaitMs;
+  return o;
+}
+
+struct Harness {
+  Harness() : peer(options()) {}
+  std::vector<Action> step(const Event& e) { return peer.step(now++, e); }
+  // Postgres stopped and (setUp) set up before; ZooKeeper with no state.
+  std::vector<Action> start(const std::vector<std::string>& active, PeerDataStates data, bool setUp = true) {
+    auto a = step(PgInitialized{false, setUp});
+    auto b = step(ZkInitialized{StateNode{}, peers(active), std::move(data)});
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+  Peer peer;
+  EpochMs now = kT0;
+};
+
+TEST(PeerSetup, ANewClusterOfEmptyPeersIsSetUpAtOnceByTheFirstInSessionOrder) {
+  Harness h;
+  auto actions = h.start({"me", "b", "c"}, {{"me", kEmpty}, {"b", kEmpty}, {"c", kEmpty}}, false);
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].expectedVersion, -1);
+  EXPECT_EQ(writes[0].state.primary.id, "me");
+  EXPECT_EQ(writes[0].state.sync->id, "b");
+  ASSERT_EQ(writes[0].state.async.size(), 1u);
+  EXPECT_TRUE(only<StartTimer>(actions).empty());  // no wait for a new cluster
+
+  Harness second;
+  actions = second.start({"b", "me"}, {{"me", kEmpty}, {"b", kEmpty}}, false);
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(logged(actions, "b is first in session order and sets up a new cluster"));
+}
+
+TEST(PeerSetup, WaitsUntilEveryPresentPeerHasPublishedItsData) {
+  Harness h;
+  auto actions = h.start({"me", "b"}, {{"me", kEmpty}}, false);
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(logged(actions, "waiting for [b] to publish what its data directory holds"));
+  // b publishes: it holds data, and this empty peer does not set up over it.
+  actions = h.step(ActivePeersChanged{peers({"me", "b"}), {{"me", kEmpty}, {"b", holding("S", 1, 0x500)}}});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(h.peer.inspect()["setup"]["dataStates"].contains("b"));
+}
+
+TEST(PeerSetup, ThePeerWithTheMostAdvancedWalSetsUpAfterTheWait) {
+  Harness h;
+  // me: a later timeline (a promotion after b's WAL forked), so ahead although lower.
+  PeerDataStates data{{"b", holding("S", 1, 0x900)}, {"me", holding("S", 2, 0x100)}, {"c", kEmpty}};
+  auto actions = h.start({"b", "me", "c"}, data);
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  auto timers = only<StartTimer>(actions);
+  ASSERT_EQ(timers.size(), 1u);
+  EXPECT_EQ(timers[0].delayMs, kWaitMs);
+  EXPECT_TRUE(logged(actions, "waiting 5000 ms for more peers to come back"));
+  // Postgres stays stopped meanwhile.
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kNone);
+  h.step(PgConfigApplied{true, "", false});
+
+  h.now += kWaitMs;
+  actions = h.step(TimerFired{TimerId::kRetryEvaluation});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  const ClusterState& s = writes[0].state;
+  EXPECT_EQ(s.generation, 1);
+  EXPECT_EQ(s.primary.id, "me");
+  EXPECT_EQ(s.sync->id, "b");  // the next most advanced holder, then the empty peers
+  ASSERT_EQ(s.async.size(), 1u);
+  EXPECT_EQ(s.async[0].id, "c");
+  EXPECT_EQ(s.initWal, WalPosition(0x100));
+  EXPECT_TRUE(ClusterState::parse(s.serialize()).ok());
+
+  // The primary is configured once the state is written.
+  actions = h.step(StateWriteFinished{true, "", false, 0});
+  apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
+}
+
+TEST(PeerSetup, ALessAdvancedPeerLeavesTheSetupToTheMostAdvanced) {
+  Harness h;
+  auto actions = h.start({"me", "b"}, {{"me", holding("S", 1, 0x100)}, {"b", holding("S", 1, 0x200)}});
+  h.now += kWaitMs;
+  actions = h.step(TimerFired{TimerId::kRetryEvaluation});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(logged(actions, "b holds the most advanced WAL (system S, timeline 1, WAL 0/00000200)"));
+  // Equal WAL: the first in session order.
+  Harness tie;
+  tie.start({"me", "b"}, {{"me", holding("S", 1, 0x200)}, {"b", holding("S", 1, 0x200)}});
+  tie.now += kWaitMs;
+  EXPECT_EQ(only<WriteClusterState>(tie.step(TimerFired{TimerId::kRetryEvaluation})).size(), 1u);
+}
+
+TEST(PeerSetup, PeersHoldingDifferentSystemsSetUpNothingAndSayWhatTheOperatorMustDo) {
+  Harness h;
+  auto actions = h.start({"me", "b", "c"}, {{"me", holding("A", 1, 0x900)}, {"b", holding("B", 1, 0x100)}, {"c", kEmpty}});
+  h.now += 10 * kWaitMs;
+  actions = h.step(TimerFired{TimerId::kRetryEvaluation});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(only<StartTimer>(actions).empty());
+  const std::string waiting = h.peer.inspect()["setup"]["waiting"];
+  EXPECT_NE(waiting.find("[me] hold system A; [b] hold system B"), std::string::npos) << waiting;
+  EXPECT_NE(waiting.find("An operator must choose"), std::string::npos) << waiting;
+  // The operator removes b's data: the cluster is set up from the rest.
+  actions = h.step(ActivePeersChanged{peers({"me", "b", "c"}), {{"me", holding("A", 1, 0x900)}, {"b", kEmpty}, {"c", kEmpty}}});
+  EXPECT_EQ(only<WriteClusterState>(actions).size(), 1u);
+}
+
+TEST(PeerSetup, AStateThatDisappearsIsForgottenPostgresStopsAndTheClusterIsSetUpAgain) {
+  Harness h;
+  ClusterState s;
+  s.generation = 4;
+  s.primary = ident("me");
+  s.sync = ident("b");
+  h.step(PgInitialized{true, true});
+  h.step(ZkInitialized{StateNode{true, s.serialize(), 7}, peers({"me", "b"}), {}});
+  h.step(PgConfigApplied{true, "", true});
+  EXPECT_EQ(h.peer.role(), Role::kPrimary);
+
+  auto actions = h.step(ClusterStateChanged{StateNode{}});
+  EXPECT_TRUE(logged(actions, "the cluster state is gone from ZooKeeper"));
+  EXPECT_FALSE(h.peer.haltReason().has_value());
+  EXPECT_EQ(h.peer.role(), Role::kUnassigned);
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kNone);
+  h.step(PgConfigApplied{true, "", false});
+
+  // Both publish; this peer's WAL is ahead: it sets the cluster up again after the wait.
+  actions = h.step(ActivePeersChanged{peers({"b", "me"}), {{"me", holding("S", 3, 0x700)}, {"b", holding("S", 3, 0x600)}}});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  h.now += kWaitMs;
+  auto writes = only<WriteClusterState>(h.step(TimerFired{TimerId::kRetryEvaluation}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].expectedVersion, -1);
+  EXPECT_EQ(writes[0].state.primary.id, "me");
+  EXPECT_EQ(writes[0].state.generation, 1);
+}
+
+TEST(PeerSetup, ASecondPeerIsNeededAndASingletonKeepsItsOwnRule) {
+  Harness h;
+  auto actions = h.start({"me"}, {{"me", holding("S", 1, 0x100)}});
+  EXPECT_TRUE(logged(actions, "waiting for a second peer"));
+
+  PeerOptions o = options();
+  o.singleton = true;
+  Peer single(o);
+  single.step(kT0, PgInitialized{false, false});
+  auto w = only<WriteClusterState>(single.step(kT0, ZkInitialized{StateNode{}, peers({"other", "me"}), {}}));
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_TRUE(w[0].state.oneNodeWriteMode);
+}
+
+}  // namespace
+}  // namespace dugong
