@@ -175,10 +175,21 @@ void Driver::carryOut(const Action& action) {
               ++counters_.stateWriteFailures;
               return later(StateWriteFinished{false, "not connected to ZooKeeper (withdrawn)", false, -1});
             }
+            if (confirmInFlight_) {
+              ++counters_.stateWriteFailures;
+              return later(StateWriteFinished{
+                  false, "a test-and-set confirming the state after a new session is in flight", false, -1});
+            }
+            smWriteInFlight_ = true;
             env_.coordinator.putClusterState(w.state, w.expectedVersion, w.reason,
                                              guarded<StateWriteFinished>([this](StateWriteFinished r) {
+                                               smWriteInFlight_ = false;
                                                if (!r.ok) ++counters_.stateWriteFailures;
                                                later(r);
+                                               if (confirmDeferred_) {
+                                                 confirmDeferred_ = false;
+                                                 confirmAfterNewSession();
+                                               }
                                              }));
           },
           [&](const ApplyPgConfig& a) { applyPg(a.config, true); },
@@ -742,6 +753,10 @@ void Driver::confirmAfterNewSession() {
   if (roleAtLoss_ != Role::kPrimary) return resumeWritesIfUnchanged("a new session");
   if (peer_->role() != roleAtLoss_ || generation() != generationAtLoss_ || !lastStateNode_.exists) {
     return resumeWritesIfUnchanged("a new session");  // logs why writes stay stopped
+  }
+  if (smWriteInFlight_) {
+    confirmDeferred_ = true;  // one write at a time: after the state machine's
+    return;
   }
   auto state = ClusterState::parse(lastStateNode_.data);
   if (!state) return;

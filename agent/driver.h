@@ -191,6 +191,12 @@ class Driver {
   std::optional<int64_t> peerGraceUntil_;
   bool postgresShutDown_ = false;
   bool confirmInFlight_ = false;  // the state written back after a new session
+  // One cluster-state write at a time: the state machine's and the confirmation never
+  // overlap (a confirmation wanted while the state machine's write is in flight waits
+  // for it; the state machine's write asked for during a confirmation fails at once and
+  // is retried with the state read after it).
+  bool smWriteInFlight_ = false;
+  bool confirmDeferred_ = false;
   std::unique_ptr<Timer> writesTimer_;  // stop retry, or resume settle
   std::unique_ptr<Timer> shutDownTimer_;
   std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
