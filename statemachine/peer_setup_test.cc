@@ -4,40 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include "statemachine/peer_test_support.h"
+
 namespace dugong {
 namespace {
+using namespace peer_test;
 
 constexpr EpochMs kT0 = 1767225600000;
 constexpr int64_t kWaitMs = 5000;
-
-PeerIdentity ident(const std::string& id) { return {id, "10.0.0.9", "tcp://postgres@" + id + ":5432/postgres", id, {}}; }
-
-PeerList peers(const std::vector<std::string>& ids) {
-  PeerList out;
-  for (const auto& id : ids) out.push_back(ident(id));
-  return out;
-}
 
 PeerDataState holding(const std::string& system, int64_t timeline, uint64_t wal) {
   return {true, system, timeline, WalPosition(wal)};
 }
 const PeerDataState kEmpty{};
-
-template <class T>
-std::vector<T> only(const std::vector<Action>& actions) {
-  std::vector<T> out;
-  for (const auto& a : actions) {
-    if (auto* x = std::get_if<T>(&a)) out.push_back(*x);
-  }
-  return out;
-}
-
-bool logged(const std::vector<Action>& actions, const std::string& text) {
-  for (const auto& l : only<LogDecision>(actions)) {
-    if (l.message.find(text) != std::string::npos) return true;
-  }
-  return false;
-}
 
 PeerOptions options() {
   PeerOptions o{ident("me"), false, 1000};

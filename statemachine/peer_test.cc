@@ -5,12 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include "statemachine/peer_test_support.h"
+
 namespace dugong {
 namespace {
+using namespace peer_test;
 
 constexpr EpochMs kT0 = 1767225600000;
-
-PeerIdentity ident(const std::string& id) { return {id, "10.0.0.9", "tcp://postgres@" + id + ":5432/postgres", id, {}}; }
 
 StateNode node(const ClusterState& s, int32_t version) { return {true, s.serialize(), version}; }
 
@@ -23,28 +24,6 @@ ClusterState cluster(int64_t gen, const std::string& primary, const std::string&
   for (const auto& a : async) s.async.push_back(ident(a));
   for (const auto& d : deposed) s.deposed.push_back(ident(d));
   return s;
-}
-
-PeerList peers(std::vector<std::string> ids) {
-  PeerList out;
-  for (const auto& id : ids) out.push_back(ident(id));
-  return out;
-}
-
-template <class T>
-std::vector<T> only(const std::vector<Action>& actions) {
-  std::vector<T> out;
-  for (const auto& a : actions) {
-    if (auto* x = std::get_if<T>(&a)) out.push_back(*x);
-  }
-  return out;
-}
-
-bool logged(const std::vector<Action>& actions, const std::string& text) {
-  for (const auto& l : only<LogDecision>(actions)) {
-    if (l.message.find(text) != std::string::npos) return true;
-  }
-  return false;
 }
 
 // Steps one Peer ("me") with a clock that moves 1 ms per event.
