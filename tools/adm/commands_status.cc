@@ -81,6 +81,10 @@ void printFindings(const std::vector<Finding>& findings, bool verbose) {
 int showNoState(zk::Client& client) {
   auto nodes = client.electionNodes();
   if (!nodes) return fail(kExitUnavailable, "reading the election: " + nodes.error());
+  if (nodes->empty()) {  // nothing there at all: most likely a wrong name
+    return fail(kExitUnavailable, "no cluster at " + client.layout().root() +
+                                      ": no cluster state and no agent present (check -c/--cluster and --root)");
+  }
   std::vector<TableRow> rows;
   std::set<std::string> systems;
   for (const auto& e : *nodes) {
