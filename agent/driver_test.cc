@@ -250,6 +250,23 @@ class DriverTest : public ::testing::Test {
     pg_.health(true, "");
   }
 
+  // node1 is the sync of generation 1 (primary node2, async node3), streaming and healthy.
+  void startAsSync() {
+    ASSERT_TRUE(driver_->start());
+    pg_.inits.front()(PgInitialized{true, true});
+    pg_.inits.pop_front();
+    state_.generation = 1;
+    state_.primary = peerId("node2");
+    state_.sync = peerId("node1");
+    state_.async = {peerId("node3")};
+    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
+    clock_.advance(0);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
+    pg_.health(true, "");
+    clock_.advance(0);
+  }
+
   // node1 is the primary of generation 1, node2 its sync, node3 the async.
   void startAsPrimary() {
     ASSERT_TRUE(driver_->start());
@@ -880,19 +897,7 @@ namespace {
 // old primary could acknowledge commits beyond the new generation's initWal (found by
 // the cluster simulator, seed 7503). The state machine configures postgres itself.
 TEST_F(DriverTest, NoRestartUndoesTheFenceOfATakeoverInProgress) {
-  ASSERT_TRUE(driver_->start());
-  pg_.inits.front()(PgInitialized{true, true});
-  pg_.inits.pop_front();
-  state_.generation = 1;
-  state_.primary = peerId("node2");
-  state_.sync = peerId("node1");
-  state_.async = {peerId("node3")};
-  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
-  clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u);
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
-  pg_.health(true, "");
-  clock_.advance(0);
+  startAsSync();
   coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
   clock_.advance(0);
   for (int i = 0; i < 4 && coordinator_.writes.empty(); ++i) {
@@ -1034,19 +1039,7 @@ TEST_F(DriverTest, AfterAnAbandonedSwitchoverPostgresStartsWithTheCurrentSync) {
 
 TEST_F(DriverTest, TheSyncWaitsForTheOldPrimaryToStopBeforeItsFence) {
   pg_.modelHandover = true;
-  ASSERT_TRUE(driver_->start());
-  pg_.inits.front()(PgInitialized{true, true});
-  pg_.inits.pop_front();
-  state_.generation = 1;
-  state_.primary = peerId("node2");
-  state_.sync = peerId("node1");
-  state_.async = {peerId("node3")};
-  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
-  clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u);
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
-  pg_.health(true, "");
-  clock_.advance(0);
+  startAsSync();
   ClusterState requested = state_;
   requested.promote = promoteOfSync("node1", 1, clock_.wallMs() + 60000);
   coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});

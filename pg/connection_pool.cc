@@ -36,11 +36,6 @@ Result<QueryResult> ConnectionPool::query(const std::string& sql) {
   return r;
 }
 
-void ConnectionPool::clear() {
-  std::lock_guard lock(mu_);
-  idle_.clear();
-}
-
 size_t ConnectionPool::opened() const {
   std::lock_guard lock(mu_);
   return opened_;

@@ -30,8 +30,6 @@ class ConnectionPool {
 
   // As runQuery(conninfo, sql, timeout), on a kept connection when one is ready.
   Result<QueryResult> query(const std::string& sql);
-  // Closes every kept connection (e.g. before postgres is stopped on purpose).
-  void clear();
   // How many connections were opened so far (for tests and the bench).
   size_t opened() const;
 
