@@ -201,6 +201,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         outlet_(std::make_shared<Outlet>()),
         resume_(options_.resume),
         reopenTimer_(io),
+        abandonTimer_(io),
         setupRetryTimer_(io),
         rng_(std::random_device{}()) {}
 
@@ -222,6 +223,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     stopped_ = true;
     outlet_->shut();
     reopenTimer_.cancel();
+    abandonTimer_.cancel();
     setupRetryTimer_.cancel();
     if (pendingWrite_) pendingWrite_->deadline->cancel();
     pendingWrite_.reset();
@@ -487,6 +489,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       sessionId_ = id != nullptr ? id->client_id : 0;
       bool reconnect = initialized_;
       connected_ = true;
+      abandonTimer_.cancel();
       const bool newSession = sessionId_ != 0 && sessionId_ != reportedSessionId_;
       if (newSession) resumed_ = sessionsOpened_ == 1 && options_.resume && options_.resume->sessionId == sessionId_;
       log_->info("zk: connected, session {} (negotiated timeout {} ms){}", sessionIdText(sessionId_),
@@ -524,6 +527,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         reportedLoss_ = true;
         if (onConnection_) onConnection_(ConnectionChange{false, sessionId_, zoo_recv_timeout(zh_)});
       }
+      if (lost) abandonLater();
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
       onSessionLost(sessionId_ != 0 ? "session " + sessionIdText(sessionId_) + " expired"
                                     : std::string("the session to re-attach to has expired (or is unknown)"));
@@ -532,6 +536,24 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     } else {
       log_->warn("zk: session event in state {} ignored", stateName(state));
     }
+  }
+
+  // A session no server has accepted for a long while (twice its timeout, at least a
+  // minute) has expired on the servers, or the ensemble was rebuilt: a new one refuses a
+  // client that has seen a newer zxid than its own, and the C client would retry that
+  // forever. A new handle (a new session) starts afresh. The minute leaves an ensemble
+  // that restarts (and revives its sessions) the time to come back.
+  void abandonLater() {
+    const int timeoutMs = zh_ != nullptr && zoo_recv_timeout(zh_) > 0 ? zoo_recv_timeout(zh_) : options_.sessionTimeoutMs;
+    const int waitMs = std::max(2 * timeoutMs, 60000);
+    abandonTimer_.expires_after(std::chrono::milliseconds(waitMs));
+    abandonTimer_.async_wait([weak = weak_from_this(), gen = generation_, waitMs](const boost::system::error_code& ec) {
+      if (ec) return;
+      auto self = weak.lock();
+      if (!self || self->stopped_ || gen != self->generation_ || self->connected_ || self->zh_ == nullptr) return;
+      self->onSessionLost("no ZooKeeper server accepted session " + sessionIdText(self->sessionId_) + " for " +
+                          std::to_string(waitMs) + " ms: it has expired, or the ensemble was rebuilt and refuses it");
+    });
   }
 
   void onSessionLost(const std::string& why) {
@@ -988,6 +1010,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   int64_t reportedSessionId_ = 0;             // the last session given to onSession_
   bool resumed_ = false;
   boost::asio::steady_timer reopenTimer_;
+  boost::asio::steady_timer abandonTimer_;  // a session no server accepts any more
   boost::asio::steady_timer setupRetryTimer_;
   std::mt19937_64 rng_;
 

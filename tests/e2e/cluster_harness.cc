@@ -42,6 +42,14 @@ Harness::Harness(HarnessOptions options) : options_(options) {
   client_ = std::move(client).value();
 }
 
+void Harness::rebuildZooKeeperEmpty() {
+  client_.reset();
+  zk_->rebuildEmpty();
+  auto client = zk::Client::connect(zkOptions(), 20s);
+  if (!client) throw std::runtime_error("e2e: cannot connect to the rebuilt ZooKeeper: " + client.error());
+  client_ = std::move(client).value();
+}
+
 Harness::~Harness() {
   for (auto& p : peers_) {
     if (p.agentPid > 0) {
@@ -322,13 +330,19 @@ std::string Harness::multiHostConninfo() const {
          pg::buildConninfo({{"password", password}});
 }
 
-std::string Harness::logTail(int i, size_t lines) const {
-  std::ifstream in(peers_.at(static_cast<size_t>(i)).logPath);
+namespace {
+std::string fileTail(const std::string& path, size_t lines) {
+  std::ifstream in(path);
   std::vector<std::string> all;
   for (std::string line; std::getline(in, line);) all.push_back(line);
   std::ostringstream out;
   for (size_t k = all.size() > lines ? all.size() - lines : 0; k < all.size(); ++k) out << all[k] << "\n";
   return out.str();
+}
+}  // namespace
+
+std::string Harness::logTail(int i, size_t lines) const {
+  return fileTail(peers_.at(static_cast<size_t>(i)).logPath, lines);
 }
 
 std::string Harness::describe() {
@@ -338,7 +352,8 @@ std::string Harness::describe() {
   for (int i = 0; i < size(); ++i) {
     out << "--- " << peer(i).id << " (agent " << (agentRunning(i) ? "running" : "stopped") << ", role "
         << role(i) << ") last log lines:\n"
-        << logTail(i, 25);
+        << logTail(i, 25) << "--- " << peer(i).id << " postgres log, last lines:\n"
+        << fileTail(peer(i).pg->options.logPath(), 12);
   }
   return out.str();
 }

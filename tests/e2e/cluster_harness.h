@@ -92,6 +92,9 @@ class Harness {
   std::string zkConnect() const { return zk_->connectString(); }
   // The ensemble itself (one server), e.g. to stop it for an outage.
   dugong::testing::ZooKeeperCluster& zookeeper() { return *zk_; }
+  // The ensemble rebuilt empty (ZooKeeperCluster::rebuildEmpty); the harness' own client
+  // is replaced, since the rebuilt server refuses one that has seen more than it has.
+  void rebuildZooKeeperEmpty();
   const HarnessOptions& options() const { return options_; }
   zk::ZkOptions zkOptions() const;
 

@@ -1,9 +1,9 @@
-// A cluster whose state was lost (issue 10, rule 8): the state node deleted under a
-// running cluster, while every peer holds the cluster's data. The cluster is set up again
-// from the peer with the most advanced WAL; no data directory is replaced (a marker file
-// in each survives), and every row written is still there. (An ensemble rebuilt empty is
-// not tested here: the agents' ZooKeeper clients are refused by a server that has seen
-// less than they have, see /work/notes/safety2.md.)
+// A cluster whose state was lost (issue 10, rule 8): first the state node deleted under a
+// running cluster, then the whole ensemble rebuilt empty, while every peer holds the
+// cluster's data. Each time the cluster is set up again from the peer with the most
+// advanced WAL; no data directory is replaced (a marker file in each survives), and every
+// row written is still there. The rebuilt server refuses the agents' old sessions (they
+// have seen a newer zxid than it has): each agent gives its session up and opens a new one.
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -52,7 +52,7 @@ int waitForSetUpAgain(Harness& h) {
         auto s = h.zkState();
         return s && s->generation == 1;
       },
-      std::chrono::seconds(120));
+      std::chrono::seconds(180));
   if (!setUp) return -1;
   return h.waitForHealthyCluster(2, std::chrono::seconds(120));
 }
@@ -93,6 +93,15 @@ TEST(LostClusterState, IsSetUpAgainFromTheMostAdvancedPeerWithNoDataDirectoryRep
   expectNothingReplaced(h, systemId, 100);
   ASSERT_TRUE(h.sql(primary, "INSERT INTO kept SELECT generate_series(101, 200)", std::chrono::seconds(30)).ok());
   EXPECT_EQ(h.intColumn(primary, "SELECT i FROM kept").size(), 200u);
+
+  // 2. The ensemble rebuilt empty: no state, no history, no election nodes.
+  h.rebuildZooKeeperEmpty();
+  primary = waitForSetUpAgain(h);
+  ASSERT_GE(primary, 0) << h.describe();
+  EXPECT_EQ(setUpFromData(h), 1) << "not set up from the most advanced data";
+  expectNothingReplaced(h, systemId, 200);
+  ASSERT_TRUE(h.sql(primary, "INSERT INTO kept SELECT generate_series(201, 300)", std::chrono::seconds(30)).ok());
+  EXPECT_EQ(h.intColumn(primary, "SELECT i FROM kept").size(), 300u);
 
   if (HasFailure()) {
     std::cerr << h.describe();

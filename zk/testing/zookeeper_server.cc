@@ -227,6 +227,22 @@ void ZooKeeperCluster::stop(int server) {
   waitExit(s, std::chrono::seconds(10));
 }
 
+void ZooKeeperCluster::rebuildEmpty() {
+  for (int i = 0; i < size(); ++i) stop(i);
+  for (const auto& s : servers_) {
+    for (const auto& entry : std::filesystem::directory_iterator(s.dataDir)) {
+      if (entry.path().filename() != "myid") std::filesystem::remove_all(entry.path());
+    }
+  }
+  for (auto& s : servers_) spawn(s);
+  for (int i = 0; i < size(); ++i) {
+    if (!waitServing(i, options_.startTimeout)) {
+      throw std::runtime_error("ZooKeeper server " + std::to_string(i) + " did not serve after the rebuild; log:\n" +
+                               logTail(i));
+    }
+  }
+}
+
 void ZooKeeperCluster::kill(int server) {
   Server& s = at(server);
   if (s.pid <= 0) return;

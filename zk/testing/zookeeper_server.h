@@ -64,6 +64,9 @@ class ZooKeeperCluster {
     stop(server);
     start(server);
   }
+  // Every server stopped, its data deleted (myid kept), and started again: an ensemble
+  // rebuilt empty, whose last zxid is older than any its clients have seen.
+  void rebuildEmpty();
   // SIGSTOP / SIGCONT: a server that hangs without closing its connections.
   void pause(int server);
   void resume(int server);
