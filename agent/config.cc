@@ -251,6 +251,9 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   secs = static_cast<int>(c.pg.repairStandbyAfter.count());
   pg.getInt("repairStandbyAfterSeconds", &secs, 1, 86400);
   c.pg.repairStandbyAfter = std::chrono::seconds(secs);
+  secs = static_cast<int>(c.pg.dropInactiveSlotAfter.count());
+  pg.getInt("dropInactiveSlotAfterSeconds", &secs, 0, 86400 * 7);
+  c.pg.dropInactiveSlotAfter = std::chrono::seconds(secs);
   secs = static_cast<int>(c.pg.stopTimeout.count());
   pg.getInt("stopTimeoutSeconds", &secs, 1, 86400);
   c.pg.stopTimeout = std::chrono::seconds(secs);

@@ -659,6 +659,7 @@ TEST_F(AdapterTest, LaggingStandbyCatchesUpThroughItsSlot) {
   PgTestNode& a = cluster_.addNode("peer-a");
   PgTestNode& b = cluster_.addNode("peer-b");
   for (PgTestNode* n : {&a, &b}) n->options.settings["wal_keep_size"] = "0";
+  a.options.dropInactiveSlotAfter = 0s;  // dropped at the first sight (the delay: below)
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
   ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
@@ -689,6 +690,54 @@ TEST_F(AdapterTest, LaggingStandbyCatchesUpThroughItsSlot) {
   ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
   ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots"), "0");
+}
+
+// The slot of a peer that is not the sync is kept while it has been inactive for less than
+// dropInactiveSlotAfter (a peer being rebuilt creates it before it streams), then dropped.
+TEST_F(AdapterTest, APrimaryDropsTheInactiveSlotOfAnotherPeerOnlyAfterADelay) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  a.options.dropInactiveSlotAfter = 2s;
+  PgController ca(a.options);
+  ASSERT_TRUE(ca.apply(PgConfig::primary(std::nullopt)).ok);
+  const std::string slot = slotNameFor("peer-rebuilt");
+  ASSERT_EQ(a.value("SELECT 'created' FROM pg_create_physical_replication_slot('" + slot + "', true)"), "created");
+  ASSERT_TRUE(ca.apply(PgConfig::primary(std::nullopt)).ok);  // first seen inactive: kept
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'"), "1");
+  std::this_thread::sleep_for(2500ms);
+  ASSERT_TRUE(ca.apply(PgConfig::primary(std::nullopt)).ok);  // inactive for longer than 2 s: dropped
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'"), "0");
+}
+
+// A standby whose slot its upstream dropped (a primary drops the inactive slots of the
+// peers that are not its sync, e.g. while a deposed peer is being rebuilt) is refused by
+// the upstream for good: "replication slot ... does not exist". Its health check sees
+// that and creates the slot again, and the standby streams again.
+TEST_F(AdapterTest, AStandbyWhoseSlotTheUpstreamDroppedCreatesItAgain) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgController ca(a.options);
+  PgController cb(b.options);
+  ASSERT_TRUE(ca.apply(PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(cb.apply(PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return streamsFrom(a, b); }));
+  const std::string slot = slotNameFor(b.id);
+  // Dropped between two connections of the standby, as an inactive slot is.
+  bool dropped = false;
+  std::string last;
+  ASSERT_TRUE(eventually([&] {
+    if (dropped) return true;
+    a.value("SELECT pg_terminate_backend(active_pid, 2000) FROM pg_replication_slots WHERE slot_name = '" + slot +
+            "' AND active");
+    last = a.value("SELECT 'dropped' FROM pg_drop_replication_slot('" + slot + "')");
+    return dropped = last == "dropped";
+  })) << last;
+  ASSERT_TRUE(eventually([&] { return readAll(b.options.logPath()).find("\"" + slot + "\" does not exist") !=
+                                      std::string::npos; }));
+  EXPECT_TRUE(eventually([&] {
+    (void)cb.healthCheck();
+    return streamsFrom(a, b);
+  })) << readAll(b.options.logPath());
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "' AND active"), "1");
 }
 
 // The primary's catch-up poll and a fence, interleaved deterministically: the poll has

@@ -488,16 +488,40 @@ void PgController::dropStaleSlots(const std::optional<std::string>& keepFor) {
     return;
   }
   const std::string keep = keepFor ? slotNameFor(*keepFor) : "";
+  const auto now = std::chrono::steady_clock::now();
+  std::map<std::string, std::chrono::steady_clock::time_point> stillInactive;
   for (const auto& row : q->rows) {
     std::string name = row[0].value_or("");
     if (!isDugongSlot(name) || name == keep) continue;
+    auto seen = inactiveSlotsSince_.find(name);
+    const auto since = seen == inactiveSlotsSince_.end() ? now : seen->second;
+    if (now - since < options_.dropInactiveSlotAfter) {
+      stillInactive[name] = since;
+      continue;
+    }
     auto d = localQuery("SELECT pg_drop_replication_slot(" + quoteLiteral(name) + ")");
     if (d) {
-      spdlog::info("pg: dropped replication slot {}: that peer does not stream from this primary", name);
+      spdlog::info("pg: dropped replication slot {}: that peer has not streamed from this primary for {} s", name,
+                   std::chrono::duration_cast<std::chrono::seconds>(now - since).count());
     } else {
       spdlog::warn("pg: could not drop replication slot {}: {}", name, d.error());
     }
   }
+  inactiveSlotsSince_ = std::move(stillInactive);
+  std::lock_guard lock(stateMu_);
+  lastSlotSweep_ = now;
+}
+
+void PgController::sweepInactiveSlots() {
+  std::unique_lock applyLock(applyMu_, std::try_to_lock);
+  if (!applyLock.owns_lock()) return;
+  std::optional<std::string> sync;
+  {
+    std::lock_guard lock(stateMu_);
+    if (state_.role != "primary" || pending_) return;
+    sync = state_.syncId;
+  }
+  dropStaleSlots(sync);
 }
 
 // ---------------------------------------------------------------- rebuilding
@@ -1294,11 +1318,27 @@ Result<bool> PgController::healthCheck() {
                     options_.queryTimeout);
   if (!q) return Error{q.error()};
   std::string upstream;
+  PeerIdentity upstreamPeer;
+  std::optional<std::string> slot;
   {
     std::lock_guard lock(stateMu_);
-    if (state_.role == "sync" || state_.role == "async") upstream = state_.upstreamId.value_or("");
+    if (state_.role == "sync" || state_.role == "async") {
+      upstream = state_.upstreamId.value_or("");
+      upstreamPeer.id = upstream;
+      upstreamPeer.pgUrl = state_.upstreamUrl.value_or("");
+      slot = state_.slotName;
+    }
   }
   const auto& row = q->rows.at(0);
+  if (!upstream.empty() && row[0] == "t" && row[1] != "streaming" && slot && !upstreamPeer.pgUrl.empty()) {
+    recreateMissingSlot(upstreamPeer, *slot);
+  }
+  bool sweep = false;
+  if (row[0] == "f") {
+    std::lock_guard lock(stateMu_);
+    sweep = std::chrono::steady_clock::now() - lastSlotSweep_ >= std::chrono::seconds(60);
+  }
+  if (sweep) sweepInactiveSlots();
   std::lock_guard lock(stateMu_);
   if (upstream.empty() || row[0] != "t" || row[1] == "streaming") {
     notStreamingSince_.reset();
@@ -1315,6 +1355,24 @@ Result<bool> PgController::healthCheck() {
   repairFor_ = *evidence;
   return Error{"this standby cannot follow its upstream " + upstream + " (" + streamProblem_ +
                "); the next apply repairs it by pg_rewind, else pg_basebackup"};
+}
+
+// A slot its upstream dropped (a primary drops the inactive slots of the peers that are
+// not its sync) refuses this standby for good: "replication slot ... does not exist" in
+// its log. Created again, the WAL receiver's next attempt streams.
+void PgController::recreateMissingSlot(const PeerIdentity& upstream, const std::string& slot) {
+  const std::string tail = lastLines(readFile(options_.logPath()), 5);
+  if (tail.find("replication slot \"" + slot + "\" does not exist") == std::string::npos) return;
+  auto c = peerConninfo(upstream, true);
+  auto e = c ? ensureSlot(c.value() + " " + buildConninfo({{"replication", "true"}}), slot, options_.queryTimeout)
+             : Result<SlotEnsured>(Error{c.error()});
+  if (!e) {
+    spdlog::warn("pg: the upstream {} has no replication slot {} for this standby, and creating it failed: {}",
+                 upstream.id, slot, e.error());
+  } else if (e->created || e->recreated) {
+    spdlog::warn("pg: the upstream {} had dropped replication slot {}: created it again, so that this standby streams",
+                 upstream.id, slot);
+  }
 }
 
 std::optional<std::string> PgController::cannotFollowEvidence() const {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -175,7 +176,8 @@ class PgController {
   // Makes sure this standby's slot exists on `upstream`; drops its slot on the
   // previous upstream when it moved. Failures are logged: streaming works without.
   std::optional<std::string> prepareSlot(const PeerIdentity& upstream, const ManagedState& previous);
-  // On a primary: drops the inactive dugong slots of peers other than `keepFor`.
+  // On a primary: drops the dugong slots of peers other than `keepFor` that have been
+  // inactive at every call for options.dropInactiveSlotAfter.
   void dropStaleSlots(const std::optional<std::string>& keepFor);
 
   // --- rebuilding
@@ -231,6 +233,12 @@ class PgController {
   std::string logTail() const;
   // The line of the server log's tail that says why a standby cannot follow its upstream.
   std::optional<std::string> cannotFollowEvidence() const;
+  // Creates this standby's slot on its upstream again when the log says the upstream
+  // refuses it as missing.
+  void recreateMissingSlot(const PeerIdentity& upstream, const std::string& slot);
+  // On a primary (from the health check, about once a minute): dropStaleSlots, unless an
+  // apply or a catch-up poll runs.
+  void sweepInactiveSlots();
 
   std::string oldDataDir() const { return options_.dataDir + ".dugong-old"; }
   std::string markerPath() const { return options_.dataDir + ".dugong-incomplete"; }
@@ -251,6 +259,10 @@ class PgController {
   // apply repairs it (guarded by stateMu_).
   std::optional<std::chrono::steady_clock::time_point> notStreamingSince_;
   std::string streamProblem_;
+  // Inactive slots of peers other than the sync, and since when each has been seen so
+  // (dropStaleSlots; under applyMu_).
+  std::map<std::string, std::chrono::steady_clock::time_point> inactiveSlotsSince_;
+  std::chrono::steady_clock::time_point lastSlotSweep_{};  // under stateMu_
   std::string repairFor_;  // non-empty: the next standby apply repairs, for this reason
   std::function<void(const std::string&)> testHook_;
 };

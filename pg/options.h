@@ -90,6 +90,10 @@ struct PgOptions {
   // reported unhealthy by the health check, and the next apply (the agent's restart)
   // repairs it: pg_rewind, else pg_basebackup, instead of a reload.
   std::chrono::seconds repairStandbyAfter{60};
+  // A primary drops the replication slot of a peer that is not its sync only once the
+  // slot has been seen inactive this long: a peer being rebuilt or rejoined creates its
+  // slot before its postgres starts to stream through it.
+  std::chrono::seconds dropInactiveSlotAfter{300};
 
   // The log file, defaulted.
   std::string logPath() const { return logFile.empty() ? dataDir + ".log" : logFile; }

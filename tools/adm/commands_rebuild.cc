@@ -145,6 +145,12 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
     applied = controller.apply(PgConfig::standby(PgRole::kAsync, s.primary, s.primary));
   }
   if (!applied.ok) {
+    // A deposed peer's postgres stays stopped (its agent expects it so, and the next
+    // rebuild waits until it is): one this rebuild started and left behind is stopped.
+    if (role == "deposed" && controller.postmasterRunning()) {
+      auto stopped = controller.apply(PgConfig::none());
+      spdlog::info("stopping the postgres this rebuild started: {}", stopped.ok ? "stopped" : stopped.error);
+    }
     return fail(kExitFailed, "rebuild failed: " + applied.error + "; " + self + " stays " + role);
   }
   auto status = controller.status();
