@@ -43,8 +43,10 @@ void InvariantChecker::onAck(EpochMs at, const std::string& peer, int64_t genera
          peer + " acknowledged " + commitName(mark) + " on a history without the acknowledged commit " +
              frontier_->describe());
   }
-  auto [it, inserted] = ackerOfGeneration_.emplace(generation, peer);
-  if (!inserted && it->second != peer) {
+  auto it = ackerOfGeneration_.find(generation);
+  if (it == ackerOfGeneration_.end()) {
+    ackerOfGeneration_.emplace(generation, peer);
+  } else if (it->second != peer) {
     fail(at, "two-writers", "both " + it->second + " and " + peer + " acknowledged commits in generation " +
                                 std::to_string(generation));
   }

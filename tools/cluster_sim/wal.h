@@ -77,13 +77,12 @@ class Wal {
   // Receives up to `max` records that `upstream` has beyond this history.
   // REQUIRES: !divergedFrom(upstream). Returns how many were copied.
   size_t copyFrom(const Wal& upstream, size_t max) {
-    size_t copied = 0;
-    while (copied < max && size() < upstream.size()) {
-      size_t i = size();
-      chain_.push_back(upstream.chain_[i]);
-      ids_.push_back(upstream.ids_[i]);
-      ++copied;
-    }
+    const size_t from = size();
+    const size_t copied = std::min(max, upstream.size() - std::min(from, upstream.size()));
+    const auto first = static_cast<std::ptrdiff_t>(from);
+    const auto last = static_cast<std::ptrdiff_t>(from + copied);
+    chain_.insert(chain_.end(), upstream.chain_.begin() + first, upstream.chain_.begin() + last);
+    ids_.insert(ids_.end(), upstream.ids_.begin() + first, upstream.ids_.begin() + last);
     return copied;
   }
 

@@ -158,7 +158,8 @@ class NodeEnv final : public agent::Clock,
   void beginTransition(const char* what);
   // Runs `fn` once the adapter's apply lock is free, holding it for `latency` ms;
   // nothing runs if the agent is gone.
-  void underApplyLock(int64_t latency, std::function<void()> fn);
+  template <class F>
+  void underApplyLock(int64_t latency, F fn);
   void pollUpstream(int64_t deadline, bool sawStream, std::function<void(bool)> done);
   World& w_;
   int n_;
@@ -236,8 +237,8 @@ class World {
   static constexpr int64_t kForever = INT64_MAX;
 
   // ---- event loop ----
-  void at(int64_t t, std::function<void()> fn) { q_.at(t, std::move(fn)); }
-  void after(int64_t delay, std::function<void()> fn) { q_.after(delay, std::move(fn)); }
+  void at(int64_t t, simworld::Task fn) { q_.at(t, std::move(fn)); }
+  void after(int64_t delay, simworld::Task fn) { q_.after(delay, std::move(fn)); }
   EpochMs wall() const { return sc_.start + now_; }
   // Traces a line built by `text` (a callable), only when the run keeps a trace: the
   // strings are never built for the seeds that pass unwatched.
@@ -277,7 +278,8 @@ class World {
   PeerList activePeers() const;
   StateNode stateNode() const { return zk_.node(); }
   // Runs `fn` on n's client, after what the client heard before (per-client order).
-  void zkSchedule(int n, std::function<void()> fn);
+  template <class F>
+  void zkSchedule(int n, F fn);
   void zkDeliver(int n, Event ev);
   void answerWrite(int n, uint64_t serial, StateWriteFinished r);
   void notifyAll(bool state);
@@ -655,7 +657,8 @@ void NodeEnv::stopHealthCheck() {
   ++healthSerial;
 }
 
-void NodeEnv::underApplyLock(int64_t latency, std::function<void()> fn) {
+template <class F>
+void NodeEnv::underApplyLock(int64_t latency, F fn) {
   SimPostgres& p = w_.node(n_).pg;
   const int64_t end = std::max(w_.now_, p.applyLockedUntil) + latency;
   p.applyLockedUntil = end;
@@ -931,7 +934,8 @@ bool World::wasAbsent(const std::string& id, int64_t from, int64_t to) const {
   return false;
 }
 
-void World::zkSchedule(int n, std::function<void()> fn) {
+template <class F>
+void World::zkSchedule(int n, F fn) {
   Node& nd = node(n);
   int64_t delay = rngZk_.between(1, 30);
   if (now_ < nd.slowNotifyUntil) delay += nd.slowNotifyMs;
@@ -1373,19 +1377,22 @@ void World::replicate() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
     SimPostgres& pg = node(n).pg;
-    if (!node(n).up || !pg.serving() || pg.config.role != PgRole::kPrimary) continue;
+    if (pg.waiting.empty() || !node(n).up || !pg.serving() || pg.config.role != PgRole::kPrimary) continue;
     size_t acked = 0;
     if (pg.config.downstream && attachedSync(n)) {
       const Wal& sync = node(nodeOf(pg.config.downstream->id)).pg.wal;
       while (acked < pg.waiting.size() && sync.contains(pg.waiting[acked])) ++acked;
     }
     if (!pg.config.downstream || opts_.testingAckBeforeSync) acked = pg.waiting.size();
-    std::vector<WalMark> done(pg.waiting.begin(), pg.waiting.begin() + static_cast<std::ptrdiff_t>(acked));
-    pg.waiting.erase(pg.waiting.begin(), pg.waiting.begin() + static_cast<std::ptrdiff_t>(acked));
-    for (const WalMark& m : done) {
-      ack(n, m);
-      if (!checker_.ok()) return;
+    if (acked == 0) continue;
+    // ack() leaves `waiting` as it is; what it acknowledged goes after (or on a violation).
+    auto ackedEnd = pg.waiting.begin() + static_cast<std::ptrdiff_t>(acked);
+    for (auto it = pg.waiting.begin(); it != ackedEnd; ++it) {
+      ack(n, *it);
+      if (!checker_.ok()) break;
     }
+    pg.waiting.erase(pg.waiting.begin(), ackedEnd);
+    if (!checker_.ok()) return;
   }
 }
 
@@ -1777,16 +1784,14 @@ RunResult World::run() {
     faultsPlanned_.push_back(f.index);
     at(f.at, [this, f] { runFault(f); });
   }
-  std::function<void()> tick = [this, &tick] {
+  q_.every(kReplicationTickMs, [this] {
     replicate();
-    after(kReplicationTickMs, tick);
-  };
-  after(kReplicationTickMs, tick);
-  std::function<void()> client = [this, &client] {
+    return kReplicationTickMs;
+  });
+  q_.every(100, [this] {
     clientTick();
-    after(rngClient_.between(15, 60), client);
-  };
-  after(100, client);
+    return rngClient_.between(15, 60);
+  });
   at(sc_.faultPhaseMs, [this] { beginQuietPhase(); });
 
   const int64_t deadline = sc_.faultPhaseMs + sc_.convergeBoundMs;
