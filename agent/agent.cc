@@ -26,7 +26,8 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
       config_(std::move(config)),
       clock_(io),
       coordinator_(io, config_.zk, config_.identity),
-      statusTimer_(io) {}
+      statusTimer_(io),
+      watchdogTimer_(io) {}
 
 Agent::~Agent() {
   if (stopHookWaiter_.joinable()) stopHookWaiter_.join();  // bounded by hooks.timeoutSeconds
@@ -83,6 +84,7 @@ Result<bool> Agent::start() {
                config_.pg.port, config_.singleton ? ", one-node-write mode" : "");
   driver_->start();
   pollStatus();
+  beatWatchdog();
   if (!config_.onStartHook.empty()) {
     spdlog::info("agent started: running hook onStart {}", config_.onStartHook);
     runHook("onStart", "start", config_.onStartHook, {config_.zk.cluster, config_.identity.id}, {});
@@ -94,6 +96,8 @@ void Agent::stop(std::function<void()> done) {
   if (stopping_) return;
   stopping_ = true;
   statusTimer_.cancel();
+  watchdogTimer_.cancel();
+  if (watchdog_) watchdog_->disarm();
   if (http_) http_->stop();
   // onStop runs once the driver has stopped (its ZooKeeper session kept for a restart, or
   // closed; postgres stopped if configured):
@@ -143,6 +147,15 @@ void Agent::pollStatus() {
     statusTimer_.async_wait([this, alive](const boost::system::error_code& ec) {
       if (!ec && !alive.expired()) pollStatus();
     });
+  });
+}
+
+void Agent::beatWatchdog() {
+  if (!watchdog_ || stopping_) return;
+  watchdog_->beat(driver_->peer().role() == Role::kPrimary);
+  watchdogTimer_.expires_after(watchdog_->beatInterval());
+  watchdogTimer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
+    if (!ec && !alive.expired()) beatWatchdog();
   });
 }
 

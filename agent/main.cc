@@ -83,8 +83,16 @@ int main(int argc, char** argv) {
   }
   for (const auto& w : config->warnings) spdlog::warn("configuration: {}", w);
 
+  // Before any thread: a forked child must not inherit locks held by others.
+  auto watchdog =
+      dugong::agent::Watchdog::start(config->pg.dataDir, std::chrono::milliseconds(config->zk.sessionTimeoutMs / 2));
+  if (!watchdog) {
+    spdlog::critical("cannot start: {}", watchdog.error());
+    return 1;
+  }
   boost::asio::io_context io;
   dugong::agent::Agent agent(io, config.value());
+  agent.setWatchdog(std::move(watchdog).value());
   bool stopping = false;
   boost::asio::steady_timer stopDeadline(io);
   auto shutdown = [&] {

@@ -1342,6 +1342,7 @@ Result<bool> PgController::healthCheck() {
   std::lock_guard lock(stateMu_);
   if (upstream.empty() || row[0] != "t" || row[1] == "streaming") {
     notStreamingSince_.reset();
+    streamReported_.reset();
     streamProblem_.clear();
     return true;
   }
@@ -1351,6 +1352,17 @@ Result<bool> PgController::healthCheck() {
   auto evidence = cannotFollowEvidence();
   streamProblem_ = "not streaming from " + upstream + " for " + std::to_string(secs.count()) + " s (WAL receiver " +
                    row[1].value_or("absent") + ")" + (evidence ? ": " + *evidence : "");
+  if (secs >= 10s && (!streamReported_ || now - *streamReported_ >= 30s)) {
+    // Rate-limited: what the operator needs to see why, e.g. the upstream's refusal.
+    streamReported_ = now;
+    std::string why;
+    const std::string tail = lastLines(readFile(options_.logPath()), 10);
+    if (auto at = tail.rfind("FATAL:"); at != std::string::npos) {
+      auto end = tail.find('\n', at);
+      why = tail.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    }
+    spdlog::warn("pg: this standby is {}{}", streamProblem_, why.empty() ? "" : "; its server log says: " + why);
+  }
   if (!evidence || secs < options_.repairStandbyAfter) return true;
   repairFor_ = *evidence;
   return Error{"this standby cannot follow its upstream " + upstream + " (" + streamProblem_ +
@@ -1538,6 +1550,34 @@ bool PgController::writablePending() const {
   return pending_.has_value();
 }
 
+void PgController::reportSyncWait(const Pending& pending) {
+  {
+    std::lock_guard lock(stateMu_);
+    if (pending_) pending_->reported = std::chrono::steady_clock::now();
+  }
+  auto q = localQuery("SELECT coalesce(json_agg(json_build_array(application_name, state, sync_state, sync_priority, "
+                      "flush_lsn::text)), '[]')::text, current_setting('synchronous_standby_names'), "
+                      "pg_current_wal_lsn()::text FROM pg_stat_replication");
+  if (!q) {
+    spdlog::warn("pg: still read-only, waiting for sync {} to stream synchronously ({})", pending.syncId, q.error());
+    return;
+  }
+  const Row& row = q->rows.at(0);
+  spdlog::warn("pg: still read-only, waiting for sync {} to stream synchronously: the walsenders [name, state, "
+               "sync_state, priority, flush] are {}, synchronous_standby_names is '{}', this primary is at {}",
+               pending.syncId, row[0].value_or("[]"), row[1].value_or(""), row[2].value_or("?"));
+  // A walsender of the sync that has streamed for 10 s without a sync priority, although
+  // the setting names it, is ended: the standby reconnects, and a new walsender reads
+  // its priority afresh.
+  auto ended = localQuery("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_replication WHERE application_name = " +
+                          quoteLiteral(pending.syncId) + " AND state = 'streaming' AND sync_priority = 0");
+  if (ended && !ended->rows.empty() && ended->rows[0][0].value_or("0") != "0") {
+    spdlog::warn("pg: ended the walsender of sync {}: it streamed without a sync priority although "
+                 "synchronous_standby_names names it; the standby reconnects",
+                 pending.syncId);
+  }
+}
+
 bool PgController::pollWritable() {
   std::unique_lock applyLock(applyMu_, std::try_to_lock);
   if (!applyLock.owns_lock()) return false;
@@ -1552,7 +1592,10 @@ bool PgController::pollWritable() {
   auto q = localQuery("SELECT pg_current_wal_lsn()::text, flush_lsn::text FROM pg_stat_replication "
                       "WHERE application_name = " + quoteLiteral(pending.syncId) +
                       " AND state = 'streaming' AND sync_state = 'sync'");
-  if (!q || q->rows.empty() || !q->rows[0][0] || !q->rows[0][1]) return false;
+  if (!q || q->rows.empty() || !q->rows[0][0] || !q->rows[0][1]) {
+    if (std::chrono::steady_clock::now() - pending.reported >= 10s) reportSyncWait(pending);
+    return false;
+  }
   auto current = WalPosition::parse(*q->rows[0][0]);
   auto flush = WalPosition::parse(*q->rows[0][1]);
   if (!current || !flush) return false;

@@ -140,7 +140,11 @@ class PgController {
   struct Pending {
     std::string syncId;
     std::optional<uint64_t> targetLsn;
+    // When the wait was last reported in the log (pollWritable, every 10 s).
+    std::chrono::steady_clock::time_point reported = std::chrono::steady_clock::now();
   };
+  // Logs what pg_stat_replication shows of the sync the primary still waits for.
+  void reportSyncWait(const Pending& pending);
 
   // --- the data directory
   bool isSetUp() const;
@@ -259,6 +263,7 @@ class PgController {
   // apply repairs it (guarded by stateMu_).
   std::optional<std::chrono::steady_clock::time_point> notStreamingSince_;
   std::string streamProblem_;
+  std::optional<std::chrono::steady_clock::time_point> streamReported_;  // logged (healthCheck)
   // Inactive slots of peers other than the sync, and since when each has been seen so
   // (dropStaleSlots; under applyMu_).
   std::map<std::string, std::chrono::steady_clock::time_point> inactiveSlotsSince_;

@@ -161,6 +161,8 @@ def cmd_run(args):
                 runner.stop()
                 runner = None
             result.update({"replay": replay, "faults_requested": args.faults, "name": name})
+            if args.label:
+                result["label"] = args.label
             path = os.path.join(out_dir, f"{name}-{args.peers}peers-seed{seed}.json")
             with open(path, "w") as f:
                 json.dump(result, f, indent=1)
@@ -232,6 +234,8 @@ def main():
     r.add_argument("--index", type=int, help="subnet 10.213.INDEX.0/24 and names dgcampINDEX-* (default: free)")
     r.add_argument("--build-dir", default=os.path.join(REPO, "build", "dev"))
     r.add_argument("--out", default=os.path.join(REPO, "bench", "results", "runs"))
+    r.add_argument("--label", help="words that tell this run from another of the same system in the report "
+                                   "(e.g. the code it ran)")
     r.add_argument("--deadline", help="HH:MM (UTC): start no new fault after it; the results say how many ran")
     r.add_argument("--strict-verdict", action="store_true",
                    help="exit 1 also when a fault exceeded its bound or did not recover")

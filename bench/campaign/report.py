@@ -92,7 +92,8 @@ def ratio(a, b):
 
 
 def title(r):
-    return f"{r['system']}, {r['peers']} peers, seed {r['seed']}"
+    label = f" ({r['label']})" if r.get("label") else ""
+    return f"{r['system']}, {r['peers']} peers, seed {r['seed']}{label}"
 
 
 def plot(runs, out_dir):

@@ -310,9 +310,13 @@ TEST_F(E2E, PrimaryWhoseSessionExpiredAcknowledgesNoWrites) {
   ASSERT_TRUE(h_->waitFor(
       [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->primary.id == h_->peer(sync).id; }, 60s));
   ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
-  // The old postgres still runs, but a commit there waits for a sync that is gone.
+  // The old postgres acknowledges nothing: not a commit that would wait for its sync,
+  // and not one that waits for nobody (synchronous_commit = local). Its agent is frozen,
+  // so the agent's watchdog process has stopped it.
   auto r = h_->sql(primary, "INSERT INTO acked (id) VALUES (666)", 3s);
   EXPECT_FALSE(r.ok()) << "the deposed primary acknowledged a write";
+  auto local = h_->sql(primary, "SET synchronous_commit = local; INSERT INTO acked (id) VALUES (667)", 3s);
+  EXPECT_FALSE(local.ok()) << "the deposed primary acknowledged a write with synchronous_commit = local";
   EXPECT_EQ(ids(sync).count(666), 0u);
   h_->resumeAgent(primary);
   EXPECT_TRUE(h_->waitFor([&] { return h_->role(primary) == "deposed"; }, 30s));
