@@ -45,9 +45,7 @@ Harness::Harness(HarnessOptions options) : options_(options) {
 void Harness::rebuildZooKeeperEmpty() {
   client_.reset();
   zk_->rebuildEmpty();
-  auto client = zk::Client::connect(zkOptions(), 20s);
-  if (!client) throw std::runtime_error("e2e: cannot connect to the rebuilt ZooKeeper: " + client.error());
-  client_ = std::move(client).value();
+  if (!reconnectClient()) throw std::runtime_error("e2e: cannot connect to the rebuilt ZooKeeper");
 }
 
 Harness::~Harness() {
@@ -230,8 +228,16 @@ std::string Harness::role(int i) {
   return s ? (*s)["peer"]["role"].get<std::string>() : "";
 }
 
+bool Harness::reconnectClient() {
+  auto client = zk::Client::connect(zkOptions(), 20s);
+  if (!client) return false;
+  client_ = std::move(client).value();
+  return true;
+}
+
 std::optional<ClusterState> Harness::zkState() {
   auto node = client_->readState();
+  if (!node && reconnectClient()) node = client_->readState();
   if (!node || !node->exists) return std::nullopt;
   auto s = ClusterState::parse(node->data);
   if (!s) return std::nullopt;
@@ -240,12 +246,14 @@ std::optional<ClusterState> Harness::zkState() {
 
 std::vector<zk::HistoryEntry> Harness::history() {
   auto h = client_->history();
+  if (!h && reconnectClient()) h = client_->history();
   return h ? h.value() : std::vector<zk::HistoryEntry>{};
 }
 
 bool Harness::updateState(const std::function<void(ClusterState&)>& change) {
   for (int attempt = 0; attempt < 10; ++attempt) {
     auto node = client_->readState();
+    if (!node && reconnectClient()) node = client_->readState();
     if (!node || !node->exists) return false;
     auto s = ClusterState::parse(node->data);
     if (!s) return false;

@@ -95,6 +95,9 @@ class Harness {
   // The ensemble rebuilt empty (ZooKeeperCluster::rebuildEmpty); the harness' own client
   // is replaced, since the rebuilt server refuses one that has seen more than it has.
   void rebuildZooKeeperEmpty();
+  // A new client for the harness itself, e.g. once its session expired in an outage
+  // (zkState() and history() retry once through it). False if ZooKeeper does not answer.
+  bool reconnectClient();
   const HarnessOptions& options() const { return options_; }
   zk::ZkOptions zkOptions() const;
 

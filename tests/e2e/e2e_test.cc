@@ -167,7 +167,11 @@ TEST_F(E2E, AsyncStoppedForGoodIsRemovedAndReaddedWhenItRestarts) {
 // to its ZooKeeper session, so no peer sees it go, no takeover, no new generation; the
 // primary stays writable. (Before: the stop closed the session and the sync took over.)
 TEST_F(E2E, RestartingThePrimarysAndTheSyncsAgentsChangesNothing) {
-  int primary = startCluster();
+  // A session timeout that a restart under ASan on a loaded 2-core host cannot outlast
+  // (a stop and a start there took more than the default 3 s).
+  HarnessOptions o;
+  o.sessionTimeoutMs = 8000;
+  int primary = startCluster(3, o);
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
   int async = indexWithRole("async");
