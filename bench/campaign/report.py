@@ -265,7 +265,7 @@ def write(paths, out_dir, command, load_log=None):
     for r in runs:
         for f, why in summary.problems(r):
             any_problem = True
-            L.append(f"- {r['name']} ({r['peers']} peers) fault {f['n']} `{f['kind']}` {f['what']}: "
+            L.append(f"- {r['name']} ({r['peers']} peers{', ' + r['label'] if r.get('label') else ''}) fault {f['n']} `{f['kind']}` {f['what']}: "
                      f"{'; '.join(why)}. Replay: `{replay_of(r, f['n'])}`")
         if r["final"]["timeline_forks"]:
             any_problem = True
