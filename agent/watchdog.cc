@@ -9,9 +9,10 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
+
+#include <spdlog/spdlog.h>
 
 namespace dugong::agent {
 
@@ -29,8 +30,9 @@ int64_t monotonicMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-// The child's whole life: no allocation-heavy work, no threads; it only reads the shared
-// page, the postmaster's pid file, and signals.
+// The child's whole life: no threads; it only reads the shared page and the postmaster's
+// pid file, signals, and logs. Forked before the agent starts any thread, so no lock
+// (malloc's, the logger's) can be held by a thread the child does not have.
 [[noreturn]] void watch(std::atomic<int64_t>& beat, std::atomic<int>& primary,
                         std::atomic<int>& disarmed, const std::string& dataDir, int64_t limitMs, pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -47,14 +49,14 @@ int64_t monotonicMs() {
     long pid = 0;
     std::ifstream(dataDir + "/postmaster.pid") >> pid;
     const bool sent = pid > 0 && ::kill(static_cast<pid_t>(pid), SIGINT) == 0;
-    std::fprintf(stderr,
-                 "watchdog: the agent (pid %d) has not run for %lld ms while this peer is the primary (frozen or "
-                 "hung): %s, so that it acknowledges no commit once its ZooKeeper session can expire and another "
-                 "peer take over\n",
-                 static_cast<int>(parent), static_cast<long long>(silent),
+    // The agent's logger, as set up before the fork (text or JSON, on its stderr).
+    spdlog::warn("watchdog: the agent (pid {}) has not run for {} ms while this peer is the primary (frozen or "
+                 "hung): {}, so that it acknowledges no commit once its ZooKeeper session can expire and another "
+                 "peer take over",
+                 static_cast<int>(parent), silent,
                  sent ? "asked postgres for a fast shutdown"
                       : (pid > 0 ? "could not signal postgres" : "postgres is not running"));
-    std::fflush(stderr);
+    spdlog::default_logger()->flush();
   }
 }
 

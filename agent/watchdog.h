@@ -23,7 +23,8 @@ namespace dugong::agent {
 
 class Watchdog {
  public:
-  // Forks the watchdog process. Call before any thread is started.
+  // Forks the watchdog process. Call before any thread is started, after the logger is
+  // set up (the watchdog logs through it).
   static Result<std::unique_ptr<Watchdog>> start(const std::string& dataDir, std::chrono::milliseconds limit);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
