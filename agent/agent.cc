@@ -26,8 +26,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
       config_(std::move(config)),
       clock_(io),
       coordinator_(io, config_.zk, config_.identity),
-      statusTimer_(io),
-      watchdogTimer_(io) {}
+      statusTimer_(io) {}
 
 Agent::~Agent() {
   if (stopHookWaiter_.joinable()) stopHookWaiter_.join();  // bounded by hooks.timeoutSeconds
@@ -67,9 +66,7 @@ Result<bool> Agent::start() {
   if (!config_.onRoleChangeHook.empty() || !config_.onStartHook.empty() || !config_.onStopHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }
-  if (!config_.onRoleChangeHook.empty()) {
-    options.onRoleApplied = [this](Role previous, Role applied) { roleChanged(previous, applied); };
-  }
+  options.onRoleApplied = [this](Role previous, Role applied) { roleChanged(previous, applied); };
   driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_}, options);
   driver_->onFatal([this] {
     exitCode_ = 1;
@@ -84,7 +81,6 @@ Result<bool> Agent::start() {
                config_.pg.port, config_.singleton ? ", one-node-write mode" : "");
   driver_->start();
   pollStatus();
-  beatWatchdog();
   if (!config_.onStartHook.empty()) {
     spdlog::info("agent started: running hook onStart {}", config_.onStartHook);
     runHook("onStart", "start", config_.onStartHook, {config_.zk.cluster, config_.identity.id}, {});
@@ -96,7 +92,6 @@ void Agent::stop(std::function<void()> done) {
   if (stopping_) return;
   stopping_ = true;
   statusTimer_.cancel();
-  watchdogTimer_.cancel();
   if (watchdog_) watchdog_->disarm();
   if (http_) http_->stop();
   // onStop runs once the driver has stopped (its ZooKeeper session kept for a restart, or
@@ -150,16 +145,9 @@ void Agent::pollStatus() {
   });
 }
 
-void Agent::beatWatchdog() {
-  if (!watchdog_ || stopping_) return;
-  watchdog_->beat(driver_->peer().role() == Role::kPrimary);
-  watchdogTimer_.expires_after(watchdog_->beatInterval());
-  watchdogTimer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
-    if (!ec && !alive.expired()) beatWatchdog();
-  });
-}
-
 void Agent::roleChanged(Role previous, Role applied) {
+  if (watchdog_) watchdog_->setPrimary(applied == Role::kPrimary);
+  if (config_.onRoleChangeHook.empty()) return;
   const auto& state = driver_->peer().clusterState();
   const std::string generation = state ? std::to_string(state->generation) : "0";
   spdlog::info("role {} -> {} applied: running hook onRoleChange {}", roleName(previous), roleName(applied),

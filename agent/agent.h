@@ -51,8 +51,8 @@ class Agent {
   // Non-zero after a fatal error (the agent then stops itself through `onFatal`).
   int exitCode() const { return exitCode_ != 0 || (driver_ && driver_->failed()) ? 1 : 0; }
   void onFatal(std::function<void()> cb) { onFatal_ = std::move(cb); }
-  // The watchdog process (agent/watchdog.h), forked by main before any thread: beaten
-  // from the event loop once started, disarmed when the agent stops.
+  // The watchdog process (agent/watchdog.h), forked by main before any thread: told on
+  // each applied role whether this peer is the primary, disarmed when the agent stops.
   void setWatchdog(std::unique_ptr<Watchdog> watchdog) { watchdog_ = std::move(watchdog); }
 
   // The status endpoints: /ping, /state, /primary, /replica, /metrics.
@@ -66,7 +66,6 @@ class Agent {
 
  private:
   void pollStatus();
-  void beatWatchdog();
   std::optional<zk::SessionCredentials> savedSession();
   void roleChanged(Role previous, Role applied);
   // Queues hook `name` at `path` with DUGONG_EVENT, DUGONG_CLUSTER and DUGONG_PEER added
@@ -88,7 +87,6 @@ class Agent {
   std::unique_ptr<HttpServer> http_;
   boost::asio::steady_timer statusTimer_;
   std::unique_ptr<Watchdog> watchdog_;
-  boost::asio::steady_timer watchdogTimer_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   pg::PgStatus status_;
   int exitCode_ = 0;

@@ -1,16 +1,20 @@
 // The watchdog: a process of its own, forked when the agent starts, that stops this
-// peer's postgres when the agent stops running while it is a primary.
+// peer's postgres when the agent is stopped (SIGSTOP, a debugger) while it is a primary.
 //
-// An agent that is frozen (SIGSTOP, a hung host process) cannot stop writes when its
-// ZooKeeper session is about to expire: the session expires, the sync takes over, and the
-// old primary's postgres still acknowledges commits that wait for no standby
-// (synchronous_commit = local). That is a second writer. The agent beats (every quarter
-// of `limit`, from its event loop) and arms the watchdog while it runs as a primary; a
-// beat older than `limit` (half the session timeout: the session cannot expire, and no
-// other peer take over, before two thirds of it) makes the watchdog ask the postmaster
-// for a fast shutdown, which ends every session at once. A frozen process beats no more,
-// so the watchdog must live outside it: a forked child, sharing one page with it, that
-// ends with it (PR_SET_PDEATHSIG).
+// A stopped agent cannot stop writes when its ZooKeeper session is about to expire: the
+// session expires, the sync takes over, and the old primary's postgres still
+// acknowledges commits that wait for no standby (synchronous_commit = local). That is a
+// second writer. The agent tells the watchdog whether it is the primary (on each applied
+// role); the watchdog looks at the agent's state in /proc every half `limit`, and once
+// the agent has been stopped for `limit` (half the session timeout: the session
+// cannot expire, and no other peer take over, before two thirds of it) it asks the
+// postmaster for a fast shutdown, which ends every session at once. A stopped process
+// does nothing, so the watchdog lives outside it: a forked child, sharing one page with
+// it, that ends with it (PR_SET_PDEATHSIG). The agent itself spends nothing on it: no
+// timer, no beat (a beat every limit/4 cost 0.06 % of a core at rest here).
+//
+// A hung agent that still runs is not the watchdog's concern: its ZooKeeper client's own
+// thread keeps the session, so no other peer takes over.
 #pragma once
 
 #include <chrono>
@@ -30,18 +34,18 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // The agent runs: called from its event loop every `beatInterval()`.
-  void beat(bool primary);
+  // Armed while this peer is the primary (called on each applied role).
+  void setPrimary(bool primary);
   // Disarmed for good (a stopping agent).
   void disarm();
-  std::chrono::milliseconds beatInterval() const { return limit_ / 4; }
+
+ // The page shared with the watchdog process.
+  struct Shared;
 
  private:
-  struct Shared;
-  Watchdog(Shared* shared, int pid, std::chrono::milliseconds limit) : shared_(shared), pid_(pid), limit_(limit) {}
+  Watchdog(Shared* shared, int pid) : shared_(shared), pid_(pid) {}
   Shared* shared_;
   int pid_;
-  std::chrono::milliseconds limit_;
 };
 
 }  // namespace dugong::agent
