@@ -1,18 +1,16 @@
 #include "agent/watchdog.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
-
-#include <algorithm>
 #include <fstream>
 #include <optional>
 
@@ -26,12 +24,6 @@ struct Watchdog::Shared {
 };
 
 namespace {
-
-int64_t monotonicMs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 // Whether the process whose /proc/<pid>/stat is open as `fd` is stopped (by a signal, or
 // by a debugger): the state letter after the command name. Read again through the same
@@ -56,22 +48,23 @@ bool stopped(int fd) {
   // a whole limit after it began. Otherwise rarely: being armed is what it waits for then.
   // (Each wake-up costs this host about 0.01 % of a core a second.)
   const int64_t pollMs = std::max<int64_t>(limitMs / 2, 10);
-  std::optional<int64_t> stoppedSince;  // when the agent was first seen stopped
-  bool fired = false;                    // once per stop
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> stoppedSince;  // when the agent was first seen stopped
+  bool fired = false;                              // once per stop
+  auto armed = [&] { return shared.disarmed.load() == 0 && shared.primary.load() != 0; };
   for (;;) {
-    const bool armed = shared.disarmed.load() == 0 && shared.primary.load() != 0;
-    ::usleep(static_cast<useconds_t>((armed ? pollMs : std::max<int64_t>(limitMs, 1000)) * 1000));
+    ::usleep(static_cast<useconds_t>((armed() ? pollMs : std::max<int64_t>(limitMs, 1000)) * 1000));
     if (::getppid() != parent) ::_exit(0);
-    const bool stillArmed = shared.disarmed.load() == 0 && shared.primary.load() != 0;
-    if (!armed || !stillArmed || fd < 0 || !stopped(fd)) {
+    if (!armed() || fd < 0 || !stopped(fd)) {
       stoppedSince.reset();
       fired = false;
       continue;
     }
-    const int64_t now = monotonicMs();
+    const auto now = Clock::now();
     if (!stoppedSince) stoppedSince = now;
     // It may have stopped up to one poll before it was seen so.
-    const int64_t silent = now - *stoppedSince + pollMs;
+    const int64_t silent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - *stoppedSince).count() + pollMs;
     if (fired || silent < limitMs) continue;
     fired = true;
     long pid = 0;

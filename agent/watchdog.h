@@ -39,7 +39,7 @@ class Watchdog {
   // Disarmed for good (a stopping agent).
   void disarm();
 
- // The page shared with the watchdog process.
+  // The page shared with the watchdog process.
   struct Shared;
 
  private:

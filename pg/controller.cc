@@ -58,6 +58,25 @@ std::string lastLines(const std::string& text, int n) {
   return text.substr(pos + 1);
 }
 
+// The whole line of `text` around the last occurrence of `what`, if any.
+std::optional<std::string> lineWith(const std::string& text, const std::string& what) {
+  const auto at = text.rfind(what);
+  if (at == std::string::npos) return std::nullopt;
+  auto begin = text.rfind('\n', at);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  const auto end = text.find('\n', at);
+  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// The line of a standby's server log tail that says why it cannot follow its upstream.
+std::optional<std::string> cannotFollowEvidence(const std::string& logTail) {
+  for (const char* what : {"forked off current database system timeline", "is not in this server's history",
+                           "has already been removed", "is not a child of this server's history"}) {
+    if (auto line = lineWith(logTail, what)) return line;
+  }
+  return std::nullopt;
+}
+
 std::string oneLine(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   for (auto& c : s) {
@@ -443,18 +462,19 @@ Result<QueryResult> PgController::localQuery(const std::string& sql) const {
 
 // ---------------------------------------------------------------- replication slots
 
+Result<std::string> PgController::replicationConninfo(const PeerIdentity& peer) const {
+  auto c = peerConninfo(peer, true);
+  if (!c) return c;
+  return c.value() + " " + buildConninfo({{"replication", "true"}});
+}
+
 std::optional<std::string> PgController::prepareSlot(const PeerIdentity& upstream, const ManagedState& previous) {
   const std::string slot = slotNameFor(options_.peerId);
-  auto replication = [this](const PeerIdentity& peer) -> Result<std::string> {
-    auto c = peerConninfo(peer, true);
-    if (!c) return c;
-    return c.value() + " " + buildConninfo({{"replication", "true"}});
-  };
   if (previous.slotName && previous.upstreamUrl && previous.upstreamId && *previous.upstreamId != upstream.id) {
     PeerIdentity old;
     old.id = *previous.upstreamId;
     old.pgUrl = *previous.upstreamUrl;
-    auto c = replication(old);
+    auto c = replicationConninfo(old);
     auto d = c ? dropSlot(c.value(), *previous.slotName, options_.queryTimeout) : Result<bool>(Error{c.error()});
     if (d) {
       spdlog::info("pg: dropped replication slot {} on the previous upstream {}", *previous.slotName, old.id);
@@ -464,7 +484,7 @@ std::optional<std::string> PgController::prepareSlot(const PeerIdentity& upstrea
                    *previous.slotName, old.id, d.error());
     }
   }
-  auto c = replication(upstream);
+  auto c = replicationConninfo(upstream);
   if (!c) return std::nullopt;
   auto e = ensureSlot(c.value(), slot, options_.queryTimeout);
   if (!e) {
@@ -1330,9 +1350,10 @@ Result<bool> PgController::healthCheck() {
     }
   }
   const auto& row = q->rows.at(0);
-  if (!upstream.empty() && row[0] == "t" && row[1] != "streaming" && slot && !upstreamPeer.pgUrl.empty()) {
-    recreateMissingSlot(upstreamPeer, *slot);
-  }
+  const bool notStreaming = !upstream.empty() && row[0] == "t" && row[1] != "streaming";
+  // Why not: the server log's tail, read once.
+  const std::string logTail = notStreaming ? lastLines(readFile(options_.logPath()), 20) : "";
+  if (notStreaming && slot && !upstreamPeer.pgUrl.empty()) recreateMissingSlot(upstreamPeer, *slot, logTail);
   bool sweep = false;
   if (row[0] == "f") {
     std::lock_guard lock(stateMu_);
@@ -1340,7 +1361,7 @@ Result<bool> PgController::healthCheck() {
   }
   if (sweep) sweepInactiveSlots();
   std::lock_guard lock(stateMu_);
-  if (upstream.empty() || row[0] != "t" || row[1] == "streaming") {
+  if (!notStreaming) {
     notStreamingSince_.reset();
     streamReported_.reset();
     streamProblem_.clear();
@@ -1349,19 +1370,14 @@ Result<bool> PgController::healthCheck() {
   const auto now = std::chrono::steady_clock::now();
   if (!notStreamingSince_) notStreamingSince_ = now;
   const auto secs = std::chrono::duration_cast<std::chrono::seconds>(now - *notStreamingSince_);
-  auto evidence = cannotFollowEvidence();
+  auto evidence = cannotFollowEvidence(logTail);
   streamProblem_ = "not streaming from " + upstream + " for " + std::to_string(secs.count()) + " s (WAL receiver " +
                    row[1].value_or("absent") + ")" + (evidence ? ": " + *evidence : "");
   if (secs >= 10s && (!streamReported_ || now - *streamReported_ >= 30s)) {
     // Rate-limited: what the operator needs to see why, e.g. the upstream's refusal.
     streamReported_ = now;
-    std::string why;
-    const std::string tail = lastLines(readFile(options_.logPath()), 10);
-    if (auto at = tail.rfind("FATAL:"); at != std::string::npos) {
-      auto end = tail.find('\n', at);
-      why = tail.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    }
-    spdlog::warn("pg: this standby is {}{}", streamProblem_, why.empty() ? "" : "; its server log says: " + why);
+    const auto why = lineWith(logTail, "FATAL:");
+    spdlog::warn("pg: this standby is {}{}", streamProblem_, why ? "; its server log says: " + *why : "");
   }
   if (!evidence || secs < options_.repairStandbyAfter) return true;
   repairFor_ = *evidence;
@@ -1372,12 +1388,11 @@ Result<bool> PgController::healthCheck() {
 // A slot its upstream dropped (a primary drops the inactive slots of the peers that are
 // not its sync) refuses this standby for good: "replication slot ... does not exist" in
 // its log. Created again, the WAL receiver's next attempt streams.
-void PgController::recreateMissingSlot(const PeerIdentity& upstream, const std::string& slot) {
-  const std::string tail = lastLines(readFile(options_.logPath()), 5);
-  if (tail.find("replication slot \"" + slot + "\" does not exist") == std::string::npos) return;
-  auto c = peerConninfo(upstream, true);
-  auto e = c ? ensureSlot(c.value() + " " + buildConninfo({{"replication", "true"}}), slot, options_.queryTimeout)
-             : Result<SlotEnsured>(Error{c.error()});
+void PgController::recreateMissingSlot(const PeerIdentity& upstream, const std::string& slot,
+                                       const std::string& logTail) {
+  if (!lineWith(lastLines(logTail, 5), "replication slot \"" + slot + "\" does not exist")) return;
+  auto c = replicationConninfo(upstream);
+  auto e = c ? ensureSlot(c.value(), slot, options_.queryTimeout) : Result<SlotEnsured>(Error{c.error()});
   if (!e) {
     spdlog::warn("pg: the upstream {} has no replication slot {} for this standby, and creating it failed: {}",
                  upstream.id, slot, e.error());
@@ -1385,20 +1400,6 @@ void PgController::recreateMissingSlot(const PeerIdentity& upstream, const std::
     spdlog::warn("pg: the upstream {} had dropped replication slot {}: created it again, so that this standby streams",
                  upstream.id, slot);
   }
-}
-
-std::optional<std::string> PgController::cannotFollowEvidence() const {
-  const std::string tail = lastLines(readFile(options_.logPath()), 20);
-  for (const char* what : {"forked off current database system timeline", "is not in this server's history",
-                           "has already been removed", "is not a child of this server's history"}) {
-    auto at = tail.rfind(what);
-    if (at == std::string::npos) continue;
-    auto begin = tail.rfind('\n', at);
-    begin = begin == std::string::npos ? 0 : begin + 1;
-    auto end = tail.find('\n', at);
-    return tail.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-  }
-  return std::nullopt;
 }
 
 PgStatus PgController::status() {

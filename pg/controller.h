@@ -180,6 +180,8 @@ class PgController {
   // Makes sure this standby's slot exists on `upstream`; drops its slot on the
   // previous upstream when it moved. Failures are logged: streaming works without.
   std::optional<std::string> prepareSlot(const PeerIdentity& upstream, const ManagedState& previous);
+  // A replication connection to `peer` (for slots).
+  Result<std::string> replicationConninfo(const PeerIdentity& peer) const;
   // On a primary: drops the dugong slots of peers other than `keepFor` that have been
   // inactive at every call for options.dropInactiveSlotAfter.
   void dropStaleSlots(const std::optional<std::string>& keepFor);
@@ -235,11 +237,9 @@ class PgController {
   std::map<std::string, std::string> passwordEnv() const;
   Result<QueryResult> localQuery(const std::string& sql) const;
   std::string logTail() const;
-  // The line of the server log's tail that says why a standby cannot follow its upstream.
-  std::optional<std::string> cannotFollowEvidence() const;
-  // Creates this standby's slot on its upstream again when the log says the upstream
-  // refuses it as missing.
-  void recreateMissingSlot(const PeerIdentity& upstream, const std::string& slot);
+  // Creates this standby's slot on its upstream again when its server log's tail says
+  // the upstream refuses it as missing.
+  void recreateMissingSlot(const PeerIdentity& upstream, const std::string& slot, const std::string& logTail);
   // On a primary (from the health check, about once a minute): dropStaleSlots, unless an
   // apply or a catch-up poll runs.
   void sweepInactiveSlots();
