@@ -27,7 +27,11 @@
 #include <string>
 #include <vector>
 
+#include <map>
+#include <mutex>
+
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "pg/controller.h"
@@ -73,6 +77,67 @@ double walMegabytes(const PgTestNode& n) {
   return std::atof(n.value("SELECT COALESCE(sum(size), 0) / 1048576.0 FROM pg_ls_waldir()").c_str());
 }
 
+// The phases of one rejoin, from the adapter's log: each program it runs ("pg: running
+// ..." then "pg: <tool> finished in N ms"), the source's CHECKPOINT and the syncfs after
+// pg_rewind. What the log does not name is "other" (connections, pg_controldata's
+// neighbours, file writes); the wait from the end of apply() until the upstream sees the
+// standby streaming is "stream".
+class PhaseSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::map<std::string, double> take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(phases_, {});
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    const std::string text(msg.payload.data(), msg.payload.size());
+    if (text.rfind("pg: running ", 0) == 0) {
+      current_ = label(text);
+      return;
+    }
+    std::optional<double> ms;
+    std::string phase;
+    if (text.rfind("pg: CHECKPOINT on ", 0) == 0) {
+      ms = millisAfter(text, {" took ", " after "});
+      phase = "source_checkpoint";
+    } else if (text.rfind("pg: syncfs of the rewound", 0) == 0) {
+      ms = millisAfter(text, {" took "});
+      phase = "syncfs";
+    } else if (!current_.empty() && text.find(" ms") != std::string::npos) {
+      ms = millisAfter(text, {" finished in ", " after "});
+      phase = std::exchange(current_, "");
+    }
+    if (ms) phases_[phase] += *ms / 1000.0;
+  }
+  void flush_() override {}
+
+ private:
+  static std::string label(const std::string& text) {
+    auto has = [&](const char* w) { return text.find(w) != std::string::npos; };
+    if (has("/postgres --single")) return "crash_recovery";
+    if (has("/pg_rewind --dry-run")) return "dry_run";
+    if (has("/pg_rewind")) return "pg_rewind";
+    if (has("/pg_basebackup")) return "pg_basebackup";
+    if (has("/pg_ctl start")) return "start";
+    if (has("/pg_ctl stop")) return "stop";
+    if (has("/pg_controldata")) return "pg_controldata";
+    return "other_programs";
+  }
+  static std::optional<double> millisAfter(const std::string& text, std::initializer_list<const char*> keys) {
+    for (const char* key : keys) {
+      auto at = text.find(key);
+      if (at == std::string::npos) continue;
+      char* end = nullptr;
+      double v = std::strtod(text.c_str() + at + std::strlen(key), &end);
+      if (end != text.c_str() + at + std::strlen(key)) return v;
+    }
+    return std::nullopt;
+  }
+  std::map<std::string, double> phases_;
+  std::string current_;
+};
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -92,13 +157,30 @@ int main(int argc, char** argv) {
   int runs = argc > 3 ? std::atoi(argv[3]) : 1;
   long common = argc > 4 ? std::atol(argv[4]) : 0;
   spdlog::set_level(spdlog::level::info);
+  auto phaseSink = std::make_shared<PhaseSink>();
+  spdlog::default_logger()->sinks().push_back(phaseSink);
   PgTestCluster cluster("dugong-rewind-bench");
   PgTestNode& a = cluster.addNode("peer-a");
   PgTestNode& b = cluster.addNode("peer-b");
-  // dugong's own defaults (wal_keep_size, slots, max_wal_size) apart from memory.
+  // dugong's own defaults (wal_keep_size, slots) and postgres' (max_wal_size,
+  // min_wal_size, checkpoint_timeout, wal_buffers), not the small ones of the tests,
+  // apart from memory.
   for (PgTestNode* n : {&a, &b}) {
+    for (const char* k : {"max_wal_size", "min_wal_size", "wal_keep_size", "checkpoint_timeout", "wal_buffers"}) {
+      n->options.settings.erase(k);
+    }
     n->options.settings["shared_buffers"] = "128MB";
     if (const char* keep = std::getenv("DUGONG_BENCH_WAL_KEEP")) n->options.settings["wal_keep_size"] = keep;
+    // DUGONG_BENCH_SET="name=value,name=value": other settings, to measure what they cost.
+    if (const char* set = std::getenv("DUGONG_BENCH_SET")) {
+      std::string list = set;
+      for (size_t at = 0; at < list.size();) {
+        size_t end = std::min(list.find(',', at), list.size());
+        std::string item = list.substr(at, end - at);
+        if (auto eq = item.find('='); eq != std::string::npos) n->options.settings[item.substr(0, eq)] = item.substr(eq + 1);
+        at = end + 1;
+      }
+    }
     n->options.basebackupTimeout = 3600s;
     n->options.rewindTimeout = 3600s;
   }
@@ -123,15 +205,38 @@ int main(int argc, char** argv) {
           "b to replay everything");
 
   std::vector<double> byRewind, byCopy, sourceWal;
+  std::map<std::string, std::map<std::string, std::vector<double>>> phasesOf;  // path -> phase -> seconds
+  // Rejoins `standby` (its controller `pc`) as the sync of `upstream`; returns seconds
+  // until the upstream sees it streaming, and prints and keeps the phases.
+  auto rejoin = [&](const char* path, int run, PgController& pc, PgTestNode& standby, const PgTestNode& upstream) {
+    phaseSink->take();
+    const auto started = std::chrono::steady_clock::now();
+    must(pc.apply(PgConfig::standby(PgRole::kSync, upstream.identity, upstream.identity)), path);
+    const double applied = seconds(std::chrono::steady_clock::now() - started);
+    waitFor([&] { return streamsFrom(upstream, standby); }, "the rejoined peer to stream");
+    const double total = seconds(std::chrono::steady_clock::now() - started);
+    std::map<std::string, double> phases = phaseSink->take();
+    double named = 0;
+    for (const auto& [k, v] : phases) named += v;
+    phases["other"] = applied - named;
+    phases["stream"] = total - applied;
+    std::printf("run %d %s: %.3f s =", run, path, total);
+    for (const auto& [k, v] : phases) {
+      std::printf(" %s %.3f", k.c_str(), v);
+      phasesOf[path][k].push_back(v);
+    }
+    std::printf("; the source's pg_wal now %.0f MB\n", walMegabytes(upstream));
+    std::fflush(stdout);
+    return total;
+  };
   for (int run = 0; run < runs; ++run) {
     // 1. a (primary) is killed diverged; b takes over; a rejoins (pg_rewind).
     crashDiverged(*pb, a, b, divergence, common);
     sourceWal.push_back(walMegabytes(b));
-    std::printf("run %d: the source's pg_wal holds %.0f MB\n", run + 1, sourceWal.back());
-    t = std::chrono::steady_clock::now();
-    must(pa->apply(PgConfig::standby(PgRole::kSync, b.identity, b.identity)), "rejoin a by pg_rewind");
-    waitFor([&] { return streamsFrom(b, a); }, "a to stream from b");
-    byRewind.push_back(seconds(std::chrono::steady_clock::now() - t));
+    std::printf("run %d: the source's pg_wal holds %.0f MB (insert position %s: %s)\n", run + 1, sourceWal.back(),
+                b.value("SELECT pg_walfile_name(pg_current_wal_lsn())").c_str(),
+                b.value("SELECT string_agg(name, ' ' ORDER BY name) FROM pg_ls_waldir()").c_str());
+    byRewind.push_back(rejoin("pg_rewind", run + 1, *pa, a, b));
     record("rejoin_killed_by_pg_rewind", byRewind.back());
 
     // 2. Roles swapped: b is killed diverged; a takes over; b rejoins by pg_basebackup.
@@ -140,10 +245,7 @@ int main(int argc, char** argv) {
     waitWritable(*pb, b);
     crashDiverged(*pa, b, a, divergence, common);
     pbCopy = std::make_unique<PgController>(noRewind);
-    t = std::chrono::steady_clock::now();
-    must(pbCopy->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "rejoin b by pg_basebackup");
-    waitFor([&] { return streamsFrom(a, b); }, "b to stream from a");
-    byCopy.push_back(seconds(std::chrono::steady_clock::now() - t));
+    byCopy.push_back(rejoin("pg_basebackup", run + 1, *pbCopy, b, a));
     record("rejoin_killed_by_pg_basebackup", byCopy.back());
 
     // Back to the start: a primary with sync b.
@@ -159,6 +261,16 @@ int main(int argc, char** argv) {
   if (!sourceWal.empty()) std::printf("SUMMARY source pg_wal before the rewind: median %.0f MB\n", median(sourceWal));
   summary("rejoin_killed_by_pg_rewind", byRewind);
   summary("rejoin_killed_by_pg_basebackup", byCopy);
+  for (const auto& [path, phases] : phasesOf) {
+    std::printf("SUMMARY phases of the %s path (median / max s):", path.c_str());
+    for (const auto& [k, v] : phases) {
+      std::printf(" %s %.3f/%.3f", k.c_str(), median(v), *std::max_element(v.begin(), v.end()));
+    }
+    std::printf("\n");
+  }
+  if (!byRewind.empty() && !byCopy.empty()) {
+    std::printf("SUMMARY ratio of the medians (pg_basebackup / pg_rewind): %.1fx\n", median(byCopy) / median(byRewind));
+  }
   std::printf("%s\n", results.dump().c_str());
   return 0;
 }

@@ -446,7 +446,14 @@ Result<std::string> PgController::peerConninfo(const PeerIdentity& peer, bool fo
                                           {"keepalives_idle", "5"},
                                           {"keepalives_interval", "2"},
                                           {"keepalives_count", "3"}};
-  if (!forReplication) p["dbname"] = "postgres";
+  if (!forReplication) {
+    p["dbname"] = "postgres";
+    // pg_rewind lists the source's files with one recursive query whose row estimate
+    // (millions) makes postgres JIT-compile it: 250-350 ms of a 20 ms query, in every
+    // rewind and dry run. Nothing dugong or pg_rewind asks over this connection gains
+    // from JIT.
+    p["options"] = "-c jit=off";
+  }
   if (forReplication && options_.replicationPassword) p["password"] = *options_.replicationPassword;
   return buildConninfo(p);
 }
@@ -532,6 +539,35 @@ void PgController::dropStaleSlots(const std::optional<std::string>& keepFor) {
   lastSlotSweep_ = now;
 }
 
+void PgController::reserveWalForOldUpstream(const ManagedState& previous) {
+  if (!previous.upstreamId || *previous.upstreamId == options_.peerId) return;
+  const std::string slot = slotNameFor(*previous.upstreamId);
+  const auto started = std::chrono::steady_clock::now();
+  // Invalidated (it lost its WAL to max_slot_wal_keep_size): dropped and made anew.
+  auto q = localQuery("SELECT CASE WHEN restart_lsn IS NULL THEN 'lost' ELSE restart_lsn::text END "
+                      "FROM pg_replication_slots WHERE slot_name = " + quoteLiteral(slot));
+  if (q && !q->rows.empty() && q->rows[0][0] != "lost") {
+    spdlog::info("pg: replication slot {} already keeps this peer's WAL from {} for {}", slot,
+                 q->rows[0][0].value_or("?"), *previous.upstreamId);
+    return;
+  }
+  if (q && !q->rows.empty()) localQuery("SELECT pg_drop_replication_slot(" + quoteLiteral(slot) + ")");
+  auto c = q ? localQuery("SELECT lsn::text FROM pg_create_physical_replication_slot(" + quoteLiteral(slot) +
+                          ", true)")
+             : q;
+  if (!c || c->rows.empty()) {
+    spdlog::warn("pg: could not reserve WAL for {}, the upstream this peer replaces ({}): if it comes back, it may "
+                 "need a base backup",
+                 *previous.upstreamId, c ? "no answer" : c.error());
+    return;
+  }
+  spdlog::info("pg: reserved this peer's WAL from {} for {}, the upstream it replaces, in replication slot {} "
+               "({} ms): it can rejoin by pg_rewind and stream through it; dropped if unused for {} s",
+               c->rows[0][0].value_or("?"), *previous.upstreamId, slot,
+               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count(),
+               options_.dropInactiveSlotAfter.count());
+}
+
 void PgController::sweepInactiveSlots() {
   std::unique_lock applyLock(applyMu_, std::try_to_lock);
   if (!applyLock.owns_lock()) return;
@@ -607,9 +643,7 @@ PgController::Divergence PgController::checkDivergence(const PeerIdentity& sourc
     return Divergence::kUnknown;
   }
   const std::string queryConninfo = sourceQueryConninfo(conninfo.value());
-  // A just-promoted source shows its new timeline in pg_control only after a checkpoint.
-  auto cp = runQuery(queryConninfo, "CHECKPOINT", std::max<std::chrono::milliseconds>(options_.queryTimeout, 60s));
-  if (!cp) spdlog::warn("pg: CHECKPOINT on {} failed: {}", source.id, cp.error());
+  checkpointSource(source, queryConninfo);
   auto r = run("pg_rewind", {"--dry-run", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
                options_.rewindTimeout, passwordEnv());
   *detail = oneLine(lastLines(r.output, 3));
@@ -619,6 +653,19 @@ PgController::Divergence PgController::checkDivergence(const PeerIdentity& sourc
   if (!noRewind) return Divergence::kUnknown;
   if (r.output.find("same timeline") == std::string::npos) return Divergence::kCanFollow;
   return aheadOnSameTimeline(source, queryConninfo, detail);
+}
+
+void PgController::checkpointSource(const PeerIdentity& source, const std::string& queryConninfo) {
+  // A just-promoted source shows its new timeline in pg_control only after a checkpoint.
+  const auto started = std::chrono::steady_clock::now();
+  auto cp = runQuery(queryConninfo, "CHECKPOINT", std::max<std::chrono::milliseconds>(options_.queryTimeout, 60s));
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+  if (!cp) {
+    spdlog::warn("pg: CHECKPOINT on {} failed after {} ms: {}", source.id, ms, cp.error());
+  } else {
+    spdlog::info("pg: CHECKPOINT on {} (so that pg_rewind sees its timeline) took {} ms", source.id, ms);
+  }
 }
 
 std::string PgController::sourceQueryConninfo(const std::string& conninfo) const {
@@ -755,7 +802,11 @@ CommandResult PgController::rewind(const PeerIdentity& source) {
   auto r = run("pg_rewind", {"--no-sync", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
                options_.rewindTimeout, passwordEnv());
   if (!r.ok()) return r;
+  const auto syncStarted = std::chrono::steady_clock::now();
   auto synced = syncFileSystems({options_.dataDir, options_.dataDir + "/pg_wal"});
+  spdlog::info("pg: syncfs of the rewound data directory took {} ms",
+               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - syncStarted)
+                   .count());
   if (!synced) {
     r.exitCode = -1;
     r.output += "\n" + synced.error();
@@ -786,8 +837,7 @@ PgController::Divergence PgController::rewindIfDiverged(const PeerIdentity& sour
     return Divergence::kUnknown;
   }
   const std::string queryConninfo = sourceQueryConninfo(conninfo.value());
-  auto cp = runQuery(queryConninfo, "CHECKPOINT", std::max<std::chrono::milliseconds>(options_.queryTimeout, 60s));
-  if (!cp) spdlog::warn("pg: CHECKPOINT on {} failed: {}", source.id, cp.error());
+  checkpointSource(source, queryConninfo);
   // The local WAL ends at the last (shutdown) checkpoint: what a rewind discards runs
   // from the fork to there.
   auto localEnd = controlValue("Latest checkpoint location:");
@@ -995,6 +1045,7 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
     auto ws = waitSettings(want);
     if (!ws) return failed(ws.error(), true);
     if (inRecovery) {
+      reserveWalForOldUpstream(previous);
       auto p = promote();
       if (!p) return failed(p.error(), true);
     }

@@ -211,6 +211,9 @@ class PgController {
   // is ahead of `source` (it has WAL the source does not have).
   Divergence aheadOnSameTimeline(const PeerIdentity& source, const std::string& queryConninfo, std::string* detail);
   std::string sourceQueryConninfo(const std::string& conninfo) const;
+  // Asks `source` for a checkpoint, so that its pg_control (which pg_rewind reads) shows
+  // the timeline it promoted to.
+  void checkpointSource(const PeerIdentity& source, const std::string& queryConninfo);
   // What a standby's rebuild may do when its data directory cannot follow as it is.
   struct RebuildRules {
     bool rewind = true;      // pg_rewind a diverged data directory
@@ -240,6 +243,11 @@ class PgController {
   // Creates this standby's slot on its upstream again when its server log's tail says
   // the upstream refuses it as missing.
   void recreateMissingSlot(const PeerIdentity& upstream, const std::string& slot, const std::string& logTail);
+  // A standby about to be promoted: keeps its WAL for the upstream it replaces (the
+  // deposed primary) in a slot named after that peer, created in recovery, so that it
+  // reserves from the last restartpoint, at or before the last checkpoint before the
+  // fork. See docs/design.md "WAL retention for a deposed primary".
+  void reserveWalForOldUpstream(const ManagedState& previous);
   // On a primary (from the health check, about once a minute): dropStaleSlots, unless an
   // apply or a catch-up poll runs.
   void sweepInactiveSlots();

@@ -44,8 +44,11 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   nlohmann::json recorded = state.toJson();
   out << kStatePrefix << recorded.dump() << "\n";
   // Defaults that the options' settings may override.
+  // wal_keep_size 0: slots keep what each standby needs, and a promoted sync keeps what
+  // its deposed primary needs to rejoin (docs/design.md "WAL retention for a deposed
+  // primary"); PostgreSQL 15's pg_rewind copies whatever the source keeps beyond that.
   std::map<std::string, std::string> defaults = {
-      {"max_wal_senders", "10"},      {"max_replication_slots", "10"}, {"wal_keep_size", "'512MB'"},
+      {"max_wal_senders", "10"},      {"max_replication_slots", "10"}, {"wal_keep_size", "0"},
       {"hot_standby_feedback", "on"}, {"wal_sender_timeout", "'10s'"},  {"wal_receiver_timeout", "'10s'"},
       // A standby whose upstream restarted (a crashed primary restarted by its agent)
       // connects again at most this long after it accepts connections; commits wait
