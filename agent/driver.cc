@@ -523,6 +523,8 @@ void Driver::onHealth(bool healthy, const std::string& detail) {
     return;
   }
   unhealthyDetail_ = detail;
+  // Still unhealthy, and the postmaster is now found gone: no need to wait for the tick.
+  if (unhealthySince_ && env_.postgres.postmasterGone()) return healthTick();
   noteUnhealthy();
 }
 

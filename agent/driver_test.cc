@@ -358,6 +358,21 @@ TEST_F(DriverTest, RestartsAGonePostmasterAtOnceButNotInALoop) {
   EXPECT_TRUE(pg_.applies.empty());
 }
 
+// The first failed check may still see the postmaster (a killed one is exiting): the
+// health check reports again once it is gone, and the restart then starts at once, not
+// at the next health tick.
+TEST_F(DriverTest, APostmasterFoundGoneAfterTheFirstFailedCheckIsRestartedAtOnce) {
+  startAsAsync();
+  pg_.health(false, "connection refused");
+  clock_.advance(300);
+  EXPECT_TRUE(pg_.applies.empty()) << "restarted a postgres that may be starting or recovering";
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "waited for the next health tick";
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kAsync);
+}
+
 TEST_F(DriverTest, WithdrawsWhileUnhealthyAndRejoinsOnceHealthy) {
   startAsAsync();
   pg_.health(false, "connection refused");

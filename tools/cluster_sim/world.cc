@@ -834,9 +834,11 @@ void World::healthCheck(int n, uint64_t inc, uint64_t serial) {
                             now_ - pg.cannotFollowSince >= kRepairAfterMs;
   if (cannotFollow) pg.repairFor = true;
   const bool healthy = pg.serving() && !cannotFollow;
-  env.gone = !pg.running && !pg.transitioning;
+  const bool gone = !pg.running && !pg.transitioning;
+  const bool goneNow = gone && !env.gone;  // reported again, as the adapter does
+  env.gone = gone;
   after(kHealthIntervalMs, [this, n, inc, serial] { healthCheck(n, inc, serial); });
-  if (env.lastHealthy == static_cast<int>(healthy)) return;
+  if (env.lastHealthy == static_cast<int>(healthy) && !goneNow) return;
   env.lastHealthy = healthy;
   trace('P', [&] {
     return std::string(node(n).identity.id + " health check: postgres " +
