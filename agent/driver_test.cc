@@ -628,6 +628,56 @@ TEST_F(DriverTest, AfterAnExpiryThePrimaryResumesOnlyOnceItsTestAndSetOfTheState
   EXPECT_FALSE(driver_->postgresShutDown());
 }
 
+// A primary's takeover (its sync was gone) is in flight when ZooKeeper goes; on the new
+// session the sync is back, so the state machine abandons the takeover and applies its
+// configuration again, which starts postgres. That state was read on the new session, and
+// a takeover by another peer may still land before this peer's test-and-set: writes stay
+// stopped until the confirmation succeeds, as when nothing is applied.
+TEST_F(DriverTest, AnApplyOfTheSameRoleOnTheNewSessionDoesNotResumeWritesBeforeTheConfirmation) {
+  startAsPrimary();
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  fenceAndReadTheWalUntilTheStateWrite();
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "the primary did not replace its sync";
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  (*coordinator_.pendingWrite)(StateWriteFinished{false, "connection loss", false, -1});
+  coordinator_.pendingWrite.reset();
+  clock_.advance(20000);
+  ASSERT_EQ(pg_.shutdowns.size(), 1u);
+  pg_.shutdowns.front()(true);
+  pg_.shutdowns.pop_front();
+  clock_.advance(0);
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
+  clock_.advance(0);
+  while (!pg_.walReads.empty()) {  // the takeover's retry, on a postgres shut down
+    pg_.walReads.front()(WalPositionRead{std::nullopt, "postgres is not running", 0});
+    pg_.walReads.pop_front();
+    clock_.advance(0);
+  }
+  ASSERT_EQ(pg_.applies.size(), 1u) << "the abandoned takeover's fence was not lifted";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  EXPECT_TRUE(driver_->writesStopped()) << "writes resumed before the test-and-set confirmed that no takeover landed";
+  while (coordinator_.pendingWrite && driver_->writesStopped()) {
+    auto done = std::move(*coordinator_.pendingWrite);
+    coordinator_.pendingWrite.reset();
+    done(StateWriteFinished{true, "", false, static_cast<int32_t>(coordinator_.writes.size())});
+    clock_.advance(0);
+    while (!pg_.stops.empty()) {
+      pg_.stops.front()(0);
+      pg_.stops.pop_front();
+    }
+    while (!pg_.resumes.empty()) {
+      pg_.resumes.front()(true);
+      pg_.resumes.pop_front();
+    }
+    clock_.advance(0);
+  }
+  EXPECT_FALSE(driver_->writesStopped()) << "the confirmation did not resume writes";
+}
+
 // A takeover decided while the election node was gone lands before the confirmation:
 // the confirmation loses the race, writes stay stopped, and the state read since deposes.
 TEST_F(DriverTest, ATakeoverThatLandsFirstFailsTheConfirmationAndKeepsWritesStopped) {
