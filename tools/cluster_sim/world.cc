@@ -64,6 +64,9 @@ struct SimPostgres {
   bool repairFor = false;
   bool repairing = false;  // the apply in progress repairs (stop, pg_rewind, start)
   PgConfig config;             // what it runs with
+  // A primary fenced for a new sync (config.downstream): the sync it had, which commits
+  // also wait for until the next apply (the adapter's FIRST 2 of both).
+  std::optional<PeerIdentity> alsoSync;
   int64_t generationTag = 0;   // the generation its agent saw when making it primary
   // The adapter's managed configuration (pg/controller.cc): a primary with a sync is
   // read-only until its writable poll saw the sync stream synchronously up to the WAL
@@ -303,6 +306,7 @@ class World {
   void schedulePoll(int n);
   void pollWritable(int n, uint64_t inc, uint64_t epoch);
   void crashAfterWrite(const std::string& writer);
+  void crashPgAfterFence(int n);
   bool attachedSync(int primary) const;
   bool writable(int n) const;
   void clientTick();
@@ -352,6 +356,12 @@ class World {
 
   // crash-after-write faults armed: restart delays of the next new-generation writers.
   std::vector<std::pair<int64_t, int64_t>> crashAfterWrite_;  // (delay after the write, down for)
+  struct CrashAfterFence {
+    int64_t delay;     // after the fence
+    int64_t brokenFor;
+    int64_t cutFor;    // cut off from ZooKeeper at the crash for this long (0: not)
+  };
+  std::vector<CrashAfterFence> crashPgAfterFence_;
 
   // Phases.
   int faultsRun_ = 0;
@@ -607,13 +617,21 @@ void NodeEnv::fence(const std::optional<PeerIdentity>& newSync, std::function<vo
       r.ok = true;  // a stopped postgres acknowledges nothing
       r.instance = pg.running ? pg.instance : 0;
       if (pg.running && pg.config.role == PgRole::kPrimary) {
-        pg.config.downstream = newSync;  // a reload: commits wait for it
+        // A reload: commits wait for it, and for the sync it had (kept when fenced again
+        // for the same new sync).
+        if (pg.config.downstream && newSync && pg.config.downstream->id != newSync->id) {
+          pg.alsoSync = pg.config.downstream;
+        } else if (!pg.config.downstream) {
+          pg.alsoSync.reset();
+        }
+        pg.config.downstream = newSync;
         pg.writablePending = false;      // and it stays as writable as it is until the next apply
       } else if (pg.running && pg.isStandby()) {
         pg.config.upstream.reset();  // stops streaming
       }
     }
     --transitions;
+    if (r.ok) w.crashPgAfterFence(n);
     w_.intoDriver(n, r, [&] { done(r); });
   });
 }
@@ -816,9 +834,11 @@ void World::healthCheck(int n, uint64_t inc, uint64_t serial) {
                             now_ - pg.cannotFollowSince >= kRepairAfterMs;
   if (cannotFollow) pg.repairFor = true;
   const bool healthy = pg.serving() && !cannotFollow;
-  env.gone = !pg.running && !pg.transitioning;
+  const bool gone = !pg.running && !pg.transitioning;
+  const bool goneNow = gone && !env.gone;  // reported again, as the adapter does
+  env.gone = gone;
   after(kHealthIntervalMs, [this, n, inc, serial] { healthCheck(n, inc, serial); });
-  if (env.lastHealthy == static_cast<int>(healthy)) return;
+  if (env.lastHealthy == static_cast<int>(healthy) && !goneNow) return;
   env.lastHealthy = healthy;
   trace('P', [&] {
     return std::string(node(n).identity.id + " health check: postgres " +
@@ -1239,6 +1259,7 @@ void World::finishApply(int n, uint64_t inc, PgConfig cfg) {
     return;
   }
   pg.config = cfg;
+  pg.alsoSync.reset();
   pg.running = cfg.role != PgRole::kNone;
   pg.writesStopped = false;  // the apply rewrote the managed configuration
   pg.readOnly = cfg.role != PgRole::kPrimary || pg.applyReadOnly;
@@ -1382,6 +1403,17 @@ void World::replicate() {
     if (pg.config.downstream && attachedSync(n)) {
       const Wal& sync = node(nodeOf(pg.config.downstream->id)).pg.wal;
       while (acked < pg.waiting.size() && sync.contains(pg.waiting[acked])) ++acked;
+      if (pg.alsoSync) {  // fenced: the sync it had must have it too
+        int also = nodeOf(pg.alsoSync->id);
+        if (also < 0 || !streamsFrom(also, n)) {
+          acked = 0;
+        } else {
+          const Wal& other = node(also).pg.wal;
+          size_t both = 0;
+          while (both < acked && other.contains(pg.waiting[both])) ++both;
+          acked = both;
+        }
+      }
     }
     if (!pg.config.downstream || opts_.testingAckBeforeSync) acked = pg.waiting.size();
     if (acked == 0) continue;
@@ -1472,6 +1504,11 @@ void World::runFault(const Fault& f) {
       trace('F', [&] { return std::string(f.describe() + ": armed"); });
       crashAfterWrite_.emplace_back(static_cast<int64_t>(f.variant % 200), f.duration);
       return;
+    case FaultKind::kCrashPgAfterFence:
+      trace('F', [&] { return std::string(f.describe() + ": armed"); });
+      crashPgAfterFence_.push_back({static_cast<int64_t>(f.variant % 100), f.duration,
+                                    (f.variant / 100) % 2 ? 200 + static_cast<int64_t>(f.variant / 200) % 3000 : 0});
+      return;
     case FaultKind::kExpireSession:
       if (nd.session == 0) return trace('F', [&] { return std::string(f.describe() + ": no session"); });
       trace('F', [&] { return std::string(f.describe()); });
@@ -1515,6 +1552,24 @@ void World::crashPeer(int n, int64_t downFor) {
   nd.restartPending = true;
   after(downFor, [this, n] {
     if (!node(n).up && node(n).restartPending) startAgent(n);
+  });
+}
+
+// A postgres crash in the middle of a takeover, between its fence and its state write
+// (or just after), as an armed crash-pg-after-fence fault says: the agent lives on, and
+// its health logic must not undo the fence by restarting postgres as it was before.
+void World::crashPgAfterFence(int n) {
+  if (crashPgAfterFence_.empty()) return;
+  auto [delay, brokenFor, cutFor] = crashPgAfterFence_.front();
+  crashPgAfterFence_.erase(crashPgAfterFence_.begin());
+  uint64_t inc = node(n).incarnation;
+  after(delay, [this, n, inc, brokenFor, cutFor] {
+    if (!alive(n, inc)) return;
+    trace('F', [&] { return std::string(node(n).identity.id + "'s postgres dies right after its fence"); });
+    pgCrash(n, brokenFor);
+    // Its connection to ZooKeeper may drop at the same moment: a state write in flight
+    // then lands or not, and is answered "connection loss" either way.
+    if (cutFor > 0) partition(n, cutFor);
   });
 }
 
