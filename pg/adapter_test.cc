@@ -324,6 +324,61 @@ TEST_F(AdapterTest, KilledDivergedExPrimaryIsRewoundNotCopied) {
   EXPECT_TRUE(eventually([&] { return streamsFrom(b, a); }));
 }
 
+// A promoted sync keeps its WAL for the primary it replaced, in that peer's slot, so that
+// with dugong's default wal_keep_size (0; PostgreSQL 15's pg_rewind copies whatever the
+// source keeps) a killed, diverged ex-primary is rewound and streams even after the new
+// primary has checkpointed past the fork: without the slot, the segment where its new
+// timeline begins would be gone, and the rewound standby could never stream.
+TEST_F(AdapterTest, PromotedSyncKeepsTheWalItsDeposedPrimaryNeedsToRejoin) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  for (PgTestNode* n : {&a, &b}) n->options.settings.erase("wal_keep_size");  // dugong's default
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(a); }));
+  ASSERT_EQ(a.value("SHOW wal_keep_size"), "0");
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'both')"), "");
+  ASSERT_TRUE(eventually([&] { return b.value("SELECT v FROM t WHERE id = 1") == "both"; }));
+
+  ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
+  ASSERT_EQ(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (2, 'lost')"), "");
+  ASSERT_TRUE(a.signalPostmaster(SIGKILL));
+  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  ASSERT_TRUE(r.ok) << r.error;
+
+  // The slot, named after the deposed peer, reserves from before the fork.
+  const std::string slot = slotNameFor(a.id);
+  const std::string held = b.value("SELECT pg_walfile_name(restart_lsn) FROM pg_replication_slots WHERE slot_name = '" +
+                                   slot + "' AND NOT active");
+  EXPECT_EQ(held.rfind("0000000", 0), 0u) << "no slot for the deposed peer: " << held;
+  ASSERT_TRUE(writable(b));
+  for (int i = 3; i < 8; ++i) {
+    ASSERT_EQ(b.value("INSERT INTO t VALUES (" + std::to_string(i) + ", 'new timeline'); SELECT pg_switch_wal(); "
+                      "CHECKPOINT"),
+              "");
+  }
+  // Checkpointed past the fork; the segment where the new timeline begins is kept.
+  const std::string forkSegment =
+      b.value("SELECT pg_walfile_name(split_part(pg_read_file('pg_wal/00000002.history'), E'\\t', 2)::pg_lsn)");
+  ASSERT_EQ(forkSegment.rfind("00000002", 0), 0u) << forkSegment;
+  if (held.size() == forkSegment.size()) {
+    EXPECT_LE(held.substr(8), forkSegment.substr(8));
+  }
+  EXPECT_EQ(b.value("SELECT count(*) FROM pg_ls_waldir() WHERE name = '" + forkSegment + "'"), "1");
+  EXPECT_NE(b.value("SELECT pg_walfile_name(pg_current_wal_lsn())"), forkSegment);
+
+  ino_t before = inode(a.options.dataDir);
+  r = apply(pa, PgConfig::standby(PgRole::kSync, b.identity, b.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(inode(a.options.dataDir), before) << "pg_rewind works in place; pg_basebackup makes a new directory";
+  EXPECT_TRUE(eventually([&] { return streamsFrom(b, a); }));
+  EXPECT_EQ(b.value("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "' AND active"), "1");
+  EXPECT_TRUE(eventually([&] { return a.value("SELECT count(*) FROM t") == "6"; }));
+  EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id = 2"), "0");
+}
+
 // Issue 11 item 2: a planned switchover. The primary stops cleanly while its sync
 // streams (the sync receives everything, the shutdown checkpoint included), then the
 // sync is promoted: the ex-primary follows the new timeline as it is, without a rewind

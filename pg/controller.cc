@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pg/replication_slots.h"
+#include "pg/rewound_wal.h"
 #include "pg/standby_names.h"
 
 namespace dugong::pg {
@@ -850,6 +851,16 @@ PgController::Divergence PgController::rewindIfDiverged(const PeerIdentity& sour
   if (!r.ok()) return Divergence::kUnknown;
   // "servers diverged at WAL location 0/3000060 on timeline 1"
   std::string fork = afterKey(r.output, "servers diverged at WAL location ");
+  auto missing = firstMissingWalSegment(options_.dataDir);
+  if (!missing || missing.value()) {
+    // Its recovery could never reach the stream: not a standby, whatever is tried next.
+    setMarker("rewind without the WAL to recover");
+    *detail = "rewound, but " +
+              (missing ? "WAL segment " + *missing.value() + ", which its recovery reads, is missing: " + source.id +
+                             " no longer had it"
+                       : missing.error());
+    return Divergence::kUnknown;
+  }
   *discarded = "the WAL from " + (fork.empty() ? std::string("the fork") : fork) + " up to " +
                (localEnd ? localEnd.value() : std::string("its end")) + " (this data directory's last checkpoint)";
   return Divergence::kRewound;
