@@ -16,7 +16,12 @@
 // divergence, streamed to the sync: crash recovery replays them, and the rewound
 // standby needs the WAL from that checkpoint on.
 //
+// `history-megabytes` (default 0) are written and streamed before that checkpoint, in
+// every run: without them, the source of runs 2.. is young (just made by a base backup)
+// and keeps less WAL than one that has been running for a while.
+//
 //   build/dev/bench/rewind_bench [megabytes] [divergence-megabytes] [runs] [common-megabytes]
+//                                [history-megabytes]
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -52,7 +57,11 @@ using namespace dugong::bench;  // NOLINT(google-build-using-namespace)
 // Primary p (sync s streaming): p checkpoints and writes `commonMb` MB that s receives
 // (the WAL since the last checkpoint that both have); s stops, p writes `mb` MB locally
 // only, p is killed, s takes over alone and writes on its new timeline.
-void crashDiverged(PgController& ps, PgTestNode& p, const PgTestNode& s, long mb, long commonMb) {
+void crashDiverged(PgController& ps, PgTestNode& p, const PgTestNode& s, long mb, long commonMb, long historyMb) {
+  if (historyMb > 0) {
+    mustSql(p, "INSERT INTO lost SELECT g, repeat('h', 1000) FROM generate_series(1, " +
+                   std::to_string(historyMb * 1000) + ") g; TRUNCATE lost");
+  }
   mustSql(p, "CHECKPOINT");
   if (commonMb > 0) {
     mustSql(p, "INSERT INTO lost SELECT g, repeat('c', 1000) FROM generate_series(1, " +
@@ -156,6 +165,7 @@ int main(int argc, char** argv) {
   long divergence = argc > 2 ? std::atol(argv[2]) : 4;
   int runs = argc > 3 ? std::atoi(argv[3]) : 1;
   long common = argc > 4 ? std::atol(argv[4]) : 0;
+  long history = argc > 5 ? std::atol(argv[5]) : 0;
   spdlog::set_level(spdlog::level::info);
   auto phaseSink = std::make_shared<PhaseSink>();
   spdlog::default_logger()->sinks().push_back(phaseSink);
@@ -231,7 +241,7 @@ int main(int argc, char** argv) {
   };
   for (int run = 0; run < runs; ++run) {
     // 1. a (primary) is killed diverged; b takes over; a rejoins (pg_rewind).
-    crashDiverged(*pb, a, b, divergence, common);
+    crashDiverged(*pb, a, b, divergence, common, history);
     sourceWal.push_back(walMegabytes(b));
     std::printf("run %d: the source's pg_wal holds %.0f MB (insert position %s: %s)\n", run + 1, sourceWal.back(),
                 b.value("SELECT pg_walfile_name(pg_current_wal_lsn())").c_str(),
@@ -243,7 +253,7 @@ int main(int argc, char** argv) {
     pb = std::make_unique<PgController>(b.options);
     must(pb->apply(PgConfig::primary(a.identity)), "b with sync a");
     waitWritable(*pb, b);
-    crashDiverged(*pa, b, a, divergence, common);
+    crashDiverged(*pa, b, a, divergence, common, history);
     pbCopy = std::make_unique<PgController>(noRewind);
     byCopy.push_back(rejoin("pg_basebackup", run + 1, *pbCopy, b, a));
     record("rejoin_killed_by_pg_basebackup", byCopy.back());
