@@ -10,12 +10,36 @@ namespace {
 
 constexpr int64_t kZkInitMs = 100;
 constexpr int64_t kZkWriteMs = 100;
-constexpr int64_t kPgInitMs = 100;
-constexpr int64_t kPgStepMs = 1000;  // reconfigure, start, stop
-constexpr int64_t kWalReadMs = 10;
-constexpr int64_t kFenceMs = 10;  // a reload
 constexpr uint64_t kWalStep = 10;
 const char* const kNodeUnderTest = "node1";
+constexpr int kNodeUnderTestHost = 0;
+constexpr int kOthersHost = 1;
+
+// The simulated postgres' fixed steps (sim_world.h).
+simworld::PgModel scriptPgModel() {
+  constexpr int64_t kPgStepMs = 1000;  // reconfigure, start, stop
+  simworld::PgModel m;
+  m.init = {100, 100};
+  m.fence = {10, 10};  // a reload
+  m.walRead = {10, 10};
+  m.reload = {kPgStepMs, kPgStepMs};
+  m.restart = {kPgStepMs, kPgStepMs};
+  m.slowReload = m.reload;
+  m.slowRestart = m.restart;
+  m.startStop = {kPgStepMs, kPgStepMs};
+  m.writes = {10, 10};
+  m.shutDown = {kPgStepMs, kPgStepMs};
+  m.rejoin = {kPgStepMs, kPgStepMs};
+  m.upstreamPoll = {10, 10};
+  m.writableWrite = {10, 10};
+  m.healthIntervalMs = 0;
+  m.readOnlyUntilSyncCaughtUp = false;  // no client here waits for it
+  m.awaitsUpstreamStop = false;         // the simulated peers never stop their postgres
+  return m;
+}
+
+// node1's postgres, or the one of the simulated peers.
+int hostOf(const std::string& id) { return id == kNodeUnderTest ? kNodeUnderTestHost : kOthersHost; }
 
 nlohmann::json idsOf(const PeerList& peers) {
   nlohmann::json a = nlohmann::json::array();
@@ -41,7 +65,21 @@ const char* levelName(LogLevel l) {
 
 }  // namespace
 
-SimWorld::SimWorld(Options options) : opts_(options), q_(options.startTime) { identity(kNodeUnderTest); }
+SimWorld::SimWorld(Options options)
+    : simworld::TraceSink(true),
+      opts_(options),
+      q_(options.startTime),
+      fleet_(q_, rng_, rng_, *this, scriptPgModel(), hostOf) {
+  identity(kNodeUnderTest);
+  pg_.id = kNodeUnderTest;
+  pg_.wal = simworld::Wal(1);  // WAL positions count records
+  othersPg_.id = "the simulated peers";
+  othersPg_.wal = pg_.wal;
+  othersPg_.setUp = true;
+  othersPg_.running = true;
+  fleet_.add(pg_);
+  fleet_.add(othersPg_);
+}
 
 // ---- event loop --------------------------------------------------------------------
 
@@ -84,6 +122,11 @@ std::unique_ptr<agent::Timer> SimWorld::newTimer() {
 }
 
 void SimWorld::write(LogLevel level, const std::string& line) { log(std::string("peer   ") + levelName(level) + ": " + line); }
+
+void SimWorld::record(char kind, std::string text) {
+  const char* prefix = kind == 'A' ? "action " : kind == 'P' ? "pg     " : kind == 'Z' ? "zk     " : "world  ";
+  log(prefix + text);
+}
 
 Result<bool> SimWorld::join(agent::CoordinatorCallbacks callbacks) {
   zkCallbacks_ = std::move(callbacks);
@@ -131,69 +174,34 @@ agent::CoordinatorStatus SimWorld::status() const {
   return agent::CoordinatorStatus{member_, member_, zkClientReady_, member_ ? 1 : 0, "", ""};
 }
 
-void SimWorld::init(std::function<void(PgInitialized)> done) {
-  schedule(kPgInitMs, [this, done = std::move(done)] {
-    PgInitialized e{pgOnline_, pgConfig_.has_value()};
-    deliver(std::string("postgres initialised (") + (e.online ? "online" : "offline") + ", " +
-                (e.setUp ? "set up" : "not set up") + ")",
-            [&] { done(e); });
-  });
-}
-
-void SimWorld::apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) {
-  log(std::string("action apply postgres config: ") + pgRoleName(config.role));
-  schedule(kPgStepMs, [this, config, done = std::move(done)] {
-    pgConfig_ = config;
-    const bool wantOnline = config.role != PgRole::kNone;
-    auto finish = [this, done] {
+// What node1's postgres adapter reports goes into the driver; an apply that leaves
+// node1 the running primary of the current state brings the scripted clients' commits.
+simworld::SimPostgresHooks SimWorld::postgresHooks() {
+  simworld::SimPostgresHooks h;
+  h.deliver = [this](const Event& ev, const std::function<void()>& call) {
+    std::string what;
+    if (const auto* e = std::get_if<PgInitialized>(&ev)) {
+      what = std::string("postgres initialised (") + (e->online ? "online" : "offline") + ", " +
+             (e->setUp ? "set up" : "not set up") + ")";
+    } else if (const auto* a = std::get_if<PgConfigApplied>(&ev)) {
+      pgConfigured_ = true;
       auto s = zkState();
-      if (pgOnline_ && s && s->primary.id == kNodeUnderTest) pgWal_ = pgWal_.plus(kWalStep);
-      PgConfigApplied r{true, "", pgOnline_};
-      deliver("postgres config applied", [&] { done(r); });
-    };
-    if (wantOnline == pgOnline_) return finish();
-    schedule(kPgStepMs, [this, wantOnline, finish] {
-      pgOnline_ = wantOnline;
-      reportHealth();
-      finish();
-    });
-  });
-}
-
-void SimWorld::fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) {
-  // Fencing stops acknowledgements; no commit moves the simulated WAL meanwhile.
-  log(std::string("action fence postgres") + (newSync ? " (commits wait for " + newSync->id + ")" : ""));
-  schedule(kFenceMs, [this, done = std::move(done)] {
-    PgFenced r{true, "", pgOnline_ ? 1u : 0u};
-    deliver("postgres fenced", [&] { done(r); });
-  });
-}
-
-void SimWorld::readWal(std::function<void(WalPositionRead)> done) {
-  schedule(kWalReadMs, [this, done = std::move(done)] {
-    WalPositionRead r;
-    if (pgOnline_) {
-      r.position = pgWal_;
-      r.instance = 1;  // the simulated postgres never crashes
-    } else {
-      r.error = "postgres is not online";
+      if (a->online && s && s->primary.id == kNodeUnderTest) setWal(pg_.wal.size() + kWalStep);
+      what = "postgres config applied";
+    } else if (std::holds_alternative<PgFenced>(ev)) {
+      what = "postgres fenced";
+    } else if (const auto* w = std::get_if<WalPositionRead>(&ev)) {
+      what = "WAL read: " + (w->position ? w->position->toString() : w->error);
     }
-    deliver("WAL read: " + (r.position ? r.position->toString() : r.error), [&] { done(r); });
-  });
+    deliver(what, call);
+  };
+  return h;
 }
 
-void SimWorld::startHealthCheck(std::function<void(bool, const std::string&)> onChange) {
-  onHealth_ = std::move(onChange);
-  reportedHealthy_ = -1;
-  schedule(0, [this] { reportHealth(); });
-}
-
-// The health check reports its first result and every change.
-void SimWorld::reportHealth() {
-  if (!onHealth_ || reportedHealthy_ == static_cast<int>(pgOnline_)) return;
-  reportedHealthy_ = pgOnline_;
-  deliver(std::string("postgres health: ") + (pgOnline_ ? "healthy" : "not running"),
-          [&] { onHealth_(pgOnline_, pgOnline_ ? "" : "postgres is not running"); });
+void SimWorld::setWal(uint64_t records) {
+  pg_.wal.truncate(records);
+  while (pg_.wal.size() < records) pg_.wal.append(++nextCommit_);
+  mirrorWal();
 }
 
 // ---- simulated ZooKeeper ----------------------------------------------------------
@@ -388,7 +396,9 @@ Result<nlohmann::json> SimWorld::startPeer() {
   o.identity = identities_.at(kNodeUnderTest);
   o.singleton = opts_.singleton;
   o.handoverWaitMs = 5000;
-  driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *this, *this, *this}, o);
+  o.rejoin = agent::RejoinPolicy::kManual;  // Manatee's: a deposed peer waits for a rebuild
+  postgres_ = std::make_unique<simworld::SimPostgres>(fleet_, kNodeUnderTestHost, postgresHooks());
+  driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *this, *postgres_, *this}, o);
   driver_->start();
   return nlohmann::json(nullptr);
 }
@@ -396,8 +406,8 @@ Result<nlohmann::json> SimWorld::startPeer() {
 Result<nlohmann::json> SimWorld::catchUp() {
   auto s = zkState();
   if (!s) return usage("catchUp", "there is no cluster state");
-  pgWal_ = s->initWal.plus(kWalStep);
-  log("pg     WAL caught up to " + pgWal_.toString());
+  setWal(s->initWal.value() / pg_.wal.recordBytes() + kWalStep);
+  log("pg     WAL caught up to " + pg_.wal.position().toString());
   return nlohmann::json(nullptr);
 }
 
@@ -428,11 +438,9 @@ Result<nlohmann::json> SimWorld::rebuild(const nlohmann::json& args) {
   ClusterState next = std::move(rebuilt).value();
   if (id == kNodeUnderTest) {
     // dugong-adm rebuild beside the agent: postgres first runs as a standby of the primary.
-    pgConfig_ = PgConfig::standby(PgRole::kAsync, s->primary, s->primary);
-    if (!pgOnline_) {
-      pgOnline_ = true;
-      reportHealth();
-    }
+    fleet_.rebuildAsStandby(kNodeUnderTestHost, kOthersHost, s->primary);
+    pgConfigured_ = true;
+    if (postgres_) postgres_->lookAtHealth();
     log("pg     rebuilt by the operator as a standby of " + s->primary.id);
   }
   // A simulated primary appends the rebuilt peer as an async (a real one does when it
@@ -483,11 +491,11 @@ Result<nlohmann::json> SimWorld::setClusterState(const nlohmann::json& args) {
 nlohmann::json SimWorld::peerView() const {
   auto url = [](const std::optional<PeerIdentity>& p) { return p ? nlohmann::json(p->pgUrl) : nlohmann::json(nullptr); };
   nlohmann::json config = nullptr;
-  if (pgConfig_) {
-    config = {{"role", pgRoleName(pgConfig_->role)},
-              {"upstream", url(pgConfig_->upstream)},
-              {"downstream", url(pgConfig_->downstream)},
-              {"restorePeer", url(pgConfig_->restorePeer)}};
+  if (pgConfigured_) {
+    config = {{"role", pgRoleName(pg_.config.role)},
+              {"upstream", url(pg_.config.upstream)},
+              {"downstream", url(pg_.config.downstream)},
+              {"restorePeer", url(pg_.config.restorePeer)}};
   }
   nlohmann::json view = {{"id", kNodeUnderTest}, {"role", "unknown"}, {"zkstate", nullptr}, {"zkpeers", nullptr}};
   if (driver_) {
@@ -499,7 +507,7 @@ nlohmann::json SimWorld::peerView() const {
     if (peer.activePeers()) view["zkpeers"] = idsOf(*peer.activePeers());
     if (auto why = peer.haltReason()) view["halted"] = *why;
   }
-  view["pg"] = {{"config", config}, {"online", pgOnline_}, {"xlog", pgWal_.toString()}};
+  view["pg"] = {{"config", config}, {"online", pg_.running}, {"xlog", pg_.wal.position().toString()}};
   return view;
 }
 
