@@ -12,6 +12,7 @@
 #include "agent/driver.h"
 #include "statemachine/peer.h"
 #include "tools/sim_world/rng.h"
+#include "tools/sim_world/sim_coordinator.h"
 #include "tools/sim_world/sim_postgres.h"
 #include "tools/sim_world/trace_sink.h"
 #include "tools/sim_world/wal.h"
@@ -51,6 +52,22 @@ constexpr int64_t kTimingCheckMs = 100;       // granularity of the seconds-long
 // The agents' production defaults for what the environment does on their behalf.
 constexpr int64_t kHandoverWaitMs = 5000;      // switchover.handoverWaitMs
 constexpr int64_t kUpstreamPollMs = 50;        // the adapter's awaitUpstreamStop poll
+
+// How long ZooKeeper takes in the simulated cluster (a seeded range each).
+simworld::ZkModel clusterZkModel(int64_t sessionTimeoutMs) {
+  simworld::ZkModel m;
+  m.connect = {20, 300};
+  m.delivery = {1, 30};
+  m.toServer = {2, 25};
+  m.slowWritePermille = 50;
+  m.slowToServer = {100, 1500};
+  m.fromServer = {2, 25};
+  m.expiryNoticed = {5, 60};
+  m.reconnect = {20, 200};
+  m.retryConnectMs = 500;
+  m.sessionTimeoutMs = sessionTimeoutMs;
+  return m;
+}
 
 // Peers are named node<N> (N from 1): their index, or -1 for anything else.
 int nodeNamed(const std::string& id) {
@@ -92,7 +109,7 @@ class World;
 // virtual clock, a client of the simulated ZooKeeper ensemble, the local simulated
 // postgres (tools/sim_world/sim_postgres.h), and the trace as the log. One per
 // incarnation of the agent.
-class NodeEnv final : public agent::Clock, public agent::Coordinator, public agent::LogSink {
+class NodeEnv final : public agent::Clock, public agent::LogSink {
  public:
   NodeEnv(World& world, int n, uint64_t incarnation);
 
@@ -101,21 +118,10 @@ class NodeEnv final : public agent::Clock, public agent::Coordinator, public age
   std::unique_ptr<agent::Timer> newTimer() override;
   void post(std::function<void()> fn) override;
 
-  Result<bool> join(agent::CoordinatorCallbacks callbacks) override;
-  void leave() override;
-  void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
-                       std::function<void(StateWriteFinished)> done) override;
-  agent::CoordinatorStatus status() const override;
-
   void write(LogLevel level, const std::string& line) override;
 
+  simworld::SimCoordinator coordinator;
   simworld::SimPostgres postgres;
-  // What the world needs to answer, exactly once.
-  bool member = false;
-  agent::CoordinatorCallbacks callbacks;
-  uint64_t writeSerial = 0;
-  std::function<void(StateWriteFinished)> pendingWrite;
-  int64_t writeSince = 0;
   std::string lastFatal;
 
  private:
@@ -134,33 +140,16 @@ struct Node {
   bool up = false;               // the agent runs
   uint64_t incarnation = 0;      // bumps on every start and stop of the agent
   bool restartPending = false;
-  // The agent's ZooKeeper client.
-  uint64_t session = 0;          // 0: none
-  bool zkReady = false;          // ZkInitialized was sent for this session
-  bool connecting = false;
-  bool partitioned = false;
-  uint64_t partitionSerial = 0;
-  bool needResync = false;       // missed notifications while partitioned
-  bool lossReported = false;     // the client told the driver its connection was lost
   // When ZooKeeper last named it primary (a new primary in the state), and when the fault
   // scheduler last expired its session: an expiry that the client's silence did not
   // cause (in reality a pause of the whole agent), which the shutdown at
   // sessionTimeout/6 cannot guard against for the rest of that primaryship.
   int64_t becamePrimaryAt = -1;
   int64_t faultExpiredAt = -1;
-  int64_t zkNextDelivery = 0;    // keeps what one client hears in order
-  int64_t slowNotifyUntil = 0;
-  int64_t slowNotifyMs = 0;
   simworld::PgServer pg;
   int64_t generationTag = 0;  // the generation its agent saw when making its postgres primary
 };
 
-struct ZkSession {
-  int node = 0;
-  bool alive = true;
-  bool connected = true;
-  uint64_t disconnects = 0;
-};
 
 
 // The trace (simworld::TraceSink): trace(kind, text) builds and records a line only
@@ -176,7 +165,8 @@ class World final : public simworld::TraceSink {
         opts_(options),
         checker_([this](const std::string& id, int64_t from, int64_t to) { return wasAbsent(id, from, to); },
                  options.checkTakeoverRules),
-        fleet_(q_, rngPg_, rngAgent_, *this, clusterPgModel(), nodeNamed) {
+        fleet_(q_, rngPg_, rngAgent_, *this, clusterPgModel(), nodeNamed),
+        zk_(q_, rngZk_, rngAgent_, *this, clusterZkModel(scenario.sessionTimeoutMs), zkHooks()) {
     Rng root(scenario.seed ^ 0x5eed5eed5eed5eedULL);
     rngZk_ = root.fork(1);
     rngPg_ = root.fork(2);
@@ -194,7 +184,10 @@ class World final : public simworld::TraceSink {
       absences_[n.identity.id].push_back({0, kForever});
       nodes_.push_back(std::move(n));
     }
-    for (Node& n : nodes_) fleet_.add(n.pg);
+    for (Node& n : nodes_) {
+      fleet_.add(n.pg);
+      zk_.addHost(n.identity.id);
+    }
   }
 
   RunResult run();
@@ -224,25 +217,10 @@ class World final : public simworld::TraceSink {
     return n < static_cast<int>(nodes_.size()) ? n : -1;
   }
 
-  // ---- ZooKeeper ----
-  void connectZk(int n, uint64_t inc);
-  void disconnectSession(uint64_t sid, const std::string& why);
-  void expireSession(uint64_t sid, const std::string& why);
-  void closeSessionOf(int n);
-  void recomputeActive();
-  PeerList activePeers() const;
-  StateNode stateNode() const { return zk_.node(); }
-  // Runs `fn` on n's client, after what the client heard before (per-client order).
-  template <class F>
-  void zkSchedule(int n, F fn);
-  void zkDeliver(int n, Event ev);
-  void answerWrite(int n, uint64_t serial, StateWriteFinished r);
-  void notifyAll(bool state);
-  void zkWrite(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion, const std::string& reason);
-  StateWriteFinished cas(const std::string& writer, const std::string& data, int32_t expectedVersion,
-                         int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason);
-  void partition(int n, int64_t duration);
-  void heal(int n);
+  // ---- ZooKeeper (tools/sim_world/sim_coordinator.h) ----
+  simworld::ZkHooks zkHooks();
+  void stateWritten(const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
+                    const std::string& reason);
   bool wasAbsent(const std::string& id, int64_t from, int64_t to) const;
 
   // ---- postgres (tools/sim_world/sim_postgres.h) and the client ----
@@ -278,17 +256,14 @@ class World final : public simworld::TraceSink {
   simworld::EventQueue q_;
   int64_t now_ = 0;  // q_.now(), kept here for brevity
   simworld::PgFleet fleet_;  // every node's postgres
+  simworld::ZkEnsemble zk_;  // the ZooKeeper ensemble and every node's client (outlives the nodes)
   std::vector<Node> nodes_;
   std::vector<TraceLine> trace_;
   uint64_t hash_ = 1469598103934665603ULL;
 
-  // ZooKeeper server state.
-  std::map<uint64_t, ZkSession> sessions_;
-  simworld::ZkElection election_;
-  uint64_t nextSession_ = 1;
-  std::vector<int> active_;  // node indices in session order, one entry per peer
+  // What the checks keep of ZooKeeper.
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> absences_;
-  simworld::ZkStateNode zk_;
+  std::optional<ClusterState> admitted_;  // the state of the write being made
   std::optional<ClusterState> state_;
   int statePrimary_ = -1;  // node index of state_->primary
   std::map<int64_t, std::string> primaryOfGeneration_;
@@ -333,10 +308,7 @@ void World::startAgent(int n) {
   nd.up = true;
   nd.restartPending = false;
   ++nd.incarnation;
-  nd.session = 0;
-  nd.zkReady = false;
-  nd.connecting = false;
-  nd.lossReported = false;
+  zk_.agentStarts(n);
   nd.withdrawnServingSince = -1;
   nd.awaitingSince = -1;
   nd.wronglyDeposedSince = -1;
@@ -347,7 +319,7 @@ void World::startAgent(int n) {
   o.withdrawAfterMs = kWithdrawAfterMs;
   o.handoverWaitMs = kHandoverWaitMs;
   o.rejoin = agent::RejoinPolicy::kFollow;
-  nd.driver = std::make_unique<agent::Driver>(agent::Env{*nd.env, *nd.env, nd.env->postgres, *nd.env}, o);
+  nd.driver = std::make_unique<agent::Driver>(agent::Env{*nd.env, nd.env->coordinator, nd.env->postgres, *nd.env}, o);
   NodeEnv* env = nd.env.get();
   nd.driver->onFatal([this, n, env] {
     checker_.fail(now_, "fatal", node(n).identity.id + " reported a fatal error: " + env->lastFatal);
@@ -364,13 +336,7 @@ void World::stopAgent(int n) {
   nd.driver.reset();
   nd.env.reset();
   ++nd.incarnation;
-  nd.zkReady = false;
-  nd.connecting = false;
-  if (nd.session != 0) {
-    auto it = sessions_.find(nd.session);
-    if (it != sessions_.end() && it->second.alive) disconnectSession(nd.session, "its client is gone");
-    nd.session = 0;
-  }
+  zk_.agentStops(n);
 }
 
 std::string World::describeEvent(const Event& ev) const {
@@ -422,7 +388,7 @@ void World::intoDriver(int n, const Event& ev, const std::function<void()>& call
 // ---------------------------------------------------------------- the agents' environment
 
 NodeEnv::NodeEnv(World& world, int n, uint64_t incarnation)
-    : postgres(world.fleet_, n, world.postgresHooks(n)), w_(world), n_(n), inc_(incarnation) {}
+    : coordinator(world.zk_, n), postgres(world.fleet_, n, world.postgresHooks(n)), w_(world), n_(n), inc_(incarnation) {}
 
 // What the node's postgres adapter reports goes into its driver, checked.
 simworld::SimPostgresHooks World::postgresHooks(int n) {
@@ -462,149 +428,62 @@ void NodeEnv::write(LogLevel level, const std::string& line) {
   w_.trace(level == LogLevel::kDebug ? 'D' : 'L', [&] { return w_.node(n_).identity.id + ": " + line; });
 }
 
-Result<bool> NodeEnv::join(agent::CoordinatorCallbacks cb) {
-  callbacks = std::move(cb);
-  member = true;
-  Node& nd = w_.node(n_);
-  nd.connecting = true;
-  int n = n_;
-  uint64_t inc = inc_;
-  w_.after(w_.rngAgent_.between(20, 300), [&w = w_, n, inc] { w.connectZk(n, inc); });
-  return true;
-}
-
-void NodeEnv::leave() {
-  if (!member) return;
-  member = false;
-  callbacks = {};
-  Node& nd = w_.node(n_);
-  w_.trace('A', [&] { return std::string(nd.identity.id + " -> leave ZooKeeper"); });
-  w_.closeSessionOf(n_);
-  nd.connecting = false;
-  nd.zkReady = false;
-  if (pendingWrite) {
-    uint64_t serial = writeSerial;
-    post([this, n = n_, serial] { w_.answerWrite(n, serial, StateWriteFinished{false, "left ZooKeeper", false, -1}); });
-  }
-}
-
-void NodeEnv::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
-                              std::function<void(StateWriteFinished)> done) {
-  if (pendingWrite) w_.checker_.fail(w_.now_, "two-writes", w_.node(n_).identity.id + " wrote while a write was in flight");
-  pendingWrite = std::move(done);
-  writeSince = w_.now_;
-  uint64_t serial = ++writeSerial;
-  if (!member) {
-    post([this, n = n_, serial] {
-      w_.answerWrite(n, serial, StateWriteFinished{false, "not a member of the ZooKeeper cluster", false, -1});
-    });
-    return;
-  }
-  w_.zkWrite(n_, serial, state, expectedVersion, reason);
-}
-
-agent::CoordinatorStatus NodeEnv::status() const {
-  const Node& nd = w_.node(n_);
-  return agent::CoordinatorStatus{member, nd.session != 0 && !nd.partitioned, nd.zkReady,
-                                  static_cast<int64_t>(nd.session), "", ""};
-}
-
 // ---------------------------------------------------------------- ZooKeeper
 
-void World::connectZk(int n, uint64_t inc) {
-  if (!alive(n, inc) || !node(n).env->member) return;
-  Node& nd = node(n);
-  if (nd.partitioned) {  // cannot reach the ensemble: keep trying
-    after(500, [this, n, inc] { connectZk(n, inc); });
-    return;
-  }
-  nd.connecting = false;
-  uint64_t sid = nextSession_++;
-  sessions_[sid] = ZkSession{n, true, true, 0};
-  nd.session = sid;
-  nd.needResync = false;
-  uint64_t seq = election_.join(sid, nd.identity.id);
-  trace('Z', [&] { return std::string(nd.identity.id + " session " + std::to_string(sid) + " established, election node " +
-                 std::to_string(seq)); });
-  recomputeActive();
-  nd.zkReady = true;
-  zkDeliver(n, ZkInitialized{stateNode(), activePeers()});
+// What ZooKeeper tells a node goes into its driver; the checks see every membership
+// change and every state written.
+simworld::ZkHooks World::zkHooks() {
+  simworld::ZkHooks h;
+  h.deliver = [this](int n, const Event& ev, const std::function<void()>& call) { intoDriver(n, ev, call); };
+  h.identityOf = [this](const std::string& id) -> const PeerIdentity& { return node(nodeOf(id)).identity; };
+  h.activeChanged = [this](const std::vector<std::string>& before, const std::vector<std::string>& after) {
+    for (const Node& nd : nodes_) {
+      const std::string& id = nd.identity.id;
+      bool was = std::find(before.begin(), before.end(), id) != before.end();
+      bool is = std::find(after.begin(), after.end(), id) != after.end();
+      auto& intervals = absences_[id];
+      if (was && !is) intervals.push_back({now_, kForever});
+      if (!was && is) intervals.back().second = now_;
+    }
+  };
+  h.admit = [this](const std::string& writer, const std::string& data) {
+    auto parsed = ClusterState::parse(data);
+    if (!parsed) {
+      checker_.fail(now_, "invalid-write", writer + " wrote an invalid cluster state: " + parsed.error());
+      return false;
+    }
+    admitted_ = std::move(parsed).value();
+    return true;
+  };
+  h.writerWal = [this](int n) -> std::optional<WalPosition> { return node(n).pg.wal.position(); };
+  h.written = [this](const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
+                     const std::string& reason) { stateWritten(writer, issuedAt, writerWal, reason); };
+  h.violation = [this](const std::string& invariant, const std::string& detail) { checker_.fail(now_, invariant, detail); };
+  return h;
 }
 
-// The session's client stopped talking to ZooKeeper: unless it reconnects, the server
-// expires the session after its timeout.
-void World::disconnectSession(uint64_t sid, const std::string& why) {
-  ZkSession& s = sessions_.at(sid);
-  s.connected = false;
-  uint64_t d = ++s.disconnects;
-  after(sc_.sessionTimeoutMs, [this, sid, d, why] {
-    auto i = sessions_.find(sid);
-    if (i != sessions_.end() && i->second.alive && !i->second.connected && i->second.disconnects == d) {
-      expireSession(sid, why);
-    }
+void World::stateWritten(const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
+                         const std::string& reason) {
+  StateWrite sw{now_, issuedAt, writer, state_, *admitted_, writerWal};
+  state_ = std::move(admitted_);
+  admitted_.reset();
+  primaryOfGeneration_.emplace(state_->generation, state_->primary.id);
+  const int previousPrimary = statePrimary_;
+  statePrimary_ = nodeOf(state_->primary.id);
+  if (statePrimary_ >= 0 && statePrimary_ != previousPrimary) node(statePrimary_).becamePrimaryAt = now_;
+  const int32_t version = zk_.state().version();
+  std::string summary;
+  if (opts_.trace) {
+    summary = summarizeState(*state_).dump();
+    summaryOfVersion_[version] = summary;
+  }
+  trace('Z', [&] {
+    return "state v" + std::to_string(version) + " written by " + writer + ": " + summary + " (" + reason + ")";
   });
-}
-
-void World::expireSession(uint64_t sid, const std::string& why) {
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end() || !it->second.alive) return;
-  it->second.alive = false;
-  int n = it->second.node;
-  trace('Z', [&] { return std::string(node(n).identity.id + " session " + std::to_string(sid) + " expired (" + why + ")"); });
-  election_.leave(sid);
-  recomputeActive();
-  Node& nd = node(n);
-  if (nd.up && nd.session == sid) {
-    nd.zkReady = false;
-    if (!nd.partitioned) {  // the client hears of it at once and starts a new session
-      uint64_t inc = nd.incarnation;
-      after(rngZk_.between(5, 60), [this, n, inc, sid] {
-        if (!alive(n, inc) || node(n).session != sid) return;
-        node(n).session = 0;
-        node(n).connecting = true;
-        after(rngZk_.between(20, 200), [this, n, inc] { connectZk(n, inc); });
-      });
-    }
-  }
-}
-
-void World::closeSessionOf(int n) {
-  Node& nd = node(n);
-  if (nd.session == 0) return;
-  auto it = sessions_.find(nd.session);
-  if (it != sessions_.end() && it->second.alive) {
-    it->second.alive = false;
-    trace('Z', [&] { return std::string(nd.identity.id + " session " + std::to_string(nd.session) + " closed"); });
-    uint64_t sid = nd.session;
-    election_.leave(sid);
-    recomputeActive();
-  }
-  nd.session = 0;
-}
-
-void World::recomputeActive() {
-  std::vector<int> next;
-  for (const std::string& id : election_.active()) next.push_back(nodeOf(id));
-  if (next == active_) return;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    int n = static_cast<int>(i);
-    bool was = std::find(active_.begin(), active_.end(), n) != active_.end();
-    bool is = std::find(next.begin(), next.end(), n) != next.end();
-    auto& intervals = absences_[node(n).identity.id];
-    if (was && !is) intervals.push_back({now_, kForever});
-    if (!was && is) intervals.back().second = now_;
-  }
-  active_ = std::move(next);
-  std::string s = "active [";
-  for (size_t i = 0; i < active_.size(); ++i) s += (i ? "," : "") + node(active_[i]).identity.id;
-  trace('Z', [&] { return std::string(s + "]"); });
-  notifyAll(false);
-}
-
-PeerList World::activePeers() const {
-  PeerList l;
-  for (int n : active_) l.push_back(node(n).identity);
-  return l;
+  bool newGeneration = !sw.before || sw.before->generation != state_->generation;
+  checker_.onStateWrite(sw);
+  if (newGeneration && sw.before && sw.before->hasPromote()) promotedGenerations_.insert(state_->generation);
+  if (newGeneration) crashAfterWrite(writer);
 }
 
 bool World::wasAbsent(const std::string& id, int64_t from, int64_t to) const {
@@ -614,190 +493,6 @@ bool World::wasAbsent(const std::string& id, int64_t from, int64_t to) const {
     if (a <= to && b > from) return true;
   }
   return false;
-}
-
-template <class F>
-void World::zkSchedule(int n, F fn) {
-  Node& nd = node(n);
-  int64_t delay = rngZk_.between(1, 30);
-  if (now_ < nd.slowNotifyUntil) delay += nd.slowNotifyMs;
-  int64_t t = std::max(now_ + delay, nd.zkNextDelivery);
-  nd.zkNextDelivery = t;
-  uint64_t inc = nd.incarnation;
-  at(t, [this, n, inc, fn = std::move(fn)] {
-    if (alive(n, inc)) fn();
-  });
-}
-
-void World::zkDeliver(int n, Event ev) {
-  uint64_t sid = node(n).session;
-  zkSchedule(n, [this, n, sid, e = std::move(ev)] {
-    NodeEnv& env = *node(n).env;
-    if (node(n).session != sid || !env.member) return;
-    intoDriver(n, e, [&] { env.callbacks.onEvent(e); });
-  });
-}
-
-void World::answerWrite(int n, uint64_t serial, StateWriteFinished r) {
-  if (!node(n).up) return;
-  NodeEnv& env = *node(n).env;
-  if (env.writeSerial != serial || !env.pendingWrite) return;
-  auto done = std::move(env.pendingWrite);
-  env.pendingWrite = nullptr;
-  intoDriver(n, r, [&] { done(r); });
-}
-
-void World::notifyAll(bool state) {
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    int n = static_cast<int>(i);
-    Node& nd = node(n);
-    if (!nd.up || !nd.zkReady || nd.session == 0) continue;
-    if (nd.partitioned) {
-      nd.needResync = true;
-      continue;
-    }
-    if (state) {
-      zkDeliver(n, ClusterStateChanged{stateNode()});
-    } else {
-      zkDeliver(n, ActivePeersChanged{activePeers()});
-    }
-  }
-}
-
-void World::zkWrite(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion,
-                    const std::string& reason) {
-  Node& nd = node(n);
-  trace('A', [&] { return std::string(nd.identity.id + " -> write generation " + std::to_string(state.generation) + " expecting v" +
-                 std::to_string(expectedVersion) + ": " + reason); });
-  uint64_t sid = nd.session;
-  int64_t issued = now_;
-  WalPosition wal = nd.pg.wal.position();
-  auto sit = sessions_.find(sid);
-  bool sessionAlive = sit != sessions_.end() && sit->second.alive;
-  if (!sessionAlive || nd.partitioned) {
-    StateWriteFinished r{false, sessionAlive ? "connection loss" : "session expired", false, -1};
-    zkSchedule(n, [this, n, serial, r] { answerWrite(n, serial, r); });
-    return;
-  }
-  std::string data = state.serialize();
-  std::string writer = nd.identity.id;
-  // Most writes reach the leader in milliseconds; some wait behind a slow quorum (a
-  // disk sync, a leader election) while the writer's postgres goes on.
-  int64_t toServer = rngZk_.chance(50) ? rngZk_.between(100, 1500) : rngZk_.between(2, 25);
-  after(toServer, [this, n, serial, sid, issued, wal, data, expectedVersion, reason, writer] {
-    auto it = sessions_.find(sid);
-    // A request sent just before a partition may or may not have reached the server.
-    bool reached = it != sessions_.end() && it->second.alive && (it->second.connected || rngZk_.chance(500));
-    StateWriteFinished res{false, "connection loss", false, -1};
-    if (reached) res = cas(writer, data, expectedVersion, issued, wal, reason);
-    after(rngZk_.between(2, 25), [this, n, serial, sid, res] {
-      if (!node(n).up) return;
-      StateWriteFinished r = res;
-      auto i = sessions_.find(sid);
-      if (node(n).session != sid || i == sessions_.end() || !i->second.alive) {
-        r = StateWriteFinished{false, "session expired", false, -1};
-      } else if (node(n).partitioned) {
-        r = StateWriteFinished{false, "connection loss", false, -1};  // it may have been applied
-      }
-      zkSchedule(n, [this, n, serial, r] { answerWrite(n, serial, r); });
-    });
-  });
-}
-
-StateWriteFinished World::cas(const std::string& writer, const std::string& data, int32_t expectedVersion,
-                              int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason) {
-  if (!zk_.accepts(expectedVersion)) {
-    trace('Z', [&] { return std::string("write by " + writer + " expecting v" + std::to_string(expectedVersion) + " lost the race (at v" +
-                   std::to_string(zk_.version()) + ")"); });
-    return StateWriteFinished{false, "bad version", true, -1};
-  }
-  auto parsed = ClusterState::parse(data);
-  if (!parsed) {
-    checker_.fail(now_, "invalid-write", writer + " wrote an invalid cluster state: " + parsed.error());
-    return StateWriteFinished{false, "invalid", false, -1};
-  }
-  StateWrite sw{now_, issuedAt, writer, state_, parsed.value(), writerWal};
-  zk_.put(data);
-  state_ = std::move(parsed).value();
-  primaryOfGeneration_.emplace(state_->generation, state_->primary.id);
-  const int previousPrimary = statePrimary_;
-  statePrimary_ = nodeOf(state_->primary.id);
-  if (statePrimary_ >= 0 && statePrimary_ != previousPrimary) node(statePrimary_).becamePrimaryAt = now_;
-  std::string summary;
-  if (opts_.trace) {
-    summary = summarizeState(*state_).dump();
-    summaryOfVersion_[zk_.version()] = summary;
-  }
-  trace('Z', [&] { return std::string("state v" + std::to_string(zk_.version()) + " written by " + writer + ": " + summary + " (" + reason +
-                 ")"); });
-  bool newGeneration = !sw.before || sw.before->generation != state_->generation;
-  checker_.onStateWrite(sw);
-  notifyAll(true);
-  if (newGeneration && sw.before && sw.before->hasPromote()) promotedGenerations_.insert(state_->generation);
-  if (newGeneration) crashAfterWrite(writer);
-  return StateWriteFinished{true, "", false, zk_.version()};
-}
-
-void World::partition(int n, int64_t duration) {
-  Node& nd = node(n);
-  if (nd.partitioned) return;
-  nd.partitioned = true;
-  uint64_t serial = ++nd.partitionSerial;
-  trace('F', [&] { return std::string(nd.identity.id + " cut off from ZooKeeper for " + std::to_string(duration) + " ms"); });
-  auto it = sessions_.find(nd.session);
-  if (nd.session != 0 && it != sessions_.end() && it->second.alive) {
-    disconnectSession(nd.session, "no heartbeat within the session timeout");
-    // ZooKeeper's client reports the lost connection once the server has been silent
-    // for 2/3 of the session timeout (CoordinatorConnection).
-    uint64_t sid = nd.session;
-    uint64_t inc = nd.incarnation;
-    after(sc_.sessionTimeoutMs * 2 / 3, [this, n, inc, serial, sid] {
-      Node& x = node(n);
-      if (!alive(n, inc) || x.partitionSerial != serial || x.session != sid || !x.zkReady || !x.env->member) return;
-      x.lossReported = true;
-      trace('Z', [&] { return std::string(x.identity.id + " client: connection to ZooKeeper lost"); });
-      x.env->callbacks.onConnection(agent::CoordinatorConnection{false, static_cast<int64_t>(sid), sc_.sessionTimeoutMs});
-    });
-  }
-  after(duration, [this, n, serial] {
-    if (node(n).partitionSerial == serial) heal(n);
-  });
-}
-
-void World::heal(int n) {
-  Node& nd = node(n);
-  if (!nd.partitioned) return;
-  nd.partitioned = false;
-  ++nd.partitionSerial;
-  trace('F', [&] { return std::string(nd.identity.id + " reaches ZooKeeper again"); });
-  if (!nd.up) return;
-  auto it = sessions_.find(nd.session);
-  if (nd.session != 0 && it != sessions_.end() && it->second.alive) {
-    it->second.connected = true;
-    ++it->second.disconnects;
-    if (std::exchange(nd.lossReported, false) && nd.env->member) {
-      uint64_t sid = nd.session;
-      zkSchedule(n, [this, n, sid] {
-        Node& x = node(n);
-        if (x.session != sid || !x.env->member) return;
-        trace('Z', [&] { return std::string(x.identity.id + " client: connected again, same session"); });
-        x.env->callbacks.onConnection(agent::CoordinatorConnection{true, static_cast<int64_t>(sid), sc_.sessionTimeoutMs});
-      });
-    }
-    if (nd.needResync && nd.zkReady) {  // the watches fire for what changed meanwhile
-      nd.needResync = false;
-      zkDeliver(n, ActivePeersChanged{activePeers()});
-      zkDeliver(n, ClusterStateChanged{stateNode()});
-    }
-    return;
-  }
-  if (nd.connecting || !nd.env->member) return;  // its retry loop reconnects, or it left
-  // The session expired while cut off: the client learns it now and starts a new one.
-  uint64_t inc = nd.incarnation;
-  nd.session = 0;
-  nd.zkReady = false;
-  nd.connecting = true;
-  after(rngZk_.between(20, 200), [this, n, inc] { connectZk(n, inc); });
 }
 
 // ---------------------------------------------------------------- postgres
@@ -912,12 +607,12 @@ void World::runFault(const Fault& f) {
       crashAfterWrite_.emplace_back(static_cast<int64_t>(f.variant % 200), f.duration);
       return;
     case FaultKind::kExpireSession:
-      if (nd.session == 0) return trace('F', [&] { return std::string(f.describe() + ": no session"); });
+      if (zk_.client(f.peer).session == 0) return trace('F', [&] { return std::string(f.describe() + ": no session"); });
       trace('F', [&] { return std::string(f.describe()); });
       nd.faultExpiredAt = now_;
-      return expireSession(nd.session, "expired by the fault scheduler");
+      return zk_.expire(zk_.client(f.peer).session, "expired by the fault scheduler");
     case FaultKind::kPartitionZk:
-      return partition(f.peer, f.duration);
+      return zk_.partition(f.peer, f.duration);
     case FaultKind::kCrashPostgres:
       if (!nd.up) return trace('F', [&] { return std::string(f.describe() + ": agent down"); });
       return fleet_.crash(f.peer, f.duration);
@@ -926,9 +621,12 @@ void World::runFault(const Fault& f) {
       nd.pg.slowUntil = now_ + f.duration;
       return;
     case FaultKind::kDelayNotifications:
-      nd.slowNotifyUntil = now_ + f.duration;
-      nd.slowNotifyMs = 100 + static_cast<int64_t>(f.variant % 2500);
-      return trace('F', [&] { return std::string(f.describe() + ", " + std::to_string(nd.slowNotifyMs) + " ms late"); });
+    {
+      simworld::ZkClient& c = zk_.client(f.peer);
+      c.slowNotifyUntil = now_ + f.duration;
+      c.slowNotifyMs = 100 + static_cast<int64_t>(f.variant % 2500);
+      return trace('F', [&] { return std::string(f.describe() + ", " + std::to_string(c.slowNotifyMs) + " ms late"); });
+    }
     case FaultKind::kStallReplication:
       trace('F', [&] { return std::string(f.describe()); });
       nd.pg.stalledUntil = now_ + f.duration;
@@ -974,7 +672,7 @@ void World::crashAfterWrite(const std::string& writer) {
 
 void World::operatorWrite(ClusterState next, const std::string& what) {
   trace('O', [&] { return std::string("operator: " + what); });
-  cas("operator", next.serialize(), zk_.version(), now_, std::nullopt, what);
+  zk_.cas("operator", next.serialize(), zk_.state().version(), now_, std::nullopt, what);
 }
 
 void World::opFreeze() {
@@ -1055,8 +753,8 @@ void World::opRebuild(uint64_t variant) {
   const PeerIdentity target = s.deposed[variant % s.deposed.size()];
   int x = nodeOf(target.id);
   int p = nodeOf(s.primary.id);
-  const std::vector<std::string> active = election_.active();
-  if ((variant >> 8) % 3 == 0 && !election_.holds(target.id)) {
+  const std::vector<std::string> active = zk_.election().active();
+  if ((variant >> 8) % 3 == 0 && !zk_.election().holds(target.id)) {
     auto reaped = simworld::reapedState(s, target.id, active);
     if (reaped) return operatorWrite(std::move(reaped).value(), "reap " + target.id);
   }
@@ -1086,8 +784,8 @@ void World::beginQuietPhase() {
     nd.pg.slowUntil = 0;
     nd.pg.stalledUntil = 0;
     nd.pg.brokenUntil = 0;
-    nd.slowNotifyUntil = 0;
-    if (nd.partitioned) heal(n);
+    zk_.client(n).slowNotifyUntil = 0;
+    if (zk_.client(n).partitioned) zk_.heal(n);
     if (!nd.up) startAgent(n);
   }
   after(0, [this] { operatorQuietTick(); });
@@ -1138,7 +836,7 @@ void World::checkStep() {
                       nd.identity.id + ": " + what + " in flight for " + std::to_string(now_ - since) + " ms");
       }
     };
-    stuck(env.pendingWrite != nullptr, env.writeSince, "a state write");
+    stuck(env.coordinator.writePending(), env.coordinator.writeSince(), "a state write");
     stuck(env.postgres.transitions() > 0, env.postgres.transitionSince(), "a postgres transition");
     stuck(env.postgres.walReads() > 0, env.postgres.walReadSince(), "a WAL read");
     const Peer& peer = nd.driver->peer();
@@ -1188,8 +886,9 @@ std::string World::diagnose() const {
     }
     s += std::string("; postgres ") + (nd.pg.running ? "running " : "stopped ") + describeConfig(nd.pg.config) +
          ", WAL " + std::to_string(nd.pg.wal.size()) + (writable(static_cast<int>(&nd - nodes_.data())) ? ", writable" : "");
-    s += nd.session ? "; session " + std::to_string(nd.session) : "; no session";
-    if (nd.partitioned) s += ", partitioned";
+    const simworld::ZkClient& c = zk_.client(static_cast<int>(&nd - nodes_.data()));
+    s += c.session ? "; session " + std::to_string(c.session) : "; no session";
+    if (c.partitioned) s += ", partitioned";
   }
   return s;
 }
