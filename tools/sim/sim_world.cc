@@ -2,6 +2,8 @@
 #include "agent/scheduled_timer.h"
 #include "tools/sim_world/operator_actions.h"
 
+#include "statemachine/overloaded.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -38,6 +40,14 @@ simworld::PgModel scriptPgModel() {
   return m;
 }
 
+// The simulated ZooKeeper's fixed delays (sim_world.h); no faults are injected.
+simworld::ZkModel scriptZkModel() {
+  simworld::ZkModel m;
+  m.connect = {kZkInitMs, kZkInitMs};
+  m.toServer = {kZkWriteMs, kZkWriteMs};
+  return m;
+}
+
 // node1's postgres, or the one of the simulated peers.
 int hostOf(const std::string& id) { return id == kNodeUnderTest ? kNodeUnderTestHost : kOthersHost; }
 
@@ -69,7 +79,9 @@ SimWorld::SimWorld(Options options)
     : simworld::TraceSink(true),
       opts_(options),
       q_(options.startTime),
+      zk_(q_, rng_, rng_, *this, scriptZkModel(), zkHooks()),
       fleet_(q_, rng_, rng_, *this, scriptPgModel(), hostOf) {
+  zk_.addHost(kNodeUnderTest);
   identity(kNodeUnderTest);
   pg_.id = kNodeUnderTest;
   pg_.wal = simworld::Wal(1);  // WAL positions count records
@@ -104,14 +116,28 @@ void SimWorld::log(const std::string& line) {
   if (trace_) trace_(q_.now(), line);
 }
 
-void SimWorld::deliver(const std::string& what, const std::function<void()>& call) {
+// Hands an event of node1's ZooKeeper client or postgres adapter to the driver.
+void SimWorld::deliver(const Event& event, const std::function<void()>& call) {
+  std::string what = std::visit(
+      Overloaded{
+          [](const ZkInitialized&) { return std::string("zookeeper initialised"); },
+          [](const ActivePeersChanged& e) { return "active peers changed: " + idsOf(e.active).dump(); },
+          [](const ClusterStateChanged& e) {
+            return "cluster state changed (version " + std::to_string(e.state.version) + ")";
+          },
+          [](const StateWriteFinished& e) { return std::string("state write ") + (e.ok ? "ok" : "failed"); },
+          [](const PgInitialized& e) {
+            return std::string("postgres initialised (") + (e.online ? "online" : "offline") + ", " +
+                   (e.setUp ? "set up" : "not set up") + ")";
+          },
+          [](const PgConfigApplied&) { return std::string("postgres config applied"); },
+          [](const PgFenced&) { return std::string("postgres fenced"); },
+          [](const WalPositionRead& e) { return "WAL read: " + (e.position ? e.position->toString() : e.error); },
+          [](const TimerFired& e) { return std::string("timer ") + timerName(e.id); },
+      },
+      event);
   log("event  " + what);
   call();
-}
-
-void SimWorld::deliverEvent(const Event& event, const std::string& what) {
-  if (!member_) return;
-  deliver(what, [&] { zkCallbacks_.onEvent(event); });
 }
 
 // ---- the driver's environment --------------------------------------------------------
@@ -128,72 +154,17 @@ void SimWorld::record(char kind, std::string text) {
   log(prefix + text);
 }
 
-Result<bool> SimWorld::join(agent::CoordinatorCallbacks callbacks) {
-  zkCallbacks_ = std::move(callbacks);
-  member_ = true;
-  schedule(kZkInitMs, [this] {
-    if (!member_) return;
-    if (!election_.holds(kNodeUnderTest)) election_.join(nextSession_++, kNodeUnderTest);
-    zkClientReady_ = true;
-    deliveredVersion_ = zk_.version();
-    deliveredActive_ = election_.active();
-    notifyActive();  // the other clients see the new election node
-    deliverEvent(ZkInitialized{stateNode(), activeList()}, "zookeeper initialised");
-  });
-  return true;
-}
-
-void SimWorld::leave() {
-  member_ = false;
-  zkClientReady_ = false;
-  zkCallbacks_ = {};
-  election_.leavePeer(kNodeUnderTest);
-  notifyActive();
-}
-
-void SimWorld::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
-                               std::function<void(StateWriteFinished)> done) {
-  log("action write state (expecting version " + std::to_string(expectedVersion) + "): " + reason);
-  schedule(kZkWriteMs, [this, state, expectedVersion, done = std::move(done)] {
-    StateWriteFinished r;
-    if (!member_) {
-      r.error = "not connected";
-    } else if (!zk_.accepts(expectedVersion)) {
-      r.lostRace = true;
-      r.error = "version mismatch";
-    } else {
-      writeZk(state.toJson(), "peer node1");
-      r.ok = true;
-      r.newVersion = zk_.version();
-    }
-    deliver(std::string("state write ") + (r.ok ? "ok" : "failed"), [&] { done(r); });
-  });
-}
-
-agent::CoordinatorStatus SimWorld::status() const {
-  return agent::CoordinatorStatus{member_, member_, zkClientReady_, member_ ? 1 : 0, "", ""};
-}
-
 // What node1's postgres adapter reports goes into the driver; an apply that leaves
 // node1 the running primary of the current state brings the scripted clients' commits.
 simworld::SimPostgresHooks SimWorld::postgresHooks() {
   simworld::SimPostgresHooks h;
   h.deliver = [this](const Event& ev, const std::function<void()>& call) {
-    std::string what;
-    if (const auto* e = std::get_if<PgInitialized>(&ev)) {
-      what = std::string("postgres initialised (") + (e->online ? "online" : "offline") + ", " +
-             (e->setUp ? "set up" : "not set up") + ")";
-    } else if (const auto* a = std::get_if<PgConfigApplied>(&ev)) {
+    if (const auto* a = std::get_if<PgConfigApplied>(&ev)) {
       pgConfigured_ = true;
       auto s = zkState();
       if (a->online && s && s->primary.id == kNodeUnderTest) setWal(pg_.wal.size() + kWalStep);
-      what = "postgres config applied";
-    } else if (std::holds_alternative<PgFenced>(ev)) {
-      what = "postgres fenced";
-    } else if (const auto* w = std::get_if<WalPositionRead>(&ev)) {
-      what = "WAL read: " + (w->position ? w->position->toString() : w->error);
     }
-    deliver(what, call);
+    deliver(ev, call);
   };
   return h;
 }
@@ -206,50 +177,30 @@ void SimWorld::setWal(uint64_t records) {
 
 // ---- simulated ZooKeeper ----------------------------------------------------------
 
+// What node1's ZooKeeper client hears goes into the driver; every write is logged.
+simworld::ZkHooks SimWorld::zkHooks() {
+  simworld::ZkHooks h;
+  h.deliver = [this](int, const Event& ev, const std::function<void()>& call) { deliver(ev, call); };
+  h.identityOf = [this](const std::string& id) -> const PeerIdentity& { return identities_.at(id); };
+  h.written = [this](const std::string& writer, int64_t, std::optional<WalPosition>, const std::string&) {
+    log("zk     state version " + std::to_string(zk_.state().version()) + " written by " +
+        (writer == kNodeUnderTest ? "peer " + writer : writer));
+  };
+  return h;
+}
+
+// A write by the simulator itself (a simulated peer or the operator): unconditional.
 Result<nlohmann::json> SimWorld::writeZk(nlohmann::json state, const std::string& why) {
-  zk_.put(state.dump());
-  log("zk     state version " + std::to_string(zk_.version()) + " written by " + why);
-  notifyState();
+  const simworld::ZkStateNode& node = zk_.state();
+  zk_.cas(why, state.dump(), node.exists() ? node.version() : -1, q_.now(), std::nullopt, why);
   return nlohmann::json(nullptr);
 }
 
 std::optional<ClusterState> SimWorld::zkState() const {
-  if (!zk_.exists()) return std::nullopt;
-  auto s = ClusterState::parse(zk_.data());
+  if (!zk_.state().exists()) return std::nullopt;
+  auto s = ClusterState::parse(zk_.state().data());
   if (!s) return std::nullopt;
   return s.value();
-}
-
-StateNode SimWorld::stateNode() const {
-  return zk_.node();
-}
-
-PeerList SimWorld::activeList() const {
-  PeerList out;
-  for (const auto& id : election_.active()) out.push_back(identities_.at(id));
-  return out;
-}
-
-void SimWorld::notifyState() {
-  if (!zkClientReady_ || stateNotifyPending_) return;
-  stateNotifyPending_ = true;
-  schedule(0, [this] {
-    stateNotifyPending_ = false;
-    if (zk_.version() == deliveredVersion_) return;
-    deliveredVersion_ = zk_.version();
-    deliverEvent(ClusterStateChanged{stateNode()}, "cluster state changed (version " + std::to_string(zk_.version()) + ")");
-  });
-}
-
-void SimWorld::notifyActive() {
-  if (!zkClientReady_ || activeNotifyPending_) return;
-  activeNotifyPending_ = true;
-  schedule(0, [this] {
-    activeNotifyPending_ = false;
-    if (election_.active() == deliveredActive_) return;
-    deliveredActive_ = election_.active();
-    deliverEvent(ActivePeersChanged{activeList()}, "active peers changed: " + idsOf(activeList()).dump());
-  });
 }
 
 bool SimWorld::simulatedPrimaryRunsCluster(const ClusterState& s) const {
@@ -318,11 +269,10 @@ Result<nlohmann::json> SimWorld::addPeer(const nlohmann::json& args) {
       if (identities_.count(id)) ++identityCount_;
     } while (identities_.count(id));
   }
-  if (election_.holds(id)) return usage("addpeer", id + " is already active");
+  if (zk_.election().holds(id)) return usage("addpeer", id + " is already active");
   const PeerIdentity& p = identity(id);
-  election_.join(nextSession_++, id);
   log("zk     " + id + " joined");
-  notifyActive();
+  zk_.joinWithoutClient(id);
   auto s = zkState();
   if (s && simulatedPrimaryRunsCluster(*s) && s->primary.id != id && s->sync->id != id &&
       !containsPeer(s->async, id) && !containsPeer(s->deposed, id)) {
@@ -337,7 +287,7 @@ Result<nlohmann::json> SimWorld::rmPeer(const nlohmann::json& args) {
   if (args.empty() || !args[0].is_string()) return usage("rmpeer", "which peer? (rmpeer ID)");
   const std::string id = args[0].get<std::string>();
   if (id == kNodeUnderTest) return usage("rmpeer", "refusing to remove the peer under test");
-  if (!election_.holds(id)) return usage("rmpeer", id + " is not active");
+  if (!zk_.election().holds(id)) return usage("rmpeer", id + " is not active");
   auto s = zkState();
   if (s && s->primary.id == id && s->sync && s->sync->id != kNodeUnderTest) {
     return usage("rmpeer", "removing primary " + id + " would need simulated sync " + s->sync->id +
@@ -347,9 +297,8 @@ Result<nlohmann::json> SimWorld::rmPeer(const nlohmann::json& args) {
     return usage("rmpeer", "removing sync " + id + " would need simulated primary " + s->primary.id +
                                " to take over; use depose");
   }
-  election_.leavePeer(id);
   log("zk     " + id + " left");
-  notifyActive();
+  zk_.leaveWithoutClient(id);
   if (s && simulatedPrimaryRunsCluster(*s) && containsPeer(s->async, id)) {
     ClusterState next = *s;
     next.async.erase(next.async.begin() + indexOfPeer(s->async, id));
@@ -359,8 +308,8 @@ Result<nlohmann::json> SimWorld::rmPeer(const nlohmann::json& args) {
 }
 
 Result<nlohmann::json> SimWorld::bootstrap(const nlohmann::json& args) {
-  if (zk_.exists()) return usage("bootstrap", "the cluster state already exists");
-  const std::vector<std::string> active = election_.active();
+  if (zk_.state().exists()) return usage("bootstrap", "the cluster state already exists");
+  const std::vector<std::string> active = zk_.election().active();
   if (active.size() < 2) return usage("bootstrap", "needs at least 2 active peers");
   std::string primary = active[0];
   if (!args.empty()) {
@@ -397,8 +346,10 @@ Result<nlohmann::json> SimWorld::startPeer() {
   o.singleton = opts_.singleton;
   o.handoverWaitMs = 5000;
   o.rejoin = agent::RejoinPolicy::kManual;  // Manatee's: a deposed peer waits for a rebuild
+  zk_.agentStarts(kNodeUnderTestHost);
+  coordinator_ = std::make_unique<simworld::SimCoordinator>(zk_, kNodeUnderTestHost);
   postgres_ = std::make_unique<simworld::SimPostgres>(fleet_, kNodeUnderTestHost, postgresHooks());
-  driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *this, *postgres_, *this}, o);
+  driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *coordinator_, *postgres_, *this}, o);
   driver_->start();
   return nlohmann::json(nullptr);
 }
@@ -513,11 +464,11 @@ nlohmann::json SimWorld::peerView() const {
 
 nlohmann::json SimWorld::zkView(bool verbose) const {
   nlohmann::json state = nullptr;
-  if (zk_.exists()) {
+  if (zk_.state().exists()) {
     auto s = zkState();
-    state = verbose || !s ? nlohmann::json::parse(zk_.data()) : summarizeState(*s);
+    state = verbose || !s ? nlohmann::json::parse(zk_.state().data()) : summarizeState(*s);
   }
-  PeerList active = activeList();
+  PeerList active = zk_.activePeers();
   return {{"clusterState", state}, {"activeNodes", verbose ? peersToJson(active) : idsOf(active)}};
 }
 

@@ -7,8 +7,11 @@
 // scenario scripts:
 // - The N-th identity created is node<N> (or the given name), ip 10.0.0.<N>, pgUrl
 //   tcp://postgres@10.0.0.<N>:5432/postgres, zoneId = id. node1 exists from the start.
-// - ZooKeeper changes reach the peer on the next step of the event loop; the peer's
-//   client initialises 100 ms after startPeer; the peer's writes take 100 ms.
+// - ZooKeeper is the simulated ZooKeeper of both simulators (tools/sim_world/
+//   sim_coordinator.h) with fixed delays and no faults: each change reaches the peer on
+//   the next step of the event loop; the peer's client initialises 100 ms after
+//   startPeer; the peer's writes take 100 ms (a write's own notification comes just
+//   before its answer).
 // - Postgres is the simulated postgres of both simulators (tools/sim_world/
 //   sim_postgres.h) with fixed steps: it initialises 100 ms after startPeer (not
 //   online, not set up); a reconfiguration takes 1000 ms, and 1000 ms more when it
@@ -38,13 +41,14 @@
 #include "statemachine/peer.h"
 #include "tools/sim_world/event_queue.h"
 #include "tools/sim_world/rng.h"
+#include "tools/sim_world/sim_coordinator.h"
 #include "tools/sim_world/sim_postgres.h"
 #include "tools/sim_world/trace_sink.h"
 #include "tools/sim_world/zookeeper.h"
 
 namespace dugong::sim {
 
-class SimWorld final : agent::Clock, agent::Coordinator, agent::LogSink, simworld::TraceSink {
+class SimWorld final : agent::Clock, agent::LogSink, simworld::TraceSink {
  public:
   struct Options {
     bool singleton = false;   // the peer under test runs in one-node-write mode
@@ -70,19 +74,13 @@ class SimWorld final : agent::Clock, agent::Coordinator, agent::LogSink, simworl
  private:
   void schedule(int64_t delayMs, std::function<void()> fn);
   // Hands an event to the driver through `call`, traced.
-  void deliver(const std::string& what, const std::function<void()>& call);
-  void deliverEvent(const Event& event, const std::string& what);
+  void deliver(const Event& event, const std::function<void()>& call);
 
   // The driver's environment.
   EpochMs wallMs() const override { return q_.now(); }
   int64_t monotonicMs() const override { return q_.now(); }
   std::unique_ptr<agent::Timer> newTimer() override;
   void post(std::function<void()> fn) override { schedule(0, std::move(fn)); }
-  Result<bool> join(agent::CoordinatorCallbacks callbacks) override;
-  void leave() override;
-  void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
-                       std::function<void(StateWriteFinished)> done) override;
-  agent::CoordinatorStatus status() const override;
   void write(LogLevel level, const std::string& line) override;
   void record(char kind, std::string text) override;
 
@@ -93,12 +91,9 @@ class SimWorld final : agent::Clock, agent::Coordinator, agent::LogSink, simworl
   void setWal(uint64_t records);
 
   // ZooKeeper
+  simworld::ZkHooks zkHooks();
   Result<nlohmann::json> writeZk(nlohmann::json state, const std::string& why);
   std::optional<ClusterState> zkState() const;
-  void notifyState();
-  void notifyActive();
-  StateNode stateNode() const;
-  PeerList activeList() const;
   bool simulatedPrimaryRunsCluster(const ClusterState& s) const;
 
   // Identities
@@ -128,23 +123,14 @@ class SimWorld final : agent::Clock, agent::Coordinator, agent::LogSink, simworl
   std::map<std::string, PeerIdentity> identities_;
   int identityCount_ = 0;
 
-  // Simulated ZooKeeper (the simulated peers hold one session each).
-  simworld::ZkStateNode zk_;
-  simworld::ZkElection election_;
-  uint64_t nextSession_ = 1;
-
-  // The peer under test's ZooKeeper client (its driver is below, destroyed first).
-  agent::CoordinatorCallbacks zkCallbacks_;
-  bool member_ = false;
-  bool zkClientReady_ = false;
-  bool stateNotifyPending_ = false;
-  bool activeNotifyPending_ = false;
-  int32_t deliveredVersion_ = -1;
-  std::vector<std::string> deliveredActive_;
+  // Simulated ZooKeeper: node1 is its one host with a client (once started); the
+  // simulated peers hold a session each, with no client. Every delay is fixed.
+  simworld::Rng rng_{0};
+  simworld::ZkEnsemble zk_;
+  std::unique_ptr<simworld::SimCoordinator> coordinator_;  // node1's client, once started
 
   // Simulated postgres: node1's, and one that stands for the simulated peers'. Every
-  // step is fixed: the rng is never drawn.
-  simworld::Rng rng_{0};
+  // step is fixed.
   simworld::PgServer pg_;
   simworld::PgServer othersPg_;
   simworld::PgFleet fleet_;
