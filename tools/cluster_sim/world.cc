@@ -55,18 +55,9 @@ constexpr int64_t kUpstreamPollMs = 50;        // the adapter's awaitUpstreamSto
 
 // How long ZooKeeper takes in the simulated cluster (a seeded range each).
 simworld::ZkModel clusterZkModel(int64_t sessionTimeoutMs) {
-  simworld::ZkModel m;
-  m.connect = {20, 300};
-  m.delivery = {1, 30};
-  m.toServer = {2, 25};
-  m.slowWritePermille = 50;
-  m.slowToServer = {100, 1500};
-  m.fromServer = {2, 25};
-  m.expiryNoticed = {5, 60};
-  m.reconnect = {20, 200};
-  m.retryConnectMs = 500;
-  m.sessionTimeoutMs = sessionTimeoutMs;
-  return m;
+  return simworld::ZkModel{.connect = {20, 300}, .delivery = {1, 30}, .toServer = {2, 25}, .slowWritePermille = 50,
+                           .slowToServer = {100, 1500}, .fromServer = {2, 25}, .expiryNoticed = {5, 60},
+                           .reconnect = {20, 200}, .retryConnectMs = 500, .sessionTimeoutMs = sessionTimeoutMs};
 }
 
 // Peers are named node<N> (N from 1): their index, or -1 for anything else.
@@ -82,25 +73,12 @@ int nodeNamed(const std::string& id) {
 
 // How long the pg adapter's steps take in the simulated cluster (a seeded range each).
 simworld::PgModel clusterPgModel() {
-  simworld::PgModel m;
-  m.init = {20, 300};
-  m.fence = {2, 20};
-  m.walRead = {2, 20};
-  m.reload = {5, 60};
-  m.restart = {80, 900};
-  m.slowReload = {200, 1500};
-  m.slowRestart = {1500, 7000};
-  m.promoteStream = {5, 40};
-  m.writes = {5, 60};
-  m.shutDown = {80, 900};
-  m.rejoin = {300, 1500};
-  m.upstreamPoll = {2, 10};
-  m.writableWrite = {5, 60};
-  m.upstreamPollMs = kUpstreamPollMs;
-  m.healthIntervalMs = kHealthIntervalMs;
-  m.repairAfterMs = kRepairAfterMs;
-  m.writablePollMs = kWritablePollMs;
-  return m;
+  return simworld::PgModel{.init = {20, 300}, .fence = {2, 20}, .walRead = {2, 20}, .reload = {5, 60},
+                           .restart = {80, 900}, .slowReload = {200, 1500}, .slowRestart = {1500, 7000},
+                           .promoteStream = {5, 40}, .writes = {5, 60}, .shutDown = {80, 900}, .rejoin = {300, 1500},
+                           .upstreamPoll = {2, 10}, .writableWrite = {5, 60}, .upstreamPollMs = kUpstreamPollMs,
+                           .healthIntervalMs = kHealthIntervalMs, .repairAfterMs = kRepairAfterMs,
+                           .writablePollMs = kWritablePollMs};
 }
 
 class World;

@@ -19,33 +19,19 @@ constexpr int kOthersHost = 1;
 
 // The simulated postgres' fixed steps (sim_world.h).
 simworld::PgModel scriptPgModel() {
-  constexpr int64_t kPgStepMs = 1000;  // reconfigure, start, stop
-  simworld::PgModel m;
-  m.init = {100, 100};
-  m.fence = {10, 10};  // a reload
-  m.walRead = {10, 10};
-  m.reload = {kPgStepMs, kPgStepMs};
-  m.restart = {kPgStepMs, kPgStepMs};
-  m.slowReload = m.reload;
-  m.slowRestart = m.restart;
-  m.startStop = {kPgStepMs, kPgStepMs};
-  m.writes = {10, 10};
-  m.shutDown = {kPgStepMs, kPgStepMs};
-  m.rejoin = {kPgStepMs, kPgStepMs};
-  m.upstreamPoll = {10, 10};
-  m.writableWrite = {10, 10};
-  m.healthIntervalMs = 0;
-  m.readOnlyUntilSyncCaughtUp = false;  // no client here waits for it
-  m.awaitsUpstreamStop = false;         // the simulated peers never stop their postgres
-  return m;
+  constexpr simworld::Latency kStep{1000, 1000};  // reconfigure, start, stop
+  constexpr simworld::Latency kQuery{10, 10};     // a query, a reload
+  return simworld::PgModel{.init = {100, 100}, .fence = kQuery, .walRead = kQuery, .reload = kStep, .restart = kStep,
+                           .slowReload = kStep, .slowRestart = kStep, .startStop = kStep, .writes = kQuery,
+                           .shutDown = kStep, .rejoin = kStep, .upstreamPoll = kQuery, .writableWrite = kQuery,
+                           .healthIntervalMs = 0,
+                           .readOnlyUntilSyncCaughtUp = false,  // no client here waits for it
+                           .awaitsUpstreamStop = false};        // the simulated peers never stop their postgres
 }
 
 // The simulated ZooKeeper's fixed delays (sim_world.h); no faults are injected.
 simworld::ZkModel scriptZkModel() {
-  simworld::ZkModel m;
-  m.connect = {kZkInitMs, kZkInitMs};
-  m.toServer = {kZkWriteMs, kZkWriteMs};
-  return m;
+  return simworld::ZkModel{.connect = {kZkInitMs, kZkInitMs}, .toServer = {kZkWriteMs, kZkWriteMs}};
 }
 
 // node1's postgres, or the one of the simulated peers.

@@ -32,14 +32,14 @@ namespace dugong::simworld {
 class SimCoordinator;
 
 struct ZkModel {
-  Latency connect;       // join -> the session is established (drawn from the join rng)
-  Latency delivery;      // each notification and answer reaches its client after this
-  Latency toServer;      // a write reaches the leader
+  Latency connect = {};        // join -> the session is established (drawn from the join rng)
+  Latency delivery = {};       // each notification and answer reaches its client after this
+  Latency toServer = {};       // a write reaches the leader
   int slowWritePermille = 0;
-  Latency slowToServer;  // ... behind a slow quorum (a disk sync, a leader election)
-  Latency fromServer;    // the answer leaves the leader
-  Latency expiryNoticed; // a connected client hears its session expired
-  Latency reconnect;     // then starts a new session
+  Latency slowToServer = {};   // ... behind a slow quorum (a disk sync, a leader election)
+  Latency fromServer = {};     // the answer leaves the leader
+  Latency expiryNoticed = {};  // a connected client hears its session expired
+  Latency reconnect = {};      // then starts a new session
   int64_t retryConnectMs = 500;
   int64_t sessionTimeoutMs = 0;  // negotiated
 };

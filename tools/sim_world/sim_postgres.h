@@ -49,20 +49,20 @@ struct Latency {
 };
 
 struct PgModel {
-  Latency init;           // the adapter's first look at postgres
-  Latency fence;          // rewrite the configuration and reload
-  Latency walRead;        // one query
-  Latency reload;         // an apply that keeps serving (new sync, new upstream)
-  Latency restart;        // an apply that restarts or promotes postgres
-  Latency slowReload;     // ... while a slow-postgres fault lasts
-  Latency slowRestart;
-  Latency startStop;      // added when an apply starts or stops postgres
-  Latency promoteStream;  // a promoted standby stops streaming after this
-  Latency writes;         // stopWrites, resumeWrites
-  Latency shutDown;       // shutDownWrites
-  Latency rejoin;
-  Latency upstreamPoll;   // awaitUpstreamStop's look at the WAL receiver
-  Latency writableWrite;  // the writable poll's configuration write
+  Latency init = {};           // the adapter's first look at postgres
+  Latency fence = {};          // rewrite the configuration and reload
+  Latency walRead = {};        // one query
+  Latency reload = {};         // an apply that keeps serving (new sync, new upstream)
+  Latency restart = {};        // an apply that restarts or promotes postgres
+  Latency slowReload = {};     // ... while a slow-postgres fault lasts
+  Latency slowRestart = {};
+  Latency startStop = {};      // added when an apply starts or stops postgres
+  Latency promoteStream = {};  // a promoted standby stops streaming after this
+  Latency writes = {};         // stopWrites, resumeWrites
+  Latency shutDown = {};       // shutDownWrites
+  Latency rejoin = {};
+  Latency upstreamPoll = {};   // awaitUpstreamStop's look at the WAL receiver
+  Latency writableWrite = {};  // the writable poll's configuration write
   int64_t upstreamPollMs = 50;
   // The health check runs every healthIntervalMs; 0: it looks once when it starts and
   // after each apply (and when told: lookAtHealth), and nothing is pending meanwhile.
