@@ -19,6 +19,7 @@ Driver::Driver(Env env, DriverOptions options)
       opts_(std::move(options)),
       peer_(std::make_unique<Peer>(peerOptions())),
       healthTimer_(env_.clock.newTimer()),
+      withdrawalTimer_(env_.clock.newTimer()),
       writesTimer_(env_.clock.newTimer()),
       shutDownTimer_(env_.clock.newTimer()),
       peerGraceTimer_(env_.clock.newTimer()),
@@ -76,6 +77,7 @@ void Driver::stop(std::function<void()> done) {
                            (opts_.stopPostgresOnExit ? " and stopping postgres" : ""));
   for (auto& [id, timer] : timers_) timer->cancel();
   healthTimer_->cancel();
+  withdrawalTimer_->cancel();
   writesTimer_->cancel();
   shutDownTimer_->cancel();
   peerGraceTimer_->cancel();
@@ -538,6 +540,27 @@ void Driver::withdraw(int64_t downMs) {
   ++counters_.withdrawals;
   withdrawn_ = true;
   env_.coordinator.leave();
+  if (peer_->role() != Role::kPrimary) return;  // a standby restarts postgres while away
+  // A primary out of ZooKeeper must not write (its sync may take over at once), as after
+  // a lost connection: postgres is shut down and starts again only with a session, on
+  // resumption. So it joins again after withdrawAfterMs to try; if postgres then stays
+  // unhealthy, it withdraws again.
+  if (!connectionLost_) {
+    connectionLost_ = true;
+    roleAtLoss_ = Role::kPrimary;
+    generationAtLoss_ = generation();
+  }
+  writesStopped_ = true;
+  shutDownTimer_->cancel();
+  shutDownWrites("this primary withdrew from ZooKeeper, and another peer may take over at once");
+  withdrawalTimer_->start(opts_.withdrawAfterMs, [this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired() || stopping_ || !withdrawn_) return;
+    log(LogLevel::kInfo, "joining ZooKeeper again after " + std::to_string(opts_.withdrawAfterMs / 1000) +
+                             " s away: a withdrawn primary's postgres starts only with a session, once the state "
+                             "confirms it is still the primary");
+    withdrawn_ = false;
+    join();
+  });
 }
 
 // While postgres is unhealthy: restart it (re-apply its configuration) once it has
@@ -561,11 +584,20 @@ void Driver::healthTick() {
   // Nor while the state machine is in the middle of a step (a takeover between its fence
   // and its state write): re-applying the configuration from before the fence would undo
   // it; the next tick restarts postgres once the step is over, if still wanted.
-  const bool stale = !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion();
+  // Nor while a primary's takeover keeps its fence between retries (its state write
+  // failed, and may have landed): commits wait for the new sync and the current one, and
+  // a restart would name one of them alone. Postgres then starts with a session, once
+  // the state says which (a withdrawn primary joins again: see withdraw()).
+  const bool stale = !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion() ||
+                     peer_->keepsPrimaryFence();
   if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
     lastStaleRestartSkip_ = lastTransitionDone_;
     log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +
-                             ": the state machine now wants it as " + pgRoleName(peer_->wantedPgConfig().role) +
+                             (peer_->awaitingCompletion() ? ": the state machine is in the middle of a step"
+                              : peer_->keepsPrimaryFence()
+                                  ? ": the state machine keeps the fence of a takeover whose state write may have landed"
+                                  : ": the state machine now wants it as " +
+                                        std::string(pgRoleName(peer_->wantedPgConfig().role))) +
                              " and configures it itself");
   } else if (!pgBusy_ && (graceOver || gone) && !stale) {
     log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role) +

@@ -181,6 +181,7 @@ class Driver {
   bool dataReading_ = false;
   std::map<TimerId, std::unique_ptr<Timer>> timers_;
   std::unique_ptr<Timer> healthTimer_;
+  std::unique_ptr<Timer> withdrawalTimer_;  // a withdrawn primary joins again
   // The isolated primary: see the header comment.
   bool connectionLost_ = false;
   bool writesStopped_ = false;

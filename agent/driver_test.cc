@@ -285,6 +285,21 @@ class DriverTest : public ::testing::Test {
     ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
   }
 
+  // Answers the takeover's fence and WAL reads (postgres run 1) until it writes the state.
+  void fenceAndReadTheWalUntilTheStateWrite() {
+    for (int i = 0; i < 4 && coordinator_.writes.empty(); ++i) {
+      if (!pg_.fences.empty()) {
+        pg_.fences.front()(PgFenced{true, "", 1});
+        pg_.fences.pop_front();
+      } else {
+        ASSERT_FALSE(pg_.walReads.empty()) << "the takeover neither fenced nor read the WAL";
+        pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
+        pg_.walReads.pop_front();
+      }
+      clock_.advance(0);
+    }
+  }
+
   bool logged(const std::string& words) const {
     for (const auto& l : log_.lines) {
       if (l.find(words) != std::string::npos) return true;
@@ -359,6 +374,39 @@ TEST_F(DriverTest, WithdrawsWhileUnhealthyAndRejoinsOnceHealthy) {
   EXPECT_FALSE(driver_->withdrawn());
   EXPECT_EQ(coordinator_.joins, 2);
   EXPECT_TRUE(coordinator_.member);
+}
+
+// A primary whose postgres cannot start withdraws, so that its sync can take over. Out of
+// ZooKeeper it must not write: postgres stays shut down (a restart would make it a
+// writable primary with no session). It starts again only with a session: the peer joins
+// again after withdrawAfterMs, confirms the state as after any new session, and starts
+// postgres if it is still the primary of the same generation.
+TEST_F(DriverTest, AWithdrawnPrimaryKeepsPostgresDownAndJoinsAgainToStartIt) {
+  startAsPrimary();
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  for (int i = 0; i < 12 && !driver_->withdrawn(); ++i) {
+    clock_.advance(0);
+    while (!pg_.applies.empty()) pg_.finishApply(false);  // postgres would not start
+    clock_.advance(1000);
+  }
+  ASSERT_TRUE(driver_->withdrawn());
+  ASSERT_EQ(pg_.shutdowns.size(), 1u) << "a withdrawn primary was not kept from writing";
+  pg_.shutdowns.front()(true);
+  pg_.shutdowns.pop_front();
+  while (!pg_.applies.empty()) pg_.finishApply(false);
+  clock_.advance(5000);
+  EXPECT_TRUE(pg_.applies.empty()) << "postgres restarted as a primary while out of ZooKeeper";
+  clock_.advance(5000);
+  ASSERT_EQ(coordinator_.joins, 2) << "the withdrawn primary never joined again, so its postgres can never start";
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
+  clock_.advance(0);
+  ASSERT_TRUE(coordinator_.pendingWrite) << "no confirmation of the state on the new session";
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});
+  coordinator_.pendingWrite.reset();
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started on resumption";
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kPrimary);
 }
 
 // A withdrawal while a state write is in flight: the coordinator answers the write, so
@@ -900,17 +948,7 @@ TEST_F(DriverTest, NoRestartUndoesTheFenceOfATakeoverInProgress) {
   startAsSync();
   coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
   clock_.advance(0);
-  for (int i = 0; i < 4 && coordinator_.writes.empty(); ++i) {
-    if (!pg_.fences.empty()) {
-      pg_.fences.front()(PgFenced{true, "", 1});
-      pg_.fences.pop_front();
-    } else {
-      ASSERT_FALSE(pg_.walReads.empty()) << "the takeover neither fenced nor read the WAL";
-      pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
-      pg_.walReads.pop_front();
-    }
-    clock_.advance(0);
-  }
+  fenceAndReadTheWalUntilTheStateWrite();
   ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
   pg_.gone = true;
   pg_.health(false, "the postmaster is gone (connection refused)");
@@ -921,6 +959,26 @@ TEST_F(DriverTest, NoRestartUndoesTheFenceOfATakeoverInProgress) {
   clock_.advance(0);
   ASSERT_FALSE(pg_.applies.empty());
   EXPECT_EQ(pg_.applies.front().first.role, PgRole::kPrimary);
+}
+
+// A primary replacing its gone sync fences (commits wait for node3 and node2), reads the
+// WAL and writes; the write's outcome is unknown (connection loss) and postgres then
+// crashes. The write may have landed (node3 the only sync) or not (node2): a restart,
+// which names one sync, must wait until the state says which.
+TEST_F(DriverTest, NoRestartBetweenTheRetriesOfAPrimarysTakeoverUndoesItsFence) {
+  startAsPrimary();
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  fenceAndReadTheWalUntilTheStateWrite();
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "the primary did not replace its sync";
+  ASSERT_EQ(coordinator_.writes.front().sync->id, "node3");
+  (*coordinator_.pendingWrite)(StateWriteFinished{false, "connection loss", false, -1});
+  coordinator_.pendingWrite.reset();
+  clock_.advance(0);
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  clock_.advance(4000);
+  EXPECT_TRUE(pg_.applies.empty()) << "the restart undid the fence: commits wait for one sync alone";
 }
 
 // ---- the clean handover of a planned switchover (issue 11) ----------------------------------

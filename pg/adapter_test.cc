@@ -766,12 +766,39 @@ TEST_F(AdapterTest, CatchUpPollCannotUndoAFence) {
   ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable(); }, 60s));
   fencer.join();
   ASSERT_TRUE(fenced && fenced->ok) << (fenced ? fenced->error : "no fence");
-  EXPECT_EQ(a.value("SHOW synchronous_standby_names"), "\"peer-c\"");
-  EXPECT_TRUE(waitsForExactly(a.value("SHOW synchronous_standby_names"), "peer-c"));
-  EXPECT_EQ(a.value("SELECT count(*) FROM pg_stat_replication WHERE sync_priority > 0"), "0");
+  EXPECT_TRUE(waitsForAll(a.value("SHOW synchronous_standby_names"), {"peer-c", "peer-b"}))
+      << a.value("SHOW synchronous_standby_names");
   // And the fence is still verified when the WAL position is read.
   WalPositionRead w = ca.readWal();
   EXPECT_TRUE(w.position.has_value()) << w.error;
+}
+
+// A primary fenced for a new sync makes commits wait for the new sync AND the current
+// one until its next apply: the takeover's state write may land or not, and whichever
+// of the two is the sync afterwards must hold every commit acknowledged meanwhile.
+TEST_F(AdapterTest, AFencedPrimaryWaitsForTheNewSyncAndTheCurrentOne) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgTestNode& c = cluster_.addNode("peer-c");
+  PgController ca(a.options);
+  PgController cb(b.options);
+  PgController cc(c.options);
+  ASSERT_TRUE(ca.apply(PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(cc.apply(PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return ca.pollWritable() && streamsFrom(a, b) && streamsFrom(a, c); }));
+  PgFenced f = ca.fence(c.identity);
+  ASSERT_TRUE(f.ok) << f.error;
+  EXPECT_TRUE(waitsForAll(a.value("SHOW synchronous_standby_names"), {"peer-c", "peer-b"}))
+      << a.value("SHOW synchronous_standby_names");
+  EXPECT_TRUE(eventually([&] {
+    return a.value("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'") == "2";
+  })) << "both walsenders must release commits together";
+  WalPositionRead w = ca.readWal();
+  EXPECT_TRUE(w.position.has_value()) << w.error;
+  // The next apply names one sync again.
+  ASSERT_TRUE(ca.apply(PgConfig::primary(c.identity)).ok);
+  EXPECT_TRUE(waitsForExactly(a.value("SHOW synchronous_standby_names"), "peer-c"));
 }
 
 // A fenced standby's fence holds until its configuration changes again: a WAL read

@@ -1033,8 +1033,17 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
     want.primaryConninfo.clear();
   } else {
     if (!newSync) return fail("a primary is fenced for a new sync, and none was given");
+    // The takeover's state write may land or not: commits acknowledged from now on must
+    // be on the new sync and on the current one, whichever is the sync afterwards.
+    // (Fenced again for the same sync: the sync it had before stays.)
+    if (want.syncId && *want.syncId != newSync->id) {
+      want.alsoSyncId = want.syncId;
+    } else if (!want.syncId) {
+      want.alsoSyncId.reset();
+    }
     want.syncId = newSync->id;
     fence.syncId = newSync->id;
+    fence.alsoSyncId = want.alsoSyncId;
   }
   auto w = writeConf(want);
   if (!w) return fail(w.error());
@@ -1046,7 +1055,9 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
     auto v = verifyFence(fence);
     if (v) {
       spdlog::info("pg: fenced: {}", fence.standby ? "no longer streaming from the upstream"
-                                                   : "commits now wait for " + fence.syncId + " alone");
+                                     : fence.alsoSyncId
+                                         ? "commits now wait for both " + fence.syncId + " and " + *fence.alsoSyncId
+                                         : "commits now wait for " + fence.syncId + " alone");
       std::lock_guard lock(stateMu_);
       fence_ = fence;
       return PgFenced{true, "", v.value()};
@@ -1069,19 +1080,25 @@ Result<PgInstance> PgController::verifyFence(const Fence& fence) {
     if (row[1] != "0") return Error{"a WAL receiver still runs"};
     return static_cast<PgInstance>(std::stoull(row[3].value_or("0")));
   }
-  // The setting, parsed, and what every walsender itself uses: only the new sync may
-  // have a sync priority, since only a walsender with one releases waiting commits.
+  // The setting, parsed, and what every walsender itself uses: only the new sync (and
+  // the current one) may have a sync priority, since only a walsender with one releases
+  // waiting commits.
+  std::vector<std::string> waitFor{fence.syncId};
+  if (fence.alsoSyncId) waitFor.push_back(*fence.alsoSyncId);
+  std::string others;
+  for (const auto& name : waitFor) others += (others.empty() ? "" : ", ") + quoteLiteral(name);
   auto q = localQuery("SELECT current_setting('synchronous_standby_names'), "
-                      "(SELECT count(*) FROM pg_stat_replication WHERE application_name <> " +
-                      quoteLiteral(fence.syncId) +
-                      " AND (sync_priority > 0 OR sync_state <> 'async')), "
+                      "(SELECT count(*) FROM pg_stat_replication WHERE application_name NOT IN (" +
+                      others +
+                      ") AND (sync_priority > 0 OR sync_state <> 'async')), "
                       "(SELECT count(*) FROM pg_stat_replication WHERE application_name = " +
                       quoteLiteral(fence.syncId) + " AND sync_priority = 0), pg_is_in_recovery(), " + kInstanceSql);
   if (!q) return Error{q.error()};
   const Row& row = q->rows.at(0);
   if (row[3] != "f") return Error{"postgres is in recovery"};
-  if (!waitsForExactly(row[0].value_or(""), fence.syncId)) {
-    return Error{"synchronous_standby_names is '" + row[0].value_or("") + "', not " + fence.syncId + " alone"};
+  if (!waitsForAll(row[0].value_or(""), waitFor)) {
+    return Error{"synchronous_standby_names is '" + row[0].value_or("") + "', not " + fence.syncId +
+                 (fence.alsoSyncId ? " and " + *fence.alsoSyncId + " together" : " alone")};
   }
   if (row[1] != "0") return Error{"a walsender of another standby still has a sync priority"};
   if (row[2] != "0") return Error{"the walsender of " + fence.syncId + " has not taken the new setting yet"};

@@ -135,7 +135,8 @@ class PgController {
  private:
   struct Fence {
     bool standby = false;
-    std::string syncId;  // primary: the only standby commits wait for
+    std::string syncId;  // primary: the new sync, which commits wait for
+    std::optional<std::string> alsoSyncId;  // primary: the sync it had, which they also wait for
   };
   struct Pending {
     std::string syncId;

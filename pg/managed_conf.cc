@@ -30,6 +30,7 @@ nlohmann::json ManagedState::toJson() const {
   nlohmann::json j = {{"role", role}, {"readOnly", readOnly}};
   j["upstream"] = upstreamId ? nlohmann::json(*upstreamId) : nlohmann::json(nullptr);
   j["sync"] = syncId ? nlohmann::json(*syncId) : nlohmann::json(nullptr);
+  if (alsoSyncId) j["alsoSync"] = *alsoSyncId;
   if (slotName) j["slot"] = *slotName;
   if (upstreamUrl) j["upstreamUrl"] = *upstreamUrl;
   if (wasPrimary) j["wasPrimary"] = true;
@@ -68,7 +69,10 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   out << "recovery_target_timeline = 'latest'\n";
   out << "synchronous_commit = on\n";
   out << "synchronous_standby_names = "
-      << confQuote(state.role == "primary" && state.syncId ? standbyName(*state.syncId) : "") << "\n";
+      << confQuote(state.role != "primary" || !state.syncId ? ""
+                   : state.alsoSyncId ? "FIRST 2 (" + standbyName(*state.syncId) + ", " + standbyName(*state.alsoSyncId) + ")"
+                                      : standbyName(*state.syncId))
+      << "\n";
   out << "default_transaction_read_only = " << (state.readOnlyInEffect() ? "on" : "off") << "\n";
   out << "primary_conninfo = " << confQuote(state.role == "sync" || state.role == "async" ? state.primaryConninfo : "")
       << "\n";
@@ -91,6 +95,7 @@ Result<ManagedState> parseManagedConf(const std::string& text) {
       s.readOnly = j.at("readOnly").get<bool>();
       if (j.contains("upstream") && j["upstream"].is_string()) s.upstreamId = j["upstream"].get<std::string>();
       if (j.contains("sync") && j["sync"].is_string()) s.syncId = j["sync"].get<std::string>();
+      if (j.contains("alsoSync") && j["alsoSync"].is_string()) s.alsoSyncId = j["alsoSync"].get<std::string>();
       if (j.contains("slot") && j["slot"].is_string()) s.slotName = j["slot"].get<std::string>();
       if (j.contains("upstreamUrl") && j["upstreamUrl"].is_string()) {
         s.upstreamUrl = j["upstreamUrl"].get<std::string>();

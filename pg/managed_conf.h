@@ -19,6 +19,9 @@ struct ManagedState {
   std::optional<std::string> upstreamId;   // standby: the peer streamed from
   std::string primaryConninfo;             // standby: how to reach it
   std::optional<std::string> syncId;       // primary: the sync's application name
+  // primary fenced for the new sync `syncId`: the sync it had, which commits also wait
+  // for (both must acknowledge) until the next apply names one sync again.
+  std::optional<std::string> alsoSyncId;
   bool readOnly = false;                   // primary: default_transaction_read_only
   std::optional<std::string> slotName;     // standby: its replication slot on the upstream
   std::optional<std::string> upstreamUrl;  // standby: the upstream's pgUrl (no password)

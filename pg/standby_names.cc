@@ -136,12 +136,10 @@ Result<StandbyNames> parseStandbyNames(const std::string& text) {
   return out;
 }
 
-bool waitsForExactly(const std::string& text, const std::string& name) {
-  auto parsed = parseStandbyNames(text);
-  if (!parsed || parsed->count != 1 || parsed->names.size() != 1) return false;
-  // Postgres matches application names case-insensitively, and "*" matches any.
-  const std::string& listed = parsed->names[0];
-  if (listed == "*" || listed.size() != name.size()) return false;
+namespace {
+// Postgres matches application names case-insensitively.
+bool sameName(const std::string& listed, const std::string& name) {
+  if (listed.size() != name.size()) return false;
   for (size_t i = 0; i < name.size(); ++i) {
     if (std::tolower(static_cast<unsigned char>(listed[i])) != std::tolower(static_cast<unsigned char>(name[i]))) {
       return false;
@@ -149,5 +147,26 @@ bool waitsForExactly(const std::string& text, const std::string& name) {
   }
   return true;
 }
+}  // namespace
+
+bool waitsForAll(const std::string& text, const std::vector<std::string>& names) {
+  auto parsed = parseStandbyNames(text);
+  if (!parsed || names.empty() || parsed->count != static_cast<int>(names.size()) ||
+      parsed->names.size() != names.size()) {
+    return false;
+  }
+  // Every standby listed must be acknowledged ("*" would match any standby).
+  for (const std::string& name : names) {
+    int matches = 0;
+    for (const std::string& listed : parsed->names) {
+      if (listed == "*") return false;
+      if (sameName(listed, name)) ++matches;
+    }
+    if (matches != 1) return false;
+  }
+  return true;
+}
+
+bool waitsForExactly(const std::string& text, const std::string& name) { return waitsForAll(text, {name}); }
 
 }  // namespace dugong::pg

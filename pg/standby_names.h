@@ -23,5 +23,8 @@ Result<StandbyNames> parseStandbyNames(const std::string& text);
 // True when `text` makes commits wait for exactly one standby, `name`, and no other
 // (postgres compares names case-insensitively; "*" would match any standby).
 bool waitsForExactly(const std::string& text, const std::string& name);
+// True when `text` makes commits wait for every one of `names` (distinct) and no other:
+// as many acknowledgements as names, from exactly these standbys.
+bool waitsForAll(const std::string& text, const std::vector<std::string>& names);
 
 }  // namespace dugong::pg

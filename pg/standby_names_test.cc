@@ -42,6 +42,17 @@ TEST(StandbyNamesTest, ExactMatchIsNotASubstringMatch) {
   EXPECT_FALSE(waitsForExactly("2 (db1)", "db1"));
 }
 
+TEST(StandbyNamesTest, WaitsForAllNeedsEveryNameAcknowledged) {
+  EXPECT_TRUE(waitsForAll("FIRST 2 (\"db2\", \"db1\")", {"db2", "db1"}));
+  EXPECT_TRUE(waitsForAll("ANY 2 (db1, DB2)", {"db2", "db1"}));  // both must answer either way
+  EXPECT_FALSE(waitsForAll("FIRST 1 (db2, db1)", {"db2", "db1"}));  // one of them would do
+  EXPECT_FALSE(waitsForAll("FIRST 2 (db2, db1, db3)", {"db2", "db1"}));  // db3 could stand in
+  EXPECT_FALSE(waitsForAll("FIRST 2 (db2, db10)", {"db2", "db1"}));
+  EXPECT_FALSE(waitsForAll("FIRST 2 (db2, *)", {"db2", "db1"}));
+  EXPECT_FALSE(waitsForAll("FIRST 2 (db2, db2)", {"db2", "db1"}));
+  EXPECT_FALSE(waitsForAll("", {}));
+}
+
 TEST(ReplicationSlotsTest, NamesAreValidAndDistinct) {
   EXPECT_EQ(slotNameFor("peer_1"), "dugong_peer_1");
   const std::string a = slotNameFor("a.b"), b = slotNameFor("a_b"), c = slotNameFor("A_b");

@@ -636,8 +636,12 @@ std::optional<WalPosition> Peer::fencedWal(const std::string& why, const std::op
   update_ = Update::kFencing;
   updateReason_ = why;
   fencedFor_ = target;
+  const bool alsoSync = newSync && state_ && state_->sync && state_->sync->id != newSync->id;
   log(LogLevel::kInfo, "fencing postgres before reading initWal (" + why + "): " +
-                           (newSync ? "commits now wait for " + newSync->id : std::string("no longer streaming")));
+                           (!newSync   ? std::string("no longer streaming")
+                            : alsoSync ? "commits now wait for both " + newSync->id + " and " + state_->sync->id +
+                                             " until the new generation is written"
+                                       : "commits now wait for " + newSync->id));
   out_->push_back(FencePg{newSync});
   return std::nullopt;
 }

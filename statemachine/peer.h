@@ -73,6 +73,10 @@ class Peer {
   // The postgres configuration this peer's role asks for now (none before a state is
   // known): what a restart of postgres may apply without going against the state machine.
   PgConfig wantedPgConfig() const { return state_ ? desiredPgConfig() : PgConfig::none(); }
+  // True while a primary's takeover keeps its fence (commits wait for the new sync and
+  // the current one): its state write may have landed or not, so no configuration with
+  // one sync may be applied until the state machine knows which.
+  bool keepsPrimaryFence() const { return keepFence_ && fence_ != Fence::kNone && !fencedFor_.empty(); }
 
  private:
   enum class Update { kNone, kFencing, kReadingWal, kWriting };

@@ -37,6 +37,8 @@ const char* faultName(FaultKind kind) {
       return "rebuild-deposed";
     case FaultKind::kCrashAfterWrite:
       return "crash-after-write";
+    case FaultKind::kCrashPgAfterFence:
+      return "crash-pg-after-fence";
   }
   return "?";
 }
@@ -52,6 +54,8 @@ std::string Fault::describe() const {
       return s;
     case FaultKind::kCrashAfterWrite:
       return s + " (restarts after " + std::to_string(duration) + " ms)";
+    case FaultKind::kCrashPgAfterFence:
+      return s + " (postgres cannot start for " + std::to_string(duration) + " ms)";
     default:
       break;
   }
@@ -77,6 +81,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kPromoteInvalid, 4},
     {FaultKind::kRebuildDeposed, 5},
     {FaultKind::kCrashAfterWrite, 8},
+    {FaultKind::kCrashPgAfterFence, 6},
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -101,6 +106,7 @@ int64_t durationFor(FaultKind kind, Rng& rng, int64_t sessionTimeoutMs) {
       // Either shorter than the session timeout (the session survives) or longer.
       return rng.chance(400) ? rng.between(200, sessionTimeoutMs - 200) : rng.between(sessionTimeoutMs + 200, 15000);
     case FaultKind::kCrashPostgres:
+    case FaultKind::kCrashPgAfterFence:
       return rng.between(100, 6000);
     case FaultKind::kSlowPostgres:
       return rng.between(2000, 12000);

@@ -26,8 +26,13 @@ enum class FaultKind {
   kCrashAfterWrite,     // the next peer to declare a new generation dies (agent and postgres)
                         // within `variant` % 200 ms after ZooKeeper applied its write;
                         // restarted after `duration`
+  kCrashPgAfterFence,   // the next peer to fence its postgres (a takeover between its fence
+                        // and its state write) has that postgres crash within `variant` % 100
+                        // ms after the fence; it cannot start for `duration`; when
+                        // (`variant` / 100) is odd, the peer is also cut off from ZooKeeper
+                        // at that moment for 200 + (`variant` / 200) % 3000 ms
 };
-constexpr int kFaultKinds = 13;
+constexpr int kFaultKinds = 14;
 const char* faultName(FaultKind kind);
 
 struct Fault {

@@ -206,6 +206,7 @@ class World final : public simworld::TraceSink {
   void hostileCommit(int n);
   void replicate();
   void crashAfterWrite(const std::string& writer);
+  void crashPgAfterFence(int n);
   bool attachedSync(int primary) const { return fleet_.attachedSync(primary); }
   bool writable(int n) const;
   void clientTick();
@@ -253,6 +254,12 @@ class World final : public simworld::TraceSink {
 
   // crash-after-write faults armed: restart delays of the next new-generation writers.
   std::vector<std::pair<int64_t, int64_t>> crashAfterWrite_;  // (delay after the write, down for)
+  struct CrashAfterFence {
+    int64_t delay;     // after the fence
+    int64_t brokenFor;
+    int64_t cutFor;    // cut off from ZooKeeper at the crash for this long (0: not)
+  };
+  std::vector<CrashAfterFence> crashPgAfterFence_;
 
   // Phases.
   int faultsRun_ = 0;
@@ -375,6 +382,7 @@ simworld::SimPostgresHooks World::postgresHooks(int n) {
   h.violation = [this](const std::string& invariant, const std::string& detail) {
     checker_.fail(now_, invariant, detail);
   };
+  h.fenced = [this, n] { crashPgAfterFence(n); };
   h.applyStarting = [this, n](const PgConfig& cfg) {
     if (cfg.role == PgRole::kPrimary && node(n).driver->peer().clusterState()) {
       node(n).generationTag = node(n).driver->peer().clusterState()->generation;
@@ -494,6 +502,17 @@ void World::replicate() {
     if (pg.config.downstream && attachedSync(n)) {
       const Wal& sync = node(nodeOf(pg.config.downstream->id)).pg.wal;
       while (acked < pg.waiting.size() && sync.contains(pg.waiting[acked])) ++acked;
+      if (pg.alsoSync) {  // fenced: the sync it had must have it too
+        int also = nodeOf(pg.alsoSync->id);
+        if (also < 0 || !fleet_.streamsFrom(also, n)) {
+          acked = 0;
+        } else {
+          const Wal& other = node(also).pg.wal;
+          size_t both = 0;
+          while (both < acked && other.contains(pg.waiting[both])) ++both;
+          acked = both;
+        }
+      }
     }
     if (!pg.config.downstream || opts_.testingAckBeforeSync) acked = pg.waiting.size();
     if (acked == 0) continue;
@@ -584,6 +603,11 @@ void World::runFault(const Fault& f) {
       trace('F', [&] { return std::string(f.describe() + ": armed"); });
       crashAfterWrite_.emplace_back(static_cast<int64_t>(f.variant % 200), f.duration);
       return;
+    case FaultKind::kCrashPgAfterFence:
+      trace('F', [&] { return std::string(f.describe() + ": armed"); });
+      crashPgAfterFence_.push_back({static_cast<int64_t>(f.variant % 100), f.duration,
+                                    (f.variant / 100) % 2 ? 200 + static_cast<int64_t>(f.variant / 200) % 3000 : 0});
+      return;
     case FaultKind::kExpireSession:
       if (zk_.client(f.peer).session == 0) return trace('F', [&] { return std::string(f.describe() + ": no session"); });
       trace('F', [&] { return std::string(f.describe()); });
@@ -630,6 +654,24 @@ void World::crashPeer(int n, int64_t downFor) {
   nd.restartPending = true;
   after(downFor, [this, n] {
     if (!node(n).up && node(n).restartPending) startAgent(n);
+  });
+}
+
+// A postgres crash in the middle of a takeover, between its fence and its state write
+// (or just after), as an armed crash-pg-after-fence fault says: the agent lives on, and
+// its health logic must not undo the fence by restarting postgres as it was before.
+void World::crashPgAfterFence(int n) {
+  if (crashPgAfterFence_.empty()) return;
+  auto [delay, brokenFor, cutFor] = crashPgAfterFence_.front();
+  crashPgAfterFence_.erase(crashPgAfterFence_.begin());
+  uint64_t inc = node(n).incarnation;
+  after(delay, [this, n, inc, brokenFor, cutFor] {
+    if (!alive(n, inc)) return;
+    trace('F', [&] { return std::string(node(n).identity.id + "'s postgres dies right after its fence"); });
+    fleet_.crash(n, brokenFor);
+    // Its connection to ZooKeeper may drop at the same moment: a state write in flight
+    // then lands or not, and is answered "connection loss" either way.
+    if (cutFor > 0) zk_.partition(n, cutFor);
   });
 }
 

@@ -270,6 +270,7 @@ void SimPostgres::finishApply(PgConfig cfg) {
     return;
   }
   pg.config = cfg;
+  pg.alsoSync.reset();
   pg.running = cfg.role != PgRole::kNone;
   pg.writesStopped = false;  // the apply rewrote the managed configuration
   pg.readOnly = cfg.role != PgRole::kPrimary || pg.applyReadOnly;
@@ -307,13 +308,21 @@ void SimPostgres::fence(const std::optional<PeerIdentity>& newSync, std::functio
       r.ok = true;  // a stopped postgres acknowledges nothing
       r.instance = pg.running ? pg.instance : 0;
       if (pg.running && pg.config.role == PgRole::kPrimary) {
-        pg.config.downstream = newSync;  // a reload: commits wait for it
-        pg.writablePending = false;      // and it stays as writable as it is until the next apply
+        // A reload: commits wait for it, and for the sync it had (kept when fenced again
+        // for the same new sync).
+        if (pg.config.downstream && newSync && pg.config.downstream->id != newSync->id) {
+          pg.alsoSync = pg.config.downstream;
+        } else if (!pg.config.downstream) {
+          pg.alsoSync.reset();
+        }
+        pg.config.downstream = newSync;
+        pg.writablePending = false;  // and it stays as writable as it is until the next apply
       } else if (pg.running && pg.isStandby()) {
         pg.config.upstream.reset();  // stops streaming
       }
     }
     --transitions_;
+    if (r.ok && hooks_.fenced) hooks_.fenced();
     hooks_.deliver(r, [&] { done(r); });
   }));
 }

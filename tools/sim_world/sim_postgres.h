@@ -93,6 +93,9 @@ struct PgServer {
   bool repairFor = false;
   bool repairing = false;  // the apply in progress repairs (stop, pg_rewind, start)
   PgConfig config;         // what it runs with
+  // A primary fenced for a new sync (config.downstream): the sync it had, which commits
+  // also wait for until the next apply (the adapter's FIRST 2 of both).
+  std::optional<PeerIdentity> alsoSync;
   // The adapter's managed configuration (pg/controller.cc): a primary with a sync is
   // read-only until its writable poll saw the sync stream synchronously up to the WAL
   // position of the poll's first look; a primary that was writable stays writable when
@@ -196,6 +199,8 @@ struct SimPostgresHooks {
   std::function<void(const Event& ev, const std::function<void()>& call)> deliver;
   // The driver broke the adapter's contract (two transitions at once).
   std::function<void(const std::string& invariant, const std::string& detail)> violation;
+  // A fence succeeded, before the driver hears of it.
+  std::function<void()> fenced;
   // An apply starts carrying out `config` (after waiting for the apply lock).
   std::function<void(const PgConfig& config)> applyStarting;
 };

@@ -1,8 +1,8 @@
 // The simulated ZooKeeper's data, shared by both simulators: the cluster-state node
 // (changed only by a test-and-set on its version, each change with a history record)
 // and the election (one ephemeral sequential node per session; the active peers are
-// the peers holding a node, in the order of their first one). Sessions, delivery of
-// notifications and their delays belong to each world; this is what the ensemble stores.
+// the peers holding a node, in the order of their first one). This is what the ensemble
+// stores; sessions and the delivery to each agent are in sim_coordinator.h.
 #pragma once
 
 #include <algorithm>
