@@ -270,6 +270,17 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                             const bool wasShutDown = std::exchange(postgresShutDown_, false);
                             stopWrites();
                             if (wasShutDown) shutDownWrites("it had been shut down before this configuration");
+                          } else if (writesStopped_ && fromPeer && config.role == PgRole::kPrimary &&
+                                     roleAtLoss_ == Role::kPrimary && peer_->role() == Role::kPrimary &&
+                                     generation() == generationAtLoss_) {
+                            // Still the primary of the same generation, from a state read on the
+                            // new session: a takeover may yet land before this peer's test-and-set,
+                            // so writes resume only on the confirmation, as without this apply.
+                            log(LogLevel::kInfo, "stopping writes again: postgres was configured as primary "
+                                                 "before the state read on the new session was confirmed");
+                            postgresShutDown_ = false;
+                            stopWrites();
+                            confirmAfterNewSession();
                           } else if (writesStopped_ && fromPeer) {
                             writesStopped_ = false;
                             postgresShutDown_ = false;
@@ -523,6 +534,8 @@ void Driver::onHealth(bool healthy, const std::string& detail) {
     return;
   }
   unhealthyDetail_ = detail;
+  // Still unhealthy, and the postmaster is now found gone: no need to wait for the tick.
+  if (unhealthySince_ && env_.postgres.postmasterGone()) return healthTick();
   noteUnhealthy();
 }
 

@@ -358,6 +358,21 @@ TEST_F(DriverTest, RestartsAGonePostmasterAtOnceButNotInALoop) {
   EXPECT_TRUE(pg_.applies.empty());
 }
 
+// The first failed check may still see the postmaster (a killed one is exiting): the
+// health check reports again once it is gone, and the restart then starts at once, not
+// at the next health tick.
+TEST_F(DriverTest, APostmasterFoundGoneAfterTheFirstFailedCheckIsRestartedAtOnce) {
+  startAsAsync();
+  pg_.health(false, "connection refused");
+  clock_.advance(300);
+  EXPECT_TRUE(pg_.applies.empty()) << "restarted a postgres that may be starting or recovering";
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "waited for the next health tick";
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kAsync);
+}
+
 TEST_F(DriverTest, WithdrawsWhileUnhealthyAndRejoinsOnceHealthy) {
   startAsAsync();
   pg_.health(false, "connection refused");
@@ -611,6 +626,56 @@ TEST_F(DriverTest, AfterAnExpiryThePrimaryResumesOnlyOnceItsTestAndSetOfTheState
   clock_.advance(0);
   EXPECT_FALSE(driver_->writesStopped());
   EXPECT_FALSE(driver_->postgresShutDown());
+}
+
+// A primary's takeover (its sync was gone) is in flight when ZooKeeper goes; on the new
+// session the sync is back, so the state machine abandons the takeover and applies its
+// configuration again, which starts postgres. That state was read on the new session, and
+// a takeover by another peer may still land before this peer's test-and-set: writes stay
+// stopped until the confirmation succeeds, as when nothing is applied.
+TEST_F(DriverTest, AnApplyOfTheSameRoleOnTheNewSessionDoesNotResumeWritesBeforeTheConfirmation) {
+  startAsPrimary();
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  fenceAndReadTheWalUntilTheStateWrite();
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "the primary did not replace its sync";
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  (*coordinator_.pendingWrite)(StateWriteFinished{false, "connection loss", false, -1});
+  coordinator_.pendingWrite.reset();
+  clock_.advance(20000);
+  ASSERT_EQ(pg_.shutdowns.size(), 1u);
+  pg_.shutdowns.front()(true);
+  pg_.shutdowns.pop_front();
+  clock_.advance(0);
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
+  clock_.advance(0);
+  while (!pg_.walReads.empty()) {  // the takeover's retry, on a postgres shut down
+    pg_.walReads.front()(WalPositionRead{std::nullopt, "postgres is not running", 0});
+    pg_.walReads.pop_front();
+    clock_.advance(0);
+  }
+  ASSERT_EQ(pg_.applies.size(), 1u) << "the abandoned takeover's fence was not lifted";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  EXPECT_TRUE(driver_->writesStopped()) << "writes resumed before the test-and-set confirmed that no takeover landed";
+  while (coordinator_.pendingWrite && driver_->writesStopped()) {
+    auto done = std::move(*coordinator_.pendingWrite);
+    coordinator_.pendingWrite.reset();
+    done(StateWriteFinished{true, "", false, static_cast<int32_t>(coordinator_.writes.size())});
+    clock_.advance(0);
+    while (!pg_.stops.empty()) {
+      pg_.stops.front()(0);
+      pg_.stops.pop_front();
+    }
+    while (!pg_.resumes.empty()) {
+      pg_.resumes.front()(true);
+      pg_.resumes.pop_front();
+    }
+    clock_.advance(0);
+  }
+  EXPECT_FALSE(driver_->writesStopped()) << "the confirmation did not resume writes";
 }
 
 // A takeover decided while the election node was gone lands before the confirmation:

@@ -143,7 +143,8 @@ class Postgres {
     done(Error{"reading the data state is not modelled by this environment"});
   }
   // Checks health periodically until stopHealthCheck(); `onChange` runs for the first
-  // result and then for each change between healthy and unhealthy.
+  // result and then for each change between healthy and unhealthy, and again (unhealthy)
+  // when an unhealthy postgres' postmaster is found gone.
   virtual void startHealthCheck(std::function<void(bool healthy, const std::string& detail)> onChange) = 0;
   virtual void stopHealthCheck() = 0;
   // True when the last health check found no postmaster at all (it crashed or was

@@ -124,9 +124,12 @@ void PgAdapter::scheduleHealth() {
         [this](Health h) {
           healthInFlight_ = false;
           if (!healthRunning_) return;
+          // A killed postmaster may still be exiting at the first failed check: its
+          // disappearance is reported too, so that the restart need not wait.
+          const bool goneNow = h.gone && !postmasterGone_;
           postmasterGone_ = h.gone;
           int now = h.ok ? 1 : 0;
-          if (now == lastHealthy_) return;
+          if (now == lastHealthy_ && !goneNow) return;
           lastHealthy_ = now;
           if (h.ok) {
             spdlog::info("pg: postgres is healthy");

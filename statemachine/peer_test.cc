@@ -381,7 +381,9 @@ TEST(Peer, PrimarySeeingANewerGenerationIsDeposedEvenIfNotListed) {
   auto apply = only<ApplyPgConfig>(actions);
   ASSERT_EQ(apply.size(), 1u);
   EXPECT_EQ(apply[0].config.role, PgRole::kNone);
-  // A deposed peer ignores ZooKeeper from now on.
+  // A deposed peer ignores ZooKeeper from now on, even a state that no longer lists it
+  // as deposed (its rebuild): the driver, not this state machine, starts a fresh one
+  // then (tests/scenarios/deposed_ignores_events.jsonl shows the whole agent).
   EXPECT_TRUE(h.step(ClusterStateChanged{node(cluster(5, "c", "me"), 2)}).empty());
   EXPECT_TRUE(h.step(ZkInitialized{node(cluster(5, "c", "me"), 2), peers({"c", "me"})}).empty());
   EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me"})}).empty());

@@ -355,5 +355,45 @@ TEST_F(E2E, AgentWithdrawsWhilePostgresCannotRunAndRejoinsAfterwards) {
   EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(sync, "/replica") == 200; }, 90s));
 }
 
+// The primary's postgres cannot run (its port is taken): the agent withdraws, its sync
+// takes over, and the old primary's postgres is kept down while it is out of ZooKeeper
+// (writes stopped: a restart there would make a writable primary with no session). It
+// joins again after withdrawAfterSeconds, learns it was deposed, and, once its port is
+// free, rejoins as a standby of the new primary without an operator (rejoin: rewind,
+// since the killed primary's crash recovery may write past the fork).
+TEST_F(E2E, APrimaryWhosePostgresCannotRunWithdrawsAndComesBackAsAStandby) {
+  HarnessOptions o;
+  o.withdrawAfterSeconds = 4;
+  o.extraConfig = "rejoin: rewind\n";
+  int primary = startCluster(3, o);
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  const std::string oldPrimary = h_->peer(primary).id;
+  h_->killPostgres(primary);
+  int squatter = -1;
+  ASSERT_TRUE(h_->waitFor([&] { return (squatter = listenOn(h_->peer(primary).pg->port)) >= 0; }, 2s));
+  ASSERT_TRUE(h_->waitFor(
+      [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->primary.id == h_->peer(sync).id; }, 60s))
+      << h_->describe();
+  EXPECT_TRUE(h_->agentRunning(primary));
+  auto st = h_->status(primary);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE((*st)["health"]["writesStopped"].get<bool>()) << st->dump();
+  EXPECT_FALSE((*st)["health"]["writablePrimary"].get<bool>()) << st->dump();
+  ::close(squatter);
+  ASSERT_TRUE(h_->waitFor(
+      [&] {
+        auto s = h_->zkState();
+        if (!s || s->generation != 2) return false;
+        for (const auto& a : s->async) {
+          if (a.id == oldPrimary) return true;
+        }
+        return false;
+      },
+      120s))
+      << h_->describe();
+  EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(primary, "/replica") == 200; }, 90s)) << h_->describe();
+}
+
 }  // namespace
 }  // namespace dugong::e2e

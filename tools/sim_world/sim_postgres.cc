@@ -383,11 +383,13 @@ void SimPostgres::look(uint64_t pollSerial) {
                             now() - pg.cannotFollowSince >= m.repairAfterMs;
   if (cannotFollow) pg.repairFor = true;
   const bool healthy = pg.serving() && !cannotFollow;
-  gone_ = !pg.running && !pg.transitioning;
+  const bool gone = !pg.running && !pg.transitioning;
+  const bool goneNow = gone && !gone_;  // reported again, as the adapter does
+  gone_ = gone;
   if (pollSerial != 0 && m.healthIntervalMs > 0) {
     fleet_.queue().after(m.healthIntervalMs, guarded([this, pollSerial] { healthCheck(pollSerial); }));
   }
-  if (lastHealthy_ == static_cast<int>(healthy)) return;
+  if (lastHealthy_ == static_cast<int>(healthy) && !goneNow) return;
   lastHealthy_ = healthy;
   fleet_.trace().trace('P', [&] {
     return id() + " health check: postgres " +
