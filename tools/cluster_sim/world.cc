@@ -168,6 +168,15 @@ class World final : public simworld::TraceSink {
     }
   }
 
+  // The agents go first: their adapters and clients deregister from the host's postgres
+  // and ZooKeeper client.
+  ~World() override {
+    for (Node& n : nodes_) {
+      n.driver.reset();
+      n.env.reset();
+    }
+  }
+
   RunResult run();
 
  private:

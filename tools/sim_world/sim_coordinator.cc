@@ -7,11 +7,6 @@ namespace dugong::simworld {
 
 // ---------------------------------------------------------------- the ensemble
 
-std::weak_ptr<int> ZkEnsemble::aliveToken(int n) const {
-  const SimCoordinator* a = client(n).agent;
-  return a ? std::weak_ptr<int>(a->alive_) : std::weak_ptr<int>();
-}
-
 PeerList ZkEnsemble::activePeers() const {
   PeerList l;
   for (const std::string& id : active_) l.push_back(hooks_.identityOf(id));
@@ -36,11 +31,11 @@ void ZkEnsemble::agentStops(int n) {
   }
 }
 
-void ZkEnsemble::connect(int n, std::weak_ptr<int> alive) {
+void ZkEnsemble::connect(int n, Run run) {
   ZkClient& c = client(n);
-  if (alive.expired() || !c.agent->member_) return;
+  if (!runs(n, run) || !c.agent->member_) return;
   if (c.partitioned) {  // cannot reach the ensemble: keep trying
-    q_.after(model_.retryConnectMs, [this, n, alive] { connect(n, alive); });
+    q_.after(model_.retryConnectMs, [this, n, run] { connect(n, run); });
     return;
   }
   c.connecting = false;
@@ -83,12 +78,12 @@ void ZkEnsemble::expire(uint64_t sid, const std::string& why) {
   if (c.agent && c.session == sid) {
     c.ready = false;
     if (!c.partitioned) {  // the client hears of it at once and starts a new session
-      std::weak_ptr<int> alive = aliveToken(n);
-      q_.after(model_.expiryNoticed.draw(rng_), [this, n, alive, sid] {
-        if (alive.expired() || client(n).session != sid) return;
+      const Run run = runOf(n);
+      q_.after(model_.expiryNoticed.draw(rng_), [this, n, run, sid] {
+        if (!runs(n, run) || client(n).session != sid) return;
         client(n).session = 0;
         client(n).connecting = true;
-        q_.after(model_.reconnect.draw(rng_), [this, n, alive] { connect(n, alive); });
+        q_.after(model_.reconnect.draw(rng_), [this, n, run] { connect(n, run); });
       });
     }
   }
@@ -143,8 +138,8 @@ void ZkEnsemble::schedule(int n, Task fn) {
   if (q_.now() < c.slowNotifyUntil) delay += c.slowNotifyMs;
   int64_t t = std::max(q_.now() + delay, c.nextDelivery);
   c.nextDelivery = t;
-  q_.at(t, [alive = aliveToken(n), fn = std::move(fn)]() mutable {
-    if (!alive.expired()) fn();
+  q_.at(t, [this, n, run = runOf(n), fn = std::move(fn)]() mutable {
+    if (runs(n, run)) fn();
   });
 }
 
@@ -252,9 +247,9 @@ void ZkEnsemble::partition(int n, int64_t duration) {
     // ZooKeeper's client reports the lost connection once the server has been silent
     // for 2/3 of the session timeout (CoordinatorConnection).
     uint64_t sid = c.session;
-    q_.after(model_.sessionTimeoutMs * 2 / 3, [this, n, alive = aliveToken(n), serial, sid] {
+    q_.after(model_.sessionTimeoutMs * 2 / 3, [this, n, run = runOf(n), serial, sid] {
       ZkClient& x = client(n);
-      if (alive.expired() || x.partitionSerial != serial || x.session != sid || !x.ready || !x.agent->member_) return;
+      if (!runs(n, run) || x.partitionSerial != serial || x.session != sid || !x.ready || !x.agent->member_) return;
       x.lossReported = true;
       trace_.trace('Z', [&] { return x.id + " client: connection to ZooKeeper lost"; });
       x.agent->callbacks_.onConnection(
@@ -299,17 +294,22 @@ void ZkEnsemble::heal(int n) {
   c.session = 0;
   c.ready = false;
   c.connecting = true;
-  q_.after(model_.reconnect.draw(rng_), [this, n, alive = aliveToken(n)] { connect(n, alive); });
+  q_.after(model_.reconnect.draw(rng_), [this, n, run = runOf(n)] { connect(n, run); });
 }
 
 // ---------------------------------------------------------------- one agent's client
 
-SimCoordinator::SimCoordinator(ZkEnsemble& ensemble, int host) : zk_(ensemble), host_(host) {
+SimCoordinator::SimCoordinator(ZkEnsemble& ensemble, int host)
+    : zk_(ensemble), host_(host), run_(++ensemble.lastRun_) {
   zk_.client(host_).agent = this;
+  zk_.client(host_).agentRun = run_;
 }
 
 SimCoordinator::~SimCoordinator() {
-  if (zk_.client(host_).agent == this) zk_.client(host_).agent = nullptr;
+  ZkClient& c = zk_.client(host_);
+  if (c.agent != this) return;
+  c.agent = nullptr;
+  c.agentRun = 0;
 }
 
 Result<bool> SimCoordinator::join(agent::CoordinatorCallbacks cb) {
@@ -317,7 +317,7 @@ Result<bool> SimCoordinator::join(agent::CoordinatorCallbacks cb) {
   member_ = true;
   zk_.client(host_).connecting = true;
   zk_.q_.after(zk_.model_.connect.draw(zk_.joinRng_),
-               [&zk = zk_, n = host_, alive = std::weak_ptr<int>(alive_)] { zk.connect(n, alive); });
+               [&zk = zk_, n = host_, run = run_] { zk.connect(n, run); });
   return true;
 }
 
@@ -331,8 +331,8 @@ void SimCoordinator::leave() {
   c.connecting = false;
   c.ready = false;
   if (pendingWrite_) {
-    zk_.q_.after(0, [&zk = zk_, n = host_, serial = writeSerial_, alive = std::weak_ptr<int>(alive_)] {
-      if (!alive.expired()) zk.answerWrite(n, serial, StateWriteFinished{false, "left ZooKeeper", false, -1});
+    zk_.q_.after(0, [&zk = zk_, n = host_, serial = writeSerial_, run = run_] {
+      if (zk.runs(n, run)) zk.answerWrite(n, serial, StateWriteFinished{false, "left ZooKeeper", false, -1});
     });
   }
 }
@@ -346,8 +346,8 @@ void SimCoordinator::putClusterState(const ClusterState& state, int32_t expected
   writeSince_ = zk_.q_.now();
   uint64_t serial = ++writeSerial_;
   if (!member_) {
-    zk_.q_.after(0, [&zk = zk_, n = host_, serial, alive = std::weak_ptr<int>(alive_)] {
-      if (!alive.expired()) {
+    zk_.q_.after(0, [&zk = zk_, n = host_, serial, run = run_] {
+      if (zk.runs(n, run)) {
         zk.answerWrite(n, serial, StateWriteFinished{false, "not a member of the ZooKeeper cluster", false, -1});
       }
     });

@@ -78,6 +78,7 @@ struct ZkClient {
   int64_t slowNotifyUntil = 0;
   int64_t slowNotifyMs = 0;
   SimCoordinator* agent = nullptr;  // the client of the running agent, if any
+  uint64_t agentRun = 0;            // its run (0: none): what a scheduled callback checks
 };
 
 class ZkEnsemble {
@@ -126,7 +127,10 @@ class ZkEnsemble {
     uint64_t disconnects = 0;
   };
 
-  void connect(int n, std::weak_ptr<int> alive);
+  // A run of an agent: callbacks scheduled for it run only while it is host n's
+  // current one (plain counters: no atomic reference counts in the hot path).
+  using Run = uint64_t;
+  void connect(int n, Run run);
   void disconnect(uint64_t sid, const std::string& why);
   void closeSessionOf(int n);
   void recomputeActive();
@@ -137,7 +141,8 @@ class ZkEnsemble {
   void answerWrite(int n, uint64_t serial, StateWriteFinished r);
   void notifyAll(bool state);
   void write(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion, const std::string& reason);
-  std::weak_ptr<int> aliveToken(int n) const;
+  Run runOf(int n) const { return client(n).agentRun; }
+  bool runs(int n, Run run) const { return run != 0 && client(n).agentRun == run; }
   bool sessionAlive(uint64_t sid) const {
     auto it = sessions_.find(sid);
     return it != sessions_.end() && it->second.alive;
@@ -157,6 +162,7 @@ class ZkEnsemble {
   uint64_t nextSession_ = 1;
   std::vector<std::string> active_;
   std::vector<ZkClient> clients_;
+  Run lastRun_ = 0;
 };
 
 class SimCoordinator final : public agent::Coordinator {
@@ -178,7 +184,7 @@ class SimCoordinator final : public agent::Coordinator {
   friend class ZkEnsemble;
   ZkEnsemble& zk_;
   int host_;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  ZkEnsemble::Run run_;
   bool member_ = false;
   agent::CoordinatorCallbacks callbacks_;
   uint64_t writeSerial_ = 0;

@@ -125,7 +125,13 @@ void PgFleet::rebuildAsStandby(int n, int p, const PeerIdentity& primary) {
 // ---------------------------------------------------------------- the adapter
 
 SimPostgres::SimPostgres(PgFleet& fleet, int host, SimPostgresHooks hooks)
-    : fleet_(fleet), host_(host), hooks_(std::move(hooks)) {}
+    : fleet_(fleet), host_(host), hooks_(std::move(hooks)), run_(fleet.nextAdapterRun()) {
+  pg().adapterRun = run_;
+}
+
+SimPostgres::~SimPostgres() {
+  if (pg().adapterRun == run_) pg().adapterRun = 0;
+}
 
 void SimPostgres::init(std::function<void(PgInitialized)> done) {
   fleet_.queue().after(fleet_.model().init.draw(fleet_.initRng()), guarded([this, done = std::move(done)] {
@@ -408,10 +414,10 @@ void SimPostgres::schedulePoll() {
   pg.pollScheduled = true;
   // The flag is the server's: it is cleared even if this adapter is gone by then.
   fleet_.queue().after(fleet_.model().writablePollMs,
-                       [&fleet = fleet_, host = host_, self = this, alive = std::weak_ptr<int>(alive_)] {
+                       [&fleet = fleet_, host = host_, self = this, run = run_] {
                          PgServer& p = fleet.server(host);
                          p.pollScheduled = false;
-                         if (!alive.expired()) self->pollWritable(p.epoch);
+                         if (p.adapterRun == run) self->pollWritable(p.epoch);
                        });
 }
 

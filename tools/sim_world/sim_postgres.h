@@ -122,6 +122,9 @@ struct PgServer {
   // Identifies a run of postgres (the adapter reports the postmaster's start time):
   // changes on every start, never on a reload or a promotion.
   uint64_t instance = 1;
+  // The run of the agent whose adapter drives it (0: none): what the adapter's scheduled
+  // callbacks check (plain counters: no atomic reference counts in the hot path).
+  uint64_t adapterRun = 0;
 
   bool serving() const { return running && (!transitioning || reloading); }
   bool isStandby() const { return config.role == PgRole::kSync || config.role == PgRole::kAsync; }
@@ -149,6 +152,8 @@ class PgFleet {
   PgServer& server(int n) { return *servers_[static_cast<size_t>(n)]; }
   const PgServer& server(int n) const { return *servers_[static_cast<size_t>(n)]; }
   int size() const { return static_cast<int>(servers_.size()); }
+  // A new adapter run's number (never 0).
+  uint64_t nextAdapterRun() { return ++lastAdapterRun_; }
   // The host of peer `id`; -1 when no postgres of this world belongs to it.
   int hostOf(const std::string& id) const {
     if (!hostOf_) return findHost(id);
@@ -191,6 +196,7 @@ class PgFleet {
   PgModel model_;
   HostOf hostOf_;
   std::vector<PgServer*> servers_;
+  uint64_t lastAdapterRun_ = 0;
 };
 
 // What the world does with the adapter's reports; set by the world, per agent run.
@@ -208,6 +214,7 @@ struct SimPostgresHooks {
 class SimPostgres final : public agent::Postgres {
  public:
   SimPostgres(PgFleet& fleet, int host, SimPostgresHooks hooks);
+  ~SimPostgres() override;
 
   void init(std::function<void(PgInitialized)> done) override;
   void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) override;
@@ -239,8 +246,8 @@ class SimPostgres final : public agent::Postgres {
   // Runs `fn` later unless this adapter is gone by then.
   template <class F>
   auto guarded(F fn) {
-    return [alive = std::weak_ptr<int>(alive_), fn = std::move(fn)]() mutable {
-      if (!alive.expired()) fn();
+    return [&fleet = fleet_, host = host_, run = run_, fn = std::move(fn)]() mutable {
+      if (fleet.server(host).adapterRun == run) fn();
     };
   }
   PgServer& pg() { return fleet_.server(host_); }
@@ -263,7 +270,7 @@ class SimPostgres final : public agent::Postgres {
   PgFleet& fleet_;
   int host_;
   SimPostgresHooks hooks_;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  uint64_t run_;
 
   std::function<void(PgConfigApplied)> pendingApply_;
   int transitions_ = 0;
