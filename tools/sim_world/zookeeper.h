@@ -55,10 +55,6 @@ class ZkElection {
   void leave(uint64_t session) {
     std::erase_if(nodes_, [session](const Node& e) { return e.session == session; });
   }
-  // Every node of `peer` goes.
-  void leavePeer(const std::string& peer) {
-    std::erase_if(nodes_, [&peer](const Node& e) { return e.peer == peer; });
-  }
   bool holds(const std::string& peer) const {
     return std::any_of(nodes_.begin(), nodes_.end(), [&peer](const Node& e) { return e.peer == peer; });
   }
