@@ -176,7 +176,6 @@ class SimCoordinator final : public agent::Coordinator {
                        std::function<void(StateWriteFinished)> done) override;
   agent::CoordinatorStatus status() const override;
 
-  bool member() const { return member_; }
   bool writePending() const { return pendingWrite_ != nullptr; }
   int64_t writeSince() const { return writeSince_; }
 

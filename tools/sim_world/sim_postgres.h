@@ -236,7 +236,6 @@ class SimPostgres final : public agent::Postgres {
   void lookAtHealth();
 
   // In flight, for the world's liveness checks.
-  bool applyPending() const { return pendingApply_ != nullptr; }
   int transitions() const { return transitions_; }  // applies, fences and rejoins
   int64_t transitionSince() const { return transitionSince_; }
   int walReads() const { return walReads_; }
