@@ -8,7 +8,7 @@
 #include "tools/cluster_sim/invariants.h"
 #include "tools/cluster_sim/runner.h"
 #include "tools/cluster_sim/scenario.h"
-#include "tools/cluster_sim/wal.h"
+#include "tools/sim_world/wal.h"
 
 namespace dugong::clustersim {
 namespace {

@@ -31,9 +31,12 @@
 
 #include "statemachine/cluster_state.h"
 #include "statemachine/time_format.h"
-#include "tools/cluster_sim/wal.h"
+#include "tools/sim_world/wal.h"
 
 namespace dugong::clustersim {
+
+using simworld::Wal;
+using simworld::WalMark;
 
 struct Violation {
   std::string invariant;  // short name, stable: used to compare runs when shrinking

@@ -3,9 +3,11 @@
 #include <array>
 #include <utility>
 
-#include "tools/cluster_sim/rng.h"
+#include "tools/sim_world/rng.h"
 
 namespace dugong::clustersim {
+
+using simworld::Rng;
 
 const char* faultName(FaultKind kind) {
   switch (kind) {

@@ -2,6 +2,8 @@
 #include "agent/scheduled_timer.h"
 #include "tools/sim_world/operator_actions.h"
 
+#include "statemachine/overloaded.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -10,12 +12,30 @@ namespace {
 
 constexpr int64_t kZkInitMs = 100;
 constexpr int64_t kZkWriteMs = 100;
-constexpr int64_t kPgInitMs = 100;
-constexpr int64_t kPgStepMs = 1000;  // reconfigure, start, stop
-constexpr int64_t kWalReadMs = 10;
-constexpr int64_t kFenceMs = 10;  // a reload
 constexpr uint64_t kWalStep = 10;
 const char* const kNodeUnderTest = "node1";
+constexpr int kNodeUnderTestHost = 0;
+constexpr int kOthersHost = 1;
+
+// The simulated postgres' fixed steps (sim_world.h).
+simworld::PgModel scriptPgModel() {
+  constexpr simworld::Latency kStep{1000, 1000};  // reconfigure, start, stop
+  constexpr simworld::Latency kQuery{10, 10};     // a query, a reload
+  return simworld::PgModel{.init = {100, 100}, .fence = kQuery, .walRead = kQuery, .reload = kStep, .restart = kStep,
+                           .slowReload = kStep, .slowRestart = kStep, .startStop = kStep, .writes = kQuery,
+                           .shutDown = kStep, .rejoin = kStep, .upstreamPoll = kQuery, .writableWrite = kQuery,
+                           .healthIntervalMs = 0,
+                           .readOnlyUntilSyncCaughtUp = false,  // no client here waits for it
+                           .awaitsUpstreamStop = false};        // the simulated peers never stop their postgres
+}
+
+// The simulated ZooKeeper's fixed delays (sim_world.h); no faults are injected.
+simworld::ZkModel scriptZkModel() {
+  return simworld::ZkModel{.connect = {kZkInitMs, kZkInitMs}, .toServer = {kZkWriteMs, kZkWriteMs}};
+}
+
+// node1's postgres, or the one of the simulated peers.
+int hostOf(const std::string& id) { return id == kNodeUnderTest ? kNodeUnderTestHost : kOthersHost; }
 
 nlohmann::json idsOf(const PeerList& peers) {
   nlohmann::json a = nlohmann::json::array();
@@ -41,7 +61,23 @@ const char* levelName(LogLevel l) {
 
 }  // namespace
 
-SimWorld::SimWorld(Options options) : opts_(options), q_(options.startTime) { identity(kNodeUnderTest); }
+SimWorld::SimWorld(Options options)
+    : simworld::TraceSink(true),
+      opts_(options),
+      q_(options.startTime),
+      zk_(q_, rng_, rng_, *this, scriptZkModel(), zkHooks()),
+      fleet_(q_, rng_, rng_, *this, scriptPgModel(), hostOf) {
+  zk_.addHost(kNodeUnderTest);
+  identity(kNodeUnderTest);
+  pg_.id = kNodeUnderTest;
+  pg_.wal = simworld::Wal(1);  // WAL positions count records
+  othersPg_.id = "the simulated peers";
+  othersPg_.wal = pg_.wal;
+  othersPg_.setUp = true;
+  othersPg_.running = true;
+  fleet_.add(pg_);
+  fleet_.add(othersPg_);
+}
 
 // ---- event loop --------------------------------------------------------------------
 
@@ -66,14 +102,28 @@ void SimWorld::log(const std::string& line) {
   if (trace_) trace_(q_.now(), line);
 }
 
-void SimWorld::deliver(const std::string& what, const std::function<void()>& call) {
+// Hands an event of node1's ZooKeeper client or postgres adapter to the driver.
+void SimWorld::deliver(const Event& event, const std::function<void()>& call) {
+  std::string what = std::visit(
+      Overloaded{
+          [](const ZkInitialized&) { return std::string("zookeeper initialised"); },
+          [](const ActivePeersChanged& e) { return "active peers changed: " + idsOf(e.active).dump(); },
+          [](const ClusterStateChanged& e) {
+            return "cluster state changed (version " + std::to_string(e.state.version) + ")";
+          },
+          [](const StateWriteFinished& e) { return std::string("state write ") + (e.ok ? "ok" : "failed"); },
+          [](const PgInitialized& e) {
+            return std::string("postgres initialised (") + (e.online ? "online" : "offline") + ", " +
+                   (e.setUp ? "set up" : "not set up") + ")";
+          },
+          [](const PgConfigApplied&) { return std::string("postgres config applied"); },
+          [](const PgFenced&) { return std::string("postgres fenced"); },
+          [](const WalPositionRead& e) { return "WAL read: " + (e.position ? e.position->toString() : e.error); },
+          [](const TimerFired& e) { return std::string("timer ") + timerName(e.id); },
+      },
+      event);
   log("event  " + what);
   call();
-}
-
-void SimWorld::deliverEvent(const Event& event, const std::string& what) {
-  if (!member_) return;
-  deliver(what, [&] { zkCallbacks_.onEvent(event); });
 }
 
 // ---- the driver's environment --------------------------------------------------------
@@ -85,163 +135,58 @@ std::unique_ptr<agent::Timer> SimWorld::newTimer() {
 
 void SimWorld::write(LogLevel level, const std::string& line) { log(std::string("peer   ") + levelName(level) + ": " + line); }
 
-Result<bool> SimWorld::join(agent::CoordinatorCallbacks callbacks) {
-  zkCallbacks_ = std::move(callbacks);
-  member_ = true;
-  schedule(kZkInitMs, [this] {
-    if (!member_) return;
-    if (!election_.holds(kNodeUnderTest)) election_.join(nextSession_++, kNodeUnderTest);
-    zkClientReady_ = true;
-    deliveredVersion_ = zk_.version();
-    deliveredActive_ = election_.active();
-    notifyActive();  // the other clients see the new election node
-    deliverEvent(ZkInitialized{stateNode(), activeList()}, "zookeeper initialised");
-  });
-  return true;
+void SimWorld::record(char kind, std::string text) {
+  const char* prefix = kind == 'A' ? "action " : kind == 'P' ? "pg     " : kind == 'Z' ? "zk     " : "world  ";
+  log(prefix + text);
 }
 
-void SimWorld::leave() {
-  member_ = false;
-  zkClientReady_ = false;
-  zkCallbacks_ = {};
-  election_.leavePeer(kNodeUnderTest);
-  notifyActive();
-}
-
-void SimWorld::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
-                               std::function<void(StateWriteFinished)> done) {
-  log("action write state (expecting version " + std::to_string(expectedVersion) + "): " + reason);
-  schedule(kZkWriteMs, [this, state, expectedVersion, done = std::move(done)] {
-    StateWriteFinished r;
-    if (!member_) {
-      r.error = "not connected";
-    } else if (!zk_.accepts(expectedVersion)) {
-      r.lostRace = true;
-      r.error = "version mismatch";
-    } else {
-      writeZk(state.toJson(), "peer node1");
-      r.ok = true;
-      r.newVersion = zk_.version();
-    }
-    deliver(std::string("state write ") + (r.ok ? "ok" : "failed"), [&] { done(r); });
-  });
-}
-
-agent::CoordinatorStatus SimWorld::status() const {
-  return agent::CoordinatorStatus{member_, member_, zkClientReady_, member_ ? 1 : 0, "", ""};
-}
-
-void SimWorld::init(std::function<void(PgInitialized)> done) {
-  schedule(kPgInitMs, [this, done = std::move(done)] {
-    PgInitialized e{pgOnline_, pgConfig_.has_value()};
-    deliver(std::string("postgres initialised (") + (e.online ? "online" : "offline") + ", " +
-                (e.setUp ? "set up" : "not set up") + ")",
-            [&] { done(e); });
-  });
-}
-
-void SimWorld::apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) {
-  log(std::string("action apply postgres config: ") + pgRoleName(config.role));
-  schedule(kPgStepMs, [this, config, done = std::move(done)] {
-    pgConfig_ = config;
-    const bool wantOnline = config.role != PgRole::kNone;
-    auto finish = [this, done] {
+// What node1's postgres adapter reports goes into the driver; an apply that leaves
+// node1 the running primary of the current state brings the scripted clients' commits.
+simworld::SimPostgresHooks SimWorld::postgresHooks() {
+  simworld::SimPostgresHooks h;
+  h.deliver = [this](const Event& ev, const std::function<void()>& call) {
+    if (const auto* a = std::get_if<PgConfigApplied>(&ev)) {
+      pgConfigured_ = true;
       auto s = zkState();
-      if (pgOnline_ && s && s->primary.id == kNodeUnderTest) pgWal_ = pgWal_.plus(kWalStep);
-      PgConfigApplied r{true, "", pgOnline_};
-      deliver("postgres config applied", [&] { done(r); });
-    };
-    if (wantOnline == pgOnline_) return finish();
-    schedule(kPgStepMs, [this, wantOnline, finish] {
-      pgOnline_ = wantOnline;
-      reportHealth();
-      finish();
-    });
-  });
-}
-
-void SimWorld::fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) {
-  // Fencing stops acknowledgements; no commit moves the simulated WAL meanwhile.
-  log(std::string("action fence postgres") + (newSync ? " (commits wait for " + newSync->id + ")" : ""));
-  schedule(kFenceMs, [this, done = std::move(done)] {
-    PgFenced r{true, "", pgOnline_ ? 1u : 0u};
-    deliver("postgres fenced", [&] { done(r); });
-  });
-}
-
-void SimWorld::readWal(std::function<void(WalPositionRead)> done) {
-  schedule(kWalReadMs, [this, done = std::move(done)] {
-    WalPositionRead r;
-    if (pgOnline_) {
-      r.position = pgWal_;
-      r.instance = 1;  // the simulated postgres never crashes
-    } else {
-      r.error = "postgres is not online";
+      if (a->online && s && s->primary.id == kNodeUnderTest) setWal(pg_.wal.size() + kWalStep);
     }
-    deliver("WAL read: " + (r.position ? r.position->toString() : r.error), [&] { done(r); });
-  });
+    deliver(ev, call);
+  };
+  return h;
 }
 
-void SimWorld::startHealthCheck(std::function<void(bool, const std::string&)> onChange) {
-  onHealth_ = std::move(onChange);
-  reportedHealthy_ = -1;
-  schedule(0, [this] { reportHealth(); });
-}
-
-// The health check reports its first result and every change.
-void SimWorld::reportHealth() {
-  if (!onHealth_ || reportedHealthy_ == static_cast<int>(pgOnline_)) return;
-  reportedHealthy_ = pgOnline_;
-  deliver(std::string("postgres health: ") + (pgOnline_ ? "healthy" : "not running"),
-          [&] { onHealth_(pgOnline_, pgOnline_ ? "" : "postgres is not running"); });
+void SimWorld::setWal(uint64_t records) {
+  pg_.wal.truncate(records);
+  while (pg_.wal.size() < records) pg_.wal.append(++nextCommit_);
+  mirrorWal();
 }
 
 // ---- simulated ZooKeeper ----------------------------------------------------------
 
+// What node1's ZooKeeper client hears goes into the driver; every write is logged.
+simworld::ZkHooks SimWorld::zkHooks() {
+  simworld::ZkHooks h;
+  h.deliver = [this](int, const Event& ev, const std::function<void()>& call) { deliver(ev, call); };
+  h.identityOf = [this](const std::string& id) -> const PeerIdentity& { return identities_.at(id); };
+  h.written = [this](const std::string& writer, int64_t, std::optional<WalPosition>, const std::string&) {
+    log("zk     state version " + std::to_string(zk_.state().version()) + " written by " +
+        (writer == kNodeUnderTest ? "peer " + writer : writer));
+  };
+  return h;
+}
+
+// A write by the simulator itself (a simulated peer or the operator): unconditional.
 Result<nlohmann::json> SimWorld::writeZk(nlohmann::json state, const std::string& why) {
-  zk_.put(state.dump());
-  log("zk     state version " + std::to_string(zk_.version()) + " written by " + why);
-  notifyState();
+  const simworld::ZkStateNode& node = zk_.state();
+  zk_.cas(why, state.dump(), node.exists() ? node.version() : -1, q_.now(), std::nullopt, why);
   return nlohmann::json(nullptr);
 }
 
 std::optional<ClusterState> SimWorld::zkState() const {
-  if (!zk_.exists()) return std::nullopt;
-  auto s = ClusterState::parse(zk_.data());
+  if (!zk_.state().exists()) return std::nullopt;
+  auto s = ClusterState::parse(zk_.state().data());
   if (!s) return std::nullopt;
   return s.value();
-}
-
-StateNode SimWorld::stateNode() const {
-  return zk_.node();
-}
-
-PeerList SimWorld::activeList() const {
-  PeerList out;
-  for (const auto& id : election_.active()) out.push_back(identities_.at(id));
-  return out;
-}
-
-void SimWorld::notifyState() {
-  if (!zkClientReady_ || stateNotifyPending_) return;
-  stateNotifyPending_ = true;
-  schedule(0, [this] {
-    stateNotifyPending_ = false;
-    if (zk_.version() == deliveredVersion_) return;
-    deliveredVersion_ = zk_.version();
-    deliverEvent(ClusterStateChanged{stateNode()}, "cluster state changed (version " + std::to_string(zk_.version()) + ")");
-  });
-}
-
-void SimWorld::notifyActive() {
-  if (!zkClientReady_ || activeNotifyPending_) return;
-  activeNotifyPending_ = true;
-  schedule(0, [this] {
-    activeNotifyPending_ = false;
-    if (election_.active() == deliveredActive_) return;
-    deliveredActive_ = election_.active();
-    deliverEvent(ActivePeersChanged{activeList()}, "active peers changed: " + idsOf(activeList()).dump());
-  });
 }
 
 bool SimWorld::simulatedPrimaryRunsCluster(const ClusterState& s) const {
@@ -310,11 +255,10 @@ Result<nlohmann::json> SimWorld::addPeer(const nlohmann::json& args) {
       if (identities_.count(id)) ++identityCount_;
     } while (identities_.count(id));
   }
-  if (election_.holds(id)) return usage("addpeer", id + " is already active");
+  if (zk_.election().holds(id)) return usage("addpeer", id + " is already active");
   const PeerIdentity& p = identity(id);
-  election_.join(nextSession_++, id);
   log("zk     " + id + " joined");
-  notifyActive();
+  zk_.joinWithoutClient(id);
   auto s = zkState();
   if (s && simulatedPrimaryRunsCluster(*s) && s->primary.id != id && s->sync->id != id &&
       !containsPeer(s->async, id) && !containsPeer(s->deposed, id)) {
@@ -329,7 +273,7 @@ Result<nlohmann::json> SimWorld::rmPeer(const nlohmann::json& args) {
   if (args.empty() || !args[0].is_string()) return usage("rmpeer", "which peer? (rmpeer ID)");
   const std::string id = args[0].get<std::string>();
   if (id == kNodeUnderTest) return usage("rmpeer", "refusing to remove the peer under test");
-  if (!election_.holds(id)) return usage("rmpeer", id + " is not active");
+  if (!zk_.election().holds(id)) return usage("rmpeer", id + " is not active");
   auto s = zkState();
   if (s && s->primary.id == id && s->sync && s->sync->id != kNodeUnderTest) {
     return usage("rmpeer", "removing primary " + id + " would need simulated sync " + s->sync->id +
@@ -339,9 +283,8 @@ Result<nlohmann::json> SimWorld::rmPeer(const nlohmann::json& args) {
     return usage("rmpeer", "removing sync " + id + " would need simulated primary " + s->primary.id +
                                " to take over; use depose");
   }
-  election_.leavePeer(id);
   log("zk     " + id + " left");
-  notifyActive();
+  zk_.leaveWithoutClient(id);
   if (s && simulatedPrimaryRunsCluster(*s) && containsPeer(s->async, id)) {
     ClusterState next = *s;
     next.async.erase(next.async.begin() + indexOfPeer(s->async, id));
@@ -351,8 +294,8 @@ Result<nlohmann::json> SimWorld::rmPeer(const nlohmann::json& args) {
 }
 
 Result<nlohmann::json> SimWorld::bootstrap(const nlohmann::json& args) {
-  if (zk_.exists()) return usage("bootstrap", "the cluster state already exists");
-  const std::vector<std::string> active = election_.active();
+  if (zk_.state().exists()) return usage("bootstrap", "the cluster state already exists");
+  const std::vector<std::string> active = zk_.election().active();
   if (active.size() < 2) return usage("bootstrap", "needs at least 2 active peers");
   std::string primary = active[0];
   if (!args.empty()) {
@@ -388,7 +331,11 @@ Result<nlohmann::json> SimWorld::startPeer() {
   o.identity = identities_.at(kNodeUnderTest);
   o.singleton = opts_.singleton;
   o.handoverWaitMs = 5000;
-  driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *this, *this, *this}, o);
+  o.rejoin = agent::RejoinPolicy::kManual;  // Manatee's: a deposed peer waits for a rebuild
+  zk_.agentStarts(kNodeUnderTestHost);
+  coordinator_ = std::make_unique<simworld::SimCoordinator>(zk_, kNodeUnderTestHost);
+  postgres_ = std::make_unique<simworld::SimPostgres>(fleet_, kNodeUnderTestHost, postgresHooks());
+  driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *coordinator_, *postgres_, *this}, o);
   driver_->start();
   return nlohmann::json(nullptr);
 }
@@ -396,8 +343,8 @@ Result<nlohmann::json> SimWorld::startPeer() {
 Result<nlohmann::json> SimWorld::catchUp() {
   auto s = zkState();
   if (!s) return usage("catchUp", "there is no cluster state");
-  pgWal_ = s->initWal.plus(kWalStep);
-  log("pg     WAL caught up to " + pgWal_.toString());
+  setWal(s->initWal.value() / pg_.wal.recordBytes() + kWalStep);
+  log("pg     WAL caught up to " + pg_.wal.position().toString());
   return nlohmann::json(nullptr);
 }
 
@@ -428,11 +375,9 @@ Result<nlohmann::json> SimWorld::rebuild(const nlohmann::json& args) {
   ClusterState next = std::move(rebuilt).value();
   if (id == kNodeUnderTest) {
     // dugong-adm rebuild beside the agent: postgres first runs as a standby of the primary.
-    pgConfig_ = PgConfig::standby(PgRole::kAsync, s->primary, s->primary);
-    if (!pgOnline_) {
-      pgOnline_ = true;
-      reportHealth();
-    }
+    fleet_.rebuildAsStandby(kNodeUnderTestHost, kOthersHost, s->primary);
+    pgConfigured_ = true;
+    if (postgres_) postgres_->lookAtHealth();
     log("pg     rebuilt by the operator as a standby of " + s->primary.id);
   }
   // A simulated primary appends the rebuilt peer as an async (a real one does when it
@@ -483,11 +428,11 @@ Result<nlohmann::json> SimWorld::setClusterState(const nlohmann::json& args) {
 nlohmann::json SimWorld::peerView() const {
   auto url = [](const std::optional<PeerIdentity>& p) { return p ? nlohmann::json(p->pgUrl) : nlohmann::json(nullptr); };
   nlohmann::json config = nullptr;
-  if (pgConfig_) {
-    config = {{"role", pgRoleName(pgConfig_->role)},
-              {"upstream", url(pgConfig_->upstream)},
-              {"downstream", url(pgConfig_->downstream)},
-              {"restorePeer", url(pgConfig_->restorePeer)}};
+  if (pgConfigured_) {
+    config = {{"role", pgRoleName(pg_.config.role)},
+              {"upstream", url(pg_.config.upstream)},
+              {"downstream", url(pg_.config.downstream)},
+              {"restorePeer", url(pg_.config.restorePeer)}};
   }
   nlohmann::json view = {{"id", kNodeUnderTest}, {"role", "unknown"}, {"zkstate", nullptr}, {"zkpeers", nullptr}};
   if (driver_) {
@@ -499,17 +444,17 @@ nlohmann::json SimWorld::peerView() const {
     if (peer.activePeers()) view["zkpeers"] = idsOf(*peer.activePeers());
     if (auto why = peer.haltReason()) view["halted"] = *why;
   }
-  view["pg"] = {{"config", config}, {"online", pgOnline_}, {"xlog", pgWal_.toString()}};
+  view["pg"] = {{"config", config}, {"online", pg_.running}, {"xlog", pg_.wal.position().toString()}};
   return view;
 }
 
 nlohmann::json SimWorld::zkView(bool verbose) const {
   nlohmann::json state = nullptr;
-  if (zk_.exists()) {
+  if (zk_.state().exists()) {
     auto s = zkState();
-    state = verbose || !s ? nlohmann::json::parse(zk_.data()) : summarizeState(*s);
+    state = verbose || !s ? nlohmann::json::parse(zk_.state().data()) : summarizeState(*s);
   }
-  PeerList active = activeList();
+  PeerList active = zk_.activePeers();
   return {{"clusterState", state}, {"activeNodes", verbose ? peersToJson(active) : idsOf(active)}};
 }
 

@@ -7,14 +7,24 @@
 // scenario scripts:
 // - The N-th identity created is node<N> (or the given name), ip 10.0.0.<N>, pgUrl
 //   tcp://postgres@10.0.0.<N>:5432/postgres, zoneId = id. node1 exists from the start.
-// - ZooKeeper changes reach the peer on the next step of the event loop; the peer's
-//   client initialises 100 ms after startPeer; the peer's writes take 100 ms.
-// - Postgres initialises 100 ms after startPeer (not online, not set up); reconfigure,
-//   start and stop take 1000 ms each; reading the WAL takes 10 ms and fails offline.
-//   When postgres comes online or is reconfigured while this peer is the primary of the
-//   current state, its WAL advances by 10. A fence (before a takeover reads initWal)
-//   takes 10 ms and moves no WAL: a fenced postgres acknowledges nothing. Postgres'
-//   health check reports when it goes online or offline.
+// - ZooKeeper is the simulated ZooKeeper of both simulators (tools/sim_world/
+//   sim_coordinator.h) with fixed delays and no faults: each change reaches the peer on
+//   the next step of the event loop; the peer's client initialises 100 ms after
+//   startPeer; the peer's writes take 100 ms (a write's own notification comes just
+//   before its answer).
+// - Postgres is the simulated postgres of both simulators (tools/sim_world/
+//   sim_postgres.h) with fixed steps: it initialises 100 ms after startPeer (not
+//   online, not set up); a reconfiguration takes 1000 ms, and 1000 ms more when it
+//   starts or stops postgres; reading the WAL takes 10 ms and fails offline. When
+//   postgres comes online or is reconfigured while this peer is the primary of the
+//   current state, its WAL advances by 10 (the scripted clients' commits). A fence
+//   (before a takeover reads initWal) takes 10 ms and moves no WAL: a fenced postgres
+//   acknowledges nothing. Postgres' health check looks when it starts and after each
+//   reconfiguration (it does not poll: a script runs until nothing is pending). The
+//   simulated peers' postgres holds the same WAL as node1's: they stream nothing, and
+//   a standby set up from them copies nothing.
+// - The peer under test is configured as Manatee's peers behave: a deposed peer waits
+//   for `rebuild` (rejoin: manual).
 #pragma once
 
 #include <cstdint>
@@ -30,11 +40,15 @@
 #include "agent/driver.h"
 #include "statemachine/peer.h"
 #include "tools/sim_world/event_queue.h"
+#include "tools/sim_world/rng.h"
+#include "tools/sim_world/sim_coordinator.h"
+#include "tools/sim_world/sim_postgres.h"
+#include "tools/sim_world/trace_sink.h"
 #include "tools/sim_world/zookeeper.h"
 
 namespace dugong::sim {
 
-class SimWorld final : agent::Clock, agent::Coordinator, agent::Postgres, agent::LogSink {
+class SimWorld final : agent::Clock, agent::LogSink, simworld::TraceSink {
  public:
   struct Options {
     bool singleton = false;   // the peer under test runs in one-node-write mode
@@ -60,35 +74,26 @@ class SimWorld final : agent::Clock, agent::Coordinator, agent::Postgres, agent:
  private:
   void schedule(int64_t delayMs, std::function<void()> fn);
   // Hands an event to the driver through `call`, traced.
-  void deliver(const std::string& what, const std::function<void()>& call);
-  void deliverEvent(const Event& event, const std::string& what);
+  void deliver(const Event& event, const std::function<void()>& call);
 
   // The driver's environment.
   EpochMs wallMs() const override { return q_.now(); }
   int64_t monotonicMs() const override { return q_.now(); }
   std::unique_ptr<agent::Timer> newTimer() override;
   void post(std::function<void()> fn) override { schedule(0, std::move(fn)); }
-  Result<bool> join(agent::CoordinatorCallbacks callbacks) override;
-  void leave() override;
-  void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
-                       std::function<void(StateWriteFinished)> done) override;
-  agent::CoordinatorStatus status() const override;
-  void init(std::function<void(PgInitialized)> done) override;
-  void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) override;
-  void fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) override;
-  void readWal(std::function<void(WalPositionRead)> done) override;
-  void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override;
-  void stopHealthCheck() override { onHealth_ = nullptr; }
   void write(LogLevel level, const std::string& line) override;
-  void reportHealth();
+  void record(char kind, std::string text) override;
+
+  // Postgres
+  simworld::SimPostgresHooks postgresHooks();
+  // The simulated peers' postgres holds node1's WAL again.
+  void mirrorWal() { othersPg_.wal = pg_.wal; }
+  void setWal(uint64_t records);
 
   // ZooKeeper
+  simworld::ZkHooks zkHooks();
   Result<nlohmann::json> writeZk(nlohmann::json state, const std::string& why);
   std::optional<ClusterState> zkState() const;
-  void notifyState();
-  void notifyActive();
-  StateNode stateNode() const;
-  PeerList activeList() const;
   bool simulatedPrimaryRunsCluster(const ClusterState& s) const;
 
   // Identities
@@ -118,27 +123,23 @@ class SimWorld final : agent::Clock, agent::Coordinator, agent::Postgres, agent:
   std::map<std::string, PeerIdentity> identities_;
   int identityCount_ = 0;
 
-  // Simulated ZooKeeper (the simulated peers hold one session each).
-  simworld::ZkStateNode zk_;
-  simworld::ZkElection election_;
-  uint64_t nextSession_ = 1;
+  // Simulated ZooKeeper: node1 is its one host with a client (once started); the
+  // simulated peers hold a session each, with no client. Every delay is fixed.
+  simworld::Rng rng_{0};
+  simworld::ZkEnsemble zk_;
+  std::unique_ptr<simworld::SimCoordinator> coordinator_;  // node1's client, once started
 
-  // The peer under test (its driver) and its ZooKeeper client.
+  // Simulated postgres: node1's, and one that stands for the simulated peers'. Every
+  // step is fixed.
+  simworld::PgServer pg_;
+  simworld::PgServer othersPg_;
+  simworld::PgFleet fleet_;
+  std::unique_ptr<simworld::SimPostgres> postgres_;  // node1's adapter, once started
+  bool pgConfigured_ = false;                         // a configuration was applied
+  uint64_t nextCommit_ = 0;
+
+  // The peer under test: its driver, on the environment above.
   std::unique_ptr<agent::Driver> driver_;
-  agent::CoordinatorCallbacks zkCallbacks_;
-  bool member_ = false;
-  std::function<void(bool, const std::string&)> onHealth_;
-  int reportedHealthy_ = -1;
-  bool zkClientReady_ = false;
-  bool stateNotifyPending_ = false;
-  bool activeNotifyPending_ = false;
-  int32_t deliveredVersion_ = -1;
-  std::vector<std::string> deliveredActive_;
-
-  // Simulated postgres.
-  std::optional<PgConfig> pgConfig_;
-  bool pgOnline_ = false;
-  WalPosition pgWal_;
 };
 
 }  // namespace dugong::sim

@@ -1,8 +1,9 @@
 // The operator of both simulators: the cluster-state changes of dugong-adm's commands
 // (tools/adm) with the checks those commands make, as functions of the current state
 // and of what ZooKeeper shows. A simulator writes the result with a test-and-set, as
-// dugong-adm does. Rebuild also needs the simulated postgres (world-specific): its
-// state part is `rebuiltState`, written after postgres runs as a standby of the primary.
+// dugong-adm does. Rebuild's postgres half is PgFleet::rebuildAsStandby
+// (sim_postgres.h); its state part is `rebuiltState`, written after postgres runs as a
+// standby of the primary.
 #pragma once
 
 #include <string>

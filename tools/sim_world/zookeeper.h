@@ -1,8 +1,8 @@
 // The simulated ZooKeeper's data, shared by both simulators: the cluster-state node
 // (changed only by a test-and-set on its version, each change with a history record)
 // and the election (one ephemeral sequential node per session; the active peers are
-// the peers holding a node, in the order of their first one). Sessions, delivery of
-// notifications and their delays belong to each world; this is what the ensemble stores.
+// the peers holding a node, in the order of their first one). This is what the ensemble
+// stores; sessions and the delivery to each agent are in sim_coordinator.h.
 #pragma once
 
 #include <algorithm>
@@ -54,10 +54,6 @@ class ZkElection {
   // The session ended (closed or expired): its node goes.
   void leave(uint64_t session) {
     std::erase_if(nodes_, [session](const Node& e) { return e.session == session; });
-  }
-  // Every node of `peer` goes.
-  void leavePeer(const std::string& peer) {
-    std::erase_if(nodes_, [&peer](const Node& e) { return e.peer == peer; });
   }
   bool holds(const std::string& peer) const {
     return std::any_of(nodes_.begin(), nodes_.end(), [&peer](const Node& e) { return e.peer == peer; });

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace dugong::clustersim {
+namespace dugong::simworld {
 
 class Rng {
  public:
@@ -35,4 +35,4 @@ class Rng {
   uint64_t state_;
 };
 
-}  // namespace dugong::clustersim
+}  // namespace dugong::simworld

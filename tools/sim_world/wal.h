@@ -1,4 +1,5 @@
-// A simulated postgres WAL: the sequence of commit records a postgres holds.
+// A simulated postgres WAL: the sequence of commit records a postgres holds (both
+// simulators' postgres, tools/sim_world/sim_postgres.h).
 //
 // Each record carries a chain hash over the whole history up to it, so two WALs agree on
 // their common prefix iff their chain hashes at the end of that prefix are equal. That
@@ -12,7 +13,7 @@
 
 #include "statemachine/wal_position.h"
 
-namespace dugong::clustersim {
+namespace dugong::simworld {
 
 // Where one commit record sits in a history.
 struct WalMark {
@@ -23,11 +24,14 @@ struct WalMark {
 
 class Wal {
  public:
-  // Bytes per record in the WAL positions the peers read ("X/Y").
+  // Bytes per record in the WAL positions the peers read ("X/Y"), by default.
   static constexpr uint64_t kRecordBytes = 0x80;
 
+  explicit Wal(uint64_t recordBytes = kRecordBytes) : recordBytes_(recordBytes) {}
+
   size_t size() const { return chain_.size(); }
-  WalPosition position() const { return WalPosition(size() * kRecordBytes); }
+  WalPosition position() const { return WalPosition(size() * recordBytes_); }
+  uint64_t recordBytes() const { return recordBytes_; }
 
   WalMark append(uint64_t commitId) {
     uint64_t prev = chain_.empty() ? 0 : chain_.back();
@@ -74,6 +78,13 @@ class Wal {
     return discarded;
   }
 
+  // Keeps the first `n` records only (no effect if it holds fewer).
+  void truncate(size_t n) {
+    if (n >= size()) return;
+    chain_.resize(n);
+    ids_.resize(n);
+  }
+
   // Receives up to `max` records that `upstream` has beyond this history.
   // REQUIRES: !divergedFrom(upstream). Returns how many were copied.
   size_t copyFrom(const Wal& upstream, size_t max) {
@@ -94,8 +105,9 @@ class Wal {
     return z ^ (z >> 31);
   }
 
+  uint64_t recordBytes_;
   std::vector<uint64_t> ids_;
   std::vector<uint64_t> chain_;
 };
 
-}  // namespace dugong::clustersim
+}  // namespace dugong::simworld
