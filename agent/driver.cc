@@ -387,6 +387,9 @@ void Driver::maybeHandOver() {
     return;
   }
   if (pgBusy_ || stopping_) return;
+  // Not while the state machine is in the middle of a step: a start between its fence
+  // and its state write would undo the fence (seed 54879). Looked at again after it.
+  if (handoverFrom_ && peer_->awaitingCompletion()) return;
   const auto& s = peer_->clusterState();
   const bool requested = switchoverRequested(false);
   const std::string request = requested ? s->promote.dump() : "";
