@@ -78,6 +78,11 @@ std::optional<std::string> cannotFollowEvidence(const std::string& logTail) {
   return std::nullopt;
 }
 
+// Milliseconds since `start`, for the log.
+long long msSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
 std::string oneLine(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   for (auto& c : s) {
@@ -565,7 +570,7 @@ void PgController::reserveWalForOldUpstream(const ManagedState& previous) {
   spdlog::info("pg: reserved this peer's WAL from {} for {}, the upstream it replaces, in replication slot {} "
                "({} ms): it can rejoin by pg_rewind and stream through it; dropped if unused for {} s",
                c->rows[0][0].value_or("?"), *previous.upstreamId, slot,
-               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count(),
+               msSince(started),
                options_.dropInactiveSlotAfter.count());
 }
 
@@ -660,8 +665,7 @@ void PgController::checkpointSource(const PeerIdentity& source, const std::strin
   // A just-promoted source shows its new timeline in pg_control only after a checkpoint.
   const auto started = std::chrono::steady_clock::now();
   auto cp = runQuery(queryConninfo, "CHECKPOINT", std::max<std::chrono::milliseconds>(options_.queryTimeout, 60s));
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+  const auto ms = msSince(started);
   if (!cp) {
     spdlog::warn("pg: CHECKPOINT on {} failed after {} ms: {}", source.id, ms, cp.error());
   } else {
@@ -806,16 +810,14 @@ CommandResult PgController::rewind(const PeerIdentity& source) {
   const auto syncStarted = std::chrono::steady_clock::now();
   auto synced = syncFileSystems({options_.dataDir, options_.dataDir + "/pg_wal"});
   spdlog::info("pg: syncfs of the rewound data directory took {} ms",
-               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - syncStarted)
-                   .count());
+               msSince(syncStarted));
   if (!synced) {
     r.exitCode = -1;
     r.output += "\n" + synced.error();
     return r;
   }
   spdlog::info("pg: pg_rewind and the sync of its file systems took {} ms",
-               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
-                   .count());
+               msSince(started));
   clearMarker();
   return r;
 }
@@ -1098,11 +1100,7 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
     // The takeover's state write may land or not: commits acknowledged from now on must
     // be on the new sync and on the current one, whichever is the sync afterwards.
     // (Fenced again for the same sync: the sync it had before stays.)
-    if (want.syncId && *want.syncId != newSync->id) {
-      want.alsoSyncId = want.syncId;
-    } else if (!want.syncId) {
-      want.alsoSyncId.reset();
-    }
+    if (want.syncId && *want.syncId != newSync->id) want.alsoSyncId = want.syncId;
     want.syncId = newSync->id;
     fence.syncId = newSync->id;
     fence.alsoSyncId = want.alsoSyncId;
@@ -1324,8 +1322,7 @@ bool PgController::awaitUpstreamStop(std::chrono::milliseconds timeout) {
     if (streaming) sawStream = true;
     if (!streaming && sawStream) {
       spdlog::info("pg: the upstream's WAL stream ended after {} ms (received up to {}): it stopped",
-                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
-                       .count(),
+                   msSince(started),
                    q->rows[0][2].value_or("?"));
       return true;
     }
@@ -1602,8 +1599,7 @@ Result<bool> PgController::shutDownWrites() {
   auto s = stop();
   if (!s) return Error{"shutting down: " + s.error()};
   spdlog::warn("pg: the primary is shut down: no session can commit on it ({} ms)",
-               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
-                   .count());
+               msSince(started));
   return true;
 }
 
