@@ -851,6 +851,16 @@ TEST_F(AdapterTest, AFencedPrimaryWaitsForTheNewSyncAndTheCurrentOne) {
   })) << "both walsenders must release commits together";
   WalPositionRead w = ca.readWal();
   EXPECT_TRUE(w.position.has_value()) << w.error;
+  // Fenced again for another new sync (the takeover changed its target, no apply in
+  // between): commits still wait for the sync of the last apply, peer-b, whatever lands.
+  PgTestNode& d = cluster_.addNode("peer-d");
+  PgController cd(d.options);
+  ASSERT_TRUE(cd.apply(PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return streamsFrom(a, d); }));
+  f = ca.fence(d.identity);
+  ASSERT_TRUE(f.ok) << f.error;
+  EXPECT_TRUE(waitsForAll(a.value("SHOW synchronous_standby_names"), {"peer-d", "peer-b"}))
+      << a.value("SHOW synchronous_standby_names");
   // The next apply names one sync again.
   ASSERT_TRUE(ca.apply(PgConfig::primary(c.identity)).ok);
   EXPECT_TRUE(waitsForExactly(a.value("SHOW synchronous_standby_names"), "peer-c"));

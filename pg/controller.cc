@@ -1099,8 +1099,10 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
     if (!newSync) return fail("a primary is fenced for a new sync, and none was given");
     // The takeover's state write may land or not: commits acknowledged from now on must
     // be on the new sync and on the current one, whichever is the sync afterwards.
-    // (Fenced again for the same sync: the sync it had before stays.)
-    if (want.syncId && *want.syncId != newSync->id) want.alsoSyncId = want.syncId;
+    // The current one is the sync of the last apply: fenced again (the takeover changed
+    // its target), it stays.
+    if (!want.alsoSyncId) want.alsoSyncId = want.syncId;
+    if (want.alsoSyncId == newSync->id) want.alsoSyncId.reset();
     want.syncId = newSync->id;
     fence.syncId = newSync->id;
     fence.alsoSyncId = want.alsoSyncId;

@@ -314,13 +314,10 @@ void SimPostgres::fence(const std::optional<PeerIdentity>& newSync, std::functio
       r.ok = true;  // a stopped postgres acknowledges nothing
       r.instance = pg.running ? pg.instance : 0;
       if (pg.running && pg.config.role == PgRole::kPrimary) {
-        // A reload: commits wait for it, and for the sync it had (kept when fenced again
-        // for the same new sync).
-        if (pg.config.downstream && newSync && pg.config.downstream->id != newSync->id) {
-          pg.alsoSync = pg.config.downstream;
-        } else if (!pg.config.downstream) {
-          pg.alsoSync.reset();
-        }
+        // A reload: commits wait for it, and for the sync of the last apply (kept when
+        // fenced again for another new sync), as the adapter does.
+        if (!pg.alsoSync) pg.alsoSync = pg.config.downstream;
+        if (pg.alsoSync && newSync && pg.alsoSync->id == newSync->id) pg.alsoSync.reset();
         pg.config.downstream = newSync;
         pg.writablePending = false;  // and it stays as writable as it is until the next apply
       } else if (pg.running && pg.isStandby()) {
