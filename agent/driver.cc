@@ -550,13 +550,36 @@ void Driver::noteUnhealthy() {
   healthTick();
 }
 
+// A restart re-applies the last configuration, and only while the state machine still
+// wants it: one it has moved away from (a sync that took over and whose promotion failed)
+// would make postgres follow a deposed primary again. The state machine applies its own
+// configuration (its retry after the failed apply starts postgres).
+// Nor while the state machine is in the middle of a step (a takeover between its fence
+// and its state write): re-applying the configuration from before the fence would undo
+// it; postgres starts once the step is over, if still wanted.
+// Nor while a primary's takeover keeps its fence between retries (its state write failed,
+// and may have landed): commits wait for the new sync and the current one, and a restart
+// would name one of them alone. Postgres then starts with a session, once the state says
+// which (a withdrawn primary joins again: see withdraw()).
+bool Driver::lastAppliedIsStale() const {
+  return !lastApplied_ || !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion() ||
+         peer_->keepsFence();
+}
+
 void Driver::withdraw(int64_t downMs) {
   log(LogLevel::kError, "withdrawing from ZooKeeper: postgres has been unhealthy for " + std::to_string(downMs / 1000) +
                             " s and restarts did not help (" + unhealthyDetail_ + ")");
   ++counters_.withdrawals;
   withdrawn_ = true;
   env_.coordinator.leave();
-  if (peer_->role() != Role::kPrimary) return;  // a standby restarts postgres while away
+  if (peer_->role() != Role::kPrimary) {
+    // A standby restarts postgres while away and joins again once it is healthy; but one
+    // whose takeover write may have landed keeps its fence and so postgres down (see
+    // lastAppliedIsStale): it joins again after withdrawAfterMs to learn the state (seed
+    // 2939), as a primary does.
+    if (peer_->keepsFence()) joinAgainAfterWithdrawal("its takeover write may have landed: the state says whether");
+    return;
+  }
   // A primary out of ZooKeeper must not write (its sync may take over at once), as after
   // a lost connection: postgres is shut down and starts again only with a session, on
   // resumption. So it joins again after withdrawAfterMs to try; if postgres then stays
@@ -569,12 +592,18 @@ void Driver::withdraw(int64_t downMs) {
   writesStopped_ = true;
   shutDownTimer_->cancel();
   shutDownWrites("this primary withdrew from ZooKeeper, and another peer may take over at once");
-  withdrawalTimer_->start(opts_.withdrawAfterMs, [this, alive = std::weak_ptr<int>(alive_)] {
+  joinAgainAfterWithdrawal(
+      "a withdrawn primary's postgres starts only with a session, once the state confirms it is still the primary");
+}
+
+// If postgres then stays unhealthy, the peer withdraws again.
+void Driver::joinAgainAfterWithdrawal(const std::string& why) {
+  withdrawalTimer_->start(opts_.withdrawAfterMs, [this, why, alive = std::weak_ptr<int>(alive_)] {
     if (alive.expired() || stopping_ || !withdrawn_) return;
     log(LogLevel::kInfo, "joining ZooKeeper again after " + std::to_string(opts_.withdrawAfterMs / 1000) +
-                             " s away: a withdrawn primary's postgres starts only with a session, once the state "
-                             "confirms it is still the primary");
+                             " s away: " + why);
     withdrawn_ = false;
+    joinedAgainAt_ = env_.clock.monotonicMs();
     join();
   });
 }
@@ -589,28 +618,18 @@ void Driver::healthTick() {
   }
   const int64_t now = env_.clock.monotonicMs();
   const int64_t down = now - *unhealthySince_;
-  if (!withdrawn_ && down >= opts_.withdrawAfterMs) withdraw(down);
+  // Joined again after a withdrawal to read the state: another withdrawAfterMs for that.
+  const bool justJoinedAgain = joinedAgainAt_ && now - *joinedAgainAt_ < opts_.withdrawAfterMs;
+  if (!withdrawn_ && !justJoinedAgain && down >= opts_.withdrawAfterMs) withdraw(down);
   const bool graceOver = down >= opts_.restartGraceMs && now - lastTransitionDone_ >= opts_.restartGraceMs;
   // No process is starting or recovering: nothing to wait for (but no restart loop).
   const bool gone = env_.postgres.postmasterGone() && now - lastRestartStarted_ >= opts_.restartGraceMs;
-  // A restart re-applies the last configuration, and only while the state machine still
-  // wants it: one it has moved away from (a sync that took over and whose promotion
-  // failed) would make postgres follow a deposed primary again. The state machine applies
-  // its own configuration (its retry after the failed apply starts postgres).
-  // Nor while the state machine is in the middle of a step (a takeover between its fence
-  // and its state write): re-applying the configuration from before the fence would undo
-  // it; the next tick restarts postgres once the step is over, if still wanted.
-  // Nor while a primary's takeover keeps its fence between retries (its state write
-  // failed, and may have landed): commits wait for the new sync and the current one, and
-  // a restart would name one of them alone. Postgres then starts with a session, once
-  // the state says which (a withdrawn primary joins again: see withdraw()).
-  const bool stale = !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion() ||
-                     peer_->keepsPrimaryFence();
+  const bool stale = lastAppliedIsStale();
   if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
     lastStaleRestartSkip_ = lastTransitionDone_;
     log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +
                              (peer_->awaitingCompletion() ? ": the state machine is in the middle of a step"
-                              : peer_->keepsPrimaryFence()
+                              : peer_->keepsFence()
                                   ? ": the state machine keeps the fence of a takeover whose state write may have landed"
                                   : ": the state machine now wants it as " +
                                         std::string(pgRoleName(peer_->wantedPgConfig().role))) +
@@ -688,7 +707,7 @@ void Driver::onConnection(const CoordinatorConnection& c) {
   shutDownTimer_->cancel();
   connectionLost_ = false;
   log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId));
-  resumeWritesIfUnchanged("the connection came back with the same session");
+  resumeWritesIfUnchanged("the connection came back with the same session", true);
 }
 
 // Stops writes (a no-op for anything but a running primary) and keeps trying while
@@ -743,12 +762,18 @@ void Driver::shutDownWrites(const std::string& why) {
   });
 }
 
-void Driver::resumeWritesIfUnchanged(const std::string& how) {
+void Driver::resumeWritesIfUnchanged(const std::string& how, bool sameSession) {
   if (!writesStopped_ || connectionLost_) return;
   const Role role = peer_->role();
   const auto gen = generation();
   auto genName = [](std::optional<int64_t> g) { return g ? std::to_string(*g) : std::string("none"); };
-  if (role != roleAtLoss_ || gen != generationAtLoss_) {
+  // Still primary in a newer generation (its own write, answered during the outage), and
+  // postgres already has that generation's configuration: the state machine has nothing
+  // left to apply, so nothing else would lift the stop (seed 2590). The session never
+  // expired: no takeover can have been decided on its absence.
+  const bool appliedMeanwhile =
+      sameSession && role == Role::kPrimary && roleAtLoss_ == Role::kPrimary && !lastAppliedIsStale();
+  if ((role != roleAtLoss_ || gen != generationAtLoss_) && !appliedMeanwhile) {
     log(LogLevel::kWarn, "writes stay stopped (" + how + "): the cluster changed meanwhile (role " +
                              roleName(roleAtLoss_) + " -> " + roleName(role) + ", generation " +
                              genName(generationAtLoss_) + " -> " + genName(gen) +
@@ -759,22 +784,31 @@ void Driver::resumeWritesIfUnchanged(const std::string& how) {
   writesTimer_->cancel();
   shutDownTimer_->cancel();
   ++counters_.writeResumes;
+  // Postgres shut down starts again with its last configuration only if the state
+  // machine still wants it (see lastAppliedIsStale; seed 79461: a sync whose promotion
+  // failed would follow the deposed primary again); otherwise the state machine's own
+  // apply (its retry, or the next step) starts it.
+  const bool startNow = postgresShutDown_ && !lastAppliedIsStale();
   log(LogLevel::kInfo, "resuming writes: " + how + ", and this peer is still " + roleName(role) + " in generation " +
-                           genName(gen) + (postgresShutDown_ ? "; starting postgres again" : ""));
+                           genName(gen) +
+                           (!postgresShutDown_ ? ""
+                            : startNow        ? "; starting postgres again"
+                                              : "; postgres starts with the state machine's next configuration, not "
+                                                "with its last one (the state machine has moved on from it)"));
   if (postgresShutDown_) {
     postgresShutDown_ = false;
-    if (lastApplied_) applyPg(*lastApplied_, false);
+    if (startNow) applyPg(*lastApplied_, false);
     noteUnhealthy();  // if that could not start now, the health check starts it
     return;
   }
-  env_.postgres.resumeWrites([this, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
-    env_.clock.post([this, alive, r = std::move(r)] {
+  env_.postgres.resumeWrites([this, sameSession, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
+    env_.clock.post([this, sameSession, alive, r = std::move(r)] {
       if (alive.expired() || stopping_ || r) return;
       log(LogLevel::kError, "resuming writes failed: " + r.error() + "; trying again in " +
                                 std::to_string(opts_.retryDelayMs) + " ms");
       writesStopped_ = true;
-      writesTimer_->start(opts_.retryDelayMs, [this, alive] {
-        if (!alive.expired() && !stopping_) resumeWritesIfUnchanged("retrying");
+      writesTimer_->start(opts_.retryDelayMs, [this, sameSession, alive] {
+        if (!alive.expired() && !stopping_) resumeWritesIfUnchanged("retrying", sameSession);
       });
     });
   });

@@ -157,13 +157,16 @@ class Driver {
   void onConnection(const CoordinatorConnection& c);
   void stopWrites();
   void shutDownWrites(const std::string& why);
-  void resumeWritesIfUnchanged(const std::string& how);
+  // sameSession: the connection came back with the session that was lost.
+  void resumeWritesIfUnchanged(const std::string& how, bool sameSession = false);
   void afterNewSession();
   void confirmAfterNewSession();
   Event keepingPeersFromBeforeTheLoss(Event event);
   void endPeerGrace();
   std::optional<int64_t> generation() const;
   bool expectPostgresOnline() const;
+  bool lastAppliedIsStale() const;
+  void joinAgainAfterWithdrawal(const std::string& why);
   void log(LogLevel level, const std::string& line) { env_.log.write(level, line); }
   // Wraps a callback so that it does nothing once the driver is gone or stopping.
   template <class T>
@@ -231,6 +234,7 @@ class Driver {
   int64_t lastRestartStarted_ = INT64_MIN / 2;
   std::string unhealthyDetail_;
   bool withdrawn_ = false;
+  std::optional<int64_t> joinedAgainAt_;  // by joinAgainAfterWithdrawal
   bool stopping_ = false;
   bool failed_ = false;
   std::function<void()> onFatal_;

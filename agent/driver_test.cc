@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -278,6 +279,15 @@ class DriverTest : public ::testing::Test {
     state_.async = {peerId("node3")};
     coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
     clock_.advance(0);
+    // Starting as primary: postgres runs as one once the state written back has landed.
+    EXPECT_TRUE(pg_.applies.empty());
+    ASSERT_TRUE(coordinator_.pendingWrite);
+    ASSERT_EQ(coordinator_.writeVersions.back(), 0);
+    (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
+    coordinator_.writes.clear();
+    coordinator_.writeVersions.clear();
+    coordinator_.reasons.clear();
+    clock_.advance(0);
     ASSERT_EQ(pg_.applies.size(), 1u);
     EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
     pg_.health(true, "");
@@ -424,6 +434,44 @@ TEST_F(DriverTest, AWithdrawnPrimaryKeepsPostgresDownAndJoinsAgainToStartIt) {
   EXPECT_EQ(pg_.applies.front().first.role, PgRole::kPrimary);
 }
 
+// A sync's takeover write fails with a connection loss (it may have landed), and its
+// postgres cannot start. The state machine keeps the fence, so the health logic does not
+// restart postgres; withdrawn, the peer must join again to learn whether its write landed
+// (it may be the primary), not wait for a postgres that nothing starts (seed 2939).
+TEST_F(DriverTest, AWithdrawnPeerWhoseTakeoverWriteMayHaveLandedJoinsAgainToLearnTheState) {
+  startAsSync();
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  fenceAndReadTheWalUntilTheStateWrite();
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{false, "connection loss", false, -1});
+  clock_.advance(0);
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  for (int i = 0; i < 12 && !driver_->withdrawn(); ++i) {
+    while (coordinator_.pendingWrite) {
+      (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{false, "connection loss", false, -1});
+    }
+    while (!pg_.applies.empty()) pg_.finishApply(false);
+    clock_.advance(1000);
+  }
+  ASSERT_TRUE(driver_->withdrawn());
+  clock_.advance(10000);
+  ASSERT_EQ(coordinator_.joins, 2) << "withdrawn with a takeover write of unknown outcome, the peer never joined again";
+  ASSERT_TRUE(coordinator_.member);
+  ClusterState landed = coordinator_.writes.front();
+  coordinator_.deliver(ZkInitialized{stateNode(landed, 1), active({"node1", "node3"})});
+  clock_.advance(0);
+  if (coordinator_.pendingWrite) {  // a settling write from before: it loses the race
+    (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{false, "bad version", true, -1});
+  }
+  clock_.advance(100);
+  ASSERT_TRUE(coordinator_.member) << "withdrew again before the state could be read";
+  EXPECT_EQ(driver_->peer().role(), Role::kPrimary);
+  ASSERT_FALSE(pg_.applies.empty());
+  EXPECT_EQ(pg_.applies.back().first.role, PgRole::kPrimary);
+}
+
 // A withdrawal while a state write is in flight: the coordinator answers the write, so
 // the state machine is not left waiting for it, and writes again after the rejoin.
 TEST_F(DriverTest, AWithdrawalDuringAStateWriteDoesNotWedgeThePeer) {
@@ -435,12 +483,15 @@ TEST_F(DriverTest, AWithdrawalDuringAStateWriteDoesNotWedgeThePeer) {
   state_.sync = peerId("node2");
   coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2"})});
   clock_.advance(0);
+  ASSERT_TRUE(coordinator_.pendingWrite);  // its confirmation as primary
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
+  clock_.advance(0);
   ASSERT_EQ(pg_.applies.size(), 1u);
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
   pg_.health(true, "");
   coordinator_.deliver(ActivePeersChanged{active({"node1", "node2", "node3"})});  // a newcomer: add it
   clock_.advance(0);
-  ASSERT_EQ(coordinator_.writes.size(), 1u);
+  ASSERT_EQ(coordinator_.writes.size(), 2u);
   ASSERT_TRUE(coordinator_.pendingWrite);
   pg_.health(false, "connection refused");
   clock_.advance(3500);
@@ -452,7 +503,7 @@ TEST_F(DriverTest, AWithdrawalDuringAStateWriteDoesNotWedgeThePeer) {
   ASSERT_TRUE(coordinator_.member);
   coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
   clock_.advance(2000);
-  EXPECT_GE(coordinator_.writes.size(), 2u) << "the peer never wrote again after the withdrawal";
+  EXPECT_GE(coordinator_.writes.size(), 3u) << "the peer never wrote again after the withdrawal";
   EXPECT_TRUE(coordinator_.pendingWrite);
 }
 
@@ -649,6 +700,11 @@ TEST_F(DriverTest, AnApplyOfTheSameRoleOnTheNewSessionDoesNotResumeWritesBeforeT
   pg_.shutdowns.front()(true);
   pg_.shutdowns.pop_front();
   clock_.advance(0);
+  ASSERT_TRUE(coordinator_.pendingWrite) << "no attempt to settle the takeover write of unknown outcome";
+  EXPECT_EQ(coordinator_.writeVersions.back(), 1);
+  (*coordinator_.pendingWrite)(StateWriteFinished{false, "session expired", false, -1});
+  coordinator_.pendingWrite.reset();
+  clock_.advance(0);
   coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
   clock_.advance(0);
   while (!pg_.walReads.empty()) {  // the takeover's retry, on a postgres shut down
@@ -730,6 +786,35 @@ TEST_F(DriverTest, APrimaryIsShutDownHalfWayToTheEarliestExpiryAndNotRestartedUn
   EXPECT_FALSE(driver_->writesStopped());
   EXPECT_FALSE(driver_->postgresShutDown());
   EXPECT_EQ(driver_->counters().shutDowns, 1u);
+}
+
+// The state machine configured postgres for a new generation in which this peer is still
+// primary while ZooKeeper was unreachable (its own write, answered late): writes were
+// stopped again. When the same session comes back, nothing else will lift the stop: the
+// state machine has nothing left to apply (cluster simulator, seed 2590).
+TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesOnTheSameSession) {
+  startAsPrimary();
+  ClusterState next = state_;
+  next.generation = 2;
+  next.sync = peerId("node3");
+  next.async = {peerId("node2")};
+  coordinator_.connection(false);
+  for (auto& stop : pg_.stops) stop(0);
+  pg_.stops.clear();
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 2)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  for (auto& stop : pg_.stops) stop(0);
+  pg_.stops.clear();
+  ASSERT_TRUE(driver_->writesStopped());
+  coordinator_.connection(true);
+  clock_.advance(0);
+  for (auto& r : pg_.resumes) r(true);
+  pg_.resumes.clear();
+  clock_.advance(0);
+  EXPECT_FALSE(driver_->writesStopped()) << "writes stayed stopped although postgres has this generation's configuration";
 }
 
 TEST_F(DriverTest, NoShutDownWhenTheSameSessionComesBackInTime) {
@@ -1044,6 +1129,48 @@ TEST_F(DriverTest, NoRestartBetweenTheRetriesOfAPrimarysTakeoverUndoesItsFence) 
   pg_.health(false, "the postmaster is gone (connection refused)");
   clock_.advance(4000);
   EXPECT_TRUE(pg_.applies.empty()) << "the restart undid the fence: commits wait for one sync alone";
+}
+
+// A sync whose takeover landed, but whose postgres would not start as primary, loses
+// ZooKeeper and is shut down. When the same session comes back, postgres must not start
+// with the configuration from before the takeover (a standby of the deposed primary,
+// which undoes the fence: the old primary could again acknowledge commits through it,
+// beyond the new generation's initWal; cluster simulator, seed 79461). The state
+// machine's own retry starts it as primary.
+TEST_F(DriverTest, ResumingAfterAShutDownStartsNoConfigurationTheStateMachineHasLeft) {
+  startAsSync();
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  fenceAndReadTheWalUntilTheStateWrite();
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});
+  coordinator_.pendingWrite.reset();
+  clock_.advance(0);
+  ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(false).role, PgRole::kPrimary);  // postgres would not start
+  pg_.health(false, "connection refused");
+  clock_.advance(0);
+  coordinator_.connection(false);
+  for (auto& stop : pg_.stops) stop(0);
+  pg_.stops.clear();
+  std::vector<PgRole> started;
+  for (int i = 0; i < 40; ++i) {  // every apply fails until the connection is back
+    clock_.advance(100);
+    while (!pg_.applies.empty()) started.push_back(pg_.finishApply(false).role);
+    for (auto& s : pg_.shutdowns) s(true);
+    pg_.shutdowns.clear();
+  }
+  ASSERT_TRUE(driver_->postgresShutDown());
+  coordinator_.connection(true);
+  for (int i = 0; i < 30; ++i) {
+    clock_.advance(100);
+    while (!pg_.applies.empty()) started.push_back(pg_.finishApply(true).role);
+  }
+  ASSERT_FALSE(started.empty()) << "postgres never started again";
+  for (PgRole r : started) {
+    EXPECT_EQ(r, PgRole::kPrimary) << "postgres started as " << pgRoleName(r) << ", a configuration the state machine left";
+  }
 }
 
 // ---- the clean handover of a planned switchover (issue 11) ----------------------------------

@@ -125,7 +125,10 @@ void Peer::onClusterState(const StateNode& node) {
   }
   if (halted_) log(LogLevel::kInfo, "valid cluster state found again (version " + std::to_string(node.version) + ")");
   halted_.reset();
-  if (!state_ || node.version != stateVersion_) holdUpdates_ = false;  // news: a held write may go again
+  if (!state_ || node.version != stateVersion_) {
+    holdUpdates_ = false;     // news: a held write may go again
+    unsettledWrite_.reset();  // and whether a takeover's write landed is in the state now
+  }
   state_ = std::move(parsed).value();
   stateVersion_ = node.version;
   everSawState_ = true;
@@ -179,8 +182,15 @@ void Peer::onWriteFinished(const StateWriteFinished& e) {
       everSawState_ = true;
       halted_.reset();
     }
+    unsettledWrite_.reset();
+    confirmingStart_ = false;
     log(LogLevel::kInfo, "wrote the cluster state: " + updateReason_);
   } else {
+    // A takeover's write that did not lose the race may have been applied all the same
+    // (the request reached ZooKeeper before the connection went): until that is known,
+    // postgres keeps its fence (seed 57236). A lost race proves only that this write did
+    // not land; an earlier one still may have.
+    if (!e.lostRace && fence_ != Fence::kNone && !unsettledWrite_) unsettledWrite_ = stateVersion_;
     log(LogLevel::kWarn, std::string("cluster-state write failed (") + updateReason_ + "): " +
                              (e.lostRace ? "another writer changed the state first" : e.error) +
                              "; waiting for the current state before trying again");
@@ -236,6 +246,11 @@ void Peer::evaluate() {
   if (update_ != Update::kNone) return;  // evaluated again when the write or read finishes
   if (halted_) return;
   keepFence_ = false;
+  if (unsettledWrite_ && state_) {
+    keepFence_ = true;
+    settleUnknownWrite();
+    return;
+  }
 
   if (!state_) {
     evaluateNoState();
@@ -259,6 +274,12 @@ void Peer::evaluate() {
   }
   if (next != role_) {
     log(LogLevel::kInfo, std::string("role ") + roleName(role_) + " -> " + roleName(next) + " (" + describe(s) + ")");
+    // A new state machine (a new agent, so a new session) that finds itself primary: a
+    // takeover decided while its previous session was gone may still be on its way, a
+    // test-and-set at the version read. Postgres runs as primary only once a write of
+    // this peer, test-and-set at the version read, has landed: after it, no such
+    // takeover can (seed 22282). One-node-write mode has no peer to take over.
+    confirmingStart_ = role_ == Role::kUnknown && next == Role::kPrimary && !s.oneNodeWriteMode;
     role_ = next;
     lastBlocked_.clear();
   }
@@ -266,6 +287,16 @@ void Peer::evaluate() {
   switch (role_) {
     case Role::kPrimary:
       primaryGeneration_ = s.generation;
+      if (confirmingStart_) {
+        if (update_ == Update::kNone) {
+          writeState(s, "confirming that this peer, starting as primary of generation " +
+                            std::to_string(s.generation) + ", is still primary: writing back the state as read (version " +
+                            std::to_string(stateVersion_) +
+                            ") before postgres runs as primary, so that no takeover decided while its previous "
+                            "session was gone can land after it");
+        }
+        return;
+      }
       if (s.oneNodeWriteMode) {
         evaluateOnwmPrimary();
       } else {
@@ -657,6 +688,14 @@ void Peer::writeState(ClusterState next, const std::string& reason) {
   log(LogLevel::kInfo, "writing the cluster state: " + reason);
   out_->push_back(WriteClusterState{next, state_ ? stateVersion_ : -1, reason});
   writing_ = std::move(next);
+}
+
+void Peer::settleUnknownWrite() {
+  if (update_ != Update::kNone) return;
+  writeState(*state_, "settling a takeover write of unknown outcome: writing back the state as read (version " +
+                          std::to_string(*unsettledWrite_) +
+                          ") so that the takeover's write, if it has not landed, can no longer land; postgres keeps "
+                          "its fence until then");
 }
 
 void Peer::blocked(const std::string& why, bool retry) {

@@ -73,10 +73,11 @@ class Peer {
   // The postgres configuration this peer's role asks for now (none before a state is
   // known): what a restart of postgres may apply without going against the state machine.
   PgConfig wantedPgConfig() const { return state_ ? desiredPgConfig() : PgConfig::none(); }
-  // True while a primary's takeover keeps its fence (commits wait for the new sync and
-  // the current one): its state write may have landed or not, so no configuration with
-  // one sync may be applied until the state machine knows which.
-  bool keepsPrimaryFence() const { return keepFence_ && fence_ != Fence::kNone && !fencedFor_.empty(); }
+  // True while a configuration from before a fence must not be applied (not by a restart
+  // either): a takeover's state write failed in a way that it may have landed (a primary's
+  // new sync, or this sync the new primary), and the state machine does not know yet
+  // whether it did. Before any such write, a restart only makes the takeover fence again.
+  bool keepsFence() const { return unsettledWrite_.has_value(); }
 
  private:
   enum class Update { kNone, kFencing, kReadingWal, kWriting };
@@ -117,6 +118,9 @@ class Peer {
   // for the rest of this evaluation.
   std::optional<WalPosition> fencedWal(const std::string& why, const std::optional<PeerIdentity>& newSync);
   void writeState(ClusterState next, const std::string& reason);
+  // A takeover's write of unknown outcome: write the state as read back, test-and-set at
+  // the version the takeover expected, unless news came meanwhile.
+  void settleUnknownWrite();
   // A condition failed: say why (once per distinct reason) and evaluate again later.
   void blocked(const std::string& why, bool retry);
   void retryLater();
@@ -156,6 +160,13 @@ class Peer {
   std::string updateReason_;
   std::optional<ClusterState> writing_;
   bool holdUpdates_ = false;  // a write or WAL read failed: wait for the retry timer or news
+  // A takeover's write failed but may have landed (connection loss, session expired): the
+  // version it expected. The fence stays until news of the state or a write of this peer
+  // test-and-set at that version (which the takeover's can then no longer follow).
+  std::optional<int32_t> unsettledWrite_;
+  // Found primary on this state machine's first session: postgres runs as primary only
+  // once a write of this peer has landed (see evaluate()).
+  bool confirmingStart_ = false;
   std::optional<WalPosition> freshWal_;   // read for this evaluation only
   std::set<TimerId> timers_;
 

@@ -140,6 +140,7 @@ TEST(PeerSetup, AStateThatDisappearsIsForgottenPostgresStopsAndTheClusterIsSetUp
   s.sync = ident("b");
   h.step(PgInitialized{true, true});
   h.step(ZkInitialized{StateNode{true, s.serialize(), 7}, peers({"me", "b"}), {}});
+  h.step(StateWriteFinished{true, "", false, 8});  // its confirmation as primary
   h.step(PgConfigApplied{true, "", true});
   EXPECT_EQ(h.peer.role(), Role::kPrimary);
 

@@ -37,6 +37,14 @@ struct Harness {
     a.insert(a.end(), b.begin(), b.end());
     return a;
   }
+  // As start(), for a peer the state names primary: its confirmation of the state (a
+  // write back at `version`) lands as version + 1.
+  std::vector<Action> startAsPrimary(const ClusterState& s, std::vector<std::string> active, int32_t version = 0) {
+    auto a = start(s, std::move(active), false, false, version);
+    auto b = step(StateWriteFinished{true, "", false, version + 1});
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
   // Completes a pending apply successfully.
   std::vector<Action> applied(bool online) { return step(PgConfigApplied{true, "", online}); }
   Peer peer;
@@ -220,7 +228,7 @@ TEST(Peer, SyncNeedsPostgresOnlineToTakeOver) {
 TEST(Peer, WalReadFailureBacksOff) {
   Harness h;
   ClusterState s = cluster(1, "me", "gone", {"a"});
-  h.start(s, {"me", "a"});
+  h.startAsPrimary(s, {"me", "a"});
   auto fences = only<FencePg>(h.applied(true));  // primary runs: fence, then read the WAL
   ASSERT_EQ(fences.size(), 1u);
   EXPECT_EQ(fences[0].newSync->id, "a");  // commits now wait for the new sync
@@ -260,7 +268,7 @@ TEST(Peer, AbandonedTakeoverLiftsTheFence) {
 
 TEST(Peer, FailedFenceIsRetriedAndNeverSkipped) {
   Harness h;
-  h.start(cluster(1, "me", "gone", {"a", "b"}), {"me", "a", "b"});
+  h.startAsPrimary(cluster(1, "me", "gone", {"a", "b"}), {"me", "a", "b"});
   ASSERT_EQ(only<FencePg>(h.applied(true)).size(), 1u);
   auto actions = h.step(PgFenced{false, "reload failed"});
   EXPECT_TRUE(logged(actions, "fencing postgres failed (reload failed)"));
@@ -277,7 +285,7 @@ TEST(Peer, FailedFenceIsRetriedAndNeverSkipped) {
 
 TEST(Peer, PostgresRestartedAfterTheFenceIsFencedAgain) {
   Harness h;
-  h.start(cluster(1, "me", "gone", {"a"}), {"me", "a"});
+  h.startAsPrimary(cluster(1, "me", "gone", {"a"}), {"me", "a"});
   ASSERT_EQ(only<FencePg>(h.applied(true)).size(), 1u);
   ASSERT_EQ(only<ReadWal>(h.step(PgFenced{true, "", 5})).size(), 1u);
   // Another run of postgres answers: it came back with its old configuration.
@@ -310,7 +318,7 @@ TEST(Peer, FencedSyncThatFindsItselfBehindStreamsAgain) {
 
 TEST(Peer, LostRaceWaitsForNewsOrTheRetryTimer) {
   Harness h;
-  h.start(cluster(1, "me", "b"), {"me", "b"});
+  h.startAsPrimary(cluster(1, "me", "b"), {"me", "b"});
   h.applied(true);
   auto actions = h.step(ActivePeersChanged{peers({"me", "b", "c"})});
   ASSERT_EQ(only<WriteClusterState>(actions).size(), 1u);  // appending c to the chain
@@ -329,6 +337,92 @@ TEST(Peer, LostRaceWaitsForNewsOrTheRetryTimer) {
   actions = h.step(ClusterStateChanged{node(newer, 1)});
   EXPECT_TRUE(only<WriteClusterState>(actions).empty());  // already what we wanted
   EXPECT_EQ(h.peer.clusterState()->async.size(), 1u);
+}
+
+// A sync's takeover write fails with a connection loss: it may have landed. The old
+// primary coming back must not lift the fence before the state machine knows (cluster
+// simulator, seed 57236: the sync streamed from the old primary again and acknowledged
+// its commits beyond the new generation's initWal, the write having landed). News from
+// ZooKeeper settles it.
+TEST(Peer, ATakeoverWriteOfUnknownOutcomeKeepsTheFenceUntilNewsSayWhetherItLanded) {
+  Harness h;
+  ClusterState s = cluster(1, "old", "me", {"a"});
+  h.start(s, {"old", "me", "a"}, false, false, 5);
+  h.applied(true);
+  h.step(ActivePeersChanged{peers({"me", "a"})});
+  ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(10), ""})).size(), 1u);
+  h.step(PgFenced{true, ""});
+  ASSERT_EQ(only<WriteClusterState>(h.step(WalPositionRead{WalPosition(10), ""})).size(), 1u);
+  auto actions = h.step(StateWriteFinished{false, "connection loss", false, -1});
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  actions = h.step(ActivePeersChanged{peers({"old", "me", "a"})});
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty()) << "the fence was lifted while the write may have landed";
+  // It had landed: this peer is the primary of generation 2.
+  ClusterState landed = cluster(2, "me", "a", {}, {"old"});
+  actions = h.step(ClusterStateChanged{node(landed, 6)});
+  EXPECT_EQ(h.peer.role(), Role::kPrimary);
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
+}
+
+// With no news, the retry first settles the outcome: the state as read is written back,
+// test-and-set at the version the takeover expected. Once that lands, the takeover's
+// cannot: the fence is lifted if the takeover's reason is gone.
+TEST(Peer, WithoutNewsATakeoverWriteOfUnknownOutcomeIsSettledByWritingTheStateBack) {
+  Harness h;
+  ClusterState s = cluster(1, "old", "me", {"a"});
+  h.start(s, {"old", "me", "a"}, false, false, 5);
+  h.applied(true);
+  h.step(ActivePeersChanged{peers({"me", "a"})});
+  h.step(WalPositionRead{WalPosition(10), ""});
+  h.step(PgFenced{true, ""});
+  h.step(WalPositionRead{WalPosition(10), ""});
+  h.step(StateWriteFinished{false, "connection loss", false, -1});
+  h.step(ActivePeersChanged{peers({"old", "me", "a"})});
+  auto actions = h.step(TimerFired{TimerId::kRetryEvaluation});
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].expectedVersion, 5);
+  EXPECT_EQ(writes[0].state.serialize(), s.serialize());
+  actions = h.step(StateWriteFinished{true, "", false, 6});
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kSync);
+  EXPECT_EQ(apply[0].config.upstream->id, "old");
+}
+
+// A peer that starts (a new agent, so a new session) and finds itself primary does not
+// start postgres as primary before a test-and-set of the state as read has landed: a
+// takeover decided while its previous session was gone may still be on its way (cluster
+// simulator, seed 22282: the sync, told late that the old session was gone, took over
+// from a primary already running again with a new session).
+TEST(Peer, APrimaryStartingOnANewSessionConfirmsTheStateBeforeRunningAsPrimary) {
+  Harness h;
+  ClusterState s = cluster(1, "me", "b", {"c"});
+  auto actions = h.start(s, {"me", "b", "c"}, false, true, 3);
+  EXPECT_EQ(h.peer.role(), Role::kPrimary);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty()) << "ran as primary before the confirmation";
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].expectedVersion, 3);
+  EXPECT_EQ(writes[0].state.serialize(), s.serialize());
+  actions = h.step(StateWriteFinished{true, "", false, 4});
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
+}
+
+TEST(Peer, APrimaryWhoseStartConfirmationLosesTheRaceFollowsTheNewState) {
+  Harness h;
+  auto actions = h.start(cluster(1, "me", "b", {"c"}), {"me", "b", "c"}, false, true, 3);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty()) << "ran as primary before the confirmation";
+  actions = h.step(StateWriteFinished{false, "bad version", true, -1});
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  actions = h.step(ClusterStateChanged{node(cluster(2, "b", "c", {}, {"me"}), 4)});
+  EXPECT_EQ(h.peer.role(), Role::kDeposed);
+  for (const auto& a : only<ApplyPgConfig>(actions)) EXPECT_EQ(a.config.role, PgRole::kNone);
 }
 
 TEST(Peer, PostgresApplyFailureIsRetried) {
@@ -372,7 +466,7 @@ TEST(Peer, RefusedConfigurationHaltsWithoutRetrying) {
 
 TEST(Peer, PrimarySeeingANewerGenerationIsDeposedEvenIfNotListed) {
   Harness h;
-  h.start(cluster(3, "me", "b", {"c"}), {"me", "b", "c"});
+  h.startAsPrimary(cluster(3, "me", "b", {"c"}), {"me", "b", "c"});
   h.applied(true);
   // A new generation names b as primary and, wrongly, this peer as an async.
   auto actions = h.step(ClusterStateChanged{node(cluster(4, "b", "c", {"me"}), 1)});

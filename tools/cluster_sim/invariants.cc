@@ -127,7 +127,11 @@ void InvariantChecker::onStateWrite(const StateWrite& w) {
     const int self = indexOfPeer(released.deposed, w.writer);
     if (self >= 0) released.deposed.erase(released.deposed.begin() + self);
     const bool ownRelease = self >= 0 && released.serialize() == after.serialize();
-    if (w.writer != "operator" && w.writer != before.primary.id && !ownRelease) {
+    // A write that changes nothing but the version (a peer settling whether its own
+    // takeover write landed: design.md, "A takeover write of unknown outcome") decides
+    // nothing, whoever writes it.
+    const bool unchanged = before.serialize() == after.serialize();
+    if (w.writer != "operator" && w.writer != before.primary.id && !ownRelease && !unchanged) {
       fail(w.at, "unauthorized-writer",
            w.writer + " rewrote generation " + std::to_string(after.generation) + " of primary " + before.primary.id);
     }

@@ -245,11 +245,12 @@ void ZkEnsemble::partition(int n, int64_t duration) {
   if (c.session != 0 && sessionAlive(c.session)) {
     disconnect(c.session, "no heartbeat within the session timeout");
     // ZooKeeper's client reports the lost connection once the server has been silent
-    // for 2/3 of the session timeout (CoordinatorConnection).
+    // for 2/3 of the session timeout (CoordinatorConnection), on its own clock: also if
+    // the session expired meanwhile (it learns that only once it reaches a server).
     uint64_t sid = c.session;
     q_.after(model_.sessionTimeoutMs * 2 / 3, [this, n, run = runOf(n), serial, sid] {
       ZkClient& x = client(n);
-      if (!runs(n, run) || x.partitionSerial != serial || x.session != sid || !x.ready || !x.agent->member_) return;
+      if (!runs(n, run) || x.partitionSerial != serial || x.session != sid || !x.agent->member_) return;
       x.lossReported = true;
       trace_.trace('Z', [&] { return x.id + " client: connection to ZooKeeper lost"; });
       x.agent->callbacks_.onConnection(
@@ -291,6 +292,7 @@ void ZkEnsemble::heal(int n) {
   }
   if (c.connecting || !c.agent->member_) return;  // its retry loop reconnects, or it left
   // The session expired while cut off: the client learns it now and starts a new one.
+  c.lossReported = false;
   c.session = 0;
   c.ready = false;
   c.connecting = true;

@@ -145,6 +145,22 @@ TEST(SimCoordinator, ACutOffClientHearsTheLossThenItsSessionExpiresForTheOthers)
   EXPECT_EQ(f.zk.election().active(), (std::vector<std::string>{"node2", "node1"}));
 }
 
+// ZooKeeper's client reports the lost connection on its own clock, whatever the server
+// did with the session meanwhile: a session expired (by a fault) while its client is cut
+// off does not silence that report.
+TEST(SimCoordinator, ACutOffClientWhoseSessionExpiresMeanwhileStillHearsTheLoss) {
+  Fixture f;
+  std::vector<agent::CoordinatorConnection> connections;
+  auto c1 = f.member(0, &connections);
+  f.runUntil(1000);
+  f.zk.partition(0, 10000);
+  f.runUntil(1500);
+  f.zk.expire(f.zk.client(0).session, "a fault");
+  f.runUntil(1000 + 2100);
+  ASSERT_EQ(connections.size(), 1u) << "the cut-off client never heard that its connection was lost";
+  EXPECT_FALSE(connections[0].connected);
+}
+
 TEST(SimCoordinator, PeersWithNoClientHoldAnElectionNode) {
   Fixture f;
   f.zk.joinWithoutClient("node9");
