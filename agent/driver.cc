@@ -488,7 +488,9 @@ void Driver::onRejoined(const PeerIdentity& primary, const RejoinFinished& r) {
 // Postgres follows the primary: the peer leaves `deposed` (a test-and-set of the state
 // last read, retried after a conflict), and the state change starts a fresh state machine.
 void Driver::releaseAfterRejoin() {
-  if (rejoinWriteInFlight_ || !rejoinedTo_ || !lastStateNode_.exists) return;
+  // One state write at a time: a confirmation of this peer's primacy on a new session
+  // may still be in flight (seed 26306); looked at again once it is answered.
+  if (rejoinWriteInFlight_ || confirmInFlight_ || !rejoinedTo_ || !lastStateNode_.exists) return;
   auto parsed = ClusterState::parse(lastStateNode_.data);
   if (!parsed) return;
   ClusterState state = parsed.value();
@@ -762,17 +764,18 @@ void Driver::shutDownWrites(const std::string& why) {
   });
 }
 
-void Driver::resumeWritesIfUnchanged(const std::string& how, bool sameSession) {
+void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand) {
   if (!writesStopped_ || connectionLost_) return;
   const Role role = peer_->role();
   const auto gen = generation();
   auto genName = [](std::optional<int64_t> g) { return g ? std::to_string(*g) : std::string("none"); };
   // Still primary in a newer generation (its own write, answered during the outage), and
   // postgres already has that generation's configuration: the state machine has nothing
-  // left to apply, so nothing else would lift the stop (seed 2590). The session never
-  // expired: no takeover can have been decided on its absence.
+  // left to apply, so nothing else would lift the stop (seeds 2590, 6055). Only if no
+  // takeover can land: the same session came back (none was decided on its absence), or
+  // the state was written back test-and-set on the new session.
   const bool appliedMeanwhile =
-      sameSession && role == Role::kPrimary && roleAtLoss_ == Role::kPrimary && !lastAppliedIsStale();
+      noTakeoverCanLand && role == Role::kPrimary && roleAtLoss_ == Role::kPrimary && !lastAppliedIsStale();
   if ((role != roleAtLoss_ || gen != generationAtLoss_) && !appliedMeanwhile) {
     log(LogLevel::kWarn, "writes stay stopped (" + how + "): the cluster changed meanwhile (role " +
                              roleName(roleAtLoss_) + " -> " + roleName(role) + ", generation " +
@@ -801,14 +804,14 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool sameSession) {
     noteUnhealthy();  // if that could not start now, the health check starts it
     return;
   }
-  env_.postgres.resumeWrites([this, sameSession, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
-    env_.clock.post([this, sameSession, alive, r = std::move(r)] {
+  env_.postgres.resumeWrites([this, noTakeoverCanLand, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
+    env_.clock.post([this, noTakeoverCanLand, alive, r = std::move(r)] {
       if (alive.expired() || stopping_ || r) return;
       log(LogLevel::kError, "resuming writes failed: " + r.error() + "; trying again in " +
                                 std::to_string(opts_.retryDelayMs) + " ms");
       writesStopped_ = true;
-      writesTimer_->start(opts_.retryDelayMs, [this, sameSession, alive] {
-        if (!alive.expired() && !stopping_) resumeWritesIfUnchanged("retrying", sameSession);
+      writesTimer_->start(opts_.retryDelayMs, [this, noTakeoverCanLand, alive] {
+        if (!alive.expired() && !stopping_) resumeWritesIfUnchanged("retrying", noTakeoverCanLand);
       });
     });
   });
@@ -830,10 +833,14 @@ void Driver::afterNewSession() {
 }
 
 void Driver::confirmAfterNewSession() {
-  if (!writesStopped_ || connectionLost_ || stopping_ || confirmInFlight_) return;
+  if (!writesStopped_ || connectionLost_ || stopping_ || confirmInFlight_ || rejoinWriteInFlight_) return;
   // A standby's stopped writes are nothing to lift; only a primary's can conflict.
   if (roleAtLoss_ != Role::kPrimary) return resumeWritesIfUnchanged("a new session");
-  if (peer_->role() != roleAtLoss_ || generation() != generationAtLoss_ || !lastStateNode_.exists) {
+  // Still primary, in a newer generation whose configuration postgres already has (its
+  // own write, answered during the outage): confirmed as well, or nothing would lift the
+  // stop (seed 6055).
+  const bool newerApplied = generation() != generationAtLoss_ && !lastAppliedIsStale();
+  if (peer_->role() != roleAtLoss_ || (generation() != generationAtLoss_ && !newerApplied) || !lastStateNode_.exists) {
     return resumeWritesIfUnchanged("a new session");  // logs why writes stay stopped
   }
   if (smWriteInFlight_) {
@@ -853,9 +860,11 @@ void Driver::confirmAfterNewSession() {
           " after a new ZooKeeper session (no takeover landed)",
       guarded<StateWriteFinished>([this, version](StateWriteFinished w) {
         confirmInFlight_ = false;
+        if (rejoinedTo_) maybeRejoin();  // leaving deposed waited for this answer
         if (w.ok) {
           return resumeWritesIfUnchanged("a new session, and the state written back at version " +
-                                         std::to_string(version) + " (a test-and-set): no takeover can land after it");
+                                             std::to_string(version) + " (a test-and-set): no takeover can land after it",
+                                         true);
         }
         ++counters_.stateWriteFailures;
         log(LogLevel::kWarn, "confirming the state after the new session failed (" + w.error +

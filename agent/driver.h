@@ -157,8 +157,8 @@ class Driver {
   void onConnection(const CoordinatorConnection& c);
   void stopWrites();
   void shutDownWrites(const std::string& why);
-  // sameSession: the connection came back with the session that was lost.
-  void resumeWritesIfUnchanged(const std::string& how, bool sameSession = false);
+  // noTakeoverCanLand: the lost session came back, or the state was confirmed on a new one.
+  void resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand = false);
   void afterNewSession();
   void confirmAfterNewSession();
   Event keepingPeersFromBeforeTheLoss(Event event);

@@ -817,6 +817,41 @@ TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesO
   EXPECT_FALSE(driver_->writesStopped()) << "writes stayed stopped although postgres has this generation's configuration";
 }
 
+// As above, but the session expired: on the new session the primary confirms the state
+// (a test-and-set of it as read) and resumes, its postgres already configured for the
+// newer generation (cluster simulator, seed 6055).
+TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesOnceConfirmedOnANewSession) {
+  startAsPrimary();
+  ClusterState next = state_;
+  next.generation = 2;
+  next.sync = peerId("node3");
+  next.async = {peerId("node2")};
+  coordinator_.connection(false);
+  for (auto& stop : pg_.stops) stop(0);
+  pg_.stops.clear();
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 2)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  for (auto& stop : pg_.stops) stop(0);
+  pg_.stops.clear();
+  coordinator_.deliver(ZkInitialized{stateNode(next, 2), active({"node1", "node2", "node3"})});
+  clock_.advance(0);
+  ASSERT_TRUE(coordinator_.pendingWrite) << "no confirmation of the state on the new session";
+  EXPECT_EQ(coordinator_.writeVersions.back(), 2);
+  EXPECT_TRUE(driver_->writesStopped()) << "resumed before the confirmation";
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 3});
+  clock_.advance(0);
+  for (auto& sd : pg_.shutdowns) sd(true);
+  pg_.shutdowns.clear();
+  for (auto& r : pg_.resumes) r(true);
+  pg_.resumes.clear();
+  while (!pg_.applies.empty()) pg_.finishApply(true);
+  clock_.advance(0);
+  EXPECT_FALSE(driver_->writesStopped()) << "writes stayed stopped although the state was confirmed";
+}
+
 TEST_F(DriverTest, NoShutDownWhenTheSameSessionComesBackInTime) {
   startAsPrimary();
   coordinator_.connection(false);
@@ -977,6 +1012,41 @@ TEST_F(DriverTest, ADeposedPeerThatCanFollowRejoinsAndLeavesDeposed) {
   EXPECT_EQ(driver_->counters().rejoins, 1u);
   EXPECT_EQ(driver_->counters().freshStateMachines, 1u);
   EXPECT_NE(driver_->peer().role(), Role::kDeposed);
+}
+
+// A primary's confirmation on its new session is still in flight (its answer is late)
+// when the state that deposes it arrives and it rejoins: leaving deposed waits for that
+// answer, one state write at a time (cluster simulator, seed 26306).
+TEST_F(DriverTest, LeavingDeposedWaitsForAConfirmationInFlight) {
+  pg_.modelRejoin = true;
+  startAsPrimary();
+  coordinator_.connection(false);
+  for (auto& stop : pg_.stops) stop(0);
+  pg_.stops.clear();
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 1), active({"node1", "node2", "node3"})});
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no confirmation on the new session";
+  ClusterState taken = state_;
+  taken.generation = 2;
+  taken.primary = peerId("node2");
+  taken.sync = peerId("node3");
+  taken.async = {};
+  taken.deposed = {peerId("node1")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(taken, 2)});
+  clock_.advance(0);
+  while (!pg_.applies.empty()) pg_.finishApply(true);
+  for (auto& sd : pg_.shutdowns) sd(true);
+  pg_.shutdowns.clear();
+  clock_.advance(0);
+  ASSERT_EQ(pg_.rejoins.size(), 1u) << "no automatic rejoin";
+  pg_.rejoins.front().done(RejoinFinished{true, false, "", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  EXPECT_EQ(coordinator_.writes.size(), 1u) << "left deposed while the confirmation was in flight";
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{false, "bad version", true, -1});
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 2u) << "did not leave deposed once the confirmation was answered";
+  EXPECT_TRUE(coordinator_.writes[1].deposed.empty());
 }
 
 TEST_F(DriverTest, ARewoundPeerReportsTheDiscardedWalInTheHistory) {

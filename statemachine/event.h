@@ -29,6 +29,9 @@ struct ZkInitialized {
   // The data states the active peers published in their election nodes (a peer
   // publishes one only while the cluster has no state; see data_state.h).
   PeerDataStates data = {};
+  // The session is one a previous run of this agent held (re-attached after an agent
+  // restart): it never expired, so no takeover can have been decided on its absence.
+  bool sessionKept = false;
 };
 
 // The set of peers with a live session changed. In session order.

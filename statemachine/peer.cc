@@ -84,6 +84,7 @@ std::vector<Action> Peer::step(EpochMs now, const Event& event) {
 void Peer::onZkInitialized(const ZkInitialized& e) {
   if (role_ == Role::kDeposed) return;
   zkInitialized_ = true;
+  sessionKept_ = e.sessionKept;
   active_ = e.active;
   dataStates_ = e.data;
   // Read afresh by a new session: whatever its version, this is the state now (a lower
@@ -278,8 +279,9 @@ void Peer::evaluate() {
     // takeover decided while its previous session was gone may still be on its way, a
     // test-and-set at the version read. Postgres runs as primary only once a write of
     // this peer, test-and-set at the version read, has landed: after it, no such
-    // takeover can (seed 22282). One-node-write mode has no peer to take over.
-    confirmingStart_ = role_ == Role::kUnknown && next == Role::kPrimary && !s.oneNodeWriteMode;
+    // takeover can (seed 22282). One-node-write mode has no peer to take over; a session
+    // kept across an agent restart never expired.
+    confirmingStart_ = role_ == Role::kUnknown && next == Role::kPrimary && !s.oneNodeWriteMode && !sessionKept_;
     role_ = next;
     lastBlocked_.clear();
   }

@@ -139,6 +139,7 @@ class Peer {
   Role role_ = Role::kUnknown;
 
   bool zkInitialized_ = false;
+  bool sessionKept_ = false;  // the session was held by a previous run of the agent
   std::optional<ClusterState> state_;
   int32_t stateVersion_ = -1;
   bool everSawState_ = false;

@@ -414,6 +414,17 @@ TEST(Peer, APrimaryStartingOnANewSessionConfirmsTheStateBeforeRunningAsPrimary) 
   EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
 }
 
+// An agent restart that re-attached to its session: it never expired, no confirmation.
+TEST(Peer, APrimaryStartingOnAKeptSessionRunsAtOnce) {
+  Harness h;
+  h.step(PgInitialized{true, true});
+  auto actions = h.step(ZkInitialized{node(cluster(1, "me", "b", {"c"}), 3), peers({"me", "b", "c"}), {}, true});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
+}
+
 TEST(Peer, APrimaryWhoseStartConfirmationLosesTheRaceFollowsTheNewState) {
   Harness h;
   auto actions = h.start(cluster(1, "me", "b", {"c"}), {"me", "b", "c"}, false, true, 3);

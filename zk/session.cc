@@ -690,7 +690,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         knownData_ = data;
         log_->info("zk: initialized: state {} (version {}), active peers {}",
                    state.exists ? "present" : "absent", state.version, peerIds(active));
-        onEvent_(ZkInitialized{state, active, data});
+        onEvent_(ZkInitialized{state, active, data, resumed_});
         syncElectionData();
         resolveUnknownWrite();
         // A watch that fired during setup may have been for data newer than what we read.

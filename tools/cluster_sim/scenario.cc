@@ -39,6 +39,8 @@ const char* faultName(FaultKind kind) {
       return "crash-after-write";
     case FaultKind::kCrashPgAfterFence:
       return "crash-pg-after-fence";
+    case FaultKind::kRestartPrimaryLateSync:
+      return "restart-primary-late-sync";
   }
   return "?";
 }
@@ -56,6 +58,8 @@ std::string Fault::describe() const {
       return s + " (restarts after " + std::to_string(duration) + " ms)";
     case FaultKind::kCrashPgAfterFence:
       return s + " (postgres cannot start for " + std::to_string(duration) + " ms)";
+    case FaultKind::kRestartPrimaryLateSync:
+      return s + " (restarts " + std::to_string(duration) + " ms after its session expires)";
     default:
       break;
   }
@@ -82,6 +86,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kRebuildDeposed, 5},
     {FaultKind::kCrashAfterWrite, 8},
     {FaultKind::kCrashPgAfterFence, 6},
+    {FaultKind::kRestartPrimaryLateSync, 5},
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -112,6 +117,8 @@ int64_t durationFor(FaultKind kind, Rng& rng, int64_t sessionTimeoutMs) {
       return rng.between(2000, 12000);
     case FaultKind::kDelayNotifications:
       return rng.between(1000, 10000);
+    case FaultKind::kRestartPrimaryLateSync:
+      return rng.between(100, 2000);
     case FaultKind::kStallReplication:
       return rng.between(500, 15000);
     default:

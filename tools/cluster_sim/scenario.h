@@ -31,8 +31,12 @@ enum class FaultKind {
                         // ms after the fence; it cannot start for `duration`; when
                         // (`variant` / 100) is odd, the peer is also cut off from ZooKeeper
                         // at that moment for 200 + (`variant` / 200) % 3000 ms
+  kRestartPrimaryLateSync,  // the primary (agent and postgres) dies and restarts `duration` ms
+                            // after its session expires, while the sync's notifications are
+                            // late by more than that (a stalled agent): the sync may take over
+                            // from a primary already running again on a new session
 };
-constexpr int kFaultKinds = 14;
+constexpr int kFaultKinds = 15;
 const char* faultName(FaultKind kind);
 
 struct Fault {

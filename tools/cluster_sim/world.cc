@@ -224,6 +224,7 @@ class World final : public simworld::TraceSink {
   // ---- faults and operator ----
   void runFault(const Fault& f);
   void crashPeer(int n, int64_t downFor);
+  void restartPrimaryLateSync(const Fault& f);
   void operatorWrite(ClusterState next, const std::string& what);
   void opFreeze();
   void opUnfreeze();
@@ -617,6 +618,8 @@ void World::runFault(const Fault& f) {
       crashPgAfterFence_.push_back({static_cast<int64_t>(f.variant % 100), f.duration,
                                     (f.variant / 100) % 2 ? 200 + static_cast<int64_t>(f.variant / 200) % 3000 : 0});
       return;
+    case FaultKind::kRestartPrimaryLateSync:
+      return restartPrimaryLateSync(f);
     case FaultKind::kExpireSession:
       if (zk_.client(f.peer).session == 0) return trace('F', [&] { return std::string(f.describe() + ": no session"); });
       trace('F', [&] { return std::string(f.describe()); });
@@ -653,6 +656,22 @@ void World::runFault(const Fault& f) {
     case FaultKind::kRebuildDeposed:
       return opRebuild(f.variant);
   }
+}
+
+// The primary dies and comes back on a new session a little after its old one expired,
+// while its sync, stalled, learns of that expiry only later: a takeover can then be
+// decided on news older than the primary's return.
+void World::restartPrimaryLateSync(const Fault& f) {
+  const int primary = state_ ? nodeNamed(state_->primary.id) - 1 : -1;
+  const int sync = state_ && state_->sync ? nodeNamed(state_->sync->id) - 1 : -1;
+  if (primary < 0 || sync < 0 || primary >= sc_.peers || sync >= sc_.peers || !node(primary).up) {
+    return trace('F', [&] { return std::string(f.describe() + ": no running primary with a sync"); });
+  }
+  trace('F', [&] { return f.describe() + ": " + state_->primary.id + " dies, " + state_->sync->id + " hears late"; });
+  simworld::ZkClient& c = zk_.client(sync);
+  c.slowNotifyUntil = now_ + sc_.sessionTimeoutMs + f.duration + 4000;
+  c.slowNotifyMs = f.duration + 300 + static_cast<int64_t>(f.variant % 1500);
+  crashPeer(primary, sc_.sessionTimeoutMs + f.duration);
 }
 
 void World::crashPeer(int n, int64_t downFor) {
