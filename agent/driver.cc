@@ -769,13 +769,13 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanL
   const Role role = peer_->role();
   const auto gen = generation();
   auto genName = [](std::optional<int64_t> g) { return g ? std::to_string(*g) : std::string("none"); };
-  // Still primary in a newer generation (its own write, answered during the outage), and
-  // postgres already has that generation's configuration: the state machine has nothing
-  // left to apply, so nothing else would lift the stop (seeds 2590, 6055). Only if no
-  // takeover can land: the same session came back (none was decided on its absence), or
-  // the state was written back test-and-set on the new session.
-  const bool appliedMeanwhile =
-      noTakeoverCanLand && role == Role::kPrimary && roleAtLoss_ == Role::kPrimary && !lastAppliedIsStale();
+  // Primary in a newer generation (its own write, answered during the outage: a primary's
+  // new sync, or a sync's takeover), and postgres already has that generation's
+  // configuration: the state machine has nothing left to apply, so nothing else would
+  // lift the stop (seeds 2590, 6055, 762). Only if no takeover can land: the same
+  // session came back (none was decided on its absence), or the state was written back
+  // test-and-set on the new session.
+  const bool appliedMeanwhile = noTakeoverCanLand && role == Role::kPrimary && !lastAppliedIsStale();
   if ((role != roleAtLoss_ || gen != generationAtLoss_) && !appliedMeanwhile) {
     log(LogLevel::kWarn, "writes stay stopped (" + how + "): the cluster changed meanwhile (role " +
                              roleName(roleAtLoss_) + " -> " + roleName(role) + ", generation " +

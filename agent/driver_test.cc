@@ -852,6 +852,36 @@ TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesO
   EXPECT_FALSE(driver_->writesStopped()) << "writes stayed stopped although the state was confirmed";
 }
 
+// A sync loses ZooKeeper while its takeover write is in flight; the write lands and
+// postgres is configured as primary during the outage (writes stopped again). The same
+// session back: the new primary resumes (cluster simulator, seed 762 with the mutant
+// primary-start-without-confirm, whose timing exposed it).
+TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageResumesOnTheSameSession) {
+  startAsSync();
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  fenceAndReadTheWalUntilTheStateWrite();
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  coordinator_.connection(false);
+  for (auto& stop : pg_.stops) stop(0);
+  pg_.stops.clear();
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
+  clock_.advance(0);
+  ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  for (auto& stop : pg_.stops) stop(0);
+  pg_.stops.clear();
+  ASSERT_TRUE(driver_->writesStopped());
+  coordinator_.connection(true);
+  clock_.advance(0);
+  for (auto& r : pg_.resumes) r(true);
+  pg_.resumes.clear();
+  clock_.advance(0);
+  EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
+}
+
 TEST_F(DriverTest, NoShutDownWhenTheSameSessionComesBackInTime) {
   startAsPrimary();
   coordinator_.connection(false);
