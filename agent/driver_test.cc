@@ -310,6 +310,35 @@ class DriverTest : public ::testing::Test {
     }
   }
 
+  // Answers every stop (or resumption) of writes asked for so far, successfully.
+  void answerStops() {
+    for (auto& stop : std::exchange(pg_.stops, {})) stop(0);
+  }
+  void answerResumes() {
+    for (auto& resume : std::exchange(pg_.resumes, {})) resume(true);
+  }
+  // node1 starts as primary and loses ZooKeeper; its own write of generation 2 (node3 its
+  // new sync) is answered during the outage and postgres is configured for it, with
+  // writes stopped again. Returns that generation's state.
+  ClusterState primaryConfiguredForGeneration2DuringAnOutage() {
+    startAsPrimary();
+    ClusterState next = state_;
+    next.generation = 2;
+    next.sync = peerId("node3");
+    next.async = {peerId("node2")};
+    coordinator_.connection(false);
+    answerStops();
+    coordinator_.deliver(ClusterStateChanged{stateNode(next, 2)});
+    clock_.advance(0);
+    EXPECT_EQ(pg_.applies.size(), 1u);
+    if (!pg_.applies.empty()) {
+      EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+    }
+    clock_.advance(0);
+    answerStops();
+    return next;
+  }
+
   bool logged(const std::string& words) const {
     for (const auto& l : log_.lines) {
       if (l.find(words) != std::string::npos) return true;
@@ -793,26 +822,11 @@ TEST_F(DriverTest, APrimaryIsShutDownHalfWayToTheEarliestExpiryAndNotRestartedUn
 // stopped again. When the same session comes back, nothing else will lift the stop: the
 // state machine has nothing left to apply (cluster simulator, seed 2590).
 TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesOnTheSameSession) {
-  startAsPrimary();
-  ClusterState next = state_;
-  next.generation = 2;
-  next.sync = peerId("node3");
-  next.async = {peerId("node2")};
-  coordinator_.connection(false);
-  for (auto& stop : pg_.stops) stop(0);
-  pg_.stops.clear();
-  coordinator_.deliver(ClusterStateChanged{stateNode(next, 2)});
-  clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u);
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-  clock_.advance(0);
-  for (auto& stop : pg_.stops) stop(0);
-  pg_.stops.clear();
+  const ClusterState next = primaryConfiguredForGeneration2DuringAnOutage();
   ASSERT_TRUE(driver_->writesStopped());
   coordinator_.connection(true);
   clock_.advance(0);
-  for (auto& r : pg_.resumes) r(true);
-  pg_.resumes.clear();
+  answerResumes();
   clock_.advance(0);
   EXPECT_FALSE(driver_->writesStopped()) << "writes stayed stopped although postgres has this generation's configuration";
 }
@@ -821,21 +835,7 @@ TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesO
 // (a test-and-set of it as read) and resumes, its postgres already configured for the
 // newer generation (cluster simulator, seed 6055).
 TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesOnceConfirmedOnANewSession) {
-  startAsPrimary();
-  ClusterState next = state_;
-  next.generation = 2;
-  next.sync = peerId("node3");
-  next.async = {peerId("node2")};
-  coordinator_.connection(false);
-  for (auto& stop : pg_.stops) stop(0);
-  pg_.stops.clear();
-  coordinator_.deliver(ClusterStateChanged{stateNode(next, 2)});
-  clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u);
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-  clock_.advance(0);
-  for (auto& stop : pg_.stops) stop(0);
-  pg_.stops.clear();
+  const ClusterState next = primaryConfiguredForGeneration2DuringAnOutage();
   coordinator_.deliver(ZkInitialized{stateNode(next, 2), active({"node1", "node2", "node3"})});
   clock_.advance(0);
   ASSERT_TRUE(coordinator_.pendingWrite) << "no confirmation of the state on the new session";
@@ -845,8 +845,7 @@ TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesO
   clock_.advance(0);
   for (auto& sd : pg_.shutdowns) sd(true);
   pg_.shutdowns.clear();
-  for (auto& r : pg_.resumes) r(true);
-  pg_.resumes.clear();
+  answerResumes();
   while (!pg_.applies.empty()) pg_.finishApply(true);
   clock_.advance(0);
   EXPECT_FALSE(driver_->writesStopped()) << "writes stayed stopped although the state was confirmed";
@@ -863,21 +862,18 @@ TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageResumesOnTheSameSession) {
   fenceAndReadTheWalUntilTheStateWrite();
   ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
   coordinator_.connection(false);
-  for (auto& stop : pg_.stops) stop(0);
-  pg_.stops.clear();
+  answerStops();
   (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
   clock_.advance(0);
   ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
   ASSERT_EQ(pg_.applies.size(), 1u);
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
   clock_.advance(0);
-  for (auto& stop : pg_.stops) stop(0);
-  pg_.stops.clear();
+  answerStops();
   ASSERT_TRUE(driver_->writesStopped());
   coordinator_.connection(true);
   clock_.advance(0);
-  for (auto& r : pg_.resumes) r(true);
-  pg_.resumes.clear();
+  answerResumes();
   clock_.advance(0);
   EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
 }
@@ -1051,8 +1047,7 @@ TEST_F(DriverTest, LeavingDeposedWaitsForAConfirmationInFlight) {
   pg_.modelRejoin = true;
   startAsPrimary();
   coordinator_.connection(false);
-  for (auto& stop : pg_.stops) stop(0);
-  pg_.stops.clear();
+  answerStops();
   coordinator_.deliver(ZkInitialized{stateNode(state_, 1), active({"node1", "node2", "node3"})});
   clock_.advance(0);
   ASSERT_EQ(coordinator_.writes.size(), 1u) << "no confirmation on the new session";
@@ -1252,8 +1247,7 @@ TEST_F(DriverTest, ResumingAfterAShutDownStartsNoConfigurationTheStateMachineHas
   pg_.health(false, "connection refused");
   clock_.advance(0);
   coordinator_.connection(false);
-  for (auto& stop : pg_.stops) stop(0);
-  pg_.stops.clear();
+  answerStops();
   std::vector<PgRole> started;
   for (int i = 0; i < 40; ++i) {  // every apply fails until the connection is back
     clock_.advance(100);
