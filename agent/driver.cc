@@ -559,10 +559,11 @@ void Driver::noteUnhealthy() {
 // Nor while the state machine is in the middle of a step (a takeover between its fence
 // and its state write): re-applying the configuration from before the fence would undo
 // it; postgres starts once the step is over, if still wanted.
-// Nor while a primary's takeover keeps its fence between retries (its state write failed,
-// and may have landed): commits wait for the new sync and the current one, and a restart
-// would name one of them alone. Postgres then starts with a session, once the state says
-// which (a withdrawn primary joins again: see withdraw()).
+// Nor while a takeover's state write failed and may have landed (Peer::keepsFence): a
+// primary's fence makes commits wait for the new sync and the current one, a sync's stops
+// its streaming from the old primary, and a restart would undo either. Postgres then
+// starts once the state says whether it landed (a withdrawn peer joins again to read it:
+// see withdraw()).
 bool Driver::lastAppliedIsStale() const {
   return !lastApplied_ || !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion() ||
          peer_->keepsFence();
