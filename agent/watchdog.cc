@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,8 +39,10 @@ bool stopped(int fd) {
 // The child's whole life: no threads; it only reads the shared page, /proc and the
 // postmaster's pid file, signals, and logs. Forked before the agent starts any thread,
 // so no lock (malloc's, the logger's) can be held by a thread the child does not have.
+// It outlives an agent that dies while armed (killed, out of memory): that agent's
+// session expires as a stopped one's does, and its postgres runs on. It ends once it has
+// acted on the death, or at once if it was not armed.
 [[noreturn]] void watch(const Watchdog::Shared& shared, const std::string& dataDir, int64_t limitMs, pid_t parent) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(0);
   const int fd = ::open(("/proc/" + std::to_string(parent) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
   // Every half limit while the peer is the primary: a stop is acted on between a half and
@@ -49,20 +50,21 @@ bool stopped(int fd) {
   // (Each wake-up costs this host about 0.01 % of a core a second.)
   const int64_t pollMs = std::max<int64_t>(limitMs / 2, 10);
   using Clock = std::chrono::steady_clock;
-  std::optional<Clock::time_point> stoppedSince;  // when the agent was first seen stopped
+  std::optional<Clock::time_point> stoppedSince;  // when the agent was first seen stopped or gone
   bool fired = false;                              // once per stop
   auto armed = [&] { return shared.disarmed.load() == 0 && shared.primary.load() != 0; };
   for (;;) {
     ::usleep(static_cast<useconds_t>((armed() ? pollMs : std::max<int64_t>(limitMs, 1000)) * 1000));
-    if (::getppid() != parent) ::_exit(0);
-    if (!armed() || fd < 0 || !stopped(fd)) {
+    const bool gone = ::getppid() != parent;
+    if (gone && (!armed() || fired)) ::_exit(0);
+    if (!armed() || (!gone && (fd < 0 || !stopped(fd)))) {
       stoppedSince.reset();
       fired = false;
       continue;
     }
     const auto now = Clock::now();
     if (!stoppedSince) stoppedSince = now;
-    // It may have stopped up to one poll before it was seen so.
+    // It may have stopped (or died) up to one poll before it was seen so.
     const int64_t silent =
         std::chrono::duration_cast<std::chrono::milliseconds>(now - *stoppedSince).count() + pollMs;
     if (fired || silent < limitMs) continue;
@@ -71,9 +73,9 @@ bool stopped(int fd) {
     std::ifstream(dataDir + "/postmaster.pid") >> pid;
     const bool sent = pid > 0 && ::kill(static_cast<pid_t>(pid), SIGINT) == 0;
     // The agent's logger, as set up before the fork (text or JSON, on its stderr).
-    spdlog::warn("watchdog: the agent (pid {}) has been stopped for about {} ms while this peer is the primary: {}, "
+    spdlog::warn("watchdog: the agent (pid {}) has been {} for about {} ms while this peer is the primary: {}, "
                  "so that it acknowledges no commit once its ZooKeeper session can expire and another peer take over",
-                 static_cast<int>(parent), silent,
+                 static_cast<int>(parent), gone ? "gone" : "stopped", silent,
                  sent ? "asked postgres for a fast shutdown"
                       : (pid > 0 ? "could not signal postgres" : "postgres is not running"));
     spdlog::default_logger()->flush();

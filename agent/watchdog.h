@@ -1,5 +1,6 @@
 // The watchdog: a process of its own, forked when the agent starts, that stops this
-// peer's postgres when the agent is stopped (SIGSTOP, a debugger) while it is a primary.
+// peer's postgres when the agent is stopped (SIGSTOP, a debugger) or dies (kill -9, out
+// of memory) while it is a primary.
 //
 // A stopped agent cannot stop writes when its ZooKeeper session is about to expire: the
 // session expires, the sync takes over, and the old primary's postgres still
@@ -10,8 +11,11 @@
 // cannot expire, and no other peer take over, before two thirds of it) it asks the
 // postmaster for a fast shutdown, which ends every session at once. A stopped process
 // does nothing, so the watchdog lives outside it: a forked child, sharing one page with
-// it, that ends with it (PR_SET_PDEATHSIG). The agent itself spends nothing on it: no
-// timer, no beat (a beat every limit/4 cost 0.06 % of a core at rest here).
+// it. A dead agent is treated as a stopped one: the watchdog outlives it while armed,
+// acts once `limit` after the death, and then ends; it ends with an agent that dies
+// unarmed, and is disarmed by one that stops cleanly (its restart keeps the session, and
+// postgres runs on). The agent itself spends nothing on it: no timer, no beat (a beat
+// every limit/4 cost 0.06 % of a core at rest here).
 //
 // A hung agent that still runs is not the watchdog's concern: its ZooKeeper client's own
 // thread keeps the session, so no other peer takes over.

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -171,6 +172,24 @@ void Harness::killAgent(int i) {
   ::kill(p.agentPid, SIGKILL);
   ::waitpid(p.agentPid, nullptr, 0);
   p.agentPid = -1;
+}
+
+void Harness::killAgentAndWatchdog(int i) {
+  E2EPeer& p = peer(i);
+  if (p.agentPid <= 0) return;
+  // The watchdog is the agent's child that runs the agent's program: its /proc stat says
+  // "<pid> (dugong) <state> <ppid> ...".
+  const std::string agentPid = std::to_string(p.agentPid);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state, ppid;
+    if (stat >> pid >> comm >> state >> ppid && comm == "(dugong)" && ppid == agentPid) {
+      ::kill(static_cast<pid_t>(std::stol(pid)), SIGKILL);
+    }
+  }
+  killAgent(i);
 }
 
 int Harness::leaveAgent(int i) {

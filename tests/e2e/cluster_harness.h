@@ -68,6 +68,9 @@ class Harness {
   // SIGTERM and wait for the agent to exit (bounded).
   void stopAgent(int i);
   void killAgent(int i);  // SIGKILL
+  // SIGKILL of the agent's watchdog, then of the agent: its postgres runs on, stopped by
+  // nobody (the state a test needs of an agent that is about to stop postgres).
+  void killAgentAndWatchdog(int i);
   // `dugong --config <its config> --leave` (the agent stopped): the peer leaves for good.
   // Returns the command's exit status; its output goes to the agent's log.
   int leaveAgent(int i);

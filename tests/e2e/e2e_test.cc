@@ -328,6 +328,24 @@ TEST_F(E2E, PrimaryWhoseSessionExpiredAcknowledgesNoWrites) {
       << "a deposed peer must stop its postgres";
 }
 
+// The same with the primary's agent killed (kill -9, out of memory) and not restarted:
+// its postgres runs on, and the watchdog, which outlives the agent it watches, stops it
+// before the session can expire.
+TEST_F(E2E, PrimaryWhoseAgentWasKilledAcknowledgesNoWritesAfterTheTakeover) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  int sync = indexWithRole("sync");
+  createTable(primary);
+  h_->killAgent(primary);
+  ASSERT_TRUE(h_->waitFor(
+      [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->primary.id == h_->peer(sync).id; }, 60s));
+  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
+  auto local = h_->sql(primary, "SET synchronous_commit = local; INSERT INTO acked (id) VALUES (667)", 3s);
+  EXPECT_FALSE(local.ok()) << "the deposed primary acknowledged a write with synchronous_commit = local";
+  h_->startAgent(primary);
+  EXPECT_TRUE(h_->waitFor([&] { return h_->role(primary) == "deposed"; }, 30s));
+}
+
 // A sync whose postgres dies and cannot be restarted (another process holds its port)
 // leaves ZooKeeper after health.withdrawAfterSeconds, so the primary promotes the async;
 // once postgres can run again the agent rejoins and the primary appends it as an async.

@@ -59,6 +59,9 @@ installed=yes
 dpkg -i "$deb" >/dev/null
 grep -q "ExecStart=/usr/bin/dugong --config /etc/dugong/dugong.yaml" /lib/systemd/system/dugong.service ||
   fail "the installed unit does not run /usr/bin/dugong"
+# Stopping or restarting the agent must leave postgres (and the watchdog) running.
+grep -q "^KillMode=process$" /lib/systemd/system/dugong.service ||
+  fail "the installed unit would take postgres down with the agent (no KillMode=process)"
 man -w dugong >/dev/null && man -w dugong-adm >/dev/null || fail "man cannot find the pages"
 
 echo "== the installed sample configuration, moved to loopback"

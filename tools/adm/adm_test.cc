@@ -420,9 +420,10 @@ TEST_F(AdmTest, RebuildOfADeposedPeerWaitsUntilItsAgentHasStoppedPostgres) {
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
   const std::string P = h_->peer(primary).id;
-  // The primary's agent dies; its postgres keeps running; the sync takes over and the
-  // old primary is deposed, its postgres still up, as when its agent is about to stop it.
-  h_->killAgent(primary);
+  // The primary's agent dies with its watchdog; its postgres keeps running; the sync
+  // takes over and the old primary is deposed, its postgres still up, as when its agent
+  // is about to stop it.
+  h_->killAgentAndWatchdog(primary);
   ASSERT_TRUE(h_->waitFor([&] { auto st = h_->zkState(); return st && st->primary.id == h_->peer(sync).id &&
                                                                  containsPeer(st->deposed, P); },
                           60s));

@@ -96,6 +96,36 @@ TEST(ClusterSim, WithoutFaultsTheClusterBecomesReadWrite) {
   }
 }
 
+// The fault that restarts the primary late for its sync crashes the primary the state
+// names, not another peer.
+TEST(ClusterSim, RestartPrimaryLateSyncCrashesThePrimary) {
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 400 && checked < 3; ++seed) {
+    const Scenario s = makeScenario(seed);
+    for (const Fault& f : s.faults) {
+      if (f.kind != FaultKind::kRestartPrimaryLateSync) continue;
+      WorldOptions o;
+      o.onlyFaults = std::set<int>{f.index};
+      const RunResult r = runScenario(s, o);
+      std::string primary;
+      for (const TraceLine& line : r.trace) {
+        const std::string& t = line.text;
+        if (line.kind != 'F') continue;
+        if (const size_t dies = t.find(": node"); t.rfind("#", 0) == 0 && dies != std::string::npos &&
+                                                  t.find(" dies, ") != std::string::npos) {
+          primary = t.substr(dies + 2, t.find(' ', dies + 2) - dies - 2);
+        } else if (!primary.empty() && t.find(" crashes (agent and postgres)") != std::string::npos) {
+          EXPECT_EQ(t.substr(0, t.find(' ')), primary) << "seed " << seed << ": " << t;
+          ++checked;
+          break;
+        }
+      }
+      break;
+    }
+  }
+  EXPECT_EQ(checked, 3) << "too few seeds with the fault and a running primary";
+}
+
 TEST(ClusterSim, ReplayCommandNamesSeedAndFaults) {
   EXPECT_EQ(replayCommand(42, std::set<int>{3, 7}), "dugong-cluster-sim --seed 42 --faults 3,7 --trace full");
   EXPECT_EQ(replayCommand(42, std::set<int>{}), "dugong-cluster-sim --seed 42 --faults none --trace full");

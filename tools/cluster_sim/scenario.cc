@@ -41,6 +41,8 @@ const char* faultName(FaultKind kind) {
       return "crash-pg-after-fence";
     case FaultKind::kRestartPrimaryLateSync:
       return "restart-primary-late-sync";
+    case FaultKind::kCrashAgent:
+      return "crash-agent";
   }
   return "?";
 }
@@ -87,6 +89,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kCrashAfterWrite, 8},
     {FaultKind::kCrashPgAfterFence, 6},
     {FaultKind::kRestartPrimaryLateSync, 5},
+    {FaultKind::kCrashAgent, 10},
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -106,6 +109,7 @@ int64_t durationFor(FaultKind kind, Rng& rng, int64_t sessionTimeoutMs) {
   switch (kind) {
     case FaultKind::kCrashPeer:
     case FaultKind::kCrashAfterWrite:
+    case FaultKind::kCrashAgent:
       return rng.between(300, 12000);
     case FaultKind::kPartitionZk:
       // Either shorter than the session timeout (the session survives) or longer.

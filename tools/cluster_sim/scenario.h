@@ -35,8 +35,10 @@ enum class FaultKind {
                             // after its session expires, while the sync's notifications are
                             // late by more than that (a stalled agent): the sync may take over
                             // from a primary already running again on a new session
+  kCrashAgent,          // the agent alone dies (killed, out of memory); its postgres runs on,
+                        // writable if it was the primary; restarted after `duration`
 };
-constexpr int kFaultKinds = 15;
+constexpr int kFaultKinds = 16;
 const char* faultName(FaultKind kind);
 
 struct Fault {

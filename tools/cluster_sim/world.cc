@@ -224,6 +224,8 @@ class World final : public simworld::TraceSink {
   // ---- faults and operator ----
   void runFault(const Fault& f);
   void crashPeer(int n, int64_t downFor);
+  void crashAgent(int n, int64_t downFor);
+  void restartAgentAfter(int n, int64_t downFor);
   void restartPrimaryLateSync(const Fault& f);
   void operatorWrite(ClusterState next, const std::string& what);
   void opFreeze();
@@ -620,6 +622,9 @@ void World::runFault(const Fault& f) {
       return;
     case FaultKind::kRestartPrimaryLateSync:
       return restartPrimaryLateSync(f);
+    case FaultKind::kCrashAgent:
+      if (!nd.up) return trace('F', [&] { return std::string(f.describe() + ": already down"); });
+      return crashAgent(f.peer, f.duration);
     case FaultKind::kExpireSession:
       if (zk_.client(f.peer).session == 0) return trace('F', [&] { return std::string(f.describe() + ": no session"); });
       trace('F', [&] { return std::string(f.describe()); });
@@ -662,9 +667,9 @@ void World::runFault(const Fault& f) {
 // while its sync, stalled, learns of that expiry only later: a takeover can then be
 // decided on news older than the primary's return.
 void World::restartPrimaryLateSync(const Fault& f) {
-  const int primary = state_ ? nodeNamed(state_->primary.id) - 1 : -1;
-  const int sync = state_ && state_->sync ? nodeNamed(state_->sync->id) - 1 : -1;
-  if (primary < 0 || sync < 0 || primary >= sc_.peers || sync >= sc_.peers || !node(primary).up) {
+  const int primary = state_ ? nodeOf(state_->primary.id) : -1;
+  const int sync = state_ && state_->sync ? nodeOf(state_->sync->id) : -1;
+  if (primary < 0 || sync < 0 || !node(primary).up) {
     return trace('F', [&] { return std::string(f.describe() + ": no running primary with a sync"); });
   }
   trace('F', [&] { return f.describe() + ": " + state_->primary.id + " dies, " + state_->sync->id + " hears late"; });
@@ -679,7 +684,31 @@ void World::crashPeer(int n, int64_t downFor) {
   trace('F', [&] { return std::string(nd.identity.id + " crashes (agent and postgres); restarts in " + std::to_string(downFor) + " ms"); });
   fleet_.kill(n);
   stopAgent(n);
-  nd.restartPending = true;
+  restartAgentAfter(n, downFor);
+}
+
+// The agent alone dies; its postgres runs on as it was (a primary stays writable, and
+// acknowledges what its sync receives). Its ZooKeeper session expires unless the agent
+// is back in time. The agent's watchdog (agent/watchdog.h) outlives it if armed (the
+// applied role was primary) and asks postgres for a fast shutdown between a quarter and
+// a half of the session timeout after the death, whatever runs there by then.
+void World::crashAgent(int n, int64_t downFor) {
+  const bool armed = node(n).driver->appliedRole() == Role::kPrimary;
+  trace('F', [&] {
+    return std::string(node(n).identity.id + "'s agent dies, its postgres runs on; the agent restarts in " +
+                       std::to_string(downFor) + " ms" + (armed ? "; its watchdog is armed" : ""));
+  });
+  stopAgent(n);
+  restartAgentAfter(n, downFor);
+  if (!armed) return;
+  after(rngAgent_.between(sc_.sessionTimeoutMs / 4 + 1, sc_.sessionTimeoutMs / 2), [this, n] {
+    trace('F', [&] { return node(n).identity.id + "'s watchdog: its agent died as primary; fast shutdown of postgres"; });
+    fleet_.kill(n);
+  });
+}
+
+void World::restartAgentAfter(int n, int64_t downFor) {
+  node(n).restartPending = true;
   after(downFor, [this, n] {
     if (!node(n).up && node(n).restartPending) startAgent(n);
   });

@@ -26,7 +26,8 @@ void ZkEnsemble::agentStops(int n) {
   c.ready = false;
   c.connecting = false;
   if (c.session != 0) {
-    if (sessionAlive(c.session)) disconnect(c.session, "its client is gone");
+    // A session already cut off keeps the expiry it has: the server last heard of it then.
+    if (sessionAlive(c.session) && sessions_.at(c.session).connected) disconnect(c.session, "its client is gone");
     c.session = 0;
   }
 }

@@ -161,6 +161,22 @@ TEST(SimCoordinator, ACutOffClientWhoseSessionExpiresMeanwhileStillHearsTheLoss)
   EXPECT_FALSE(connections[0].connected);
 }
 
+// The server expires a session one timeout after it last heard from the client: an
+// agent that dies while cut off does not give its session a new lease.
+TEST(SimCoordinator, AnAgentDyingWhileCutOffLeavesItsSessionToExpireOnTime) {
+  Fixture f;
+  auto c1 = f.member(0);
+  auto c2 = f.member(1);
+  f.runUntil(1000);
+  f.zk.partition(0, 10000);
+  f.runUntil(2500);
+  c1.reset();
+  f.zk.agentStops(0);
+  f.runUntil(1000 + 3000);
+  EXPECT_EQ(f.zk.election().active(), std::vector<std::string>{"node2"})
+      << "the session outlived its timeout because its agent died while cut off";
+}
+
 TEST(SimCoordinator, PeersWithNoClientHoldAnElectionNode) {
   Fixture f;
   f.zk.joinWithoutClient("node9");
