@@ -269,7 +269,14 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                                                      " while ZooKeeper is unreachable, which lifts the stop");
                             const bool wasShutDown = std::exchange(postgresShutDown_, false);
                             stopWrites();
-                            if (wasShutDown) shutDownWrites("it had been shut down before this configuration");
+                            if (wasShutDown) {
+                              shutDownWrites("it had been shut down before this configuration");
+                            } else if (config.role == PgRole::kPrimary && roleAtLoss_ != Role::kPrimary) {
+                              // Became primary during the outage: no shutdown was planned at the
+                              // loss (cluster sim seed 2073); its session may expire any time now.
+                              shutDownWrites("it became the primary while ZooKeeper is unreachable, and its "
+                                             "session may expire before the connection is back");
+                            }
                           } else if (writesStopped_ && fromPeer && config.role == PgRole::kPrimary &&
                                      roleAtLoss_ == Role::kPrimary && peer_->role() == Role::kPrimary &&
                                      generation() == generationAtLoss_) {
@@ -574,8 +581,8 @@ void Driver::withdraw(int64_t downMs) {
                             " s and restarts did not help (" + unhealthyDetail_ + ")");
   ++counters_.withdrawals;
   withdrawn_ = true;
-  env_.coordinator.leave();
   if (peer_->role() != Role::kPrimary) {
+    env_.coordinator.leave();
     // A standby restarts postgres while away and joins again once it is healthy; but one
     // whose takeover write may have landed keeps its fence and so postgres down (see
     // lastAppliedIsStale): it joins again after withdrawAfterMs to learn the state (seed
@@ -585,8 +592,11 @@ void Driver::withdraw(int64_t downMs) {
   }
   // A primary out of ZooKeeper must not write (its sync may take over at once), as after
   // a lost connection: postgres is shut down and starts again only with a session, on
-  // resumption. So it joins again after withdrawAfterMs to try; if postgres then stays
-  // unhealthy, it withdraws again.
+  // resumption. It leaves only once the shutdown is done: the shutdown waits for a
+  // transition in flight (a restart), which would otherwise start postgres as primary
+  // after the takeover its leaving allows (cluster sim seed 137). It joins again after
+  // withdrawAfterMs to try; if postgres then stays unhealthy, it withdraws again.
+  leaveAfterShutDown_ = true;
   if (!connectionLost_) {
     connectionLost_ = true;
     roleAtLoss_ = Role::kPrimary;
@@ -603,6 +613,7 @@ void Driver::withdraw(int64_t downMs) {
 void Driver::joinAgainAfterWithdrawal(const std::string& why) {
   withdrawalTimer_->start(opts_.withdrawAfterMs, [this, why, alive = std::weak_ptr<int>(alive_)] {
     if (alive.expired() || stopping_ || !withdrawn_) return;
+    if (leaveAfterShutDown_) return joinAgainAfterWithdrawal(why);  // not left yet: the shutdown is in flight
     log(LogLevel::kInfo, "joining ZooKeeper again after " + std::to_string(opts_.withdrawAfterMs / 1000) +
                              " s away: " + why);
     withdrawn_ = false;
@@ -753,6 +764,10 @@ void Driver::shutDownWrites(const std::string& why) {
       if (alive.expired() || stopping_ || !postgresShutDown_) return;
       if (r) {
         log(LogLevel::kInfo, "postgres is shut down: it starts again on resumption or a new configuration");
+        if (std::exchange(leaveAfterShutDown_, false) && withdrawn_) {
+          log(LogLevel::kInfo, "leaving ZooKeeper: this withdrawn primary's postgres is shut down");
+          env_.coordinator.leave();
+        }
         return;
       }
       log(LogLevel::kError, "shutting postgres down failed: " + r.error() + "; trying again in " +

@@ -194,6 +194,8 @@ class Driver {
   PeerList activeBeforeLoss_;
   std::optional<int64_t> peerGraceUntil_;
   bool postgresShutDown_ = false;
+  // A withdrawing primary leaves ZooKeeper once postgres is shut down (see withdraw()).
+  bool leaveAfterShutDown_ = false;
   bool confirmInFlight_ = false;  // the state written back after a new session
   // One cluster-state write at a time: the state machine's and the confirmation never
   // overlap (a confirmation wanted while the state machine's write is in flight waits

@@ -463,6 +463,54 @@ TEST_F(DriverTest, AWithdrawnPrimaryKeepsPostgresDownAndJoinsAgainToStartIt) {
   EXPECT_EQ(pg_.applies.front().first.role, PgRole::kPrimary);
 }
 
+// A primary whose postgres restart is still in flight withdraws: it leaves ZooKeeper only
+// once postgres is shut down, behind that restart. Leaving first let its sync take over
+// while the restart was yet to end, and postgres then ran as primary until the shutdown
+// (cluster sim seed 137: a local commit acknowledged after the takeover).
+TEST_F(DriverTest, AWithdrawingPrimaryLeavesZooKeeperOnlyOncePostgresIsShutDown) {
+  startAsPrimary();
+  pg_.health(false, "connection refused");
+  for (int i = 0; i < 12 && !driver_->withdrawn(); ++i) {
+    clock_.advance(1000);
+    while (pg_.applies.size() > 1) pg_.finishApply(false);  // the latest restart stays in flight
+  }
+  ASSERT_TRUE(driver_->withdrawn());
+  ASSERT_EQ(pg_.applies.size(), 1u) << "no restart in flight at the withdrawal";
+  EXPECT_EQ(coordinator_.leaves, 0) << "left ZooKeeper before postgres was shut down";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  EXPECT_EQ(coordinator_.leaves, 0) << "left ZooKeeper before postgres was shut down";
+  ASSERT_FALSE(pg_.shutdowns.empty());
+  for (auto& shutdown : std::exchange(pg_.shutdowns, {})) shutdown(true);
+  clock_.advance(0);
+  EXPECT_EQ(coordinator_.leaves, 1) << "never left ZooKeeper once postgres was down";
+}
+
+// A sync's takeover write is answered while ZooKeeper is unreachable (its notifications
+// late): it becomes primary there, and its postgres, configured as primary, must be shut
+// down as a primary's is on a lost connection, or it runs on with writes stopped once the
+// session expires (cluster sim seed 2073: a local commit acknowledged after the next
+// takeover).
+TEST_F(DriverTest, APeerConfiguredAsPrimaryWhileZooKeeperIsUnreachableShutsPostgresDown) {
+  startAsSync();
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  fenceAndReadTheWalUntilTheStateWrite();
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  coordinator_.connection(false);
+  answerStops();
+  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});
+  coordinator_.pendingWrite.reset();
+  clock_.advance(0);
+  ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  answerStops();
+  clock_.advance(10000);
+  EXPECT_EQ(pg_.shutdowns.size(), 1u) << "a primary's postgres runs on while its session may expire";
+}
+
 // A sync's takeover write fails with a connection loss (it may have landed), and its
 // postgres cannot start. The state machine keeps the fence, so the health logic does not
 // restart postgres; withdrawn, the peer must join again to learn whether its write landed
@@ -527,6 +575,8 @@ TEST_F(DriverTest, AWithdrawalDuringAStateWriteDoesNotWedgeThePeer) {
   if (!pg_.applies.empty()) pg_.finishApply(false);
   clock_.advance(7000);
   ASSERT_TRUE(driver_->withdrawn());
+  for (auto& shutdown : std::exchange(pg_.shutdowns, {})) shutdown(true);  // it leaves once postgres is down
+  clock_.advance(0);
   EXPECT_FALSE(coordinator_.pendingWrite);
   pg_.health(true, "");
   ASSERT_TRUE(coordinator_.member);

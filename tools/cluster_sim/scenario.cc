@@ -43,6 +43,10 @@ const char* faultName(FaultKind kind) {
       return "restart-primary-late-sync";
     case FaultKind::kCrashAgent:
       return "crash-agent";
+    case FaultKind::kCutSyncCrashPrimary:
+      return "cut-sync-crash-primary";
+    case FaultKind::kFlapSync:
+      return "flap-sync";
   }
   return "?";
 }
@@ -62,6 +66,10 @@ std::string Fault::describe() const {
       return s + " (postgres cannot start for " + std::to_string(duration) + " ms)";
     case FaultKind::kRestartPrimaryLateSync:
       return s + " (restarts " + std::to_string(duration) + " ms after its session expires)";
+    case FaultKind::kCutSyncCrashPrimary:
+      return s + " (the sync cut off for " + std::to_string(duration) + " ms)";
+    case FaultKind::kFlapSync:
+      return s + " (again after " + std::to_string(duration) + " ms)";
     default:
       break;
   }
@@ -90,6 +98,8 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kCrashPgAfterFence, 6},
     {FaultKind::kRestartPrimaryLateSync, 5},
     {FaultKind::kCrashAgent, 10},
+    {FaultKind::kCutSyncCrashPrimary, 5},
+    {FaultKind::kFlapSync, 5},
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -123,6 +133,10 @@ int64_t durationFor(FaultKind kind, Rng& rng, int64_t sessionTimeoutMs) {
       return rng.between(1000, 10000);
     case FaultKind::kRestartPrimaryLateSync:
       return rng.between(100, 2000);
+    case FaultKind::kCutSyncCrashPrimary:
+      return rng.between(sessionTimeoutMs + 200, 15000);
+    case FaultKind::kFlapSync:
+      return rng.between(100, 2500);
     case FaultKind::kStallReplication:
       return rng.between(500, 15000);
     default:

@@ -37,8 +37,17 @@ enum class FaultKind {
                             // from a primary already running again on a new session
   kCrashAgent,          // the agent alone dies (killed, out of memory); its postgres runs on,
                         // writable if it was the primary; restarted after `duration`
+  kCutSyncCrashPrimary,  // the sync is cut off from ZooKeeper for `duration` (its postgres
+                         // streams on), and the primary's postgres dies right after the
+                         // fence that replaces it (as crash-pg-after-fence, always cut off):
+                         // a sync change whose write may have landed, the old sync still
+                         // able to acknowledge
+  kFlapSync,            // the sync's session is expired twice, `duration` ms apart, while the
+                        // primary's postgres is slow: a sync change is begun, abandoned
+                        // (the sync is back) and begun again while the primary's postgres
+                        // still carries out the abandonment
 };
-constexpr int kFaultKinds = 16;
+constexpr int kFaultKinds = 18;
 const char* faultName(FaultKind kind);
 
 struct Fault {

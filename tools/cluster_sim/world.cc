@@ -227,6 +227,8 @@ class World final : public simworld::TraceSink {
   void crashAgent(int n, int64_t downFor);
   void restartAgentAfter(int n, int64_t downFor);
   void restartPrimaryLateSync(const Fault& f);
+  void cutSyncCrashPrimary(const Fault& f);
+  void flapSync(const Fault& f);
   void operatorWrite(ClusterState next, const std::string& what);
   void opFreeze();
   void opUnfreeze();
@@ -270,6 +272,7 @@ class World final : public simworld::TraceSink {
     int64_t delay;     // after the fence
     int64_t brokenFor;
     int64_t cutFor;    // cut off from ZooKeeper at the crash for this long (0: not)
+    int onlyNode = -1; // the fence of this node only (-1: the next fence of any)
   };
   std::vector<CrashAfterFence> crashPgAfterFence_;
 
@@ -622,6 +625,10 @@ void World::runFault(const Fault& f) {
       return;
     case FaultKind::kRestartPrimaryLateSync:
       return restartPrimaryLateSync(f);
+    case FaultKind::kCutSyncCrashPrimary:
+      return cutSyncCrashPrimary(f);
+    case FaultKind::kFlapSync:
+      return flapSync(f);
     case FaultKind::kCrashAgent:
       if (!nd.up) return trace('F', [&] { return std::string(f.describe() + ": already down"); });
       return crashAgent(f.peer, f.duration);
@@ -679,6 +686,42 @@ void World::restartPrimaryLateSync(const Fault& f) {
   crashPeer(primary, sc_.sessionTimeoutMs + f.duration);
 }
 
+// The primary replaces a sync cut off from ZooKeeper whose postgres still streams (and
+// so acknowledges the primary's commits), and its postgres dies right after that fence
+// while its own connection drops: the write of the new generation lands or not, and is
+// answered "connection loss" either way.
+void World::cutSyncCrashPrimary(const Fault& f) {
+  const int primary = state_ ? nodeOf(state_->primary.id) : -1;
+  const int sync = state_ && state_->sync ? nodeOf(state_->sync->id) : -1;
+  if (primary < 0 || sync < 0 || !node(primary).up || zk_.client(sync).partitioned) {
+    return trace('F', [&] { return std::string(f.describe() + ": no running primary with a sync in reach"); });
+  }
+  trace('F', [&] { return f.describe() + ": " + state_->sync->id + " cut off, " + state_->primary.id + " armed"; });
+  crashPgAfterFence_.push_back({static_cast<int64_t>(f.variant % 100), 100 + static_cast<int64_t>(f.variant / 100) % 3000,
+                                200 + static_cast<int64_t>(f.variant / 200) % 3000, primary});
+  zk_.partition(sync, f.duration);
+}
+
+// The sync goes (its session expired: in reality a pause of its agent), comes back, and
+// goes again while the primary's slow postgres carries out what the sync's return asked
+// for: its postgres streams on throughout, and acknowledges the primary's commits.
+void World::flapSync(const Fault& f) {
+  const int primary = state_ ? nodeOf(state_->primary.id) : -1;
+  const int sync = state_ && state_->sync ? nodeOf(state_->sync->id) : -1;
+  if (primary < 0 || sync < 0 || !node(primary).up || zk_.client(sync).session == 0) {
+    return trace('F', [&] { return std::string(f.describe() + ": no running primary with a sync in session"); });
+  }
+  trace('F', [&] { return f.describe() + ": " + state_->sync->id + " goes, " + state_->primary.id + "'s postgres slow"; });
+  node(primary).pg.slowUntil = now_ + f.duration + 3000;
+  auto expireSync = [this, sync] {
+    if (zk_.client(sync).session == 0) return;
+    node(sync).faultExpiredAt = now_;
+    zk_.expire(zk_.client(sync).session, "expired by the fault scheduler");
+  };
+  expireSync();
+  after(f.duration, expireSync);
+}
+
 void World::crashPeer(int n, int64_t downFor) {
   Node& nd = node(n);
   trace('F', [&] { return std::string(nd.identity.id + " crashes (agent and postgres); restarts in " + std::to_string(downFor) + " ms"); });
@@ -718,9 +761,11 @@ void World::restartAgentAfter(int n, int64_t downFor) {
 // (or just after), as an armed crash-pg-after-fence fault says: the agent lives on, and
 // its health logic must not undo the fence by restarting postgres as it was before.
 void World::crashPgAfterFence(int n) {
-  if (crashPgAfterFence_.empty()) return;
-  auto [delay, brokenFor, cutFor] = crashPgAfterFence_.front();
-  crashPgAfterFence_.erase(crashPgAfterFence_.begin());
+  auto armed = std::find_if(crashPgAfterFence_.begin(), crashPgAfterFence_.end(),
+                            [n](const CrashAfterFence& c) { return c.onlyNode < 0 || c.onlyNode == n; });
+  if (armed == crashPgAfterFence_.end()) return;
+  const auto [delay, brokenFor, cutFor, onlyNode] = *armed;
+  crashPgAfterFence_.erase(armed);
   uint64_t inc = node(n).incarnation;
   after(delay, [this, n, inc, brokenFor, cutFor] {
     if (!alive(n, inc)) return;

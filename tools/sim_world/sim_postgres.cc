@@ -301,9 +301,12 @@ void SimPostgres::fence(const std::optional<PeerIdentity>& newSync, std::functio
   beginTransition("fence");
   fleet_.trace().trace('A', [&] { return id() + " -> fence" + (newSync ? " (commits wait for " + newSync->id + ")" : ""); });
   // The fence takes the apply lock (waiting for a poll that writes the configuration),
-  // rewrites the configuration and reloads; the poll skips its turns meanwhile.
+  // rewrites the configuration and reloads; the poll skips its turns meanwhile. A slow
+  // postgres reloads slowly, the fence's reload too.
   PgServer& p = pg();
-  int64_t end = std::max(now(), p.applyLockedUntil) + fleet_.model().fence.draw(fleet_.rng());
+  const PgModel& m = fleet_.model();
+  int64_t end = std::max(now(), p.applyLockedUntil) +
+                (now() < p.slowUntil ? m.slowReload.draw(fleet_.rng()) : m.fence.draw(fleet_.rng()));
   p.applyLockedUntil = end;
   fleet_.queue().at(end, guarded([this, newSync, done = std::move(done)] {
     PgServer& pg = this->pg();
