@@ -246,7 +246,16 @@ void Driver::fencePg(const std::optional<PeerIdentity>& newSync) {
   env_.postgres.fence(newSync, guarded<PgFenced>([this](PgFenced r) {
                         pgBusy_ = false;
                         step(r);
+                        resumeIfDeferred();
                       }));
+}
+
+void Driver::resumeIfDeferred() {
+  if (pgBusy_ || !resumeAfterTransition_) return;
+  // A confirmation of the state asked for since decides instead (its answer resumes).
+  if (confirmInFlight_) return resumeAfterTransition_.reset();
+  auto [how, noTakeoverCanLand] = *std::exchange(resumeAfterTransition_, std::nullopt);
+  resumeWritesIfUnchanged(how, noTakeoverCanLand);
 }
 
 void Driver::applyPg(const PgConfig& config, bool fromPeer) {
@@ -267,15 +276,21 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                             log(LogLevel::kWarn, std::string("stopping writes again: postgres was configured as ") +
                                                      pgRoleName(config.role) +
                                                      " while ZooKeeper is unreachable, which lifts the stop");
+                            // Shut down at once where it must be down (the shutdown stops
+                            // writes itself: a stop of writes first would leave it writable
+                            // meanwhile; cluster sim seed 137, a withdrawn primary whose
+                            // restart ended after the takeover): it had been shut down before
+                            // this configuration, or it became primary during the outage, so
+                            // no shutdown was planned at the loss (seed 2073) and its session
+                            // may expire any time now.
                             const bool wasShutDown = std::exchange(postgresShutDown_, false);
-                            stopWrites();
                             if (wasShutDown) {
                               shutDownWrites("it had been shut down before this configuration");
                             } else if (config.role == PgRole::kPrimary && roleAtLoss_ != Role::kPrimary) {
-                              // Became primary during the outage: no shutdown was planned at the
-                              // loss (cluster sim seed 2073); its session may expire any time now.
                               shutDownWrites("it became the primary while ZooKeeper is unreachable, and its "
                                              "session may expire before the connection is back");
+                            } else {
+                              stopWrites();
                             }
                           } else if (writesStopped_ && fromPeer && config.role == PgRole::kPrimary &&
                                      roleAtLoss_ == Role::kPrimary && peer_->role() == Role::kPrimary &&
@@ -320,6 +335,7 @@ bool Driver::expectPostgresOnline() const {
 // A postgres transition ended: what waited for it.
 void Driver::afterPgTransition() {
   if (rebuiltWhileDeposed()) startFreshStateMachine(true);
+  resumeIfDeferred();
   if (queuedPeerApply_ && !pgBusy_ && !stopping_) {
     PgConfig next = *queuedPeerApply_;
     queuedPeerApply_.reset();
@@ -581,22 +597,22 @@ void Driver::withdraw(int64_t downMs) {
                             " s and restarts did not help (" + unhealthyDetail_ + ")");
   ++counters_.withdrawals;
   withdrawn_ = true;
+  env_.coordinator.leave();
   if (peer_->role() != Role::kPrimary) {
-    env_.coordinator.leave();
     // A standby restarts postgres while away and joins again once it is healthy; but one
     // whose takeover write may have landed keeps its fence and so postgres down (see
     // lastAppliedIsStale): it joins again after withdrawAfterMs to learn the state (seed
     // 2939), as a primary does.
-    if (peer_->keepsFence()) joinAgainAfterWithdrawal("its takeover write may have landed: the state says whether");
+    // Leaving answers a write in flight afterwards, as of unknown outcome (seed 6901).
+    if (peer_->keepsFence() || smWriteInFlight_) {
+      joinAgainAfterWithdrawal("its takeover write may have landed: the state says whether");
+    }
     return;
   }
   // A primary out of ZooKeeper must not write (its sync may take over at once), as after
   // a lost connection: postgres is shut down and starts again only with a session, on
-  // resumption. It leaves only once the shutdown is done: the shutdown waits for a
-  // transition in flight (a restart), which would otherwise start postgres as primary
-  // after the takeover its leaving allows (cluster sim seed 137). It joins again after
-  // withdrawAfterMs to try; if postgres then stays unhealthy, it withdraws again.
-  leaveAfterShutDown_ = true;
+  // resumption. So it joins again after withdrawAfterMs to try; if postgres then stays
+  // unhealthy, it withdraws again.
   if (!connectionLost_) {
     connectionLost_ = true;
     roleAtLoss_ = Role::kPrimary;
@@ -613,7 +629,6 @@ void Driver::withdraw(int64_t downMs) {
 void Driver::joinAgainAfterWithdrawal(const std::string& why) {
   withdrawalTimer_->start(opts_.withdrawAfterMs, [this, why, alive = std::weak_ptr<int>(alive_)] {
     if (alive.expired() || stopping_ || !withdrawn_) return;
-    if (leaveAfterShutDown_) return joinAgainAfterWithdrawal(why);  // not left yet: the shutdown is in flight
     log(LogLevel::kInfo, "joining ZooKeeper again after " + std::to_string(opts_.withdrawAfterMs / 1000) +
                              " s away: " + why);
     withdrawn_ = false;
@@ -634,7 +649,11 @@ void Driver::healthTick() {
   const int64_t down = now - *unhealthySince_;
   // Joined again after a withdrawal to read the state: another withdrawAfterMs for that.
   const bool justJoinedAgain = joinedAgainAt_ && now - *joinedAgainAt_ < opts_.withdrawAfterMs;
-  if (!withdrawn_ && !justJoinedAgain && down >= opts_.withdrawAfterMs) withdraw(down);
+  if (!withdrawn_ && !justJoinedAgain && down >= opts_.withdrawAfterMs) {
+    withdraw(down);
+    // A withdrawn primary's postgres stays down (its shutdown is on the way): no restart.
+    if (!expectPostgresOnline()) return nextHealthTick();
+  }
   const bool graceOver = down >= opts_.restartGraceMs && now - lastTransitionDone_ >= opts_.restartGraceMs;
   // No process is starting or recovering: nothing to wait for (but no restart loop).
   const bool gone = env_.postgres.postmasterGone() && now - lastRestartStarted_ >= opts_.restartGraceMs;
@@ -656,6 +675,10 @@ void Driver::healthTick() {
     lastRestartStarted_ = now;
     applyPg(*lastApplied_, false);
   }
+  nextHealthTick();
+}
+
+void Driver::nextHealthTick() {
   healthTimer_->start(opts_.healthTickMs, [this, alive = std::weak_ptr<int>(alive_)] {
     if (!alive.expired()) healthTick();
   });
@@ -764,10 +787,6 @@ void Driver::shutDownWrites(const std::string& why) {
       if (alive.expired() || stopping_ || !postgresShutDown_) return;
       if (r) {
         log(LogLevel::kInfo, "postgres is shut down: it starts again on resumption or a new configuration");
-        if (std::exchange(leaveAfterShutDown_, false) && withdrawn_) {
-          log(LogLevel::kInfo, "leaving ZooKeeper: this withdrawn primary's postgres is shut down");
-          env_.coordinator.leave();
-        }
         return;
       }
       log(LogLevel::kError, "shutting postgres down failed: " + r.error() + "; trying again in " +
@@ -782,6 +801,16 @@ void Driver::shutDownWrites(const std::string& why) {
 
 void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand) {
   if (!writesStopped_ || connectionLost_) return;
+  if (pgBusy_) {
+    // The adapter would carry it out after the transition, on whatever was decided
+    // meanwhile (a withdrawal, a new configuration): decided when the transition ends.
+    if (!resumeAfterTransition_) {
+      log(LogLevel::kInfo, "writes stay stopped (" + how +
+                               ") while a postgres transition is in flight: decided when it ends");
+    }
+    resumeAfterTransition_ = {how, noTakeoverCanLand};
+    return;
+  }
   const Role role = peer_->role();
   const auto gen = generation();
   auto genName = [](std::optional<int64_t> g) { return g ? std::to_string(*g) : std::string("none"); };

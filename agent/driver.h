@@ -45,6 +45,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 
 #include "agent/env.h"
@@ -154,6 +155,8 @@ class Driver {
   void onHealth(bool healthy, const std::string& detail);
   void noteUnhealthy();
   void healthTick();
+  void nextHealthTick();
+  void resumeIfDeferred();
   void onConnection(const CoordinatorConnection& c);
   void stopWrites();
   void shutDownWrites(const std::string& why);
@@ -194,8 +197,9 @@ class Driver {
   PeerList activeBeforeLoss_;
   std::optional<int64_t> peerGraceUntil_;
   bool postgresShutDown_ = false;
-  // A withdrawing primary leaves ZooKeeper once postgres is shut down (see withdraw()).
-  bool leaveAfterShutDown_ = false;
+  // A resumption asked for while a postgres transition was in flight: carried out when it
+  // ends (how, noTakeoverCanLand; see resumeWritesIfUnchanged).
+  std::optional<std::pair<std::string, bool>> resumeAfterTransition_;
   bool confirmInFlight_ = false;  // the state written back after a new session
   // One cluster-state write at a time: the state machine's and the confirmation never
   // overlap (a confirmation wanted while the state machine's write is in flight waits

@@ -463,11 +463,12 @@ TEST_F(DriverTest, AWithdrawnPrimaryKeepsPostgresDownAndJoinsAgainToStartIt) {
   EXPECT_EQ(pg_.applies.front().first.role, PgRole::kPrimary);
 }
 
-// A primary whose postgres restart is still in flight withdraws: it leaves ZooKeeper only
-// once postgres is shut down, behind that restart. Leaving first let its sync take over
-// while the restart was yet to end, and postgres then ran as primary until the shutdown
-// (cluster sim seed 137: a local commit acknowledged after the takeover).
-TEST_F(DriverTest, AWithdrawingPrimaryLeavesZooKeeperOnlyOncePostgresIsShutDown) {
+// A primary whose postgres restart is still in flight withdraws, and its sync may take
+// over at once. When the restart ends, postgres (to stay down) is shut down at once, not
+// first made read-only: the stop of writes, under the apply lock too, left it running
+// meanwhile (cluster sim seed 137: a local commit acknowledged after the takeover). Nor
+// does the health logic start a restart of its own at the withdrawal.
+TEST_F(DriverTest, AWithdrawnPrimaryWhoseRestartEndsAfterwardsIsShutDownAtOnce) {
   startAsPrimary();
   pg_.health(false, "connection refused");
   for (int i = 0; i < 12 && !driver_->withdrawn(); ++i) {
@@ -475,15 +476,36 @@ TEST_F(DriverTest, AWithdrawingPrimaryLeavesZooKeeperOnlyOncePostgresIsShutDown)
     while (pg_.applies.size() > 1) pg_.finishApply(false);  // the latest restart stays in flight
   }
   ASSERT_TRUE(driver_->withdrawn());
-  ASSERT_EQ(pg_.applies.size(), 1u) << "no restart in flight at the withdrawal";
-  EXPECT_EQ(coordinator_.leaves, 0) << "left ZooKeeper before postgres was shut down";
+  ASSERT_EQ(pg_.applies.size(), 1u) << "a restart was started at the withdrawal, or none was in flight";
+  answerStops();
+  for (auto& shutdown : std::exchange(pg_.shutdowns, {})) shutdown(true);  // postgres was restarting: nothing ran
+  clock_.advance(0);
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
   clock_.advance(0);
-  EXPECT_EQ(coordinator_.leaves, 0) << "left ZooKeeper before postgres was shut down";
-  ASSERT_FALSE(pg_.shutdowns.empty());
-  for (auto& shutdown : std::exchange(pg_.shutdowns, {})) shutdown(true);
+  EXPECT_TRUE(pg_.stops.empty()) << "writes were stopped first: postgres runs as primary until the shutdown";
+  EXPECT_EQ(pg_.shutdowns.size(), 1u) << "the restarted postgres of a withdrawn primary was not shut down";
+}
+
+// The connection comes back while a restart of postgres is in flight: writes resume
+// only once that transition has ended. The adapter serialises both under its apply lock,
+// so a resumption asked for meanwhile would run after the restart, on whatever the peer
+// decided since (cluster sim seed 137: withdrawn by then, its sync taken over, postgres
+// writable again between the restart and the shutdown).
+TEST_F(DriverTest, AResumptionWaitsForThePostgresTransitionInFlight) {
+  startAsPrimary();
+  pg_.health(false, "connection refused");
+  clock_.advance(3500);  // the restart (grace 3000 ms) is under way
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  coordinator_.connection(false);
+  answerStops();
+  coordinator_.connection(true);
   clock_.advance(0);
-  EXPECT_EQ(coordinator_.leaves, 1) << "never left ZooKeeper once postgres was down";
+  EXPECT_TRUE(pg_.resumes.empty()) << "writes resumed while a restart was in flight";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  answerStops();
+  EXPECT_EQ(pg_.resumes.size(), 1u) << "writes never resumed after the restart";
+  EXPECT_FALSE(driver_->writesStopped() && pg_.resumes.empty());
 }
 
 // A sync's takeover write is answered while ZooKeeper is unreachable (its notifications
@@ -509,6 +531,28 @@ TEST_F(DriverTest, APeerConfiguredAsPrimaryWhileZooKeeperIsUnreachableShutsPostg
   answerStops();
   clock_.advance(10000);
   EXPECT_EQ(pg_.shutdowns.size(), 1u) << "a primary's postgres runs on while its session may expire";
+}
+
+// The same with the takeover write still in flight when the peer withdraws: leaving
+// answers it "connection loss" afterwards (it may have landed), and the peer must join
+// again all the same (cluster sim seed 6901: withdrawn for good, its postgres never
+// restarted since the state machine keeps the fence).
+TEST_F(DriverTest, APeerWithdrawingWithItsTakeoverWriteInFlightJoinsAgainToLearnTheState) {
+  startAsSync();
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  fenceAndReadTheWalUntilTheStateWrite();
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  ASSERT_TRUE(coordinator_.pendingWrite);
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  for (int i = 0; i < 12 && !driver_->withdrawn(); ++i) {
+    while (!pg_.applies.empty()) pg_.finishApply(false);
+    clock_.advance(1000);
+  }
+  ASSERT_TRUE(driver_->withdrawn());
+  clock_.advance(10000);
+  EXPECT_EQ(coordinator_.joins, 2) << "withdrawn with its takeover write in flight, the peer never joined again";
 }
 
 // A sync's takeover write fails with a connection loss (it may have landed), and its
