@@ -603,7 +603,8 @@ void Driver::withdraw(int64_t downMs) {
     // whose takeover write may have landed keeps its fence and so postgres down (see
     // lastAppliedIsStale): it joins again after withdrawAfterMs to learn the state (seed
     // 2939), as a primary does.
-    // Leaving answers a write in flight afterwards, as of unknown outcome (seed 6901).
+    // Leaving answers a write in flight afterwards, as of unknown outcome (found by a
+    // host-freeze fault tried in the cluster sim, docs/design.md).
     if (peer_->keepsFence() || smWriteInFlight_) {
       joinAgainAfterWithdrawal("its takeover write may have landed: the state says whether");
     }

@@ -535,7 +535,8 @@ TEST_F(DriverTest, APeerConfiguredAsPrimaryWhileZooKeeperIsUnreachableShutsPostg
 
 // The same with the takeover write still in flight when the peer withdraws: leaving
 // answers it "connection loss" afterwards (it may have landed), and the peer must join
-// again all the same (cluster sim seed 6901: withdrawn for good, its postgres never
+// again all the same (found by a host-freeze fault tried in the cluster sim, seed 6901
+// of that mix: withdrawn for good, its postgres never
 // restarted since the state machine keeps the fence).
 TEST_F(DriverTest, APeerWithdrawingWithItsTakeoverWriteInFlightJoinsAgainToLearnTheState) {
   startAsSync();
