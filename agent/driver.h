@@ -45,8 +45,8 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "agent/env.h"
 #include "statemachine/peer.h"

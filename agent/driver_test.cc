@@ -296,6 +296,14 @@ class DriverTest : public ::testing::Test {
   }
 
   // Answers the takeover's fence and WAL reads (postgres run 1) until it writes the state.
+  // node2, the sync, sees the primary node1 gone and takes over up to its state write.
+  void syncTakesOverUpToTheStateWrite() {
+    startAsSync();
+    coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+    clock_.advance(0);
+    fenceAndReadTheWalUntilTheStateWrite();
+    ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  }
   void fenceAndReadTheWalUntilTheStateWrite() {
     for (int i = 0; i < 4 && coordinator_.writes.empty(); ++i) {
       if (!pg_.fences.empty()) {
@@ -508,42 +516,13 @@ TEST_F(DriverTest, AResumptionWaitsForThePostgresTransitionInFlight) {
   EXPECT_FALSE(driver_->writesStopped() && pg_.resumes.empty());
 }
 
-// A sync's takeover write is answered while ZooKeeper is unreachable (its notifications
-// late): it becomes primary there, and its postgres, configured as primary, must be shut
-// down as a primary's is on a lost connection, or it runs on with writes stopped once the
-// session expires (cluster sim seed 2073: a local commit acknowledged after the next
-// takeover).
-TEST_F(DriverTest, APeerConfiguredAsPrimaryWhileZooKeeperIsUnreachableShutsPostgresDown) {
-  startAsSync();
-  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
-  clock_.advance(0);
-  fenceAndReadTheWalUntilTheStateWrite();
-  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
-  coordinator_.connection(false);
-  answerStops();
-  (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});
-  coordinator_.pendingWrite.reset();
-  clock_.advance(0);
-  ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
-  ASSERT_EQ(pg_.applies.size(), 1u);
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-  clock_.advance(0);
-  answerStops();
-  clock_.advance(10000);
-  EXPECT_EQ(pg_.shutdowns.size(), 1u) << "a primary's postgres runs on while its session may expire";
-}
-
 // The same with the takeover write still in flight when the peer withdraws: leaving
 // answers it "connection loss" afterwards (it may have landed), and the peer must join
 // again all the same (found by a host-freeze fault tried in the cluster sim, seed 6901
 // of that mix: withdrawn for good, its postgres never
 // restarted since the state machine keeps the fence).
 TEST_F(DriverTest, APeerWithdrawingWithItsTakeoverWriteInFlightJoinsAgainToLearnTheState) {
-  startAsSync();
-  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
-  clock_.advance(0);
-  fenceAndReadTheWalUntilTheStateWrite();
-  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
   ASSERT_TRUE(coordinator_.pendingWrite);
   pg_.gone = true;
   pg_.health(false, "the postmaster is gone (connection refused)");
@@ -561,11 +540,7 @@ TEST_F(DriverTest, APeerWithdrawingWithItsTakeoverWriteInFlightJoinsAgainToLearn
 // restart postgres; withdrawn, the peer must join again to learn whether its write landed
 // (it may be the primary), not wait for a postgres that nothing starts (seed 2939).
 TEST_F(DriverTest, AWithdrawnPeerWhoseTakeoverWriteMayHaveLandedJoinsAgainToLearnTheState) {
-  startAsSync();
-  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
-  clock_.advance(0);
-  fenceAndReadTheWalUntilTheStateWrite();
-  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
   (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{false, "connection loss", false, -1});
   clock_.advance(0);
   pg_.gone = true;
@@ -947,15 +922,13 @@ TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesO
 }
 
 // A sync loses ZooKeeper while its takeover write is in flight; the write lands and
-// postgres is configured as primary during the outage (writes stopped again). The same
-// session back: the new primary resumes (cluster simulator, seed 762 with the mutant
-// primary-start-without-confirm, whose timing exposed it).
-TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageResumesOnTheSameSession) {
-  startAsSync();
-  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
-  clock_.advance(0);
-  fenceAndReadTheWalUntilTheStateWrite();
-  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+// postgres is configured as primary during the outage. It is shut down at once: it was a
+// sync at the loss, so no shutdown was planned then, and its session may expire any time
+// (cluster sim seed 2073: it ran on, writes stopped, and a local commit was acknowledged
+// after the next takeover). The same session back: the new primary starts postgres and
+// resumes (seed 762 with the mutant primary-start-without-confirm, whose timing exposed it).
+TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsShutDownThenResumesOnTheSameSession) {
+  ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
   coordinator_.connection(false);
   answerStops();
   (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
@@ -966,7 +939,12 @@ TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageResumesOnTheSameSession) {
   clock_.advance(0);
   answerStops();
   ASSERT_TRUE(driver_->writesStopped());
+  ASSERT_EQ(pg_.shutdowns.size(), 1u) << "a primary's postgres runs on while its session may expire";
+  std::exchange(pg_.shutdowns, {}).front()(true);
   coordinator_.connection(true);
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started again on resumption";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
   clock_.advance(0);
   answerResumes();
   clock_.advance(0);
@@ -1285,11 +1263,7 @@ namespace {
 // old primary could acknowledge commits beyond the new generation's initWal (found by
 // the cluster simulator, seed 7503). The state machine configures postgres itself.
 TEST_F(DriverTest, NoRestartUndoesTheFenceOfATakeoverInProgress) {
-  startAsSync();
-  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
-  clock_.advance(0);
-  fenceAndReadTheWalUntilTheStateWrite();
-  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
   pg_.gone = true;
   pg_.health(false, "the postmaster is gone (connection refused)");
   clock_.advance(4000);
@@ -1328,11 +1302,7 @@ TEST_F(DriverTest, NoRestartBetweenTheRetriesOfAPrimarysTakeoverUndoesItsFence) 
 // beyond the new generation's initWal; cluster simulator, seed 79461). The state
 // machine's own retry starts it as primary.
 TEST_F(DriverTest, ResumingAfterAShutDownStartsNoConfigurationTheStateMachineHasLeft) {
-  startAsSync();
-  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
-  clock_.advance(0);
-  fenceAndReadTheWalUntilTheStateWrite();
-  ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
   (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});
   coordinator_.pendingWrite.reset();
   clock_.advance(0);
