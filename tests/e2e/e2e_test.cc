@@ -46,6 +46,11 @@ class E2E : public ::testing::Test {
     return primary;
   }
   int indexWithRole(const std::string& role) { return h_->indexWithRole(role); }
+  // Waits (60 s) for generation 2 to name peer `i` the primary: its takeover.
+  bool waitForTakeoverBy(int i) {
+    return h_->waitFor(
+        [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->primary.id == h_->peer(i).id; }, 60s);
+  }
   // Inserts rows id..id+n-1 on the writable primary through the multi-host string.
   void createTable(int primary) {
     auto r = h_->sql(primary, "CREATE TABLE IF NOT EXISTS acked (id int PRIMARY KEY, at timestamptz DEFAULT now())");
@@ -110,12 +115,7 @@ TEST_F(E2E, SyncTakesOverWhenThePrimaryIsKilledAndNoAcknowledgedRowIsLost) {
 
   h_->killAgent(primary);
   h_->killPostgres(primary);
-  ASSERT_TRUE(h_->waitFor(
-      [&] {
-        auto s = h_->zkState();
-        return s && s->generation == 2 && s->primary.id == h_->peer(sync).id;
-      },
-      60s));
+  ASSERT_TRUE(waitForTakeoverBy(sync));
   auto s = h_->zkState();
   ASSERT_TRUE(s->sync.has_value());
   EXPECT_EQ(s->sync->id, h_->peer(async).id);  // the async became the sync
@@ -225,8 +225,7 @@ TEST_F(E2E, PrimaryStoppedForGoodIsReplacedByItsSync) {
   int sync = indexWithRole("sync");
   h_->stopAgent(primary);
   ASSERT_EQ(h_->leaveAgent(primary), 0) << h_->logTail(primary);
-  ASSERT_TRUE(h_->waitFor(
-      [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->primary.id == h_->peer(sync).id; }, 60s));
+  ASSERT_TRUE(waitForTakeoverBy(sync));
   EXPECT_EQ(h_->zkState()->deposed.size(), 1u);
   // Nothing left to leave.
   EXPECT_EQ(h_->leaveAgent(primary), 0);
@@ -311,8 +310,7 @@ TEST_F(E2E, PrimaryWhoseSessionExpiredAcknowledgesNoWrites) {
   int sync = indexWithRole("sync");
   createTable(primary);
   h_->pauseAgent(primary);
-  ASSERT_TRUE(h_->waitFor(
-      [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->primary.id == h_->peer(sync).id; }, 60s));
+  ASSERT_TRUE(waitForTakeoverBy(sync));
   ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
   // The old postgres acknowledges nothing: not a commit that would wait for its sync,
   // and not one that waits for nobody (synchronous_commit = local). Its agent is frozen,
@@ -337,8 +335,7 @@ TEST_F(E2E, PrimaryWhoseAgentWasKilledAcknowledgesNoWritesAfterTheTakeover) {
   int sync = indexWithRole("sync");
   createTable(primary);
   h_->killAgent(primary);
-  ASSERT_TRUE(h_->waitFor(
-      [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->primary.id == h_->peer(sync).id; }, 60s));
+  ASSERT_TRUE(waitForTakeoverBy(sync));
   ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
   auto local = h_->sql(primary, "SET synchronous_commit = local; INSERT INTO acked (id) VALUES (667)", 3s);
   EXPECT_FALSE(local.ok()) << "the deposed primary acknowledged a write with synchronous_commit = local";
@@ -390,9 +387,7 @@ TEST_F(E2E, APrimaryWhosePostgresCannotRunWithdrawsAndComesBackAsAStandby) {
   h_->killPostgres(primary);
   int squatter = -1;
   ASSERT_TRUE(h_->waitFor([&] { return (squatter = listenOn(h_->peer(primary).pg->port)) >= 0; }, 2s));
-  ASSERT_TRUE(h_->waitFor(
-      [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->primary.id == h_->peer(sync).id; }, 60s))
-      << h_->describe();
+  ASSERT_TRUE(waitForTakeoverBy(sync)) << h_->describe();
   EXPECT_TRUE(h_->agentRunning(primary));
   auto st = h_->status(primary);
   ASSERT_TRUE(st.has_value());

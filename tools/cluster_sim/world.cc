@@ -226,6 +226,10 @@ class World final : public simworld::TraceSink {
   void crashPeer(int n, int64_t downFor);
   void crashAgent(int n, int64_t downFor);
   void restartAgentAfter(int n, int64_t downFor);
+  // The nodes the state names primary and sync (-1 for none).
+  std::pair<int, int> primaryAndSync() const {
+    return {state_ ? nodeOf(state_->primary.id) : -1, state_ && state_->sync ? nodeOf(state_->sync->id) : -1};
+  }
   void restartPrimaryLateSync(const Fault& f);
   void cutSyncCrashPrimary(const Fault& f);
   void flapSync(const Fault& f);
@@ -674,8 +678,7 @@ void World::runFault(const Fault& f) {
 // while its sync, stalled, learns of that expiry only later: a takeover can then be
 // decided on news older than the primary's return.
 void World::restartPrimaryLateSync(const Fault& f) {
-  const int primary = state_ ? nodeOf(state_->primary.id) : -1;
-  const int sync = state_ && state_->sync ? nodeOf(state_->sync->id) : -1;
+  const auto [primary, sync] = primaryAndSync();
   if (primary < 0 || sync < 0 || !node(primary).up) {
     return trace('F', [&] { return std::string(f.describe() + ": no running primary with a sync"); });
   }
@@ -691,8 +694,7 @@ void World::restartPrimaryLateSync(const Fault& f) {
 // while its own connection drops: the write of the new generation lands or not, and is
 // answered "connection loss" either way.
 void World::cutSyncCrashPrimary(const Fault& f) {
-  const int primary = state_ ? nodeOf(state_->primary.id) : -1;
-  const int sync = state_ && state_->sync ? nodeOf(state_->sync->id) : -1;
+  const auto [primary, sync] = primaryAndSync();
   if (primary < 0 || sync < 0 || !node(primary).up || zk_.client(sync).partitioned) {
     return trace('F', [&] { return std::string(f.describe() + ": no running primary with a sync in reach"); });
   }
@@ -706,8 +708,7 @@ void World::cutSyncCrashPrimary(const Fault& f) {
 // goes again while the primary's slow postgres carries out what the sync's return asked
 // for: its postgres streams on throughout, and acknowledges the primary's commits.
 void World::flapSync(const Fault& f) {
-  const int primary = state_ ? nodeOf(state_->primary.id) : -1;
-  const int sync = state_ && state_->sync ? nodeOf(state_->sync->id) : -1;
+  const auto [primary, sync] = primaryAndSync();
   if (primary < 0 || sync < 0 || !node(primary).up || zk_.client(sync).session == 0) {
     return trace('F', [&] { return std::string(f.describe() + ": no running primary with a sync in session"); });
   }
@@ -764,16 +765,16 @@ void World::crashPgAfterFence(int n) {
   auto armed = std::find_if(crashPgAfterFence_.begin(), crashPgAfterFence_.end(),
                             [n](const CrashAfterFence& c) { return c.onlyNode < 0 || c.onlyNode == n; });
   if (armed == crashPgAfterFence_.end()) return;
-  const auto [delay, brokenFor, cutFor, onlyNode] = *armed;
+  const CrashAfterFence crash = *armed;
   crashPgAfterFence_.erase(armed);
   uint64_t inc = node(n).incarnation;
-  after(delay, [this, n, inc, brokenFor, cutFor] {
+  after(crash.delay, [this, n, inc, crash] {
     if (!alive(n, inc)) return;
     trace('F', [&] { return std::string(node(n).identity.id + "'s postgres dies right after its fence"); });
-    fleet_.crash(n, brokenFor);
+    fleet_.crash(n, crash.brokenFor);
     // Its connection to ZooKeeper may drop at the same moment: a state write in flight
     // then lands or not, and is answered "connection loss" either way.
-    if (cutFor > 0) zk_.partition(n, cutFor);
+    if (crash.cutFor > 0) zk_.partition(n, crash.cutFor);
   });
 }
 
