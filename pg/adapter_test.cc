@@ -56,12 +56,17 @@ class AdapterTest : public ::testing::Test {
     return result.value_or(PgInitialized{});
   }
 
-  WalPosition wal(PgAdapter& a) {
+  WalPositionRead readWal(PgAdapter& a) {
     std::optional<WalPositionRead> result;
     a.readWal([&](WalPositionRead r) { result = r; });
     EXPECT_TRUE(testing::runUntil(loop_, [&] { return result.has_value(); }, kConditionDeadline));
-    EXPECT_TRUE(result && result->position) << (result ? result->error : "no answer");
-    return result && result->position ? *result->position : WalPosition();
+    return result.value_or(WalPositionRead{std::nullopt, "no answer"});
+  }
+
+  WalPosition wal(PgAdapter& a) {
+    WalPositionRead r = readWal(a);
+    EXPECT_TRUE(r.position) << r.error;
+    return r.position.value_or(WalPosition());
   }
 
   PgRejoined rejoin(PgAdapter& a, const PeerIdentity& primary, RejoinLimit limit) {
@@ -477,6 +482,21 @@ TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
 
   r = apply(pc, PgConfig::standby(PgRole::kAsync, b.identity, b.identity));  // a reload: it stays past the fork
   ASSERT_TRUE(r.ok) << r.error;
+  // Positions do not tell the two apart, timelines do: the promoted sync is on timeline
+  // 2 from where it was promoted, and the standby past the fork still on timeline 1
+  // there (the initWal check of a takeover, statemachine/peer.cc).
+  WalPositionRead rb = readWal(pb);
+  WalPositionRead rc = readWal(pc);
+  ASSERT_TRUE(rb.position && rb.history) << rb.error;
+  ASSERT_TRUE(rc.position && rc.history) << rc.error;
+  EXPECT_EQ(rb.history->timeline, 2);
+  ASSERT_EQ(rb.history->ancestors.size(), 1u);
+  EXPECT_EQ(rb.history->ancestors[0].timeline, 1);
+  const WalPosition fork = rb.history->ancestors[0].end;
+  EXPECT_GT(*rc.position, fork);
+  EXPECT_EQ(rc.history->timeline, 1);
+  EXPECT_EQ(rc.history->timelineAt(fork), rb.history->timelineAt(fork));
+  EXPECT_NE(rc.history->timelineAt(*rc.position), rb.history->timelineAt(*rc.position));
   std::vector<std::pair<bool, std::string>> changes;
   pc.startHealthCheck([&](bool healthy, const std::string& detail) { changes.emplace_back(healthy, detail); });
   ASSERT_TRUE(testing::runUntil(loop_, [&] { return !changes.empty() && !changes.back().first; }, 60s))
@@ -496,6 +516,11 @@ TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
   EXPECT_TRUE(eventually([&] { return streamsFrom(b, c); }));
   EXPECT_TRUE(testing::runUntil(loop_, [&] { return changes.back().first; }, 30s)) << "still unhealthy";
   pc.stopHealthCheck();
+  // Repaired, it follows timeline 2.
+  rc = readWal(pc);
+  ASSERT_TRUE(rc.position && rc.history) << rc.error;
+  EXPECT_EQ(rc.history->timeline, 2);
+  EXPECT_EQ(rc.history->ancestors, rb.history->ancestors);
 }
 
 TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply) {

@@ -21,6 +21,7 @@
 
 #include "pg/replication_slots.h"
 #include "pg/rewound_wal.h"
+#include "pg/wal_dir.h"
 #include "pg/standby_names.h"
 
 namespace dugong::pg {
@@ -1399,7 +1400,16 @@ WalPositionRead PgController::readWal() {
     out.error = pos.error();
     return out;
   }
+  // Its timelines, which tell histories apart where positions do not (the initWal
+  // check, statemachine/peer.cc): read from pg_wal after the position, so the segments
+  // holding it are there.
+  auto history = readTimelineHistory(options_.dataDir + "/pg_wal", pos.value());
+  if (!history) {
+    out.error = "cannot read the timelines of the WAL: " + history.error();
+    return out;
+  }
   out.position = pos.value();
+  out.history = std::move(history.value());
   out.instance = std::stoull(q->rows[0][1].value_or("0"));
   if (fencedRun && *fencedRun != out.instance) {
     out.position.reset();

@@ -14,6 +14,7 @@ nlohmann::json ClusterState::toJson() const {
       {"deposed", peersToJson(deposed)},
       {"initWal", initWal.toString()},
   };
+  if (initTimeline > 0) j["initTimeline"] = initTimeline;
   if (!freeze.is_null()) j["freeze"] = freeze;
   if (oneNodeWriteMode) j["oneNodeWriteMode"] = true;
   if (!promote.is_null()) j["promote"] = promote;
@@ -66,6 +67,13 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
   auto w = WalPosition::parse(wal->get<std::string>());
   if (!w) return Error{"cluster state: initWal: " + w.error()};
   s.initWal = w.value();
+
+  if (auto tl = j.find("initTimeline"); tl != j.end() && !tl->is_null()) {
+    if (!tl->is_number_integer() || tl->get<int64_t>() < 1) {
+      return Error{"cluster state: initTimeline must be an integer of at least 1"};
+    }
+    s.initTimeline = tl->get<int64_t>();
+  }
 
   if (auto fr = j.find("freeze"); fr != j.end() && !fr->is_null()) {
     if (!fr->is_boolean() && !fr->is_object()) {
@@ -133,6 +141,7 @@ nlohmann::json summarizeState(const ClusterState& state) {
       {"deposed", ids(state.deposed)},
       {"initWal", state.initWal.toString()},
   };
+  if (state.initTimeline > 0) j["initTimeline"] = state.initTimeline;
   if (!state.freeze.is_null()) j["freeze"] = state.freeze;
   if (state.oneNodeWriteMode) j["oneNodeWriteMode"] = true;
   if (!state.promote.is_null()) j["promote"] = state.promote;

@@ -22,6 +22,7 @@ struct ClusterState {
   PeerList async;                     // replication order: async[i] follows async[i-1]
   PeerList deposed;                   // former primaries waiting for a rebuild
   WalPosition initWal;                // the primary's WAL when the generation began
+  int64_t initTimeline = 0;           // the timeline of its WAL up to initWal; 0: not known
   nlohmann::json freeze;              // null: not frozen; otherwise true or {"date","reason"}
   bool oneNodeWriteMode = false;
   nlohmann::json promote;             // null: none; kept raw, see promote_request.h
@@ -29,15 +30,15 @@ struct ClusterState {
   bool frozen() const { return !freeze.is_null() && freeze != false; }
   bool hasPromote() const { return !promote.is_null(); }
 
-  // Writes every field the state has; `deposed` always, `freeze`, `oneNodeWriteMode`
-  // and `promote` only when set.
+  // Writes every field the state has; `deposed` always, `initTimeline`, `freeze`,
+  // `oneNodeWriteMode` and `promote` only when set.
   nlohmann::json toJson() const;
   std::string serialize() const { return toJson().dump(); }
 
   // Validates the schema and the rules a usable state obeys: generation is an integer
   // >= 1; primary is an identity; sync is an identity, or null only in one-node-write
   // mode; async and deposed are arrays of identities; no peer holds two places;
-  // initWal is "hex/hex"; freeze is a boolean or an object; oneNodeWriteMode a boolean.
+  // initWal is "hex/hex"; initTimeline, when present, an integer >= 1; freeze is a boolean or an object; oneNodeWriteMode a boolean.
   // `promote` is kept as it is: peers validate it on their own (promote_request.h).
   static Result<ClusterState> fromJson(const nlohmann::json& j);
   // Parses JSON text, then validates as fromJson does.

@@ -28,8 +28,10 @@ TEST(ClusterState, RoundTripsThroughJson) {
   j["freeze"] = {{"date", "2026-01-01T00:00:00.000Z"}, {"reason", "upgrade"}};
   j["promote"] = {{"id", "c"}};
   j["primary"]["backupUrl"] = "http://10.0.0.1:12345";
+  j["initTimeline"] = 4;
   auto s = ClusterState::fromJson(j);
   ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->initTimeline, 4);
   EXPECT_EQ(s->generation, 3);
   EXPECT_EQ(s->primary.id, "a");
   EXPECT_EQ(*s->primary.backupUrl, "http://10.0.0.1:12345");
@@ -52,7 +54,9 @@ TEST(ClusterState, OptionalFieldsDefault) {
   EXPECT_TRUE(s->deposed.empty());
   EXPECT_FALSE(s->frozen());
   EXPECT_FALSE(s->oneNodeWriteMode);
+  EXPECT_EQ(s->initTimeline, 0);
   EXPECT_EQ(s->toJson()["deposed"], nlohmann::json::array());
+  EXPECT_FALSE(s->toJson().contains("initTimeline"));
   EXPECT_FALSE(s->toJson().contains("freeze"));
   EXPECT_FALSE(s->toJson().contains("oneNodeWriteMode"));
 }
@@ -90,6 +94,8 @@ TEST(ClusterState, RejectsSchemaErrorsWithTheirReason) {
       {[](auto& j) { j["deposed"] = {1}; }, "deposed[0]: expected a peer identity object"},
       {[](auto& j) { j.erase("initWal"); }, "initWal must be a string"},
       {[](auto& j) { j["initWal"] = "16B3748"; }, "invalid WAL position"},
+      {[](auto& j) { j["initTimeline"] = 0; }, "initTimeline must be an integer of at least 1"},
+      {[](auto& j) { j["initTimeline"] = "3"; }, "initTimeline must be an integer of at least 1"},
       {[](auto& j) { j["freeze"] = "yes"; }, "freeze must be true, false or an object"},
       {[](auto& j) { j["async"].push_back(peer("a")); }, "peer \"a\" appears more than once (again as async[1])"},
       {[](auto& j) { j["sync"] = peer("a"); }, "appears more than once (again as sync)"},

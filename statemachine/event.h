@@ -9,6 +9,7 @@
 
 #include "statemachine/data_state.h"
 #include "statemachine/identity.h"
+#include "statemachine/timeline_history.h"
 #include "statemachine/wal_position.h"
 
 namespace dugong {
@@ -86,6 +87,9 @@ struct WalPositionRead {
   std::optional<WalPosition> position;  // absent on error
   std::string error;
   PgInstance instance = 0;  // the run that answered
+  // The timelines of the WAL up to `position`; absent where the world cannot tell (the
+  // scripted simulator), and a takeover then records no initTimeline.
+  std::optional<TimelineHistory> history = std::nullopt;
 };
 
 enum class TimerId { kRetryEvaluation, kRetryPgApply };

@@ -213,6 +213,7 @@ void Peer::onWalRead(const WalPositionRead& e) {
     log(LogLevel::kWarn, "postgres restarted after it was fenced (" + updateReason_ + "); fencing again");
   } else if (e.position) {
     freshWal_ = e.position;
+    freshHistory_ = e.history;
   } else {
     holdUpdates_ = true;
     blocked("cannot read the WAL position (" + e.error + ") for: " + updateReason_, true);
@@ -220,6 +221,7 @@ void Peer::onWalRead(const WalPositionRead& e) {
   updateReason_.clear();
   evaluate();
   freshWal_.reset();
+  freshHistory_.reset();
 }
 
 void Peer::onTimer(const TimerFired& e) {
@@ -549,6 +551,10 @@ void Peer::evaluateSync() {
                        s.initWal.toString(),
                    true);
   }
+  if (auto other = offTheGenerationsHistory()) {
+    keepFence_ = false;
+    return blocked(why + ", but " + *other, true);
+  }
   if (!fenced) {
     fencedWal(why, std::nullopt);
     return;
@@ -612,10 +618,32 @@ ClusterState Peer::nextGeneration(WalPosition wal) const {
   next.generation += 1;
   next.primary = opts_.self;
   next.initWal = wal;
+  next.initTimeline = freshHistory_ ? freshHistory_->timelineAt(wal) : 0;
   next.freeze = nullptr;
   next.promote = nullptr;
   next.oneNodeWriteMode = false;
   return next;
+}
+
+// Why this peer's WAL (just read) does not hold the current generation's history up to
+// initWal, if it does not. A position alone does not say: a peer rebuilt from an earlier
+// primary holds that primary's unacknowledged WAL past the point where the generation
+// forked off, and may reach initWal without what the generation's primary acknowledged
+// before it (cluster sim seed 70632). Postgres tells histories apart by timeline.
+std::optional<std::string> Peer::offTheGenerationsHistory() const {
+  const ClusterState& s = *state_;
+  if (s.initTimeline == 0) return std::nullopt;  // not recorded: positions decide
+  const std::string gen = "generation " + std::to_string(s.generation);
+  if (!freshHistory_) {
+    return "the timelines of its WAL are not known, and " + gen + " began on timeline " +
+           std::to_string(s.initTimeline) + ": no takeover without them";
+  }
+  const int64_t mine = freshHistory_->timelineAt(s.initWal);
+  if (mine == s.initTimeline) return std::nullopt;
+  return "its WAL is on timeline " + std::to_string(mine) + " at initWal " + s.initWal.toString() + ", the " +
+         "generation's is on timeline " + std::to_string(s.initTimeline) + " (its WAL: " + freshHistory_->describe() +
+         "): it holds WAL that " + gen + " never had, and lacks some of what it acknowledged (dugong-adm rebuild "
+         "makes it follow again)";
 }
 
 ClusterState Peer::syncTakeover(WalPosition wal) const {

@@ -110,6 +110,7 @@ class Peer {
   ClusterState promoteFirstAsync(WalPosition wal) const;
   ClusterState leaveOnwm(WalPosition wal) const;
   ClusterState nextGeneration(WalPosition wal) const;
+  std::optional<std::string> offTheGenerationsHistory() const;
 
   // Reads the WAL first if this evaluation has none; returns the position once read.
   std::optional<WalPosition> walForTakeover(const std::string& why);
@@ -169,6 +170,7 @@ class Peer {
   // once a write of this peer has landed (see evaluate()).
   bool confirmingStart_ = false;
   std::optional<WalPosition> freshWal_;   // read for this evaluation only
+  std::optional<TimelineHistory> freshHistory_;  // read with it
   std::set<TimerId> timers_;
 
   int64_t primaryGeneration_ = 0;  // the generation in which this peer last acted as primary

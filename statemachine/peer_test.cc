@@ -316,6 +316,94 @@ TEST(Peer, FencedSyncThatFindsItselfBehindStreamsAgain) {
   EXPECT_EQ(apply[0].config.role, PgRole::kSync);
 }
 
+// A sync whose WAL reaches initWal on another history than the generation's must not
+// take over (cluster sim seed 70632): it was rebuilt from an earlier primary and holds
+// that primary's unacknowledged WAL past the point where the generation forked, and
+// lacks what the generation's primary acknowledged there. Its position alone passes.
+TEST(Peer, SyncOnAnotherHistoryThanTheGenerationsDoesNotTakeOver) {
+  Harness h;
+  ClusterState s = cluster(4, "old", "me", {"a"});
+  s.initWal = WalPosition(0x8880);
+  s.initTimeline = 3;  // the generation's primary was on timeline 3 up to initWal
+  h.start(s, {"me", "a"});
+  h.applied(true);
+  // Timeline 2 (from 1 at 0/100) up to 0/8a00: ahead of initWal, but on timeline 2
+  // there, where the generation forked off at 0/7900.
+  const TimelineHistory other{2, {{1, WalPosition(0x100)}}};
+  auto actions = h.step(WalPositionRead{WalPosition(0x8a00), "", 0, other});
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(logged(actions, "its WAL is on timeline 2 at initWal 0/00008880, the generation's is on timeline 3"));
+}
+
+// Found on another history only after the fence: the fence is lifted, as for a sync
+// that finds itself behind.
+TEST(Peer, FencedSyncFoundOnAnotherHistoryStreamsAgain) {
+  Harness h;
+  ClusterState s = cluster(4, "old", "me", {"a"});
+  s.initWal = WalPosition(0x100);
+  s.initTimeline = 3;
+  h.start(s, {"me", "a"});
+  h.applied(true);
+  const TimelineHistory same{3, {{2, WalPosition(0x80)}}};
+  ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(0x100), "", 0, same})).size(), 1u);
+  h.step(PgFenced{true, ""});
+  auto actions = h.step(WalPositionRead{WalPosition(0x200), "", 0, TimelineHistory{2, {}}});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(logged(actions, "its WAL is on timeline 2 at initWal"));
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kSync);
+}
+
+// A history that cannot be read where the generation has one is no proof either.
+TEST(Peer, SyncWhoseHistoryIsUnknownDoesNotTakeOverAGenerationWithOne) {
+  Harness h;
+  ClusterState s = cluster(4, "old", "me", {"a"});
+  s.initWal = WalPosition(0x100);
+  s.initTimeline = 3;
+  h.start(s, {"me", "a"});
+  h.applied(true);
+  auto actions = h.step(WalPositionRead{WalPosition(0x200), ""});
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(logged(actions, "the timelines of its WAL are not known"));
+}
+
+// On the generation's history (it followed the generation's primary past its promotion,
+// or had not yet): takes over, and records its own timeline at its initWal.
+TEST(Peer, SyncOnTheGenerationsHistoryTakesOverAndRecordsItsTimeline) {
+  Harness h;
+  ClusterState s = cluster(4, "old", "me", {"a"});
+  s.initWal = WalPosition(0x100);
+  s.initTimeline = 3;
+  h.start(s, {"me", "a"});
+  h.applied(true);
+  // Followed the primary of generation 4 onto its timeline 4, which began at 0/100.
+  const TimelineHistory followed{4, {{2, WalPosition(0x80)}, {3, WalPosition(0x100)}}};
+  ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(0x180), "", 0, followed})).size(), 1u);
+  h.step(PgFenced{true, ""});
+  auto writes = only<WriteClusterState>(h.step(WalPositionRead{WalPosition(0x180), "", 0, followed}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.initWal, WalPosition(0x180));
+  EXPECT_EQ(writes[0].state.initTimeline, 4);
+}
+
+// A state written before timelines were recorded (or by the scripted simulator) has
+// none: positions decide, as before, and so does a takeover that read no history.
+TEST(Peer, GenerationWithoutATimelineIsTakenOverOnPositionAlone) {
+  Harness h;
+  ClusterState s = cluster(4, "old", "me", {"a"});
+  s.initWal = WalPosition(0x100);
+  h.start(s, {"me", "a"});
+  h.applied(true);
+  ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(0x100), "", 0, TimelineHistory{2, {}}})).size(), 1u);
+  h.step(PgFenced{true, ""});
+  auto writes = only<WriteClusterState>(h.step(WalPositionRead{WalPosition(0x100), ""}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.initTimeline, 0);
+  EXPECT_FALSE(writes[0].state.toJson().contains("initTimeline"));
+}
+
 TEST(Peer, LostRaceWaitsForNewsOrTheRetryTimer) {
   Harness h;
   h.startAsPrimary(cluster(1, "me", "b"), {"me", "b"});

@@ -286,6 +286,10 @@ void SimPostgres::finishApply(PgConfig cfg) {
     pg.pendingTarget.reset();
     schedulePoll();
   }
+  if (cfg.role == PgRole::kPrimary && pg.standbySignal) {
+    pg.wal.promote(fleet_.newTimeline());  // out of recovery: a new timeline
+    trace.trace('P', [&] { return id() + " postgres promoted to timeline " + std::to_string(pg.wal.timeline()); });
+  }
   if (cfg.role == PgRole::kPrimary) pg.standbySignal = false;
   if (cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync) pg.standbySignal = true;
   trace.trace('P', [&] {
@@ -346,6 +350,7 @@ void SimPostgres::readWal(std::function<void(WalPositionRead)> done) {
     WalPositionRead r;
     if (pg.serving()) {
       r.position = pg.wal.position();
+      r.history = pg.wal.history();
       r.instance = pg.instance;
     } else {
       r.error = "postgres is not running";

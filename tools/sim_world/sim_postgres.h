@@ -154,6 +154,11 @@ class PgFleet {
   int size() const { return static_cast<int>(servers_.size()); }
   // A new adapter run's number (never 0).
   uint64_t nextAdapterRun() { return ++lastAdapterRun_; }
+  // The timeline a promotion moves on to: unique in the world. Postgres takes the
+  // newest timeline it knows of plus one, which is unique as long as every promotion
+  // happens on a peer that knows the newest (docs/design.md "The initWal check compares
+  // histories").
+  int64_t newTimeline() { return ++lastTimeline_; }
   // The host of peer `id`; -1 when no postgres of this world belongs to it.
   int hostOf(const std::string& id) const {
     if (!hostOf_) return findHost(id);
@@ -197,6 +202,7 @@ class PgFleet {
   HostOf hostOf_;
   std::vector<PgServer*> servers_;
   uint64_t lastAdapterRun_ = 0;
+  int64_t lastTimeline_ = 1;  // initdb's
 };
 
 // What the world does with the adapter's reports; set by the world, per agent run.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "statemachine/timeline_history.h"
 #include "statemachine/wal_position.h"
 
 namespace dugong::simworld {
@@ -37,7 +38,26 @@ class Wal {
     uint64_t prev = chain_.empty() ? 0 : chain_.back();
     chain_.push_back(mix(prev, commitId));
     ids_.push_back(commitId);
+    timelines_.push_back(timeline_);
     return mark(size() - 1);
+  }
+
+  // Postgres timelines: each record is written on the timeline its writer was on; a
+  // promotion moves on to a new one (`timeline`, unique in a world: see
+  // PgFleet::newTimeline), and a standby that has received everything its upstream
+  // has is on the upstream's.
+  int64_t timeline() const { return timeline_; }
+  void promote(int64_t timeline) { timeline_ = timeline; }
+  // As the adapter reads it (postgres's timeline history): the timelines of the
+  // records, each ending where the next began, and the one it is on now.
+  TimelineHistory history() const {
+    TimelineHistory h;
+    h.timeline = timeline_;
+    for (size_t i = 0; i < timelines_.size(); ++i) {
+      const bool runEnds = i + 1 == timelines_.size() || timelines_[i + 1] != timelines_[i];
+      if (runEnds && timelines_[i] != timeline_) h.ancestors.push_back({timelines_[i], WalPosition((i + 1) * recordBytes_)});
+    }
+    return h;
   }
 
   // REQUIRES: i < size().
@@ -75,6 +95,8 @@ class Wal {
     size_t discarded = size() - keep;
     chain_.resize(keep);
     ids_.resize(keep);
+    timelines_.resize(keep);
+    timeline_ = keep > 0 ? timelines_.back() : 1;  // it follows the source from there
     return discarded;
   }
 
@@ -83,6 +105,7 @@ class Wal {
     if (n >= size()) return;
     chain_.resize(n);
     ids_.resize(n);
+    timelines_.resize(n);
   }
 
   // Receives up to `max` records that `upstream` has beyond this history.
@@ -94,6 +117,12 @@ class Wal {
     const auto last = static_cast<std::ptrdiff_t>(from + copied);
     chain_.insert(chain_.end(), upstream.chain_.begin() + first, upstream.chain_.begin() + last);
     ids_.insert(ids_.end(), upstream.ids_.begin() + first, upstream.ids_.begin() + last);
+    timelines_.insert(timelines_.end(), upstream.timelines_.begin() + first, upstream.timelines_.begin() + last);
+    if (size() == upstream.size()) {
+      timeline_ = upstream.timeline_;
+    } else if (copied > 0) {
+      timeline_ = timelines_.back();
+    }
     return copied;
   }
 
@@ -108,6 +137,8 @@ class Wal {
   uint64_t recordBytes_;
   std::vector<uint64_t> ids_;
   std::vector<uint64_t> chain_;
+  std::vector<int64_t> timelines_;  // of each record
+  int64_t timeline_ = 1;            // initdb's
 };
 
 }  // namespace dugong::simworld
