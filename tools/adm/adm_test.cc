@@ -294,6 +294,9 @@ TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
   AdmRun history2 = cmd("history");
   EXPECT_TRUE(has(history2.out, "promote requested: " + S + " as sync")) << history2.out;
   EXPECT_TRUE(has(history2.out, "sync " + S + " took over as primary from " + P)) << history2.out;
+  // show tells the timeline of the new generation's initWal.
+  AdmRun show2 = cmd("show");
+  EXPECT_TRUE(has(show2.out, "initWal     " + after->initWal.toString() + " on timeline 1")) << show2.out;
 }
 
 // Freeze keeps a dead primary's sync from taking over; unfreeze lets it; the deposed

@@ -140,7 +140,7 @@ int runShow(const CommonOptions& common, bool verbose) {
       {"mode", s.oneNodeWriteMode ? "one-node-write (the primary writes alone)" : "normal"},
       {"freeze", freezeLine(s)},
       {"promote", s.hasPromote() ? s.promote.dump() : "none"},
-      {"initWal", s.initWal.toString()},
+      {"initWal", s.initWal.toString() + (s.initTimeline > 0 ? " on timeline " + std::to_string(s.initTimeline) : "")},
   };
   if (verbose) {
     std::string active;
