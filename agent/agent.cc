@@ -67,6 +67,9 @@ Result<bool> Agent::start() {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }
   options.onRoleApplied = [this](Role previous, Role applied) { roleChanged(previous, applied); };
+  options.onPrimaryConnectionLoss = [this](bool lost) {
+    if (watchdog_) watchdog_->setConnectionLost(lost);
+  };
   driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_}, options);
   driver_->onFatal([this] {
     exitCode_ = 1;

@@ -116,6 +116,7 @@ void Driver::step(const Event& delivered) {
     newSessionAfterLoss = connectionLost_;
     if (newSessionAfterLoss) {
       connectionLost_ = false;
+      tellPrimaryConnectionLoss(false);
       log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost expired");
       if (!activeBeforeLoss_.empty()) {
         peerGraceUntil_ = env_.clock.monotonicMs() + sessionTimeoutMs_;
@@ -729,6 +730,7 @@ void Driver::onConnection(const CoordinatorConnection& c) {
                              std::to_string(c.sessionTimeoutMs / 3) +
                              " ms from now at the earliest) and another peer take over");
     stopWrites();
+    if (roleAtLoss_ == Role::kPrimary) tellPrimaryConnectionLoss(true);
     if (roleAtLoss_ == Role::kPrimary && !postgresShutDown_) {
       // Half-way to the earliest expiry, so that the shutdown is done before a takeover
       // can fence the sync: from then on no client setting gets a commit acknowledged.
@@ -744,8 +746,15 @@ void Driver::onConnection(const CoordinatorConnection& c) {
   if (!connectionLost_) return;
   shutDownTimer_->cancel();
   connectionLost_ = false;
+  tellPrimaryConnectionLoss(false);
   log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId));
   resumeWritesIfUnchanged("the connection came back with the same session", true);
+}
+
+void Driver::tellPrimaryConnectionLoss(bool lost) {
+  if (primaryLossTold_ == lost) return;
+  primaryLossTold_ = lost;
+  if (opts_.onPrimaryConnectionLoss) opts_.onPrimaryConnectionLoss(lost);
 }
 
 // Stops writes (a no-op for anything but a running primary) and keeps trying while

@@ -85,6 +85,11 @@ struct DriverOptions {
   // Called on the loop once postgres has applied a configuration the state machine
   // asked for, when the peer's role differs from the one of the last such apply.
   std::function<void(Role previous, Role applied)> onRoleApplied;
+  // Called on the loop when the coordinator's connection is lost while this peer is the
+  // primary (true), and when it is back or a new session replaces it (false): the agent
+  // shuts postgres down a sixth of the session timeout after such a loss, and a watchdog
+  // that outlives the agent must do so by then too (agent/watchdog.h).
+  std::function<void(bool lost)> onPrimaryConnectionLoss;
 };
 
 struct DriverCounters {
@@ -131,6 +136,8 @@ class Driver {
   // Postgres was shut down because the session may have expired (see writesStopped()).
   bool postgresShutDown() const { return postgresShutDown_; }
   bool coordinatorConnected() const { return !connectionLost_; }
+  // Whether the connection was lost while this peer was the primary and is not back.
+  bool primaryConnectionLost() const { return primaryLossTold_; }
 
  private:
   void step(const Event& event);
@@ -156,6 +163,7 @@ class Driver {
   void noteUnhealthy();
   void healthTick();
   void nextHealthTick();
+  void tellPrimaryConnectionLoss(bool lost);
   void resumeIfDeferred();
   void onConnection(const CoordinatorConnection& c);
   void stopWrites();
@@ -190,6 +198,7 @@ class Driver {
   std::unique_ptr<Timer> withdrawalTimer_;  // a withdrawn primary joins again
   // The isolated primary: see the header comment.
   bool connectionLost_ = false;
+  bool primaryLossTold_ = false;  // onPrimaryConnectionLoss(true) was the last call
   bool writesStopped_ = false;
   int64_t sessionTimeoutMs_ = 0;
   Role roleAtLoss_ = Role::kUnknown;

@@ -682,6 +682,39 @@ TEST_F(DriverTest, StartsAFreshStateMachineWhenTheTransitionDuringTheRebuildEnds
 
 // ---- the isolated primary (issue 10) ------------------------------------------------
 
+// A primary's lost connection is told (onPrimaryConnectionLoss), so that a watchdog that
+// outlives the agent shuts postgres down by the time the agent would have (cluster sim
+// seed 58622: the agent died between the loss and its shutdown, and the watchdog's own
+// delay, counted from the death, ran past the session's expiry). A standby's is not.
+TEST_F(DriverTest, APrimarysLostConnectionIsToldUntilItIsBack) {
+  std::vector<bool> told;
+  DriverOptions o;
+  o.identity = peerId("node1");
+  o.withdrawAfterMs = 10000;
+  o.onPrimaryConnectionLoss = [&](bool lost) { told.push_back(lost); };
+  driver_.reset();
+  driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
+  startAsPrimary();
+  coordinator_.connection(false);
+  ASSERT_EQ(told, std::vector<bool>{true});
+  coordinator_.connection(true);
+  EXPECT_EQ(told, (std::vector<bool>{true, false}));
+}
+
+TEST_F(DriverTest, AStandbysLostConnectionIsNotToldAsAPrimarys) {
+  std::vector<bool> told;
+  DriverOptions o;
+  o.identity = peerId("node1");
+  o.withdrawAfterMs = 10000;
+  o.onPrimaryConnectionLoss = [&](bool lost) { told.push_back(lost); };
+  driver_.reset();
+  driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
+  startAsAsync();
+  coordinator_.connection(false);
+  coordinator_.connection(true);
+  EXPECT_TRUE(told.empty());
+}
+
 TEST_F(DriverTest, APrimaryStopsWritesAtOnceWhenItLosesZooKeeper) {
   startAsPrimary();
   EXPECT_FALSE(driver_->writesStopped());

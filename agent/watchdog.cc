@@ -20,9 +20,23 @@ namespace dugong::agent {
 struct Watchdog::Shared {
   std::atomic<int> primary{0};   // armed: this peer is the primary
   std::atomic<int> disarmed{0};  // the agent stops: never fire again
+  // When the agent lost its ZooKeeper connection as the primary (steady clock, ms);
+  // 0: connected.
+  std::atomic<int64_t> connectionLostMs{0};
 };
 
+int64_t watchdogDeadlineMs(int64_t seenStoppedMs, int64_t pollMs, int64_t limitMs,
+                           std::optional<int64_t> connectionLostMs) {
+  const int64_t afterStop = seenStoppedMs - pollMs + limitMs;
+  return connectionLostMs ? std::min(afterStop, *connectionLostMs + limitMs / 3) : afterStop;
+}
+
 namespace {
+
+int64_t steadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // Whether the process whose /proc/<pid>/stat is open as `fd` is stopped (by a signal, or
 // by a debugger): the state letter after the command name. Read again through the same
@@ -48,13 +62,20 @@ bool stopped(int fd) {
   // Every half limit while the peer is the primary: a stop is acted on between a half and
   // a whole limit after it began. Otherwise rarely: being armed is what it waits for then.
   // (Each wake-up costs this host about 0.01 % of a core a second.)
+  // While the connection is lost as primary, every twelfth of limit (a 24th of the session
+  // timeout): the deadline is then near (watchdogDeadlineMs).
   const int64_t pollMs = std::max<int64_t>(limitMs / 2, 10);
-  using Clock = std::chrono::steady_clock;
-  std::optional<Clock::time_point> stoppedSince;  // when the agent was first seen stopped or gone
-  bool fired = false;                              // once per stop
+  const int64_t lostPollMs = std::max<int64_t>(limitMs / 12, 10);
+  std::optional<int64_t> stoppedSince;  // when the agent was first seen stopped or gone
+  bool fired = false;                   // once per stop
   auto armed = [&] { return shared.disarmed.load() == 0 && shared.primary.load() != 0; };
+  auto lostAt = [&]() -> std::optional<int64_t> {
+    const int64_t at = shared.connectionLostMs.load();
+    return at > 0 ? std::optional<int64_t>(at) : std::nullopt;
+  };
   for (;;) {
-    ::usleep(static_cast<useconds_t>((armed() ? pollMs : std::max<int64_t>(limitMs, 1000)) * 1000));
+    const int64_t sleepMs = !armed() ? std::max<int64_t>(limitMs, 1000) : lostAt() ? lostPollMs : pollMs;
+    ::usleep(static_cast<useconds_t>(sleepMs * 1000));
     const bool gone = ::getppid() != parent;
     if (gone && (!armed() || fired)) ::_exit(0);
     if (!armed() || (!gone && (fd < 0 || !stopped(fd)))) {
@@ -62,20 +83,21 @@ bool stopped(int fd) {
       fired = false;
       continue;
     }
-    const auto now = Clock::now();
+    const int64_t now = steadyMs();
     if (!stoppedSince) stoppedSince = now;
+    if (fired || now < watchdogDeadlineMs(*stoppedSince, pollMs, limitMs, lostAt())) continue;
     // It may have stopped (or died) up to one poll before it was seen so.
-    const int64_t silent =
-        std::chrono::duration_cast<std::chrono::milliseconds>(now - *stoppedSince).count() + pollMs;
-    if (fired || silent < limitMs) continue;
+    const int64_t silent = now - *stoppedSince + pollMs;
     fired = true;
     long pid = 0;
     std::ifstream(dataDir + "/postmaster.pid") >> pid;
     const bool sent = pid > 0 && ::kill(static_cast<pid_t>(pid), SIGINT) == 0;
     // The agent's logger, as set up before the fork (text or JSON, on its stderr).
-    spdlog::warn("watchdog: the agent (pid {}) has been {} for about {} ms while this peer is the primary: {}, "
+    const auto lost = lostAt();
+    spdlog::warn("watchdog: the agent (pid {}) has been {} for about {} ms while this peer is the primary{}: {}, "
                  "so that it acknowledges no commit once its ZooKeeper session can expire and another peer take over",
                  static_cast<int>(parent), gone ? "gone" : "stopped", silent,
+                 lost ? ", its ZooKeeper connection lost " + std::to_string(now - *lost) + " ms ago" : std::string(),
                  sent ? "asked postgres for a fast shutdown"
                       : (pid > 0 ? "could not signal postgres" : "postgres is not running"));
     spdlog::default_logger()->flush();
@@ -108,5 +130,7 @@ Watchdog::~Watchdog() {
 void Watchdog::setPrimary(bool primary) { shared_->primary = primary ? 1 : 0; }
 
 void Watchdog::disarm() { shared_->disarmed = 1; }
+
+void Watchdog::setConnectionLost(bool lost) { shared_->connectionLostMs = lost ? std::max<int64_t>(steadyMs(), 1) : 0; }
 
 }  // namespace dugong::agent

@@ -22,7 +22,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "statemachine/result.h"
@@ -40,6 +42,11 @@ class Watchdog {
 
   // Armed while this peer is the primary (called on each applied role).
   void setPrimary(bool primary);
+  // The agent lost its ZooKeeper connection as the primary (true), or has it back
+  // (false): it would itself shut postgres down a third of `limit` (a sixth of the
+  // session timeout) after the loss, and if it stops or dies meanwhile, the watchdog
+  // does so by then.
+  void setConnectionLost(bool lost);
   // Disarmed for good (a stopping agent).
   void disarm();
 
@@ -51,5 +58,13 @@ class Watchdog {
   Shared* shared_;
   int pid_;
 };
+
+// When the watchdog shuts postgres down for an agent it first saw stopped (or gone) at
+// `seenStoppedMs`: `limit` after the stop began (it may have begun up to `pollMs` before
+// it was seen), or a third of `limit` after a connection lost as primary at
+// `connectionLostMs`, when the agent would have shut postgres down itself: whichever
+// comes first. Times on one monotonic clock, in ms.
+int64_t watchdogDeadlineMs(int64_t seenStoppedMs, int64_t pollMs, int64_t limitMs,
+                           std::optional<int64_t> connectionLostMs);
 
 }  // namespace dugong::agent

@@ -41,7 +41,9 @@ enum class FaultKind {
                          // streams on), and the primary's postgres dies right after the
                          // fence that replaces it (as crash-pg-after-fence, always cut off):
                          // a sync change whose write may have landed, the old sync still
-                         // able to acknowledge
+                         // able to acknowledge. Or (`variant` bit 32) the primary's postgres
+                         // runs on, and the primary is cut off as ZooKeeper applies that
+                         // write, past its agent's shutdown of postgres but within its session
   kFlapSync,            // the sync's session is expired twice, `duration` ms apart, while the
                         // primary's postgres is slow: a sync change is begun, abandoned
                         // (the sync is back) and begun again while the primary's postgres

@@ -124,6 +124,7 @@ struct Node {
   // sessionTimeout/6 cannot guard against for the rest of that primaryship.
   int64_t becamePrimaryAt = -1;
   int64_t faultExpiredAt = -1;
+  int64_t primaryConnectionLostAt = -1;  // what the agent tells its watchdog (-1: connected)
   simworld::PgServer pg;
   int64_t generationTag = 0;  // the generation its agent saw when making its postgres primary
 };
@@ -215,6 +216,7 @@ class World final : public simworld::TraceSink {
   void hostileCommit(int n);
   void replicate();
   void crashAfterWrite(const std::string& writer);
+  void cutAfterWrite(const std::string& writer);
   void crashPgAfterFence(int n);
   bool attachedSync(int primary) const { return fleet_.attachedSync(primary); }
   bool writable(int n) const;
@@ -279,6 +281,13 @@ class World final : public simworld::TraceSink {
     int onlyNode = -1; // the fence of this node only (-1: the next fence of any)
   };
   std::vector<CrashAfterFence> crashPgAfterFence_;
+  // Peers to cut off from ZooKeeper as it applies their next new generation, and for how
+  // long: the answer is lost (cut-sync-crash-primary, its postgres running on).
+  struct CutAfterWrite {
+    int node;
+    int64_t cutFor;
+  };
+  std::vector<CutAfterWrite> cutAfterWrite_;
 
   // Phases.
   int faultsRun_ = 0;
@@ -323,6 +332,8 @@ void World::startAgent(int n) {
   o.withdrawAfterMs = kWithdrawAfterMs;
   o.handoverWaitMs = kHandoverWaitMs;
   o.rejoin = agent::RejoinPolicy::kFollow;
+  nd.primaryConnectionLostAt = -1;
+  o.onPrimaryConnectionLoss = [this, n](bool lost) { node(n).primaryConnectionLostAt = lost ? now_ : -1; };
   nd.driver = std::make_unique<agent::Driver>(agent::Env{*nd.env, nd.env->coordinator, nd.env->postgres, *nd.env}, o);
   NodeEnv* env = nd.env.get();
   nd.driver->onFatal([this, n, env] {
@@ -489,6 +500,19 @@ void World::stateWritten(const std::string& writer, int64_t issuedAt, std::optio
   checker_.onStateWrite(sw);
   if (newGeneration && sw.before && sw.before->hasPromote()) promotedGenerations_.insert(state_->generation);
   if (newGeneration) crashAfterWrite(writer);
+  if (newGeneration) cutAfterWrite(writer);
+}
+
+void World::cutAfterWrite(const std::string& writer) {
+  const int n = nodeOf(writer);
+  auto armed = std::find_if(cutAfterWrite_.begin(), cutAfterWrite_.end(), [n](const CutAfterWrite& c) { return c.node == n; });
+  if (armed == cutAfterWrite_.end()) return;
+  const int64_t cutFor = armed->cutFor;
+  cutAfterWrite_.erase(armed);
+  after(0, [this, n, cutFor] {
+    trace('F', [&] { return std::string(node(n).identity.id + " is cut off as ZooKeeper applies its write"); });
+    zk_.partition(n, cutFor);
+  });
 }
 
 bool World::wasAbsent(const std::string& id, int64_t from, int64_t to) const {
@@ -698,9 +722,23 @@ void World::cutSyncCrashPrimary(const Fault& f) {
   if (primary < 0 || sync < 0 || !node(primary).up || zk_.client(sync).partitioned) {
     return trace('F', [&] { return std::string(f.describe() + ": no running primary with a sync in reach"); });
   }
-  trace('F', [&] { return f.describe() + ": " + state_->sync->id + " cut off, " + state_->primary.id + " armed"; });
-  crashPgAfterFence_.push_back({static_cast<int64_t>(f.variant % 100), 100 + static_cast<int64_t>(f.variant / 100) % 3000,
-                                200 + static_cast<int64_t>(f.variant / 200) % 3000, primary});
+  // Or the primary's postgres runs on, and the primary is cut off as ZooKeeper applies
+  // the write that replaces the sync, until after its agent has noticed (2/3 of the
+  // session timeout) and shut postgres down (a sixth more), but back on the same
+  // session: a write of unknown outcome that landed, whose fence must outlive the
+  // resumption of writes.
+  const bool runsOn = (f.variant >> 32) % 2 == 1;
+  trace('F', [&] {
+    return f.describe() + ": " + state_->sync->id + " cut off, " + state_->primary.id + " armed" +
+           (runsOn ? " (cut off at its write; its postgres runs on)" : "");
+  });
+  if (runsOn) {
+    const int64_t t = sc_.sessionTimeoutMs;
+    cutAfterWrite_.push_back({primary, 5 * t / 6 + 50 + static_cast<int64_t>(f.variant / 200) % std::max<int64_t>(1, t / 6 - 300)});
+  } else {
+    crashPgAfterFence_.push_back({static_cast<int64_t>(f.variant % 100), 100 + static_cast<int64_t>(f.variant / 100) % 3000,
+                                  200 + static_cast<int64_t>(f.variant / 200) % 3000, primary});
+  }
   zk_.partition(sync, f.duration);
 }
 
@@ -735,9 +773,12 @@ void World::crashPeer(int n, int64_t downFor) {
 // acknowledges what its sync receives). Its ZooKeeper session expires unless the agent
 // is back in time. The agent's watchdog (agent/watchdog.h) outlives it if armed (the
 // applied role was primary) and asks postgres for a fast shutdown between a quarter and
-// a half of the session timeout after the death, whatever runs there by then.
+// a half of the session timeout after the death, whatever runs there by then; or, if the
+// agent had lost its connection as primary, by a sixth of the session timeout after the
+// loss (when the agent would have), within a 24th (its poll then).
 void World::crashAgent(int n, int64_t downFor) {
   const bool armed = node(n).driver->appliedRole() == Role::kPrimary;
+  const int64_t lostAt = node(n).primaryConnectionLostAt;
   trace('F', [&] {
     return std::string(node(n).identity.id + "'s agent dies, its postgres runs on; the agent restarts in " +
                        std::to_string(downFor) + " ms" + (armed ? "; its watchdog is armed" : ""));
@@ -745,7 +786,10 @@ void World::crashAgent(int n, int64_t downFor) {
   stopAgent(n);
   restartAgentAfter(n, downFor);
   if (!armed) return;
-  after(rngAgent_.between(sc_.sessionTimeoutMs / 4 + 1, sc_.sessionTimeoutMs / 2), [this, n] {
+  const int64_t t = sc_.sessionTimeoutMs;
+  int64_t delay = rngAgent_.between(t / 4 + 1, t / 2);
+  if (lostAt >= 0) delay = std::min(delay, std::max<int64_t>(0, lostAt + t / 6 - now_) + rngAgent_.between(0, t / 24));
+  after(delay, [this, n] {
     trace('F', [&] { return node(n).identity.id + "'s watchdog: its agent died as primary; fast shutdown of postgres"; });
     fleet_.kill(n);
   });
