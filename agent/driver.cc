@@ -190,8 +190,11 @@ void Driver::carryOut(const Action& action) {
                                                if (!r.ok) ++counters_.stateWriteFailures;
                                                later(r);
                                                if (confirmDeferred_) {
+                                                 // After the state machine has stepped the answer.
                                                  confirmDeferred_ = false;
-                                                 confirmAfterNewSession();
+                                                 env_.clock.post([this, alive = std::weak_ptr<int>(alive_)] {
+                                                   if (!alive.expired() && !stopping_) confirmAfterNewSession();
+                                                 });
                                                }
                                              }));
           },
@@ -889,18 +892,25 @@ void Driver::afterNewSession() {
 
 void Driver::confirmAfterNewSession() {
   if (!writesStopped_ || connectionLost_ || stopping_ || confirmInFlight_ || rejoinWriteInFlight_) return;
-  // A standby's stopped writes are nothing to lift; only a primary's can conflict.
-  if (roleAtLoss_ != Role::kPrimary) return resumeWritesIfUnchanged("a new session");
+  // A standby's stopped writes are nothing to lift; only a primary's can conflict: one
+  // that lost its connection as the primary, or a standby that became it meanwhile (its
+  // takeover write answered during the outage) and whose postgres was shut down as a
+  // primary's is (seed 49209).
+  const bool becamePrimary = peer_->role() == Role::kPrimary && postgresShutDown_;
+  if (roleAtLoss_ != Role::kPrimary && !becamePrimary) return resumeWritesIfUnchanged("a new session");
+  if (smWriteInFlight_) {
+    // One write at a time: after the state machine's, whose step may leave the last
+    // configuration stale meanwhile (seed 49209).
+    confirmDeferred_ = true;
+    return;
+  }
   // Still primary, in a newer generation whose configuration postgres already has (its
   // own write, answered during the outage): confirmed as well, or nothing would lift the
   // stop (seed 6055).
   const bool newerApplied = generation() != generationAtLoss_ && !lastAppliedIsStale();
-  if (peer_->role() != roleAtLoss_ || (generation() != generationAtLoss_ && !newerApplied) || !lastStateNode_.exists) {
+  if (peer_->role() != Role::kPrimary || (generation() != generationAtLoss_ && !newerApplied) ||
+      !lastStateNode_.exists) {
     return resumeWritesIfUnchanged("a new session");  // logs why writes stay stopped
-  }
-  if (smWriteInFlight_) {
-    confirmDeferred_ = true;  // one write at a time: after the state machine's
-    return;
   }
   auto state = ClusterState::parse(lastStateNode_.data);
   if (!state) return;

@@ -984,6 +984,75 @@ TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsShutDownThenResumesOnTheS
   EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
 }
 
+// The same with a new session (the old one expired meanwhile): the peer is the primary
+// now, with postgres shut down as a primary's is, and confirms the state read on the new
+// session as a primary does before postgres starts again (cluster sim seed 49209: writes
+// stayed stopped for good, the role having changed since the loss).
+TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsConfirmedOnANewSessionThenResumes) {
+  ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
+  coordinator_.connection(false);
+  answerStops();
+  ClusterState landed = coordinator_.writes.front();
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  answerStops();
+  ASSERT_EQ(pg_.shutdowns.size(), 1u);
+  std::exchange(pg_.shutdowns, {}).front()(true);
+  clock_.advance(0);
+  coordinator_.deliver(ZkInitialized{stateNode(landed, 1), active({"node1", "node3"})});
+  clock_.advance(0);
+  ASSERT_TRUE(coordinator_.pendingWrite) << "no confirmation of the state read on the new session";
+  EXPECT_EQ(coordinator_.writeVersions.back(), 1);
+  EXPECT_TRUE(pg_.applies.empty()) << "postgres started before the confirmation";
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 2});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started again after the confirmation";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  answerResumes();
+  clock_.advance(0);
+  EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
+}
+
+// The same when the state machine writes first on the new session (it removes an
+// invalid promote request): the confirmation follows its write (seed 49209 again).
+TEST_F(DriverTest, ATakeoverConfirmedOnANewSessionWaitsForTheStateMachinesWrite) {
+  ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
+  coordinator_.connection(false);
+  answerStops();
+  ClusterState landed = coordinator_.writes.front();
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  answerStops();
+  ASSERT_EQ(pg_.shutdowns.size(), 1u);
+  std::exchange(pg_.shutdowns, {}).front()(true);
+  clock_.advance(0);
+  landed.promote = {{"id", "node3"}, {"role", "sync"}, {"generation", 1}};  // of an older generation: invalid
+  coordinator_.deliver(ZkInitialized{stateNode(landed, 1), active({"node1", "node3"})});
+  clock_.advance(0);
+  ASSERT_TRUE(coordinator_.pendingWrite);
+  EXPECT_TRUE(coordinator_.writes.back().promote.is_null()) << "not the state machine's removal of the request";
+  coordinator_.deliver(ClusterStateChanged{stateNode(coordinator_.writes.back(), 2)});  // its watch fires
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 2});
+  clock_.advance(0);
+  ASSERT_TRUE(coordinator_.pendingWrite) << "no confirmation after the state machine's write";
+  EXPECT_EQ(coordinator_.writeVersions.back(), 2);
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 3});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started again after the confirmation";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  answerResumes();
+  clock_.advance(0);
+  EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
+}
+
 TEST_F(DriverTest, NoShutDownWhenTheSameSessionComesBackInTime) {
   startAsPrimary();
   coordinator_.connection(false);

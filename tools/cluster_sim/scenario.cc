@@ -125,6 +125,9 @@ int64_t durationFor(FaultKind kind, Rng& rng, int64_t sessionTimeoutMs) {
       // Either shorter than the session timeout (the session survives) or longer.
       return rng.chance(400) ? rng.between(200, sessionTimeoutMs - 200) : rng.between(sessionTimeoutMs + 200, 15000);
     case FaultKind::kCrashPostgres:
+      // Now and then longer than the agent's withdrawal bound (8 s): a primary then
+      // withdraws while its postgres cannot run, and must not start it again as primary.
+      return rng.chance(150) ? rng.between(8000, 15000) : rng.between(100, 6000);
     case FaultKind::kCrashPgAfterFence:
       return rng.between(100, 6000);
     case FaultKind::kSlowPostgres:

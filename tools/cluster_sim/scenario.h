@@ -14,7 +14,8 @@ enum class FaultKind {
   kCrashPeer,           // the agent and its postgres die; restarted after `duration`
   kExpireSession,       // ZooKeeper expires the peer's session (e.g. a long pause)
   kPartitionZk,         // the peer cannot reach ZooKeeper for `duration` (postgres traffic still flows)
-  kCrashPostgres,       // postgres alone dies and cannot start for `duration` (the agent restarts it)
+  kCrashPostgres,       // postgres alone dies and cannot start for `duration` (the agent restarts it);
+                        // one of 8 s or more (1 in 7) hits the primary, which withdraws
   kSlowPostgres,        // postgres transitions take seconds for `duration`
   kDelayNotifications,  // ZooKeeper notifications reach the peer late for `duration`
   kStallReplication,    // the peer's postgres receives no WAL for `duration`

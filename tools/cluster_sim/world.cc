@@ -214,6 +214,7 @@ class World final : public simworld::TraceSink {
   // ---- postgres (tools/sim_world/sim_postgres.h) and the client ----
   simworld::SimPostgresHooks postgresHooks(int n);
   void hostileCommit(int n);
+  void localCommit(int n);
   void replicate();
   void crashAfterWrite(const std::string& writer);
   void cutAfterWrite(const std::string& writer);
@@ -577,7 +578,11 @@ void World::clientTick() {
       hostileCommit(n);
       continue;
     }
-    if (!writable(n) || !rngClient_.chance(600)) continue;
+    if (!writable(n)) continue;
+    // A writable primary acknowledges a synchronous_commit = local commit without any
+    // standby, as a writes-stopped one does after BEGIN READ WRITE.
+    if (rngClient_.chance(30)) localCommit(n);
+    if (!rngClient_.chance(600)) continue;
     uint64_t id = ++nextCommit_;
     WalMark m = node(n).pg.wal.append(id);
     node(n).pg.waiting.push_back(m);
@@ -590,11 +595,17 @@ void World::clientTick() {
 // such a primary down before its session can expire, so no such commit is acknowledged
 // once another peer may have taken over (a newer generation names another primary).
 void World::hostileCommit(int n) {
-  if (!rngClient_.chance(300)) return;
+  if (rngClient_.chance(300)) localCommit(n);
+}
+
+void World::localCommit(int n) {
   Node& nd = node(n);
   uint64_t id = ++nextCommit_;
   nd.pg.wal.append(id);
-  trace('C', [&] { return std::string("local commit c" + std::to_string(id) + " on writes-stopped " + nd.identity.id); });
+  trace('C', [&] {
+    return std::string("local commit c" + std::to_string(id) + " on " + (nd.pg.writesStopped ? "writes-stopped " : "") +
+                       nd.identity.id);
+  });
   if (nd.faultExpiredAt >= 0 && nd.faultExpiredAt >= nd.becamePrimaryAt) return;
   // A takeover by a promote request does not wait for the old primary's session: an
   // operator's switchover, which the old primary carries out (it stops postgres) only if
@@ -607,7 +618,9 @@ void World::hostileCommit(int n) {
   if (state_ && (state_->primary.id != nd.identity.id || containsPeer(state_->deposed, nd.identity.id))) {
     checker_.fail(now_, "local-ack-after-takeover",
                   nd.identity.id + " acknowledged c" + std::to_string(id) +
-                      " (BEGIN READ WRITE, synchronous_commit = local) with its writes stopped, after generation " +
+                      (nd.pg.writesStopped ? " (BEGIN READ WRITE, synchronous_commit = local) with its writes stopped"
+                                           : " (synchronous_commit = local)") +
+                      ", after generation " +
                       std::to_string(state_->generation) + " made " + state_->primary.id + " the primary");
   }
 }
@@ -667,9 +680,14 @@ void World::runFault(const Fault& f) {
       return zk_.expire(zk_.client(f.peer).session, "expired by the fault scheduler");
     case FaultKind::kPartitionZk:
       return zk_.partition(f.peer, f.duration);
-    case FaultKind::kCrashPostgres:
-      if (!nd.up) return trace('F', [&] { return std::string(f.describe() + ": agent down"); });
-      return fleet_.crash(f.peer, f.duration);
+    case FaultKind::kCrashPostgres: {
+      // One that outlasts the withdrawal bound hits the primary: its withdrawal is what
+      // it exercises (the sync takes over while that postgres cannot run).
+      const int primary = primaryAndSync().first;
+      const int n = f.duration >= kWithdrawAfterMs && primary >= 0 ? primary : f.peer;
+      if (!node(n).up) return trace('F', [&] { return std::string(f.describe() + ": agent down"); });
+      return fleet_.crash(n, f.duration);
+    }
     case FaultKind::kSlowPostgres:
       trace('F', [&] { return std::string(f.describe()); });
       nd.pg.slowUntil = now_ + f.duration;
