@@ -43,7 +43,8 @@ class WalDirTest : public ::testing::Test {
 // the history files.
 TEST_F(WalDirTest, APromotedWalIsOnItsNewestSegmentsTimelineWithItsAncestors) {
   file("00000002.history", "1\t0/3000140\tno recovery target specified\n");
-  file("00000003.history", "1\t0/3000140\tno recovery target specified\n\n2\t0/4000100\tno recovery target specified\n");
+  file("00000003.history",
+       "1\t0/3000140\tno recovery target specified\n\n2\t0/4000100\tno recovery target specified\n");
   for (const char* s : {"000000010000000000000003", "000000020000000000000003", "000000020000000000000004",
                         "000000030000000000000004", "000000030000000000000005"}) {
     file(s);

@@ -38,7 +38,8 @@ struct ClusterState {
   // Validates the schema and the rules a usable state obeys: generation is an integer
   // >= 1; primary is an identity; sync is an identity, or null only in one-node-write
   // mode; async and deposed are arrays of identities; no peer holds two places;
-  // initWal is "hex/hex"; initTimeline, when present, an integer >= 1; freeze is a boolean or an object; oneNodeWriteMode a boolean.
+  // initWal is "hex/hex"; initTimeline, when present, an integer >= 1; freeze is a
+  // boolean or an object; oneNodeWriteMode a boolean.
   // `promote` is kept as it is: peers validate it on their own (promote_request.h).
   static Result<ClusterState> fromJson(const nlohmann::json& j);
   // Parses JSON text, then validates as fromJson does.

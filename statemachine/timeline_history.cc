@@ -14,7 +14,8 @@ std::string TimelineHistory::describe() const {
   std::string out = "timeline " + std::to_string(timeline);
   std::string from;
   for (auto a = ancestors.rbegin(); a != ancestors.rend(); ++a) {
-    from += (from.empty() ? "" : ", ") + std::string("from ") + std::to_string(a->timeline) + " at " + a->end.toString();
+    from += (from.empty() ? "" : ", ") + std::string("from ") + std::to_string(a->timeline) + " at " +
+            a->end.toString();
   }
   return from.empty() ? out : out + " (" + from + ")";
 }

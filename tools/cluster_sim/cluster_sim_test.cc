@@ -54,6 +54,35 @@ TEST(SimWal, PrefixAndDivergence) {
   EXPECT_EQ(a.position().toString(), "0/00000100");
 }
 
+// Timelines as postgres keeps them: a promotion moves on to a new one; a standby that
+// has everything its upstream has is on the upstream's; one that is behind is on the
+// timeline of its last record; a rewind follows the source from the fork.
+TEST(SimWal, TimelinesFollowPromotionsAndStreaming) {
+  Wal a, b;
+  a.append(1);
+  a.append(2);
+  b.copyFrom(a, 2);
+  a.promote(2);
+  EXPECT_EQ(a.history(), (TimelineHistory{2, {{1, WalPosition(0x100)}}}));
+  b.copyFrom(a, SIZE_MAX);  // nothing new, but it follows the promotion
+  EXPECT_EQ(b.timeline(), 2);
+  a.append(3);
+  a.append(4);
+  b.copyFrom(a, 1);  // behind: on timeline 2, the timeline of its last record
+  EXPECT_EQ(b.history(), (TimelineHistory{2, {{1, WalPosition(0x100)}}}));
+  EXPECT_EQ(b.history().timelineAt(WalPosition(0x100)), 1);
+  EXPECT_EQ(b.history().timelineAt(WalPosition(0x180)), 2);
+  Wal c;  // written on timeline 1 past the fork
+  c.append(1);
+  c.append(2);
+  c.append(5);
+  EXPECT_EQ(c.history().timelineAt(WalPosition(0x180)), 1);
+  EXPECT_EQ(c.rewindTo(a), 1u);
+  EXPECT_EQ(c.timeline(), 1);
+  c.copyFrom(a, SIZE_MAX);
+  EXPECT_EQ(c.history(), a.history());
+}
+
 // ---- determinism and the plan
 
 TEST(ClusterSim, SameSeedSameTrace) {

@@ -506,7 +506,8 @@ void World::stateWritten(const std::string& writer, int64_t issuedAt, std::optio
 
 void World::cutAfterWrite(const std::string& writer) {
   const int n = nodeOf(writer);
-  auto armed = std::find_if(cutAfterWrite_.begin(), cutAfterWrite_.end(), [n](const CutAfterWrite& c) { return c.node == n; });
+  auto armed =
+      std::find_if(cutAfterWrite_.begin(), cutAfterWrite_.end(), [n](const CutAfterWrite& c) { return c.node == n; });
   if (armed == cutAfterWrite_.end()) return;
   const int64_t cutFor = armed->cutFor;
   cutAfterWrite_.erase(armed);
@@ -643,6 +644,19 @@ void World::ack(int n, const WalMark& mark) {
   checker_.onAck(now_, nd.identity.id, gen, mark, nd.pg.wal, deposed, primary,
                  nd.pg.config.downstream ? nd.pg.config.downstream->id : kAlone);
   if (quiet_ && state_ && state_->primary.id == nd.identity.id) ackedSinceQuiet_ = true;
+  // The primary of the current generation acknowledges only what that generation's sync
+  // holds: if it fails, the sync takes over, and must have it.
+  if (state_ && state_->primary.id == nd.identity.id && state_->sync && state_->sync->id != nd.identity.id) {
+    const int s = nodeOf(state_->sync->id);
+    if (s >= 0 && !node(s).pg.wal.contains(mark)) {
+      checker_.fail(now_, "ack-without-sync",
+                    nd.identity.id + " acknowledged c" + std::to_string(mark.commitId) + " as primary of generation " +
+                        std::to_string(state_->generation) + " (through " +
+                        (nd.pg.config.downstream ? nd.pg.config.downstream->id : std::string("no standby")) +
+                        "), but that generation's sync " + state_->sync->id +
+                        " does not have it: it would take over without it");
+    }
+  }
 }
 
 // ---------------------------------------------------------------- faults and operator
@@ -750,14 +764,19 @@ void World::cutSyncCrashPrimary(const Fault& f) {
     return f.describe() + ": " + state_->sync->id + " cut off, " + state_->primary.id + " armed" +
            (runsOn ? " (cut off at its write; its postgres runs on)" : "");
   });
+  // The old sync stays cut off (its postgres streaming) until well after the primary is
+  // back.
+  int64_t syncCut = f.duration;
   if (runsOn) {
     const int64_t t = sc_.sessionTimeoutMs;
-    cutAfterWrite_.push_back({primary, 5 * t / 6 + 50 + static_cast<int64_t>(f.variant / 200) % std::max<int64_t>(1, t / 6 - 300)});
+    const int64_t spread = std::max<int64_t>(1, t / 6 - 300);
+    cutAfterWrite_.push_back({primary, 5 * t / 6 + 50 + static_cast<int64_t>(f.variant / 200) % spread});
+    syncCut = std::max<int64_t>(syncCut, 2 * t + 6000);
   } else {
     crashPgAfterFence_.push_back({static_cast<int64_t>(f.variant % 100), 100 + static_cast<int64_t>(f.variant / 100) % 3000,
                                   200 + static_cast<int64_t>(f.variant / 200) % 3000, primary});
   }
-  zk_.partition(sync, f.duration);
+  zk_.partition(sync, syncCut);
 }
 
 // The sync goes (its session expired: in reality a pause of its agent), comes back, and

@@ -55,7 +55,9 @@ class Wal {
     h.timeline = timeline_;
     for (size_t i = 0; i < timelines_.size(); ++i) {
       const bool runEnds = i + 1 == timelines_.size() || timelines_[i + 1] != timelines_[i];
-      if (runEnds && timelines_[i] != timeline_) h.ancestors.push_back({timelines_[i], WalPosition((i + 1) * recordBytes_)});
+      if (runEnds && timelines_[i] != timeline_) {
+        h.ancestors.push_back({timelines_[i], WalPosition((i + 1) * recordBytes_)});
+      }
     }
     return h;
   }
