@@ -645,8 +645,9 @@ void World::ack(int n, const WalMark& mark) {
                  nd.pg.config.downstream ? nd.pg.config.downstream->id : kAlone);
   if (quiet_ && state_ && state_->primary.id == nd.identity.id) ackedSinceQuiet_ = true;
   // The primary of the current generation acknowledges only what that generation's sync
-  // holds: if it fails, the sync takes over, and must have it.
-  if (state_ && state_->primary.id == nd.identity.id && state_->sync && state_->sync->id != nd.identity.id) {
+  // holds: if it fails, the sync takes over, and must have it (a rule that warns of a
+  // lost commit before the failure that would lose it).
+  if (opts_.checkTakeoverRules && state_ && state_->primary.id == nd.identity.id && state_->sync && state_->sync->id != nd.identity.id) {
     const int s = nodeOf(state_->sync->id);
     if (s >= 0 && !node(s).pg.wal.contains(mark)) {
       checker_.fail(now_, "ack-without-sync",
