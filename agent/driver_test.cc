@@ -208,12 +208,13 @@ class DriverTest : public ::testing::Test {
     coordinator_.clock = &clock_;
     makeDriver(RejoinPolicy::kFollow);
   }
-  void makeDriver(RejoinPolicy rejoin) {
+  void makeDriver(RejoinPolicy rejoin, std::function<void(bool)> onPrimaryConnectionLoss = nullptr) {
     DriverOptions o;
     o.identity = peerId("node1");
     o.withdrawAfterMs = 10000;
     o.rejoin = rejoin;
     o.handoverWaitMs = 5000;
+    o.onPrimaryConnectionLoss = std::move(onPrimaryConnectionLoss);
     driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
   }
@@ -316,6 +317,34 @@ class DriverTest : public ::testing::Test {
       }
       clock_.advance(0);
     }
+  }
+
+  // The sync's takeover write is answered (it landed) after the connection was lost:
+  // postgres is configured as primary, then shut down as a primary's is.
+  void takeoverLandsDuringAnOutageAndIsShutDown() {
+    ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
+    coordinator_.connection(false);
+    answerStops();
+    (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
+    clock_.advance(0);
+    ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+    clock_.advance(0);
+    answerStops();
+    ASSERT_TRUE(driver_->writesStopped());
+    ASSERT_EQ(pg_.shutdowns.size(), 1u) << "a primary's postgres runs on while its session may expire";
+    std::exchange(pg_.shutdowns, {}).front()(true);
+    clock_.advance(0);
+  }
+  // Postgres is started again as primary, and writes resume.
+  void startsAgainAsPrimaryAndResumes(const std::string& when) {
+    ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started again " << when;
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+    clock_.advance(0);
+    answerResumes();
+    clock_.advance(0);
+    EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
   }
 
   // Answers every stop (or resumption) of writes asked for so far, successfully.
@@ -688,12 +717,7 @@ TEST_F(DriverTest, StartsAFreshStateMachineWhenTheTransitionDuringTheRebuildEnds
 // delay, counted from the death, ran past the session's expiry). A standby's is not.
 TEST_F(DriverTest, APrimarysLostConnectionIsToldUntilItIsBack) {
   std::vector<bool> told;
-  DriverOptions o;
-  o.identity = peerId("node1");
-  o.withdrawAfterMs = 10000;
-  o.onPrimaryConnectionLoss = [&](bool lost) { told.push_back(lost); };
-  driver_.reset();
-  driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
+  makeDriver(RejoinPolicy::kFollow, [&](bool lost) { told.push_back(lost); });
   startAsPrimary();
   coordinator_.connection(false);
   ASSERT_EQ(told, std::vector<bool>{true});
@@ -703,12 +727,7 @@ TEST_F(DriverTest, APrimarysLostConnectionIsToldUntilItIsBack) {
 
 TEST_F(DriverTest, AStandbysLostConnectionIsNotToldAsAPrimarys) {
   std::vector<bool> told;
-  DriverOptions o;
-  o.identity = peerId("node1");
-  o.withdrawAfterMs = 10000;
-  o.onPrimaryConnectionLoss = [&](bool lost) { told.push_back(lost); };
-  driver_.reset();
-  driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
+  makeDriver(RejoinPolicy::kFollow, [&](bool lost) { told.push_back(lost); });
   startAsAsync();
   coordinator_.connection(false);
   coordinator_.connection(true);
@@ -961,27 +980,10 @@ TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesO
 // after the next takeover). The same session back: the new primary starts postgres and
 // resumes (seed 762 with the mutant primary-start-without-confirm, whose timing exposed it).
 TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsShutDownThenResumesOnTheSameSession) {
-  ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
-  coordinator_.connection(false);
-  answerStops();
-  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
-  clock_.advance(0);
-  ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
-  ASSERT_EQ(pg_.applies.size(), 1u);
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-  clock_.advance(0);
-  answerStops();
-  ASSERT_TRUE(driver_->writesStopped());
-  ASSERT_EQ(pg_.shutdowns.size(), 1u) << "a primary's postgres runs on while its session may expire";
-  std::exchange(pg_.shutdowns, {}).front()(true);
+  ASSERT_NO_FATAL_FAILURE(takeoverLandsDuringAnOutageAndIsShutDown());
   coordinator_.connection(true);
   clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started again on resumption";
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-  clock_.advance(0);
-  answerResumes();
-  clock_.advance(0);
-  EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
+  ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("on resumption"));
 }
 
 // The same with a new session (the old one expired meanwhile): the peer is the primary
@@ -989,19 +991,8 @@ TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsShutDownThenResumesOnTheS
 // session as a primary does before postgres starts again (cluster sim seed 49209: writes
 // stayed stopped for good, the role having changed since the loss).
 TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsConfirmedOnANewSessionThenResumes) {
-  ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
-  coordinator_.connection(false);
-  answerStops();
+  ASSERT_NO_FATAL_FAILURE(takeoverLandsDuringAnOutageAndIsShutDown());
   ClusterState landed = coordinator_.writes.front();
-  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
-  clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u);
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-  clock_.advance(0);
-  answerStops();
-  ASSERT_EQ(pg_.shutdowns.size(), 1u);
-  std::exchange(pg_.shutdowns, {}).front()(true);
-  clock_.advance(0);
   coordinator_.deliver(ZkInitialized{stateNode(landed, 1), active({"node1", "node3"})});
   clock_.advance(0);
   ASSERT_TRUE(coordinator_.pendingWrite) << "no confirmation of the state read on the new session";
@@ -1009,30 +1000,14 @@ TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsConfirmedOnANewSessionThe
   EXPECT_TRUE(pg_.applies.empty()) << "postgres started before the confirmation";
   (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 2});
   clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started again after the confirmation";
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-  clock_.advance(0);
-  answerResumes();
-  clock_.advance(0);
-  EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
+  ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after the confirmation"));
 }
 
 // The same when the state machine writes first on the new session (it removes an
 // invalid promote request): the confirmation follows its write (seed 49209 again).
 TEST_F(DriverTest, ATakeoverConfirmedOnANewSessionWaitsForTheStateMachinesWrite) {
-  ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
-  coordinator_.connection(false);
-  answerStops();
+  ASSERT_NO_FATAL_FAILURE(takeoverLandsDuringAnOutageAndIsShutDown());
   ClusterState landed = coordinator_.writes.front();
-  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
-  clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u);
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-  clock_.advance(0);
-  answerStops();
-  ASSERT_EQ(pg_.shutdowns.size(), 1u);
-  std::exchange(pg_.shutdowns, {}).front()(true);
-  clock_.advance(0);
   landed.promote = {{"id", "node3"}, {"role", "sync"}, {"generation", 1}};  // of an older generation: invalid
   coordinator_.deliver(ZkInitialized{stateNode(landed, 1), active({"node1", "node3"})});
   clock_.advance(0);
@@ -1045,12 +1020,7 @@ TEST_F(DriverTest, ATakeoverConfirmedOnANewSessionWaitsForTheStateMachinesWrite)
   EXPECT_EQ(coordinator_.writeVersions.back(), 2);
   (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 3});
   clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started again after the confirmation";
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-  clock_.advance(0);
-  answerResumes();
-  clock_.advance(0);
-  EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
+  ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after the confirmation"));
 }
 
 TEST_F(DriverTest, NoShutDownWhenTheSameSessionComesBackInTime) {

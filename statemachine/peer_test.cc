@@ -316,17 +316,24 @@ TEST(Peer, FencedSyncThatFindsItselfBehindStreamsAgain) {
   EXPECT_EQ(apply[0].config.role, PgRole::kSync);
 }
 
+// "me" is the sync of generation 4, whose primary "old" is gone; the generation began
+// at `initWal` on timeline 3. Postgres runs as sync.
+void startAsSyncOfGenerationFourOnTimelineThree(Harness& h, WalPosition initWal) {
+  ClusterState s = cluster(4, "old", "me", {"a"});
+  s.initWal = initWal;
+  s.initTimeline = 3;
+  h.start(s, {"me", "a"});
+  h.applied(true);
+}
+
 // A sync whose WAL reaches initWal on another history than the generation's must not
 // take over (cluster sim seed 70632): it was rebuilt from an earlier primary and holds
 // that primary's unacknowledged WAL past the point where the generation forked, and
 // lacks what the generation's primary acknowledged there. Its position alone passes.
 TEST(Peer, SyncOnAnotherHistoryThanTheGenerationsDoesNotTakeOver) {
   Harness h;
-  ClusterState s = cluster(4, "old", "me", {"a"});
-  s.initWal = WalPosition(0x8880);
-  s.initTimeline = 3;  // the generation's primary was on timeline 3 up to initWal
-  h.start(s, {"me", "a"});
-  h.applied(true);
+  // The generation's primary was on timeline 3 up to initWal.
+  startAsSyncOfGenerationFourOnTimelineThree(h, WalPosition(0x8880));
   // Timeline 2 (from 1 at 0/100) up to 0/8a00: ahead of initWal, but on timeline 2
   // there, where the generation forked off at 0/7900.
   const TimelineHistory other{2, {{1, WalPosition(0x100)}}};
@@ -340,11 +347,7 @@ TEST(Peer, SyncOnAnotherHistoryThanTheGenerationsDoesNotTakeOver) {
 // that finds itself behind.
 TEST(Peer, FencedSyncFoundOnAnotherHistoryStreamsAgain) {
   Harness h;
-  ClusterState s = cluster(4, "old", "me", {"a"});
-  s.initWal = WalPosition(0x100);
-  s.initTimeline = 3;
-  h.start(s, {"me", "a"});
-  h.applied(true);
+  startAsSyncOfGenerationFourOnTimelineThree(h, WalPosition(0x100));
   const TimelineHistory same{3, {{2, WalPosition(0x80)}}};
   ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(0x100), "", 0, same})).size(), 1u);
   h.step(PgFenced{true, ""});
@@ -359,11 +362,7 @@ TEST(Peer, FencedSyncFoundOnAnotherHistoryStreamsAgain) {
 // A history that cannot be read where the generation has one is no proof either.
 TEST(Peer, SyncWhoseHistoryIsUnknownDoesNotTakeOverAGenerationWithOne) {
   Harness h;
-  ClusterState s = cluster(4, "old", "me", {"a"});
-  s.initWal = WalPosition(0x100);
-  s.initTimeline = 3;
-  h.start(s, {"me", "a"});
-  h.applied(true);
+  startAsSyncOfGenerationFourOnTimelineThree(h, WalPosition(0x100));
   auto actions = h.step(WalPositionRead{WalPosition(0x200), ""});
   EXPECT_TRUE(only<FencePg>(actions).empty());
   EXPECT_TRUE(logged(actions, "the timelines of its WAL are not known"));
@@ -373,11 +372,7 @@ TEST(Peer, SyncWhoseHistoryIsUnknownDoesNotTakeOverAGenerationWithOne) {
 // or had not yet): takes over, and records its own timeline at its initWal.
 TEST(Peer, SyncOnTheGenerationsHistoryTakesOverAndRecordsItsTimeline) {
   Harness h;
-  ClusterState s = cluster(4, "old", "me", {"a"});
-  s.initWal = WalPosition(0x100);
-  s.initTimeline = 3;
-  h.start(s, {"me", "a"});
-  h.applied(true);
+  startAsSyncOfGenerationFourOnTimelineThree(h, WalPosition(0x100));
   // Followed the primary of generation 4 onto its timeline 4, which began at 0/100.
   const TimelineHistory followed{4, {{2, WalPosition(0x80)}, {3, WalPosition(0x100)}}};
   ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(0x180), "", 0, followed})).size(), 1u);
