@@ -136,8 +136,6 @@ class Driver {
   // Postgres was shut down because the session may have expired (see writesStopped()).
   bool postgresShutDown() const { return postgresShutDown_; }
   bool coordinatorConnected() const { return !connectionLost_; }
-  // Whether the connection was lost while this peer was the primary and is not back.
-  bool primaryConnectionLost() const { return primaryLossTold_; }
 
  private:
   void step(const Event& event);

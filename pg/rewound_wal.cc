@@ -1,10 +1,8 @@
 #include "pg/rewound_wal.h"
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <utility>
-#include <vector>
 
 #include "pg/wal_dir.h"
 
@@ -31,28 +29,17 @@ Result<std::optional<std::string>> firstMissingWalSegment(const std::string& dat
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(walDir, ec)) {
     const std::string n = entry.path().filename().string();
-    unsigned tli = 0;
-    if (n.size() == 16 && n.substr(8) == ".history" && std::sscanf(n.c_str(), "%8X", &tli) == 1 && tli > newest) {
-      newest = tli;
-    }
+    if (auto tli = parseTimelineHistoryName(n); tli && *tli > newest) newest = *tli;
     if (auto seg = parseWalSegmentName(n); seg && seg->segno > lastSegno) lastSegno = seg->segno;
   }
   if (ec) return Error{"cannot list " + walDir + ": " + ec.message()};
   auto ancestors = readTimelineAncestors(walDir, newest);
   if (!ancestors) return Error{ancestors.error()};
-  // Each timeline begins where the one before it ended.
-  std::vector<std::pair<int64_t, uint64_t>> beginOf = {{ancestors->empty() ? newest : ancestors->front().timeline, 0}};
-  for (size_t i = 0; i < ancestors->size(); ++i) {
-    const int64_t next = i + 1 < ancestors->size() ? (*ancestors)[i + 1].timeline : newest;
-    beginOf.emplace_back(next, (*ancestors)[i].end.value());
-  }
+  const TimelineHistory history{newest, std::move(ancestors.value())};
   for (uint64_t segno = firstSegno; segno <= lastSegno; ++segno) {
-    // Recovery reads each segment from the newest timeline that began in it or before.
-    int64_t tli = beginOf.front().first;
-    for (const auto& [t, begin] : beginOf) {
-      if (begin / kWalSegmentBytes <= segno) tli = t;
-    }
-    const std::string name = walSegmentName(tli, segno);
+    // Recovery reads each segment from the newest timeline that began in it or before:
+    // the timeline of its last byte.
+    const std::string name = walSegmentName(history.timelineAt(WalPosition((segno + 1) * kWalSegmentBytes)), segno);
     if (fs::file_size(walDir + "/" + name, ec) != kWalSegmentBytes || ec) return std::optional<std::string>(name);
   }
   return std::optional<std::string>();

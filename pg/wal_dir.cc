@@ -26,6 +26,14 @@ std::optional<WalSegmentName> parseWalSegmentName(const std::string& name) {
   return out;
 }
 
+std::optional<int64_t> parseTimelineHistoryName(const std::string& name) {
+  if (name.size() != 16 || name.compare(8, 8, ".history") != 0 ||
+      name.find_first_not_of("0123456789ABCDEF") != 8) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(std::stoull(name.substr(0, 8), nullptr, 16));
+}
+
 Result<std::vector<TimelineHistory::Ancestor>> readTimelineAncestors(const std::string& walDir, int64_t timeline) {
   std::vector<TimelineHistory::Ancestor> out;
   if (timeline <= 1) return out;

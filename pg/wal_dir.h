@@ -24,6 +24,8 @@ struct WalSegmentName {
 };
 // nullopt for a name that is not a segment's (a history file, a .partial, a directory).
 std::optional<WalSegmentName> parseWalSegmentName(const std::string& name);
+// "00000003.history": timeline 3; nullopt for any other name.
+std::optional<int64_t> parseTimelineHistoryName(const std::string& name);
 
 // The timelines timeline `timeline` came from, oldest first, from its history file in
 // `walDir`; none for timeline 1.

@@ -25,6 +25,13 @@ TEST(WalDir, SegmentNamesRoundTrip) {
   }
 }
 
+TEST(WalDir, HistoryFileNames) {
+  EXPECT_EQ(parseTimelineHistoryName("0000001A.history"), std::optional<int64_t>(0x1A));
+  for (const char* other : {"000000010000000000000003", "0000001A.history.tmp", "0000001a.history", "1.history"}) {
+    EXPECT_FALSE(parseTimelineHistoryName(other).has_value()) << other;
+  }
+}
+
 class WalDirTest : public ::testing::Test {
  protected:
   void SetUp() override {

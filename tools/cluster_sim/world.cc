@@ -213,7 +213,6 @@ class World final : public simworld::TraceSink {
 
   // ---- postgres (tools/sim_world/sim_postgres.h) and the client ----
   simworld::SimPostgresHooks postgresHooks(int n);
-  void hostileCommit(int n);
   void localCommit(int n);
   void replicate();
   void crashAfterWrite(const std::string& writer);
@@ -576,7 +575,8 @@ void World::clientTick() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
     if (node(n).up && node(n).pg.writesStopped && node(n).pg.serving() && node(n).pg.config.role == PgRole::kPrimary) {
-      hostileCommit(n);
+      // After BEGIN READ WRITE, a session commits on it all the same.
+      if (rngClient_.chance(300)) localCommit(n);
       continue;
     }
     if (!writable(n)) continue;
@@ -591,14 +591,10 @@ void World::clientTick() {
   }
 }
 
-// What stopped writes leave open: a session that says BEGIN READ WRITE with
-// synchronous_commit = local commits, acknowledged without any standby. The agent shuts
+// A commit with synchronous_commit = local, acknowledged without any standby: on a
+// writable primary, or on a writes-stopped one after BEGIN READ WRITE. The agent shuts
 // such a primary down before its session can expire, so no such commit is acknowledged
 // once another peer may have taken over (a newer generation names another primary).
-void World::hostileCommit(int n) {
-  if (rngClient_.chance(300)) localCommit(n);
-}
-
 void World::localCommit(int n) {
   Node& nd = node(n);
   uint64_t id = ++nextCommit_;
@@ -647,7 +643,8 @@ void World::ack(int n, const WalMark& mark) {
   // The primary of the current generation acknowledges only what that generation's sync
   // holds: if it fails, the sync takes over, and must have it (a rule that warns of a
   // lost commit before the failure that would lose it).
-  if (opts_.checkTakeoverRules && state_ && state_->primary.id == nd.identity.id && state_->sync && state_->sync->id != nd.identity.id) {
+  if (opts_.checkTakeoverRules && state_ && state_->primary.id == nd.identity.id && state_->sync &&
+      state_->sync->id != nd.identity.id) {
     const int s = nodeOf(state_->sync->id);
     if (s >= 0 && !node(s).pg.wal.contains(mark)) {
       checker_.fail(now_, "ack-without-sync",
