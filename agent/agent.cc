@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <csignal>
 #include <sstream>
 
 #include <boost/asio/post.hpp>
@@ -36,6 +37,7 @@ Result<bool> Agent::start() {
   auto lock = InstanceLock::acquire(config_.instanceLockPath());
   if (!lock) return Error{lock.error()};
   lock_ = std::move(lock).value();
+  takeOverWatchdogRecord();
   auto pg = pg::PgAdapter::create(io_, config_.pg);
   if (!pg) return Error{"postgres: " + pg.error()};
   sessionFile_ = std::make_unique<SessionFile>(
@@ -95,7 +97,20 @@ void Agent::stop(std::function<void()> done) {
   if (stopping_) return;
   stopping_ = true;
   statusTimer_.cancel();
-  if (watchdog_) watchdog_->disarm();
+  if (watchdog_ && config_.stopPostgresOnExit) {
+    watchdog_->disarm();
+  } else if (watchdog_) {
+    // Postgres runs on. If this peer is the primary, its watchdog shuts postgres down as
+    // for a dead agent unless the next run of this agent ends it first: a stopped agent's
+    // session expires as a dead one's does.
+    watchdog_->leaveArmed();
+    if (driver_ && driver_->appliedRole() == Role::kPrimary) {
+      spdlog::warn("stopping as the primary with postgres running on: the watchdog stays and shuts postgres down "
+                   "about {} ms from now unless this agent is back first, so that no second writer remains once "
+                   "the session expires and the sync takes over",
+                   config_.zk.sessionTimeoutMs / 2);
+    }
+  }
   if (http_) http_->stop();
   // onStop runs once the driver has stopped (its ZooKeeper session kept for a restart, or
   // closed; postgres stopped if configured):
@@ -150,6 +165,7 @@ void Agent::pollStatus() {
 
 void Agent::roleChanged(Role previous, Role applied) {
   if (watchdog_) watchdog_->setPrimary(applied == Role::kPrimary);
+  endPreviousWatchdog(applied);
   if (config_.onRoleChangeHook.empty()) return;
   const auto& state = driver_->peer().clusterState();
   const std::string generation = state ? std::to_string(state->generation) : "0";
@@ -167,6 +183,40 @@ void Agent::runHook(const std::string& name, const std::string& event, const std
   env.push_back("DUGONG_CLUSTER=" + config_.zk.cluster);
   env.push_back("DUGONG_PEER=" + config_.identity.id);
   hooks_->run(HookCall{name, path, std::move(args), std::move(env)});
+}
+
+// ---- the previous run's watchdog -----------------------------------------------------
+
+// Under the instance lock: the watchdog the previous run left (if any) is remembered,
+// and this run's own is recorded in its place.
+void Agent::takeOverWatchdogRecord() {
+  if (!watchdog_) return;
+  const std::string path = config_.watchdogRecordPath();
+  if (auto previous = readProcessRecord(path); !previous) {
+    spdlog::warn("previous run's watchdog: {}; not looking for it", previous.error());
+  } else {
+    previousWatchdog_ = *previous;
+  }
+  auto own = processStamp(watchdog_->pid());
+  if (!own) return;
+  if (auto ok = writeProcessRecord(path, *own); !ok) {
+    spdlog::warn("cannot record this run's watchdog ({}): a later run will not end it, and a restart slower "
+                 "than half the session timeout will cost a postgres restart",
+                 ok.error());
+  }
+}
+
+// The first role this run applies makes it responsible for postgres: the previous run's
+// watchdog, left armed by a clean stop, must not shut down the postgres this run serves.
+void Agent::endPreviousWatchdog(Role applied) {
+  if (!previousWatchdog_) return;
+  const ProcessStamp previous = *previousWatchdog_;
+  previousWatchdog_.reset();
+  const auto running = processStamp(previous.pid);
+  if (!running || !(*running == previous)) return;  // it acted and ended, or was ended
+  const bool ended = endProcess(previous, SIGKILL, std::chrono::seconds(1));
+  spdlog::info("role {} applied: {} the previous run's watchdog (pid {}), this run answers for postgres now",
+               roleName(applied), ended ? "ended" : "could not end", previous.pid);
 }
 
 // ---- status --------------------------------------------------------------------------

@@ -25,6 +25,7 @@
 #include "agent/http_server.h"
 #include "agent/instance_lock.h"
 #include "agent/session_file.h"
+#include "agent/process_stamp.h"
 #include "agent/watchdog.h"
 #include "pg/adapter.h"
 #include "pg/pg_status.h"
@@ -68,6 +69,8 @@ class Agent {
   void pollStatus();
   std::optional<zk::SessionCredentials> savedSession();
   void roleChanged(Role previous, Role applied);
+  void takeOverWatchdogRecord();
+  void endPreviousWatchdog(Role applied);
   // Queues hook `name` at `path` with DUGONG_EVENT, DUGONG_CLUSTER and DUGONG_PEER added
   // to `env`.
   void runHook(const std::string& name, const std::string& event, const std::string& path,
@@ -87,6 +90,7 @@ class Agent {
   std::unique_ptr<HttpServer> http_;
   boost::asio::steady_timer statusTimer_;
   std::unique_ptr<Watchdog> watchdog_;
+  std::optional<ProcessStamp> previousWatchdog_;  // left armed by the previous run's clean stop
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   pg::PgStatus status_;
   int exitCode_ = 0;

@@ -83,6 +83,8 @@ struct AgentConfig {
   // instance lock `<sessionFile>.lock`. Default `<postgres.dataDir>.dugong-session`.
   std::string sessionFile;
   std::string instanceLockPath() const { return sessionFile + ".lock"; }
+  // Names the watchdog of the agent's last run (agent/process_stamp.h).
+  std::string watchdogRecordPath() const { return sessionFile + ".watchdog"; }
   PeerIdentity identity;
   pg::PgOptions pg;
   std::string httpHost;  // empty: no HTTP server (http.listen: "")

@@ -309,6 +309,7 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                             confirmAfterNewSession();
                           } else if (writesStopped_ && fromPeer) {
                             writesStopped_ = false;
+                            confirmOwed_ = false;
                             postgresShutDown_ = false;
                             writesTimer_->cancel();
                             shutDownTimer_->cancel();
@@ -750,6 +751,14 @@ void Driver::onConnection(const CoordinatorConnection& c) {
   shutDownTimer_->cancel();
   connectionLost_ = false;
   tellPrimaryConnectionLoss(false);
+  if (confirmOwed_) {
+    // The same session is back, but it is a new one whose confirmation has not landed: a
+    // takeover decided while the old one was gone may still land, so the same-session rule
+    // does not apply (safety review of fcef921, finding 2b).
+    log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId) +
+                             ", which is new and not confirmed yet: writes stay stopped until the confirmation lands");
+    return confirmAfterNewSession();
+  }
   log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId));
   resumeWritesIfUnchanged("the connection came back with the same session", true);
 }
@@ -842,6 +851,7 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanL
     return;
   }
   writesStopped_ = false;
+  confirmOwed_ = false;
   writesTimer_->cancel();
   shutDownTimer_->cancel();
   ++counters_.writeResumes;
@@ -886,6 +896,7 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanL
 // same generation).
 void Driver::afterNewSession() {
   if (!writesStopped_) return;
+  confirmOwed_ = true;
   writesTimer_->cancel();
   confirmAfterNewSession();
 }

@@ -208,6 +208,10 @@ class Driver {
   // ends (how, noTakeoverCanLand; see resumeWritesIfUnchanged).
   std::optional<std::pair<std::string, bool>> resumeAfterTransition_;
   bool confirmInFlight_ = false;  // the state written back after a new session
+  // Writes were stopped on a new session and have not resumed since: a connection that
+  // comes back on it resumes them only through the confirmation, never by the
+  // same-session rule.
+  bool confirmOwed_ = false;
   // One cluster-state write at a time: the state machine's and the confirmation never
   // overlap (a confirmation wanted while the state machine's write is in flight waits
   // for it; the state machine's write asked for during a confirmation fails at once and

@@ -908,6 +908,41 @@ TEST_F(DriverTest, ATakeoverThatLandsFirstFailsTheConfirmationAndKeepsWritesStop
   EXPECT_EQ(driver_->peer().role(), Role::kDeposed);
 }
 
+// Safety review of fcef921, finding 2b: the connection of the new session blips before the
+// confirmation's answer. Its regain is the same (new) session, but a takeover decided while
+// the old session was gone may still land: writes resume only on the confirmation, never
+// by the same-session rule.
+TEST_F(DriverTest, ABlipOnTheNewSessionBeforeTheConfirmationDoesNotResumeWrites) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
+  clock_.advance(0);
+  while (!pg_.shutdowns.empty()) {
+    pg_.shutdowns.front()(true);
+    pg_.shutdowns.pop_front();
+  }
+  ASSERT_TRUE(coordinator_.pendingWrite) << "no confirmation on the new session";
+  coordinator_.connection(false);
+  while (!pg_.stops.empty()) {
+    pg_.stops.front()(0);
+    pg_.stops.pop_front();
+  }
+  coordinator_.connection(true);
+  clock_.advance(0);
+  EXPECT_TRUE(pg_.applies.empty()) << "postgres started as primary before the confirmation landed";
+  EXPECT_TRUE(pg_.resumes.empty()) << "writes resumed before the confirmation landed";
+  EXPECT_TRUE(driver_->writesStopped());
+  // The confirmation lands: now writes resume.
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  clock_.advance(0);
+  EXPECT_FALSE(driver_->writesStopped());
+}
+
 // Stopped writes still let a new session that says BEGIN READ WRITE commit locally:
 // half-way to the earliest expiry (9000 / 3 / 2 ms after the loss), the primary is
 // shut down, and nothing restarts it (not the health check) until the connection is

@@ -57,7 +57,6 @@ bool stopped(int fd) {
 // session expires as a stopped one's does, and its postgres runs on. It ends once it has
 // acted on the death, or at once if it was not armed.
 [[noreturn]] void watch(const Watchdog::Shared& shared, const std::string& dataDir, int64_t limitMs, pid_t parent) {
-  if (::getppid() != parent) ::_exit(0);
   const int fd = ::open(("/proc/" + std::to_string(parent) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
   // Every half limit while the peer is the primary: a stop is acted on between a half and
   // a whole limit after it began. Otherwise rarely: being armed is what it waits for then.
@@ -121,6 +120,7 @@ Result<std::unique_ptr<Watchdog>> Watchdog::start(const std::string& dataDir, st
 }
 
 Watchdog::~Watchdog() {
+  if (leftArmed_) return;  // it outlives this process, with the shared page
   disarm();
   ::kill(pid_, SIGKILL);
   ::waitpid(pid_, nullptr, 0);

@@ -13,9 +13,14 @@
 // does nothing, so the watchdog lives outside it: a forked child, sharing one page with
 // it. A dead agent is treated as a stopped one: the watchdog outlives it while armed,
 // acts once `limit` after the death, and then ends; it ends with an agent that dies
-// unarmed, and is disarmed by one that stops cleanly (its restart keeps the session, and
-// postgres runs on). The agent itself spends nothing on it: no timer, no beat (a beat
-// every limit/4 cost 0.06 % of a core at rest here).
+// unarmed. An agent that stops cleanly while postgres runs on leaves it armed too
+// (leaveArmed): a stopped agent's session expires as a dead one's does, and a primary's
+// postgres left writable after the sync's takeover is a second writer. The agent's next
+// run ends that watchdog once it has applied a role (agent/process_stamp.h names it in
+// `<zookeeper.sessionFile>.watchdog`), so a restart quicker than `limit` costs nothing;
+// a slower one costs a postgres restart, never a second writer. The agent itself spends
+// nothing on it: no timer, no beat (a beat every limit/4 cost 0.06 % of a core at rest
+// here).
 //
 // A hung agent that still runs is not the watchdog's concern: its ZooKeeper client's own
 // thread keeps the session, so no other peer takes over.
@@ -47,8 +52,13 @@ class Watchdog {
   // session timeout) after the loss, and if it stops or dies meanwhile, the watchdog
   // does so by then.
   void setConnectionLost(bool lost);
-  // Disarmed for good (a stopping agent).
+  // Disarmed for good (an agent that stops postgres as it stops).
   void disarm();
+  // The agent stops and postgres runs on: the watchdog stays as it is, outlives the
+  // agent and acts as for a dead one, unless the next run ends it first.
+  void leaveArmed() { leftArmed_ = true; }
+  // The watchdog process.
+  int pid() const { return pid_; }
 
   // The page shared with the watchdog process.
   struct Shared;
@@ -57,6 +67,7 @@ class Watchdog {
   Watchdog(Shared* shared, int pid) : shared_(shared), pid_(pid) {}
   Shared* shared_;
   int pid_;
+  bool leftArmed_ = false;
 };
 
 // When the watchdog shuts postgres down for an agent it first saw stopped (or gone) at

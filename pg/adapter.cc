@@ -81,7 +81,11 @@ void PgAdapter::resumeWrites(std::function<void(Result<bool>)> done) {
 }
 
 void PgAdapter::shutDownWrites(std::function<void(Result<bool>)> done) {
-  onWorker<Result<bool>>(writes_, [this] { return controller_.shutDownWrites(); }, std::move(done));
+  // The signal at once, on the caller's thread: the worker may be busy with a stop of
+  // writes that waits for the apply lock.
+  const bool signalled = controller_.signalPrimaryShutdown();
+  onWorker<Result<bool>>(
+      writes_, [this, signalled] { return controller_.shutDownWrites(signalled); }, std::move(done));
 }
 
 void PgAdapter::status(std::function<void(PgStatus)> done) {

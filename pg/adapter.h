@@ -52,7 +52,8 @@ class PgAdapter {
   // never queue behind a slow query or a rebuild (they wait only for a running apply).
   void stopWrites(std::function<void(Result<WritesStopped>)> done);
   void resumeWrites(std::function<void(Result<bool>)> done);
-  // See PgController::shutDownWrites. On the same worker as stopWrites.
+  // See PgController::shutDownWrites: the postmaster is signalled at once (in the call),
+  // the rest on the same worker as stopWrites.
   void shutDownWrites(std::function<void(Result<bool>)> done);
   void status(std::function<void(PgStatus)> done);
 

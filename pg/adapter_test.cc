@@ -19,6 +19,7 @@
 
 #include "pg/command.h"
 #include "pg/controller.h"
+#include "pg/managed_conf.h"
 #include "pg/replication_slots.h"
 #include "pg/standby_names.h"
 #include "pg/testing/pg_test_cluster.h"
@@ -1095,6 +1096,26 @@ TEST_F(AdapterTest, ShutDownWritesLeavesNoSessionThatCanCommit) {
   ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
   EXPECT_TRUE(eventually([&] { return writable(a); }));
   EXPECT_EQ(a.value("INSERT INTO t VALUES (2)", 30s), "");
+}
+
+// Safety review of fcef921, finding 6: the shutdown wrote the managed configuration
+// first and returned on its failure (a full file system, out of inodes) with postgres
+// still running as a writable primary. Now the postmaster is signalled first.
+TEST_F(AdapterTest, ShutDownWritesShutsThePrimaryDownEvenWhenItsConfigurationCannotBeWritten) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgAdapter& pa = adapterFor(a);
+  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(a.postmasterPid().has_value());
+  // The configuration's temporary file cannot be created: a directory holds its name.
+  const std::string blocker = a.options.dataDir + "/" + kManagedConfName + ".dugong-tmp";
+  ASSERT_TRUE(std::filesystem::create_directory(blocker));
+  std::optional<Result<bool>> down;
+  pa.shutDownWrites([&](Result<bool> r) { down = std::move(r); });
+  ASSERT_TRUE(eventually([&] { return down.has_value(); }));
+  EXPECT_TRUE(down->ok()) << down->error();
+  EXPECT_FALSE(a.postmasterPid().has_value()) << "the primary still runs";
+  std::filesystem::remove(blocker);
 }
 
 TEST_F(AdapterTest, BadConfigurationGivesClearErrors) {

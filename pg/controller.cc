@@ -1558,8 +1558,8 @@ PgStatus PgController::status() {
   return s;
 }
 
-Result<std::optional<ManagedState>> PgController::markWritesStopped() {
-  if (!isRunning()) return std::optional<ManagedState>();
+Result<std::optional<ManagedState>> PgController::markWritesStopped(bool evenIfDown) {
+  if (!evenIfDown && !isRunning()) return std::optional<ManagedState>();
   ManagedState want;
   {
     std::lock_guard lock(stateMu_);
@@ -1602,12 +1602,37 @@ Result<WritesStopped> PgController::stopWrites() {
   return out;
 }
 
-Result<bool> PgController::shutDownWrites() {
+bool PgController::signalPrimaryShutdown() const {
+  {
+    std::lock_guard lock(stateMu_);
+    if (state_.role != "primary") return false;  // a standby accepts no writes
+  }
+  std::ifstream in(options_.dataDir + "/postmaster.pid");
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0 || !lockFileHeldByLivePostmaster(options_.dataDir + "/postmaster.pid")) return false;
+  if (::kill(static_cast<pid_t>(pid), SIGINT) != 0) return false;
+  spdlog::warn("pg: asked the primary's postmaster (pid {}) for a fast shutdown: no session can commit on it", pid);
+  return true;
+}
+
+// The signal first, with no lock and no file written: neither a transition holding the
+// apply lock (a restart, a fence) nor a file system that cannot take the managed
+// configuration can delay the shutdown (safety review of fcef921, findings 5 and 6). Then,
+// under the lock, what a later start needs: the configuration marked write-stopped, and
+// pg_ctl's own stop (immediate after stopTimeout) to wait for the postmaster's end.
+Result<bool> PgController::shutDownWrites(bool signalledBefore) {
   const auto started = std::chrono::steady_clock::now();
+  const bool signalled = signalPrimaryShutdown() || signalledBefore;
   std::lock_guard applyLock(applyMu_);
-  auto marked = markWritesStopped();
-  if (!marked) return Error{"shutting down: " + marked.error()};
-  if (!marked->has_value()) return true;
+  auto marked = markWritesStopped(signalled);
+  if (!marked) {
+    if (!signalled) return Error{"shutting down: " + marked.error()};
+    spdlog::error("pg: the primary is shutting down, but its configuration could not be marked write-stopped ({}): "
+                  "a start by hand would be writable",
+                  marked.error());
+  } else if (!marked->has_value() && !signalled) {
+    return true;
+  }
   auto s = stop();
   if (!s) return Error{"shutting down: " + s.error()};
   spdlog::warn("pg: the primary is shut down: no session can commit on it ({} ms)",

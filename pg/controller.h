@@ -119,7 +119,12 @@ class PgController {
   // is shut down (fast, immediate if that does not finish), its configuration marked
   // writes-stopped so that any start is read-only. A standby or a stopped postgres:
   // no-op. The next apply() starts it again with its role's configuration.
-  Result<bool> shutDownWrites();
+  // `signalledBefore`: the caller has sent the signal already (signalPrimaryShutdown).
+  Result<bool> shutDownWrites(bool signalledBefore = false);
+  // SIGINT (fast shutdown) to the postmaster named in postmaster.pid if it is live and
+  // its last configuration a primary's: no apply lock, no file written. True if sent.
+  // Any thread.
+  bool signalPrimaryShutdown() const;
 
   // Whether a primary waits for its sync to catch up before it becomes writable.
   bool writablePending() const;
@@ -154,10 +159,10 @@ class PgController {
   Result<bool> prepareDataDir(bool wipe);
   Result<bool> writeFileAsOwner(const std::string& path, const std::string& text, mode_t mode);
   Result<bool> writeConf(const ManagedState& state);
-  // Under applyMu_: marks a running primary's configuration writes-stopped (so that no
-  // start or reload makes it writable) and returns that configuration; nullopt when
-  // postgres is not running or not a primary (nothing accepts writes).
-  Result<std::optional<ManagedState>> markWritesStopped();
+  // Under applyMu_: marks a primary's configuration writes-stopped (so that no start or
+  // reload makes it writable) and returns that configuration; nullopt when postgres is
+  // not a primary (nothing accepts writes), or not running unless `evenIfDown`.
+  Result<std::optional<ManagedState>> markWritesStopped(bool evenIfDown = false);
   Result<bool> writeHba();
   void setMarker(const std::string& what);
   void clearMarker();

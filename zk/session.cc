@@ -947,37 +947,56 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     });
   }
 
+  // The outcome of a write whose answer was lost, from the state read again. The read
+  // follows a sync, so that a server behind the leader cannot show a state from before
+  // the write. Applied means: the bytes written, at a version the write produced (above
+  // the one it expected). A rewrite that changes nothing but the version (a confirmation,
+  // a settle write) has the same bytes as the state it expected, so the bytes alone
+  // would report a write that never reached ZooKeeper as applied.
   void resolveUnknownWrite() {
     if (!pendingWrite_ || !pendingWrite_->unknown || pendingWrite_->resolving || zh_ == nullptr) return;
     pendingWrite_->resolving = true;
     uint64_t id = pendingWrite_->id;
     std::string path = layout_.state();
     request(
-        [this, id](Reply r) {
-          if (!pendingWrite_ || pendingWrite_->id != id) return;
-          PendingWrite& w = *pendingWrite_;
-          w.resolving = false;
-          if (r.rc != ZOK && r.rc != ZNONODE) {
-            log_->info("zk: could not check the write's outcome yet ({})", describeRc(r.rc));
-            return;  // next reconnection or the deadline
-          }
-          bool exists = r.rc == ZOK;
-          if (exists && r.data == w.bytes) {
-            StateWriteFinished f;
-            f.ok = true;
-            f.newVersion = r.stat.version;
-            log_->info("zk: the interrupted write had been applied (state version {})", f.newVersion);
-            return completeWrite(f);
-          }
-          bool unchanged = w.expectedVersion == -1 ? !exists : (exists && r.stat.version == w.expectedVersion);
-          if (unchanged) {
-            log_->warn("zk: the interrupted write was not applied");
-            return completeWrite(failure("the write was not applied (the connection was lost before it completed)"));
-          }
-          log_->warn("zk: the interrupted write was not applied; another writer changed the state");
-          completeWrite(failure("lost the race: another writer changed the state while the connection was lost", true));
+        [this, id, path](Reply synced) {
+          if (!outcomeReadable(id, synced)) return;
+          request([this, id](Reply r) { resolveFromRead(id, r); },
+                  [&](Call* c) { return zoo_aget(zh_, path.c_str(), 0, onDataCompletion, c); });
         },
-        [&](Call* c) { return zoo_aget(zh_, path.c_str(), 0, onDataCompletion, c); });
+        [&](Call* c) { return zoo_async(zh_, path.c_str(), onStringCompletion, c); });
+  }
+
+  // Whether the resolution of write `id` goes on after reply `r`; if not, it is tried
+  // again at the next reconnection or ends at the deadline.
+  bool outcomeReadable(uint64_t id, const Reply& r) {
+    if (!pendingWrite_ || pendingWrite_->id != id) return false;
+    if (r.rc == ZOK || r.rc == ZNONODE) return true;
+    pendingWrite_->resolving = false;
+    log_->info("zk: could not check the write's outcome yet ({})", describeRc(r.rc));
+    return false;
+  }
+
+  void resolveFromRead(uint64_t id, const Reply& r) {
+    if (!outcomeReadable(id, r)) return;
+    PendingWrite& w = *pendingWrite_;
+    w.resolving = false;
+    const bool exists = r.rc == ZOK;
+    const bool producedByAWrite = w.expectedVersion == -1 || r.stat.version > w.expectedVersion;
+    if (exists && r.data == w.bytes && producedByAWrite) {
+      StateWriteFinished f;
+      f.ok = true;
+      f.newVersion = r.stat.version;
+      log_->info("zk: the interrupted write had been applied (state version {})", f.newVersion);
+      return completeWrite(f);
+    }
+    const bool unchanged = w.expectedVersion == -1 ? !exists : (exists && r.stat.version == w.expectedVersion);
+    if (unchanged) {
+      log_->warn("zk: the interrupted write was not applied");
+      return completeWrite(failure("the write was not applied (the connection was lost before it completed)"));
+    }
+    log_->warn("zk: the interrupted write was not applied; another writer changed the state");
+    completeWrite(failure("lost the race: another writer changed the state while the connection was lost", true));
   }
 
   void completeWrite(StateWriteFinished result) {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/tcp_proxy.h"
 #include "zk/test_util.h"
 
 namespace dugong::zk {
@@ -320,6 +321,32 @@ TEST_F(SessionTest, WriteInterruptedByAHungServerIsResolvedByReadingTheState) {
     EXPECT_EQ(now->data, state(1).serialize()) << result->error;
     EXPECT_EQ(now->version, 0);
   }
+}
+
+// Safety review of fcef921, finding 2a: a rewrite that changes nothing but the version (a
+// primary's confirmation on a new session, a settle write) has the bytes of the state it
+// expects. Interrupted before it reached ZooKeeper, it was reported applied, at the old
+// version, because the bytes read back matched: a takeover at that version could still land.
+TEST_F(SessionTest, AnInterruptedUnchangedRewriteThatNeverReachedZooKeeperIsNotReportedApplied) {
+  dugong::testing::TcpProxy proxy("127.0.0.1", zk->clientPort(0));
+  Peer a(io, options("127.0.0.1:" + std::to_string(proxy.port()), "c1", 6000), "a");
+  a.start();
+  ASSERT_TRUE(a.waitInit());
+  ASSERT_TRUE(a.put(state(1), -1).ok);
+  const int lostBefore = a.session().status().sessionsLost;
+  std::optional<StateWriteFinished> result;
+  proxy.cut();  // the request is dropped on the way: it never reaches the server
+  a.session().putClusterState(state(1), 0, [&](StateWriteFinished f) { result = f; });
+  ASSERT_TRUE(runUntil(io, [&] { return !a.session().status().connected || result.has_value(); }));
+  proxy.heal();  // the same session comes back (within its timeout) and resolves the write
+  ASSERT_TRUE(runUntil(io, [&] { return result.has_value(); }));
+  // Only a session that survived resolves the write by reading (an expiry fails it anyway).
+  ASSERT_EQ(a.session().status().sessionsLost, lostBefore) << "the session expired: the test proves nothing";
+  auto now = client(zk->connectString(), "c1")->readState();
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->version, 0);
+  EXPECT_FALSE(result->ok) << "reported applied at version " << result->newVersion << " while ZooKeeper is at "
+                           << now->version;
 }
 
 TEST_F(SessionTest, DigestAuthLetsOnlyTheConfiguredIdentityWrite) {

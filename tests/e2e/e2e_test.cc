@@ -58,6 +58,22 @@ class E2E : public ::testing::Test {
   }
   bool insert(int peer, int id) { return h_->sql(peer, "INSERT INTO acked (id) VALUES (" + std::to_string(id) + ")", 5s).ok(); }
   std::set<int> ids(int peer) { return h_->intColumn(peer, "SELECT id FROM acked"); }
+  // The primary's agent goes (`goAway`) and stays away with its postgres left running; once
+  // the sync has taken over, the old postgres acknowledges no commit, not even one that
+  // waits for nobody, and the agent, back, finds its peer deposed.
+  void expectNoWritesOnTheOldPrimaryAfterTheTakeover(const std::function<void(int)>& goAway) {
+    int primary = startCluster();
+    ASSERT_GE(primary, 0);
+    int sync = indexWithRole("sync");
+    createTable(primary);
+    goAway(primary);
+    ASSERT_TRUE(waitForTakeoverBy(sync));
+    ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
+    auto local = h_->sql(primary, "SET synchronous_commit = local; INSERT INTO acked (id) VALUES (667)", 3s);
+    EXPECT_FALSE(local.ok()) << "the deposed primary acknowledged a write with synchronous_commit = local";
+    h_->startAgent(primary);
+    EXPECT_TRUE(h_->waitFor([&] { return h_->role(primary) == "deposed"; }, 30s));
+  }
   std::unique_ptr<Harness> h_;
 };
 
@@ -237,12 +253,24 @@ TEST_F(E2E, PrimaryStoppedForGoodIsReplacedByItsSync) {
   int primary = startCluster();
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
+  createTable(primary);
   h_->stopAgent(primary);
   ASSERT_EQ(h_->leaveAgent(primary), 0) << h_->logTail(primary);
   ASSERT_TRUE(waitForTakeoverBy(sync));
   EXPECT_EQ(h_->zkState()->deposed.size(), 1u);
+  // --leave shut the old primary's postgres down before ending the session.
+  auto local = h_->sql(primary, "SET synchronous_commit = local; INSERT INTO acked (id) VALUES (667)", 3s);
+  EXPECT_FALSE(local.ok()) << "the primary that left acknowledged a write with synchronous_commit = local";
   // Nothing left to leave.
   EXPECT_EQ(h_->leaveAgent(primary), 0);
+}
+
+// A clean stop of the primary's agent (systemctl stop, an upgrade whose new agent does not
+// come back) keeps the session for a restart and leaves postgres running; once the session
+// expires the sync takes over, and the old postgres must acknowledge nothing by then: the
+// watchdog the stop left armed has shut it down.
+TEST_F(E2E, PrimaryWhoseAgentWasStoppedAcknowledgesNoWritesAfterTheTakeover) {
+  expectNoWritesOnTheOldPrimaryAfterTheTakeover([&](int primary) { h_->stopAgent(primary); });
 }
 
 // kill -9 of the primary's postmaster under its live agent: the agent sees the
@@ -344,17 +372,7 @@ TEST_F(E2E, PrimaryWhoseSessionExpiredAcknowledgesNoWrites) {
 // its postgres runs on, and the watchdog, which outlives the agent it watches, stops it
 // before the session can expire.
 TEST_F(E2E, PrimaryWhoseAgentWasKilledAcknowledgesNoWritesAfterTheTakeover) {
-  int primary = startCluster();
-  ASSERT_GE(primary, 0);
-  int sync = indexWithRole("sync");
-  createTable(primary);
-  h_->killAgent(primary);
-  ASSERT_TRUE(waitForTakeoverBy(sync));
-  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
-  auto local = h_->sql(primary, "SET synchronous_commit = local; INSERT INTO acked (id) VALUES (667)", 3s);
-  EXPECT_FALSE(local.ok()) << "the deposed primary acknowledged a write with synchronous_commit = local";
-  h_->startAgent(primary);
-  EXPECT_TRUE(h_->waitFor([&] { return h_->role(primary) == "deposed"; }, 30s));
+  expectNoWritesOnTheOldPrimaryAfterTheTakeover([&](int primary) { h_->killAgent(primary); });
 }
 
 // A sync whose postgres dies and cannot be restarted (another process holds its port)

@@ -51,7 +51,7 @@ PartitionCluster::PartitionCluster(int sessionTimeoutMs) {
   o.peers = 3;
   o.sessionTimeoutMs = sessionTimeoutMs;
   o.agentZkConnect = [this](int, const std::string& connect) {
-    proxies_.push_back(std::make_unique<TcpProxy>("127.0.0.1", firstPort(connect)));
+    proxies_.push_back(std::make_unique<dugong::testing::TcpProxy>("127.0.0.1", firstPort(connect)));
     return "127.0.0.1:" + std::to_string(proxies_.back()->port());
   };
   h_ = std::make_unique<Harness>(o);

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "tests/e2e/cluster_harness.h"
-#include "tests/e2e/tcp_proxy.h"
+#include "tests/support/tcp_proxy.h"
 
 namespace dugong::e2e {
 
@@ -41,13 +41,13 @@ class PartitionCluster {
  public:
   explicit PartitionCluster(int sessionTimeoutMs = 3000);
   Harness& harness() { return *h_; }
-  TcpProxy& proxy(int i) { return *proxies_.at(static_cast<size_t>(i)); }
+  dugong::testing::TcpProxy& proxy(int i) { return *proxies_.at(static_cast<size_t>(i)); }
   // Starts the cluster, cuts the primary off ZooKeeper with both clients writing, and
   // stops once the careful client wrote on a new primary (or after `deadline`).
   PartitionOutcome run(std::chrono::milliseconds deadline = std::chrono::seconds(60));
 
  private:
-  std::vector<std::unique_ptr<TcpProxy>> proxies_;
+  std::vector<std::unique_ptr<dugong::testing::TcpProxy>> proxies_;
   std::unique_ptr<Harness> h_;
 };
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace dugong::e2e {
+namespace dugong::testing {
 
 class TcpProxy {
  public:
@@ -41,4 +41,4 @@ class TcpProxy {
   std::thread thread_;
 };
 
-}  // namespace dugong::e2e
+}  // namespace dugong::testing

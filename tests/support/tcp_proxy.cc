@@ -1,4 +1,4 @@
-#include "tests/e2e/tcp_proxy.h"
+#include "tests/support/tcp_proxy.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace dugong::e2e {
+namespace dugong::testing {
 namespace {
 
 int connectTo(const std::string& host, int port) {
@@ -123,4 +123,4 @@ void TcpProxy::run() {
   }
 }
 
-}  // namespace dugong::e2e
+}  // namespace dugong::testing
