@@ -602,8 +602,8 @@ void Driver::withdraw(int64_t downMs) {
                             " s and restarts did not help (" + unhealthyDetail_ + ")");
   ++counters_.withdrawals;
   withdrawn_ = true;
-  env_.coordinator.leave();
   if (peer_->role() != Role::kPrimary) {
+    env_.coordinator.leave();
     // A standby restarts postgres while away and joins again once it is healthy; but one
     // whose takeover write may have landed keeps its fence and so postgres down (see
     // lastAppliedIsStale): it joins again after withdrawAfterMs to learn the state (seed
@@ -626,7 +626,11 @@ void Driver::withdraw(int64_t downMs) {
   }
   writesStopped_ = true;
   shutDownTimer_->cancel();
-  shutDownWrites("this primary withdrew from ZooKeeper, and another peer may take over at once");
+  // The shutdown first (the real adapter signals the postmaster in the call, waiting for
+  // no lock), then the leave that lets the sync take over at once (safety review of
+  // fcef921, finding 4).
+  shutDownWrites("this primary withdraws from ZooKeeper, and another peer may take over at once");
+  env_.coordinator.leave();
   joinAgainAfterWithdrawal(
       "a withdrawn primary's postgres starts only with a session, once the state confirms it is still the primary");
 }

@@ -155,7 +155,10 @@ class FakePostgres : public Postgres {
   bool postmasterGone() const override { return gone; }
   void stopWrites(std::function<void(Result<int>)> done) override { stops.push_back(std::move(done)); }
   void resumeWrites(std::function<void(Result<bool>)> done) override { resumes.push_back(std::move(done)); }
-  void shutDownWrites(std::function<void(Result<bool>)> done) override { shutdowns.push_back(std::move(done)); }
+  void shutDownWrites(std::function<void(Result<bool>)> done) override {
+    shutdowns.push_back(std::move(done));
+    shutDownAsMember.push_back(inZooKeeper && inZooKeeper());
+  }
   void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) override {
     if (!modelRejoin) return Postgres::rejoin(primary, policy, std::move(done));
     rejoins.push_back({primary.id, policy, std::move(done)});
@@ -188,6 +191,9 @@ class FakePostgres : public Postgres {
   std::deque<std::function<void(Result<int>)>> stops;
   std::deque<std::function<void(Result<bool>)>> resumes;
   std::deque<std::function<void(Result<bool>)>> shutdowns;
+  // Whether the peer still held its ZooKeeper membership when each shutdown was asked for.
+  std::function<bool()> inZooKeeper;
+  std::vector<bool> shutDownAsMember;
   bool modelRejoin = false;  // false: the default implementation (not modelled)
   bool modelHandover = false;
   std::deque<std::function<void(bool)>> upstreamWaits;
@@ -206,6 +212,7 @@ class DriverTest : public ::testing::Test {
  protected:
   DriverTest() {
     coordinator_.clock = &clock_;
+    pg_.inZooKeeper = [this] { return coordinator_.member; };
     makeDriver(RejoinPolicy::kFollow);
   }
   void makeDriver(RejoinPolicy rejoin, std::function<void(bool)> onPrimaryConnectionLoss = nullptr) {
@@ -483,6 +490,9 @@ TEST_F(DriverTest, AWithdrawnPrimaryKeepsPostgresDownAndJoinsAgainToStartIt) {
   }
   ASSERT_TRUE(driver_->withdrawn());
   ASSERT_EQ(pg_.shutdowns.size(), 1u) << "a withdrawn primary was not kept from writing";
+  // Safety review of fcef921, finding 4: the shutdown (whose signal the real adapter sends
+  // in the call) comes before leaving ZooKeeper, which lets the sync take over at once.
+  EXPECT_TRUE(pg_.shutDownAsMember.at(0)) << "left ZooKeeper before asking for the shutdown";
   pg_.shutdowns.front()(true);
   pg_.shutdowns.pop_front();
   while (!pg_.applies.empty()) pg_.finishApply(false);
