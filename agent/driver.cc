@@ -269,6 +269,7 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
     return;
   }
   pgBusy_ = true;
+  if (config.role == PgRole::kPrimary && opts_.onPrimaryApplyStarting) opts_.onPrimaryApplyStarting();
   env_.postgres.apply(config, guarded<PgConfigApplied>([this, config, fromPeer](PgConfigApplied r) {
                         pgBusy_ = false;
                         lastTransitionDone_ = env_.clock.monotonicMs();

@@ -85,6 +85,10 @@ struct DriverOptions {
   // Called on the loop once postgres has applied a configuration the state machine
   // asked for, when the peer's role differs from the one of the last such apply.
   std::function<void(Role previous, Role applied)> onRoleApplied;
+  // Called on the loop as postgres starts to apply a primary's configuration: from the
+  // promotion on, postgres may accept writes before the apply answers (the agent arms
+  // its watchdog here, not only once the role is applied).
+  std::function<void()> onPrimaryApplyStarting;
   // Called on the loop when the coordinator's connection is lost while this peer is the
   // primary (true), and when it is back or a new session replaces it (false): the agent
   // shuts postgres down a sixth of the session timeout after such a loss, and a watchdog

@@ -222,6 +222,7 @@ class DriverTest : public ::testing::Test {
     o.rejoin = rejoin;
     o.handoverWaitMs = 5000;
     o.onPrimaryConnectionLoss = std::move(onPrimaryConnectionLoss);
+    o.onPrimaryApplyStarting = [this] { ++primaryApplyStarts_; };
     driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
   }
@@ -400,6 +401,7 @@ class DriverTest : public ::testing::Test {
   FakeCoordinator coordinator_;
   FakePostgres pg_;
   NullLog log_;
+  int primaryApplyStarts_ = 0;
   std::unique_ptr<Driver> driver_;
   ClusterState state_;
 };
@@ -916,6 +918,25 @@ TEST_F(DriverTest, ATakeoverThatLandsFirstFailsTheConfirmationAndKeepsWritesStop
   clock_.advance(5000);
   EXPECT_TRUE(pg_.resumes.empty()) << "resumed although another peer took over";
   EXPECT_EQ(driver_->peer().role(), Role::kDeposed);
+}
+
+// Safety review of fcef921, finding 7: the agent arms its watchdog as a primary's apply
+// starts (postgres may be promoted and take writes before the apply answers), not only
+// once the role is applied.
+TEST_F(DriverTest, APrimarysApplyIsAnnouncedBeforeItStarts) {
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{true, true});
+  pg_.inits.pop_front();
+  state_.generation = 1;
+  state_.primary = peerId("node1");
+  state_.sync = peerId("node2");
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2"})});
+  clock_.advance(0);
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(primaryApplyStarts_, 1) << "the primary's apply began unannounced";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
 }
 
 // Safety review of fcef921, finding 2b: the connection of the new session blips before the

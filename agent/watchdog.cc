@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -115,7 +116,14 @@ Result<std::unique_ptr<Watchdog>> Watchdog::start(const std::string& dataDir, st
     ::munmap(page, sizeof(Shared));
     return Error{std::string("watchdog: fork: ") + std::strerror(errno)};
   }
-  if (pid == 0) watch(*shared, dataDir, limit.count(), parent);
+  if (pid == 0) {
+    // A process group and session of its own, and a name of its own: a stop of the agent's
+    // process group (kill -STOP -<pgid>, Ctrl-Z) or a `killall dugong` leaves it running
+    // (safety review of fcef921, finding 7).
+    ::setsid();
+    ::prctl(PR_SET_NAME, kWatchdogProcessName, 0, 0, 0);
+    watch(*shared, dataDir, limit.count(), parent);
+  }
   return std::unique_ptr<Watchdog>(new Watchdog(shared, pid));
 }
 

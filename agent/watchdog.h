@@ -36,6 +36,9 @@
 
 namespace dugong::agent {
 
+// The watchdog's process name (its comm; at most 15 characters).
+inline constexpr const char* kWatchdogProcessName = "dugong-watchdog";
+
 class Watchdog {
  public:
   // Forks the watchdog process. Call before any thread is started, after the logger is

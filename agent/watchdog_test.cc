@@ -118,5 +118,49 @@ TEST(Watchdog, LeftArmedItIsEndedByTheNextRunThroughItsStamp) {
   ::waitpid(postmaster, nullptr, 0);
 }
 
+// Safety review of fcef921, finding 7: the watchdog shared the agent's process group, so a
+// stop of the group (kill -STOP -<pgid>, Ctrl-Z on a foreground agent) stopped it too, and
+// it had the agent's name, so `killall dugong` killed it too.
+TEST(Watchdog, AStopOfTheAgentsProcessGroupLeavesItRunningAndItActs) {
+  dugong::testing::ScratchDir dir{"watchdog-group-stop"};
+  const pid_t postmaster = fakePostmaster(dir.path());
+  int pipeFds[2];
+  ASSERT_EQ(::pipe(pipeFds), 0);
+  const pid_t agent = ::fork();
+  if (agent == 0) {
+    ::setpgid(0, 0);  // a group of its own, as a daemon started from a shell is
+    auto watchdog = Watchdog::start(dir.path(), std::chrono::milliseconds(200));
+    if (!watchdog) ::_exit(1);
+    (*watchdog)->setPrimary(true);
+    const std::string text = std::to_string((*watchdog)->pid());
+    if (::write(pipeFds[1], text.data(), text.size()) != static_cast<ssize_t>(text.size())) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ::close(pipeFds[1]);
+  char buf[128] = {};
+  const ssize_t n = ::read(pipeFds[0], buf, sizeof(buf) - 1);
+  ::close(pipeFds[0]);
+  ASSERT_GT(n, 0);
+  const int watchdogPid = std::stoi(buf);
+  std::string name;
+  for (int i = 0; i < 500 && name != kWatchdogProcessName; ++i, ::usleep(10000)) {
+    auto p = processStamp(watchdogPid);
+    name = p ? p->name : "";
+  }
+  EXPECT_EQ(name, kWatchdogProcessName);
+  ::kill(-agent, SIGSTOP);  // the agent's whole process group
+  auto status = waitForChild(postmaster, std::chrono::seconds(60));
+  ::kill(-agent, SIGKILL);
+  ::kill(agent, SIGCONT);
+  ::waitpid(agent, nullptr, 0);
+  if (!status) {
+    ::kill(postmaster, SIGKILL);
+    ::waitpid(postmaster, nullptr, 0);
+  }
+  ASSERT_TRUE(status.has_value()) << "the watchdog was stopped with the agent's process group";
+  ASSERT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGINT);
+}
+
 }  // namespace
 }  // namespace dugong::agent

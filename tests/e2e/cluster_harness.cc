@@ -177,15 +177,15 @@ void Harness::killAgent(int i) {
 void Harness::killAgentAndWatchdog(int i) {
   E2EPeer& p = peer(i);
   if (p.agentPid <= 0) return;
-  // The watchdog is the agent's child that runs the agent's program: its /proc stat says
-  // "<pid> (dugong) <state> <ppid> ...".
+  // The watchdog is the agent's child named dugong-watchdog: its /proc stat says
+  // "<pid> (dugong-watchdog) <state> <ppid> ...".
   const std::string agentPid = std::to_string(p.agentPid);
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream stat(entry.path() / "stat");
     std::string pid, comm, state, ppid;
-    if (stat >> pid >> comm >> state >> ppid && comm == "(dugong)" && ppid == agentPid) {
+    if (stat >> pid >> comm >> state >> ppid && comm == "(dugong-watchdog)" && ppid == agentPid) {
       ::kill(static_cast<pid_t>(std::stol(pid)), SIGKILL);
     }
   }
