@@ -3,8 +3,6 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <charconv>
 #include <memory>
 
@@ -81,8 +79,8 @@ Result<std::unique_ptr<Connection>> openForQueries(const std::string& conninfo, 
   params["tcp_user_timeout"] = std::to_string(timeout.count());
   std::string& options = params["options"];
   options += (options.empty() ? "" : " ") + std::string("-c statement_timeout=") + std::to_string(timeout.count());
-  const std::string& hostList = params.count("host") ? params["host"] : params["hostaddr"];
-  const auto hosts = 1 + std::count(hostList.begin(), hostList.end(), ',');
+  const auto host = params.find("host") != params.end() ? params.find("host") : params.find("hostaddr");
+  const auto hosts = 1 + (host == params.end() ? 0 : std::count(host->second.begin(), host->second.end(), ','));
   auto conn = Connection::open(buildConninfo(params), Connection::Clock::now() + perHost * hosts);
   if (!conn) return Error{"cannot connect: " + conn.error()};
   return conn;
