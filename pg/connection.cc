@@ -111,7 +111,9 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& conninfo
   while (status != PGRES_POLLING_OK) {
     if (status == PGRES_POLLING_FAILED) return Error{trimmed(PQerrorMessage(raw))};
     // The socket changes from one host (or address) to the next: asked every time.
-    if (!waitFd(PQsocket(raw), status == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline)) {
+    const int fd = PQsocket(raw);
+    if (fd < 0) return Error{trimmed(PQerrorMessage(raw))};
+    if (!waitFd(fd, status == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline)) {
       return Error{"timeout expired"};
     }
     status = PQconnectPoll(raw);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -159,6 +160,28 @@ TEST_F(ConnectionTest, AServerThatNeverAnswersIsBoundedByTheConnectTimeout) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("cannot connect"), std::string::npos) << r.error();
   EXPECT_NE(r.error().find("timeout expired"), std::string::npos) << r.error();
+}
+
+TEST_F(ConnectionTest, AServerThatStopsAnsweringMidQueryIsBoundedByTheDeadline) {
+  // The backend and the postmaster stopped: the query gets no answer, and the cancel
+  // request (to the postmaster) none either. The caller still gets its error at the
+  // deadline; everything goes on once they run again.
+  auto conn = openForQueries(socket(), 5s);
+  ASSERT_TRUE(conn.ok()) << conn.error();
+  auto pid = queryOn(*conn.value(), "SELECT pg_backend_pid()", 5s);
+  ASSERT_TRUE(pid.ok()) << pid.error();
+  const pid_t backend = std::stoi(pid->rows.at(0).at(0).value_or("0"));
+  const auto postmaster = node_->postmasterPid();
+  ASSERT_TRUE(postmaster.has_value());
+  ASSERT_EQ(::kill(*postmaster, SIGSTOP), 0);
+  ASSERT_EQ(::kill(backend, SIGSTOP), 0);
+  auto r = queryOn(*conn.value(), "SELECT 1", 1s);
+  ::kill(backend, SIGCONT);
+  ::kill(*postmaster, SIGCONT);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("timed out after 1000 ms and was cancelled"), std::string::npos) << r.error();
+  EXPECT_FALSE(conn.value()->ready());
+  EXPECT_TRUE(testing::eventually([&] { return runQuery(socket(), "SELECT 1", 5s).ok(); }, 10s));
 }
 
 TEST_F(ConnectionTest, MultipleHostsAreTriedInOrder) {
