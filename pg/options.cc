@@ -119,7 +119,7 @@ Result<bool> validate(const PgOptions& o) {
       if (k == m) return Error{"setting '" + k + "' is managed by dugong and cannot be set in settings"};
     }
     if (v.find('\n') != std::string::npos) return Error{"setting '" + k + "' has a newline in its value"};
-    for (const auto& [name, value] : o.tls.serverTls() ? serverTlsSettings(o.tls) : decltype(serverTlsSettings(o.tls)){}) {
+    for (const auto& [name, value] : serverTlsSettings(o.tls)) {
       if (k == name) return Error{"setting '" + k + "' is managed by dugong when tls.certFile is set"};
     }
   }

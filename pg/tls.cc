@@ -79,7 +79,7 @@ std::map<std::string, std::string> clientTlsParams(const PgTls& t) {
 }
 
 std::vector<std::pair<std::string, std::string>> serverTlsSettings(const PgTls& t) {
-  if (!t.serverTls()) return {{"ssl", "off"}};
+  if (!t.serverTls()) return {};
   std::vector<std::pair<std::string, std::string>> s = {
       {"ssl", "on"}, {"ssl_cert_file", t.certFile}, {"ssl_key_file", t.keyFile}};
   if (!t.caFile.empty()) s.emplace_back("ssl_ca_file", t.caFile);

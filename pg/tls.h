@@ -50,8 +50,8 @@ Result<bool> validateTls(const PgTls& tls);
 // sslrootcert, sslcert, sslkey.
 std::map<std::string, std::string> clientTlsParams(const PgTls& tls);
 
-// postgresql.conf lines (name, quoted value) for the server side: ssl = on and its
-// files when certFile is set, ssl = off otherwise.
+// postgresql.conf settings (name, value) for the server side: ssl = on and its files
+// when certFile is set; none otherwise (postgres' own default, or `settings`, hold).
 std::vector<std::pair<std::string, std::string>> serverTlsSettings(const PgTls& tls);
 
 // The pg_hba connection type of TCP lines: "hostssl" when hostsslOnly, else "host".
