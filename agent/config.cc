@@ -263,6 +263,18 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   secs = static_cast<int>(c.pg.rewindTimeout.count());
   pg.getInt("rewindTimeoutSeconds", &secs, 60, 7 * 86400);
   c.pg.rewindTimeout = std::chrono::seconds(secs);
+  // postgres.tls (pg/tls.h): postgres' certificate, hostssl-only pg_hba, and the TLS of
+  // every TCP connection dugong makes to a postgres.
+  Section tls = pg.child("tls");
+  tls.get("certFile", &c.pg.tls.certFile);
+  tls.get("keyFile", &c.pg.tls.keyFile);
+  tls.get("caFile", &c.pg.tls.caFile);
+  tls.get("hostsslOnly", &c.pg.tls.hostsslOnly);
+  tls.get("sslmode", &c.pg.tls.sslmode);
+  tls.get("rootCertFile", &c.pg.tls.rootCertFile);
+  tls.get("clientCertFile", &c.pg.tls.clientCertFile);
+  tls.get("clientKeyFile", &c.pg.tls.clientKeyFile);
+  tls.rejectUnknown();
   pg.rejectUnknown();
 
   Section http = top.child("http");

@@ -40,6 +40,17 @@
 //     rewindTimeoutSeconds: 1800        # a rebuild's pg_rewind
 //     repairStandbyAfterSeconds: 60     # a standby that cannot follow its upstream this
 //                                       # long is repaired (pg_rewind, else pg_basebackup)
+//     tls:                              # TLS (pg/tls.h); default: none on the server, prefer
+//       certFile: ""                    # postgres' certificate and key (PEM): ssl = on
+//       keyFile: ""                     # (0600, readable by osUser)
+//       caFile: ""                      # ssl_ca_file: CA of client certificates
+//       hostsslOnly: false              # pg_hba's TCP lines are hostssl: TLS or nothing
+//       sslmode: prefer                 # of every TCP connection dugong makes (replication,
+//                                       # pg_basebackup, pg_rewind, queries, dugong-adm):
+//                                       # disable ... verify-full
+//       rootCertFile: ""                # sslrootcert (default caFile): needed by verify-*
+//       clientCertFile: ""              # sslcert/sslkey, when the server asks for one
+//       clientKeyFile: ""
 //   http:
 //     listen: 127.0.0.1:8008            # the status server (the default); "": none
 //   singleton: false                    # one-node-write mode

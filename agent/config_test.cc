@@ -205,6 +205,36 @@ TEST_F(ConfigTest, PasswordsFromFilesAndWarnings) {
             std::string::npos);
 }
 
+// postgres.tls (pg/tls.h): read into the pg options, checked with precise messages.
+TEST_F(ConfigTest, PostgresTls) {
+  auto byDefault = parseConfig(valid(), "d.yaml");
+  ASSERT_TRUE(byDefault.ok()) << byDefault.error();
+  EXPECT_EQ(byDefault->pg.tls.sslmode, "prefer");
+  EXPECT_FALSE(byDefault->pg.tls.serverTls());
+  const std::string crt = writeFile("server.crt", "x", 0644), key = writeFile("server.key", "x", 0600),
+                    ca = writeFile("ca.crt", "x", 0644);
+  auto c = parseConfig(valid("", "  replicationPassword: r3pl\n  tls:\n    certFile: " + crt + "\n    keyFile: " + key +
+                                     "\n    caFile: " + ca + "\n    hostsslOnly: true\n    sslmode: verify-full\n"),
+                       "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->pg.tls.certFile, crt);
+  EXPECT_EQ(c->pg.tls.keyFile, key);
+  EXPECT_EQ(c->pg.tls.rootCert(), ca);
+  EXPECT_TRUE(c->pg.tls.hostsslOnly);
+  EXPECT_EQ(c->pg.tls.sslmode, "verify-full");
+  EXPECT_NE(errorOf(valid("", "  replicationPassword: r3pl\n  tls:\n    sslmode: verify-full\n"))
+                .find("d.yaml: postgres: tls.sslmode verify-full verifies the server's certificate"),
+            std::string::npos);
+  EXPECT_NE(errorOf(valid("", "  replicationPassword: r3pl\n  tls:\n    sslmode: on\n")).find("is not one of"),
+            std::string::npos);
+  EXPECT_NE(errorOf(valid("", "  replicationPassword: r3pl\n  tls:\n    certFile: /nonexistent.crt\n    keyFile: " +
+                                  key + "\n"))
+                .find("tls.certFile /nonexistent.crt is not a file"),
+            std::string::npos);
+  EXPECT_NE(errorOf(valid("", "  replicationPassword: r3pl\n  tls:\n    certfile: x\n")).find("postgres.tls.certfile: unknown key"),
+            std::string::npos);
+}
+
 TEST(Config, MissingFileIsAClearError) {
   auto c = loadConfig("/nonexistent/dugong.yaml");
   ASSERT_FALSE(c.ok());

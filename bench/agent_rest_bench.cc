@@ -6,11 +6,12 @@
 // used over --seconds (every thread's /proc/<pid>/task/*/schedstat), as % of one core.
 //
 //   agent_rest_bench [--session-timeout 2000] [--health-interval-ms 1000] [--settle 10]
-//                    [--seconds 60] [--maps] [--log-level info]
+//                    [--seconds 60] [--maps] [--log-level info] [--tls]
 // --health-interval-ms replaces the test harness's 300 ms (postgres.healthIntervalMs;
 // the agent's default is 1000). --log-level replaces the harness's debug (the agent's
 // default is info). --maps also prints, for each agent, the resident size
-// of each mapped file (all its segments) and of the anonymous mappings. The agents inherit the environment (e.g. MALLOC_ARENA_MAX).
+// of each mapped file (all its segments) and of the anonymous mappings. --tls runs the
+// cluster TLS only (the e2e harness' tlsOnly: hostssl pg_hba, sslmode verify-full). The agents inherit the environment (e.g. MALLOC_ARENA_MAX).
 #include <unistd.h>
 
 #include <algorithm>
@@ -86,7 +87,7 @@ std::vector<std::pair<long, std::string>> largestMappings(pid_t pid, size_t n) {
 
 int main(int argc, char** argv) {
   int sessionTimeoutMs = 2000, healthIntervalMs = 1000, settle = 10, seconds = 60;
-  bool maps = false;
+  bool maps = false, tls = false;
   std::string logLevel = "debug";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -102,14 +103,17 @@ int main(int argc, char** argv) {
       logLevel = argv[++i];
     } else if (a == "--maps") {
       maps = true;
+    } else if (a == "--tls") {
+      tls = true;
     } else {
       std::fprintf(stderr, "usage: agent_rest_bench [--session-timeout MS] [--health-interval-ms MS] [--settle S] "
-                   "[--seconds S] [--maps] [--log-level L]\n");
+                   "[--seconds S] [--maps] [--log-level L] [--tls]\n");
       return 2;
     }
   }
   dugong::e2e::HarnessOptions o;
   o.sessionTimeoutMs = sessionTimeoutMs;
+  o.tlsOnly = tls;
   dugong::e2e::Harness h(o);
   for (int i = 0; i < h.size(); ++i) {
     std::ifstream in(h.peer(i).configPath);

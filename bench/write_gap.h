@@ -41,17 +41,16 @@ struct Writer {
     stop = false;
     thread = std::thread([this, conninfo] {
       std::unique_ptr<dugong::pg::Connection> conn;
-      auto params = dugong::pg::parseConninfo(conninfo);
       while (!stop) {
         int id = nextId++;
         const std::string sql = "INSERT INTO acked VALUES (" + std::to_string(id) + ")";
         bool r = false;
-        if (!persistent || !params) {
+        if (!persistent) {
           r = dugong::pg::runQuery(conninfo, sql, std::chrono::seconds(2)).ok();
         } else {
           const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
           if (!conn) {
-            auto opened = dugong::pg::Connection::open(*params, deadline);
+            auto opened = dugong::pg::Connection::open(conninfo, deadline);
             if (opened) conn = std::move(opened).value();
           }
           if (conn) {

@@ -23,6 +23,7 @@
 #include "pg/replication_slots.h"
 #include "pg/standby_names.h"
 #include "pg/testing/pg_test_cluster.h"
+#include "pg/testing/test_certs.h"
 
 namespace dugong::pg {
 namespace {
@@ -594,6 +595,47 @@ TEST_F(AdapterTest, ReplicationWithPasswordAuthentication) {
   ASSERT_TRUE(r_.ok) << r_.error;
   EXPECT_TRUE(eventually([&] { return writable(a); }));
   EXPECT_TRUE(streamsFrom(a, b));
+}
+
+// TLS only (pg/tls.h): pg_hba is hostssl for TCP, replication and the rebuild's
+// pg_basebackup run over TLS verified up to the host name, and a peer given the wrong CA
+// refuses the upstream and says why.
+TEST_F(AdapterTest, TlsOnlyClusterAndAWrongCaRefused) {
+  auto certs = testing::makeTestCerts(cluster_.dir() + "/certs", "cluster", "postgres");
+  ASSERT_TRUE(certs.ok()) << certs.error();
+  auto other = testing::makeTestCerts(cluster_.dir() + "/certs", "other", "postgres");
+  ASSERT_TRUE(other.ok()) << other.error();
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgTestNode& c = cluster_.addNode("peer-c");
+  for (PgTestNode* n : {&a, &b, &c}) {
+    n->options.tls.certFile = certs->certFile;
+    n->options.tls.keyFile = certs->keyFile;
+    n->options.tls.caFile = certs->caFile;
+    n->options.tls.hostsslOnly = true;
+    n->options.tls.sslmode = "verify-full";
+  }
+  c.options.tls.rootCertFile = other->caFile;
+  PgAdapter& pa = adapterFor(a);
+  r_ = apply(pa, PgConfig::primary(b.identity));
+  ASSERT_TRUE(r_.ok) << r_.error;
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE type = 'host'"), "0");
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE type = 'hostssl'"), "4");
+  EXPECT_EQ(a.value("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"), "t");
+  auto plain = runQuery(a.conninfo() + " sslmode=disable", "SELECT 1", 5s);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.error().find("no encryption"), std::string::npos) << plain.error();
+
+  r_ = apply(adapterFor(b), PgConfig::standby(PgRole::kSync, a.identity, a.identity));
+  ASSERT_TRUE(r_.ok) << r_.error;
+  EXPECT_TRUE(eventually([&] { return writable(a); }));
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_stat_replication r JOIN pg_stat_ssl s USING (pid) WHERE s.ssl AND "
+                    "r.application_name = 'peer-b' AND r.state = 'streaming'"),
+            "1");
+
+  r_ = apply(adapterFor(c), PgConfig::standby(PgRole::kAsync, a.identity, a.identity));
+  EXPECT_FALSE(r_.ok);
+  EXPECT_NE(r_.error.find("certificate verify failed"), std::string::npos) << r_.error;
 }
 
 // Runs a pg_ctl command on a node's data directory as the postgres user, as an operator would.

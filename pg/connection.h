@@ -1,87 +1,65 @@
-// A client connection to PostgreSQL written against the frontend/backend protocol 3.0
-// (pg/wire.h), so that the agent does not link libpq and its TLS, Kerberos and LDAP
-// libraries. What the agent and dugong-adm need, no more:
-// - libpq-style connection strings (key=value, values quoted with '...' and \ escapes):
-//   host (a directory for the Unix socket, a name or an address; a comma-separated list
-//   is tried in order), port (one, or one per host), user, password, dbname, options,
-//   application_name, replication, connect_timeout (seconds), target_session_attrs
-//   (any, read-write, read-only), keepalives, keepalives_idle, keepalives_interval,
-//   keepalives_count, tcp_user_timeout (ms), sslmode (disable, allow or prefer: no TLS
-//   is ever used). PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE fill what the
-//   string leaves out; ~/.pgpass is not read.
-// - authentication: trust, cleartext password, SCRAM-SHA-256 (without channel
-//   binding); the server's own message when it refuses.
-// - the simple query protocol (several statements allowed; text results) and the
-//   cancel request.
+// A PostgreSQL client connection on libpq's asynchronous API, every step bounded by a
+// deadline: PQconnectStartParams + PQconnectPoll with poll() on PQsocket, PQsendQuery
+// + PQconsumeInput/PQisBusy/PQgetResult with poll(), PQcancel at the deadline. The
+// connection string is libpq's own (every key libpq knows: TLS up to verify-full,
+// client certificates, every authentication method, ~/.pgpass, service files, several
+// hosts, target_session_attrs), parsed by PQconninfoParse.
+//
+// Thread-safety: a Connection is used by one thread at a time. Its calls block that
+// thread up to the deadline: they run on the adapter's worker threads, dugong-adm's
+// main thread and tests, never on the Asio event loop.
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "pg/sql.h"
-#include "pg/wire.h"
 #include "statemachine/result.h"
+
+struct pg_conn;
 
 namespace dugong::pg {
 
-struct ConnectParams {
-  std::vector<std::string> hosts;  // a path starting with '/' is a socket directory
-  std::vector<int> ports;          // one per host
-  std::string user;
-  std::optional<std::string> password;
-  std::string dbname;
-  std::string options;
-  std::string applicationName;
-  std::string replication;          // "" (none), "true", "database"
-  std::string targetSessionAttrs = "any";
-  std::chrono::milliseconds connectTimeout{0};  // 0: none (per host)
-  bool keepalives = true;
-  int keepalivesIdle = 0, keepalivesInterval = 0, keepalivesCount = 0;  // 0: the system's
-  int tcpUserTimeoutMs = 0;
-};
-
-// Parses a connection string; unknown keys and bad values are errors (as for libpq).
-Result<ConnectParams> parseConninfo(const std::string& conninfo);
+// The keys and values of a connection string, as PQconninfoParse reads it (only the
+// keys the string sets); an unknown key or a bad syntax is an error, as for libpq.
+Result<std::map<std::string, std::string>> parseConninfo(const std::string& conninfo);
 
 class Connection {
  public:
   using Clock = std::chrono::steady_clock;
-  // Tries each host in turn; each attempt is bounded by connect_timeout and all of them
-  // by `deadline`.
-  static Result<std::unique_ptr<Connection>> open(const ConnectParams& params, Clock::time_point deadline);
+  // Connects (TLS and authentication included) before `deadline`, or returns libpq's
+  // message ("timeout expired" at the deadline). Several hosts are tried in order by
+  // libpq, all within the one deadline.
+  static Result<std::unique_ptr<Connection>> open(const std::string& conninfo, Clock::time_point deadline);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Runs `sql` (simple query protocol) and returns the last statement's result, or the
-  // first error. At the deadline the server is asked to cancel and an error returned.
+  // Runs `sql` (simple query protocol: several statements allowed; text results) and
+  // returns the last statement's result, or the first error with the server's message.
+  // At the deadline the server is asked to cancel (PQcancel) and "timeout expired" is
+  // returned; the connection must not be used again.
   Result<QueryResult> query(const std::string& sql, Clock::time_point deadline);
-  // The last query (or the startup) ended with the server ready for the next one, and
-  // nothing has arrived since: no message, no end of the session. A connection that is
-  // not ready must not be used again.
+  // The last query (or the startup) ended with the session idle, and nothing has
+  // arrived since: no message, no end of the session (a server that ended it leaves
+  // the socket readable). A connection that is not ready must not be used again.
   bool ready() const;
   // A ParameterStatus the server reported ("" if none).
   std::string parameter(const std::string& name) const;
+  // Whether the session runs over TLS.
+  bool usesTls() const;
+  // The libpq connection, for libpq's own helpers (PQencryptPasswordConn).
+  pg_conn* native() const { return conn_; }
 
  private:
-  Connection() = default;
-  Result<bool> startup(const ConnectParams& params, Clock::time_point deadline);
-  Result<bool> send(const std::string& bytes, Clock::time_point deadline);
-  // The next message, or an error (closed, deadline passed: timedOut_ set).
-  Result<wire::Message> receive(Clock::time_point deadline);
+  explicit Connection(pg_conn* conn);
   void cancel();
 
-  int fd_ = -1;
-  std::vector<uint8_t> address_;  // the sockaddr connected to, for the cancel request
-  int32_t backendPid_ = 0, backendSecret_ = 0;
-  std::map<std::string, std::string> parameters_;
-  wire::MessageReader reader_;
-  bool timedOut_ = false;
-  bool ready_ = false;
+  pg_conn* conn_;
+  bool failed_ = false;
+  std::string warnings_;  // WARNING notices of the current query
 };
 
 }  // namespace dugong::pg

@@ -247,12 +247,14 @@ Result<bool> PgController::writeHba() {
   std::ostringstream out;
   out << "# Written by dugong from its configuration. Do not edit; use extraHbaLines.\n";
   out << "local all " << options_.superuser << " trust\n";
+  // TCP: hostssl (TLS or nothing) when the configuration says so.
+  const std::string tcp = hbaTcpType(options_.tls);
   if (superMethod) {
-    out << "host all " << options_.superuser << " 127.0.0.1/32 " << *superMethod << "\n";
-    out << "host all " << options_.superuser << " ::1/128 " << *superMethod << "\n";
+    out << tcp << " all " << options_.superuser << " 127.0.0.1/32 " << *superMethod << "\n";
+    out << tcp << " all " << options_.superuser << " ::1/128 " << *superMethod << "\n";
   }
-  out << "host replication " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
-  out << "host postgres " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
+  out << tcp << " replication " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
+  out << tcp << " postgres " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
   for (const auto& l : options_.extraHbaLines) out << l << "\n";
   return writeFileAsOwner(options_.dataDir + "/pg_hba.conf", out.str(), 0600);
 }
@@ -462,12 +464,21 @@ Result<std::string> PgController::peerConninfo(const PeerIdentity& peer, bool fo
     p["options"] = "-c jit=off";
   }
   if (forReplication && options_.replicationPassword) p["password"] = *options_.replicationPassword;
+  // TLS as configured: replication (primary_conninfo), pg_basebackup, pg_rewind and the
+  // queries to the peer all connect with it.
+  p.merge(clientTlsParams(options_.tls));
   return buildConninfo(p);
 }
 
-std::map<std::string, std::string> PgController::passwordEnv() const {
-  if (!options_.replicationPassword) return {};
-  return {{"PGPASSWORD", *options_.replicationPassword}};
+std::map<std::string, std::string> PgController::clientEnv() const {
+  // libpq's environment variables: the password never on a command line, and TLS as
+  // peerConninfo sets it for pg_basebackup, which takes no connection string here.
+  std::map<std::string, std::string> env;
+  if (options_.replicationPassword) env["PGPASSWORD"] = *options_.replicationPassword;
+  const std::map<std::string, std::string> names = {
+      {"sslmode", "PGSSLMODE"}, {"sslrootcert", "PGSSLROOTCERT"}, {"sslcert", "PGSSLCERT"}, {"sslkey", "PGSSLKEY"}};
+  for (const auto& [key, value] : clientTlsParams(options_.tls)) env[names.at(key)] = value;
+  return env;
 }
 
 Result<QueryResult> PgController::localQuery(const std::string& sql) const {
@@ -652,7 +663,7 @@ PgController::Divergence PgController::checkDivergence(const PeerIdentity& sourc
   const std::string queryConninfo = sourceQueryConninfo(conninfo.value());
   checkpointSource(source, queryConninfo);
   auto r = run("pg_rewind", {"--dry-run", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
-               options_.rewindTimeout, passwordEnv());
+               options_.rewindTimeout, clientEnv());
   *detail = oneLine(lastLines(r.output, 3));
   // "servers diverged at X ... no rewind required": the local WAL ends at the fork.
   bool noRewind = r.ok() && r.output.find("no rewind required") != std::string::npos;
@@ -806,7 +817,7 @@ CommandResult PgController::rewind(const PeerIdentity& source) {
   // every file of the data directory one by one, which dominated a small rewind.
   const auto started = std::chrono::steady_clock::now();
   auto r = run("pg_rewind", {"--no-sync", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
-               options_.rewindTimeout, passwordEnv());
+               options_.rewindTimeout, clientEnv());
   if (!r.ok()) return r;
   const auto syncStarted = std::chrono::steady_clock::now();
   auto synced = syncFileSystems({options_.dataDir, options_.dataDir + "/pg_wal"});
@@ -888,7 +899,7 @@ Result<bool> PgController::basebackup(const PeerIdentity& source) {
   auto r = run("pg_basebackup",
                {"-D", options_.dataDir, "-h", url->host, "-p", std::to_string(url->port), "-U",
                 options_.replicationUser, "-X", "stream", "-c", "fast", "-w", "--label=dugong-rebuild"},
-               options_.basebackupTimeout, passwordEnv());
+               options_.basebackupTimeout, clientEnv());
   if (!r.ok()) {
     std::string err = "pg_basebackup from " + source.id + " " + r.describe() + ": " + oneLine(lastLines(r.output, 3));
     if (keptOld) {

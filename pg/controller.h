@@ -243,7 +243,7 @@ class PgController {
   // --- connections
   std::string localConninfo() const;
   Result<std::string> peerConninfo(const PeerIdentity& peer, bool forReplication) const;
-  std::map<std::string, std::string> passwordEnv() const;
+  std::map<std::string, std::string> clientEnv() const;
   Result<QueryResult> localQuery(const std::string& sql) const;
   std::string logTail() const;
   // Creates this standby's slot on its upstream again when its server log's tail says

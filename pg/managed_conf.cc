@@ -82,6 +82,7 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   const bool standby = state.role == "sync" || state.role == "async";
   out << "primary_slot_name = " << confQuote(standby && state.slotName ? *state.slotName : "") << "\n";
   out << "max_slot_wal_keep_size = " << confQuote(options.maxSlotWalKeepSize) << "\n";
+  for (const auto& [name, value] : serverTlsSettings(options.tls)) out << name << " = " << confQuote(value) << "\n";
   return out.str();
 }
 

@@ -107,6 +107,7 @@ Result<bool> validate(const PgOptions& o) {
   if (o.maxSlotWalKeepSize.empty() || o.maxSlotWalKeepSize.find_first_of("'\n") != std::string::npos) {
     return Error{"maxSlotWalKeepSize '" + o.maxSlotWalKeepSize + "' is not a size like 16GB or -1"};
   }
+  if (auto tls = validateTls(o.tls); !tls) return tls;
   for (const auto& line : o.extraHbaLines) {
     if (line.find('\n') != std::string::npos) return Error{"an extraHbaLines entry spans several lines"};
   }
@@ -118,6 +119,9 @@ Result<bool> validate(const PgOptions& o) {
       if (k == m) return Error{"setting '" + k + "' is managed by dugong and cannot be set in settings"};
     }
     if (v.find('\n') != std::string::npos) return Error{"setting '" + k + "' has a newline in its value"};
+    for (const auto& [name, value] : serverTlsSettings(o.tls)) {
+      if (k == name) return Error{"setting '" + k + "' is managed by dugong when tls.certFile is set"};
+    }
   }
   auto positive = [](auto d) { return d.count() > 0; };
   if (!positive(o.initdbTimeout) || !positive(o.startTimeout) || !positive(o.stopTimeout) ||

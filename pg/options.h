@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "pg/tls.h"
 #include "statemachine/result.h"
 
 namespace dugong::pg {
@@ -53,6 +54,9 @@ struct PgOptions {
   // most this much WAL (postgres' max_slot_wal_keep_size); a standby further behind
   // loses its slot and must be rebuilt, it never fills the disk. "-1" means no bound.
   std::string maxSlotWalKeepSize = "16GB";
+  // TLS: postgres' certificate, hostssl-only pg_hba, and sslmode of every TCP
+  // connection dugong makes to a postgres (pg/tls.h).
+  PgTls tls;
   // Extra pg_hba.conf lines, appended as they are (validated: one line each).
   std::vector<std::string> extraHbaLines;
 

@@ -1,13 +1,12 @@
 #include "pg/sql.h"
 
+#include <libpq-fe.h>
+
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <charconv>
 #include <memory>
 
 #include "pg/connection.h"
-#include "pg/scram.h"
 
 namespace dugong::pg {
 
@@ -72,17 +71,17 @@ std::string buildConninfo(const std::map<std::string, std::string>& params) {
 Result<std::unique_ptr<Connection>> openForQueries(const std::string& conninfo, std::chrono::milliseconds timeout) {
   auto parsed = parseConninfo(conninfo);
   if (!parsed) return Error{"cannot connect: " + parsed.error()};
-  ConnectParams* params = &parsed.value();
-  // As before with libpq: a connect timeout of the query's timeout (at least 2 s, and
-  // whatever the string says), TCP_USER_TIMEOUT and statement_timeout of the same.
-  params->connectTimeout = std::max<std::chrono::milliseconds>(
-      std::chrono::seconds(2), std::chrono::ceil<std::chrono::seconds>(timeout));
-  params->tcpUserTimeoutMs = static_cast<int>(timeout.count());
-  params->options += (params->options.empty() ? "" : " ") + std::string("-c statement_timeout=") +
-                     std::to_string(timeout.count());
-  // The connection itself is bounded by connect_timeout, not by the query's deadline.
-  const auto hosts = static_cast<int>(params->hosts.size());
-  auto conn = Connection::open(*params, Connection::Clock::now() + params->connectTimeout * hosts);
+  std::map<std::string, std::string> params = std::move(parsed).value();
+  // A connect timeout of the query's timeout (at least 2 s, as libpq's connect_timeout)
+  // per host, TCP_USER_TIMEOUT and statement_timeout of the same.
+  const auto perHost =
+      std::max<std::chrono::milliseconds>(std::chrono::seconds(2), std::chrono::ceil<std::chrono::seconds>(timeout));
+  params["tcp_user_timeout"] = std::to_string(timeout.count());
+  std::string& options = params["options"];
+  options += (options.empty() ? "" : " ") + std::string("-c statement_timeout=") + std::to_string(timeout.count());
+  const auto host = params.find("host") != params.end() ? params.find("host") : params.find("hostaddr");
+  const auto hosts = 1 + (host == params.end() ? 0 : std::count(host->second.begin(), host->second.end(), ','));
+  auto conn = Connection::open(buildConninfo(params), Connection::Clock::now() + perHost * hosts);
   if (!conn) return Error{"cannot connect: " + conn.error()};
   return conn;
 }
@@ -108,10 +107,17 @@ Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql
   return queryOn(*conn.value(), sql, std::max(left, std::chrono::milliseconds(1)));
 }
 
-Result<std::string> encryptPassword(const std::string&, const std::string&, const std::string& password,
-                                    std::chrono::milliseconds) {
-  // PostgreSQL takes the verifier as it is; the user name is not part of SCRAM's.
-  return scramVerifier(password, randomBytes(16));
+Result<std::string> encryptPassword(const std::string& conninfo, const std::string& user, const std::string& password,
+                                    std::chrono::milliseconds timeout) {
+  // libpq computes the verifier on this side (a random salt, the server's iteration
+  // count); the connection only tells it what the server expects.
+  auto conn = openForQueries(conninfo, timeout);
+  if (!conn) return Error{conn.error()};
+  char* verifier = PQencryptPasswordConn(conn.value()->native(), password.c_str(), user.c_str(), "scram-sha-256");
+  if (!verifier) return Error{"cannot encrypt the password: " + std::string(PQerrorMessage(conn.value()->native()))};
+  std::string out = verifier;
+  PQfreemem(verifier);
+  return out;
 }
 
 std::string quoteLiteral(const std::string& s) {

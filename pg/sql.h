@@ -1,5 +1,5 @@
 // Blocking access to PostgreSQL with bounds on every step, for the adapter's worker
-// threads and for tests, through dugong's own client (pg/connection.h; no libpq). Also
+// threads, dugong-adm and tests, through libpq's asynchronous API (pg/connection.h). Also
 // conninfo building (quoted, libpq's syntax, which pg_basebackup and pg_rewind also
 // take) and parsing of a peer's pgUrl.
 #pragma once
@@ -45,10 +45,10 @@ class Connection;
 Result<std::unique_ptr<Connection>> openForQueries(const std::string& conninfo, std::chrono::milliseconds timeout);
 Result<QueryResult> queryOn(Connection& conn, const std::string& sql, std::chrono::milliseconds timeout);
 
-// The SCRAM-SHA-256 verifier of `password` for role `user`, computed on this side
-// (pg/scram.h; a random salt, 4096 iterations, as PostgreSQL's default), so that the
-// password itself never reaches the server, its logs or its statement texts. The
-// connection string and the timeout are not needed any more (kept for the callers).
+// The SCRAM-SHA-256 verifier of `password` for role `user`, computed on this side by
+// libpq (PQencryptPasswordConn: a random salt, the server's iteration count) over a
+// connection made with `conninfo` within `timeout`, so that the password itself never
+// reaches the server, its logs or its statement texts.
 Result<std::string> encryptPassword(const std::string& conninfo, const std::string& user, const std::string& password,
                                     std::chrono::milliseconds timeout);
 

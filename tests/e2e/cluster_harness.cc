@@ -37,6 +37,11 @@ void waitPid(pid_t pid, std::chrono::milliseconds timeout) {
 Harness::Harness(HarnessOptions options) : options_(options) {
   zk_ = dugong::testing::ZooKeeperCluster::standalone();
   pgs_ = std::make_unique<pg::testing::PgTestCluster>("dugong-e2e");
+  if (options_.tlsOnly) {
+    auto certs = pg::testing::makeTestCerts(pgs_->dir() + "/certs", "e2e", "postgres");
+    if (!certs) throw std::runtime_error("e2e: " + certs.error());
+    certs_ = certs.value();
+  }
   for (int i = 0; i < options_.peers; ++i) addPeer();
   auto client = zk::Client::connect(zkOptions(), 20s);
   if (!client) throw std::runtime_error("e2e: cannot connect to the test ZooKeeper: " + client.error());
@@ -75,6 +80,14 @@ int Harness::addPeer(bool singleton) {
   const std::string id = "peer" + std::to_string(peers_.size() + 1);
   E2EPeer p;
   p.pg = &pgs_->addNode(id);
+  if (certs_) {
+    pg::PgTls& tls = p.pg->options.tls;
+    tls.certFile = certs_->certFile;
+    tls.keyFile = certs_->keyFile;
+    tls.caFile = certs_->caFile;
+    tls.hostsslOnly = true;
+    tls.sslmode = "verify-full";
+  }
   p.id = id;
   p.httpPort = dugong::testing::freeLoopbackPort();
   p.configPath = p.pg->dir + "/dugong.yaml";
@@ -112,6 +125,11 @@ void Harness::writeConfig(const E2EPeer& p) const {
     out << "  replicationPasswordFile: " << file << "\n";
   }
   if (o.allowTrust) out << "  allowTrust: true\n";
+  if (o.tls.serverTls()) {
+    out << "  tls:\n    certFile: " << o.tls.certFile << "\n    keyFile: " << o.tls.keyFile
+        << "\n    caFile: " << o.tls.caFile << "\n    hostsslOnly: " << (o.tls.hostsslOnly ? "true" : "false")
+        << "\n    sslmode: " << o.tls.sslmode << "\n";
+  }
   out << "  settings:\n";
   for (const auto& [k, v] : o.settings) out << "    " << k << ": \"" << v << "\"\n";
   out << "http:\n  listen: 127.0.0.1:" << p.httpPort << "\n"

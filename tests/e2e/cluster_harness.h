@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pg/testing/pg_test_cluster.h"
+#include "pg/testing/test_certs.h"
 #include "statemachine/cluster_state.h"
 #include "zk/client.h"
 #include "zk/testing/zookeeper_server.h"
@@ -38,6 +39,9 @@ struct HarnessOptions {
   // ZooKeeper digest credentials for the agents (zookeeper.auth, so their nodes get
   // ACLs) and for the harness' own client.
   std::optional<zk::DigestAuth> zkAuth;
+  // Every postgres TLS only (postgres.tls): a CA and a certificate for 127.0.0.1 made with
+  // openssl, pg_hba hostssl-only, and every connection with sslmode verify-full.
+  bool tlsOnly = false;
 };
 
 struct E2EPeer {
@@ -134,6 +138,7 @@ class Harness {
   HarnessOptions options_;
   std::unique_ptr<dugong::testing::ZooKeeperCluster> zk_;
   std::unique_ptr<pg::testing::PgTestCluster> pgs_;
+  std::optional<pg::testing::TestCerts> certs_;  // tlsOnly
   std::vector<E2EPeer> peers_;
   std::unique_ptr<zk::Client> client_;
 };

@@ -5,7 +5,9 @@
 //   directory neither replaced nor rewound;
 // - rejoin: manual: the old primary stays deposed (Manatee's behaviour);
 // - rejoin: rewind: a killed primary (diverged: its crash recovery wrote WAL the new
-//   primary does not have) is rewound in place and streams again.
+//   primary does not have) is rewound in place and streams again. That cluster is TLS
+//   only (pg_hba hostssl, sslmode verify-full): the standbys' pg_basebackup, the
+//   replication, the failover and the pg_rewind all run over TLS.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -44,10 +46,11 @@ class RejoinTest : public ::testing::Test {
   void TearDown() override {
     if (HasFailure() && h_) std::cerr << h_->describe();
   }
-  int startCluster(const std::string& extraConfig) {
+  int startCluster(const std::string& extraConfig, bool tlsOnly = false) {
     HarnessOptions o;
     o.cluster = "rejoin";
     o.extraConfig = extraConfig;
+    o.tlsOnly = tlsOnly;
     h_ = std::make_unique<Harness>(o);
     h_->startAll();
     int primary = h_->waitForHealthyCluster(2, 180s);
@@ -120,8 +123,8 @@ TEST_F(RejoinTest, ManualLeavesTheOldPrimaryDeposed) {
   EXPECT_EQ(readAll(h_->peer(primary).logPath).find("rejoining automatically"), std::string::npos);
 }
 
-TEST_F(RejoinTest, RewindRejoinsAKilledPrimaryInPlace) {
-  int primary = startCluster("rejoin: rewind\n");
+TEST_F(RejoinTest, RewindRejoinsAKilledPrimaryInPlaceInATlsOnlyCluster) {
+  int primary = startCluster("rejoin: rewind\n", /*tlsOnly=*/true);
   ASSERT_GE(primary, 0);
   int sync = h_->indexWithRole("sync");
   const std::string P = h_->peer(primary).id, S = h_->peer(sync).id;
@@ -147,6 +150,21 @@ TEST_F(RejoinTest, RewindRejoinsAKilledPrimaryInPlace) {
   EXPECT_NE(log.find("pg_rewind discarded the WAL from"), std::string::npos);
   EXPECT_NE(log.find("left deposed: rejoin " + P + " (automatic, rejoin: rewind)"), std::string::npos);
   EXPECT_TRUE(h_->waitFor([&] { return hasRow(primary, 1) && hasRow(primary, 2); }, 30s));
+  // TLS everywhere: pg_hba has no line without it, and both standbys' replication
+  // connections (the chain primary -> sync -> async) run over TLS, none without.
+  EXPECT_EQ(h_->intColumn(sync, "SELECT count(*) FROM pg_hba_file_rules WHERE type = 'host'"), std::set<int>{0});
+  const auto replicationConnections = [&](const std::string& ssl) {
+    int n = 0;
+    for (int i = 0; i < h_->size(); ++i) {
+      for (int c : h_->intColumn(i, "SELECT count(*) FROM pg_stat_replication r JOIN pg_stat_ssl s USING (pid) "
+                                    "WHERE s.ssl = " + ssl + " AND r.state = 'streaming'")) {
+        n += c;
+      }
+    }
+    return n;
+  };
+  EXPECT_TRUE(h_->waitFor([&] { return replicationConnections("true") == 2; }, 30s));
+  EXPECT_EQ(replicationConnections("false"), 0);
 }
 
 }  // namespace
