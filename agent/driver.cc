@@ -467,9 +467,12 @@ void Driver::maybeRejoin() {
   if (!lastApplied_ || lastApplied_->role != PgRole::kNone || !lastStateNode_.exists) return;
   auto state = ClusterState::parse(lastStateNode_.data);
   if (!state || !containsPeer(state->deposed, opts_.identity.id) || state->primary.id == opts_.identity.id) return;
-  if (state->oneNodeWriteMode || rejoinTriedGeneration_ == state->generation) return;
+  if (state->oneNodeWriteMode) return;
+  if (rejoinTriedGeneration_ != state->generation) rejoinRetryDelayMs_ = 0;  // a new generation: at once
+  if (rejoinTriedGeneration_ == state->generation && (rejoinRetryDelayMs_ == 0 || !rejoinRetryDue_)) return;
   if (!containsPeer(lastActive_, state->primary.id)) return;  // tried when the primary is present
   rejoinTriedGeneration_ = state->generation;
+  rejoinRetryDue_ = false;
   const PeerIdentity primary = state->primary;
   log(LogLevel::kInfo, std::string("rejoining automatically (rejoin: ") + rejoinPolicyName(opts_.rejoin) +
                            "): making postgres a standby of " + primary.id + ", the primary of generation " +
@@ -499,10 +502,21 @@ void Driver::onRejoined(const PeerIdentity& primary, const RejoinFinished& r) {
   }
   if (!r.ok) {
     ++counters_.rejoinFailures;
-    log(LogLevel::kWarn, "not rejoined automatically, this peer stays deposed: " + r.error +
+    // Tried again with a back-off while the generation lasts: a failure may be transient
+    // (the new primary still promoting, a refused connection), and a peer left deposed
+    // leaves a 3-peer cluster with no async to take over next.
+    rejoinRetryDelayMs_ = rejoinRetryDelayMs_ == 0 ? kRejoinFirstRetryMs
+                                                   : std::min(rejoinRetryDelayMs_ * 2, kRejoinMaxRetryMs);
+    log(LogLevel::kWarn, "not rejoined automatically, this peer stays deposed for now: " + r.error +
+                             "; trying again in " + std::to_string(rejoinRetryDelayMs_ / 1000) + " s" +
                              (opts_.rejoin == RejoinPolicy::kFollow
-                                  ? "; `dugong-adm rebuild` rebuilds it (or set rejoin: rewind)"
-                                  : "; `dugong-adm rebuild` rebuilds it"));
+                                  ? " (`dugong-adm rebuild` rebuilds it now; or set rejoin: rewind)"
+                                  : " (`dugong-adm rebuild` rebuilds it now)"));
+    rejoinTimer_->start(rejoinRetryDelayMs_, [this, alive = std::weak_ptr<int>(alive_)] {
+      if (alive.expired() || stopping_) return;
+      rejoinRetryDue_ = true;
+      maybeRejoin();
+    });
     if (r.rewound) lastApplied_.reset();  // postgres may be in any state: the next apply says
     return afterPgTransition();
   }

@@ -226,10 +226,16 @@ class Driver {
   std::unique_ptr<Timer> shutDownTimer_;
   std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
   std::unique_ptr<Timer> peerGraceTimer_;
-  // The automatic rejoin: the generation last tried (once each), the primary postgres
+  // The automatic rejoin: the generation last tried, the primary postgres
   // follows since a successful rejoin (until this peer is out of `deposed`), and
   // whether that removal is being written.
   std::optional<int64_t> rejoinTriedGeneration_;
+  // A failed rejoin is tried again after this delay (0: not failed in this generation),
+  // doubled after each failure; due once its timer fired.
+  static constexpr int64_t kRejoinFirstRetryMs = 5000;
+  static constexpr int64_t kRejoinMaxRetryMs = 300000;
+  int64_t rejoinRetryDelayMs_ = 0;
+  bool rejoinRetryDue_ = false;
   std::optional<std::string> rejoinedTo_;
   std::string rejoinReason_;
   bool rejoinWriteInFlight_ = false;

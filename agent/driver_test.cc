@@ -1299,7 +1299,7 @@ TEST_F(DriverTest, ARewoundPeerReportsTheDiscardedWalInTheHistory) {
   EXPECT_TRUE(logged("pg_rewind discarded the WAL from 0/3000060"));
 }
 
-TEST_F(DriverTest, ADeposedPeerThatCannotFollowStaysDeposedAndIsNotRetriedInTheSameGeneration) {
+TEST_F(DriverTest, ADeposedPeerThatCannotFollowStaysDeposedAndANewGenerationIsTriedAtOnce) {
   pg_.modelRejoin = true;
   startDeposed();
   ASSERT_EQ(pg_.rejoins.size(), 1u);
@@ -1308,14 +1308,14 @@ TEST_F(DriverTest, ADeposedPeerThatCannotFollowStaysDeposedAndIsNotRetriedInTheS
   clock_.advance(0);
   EXPECT_TRUE(coordinator_.writes.empty());
   EXPECT_FALSE(driver_->pgBusy());
-  EXPECT_TRUE(logged("stays deposed: it cannot follow without discarding WAL"));
+  EXPECT_TRUE(logged("stays deposed for now: it cannot follow without discarding WAL; trying again in 5 s"));
   EXPECT_EQ(driver_->counters().rejoinFailures, 1u);
   ClusterState same = state_;
   same.async = {peerId("node4")};
   coordinator_.deliver(ClusterStateChanged{stateNode(same, 5)});
-  clock_.advance(5000);
-  EXPECT_TRUE(pg_.rejoins.empty()) << "retried although nothing changed";
-  // A new generation (another primary) is tried again.
+  clock_.advance(4000);
+  EXPECT_TRUE(pg_.rejoins.empty()) << "retried before its back-off on a change of the same generation";
+  // A new generation (another primary) is tried at once.
   ClusterState next = same;
   next.generation = 4;
   next.primary = peerId("node3");
@@ -1327,6 +1327,33 @@ TEST_F(DriverTest, ADeposedPeerThatCannotFollowStaysDeposedAndIsNotRetriedInTheS
   clock_.advance(0);
   ASSERT_EQ(pg_.rejoins.size(), 1u);
   EXPECT_EQ(pg_.rejoins.front().primary, "node3");
+}
+
+// Safety review of fcef921, finding 11: a rejoin was tried once per generation, so a
+// transient failure (the new primary still promoting, a connection refused) left the peer
+// deposed, and a 3-peer cluster with no async to take over next, until an operator acted.
+// It is tried again, 5 s after the first failure and twice as long after each next one.
+TEST_F(DriverTest, AFailedRejoinIsTriedAgainWithABackOff) {
+  pg_.modelRejoin = true;
+  startDeposed();
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  pg_.rejoins.front().done(RejoinFinished{false, false, "", "could not connect to node2: connection refused"});
+  pg_.rejoins.pop_front();
+  clock_.advance(4999);
+  EXPECT_TRUE(pg_.rejoins.empty()) << "tried again at once";
+  clock_.advance(1);
+  ASSERT_EQ(pg_.rejoins.size(), 1u) << "not tried again after a failure";
+  pg_.rejoins.front().done(RejoinFinished{false, false, "", "could not connect to node2: connection refused"});
+  pg_.rejoins.pop_front();
+  clock_.advance(9999);
+  EXPECT_TRUE(pg_.rejoins.empty()) << "no back-off";
+  clock_.advance(1);
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  pg_.rejoins.front().done(RejoinFinished{true, false, "", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "rejoined, but did not leave deposed";
+  EXPECT_TRUE(coordinator_.writes[0].deposed.empty());
 }
 
 TEST_F(DriverTest, ManualNeverRejoins) {
