@@ -247,6 +247,9 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     } else if (n.path == layout_.election()) {
       log_->debug("zk: watch fired on {} (type {}); re-reading", n.path, n.type);
       refreshActive();
+    } else if (watched_.count(n.path)) {
+      log_->debug("zk: watch fired on {} (type {}); re-reading", n.path, n.type);
+      refreshWatched(n.path);
     } else if (n.path.rfind(layout_.election() + "/", 0) == 0) {
       // A peer's election node changed (its data state) or went: read it again.
       identities_.erase(n.path.substr(layout_.election().size() + 1));
@@ -310,6 +313,11 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
 
   void setConnectionCallback(std::function<void(ConnectionChange)> onChange) { onConnection_ = std::move(onChange); }
 
+  void watchNode(const std::string& path, std::function<void(StateNode)> onChange) {
+    watched_[path].onChange = std::move(onChange);
+    if (initialized_ && connected_) refreshWatched(path);
+  }
+
   void setDataState(std::optional<PeerDataState> data) {
     dataState_ = std::move(data);
     syncElectionData();
@@ -359,6 +367,12 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     bool inFlight = false;
     bool again = false;
   };
+  struct WatchedNode {
+    std::function<void(StateNode)> onChange;
+    std::optional<StateNode> known;  // last delivered
+    Refresh refresh;
+  };
+  std::map<std::string, WatchedNode> watched_;
 
   std::unique_ptr<Call> newCall(std::function<void(Reply)> done) {
     auto call = std::make_unique<Call>();
@@ -450,6 +464,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     if (pendingWrite_) pendingWrite_->resolving = false;
     stateRefresh_ = Refresh{stateRefresh_.token + 1};
     activeRefresh_ = Refresh{activeRefresh_.token + 1};
+    for (auto& [path, w] : watched_) w.refresh = Refresh{w.refresh.token + 1};
   }
 
   // The close runs later, off the loop. Pending completions then run (with ZCLOSING)
@@ -508,6 +523,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       } else {
         refreshState();
         refreshActive();
+        refreshAllWatched();
         resolveUnknownWrite();
         syncElectionData();
         if (reportedLoss_) {
@@ -696,6 +712,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         // A watch that fired during setup may have been for data newer than what we read.
         if (std::exchange(stateChangedDuringSetup_, false)) refreshState();
         if (std::exchange(activeChangedDuringSetup_, false)) refreshActive();
+        refreshAllWatched();
       });
     });
   }
@@ -705,23 +722,25 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   // Reads the state node and leaves a watch on it: a data watch when it exists, an
   // existence watch when it does not.
   void readState(int attempt, std::function<void(int, StateNode)> done) {
-    std::string path = layout_.state();
+    readWatchedNode(layout_.state(), attempt, std::move(done));
+  }
+
+  void readWatchedNode(const std::string& path, int attempt, std::function<void(int, StateNode)> done) {
     request(
-        [this, attempt, done = std::move(done)](Reply r) mutable {
+        [this, path, attempt, done = std::move(done)](Reply r) mutable {
           if (r.rc == ZOK) return done(ZOK, StateNode{true, std::move(r.data), r.stat.version});
           if (r.rc != ZNONODE) return done(r.rc, StateNode{});
-          std::string p = layout_.state();
           request(
-              [this, attempt, done = std::move(done)](Reply e) mutable {
+              [this, path, attempt, done = std::move(done)](Reply e) mutable {
                 if (e.rc == ZNONODE) return done(ZOK, StateNode{});
                 if (e.rc != ZOK) return done(e.rc, StateNode{});
                 // Created in between: read it (bounded; a node that keeps flapping is
                 // reported as a failed read and retried by the next watch).
                 if (attempt >= 5) return done(ZSYSTEMERROR, StateNode{});
                 if (zh_ == nullptr) return done(ZCLOSING, StateNode{});
-                readState(attempt + 1, std::move(done));
+                readWatchedNode(path, attempt + 1, std::move(done));
               },
-              [&](Call* c) { return zoo_aexists(zh_, p.c_str(), 1, onStatCompletion, c); });
+              [&](Call* c) { return zoo_aexists(zh_, path.c_str(), 1, onStatCompletion, c); });
         },
         [&](Call* c) { return zoo_aget(zh_, path.c_str(), 1, onDataCompletion, c); });
   }
@@ -830,6 +849,38 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   }
 
   // ---- watches -------------------------------------------------------------------
+
+  void refreshAllWatched() {
+    for (const auto& [path, w] : watched_) refreshWatched(path);
+  }
+
+  // Like refreshState, for a node watched with watchNode: delivered when it differs.
+  void refreshWatched(const std::string& path) {
+    auto it = watched_.find(path);
+    if (zh_ == nullptr || !initialized_ || it == watched_.end()) return;
+    Refresh& r = it->second.refresh;
+    if (r.inFlight) {
+      r.again = true;
+      return;
+    }
+    r.inFlight = true;
+    r.again = false;
+    uint64_t token = r.token;
+    readWatchedNode(path, 0, [this, path, token](int rc, StateNode node) {
+      WatchedNode& w = watched_[path];
+      if (token != w.refresh.token) return;
+      w.refresh.inFlight = false;
+      if (rc == ZOK) {
+        if (!w.known || !sameNode(node, *w.known)) {
+          w.known = node;
+          w.onChange(node);
+        }
+      } else {
+        log_->info("zk: reading {} failed ({}); retried on reconnection", path, describeRc(rc));
+      }
+      if (w.refresh.again && connected_) refreshWatched(path);
+    });
+  }
 
   void refreshState() {
     if (zh_ == nullptr) return;
@@ -1083,6 +1134,10 @@ void Session::setConnectionCallback(std::function<void(ConnectionChange)> onChan
 }
 
 std::optional<SessionCredentials> Session::credentials() const { return impl_->credentials(); }
+
+void Session::watchNode(const std::string& path, std::function<void(StateNode)> onChange) {
+  impl_->watchNode(path, std::move(onChange));
+}
 
 void Session::setDataState(std::optional<PeerDataState> data) { impl_->setDataState(std::move(data)); }
 

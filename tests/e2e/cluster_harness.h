@@ -38,6 +38,9 @@ struct HarnessOptions {
   // ZooKeeper digest credentials for the agents (zookeeper.auth, so their nodes get
   // ACLs) and for the harness' own client.
   std::optional<zk::DigestAuth> zkAuth;
+  // Settings left out of the agents' postgres.settings, so that the cluster-wide
+  // configuration (dugong-adm config) decides them (a host's own settings win).
+  std::set<std::string> clusterWideSettings;
 };
 
 struct E2EPeer {

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   Commands commands;
   addStatusCommands(app, common, commands);
   addMaintenanceCommands(app, common, commands);
+  addConfigCommands(app, common, commands);
+  addRestartCommands(app, common, commands);
   addRebuildCommand(app, common, commands);
   addDeveloperCommands(app, common, commands);
 
