@@ -366,6 +366,16 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     uint64_t token = 0;
     bool inFlight = false;
     bool again = false;
+    // Starts a re-read: its token, or nothing while one runs (then it runs again after).
+    std::optional<uint64_t> start() {
+      if (inFlight) {
+        again = true;
+        return std::nullopt;
+      }
+      inFlight = true;
+      again = false;
+      return token;
+    }
   };
   struct WatchedNode {
     std::function<void(StateNode)> onChange;
@@ -858,15 +868,9 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   void refreshWatched(const std::string& path) {
     auto it = watched_.find(path);
     if (zh_ == nullptr || !initialized_ || it == watched_.end()) return;
-    Refresh& r = it->second.refresh;
-    if (r.inFlight) {
-      r.again = true;
-      return;
-    }
-    r.inFlight = true;
-    r.again = false;
-    uint64_t token = r.token;
-    readWatchedNode(path, 0, [this, path, token](int rc, StateNode node) {
+    auto token = it->second.refresh.start();
+    if (!token) return;
+    readWatchedNode(path, 0, [this, path, token = *token](int rc, StateNode node) {
       WatchedNode& w = watched_[path];
       if (token != w.refresh.token) return;
       w.refresh.inFlight = false;
@@ -888,14 +892,9 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       stateChangedDuringSetup_ = true;
       return;
     }
-    if (stateRefresh_.inFlight) {
-      stateRefresh_.again = true;
-      return;
-    }
-    stateRefresh_.inFlight = true;
-    stateRefresh_.again = false;
-    uint64_t token = stateRefresh_.token;
-    readState(0, [this, token](int rc, StateNode node) {
+    auto token = stateRefresh_.start();
+    if (!token) return;
+    readState(0, [this, token = *token](int rc, StateNode node) {
       if (token != stateRefresh_.token) return;
       stateRefresh_.inFlight = false;
       if (rc == ZOK) {
@@ -918,14 +917,9 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       activeChangedDuringSetup_ = true;
       return;
     }
-    if (activeRefresh_.inFlight) {
-      activeRefresh_.again = true;
-      return;
-    }
-    activeRefresh_.inFlight = true;
-    activeRefresh_.again = false;
-    uint64_t token = activeRefresh_.token;
-    readActive([this, token](int rc, PeerList active, PeerDataStates data) {
+    auto token = activeRefresh_.start();
+    if (!token) return;
+    readActive([this, token = *token](int rc, PeerList active, PeerDataStates data) {
       if (token != activeRefresh_.token) return;
       activeRefresh_.inFlight = false;
       if (rc == ZOK) {

@@ -73,7 +73,7 @@ man -w dugong >/dev/null && man -w dugong-adm >/dev/null || fail "man cannot fin
 for pw in zookeeper superuser replication; do
   [ "$(stat -c '%a %U' /etc/dugong/$pw.pw)" = "600 root" ] || fail "/etc/dugong/$pw.pw is not a 0600 root file"
 done
-deb-systemd-helper was-enabled dugong.service || fail "the postinst did not enable dugong.service"
+[ -L /etc/systemd/system/multi-user.target.wants/dugong.service ] || fail "the postinst did not enable dugong.service"
 [ -f /etc/logrotate.d/dugong ] || fail "no logrotate file for postgres' log"
 if [ -f "$main_start" ] && [ "$(find /var/lib/postgresql/15/main/base -mindepth 1 -maxdepth 1 -type d | wc -l)" -le 3 ]; then
   grep -qx manual "$main_start" || fail "Debian's empty 15/main would still start on port 5432"

@@ -130,6 +130,56 @@ class FakeAgent {
   std::thread thread_;
 };
 
+// A client inserting one row every 20 ms through `conninfo` (the multi-host string),
+// remembering which rows were acknowledged and the longest time between two
+// acknowledgements. Stops on stop() or destruction.
+class CarefulWriter {
+ public:
+  explicit CarefulWriter(std::string conninfo) : thread_([this, c = std::move(conninfo)] { run(c); }) {}
+  ~CarefulWriter() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  // The id the next insert will use.
+  int nextId() const { return next_.load(); }
+  size_t ackedSince(int firstId) {
+    std::lock_guard lock(mu_);
+    return static_cast<size_t>(std::distance(acked_.lower_bound(firstId), acked_.end()));
+  }
+  std::set<int> acked() {
+    std::lock_guard lock(mu_);
+    return acked_;
+  }
+  std::chrono::milliseconds longestGap() {
+    std::lock_guard lock(mu_);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(longestGap_);
+  }
+
+ private:
+  void run(const std::string& conninfo) {
+    while (!stop_) {
+      const int id = next_++;
+      if (pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", 2s)) {
+        std::lock_guard lock(mu_);
+        acked_.insert(id);
+        const auto now = std::chrono::steady_clock::now();
+        if (lastAck_) longestGap_ = std::max(longestGap_, now - *lastAck_);
+        lastAck_ = now;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int> next_{1};
+  std::mutex mu_;
+  std::set<int> acked_;
+  std::optional<std::chrono::steady_clock::time_point> lastAck_;
+  std::chrono::steady_clock::duration longestGap_{};
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 class AdmTest : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -246,37 +296,19 @@ TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
 
   // Promote the sync while a client writes every 20 ms through the multi-host string.
   ASSERT_TRUE(h_->sql(primary, "CREATE TABLE acked (id int PRIMARY KEY)").ok());
-  std::atomic<bool> stop{false};
-  std::mutex ackedMutex;
-  std::set<int> acked;
-  std::atomic<int> nextId{1};
-  std::thread writer([&] {
-    const std::string conninfo = h_->multiHostConninfo();
-    while (!stop) {
-      const int id = nextId++;
-      if (pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", 2s)) {
-        std::lock_guard lock(ackedMutex);
-        acked.insert(id);
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-  });
-  auto ackedSince = [&](int firstId) {
-    std::lock_guard lock(ackedMutex);
-    return static_cast<size_t>(std::distance(acked.lower_bound(firstId), acked.end()));
-  };
+  CarefulWriter writer(h_->multiHostConninfo());
+  auto ackedSince = [&](int firstId) { return writer.ackedSince(firstId); };
   // Some writes before the switchover, then the switchover, then writes again: the writer
   // stops once 5 rows begun after the promote returned are acknowledged (or after 60 s).
   for (auto deadline = std::chrono::steady_clock::now() + 30s;
        ackedSince(1) < 5 && std::chrono::steady_clock::now() < deadline;)
     std::this_thread::sleep_for(20ms);
   AdmRun promote = cmd("promote -i " + S + " -r sync");
-  const int firstAfterPromote = nextId.load();
+  const int firstAfterPromote = writer.nextId();
   for (auto deadline = std::chrono::steady_clock::now() + 60s;
        ackedSince(firstAfterPromote) < 5 && std::chrono::steady_clock::now() < deadline;)
     std::this_thread::sleep_for(20ms);
-  stop = true;
-  writer.join();
+  writer.stop();
   ASSERT_EQ(promote.code, 0) << promote.out;
   EXPECT_TRUE(has(promote.out, "carried out")) << promote.out;
   EXPECT_TRUE(has(promote.out, "primary " + S + " is writable")) << promote.out;
@@ -291,7 +323,7 @@ TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
   ASSERT_GE(ackedSince(1), 5u) << "no writes were acknowledged before the switchover";
   ASSERT_GE(ackedSince(firstAfterPromote), 5u) << "writes did not resume after the switchover";
   std::set<int> present = ids(sync);
-  for (int id : acked) EXPECT_EQ(present.count(id), 1u) << "acknowledged row " << id << " is missing";
+  for (int id : writer.acked()) EXPECT_EQ(present.count(id), 1u) << "acknowledged row " << id << " is missing";
   AdmRun history2 = cmd("history");
   EXPECT_TRUE(has(history2.out, "promote requested: " + S + " as sync")) << history2.out;
   EXPECT_TRUE(has(history2.out, "sync " + S + " took over as primary from " + P)) << history2.out;
@@ -533,26 +565,7 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
 
   // A careful writer through the multi-host string for the rest of the test.
   ASSERT_TRUE(h_->sql(primary, "CREATE TABLE acked (id int PRIMARY KEY)").ok());
-  std::atomic<bool> stop{false};
-  std::mutex ackedMutex;
-  std::set<int> acked;
-  std::atomic<int> nextId{1};
-  std::optional<std::chrono::steady_clock::time_point> lastAck;  // under ackedMutex
-  std::chrono::steady_clock::duration longestGap{};
-  std::thread writer([&] {
-    const std::string conninfo = h_->multiHostConninfo();
-    while (!stop) {
-      const int id = nextId++;
-      if (pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", 2s)) {
-        std::lock_guard lock(ackedMutex);
-        acked.insert(id);
-        const auto now = std::chrono::steady_clock::now();
-        if (lastAck) longestGap = std::max(longestGap, now - *lastAck);
-        lastAck = now;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-  });
+  CarefulWriter writer(h_->multiHostConninfo());
 
   // Raised: shared_buffers and max_connections are pending until the rolling restart.
   AdmRun raise = cmd("config set shared_buffers=48MB max_connections=120");
@@ -576,22 +589,19 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   AdmRun shown = cmd("show");
   EXPECT_TRUE(has(shown.out, "pending     none")) << shown.out;
 
-  const int firstAfter = nextId.load();
-  ASSERT_TRUE(h_->waitFor(
-      [&] {
-        std::lock_guard lock(ackedMutex);
-        return acked.lower_bound(firstAfter) != acked.end();
-      },
-      60s));
-  stop = true;
-  writer.join();
+  const int firstAfter = writer.nextId();
+  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(firstAfter) > 0; }, 60s));
+  writer.stop();
   int now = h_->writablePrimary();
   ASSERT_GE(now, 0);
   std::set<int> present = ids(now);
-  for (int id : acked) EXPECT_EQ(present.count(id), 1u) << "acknowledged row " << id << " is missing";
-  std::cerr << "[config] rolling restarts: " << acked.size() << " rows acknowledged of " << nextId.load() - 1
-            << " attempted, 0 lost; longest time between two acknowledgements "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(longestGap).count() << " ms\n";
+  const std::set<int> acked = writer.acked();
+  size_t lost = 0;
+  for (int id : acked) lost += present.count(id) == 0;
+  EXPECT_EQ(lost, 0u) << "acknowledged rows are missing";
+  std::cerr << "[config] rolling restarts: " << acked.size() << " rows acknowledged of " << writer.nextId() - 1
+            << " attempted, " << lost << " lost; longest time between two acknowledgements "
+            << writer.longestGap().count() << " ms\n";
   EXPECT_EQ(h_->zkState()->generation, 2) << "one switchover, no failover";
   for (int i = 0; i < 3; ++i) EXPECT_EQ(rebuilds(i), rebuildsBefore[i]) << "peer " << i << " was rebuilt";
 }
