@@ -68,7 +68,9 @@ Result<SettingsCatalog> SettingsCatalog::load(const std::string& binDir) {
   spec.argv = {binDir + "/postgres", "--describe-config"};
   spec.timeout = std::chrono::seconds(30);
   CommandResult r = runCommand(spec);
-  if (!r.ok()) return Error{"cannot list postgres' settings with " + spec.argv[0] + " --describe-config: " + r.describe()};
+  if (!r.ok()) {
+    return Error{"cannot list postgres' settings with " + spec.argv[0] + " --describe-config: " + r.describe()};
+  }
   auto c = parse(r.output);
   if (c.size() == 0) return Error{spec.argv[0] + " --describe-config listed no settings"};
   return c;
@@ -99,7 +101,8 @@ Result<bool> SettingsCatalog::check(const std::string& name, const std::string& 
     bool unitOk = suffix.empty() ||
                   std::any_of(std::begin(kUnits), std::end(kUnits), [&](const char* u) { return suffix == u; });
     auto v = number(digits);
-    if (!v || !unitOk || (info->type == "INTEGER" && suffix.empty() && *v != static_cast<double>(static_cast<long long>(*v)))) {
+    const bool fraction = v && *v != static_cast<double>(static_cast<long long>(*v));
+    if (!v || !unitOk || (info->type == "INTEGER" && suffix.empty() && fraction)) {
       return Error{"setting '" + name + "' is " + (info->type == "INTEGER" ? "an integer" : "a number") +
                    " (with an optional unit such as 128MB or 10s), got '" + value + "'"};
     }

@@ -552,12 +552,18 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
             << " ms\n";
   AdmRun history = cmd("config history");
   EXPECT_TRUE(has(history.out, "config set log_min_duration_statement=250")) << history.out;
+  AdmRun reload = cmd("reload");
+  EXPECT_EQ(reload.code, 0) << reload.out;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(has(reload.out, h_->peer(i).id + ": postgres reloaded")) << reload.out;
+  AdmRun reloadNobody = cmd("reload no-such-peer --wait 1");
+  EXPECT_EQ(reloadNobody.code, 2) << reloadNobody.out;
 
   // Rebuilds so far (the standbys' first copies): none may follow.
   auto rebuilds = [&](int i) {
     const std::string log = h_->logTail(i, 1000000);
     size_t n = 0;
-    for (size_t at = log.find("by pg_basebackup"); at != std::string::npos; at = log.find("by pg_basebackup", at + 1)) ++n;
+    const std::string rebuilt = "by pg_basebackup";
+    for (size_t at = log.find(rebuilt); at != std::string::npos; at = log.find(rebuilt, at + 1)) ++n;
     return n;
   };
   std::vector<size_t> rebuildsBefore;

@@ -158,7 +158,9 @@ int runSet(const CommonOptions& common, const ConfigArgs& a) {
   }
   for (const auto& line : a.removeHba) {
     auto it = std::find(next.hba.begin(), next.hba.end(), line);
-    if (it == next.hba.end()) return fail(kExitUsage, "refused: no hba line '" + line + "' in the cluster configuration");
+    if (it == next.hba.end()) {
+      return fail(kExitUsage, "refused: no hba line '" + line + "' in the cluster configuration");
+    }
     next.hba.erase(it);
     what += " --remove-hba '" + line + "'";
   }

@@ -170,13 +170,14 @@ int runReload(const CommonOptions& common, const std::string& id, int waitSecond
   int code = kExitOk;
   auto client = connectOrFail(common, code);
   if (!client) return code;
+  auto active = client->activePeers();
+  if (!active) return fail(kExitUnavailable, active.error());
   std::vector<std::string> ids;
-  if (!id.empty()) {
-    ids.push_back(id);
-  } else {
-    auto active = client->activePeers();
-    if (!active) return fail(kExitUnavailable, active.error());
-    for (const auto& p : *active) ids.push_back(p.id);
+  for (const auto& p : *active) {
+    if (id.empty() || p.id == id) ids.push_back(p.id);
+  }
+  if (ids.empty()) {
+    return fail(kExitUsage, id.empty() ? "no peer has a live session" : "no peer " + id + " with a live session");
   }
   int exit = kExitOk;
   for (const auto& peer : ids) {
