@@ -57,8 +57,8 @@ for script in postinst prerm postrm; do
 done
 
 echo "== lintian"
-lintian --fail-on error --tag-display-limit 0 "$deb" | tee "$scratch/lintian.log" || {
-  fail "lintian reports errors"
+lintian --fail-on error,warning --tag-display-limit 0 "$deb" | tee "$scratch/lintian.log" || {
+  fail "lintian reports errors or warnings"
 }
 
 echo "== dpkg -i"
