@@ -78,6 +78,14 @@ done
 if [ -f "$main_start" ] && [ "$(find /var/lib/postgresql/15/main/base -mindepth 1 -maxdepth 1 -type d | wc -l)" -le 3 ]; then
   grep -qx manual "$main_start" || fail "Debian's empty 15/main would still start on port 5432"
 fi
+echo "== the packaged configuration passes the unit's ExecStartPre once the passwords are filled in"
+if /usr/bin/dugong --config /etc/dugong/dugong.yaml --check >/dev/null 2>"$scratch/err"; then
+  fail "the packaged configuration passes --check with empty password files"
+fi
+grep -q "zookeeper.pw" "$scratch/err" || fail "unclear error for an empty password file: $(cat "$scratch/err")"
+for pw in zookeeper superuser replication; do echo "filled-in-$pw" >/etc/dugong/$pw.pw; done
+/usr/bin/dugong --config /etc/dugong/dugong.yaml --check >/dev/null ||
+  fail "the packaged configuration does not pass --check once the passwords are filled in"
 echo "== upgrade (the same package again): the postinst runs as for an upgrade"
 echo secret >/etc/dugong/zookeeper.pw
 dpkg -i "$deb" >/dev/null
