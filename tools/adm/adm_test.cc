@@ -555,6 +555,26 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   AdmRun reload = cmd("reload");
   EXPECT_EQ(reload.code, 0) << reload.out;
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(has(reload.out, h_->peer(i).id + ": postgres reloaded")) << reload.out;
+  // A configuration of a newer format: every agent refuses it and keeps the settings in
+  // effect; dugong-adm neither shows nor overwrites it.
+  const auto current = (*zk)->readConfig();
+  ASSERT_TRUE(current.ok() && current->exists);
+  ASSERT_TRUE((*zk)->putConfigBytes(R"({"format": 2, "settings": {"log_min_duration_statement": "999"}})",
+                                    current->version, "test: a newer format")
+                  .ok);
+  EXPECT_TRUE(h_->waitFor(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          if (!has(h_->logTail(i, 400), "format 2, newer than the format 1")) return false;
+        }
+        return true;
+      },
+      30s));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(show(i, "log_min_duration_statement"), "250ms") << "peer " << i;
+  AdmRun newer = cmd("config set work_mem=8MB");
+  EXPECT_EQ(newer.code, 1) << newer.out;
+  EXPECT_TRUE(has(newer.out, "upgrade this dugong first")) << newer.out;
+  ASSERT_TRUE((*zk)->putConfigBytes(current->data, current->version + 1, "test: restored").ok);
   AdmRun reloadNobody = cmd("reload no-such-peer --wait 1");
   EXPECT_EQ(reloadNobody.code, 2) << reloadNobody.out;
 
