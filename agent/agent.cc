@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "statemachine/wal_position.h"
+#include "zk/layout.h"
 
 namespace dugong::agent {
 namespace {
@@ -52,6 +53,11 @@ Result<bool> Agent::start() {
   });
   pg_ = std::move(pg).value();
   postgres_ = std::make_unique<PgPostgres>(*pg_);
+  clusterConfig_ = std::make_unique<ClusterConfigFollower>(coordinator_, *pg_,
+                                                           zk::Layout(config_.zk.effectiveRoot()).config());
+  requests_ = std::make_unique<RequestFollower>(
+      coordinator_, *pg_, zk::Layout(config_.zk.effectiveRoot()).request(config_.identity.id),
+      [this] { return clock_.wallMs(); });
   DriverOptions options;
   options.identity = config_.identity;
   options.singleton = config_.singleton;
@@ -264,6 +270,7 @@ nlohmann::json Agent::stateJson() const {
         {"writablePrimary", isWritablePrimary()},
         {"streamingReplica", isStreamingReplica()}}},
       {"hooks", hooks_ ? hooks_->status().toJson() : nlohmann::json()},
+      {"request", requests_ ? requests_->statusJson() : nlohmann::json()},
       {"agent",
        {{"id", config_.identity.id},
         {"cluster", config_.zk.cluster},
@@ -294,6 +301,9 @@ std::string Agent::metricsText() const {
   m << "dugong_postgres_online " << (status_.online ? 1 : 0) << "\n";
   metric("dugong_postgres_writable", "gauge", "1 on the writable primary.");
   m << "dugong_postgres_writable " << (isWritablePrimary() ? 1 : 0) << "\n";
+  metric("dugong_postgres_pending_restart", "gauge",
+         "Settings changed that take effect only when postgres restarts (pg_settings.pending_restart).");
+  m << "dugong_postgres_pending_restart " << status_.pendingRestart.size() << "\n";
   metric("dugong_wal_position_bytes", "gauge", "WAL positions of the local postgres, as byte offsets.");
   for (auto [kind, lsn] : {std::pair{"current", &status_.currentLsn}, {"receive", &status_.receiveLsn},
                            {"replay", &status_.replayLsn}}) {

@@ -18,12 +18,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "agent/cluster_config_follower.h"
 #include "agent/config.h"
 #include "agent/daemon_env.h"
 #include "agent/driver.h"
 #include "agent/hooks.h"
 #include "agent/http_server.h"
 #include "agent/instance_lock.h"
+#include "agent/request_follower.h"
 #include "agent/session_file.h"
 #include "agent/process_stamp.h"
 #include "agent/watchdog.h"
@@ -85,6 +87,8 @@ class Agent {
   std::unique_ptr<SessionFile> sessionFile_;
   std::unique_ptr<pg::PgAdapter> pg_;
   std::unique_ptr<PgPostgres> postgres_;
+  std::unique_ptr<ClusterConfigFollower> clusterConfig_;  // applies <root>/config to postgres
+  std::unique_ptr<RequestFollower> requests_;             // restart/reload requests for this peer
   std::unique_ptr<HookRunner> hooks_;  // null: no hook configured
   std::unique_ptr<Driver> driver_;
   std::unique_ptr<HttpServer> http_;

@@ -9,6 +9,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "agent/secret_file.h"
+
 namespace dugong::agent {
 namespace {
 
@@ -156,25 +158,15 @@ std::optional<std::string> secret(Section& section, const std::string& key, std:
     return std::nullopt;
   }
   if (file.empty()) return inlined.empty() ? std::nullopt : std::optional<std::string>(inlined);
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    section.fail(section.name(key + "File"), "cannot read " + file);
+  auto read = readSecretFile(file);
+  if (!read) {
+    section.fail(section.name(key + "File"), read.error());
     return std::nullopt;
   }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string text = buf.str();
-  if (!text.empty() && text.back() == '\n') text.pop_back();
-  if (!text.empty() && text.back() == '\r') text.pop_back();
-  if (text.empty() || text.find('\n') != std::string::npos) {
-    section.fail(section.name(key + "File"), file + " must hold the password alone, on one line");
-    return std::nullopt;
-  }
-  struct stat st {};
-  if (::stat(file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+  if (read->readableByOthers) {
     warnings->push_back(file + " (" + key + "File) can be read by other users than its owner: chmod 600 it");
   }
-  return text;
+  return read->secret;
 }
 
 }  // namespace

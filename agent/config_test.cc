@@ -3,6 +3,10 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <functional>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -233,6 +237,72 @@ TEST_F(ConfigTest, PostgresTls) {
             std::string::npos);
   EXPECT_NE(errorOf(valid("", "  replicationPassword: r3pl\n  tls:\n    certfile: x\n")).find("postgres.tls.certfile: unknown key"),
             std::string::npos);
+}
+
+// The keys etc/dugong.yaml lists (commented ones too), as dotted paths; the children of
+// postgres.settings are postgres' names, not ours.
+std::set<std::string> sampleKeys(const std::string& text) {
+  std::set<std::string> keys;
+  std::vector<std::pair<size_t, std::string>> parents;  // indentation, key
+  const std::regex line(R"(^( *)(?:# ?)?([A-Za-z][A-Za-z0-9]*):( |$))");
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (!std::regex_search(l, m, line)) continue;
+    const size_t indent = m[1].length();
+    while (!parents.empty() && parents.back().first >= indent) parents.pop_back();
+    std::string path;
+    for (const auto& [i, k] : parents) path += k + ".";
+    if (path != "postgres.settings.") keys.insert(path + m[2].str());
+    parents.emplace_back(indent, m[2].str());
+  }
+  return keys;
+}
+
+// The keys the code reads, from its own error for an unknown key in each section
+// ("unknown key (known here: ...)").
+std::set<std::string> codeKeys(const std::function<std::string(const std::string& section)>& errorWithBogusIn,
+                               const std::string& section) {
+  std::set<std::string> keys;
+  const std::string error = errorWithBogusIn(section);
+  const auto at = error.find("known here: ");
+  if (at == std::string::npos) return {"(no key list in: " + error + ")"};
+  std::istringstream list(error.substr(at + 12, error.rfind(')') - at - 12));
+  for (std::string k; std::getline(list, k, ',');) {
+    k.erase(0, k.find_first_not_of(' '));
+    keys.insert((section.empty() ? "" : section + ".") + k);
+  }
+  return keys;
+}
+
+TEST_F(ConfigTest, TheSampleListsEveryKeyTheCodeReads) {
+  std::ifstream in(DUGONG_SAMPLE_CONFIG);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::set<std::string> sample = sampleKeys(text.str());
+  ASSERT_GT(sample.size(), 40u) << text.str();
+  // A valid file with a bogus key in one section: the code's error lists that section's keys.
+  auto errorWithBogusIn = [&](const std::string& section) {
+    std::string yaml = valid("  auth:\n    user: u\n    password: p\n");
+    if (section.empty()) return errorOf(yaml + "bogus: 1\n");
+    if (section == "zookeeper.auth") return errorOf(valid("  auth:\n    user: u\n    password: p\n    bogus: 1\n"));
+    if (section == "zookeeper") return errorOf(valid("  bogus: 1\n"));
+    if (section == "postgres") return errorOf(valid("", "  replicationPassword: r3pl\n  bogus: 1\n"));
+    if (section == "postgres.tls") return errorOf(valid("", "  replicationPassword: r3pl\n  tls:\n    bogus: 1\n"));
+    if (section == "http") return errorOf(valid() + "  bogus: 1\n");
+    if (section == "peer") {
+      std::string v = valid();
+      return errorOf(v.replace(v.find("  ip: 10.0.0.7\n"), 15, "  ip: 10.0.0.7\n  bogus: 1\n"));
+    }
+    return errorOf(valid() + section + ":\n  bogus: 1\n");
+  };
+  std::set<std::string> code;
+  for (const std::string section : {"", "zookeeper", "zookeeper.auth", "peer", "postgres", "postgres.tls", "http", "switchover",
+                                    "health", "shutdown", "hooks", "log"}) {
+    for (const auto& k : codeKeys(errorWithBogusIn, section)) code.insert(k);
+  }
+  for (const auto& k : code) EXPECT_TRUE(sample.count(k)) << "etc/dugong.yaml does not list " << k;
+  for (const auto& k : sample) EXPECT_TRUE(code.count(k)) << "etc/dugong.yaml lists " << k << ", which the code does not read";
 }
 
 TEST(Config, MissingFileIsAClearError) {

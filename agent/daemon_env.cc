@@ -77,6 +77,7 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
   session_ = std::make_unique<zk::Session>(io_, options, self_, std::move(onEvent));
   if (onNewSession_) session_->setSessionCallback(onNewSession_);
   session_->setDataState(dataState_);
+  for (const auto& [path, onChange] : watched_) session_->watchNode(path, onChange);
   if (callbacks.onConnection) {
     session_->setConnectionCallback([onConnection = std::move(callbacks.onConnection)](zk::ConnectionChange c) {
       onConnection(CoordinatorConnection{c.connected, c.sessionId, c.sessionTimeoutMs});
@@ -87,6 +88,11 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
     return ok;
   }
   return true;
+}
+
+void ZkCoordinator::watchNode(const std::string& path, std::function<void(StateNode)> onChange) {
+  watched_.emplace_back(path, onChange);
+  if (session_) session_->watchNode(path, std::move(onChange));
 }
 
 void ZkCoordinator::publishDataState(const std::optional<PeerDataState>& data) {

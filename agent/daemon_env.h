@@ -4,6 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
@@ -48,6 +51,10 @@ class ZkCoordinator : public Coordinator {
                        std::function<void(StateWriteFinished)> done) override;
   CoordinatorStatus status() const override;
   void publishDataState(const std::optional<PeerDataState>& data) override;
+  // Watches a node in every session from now on (zk::Session::watchNode): its content
+  // after each session's setup and at each change. Not part of the driver's Coordinator:
+  // the cluster configuration and requests are the daemon's, not the state machine's.
+  void watchNode(const std::string& path, std::function<void(StateNode)> onChange);
 
  private:
   void failPendingWrite(const std::string& why);
@@ -60,6 +67,7 @@ class ZkCoordinator : public Coordinator {
   std::function<void(zk::SessionCredentials)> onNewSession_;
   bool detached_ = false;
   std::optional<PeerDataState> dataState_;  // published in every session's election node
+  std::vector<std::pair<std::string, std::function<void(StateNode)>>> watched_;
   // The write in flight: answered exactly once, by the session or by leave().
   uint64_t writeSerial_ = 0;
   std::function<void(StateWriteFinished)> pendingWrite_;

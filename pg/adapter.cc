@@ -64,6 +64,20 @@ void PgAdapter::rejoin(PeerIdentity primary, RejoinLimit limit, std::function<vo
       std::move(done));
 }
 
+void PgAdapter::applyClusterConfig(ClusterConfig config, std::function<void(Result<ClusterConfigApplied>)> done) {
+  onWorker<Result<ClusterConfigApplied>>(
+      control_, [this, config = std::move(config)] { return controller_.applyClusterConfig(config); },
+      std::move(done));
+}
+
+void PgAdapter::restartInPlace(std::function<void(Result<bool>)> done) {
+  onWorker<Result<bool>>(control_, [this] { return controller_.restartInPlace(); }, std::move(done));
+}
+
+void PgAdapter::reloadNow(std::function<void(Result<bool>)> done) {
+  onWorker<Result<bool>>(control_, [this] { return controller_.reloadNow(); }, std::move(done));
+}
+
 void PgAdapter::readWal(std::function<void(WalPositionRead)> done) {
   onWorker<WalPositionRead>(query_, [this] { return controller_.readWal(); }, std::move(done));
 }

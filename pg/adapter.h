@@ -56,6 +56,11 @@ class PgAdapter {
   // the rest on the same worker as stopWrites.
   void shutDownWrites(std::function<void(Result<bool>)> done);
   void status(std::function<void(PgStatus)> done);
+  // See PgController::applyClusterConfig. On the control worker, like apply.
+  void applyClusterConfig(ClusterConfig config, std::function<void(Result<ClusterConfigApplied>)> done);
+  // See PgController::restartInPlace / reloadNow. On the control worker, like apply.
+  void restartInPlace(std::function<void(Result<bool>)> done);
+  void reloadNow(std::function<void(Result<bool>)> done);
 
   // Starts the periodic health check (SELECT 1 every healthInterval, bounded by
   // queryTimeout). `onChange(healthy, detail)` runs for the first result and then for

@@ -1,4 +1,5 @@
 #include "pg/controller.h"
+#include "pg/hot_standby.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -229,11 +230,85 @@ Result<bool> PgController::writeConf(const ManagedState& state) {
       if (!w) return w;
     }
   }
-  auto w = writeFileAsOwner(options_.dataDir + "/" + kManagedConfName, renderManagedConf(options_, state), 0600);
+  auto w = writeFileAsOwner(options_.dataDir + "/" + kManagedConfName,
+                            renderManagedConf(effectiveOptions(state.role), state), 0600);
   if (!w) return w;
   std::lock_guard lock(stateMu_);
   state_ = state;
   return true;
+}
+
+PgOptions PgController::effectiveOptions(const std::string& role) const {
+  const bool standby = role == "sync" || role == "async";
+  std::lock_guard lock(clusterMu_);
+  PgOptions out = withClusterConfig(options_, cluster_);
+  if (standby) out.settings = raiseToFloor(out.settings, hotStandbyFloor_, defaultSettings(out));
+  return out;
+}
+
+void PgController::refreshHotStandbyFloor() {
+  std::map<std::string, long> floor;
+  auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
+  if (ctl.ok()) floor = hotStandbyValuesFromControlData(ctl.output);
+  std::lock_guard lock(clusterMu_);
+  hotStandbyFloor_ = std::move(floor);
+}
+
+Result<bool> PgController::restartInPlace() {
+  std::lock_guard applyLock(applyMu_);
+  if (!isRunning()) return Error{"postgres is not running; its agent starts it when its role needs it"};
+  ManagedState state;
+  {
+    std::lock_guard lock(stateMu_);
+    state = state_;
+  }
+  if (state.role == "sync" || state.role == "async") refreshHotStandbyFloor();
+  spdlog::info("pg: restarting postgres as requested by an operator (role {})", state.role);
+  if (auto w = writeConf(state); !w) return w;
+  if (auto s = stop(); !s) return s;
+  return start();
+}
+
+Result<bool> PgController::reloadNow() {
+  std::lock_guard applyLock(applyMu_);
+  if (!isRunning()) return Error{"postgres is not running"};
+  spdlog::info("pg: reloading postgres' configuration as requested by an operator");
+  return reload();
+}
+
+Result<ClusterConfigApplied> PgController::applyClusterConfig(const ClusterConfig& config) {
+  // Like every writer of dugong.conf: never between another's read of the state and its write.
+  std::lock_guard applyLock(applyMu_);
+  ClusterConfig previous;
+  {
+    std::lock_guard lock(clusterMu_);
+    previous = std::exchange(cluster_, config);
+  }
+  ClusterConfigApplied out;
+  out.changed = changedSettings(withClusterConfig(options_, previous).settings,
+                                withClusterConfig(options_, config).settings);
+  out.hbaChanged = previous.hba != config.hba;
+  ManagedState state;
+  {
+    std::lock_guard lock(stateMu_);
+    state = state_;
+  }
+  if (!isSetUp() || !fs::exists(options_.dataDir + "/" + kManagedConfName)) {
+    spdlog::info("pg: cluster configuration recorded; no data directory yet, so it is written at its setup");
+    return out;
+  }
+  // Never a file for another role than the running postgres was given: the state is the
+  // one recorded in the file (read at construction, kept by every write since).
+  if (auto recorded = parseManagedConf(readFile(options_.dataDir + "/" + kManagedConfName)); !recorded) {
+    return Error{recorded.error() + "; the files are written at the next role change"};
+  }
+  if (state.role == "sync" || state.role == "async") refreshHotStandbyFloor();
+  if (auto w = writeConf(state); !w) return Error{w.error()};
+  if (auto w = writeHba(); !w) return Error{w.error()};
+  if (!isRunning()) return out;
+  if (auto r = reload(); !r) return Error{r.error()};
+  out.reloaded = true;
+  return out;
 }
 
 Result<bool> PgController::writeHba() {
@@ -245,7 +320,8 @@ Result<bool> PgController::writeHba() {
                                                                       : std::nullopt;
   std::string method = options_.replicationPassword ? scram : "trust";  // validate(): trust needs allowTrust
   std::ostringstream out;
-  out << "# Written by dugong from its configuration. Do not edit; use extraHbaLines.\n";
+  out << "# Written by dugong from its configuration. Do not edit; use postgres.hba or the cluster configuration "
+         "(dugong-adm config).\n";
   out << "local all " << options_.superuser << " trust\n";
   // TCP: hostssl (TLS or nothing) when the configuration says so.
   const std::string tcp = hbaTcpType(options_.tls);
@@ -255,7 +331,7 @@ Result<bool> PgController::writeHba() {
   }
   out << tcp << " replication " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
   out << tcp << " postgres " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
-  for (const auto& l : options_.extraHbaLines) out << l << "\n";
+  for (const auto& l : effectiveOptions("none").extraHbaLines) out << l << "\n";
   return writeFileAsOwner(options_.dataDir + "/pg_hba.conf", out.str(), 0600);
 }
 
@@ -1219,6 +1295,9 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
       want.slotName = previous.slotName;
       auto w = writeConf(want);
       if (!w) return failed(w.error(), true);
+      // The file may also hold settings changed since it was last read (the cluster's
+      // configuration): a reload, not a restart, so the WAL receiver keeps streaming.
+      if (auto r = reload(); !r) return failed(r.error(), true);
       spdlog::info("pg: already streaming from {} ({}): only the role changes", upstream.id,
                    want.slotName ? "through slot " + *want.slotName
                                  : "without a slot; one is created at its next change of upstream");
@@ -1433,7 +1512,10 @@ Result<bool> PgController::healthCheck() {
   // A fresh connection, not a kept one: the check is that postgres still takes new
   // sessions. A hung postmaster (or one that stopped forking) leaves existing backends
   // answering.
-  auto q = runQuery(localConninfo(), "SELECT pg_is_in_recovery(), (SELECT status FROM pg_stat_wal_receiver)",
+  // pg_current_logfile(): where postgres writes its log when logging_collector is on
+  // (NULL when off: then stderr, the file pg_ctl -l names).
+  auto q = runQuery(localConninfo(),
+                    "SELECT pg_is_in_recovery(), (SELECT status FROM pg_stat_wal_receiver), pg_current_logfile()",
                     options_.queryTimeout);
   if (!q) return Error{q.error()};
   std::string upstream;
@@ -1451,7 +1533,11 @@ Result<bool> PgController::healthCheck() {
   const auto& row = q->rows.at(0);
   const bool notStreaming = !upstream.empty() && row[0] == "t" && row[1] != "streaming";
   // Why not: the server log's tail, read once.
-  const std::string logTail = notStreaming ? lastLines(readFile(options_.logPath()), 20) : "";
+  std::string serverLog = options_.logPath();
+  if (row.size() > 2 && row[2] && !row[2]->empty()) {
+    serverLog = (*row[2])[0] == '/' ? *row[2] : options_.dataDir + "/" + *row[2];
+  }
+  const std::string logTail = notStreaming ? lastLines(readFile(serverLog), 20) : "";
   if (notStreaming && slot && !upstreamPeer.pgUrl.empty()) recreateMissingSlot(upstreamPeer, *slot, logTail);
   bool sweep = false;
   if (row[0] == "f") {
@@ -1523,7 +1609,11 @@ PgStatus PgController::status() {
       // The walsenders in the same round trip, as one JSON array of rows.
       "(SELECT json_agg(json_build_array(application_name, state, sync_state, sent_lsn::text, write_lsn::text, "
       "                                  flush_lsn::text, replay_lsn::text) ORDER BY application_name) "
-      " FROM pg_stat_replication)");
+      " FROM pg_stat_replication), "
+      // Settings changed in the configuration that take effect only at a restart.
+      "(SELECT json_agg(name ORDER BY name) FROM pg_settings WHERE pending_restart), "
+      "(SELECT json_object_agg(name, setting) FROM pg_settings WHERE name IN ('max_connections', "
+      "  'max_worker_processes', 'max_wal_senders', 'max_prepared_transactions', 'max_locks_per_transaction'))");
   if (!q) {
     s.error = q.error();
     return s;
@@ -1545,6 +1635,22 @@ PgStatus PgController::status() {
   {
     std::lock_guard lock(stateMu_);
     if (!streamProblem_.empty()) s.streamProblem = streamProblem_;
+  }
+  if (r[10]) {
+    auto names = nlohmann::json::parse(*r[10], nullptr, false);
+    if (names.is_array()) {
+      for (const auto& n : names) {
+        if (n.is_string()) s.pendingRestart.push_back(n.get<std::string>());
+      }
+    }
+  }
+  if (r[11]) {
+    auto values = nlohmann::json::parse(*r[11], nullptr, false);
+    if (values.is_object()) {
+      for (const auto& [k, v] : values.items()) {
+        if (v.is_string()) s.hotStandbyValues[k] = std::stol(v.get<std::string>());
+      }
+    }
   }
   if (!r[9]) return s;
   const auto rows = nlohmann::json::parse(*r[9], nullptr, false);

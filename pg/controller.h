@@ -15,6 +15,7 @@
 #include <string>
 #include <sys/types.h>
 
+#include "pg/cluster_config.h"
 #include "pg/command.h"
 #include "pg/connection_pool.h"
 #include "pg/managed_conf.h"
@@ -25,6 +26,13 @@
 #include "statemachine/pg_config.h"
 
 namespace dugong::pg {
+
+// What applyClusterConfig did.
+struct ClusterConfigApplied {
+  std::vector<std::string> changed;  // settings whose effective value changed on this host
+  bool hbaChanged = false;
+  bool reloaded = false;             // postgres was running and reloaded
+};
 
 // How far rejoin() may go to make a stopped ex-primary follow the primary again.
 enum class RejoinLimit {
@@ -96,6 +104,18 @@ class PgController {
 
   PgStatus status();
 
+  // Takes the cluster-wide configuration (already validated) as the one to fold into
+  // every file written from now on; when the data directory is set up, rewrites
+  // dugong.conf (with the role last applied) and pg_hba.conf now, and reloads a running
+  // postgres. Settings that need a restart then show in status().pendingRestart.
+  // Runs on the control worker (after any apply).
+  Result<ClusterConfigApplied> applyClusterConfig(const ClusterConfig& config);
+  // An operator's request (dugong-adm restart / reload): restarts a running postgres in
+  // place (fast stop, then start with dugong.conf and pg_hba.conf written again), or
+  // reloads it. Errors when postgres is not running. Runs on the control worker.
+  Result<bool> restartInPlace();
+  Result<bool> reloadNow();
+
   // SELECT 1 within the query timeout. An error message when unhealthy. Also unhealthy:
   // a standby that cannot follow its upstream (options.repairStandbyAfter); the next
   // apply of a standby role then repairs it (rewind, else base backup).
@@ -159,6 +179,9 @@ class PgController {
   Result<bool> prepareDataDir(bool wipe);
   Result<bool> writeFileAsOwner(const std::string& path, const std::string& text, mode_t mode);
   Result<bool> writeConf(const ManagedState& state);
+  // This host's options with the cluster's configuration folded in, for a file written
+  // for `role` (a standby's never below hotStandbyFloor_).
+  PgOptions effectiveOptions(const std::string& role) const;
   // Under applyMu_: marks a primary's configuration writes-stopped (so that no start or
   // reload makes it writable) and returns that configuration; nullopt when postgres is
   // not a primary (nothing accepts writes), or not running unless `evenIfDown`.
@@ -262,6 +285,16 @@ class PgController {
   std::string markerPath() const { return options_.dataDir + ".dugong-incomplete"; }
 
   PgOptions options_;
+  // The cluster-wide configuration (pg/cluster_config.h), folded into options_ by
+  // effectiveOptions() wherever postgres' files are written.
+  mutable std::mutex clusterMu_;
+  ClusterConfig cluster_;
+  // A standby's floor for the settings hot standby needs at least as high as on its
+  // primary (the primary's values, from pg_controldata, which replays them): what a
+  // standby writes is never lower, so it always starts. Refreshed by
+  // applyClusterConfig and restartInPlace on a standby. Under clusterMu_.
+  std::map<std::string, long> hotStandbyFloor_;
+  void refreshHotStandbyFloor();
   uid_t uid_ = 0;
   gid_t gid_ = 0;
   // localQuery's kept connections to the local socket (routine queries several times a

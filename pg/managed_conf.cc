@@ -38,13 +38,7 @@ nlohmann::json ManagedState::toJson() const {
   return j;
 }
 
-std::string renderManagedConf(const PgOptions& options, const ManagedState& state) {
-  std::ostringstream out;
-  out << "# Managed by dugong: rewritten at every role change. Do not edit; use the\n"
-         "# agent's configuration (settings) instead.\n";
-  nlohmann::json recorded = state.toJson();
-  out << kStatePrefix << recorded.dump() << "\n";
-  // Defaults that the options' settings may override.
+std::map<std::string, std::string> defaultSettings(const PgOptions& options) {
   // wal_keep_size 0: slots keep what each standby needs, and a promoted sync keeps what
   // its deposed primary needs to rejoin (docs/design.md "WAL retention for a deposed
   // primary"); PostgreSQL 15's pg_rewind copies whatever the source keeps beyond that.
@@ -57,7 +51,23 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
       {"wal_retrieve_retry_interval", "'200ms'"},
       // Crash recovery first makes the whole data directory durable: one syncfs() per
       // file system instead of opening and fsyncing every file.
-      {"recovery_init_sync_method", "syncfs"}};
+      {"recovery_init_sync_method", "syncfs"}, {"wal_level", "replica"}};
+  // Logical decoding: each logical slot and each consumer's walsender comes on top of
+  // the standbys' (docs/design.md "Logical replication").
+  if (auto w = options.settings.find("wal_level"); w != options.settings.end() && w->second == "logical") {
+    defaults["max_wal_senders"] = "20";
+    defaults["max_replication_slots"] = "20";
+  }
+  return defaults;
+}
+
+std::string renderManagedConf(const PgOptions& options, const ManagedState& state) {
+  std::ostringstream out;
+  out << "# Managed by dugong: rewritten at every role change. Do not edit; use the\n"
+         "# agent's configuration (settings) instead.\n";
+  nlohmann::json recorded = state.toJson();
+  out << kStatePrefix << recorded.dump() << "\n";
+  std::map<std::string, std::string> defaults = defaultSettings(options);
   for (const auto& [k, v] : options.settings) defaults.erase(k);
   for (const auto& [k, v] : defaults) out << k << " = " << v << "\n";
   for (const auto& [k, v] : options.settings) out << k << " = " << confQuote(v) << "\n";
@@ -66,7 +76,6 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   out << "port = " << options.port << "\n";
   out << "unix_socket_directories = " << confQuote(options.socketPath()) << "\n";
   out << "unix_socket_permissions = 0700\n";
-  out << "wal_level = replica\n";
   out << "wal_log_hints = on\n";
   out << "hot_standby = on\n";
   out << "recovery_target_timeline = 'latest'\n";

@@ -4,6 +4,7 @@
 // running postgres was told, e.g. that a primary was already made writable.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -40,6 +41,10 @@ struct ManagedState {
 
 inline constexpr const char* kManagedConfName = "dugong.conf";
 inline constexpr const char* kIncludeLine = "include 'dugong.conf'  # added by dugong";
+
+// The settings dugong writes unless `options.settings` names them (quoted as in the
+// file), e.g. max_wal_senders 10, or 20 with wal_level logical.
+std::map<std::string, std::string> defaultSettings(const PgOptions& options);
 
 // The file's text for these options and this state.
 std::string renderManagedConf(const PgOptions& options, const ManagedState& state);

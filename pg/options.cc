@@ -11,7 +11,7 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string>& managedSettingNames() {
   static const std::vector<std::string> kNames = {
-      "listen_addresses", "port", "unix_socket_directories", "unix_socket_permissions", "wal_level", "wal_log_hints", "hot_standby",
+      "listen_addresses", "port", "unix_socket_directories", "unix_socket_permissions", "wal_log_hints", "hot_standby",
       "recovery_target_timeline", "synchronous_commit", "synchronous_standby_names",
       "default_transaction_read_only", "primary_conninfo", "primary_slot_name", "include", "include_dir",
       "include_if_exists", "data_directory", "hba_file", "ident_file", "max_slot_wal_keep_size"};
@@ -56,6 +56,30 @@ bool plainName(const std::string& s, size_t maxLen) {
   return true;
 }
 }  // namespace
+
+Result<bool> validateSettings(const std::map<std::string, std::string>& settings) {
+  for (const auto& [k, v] : settings) {
+    bool ok = !k.empty();
+    for (char c : k) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.');
+    if (!ok) return Error{"setting name '" + k + "' is not a postgres setting name"};
+    for (const auto& m : managedSettingNames()) {
+      if (k == m) return Error{"setting '" + k + "' is managed by dugong and cannot be set in settings"};
+    }
+    if (v.find('\n') != std::string::npos) return Error{"setting '" + k + "' has a newline in its value"};
+    if (k == "wal_level" && v != "replica" && v != "logical") {
+      return Error{"setting 'wal_level' must be replica or logical (standbys need at least replica), got '" + v + "'"};
+    }
+  }
+  return true;
+}
+
+Result<bool> validateHbaLines(const std::vector<std::string>& lines) {
+  for (const auto& line : lines) {
+    if (line.find('\n') != std::string::npos) return Error{"a pg_hba line spans several lines: '" + line + "'"};
+    if (line.find_first_not_of(" \t") == std::string::npos) return Error{"a pg_hba line is empty"};
+  }
+  return true;
+}
 
 Result<bool> validate(const PgOptions& o) {
   if (o.dataDir.empty() || o.dataDir[0] != '/') return Error{"dataDir must be an absolute path, got '" + o.dataDir + "'"};
@@ -108,17 +132,9 @@ Result<bool> validate(const PgOptions& o) {
     return Error{"maxSlotWalKeepSize '" + o.maxSlotWalKeepSize + "' is not a size like 16GB or -1"};
   }
   if (auto tls = validateTls(o.tls); !tls) return tls;
-  for (const auto& line : o.extraHbaLines) {
-    if (line.find('\n') != std::string::npos) return Error{"an extraHbaLines entry spans several lines"};
-  }
+  if (auto ok = validateHbaLines(o.extraHbaLines); !ok) return ok;
+  if (auto ok = validateSettings(o.settings); !ok) return ok;
   for (const auto& [k, v] : o.settings) {
-    bool ok = !k.empty();
-    for (char c : k) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.');
-    if (!ok) return Error{"setting name '" + k + "' is not a postgres setting name"};
-    for (const auto& m : managedSettingNames()) {
-      if (k == m) return Error{"setting '" + k + "' is managed by dugong and cannot be set in settings"};
-    }
-    if (v.find('\n') != std::string::npos) return Error{"setting '" + k + "' has a newline in its value"};
     for (const auto& [name, value] : serverTlsSettings(o.tls)) {
       if (k == name) return Error{"setting '" + k + "' is managed by dugong when tls.certFile is set"};
     }

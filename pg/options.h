@@ -113,6 +113,12 @@ struct PgOptions {
 // allowTrust). Returns the first problem as a precise message.
 Result<bool> validate(const PgOptions& options);
 
+// The rules for `settings` (names, managed settings, one-line values, wal_level replica
+// or logical) and for pg_hba lines (one non-empty line each), also applied to the
+// cluster-wide configuration (pg/cluster_config.h).
+Result<bool> validateSettings(const std::map<std::string, std::string>& settings);
+Result<bool> validateHbaLines(const std::vector<std::string>& lines);
+
 // The settings the adapter writes itself; `settings` may not name them.
 const std::vector<std::string>& managedSettingNames();
 

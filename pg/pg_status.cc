@@ -32,7 +32,9 @@ nlohmann::json PgStatus::toJson() const {
                       {"replayLagSeconds", orNull(replayLagSeconds)},
                       {"walReceiverStatus", orNull(walReceiverStatus)},
                       {"streamProblem", orNull(streamProblem)},
-                      {"replication", rows}};
+                      {"replication", rows},
+                      {"pendingRestart", pendingRestart},
+                      {"hotStandbyValues", hotStandbyValues}};
   if (!error.empty()) j["error"] = error;
   return j;
 }

@@ -1,6 +1,7 @@
 // What the adapter reports about the local postgres, for the tools and for HTTP.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,12 @@ struct PgStatus {
   // ("new timeline 2 forked off ... before current recovery point ..."), and since when
   std::optional<std::string> streamProblem;
   std::vector<ReplicationRow> replication;
+  // Settings changed in the configuration that take effect only when postgres restarts
+  // (pg_settings.pending_restart), sorted.
+  std::vector<std::string> pendingRestart;
+  // The running values of the settings hot standby needs at least as high on a standby
+  // as on its primary (pg/hot_standby.h): what `dugong-adm restart --rolling` orders by.
+  std::map<std::string, long> hotStandbyValues;
 
   nlohmann::json toJson() const;
 };

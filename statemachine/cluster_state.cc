@@ -21,9 +21,25 @@ nlohmann::json ClusterState::toJson() const {
   return j;
 }
 
+// The state's format: an absent "format" is format 1, Manatee's fields as they are (so
+// this build writes none). A later build that changes the meaning of the state writes
+// "format": 2 or more; this build refuses such a state as invalid (a clear error, and no
+// action taken on it) rather than misread it.
+constexpr int64_t kClusterStateFormat = 1;
+
 Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
   if (!j.is_object()) return Error{"cluster state: expected a JSON object"};
   ClusterState s;
+  if (auto f = j.find("format"); f != j.end()) {
+    if (!f->is_number_integer() || f->get<int64_t>() < 1) {
+      return Error{"cluster state: format must be an integer of at least 1"};
+    }
+    if (f->get<int64_t>() > kClusterStateFormat) {
+      return Error{"cluster state: format " + std::to_string(f->get<int64_t>()) + " is newer than the format " +
+                   std::to_string(kClusterStateFormat) +
+                   " this dugong knows (written by a newer version); upgrade this dugong: nothing is done with it"};
+    }
+  }
 
   auto gen = j.find("generation");
   if (gen == j.end() || !gen->is_number_integer()) return Error{"cluster state: generation must be an integer"};

@@ -110,6 +110,17 @@ TEST(ClusterState, RejectsSchemaErrorsWithTheirReason) {
   }
 }
 
+TEST(ClusterState, AFormatNewerThanThisBuildIsRefused) {
+  nlohmann::json j = validState();
+  j["format"] = 1;
+  EXPECT_EQ(errorOf(j), "");
+  EXPECT_FALSE(ClusterState::fromJson(j)->toJson().contains("format"));  // format 1 writes Manatee's fields only
+  j["format"] = 2;
+  EXPECT_NE(errorOf(j).find("format 2 is newer than the format 1 this dugong knows"), std::string::npos) << errorOf(j);
+  j["format"] = "x";
+  EXPECT_EQ(errorOf(j), "cluster state: format must be an integer of at least 1");
+}
+
 TEST(ClusterState, ParseRejectsMalformedJson) {
   auto s = ClusterState::parse("{\"generation\": 1,");
   ASSERT_FALSE(s.ok());

@@ -97,15 +97,41 @@ Result<bool> Client::requireConnected() const {
   return Error{"zookeeper: not connected (connection lost or session expired)"};
 }
 
-Result<StateNode> Client::readState() {
+Result<StateNode> Client::readState() { return read(layout_.state()); }
+Result<StateNode> Client::readConfig() { return read(layout_.config()); }
+Result<StateNode> Client::readNode(const std::string& path) { return read(path); }
+
+Result<StateNode> Client::read(const std::string& path) {
   if (auto c = requireConnected(); !c) return Error{c.error()};
   std::vector<char> buf(1 << 20);
   int len = static_cast<int>(buf.size());
   Stat stat{};
-  int rc = zoo_get(handle_->zh, layout_.state().c_str(), 0, buf.data(), &len, &stat);
+  int rc = zoo_get(handle_->zh, path.c_str(), 0, buf.data(), &len, &stat);
   if (rc == ZNONODE) return StateNode{};
-  if (rc != ZOK) return Error{"zookeeper: reading " + layout_.state() + ": " + describeRc(rc)};
+  if (rc != ZOK) return Error{"zookeeper: reading " + path + ": " + describeRc(rc)};
   return StateNode{true, std::string(buf.data(), static_cast<size_t>(std::max(len, 0))), stat.version};
+}
+
+Result<int32_t> Client::setNode(const std::string& path, std::string_view bytes, int32_t expectedVersion) {
+  if (auto made = ensureLayout(); !made) return Error{made.error()};
+  const int len = static_cast<int>(bytes.size());
+  if (expectedVersion < 0) {
+    int rc = zoo_create(handle_->zh, path.c_str(), bytes.data(), len, detail::aclFor(options_), ZOO_PERSISTENT,
+                        nullptr, 0);
+    if (rc == ZOK) return 0;
+    if (rc != ZNODEEXISTS || expectedVersion == -1) return Error{"zookeeper: creating " + path + ": " + describeRc(rc)};
+  }
+  Stat stat{};
+  int rc = zoo_set2(handle_->zh, path.c_str(), bytes.data(), len, expectedVersion < 0 ? -1 : expectedVersion, &stat);
+  if (rc != ZOK) return Error{"zookeeper: writing " + path + ": " + describeRc(rc)};
+  return stat.version;
+}
+
+Result<bool> Client::deleteNode(const std::string& path) {
+  if (auto c = requireConnected(); !c) return Error{c.error()};
+  int rc = zoo_delete(handle_->zh, path.c_str(), -1);
+  if (rc != ZOK && rc != ZNONODE) return Error{"zookeeper: deleting " + path + ": " + describeRc(rc)};
+  return true;
 }
 
 Result<bool> Client::deleteState(int32_t expectedVersion) {
@@ -157,12 +183,15 @@ Result<PeerList> Client::activePeers() {
   return dedupeById(peers);
 }
 
-Result<std::vector<HistoryEntry>> Client::history() {
+Result<std::vector<HistoryEntry>> Client::history() { return records(layout_.history()); }
+Result<std::vector<HistoryEntry>> Client::configHistory() { return records(layout_.configHistory()); }
+
+Result<std::vector<HistoryEntry>> Client::records(const std::string& dir) {
   if (auto c = requireConnected(); !c) return Error{c.error()};
   String_vector children{};
-  int rc = zoo_get_children(handle_->zh, layout_.history().c_str(), 0, &children);
+  int rc = zoo_get_children(handle_->zh, dir.c_str(), 0, &children);
   if (rc == ZNONODE) return std::vector<HistoryEntry>{};
-  if (rc != ZOK) return Error{"zookeeper: listing " + layout_.history() + ": " + describeRc(rc)};
+  if (rc != ZOK) return Error{"zookeeper: listing " + dir + ": " + describeRc(rc)};
   std::vector<std::string> names;
   for (int32_t i = 0; i < children.count; ++i) names.emplace_back(children.data[i]);
   deallocate_String_vector(&children);
@@ -170,7 +199,7 @@ Result<std::vector<HistoryEntry>> Client::history() {
   for (const auto& name : sortHistoryNodes(std::move(names))) {
     std::vector<char> buf(1 << 20);
     int len = static_cast<int>(buf.size());
-    std::string path = layout_.history() + "/" + name;
+    std::string path = dir + "/" + name;
     rc = zoo_get(handle_->zh, path.c_str(), 0, buf.data(), &len, nullptr);
     if (rc == ZNONODE) continue;
     if (rc != ZOK) return Error{"zookeeper: reading " + path + ": " + describeRc(rc)};
@@ -194,6 +223,16 @@ StateWriteFinished Client::putState(const ClusterState& state, int32_t expectedV
 }
 
 StateWriteFinished Client::putStateBytes(std::string_view bytes, int32_t expectedVersion, const std::string& reason) {
+  return putWithHistory(layout_.state(), layout_.historyPrefix(), bytes, expectedVersion, reason);
+}
+
+StateWriteFinished Client::putConfigBytes(std::string_view bytes, int32_t expectedVersion, const std::string& reason) {
+  return putWithHistory(layout_.config(), layout_.configHistoryPrefix(), bytes, expectedVersion, reason);
+}
+
+// One multi-op: the node at `expectedVersion` (-1: created) and its history record.
+StateWriteFinished Client::putWithHistory(const std::string& statePath, const std::string& historyPrefix,
+                                          std::string_view bytes, int32_t expectedVersion, const std::string& reason) {
   StateWriteFinished out;
   if (expectedVersion < -1) {
     out.error = "invalid expected version " + std::to_string(expectedVersion);
@@ -208,8 +247,6 @@ StateWriteFinished Client::putStateBytes(std::string_view bytes, int32_t expecte
     out.error = c.error();
     return out;
   }
-  std::string statePath = layout_.state();
-  std::string historyPrefix = layout_.historyPrefix();
   std::string record = historyRecord(nowMs(), bytes, reason);
   std::vector<char> pathBuf(512);
   Stat stat{};
@@ -242,8 +279,8 @@ StateWriteFinished Client::putStateBytes(std::string_view bytes, int32_t expecte
     out.error = "zookeeper: writing " + statePath + ": " + describeRc(rc);
     return out;
   }
-  // The outcome was lost with the connection: read the state again once reconnected.
-  auto current = readState();
+  // The outcome was lost with the connection: read the node again once reconnected.
+  auto current = read(statePath);
   if (!current) {
     out.error = "outcome unknown: " + describeRc(rc) + ", and the state could not be re-read: " + current.error();
     return out;

@@ -60,6 +60,21 @@ class Client {
   StateWriteFinished putState(const ClusterState& state, int32_t expectedVersion, const std::string& reason = {});
   // The same with raw bytes, not validated: for tests and repairs.
   StateWriteFinished putStateBytes(std::string_view bytes, int32_t expectedVersion, const std::string& reason = {});
+  // The cluster-wide configuration node (Layout::config): exists=false when never written.
+  Result<StateNode> readConfig();
+  // Test-and-set write of the configuration bytes plus a <root>/config-history record, in
+  // one multi-op (expectedVersion -1: create). The caller validates the bytes first.
+  StateWriteFinished putConfigBytes(std::string_view bytes, int32_t expectedVersion, const std::string& reason = {});
+  // Configuration history records, oldest first.
+  Result<std::vector<HistoryEntry>> configHistory();
+  // Any node under the root (a request node): exists=false when absent.
+  Result<StateNode> readNode(const std::string& path);
+  // Sets the node's data at `expectedVersion` (-1: creates it, failing if it exists;
+  // -2: creates or overwrites, whatever its version).
+  Result<int32_t> setNode(const std::string& path, std::string_view bytes, int32_t expectedVersion);
+  // Deletes the node (any version); a node already gone is not an error.
+  Result<bool> deleteNode(const std::string& path);
+
   // Deletes the state node at `expectedVersion` (-1: any): for tests and repairs (an
   // operator starting a cluster over). Its history is kept.
   Result<bool> deleteState(int32_t expectedVersion);
@@ -71,6 +86,10 @@ class Client {
  private:
   Client(ZkOptions options, std::unique_ptr<Handle> handle, std::chrono::milliseconds timeout);
   Result<bool> requireConnected() const;
+  Result<StateNode> read(const std::string& path);
+  Result<std::vector<HistoryEntry>> records(const std::string& dir);
+  StateWriteFinished putWithHistory(const std::string& path, const std::string& historyPrefix, std::string_view bytes,
+                                    int32_t expectedVersion, const std::string& reason);
 
   ZkOptions options_;
   Layout layout_;

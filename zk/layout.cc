@@ -13,6 +13,8 @@ std::vector<std::string> Layout::persistentNodes() const {
   nodes.push_back(root_);
   nodes.push_back(election());
   nodes.push_back(history());
+  nodes.push_back(configHistory());
+  nodes.push_back(requests());
   return nodes;
 }
 

@@ -2,6 +2,12 @@
 //   <root>/state               the cluster state, JSON, versioned
 //   <root>/election/<id>-<seq> one ephemeral sequential node per live peer (identity JSON)
 //   <root>/history/<seq>       persistent sequential {"time", "state", "reason"?}
+//   <root>/config              the cluster-wide postgres configuration, JSON, versioned
+//                              (pg/cluster_config.h); absent until first written
+//   <root>/config-history/<seq> persistent sequential {"time", "state", "reason"?}: one
+//                              record per configuration write, the configuration in "state"
+//   <root>/requests/<peer id>  an operator's request to one agent (restart or reload
+//                              postgres), answered in the same node (agent/request.h)
 // Pure helpers: no I/O.
 #pragma once
 
@@ -26,6 +32,11 @@ class Layout {
   std::string state() const { return root_ + "/state"; }
   std::string election() const { return root_ + "/election"; }
   std::string history() const { return root_ + "/history"; }
+  std::string config() const { return root_ + "/config"; }
+  std::string configHistory() const { return root_ + "/config-history"; }
+  std::string configHistoryPrefix() const { return configHistory() + "/"; }
+  std::string requests() const { return root_ + "/requests"; }
+  std::string request(const std::string& peerId) const { return requests() + "/" + peerId; }
   // The prefix passed to a sequential create of this peer's election node.
   std::string electionPrefix(const std::string& peerId) const { return election() + "/" + peerId + "-"; }
   std::string historyPrefix() const { return history() + "/"; }

@@ -15,8 +15,12 @@ TEST(Layout, PathsUnderTheRoot) {
   EXPECT_EQ(l.history(), "/dugong/c1/history");
   EXPECT_EQ(l.electionPrefix("db-1"), "/dugong/c1/election/db-1-");
   EXPECT_EQ(l.historyPrefix(), "/dugong/c1/history/");
+  EXPECT_EQ(l.config(), "/dugong/c1/config");
+  EXPECT_EQ(l.configHistoryPrefix(), "/dugong/c1/config-history/");
+  EXPECT_EQ(l.request("db-1"), "/dugong/c1/requests/db-1");
   EXPECT_EQ(l.persistentNodes(),
-            (std::vector<std::string>{"/dugong", "/dugong/c1", "/dugong/c1/election", "/dugong/c1/history"}));
+            (std::vector<std::string>{"/dugong", "/dugong/c1", "/dugong/c1/election", "/dugong/c1/history",
+                                      "/dugong/c1/config-history", "/dugong/c1/requests"}));
 }
 
 TEST(Layout, SequenceAndPeerIdOfElectionNodes) {

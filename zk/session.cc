@@ -247,6 +247,9 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     } else if (n.path == layout_.election()) {
       log_->debug("zk: watch fired on {} (type {}); re-reading", n.path, n.type);
       refreshActive();
+    } else if (watched_.count(n.path)) {
+      log_->debug("zk: watch fired on {} (type {}); re-reading", n.path, n.type);
+      refreshWatched(n.path);
     } else if (n.path.rfind(layout_.election() + "/", 0) == 0) {
       // A peer's election node changed (its data state) or went: read it again.
       identities_.erase(n.path.substr(layout_.election().size() + 1));
@@ -310,6 +313,11 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
 
   void setConnectionCallback(std::function<void(ConnectionChange)> onChange) { onConnection_ = std::move(onChange); }
 
+  void watchNode(const std::string& path, std::function<void(StateNode)> onChange) {
+    watched_[path].onChange = std::move(onChange);
+    if (initialized_ && connected_) refreshWatched(path);
+  }
+
   void setDataState(std::optional<PeerDataState> data) {
     dataState_ = std::move(data);
     syncElectionData();
@@ -358,7 +366,23 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     uint64_t token = 0;
     bool inFlight = false;
     bool again = false;
+    // Starts a re-read: its token, or nothing while one runs (then it runs again after).
+    std::optional<uint64_t> start() {
+      if (inFlight) {
+        again = true;
+        return std::nullopt;
+      }
+      inFlight = true;
+      again = false;
+      return token;
+    }
   };
+  struct WatchedNode {
+    std::function<void(StateNode)> onChange;
+    std::optional<StateNode> known;  // last delivered
+    Refresh refresh;
+  };
+  std::map<std::string, WatchedNode> watched_;
 
   std::unique_ptr<Call> newCall(std::function<void(Reply)> done) {
     auto call = std::make_unique<Call>();
@@ -450,6 +474,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     if (pendingWrite_) pendingWrite_->resolving = false;
     stateRefresh_ = Refresh{stateRefresh_.token + 1};
     activeRefresh_ = Refresh{activeRefresh_.token + 1};
+    for (auto& [path, w] : watched_) w.refresh = Refresh{w.refresh.token + 1};
   }
 
   // The close runs later, off the loop. Pending completions then run (with ZCLOSING)
@@ -508,6 +533,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       } else {
         refreshState();
         refreshActive();
+        refreshAllWatched();
         resolveUnknownWrite();
         syncElectionData();
         if (reportedLoss_) {
@@ -696,6 +722,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         // A watch that fired during setup may have been for data newer than what we read.
         if (std::exchange(stateChangedDuringSetup_, false)) refreshState();
         if (std::exchange(activeChangedDuringSetup_, false)) refreshActive();
+        refreshAllWatched();
       });
     });
   }
@@ -705,23 +732,25 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   // Reads the state node and leaves a watch on it: a data watch when it exists, an
   // existence watch when it does not.
   void readState(int attempt, std::function<void(int, StateNode)> done) {
-    std::string path = layout_.state();
+    readWatchedNode(layout_.state(), attempt, std::move(done));
+  }
+
+  void readWatchedNode(const std::string& path, int attempt, std::function<void(int, StateNode)> done) {
     request(
-        [this, attempt, done = std::move(done)](Reply r) mutable {
+        [this, path, attempt, done = std::move(done)](Reply r) mutable {
           if (r.rc == ZOK) return done(ZOK, StateNode{true, std::move(r.data), r.stat.version});
           if (r.rc != ZNONODE) return done(r.rc, StateNode{});
-          std::string p = layout_.state();
           request(
-              [this, attempt, done = std::move(done)](Reply e) mutable {
+              [this, path, attempt, done = std::move(done)](Reply e) mutable {
                 if (e.rc == ZNONODE) return done(ZOK, StateNode{});
                 if (e.rc != ZOK) return done(e.rc, StateNode{});
                 // Created in between: read it (bounded; a node that keeps flapping is
                 // reported as a failed read and retried by the next watch).
                 if (attempt >= 5) return done(ZSYSTEMERROR, StateNode{});
                 if (zh_ == nullptr) return done(ZCLOSING, StateNode{});
-                readState(attempt + 1, std::move(done));
+                readWatchedNode(path, attempt + 1, std::move(done));
               },
-              [&](Call* c) { return zoo_aexists(zh_, p.c_str(), 1, onStatCompletion, c); });
+              [&](Call* c) { return zoo_aexists(zh_, path.c_str(), 1, onStatCompletion, c); });
         },
         [&](Call* c) { return zoo_aget(zh_, path.c_str(), 1, onDataCompletion, c); });
   }
@@ -831,20 +860,41 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
 
   // ---- watches -------------------------------------------------------------------
 
+  void refreshAllWatched() {
+    for (const auto& [path, w] : watched_) refreshWatched(path);
+  }
+
+  // Like refreshState, for a node watched with watchNode: delivered when it differs.
+  void refreshWatched(const std::string& path) {
+    auto it = watched_.find(path);
+    if (zh_ == nullptr || !initialized_ || it == watched_.end()) return;
+    auto token = it->second.refresh.start();
+    if (!token) return;
+    readWatchedNode(path, 0, [this, path, token = *token](int rc, StateNode node) {
+      WatchedNode& w = watched_[path];
+      if (token != w.refresh.token) return;
+      w.refresh.inFlight = false;
+      if (rc == ZOK) {
+        if (!w.known || !sameNode(node, *w.known)) {
+          w.known = node;
+          w.onChange(node);
+        }
+      } else {
+        log_->info("zk: reading {} failed ({}); retried on reconnection", path, describeRc(rc));
+      }
+      if (w.refresh.again && connected_) refreshWatched(path);
+    });
+  }
+
   void refreshState() {
     if (zh_ == nullptr) return;
     if (!initialized_) {  // fired while setting up: re-read once the init is delivered
       stateChangedDuringSetup_ = true;
       return;
     }
-    if (stateRefresh_.inFlight) {
-      stateRefresh_.again = true;
-      return;
-    }
-    stateRefresh_.inFlight = true;
-    stateRefresh_.again = false;
-    uint64_t token = stateRefresh_.token;
-    readState(0, [this, token](int rc, StateNode node) {
+    auto token = stateRefresh_.start();
+    if (!token) return;
+    readState(0, [this, token = *token](int rc, StateNode node) {
       if (token != stateRefresh_.token) return;
       stateRefresh_.inFlight = false;
       if (rc == ZOK) {
@@ -867,14 +917,9 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       activeChangedDuringSetup_ = true;
       return;
     }
-    if (activeRefresh_.inFlight) {
-      activeRefresh_.again = true;
-      return;
-    }
-    activeRefresh_.inFlight = true;
-    activeRefresh_.again = false;
-    uint64_t token = activeRefresh_.token;
-    readActive([this, token](int rc, PeerList active, PeerDataStates data) {
+    auto token = activeRefresh_.start();
+    if (!token) return;
+    readActive([this, token = *token](int rc, PeerList active, PeerDataStates data) {
       if (token != activeRefresh_.token) return;
       activeRefresh_.inFlight = false;
       if (rc == ZOK) {
@@ -1102,6 +1147,10 @@ void Session::setConnectionCallback(std::function<void(ConnectionChange)> onChan
 }
 
 std::optional<SessionCredentials> Session::credentials() const { return impl_->credentials(); }
+
+void Session::watchNode(const std::string& path, std::function<void(StateNode)> onChange) {
+  impl_->watchNode(path, std::move(onChange));
+}
 
 void Session::setDataState(std::optional<PeerDataState> data) { impl_->setDataState(std::move(data)); }
 

@@ -111,6 +111,11 @@ class Session {
   // ActivePeersChanged (the election nodes' data is watched). May be set before start().
   void setDataState(std::optional<PeerDataState> data);
 
+  // Watches the node at `path` (absolute: e.g. Layout::config()): `onChange` runs on the
+  // io_context with its content (exists=false when absent) once each session is set up
+  // and then whenever it differs from what was last delivered. May be set before start().
+  void watchNode(const std::string& path, std::function<void(StateNode)> onChange);
+
   // Stops, keeping the session on the server, for a process about to exit (an agent
   // restart): no close request is ever sent; the handle stays open, unused, until the
   // process exits, and the kernel's closing of its connection does not end the session.

@@ -230,6 +230,34 @@ TEST_F(SessionTest, StateCreatedAfterInitIsDeliveredOnce) {
   EXPECT_EQ(b->all<ClusterStateChanged>().size(), 2u);
 }
 
+// A watched node (the cluster configuration): its absence, then each version written by
+// a tool (a test-and-set with a history record), delivered once each; a lost race
+// writes nothing.
+TEST_F(SessionTest, AWatchedNodeIsDeliveredAtEachChange) {
+  auto p = std::make_unique<Peer>(io, options(zk->connectString(), "c1"), "a");
+  std::vector<StateNode> seen;
+  p->session().watchNode(Layout("/dugong/c1").config(), [&](StateNode n) { seen.push_back(std::move(n)); });
+  p->start();
+  ASSERT_TRUE(p->waitInit());
+  ASSERT_TRUE(runUntil(io, [&] { return seen.size() == 1; }));
+  EXPECT_FALSE(seen[0].exists);
+  auto c = client(zk->connectString(), "c1");
+  ASSERT_TRUE(c->putConfigBytes("v1", -1, "first").ok);
+  ASSERT_TRUE(runUntil(io, [&] { return seen.size() == 2; }));
+  EXPECT_EQ(seen[1].data, "v1");
+  EXPECT_EQ(seen[1].version, 0);
+  auto lost = c->putConfigBytes("stale", -1, "second create");
+  EXPECT_TRUE(lost.lostRace) << lost.error;
+  ASSERT_TRUE(c->putConfigBytes("v2", 0, "second").ok);
+  ASSERT_TRUE(runUntil(io, [&] { return seen.size() == 3; }));
+  EXPECT_EQ(seen[2].data, "v2");
+  auto history = c->configHistory();
+  ASSERT_TRUE(history.ok()) << history.error();
+  ASSERT_EQ(history->size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(history->at(1).data)["reason"], "second");
+  EXPECT_EQ(c->readConfig()->data, "v2");
+}
+
 TEST_F(SessionTest, ServerRestartIsNotExpiryWritesFailFastMeanwhile) {
   auto a = startPeer("a", 10000);
   auto b = startPeer("b", 10000);

@@ -131,7 +131,9 @@ void Harness::writeConfig(const E2EPeer& p) const {
         << "\n    sslmode: " << o.tls.sslmode << "\n";
   }
   out << "  settings:\n";
-  for (const auto& [k, v] : o.settings) out << "    " << k << ": \"" << v << "\"\n";
+  for (const auto& [k, v] : o.settings) {
+    if (!options_.clusterWideSettings.count(k)) out << "    " << k << ": \"" << v << "\"\n";
+  }
   out << "http:\n  listen: 127.0.0.1:" << p.httpPort << "\n"
       << "singleton: " << (p.singleton ? "true" : "false") << "\n"
       << "health:\n  withdrawAfterSeconds: " << options_.withdrawAfterSeconds << "\n"

@@ -42,6 +42,9 @@ struct HarnessOptions {
   // Every postgres TLS only (postgres.tls): a CA and a certificate for 127.0.0.1 made with
   // openssl, pg_hba hostssl-only, and every connection with sslmode verify-full.
   bool tlsOnly = false;
+  // Settings left out of the agents' postgres.settings, so that the cluster-wide
+  // configuration (dugong-adm config) decides them (a host's own settings win).
+  std::set<std::string> clusterWideSettings;
 };
 
 struct E2EPeer {

@@ -20,8 +20,12 @@ fi
 
 scratch=$(mktemp -d /tmp/dugong-package-XXXXXX)
 installed=no
+# The postinst sets an empty 15/main to manual start: restored afterwards.
+main_start=/etc/postgresql/15/main/start.conf
+[ -f "$main_start" ] && cp -p "$main_start" "$scratch/start.conf.saved"
 cleanup() {
   [ "$installed" = yes ] && dpkg --purge dugong >/dev/null 2>&1 || true
+  [ -f "$scratch/start.conf.saved" ] && cp -p "$scratch/start.conf.saved" "$main_start"
   rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -48,10 +52,13 @@ for f in ./usr/bin/dugong ./usr/bin/dugong-adm ./usr/share/man/man8/dugong.8.gz 
 done
 dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/dugong/dugong.yaml ||
   fail "/etc/dugong/dugong.yaml is not a conffile"
+for script in postinst prerm postrm; do
+  dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -qx "./$script" || fail "the package has no $script"
+done
 
 echo "== lintian"
-lintian --fail-on error --tag-display-limit 0 "$deb" | tee "$scratch/lintian.log" || {
-  fail "lintian reports errors"
+lintian --fail-on error,warning --tag-display-limit 0 "$deb" | tee "$scratch/lintian.log" || {
+  fail "lintian reports errors or warnings"
 }
 
 echo "== dpkg -i"
@@ -63,6 +70,26 @@ grep -q "ExecStart=/usr/bin/dugong --config /etc/dugong/dugong.yaml" /lib/system
 grep -q "^KillMode=process$" /lib/systemd/system/dugong.service ||
   fail "the installed unit would take postgres down with the agent (no KillMode=process)"
 man -w dugong >/dev/null && man -w dugong-adm >/dev/null || fail "man cannot find the pages"
+for pw in zookeeper superuser replication; do
+  [ "$(stat -c '%a %U' /etc/dugong/$pw.pw)" = "600 root" ] || fail "/etc/dugong/$pw.pw is not a 0600 root file"
+done
+[ -L /etc/systemd/system/multi-user.target.wants/dugong.service ] || fail "the postinst did not enable dugong.service"
+[ -f /etc/logrotate.d/dugong ] || fail "no logrotate file for postgres' log"
+if [ -f "$main_start" ] && [ "$(find /var/lib/postgresql/15/main/base -mindepth 1 -maxdepth 1 -type d | wc -l)" -le 3 ]; then
+  grep -qx manual "$main_start" || fail "Debian's empty 15/main would still start on port 5432"
+fi
+echo "== the packaged configuration passes the unit's ExecStartPre once the passwords are filled in"
+if /usr/bin/dugong --config /etc/dugong/dugong.yaml --check >/dev/null 2>"$scratch/err"; then
+  fail "the packaged configuration passes --check with empty password files"
+fi
+grep -q "zookeeper.pw" "$scratch/err" || fail "unclear error for an empty password file: $(cat "$scratch/err")"
+for pw in zookeeper superuser replication; do echo "filled-in-$pw" >/etc/dugong/$pw.pw; done
+/usr/bin/dugong --config /etc/dugong/dugong.yaml --check >/dev/null ||
+  fail "the packaged configuration does not pass --check once the passwords are filled in"
+echo "== upgrade (the same package again): the postinst runs as for an upgrade"
+echo secret >/etc/dugong/zookeeper.pw
+dpkg -i "$deb" >/dev/null
+grep -qx secret /etc/dugong/zookeeper.pw || fail "an upgrade replaced a password the operator wrote"
 
 echo "== the installed sample configuration, moved to loopback"
 # The sample names password files under /etc/dugong/ that an operator writes: the test

@@ -130,14 +130,65 @@ class FakeAgent {
   std::thread thread_;
 };
 
+// A client inserting one row every 20 ms through `conninfo` (the multi-host string),
+// remembering which rows were acknowledged and the longest time between two
+// acknowledgements. Stops on stop() or destruction.
+class CarefulWriter {
+ public:
+  explicit CarefulWriter(std::string conninfo) : thread_([this, c = std::move(conninfo)] { run(c); }) {}
+  ~CarefulWriter() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  // The id the next insert will use.
+  int nextId() const { return next_.load(); }
+  size_t ackedSince(int firstId) {
+    std::lock_guard lock(mu_);
+    return static_cast<size_t>(std::distance(acked_.lower_bound(firstId), acked_.end()));
+  }
+  std::set<int> acked() {
+    std::lock_guard lock(mu_);
+    return acked_;
+  }
+  std::chrono::milliseconds longestGap() {
+    std::lock_guard lock(mu_);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(longestGap_);
+  }
+
+ private:
+  void run(const std::string& conninfo) {
+    while (!stop_) {
+      const int id = next_++;
+      if (pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", 2s)) {
+        std::lock_guard lock(mu_);
+        acked_.insert(id);
+        const auto now = std::chrono::steady_clock::now();
+        if (lastAck_) longestGap_ = std::max(longestGap_, now - *lastAck_);
+        lastAck_ = now;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int> next_{1};
+  std::mutex mu_;
+  std::set<int> acked_;
+  std::optional<std::chrono::steady_clock::time_point> lastAck_;
+  std::chrono::steady_clock::duration longestGap_{};
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 class AdmTest : public ::testing::Test {
  protected:
   void TearDown() override {
     if (HasFailure() && h_) std::cerr << h_->describe();
   }
-  int startCluster() {
+  int startCluster(std::set<std::string> clusterWideSettings = {}) {
     HarnessOptions o;
     o.cluster = "admtest";
+    o.clusterWideSettings = std::move(clusterWideSettings);
     h_ = std::make_unique<Harness>(o);
     h_->startAll();
     int primary = h_->waitForHealthyCluster(2, 180s);
@@ -245,37 +296,19 @@ TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
 
   // Promote the sync while a client writes every 20 ms through the multi-host string.
   ASSERT_TRUE(h_->sql(primary, "CREATE TABLE acked (id int PRIMARY KEY)").ok());
-  std::atomic<bool> stop{false};
-  std::mutex ackedMutex;
-  std::set<int> acked;
-  std::atomic<int> nextId{1};
-  std::thread writer([&] {
-    const std::string conninfo = h_->multiHostConninfo();
-    while (!stop) {
-      const int id = nextId++;
-      if (pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", 2s)) {
-        std::lock_guard lock(ackedMutex);
-        acked.insert(id);
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-  });
-  auto ackedSince = [&](int firstId) {
-    std::lock_guard lock(ackedMutex);
-    return static_cast<size_t>(std::distance(acked.lower_bound(firstId), acked.end()));
-  };
+  CarefulWriter writer(h_->multiHostConninfo());
+  auto ackedSince = [&](int firstId) { return writer.ackedSince(firstId); };
   // Some writes before the switchover, then the switchover, then writes again: the writer
   // stops once 5 rows begun after the promote returned are acknowledged (or after 60 s).
   for (auto deadline = std::chrono::steady_clock::now() + 30s;
        ackedSince(1) < 5 && std::chrono::steady_clock::now() < deadline;)
     std::this_thread::sleep_for(20ms);
   AdmRun promote = cmd("promote -i " + S + " -r sync");
-  const int firstAfterPromote = nextId.load();
+  const int firstAfterPromote = writer.nextId();
   for (auto deadline = std::chrono::steady_clock::now() + 60s;
        ackedSince(firstAfterPromote) < 5 && std::chrono::steady_clock::now() < deadline;)
     std::this_thread::sleep_for(20ms);
-  stop = true;
-  writer.join();
+  writer.stop();
   ASSERT_EQ(promote.code, 0) << promote.out;
   EXPECT_TRUE(has(promote.out, "carried out")) << promote.out;
   EXPECT_TRUE(has(promote.out, "primary " + S + " is writable")) << promote.out;
@@ -290,7 +323,7 @@ TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
   ASSERT_GE(ackedSince(1), 5u) << "no writes were acknowledged before the switchover";
   ASSERT_GE(ackedSince(firstAfterPromote), 5u) << "writes did not resume after the switchover";
   std::set<int> present = ids(sync);
-  for (int id : acked) EXPECT_EQ(present.count(id), 1u) << "acknowledged row " << id << " is missing";
+  for (int id : writer.acked()) EXPECT_EQ(present.count(id), 1u) << "acknowledged row " << id << " is missing";
   AdmRun history2 = cmd("history");
   EXPECT_TRUE(has(history2.out, "promote requested: " + S + " as sync")) << history2.out;
   EXPECT_TRUE(has(history2.out, "sync " + S + " took over as primary from " + P)) << history2.out;
@@ -457,6 +490,146 @@ TEST_F(AdmTest, RebuildOfADeposedPeerWaitsUntilItsAgentHasStoppedPostgres) {
   fake.reset();
   h_->startAgent(primary);
   EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(primary, "/replica") == 200; }, 120s)) << h_->logTail(primary);
+}
+
+// The cluster-wide configuration: a bad change is refused with the stored bytes
+// unchanged; a reloadable setting and an hba line reach every peer by reload; restart-only
+// settings go in with `restart --rolling` under writes (standbys first and a switchover
+// when max_connections rises, the primary first when it falls), losing no acknowledged
+// row and rebuilding nothing.
+TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
+  int primary = startCluster({"shared_buffers", "max_connections"});
+  ASSERT_GE(primary, 0);
+  auto zk = zk::Client::connect(h_->zkOptions());
+  ASSERT_TRUE(zk) << zk.error();
+  auto stored = [&] {
+    auto n = (*zk)->readConfig();
+    return n && n->exists ? n->data : std::string("(absent)");
+  };
+  AdmRun first = cmd("config set statement_timeout=1h");
+  ASSERT_EQ(first.code, 0) << first.out;
+  const std::string bytes = stored();
+  for (const auto& [args, reason] : std::vector<std::pair<std::string, std::string>>{
+           {"config set port=5999", "managed by dugong"},
+           {"config set no_such_setting=1", "not a PostgreSQL setting"},
+           {"config set max_connections=lots", "is an integer"},
+           {"config set wal_level=minimal", "replica or logical"},
+           {"config set --add-hba ''", "empty"}}) {
+    AdmRun bad = cmd(args);
+    EXPECT_EQ(bad.code, 2) << args << ": " << bad.out;
+    EXPECT_TRUE(has(bad.out, reason) && has(bad.out, "unchanged")) << args << ": " << bad.out;
+    EXPECT_EQ(stored(), bytes) << args;
+  }
+
+  // An application role that no pg_hba line admits yet.
+  ASSERT_TRUE(h_->sql(primary, "CREATE ROLE dugong_app LOGIN PASSWORD 'app-secret'").ok());
+  auto appConnects = [&](int i) {
+    return pg::runQuery("host=127.0.0.1 port=" + std::to_string(h_->peer(i).pg->port) +
+                            " user=dugong_app password=app-secret dbname=postgres",
+                        "SELECT 1", 2s)
+        .ok();
+  };
+  auto show = [&](int i, const std::string& name) {
+    auto r = h_->sql(i, "SHOW " + name);
+    return r && !r->rows.empty() ? r->rows[0][0].value_or("") : std::string();
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(appConnects(i)) << "peer " << i << " admits dugong_app already";
+  const auto setAt = std::chrono::steady_clock::now();
+  AdmRun set = cmd("config set log_min_duration_statement=250 --add-hba 'host all dugong_app 127.0.0.1/32 "
+                   "scram-sha-256'");
+  ASSERT_EQ(set.code, 0) << set.out;
+  EXPECT_TRUE(h_->waitFor(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          if (show(i, "log_min_duration_statement") != "250ms" || !appConnects(i)) return false;
+        }
+        return true;
+      },
+      60s))
+      << h_->describe();
+  std::cerr << "[config] reloadable setting and hba line in effect on all 3 peers after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - setAt).count()
+            << " ms\n";
+  AdmRun history = cmd("config history");
+  EXPECT_TRUE(has(history.out, "config set log_min_duration_statement=250")) << history.out;
+  AdmRun reload = cmd("reload");
+  EXPECT_EQ(reload.code, 0) << reload.out;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(has(reload.out, h_->peer(i).id + ": postgres reloaded")) << reload.out;
+  // A configuration of a newer format: every agent refuses it and keeps the settings in
+  // effect; dugong-adm neither shows nor overwrites it.
+  const auto current = (*zk)->readConfig();
+  ASSERT_TRUE(current.ok() && current->exists);
+  ASSERT_TRUE((*zk)->putConfigBytes(R"({"format": 2, "settings": {"log_min_duration_statement": "999"}})",
+                                    current->version, "test: a newer format")
+                  .ok);
+  EXPECT_TRUE(h_->waitFor(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          if (!has(h_->logTail(i, 400), "format 2, newer than the format 1")) return false;
+        }
+        return true;
+      },
+      30s));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(show(i, "log_min_duration_statement"), "250ms") << "peer " << i;
+  AdmRun newer = cmd("config set work_mem=8MB");
+  EXPECT_EQ(newer.code, 1) << newer.out;
+  EXPECT_TRUE(has(newer.out, "upgrade this dugong first")) << newer.out;
+  ASSERT_TRUE((*zk)->putConfigBytes(current->data, current->version + 1, "test: restored").ok);
+  AdmRun reloadNobody = cmd("reload no-such-peer --wait 1");
+  EXPECT_EQ(reloadNobody.code, 2) << reloadNobody.out;
+
+  // Rebuilds so far (the standbys' first copies): none may follow.
+  auto rebuilds = [&](int i) {
+    const std::string log = h_->logTail(i, 1000000);
+    size_t n = 0;
+    const std::string rebuilt = "by pg_basebackup";
+    for (size_t at = log.find(rebuilt); at != std::string::npos; at = log.find(rebuilt, at + 1)) ++n;
+    return n;
+  };
+  std::vector<size_t> rebuildsBefore;
+  for (int i = 0; i < 3; ++i) rebuildsBefore.push_back(rebuilds(i));
+
+  // A careful writer through the multi-host string for the rest of the test.
+  ASSERT_TRUE(h_->sql(primary, "CREATE TABLE acked (id int PRIMARY KEY)").ok());
+  CarefulWriter writer(h_->multiHostConninfo());
+
+  // Raised: shared_buffers and max_connections are pending until the rolling restart.
+  AdmRun raise = cmd("config set shared_buffers=48MB max_connections=120");
+  ASSERT_EQ(raise.code, 0) << raise.out;
+  EXPECT_TRUE(has(raise.out, "restart --rolling")) << raise.out;
+  EXPECT_TRUE(h_->waitFor([&] { return has(cmd("show").out, "shared_buffers"); }, 30s)) << cmd("show").out;
+  AdmRun rolling = cmd("restart --rolling");
+  ASSERT_EQ(rolling.code, 0) << rolling.out;
+  EXPECT_TRUE(has(rolling.out, "switching over to the sync")) << rolling.out;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(show(i, "shared_buffers"), "48MB") << "peer " << i;
+    EXPECT_EQ(show(i, "max_connections"), "120") << "peer " << i;
+  }
+  // Lowered: the primary first.
+  AdmRun lower = cmd("config set max_connections=90");
+  ASSERT_EQ(lower.code, 0) << lower.out;
+  AdmRun rolling2 = cmd("restart --rolling");
+  ASSERT_EQ(rolling2.code, 0) << rolling2.out;
+  EXPECT_TRUE(has(rolling2.out, "restarting the primary")) << rolling2.out;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(show(i, "max_connections"), "90") << "peer " << i;
+  AdmRun shown = cmd("show");
+  EXPECT_TRUE(has(shown.out, "pending     none")) << shown.out;
+
+  const int firstAfter = writer.nextId();
+  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(firstAfter) > 0; }, 60s));
+  writer.stop();
+  int now = h_->writablePrimary();
+  ASSERT_GE(now, 0);
+  std::set<int> present = ids(now);
+  const std::set<int> acked = writer.acked();
+  size_t lost = 0;
+  for (int id : acked) lost += present.count(id) == 0;
+  EXPECT_EQ(lost, 0u) << "acknowledged rows are missing";
+  std::cerr << "[config] rolling restarts: " << acked.size() << " rows acknowledged of " << writer.nextId() - 1
+            << " attempted, " << lost << " lost; longest time between two acknowledgements "
+            << writer.longestGap().count() << " ms\n";
+  EXPECT_EQ(h_->zkState()->generation, 2) << "one switchover, no failover";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(rebuilds(i), rebuildsBefore[i]) << "peer " << i << " was rebuilt";
 }
 
 }  // namespace

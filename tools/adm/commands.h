@@ -22,10 +22,18 @@ using Commands = std::vector<Command>;
 void addStatusCommands(CLI::App& app, const CommonOptions& common, Commands& out);
 // freeze, unfreeze, promote, clear-promote, reap
 void addMaintenanceCommands(CLI::App& app, const CommonOptions& common, Commands& out);
+// config show, history, set, apply, edit
+void addConfigCommands(CLI::App& app, const CommonOptions& common, Commands& out);
+// restart, reload
+void addRestartCommands(CLI::App& app, const CommonOptions& common, Commands& out);
 // rebuild
 void addRebuildCommand(CLI::App& app, const CommonOptions& common, Commands& out);
 // set-onwm, zk-state, zk-active
 void addDeveloperCommands(CLI::App& app, const CommonOptions& common, Commands& out);
+
+// `promote` of peer `id` in `role` (sync or async) with the default options: writes the
+// request, waits for its outcome, prints it; returns the exit code.
+int promotePeer(const CommonOptions& common, const std::string& id, const std::string& role);
 
 // Connects to ZooKeeper with the common options; on failure prints why and sets `code`.
 std::unique_ptr<zk::Client> connectOrFail(const CommonOptions& common, int& code);

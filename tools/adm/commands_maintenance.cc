@@ -251,6 +251,13 @@ int runPromote(const CommonOptions& common, PromoteCli cli) {
 
 }  // namespace
 
+int promotePeer(const CommonOptions& common, const std::string& id, const std::string& role) {
+  PromoteCli cli;
+  cli.args.id = id;
+  cli.args.role = role;
+  return runPromote(common, cli);
+}
+
 void addMaintenanceCommands(CLI::App& app, const CommonOptions& common, Commands& out) {
   {
     auto reason = std::make_shared<std::string>();

@@ -119,6 +119,18 @@ int runShow(const CommonOptions& common, bool verbose) {
   auto rows = statusRows(*view);
   auto findings = verifyCluster(*view);
   const auto& columns = verbose ? pgStatusWideColumns() : pgStatusDefaultColumns();
+  // Settings changed that each peer's postgres runs only after a restart.
+  nlohmann::json pending = nlohmann::json::object();
+  std::string pendingText;
+  for (const auto& p : view->peers) {
+    if (!p.reachable() || !p.status.contains("postgres")) continue;
+    const auto& names = p.status["postgres"].value("pendingRestart", nlohmann::json::array());
+    if (!names.is_array() || names.empty()) continue;
+    pending[p.identity.id] = names;
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n.get<std::string>();
+    pendingText += (pendingText.empty() ? "" : "; ") + p.identity.id + ": " + list;
+  }
   if (common.json) {
     nlohmann::json out = {{"cluster", view->cluster},       {"root", view->root},
                           {"version", view->version},       {"generation", s.generation},
@@ -126,7 +138,7 @@ int runShow(const CommonOptions& common, bool verbose) {
                           {"frozen", s.frozen()},           {"freeze", s.freeze},
                           {"promote", s.promote},           {"initWal", s.initWal.toString()},
                           {"state", s.toJson()},            {"peers", rowsJson(rows, allColumns())},
-                          {"problems", nlohmann::json::array()}};
+                          {"problems", nlohmann::json::array()}, {"pendingRestart", pending}};
     for (const auto& f : findings) {
       if (f.problem) out["problems"].push_back(f.text);
     }
@@ -141,6 +153,7 @@ int runShow(const CommonOptions& common, bool verbose) {
       {"freeze", freezeLine(s)},
       {"promote", s.hasPromote() ? s.promote.dump() : "none"},
       {"initWal", s.initWal.toString() + (s.initTimeline > 0 ? " on timeline " + std::to_string(s.initTimeline) : "")},
+      {"pending", pendingText.empty() ? "none" : "restart: " + pendingText + " (dugong-adm restart --rolling)"},
   };
   if (verbose) {
     std::string active;

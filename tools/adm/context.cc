@@ -19,7 +19,10 @@ int fail(int code, const std::string& message) {
 }
 
 Result<zk::ZkOptions> zkOptionsFrom(const CommonOptions& o) {
-  if (o.zk.empty()) return Error{"no ZooKeeper given: use -z HOST:PORT[,HOST:PORT...] or set DUGONG_ZK"};
+  if (o.zk.empty()) {
+    return Error{"no ZooKeeper given: use -z HOST:PORT[,HOST:PORT...], set DUGONG_ZK, or name a dugong.yaml with "
+                 "--config"};
+  }
   if (o.cluster.empty() && o.root.empty()) {
     return Error{"no cluster given: use -c NAME (or --root PATH) or set DUGONG_CLUSTER"};
   }
@@ -43,6 +46,8 @@ Result<zk::ZkOptions> zkOptionsFrom(const CommonOptions& o) {
       return Error{"--zk-auth-file " + o.zkAuthFile + ": the first line must be user:password"};
     }
     z.auth = zk::DigestAuth{line.substr(0, colon), line.substr(colon + 1)};
+  } else if (o.auth) {
+    z.auth = o.auth;
   }
   if (auto v = z.validate(); !v) return Error{v.error()};
   return z;

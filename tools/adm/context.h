@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "statemachine/cluster_state.h"
@@ -35,6 +36,11 @@ struct CommonOptions {
   // credentials the agents use (zookeeper.auth); needed to change a cluster whose
   // nodes have ACLs. Never given on the command line itself (argv is public).
   std::string zkAuthFile;
+  // --config, $DUGONG_CONFIG: a dugong.yaml (tools/adm/config_file.h) for what the
+  // options above leave unset.
+  std::string configFile;
+  // Credentials from the configuration file (zookeeper.auth), when --zk-auth-file is not given.
+  std::optional<zk::DigestAuth> auth;
 };
 
 // Prints "dugong-adm: <message>" on stderr and returns `code`.

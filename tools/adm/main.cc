@@ -1,9 +1,12 @@
 // dugong-adm: the operator's tool for a dugong cluster (see docs/dugong-adm.1).
+#include <unistd.h>
+
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "tools/adm/commands.h"
+#include "tools/adm/config_file.h"
 
 int main(int argc, char** argv) {
   using namespace dugong::adm;
@@ -22,12 +25,18 @@ int main(int argc, char** argv) {
   app.add_option("--zk-auth-file", common.zkAuthFile,
                  "file whose first line is the ZooKeeper credentials user:password (the agents' zookeeper.auth)")
       ->envname("DUGONG_ZK_AUTH_FILE");
+  app.add_option("--config", common.configFile,
+                 "a dugong.yaml (the agent's will do) for the cluster, ZooKeeper and its credentials; default "
+                 "/etc/dugong/dugong.yaml when it exists and no ZooKeeper is given")
+      ->envname("DUGONG_CONFIG");
   app.add_option("--timeout", common.timeoutSeconds, "seconds to wait for ZooKeeper (connect and each call)")
       ->capture_default_str();
 
   Commands commands;
   addStatusCommands(app, common, commands);
   addMaintenanceCommands(app, common, commands);
+  addConfigCommands(app, common, commands);
+  addRestartCommands(app, common, commands);
   addRebuildCommand(app, common, commands);
   addDeveloperCommands(app, common, commands);
 
@@ -40,6 +49,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kExitUsage;
+  }
+  std::string configFile = common.configFile;
+  if (configFile.empty() && common.zk.empty() && ::access(kDefaultConfigFile, R_OK) == 0) configFile = kDefaultConfigFile;
+  if (!configFile.empty()) {
+    if (auto ok = applyConfigFile(configFile, common); !ok) return fail(kExitUsage, ok.error());
   }
   for (const auto& c : commands) {
     if (c.app->parsed()) return c.run();

@@ -1,0 +1,55 @@
+#include "agent/cluster_config_follower.h"
+
+#include <spdlog/spdlog.h>
+
+namespace dugong::agent {
+
+ClusterConfigFollower::ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgAdapter& pg, std::string path)
+    : pg_(pg), path_(std::move(path)) {
+  std::weak_ptr<int> alive = alive_;
+  coordinator.watchNode(path_, [this, alive](StateNode node) {
+    if (!alive.expired()) onNode(std::move(node));
+  });
+}
+
+void ClusterConfigFollower::onNode(StateNode node) {
+  pg::ClusterConfig config;  // absent: no cluster-wide settings
+  if (node.exists) {
+    auto parsed = pg::ClusterConfig::parse(node.data);
+    auto valid = parsed ? pg::validateClusterConfig(*parsed) : Result<bool>(Error{parsed.error()});
+    if (!valid) {
+      spdlog::error("cluster configuration {} version {} refused, the one in effect stays: {}", path_, node.version,
+                    valid.error());
+      return;
+    }
+    config = std::move(parsed).value();
+  }
+  next_ = {node.exists ? node.version : -1, std::move(config)};
+  applyNext();
+}
+
+void ClusterConfigFollower::applyNext() {
+  if (inFlight_ || !next_) return;
+  auto [version, config] = std::move(*next_);
+  next_.reset();
+  inFlight_ = true;
+  std::weak_ptr<int> alive = alive_;
+  pg_.applyClusterConfig(config, [this, alive, version](Result<pg::ClusterConfigApplied> r) {
+    if (alive.expired()) return;
+    inFlight_ = false;
+    if (!r) {
+      spdlog::error("cluster configuration version {} could not be applied: {}; tried again at its next change",
+                    version, r.error());
+    } else {
+      appliedVersion_ = version;
+      std::string changed;
+      for (const auto& k : r->changed) changed += (changed.empty() ? "" : ", ") + k;
+      spdlog::info("cluster configuration version {} applied: settings changed: {}; hba {}; {}", version,
+                   changed.empty() ? "none" : changed, r->hbaChanged ? "changed" : "unchanged",
+                   r->reloaded ? "postgres reloaded" : "postgres not running, files written for its start");
+    }
+    applyNext();
+  });
+}
+
+}  // namespace dugong::agent

@@ -1,0 +1,43 @@
+// Follows the cluster-wide postgres configuration (<root>/config, pg/cluster_config.h):
+// each version seen in ZooKeeper is validated and handed to the postgres adapter, which
+// rewrites dugong.conf and pg_hba.conf and reloads postgres, whatever this peer's role.
+// A configuration that does not validate (or of a newer format) is refused with one log
+// line and the previous one stays in effect. One application at a time; a version that
+// arrives meanwhile is applied next (only the newest).
+//
+// Threading: on the agent's io_context, like everything in the agent.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/daemon_env.h"
+#include "pg/adapter.h"
+#include "pg/cluster_config.h"
+
+namespace dugong::agent {
+
+class ClusterConfigFollower {
+ public:
+  // REQUIRES: `coordinator` and `pg` outlive this object.
+  ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgAdapter& pg, std::string path);
+  ClusterConfigFollower(const ClusterConfigFollower&) = delete;
+  ClusterConfigFollower& operator=(const ClusterConfigFollower&) = delete;
+
+  // The version of <root>/config last applied (-1: none yet, or the node is absent).
+  int32_t appliedVersion() const { return appliedVersion_; }
+
+ private:
+  void onNode(StateNode node);
+  void applyNext();
+
+  pg::PgAdapter& pg_;
+  std::string path_;
+  std::optional<std::pair<int32_t, pg::ClusterConfig>> next_;  // waiting for the one in flight
+  bool inFlight_ = false;
+  int32_t appliedVersion_ = -1;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+}  // namespace dugong::agent

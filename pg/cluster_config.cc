@@ -1,0 +1,84 @@
+#include "pg/cluster_config.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+namespace dugong::pg {
+
+std::string ClusterConfig::serialize() const {
+  nlohmann::json j = {{"format", format}, {"settings", settings}, {"hba", hba}};
+  return j.dump(2) + "\n";
+}
+
+Result<ClusterConfig> ClusterConfig::parse(std::string_view bytes) {
+  auto j = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Error{"the cluster configuration is not a JSON object"};
+  ClusterConfig c;
+  try {
+    c.format = j.value("format", 0);
+    if (c.format < 1) return Error{"the cluster configuration has no format (a positive integer)"};
+    if (c.format > kClusterConfigFormat) {
+      return Error{"the cluster configuration has format " + std::to_string(c.format) + ", newer than the format " +
+                   std::to_string(kClusterConfigFormat) +
+                   " this dugong knows; it was written by a newer version: upgrade this dugong first"};
+    }
+    const nlohmann::json settings = j.value("settings", nlohmann::json::object());
+    if (!settings.is_object()) return Error{"cluster configuration: settings must be an object"};
+    for (const auto& [k, v] : settings.items()) {
+      if (!v.is_string()) return Error{"cluster configuration: setting '" + k + "' is not a string"};
+      c.settings[k] = v.get<std::string>();
+    }
+    c.hba = j.value("hba", std::vector<std::string>{});
+    for (const auto& [k, v] : j.items()) {
+      if (k != "format" && k != "settings" && k != "hba") {
+        return Error{"cluster configuration: unknown field '" + k + "' (known: format, settings, hba)"};
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Error{std::string("cluster configuration: ") + e.what()};
+  }
+  return c;
+}
+
+Result<bool> validateClusterConfig(const ClusterConfig& config) {
+  if (auto ok = validateSettings(config.settings); !ok) return ok;
+  return validateHbaLines(config.hba);
+}
+
+PgOptions withClusterConfig(const PgOptions& host, const ClusterConfig& cluster) {
+  PgOptions out = host;
+  for (const auto& [k, v] : cluster.settings) out.settings.emplace(k, v);  // the host's value wins
+  out.extraHbaLines.insert(out.extraHbaLines.end(), cluster.hba.begin(), cluster.hba.end());
+  return out;
+}
+
+Result<std::pair<std::string, std::string>> parseAssignment(const std::string& text) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) return Error{"'" + text + "' is not KEY=VALUE"};
+  auto trim = [](std::string s) {
+    const char* ws = " \t";
+    s.erase(0, s.find_first_not_of(ws));
+    s.erase(s.find_last_not_of(ws) + 1);
+    return s;
+  };
+  std::string key = trim(text.substr(0, eq));
+  if (key.empty()) return Error{"'" + text + "' has no key before '='"};
+  return std::pair{key, trim(text.substr(eq + 1))};
+}
+
+std::vector<std::string> changedSettings(const std::map<std::string, std::string>& before,
+                                         const std::map<std::string, std::string>& after) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : before) {
+    auto it = after.find(k);
+    if (it == after.end() || it->second != v) out.push_back(k);
+  }
+  for (const auto& [k, v] : after) {
+    if (!before.count(k)) out.push_back(k);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace dugong::pg

@@ -1,0 +1,33 @@
+// The settings hot standby needs at least as high on a standby as on its primary
+// (PostgreSQL refuses to run a standby below them): max_connections,
+// max_worker_processes, max_wal_senders, max_prepared_transactions,
+// max_locks_per_transaction. Pure helpers; the ordering they allow is described in
+// docs/design.md "Cluster-wide configuration".
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dugong::pg {
+
+// The five settings, by their postgresql.conf names.
+const std::vector<std::string>& hotStandbySettings();
+
+// The primary's values as a standby's pg_controldata shows them (it replays them from
+// the primary's WAL): {"max_connections": 100, ...}; settings it does not show are left out.
+std::map<std::string, long> hotStandbyValuesFromControlData(const std::string& controlDataOutput);
+
+// `settings` with each of the five raised to at least `floor`. A setting absent from
+// `settings` counts as its value in `defaults` (dugong's), else postgres' own default.
+std::map<std::string, std::string> raiseToFloor(std::map<std::string, std::string> settings,
+                                                const std::map<std::string, long>& floor,
+                                                const std::map<std::string, std::string>& defaults);
+
+// Whether `after` lowers any of the five below `running` (a primary's values now): then
+// the primary must run the new values before any standby does (restart it first).
+std::vector<std::string> loweredHotStandbySettings(const std::map<std::string, std::string>& after,
+                                                   const std::map<std::string, long>& running,
+                                                   const std::map<std::string, std::string>& defaults);
+
+}  // namespace dugong::pg

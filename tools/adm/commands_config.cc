@@ -1,0 +1,249 @@
+// config show | history | set | apply | edit: the cluster-wide postgres configuration
+// at <root>/config (pg/cluster_config.h). Every change is validated before it is
+// written, with the rules of `dugong --check` and against what the local postgres
+// binaries know of each setting (its name, type and range); a refused change writes
+// nothing. A write is a test-and-set on the version read, with a history record.
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "pg/cluster_config.h"
+#include "pg/settings_catalog.h"
+#include "tools/adm/commands.h"
+
+namespace dugong::adm {
+namespace {
+
+struct ConfigArgs {
+  std::vector<std::string> assignments;  // KEY=VALUE
+  std::vector<std::string> unset;
+  std::vector<std::string> addHba, removeHba;
+  std::string file;
+  std::string binDir = "/usr/lib/postgresql/15/bin";
+  bool yes = false;
+};
+
+struct ConfigRead {
+  pg::ClusterConfig config;
+  std::string bytes;     // as stored ("" when absent)
+  int32_t version = -1;  // -1: absent
+};
+
+Result<ConfigRead> readConfig(zk::Client& client) {
+  auto node = client.readConfig();
+  if (!node) return Error{node.error()};
+  ConfigRead out;
+  if (!node->exists) return out;
+  out.bytes = node->data;
+  out.version = node->version;
+  auto parsed = pg::ClusterConfig::parse(node->data);
+  if (!parsed) return Error{client.layout().config() + ": " + parsed.error()};
+  out.config = std::move(parsed).value();
+  return out;
+}
+
+// The rules of --check, then each setting against postgres' own catalog.
+Result<std::vector<std::string>> validateAgainstPostgres(const pg::ClusterConfig& c, const std::string& binDir) {
+  if (auto ok = pg::validateClusterConfig(c); !ok) return Error{ok.error()};
+  auto catalog = pg::SettingsCatalog::load(binDir);
+  if (!catalog) return Error{catalog.error() + " (--bin-dir names postgres' binaries)"};
+  std::vector<std::string> restartOnly;
+  for (const auto& [k, v] : c.settings) {
+    if (auto ok = catalog->check(k, v); !ok) return Error{ok.error()};
+    if (const auto* info = catalog->find(k); info && info->needsRestart()) restartOnly.push_back(k);
+  }
+  return restartOnly;
+}
+
+// Validates `next` and writes it at the version read; prints what changed.
+int writeConfig(const CommonOptions& common, zk::Client& client, const ConfigRead& before,
+                const pg::ClusterConfig& next, const std::string& binDir, const std::string& what) {
+  auto restartOnly = validateAgainstPostgres(next, binDir);
+  if (!restartOnly) {
+    return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + restartOnly.error());
+  }
+  auto changed = pg::changedSettings(before.config.settings, next.settings);
+  if (before.version >= 0 && changed.empty() && before.config.hba == next.hba) {
+    std::cout << "the cluster configuration already says so; nothing written\n";
+    return kExitOk;
+  }
+  auto w = client.putConfigBytes(next.serialize(), before.version, operatorReason(what));
+  if (!w.ok) {
+    return fail(kExitFailed, w.lostRace ? "another writer changed the configuration meanwhile; nothing written: "
+                                          "read it again (config show) and retry"
+                                        : "writing the configuration: " + w.error);
+  }
+  std::vector<std::string> pending;
+  for (const auto& k : changed) {
+    for (const auto& r : *restartOnly) {
+      if (k == r) pending.push_back(k);
+    }
+  }
+  if (common.json) {
+    std::cout << nlohmann::json({{"ok", true}, {"version", w.newVersion}, {"changed", changed},
+                                 {"needRestart", pending}, {"hbaChanged", before.config.hba != next.hba}})
+                     .dump(2)
+              << "\n";
+    return kExitOk;
+  }
+  std::cout << "cluster configuration written (version " << w.newVersion << "): every agent reloads postgres\n";
+  for (const auto& k : changed) {
+    auto it = next.settings.find(k);
+    std::cout << "  " << k << " = " << (it == next.settings.end() ? "(default)" : it->second) << "\n";
+  }
+  if (!pending.empty()) {
+    std::cout << "these take effect only at a restart of postgres (pending_restart until then): ";
+    for (size_t i = 0; i < pending.size(); ++i) std::cout << (i ? ", " : "") << pending[i];
+    std::cout << "\nrun: dugong-adm restart --rolling\n";
+  }
+  return kExitOk;
+}
+
+int runShow(const CommonOptions& common) {
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto r = readConfig(*client);
+  if (!r) return fail(kExitFailed, r.error());
+  std::cout << r->config.serialize();
+  return kExitOk;
+}
+
+int runHistory(const CommonOptions& common) {
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto h = client->configHistory();
+  if (!h) return fail(kExitFailed, h.error());
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& e : *h) {
+    auto j = nlohmann::json::parse(e.data, nullptr, false);
+    if (common.json) {
+      all.push_back(j);
+    } else if (!j.is_discarded()) {
+      std::cout << j.value("time", "?") << "  " << j.value("reason", "") << "\n    "
+                << (j.contains("state") ? j["state"].dump() : std::string("?")) << "\n";
+    }
+  }
+  if (common.json) std::cout << all.dump(2) << "\n";
+  return kExitOk;
+}
+
+int runSet(const CommonOptions& common, const ConfigArgs& a) {
+  if (a.assignments.empty() && a.unset.empty() && a.addHba.empty() && a.removeHba.empty()) {
+    return fail(kExitUsage, "config set needs KEY=VALUE, --unset KEY, --add-hba LINE or --remove-hba LINE");
+  }
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto before = readConfig(*client);
+  if (!before) return fail(kExitFailed, before.error());
+  pg::ClusterConfig next = before->config;
+  next.format = pg::kClusterConfigFormat;
+  std::string what = "config set";
+  for (const auto& text : a.assignments) {
+    auto kv = pg::parseAssignment(text);
+    if (!kv) return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + kv.error());
+    next.settings[kv->first] = kv->second;
+    what += " " + text;
+  }
+  for (const auto& k : a.unset) {
+    next.settings.erase(k);
+    what += " --unset " + k;
+  }
+  for (const auto& line : a.removeHba) {
+    auto it = std::find(next.hba.begin(), next.hba.end(), line);
+    if (it == next.hba.end()) {
+      return fail(kExitUsage, "refused: no hba line '" + line + "' in the cluster configuration");
+    }
+    next.hba.erase(it);
+    what += " --remove-hba '" + line + "'";
+  }
+  for (const auto& line : a.addHba) {
+    if (std::find(next.hba.begin(), next.hba.end(), line) == next.hba.end()) next.hba.push_back(line);
+    what += " --add-hba '" + line + "'";
+  }
+  return writeConfig(common, *client, *before, next, a.binDir, what);
+}
+
+Result<pg::ClusterConfig> readFileConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"cannot read " + path};
+  std::stringstream text;
+  text << in.rdbuf();
+  auto c = pg::ClusterConfig::parse(text.str());
+  if (!c) return Error{path + ": " + c.error()};
+  return c;
+}
+
+int runApply(const CommonOptions& common, const ConfigArgs& a) {
+  auto next = readFileConfig(a.file);
+  if (!next) return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + next.error());
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto before = readConfig(*client);
+  if (!before) return fail(kExitFailed, before.error());
+  return writeConfig(common, *client, *before, *next, a.binDir, "config apply " + a.file);
+}
+
+// Opens the configuration in $VISUAL / $EDITOR (vi) on a private temporary file, then
+// applies the result as `config apply` does, at the version first read.
+int runEdit(const CommonOptions& common, const ConfigArgs& a) {
+  if (!::isatty(STDIN_FILENO)) return fail(kExitUsage, "config edit needs a terminal; use config apply FILE");
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto before = readConfig(*client);
+  if (!before) return fail(kExitFailed, before.error());
+  std::string dir = (std::filesystem::temp_directory_path() / "dugong-adm-config-XXXXXX").string();
+  if (::mkdtemp(dir.data()) == nullptr) return fail(kExitFailed, "cannot create a temporary directory");
+  const std::string path = dir + "/config.json";
+  std::ofstream(path) << before->config.serialize();
+  const char* editor = std::getenv("VISUAL") ? std::getenv("VISUAL") : std::getenv("EDITOR");
+  // The editor needs the terminal: it runs in the foreground, through the shell as
+  // $EDITOR is meant to be (it may hold arguments). The path is ours: no quote in it.
+  int status = std::system((std::string(editor ? editor : "vi") + " '" + path + "'").c_str());
+  auto next = readFileConfig(path);
+  std::filesystem::remove_all(dir);
+  if (status != 0) return fail(kExitFailed, "the editor failed; nothing written");
+  if (!next) return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + next.error());
+  return writeConfig(common, *client, *before, *next, a.binDir, "config edit");
+}
+
+}  // namespace
+
+void addConfigCommands(CLI::App& app, const CommonOptions& common, Commands& out) {
+  auto* config = app.add_subcommand("config", "the cluster-wide postgres configuration (settings and pg_hba lines "
+                                              "every peer applies): show, history, set, apply, edit");
+  config->require_subcommand(1);
+  auto a = std::make_shared<ConfigArgs>();
+  auto binDir = [a](CLI::App* sub) {
+    sub->add_option("--bin-dir", a->binDir, "postgres' binaries, to check each setting against")->capture_default_str();
+  };
+  auto* show = config->add_subcommand("show", "print the cluster configuration (JSON, the format apply reads)");
+  out.push_back({show, [&common] { return runShow(common); }});
+  auto* history = config->add_subcommand("history", "every write of the cluster configuration, oldest first");
+  out.push_back({history, [&common] { return runHistory(common); }});
+  auto* set = config->add_subcommand("set", "change settings and hba lines, validated first");
+  set->add_option("KEY=VALUE", a->assignments, "postgres settings to set");
+  set->add_option("--unset", a->unset, "settings to remove (back to the default)");
+  set->add_option("--add-hba", a->addHba, "a pg_hba.conf line to append");
+  set->add_option("--remove-hba", a->removeHba, "a pg_hba.conf line to remove");
+  binDir(set);
+  out.push_back({set, [&common, a] { return runSet(common, *a); }});
+  auto* apply = config->add_subcommand("apply", "replace the cluster configuration with FILE (as config show prints)");
+  apply->add_option("FILE", a->file, "the configuration, JSON")->required();
+  binDir(apply);
+  out.push_back({apply, [&common, a] { return runApply(common, *a); }});
+  auto* edit = config->add_subcommand("edit", "edit the cluster configuration in $VISUAL or $EDITOR, then apply it");
+  binDir(edit);
+  out.push_back({edit, [&common, a] { return runEdit(common, *a); }});
+}
+
+}  // namespace dugong::adm

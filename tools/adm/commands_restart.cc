@@ -1,0 +1,211 @@
+// restart [ID | --rolling], reload [ID]: an operator's request to agents to restart or
+// reload their postgres (agent/operator_request.h). Each request is written at
+// <root>/requests/<id>; the agent answers in its /state ("request"); the request node
+// is removed once answered. A rolling restart keeps the hot-standby ordering
+// (pg/hot_standby.h): standbys first, one at a time, each streaming again before the
+// next, then a switchover to the sync (which restarts the old primary as a standby);
+// when the new configuration lowers a setting hot standby needs, the primary runs it
+// first instead (restarted in place), then the standbys.
+#include <unistd.h>
+
+#include <iostream>
+#include <thread>
+
+#include "agent/operator_request.h"
+#include "pg/cluster_config.h"
+#include "pg/hot_standby.h"
+#include "pg/managed_conf.h"
+#include "tools/adm/commands.h"
+
+namespace dugong::adm {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct RestartArgs {
+  std::string id;
+  bool rolling = false;
+  int waitSeconds = 300;
+};
+
+// Polls the view (agents asked) until `ok(view)` or the timeout; the last view read.
+Result<ClusterView> waitView(zk::Client& client, const CommonOptions& common, std::chrono::seconds timeout,
+                             const std::function<bool(const ClusterView&)>& ok) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last = "timed out";
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto view = fetchView(client, common.cluster, true);
+    if (view && ok(*view)) return view;
+    if (!view) last = view.error();
+    std::this_thread::sleep_for(200ms);
+  }
+  return Error{last};
+}
+
+const nlohmann::json& field(const PeerView* p, std::initializer_list<const char*> path) {
+  static const nlohmann::json kNull;
+  if (p == nullptr || !p->reachable()) return kNull;
+  const nlohmann::json* j = &p->status;
+  for (const char* k : path) {
+    if (!j->is_object() || !j->contains(k)) return kNull;
+    j = &(*j)[k];
+  }
+  return *j;
+}
+
+bool streaming(const ClusterView& v, const std::string& id) {
+  return field(v.find(id), {"health", "streamingReplica"}) == true;
+}
+bool writable(const ClusterView& v, const std::string& id) {
+  return field(v.find(id), {"health", "writablePrimary"}) == true;
+}
+
+// Writes the request for `id`, waits for its agent's answer, removes the request.
+Result<bool> requestAndWait(zk::Client& client, const CommonOptions& common, const std::string& id,
+                            const std::string& action, std::chrono::seconds timeout) {
+  agent::OperatorRequest r;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  r.id = std::string(host) + "-" + std::to_string(::getpid()) + "-" + std::to_string(nowMs());
+  r.action = action;
+  r.expireTime = nowMs() + std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
+  r.by = operatorReason(action + " " + id);
+  const std::string path = client.layout().request(id);
+  if (auto w = client.setNode(path, r.serialize(), -2); !w) return Error{w.error()};
+  std::string outcome, detail;
+  auto answered = waitView(client, common, timeout, [&](const ClusterView& v) {
+    const auto& req = field(v.find(id), {"request"});
+    if (!req.is_object() || req.value("id", "") != r.id || req.value("state", "") == "running") return false;
+    outcome = req.value("state", "");
+    detail = req.value("detail", "");
+    return true;
+  });
+  (void)client.deleteNode(path);
+  if (!answered) return Error{id + " did not answer the " + action + " request within " +
+                              std::to_string(timeout.count()) + " s (" + answered.error() + ")"};
+  if (outcome != "done") return Error{id + ": " + action + " " + outcome + ": " + detail};
+  return true;
+}
+
+int restartOne(zk::Client& client, const CommonOptions& common, const std::string& id, const std::string& role,
+               std::chrono::seconds timeout) {
+  std::cout << "restarting postgres on " << id << " (" << role << ")\n" << std::flush;
+  if (auto ok = requestAndWait(client, common, id, "restart", timeout); !ok) return fail(kExitFailed, ok.error());
+  auto back = waitView(client, common, timeout, [&](const ClusterView& v) {
+    return role == "primary" ? writable(v, id) : streaming(v, id);
+  });
+  if (!back) return fail(kExitFailed, id + " restarted but is not " +
+                                          (role == "primary" ? "writable" : "streaming") + " again: " + back.error());
+  std::cout << id << " restarted; " << (role == "primary" ? "writable" : "streaming") << " again\n" << std::flush;
+  return kExitOk;
+}
+
+int runRestart(const CommonOptions& common, const RestartArgs& a) {
+  if (a.rolling == !a.id.empty()) return fail(kExitUsage, "restart needs a peer ID or --rolling (not both)");
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  const std::chrono::seconds timeout(a.waitSeconds);
+  auto view = fetchView(*client, common.cluster, true);
+  if (!view) return fail(kExitUnavailable, view.error());
+  const ClusterState& s = view->state;
+  if (!a.rolling) {
+    const PeerView* p = view->find(a.id);
+    if (p == nullptr) return fail(kExitUsage, "no peer " + a.id + " in the cluster");
+    if (p->role == "primary") {
+      std::cout << "warning: " << a.id << " is the primary: writes wait while it restarts (use --rolling for a "
+                                          "switchover instead)\n";
+    }
+    return restartOne(*client, common, a.id, p->role, timeout);
+  }
+  if (!s.sync) return fail(kExitFailed, "no sync in the cluster state: a rolling restart needs one to switch over to");
+  for (const auto& p : view->peers) {
+    if (p.role != "deposed" && p.role != "unassigned" && !p.reachable()) {
+      return fail(kExitFailed, "the agent of " + p.identity.id + " does not answer (" + p.agentError +
+                                   "); nothing restarted");
+    }
+  }
+  // Which way the settings hot standby needs move, against what the primary runs now.
+  pg::PgOptions wanted;
+  if (auto node = client->readConfig(); node && node->exists) {
+    if (auto c = pg::ClusterConfig::parse(node->data)) wanted.settings = c->settings;
+  }
+  std::map<std::string, long> running;
+  for (const auto& [k, v] : field(view->find(s.primary.id), {"postgres", "hotStandbyValues"}).items()) {
+    if (v.is_number_integer()) running[k] = v.get<long>();
+  }
+  auto lowered = pg::loweredHotStandbySettings(wanted.settings, running, pg::defaultSettings(wanted));
+  std::vector<std::pair<std::string, std::string>> standbys;  // the end of the chain first
+  for (auto it = s.async.rbegin(); it != s.async.rend(); ++it) standbys.emplace_back(it->id, "async");
+  standbys.emplace_back(s.sync->id, "sync");
+  if (!lowered.empty()) {
+    std::string names;
+    for (const auto& n : lowered) names += (names.empty() ? "" : ", ") + n;
+    std::cout << "the configuration lowers " << names << " below what the primary runs: restarting the primary "
+              << s.primary.id << " first (a standby may not run lower values than its primary), then the standbys\n";
+    if (int rc = restartOne(*client, common, s.primary.id, "primary", timeout); rc != kExitOk) return rc;
+    for (const auto& [id, role] : standbys) {
+      if (int rc = restartOne(*client, common, id, role, timeout); rc != kExitOk) return rc;
+    }
+    std::cout << "rolling restart done\n";
+    return kExitOk;
+  }
+  for (const auto& [id, role] : standbys) {
+    if (int rc = restartOne(*client, common, id, role, timeout); rc != kExitOk) return rc;
+  }
+  std::cout << "switching over to the sync " << s.sync->id << "; the old primary " << s.primary.id
+            << " restarts as a standby\n" << std::flush;
+  if (int rc = promotePeer(common, s.sync->id, "sync"); rc != kExitOk) return rc;
+  const std::string old = s.primary.id;
+  auto back = waitView(*client, common, timeout, [&](const ClusterView& v) { return streaming(v, old); });
+  if (!back) return fail(kExitFailed, "the old primary " + old + " is not streaming again: " + back.error());
+  if (!field(back->find(old), {"postgres", "pendingRestart"}).empty()) {
+    if (int rc = restartOne(*client, common, old, "standby", timeout); rc != kExitOk) return rc;
+  }
+  std::cout << "rolling restart done\n";
+  return kExitOk;
+}
+
+int runReload(const CommonOptions& common, const std::string& id, int waitSeconds) {
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  auto active = client->activePeers();
+  if (!active) return fail(kExitUnavailable, active.error());
+  std::vector<std::string> ids;
+  for (const auto& p : *active) {
+    if (id.empty() || p.id == id) ids.push_back(p.id);
+  }
+  if (ids.empty()) {
+    return fail(kExitUsage, id.empty() ? "no peer has a live session" : "no peer " + id + " with a live session");
+  }
+  int exit = kExitOk;
+  for (const auto& peer : ids) {
+    if (auto ok = requestAndWait(*client, common, peer, "reload", std::chrono::seconds(waitSeconds)); !ok) {
+      exit = fail(kExitFailed, ok.error());
+    } else {
+      std::cout << peer << ": postgres reloaded\n";
+    }
+  }
+  return exit;
+}
+
+}  // namespace
+
+void addRestartCommands(CLI::App& app, const CommonOptions& common, Commands& out) {
+  auto a = std::make_shared<RestartArgs>();
+  auto* restart = app.add_subcommand("restart", "restart postgres on one peer, or on every peer with --rolling "
+                                                "(standbys first, then a switchover to the sync)");
+  restart->add_option("ID", a->id, "the peer whose postgres restarts");
+  restart->add_flag("--rolling", a->rolling, "every peer, one at a time, with one switchover");
+  restart->add_option("--wait", a->waitSeconds, "seconds to wait for each step")->capture_default_str();
+  out.push_back({restart, [&common, a] { return runRestart(common, *a); }});
+  auto id = std::make_shared<std::string>();
+  auto wait = std::make_shared<int>(60);
+  auto* reload = app.add_subcommand("reload", "reload postgres' configuration on one peer, or on every active peer");
+  reload->add_option("ID", *id, "the peer (default: every peer with a live session)");
+  reload->add_option("--wait", *wait, "seconds to wait for each peer")->capture_default_str();
+  out.push_back({reload, [&common, id, wait] { return runReload(common, *id, *wait); }});
+}
+
+}  // namespace dugong::adm
