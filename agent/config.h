@@ -42,6 +42,14 @@
 //                                       # long is repaired (pg_rewind, else pg_basebackup)
 //   http:
 //     listen: 127.0.0.1:8008            # the status server (the default); "": none
+//     certFile: ""                      # HTTPS: PEM certificate chain (with keyFile); "": HTTP
+//     keyFile: ""                       # its private key
+//     auth:
+//       tokenFile: ""                   # the credential of POST /switchover (bearer token or
+//                                       # basic-auth password); or token: inline. None: disabled
+//   tags:
+//     noloadbalance: false              # replica endpoints answer 503 (out of read pools)
+//     nofailover: false                 # never made the sync, so never takes over
 //   singleton: false                    # one-node-write mode
 //   switchover:
 //     handoverWaitMs: 5000              # promote of the sync: the primary stops first and
@@ -65,6 +73,7 @@
 // Unknown keys are errors, so that a typo never silently means a default.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +96,9 @@ struct AgentConfig {
   pg::PgOptions pg;
   std::string httpHost;  // empty: no HTTP server (http.listen: "")
   int httpPort = 0;
+  std::string httpCertFile;  // with httpKeyFile: HTTPS; empty: plain HTTP
+  std::string httpKeyFile;
+  std::optional<std::string> httpSecret;  // the mutating endpoints' credential; none: disabled
   bool singleton = false;
   RejoinPolicy rejoin = RejoinPolicy::kFollow;
   int handoverWaitMs = 5000;

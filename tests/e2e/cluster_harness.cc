@@ -115,6 +115,7 @@ void Harness::writeConfig(const E2EPeer& p) const {
   out << "  settings:\n";
   for (const auto& [k, v] : o.settings) out << "    " << k << ": \"" << v << "\"\n";
   out << "http:\n  listen: 127.0.0.1:" << p.httpPort << "\n"
+      << options_.httpConfig
       << "singleton: " << (p.singleton ? "true" : "false") << "\n"
       << "health:\n  withdrawAfterSeconds: " << options_.withdrawAfterSeconds << "\n"
       << "log:\n  level: debug\n"

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dugong/version.h"
 #include "tools/adm/commands.h"
 
 int main(int argc, char** argv) {
@@ -10,6 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"dugong-adm: inspect and operate a dugong cluster (PostgreSQL HA coordinated by ZooKeeper)",
                "dugong-adm"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("dugong-adm ") + dugong::kVersion, "print the version and exit");
   app.fallthrough();
   app.footer("Exit status: 0 ok; 1 the operation failed or verify found a problem; 2 bad arguments; "
              "3 ZooKeeper unreachable or no such cluster.\nSee dugong-adm(1).");
@@ -30,12 +32,19 @@ int main(int argc, char** argv) {
   addMaintenanceCommands(app, common, commands);
   addRebuildCommand(app, common, commands);
   addDeveloperCommands(app, common, commands);
+  auto* version = app.add_subcommand("version", "print the version of dugong-adm and exit");
+  commands.push_back({version, [] {
+                        std::cout << "dugong-adm " << dugong::kVersion << "\n";
+                        return kExitOk;
+                      }});
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

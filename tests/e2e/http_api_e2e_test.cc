@@ -1,0 +1,102 @@
+// The HTTP API's mutating endpoint on a real 3-peer cluster, driven by curl as an
+// operator's automation would: POST /switchover to the async moves the primary there
+// (the two-step promote), and without the credential, with a bad body, for an unknown
+// candidate or on a frozen cluster it is refused and nothing changes.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "tests/e2e/cluster_harness.h"
+
+namespace dugong::e2e {
+namespace {
+
+struct Curl {
+  int status = 0;
+  nlohmann::json body;
+};
+
+// curl -X POST http://127.0.0.1:<port><path> with `args` (already quoted).
+Curl post(int port, const std::string& path, const std::string& args) {
+  const std::string cmd = "curl -s --max-time 120 -w '\\n%{http_code}' -X POST " + args + " http://127.0.0.1:" +
+                          std::to_string(port) + path;
+  std::string out;
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return {};
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  ::pclose(f);
+  Curl c;
+  const auto nl = out.rfind('\n');
+  if (nl == std::string::npos) return c;
+  c.status = std::atoi(out.c_str() + nl + 1);
+  c.body = nlohmann::json::parse(out.substr(0, nl), nullptr, false);
+  return c;
+}
+
+std::string candidate(const std::string& id) { return "-d '{\"candidate\": \"" + id + "\"}'"; }
+
+TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothing) {
+  dugong::testing::ScratchDir dir("dugong-http-e2e");
+  const std::string tokenFile = dir.path() + "/token";
+  std::ofstream(tokenFile) << "s3cret-t0ken\n";
+  ::chmod(tokenFile.c_str(), 0600);
+  HarnessOptions o;
+  o.httpConfig = "  auth:\n    tokenFile: " + tokenFile + "\n";
+  Harness h(o);
+  h.startAll();
+  const int primary = h.waitForHealthyCluster(2, 180s);
+  ASSERT_GE(primary, 0) << h.describe();
+  const int async = h.indexWithRole("async");
+  ASSERT_GE(async, 0);
+  const std::string A = h.peer(async).id;
+  const int port = h.peer(primary).httpPort;
+  const std::string auth = "-H 'Authorization: Bearer s3cret-t0ken'";
+  const std::string before = h.zkState()->serialize();
+
+  // Refusals: a clear reason, and the state untouched.
+  Curl noCredential = post(port, "/switchover", candidate(A));
+  EXPECT_EQ(noCredential.status, 401) << noCredential.body;
+  Curl wrong = post(port, "/switchover", "-u admin:wrong " + candidate(A));
+  EXPECT_EQ(wrong.status, 401) << wrong.body;
+  Curl badBody = post(port, "/switchover", auth + " -d 'candidate=" + A + "'");
+  EXPECT_EQ(badBody.status, 400) << badBody.body;
+  EXPECT_TRUE(badBody.body.contains("error")) << badBody.body;
+  Curl unknown = post(port, "/switchover", auth + " " + candidate("nobody"));
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  ASSERT_TRUE(h.updateState([](ClusterState& s) { s.freeze = {{"date", "now"}, {"reason", "http e2e"}}; }));
+  const std::string frozen = h.zkState()->serialize();
+  Curl whileFrozen = post(port, "/switchover", auth + " " + candidate(A));
+  EXPECT_EQ(whileFrozen.status, 409) << whileFrozen.body;
+  EXPECT_NE(whileFrozen.body.value("error", "").find("frozen"), std::string::npos) << whileFrozen.body;
+  EXPECT_EQ(h.zkState()->serialize(), frozen);
+  ASSERT_TRUE(h.updateState([](ClusterState& s) { s.freeze = nullptr; }));
+  EXPECT_EQ(post(port, "/restart", auth).status, 501);
+  auto now = h.zkState();
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->generation, 1);
+  EXPECT_EQ(now->primary.id, h.peer(primary).id);
+  EXPECT_FALSE(now->hasPromote()) << before;
+
+  // The async becomes the sync, then takes over; basic authentication with the token
+  // as the password, asked of the old primary's agent.
+  Curl done = post(port, "/switchover", "-u admin:s3cret-t0ken " + candidate(A));
+  ASSERT_EQ(done.status, 200) << done.body << "\n" << h.describe();
+  EXPECT_EQ(done.body["primary"], A);
+  EXPECT_EQ(done.body["steps"].size(), 2u) << done.body;
+  auto after = h.zkState();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->primary.id, A);
+  EXPECT_EQ(after->generation, 3);
+  EXPECT_EQ(h.writablePrimary(), async);
+  auto history = h.history();
+  std::string reasons;
+  for (const auto& e : history) reasons += e.data + "\n";
+  EXPECT_NE(reasons.find("POST /switchover to " + A + " (step 1)"), std::string::npos) << reasons;
+}
+
+}  // namespace
+}  // namespace dugong::e2e
