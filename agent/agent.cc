@@ -68,7 +68,7 @@ Result<bool> Agent::start() {
     if (onFatal_) onFatal_();
   });
   if (!config_.httpHost.empty()) {
-    switchover_ = std::make_unique<Switchover>(config_.zk);
+    switchover_ = std::make_unique<Switchover>(config_.zk, config_.identity.id);
     http_ = std::make_unique<HttpServer>(
         io_, [this](const HttpRequest& request, HttpServer::Respond respond) { handle(request, std::move(respond)); });
     if (auto ok = http_->listen(config_.httpHost, config_.httpPort, HttpTls{config_.httpCertFile, config_.httpKeyFile});

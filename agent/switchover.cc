@@ -1,5 +1,7 @@
 #include "agent/switchover.h"
 
+#include <thread>
+
 #include <spdlog/spdlog.h>
 
 #include "agent/http_api.h"
@@ -11,6 +13,10 @@ namespace {
 constexpr int kMaxSteps = 16;  // async[N] needs N + 2 steps
 constexpr auto kZkTimeout = std::chrono::seconds(10);
 constexpr auto kWritableTimeout = std::chrono::seconds(60);
+// After a step, the peers reconfigure postgres (the new sync streams synchronously
+// only once the primary has applied the generation): a later step's checks are retried
+// this long, every 500 ms.
+constexpr auto kSettleTimeout = std::chrono::seconds(60);
 
 }  // namespace
 
@@ -43,8 +49,15 @@ HttpReply Switchover::run(const std::string& candidate) {
     r.body = j.dump() + "\n";
     return r;
   };
-  for (int step = 0; step < kMaxSteps; ++step) {
+  auto settleUntil = std::chrono::steady_clock::now();
+  for (int step = 0; step < kMaxSteps;) {
     const bool first = step == 0;
+    // A later step's refusal: the cluster may still be settling from the last one.
+    auto retry = [&] {
+      if (first || stopping_ || std::chrono::steady_clock::now() > settleUntil) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      return true;
+    };
     auto view = adm::fetchView(**client, zk_.cluster, true);
     if (!view) return failed(503, view.error());
     const ClusterState& s = view->state;
@@ -69,18 +82,22 @@ HttpReply Switchover::run(const std::string& candidate) {
                                            (s.sync ? s.sync->id : std::string("none")) + ")");
     }
     auto request = adm::buildPromoteRequest(*view, args);
+    if (!request && retry()) continue;
     if (!request) return failed(first ? 409 : 503, "not promoting " + candidate + ": " + request.error());
-    const std::string reason = "POST /switchover to " + candidate + " (step " + std::to_string(step + 1) + ")";
-    auto written = adm::writePromoteRequest(**client, *request, s.generation, adm::operatorReason(reason));
+    const std::string reason =
+        "POST /switchover to " + candidate + " (step " + std::to_string(step + 1) + "), by the agent of " + self_;
+    auto written = adm::writePromoteRequest(**client, *request, s.generation, reason);
     if (!written) return failed(first ? 409 : 503, "not promoting " + candidate + ": " + written.error());
     spdlog::info("switchover to {}: step {}: promote request written ({} is {}): {}", candidate, step + 1, candidate,
                  args.role, request->dump());
     auto waited = adm::waitForPromote(**client, *request, written->state,
-                                      adm::operatorReason("POST /switchover: removing its expired request"),
+                                      "POST /switchover: removing its expired request, by the agent of " + self_,
                                       [this] { return stopping_.load(); });
     steps.push_back({{"request", *request}, {"outcome", adm::outcomeName(waited.outcome)}, {"message", waited.message}});
     if (waited.outcome != adm::PromoteOutcome::kCarriedOut) return failed(503, waited.message);
     spdlog::info("switchover to {}: step {}: {}", candidate, step + 1, waited.message);
+    ++step;
+    settleUntil = std::chrono::steady_clock::now() + kSettleTimeout;
   }
   return failed(503, "gave up after " + std::to_string(kMaxSteps) + " steps");
 }

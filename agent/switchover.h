@@ -21,7 +21,8 @@ namespace dugong::agent {
 
 class Switchover {
  public:
-  explicit Switchover(zk::ZkOptions zk) : zk_(std::move(zk)) {}
+  // `self`: this agent's peer id, named in the history records it writes.
+  Switchover(zk::ZkOptions zk, std::string self) : zk_(std::move(zk)), self_(std::move(self)) {}
   ~Switchover() { stop(); }
   Switchover(const Switchover&) = delete;
   Switchover& operator=(const Switchover&) = delete;
@@ -39,6 +40,7 @@ class Switchover {
   HttpReply run(const std::string& candidate);
 
   zk::ZkOptions zk_;
+  std::string self_;
   std::thread worker_;
   std::atomic<bool> running_{false};
   std::atomic<bool> stopping_{false};

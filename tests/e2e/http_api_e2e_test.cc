@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "dugong/version.h"
 #include "tests/e2e/cluster_harness.h"
 
 namespace dugong::e2e {
@@ -37,6 +38,17 @@ Curl post(int port, const std::string& path, const std::string& args) {
   return c;
 }
 
+std::string output(const std::string& command) {
+  std::string out;
+  FILE* f = ::popen(command.c_str(), "r");
+  if (!f) return out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  ::pclose(f);
+  return out;
+}
+
 std::string candidate(const std::string& id) { return "-d '{\"candidate\": \"" + id + "\"}'"; }
 
 TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothing) {
@@ -56,6 +68,15 @@ TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothi
   const int port = h.peer(primary).httpPort;
   const std::string auth = "-H 'Authorization: Bearer s3cret-t0ken'";
   const std::string before = h.zkState()->serialize();
+
+  // The version, from both binaries and the agent.
+  const std::string version = output(std::string(DUGONG_AGENT_BINARY) + " --version");
+  EXPECT_EQ(version, std::string("dugong ") + kVersion + "\n");
+  EXPECT_EQ(output(std::string(DUGONG_ADM_BINARY) + " version"), std::string("dugong-adm ") + kVersion + "\n");
+  EXPECT_EQ((*h.status(primary))["agent"]["version"], kVersion);
+  EXPECT_NE(output("curl -s http://127.0.0.1:" + std::to_string(port) + "/metrics")
+                .find(std::string("dugong_build_info{version=\"") + kVersion + "\"} 1"),
+            std::string::npos);
 
   // Refusals: a clear reason, and the state untouched.
   Curl noCredential = post(port, "/switchover", candidate(A));

@@ -35,10 +35,14 @@ Result<nlohmann::json> buildPromoteRequest(const ClusterView& view, const Promot
       return Error{a.id + " is not the sync (the sync is " + (s.sync ? s.sync->id : std::string("nobody")) + ")"};
     }
     if (noFailover(view, a.id)) return Error{a.id + " is tagged nofailover: it never takes over"};
-    bool asyncPresent = false;
-    for (const auto& p : s.async) asyncPresent |= containsPeer(view.active, p.id) && !noFailover(view, p.id);
-    if (!asyncPresent) {
-      return Error{"no async without the nofailover tag is in ZooKeeper to become the new sync, so the sync would not "
+    bool asyncPresent = false, eligible = false;
+    for (const auto& p : s.async) {
+      asyncPresent |= containsPeer(view.active, p.id);
+      eligible |= containsPeer(view.active, p.id) && !noFailover(view, p.id);
+    }
+    if (!asyncPresent) return Error{"no async is in ZooKeeper to become the new sync, so the sync would not take over"};
+    if (!eligible) {
+      return Error{"every async in ZooKeeper is tagged nofailover: none can become the new sync, so the sync would not "
                    "take over"};
     }
   } else {
