@@ -3,8 +3,6 @@
 // body, Authorization).
 #include "agent/http_server.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <thread>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -16,17 +14,7 @@
 namespace dugong::agent {
 namespace {
 
-// Runs `command` with /bin/sh; returns its standard output.
-std::string run(const std::string& command) {
-  std::string out;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
+using dugong::testing::commandOutput;
 
 // A server on its own io_context thread that echoes each request as JSON.
 class EchoServer {
@@ -59,12 +47,12 @@ class EchoServer {
 TEST(HttpServer, ServesHttpsWithATestMadeCertificateAndPassesTheRequestThrough) {
   dugong::testing::ScratchDir dir("dugong-https");
   const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
-  run("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
+  commandOutput("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
       "subjectAltName=IP:127.0.0.1 -keyout " + key + " -out " + cert + " 2>/dev/null");
   EchoServer server(HttpTls{cert, key});
   ASSERT_TRUE(server.listened().ok()) << server.listened().error();
   const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
-  auto out = run("curl -sS --max-time 10 --cacert " + cert + " -X POST -H 'Authorization: Bearer t' -d '{\"a\":1}' '" +
+  auto out = commandOutput("curl -sS --max-time 10 --cacert " + cert + " -X POST -H 'Authorization: Bearer t' -d '{\"a\":1}' '" +
                  url + "/switchover?x=1&lag=16MB'");
   auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out;
@@ -74,7 +62,7 @@ TEST(HttpServer, ServesHttpsWithATestMadeCertificateAndPassesTheRequestThrough) 
   EXPECT_EQ(j["body"], "{\"a\":1}");
   EXPECT_EQ(j["authorization"], "Bearer t");
   // Plain HTTP to the TLS port gets no answer.
-  EXPECT_EQ(run("curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:" +
+  EXPECT_EQ(commandOutput("curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:" +
                 std::to_string(server.port()) + "/ping"),
             "000");
 }
@@ -88,8 +76,8 @@ TEST(HttpServer, BadCertificateIsAnErrorAtListenAndBodiesAreBounded) {
   EchoServer plain(HttpTls{});
   ASSERT_TRUE(plain.listened().ok()) << plain.listened().error();
   const std::string big = dir.path() + "/big";
-  run("head -c 100000 /dev/zero | tr '\\0' x > " + big);
-  EXPECT_EQ(run("curl -s -o /dev/null -w '%{http_code}' --max-time 10 --data-binary @" + big +
+  commandOutput("head -c 100000 /dev/zero | tr '\\0' x > " + big);
+  EXPECT_EQ(commandOutput("curl -s -o /dev/null -w '%{http_code}' --max-time 10 --data-binary @" + big +
                 " http://127.0.0.1:" + std::to_string(plain.port()) + "/switchover"),
             "413");
 }

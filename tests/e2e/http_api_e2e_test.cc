@@ -5,11 +5,12 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "dugong/version.h"
 #include "tests/e2e/cluster_harness.h"
+#include "tests/support/test_env.h"
 
 namespace dugong::e2e {
 namespace {
@@ -23,13 +24,7 @@ struct Curl {
 Curl post(int port, const std::string& path, const std::string& args) {
   const std::string cmd = "curl -s --max-time 120 -w '\\n%{http_code}' -X POST " + args + " http://127.0.0.1:" +
                           std::to_string(port) + path;
-  std::string out;
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) return {};
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  ::pclose(f);
+  const std::string out = dugong::testing::commandOutput(cmd);
   Curl c;
   const auto nl = out.rfind('\n');
   if (nl == std::string::npos) return c;
@@ -38,16 +33,7 @@ Curl post(int port, const std::string& path, const std::string& args) {
   return c;
 }
 
-std::string output(const std::string& command) {
-  std::string out;
-  FILE* f = ::popen(command.c_str(), "r");
-  if (!f) return out;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  ::pclose(f);
-  return out;
-}
+using dugong::testing::commandOutput;
 
 std::string candidate(const std::string& id) { return "-d '{\"candidate\": \"" + id + "\"}'"; }
 
@@ -70,11 +56,11 @@ TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothi
   const std::string before = h.zkState()->serialize();
 
   // The version, from both binaries and the agent.
-  const std::string version = output(std::string(DUGONG_AGENT_BINARY) + " --version");
+  const std::string version = commandOutput(std::string(DUGONG_AGENT_BINARY) + " --version");
   EXPECT_EQ(version, std::string("dugong ") + kVersion + "\n");
-  EXPECT_EQ(output(std::string(DUGONG_ADM_BINARY) + " version"), std::string("dugong-adm ") + kVersion + "\n");
+  EXPECT_EQ(commandOutput(std::string(DUGONG_ADM_BINARY) + " version"), std::string("dugong-adm ") + kVersion + "\n");
   EXPECT_EQ((*h.status(primary))["agent"]["version"], kVersion);
-  EXPECT_NE(output("curl -s http://127.0.0.1:" + std::to_string(port) + "/metrics")
+  EXPECT_NE(commandOutput("curl -s http://127.0.0.1:" + std::to_string(port) + "/metrics")
                 .find(std::string("dugong_build_info{version=\"") + kVersion + "\"} 1"),
             std::string::npos);
 
