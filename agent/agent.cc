@@ -96,7 +96,7 @@ void Agent::stop(std::function<void()> done) {
   statusTimer_.cancel();
   if (watchdog_) watchdog_->disarm();
   if (http_) http_->stop();
-  if (switchover_) switchover_->stop();  // bounded: its wait stops, its ZooKeeper calls are bounded
+  if (switchover_) switchover_->cancel();
   // onStop runs once the driver has stopped (its ZooKeeper session kept for a restart, or
   // closed; postgres stopped if configured):
   // the agent waits for it, on another thread, up to hooks.timeoutSeconds.

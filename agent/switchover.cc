@@ -32,11 +32,6 @@ bool Switchover::start(const std::string& candidate, HttpServer::Respond respond
   return true;
 }
 
-void Switchover::stop() {
-  stopping_ = true;
-  if (worker_.joinable()) worker_.join();
-}
-
 HttpReply Switchover::run(const std::string& candidate) {
   auto client = adm::connectZk(zk_, kZkTimeout);
   if (!client) return jsonError(503, client.error());
@@ -63,7 +58,7 @@ HttpReply Switchover::run(const std::string& candidate) {
     const ClusterState& s = view->state;
     if (s.primary.id == candidate) {
       if (first) return failed(409, candidate + " is the primary already");
-      auto writable = adm::waitWritable(s.primary, kWritableTimeout);
+      auto writable = adm::waitWritable(s.primary, kWritableTimeout, [this] { return stopping_.load(); });
       spdlog::info("switchover to {}: done, {}", candidate, writable ? "it is the writable primary" : "not writable yet");
       return {writable ? 200 : 503, "application/json",
               nlohmann::json({{"primary", candidate}, {"writable", writable.has_value()}, {"steps", steps}}).dump() +

@@ -23,7 +23,10 @@ class Switchover {
  public:
   // `self`: this agent's peer id, named in the history records it writes.
   Switchover(zk::ZkOptions zk, std::string self) : zk_(std::move(zk)), self_(std::move(self)) {}
-  ~Switchover() { stop(); }
+  ~Switchover() {
+    cancel();
+    if (worker_.joinable()) worker_.join();
+  }
   Switchover(const Switchover&) = delete;
   Switchover& operator=(const Switchover&) = delete;
 
@@ -32,9 +35,10 @@ class Switchover {
   // (404 unknown candidate, 409 not possible now), 503 when a later step fails. Returns
   // false (and does not call `respond`) while another switchover runs.
   bool start(const std::string& candidate, HttpServer::Respond respond);
-  // Stops waiting (the request already written stays until carried out or expired)
-  // and joins the worker.
-  void stop();
+  // Makes a running switchover stop waiting, without waiting for it (the worker ends
+  // within its current bounded call; a request already written stays until carried out
+  // or expired). The destructor joins it.
+  void cancel() { stopping_ = true; }
 
  private:
   HttpReply run(const std::string& candidate);

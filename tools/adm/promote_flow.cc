@@ -94,11 +94,12 @@ PromoteWait waitForPromote(zk::Client& client, const nlohmann::json& request, Cl
   return w;
 }
 
-std::optional<double> waitWritable(const PeerIdentity& peer, std::chrono::seconds timeout) {
+std::optional<double> waitWritable(const PeerIdentity& peer, std::chrono::seconds timeout,
+                                   const std::function<bool()>& stop) {
   auto url = agentUrl(peer);
   if (!url) return std::nullopt;
   auto start = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - start < timeout) {
+  while (std::chrono::steady_clock::now() - start < timeout && !(stop && stop())) {
     auto r = agent::httpGet(*url + "/primary", std::chrono::seconds(2));
     if (r && r->status == 200) {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -35,7 +35,9 @@ struct PromoteWait {
 PromoteWait waitForPromote(zk::Client& client, const nlohmann::json& request, ClusterState written,
                            const std::string& reason, const std::function<bool()>& stop = {});
 
-// Waits up to `timeout` for GET <agent>/primary to answer 200. Returns the time it took.
-std::optional<double> waitWritable(const PeerIdentity& peer, std::chrono::seconds timeout);
+// Waits up to `timeout` (or until `stop` says so) for GET <agent>/primary to answer 200.
+// Returns the time it took.
+std::optional<double> waitWritable(const PeerIdentity& peer, std::chrono::seconds timeout,
+                                   const std::function<bool()>& stop = {});
 
 }  // namespace dugong::adm
