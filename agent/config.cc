@@ -283,6 +283,11 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
     http.fail("http.listen", "expected host:port, like 127.0.0.1:8008, found \"" + listen + "\"");
   }
   if (c.httpCertFile.empty() != c.httpKeyFile.empty()) http.fail("http", "set both certFile and keyFile, or neither");
+  if (!c.httpHost.empty() && c.httpSecret && c.httpCertFile.empty() && c.httpHost != "127.0.0.1" &&
+      c.httpHost != "::1") {
+    c.warnings.push_back("http.auth is set but http.certFile is not: the token crosses the network in clear text "
+                         "(set certFile and keyFile for HTTPS)");
+  }
   Section tags = top.child("tags");
   tags.get("noloadbalance", &c.identity.tags.noloadbalance);
   tags.get("nofailover", &c.identity.tags.nofailover);
@@ -363,11 +368,6 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
     c.warnings.push_back(what.empty() ? "postgres.allowTrust is on, but unused: every role has a password"
                                       : "postgres.allowTrust is on: postgres trusts " + what +
                                             " over TCP, without a password; for demos and tests only");
-  }
-  if (!c.httpHost.empty() && c.httpSecret && c.httpCertFile.empty() && c.httpHost != "127.0.0.1" &&
-      c.httpHost != "::1") {
-    c.warnings.push_back("http.auth is set but http.certFile is not: the token crosses the network in clear text "
-                         "(set certFile and keyFile for HTTPS)");
   }
   if (!c.zk.auth) {
     c.warnings.push_back("zookeeper.auth is not set: the cluster's nodes in ZooKeeper are writable by anyone who "
