@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   options.connectString = zk->connectString();
   options.cluster = "bench";
   options.sessionTimeoutMs = timeoutMs;
-  PeerIdentity self{"bench-peer", "127.0.0.1", "tcp://postgres@127.0.0.1:5432/postgres", "z1", {}, {}};
+  PeerIdentity self{"bench-peer", "127.0.0.1", "tcp://postgres@127.0.0.1:5432/postgres", "z1", {}};
   int inits = 0;
   Clock::time_point lastInit;
   zk::Session session(io, options, self, [&](Event e) {

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   int events = 0;
   auto make = [&](const char* id) {
     return std::make_unique<zk::Session>(
-        io, options, PeerIdentity{id, "127.0.0.1", "tcp://postgres@127.0.0.1:5432/postgres", "z1", {}, {}},
+        io, options, PeerIdentity{id, "127.0.0.1", "tcp://postgres@127.0.0.1:5432/postgres", "z1", {}},
         [&](Event) { ++events; });
   };
   auto a = make("a");
@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
     io.run_for(std::chrono::milliseconds(10));
   }
   ClusterState st;
-  st.primary = PeerIdentity{"a", "127.0.0.1", "tcp://postgres@127.0.0.1:5432/postgres", "z1", {}, {}};
-  st.sync = PeerIdentity{"b", "127.0.0.1", "tcp://postgres@127.0.0.1:5432/postgres", "z1", {}, {}};
+  st.primary = PeerIdentity{"a", "127.0.0.1", "tcp://postgres@127.0.0.1:5432/postgres", "z1", {}};
+  st.sync = PeerIdentity{"b", "127.0.0.1", "tcp://postgres@127.0.0.1:5432/postgres", "z1", {}};
   bool written = false;
   a->putClusterState(st, -1, [&](StateWriteFinished f) { written = f.ok; }, "bench");
   deadline = Clock::now() + std::chrono::seconds(10);

@@ -31,7 +31,7 @@ struct PeerIdentity {
   std::string pgUrl;  // tcp://postgres@10.0.0.5:5432/postgres
   std::string zoneId;
   std::optional<std::string> backupUrl;
-  PeerTags tags;
+  PeerTags tags = {};  // a default initializer: brace-initialized identities may omit it
 
   nlohmann::json toJson() const;
   // Checks the schema: id, ip, pgUrl and zoneId are strings, id is not empty, backupUrl

@@ -11,7 +11,7 @@
 namespace dugong::peer_test {
 
 inline PeerIdentity ident(const std::string& id) {
-  return {id, "10.0.0.9", "tcp://postgres@" + id + ":5432/postgres", id, {}, {}};
+  return {id, "10.0.0.9", "tcp://postgres@" + id + ":5432/postgres", id, {}};
 }
 
 inline PeerList peers(const std::vector<std::string>& ids) {

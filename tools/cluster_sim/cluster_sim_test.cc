@@ -13,7 +13,7 @@
 namespace dugong::clustersim {
 namespace {
 
-PeerIdentity peer(const std::string& id) { return PeerIdentity{id, "10.0.0.1", "tcp://postgres@" + id, id, {}, {}}; }
+PeerIdentity peer(const std::string& id) { return PeerIdentity{id, "10.0.0.1", "tcp://postgres@" + id, id, {}}; }
 
 ClusterState state(int64_t gen, const std::string& primary, const std::string& sync,
                    std::initializer_list<std::string> async, uint64_t initWal = 0) {
