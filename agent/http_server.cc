@@ -160,11 +160,23 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
     http::async_write(c->stream, res, [self, c](beast::error_code, size_t) { done(self, c); });
   }
 
+  // A lingering close: the reply is followed by a FIN, and what the client still sends
+  // (the rest of a body over the limit) is read and dropped until it closes (bounded by
+  // the read timeout), so that no reset destroys the reply before the client reads it.
   static void done(const std::shared_ptr<Impl>& self, const std::shared_ptr<Plain>& c) {
     beast::error_code ignored;
     c->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    c->stream.close();
-    boost::asio::post(self->io_, [self] { --self->connections_; });
+    c->stream.expires_after(kReadTimeout);
+    drain(self, c);
+  }
+
+  static void drain(const std::shared_ptr<Impl>& self, const std::shared_ptr<Plain>& c) {
+    c->buffer.clear();
+    c->stream.async_read_some(c->buffer.prepare(4096), [self, c](beast::error_code ec, size_t) {
+      if (!ec) return drain(self, c);
+      c->stream.close();
+      boost::asio::post(self->io_, [self] { --self->connections_; });
+    });
   }
 
   static void done(const std::shared_ptr<Impl>& self, const std::shared_ptr<Tls>& c) {
