@@ -192,7 +192,14 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
   s.state = [this] { return stateJson(statusSources()); };
   s.metrics = [this] { return metricsText(statusSources()); };
   Routed routed = route(request, s, ApiAccess{config_.httpSecret});
-  if (!routed.switchoverTo) return respond(std::move(routed.reply));
+  if (!routed.switchoverTo) {
+    if (request.method == "POST") {
+      auto j = nlohmann::json::parse(routed.reply.body, nullptr, false);
+      spdlog::info("{} {} refused with {}: {}", request.method, request.path, routed.reply.status,
+                   j.is_object() ? j.value("error", std::string("?")) : routed.reply.body);
+    }
+    return respond(std::move(routed.reply));
+  }
   if (stopping_) return respond(jsonError(503, "the agent is stopping"));
   spdlog::info("POST /switchover to {}: accepted (credential and body), checking the cluster", *routed.switchoverTo);
   if (!switchover_->start(*routed.switchoverTo, respond)) {
