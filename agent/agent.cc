@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/http_api.h"
+#include "agent/http_client.h"
 #include "dugong/version.h"
 
 namespace dugong::agent {
@@ -68,6 +69,7 @@ Result<bool> Agent::start() {
     if (onFatal_) onFatal_();
   });
   if (!config_.httpHost.empty()) {
+    setHttpsCaFile(config_.httpCaFile);  // before the switchover's thread reads agents
     switchover_ = std::make_unique<Switchover>(config_.zk, config_.identity.id);
     http_ = std::make_unique<HttpServer>(
         io_, [this](const HttpRequest& request, HttpServer::Respond respond) { handle(request, std::move(respond)); });

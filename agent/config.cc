@@ -273,6 +273,7 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   http.get("listen", &listen);
   http.get("certFile", &c.httpCertFile);
   http.get("keyFile", &c.httpKeyFile);
+  http.get("caFile", &c.httpCaFile);
   {
     Section auth = http.child("auth");
     c.httpSecret = secret(auth, "token", &c.warnings);

@@ -44,6 +44,8 @@
 //     listen: 127.0.0.1:8008            # the status server (the default); "": none
 //     certFile: ""                      # HTTPS: PEM certificate chain (with keyFile); "": HTTP
 //     keyFile: ""                       # its private key
+//     caFile: ""                        # CAs trusted when reading other agents over HTTPS
+//                                       # (POST /switchover), besides the system's
 //     auth:
 //       tokenFile: ""                   # the credential of POST /switchover (bearer token or
 //                                       # basic-auth password); or token: inline. None: disabled
@@ -98,6 +100,7 @@ struct AgentConfig {
   int httpPort = 0;
   std::string httpCertFile;  // with httpKeyFile: HTTPS; empty: plain HTTP
   std::string httpKeyFile;
+  std::string httpCaFile;  // trusted when reading agents over HTTPS; "": the system's CAs
   std::optional<std::string> httpSecret;  // the mutating endpoints' credential; none: disabled
   bool singleton = false;
   RejoinPolicy rejoin = RejoinPolicy::kFollow;

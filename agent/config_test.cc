@@ -217,6 +217,7 @@ TEST_F(ConfigTest, HttpApiCredentialCertificateAndTags) {
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_EQ(*c->httpSecret, "t0ken");
   EXPECT_EQ(c->httpCertFile, "/etc/c.pem");
+  EXPECT_EQ(c->httpCaFile, "");
   EXPECT_EQ(*c->identity.backupUrl, "https://10.0.0.7:8008");
   EXPECT_TRUE(c->identity.tags.nofailover);
   EXPECT_TRUE(c->identity.tags.noloadbalance);

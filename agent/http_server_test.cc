@@ -2,6 +2,7 @@
 // Debian's openssl for the test, and the request fields the API needs (method, query,
 // body, Authorization).
 #include "agent/http_server.h"
+#include "agent/http_client.h"
 
 #include <thread>
 
@@ -65,6 +66,25 @@ TEST(HttpServer, ServesHttpsWithATestMadeCertificateAndPassesTheRequestThrough) 
   EXPECT_EQ(commandOutput("curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:" +
                 std::to_string(server.port()) + "/ping"),
             "000");
+}
+
+TEST(HttpServer, TheClientVerifiesTheCertificateAgainstTheCaFileItIsGiven) {
+  dugong::testing::ScratchDir dir("dugong-https");
+  const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
+  commandOutput("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
+                "subjectAltName=DNS:localhost -keyout " + key + " -out " + cert + " 2>/dev/null");
+  EchoServer server(HttpTls{cert, key});
+  ASSERT_TRUE(server.listened().ok()) << server.listened().error();
+  const std::string url = "https://localhost:" + std::to_string(server.port()) + "/state";
+  auto untrusted = httpGet(url);
+  ASSERT_FALSE(untrusted.ok());
+  EXPECT_NE(untrusted.error().find("certificate verify failed"), std::string::npos) << untrusted.error();
+  setHttpsCaFile(cert);
+  auto trusted = httpGet(url);
+  setHttpsCaFile("");
+  ASSERT_TRUE(trusted.ok()) << trusted.error();
+  EXPECT_EQ(trusted->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(trusted->body)["path"], "/state");
 }
 
 TEST(HttpServer, BadCertificateIsAnErrorAtListenAndBodiesAreBounded) {

@@ -1,13 +1,21 @@
 // The HTTP API's mutating endpoint on a real 3-peer cluster, driven by curl as an
 // operator's automation would: POST /switchover to the async moves the primary there
 // (the two-step promote), and without the credential, with a bad body, for an unknown
-// candidate or on a frozen cluster it is refused and nothing changes.
+// candidate or on a frozen cluster it is refused and nothing changes. And a real agent
+// serving HTTPS with a certificate the test made with openssl.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <thread>
 
+#include "agent/http_client.h"
 #include "dugong/version.h"
 #include "tests/e2e/cluster_harness.h"
 #include "tests/support/test_env.h"
@@ -103,6 +111,57 @@ TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothi
   std::string reasons;
   for (const auto& e : history) reasons += e.data + "\n";
   EXPECT_NE(reasons.find("POST /switchover to " + A + " (step 1)"), std::string::npos) << reasons;
+}
+
+// No cluster is needed: the agent serves its API before it reaches ZooKeeper (here
+// nobody answers) or postgres (never set up).
+TEST(HttpApiE2E, TheAgentServesHttpsWithATestMadeCertificate) {
+  dugong::testing::ScratchDir dir("dugong-https-agent");
+  const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
+  commandOutput("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=dugong -addext "
+                "subjectAltName=IP:127.0.0.1 -keyout " + key + " -out " + cert + " 2>/dev/null");
+  const int port = dugong::testing::freeLoopbackPort();
+  const std::string config = dir.path() + "/dugong.yaml";
+  std::ofstream(config) << "cluster: tls\nzookeeper:\n  connect: 127.0.0.1:1\npeer:\n  ip: 127.0.0.1\n"
+                        << "postgres:\n  dataDir: " << dir.path() << "/data\n  port: "
+                        << dugong::testing::freeLoopbackPort() << "\n  replicationPassword: x\n"
+                        << "http:\n  listen: 127.0.0.1:" << port << "\n  certFile: " << cert << "\n  keyFile: " << key
+                        << "\n";
+  const std::string log = dir.path() + "/agent.log";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(DUGONG_AGENT_BINARY, DUGONG_AGENT_BINARY, "--config", config.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const std::string base = "https://127.0.0.1:" + std::to_string(port);
+  agent::setHttpsCaFile(cert);
+  std::optional<agent::HttpResponse> live;
+  for (int i = 0; i < 300 && !live; ++i) {
+    if (auto r = agent::httpGet(base + "/liveness"); r) live = *r;
+    if (!live) std::this_thread::sleep_for(100ms);
+  }
+  auto state = agent::httpGet(base + "/state");
+  auto health = agent::httpGet(base + "/health");
+  agent::setHttpsCaFile("");
+  auto untrusted = agent::httpGet(base + "/liveness");
+  const std::string plain = commandOutput("curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:" +
+                                          std::to_string(port) + "/liveness");
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  ASSERT_TRUE(live.has_value()) << commandOutput("tail -20 " + log);
+  EXPECT_EQ(live->status, 200);
+  ASSERT_TRUE(state.ok()) << state.error();
+  auto j = nlohmann::json::parse(state->body);
+  EXPECT_EQ(j["agent"]["version"], kVersion);
+  ASSERT_TRUE(health.ok()) << health.error();
+  EXPECT_EQ(health->status, 503);  // no postgres
+  ASSERT_FALSE(untrusted.ok());
+  EXPECT_NE(untrusted.error().find("certificate verify failed"), std::string::npos) << untrusted.error();
+  EXPECT_EQ(plain, "000");  // plain HTTP gets no answer
 }
 
 }  // namespace

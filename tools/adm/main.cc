@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "agent/http_client.h"
 #include "dugong/version.h"
 #include "tools/adm/commands.h"
 
@@ -24,6 +25,10 @@ int main(int argc, char** argv) {
   app.add_option("--zk-auth-file", common.zkAuthFile,
                  "file whose first line is the ZooKeeper credentials user:password (the agents' zookeeper.auth)")
       ->envname("DUGONG_ZK_AUTH_FILE");
+  std::string httpCaFile;
+  app.add_option("--http-ca-file", httpCaFile,
+                 "PEM file of the CAs that signed the agents' HTTPS certificates (besides the system's)")
+      ->envname("DUGONG_HTTP_CA_FILE");
   app.add_option("--timeout", common.timeoutSeconds, "seconds to wait for ZooKeeper (connect and each call)")
       ->capture_default_str();
 
@@ -50,6 +55,7 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kExitUsage;
   }
+  dugong::agent::setHttpsCaFile(httpCaFile);
   for (const auto& c : commands) {
     if (c.app->parsed()) return c.run();
   }
