@@ -47,9 +47,7 @@ class EchoServer {
 
 TEST(HttpServer, ServesHttpsWithATestMadeCertificateAndPassesTheRequestThrough) {
   dugong::testing::ScratchDir dir("dugong-https");
-  const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
-  commandOutput("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
-      "subjectAltName=IP:127.0.0.1 -keyout " + key + " -out " + cert + " 2>/dev/null");
+  const auto [cert, key] = dugong::testing::makeSelfSignedCertificate(dir.path(), "IP:127.0.0.1");
   EchoServer server(HttpTls{cert, key});
   ASSERT_TRUE(server.listened().ok()) << server.listened().error();
   const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
@@ -70,9 +68,7 @@ TEST(HttpServer, ServesHttpsWithATestMadeCertificateAndPassesTheRequestThrough) 
 
 TEST(HttpServer, TheClientVerifiesTheCertificateAgainstTheCaFileItIsGiven) {
   dugong::testing::ScratchDir dir("dugong-https");
-  const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
-  commandOutput("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
-                "subjectAltName=DNS:localhost -keyout " + key + " -out " + cert + " 2>/dev/null");
+  const auto [cert, key] = dugong::testing::makeSelfSignedCertificate(dir.path(), "DNS:localhost");
   EchoServer server(HttpTls{cert, key});
   ASSERT_TRUE(server.listened().ok()) << server.listened().error();
   const std::string url = "https://localhost:" + std::to_string(server.port()) + "/state";

@@ -117,9 +117,7 @@ TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothi
 // nobody answers) or postgres (never set up).
 TEST(HttpApiE2E, TheAgentServesHttpsWithATestMadeCertificate) {
   dugong::testing::ScratchDir dir("dugong-https-agent");
-  const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
-  commandOutput("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=dugong -addext "
-                "subjectAltName=IP:127.0.0.1 -keyout " + key + " -out " + cert + " 2>/dev/null");
+  const auto [cert, key] = dugong::testing::makeSelfSignedCertificate(dir.path(), "IP:127.0.0.1");
   const int port = dugong::testing::freeLoopbackPort();
   const std::string config = dir.path() + "/dugong.yaml";
   std::ofstream(config) << "cluster: tls\nzookeeper:\n  connect: 127.0.0.1:1\npeer:\n  ip: 127.0.0.1\n"

@@ -48,6 +48,13 @@ ScratchDir::~ScratchDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+TestCertificate makeSelfSignedCertificate(const std::string& dir, const std::string& subjectAltName) {
+  TestCertificate c{dir + "/cert.pem", dir + "/key.pem"};
+  commandOutput("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=dugong-test -addext subjectAltName=" +
+                subjectAltName + " -keyout " + c.keyFile + " -out " + c.certFile + " 2>/dev/null");
+  return c;
+}
+
 std::string commandOutput(const std::string& command) {
   std::string out;
   FILE* p = ::popen(command.c_str(), "r");
