@@ -1,25 +1,19 @@
 #include "agent/agent.h"
 
 #include <csignal>
-#include <sstream>
 
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
-#include "statemachine/wal_position.h"
+#include "agent/http_api.h"
+#include "agent/http_client.h"
+#include "dugong/version.h"
 #include "zk/layout.h"
 
 namespace dugong::agent {
 namespace {
 
 constexpr auto kStatusInterval = std::chrono::seconds(1);
-
-std::optional<uint64_t> lsnBytes(const std::optional<std::string>& lsn) {
-  if (!lsn) return std::nullopt;
-  auto w = WalPosition::parse(*lsn);
-  if (!w) return std::nullopt;
-  return w->value();
-}
 
 }  // namespace
 
@@ -89,12 +83,20 @@ Result<bool> Agent::start() {
     if (onFatal_) onFatal_();
   });
   if (!config_.httpHost.empty()) {
-    http_ = std::make_unique<HttpServer>(io_, [this](const std::string& path) { return handle(path); });
-    if (auto ok = http_->listen(config_.httpHost, config_.httpPort); !ok) return ok;
+    setHttpsCaFile(config_.httpCaFile);  // before the switchover's thread reads agents
+    switchover_ = std::make_unique<Switchover>(config_.zk, config_.identity.id);
+    http_ = std::make_unique<HttpServer>(
+        io_, [this](const HttpRequest& request, HttpServer::Respond respond) { handle(request, std::move(respond)); });
+    if (auto ok = http_->listen(config_.httpHost, config_.httpPort, HttpTls{config_.httpCertFile, config_.httpKeyFile});
+        !ok) {
+      return ok;
+    }
   }
-  spdlog::info("dugong agent {} starting: cluster {}, ZooKeeper {}{}, postgres {} on port {}{}", config_.identity.id,
+  spdlog::info("dugong {} agent {} starting: cluster {}, ZooKeeper {}{}, postgres {} on port {}{}{}", kVersion,
+               config_.identity.id,
                config_.zk.cluster, config_.zk.hosts(), " at " + config_.zk.effectiveRoot(), config_.pg.dataDir,
-               config_.pg.port, config_.singleton ? ", one-node-write mode" : "");
+               config_.pg.port, config_.singleton ? ", one-node-write mode" : "",
+               config_.identity.tags.any() ? ", tags " + config_.identity.tags.toJson().dump() : "");
   driver_->start();
   pollStatus();
   if (!config_.onStartHook.empty()) {
@@ -123,6 +125,7 @@ void Agent::stop(std::function<void()> done) {
     }
   }
   if (http_) http_->stop();
+  if (switchover_) switchover_->cancel();
   // onStop runs once the driver has stopped (its ZooKeeper session kept for a restart, or
   // closed; postgres stopped if configured):
   // the agent waits for it, on another thread, up to hooks.timeoutSeconds.
@@ -230,148 +233,44 @@ void Agent::endPreviousWatchdog(Role applied) {
                roleName(applied), ended ? "ended" : "could not end", previous.pid);
 }
 
-// ---- status --------------------------------------------------------------------------
+// ---- status and the HTTP API ----------------------------------------------------------
 
-// Not while writes are stopped (ZooKeeper lost): the driver's flag is up before the
-// status poll sees postgres read-only, and stays up until the stop is lifted.
-bool Agent::isWritablePrimary() const {
-  // The primary role applied, not only decided: until its transition has finished (roles
-  // and passwords set up), a running postgres is not yet the cluster's primary.
-  return driver_->peer().role() == Role::kPrimary && driver_->appliedRole() == Role::kPrimary &&
-         !driver_->writesStopped() && status_.online &&
-         !status_.inRecovery && !status_.readOnly && !status_.writesStopped;
+StatusSources Agent::statusSources() const {
+  return {*driver_,
+          coordinator_.status(),
+          status_,
+          hooks_ ? std::optional<HookStatus>(hooks_->status()) : std::nullopt,
+          requests_ ? requests_->statusJson() : nlohmann::json(),
+          config_.identity,
+          config_.zk.cluster,
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count()};
 }
 
-bool Agent::isStreamingReplica() const {
-  return (driver_->peer().role() == Role::kSync || driver_->peer().role() == Role::kAsync) && status_.online && status_.inRecovery &&
-         status_.walReceiverStatus == "streaming";
-}
-
-nlohmann::json Agent::stateJson() const {
-  const bool withdrawn = driver_->withdrawn();
-  nlohmann::json zk = {{"connected", false}, {"withdrawn", withdrawn}};
-  if (auto s = coordinator_.status(); s.member) {
-    zk = {{"connected", s.connected},
-          {"initialized", s.initialized},
-          {"sessionId", s.sessionId},
-          {"electionNode", s.electionNode},
-          {"lastError", s.lastError},
-          {"withdrawn", withdrawn}};
-  }
-  return {
-      {"peer", driver_->peer().inspect()},
-      {"postgres", status_.toJson()},
-      {"zookeeper", zk},
-      {"health",
-       {{"healthy", driver_->healthy()},
-        {"writesStopped", driver_->writesStopped()},
-        {"transitionInFlight", driver_->pgBusy()},
-        {"detail", driver_->healthy() ? "" : driver_->unhealthyDetail()},
-        {"writablePrimary", isWritablePrimary()},
-        {"streamingReplica", isStreamingReplica()}}},
-      {"hooks", hooks_ ? hooks_->status().toJson() : nlohmann::json()},
-      {"request", requests_ ? requests_->statusJson() : nlohmann::json()},
-      {"agent",
-       {{"id", config_.identity.id},
-        {"cluster", config_.zk.cluster},
-        {"uptimeSeconds",
-         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count()}}},
-  };
-}
-
-std::string Agent::metricsText() const {
-  std::ostringstream m;
-  auto metric = [&m](const char* name, const char* type, const char* help) {
-    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
-  };
-  metric("dugong_up", "gauge", "1 while the agent runs.");
-  m << "dugong_up 1\n";
-  metric("dugong_role", "gauge", "1 for this peer's current role.");
-  for (Role r : {Role::kUnknown, Role::kUnassigned, Role::kPrimary, Role::kSync, Role::kAsync, Role::kDeposed}) {
-    m << "dugong_role{role=\"" << roleName(r) << "\"} " << (driver_->peer().role() == r ? 1 : 0) << "\n";
-  }
-  metric("dugong_generation", "gauge", "Generation of the last cluster state seen.");
-  m << "dugong_generation " << (driver_->peer().clusterState() ? driver_->peer().clusterState()->generation : 0) << "\n";
-  metric("dugong_cluster_frozen", "gauge", "1 while the last cluster state seen is frozen.");
-  m << "dugong_cluster_frozen "
-    << (driver_->peer().clusterState() && driver_->peer().clusterState()->frozen() ? 1 : 0) << "\n";
-  metric("dugong_zookeeper_connected", "gauge", "1 while the ZooKeeper session is connected.");
-  m << "dugong_zookeeper_connected " << (coordinator_.status().connected ? 1 : 0) << "\n";
-  metric("dugong_postgres_online", "gauge", "1 while postgres accepts connections.");
-  m << "dugong_postgres_online " << (status_.online ? 1 : 0) << "\n";
-  metric("dugong_postgres_writable", "gauge", "1 on the writable primary.");
-  m << "dugong_postgres_writable " << (isWritablePrimary() ? 1 : 0) << "\n";
-  metric("dugong_postgres_pending_restart", "gauge",
-         "Settings changed that take effect only when postgres restarts (pg_settings.pending_restart).");
-  m << "dugong_postgres_pending_restart " << status_.pendingRestart.size() << "\n";
-  metric("dugong_wal_position_bytes", "gauge", "WAL positions of the local postgres, as byte offsets.");
-  for (auto [kind, lsn] : {std::pair{"current", &status_.currentLsn}, {"receive", &status_.receiveLsn},
-                           {"replay", &status_.replayLsn}}) {
-    if (auto b = lsnBytes(*lsn)) m << "dugong_wal_position_bytes{kind=\"" << kind << "\"} " << *b << "\n";
-  }
-  metric("dugong_replication_lag_bytes", "gauge", "On a primary: how far each standby's replay is behind.");
-  auto current = lsnBytes(status_.currentLsn);
-  for (const auto& row : status_.replication) {
-    auto replay = lsnBytes(row.replayLsn);
-    if (current && replay) {
-      m << "dugong_replication_lag_bytes{standby=\"" << row.applicationName << "\",sync_state=\"" << row.syncState
-        << "\"} " << (*current > *replay ? *current - *replay : 0) << "\n";
+void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
+  ApiStatus s;
+  s.role = driver_->peer().role();
+  s.postgresOnline = status_.online;
+  s.writablePrimary = isWritablePrimary(*driver_, status_);
+  s.streamingReplica = isStreamingReplica(*driver_, status_);
+  s.replayBacklogBytes = replayBacklogBytes(status_);
+  s.noloadbalance = config_.identity.tags.noloadbalance;
+  s.state = [this] { return stateJson(statusSources()); };
+  s.metrics = [this] { return metricsText(statusSources()); };
+  Routed routed = route(request, s, ApiAccess{config_.httpSecret});
+  if (!routed.switchoverTo) {
+    if (request.method == "POST") {
+      auto j = nlohmann::json::parse(routed.reply.body, nullptr, false);
+      spdlog::info("{} {} refused with {}: {}", request.method, request.path, routed.reply.status,
+                   j.is_object() ? j.value("error", std::string("?")) : routed.reply.body);
     }
+    return respond(std::move(routed.reply));
   }
-  metric("dugong_replay_lag_seconds", "gauge", "On a standby: age of the last replayed transaction.");
-  if (status_.replayLagSeconds) m << "dugong_replay_lag_seconds " << *status_.replayLagSeconds << "\n";
-  auto counter = [&](const char* name, const char* help, uint64_t v) {
-    metric(name, "counter", help);
-    m << name << " " << v << "\n";
-  };
-  const DriverCounters& c = driver_->counters();
-  counter("dugong_postgres_transitions_total", "Postgres configurations applied.", c.transitions);
-  counter("dugong_postgres_transition_failures_total", "Postgres configurations that failed to apply.",
-          c.transitionFailures);
-  counter("dugong_postgres_restarts_total", "Restarts of an unhealthy postgres.", c.restarts);
-  counter("dugong_state_writes_total", "Cluster-state writes attempted.", c.stateWrites);
-  counter("dugong_state_write_failures_total", "Cluster-state writes that failed.", c.stateWriteFailures);
-  counter("dugong_zookeeper_sessions_total", "ZooKeeper session objects opened.", c.joins);
-  counter("dugong_withdrawals_total", "Times the agent left ZooKeeper because postgres was unhealthy.",
-          c.withdrawals);
-  counter("dugong_decisions_total", "State-machine decisions logged.", c.decisions);
-  counter("dugong_zookeeper_connection_losses_total", "ZooKeeper connections lost under a valid session.",
-          c.connectionLosses);
-  counter("dugong_write_stops_total", "Times writes were stopped because ZooKeeper was unreachable.", c.writeStops);
-  counter("dugong_write_resumes_total", "Times stopped writes were resumed with the cluster unchanged.",
-          c.writeResumes);
-  counter("dugong_postgres_shutdowns_total",
-          "Times a primary's postgres was shut down because its ZooKeeper session may have expired.", c.shutDowns);
-  counter("dugong_rejoins_total", "Automatic rejoins of this deposed peer that succeeded.", c.rejoins);
-  counter("dugong_rejoin_failures_total", "Automatic rejoins refused or failed (the peer stays deposed).",
-          c.rejoinFailures);
-  counter("dugong_handovers_total", "Planned switchovers for which this primary stopped postgres first.",
-          c.handovers);
-  const HookStatus hooks = hooks_ ? hooks_->status() : HookStatus{};
-  counter("dugong_hook_runs_total", "Hooks run (finished).", hooks.runs);
-  counter("dugong_hook_failures_total", "Hooks that failed: non-zero status, killed, or not started.",
-          hooks.failures);
-  metric("dugong_hook_last_ok", "gauge", "1 when the last hook succeeded (absent before the first).");
-  if (hooks.last) m << "dugong_hook_last_ok " << (hooks.last->ok ? 1 : 0) << "\n";
-  return m.str();
-}
-
-HttpReply Agent::handle(const std::string& path) const {
-  const std::string json = "application/json";
-  if (path == "/ping") return {200, "text/plain; charset=utf-8", "ok\n"};
-  if (path == "/state") return {200, json, stateJson().dump(2) + "\n"};
-  if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", metricsText()};
-  if (path == "/primary") {
-    bool ok = isWritablePrimary();
-    return {ok ? 200 : 503, json,
-            nlohmann::json({{"writablePrimary", ok}, {"role", roleName(driver_->peer().role())}}).dump() + "\n"};
+  if (stopping_) return respond(jsonError(503, "the agent is stopping"));
+  spdlog::info("POST /switchover to {}: accepted (credential and body), checking the cluster", *routed.switchoverTo);
+  if (!switchover_->start(*routed.switchoverTo, respond)) {
+    spdlog::info("POST /switchover to {}: refused, another switchover is running", *routed.switchoverTo);
+    respond(jsonError(409, "another switchover is running"));
   }
-  if (path == "/replica") {
-    bool ok = isStreamingReplica();
-    return {ok ? 200 : 503, json,
-            nlohmann::json({{"streamingReplica", ok}, {"role", roleName(driver_->peer().role())}}).dump() + "\n"};
-  }
-  return {404, "text/plain; charset=utf-8", "not found: try /ping, /state, /primary, /replica, /metrics\n"};
 }
 
 }  // namespace dugong::agent

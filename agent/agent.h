@@ -28,6 +28,8 @@
 #include "agent/request_follower.h"
 #include "agent/session_file.h"
 #include "agent/process_stamp.h"
+#include "agent/status_report.h"
+#include "agent/switchover.h"
 #include "agent/watchdog.h"
 #include "pg/adapter.h"
 #include "pg/pg_status.h"
@@ -58,17 +60,13 @@ class Agent {
   // each applied role whether this peer is the primary, disarmed when the agent stops.
   void setWatchdog(std::unique_ptr<Watchdog> watchdog) { watchdog_ = std::move(watchdog); }
 
-  // The status endpoints: /ping, /state, /primary, /replica, /metrics.
-  HttpReply handle(const std::string& path) const;
+  // The HTTP API (agent/http_api.h), answered on the loop.
+  void handle(const HttpRequest& request, HttpServer::Respond respond);
   int httpPort() const { return http_ ? http_->port() : 0; }
-
-  nlohmann::json stateJson() const;
-  std::string metricsText() const;
-  bool isWritablePrimary() const;
-  bool isStreamingReplica() const;
 
  private:
   void pollStatus();
+  StatusSources statusSources() const;
   std::optional<zk::SessionCredentials> savedSession();
   void roleChanged(Role previous, Role applied);
   void takeOverWatchdogRecord();
@@ -92,6 +90,7 @@ class Agent {
   std::unique_ptr<HookRunner> hooks_;  // null: no hook configured
   std::unique_ptr<Driver> driver_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<Switchover> switchover_;
   boost::asio::steady_timer statusTimer_;
   std::unique_ptr<Watchdog> watchdog_;
   std::optional<ProcessStamp> previousWatchdog_;  // left armed by the previous run's clean stop

@@ -269,15 +269,35 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   tls.rejectUnknown();
   pg.rejectUnknown();
 
+  // ---- the HTTP API and the peer's tags (agent/http_api.h) ----
   Section http = top.child("http");
   // The status server runs unless the key says "" (HAProxy, Prometheus and dugong-adm
   // need it); loopback by default, so that nothing is exposed unless configured.
   std::string listen = "127.0.0.1:8008";
   http.get("listen", &listen);
+  http.get("certFile", &c.httpCertFile);
+  http.get("keyFile", &c.httpKeyFile);
+  http.get("caFile", &c.httpCaFile);
+  {
+    Section auth = http.child("auth");
+    c.httpSecret = secret(auth, "token", &c.warnings);
+    auth.rejectUnknown();
+  }
   http.rejectUnknown();
   if (!listen.empty() && !splitHostPort(listen, &c.httpHost, &c.httpPort)) {
     http.fail("http.listen", "expected host:port, like 127.0.0.1:8008, found \"" + listen + "\"");
   }
+  if (c.httpCertFile.empty() != c.httpKeyFile.empty()) http.fail("http", "set both certFile and keyFile, or neither");
+  if (!c.httpHost.empty() && c.httpSecret && c.httpCertFile.empty() && c.httpHost != "127.0.0.1" &&
+      c.httpHost != "::1") {
+    c.warnings.push_back("http.auth is set but http.certFile is not: the token crosses the network in clear text "
+                         "(set certFile and keyFile for HTTPS)");
+  }
+  Section tags = top.child("tags");
+  tags.get("noloadbalance", &c.identity.tags.noloadbalance);
+  tags.get("nofailover", &c.identity.tags.nofailover);
+  tags.rejectUnknown();
+  // ---- end of the HTTP API and tags ----
 
   top.get("singleton", &c.singleton);
   Section switchover = top.child("switchover");
@@ -334,7 +354,7 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
       "tcp://" + c.pg.superuser + "@" + c.identity.ip + ":" + std::to_string(c.pg.port) + "/postgres";
   if (!c.httpHost.empty()) {
     const std::string host = c.httpHost == "0.0.0.0" ? c.identity.ip : c.httpHost;
-    c.identity.backupUrl = "http://" + host + ":" + std::to_string(c.httpPort);
+    c.identity.backupUrl = (c.httpCertFile.empty() ? "http://" : "https://") + host + ":" + std::to_string(c.httpPort);
   }
   c.pg.peerId = c.identity.id;
   if (c.sessionFile.empty()) c.sessionFile = c.pg.dataDir + ".dugong-session";

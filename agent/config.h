@@ -53,6 +53,16 @@
 //       clientKeyFile: ""
 //   http:
 //     listen: 127.0.0.1:8008            # the status server (the default); "": none
+//     certFile: ""                      # HTTPS: PEM certificate chain (with keyFile); "": HTTP
+//     keyFile: ""                       # its private key
+//     caFile: ""                        # CAs trusted when reading other agents over HTTPS
+//                                       # (POST /switchover), besides the system's
+//     auth:
+//       tokenFile: ""                   # the credential of POST /switchover (bearer token or
+//                                       # basic-auth password); or token: inline. None: disabled
+//   tags:
+//     noloadbalance: false              # replica endpoints answer 503 (out of read pools)
+//     nofailover: false                 # never made the sync, so never takes over
 //   singleton: false                    # one-node-write mode
 //   switchover:
 //     handoverWaitMs: 5000              # promote of the sync: the primary stops first and
@@ -76,6 +86,7 @@
 // Unknown keys are errors, so that a typo never silently means a default.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,6 +111,10 @@ struct AgentConfig {
   pg::PgOptions pg;
   std::string httpHost;  // empty: no HTTP server (http.listen: "")
   int httpPort = 0;
+  std::string httpCertFile;  // with httpKeyFile: HTTPS; empty: plain HTTP
+  std::string httpKeyFile;
+  std::string httpCaFile;  // trusted when reading agents over HTTPS; "": the system's CAs
+  std::optional<std::string> httpSecret;  // the mutating endpoints' credential; none: disabled
   bool singleton = false;
   RejoinPolicy rejoin = RejoinPolicy::kFollow;
   int handoverWaitMs = 5000;

@@ -290,6 +290,7 @@ TEST_F(ConfigTest, TheSampleListsEveryKeyTheCodeReads) {
     if (section == "postgres") return errorOf(valid("", "  replicationPassword: r3pl\n  bogus: 1\n"));
     if (section == "postgres.tls") return errorOf(valid("", "  replicationPassword: r3pl\n  tls:\n    bogus: 1\n"));
     if (section == "http") return errorOf(valid() + "  bogus: 1\n");
+    if (section == "http.auth") return errorOf(valid() + "  auth:\n    bogus: 1\n");
     if (section == "peer") {
       std::string v = valid();
       return errorOf(v.replace(v.find("  ip: 10.0.0.7\n"), 15, "  ip: 10.0.0.7\n  bogus: 1\n"));
@@ -297,12 +298,46 @@ TEST_F(ConfigTest, TheSampleListsEveryKeyTheCodeReads) {
     return errorOf(valid() + section + ":\n  bogus: 1\n");
   };
   std::set<std::string> code;
-  for (const std::string section : {"", "zookeeper", "zookeeper.auth", "peer", "postgres", "postgres.tls", "http", "switchover",
+  for (const std::string section : {"", "zookeeper", "zookeeper.auth", "peer", "postgres", "postgres.tls", "http", "http.auth", "tags", "switchover",
                                     "health", "shutdown", "hooks", "log"}) {
     for (const auto& k : codeKeys(errorWithBogusIn, section)) code.insert(k);
   }
   for (const auto& k : code) EXPECT_TRUE(sample.count(k)) << "etc/dugong.yaml does not list " << k;
   for (const auto& k : sample) EXPECT_TRUE(code.count(k)) << "etc/dugong.yaml lists " << k << ", which the code does not read";
+}
+
+TEST_F(ConfigTest, HttpApiCredentialCertificateAndTags) {
+  auto byDefault = parseConfig(valid(), "d.yaml");
+  ASSERT_TRUE(byDefault.ok()) << byDefault.error();
+  EXPECT_FALSE(byDefault->httpSecret);
+  EXPECT_FALSE(byDefault->identity.tags.any());
+  const std::string token = writeFile("token", "t0ken\n", 0600);
+  const std::string yaml = valid() + "  certFile: /etc/c.pem\n  keyFile: /etc/k.pem\n  auth:\n    tokenFile: " + token +
+                           "\ntags:\n  nofailover: true\n  noloadbalance: yes\n";
+  auto c = parseConfig(yaml, "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(*c->httpSecret, "t0ken");
+  EXPECT_EQ(c->httpCertFile, "/etc/c.pem");
+  EXPECT_EQ(c->httpCaFile, "");
+  EXPECT_EQ(*c->identity.backupUrl, "https://10.0.0.7:8008");
+  EXPECT_TRUE(c->identity.tags.nofailover);
+  EXPECT_TRUE(c->identity.tags.noloadbalance);
+  EXPECT_TRUE(c->warnings.empty() || c->warnings.back().find("http") == std::string::npos);
+
+  // Readable by others: a warning, as for the password files; over plain HTTP on a
+  // non-loopback address: a warning too.
+  const std::string open = writeFile("open-token", "t0ken\n", 0644);
+  auto warned = parseConfig(valid() + "  auth:\n    tokenFile: " + open + "\n", "d.yaml");
+  ASSERT_TRUE(warned.ok()) << warned.error();
+  std::string all;
+  for (const auto& w : warned->warnings) all += w + "\n";
+  EXPECT_NE(all.find("can be read by other users"), std::string::npos) << all;
+  EXPECT_NE(all.find("crosses the network in clear text"), std::string::npos) << all;
+
+  EXPECT_EQ(errorOf(valid() + "  certFile: /etc/c.pem\n"), "d.yaml: http: set both certFile and keyFile, or neither");
+  EXPECT_EQ(errorOf(valid() + "tags:\n  nofailover: maybe\n"),
+            "d.yaml: tags.nofailover: expected true or false, found \"maybe\"");
+  EXPECT_NE(errorOf(valid() + "tags:\n  clonefrom: true\n").find("tags.clonefrom: unknown key"), std::string::npos);
 }
 
 TEST(Config, MissingFileIsAClearError) {

@@ -1,6 +1,7 @@
 // dugong: the HA agent that runs beside one postgres instance.
 //
 //   dugong --config /etc/dugong/dugong.yaml [--log-format json] [--check | --leave]
+//   dugong --version
 //
 // SIGTERM / SIGINT: stop this run of the agent, keeping its ZooKeeper session for a
 // restart (postgres keeps running unless shutdown.stopPostgres is set): its peers see
@@ -23,6 +24,7 @@
 #include "agent/config.h"
 #include "agent/leave_command.h"
 #include "agent/logging.h"
+#include "dugong/version.h"
 
 namespace {
 
@@ -49,6 +51,7 @@ void reloadLogLevel(const std::string& configPath) {
 
 int main(int argc, char** argv) {
   CLI::App app{"dugong: PostgreSQL high-availability agent coordinated by ZooKeeper"};
+  app.set_version_flag("--version", std::string("dugong ") + dugong::kVersion, "print the version and exit");
   std::string configPath;
   std::string logFormat;
   std::string logLevel;

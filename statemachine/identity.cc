@@ -2,9 +2,12 @@
 
 namespace dugong {
 
+nlohmann::json PeerTags::toJson() const { return {{"noloadbalance", noloadbalance}, {"nofailover", nofailover}}; }
+
 nlohmann::json PeerIdentity::toJson() const {
   nlohmann::json j = {{"id", id}, {"ip", ip}, {"pgUrl", pgUrl}, {"zoneId", zoneId}};
   if (backupUrl) j["backupUrl"] = *backupUrl;
+  if (tags.any()) j["tags"] = tags.toJson();
   return j;
 }
 
@@ -20,6 +23,15 @@ Result<PeerIdentity> PeerIdentity::fromJson(const nlohmann::json& j, const std::
   if (auto it = j.find("backupUrl"); it != j.end() && !it->is_null()) {
     if (!it->is_string()) return Error{what + ".backupUrl: expected a string"};
     p.backupUrl = it->get<std::string>();
+  }
+  if (auto it = j.find("tags"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return Error{what + ".tags: expected an object"};
+    for (auto [key, field] : {std::pair{"noloadbalance", &p.tags.noloadbalance}, {"nofailover", &p.tags.nofailover}}) {
+      auto t = it->find(key);
+      if (t == it->end()) continue;
+      if (!t->is_boolean()) return Error{what + ".tags." + key + ": expected true or false"};
+      *field = t->get<bool>();
+    }
   }
   return p;
 }

@@ -348,12 +348,14 @@ void Peer::evaluateNoState() {
   if (!isSelf(active[0])) {
     return blocked("no cluster state; " + active[0].id + " is first in session order and sets up the cluster", false);
   }
+  auto others = withSyncFirst(PeerList(active.begin() + 1, active.end()));
+  if (!others) return blocked("no cluster state; every other peer is tagged nofailover: none can be the sync", false);
   ClusterState s;
   s.generation = 1;
   s.primary = opts_.self;
-  s.sync = active[1];
-  s.async.assign(active.begin() + 2, active.end());
-  writeState(std::move(s), "initial setup: " + opts_.self.id + " is primary, " + active[1].id + " is sync");
+  s.sync = others->front();
+  s.async.assign(others->begin() + 1, others->end());
+  writeState(std::move(s), "initial setup: " + opts_.self.id + " is primary, " + others->front().id + " is sync");
 }
 
 // A cluster with no state (new, or its state lost) is set up from what the present
@@ -381,13 +383,15 @@ void Peer::evaluateSetupFromData() {
                          " is first in session order and sets up a new cluster",
                      false);
     }
+    auto others = withSyncFirst(PeerList(active.begin() + 1, active.end()));
+    if (!others) return blocked("no cluster state; every other peer is tagged nofailover: none can be the sync", false);
     ClusterState s;
     s.generation = 1;
     s.primary = opts_.self;
-    s.sync = active[1];
-    s.async.assign(active.begin() + 2, active.end());
+    s.sync = others->front();
+    s.async.assign(others->begin() + 1, others->end());
     return writeState(std::move(s), "initial setup of a new cluster (no present peer holds data): " + opts_.self.id +
-                                        " is primary, " + active[1].id + " is sync");
+                                        " is primary, " + others->front().id + " is sync");
   }
   if (!setupWaitSince_) setupWaitSince_ = now_;  // the first time a present peer holds data
   std::map<std::string, PeerList> systems;
@@ -421,14 +425,16 @@ void Peer::evaluateSetupFromData() {
                    false);
   }
   order.insert(order.end(), empty.begin(), empty.end());
+  auto others = withSyncFirst(PeerList(order.begin() + 1, order.end()));
+  if (!others) return blocked("no cluster state; every other peer is tagged nofailover: none can be the sync", false);
   ClusterState s;
   s.generation = 1;
   s.primary = opts_.self;
-  s.sync = order[1];
-  s.async.assign(order.begin() + 2, order.end());
+  s.sync = others->front();
+  s.async.assign(others->begin() + 1, others->end());
   s.initWal = best.wal;
   writeState(std::move(s), "setup from the most advanced data: " + opts_.self.id + " (" + best.describe() +
-                               ") is primary, " + order[1].id + " is sync; peers holding data: " + idList(holding));
+                               ") is primary, " + others->front().id + " is sync; peers holding data: " + idList(holding));
 }
 
 void Peer::evaluatePrimary() {
@@ -443,7 +449,12 @@ void Peer::evaluatePrimary() {
     }
     if (req->role == "async" && *req->asyncIndex == 0) {
       const std::string why = "promote request for async[0] " + req->id;
-      if (s.frozen()) {
+      if (!maySync(s.async.front())) {
+        ClusterState next = s;
+        next.promote = nullptr;
+        return writeState(std::move(next), "removed a promote request: " + req->id +
+                                               " is tagged nofailover and is never made the sync");
+      } else if (s.frozen()) {
         blocked(why + ", but the cluster is frozen", false);
       } else if (!isActive(req->id)) {
         blocked(why + ", but it is not present", false);
@@ -469,16 +480,16 @@ void Peer::evaluatePrimary() {
 
   if (!isActive(s.sync->id)) {
     const std::string why = "sync " + s.sync->id + " is gone";
-    PeerList candidates = presentAsyncs();
+    auto candidates = withSyncFirst(presentAsyncs());
     if (s.frozen()) {
       blocked(why + ", but the cluster is frozen: no takeover", false);
-    } else if (candidates.empty()) {
-      blocked(why + ", but no async is present to become the new sync", false);
+    } else if (!candidates) {
+      blocked(why + ", but " + noSyncCandidate(), false);
     } else if (!pgReady()) {
       blocked(why + ": waiting for postgres to run as primary first", false);
-    } else if (auto wal = fencedWal(why, candidates.front())) {
+    } else if (auto wal = fencedWal(why, candidates->front())) {
       return writeState(primaryTakeover(*wal), "generation " + std::to_string(s.generation + 1) + ": " + why + "; " +
-                                                   candidates[0].id + " becomes sync");
+                                                   candidates->front().id + " becomes sync");
     } else {
       return;
     }
@@ -510,11 +521,13 @@ void Peer::evaluateOnwmPrimary() {
   const std::string why = "leaving one-node-write mode";
   if (s.frozen()) return blocked(why + ": another peer is present, waiting for the cluster to be unfrozen", false);
   if (!pgReady()) return blocked(why + ": waiting for postgres to run as primary first", false);
-  const PeerIdentity* newSync = nullptr;
+  PeerList candidates;
   for (const auto& p : *active_) {
-    if (!newSync && !isSelf(p) && !containsPeer(s.deposed, p.id)) newSync = &p;
+    if (!isSelf(p) && !containsPeer(s.deposed, p.id)) candidates.push_back(p);
   }
-  if (auto wal = fencedWal(why, *newSync)) {
+  auto order = withSyncFirst(candidates);
+  if (!order) return blocked(why + ": every other present peer is tagged nofailover, none can be the sync", false);
+  if (auto wal = fencedWal(why, order->front())) {
     ClusterState next = leaveOnwm(*wal);
     writeState(next, "generation " + std::to_string(next.generation) + ": " + why + ", " + next.sync->id +
                          " becomes sync");
@@ -538,7 +551,8 @@ void Peer::evaluateSync() {
     return;
   }
   if (s.frozen()) return blocked(why + ", but the cluster is frozen: no takeover", true);
-  if (presentAsyncs().empty()) return blocked(why + ", but no async is present to become the new sync", true);
+  if (opts_.self.tags.nofailover) return blocked(why + ", but this peer is tagged nofailover: it never takes over", false);
+  if (!withSyncFirst(presentAsyncs())) return blocked(why + ", but " + noSyncCandidate(), true);
   if (!pgReady()) return blocked(why + ", but postgres is not online as sync", true);
   // Catch-up is checked before fencing (a fenced standby stops receiving), and again
   // after it, with the position that becomes initWal.
@@ -655,9 +669,9 @@ ClusterState Peer::syncTakeover(WalPosition wal) const {
 
 ClusterState Peer::primaryTakeover(WalPosition wal) const {
   ClusterState next = nextGeneration(wal);
-  PeerList present = presentAsyncs();
-  next.sync = present.front();
-  next.async.assign(present.begin() + 1, present.end());
+  PeerList order = *withSyncFirst(presentAsyncs());
+  next.sync = order.front();
+  next.async.assign(order.begin() + 1, order.end());
   return next;
 }
 
@@ -674,8 +688,9 @@ ClusterState Peer::leaveOnwm(WalPosition wal) const {
   for (const auto& p : *active_) {
     if (!isSelf(p) && !containsPeer(state_->deposed, p.id)) others.push_back(p);
   }
-  next.sync = others.front();
-  next.async.assign(others.begin() + 1, others.end());
+  PeerList order = *withSyncFirst(others);
+  next.sync = order.front();
+  next.async.assign(order.begin() + 1, order.end());
   return next;
 }
 
@@ -755,6 +770,27 @@ PeerList Peer::presentAsyncs() const {
     if (isActive(a.id)) out.push_back(a);
   }
   return out;
+}
+
+bool Peer::maySync(const PeerIdentity& p) const {
+  const int i = active_ ? indexOfPeer(*active_, p.id) : -1;
+  return !(i >= 0 ? (*active_)[static_cast<size_t>(i)] : p).tags.nofailover;
+}
+
+std::optional<PeerList> Peer::withSyncFirst(const PeerList& peers) const {
+  auto it = std::find_if(peers.begin(), peers.end(), [this](const PeerIdentity& p) { return maySync(p); });
+  if (it == peers.end()) return std::nullopt;
+  PeerList order{*it};
+  for (const auto& p : peers) {
+    if (p.id != it->id) order.push_back(p);
+  }
+  return order;
+}
+
+std::string Peer::noSyncCandidate() const {
+  const PeerList present = presentAsyncs();
+  if (present.empty()) return "no async is present to become the new sync";
+  return "every present async " + idList(present) + " is tagged nofailover: none becomes the new sync";
 }
 
 std::string Peer::describe(const ClusterState& s) const {

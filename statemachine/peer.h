@@ -133,6 +133,14 @@ class Peer {
   bool pgReady() const;
   bool isActive(const std::string& id) const;
   PeerList presentAsyncs() const;
+  // Whether `p` may be made the sync: not tagged nofailover in its election node (the
+  // identity it publishes now), or, when absent, in the identity given.
+  bool maySync(const PeerIdentity& p) const;
+  // `peers` with the first that may be made the sync moved to the front, the others in
+  // their order; nullopt when none may.
+  std::optional<PeerList> withSyncFirst(const PeerList& peers) const;
+  // Why no present async can become the new sync, for the log.
+  std::string noSyncCandidate() const;
   bool isSelf(const PeerIdentity& p) const { return p.id == opts_.self.id; }
   std::string describe(const ClusterState& s) const;
 

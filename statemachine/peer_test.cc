@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "statemachine/peer_test_support.h"
+#include "statemachine/time_format.h"
 
 namespace dugong {
 namespace {
@@ -28,7 +31,8 @@ ClusterState cluster(int64_t gen, const std::string& primary, const std::string&
 
 // Steps one Peer ("me") with a clock that moves 1 ms per event.
 struct Harness {
-  explicit Harness(bool singleton = false) : peer(PeerOptions{ident("me"), singleton, 1000}) {}
+  explicit Harness(bool singleton = false, PeerIdentity self = ident("me"))
+      : peer(PeerOptions{std::move(self), singleton, 1000}) {}
   std::vector<Action> step(const Event& e) { return peer.step(now++, e); }
   std::vector<Action> start(std::optional<ClusterState> s, std::vector<std::string> active, bool online = false,
                             bool setUp = false, int32_t version = 0) {
@@ -636,6 +640,140 @@ TEST(Peer, StrayCompletionsAreIgnored) {
   EXPECT_TRUE(h.step(PgConfigApplied{true, "", true}).empty());
   EXPECT_TRUE(h.step(TimerFired{TimerId::kRetryEvaluation}).empty());
   EXPECT_EQ(h.peer.role(), Role::kUnknown);
+}
+
+// ---- tags: a peer tagged nofailover is never made the sync --------------------------
+
+PeerIdentity noFailover(const std::string& id) {
+  PeerIdentity p = ident(id);
+  p.tags.nofailover = true;
+  return p;
+}
+
+// `ids` as election nodes, those in `tagged` tagged nofailover.
+PeerList present(const std::vector<std::string>& ids, const std::vector<std::string>& tagged) {
+  PeerList out;
+  for (const auto& id : ids) {
+    out.push_back(std::find(tagged.begin(), tagged.end(), id) != tagged.end() ? noFailover(id) : ident(id));
+  }
+  return out;
+}
+
+TEST(PeerTags, InitialSetupSkipsANoFailoverPeerForTheSync) {
+  Harness h;
+  h.step(ZkInitialized{StateNode{}, present({"me", "b", "c"}, {"b"})});
+  auto writes = only<WriteClusterState>(h.step(PgInitialized{false, false}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.sync->id, "c");
+  ASSERT_EQ(writes[0].state.async.size(), 1u);
+  EXPECT_EQ(writes[0].state.async[0].id, "b");
+  EXPECT_TRUE(writes[0].state.async[0].tags.nofailover);  // kept in the state's identity
+
+  Harness alone;
+  alone.step(ZkInitialized{StateNode{}, present({"me", "b"}, {"b"})});
+  auto actions = alone.step(PgInitialized{false, false});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(logged(actions, "every other peer is tagged nofailover"));
+}
+
+TEST(PeerTags, SyncTakeoverSkipsANoFailoverAsync) {
+  Harness h;
+  ClusterState s = cluster(4, "old", "me", {"a", "b"});
+  h.start(s, {"old", "me", "a", "b"}, false, false, 9);
+  h.applied(true);
+  h.step(ActivePeersChanged{present({"me", "a", "b"}, {"a"})});
+  h.step(WalPositionRead{WalPosition(150), ""});
+  h.step(PgFenced{true, ""});
+  auto writes = only<WriteClusterState>(h.step(WalPositionRead{WalPosition(160), ""}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.sync->id, "b");
+  ASSERT_EQ(writes[0].state.async.size(), 1u);
+  EXPECT_EQ(writes[0].state.async[0].id, "a");
+}
+
+TEST(PeerTags, SyncDoesNotTakeOverWhenOnlyNoFailoverAsyncsArePresent) {
+  Harness h;
+  h.start(cluster(4, "old", "me", {"a"}), {"old", "me", "a"});
+  h.applied(true);
+  auto actions = h.step(ActivePeersChanged{present({"me", "a"}, {"a"})});
+  EXPECT_TRUE(only<ReadWal>(actions).empty());
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(logged(actions, "every present async [a] is tagged nofailover: none becomes the new sync"));
+}
+
+TEST(PeerTags, ANoFailoverSyncNeverTakesOver) {
+  Harness h(false, noFailover("me"));
+  h.start(cluster(4, "old", "me", {"a"}), {"old", "me", "a"});
+  h.applied(true);
+  auto actions = h.step(ActivePeersChanged{peers({"me", "a"})});
+  EXPECT_TRUE(only<ReadWal>(actions).empty());
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(logged(actions, "this peer is tagged nofailover: it never takes over"));
+}
+
+TEST(PeerTags, PrimaryReplacingItsSyncSkipsNoFailoverAsyncs) {
+  Harness h;
+  h.startAsPrimary(cluster(4, "me", "gone", {"a", "b"}), {"me", "gone", "a", "b"}, 3);
+  h.applied(true);
+  auto actions = h.step(ActivePeersChanged{present({"me", "a", "b"}, {"a"})});
+  auto fences = only<FencePg>(actions);
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "b");
+
+  Harness none;
+  none.startAsPrimary(cluster(4, "me", "gone", {"a"}), {"me", "gone", "a"}, 3);
+  none.applied(true);
+  actions = none.step(ActivePeersChanged{present({"me", "a"}, {"a"})});
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(logged(actions, "sync gone is gone, but every present async [a] is tagged nofailover"));
+}
+
+TEST(PeerTags, PromoteRequestForANoFailoverAsyncIsRemoved) {
+  Harness h;
+  ClusterState s = cluster(4, "me", "b", {"a"});
+  s.promote = {{"id", "a"}, {"role", "async"}, {"asyncIndex", 0}, {"generation", 4},
+               {"expireTime", formatIso8601(kT0 + 60000)}};
+  std::vector<Action> actions;
+  for (const Event& e : std::vector<Event>{PgInitialized{false, false}, ZkInitialized{node(s, 3), present({"me", "b", "a"}, {"a"})},
+                                           StateWriteFinished{true, "", false, 4}, PgConfigApplied{true, "", true}}) {
+    auto a = h.step(e);
+    actions.insert(actions.end(), a.begin(), a.end());
+  }
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 2u) << h.peer.inspect().dump();  // the start's confirmation, then the removal
+  EXPECT_TRUE(writes[1].state.promote.is_null());
+  EXPECT_EQ(writes[1].state.sync->id, "b");
+  EXPECT_TRUE(logged(actions, "a is tagged nofailover and is never made the sync"));
+}
+
+TEST(PeerTags, LeavingOneNodeWriteModeSkipsNoFailoverPeers) {
+  ClusterState s;
+  s.generation = 2;
+  s.primary = ident("me");
+  s.oneNodeWriteMode = true;
+  Harness h;
+  h.startAsPrimary(s, {"me"}, 3);
+  h.applied(true);
+  auto actions = h.step(ActivePeersChanged{present({"me", "a"}, {"a"})});
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(logged(actions, "every other present peer is tagged nofailover"));
+  actions = h.step(ActivePeersChanged{present({"me", "a", "b"}, {"a"})});
+  auto fences = only<FencePg>(actions);
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "b");
+}
+
+TEST(PeerTags, IdentityCarriesTagsOnlyWhenSet) {
+  EXPECT_FALSE(ident("a").toJson().contains("tags"));
+  auto j = noFailover("a").toJson();
+  EXPECT_EQ(j["tags"], (nlohmann::json{{"noloadbalance", false}, {"nofailover", true}}));
+  auto back = PeerIdentity::fromJson(j, "a");
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->tags.nofailover);
+  j["tags"] = 3;
+  EXPECT_EQ(PeerIdentity::fromJson(j, "a").error(), "a.tags: expected an object");
+  j["tags"] = {{"nofailover", "yes"}};
+  EXPECT_EQ(PeerIdentity::fromJson(j, "a").error(), "a.tags.nofailover: expected true or false");
 }
 
 }  // namespace

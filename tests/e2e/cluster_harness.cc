@@ -135,6 +135,7 @@ void Harness::writeConfig(const E2EPeer& p) const {
     if (!options_.clusterWideSettings.count(k)) out << "    " << k << ": \"" << v << "\"\n";
   }
   out << "http:\n  listen: 127.0.0.1:" << p.httpPort << "\n"
+      << options_.httpConfig
       << "singleton: " << (p.singleton ? "true" : "false") << "\n"
       << "health:\n  withdrawAfterSeconds: " << options_.withdrawAfterSeconds << "\n"
       << "log:\n  level: debug\n"

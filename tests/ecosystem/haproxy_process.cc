@@ -70,11 +70,11 @@ pid_t spawn(std::vector<std::string> args, const std::string& logPath) {
 }  // namespace
 
 Result<std::string> rewriteHaproxyConfig(const std::string& sample, const std::vector<HaproxyServer>& servers,
-                                         int writePort, int readPort, const std::string& statsSocket) {
+                                         int writePort, int readPort, const std::string& statsSocket, int anyPort) {
   std::istringstream in(sample);
   std::ostringstream out;
   std::string section;
-  bool rwBind = false, roBind = false, rwServers = false, roServers = false;
+  bool rwBind = false, roBind = false, rwServers = false, roServers = false, anyServers = false;
   for (std::string line; std::getline(in, line);) {
     const std::string t = trimmed(line);
     if (!line.empty() && line[0] != ' ' && line[0] != '\t' && line[0] != '#') {
@@ -84,14 +84,16 @@ Result<std::string> rewriteHaproxyConfig(const std::string& sample, const std::v
       continue;
     }
     if (section == "global") continue;  // chroot, user, syslog, daemon: not for a test
-    const bool rw = section == "listen dugong_rw", ro = section == "listen dugong_ro";
-    if ((rw || ro) && startsWith(t, "bind ")) {
-      out << "    bind 127.0.0.1:" << (rw ? writePort : readPort) << "\n";
-      (rw ? rwBind : roBind) = true;
+    const bool rw = section == "listen dugong_rw", ro = section == "listen dugong_ro",
+               any = section == "listen dugong_any";
+    if ((rw || ro || any) && startsWith(t, "bind ")) {
+      out << "    bind 127.0.0.1:" << (rw ? writePort : ro ? readPort : anyPort) << "\n";
+      if (rw) rwBind = true;
+      if (ro) roBind = true;
       continue;
     }
-    if ((rw || ro) && startsWith(t, "server ")) {
-      bool& done = rw ? rwServers : roServers;
+    if ((rw || ro || any) && startsWith(t, "server ")) {
+      bool& done = rw ? rwServers : ro ? roServers : anyServers;
       if (!done) {
         for (const auto& s : servers) {
           out << "    server " << s.name << " 127.0.0.1:" << s.pgPort << " check port " << s.httpPort << "\n";
@@ -127,7 +129,8 @@ Result<bool> HaproxyProcess::start() {
   if (sample.empty()) return Error{"cannot read " + samplePath_};
   writePort_ = dugong::testing::freeLoopbackPort();
   readPort_ = dugong::testing::freeLoopbackPort();
-  auto config = rewriteHaproxyConfig(sample, servers_, writePort_, readPort_, statsSocket_);
+  anyPort_ = dugong::testing::freeLoopbackPort();
+  auto config = rewriteHaproxyConfig(sample, servers_, writePort_, readPort_, statsSocket_, anyPort_);
   if (!config) return Error{config.error()};
   std::ofstream(configPath_) << config.value();
   const pid_t check = spawn({"haproxy", "-c", "-q", "-f", configPath_}, logPath_);

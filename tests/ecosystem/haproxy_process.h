@@ -24,11 +24,13 @@ struct HaproxyServer {
 
 // The sample configuration with: the global section reduced to what a foreground run
 // needs (no chroot, user, syslog or daemon; a stats socket at `statsSocket`), each "bind" of the
-// read-write (dugong_rw) and read-only (dugong_ro) sections moved to 127.0.0.1:<port>,
+// read-write (dugong_rw), read-only (dugong_ro) and, if present, any-peer (dugong_any)
+// sections moved to 127.0.0.1:<port>,
 // and each section's "server" lines replaced by `servers`. Every other line (checks,
 // intervals, timeouts) is the sample's. An error if a section or line is missing.
 Result<std::string> rewriteHaproxyConfig(const std::string& sample, const std::vector<HaproxyServer>& servers,
-                                         int writePort, int readPort, const std::string& statsSocket);
+                                         int writePort, int readPort, const std::string& statsSocket,
+                                         int anyPort = 0);
 
 class HaproxyProcess {
  public:
@@ -48,6 +50,7 @@ class HaproxyProcess {
   std::map<std::string, std::string> serverStatus() const;
   int writePort() const { return writePort_; }
   int readPort() const { return readPort_; }
+  int anyPort() const { return anyPort_; }  // dugong_any: GET /read-only
   const std::string& configPath() const { return configPath_; }
   std::string logTail() const;
 
@@ -60,6 +63,7 @@ class HaproxyProcess {
   std::string statsSocket_;
   int writePort_ = 0;
   int readPort_ = 0;
+  int anyPort_ = 0;
   pid_t pid_ = -1;
 };
 

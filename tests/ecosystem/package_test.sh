@@ -113,6 +113,8 @@ PY
 if /usr/bin/dugong --config /etc/dugong/missing.yaml --check 2>"$scratch/err"; then fail "a missing file passes --check"; fi
 grep -q "cannot read the configuration file" "$scratch/err" || fail "unclear error: $(cat "$scratch/err")"
 /usr/bin/dugong-adm --help | grep -q rebuild || fail "dugong-adm --help does not list its commands"
+/usr/bin/dugong --version | grep -Eq '^dugong [0-9]+\.[0-9]+\.[0-9]+$' || fail "dugong --version: $(/usr/bin/dugong --version 2>&1)"
+/usr/bin/dugong-adm version | grep -Eq '^dugong-adm [0-9]+\.[0-9]+\.[0-9]+$' || fail "dugong-adm version does not print it"
 
 echo "== dpkg --purge"
 dpkg --purge dugong >/dev/null

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -45,6 +46,24 @@ ScratchDir::~ScratchDir() {
   if (std::getenv("DUGONG_KEEP_TEST_DIRS")) return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+TestCertificate makeSelfSignedCertificate(const std::string& dir, const std::string& subjectAltName) {
+  TestCertificate c{dir + "/cert.pem", dir + "/key.pem"};
+  commandOutput("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=dugong-test -addext subjectAltName=" +
+                subjectAltName + " -keyout " + c.keyFile + " -out " + c.certFile + " 2>/dev/null");
+  return c;
+}
+
+std::string commandOutput(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  return out;
 }
 
 }  // namespace dugong::testing

@@ -9,6 +9,17 @@ namespace dugong::testing {
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
 int freeLoopbackPort();
 
+// Runs `command` with /bin/sh (stdin inherited) and returns its standard output.
+std::string commandOutput(const std::string& command);
+
+// A self-signed certificate (RSA 2048, one day) made by Debian's openssl in `dir`
+// (cert.pem, key.pem) for `subjectAltName`, e.g. "IP:127.0.0.1" or "DNS:localhost".
+struct TestCertificate {
+  std::string certFile;
+  std::string keyFile;
+};
+TestCertificate makeSelfSignedCertificate(const std::string& dir, const std::string& subjectAltName);
+
 // A fresh directory under $DUGONG_TEST_TMP (default /tmp), removed with all it holds
 // when the object is destroyed, unless DUGONG_KEEP_TEST_DIRS is set. The directory is
 // world-traversable so that the postgres user can reach data directories inside it.

@@ -106,12 +106,13 @@ class FakeAgent {
     auto lock = agent::InstanceLock::acquire(config->instanceLockPath());
     if (!lock) throw std::runtime_error(lock.error());
     lock_ = std::move(lock).value();
-    server_ = std::make_unique<agent::HttpServer>(io_, [this](const std::string& path) {
-      if (path != "/state") return agent::HttpReply{404, "text/plain", "not found\n"};
-      ++stateRequests;
-      nlohmann::json j = {{"health", {{"transitionInFlight", inFlight.load()}}}};
-      return agent::HttpReply{200, "application/json", j.dump()};
-    });
+    server_ = std::make_unique<agent::HttpServer>(
+        io_, [this](const agent::HttpRequest& request, agent::HttpServer::Respond respond) {
+          if (request.path != "/state") return respond({404, "text/plain", "not found\n"});
+          ++stateRequests;
+          nlohmann::json j = {{"health", {{"transitionInFlight", inFlight.load()}}}};
+          respond({200, "application/json", j.dump()});
+        });
     auto listening = server_->listen(config->httpHost, config->httpPort);
     if (!listening) throw std::runtime_error(listening.error());
     thread_ = std::thread([this] { io_.run(); });

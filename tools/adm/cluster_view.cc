@@ -146,21 +146,21 @@ std::string formatLagSeconds(std::optional<double> seconds) {
 const std::vector<std::string>& allColumns() {
   static const std::vector<std::string> k = {"role",  "peer",  "zone", "ip",     "active", "pg",
                                              "timeline", "wal", "repl", "sent",  "write",  "flush",
-                                             "replay", "lagbytes", "lag", "pgurl", "url"};
+                                             "replay", "lagbytes", "lag", "tags", "pgurl", "url"};
   return k;
 }
 const std::vector<std::string>& peersDefaultColumns() {
-  static const std::vector<std::string> k = {"role", "peer", "zone", "ip", "active"};
+  static const std::vector<std::string> k = {"role", "peer", "zone", "ip", "active", "tags"};
   return k;
 }
 const std::vector<std::string>& pgStatusDefaultColumns() {
-  static const std::vector<std::string> k = {"role", "peer", "pg", "repl", "sent", "flush", "replay", "lag"};
+  static const std::vector<std::string> k = {"role", "peer", "pg", "repl", "sent", "flush", "replay", "lag", "tags"};
   return k;
 }
 const std::vector<std::string>& pgStatusWideColumns() {
   static const std::vector<std::string> k = {"role",  "peer",  "zone",  "ip",     "active",   "pg",  "timeline",
                                              "wal",   "repl",  "sent",  "write",  "flush",    "replay", "lagbytes",
-                                             "lag"};
+                                             "lag",   "tags"};
   return k;
 }
 const std::vector<std::string>& knownRoles() {
@@ -189,6 +189,10 @@ std::vector<StatusRow> statusRows(const ClusterView& view) {
     c["pgurl"] = p.identity.pgUrl;
     c["url"] = orNull(agentUrl(p.identity));
     c["active"] = p.active ? "yes" : "no";
+    std::string tags;
+    if (p.identity.tags.nofailover) tags = "nofailover";
+    if (p.identity.tags.noloadbalance) tags += (tags.empty() ? "" : ",") + std::string("noloadbalance");
+    c["tags"] = tags.empty() ? nlohmann::json(nullptr) : nlohmann::json(tags);
     c["pg"] = !p.reachable() ? "unknown" : pgOnline(p) ? "ok" : "fail";
     const auto& tl = at(pg(p), "timeline");
     c["timeline"] = tl.is_number_integer() ? tl : nlohmann::json(nullptr);

@@ -94,6 +94,19 @@ TEST(StatusRows, DescribeReplicationToTheDownstream) {
   EXPECT_TRUE(filterRole(rows, "deposed").empty());
 }
 
+TEST(StatusRows, TagsAsTheirPeersPublishThem) {
+  ClusterState s = threePeers();
+  PeerList active = {peer("a"), peer("b"), peer("c")};
+  active[2].tags.nofailover = true;
+  active[2].tags.noloadbalance = true;
+  ClusterView v = healthyView(s);
+  v.active = active;
+  v.peers = listPeers(s, active);
+  auto rows = statusRows(v);
+  EXPECT_EQ(rows[0].cell("tags"), "-");
+  EXPECT_EQ(rows[2].cell("tags"), "nofailover,noloadbalance");
+}
+
 TEST(StatusRows, EveryColumnHasACell) {
   ClusterView v = healthyView(threePeers());
   for (const auto& row : statusRows(v)) {

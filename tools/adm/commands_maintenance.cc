@@ -9,6 +9,7 @@
 #include "statemachine/time_format.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/promote_check.h"
+#include "tools/adm/promote_flow.h"
 
 namespace dugong::adm {
 namespace {
@@ -109,30 +110,6 @@ int runReap(const CommonOptions& common, const std::string& id, bool force) {
       "reap " + id, id + " removed from deposed");
 }
 
-// The last history record's reason, for explaining what a peer did with a request.
-std::string lastHistoryReason(zk::Client& client) {
-  auto h = client.history();
-  if (!h || h->empty()) return "";
-  auto j = nlohmann::json::parse(h->back().data, nullptr, false);
-  if (j.is_object() && j.contains("reason") && j["reason"].is_string()) return j["reason"].get<std::string>();
-  return "";
-}
-
-// Waits up to `timeout` for GET <agent>/primary to answer 200. Returns the time it took.
-std::optional<double> waitWritable(const PeerIdentity& peer, std::chrono::seconds timeout) {
-  auto url = agentUrl(peer);
-  if (!url) return std::nullopt;
-  auto start = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - start < timeout) {
-    auto r = agent::httpGet(*url + "/primary", std::chrono::seconds(2));
-    if (r && r->status == 200) {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return std::nullopt;
-}
-
 struct PromoteCli {
   PromoteArgs args;
   int64_t asyncIndex = -1;
@@ -151,22 +128,8 @@ int runPromote(const CommonOptions& common, PromoteCli cli) {
   if (!request) return fail(kExitFailed, "not promoting: " + request.error());
   const nlohmann::json req = *request;
 
-  auto w = updateState(
-      *client,
-      [&](ClusterState& s) -> Result<bool> {
-        if (s.generation != view->state.generation) {
-          return Error{"the generation changed (now " + std::to_string(s.generation) +
-                       ") before the request was written; look at the cluster again"};
-        }
-        if (s.hasPromote() && validatePromote(s.promote, s, nowMs()).ok()) {
-          return Error{"another promote request appeared: " + s.promote.dump()};
-        }
-        if (s.frozen()) return Error{"the cluster was frozen meanwhile"};
-        if (auto v = validatePromote(req, s, nowMs()); !v) return Error{"the request no longer fits: " + v.error()};
-        s.promote = req;
-        return true;
-      },
-      operatorReason("promote " + a.id + " (" + a.role + ")"));
+  auto w = writePromoteRequest(*client, req, view->state.generation,
+                               operatorReason("promote " + a.id + " (" + a.role + ")"));
   if (!w) return fail(kExitFailed, "not promoting: " + w.error());
   if (!common.json) {
     std::cout << "promote request written: " << req.dump() << "\nwaiting for it to be carried out (until "
@@ -174,70 +137,26 @@ int runPromote(const CommonOptions& common, PromoteCli cli) {
               << std::flush;
   }
 
-  const auto started = std::chrono::steady_clock::now();
-  PromoteOutcome outcome = PromoteOutcome::kPending;
-  ClusterState last = w->state;
-  std::string readError;
-  while (outcome == PromoteOutcome::kPending) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    auto st = readClusterState(*client);
-    if (!st) {
-      readError = st.error();
-      // Keep trying until the request would have expired anyway.
-      auto expire = parseTime(req["expireTime"].get<std::string>());
-      if (expire && nowMs() > *expire + 10000) break;
-      continue;
-    }
-    last = st->state;
-    outcome = promoteOutcome(req, last, nowMs());
-  }
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const PromoteWait waited =
+      waitForPromote(*client, req, w->state, operatorReason("promote: removing its expired request"));
+  const PromoteOutcome outcome = waited.outcome;
+  const ClusterState& last = waited.last;
+  const double took = waited.seconds;
 
   nlohmann::json result = {{"request", req}, {"outcome", outcomeName(outcome)}, {"seconds", took}};
-  std::string message;
-  int exit = kExitOk;
-  switch (outcome) {
-    case PromoteOutcome::kCarriedOut: {
-      message = "carried out after " + std::to_string(took).substr(0, 5) + " s: generation " +
-                std::to_string(last.generation) + ", primary " + last.primary.id + ", sync " +
-                (last.sync ? last.sync->id : std::string("none"));
-      if (a.role != "async" || req.value("asyncIndex", 0) == 0) {
-        auto writable = waitWritable(last.primary, std::chrono::seconds(cli.waitWritableSeconds));
-        result["writableAfterSeconds"] = writable ? nlohmann::json(*writable) : nlohmann::json(nullptr);
-        if (writable) {
-          message += "; primary " + last.primary.id + " is writable";
-        } else {
-          std::cerr << "dugong-adm: warning: primary " << last.primary.id << " is not writable "
-                    << cli.waitWritableSeconds << " s after the promotion; check `dugong-adm show`\n";
-        }
-      }
-      break;
+  std::string message = waited.message;
+  int exit = outcome == PromoteOutcome::kCarriedOut ? kExitOk
+             : outcome == PromoteOutcome::kPending  ? kExitUnavailable
+                                                    : kExitFailed;
+  if (outcome == PromoteOutcome::kCarriedOut && (a.role != "async" || req.value("asyncIndex", 0) == 0)) {
+    auto writable = waitWritable(last.primary, std::chrono::seconds(cli.waitWritableSeconds));
+    result["writableAfterSeconds"] = writable ? nlohmann::json(*writable) : nlohmann::json(nullptr);
+    if (writable) {
+      message += "; primary " + last.primary.id + " is writable";
+    } else {
+      std::cerr << "dugong-adm: warning: primary " << last.primary.id << " is not writable "
+                << cli.waitWritableSeconds << " s after the promotion; check `dugong-adm show`\n";
     }
-    case PromoteOutcome::kRemoved: {
-      std::string why = lastHistoryReason(*client);
-      message = "not carried out: the request was removed" + (why.empty() ? "" : " (last change: " + why + ")");
-      exit = kExitFailed;
-      break;
-    }
-    case PromoteOutcome::kExpired: {
-      // Remove our own expired request, only if it is still exactly ours.
-      auto c = updateState(
-          *client,
-          [&](ClusterState& s) -> Result<bool> {
-            if (s.promote != req) return false;
-            s.promote = nullptr;
-            return true;
-          },
-          operatorReason("promote: removing its expired request"));
-      message = "not carried out: the request expired at " + req["expireTime"].get<std::string>() +
-                (c && c->written ? "; removed it" : "") + (c ? "" : "; removing it failed: " + c.error());
-      exit = kExitFailed;
-      break;
-    }
-    case PromoteOutcome::kPending:
-      message = "outcome unknown: cannot read the cluster state (" + readError + ")";
-      exit = kExitUnavailable;
-      break;
   }
   result["state"] = summarizeState(last);
   result["message"] = message;

@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "agent/http_client.h"
+#include "dugong/version.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/config_file.h"
 
@@ -13,6 +15,7 @@ int main(int argc, char** argv) {
   CLI::App app{"dugong-adm: inspect and operate a dugong cluster (PostgreSQL HA coordinated by ZooKeeper)",
                "dugong-adm"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("dugong-adm ") + dugong::kVersion, "print the version and exit");
   app.fallthrough();
   app.footer("Exit status: 0 ok; 1 the operation failed or verify found a problem; 2 bad arguments; "
              "3 ZooKeeper unreachable or no such cluster.\nSee dugong-adm(1).");
@@ -29,6 +32,10 @@ int main(int argc, char** argv) {
                  "a dugong.yaml (the agent's will do) for the cluster, ZooKeeper and its credentials; default "
                  "/etc/dugong/dugong.yaml when it exists and no ZooKeeper is given")
       ->envname("DUGONG_CONFIG");
+  std::string httpCaFile;
+  app.add_option("--http-ca-file", httpCaFile,
+                 "PEM file of the CAs that signed the agents' HTTPS certificates (besides the system's)")
+      ->envname("DUGONG_HTTP_CA_FILE");
   app.add_option("--timeout", common.timeoutSeconds, "seconds to wait for ZooKeeper (connect and each call)")
       ->capture_default_str();
 
@@ -39,12 +46,19 @@ int main(int argc, char** argv) {
   addRestartCommands(app, common, commands);
   addRebuildCommand(app, common, commands);
   addDeveloperCommands(app, common, commands);
+  auto* version = app.add_subcommand("version", "print the version of dugong-adm and exit");
+  commands.push_back({version, [] {
+                        std::cout << "dugong-adm " << dugong::kVersion << "\n";
+                        return kExitOk;
+                      }});
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
@@ -55,6 +69,7 @@ int main(int argc, char** argv) {
   if (!configFile.empty()) {
     if (auto ok = applyConfigFile(configFile, common); !ok) return fail(kExitUsage, ok.error());
   }
+  dugong::agent::setHttpsCaFile(httpCaFile);
   for (const auto& c : commands) {
     if (c.app->parsed()) return c.run();
   }

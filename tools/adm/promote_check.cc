@@ -4,6 +4,15 @@
 #include "statemachine/time_format.h"
 
 namespace dugong::adm {
+namespace {
+
+// Tagged nofailover in its election node (the identity it publishes now).
+bool noFailover(const ClusterView& view, const std::string& id) {
+  const int i = indexOfPeer(view.active, id);
+  return i >= 0 && view.active[static_cast<size_t>(i)].tags.nofailover;
+}
+
+}  // namespace
 
 Result<nlohmann::json> buildPromoteRequest(const ClusterView& view, const PromoteArgs& a) {
   const ClusterState& s = view.state;
@@ -25,14 +34,25 @@ Result<nlohmann::json> buildPromoteRequest(const ClusterView& view, const Promot
     if (!s.sync || s.sync->id != a.id) {
       return Error{a.id + " is not the sync (the sync is " + (s.sync ? s.sync->id : std::string("nobody")) + ")"};
     }
-    bool asyncPresent = false;
-    for (const auto& p : s.async) asyncPresent |= containsPeer(view.active, p.id);
+    if (noFailover(view, a.id)) return Error{a.id + " is tagged nofailover: it never takes over"};
+    bool asyncPresent = false, eligible = false;
+    for (const auto& p : s.async) {
+      asyncPresent |= containsPeer(view.active, p.id);
+      eligible |= containsPeer(view.active, p.id) && !noFailover(view, p.id);
+    }
     if (!asyncPresent) return Error{"no async is in ZooKeeper to become the new sync, so the sync would not take over"};
+    if (!eligible) {
+      return Error{"every async in ZooKeeper is tagged nofailover: none can become the new sync, so the sync would not "
+                   "take over"};
+    }
   } else {
     int i = indexOfPeer(s.async, a.id);
     if (i < 0) return Error{a.id + " is not an async"};
     if (a.asyncIndex && *a.asyncIndex != i) {
       return Error{a.id + " is async[" + std::to_string(i) + "], not async[" + std::to_string(*a.asyncIndex) + "]"};
+    }
+    if (i == 0 && noFailover(view, a.id)) {
+      return Error{a.id + " is tagged nofailover: it is never made the sync (it could then take over)"};
     }
     if (i == 0 && !containsPeer(view.active, s.primary.id)) {
       return Error{"the primary " + s.primary.id + " is not in ZooKeeper to carry the request out"};

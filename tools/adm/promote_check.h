@@ -29,8 +29,9 @@ struct PromoteArgs {
 //   - the cluster is not frozen and not in one-node-write mode;
 //   - no valid promote request is pending already;
 //   - the peer holds that role (and that async index) in the state;
-//   - sync: an async is in ZooKeeper to become the new sync; async[0]: the primary is
-//     in ZooKeeper to carry it out;
+//   - sync: the sync is not tagged nofailover, and an async without that tag is in
+//     ZooKeeper to become the new sync; async[0]: it is not tagged nofailover, and the
+//     primary is in ZooKeeper to carry it out;
 //   - the peer is in ZooKeeper, its agent answers, its postgres is online, its upstream
 //     reports it streaming (synchronously, for the sync), and it lags its upstream by
 //     at most lagToIgnore bytes.

@@ -84,6 +84,18 @@ TEST(PromoteCheck, RefusesWhenTheTakeoverCouldNotHappen) {
   EXPECT_NE(refusal(w, args("c", "async")).find("the primary a is not in ZooKeeper"), std::string::npos);
 }
 
+TEST(PromoteCheck, RefusesWhatWouldMakeANoFailoverPeerTheSyncOrPrimary) {
+  ClusterView v = healthyView(threePeers({"c", "d"}));
+  v.active[2].tags.nofailover = true;  // c, async[0], as its election node says
+  EXPECT_EQ(refusal(v, args("c", "async")), "c is tagged nofailover: it is never made the sync (it could then take over)");
+  EXPECT_EQ(refusal(v, args("b", "sync")), "(accepted)");  // d can become the new sync
+  EXPECT_EQ(refusal(v, args("d", "async")), "(accepted)");  // moves up the chain only
+  v.active[3].tags.nofailover = true;
+  EXPECT_NE(refusal(v, args("b", "sync")).find("every async in ZooKeeper is tagged nofailover"), std::string::npos);
+  v.active[1].tags.nofailover = true;
+  EXPECT_EQ(refusal(v, args("b", "sync")), "b is tagged nofailover: it never takes over");
+}
+
 TEST(PromoteCheck, RefusesAPeerThatIsDownOrNotStreamingOrLagging) {
   ClusterView v = healthyView(threePeers());
   mutablePeer(v, "c").active = false;

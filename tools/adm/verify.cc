@@ -1,5 +1,7 @@
 #include "tools/adm/verify.h"
 
+#include <algorithm>
+
 #include "statemachine/promote_request.h"
 
 namespace dugong::adm {
@@ -121,6 +123,19 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
   if (!s.oneNodeWriteMode && !s.sync) c.problem("the state has no sync");
   if (!s.oneNodeWriteMode && s.sync && s.async.empty()) {
     c.problem("there is no async: if the primary fails, the sync cannot take over (an async must be present to "
+              "become the new sync)");
+  }
+  // Tags as the peers publish them now (their election nodes).
+  auto tagged = [&](const PeerIdentity& p) {
+    const int i = indexOfPeer(view.active, p.id);
+    return i >= 0 && view.active[static_cast<size_t>(i)].tags.nofailover;
+  };
+  if (!s.oneNodeWriteMode && s.sync && tagged(*s.sync)) {
+    c.problem("the sync " + s.sync->id + " is tagged nofailover: if the primary fails, nobody takes over (promote "
+              "async[0] to sync: `dugong-adm promote -r async`)");
+  }
+  if (!s.oneNodeWriteMode && s.sync && !s.async.empty() && std::all_of(s.async.begin(), s.async.end(), tagged)) {
+    c.problem("every async is tagged nofailover: if the primary fails, the sync cannot take over (no async can "
               "become the new sync)");
   }
   return c.take();

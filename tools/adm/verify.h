@@ -28,6 +28,8 @@ struct Finding {
 //   - the sync: in ZooKeeper, its agent answers, postgres online, and the primary
 //     reports it streaming with sync_state "sync";
 //   - that there is an async at all (without one the sync cannot take over);
+//   - that the sync is not tagged nofailover, and that some async is not (else
+//     nobody could take over);
 //   - each async: in ZooKeeper, its agent answers, postgres online, its upstream
 //     reports it streaming;
 //   - lag: each standby within maxLagBytes of its upstream;

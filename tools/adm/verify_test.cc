@@ -56,6 +56,18 @@ TEST(Verify, NoAsyncIsAProblem) {
   EXPECT_NE(p[0].find("there is no async"), std::string::npos);
 }
 
+TEST(Verify, NoFailoverTagsThatLeaveNobodyToTakeOverAreProblems) {
+  ClusterView v = healthyView(threePeers({"c", "d"}));
+  v.active[2].tags.nofailover = true;  // c: d can still become the new sync
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  v.active[3].tags.nofailover = true;
+  auto p = problems(v);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("every async is tagged nofailover"), std::string::npos) << p[0];
+  v.active[1].tags.nofailover = true;  // the sync
+  EXPECT_TRUE(mentions(problems(v), "the sync b is tagged nofailover: if the primary fails, nobody takes over"));
+}
+
 TEST(Verify, AsyncNotStreamingIsAProblem) {
   ClusterView v = healthyView(threePeers());
   mutablePeer(v, "b").status["postgres"]["replication"] = nlohmann::json::array();

@@ -1,0 +1,76 @@
+// The agent's HTTP API: which endpoint answers what, as a pure function of a snapshot
+// of this peer's status. The server (agent/http_server.h) carries requests in and
+// replies out; the agent (agent/agent.h) takes the snapshot and carries out a
+// switchover the API accepted.
+//
+//   GET /ping        200 while the agent runs
+//   GET /liveness    200: answered on the agent's event loop, so a hung loop fails it
+//   GET /health      200 while postgres accepts connections
+//   GET /readiness   200 while this peer serves its role (writable primary, streaming standby)
+//   GET /primary     200 on the writable primary
+//   GET /replica     200 on a streaming sync or async            [lag, noloadbalance]
+//   GET /read-only   200 on the writable primary or a /replica   [lag, noloadbalance]
+//   GET /sync        200 on the streaming sync                   [lag, noloadbalance]
+//   GET /async       200 on a streaming async                    [lag, noloadbalance]
+//   GET /state, /metrics   the status document, Prometheus metrics
+//   POST /switchover {"candidate": ID}   needs the credential (see checkCredential)
+//   POST /restart, /reload               501: not built yet
+//
+// [lag]: ?lag=N (bytes, or a size such as 16MB or 1GB) answers 503 when the standby's
+// replay is more than N bytes behind the WAL it has received; a bad value is a 400.
+// [noloadbalance]: 503 on a peer tagged noloadbalance (kept out of read pools).
+// HEAD is answered as GET. Errors are JSON: {"error": reason}.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/http_server.h"
+#include "statemachine/peer.h"
+#include "statemachine/result.h"
+
+namespace dugong::agent {
+
+// What the endpoints decide on, taken on the agent's loop for each request.
+struct ApiStatus {
+  Role role = Role::kUnknown;
+  bool postgresOnline = false;
+  bool writablePrimary = false;
+  bool streamingReplica = false;
+  std::optional<uint64_t> replayBacklogBytes;  // a standby's received-but-not-replayed WAL
+  bool noloadbalance = false;
+  std::function<nlohmann::json()> state;  // the /state document
+  std::function<std::string()> metrics;   // the /metrics text
+};
+
+// How the mutating endpoints are guarded: the secret from http.auth.tokenFile, or
+// nullopt when none is configured (they are then disabled: 403).
+struct ApiAccess {
+  std::optional<std::string> secret;
+};
+
+// What route() decided: a reply, or a switchover to carry out (the credential and the
+// body were accepted; the candidate is checked against the cluster by the caller).
+struct Routed {
+  HttpReply reply;
+  std::optional<std::string> switchoverTo;
+};
+
+Routed route(const HttpRequest& request, const ApiStatus& status, const ApiAccess& access);
+
+// A size in bytes: "1024", "16MB", "1 GB", "512kB" (units B, kB, MB, GB, TB, any case,
+// powers of 1024, as postgres reads sizes). The error says why.
+Result<uint64_t> parseSize(const std::string& text);
+
+// The credential of a mutating request: "Authorization: Bearer SECRET" or HTTP basic
+// authentication with SECRET as the password (any user). Compared in constant time.
+bool credentialMatches(const std::string& authorization, const std::string& secret);
+
+// {"error": reason} with `status`.
+HttpReply jsonError(int status, const std::string& reason);
+
+}  // namespace dugong::agent

@@ -1,0 +1,188 @@
+// The HTTP API's routing as a table: request and status in, status code and reason out.
+#include "agent/http_api.h"
+
+#include <gtest/gtest.h>
+
+namespace dugong::agent {
+namespace {
+
+ApiStatus primary() {
+  ApiStatus s;
+  s.role = Role::kPrimary;
+  s.postgresOnline = true;
+  s.writablePrimary = true;
+  s.state = [] { return nlohmann::json{{"peer", "a"}}; };
+  s.metrics = [] { return std::string("dugong_up 1\n"); };
+  return s;
+}
+
+ApiStatus standby(Role role, uint64_t backlog) {
+  ApiStatus s = primary();
+  s.role = role;
+  s.writablePrimary = false;
+  s.streamingReplica = true;
+  s.replayBacklogBytes = backlog;
+  return s;
+}
+
+ApiStatus down(Role role) {
+  ApiStatus s = primary();
+  s.role = role;
+  s.postgresOnline = false;
+  s.writablePrimary = false;
+  return s;
+}
+
+ApiStatus tagged(ApiStatus s) {
+  s.noloadbalance = true;
+  return s;
+}
+
+HttpRequest get(const std::string& target) {
+  HttpRequest r;
+  r.method = "GET";
+  const auto q = target.find('?');
+  r.path = target.substr(0, q);
+  r.query = q == std::string::npos ? "" : target.substr(q + 1);
+  return r;
+}
+
+struct Case {
+  const char* target;
+  ApiStatus status;
+  int code;
+};
+
+TEST(HttpApi, ReadEndpointsAnswerByRoleLagAndTags) {
+  const ApiStatus sync = standby(Role::kSync, 100);
+  const ApiStatus async = standby(Role::kAsync, 32u << 20);  // 32 MB behind
+  const ApiStatus deposed = down(Role::kDeposed);
+  const std::vector<Case> cases = {
+      {"/ping", deposed, 200},
+      {"/liveness", deposed, 200},
+      {"/health", primary(), 200},
+      {"/health", sync, 200},
+      {"/health", deposed, 503},
+      {"/readiness", primary(), 200},
+      {"/readiness", sync, 200},
+      {"/readiness", deposed, 503},
+      {"/primary", primary(), 200},
+      {"/primary", sync, 503},
+      {"/replica", primary(), 503},
+      {"/replica", sync, 200},
+      {"/replica", async, 200},
+      {"/replica?lag=16MB", async, 503},
+      {"/replica?lag=1GB", async, 200},
+      {"/replica?lag=100", sync, 200},
+      {"/replica?lag=99", sync, 503},
+      {"/replica", tagged(sync), 503},
+      {"/replica", deposed, 503},
+      {"/read-only", primary(), 200},
+      {"/read-only", tagged(primary()), 200},
+      {"/read-only?lag=1", primary(), 200},
+      {"/read-only", sync, 200},
+      {"/read-only?lag=16MB", async, 503},
+      {"/read-only", tagged(async), 503},
+      {"/read-only", deposed, 503},
+      {"/sync", sync, 200},
+      {"/sync", async, 503},
+      {"/sync", primary(), 503},
+      {"/sync?lag=10", sync, 503},
+      {"/async", async, 200},
+      {"/async", sync, 503},
+      {"/async?lag=1GB&other=x", async, 200},
+      {"/async", tagged(async), 503},
+      {"/state", deposed, 200},
+      {"/metrics", deposed, 200},
+      {"/nope", primary(), 404},
+      {"/replica?lag=abc", sync, 400},
+      {"/replica?lag=16XB", sync, 400},
+      {"/primary?lag=-1", primary(), 400},
+  };
+  for (const auto& c : cases) {
+    auto r = route(get(c.target), c.status, {});
+    EXPECT_EQ(r.reply.status, c.code) << c.target << " as " << roleName(c.status.role) << ": " << r.reply.body;
+    EXPECT_FALSE(r.switchoverTo);
+  }
+}
+
+TEST(HttpApi, ErrorsAreJsonWithAReason) {
+  auto r = route(get("/replica?lag=12 parsecs"), standby(Role::kSync, 0), {});
+  ASSERT_EQ(r.reply.status, 400);
+  auto j = nlohmann::json::parse(r.reply.body);
+  EXPECT_NE(j["error"].get<std::string>().find("unknown unit"), std::string::npos) << r.reply.body;
+  auto lagging = route(get("/replica?lag=1kB"), standby(Role::kAsync, 4096), {});
+  EXPECT_EQ(nlohmann::json::parse(lagging.reply.body)["reason"], "lag 4096 bytes is over the cut-off of 1024");
+  auto headPost = get("/primary");
+  headPost.method = "POST";
+  EXPECT_EQ(route(headPost, primary(), {}).reply.status, 405);
+  headPost.method = "HEAD";
+  EXPECT_EQ(route(headPost, primary(), {}).reply.status, 200);
+}
+
+TEST(HttpApi, ParsesSizes) {
+  const std::vector<std::pair<const char*, uint64_t>> good = {
+      {"0", 0}, {"1024", 1024}, {"16MB", 16u << 20}, {"16mb", 16u << 20}, {"1 GB", 1u << 30},
+      {"512kB", 512u << 10}, {"2TB", 2ull << 40}, {"7B", 7}};
+  for (const auto& [text, bytes] : good) {
+    auto v = parseSize(text);
+    ASSERT_TRUE(v.ok()) << text << ": " << v.error();
+    EXPECT_EQ(*v, bytes) << text;
+  }
+  for (const char* bad : {"", "MB", "-1", "1.5GB", "16 XB", "99999999999999999999", "20000000TB"}) {
+    EXPECT_FALSE(parseSize(bad).ok()) << bad;
+  }
+}
+
+HttpRequest post(const std::string& path, const std::string& body, const std::string& authorization) {
+  HttpRequest r;
+  r.method = "POST";
+  r.path = path;
+  r.body = body;
+  r.authorization = authorization;
+  return r;
+}
+
+TEST(HttpApi, SwitchoverNeedsTheCredentialAndABody) {
+  const ApiAccess on{std::string("s3cret")};
+  const std::string bearer = "Bearer s3cret";
+  const std::string basic = "Basic YWRtaW46czNjcmV0";  // admin:s3cret
+  struct PostCase {
+    HttpRequest request;
+    ApiAccess access;
+    int code;  // 0: accepted
+  };
+  const std::vector<PostCase> cases = {
+      {post("/switchover", R"({"candidate":"c"})", bearer), {}, 403},
+      {post("/switchover", R"({"candidate":"c"})", ""), on, 401},
+      {post("/switchover", R"({"candidate":"c"})", "Bearer wrong"), on, 401},
+      {post("/switchover", R"({"candidate":"c"})", "Bearer s3cre"), on, 401},
+      {post("/switchover", R"({"candidate":"c"})", "Basic YWRtaW46d3Jvbmc="), on, 401},  // admin:wrong
+      {post("/switchover", R"({"candidate":"c"})", "Basic !!!"), on, 401},
+      {post("/switchover", R"({"candidate":"c"})", "Digest s3cret"), on, 401},
+      {post("/switchover", "not json", bearer), on, 400},
+      {post("/switchover", R"(["c"])", bearer), on, 400},
+      {post("/switchover", R"({"candidate":""})", bearer), on, 400},
+      {post("/switchover", R"({"candidate":3})", bearer), on, 400},
+      {post("/switchover", R"({"candidate":"c","when":"now"})", bearer), on, 400},
+      {post("/restart", "", bearer), on, 501},
+      {post("/reload", "", ""), on, 401},
+      {post("/switchover", R"({"candidate":"c"})", bearer), on, 0},
+      {post("/switchover", R"({"candidate":"c"})", basic), on, 0},
+  };
+  for (const auto& c : cases) {
+    auto r = route(c.request, primary(), c.access);
+    if (c.code == 0) {
+      EXPECT_EQ(r.switchoverTo, "c") << c.request.authorization << " " << c.request.body << ": " << r.reply.body;
+    } else {
+      EXPECT_FALSE(r.switchoverTo) << c.request.path << " " << c.request.body;
+      EXPECT_EQ(r.reply.status, c.code) << c.request.path << " " << c.request.authorization << " " << c.request.body;
+      EXPECT_TRUE(nlohmann::json::parse(r.reply.body).contains("error")) << r.reply.body;
+    }
+  }
+  auto g = get("/switchover");
+  EXPECT_EQ(route(g, primary(), on).reply.status, 405);
+}
+
+}  // namespace
+}  // namespace dugong::agent

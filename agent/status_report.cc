@@ -1,0 +1,151 @@
+#include "agent/status_report.h"
+
+#include <sstream>
+
+#include "dugong/version.h"
+#include "statemachine/wal_position.h"
+
+namespace dugong::agent {
+namespace {
+
+std::optional<uint64_t> lsnBytes(const std::optional<std::string>& lsn) {
+  if (!lsn) return std::nullopt;
+  auto w = WalPosition::parse(*lsn);
+  if (!w) return std::nullopt;
+  return w->value();
+}
+
+}  // namespace
+
+bool isWritablePrimary(const Driver& driver, const pg::PgStatus& postgres) {
+  return driver.peer().role() == Role::kPrimary && driver.appliedRole() == Role::kPrimary &&
+         !driver.writesStopped() && postgres.online && !postgres.inRecovery && !postgres.readOnly &&
+         !postgres.writesStopped;
+}
+
+bool isStreamingReplica(const Driver& driver, const pg::PgStatus& postgres) {
+  const Role role = driver.peer().role();
+  return (role == Role::kSync || role == Role::kAsync) && postgres.online && postgres.inRecovery &&
+         postgres.walReceiverStatus == "streaming";
+}
+
+std::optional<uint64_t> replayBacklogBytes(const pg::PgStatus& postgres) {
+  auto receive = lsnBytes(postgres.receiveLsn);
+  auto replay = lsnBytes(postgres.replayLsn);
+  if (!receive || !replay) return std::nullopt;
+  return *receive > *replay ? *receive - *replay : 0;
+}
+
+nlohmann::json stateJson(const StatusSources& s) {
+  const bool withdrawn = s.driver.withdrawn();
+  nlohmann::json zk = {{"connected", false}, {"withdrawn", withdrawn}};
+  if (s.zk.member) {
+    zk = {{"connected", s.zk.connected},
+          {"initialized", s.zk.initialized},
+          {"sessionId", s.zk.sessionId},
+          {"electionNode", s.zk.electionNode},
+          {"lastError", s.zk.lastError},
+          {"withdrawn", withdrawn}};
+  }
+  return {
+      {"peer", s.driver.peer().inspect()},
+      {"postgres", s.postgres.toJson()},
+      {"zookeeper", zk},
+      {"health",
+       {{"healthy", s.driver.healthy()},
+        {"writesStopped", s.driver.writesStopped()},
+        {"transitionInFlight", s.driver.pgBusy()},
+        {"detail", s.driver.healthy() ? "" : s.driver.unhealthyDetail()},
+        {"writablePrimary", isWritablePrimary(s.driver, s.postgres)},
+        {"streamingReplica", isStreamingReplica(s.driver, s.postgres)}}},
+      {"hooks", s.hooks ? s.hooks->toJson() : nlohmann::json()},
+      {"request", s.request},
+      {"agent",
+       {{"id", s.identity.id},
+        {"cluster", s.cluster},
+        {"version", kVersion},
+        {"tags", s.identity.tags.toJson()},
+        {"uptimeSeconds", s.uptimeSeconds}}},
+  };
+}
+
+std::string metricsText(const StatusSources& s) {
+  std::ostringstream m;
+  auto metric = [&m](const char* name, const char* type, const char* help) {
+    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  };
+  metric("dugong_up", "gauge", "1 while the agent runs.");
+  m << "dugong_up 1\n";
+  metric("dugong_build_info", "gauge", "Always 1; the version of the running agent in its label.");
+  m << "dugong_build_info{version=\"" << kVersion << "\"} 1\n";
+  metric("dugong_role", "gauge", "1 for this peer's current role.");
+  for (Role r : {Role::kUnknown, Role::kUnassigned, Role::kPrimary, Role::kSync, Role::kAsync, Role::kDeposed}) {
+    m << "dugong_role{role=\"" << roleName(r) << "\"} " << (s.driver.peer().role() == r ? 1 : 0) << "\n";
+  }
+  metric("dugong_generation", "gauge", "Generation of the last cluster state seen.");
+  m << "dugong_generation " << (s.driver.peer().clusterState() ? s.driver.peer().clusterState()->generation : 0) << "\n";
+  metric("dugong_cluster_frozen", "gauge", "1 while the last cluster state seen is frozen.");
+  m << "dugong_cluster_frozen "
+    << (s.driver.peer().clusterState() && s.driver.peer().clusterState()->frozen() ? 1 : 0) << "\n";
+  metric("dugong_zookeeper_connected", "gauge", "1 while the ZooKeeper session is connected.");
+  m << "dugong_zookeeper_connected " << (s.zk.connected ? 1 : 0) << "\n";
+  metric("dugong_postgres_online", "gauge", "1 while postgres accepts connections.");
+  m << "dugong_postgres_online " << (s.postgres.online ? 1 : 0) << "\n";
+  metric("dugong_postgres_writable", "gauge", "1 on the writable primary.");
+  m << "dugong_postgres_writable " << (isWritablePrimary(s.driver, s.postgres) ? 1 : 0) << "\n";
+  metric("dugong_postgres_pending_restart", "gauge",
+         "Settings changed that take effect only when postgres restarts (pg_settings.pending_restart).");
+  m << "dugong_postgres_pending_restart " << s.postgres.pendingRestart.size() << "\n";
+  metric("dugong_wal_position_bytes", "gauge", "WAL positions of the local postgres, as byte offsets.");
+  for (auto [kind, lsn] : {std::pair{"current", &s.postgres.currentLsn}, {"receive", &s.postgres.receiveLsn},
+                           {"replay", &s.postgres.replayLsn}}) {
+    if (auto b = lsnBytes(*lsn)) m << "dugong_wal_position_bytes{kind=\"" << kind << "\"} " << *b << "\n";
+  }
+  metric("dugong_replication_lag_bytes", "gauge", "On a primary: how far each standby's replay is behind.");
+  auto current = lsnBytes(s.postgres.currentLsn);
+  for (const auto& row : s.postgres.replication) {
+    auto replay = lsnBytes(row.replayLsn);
+    if (current && replay) {
+      m << "dugong_replication_lag_bytes{standby=\"" << row.applicationName << "\",sync_state=\"" << row.syncState
+        << "\"} " << (*current > *replay ? *current - *replay : 0) << "\n";
+    }
+  }
+  metric("dugong_replay_lag_seconds", "gauge", "On a standby: age of the last replayed transaction.");
+  if (s.postgres.replayLagSeconds) m << "dugong_replay_lag_seconds " << *s.postgres.replayLagSeconds << "\n";
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    metric(name, "counter", help);
+    m << name << " " << v << "\n";
+  };
+  const DriverCounters& c = s.driver.counters();
+  counter("dugong_postgres_transitions_total", "Postgres configurations applied.", c.transitions);
+  counter("dugong_postgres_transition_failures_total", "Postgres configurations that failed to apply.",
+          c.transitionFailures);
+  counter("dugong_postgres_restarts_total", "Restarts of an unhealthy postgres.", c.restarts);
+  counter("dugong_state_writes_total", "Cluster-state writes attempted.", c.stateWrites);
+  counter("dugong_state_write_failures_total", "Cluster-state writes that failed.", c.stateWriteFailures);
+  counter("dugong_zookeeper_sessions_total", "ZooKeeper session objects opened.", c.joins);
+  counter("dugong_withdrawals_total", "Times the agent left ZooKeeper because postgres was unhealthy.",
+          c.withdrawals);
+  counter("dugong_decisions_total", "State-machine decisions logged.", c.decisions);
+  counter("dugong_zookeeper_connection_losses_total", "ZooKeeper connections lost under a valid session.",
+          c.connectionLosses);
+  counter("dugong_write_stops_total", "Times writes were stopped because ZooKeeper was unreachable.", c.writeStops);
+  counter("dugong_write_resumes_total", "Times stopped writes were resumed with the cluster unchanged.",
+          c.writeResumes);
+  counter("dugong_postgres_shutdowns_total",
+          "Times a primary's postgres was shut down because its ZooKeeper session may have expired.", c.shutDowns);
+  counter("dugong_rejoins_total", "Automatic rejoins of this deposed peer that succeeded.", c.rejoins);
+  counter("dugong_rejoin_failures_total", "Automatic rejoins refused or failed (the peer stays deposed).",
+          c.rejoinFailures);
+  counter("dugong_handovers_total", "Planned switchovers for which this primary stopped postgres first.",
+          c.handovers);
+  const HookStatus hooks = s.hooks.value_or(HookStatus{});
+  counter("dugong_hook_runs_total", "Hooks run (finished).", hooks.runs);
+  counter("dugong_hook_failures_total", "Hooks that failed: non-zero status, killed, or not started.",
+          hooks.failures);
+  metric("dugong_hook_last_ok", "gauge", "1 when the last hook succeeded (absent before the first).");
+  if (hooks.last) m << "dugong_hook_last_ok " << (hooks.last->ok ? 1 : 0) << "\n";
+  return m.str();
+}
+
+}  // namespace dugong::agent

@@ -1,0 +1,45 @@
+// What the agent reports about itself: the /state document, the /metrics text, and the
+// two predicates the load-balancer endpoints rest on. Pure functions of a snapshot of
+// the driver, the ZooKeeper session and the last postgres status.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/driver.h"
+#include "agent/env.h"
+#include "agent/hooks.h"
+#include "pg/pg_status.h"
+#include "statemachine/identity.h"
+
+namespace dugong::agent {
+
+struct StatusSources {
+  const Driver& driver;
+  CoordinatorStatus zk;
+  const pg::PgStatus& postgres;
+  std::optional<HookStatus> hooks;  // nullopt: no hook configured
+  nlohmann::json request;           // the last operator request (agent/request_follower.h)
+  const PeerIdentity& identity;
+  std::string cluster;
+  int64_t uptimeSeconds = 0;
+};
+
+// The primary role applied, not only decided (until its transition has finished, roles
+// and passwords set up, a running postgres is not yet the cluster's primary), and not
+// while writes are stopped (ZooKeeper lost: the driver's flag is up before the status
+// poll sees postgres read-only, and stays up until the stop is lifted).
+bool isWritablePrimary(const Driver& driver, const pg::PgStatus& postgres);
+// The sync or an async, in recovery, its WAL receiver streaming.
+bool isStreamingReplica(const Driver& driver, const pg::PgStatus& postgres);
+// On a standby: the WAL it has received but not yet replayed, in bytes (receive - replay).
+std::optional<uint64_t> replayBacklogBytes(const pg::PgStatus& postgres);
+
+nlohmann::json stateJson(const StatusSources& s);
+// Prometheus text format 0.0.4.
+std::string metricsText(const StatusSources& s);
+
+}  // namespace dugong::agent

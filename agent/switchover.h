@@ -1,0 +1,53 @@
+// POST /switchover carried out: the candidate becomes the primary through the promote
+// requests `dugong-adm promote` writes (tools/adm/promote_flow.h), one step at a time:
+// an async moves up the chain to async[0], then becomes the sync, then the sync takes
+// over. Each step is checked against the cluster as it is then (buildPromoteRequest:
+// frozen, streaming, lag, nofailover); a refusal of the first step changes nothing.
+//
+// It runs on a thread of its own, with its own ZooKeeper client, because it waits for
+// the peers (its own agent included, over HTTP) and must never block the agent's loop.
+// One at a time.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "agent/http_server.h"
+#include "zk/options.h"
+
+namespace dugong::agent {
+
+class Switchover {
+ public:
+  // `self`: this agent's peer id, named in the history records it writes.
+  Switchover(zk::ZkOptions zk, std::string self) : zk_(std::move(zk)), self_(std::move(self)) {}
+  ~Switchover() {
+    cancel();
+    if (worker_.joinable()) worker_.join();
+  }
+  Switchover(const Switchover&) = delete;
+  Switchover& operator=(const Switchover&) = delete;
+
+  // Starts moving the primary to `candidate` and calls `respond` once, from the worker
+  // thread: 200 when it is the writable primary, 4xx when the first step is refused
+  // (404 unknown candidate, 409 not possible now), 503 when a later step fails. Returns
+  // false (and does not call `respond`) while another switchover runs.
+  bool start(const std::string& candidate, HttpServer::Respond respond);
+  // Makes a running switchover stop waiting, without waiting for it (the worker ends
+  // within its current bounded call; a request already written stays until carried out
+  // or expired). The destructor joins it.
+  void cancel() { stopping_ = true; }
+
+ private:
+  HttpReply run(const std::string& candidate);
+
+  zk::ZkOptions zk_;
+  std::string self_;
+  std::thread worker_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace dugong::agent

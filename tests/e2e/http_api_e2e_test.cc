@@ -1,0 +1,166 @@
+// The HTTP API's mutating endpoint on a real 3-peer cluster, driven by curl as an
+// operator's automation would: POST /switchover to the async moves the primary there
+// (the two-step promote), and without the credential, with a bad body, for an unknown
+// candidate or on a frozen cluster it is refused and nothing changes. And a real agent
+// serving HTTPS with a certificate the test made with openssl.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "agent/http_client.h"
+#include "dugong/version.h"
+#include "tests/e2e/cluster_harness.h"
+#include "tests/support/test_env.h"
+
+namespace dugong::e2e {
+namespace {
+
+struct Curl {
+  int status = 0;
+  nlohmann::json body;
+};
+
+// curl -X POST http://127.0.0.1:<port><path> with `args` (already quoted).
+Curl post(int port, const std::string& path, const std::string& args) {
+  const std::string cmd = "curl -s --max-time 120 -w '\\n%{http_code}' -X POST " + args + " http://127.0.0.1:" +
+                          std::to_string(port) + path;
+  const std::string out = dugong::testing::commandOutput(cmd);
+  Curl c;
+  const auto nl = out.rfind('\n');
+  if (nl == std::string::npos) return c;
+  c.status = std::atoi(out.c_str() + nl + 1);
+  c.body = nlohmann::json::parse(out.substr(0, nl), nullptr, false);
+  return c;
+}
+
+using dugong::testing::commandOutput;
+
+std::string candidate(const std::string& id) { return "-d '{\"candidate\": \"" + id + "\"}'"; }
+
+TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothing) {
+  dugong::testing::ScratchDir dir("dugong-http-e2e");
+  const std::string tokenFile = dir.path() + "/token";
+  std::ofstream(tokenFile) << "s3cret-t0ken\n";
+  ::chmod(tokenFile.c_str(), 0600);
+  HarnessOptions o;
+  o.httpConfig = "  auth:\n    tokenFile: " + tokenFile + "\n";
+  Harness h(o);
+  h.startAll();
+  const int primary = h.waitForHealthyCluster(2, 180s);
+  ASSERT_GE(primary, 0) << h.describe();
+  const int async = h.indexWithRole("async");
+  ASSERT_GE(async, 0);
+  const std::string A = h.peer(async).id;
+  const int port = h.peer(primary).httpPort;
+  const std::string auth = "-H 'Authorization: Bearer s3cret-t0ken'";
+  const std::string before = h.zkState()->serialize();
+
+  // The version, from both binaries and the agent.
+  const std::string version = commandOutput(std::string(DUGONG_AGENT_BINARY) + " --version");
+  EXPECT_EQ(version, std::string("dugong ") + kVersion + "\n");
+  EXPECT_EQ(commandOutput(std::string(DUGONG_ADM_BINARY) + " version"), std::string("dugong-adm ") + kVersion + "\n");
+  EXPECT_EQ((*h.status(primary))["agent"]["version"], kVersion);
+  EXPECT_NE(commandOutput("curl -s http://127.0.0.1:" + std::to_string(port) + "/metrics")
+                .find(std::string("dugong_build_info{version=\"") + kVersion + "\"} 1"),
+            std::string::npos);
+
+  // Refusals: a clear reason, and the state untouched.
+  Curl noCredential = post(port, "/switchover", candidate(A));
+  EXPECT_EQ(noCredential.status, 401) << noCredential.body;
+  Curl wrong = post(port, "/switchover", "-u admin:wrong " + candidate(A));
+  EXPECT_EQ(wrong.status, 401) << wrong.body;
+  Curl badBody = post(port, "/switchover", auth + " -d 'candidate=" + A + "'");
+  EXPECT_EQ(badBody.status, 400) << badBody.body;
+  EXPECT_TRUE(badBody.body.contains("error")) << badBody.body;
+  Curl unknown = post(port, "/switchover", auth + " " + candidate("nobody"));
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  ASSERT_TRUE(h.updateState([](ClusterState& s) { s.freeze = {{"date", "now"}, {"reason", "http e2e"}}; }));
+  const std::string frozen = h.zkState()->serialize();
+  Curl whileFrozen = post(port, "/switchover", auth + " " + candidate(A));
+  EXPECT_EQ(whileFrozen.status, 409) << whileFrozen.body;
+  EXPECT_NE(whileFrozen.body.value("error", "").find("frozen"), std::string::npos) << whileFrozen.body;
+  EXPECT_EQ(h.zkState()->serialize(), frozen);
+  ASSERT_TRUE(h.updateState([](ClusterState& s) { s.freeze = nullptr; }));
+  EXPECT_EQ(post(port, "/restart", auth).status, 501);
+  auto now = h.zkState();
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->generation, 1);
+  EXPECT_EQ(now->primary.id, h.peer(primary).id);
+  EXPECT_FALSE(now->hasPromote()) << before;
+
+  // The async becomes the sync, then takes over; basic authentication with the token
+  // as the password, asked of the old primary's agent.
+  Curl done = post(port, "/switchover", "-u admin:s3cret-t0ken " + candidate(A));
+  ASSERT_EQ(done.status, 200) << done.body << "\n" << h.describe();
+  EXPECT_EQ(done.body["primary"], A);
+  EXPECT_EQ(done.body["steps"].size(), 2u) << done.body;
+  auto after = h.zkState();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->primary.id, A);
+  EXPECT_EQ(after->generation, 3);
+  EXPECT_EQ(h.writablePrimary(), async);
+  auto history = h.history();
+  std::string reasons;
+  for (const auto& e : history) reasons += e.data + "\n";
+  EXPECT_NE(reasons.find("POST /switchover to " + A + " (step 1)"), std::string::npos) << reasons;
+}
+
+// No cluster is needed: the agent serves its API before it reaches ZooKeeper (here
+// nobody answers) or postgres (never set up).
+TEST(HttpApiE2E, TheAgentServesHttpsWithATestMadeCertificate) {
+  dugong::testing::ScratchDir dir("dugong-https-agent");
+  const auto [cert, key] = dugong::testing::makeSelfSignedCertificate(dir.path(), "IP:127.0.0.1");
+  const int port = dugong::testing::freeLoopbackPort();
+  const std::string config = dir.path() + "/dugong.yaml";
+  std::ofstream(config) << "cluster: tls\nzookeeper:\n  connect: 127.0.0.1:1\npeer:\n  ip: 127.0.0.1\n"
+                        << "postgres:\n  dataDir: " << dir.path() << "/data\n  port: "
+                        << dugong::testing::freeLoopbackPort() << "\n  replicationPassword: x\n"
+                        << "http:\n  listen: 127.0.0.1:" << port << "\n  certFile: " << cert << "\n  keyFile: " << key
+                        << "\n";
+  const std::string log = dir.path() + "/agent.log";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(DUGONG_AGENT_BINARY, DUGONG_AGENT_BINARY, "--config", config.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const std::string base = "https://127.0.0.1:" + std::to_string(port);
+  agent::setHttpsCaFile(cert);
+  std::optional<agent::HttpResponse> live;
+  for (int i = 0; i < 300 && !live; ++i) {
+    if (auto r = agent::httpGet(base + "/liveness"); r) live = *r;
+    if (!live) std::this_thread::sleep_for(100ms);
+  }
+  auto state = agent::httpGet(base + "/state");
+  auto health = agent::httpGet(base + "/health");
+  agent::setHttpsCaFile("");
+  auto untrusted = agent::httpGet(base + "/liveness");
+  const std::string plain = commandOutput("curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:" +
+                                          std::to_string(port) + "/liveness");
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  ASSERT_TRUE(live.has_value()) << commandOutput("tail -20 " + log);
+  EXPECT_EQ(live->status, 200);
+  ASSERT_TRUE(state.ok()) << state.error();
+  auto j = nlohmann::json::parse(state->body);
+  EXPECT_EQ(j["agent"]["version"], kVersion);
+  ASSERT_TRUE(health.ok()) << health.error();
+  EXPECT_EQ(health->status, 503);  // no postgres
+  ASSERT_FALSE(untrusted.ok());
+  EXPECT_NE(untrusted.error().find("certificate verify failed"), std::string::npos) << untrusted.error();
+  EXPECT_EQ(plain, "000");  // plain HTTP gets no answer
+}
+
+}  // namespace
+}  // namespace dugong::e2e
