@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -95,6 +96,15 @@ Connection::~Connection() { PQfinish(conn_); }
 Result<std::unique_ptr<Connection>> Connection::open(const std::string& conninfo, Clock::time_point deadline) {
   auto parsed = parseConninfo(conninfo);
   if (!parsed) return Error{parsed.error()};
+  // No GSSAPI encryption unless asked for (gssencmode in the string, or PGGSSENCMODE):
+  // dugong configures TLS (tls.sslmode), and libpq's default, prefer, would use GSSAPI
+  // encryption instead of TLS whatever sslmode says wherever Kerberos credentials exist
+  // (PostgreSQL's documentation of sslmode), and probes for them on every TCP
+  // connection, which keeps about 0.6 MB of Kerberos libraries resident. GSSAPI
+  // authentication (pg_hba method gss) is unaffected.
+  if (parsed->count("gssencmode") == 0 && std::getenv("PGGSSENCMODE") == nullptr) {
+    parsed.value()["gssencmode"] = "disable";
+  }
   std::vector<const char*> keys, values;
   for (const auto& [k, v] : parsed.value()) {
     keys.push_back(k.c_str());

@@ -4,6 +4,7 @@
 #include "pg/connection.h"
 
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -96,6 +97,43 @@ TEST_F(ConnectionTest, EveryFreshVerifierAndNonceAuthenticates) {
       ASSERT_TRUE(r.ok()) << "verifier " << verifier.value() << ": " << r.error();
     }
   }
+}
+
+// Where the verifier is made in a helper process (the agent: its own executable), what
+// the helper says is checked, and a failed helper is an error, not a password.
+TEST_F(ConnectionTest, AHelperThatFailsOrPrintsNoVerifierSetsNoPassword) {
+  setVerifierHelper("/bin/false");
+  auto failed = encryptPassword(socket(), "postgres", testing::kTestSuperuserPassword, 5s);
+  setVerifierHelper("/bin/echo");
+  auto garbage = encryptPassword(socket(), "postgres", testing::kTestSuperuserPassword, 5s);
+  setVerifierHelper("");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.error().find("the verifier helper failed (exit 1)"), std::string::npos) << failed.error();
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_EQ(garbage.error(), "the verifier helper printed no SCRAM-SHA-256 verifier");
+  EXPECT_TRUE(encryptPassword(socket(), "postgres", testing::kTestSuperuserPassword, 5s).ok());
+}
+
+// GSSAPI encryption only when asked for: otherwise libpq would prefer it to the TLS
+// that tls.sslmode configures.
+TEST_F(ConnectionTest, NoGssapiEncryptionUnlessAsked) {
+  const std::string tcpSuper =
+      tcp() + " user=postgres " + buildConninfo({{"password", testing::kTestSuperuserPassword}});
+  auto gssencmode = [](Connection& c) {
+    std::string value;
+    PQconninfoOption* options = PQconninfo(c.native());
+    for (PQconninfoOption* o = options; o->keyword; ++o) {
+      if (std::string(o->keyword) == "gssencmode" && o->val) value = o->val;
+    }
+    PQconninfoFree(options);
+    return value;
+  };
+  auto plain = openForQueries(tcpSuper, 10s);
+  ASSERT_TRUE(plain.ok()) << plain.error();
+  EXPECT_EQ(gssencmode(*plain.value()), "disable");
+  auto asked = openForQueries(tcpSuper + " gssencmode=prefer", 10s);
+  ASSERT_TRUE(asked.ok()) << asked.error();
+  EXPECT_EQ(gssencmode(*asked.value()), "prefer");
 }
 
 TEST_F(ConnectionTest, TrustOverTheUnixSocket) {

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 
+#include "pg/command.h"
 #include "pg/connection.h"
 
 namespace dugong::pg {
@@ -107,8 +110,31 @@ Result<QueryResult> runQuery(const std::string& conninfo, const std::string& sql
   return queryOn(*conn.value(), sql, std::max(left, std::chrono::milliseconds(1)));
 }
 
+namespace {
+std::string& verifierHelper() {
+  static std::string executable;
+  return executable;
+}
+}  // namespace
+
+void setVerifierHelper(std::string executable) { verifierHelper() = std::move(executable); }
+
 Result<std::string> encryptPassword(const std::string& conninfo, const std::string& user, const std::string& password,
                                     std::chrono::milliseconds timeout) {
+  if (!verifierHelper().empty()) {
+    CommandSpec spec;
+    spec.argv = {verifierHelper(), "--scram-verifier", conninfo, user, std::to_string(timeout.count())};
+    spec.env = {{"DUGONG_VERIFIER_PASSWORD", password}};
+    spec.timeout = timeout + std::chrono::seconds(5);
+    auto r = runCommand(spec);
+    std::string out = r.output;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    if (!r.ok()) return Error{"the verifier helper failed (" + r.describe() + "): " + out};
+    if (out.rfind("SCRAM-SHA-256$", 0) != 0 || out.find_first_of(" \n") != std::string::npos) {
+      return Error{"the verifier helper printed no SCRAM-SHA-256 verifier"};
+    }
+    return out;
+  }
   // libpq computes the verifier on this side (a random salt, the server's iteration
   // count); the connection only tells it what the server expects.
   auto conn = openForQueries(conninfo, timeout);
@@ -118,6 +144,23 @@ Result<std::string> encryptPassword(const std::string& conninfo, const std::stri
   std::string out = verifier;
   PQfreemem(verifier);
   return out;
+}
+
+int runVerifierHelper(const std::string& conninfo, const std::string& user, const std::string& timeoutMs) {
+  const char* password = std::getenv("DUGONG_VERIFIER_PASSWORD");
+  long ms = 0;
+  const auto [end, ec] = std::from_chars(timeoutMs.data(), timeoutMs.data() + timeoutMs.size(), ms);
+  if (password == nullptr || ec != std::errc() || end != timeoutMs.data() + timeoutMs.size() || ms <= 0) {
+    std::fputs("dugong --scram-verifier: no password in the environment, or a bad timeout\n", stderr);
+    return 1;
+  }
+  auto v = encryptPassword(conninfo, user, password, std::chrono::milliseconds(ms));
+  if (!v) {
+    std::fprintf(stderr, "%s\n", v.error().c_str());
+    return 1;
+  }
+  std::printf("%s\n", v.value().c_str());
+  return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
 std::string quoteLiteral(const std::string& s) {

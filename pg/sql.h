@@ -52,6 +52,16 @@ Result<QueryResult> queryOn(Connection& conn, const std::string& sql, std::chron
 Result<std::string> encryptPassword(const std::string& conninfo, const std::string& user, const std::string& password,
                                     std::chrono::milliseconds timeout);
 
+// Where encryptPassword runs: SCRAM's first use initialises OpenSSL's random generator
+// and providers, about 2 MB of libcrypto that then stays resident in the process. With
+// a helper set (the agent: its own executable), the verifier is made by
+// `helper --scram-verifier CONNINFO USER TIMEOUT_MS`, the password in its environment
+// (DUGONG_VERIFIER_PASSWORD, as pg_basebackup gets PGPASSWORD), never on a command line.
+// Empty (the default, and dugong-adm): in this process.
+void setVerifierHelper(std::string executable);
+// The helper's side: the verifier on stdout, exit 0; or the reason on stderr, exit 1.
+int runVerifierHelper(const std::string& conninfo, const std::string& user, const std::string& timeoutMs);
+
 // SQL literal / identifier quoting for statements that take no parameters (CREATE ROLE).
 std::string quoteLiteral(const std::string& s);
 std::string quoteIdent(const std::string& s);
