@@ -257,6 +257,7 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
   s.state = [this] { return stateJson(statusSources()); };
   s.metrics = [this] { return metricsText(statusSources()); };
   Routed routed = route(request, s, ApiAccess{config_.httpSecret});
+  if (routed.operatorAction) return operatorRequest(request, *routed.operatorAction, std::move(respond));
   if (!routed.switchoverTo) {
     if (request.method == "POST") {
       auto j = nlohmann::json::parse(routed.reply.body, nullptr, false);
@@ -270,6 +271,40 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
   if (!switchover_->start(*routed.switchoverTo, respond)) {
     spdlog::info("POST /switchover to {}: refused, another switchover is running", *routed.switchoverTo);
     respond(jsonError(409, "another switchover is running"));
+  }
+}
+
+// POST /restart, /reload: this peer's postgres, by the request follower's own step
+// (as `dugong-adm restart ID` / `reload ID` would), answered once done. A primary is
+// restarted in place too (docs/design.md, "POST /restart and /reload").
+void Agent::operatorRequest(const HttpRequest& request, const std::string& action, HttpServer::Respond respond) {
+  const std::string what = request.method + " " + request.path;
+  if (stopping_) {
+    spdlog::info("{}: refused with 503, the agent is stopping", what);
+    return respond(jsonError(503, "the agent is stopping"));
+  }
+  const Role role = driver_->peer().role();
+  OperatorRequest r;
+  r.id = "http-" + config_.identity.id + "-" + std::to_string(clock_.wallMs());
+  r.action = action;
+  // The follower logs the request with `by`: the line of the accepted decision.
+  r.by = what + " over HTTP";
+  if (role == Role::kPrimary && action == "restart") r.by += " on the primary, whose writes wait while it restarts";
+  auto busy = requests_->carryOut(r, [this, role, respond](const RequestStatus& outcome) {
+    nlohmann::json body = {{"peer", config_.identity.id}, {"role", roleName(role)}, {"action", outcome.action},
+                           {"request", outcome.id}, {"state", outcome.state}};
+    if (outcome.state == "done") {
+      // The outcome's line of log is the follower's.
+      body["done"] = outcome.action == "restart" ? "postgres restarted" : "postgres reloaded its configuration";
+      return respond({200, "application/json", body.dump() + "\n"});
+    }
+    body["error"] = outcome.detail;
+    respond({503, "application/json", body.dump() + "\n"});
+  });
+  if (busy) {
+    spdlog::info("{}: refused with 409, operator request {} ({}) is running", what, busy->id, busy->action);
+    return respond(jsonError(409, "another operator request is running on this peer: " + busy->id + " (" +
+                                      busy->action + "); try again once it has ended"));
   }
 }
 

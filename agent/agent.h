@@ -65,6 +65,7 @@ class Agent {
   int httpPort() const { return http_ ? http_->port() : 0; }
 
  private:
+  void operatorRequest(const HttpRequest& request, const std::string& action, HttpServer::Respond respond);
   void pollStatus();
   StatusSources statusSources() const;
   std::optional<zk::SessionCredentials> savedSession();

@@ -62,6 +62,17 @@ HttpReply switchoverBody(const HttpRequest& r, std::optional<std::string>* candi
   return {};
 }
 
+// POST /restart and /reload take no parameters: no body, or an empty JSON object. A
+// condition the agent does not know (Patroni's "role", "schedule"...) is refused rather
+// than ignored.
+HttpReply emptyBody(const HttpRequest& r) {
+  if (r.body.find_first_not_of(" \t\r\n") == std::string::npos) return {};
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return jsonError(400, r.path + " takes no body, or {}");
+  if (!j.empty()) return jsonError(400, "unknown key \"" + j.begin().key() + "\" (" + r.path + " takes no parameters)");
+  return {};
+}
+
 Routed mutating(const HttpRequest& r, const ApiAccess& access) {
   if (r.method != "POST") return {jsonError(405, r.path + " needs POST"), std::nullopt};
   if (!access.secret) {
@@ -73,7 +84,11 @@ Routed mutating(const HttpRequest& r, const ApiAccess& access) {
                            "with the token as the password"),
             std::nullopt};
   }
-  if (r.path != "/switchover") return {jsonError(501, r.path + " is not built yet"), std::nullopt};
+  if (r.path != "/switchover") {
+    HttpReply bad = emptyBody(r);
+    if (!bad.body.empty()) return {bad, std::nullopt};
+    return {{}, std::nullopt, r.path.substr(1)};
+  }
   std::optional<std::string> candidate;
   HttpReply bad = switchoverBody(r, &candidate);
   if (!candidate) return {bad, std::nullopt};
@@ -166,7 +181,7 @@ Routed route(const HttpRequest& r, const ApiStatus& s, const ApiAccess& access) 
   if (r.path == "/state") return {{200, kJson, s.state().dump(2) + "\n"}, std::nullopt};
   if (r.path == "/metrics") return {{200, "text/plain; version=0.0.4; charset=utf-8", s.metrics()}, std::nullopt};
   return {jsonError(404, "not found: try /ping, /liveness, /health, /readiness, /primary, /replica, /read-only, /sync, "
-                         "/async, /state, /metrics, POST /switchover"),
+                         "/async, /state, /metrics, POST /switchover, POST /restart, POST /reload"),
           std::nullopt};
 }
 

@@ -14,7 +14,8 @@
 //   GET /async       200 on a streaming async                    [lag, noloadbalance]
 //   GET /state, /metrics   the status document, Prometheus metrics
 //   POST /switchover {"candidate": ID}   needs the credential (see checkCredential)
-//   POST /restart, /reload               501: not built yet
+//   POST /restart, POST /reload          the same; restarts or reloads this peer's postgres
+//                                        (body: none or {}), answered once done
 //
 // [lag]: ?lag=N (bytes, or a size such as 16MB or 1GB) answers 503 when the standby's
 // replay is more than N bytes behind the WAL it has received; a bad value is a 400.
@@ -53,11 +54,14 @@ struct ApiAccess {
   std::optional<std::string> secret;
 };
 
-// What route() decided: a reply, or a switchover to carry out (the credential and the
-// body were accepted; the candidate is checked against the cluster by the caller).
+// What route() decided: a reply, or an operation to carry out (the credential and the
+// body were accepted): a switchover (the candidate is checked against the cluster by
+// the caller), or an operator's request to this peer ("restart" or "reload", carried
+// out as a request node's: agent/request_follower.h).
 struct Routed {
   HttpReply reply;
   std::optional<std::string> switchoverTo;
+  std::optional<std::string> operatorAction = std::nullopt;  // so that {reply, nullopt} stays complete
 };
 
 Routed route(const HttpRequest& request, const ApiStatus& status, const ApiAccess& access);

@@ -1,5 +1,7 @@
 #include "agent/request_follower.h"
 
+#include <utility>
+
 #include <spdlog/spdlog.h>
 
 namespace dugong::agent {
@@ -14,28 +16,51 @@ RequestFollower::RequestFollower(ZkCoordinator& coordinator, pg::PgAdapter& pg, 
 }
 
 void RequestFollower::onNode(const StateNode& node) {
-  if (!node.exists) return;
+  if (!node.exists) {
+    waitingNode_.reset();  // withdrawn (dugong-adm gave up) before its turn
+    return;
+  }
   auto r = OperatorRequest::parse(node.data);
   if (!r) {
     spdlog::warn("operator request at {} ignored: {}", path_, r.error());
     return;
   }
-  if (last_ && last_->id == r->id) return;  // already carried out (or running)
-  last_ = RequestStatus{r->id, r->action, "running", ""};
+  if (lastNodeId_ == r->id) return;  // already carried out (or running)
+  if (running()) {
+    waitingNode_ = node;  // the latest node; looked at again once the running request ends
+    return;
+  }
+  lastNodeId_ = r->id;
   if (r->expireTime < now_()) {
+    last_ = RequestStatus{r->id, r->action, "running", ""};
     finish("refused", "expired at " + formatIso8601(r->expireTime) + " before this agent saw it");
     return;
   }
-  spdlog::info("operator request {} from {}: {} postgres", r->id, r->by.empty() ? "an operator" : r->by, r->action);
+  run(*r, nullptr);
+}
+
+std::optional<RequestStatus> RequestFollower::carryOut(const OperatorRequest& request,
+                                                       std::function<void(const RequestStatus&)> done) {
+  if (running()) return last_;
+  run(request, std::move(done));
+  return std::nullopt;
+}
+
+// The step both ways share: the adapter's restart or reload, reported in /state.
+void RequestFollower::run(const OperatorRequest& r, std::function<void(const RequestStatus&)> done) {
+  last_ = RequestStatus{r.id, r.action, "running", ""};
+  spdlog::info("operator request {} from {}: {} postgres", r.id, r.by.empty() ? "an operator" : r.by, r.action);
   std::weak_ptr<int> alive = alive_;
-  auto done = [this, alive, id = r->id](Result<bool> ok) {
+  auto finished = [this, alive, id = r.id, done = std::move(done)](Result<bool> ok) {
     if (alive.expired() || !last_ || last_->id != id) return;
     finish(ok ? "done" : "failed", ok ? "" : ok.error());
+    if (done) done(*last_);
+    if (waitingNode_ && !running()) onNode(*std::exchange(waitingNode_, std::nullopt));
   };
-  if (r->action == "restart") {
-    pg_.restartInPlace(done);
+  if (r.action == "restart") {
+    pg_.restartInPlace(std::move(finished));
   } else {
-    pg_.reloadNow(done);
+    pg_.reloadNow(std::move(finished));
   }
 }
 

@@ -1,7 +1,9 @@
-// The HTTP API's mutating endpoint on a real 3-peer cluster, driven by curl as an
-// operator's automation would: POST /switchover to the async moves the primary there
-// (the two-step promote), and without the credential, with a bad body, for an unknown
-// candidate or on a frozen cluster it is refused and nothing changes. And a real agent
+// The HTTP API's mutating endpoints on a real 3-peer cluster, driven by curl as an
+// operator's automation would: POST /reload on the primary makes a changed setting take
+// effect, POST /restart on the sync restarts its postgres, which streams again, and
+// POST /switchover to the async moves the primary there (the two-step promote); without
+// the credential, with a bad body, for an unknown candidate or on a frozen cluster each
+// is refused and nothing changes. And a real agent
 // serving HTTPS with a certificate the test made with openssl.
 #include <gtest/gtest.h>
 #include <fcntl.h>
@@ -89,7 +91,79 @@ TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothi
   EXPECT_NE(whileFrozen.body.value("error", "").find("frozen"), std::string::npos) << whileFrozen.body;
   EXPECT_EQ(h.zkState()->serialize(), frozen);
   ASSERT_TRUE(h.updateState([](ClusterState& s) { s.freeze = nullptr; }));
-  EXPECT_EQ(post(port, "/restart", auth).status, 501);
+
+  // POST /reload and /restart, on this peer's postgres. Refused without the credential
+  // (nothing restarted) or with a body naming a condition.
+  const int sync = h.indexWithRole("sync");
+  ASSERT_GE(sync, 0);
+  const int syncPort = h.peer(sync).httpPort;
+  auto value = [&](int i, const std::string& query) { return h.peer(i).pg->value(query); };
+  auto postmasterPid = [&](int i) { return value(i, "SELECT split_part(pg_read_file('postmaster.pid'), E'\\n', 1)"); };
+  const std::string syncPid = postmasterPid(sync);
+  ASSERT_FALSE(syncPid.empty()) << h.describe();
+  Curl restartNoCredential = post(syncPort, "/restart", "");
+  EXPECT_EQ(restartNoCredential.status, 401) << restartNoCredential.body;
+  EXPECT_TRUE(restartNoCredential.body.contains("error")) << restartNoCredential.body;
+  Curl restartWrong = post(syncPort, "/restart", "-u admin:wrong");
+  EXPECT_EQ(restartWrong.status, 401) << restartWrong.body;
+  Curl reloadNoCredential = post(port, "/reload", "");
+  EXPECT_EQ(reloadNoCredential.status, 401) << reloadNoCredential.body;
+  Curl restartCondition = post(syncPort, "/restart", auth + " -d '{\"role\": \"replica\"}'");
+  EXPECT_EQ(restartCondition.status, 400) << restartCondition.body;
+  EXPECT_EQ(postmasterPid(sync), syncPid);
+
+  // A reload makes a setting changed in postgresql.auto.conf (not a managed one) take
+  // effect on the primary.
+  const std::string loadedAt = value(primary, "SELECT pg_conf_load_time()");
+  ASSERT_TRUE(h.sql(primary, "ALTER SYSTEM SET work_mem = '7MB'").ok());
+  EXPECT_NE(value(primary, "SHOW work_mem"), "7MB");
+  Curl reload = post(port, "/reload", auth);
+  ASSERT_EQ(reload.status, 200) << reload.body << "\n" << h.logTail(primary);
+  EXPECT_EQ(reload.body["action"], "reload") << reload.body;
+  EXPECT_EQ(reload.body["peer"], h.peer(primary).id) << reload.body;
+  EXPECT_EQ(reload.body["role"], "primary") << reload.body;
+  // pg_reload_conf() signals the postmaster; new sessions see the file once it has read it.
+  EXPECT_TRUE(h.waitFor([&] { return value(primary, "SHOW work_mem") == "7MB"; }, 30s));
+  EXPECT_NE(value(primary, "SELECT pg_conf_load_time()"), loadedAt);
+  ASSERT_TRUE(h.sql(primary, "ALTER SYSTEM RESET work_mem").ok());
+  Curl reloadBasic = post(port, "/reload", "-u admin:s3cret-t0ken -d '{}'");
+  EXPECT_EQ(reloadBasic.status, 200) << reloadBasic.body;
+  EXPECT_TRUE(h.waitFor([&] { return value(primary, "SHOW work_mem") != "7MB"; }, 30s));
+
+  // A restart of the sync: a new postmaster, streaming again, reported in its /state as
+  // an operator request; no failover.
+  Curl restarted = post(syncPort, "/restart", auth);
+  ASSERT_EQ(restarted.status, 200) << restarted.body << "\n" << h.logTail(sync);
+  EXPECT_EQ(restarted.body["action"], "restart") << restarted.body;
+  EXPECT_EQ(restarted.body["role"], "sync") << restarted.body;
+  EXPECT_EQ(restarted.body["state"], "done") << restarted.body;
+  std::string newPid;
+  EXPECT_TRUE(h.waitFor([&] { return !(newPid = postmasterPid(sync)).empty(); }, 30s));
+  EXPECT_NE(newPid, syncPid);
+  // Streaming again: in its own status, and in its upstream's replication rows; and the
+  // async, which streams from the sync (the chain), has reconnected to it.
+  auto streamsTo = [&](int upstream, int downstream) {
+    auto st = h.status(upstream);
+    if (!st || !(*st)["postgres"]["replication"].is_array()) return false;
+    for (const auto& row : (*st)["postgres"]["replication"]) {
+      if (row.value("applicationName", "") == h.peer(downstream).id && row.value("state", "") == "streaming") {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(h.waitFor(
+      [&] {
+        auto st = h.status(sync);
+        return st && (*st)["health"]["streamingReplica"] == true && streamsTo(primary, sync) && streamsTo(sync, async);
+      },
+      60s))
+      << h.describe();
+  auto syncState = h.status(sync);
+  ASSERT_TRUE(syncState.has_value());
+  EXPECT_EQ((*syncState)["request"]["id"], restarted.body["request"]) << *syncState;
+  EXPECT_EQ((*syncState)["request"]["state"], "done") << *syncState;
+  EXPECT_NE(h.logTail(sync, 400).find("from POST /restart over HTTP: restart postgres"), std::string::npos);
   auto now = h.zkState();
   ASSERT_TRUE(now.has_value());
   EXPECT_EQ(now->generation, 1);
