@@ -385,10 +385,15 @@ TEST_F(E2E, AgentWithdrawsWhilePostgresCannotRunAndRejoinsAfterwards) {
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
   int async = indexWithRole("async");
+  // Take postgres' port before the agent's restart can: the agent restarts a postmaster
+  // found gone at once, so it is paused (briefly: its session and its peers see nothing)
+  // until the port is taken (the race was lost under load in CI's sanitizer build).
+  h_->pauseAgent(sync);
   h_->killPostgres(sync);
-  // Take postgres' port before the agent's restart (3 s grace) can.
   int squatter = -1;
-  ASSERT_TRUE(h_->waitFor([&] { return (squatter = listenOn(h_->peer(sync).pg->port)) >= 0; }, 2s));
+  const bool squatted = h_->waitFor([&] { return (squatter = listenOn(h_->peer(sync).pg->port)) >= 0; }, 10s);
+  h_->resumeAgent(sync);
+  ASSERT_TRUE(squatted);
   ASSERT_TRUE(h_->waitFor(
       [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->sync && s->sync->id == h_->peer(async).id; },
       60s));

@@ -40,11 +40,11 @@ echo "built $deb"
 echo "== control fields"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-# The ZooKeeper client is linked statically; postgres is spoken to by dugong's own client.
-for dep in postgresql-15 libc6 libstdc++6 libyaml-cpp0.7; do
+# The ZooKeeper client is linked statically; postgres is spoken to through libpq, and the
+# HTTP API's TLS through OpenSSL.
+for dep in postgresql-15 libc6 libstdc++6 libyaml-cpp0.7 libpq5 libssl3; do
   grep -q "\b$dep\b" <<<"$depends" || fail "Depends lacks $dep"
 done
-! grep -q "\blibpq5\b" <<<"$depends" || fail "Depends names libpq5, which the agent no longer links"
 contents=$(dpkg-deb -c "$deb")
 for f in ./usr/bin/dugong ./usr/bin/dugong-adm ./usr/share/man/man8/dugong.8.gz ./usr/share/man/man1/dugong-adm.1.gz \
   ./lib/systemd/system/dugong.service ./etc/dugong/dugong.yaml; do
