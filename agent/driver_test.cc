@@ -298,6 +298,7 @@ class DriverTest : public ::testing::Test {
     coordinator_.reasons.clear();
     clock_.advance(0);
     ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(primaryApplyStarts_, 1) << "the primary's apply began unannounced (the watchdog is armed then)";
     EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
     pg_.health(true, "");
     clock_.advance(0);
@@ -924,19 +925,8 @@ TEST_F(DriverTest, ATakeoverThatLandsFirstFailsTheConfirmationAndKeepsWritesStop
 // starts (postgres may be promoted and take writes before the apply answers), not only
 // once the role is applied.
 TEST_F(DriverTest, APrimarysApplyIsAnnouncedBeforeItStarts) {
-  ASSERT_TRUE(driver_->start());
-  pg_.inits.front()(PgInitialized{true, true});
-  pg_.inits.pop_front();
-  state_.generation = 1;
-  state_.primary = peerId("node1");
-  state_.sync = peerId("node2");
-  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2"})});
-  clock_.advance(0);
-  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
-  clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u);
-  EXPECT_EQ(primaryApplyStarts_, 1) << "the primary's apply began unannounced";
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+  startAsPrimary();  // checks the announcement between the apply's start and its answer
+  EXPECT_EQ(primaryApplyStarts_, 1);
 }
 
 // Safety review of fcef921, finding 2b: the connection of the new session blips before the
