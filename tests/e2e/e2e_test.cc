@@ -58,6 +58,18 @@ class E2E : public ::testing::Test {
   }
   bool insert(int peer, int id) { return h_->sql(peer, "INSERT INTO acked (id) VALUES (" + std::to_string(id) + ")", 5s).ok(); }
   std::set<int> ids(int peer) { return h_->intColumn(peer, "SELECT id FROM acked"); }
+  // Kills a peer's postmaster and takes its port, so that postgres cannot run there; the
+  // listening socket, or -1. The agent restarts a postmaster found gone at once, so it is
+  // paused (briefly: its session and its peers see nothing) until the port is taken (it
+  // won that race under load in the sanitizer build).
+  int killPostgresAndTakeItsPort(int peer) {
+    h_->pauseAgent(peer);
+    h_->killPostgres(peer);
+    int squatter = -1;
+    h_->waitFor([&] { return (squatter = listenOn(h_->peer(peer).pg->port)) >= 0; }, 10s);
+    h_->resumeAgent(peer);
+    return squatter;
+  }
   // The primary's agent goes (`goAway`) and stays away with its postgres left running; once
   // the sync has taken over, the old postgres acknowledges no commit, not even one that
   // waits for nobody, and the agent, back, finds its peer deposed.
@@ -385,15 +397,8 @@ TEST_F(E2E, AgentWithdrawsWhilePostgresCannotRunAndRejoinsAfterwards) {
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
   int async = indexWithRole("async");
-  // Take postgres' port before the agent's restart can: the agent restarts a postmaster
-  // found gone at once, so it is paused (briefly: its session and its peers see nothing)
-  // until the port is taken (the race was lost under load in CI's sanitizer build).
-  h_->pauseAgent(sync);
-  h_->killPostgres(sync);
-  int squatter = -1;
-  const bool squatted = h_->waitFor([&] { return (squatter = listenOn(h_->peer(sync).pg->port)) >= 0; }, 10s);
-  h_->resumeAgent(sync);
-  ASSERT_TRUE(squatted);
+  const int squatter = killPostgresAndTakeItsPort(sync);
+  ASSERT_GE(squatter, 0);
   ASSERT_TRUE(h_->waitFor(
       [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->sync && s->sync->id == h_->peer(async).id; },
       60s));
@@ -421,9 +426,8 @@ TEST_F(E2E, APrimaryWhosePostgresCannotRunWithdrawsAndComesBackAsAStandby) {
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
   const std::string oldPrimary = h_->peer(primary).id;
-  h_->killPostgres(primary);
-  int squatter = -1;
-  ASSERT_TRUE(h_->waitFor([&] { return (squatter = listenOn(h_->peer(primary).pg->port)) >= 0; }, 2s));
+  const int squatter = killPostgresAndTakeItsPort(primary);
+  ASSERT_GE(squatter, 0);
   ASSERT_TRUE(waitForTakeoverBy(sync)) << h_->describe();
   EXPECT_TRUE(h_->agentRunning(primary));
   auto st = h_->status(primary);
