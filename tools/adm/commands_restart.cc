@@ -16,6 +16,7 @@
 #include "pg/hot_standby.h"
 #include "pg/managed_conf.h"
 #include "tools/adm/commands.h"
+#include "tools/adm/promote_check.h"
 
 namespace dugong::adm {
 namespace {
@@ -153,6 +154,19 @@ int runRestart(const CommonOptions& common, const RestartArgs& a) {
   for (const auto& [id, role] : standbys) {
     if (int rc = restartOne(*client, common, id, role, timeout); rc != kExitOk) return rc;
   }
+  // The switchover's own checks read the primary's view of its sync, which the primary's
+  // agent polls every second: wait until they pass rather than fail on a view from before
+  // the sync's restart (the sync streams again in its own status a moment earlier).
+  PromoteArgs check;
+  check.id = s.sync->id;
+  check.role = "sync";
+  std::string refusal;
+  auto ready = waitView(*client, common, timeout, [&](const ClusterView& v) {
+    auto r = buildPromoteRequest(v, check);
+    if (!r) refusal = r.error();
+    return r.ok();
+  });
+  if (!ready) return fail(kExitFailed, "not switching over to the sync " + s.sync->id + ": " + refusal);
   std::cout << "switching over to the sync " << s.sync->id << "; the old primary " << s.primary.id
             << " restarts as a standby\n" << std::flush;
   if (int rc = promotePeer(common, s.sync->id, "sync"); rc != kExitOk) return rc;
