@@ -1,0 +1,307 @@
+// The driver's isolated-primary protocol (agent/driver.h): what a peer does when its
+// ZooKeeper connection is lost and comes back, or a new session replaces the old one:
+// stopping, shutting down and resuming writes, the confirmation on a new session, and
+// the grace for peers after an outage.
+#include <cstdio>
+
+#include "agent/driver.h"
+
+namespace dugong::agent {
+
+// ---- the isolated primary ----------------------------------------------------------------
+
+namespace {
+std::string hexSession(int64_t id) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(id));
+  return buf;
+}
+std::string names(const PeerList& peers) {
+  std::string out;
+  for (const auto& p : peers) out += (out.empty() ? "" : ", ") + p.id;
+  return out;
+}
+}  // namespace
+
+std::optional<int64_t> Driver::generation() const {
+  if (!peer_->clusterState()) return std::nullopt;
+  return peer_->clusterState()->generation;
+}
+
+void Driver::onConnection(const CoordinatorConnection& c) {
+  if (!c.connected) {
+    if (connectionLost_) return;
+    ++counters_.connectionLosses;
+    connectionLost_ = true;
+    sessionTimeoutMs_ = c.sessionTimeoutMs;
+    roleAtLoss_ = peer_->role();
+    generationAtLoss_ = generation();
+    // Lost again within the grace of an earlier loss: those peers may still be away.
+    PeerList before = lastActive_;
+    if (peerGraceUntil_) {
+      for (const auto& p : activeBeforeLoss_) {
+        if (!containsPeer(before, p.id)) before.push_back(p);
+      }
+    }
+    activeBeforeLoss_ = std::move(before);
+    peerGraceUntil_.reset();
+    peerGraceTimer_->cancel();
+    log(LogLevel::kWarn, "lost the connection to ZooKeeper (session " + hexSession(c.sessionId) + ", timeout " +
+                             std::to_string(c.sessionTimeoutMs) + " ms) as " + roleName(roleAtLoss_) +
+                             ": stopping writes now, before the session can expire (about " +
+                             std::to_string(c.sessionTimeoutMs / 3) +
+                             " ms from now at the earliest) and another peer take over");
+    stopWrites();
+    if (roleAtLoss_ == Role::kPrimary) tellPrimaryConnectionLoss(true);
+    if (roleAtLoss_ == Role::kPrimary && !postgresShutDown_) {
+      // Half-way to the earliest expiry, so that the shutdown is done before a takeover
+      // can fence the sync: from then on no client setting gets a commit acknowledged.
+      const int64_t delay = c.sessionTimeoutMs / 6;
+      shutDownTimer_->start(delay, [this, alive = std::weak_ptr<int>(alive_), delay] {
+        if (alive.expired() || stopping_ || !connectionLost_ || !writesStopped_) return;
+        shutDownWrites("ZooKeeper has been unreachable for " + std::to_string(delay) +
+                       " ms more, half-way to the earliest expiry of the session");
+      });
+    }
+    return;
+  }
+  if (!connectionLost_) return;
+  shutDownTimer_->cancel();
+  connectionLost_ = false;
+  tellPrimaryConnectionLoss(false);
+  if (confirmOwed_) {
+    // The same session is back, but it is a new one whose confirmation has not landed: a
+    // takeover decided while the old one was gone may still land, so the same-session rule
+    // does not apply (safety review of fcef921, finding 2b).
+    log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId) +
+                             ", which is new and not confirmed yet: writes stay stopped until the confirmation lands");
+    return confirmAfterNewSession();
+  }
+  log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId));
+  resumeWritesIfUnchanged("the connection came back with the same session", true);
+}
+
+void Driver::tellPrimaryConnectionLoss(bool lost) {
+  if (primaryLossTold_ == lost) return;
+  primaryLossTold_ = lost;
+  if (opts_.onPrimaryConnectionLoss) opts_.onPrimaryConnectionLoss(lost);
+}
+
+// Stops writes (a no-op for anything but a running primary) and keeps trying while
+// the connection stays lost.
+void Driver::stopWrites() {
+  writesStopped_ = true;
+  writesTimer_->cancel();
+  ++counters_.writeStops;
+  env_.postgres.stopWrites([this, alive = std::weak_ptr<int>(alive_)](Result<int> r) {
+    // Posted: the default implementation answers inside the call.
+    env_.clock.post([this, alive, r = std::move(r)] {
+      if (alive.expired() || stopping_ || !writesStopped_) return;
+      if (r) {
+        log(LogLevel::kInfo, "writes stopped: postgres accepts no new writes, " + std::to_string(*r) +
+                                 " client sessions terminated");
+        return;
+      }
+      log(LogLevel::kError, "stopping writes failed: " + r.error() + (connectionLost_ ? "; trying again in " +
+                                                                                           std::to_string(opts_.retryDelayMs) +
+                                                                                           " ms"
+                                                                                     : ""));
+      if (!connectionLost_) return;
+      writesTimer_->start(opts_.retryDelayMs, [this, alive] {
+        if (!alive.expired() && !stopping_ && writesStopped_ && connectionLost_) stopWrites();
+      });
+    });
+  });
+}
+
+// Stopped writes leave a new session that says BEGIN READ WRITE able to commit
+// locally: once the session may expire, postgres goes down.
+void Driver::shutDownWrites(const std::string& why) {
+  if (postgresShutDown_) return;
+  postgresShutDown_ = true;
+  ++counters_.shutDowns;
+  log(LogLevel::kWarn, "shutting postgres down: " + why +
+                           "; a stopped primary would still let a session that says BEGIN READ WRITE commit locally");
+  env_.postgres.shutDownWrites([this, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
+    env_.clock.post([this, alive, r = std::move(r)] {
+      if (alive.expired() || stopping_ || !postgresShutDown_) return;
+      if (r) {
+        log(LogLevel::kInfo, "postgres is shut down: it starts again on resumption or a new configuration");
+        return;
+      }
+      log(LogLevel::kError, "shutting postgres down failed: " + r.error() + "; trying again in " +
+                                std::to_string(opts_.retryDelayMs) + " ms");
+      postgresShutDown_ = false;
+      shutDownTimer_->start(opts_.retryDelayMs, [this, alive] {
+        if (!alive.expired() && !stopping_ && writesStopped_) shutDownWrites("retrying");
+      });
+    });
+  });
+}
+
+void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand) {
+  if (!writesStopped_ || connectionLost_) return;
+  if (pgBusy_) {
+    // The adapter would carry it out after the transition, on whatever was decided
+    // meanwhile (a withdrawal, a new configuration): decided when the transition ends.
+    if (!resumeAfterTransition_) {
+      log(LogLevel::kInfo, "writes stay stopped (" + how +
+                               ") while a postgres transition is in flight: decided when it ends");
+    }
+    resumeAfterTransition_ = {how, noTakeoverCanLand};
+    return;
+  }
+  const Role role = peer_->role();
+  const auto gen = generation();
+  auto genName = [](std::optional<int64_t> g) { return g ? std::to_string(*g) : std::string("none"); };
+  // Primary in a newer generation (its own write, answered during the outage: a primary's
+  // new sync, or a sync's takeover), and postgres already has that generation's
+  // configuration: the state machine has nothing left to apply, so nothing else would
+  // lift the stop (seeds 2590, 6055, 762). Only if no takeover can land: the same
+  // session came back (none was decided on its absence), or the state was written back
+  // test-and-set on the new session.
+  const bool appliedMeanwhile = noTakeoverCanLand && role == Role::kPrimary && !lastAppliedIsStale();
+  if ((role != roleAtLoss_ || gen != generationAtLoss_) && !appliedMeanwhile) {
+    log(LogLevel::kWarn, "writes stay stopped (" + how + "): the cluster changed meanwhile (role " +
+                             roleName(roleAtLoss_) + " -> " + roleName(role) + ", generation " +
+                             genName(generationAtLoss_) + " -> " + genName(gen) +
+                             "); the state machine reconfigures postgres");
+    return;
+  }
+  writesStopped_ = false;
+  confirmOwed_ = false;
+  writesTimer_->cancel();
+  shutDownTimer_->cancel();
+  ++counters_.writeResumes;
+  // Postgres shut down starts again with its last configuration only if the state
+  // machine still wants it (see lastAppliedIsStale; seed 79461: a sync whose promotion
+  // failed would follow the deposed primary again); otherwise the state machine's own
+  // apply (its retry, or the next step) starts it.
+  const bool startNow = postgresShutDown_ && !lastAppliedIsStale();
+  log(LogLevel::kInfo, "resuming writes: " + how + ", and this peer is still " + roleName(role) + " in generation " +
+                           genName(gen) +
+                           (!postgresShutDown_ ? ""
+                            : startNow        ? "; starting postgres again"
+                                              : "; postgres starts with the state machine's next configuration, not "
+                                                "with its last one (the state machine has moved on from it)"));
+  if (postgresShutDown_) {
+    postgresShutDown_ = false;
+    if (startNow) applyPg(*lastApplied_, false);
+    noteUnhealthy();  // if that could not start now, the health check starts it
+    return;
+  }
+  env_.postgres.resumeWrites([this, noTakeoverCanLand, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
+    env_.clock.post([this, noTakeoverCanLand, alive, r = std::move(r)] {
+      if (alive.expired() || stopping_ || r) return;
+      log(LogLevel::kError, "resuming writes failed: " + r.error() + "; trying again in " +
+                                std::to_string(opts_.retryDelayMs) + " ms");
+      writesStopped_ = true;
+      writesTimer_->start(opts_.retryDelayMs, [this, noTakeoverCanLand, alive] {
+        if (!alive.expired() && !stopping_) resumeWritesIfUnchanged("retrying", noTakeoverCanLand);
+      });
+    });
+  });
+}
+
+// The old session expired and a new one is initialised: the state just read is the
+// cluster's, but a takeover decided while this peer's election node was gone may still
+// be on its way (a test-and-set at the version it read). The primary therefore writes
+// the same state back, test-and-set at the version read on the new session: if that
+// succeeds, no such takeover can succeed after it (its expected version is gone) and,
+// this peer's new election node being in place before the write, none can be decided
+// again; writes resume. If it fails, the state changed: writes stay stopped and the
+// state read since decides (a confirmation is tried again while still primary in the
+// same generation).
+void Driver::afterNewSession() {
+  if (!writesStopped_) return;
+  confirmOwed_ = true;
+  writesTimer_->cancel();
+  confirmAfterNewSession();
+}
+
+void Driver::confirmAfterNewSession() {
+  if (!writesStopped_ || connectionLost_ || stopping_ || confirmInFlight_ || rejoinWriteInFlight_) return;
+  // A standby's stopped writes are nothing to lift; only a primary's can conflict: one
+  // that lost its connection as the primary, or a standby that became it meanwhile (its
+  // takeover write answered during the outage) and whose postgres was shut down as a
+  // primary's is (seed 49209).
+  const bool becamePrimary = peer_->role() == Role::kPrimary && postgresShutDown_;
+  if (roleAtLoss_ != Role::kPrimary && !becamePrimary) return resumeWritesIfUnchanged("a new session");
+  if (smWriteInFlight_) {
+    // One write at a time: after the state machine's, whose step may leave the last
+    // configuration stale meanwhile (seed 49209).
+    confirmDeferred_ = true;
+    return;
+  }
+  // Still primary, in a newer generation whose configuration postgres already has (its
+  // own write, answered during the outage): confirmed as well, or nothing would lift the
+  // stop (seed 6055).
+  const bool newerApplied = generation() != generationAtLoss_ && !lastAppliedIsStale();
+  if (peer_->role() != Role::kPrimary || (generation() != generationAtLoss_ && !newerApplied) ||
+      !lastStateNode_.exists) {
+    return resumeWritesIfUnchanged("a new session");  // logs why writes stay stopped
+  }
+  auto state = ClusterState::parse(lastStateNode_.data);
+  if (!state) return;
+  const int32_t version = lastStateNode_.version;
+  confirmInFlight_ = true;
+  ++counters_.stateWrites;
+  log(LogLevel::kInfo, "writes stay stopped until a test-and-set of the cluster state at version " +
+                           std::to_string(version) + " (read on the new session) confirms that no takeover landed");
+  env_.coordinator.putClusterState(
+      *state, version,
+      opts_.identity.id + " confirms it is still primary of generation " + std::to_string(state->generation) +
+          " after a new ZooKeeper session (no takeover landed)",
+      guarded<StateWriteFinished>([this, version](StateWriteFinished w) {
+        confirmInFlight_ = false;
+        if (rejoinedTo_) maybeRejoin();  // leaving deposed waited for this answer
+        if (w.ok) {
+          return resumeWritesIfUnchanged("a new session, and the state written back at version " +
+                                             std::to_string(version) + " (a test-and-set): no takeover can land after it",
+                                         true);
+        }
+        ++counters_.stateWriteFailures;
+        log(LogLevel::kWarn, "confirming the state after the new session failed (" + w.error +
+                                 "); writes stay stopped, trying again in " + std::to_string(opts_.retryDelayMs) +
+                                 " ms with the state read since");
+        writesTimer_->start(opts_.retryDelayMs, [this, alive = std::weak_ptr<int>(alive_)] {
+          if (!alive.expired() && !stopping_) confirmAfterNewSession();
+        });
+      }));
+}
+
+// During the grace after a new session, the peers present before the loss count as
+// present: after an outage every peer reconnects, some later than others.
+Event Driver::keepingPeersFromBeforeTheLoss(Event event) {
+  if (!peerGraceUntil_) return event;
+  PeerList* active = nullptr;
+  if (auto* init = std::get_if<ZkInitialized>(&event)) active = &init->active;
+  if (auto* change = std::get_if<ActivePeersChanged>(&event)) active = &change->active;
+  if (!active) return event;
+  PeerList kept;
+  for (const auto& p : activeBeforeLoss_) {
+    if (!containsPeer(*active, p.id)) kept.push_back(p);
+  }
+  for (const auto& p : kept) active->push_back(p);
+  if (!kept.empty()) {
+    log(LogLevel::kInfo, "treating " + names(kept) + " as present for " +
+                             std::to_string(*peerGraceUntil_ - env_.clock.monotonicMs()) +
+                             " ms more: present before the ZooKeeper connection was lost, and maybe not reconnected yet");
+  }
+  return event;
+}
+
+void Driver::endPeerGrace() {
+  peerGraceUntil_.reset();
+  PeerList missing;
+  for (const auto& p : activeBeforeLoss_) {
+    if (!containsPeer(lastActive_, p.id)) missing.push_back(p);
+  }
+  activeBeforeLoss_.clear();
+  if (missing.empty() || withdrawn_) return;
+  log(LogLevel::kWarn, names(missing) + " did not come back within a session timeout (" +
+                           std::to_string(sessionTimeoutMs_) + " ms) of the new session: treating them as gone");
+  step(ActivePeersChanged{lastActive_, lastData_});
+}
+
+}  // namespace dugong::agent
