@@ -1457,6 +1457,12 @@ PgRejoined PgController::rejoin(const PeerIdentity& primary, RejoinLimit limit) 
   return out;
 }
 
+Result<SyncStandbyView> PgController::syncStandby(const std::string& standbyName) const {
+  auto r = localQuery(syncStandbyQuery(standbyName));
+  if (!r) return Error{r.error()};
+  return parseSyncStandbyView(*r);
+}
+
 WalPositionRead PgController::readWal() {
   WalPositionRead out;
   std::optional<Fence> fence;
