@@ -54,7 +54,7 @@ TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
   EXPECT_EQ(c->rejoin, RejoinPolicy::kRewind);
   EXPECT_EQ(c->handoverWaitMs, 5000);
   EXPECT_EQ(c->syncReplaceAfterMs, 2000);
-  EXPECT_EQ(c->syncReplaceHoldMs, 30000);
+  EXPECT_EQ(c->syncReplaceHoldMs, 5000);
   EXPECT_EQ(c->syncConnectGraceMs, 10000);
 }
 

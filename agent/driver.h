@@ -94,7 +94,7 @@ struct DriverOptions {
   int64_t syncReplaceAfterMs = 0;
   int64_t syncSampleMs = 250;
   int64_t syncConnectGraceMs = 10000;
-  int64_t syncReplaceHoldMs = 30000;
+  int64_t syncReplaceHoldMs = 5000;
   // Called on the loop once postgres has applied a configuration the state machine
   // asked for, when the peer's role differs from the one of the last such apply.
   std::function<void(Role previous, Role applied)> onRoleApplied;
