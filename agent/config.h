@@ -67,9 +67,9 @@
 //   switchover:
 //     handoverWaitMs: 5000              # promote of the sync: the primary stops first and
 //                                       # the sync waits this long for its last WAL; 0: off
-//   rejoin: follow                      # a deposed ex-primary: follow (rejoin when it can
-//                                       # follow the new primary as it is), rewind (also
-//                                       # pg_rewind a diverged one), manual (dugong-adm rebuild)
+//   rejoin: rewind                      # a deposed ex-primary: rewind (pg_rewind a diverged
+//                                       # one, or follow as it is), follow (only as it is),
+//                                       # manual (dugong-adm rebuild)
 //   health:
 //     withdrawAfterSeconds: 30          # postgres unhealthy this long: leave ZooKeeper
 //   shutdown:
@@ -116,7 +116,7 @@ struct AgentConfig {
   std::string httpCaFile;  // trusted when reading agents over HTTPS; "": the system's CAs
   std::optional<std::string> httpSecret;  // the mutating endpoints' credential; none: disabled
   bool singleton = false;
-  RejoinPolicy rejoin = RejoinPolicy::kFollow;
+  RejoinPolicy rejoin = RejoinPolicy::kRewind;
   int handoverWaitMs = 5000;
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;

@@ -51,7 +51,7 @@ TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
   EXPECT_EQ(c->onRoleChangeHook, "");
   EXPECT_EQ(c->hookTimeoutSeconds, 30);
   EXPECT_EQ(c->logFormat, "text");
-  EXPECT_EQ(c->rejoin, RejoinPolicy::kFollow);
+  EXPECT_EQ(c->rejoin, RejoinPolicy::kRewind);
   EXPECT_EQ(c->handoverWaitMs, 5000);
 }
 
@@ -93,7 +93,7 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
                            "singleton: true\nhealth:\n  withdrawAfterSeconds: 9\nshutdown:\n  stopPostgres: yes\n"
                            "hooks:\n  onRoleChange: /usr/local/bin/role-changed\n  onStart: /usr/local/bin/started\n"
                            "  onStop: /usr/local/bin/stopped\n  timeoutSeconds: 5\n"
-                           "log:\n  level: debug\n  format: json\nrejoin: rewind\n"
+                           "log:\n  level: debug\n  format: json\nrejoin: follow\n"
                            "switchover:\n  handoverWaitMs: 0\n",
                        "d.yaml");
   ASSERT_TRUE(c.ok()) << c.error();
@@ -106,7 +106,7 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(c->hookTimeoutSeconds, 5);
   EXPECT_EQ(c->logLevel, "debug");
   EXPECT_EQ(c->logFormat, "json");
-  EXPECT_EQ(c->rejoin, RejoinPolicy::kRewind);
+  EXPECT_EQ(c->rejoin, RejoinPolicy::kFollow);
   EXPECT_EQ(c->handoverWaitMs, 0);
 }
 

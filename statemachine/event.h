@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -92,6 +93,16 @@ struct WalPositionRead {
   std::optional<TimelineHistory> history = std::nullopt;
 };
 
+// The primary's agent watches its sync's acknowledgements (the sync's walsender and its
+// flush position while commits wait for it) and says when that changes. A sync that keeps
+// its ZooKeeper session but acknowledges nothing (the link between the two cut, its
+// postgres hung, its disk full) stalls every commit: the primary replaces it.
+struct SyncAcknowledgement {
+  std::string syncId;          // the sync this is about
+  bool acknowledging = true;
+  std::string detail;          // when not: what the agent saw, for the log and the history
+};
+
 enum class TimerId { kRetryEvaluation, kRetryPgApply };
 const char* timerName(TimerId id);
 
@@ -100,6 +111,11 @@ struct TimerFired {
 };
 
 using Event = std::variant<ZkInitialized, ActivePeersChanged, ClusterStateChanged, PgInitialized, PgConfigApplied,
-                           PgFenced, StateWriteFinished, WalPositionRead, TimerFired>;
+                           PgFenced, StateWriteFinished, WalPositionRead, TimerFired, SyncAcknowledgement>;
+
+// One line for a trace or a log: "active [a, b]", "write ok v7", ... `stateText` names a
+// state node (default: "v<version>", or "none").
+std::string describeEvent(const Event& event,
+                          const std::function<std::string(const StateNode&)>& stateText = nullptr);
 
 }  // namespace dugong

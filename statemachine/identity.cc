@@ -1,5 +1,7 @@
 #include "statemachine/identity.h"
 
+#include <algorithm>
+
 namespace dugong {
 
 nlohmann::json PeerTags::toJson() const { return {{"noloadbalance", noloadbalance}, {"nofailover", nofailover}}; }
@@ -60,6 +62,17 @@ Result<PeerList> peersFromJson(const nlohmann::json& j, const std::string& what)
     out.push_back(std::move(p).value());
   }
   return out;
+}
+
+std::string peerIdList(const PeerList& peers) {
+  std::string s = "[";
+  for (size_t i = 0; i < peers.size(); ++i) s += (i ? ", " : "") + peers[i].id;
+  return s + "]";
+}
+
+bool sameIds(const PeerList& a, const PeerList& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const PeerIdentity& x, const PeerIdentity& y) { return x.id == y.id; });
 }
 
 }  // namespace dugong

@@ -47,6 +47,10 @@ using PeerList = std::vector<PeerIdentity>;
 bool containsPeer(const PeerList& peers, const std::string& id);
 // The position of the peer with this id, or -1.
 int indexOfPeer(const PeerList& peers, const std::string& id);
+// "[a, b]": the peers' ids, for logs and reasons.
+std::string peerIdList(const PeerList& peers);
+// The same ids in the same order.
+bool sameIds(const PeerList& a, const PeerList& b);
 
 nlohmann::json peersToJson(const PeerList& peers);
 Result<PeerList> peersFromJson(const nlohmann::json& j, const std::string& what);

@@ -8,20 +8,6 @@
 #include "statemachine/promote_request.h"
 
 namespace dugong {
-namespace {
-
-std::string idList(const PeerList& peers) {
-  std::string s = "[";
-  for (size_t i = 0; i < peers.size(); ++i) s += (i ? ", " : "") + peers[i].id;
-  return s + "]";
-}
-
-bool sameIds(const PeerList& a, const PeerList& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                    [](const PeerIdentity& x, const PeerIdentity& y) { return x.id == y.id; });
-}
-
-}  // namespace
 
 const char* roleName(Role role) {
   switch (role) {
@@ -75,6 +61,9 @@ std::vector<Action> Peer::step(EpochMs now, const Event& event) {
                  [this](const StateWriteFinished& e) { onWriteFinished(e); },
                  [this](const WalPositionRead& e) { onWalRead(e); },
                  [this](const TimerFired& e) { onTimer(e); },
+                 [this](const SyncAcknowledgement& e) {
+                   if (zkInitialized_) onSyncAcknowledgement(e);
+                 },
              },
              event);
   out_ = nullptr;
@@ -373,7 +362,7 @@ void Peer::evaluateSetupFromData() {
     }
   }
   if (!silent.empty()) {
-    return blocked("no cluster state; waiting for " + idList(silent) +
+    return blocked("no cluster state; waiting for " + peerIdList(silent) +
                        " to publish what its data directory holds (it does once its postgres is stopped)",
                    false);
   }
@@ -398,7 +387,7 @@ void Peer::evaluateSetupFromData() {
   for (const auto& p : holding) systems[dataStates_.at(p.id).systemId].push_back(p);
   if (systems.size() > 1) {
     std::string which;
-    for (const auto& [system, ps] : systems) which += (which.empty() ? "" : "; ") + idList(ps) + " hold system " + system;
+    for (const auto& [system, ps] : systems) which += (which.empty() ? "" : "; ") + peerIdList(ps) + " hold system " + system;
     return blocked("no cluster state, and the present peers hold different database systems (" + which +
                        "): nobody sets the cluster up. An operator must choose: stop the agents of the peers whose "
                        "data is not wanted and move their data directories away (or start them with another "
@@ -408,7 +397,7 @@ void Peer::evaluateSetupFromData() {
   const EpochMs until = *setupWaitSince_ + opts_.setupWaitMs;
   if (now_ < until) {
     startTimer(TimerId::kRetryEvaluation, until - now_);
-    return blocked("no cluster state; " + idList(holding) + " hold data of system " + systems.begin()->first +
+    return blocked("no cluster state; " + peerIdList(holding) + " hold data of system " + systems.begin()->first +
                        ": waiting " + std::to_string(opts_.setupWaitMs) +
                        " ms for more peers to come back before setting the cluster up from the most advanced WAL",
                    false);
@@ -434,104 +423,7 @@ void Peer::evaluateSetupFromData() {
   s.async.assign(others->begin() + 1, others->end());
   s.initWal = best.wal;
   writeState(std::move(s), "setup from the most advanced data: " + opts_.self.id + " (" + best.describe() +
-                               ") is primary, " + others->front().id + " is sync; peers holding data: " + idList(holding));
-}
-
-void Peer::evaluatePrimary() {
-  const ClusterState& s = *state_;
-
-  if (s.hasPromote()) {
-    auto req = validatePromote(s.promote, s, now_);
-    if (!req) {
-      ClusterState next = s;
-      next.promote = nullptr;
-      return writeState(std::move(next), "removed an invalid promote request: " + req.error());
-    }
-    if (req->role == "async" && *req->asyncIndex == 0) {
-      const std::string why = "promote request for async[0] " + req->id;
-      if (!maySync(s.async.front())) {
-        ClusterState next = s;
-        next.promote = nullptr;
-        return writeState(std::move(next), "removed a promote request: " + req->id +
-                                               " is tagged nofailover and is never made the sync");
-      } else if (s.frozen()) {
-        blocked(why + ", but the cluster is frozen", false);
-      } else if (!isActive(req->id)) {
-        blocked(why + ", but it is not present", false);
-      } else if (!pgReady()) {
-        blocked(why + ": waiting for postgres to run as primary first", false);
-      } else if (auto wal = fencedWal(why, s.async.front())) {
-        return writeState(promoteFirstAsync(*wal), "generation " + std::to_string(s.generation + 1) + ": " + why +
-                                                       " carried out; " + s.sync->id + " becomes async[0]");
-      } else {
-        return;
-      }
-    } else if (req->role == "async") {
-      ClusterState next = s;
-      next.promote = nullptr;
-      auto i = static_cast<size_t>(*req->asyncIndex);
-      std::swap(next.async[i], next.async[i - 1]);
-      return writeState(std::move(next), "promote request carried out: " + req->id + " moves to async[" +
-                                             std::to_string(i - 1) + "], " + s.async[i - 1].id + " to async[" +
-                                             std::to_string(i) + "]");
-    }
-    // A sync promotion is the sync's to carry out.
-  }
-
-  if (!isActive(s.sync->id)) {
-    const std::string why = "sync " + s.sync->id + " is gone";
-    auto candidates = withSyncFirst(presentAsyncs());
-    if (s.frozen()) {
-      blocked(why + ", but the cluster is frozen: no takeover", false);
-    } else if (!candidates) {
-      blocked(why + ", but " + noSyncCandidate(), false);
-    } else if (!pgReady()) {
-      blocked(why + ": waiting for postgres to run as primary first", false);
-    } else if (auto wal = fencedWal(why, candidates->front())) {
-      return writeState(primaryTakeover(*wal), "generation " + std::to_string(s.generation + 1) + ": " + why + "; " +
-                                                   candidates->front().id + " becomes sync");
-    } else {
-      return;
-    }
-  }
-
-  // Async chain maintenance, in this generation: drop absent asyncs, append newcomers.
-  PeerList asyncs = presentAsyncs();
-  for (const auto& p : *active_) {
-    if (isSelf(p) || p.id == s.sync->id || containsPeer(asyncs, p.id) || containsPeer(s.async, p.id) ||
-        containsPeer(s.deposed, p.id)) {
-      continue;
-    }
-    asyncs.push_back(p);
-  }
-  if (!sameIds(asyncs, s.async)) {
-    ClusterState next = s;
-    next.async = asyncs;
-    next.promote = nullptr;
-    writeState(std::move(next), "async chain " + idList(s.async) + " -> " + idList(asyncs));
-  }
-}
-
-void Peer::evaluateOnwmPrimary() {
-  if (opts_.singleton) return;  // a one-node-write peer ignores everyone else
-  const ClusterState& s = *state_;
-  bool others = std::any_of(active_->begin(), active_->end(),
-                            [&](const PeerIdentity& p) { return !isSelf(p) && !containsPeer(s.deposed, p.id); });
-  if (!others) return;
-  const std::string why = "leaving one-node-write mode";
-  if (s.frozen()) return blocked(why + ": another peer is present, waiting for the cluster to be unfrozen", false);
-  if (!pgReady()) return blocked(why + ": waiting for postgres to run as primary first", false);
-  PeerList candidates;
-  for (const auto& p : *active_) {
-    if (!isSelf(p) && !containsPeer(s.deposed, p.id)) candidates.push_back(p);
-  }
-  auto order = withSyncFirst(candidates);
-  if (!order) return blocked(why + ": every other present peer is tagged nofailover, none can be the sync", false);
-  if (auto wal = fencedWal(why, order->front())) {
-    ClusterState next = leaveOnwm(*wal);
-    writeState(next, "generation " + std::to_string(next.generation) + ": " + why + ", " + next.sync->id +
-                         " becomes sync");
-  }
+                               ") is primary, " + others->front().id + " is sync; peers holding data: " + peerIdList(holding));
 }
 
 void Peer::evaluateSync() {
@@ -667,33 +559,6 @@ ClusterState Peer::syncTakeover(WalPosition wal) const {
   return next;
 }
 
-ClusterState Peer::primaryTakeover(WalPosition wal) const {
-  ClusterState next = nextGeneration(wal);
-  PeerList order = *withSyncFirst(presentAsyncs());
-  next.sync = order.front();
-  next.async.assign(order.begin() + 1, order.end());
-  return next;
-}
-
-ClusterState Peer::promoteFirstAsync(WalPosition wal) const {
-  ClusterState next = nextGeneration(wal);
-  next.sync = state_->async.front();
-  next.async.front() = *state_->sync;
-  return next;
-}
-
-ClusterState Peer::leaveOnwm(WalPosition wal) const {
-  ClusterState next = nextGeneration(wal);
-  PeerList others;
-  for (const auto& p : *active_) {
-    if (!isSelf(p) && !containsPeer(state_->deposed, p.id)) others.push_back(p);
-  }
-  PeerList order = *withSyncFirst(others);
-  next.sync = order.front();
-  next.async.assign(order.begin() + 1, order.end());
-  return next;
-}
-
 std::optional<WalPosition> Peer::walForTakeover(const std::string& why) {
   if (freshWal_) return freshWal_;
   if (holdUpdates_) return std::nullopt;
@@ -790,12 +655,12 @@ std::optional<PeerList> Peer::withSyncFirst(const PeerList& peers) const {
 std::string Peer::noSyncCandidate() const {
   const PeerList present = presentAsyncs();
   if (present.empty()) return "no async is present to become the new sync";
-  return "every present async " + idList(present) + " is tagged nofailover: none becomes the new sync";
+  return "every present async " + peerIdList(present) + " is tagged nofailover: none becomes the new sync";
 }
 
 std::string Peer::describe(const ClusterState& s) const {
   return "generation " + std::to_string(s.generation) + ", primary " + s.primary.id + ", sync " +
-         (s.sync ? s.sync->id : std::string("none")) + ", async " + idList(s.async);
+         (s.sync ? s.sync->id : std::string("none")) + ", async " + peerIdList(s.async);
 }
 
 nlohmann::json Peer::inspect() const {
@@ -827,6 +692,7 @@ nlohmann::json Peer::inspect() const {
       {"pending", pending},
   };
   if (auto why = haltReason()) j["halted"] = *why;
+  if (stalledSync_) j["syncAcknowledgesNothing"] = {{"sync", stalledSync_->syncId}, {"detail", stalledSync_->detail}};
   if (opts_.setupFromData && !state_) {
     nlohmann::json data = nlohmann::json::object();
     for (const auto& [id, d] : dataStates_) data[id] = d.toJson();

@@ -42,6 +42,10 @@ struct PeerOptions {
   // up, only over a data directory never set up; a state that disappears halts the peer.
   bool setupFromData = false;
   int64_t setupWaitMs = 0;
+  // After replacing a sync that acknowledged nothing, the primary replaces no other for
+  // that reason for this long: a link that comes and goes costs one generation per hold,
+  // not one a second.
+  int64_t syncReplaceHoldMs = 30000;
 };
 
 class Peer {
@@ -93,6 +97,7 @@ class Peer {
   void onWriteFinished(const StateWriteFinished& e);
   void onWalRead(const WalPositionRead& e);
   void onTimer(const TimerFired& e);
+  void onSyncAcknowledgement(const SyncAcknowledgement& e);
 
   void evaluate();
   void evaluateNoState();
@@ -109,6 +114,7 @@ class Peer {
   ClusterState primaryTakeover(WalPosition wal) const;
   ClusterState promoteFirstAsync(WalPosition wal) const;
   ClusterState leaveOnwm(WalPosition wal) const;
+  ClusterState replaceStalledSync(WalPosition wal, const PeerList& order) const;
   ClusterState nextGeneration(WalPosition wal) const;
   std::optional<std::string> offTheGenerationsHistory() const;
 
@@ -180,6 +186,11 @@ class Peer {
   std::optional<WalPosition> freshWal_;   // read for this evaluation only
   std::optional<TimelineHistory> freshHistory_;  // read with it
   std::set<TimerId> timers_;
+
+  // The primary's agent said its sync acknowledges nothing, in this generation.
+  std::optional<SyncAcknowledgement> stalledSync_;
+  int64_t stalledGeneration_ = 0;
+  std::optional<EpochMs> lastStallReplacement_;
 
   int64_t primaryGeneration_ = 0;  // the generation in which this peer last acted as primary
   std::optional<std::string> halted_;  // invalid state: record, do not act

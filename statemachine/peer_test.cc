@@ -776,5 +776,145 @@ TEST(PeerTags, IdentityCarriesTagsOnlyWhenSet) {
   EXPECT_EQ(PeerIdentity::fromJson(j, "a").error(), "a.tags.nofailover: expected true or false");
 }
 
+// ---- a sync that keeps its session but acknowledges nothing ---------------------------
+
+SyncAcknowledgement stalled(const std::string& sync) { return {sync, false, "no walsender for 1500 ms"}; }
+
+// Primary "me" of generation 4 with sync "s" and asyncs "a", "b", all present, postgres
+// running as primary.
+void startPrimaryWithChain(Harness& h) {
+  h.startAsPrimary(cluster(4, "me", "s", {"a", "b"}), {"me", "s", "a", "b"}, 3);
+  h.applied(true);
+}
+
+// Fence (commits wait for the new sync), then the WAL read that becomes initWal, then
+// the write; postgres is reconfigured only after the write landed, as in a takeover.
+TEST(PeerStalledSync, IsReplacedByTheFirstPresentAsyncAfterTheFenceAndGoesLast) {
+  Harness h;
+  startPrimaryWithChain(h);
+  auto actions = h.step(stalled("s"));
+  EXPECT_TRUE(logged(actions, "sync s acknowledges no commits: no walsender for 1500 ms"));
+  auto fences = only<FencePg>(actions);
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "a");
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  ASSERT_EQ(only<ReadWal>(h.step(PgFenced{true, "", 1})).size(), 1u);
+  actions = h.step(WalPositionRead{WalPosition(500), "", 1});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  const ClusterState& next = writes[0].state;
+  EXPECT_EQ(writes[0].expectedVersion, 4);
+  EXPECT_EQ(next.generation, 5);
+  EXPECT_EQ(next.primary.id, "me");
+  EXPECT_EQ(next.sync->id, "a");
+  ASSERT_EQ(next.async.size(), 2u);
+  EXPECT_EQ(next.async[0].id, "b");
+  EXPECT_EQ(next.async[1].id, "s");
+  EXPECT_TRUE(next.deposed.empty());
+  EXPECT_EQ(next.initWal, WalPosition(500));
+  EXPECT_TRUE(logged(actions, "generation 5: sync s acknowledges no commits (no walsender for 1500 ms); a becomes "
+                              "sync, s the last async"));
+  actions = h.step(StateWriteFinished{true, "", false, 5});
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.downstream->id, "a");
+}
+
+TEST(PeerStalledSync, NewsThatItAcknowledgesAgainBeforeTheFenceEndsIsNoReplacement) {
+  Harness h;
+  startPrimaryWithChain(h);
+  h.step(stalled("s"));
+  auto actions = h.step(SyncAcknowledgement{"s", true, ""});
+  EXPECT_TRUE(logged(actions, "sync s acknowledges commits again"));
+  // The fence completes; with the sync acknowledging, the takeover is abandoned and the
+  // configuration (synchronous standby s) applied again.
+  actions = h.step(PgFenced{true, "", 1});
+  EXPECT_TRUE(only<ReadWal>(actions).empty());
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.downstream->id, "s");
+}
+
+TEST(PeerStalledSync, NoReplacementWhileFrozenOrWithoutACandidate) {
+  ClusterState s = cluster(4, "me", "s", {"a"});
+  s.freeze = {{"date", formatIso8601(kT0)}, {"reason", "maintenance"}};
+  Harness frozen;
+  frozen.startAsPrimary(s, {"me", "s", "a"}, 3);
+  frozen.applied(true);
+  auto actions = frozen.step(stalled("s"));
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(logged(actions, "but the cluster is frozen: it stays the sync"));
+
+  Harness alone;
+  alone.startAsPrimary(cluster(4, "me", "s"), {"me", "s"}, 3);
+  alone.applied(true);
+  actions = alone.step(stalled("s"));
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(logged(actions, "but no async is present to become the new sync"));
+  // A newcomer joins the async chain first, and is then the candidate.
+  actions = alone.step(ActivePeersChanged{peers({"me", "s", "a"})});
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  ASSERT_EQ(only<WriteClusterState>(actions).size(), 1u);
+  auto fences = only<FencePg>(alone.step(StateWriteFinished{true, "", false, 5}));
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "a");
+}
+
+TEST(PeerStalledSync, StaleOrForeignNewsIsIgnored) {
+  Harness h;
+  startPrimaryWithChain(h);
+  EXPECT_TRUE(h.step(stalled("a")).empty());  // not the sync
+  EXPECT_TRUE(h.step(SyncAcknowledgement{"s", true, ""}).empty());  // nothing to clear
+
+  Harness standby;
+  standby.start(cluster(4, "p", "me", {"a"}), {"p", "me", "a"});
+  standby.applied(true);
+  EXPECT_TRUE(standby.step(stalled("me")).empty());  // only a primary replaces its sync
+  EXPECT_FALSE(standby.peer.inspect().contains("syncAcknowledgesNothing"));
+}
+
+// A replacement for a stall starts a hold: a second stall within it waits for its end
+// (a timer), unless the sync is gone, which is no stall.
+TEST(PeerStalledSync, ASecondStallWithinTheHoldWaitsForItsEnd) {
+  Harness h;
+  startPrimaryWithChain(h);
+  h.step(stalled("s"));
+  h.step(PgFenced{true, "", 1});
+  h.step(WalPositionRead{WalPosition(500), "", 1});
+  h.step(StateWriteFinished{true, "", false, 5});
+  h.applied(true);
+  auto actions = h.step(stalled("a"));
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(logged(actions, "less than 30000 ms ago: the next replacement waits until"));
+  EXPECT_EQ(h.peer.inspect()["syncAcknowledgesNothing"]["sync"], "a");
+  auto timers = only<StartTimer>(actions);
+  ASSERT_EQ(timers.size(), 1u);
+  EXPECT_EQ(timers[0].id, TimerId::kRetryEvaluation);
+  EXPECT_GT(timers[0].delayMs, 29000);
+  h.now += timers[0].delayMs;
+  actions = h.step(TimerFired{TimerId::kRetryEvaluation});
+  auto fences = only<FencePg>(actions);
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "b");
+}
+
+// News of a stall belongs to its generation: the same peer made sync again later is not
+// replaced on old news.
+TEST(PeerStalledSync, AStallIsForgottenWithItsGeneration) {
+  Harness h;
+  startPrimaryWithChain(h);
+  h.step(stalled("s"));
+  h.step(PgFenced{true, "", 1});
+  h.step(WalPositionRead{WalPosition(500), "", 1});
+  h.step(StateWriteFinished{true, "", false, 5});
+  h.applied(true);
+  // Generation 6 (written elsewhere, e.g. by an operator) makes s the sync again.
+  auto actions = h.step(ClusterStateChanged{node(cluster(6, "me", "s", {"a", "b"}), 8)});
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+}
+
 }  // namespace
 }  // namespace dugong

@@ -1,10 +1,10 @@
 // A deposed ex-primary rejoins without an operator (issue 11 item 2): real ZooKeeper,
 // real postgres, real agents.
-// - rejoin: follow (the default): a planned switchover (a promote request of the
+// - rejoin: follow: a planned switchover (a promote request of the
 //   sync) hands over cleanly, and the old primary streams again as an async, its data
 //   directory neither replaced nor rewound;
 // - rejoin: manual: the old primary stays deposed (Manatee's behaviour);
-// - rejoin: rewind: a killed primary (diverged: its crash recovery wrote WAL the new
+// - rejoin: rewind (the default): a killed primary (diverged: its crash recovery wrote WAL the new
 //   primary does not have) is rewound in place and streams again. That cluster is TLS
 //   only (pg_hba hostssl, sslmode verify-full): the standbys' pg_basebackup, the
 //   replication, the failover and the pg_rewind all run over TLS.
@@ -75,7 +75,7 @@ class RejoinTest : public ::testing::Test {
 };
 
 TEST_F(RejoinTest, AfterASwitchoverTheOldPrimaryStreamsAgainAsItIs) {
-  int primary = startCluster("");
+  int primary = startCluster("rejoin: follow\n");
   ASSERT_GE(primary, 0);
   int sync = h_->indexWithRole("sync");
   const std::string P = h_->peer(primary).id, S = h_->peer(sync).id;
@@ -124,7 +124,7 @@ TEST_F(RejoinTest, ManualLeavesTheOldPrimaryDeposed) {
 }
 
 TEST_F(RejoinTest, RewindRejoinsAKilledPrimaryInPlaceInATlsOnlyCluster) {
-  int primary = startCluster("rejoin: rewind\n", /*tlsOnly=*/true);
+  int primary = startCluster("", /*tlsOnly=*/true);
   ASSERT_GE(primary, 0);
   int sync = h_->indexWithRole("sync");
   const std::string P = h_->peer(primary).id, S = h_->peer(sync).id;

@@ -1,6 +1,5 @@
 #include "tools/cluster_sim/world.h"
 #include "agent/scheduled_timer.h"
-#include "statemachine/overloaded.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -355,38 +354,11 @@ void World::stopAgent(int n) {
 }
 
 std::string World::describeEvent(const Event& ev) const {
-  auto stateText = [this](const StateNode& s) -> std::string {
+  return dugong::describeEvent(ev, [this](const StateNode& s) -> std::string {
     if (!s.exists) return "none";
     auto it = summaryOfVersion_.find(s.version);
     return "v" + std::to_string(s.version) + (it == summaryOfVersion_.end() ? "" : " " + it->second);
-  };
-  auto peers = [](const PeerList& l) {
-    std::string s = "[";
-    for (size_t i = 0; i < l.size(); ++i) s += (i ? "," : "") + l[i].id;
-    return s + "]";
-  };
-  return std::visit(
-      Overloaded{
-          [&](const ZkInitialized& e) { return "zk-initialized active " + peers(e.active) + " state " + stateText(e.state); },
-          [&](const ActivePeersChanged& e) { return "active " + peers(e.active); },
-          [&](const ClusterStateChanged& e) { return "state " + stateText(e.state); },
-          [&](const PgInitialized& e) {
-            return std::string("pg-initialized online=") + (e.online ? "1" : "0") + " setUp=" + (e.setUp ? "1" : "0");
-          },
-          [&](const PgConfigApplied& e) {
-            return std::string("pg-applied ") + (e.ok ? "ok" : "error: " + e.error) + (e.online ? " online" : " offline");
-          },
-          [&](const PgFenced& e) { return std::string("pg-fenced ") + (e.ok ? "ok" : "error: " + e.error); },
-          [&](const StateWriteFinished& e) {
-            return e.ok ? "write ok v" + std::to_string(e.newVersion)
-                        : "write failed: " + e.error + (e.lostRace ? " (lost race)" : "");
-          },
-          [&](const WalPositionRead& e) {
-            return e.position ? "wal " + e.position->toString() : "wal error: " + e.error;
-          },
-          [&](const TimerFired& e) { return std::string("timer ") + timerName(e.id); },
-      },
-      ev);
+  });
 }
 
 

@@ -2,7 +2,6 @@
 #include "agent/scheduled_timer.h"
 #include "tools/sim_world/operator_actions.h"
 
-#include "statemachine/overloaded.h"
 
 #include <algorithm>
 #include <utility>
@@ -104,24 +103,7 @@ void SimWorld::log(const std::string& line) {
 
 // Hands an event of node1's ZooKeeper client or postgres adapter to the driver.
 void SimWorld::deliver(const Event& event, const std::function<void()>& call) {
-  std::string what = std::visit(
-      Overloaded{
-          [](const ZkInitialized&) { return std::string("zookeeper initialised"); },
-          [](const ActivePeersChanged& e) { return "active peers changed: " + idsOf(e.active).dump(); },
-          [](const ClusterStateChanged& e) {
-            return "cluster state changed (version " + std::to_string(e.state.version) + ")";
-          },
-          [](const StateWriteFinished& e) { return std::string("state write ") + (e.ok ? "ok" : "failed"); },
-          [](const PgInitialized& e) {
-            return std::string("postgres initialised (") + (e.online ? "online" : "offline") + ", " +
-                   (e.setUp ? "set up" : "not set up") + ")";
-          },
-          [](const PgConfigApplied&) { return std::string("postgres config applied"); },
-          [](const PgFenced&) { return std::string("postgres fenced"); },
-          [](const WalPositionRead& e) { return "WAL read: " + (e.position ? e.position->toString() : e.error); },
-          [](const TimerFired& e) { return std::string("timer ") + timerName(e.id); },
-      },
-      event);
+  std::string what = describeEvent(event);
   log("event  " + what);
   call();
 }

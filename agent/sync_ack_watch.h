@@ -1,0 +1,55 @@
+// Whether the primary's sync acknowledges commits, from samples of the primary's view of
+// its walsender (statemachine: SyncAcknowledgement). Pure: time and samples in, a verdict
+// out when it changes.
+//
+// The sync stalls the primary when commits wait for it and it does not move: its
+// walsender is gone or not streaming, or its flush position has not advanced since the
+// previous sample. A sync that is slow but moving is not stalled; a sync with nothing to
+// acknowledge (no commit waiting) is not stalled either, whatever its link.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "statemachine/event.h"
+#include "statemachine/wal_position.h"
+
+namespace dugong::agent {
+
+// The primary's view of its synchronous standby at one moment.
+struct SyncReplicationSample {
+  bool streaming = false;                // a walsender of the sync is in state streaming
+  std::optional<WalPosition> flushed;    // the sync's flush position (absent without walsender)
+  int waitingCommits = 0;                // backends waiting for synchronous replication
+};
+
+class SyncAckWatch {
+ public:
+  // `replaceAfterMs`: how long commits may wait on a sync that does not move before it
+  // is said to acknowledge nothing. `connectGraceMs`: after reset(), how long a sync
+  // that has not been seen streaming yet may take to connect and start catching up.
+  SyncAckWatch(int64_t replaceAfterMs, int64_t connectGraceMs);
+
+  // A new sync or a new generation: forgets everything (the sync is acknowledging).
+  void reset(const std::string& syncId, int64_t nowMs);
+  // One sample taken at `nowMs`. Returns the news when the verdict changes.
+  std::optional<SyncAcknowledgement> observe(int64_t nowMs, const SyncReplicationSample& sample);
+
+  const std::string& syncId() const { return syncId_; }
+  bool stalled() const { return stalled_; }
+
+ private:
+  std::string stuckDetail(int64_t nowMs, const SyncReplicationSample& sample) const;
+
+  int64_t replaceAfterMs_;
+  int64_t connectGraceMs_;
+  std::string syncId_;
+  int64_t resetAtMs_ = 0;
+  bool seenStreaming_ = false;
+  std::optional<WalPosition> lastFlushed_;
+  std::optional<int64_t> stuckSinceMs_;  // commits have waited on a sync that did not move
+  bool stalled_ = false;
+};
+
+}  // namespace dugong::agent
