@@ -43,9 +43,11 @@ struct PeerOptions {
   bool setupFromData = false;
   int64_t setupWaitMs = 0;
   // After replacing a sync that acknowledged nothing, the primary replaces no other for
-  // that reason for this long: a link that comes and goes costs one generation per hold,
-  // not one a second.
-  int64_t syncReplaceHoldMs = 30000;
+  // that reason for a hold: this long after the first, twice the previous hold after one
+  // that came within two holds of the one before (up to 64 times this), and this long
+  // again once two holds passed without one. A link that comes and goes costs a
+  // generation per hold, the holds doubling; two faults a minute apart cost nothing.
+  int64_t syncReplaceHoldMs = 5000;
 };
 
 class Peer {
@@ -191,6 +193,7 @@ class Peer {
   std::optional<SyncAcknowledgement> stalledSync_;
   int64_t stalledGeneration_ = 0;
   std::optional<EpochMs> lastStallReplacement_;
+  int64_t stallHoldMs_ = 0;  // the hold after lastStallReplacement_
 
   int64_t primaryGeneration_ = 0;  // the generation in which this peer last acted as primary
   std::optional<std::string> halted_;  // invalid state: record, do not act

@@ -875,29 +875,46 @@ TEST(PeerStalledSync, StaleOrForeignNewsIsIgnored) {
   EXPECT_FALSE(standby.peer.inspect().contains("syncAcknowledgesNothing"));
 }
 
-// A replacement for a stall starts a hold: a second stall within it waits for its end
-// (a timer), unless the sync is gone, which is no stall.
-TEST(PeerStalledSync, ASecondStallWithinTheHoldWaitsForItsEnd) {
-  Harness h;
-  startPrimaryWithChain(h);
-  h.step(stalled("s"));
+// Carries a replacement begun by a stall to its end (fence, WAL read, write at version
+// `version`, the primary's apply).
+void completeReplacement(Harness& h, int32_t version) {
   h.step(PgFenced{true, "", 1});
   h.step(WalPositionRead{WalPosition(500), "", 1});
-  h.step(StateWriteFinished{true, "", false, 5});
+  h.step(StateWriteFinished{true, "", false, version});
   h.applied(true);
+}
+
+// A replacement for a stall starts a hold: a stall within it waits for its end (a timer);
+// a replacement within two holds of the previous one doubles the hold; two holds without
+// one bring it back to the base. A sync whose session ends is no stall and is not held.
+TEST(PeerStalledSync, StallsWithinTheHoldWaitAndTheHoldDoublesWhileTheyKeepComing) {
+  Harness h;
+  startPrimaryWithChain(h);  // sync s, async [a, b]
+  h.step(stalled("s"));
+  completeReplacement(h, 5);  // sync a, async [b, s]: hold 5000
   auto actions = h.step(stalled("a"));
   EXPECT_TRUE(only<FencePg>(actions).empty());
-  EXPECT_TRUE(logged(actions, "less than 30000 ms ago: the next replacement waits until"));
+  EXPECT_TRUE(logged(actions, "less than 5000 ms ago: the next replacement waits until"));
   EXPECT_EQ(h.peer.inspect()["syncAcknowledgesNothing"]["sync"], "a");
   auto timers = only<StartTimer>(actions);
   ASSERT_EQ(timers.size(), 1u);
   EXPECT_EQ(timers[0].id, TimerId::kRetryEvaluation);
-  EXPECT_GT(timers[0].delayMs, 29000);
+  EXPECT_GT(timers[0].delayMs, 4900);
   h.now += timers[0].delayMs;
-  actions = h.step(TimerFired{TimerId::kRetryEvaluation});
-  auto fences = only<FencePg>(actions);
+  auto fences = only<FencePg>(h.step(TimerFired{TimerId::kRetryEvaluation}));
   ASSERT_EQ(fences.size(), 1u);
   EXPECT_EQ(fences[0].newSync->id, "b");
+  completeReplacement(h, 6);  // sync b, async [s, a]: within two holds, so the hold doubles
+  actions = h.step(stalled("b"));
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(logged(actions, "less than 10000 ms ago"));
+  // Two holds (20 s) later the hold is the base again: replaced at once, then 5000.
+  h.now += 20001;
+  fences = only<FencePg>(h.step(TimerFired{TimerId::kRetryEvaluation}));
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "s");
+  completeReplacement(h, 7);
+  EXPECT_TRUE(logged(h.step(stalled("s")), "less than 5000 ms ago"));
 }
 
 // News of a stall belongs to its generation: the same peer made sync again later is not
@@ -906,10 +923,7 @@ TEST(PeerStalledSync, AStallIsForgottenWithItsGeneration) {
   Harness h;
   startPrimaryWithChain(h);
   h.step(stalled("s"));
-  h.step(PgFenced{true, "", 1});
-  h.step(WalPositionRead{WalPosition(500), "", 1});
-  h.step(StateWriteFinished{true, "", false, 5});
-  h.applied(true);
+  completeReplacement(h, 5);
   // Generation 6 (written elsewhere, e.g. by an operator) makes s the sync again.
   auto actions = h.step(ClusterStateChanged{node(cluster(6, "me", "s", {"a", "b"}), 8)});
   EXPECT_TRUE(only<FencePg>(actions).empty());
