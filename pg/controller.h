@@ -20,6 +20,8 @@
 #include "pg/connection_pool.h"
 #include "pg/managed_conf.h"
 #include "pg/options.h"
+#include "pg/plan/fence.h"
+#include "pg/plan/rebuild.h"
 #include "pg/pg_status.h"
 #include "pg/sql.h"
 #include "pg/sync_standby.h"
@@ -161,11 +163,6 @@ class PgController {
   void setTestHook(std::function<void(const std::string& point)> hook) { testHook_ = std::move(hook); }
 
  private:
-  struct Fence {
-    bool standby = false;
-    std::string syncId;  // primary: the new sync, which commits wait for
-    std::optional<std::string> alsoSyncId;  // primary: the sync it had, which they also wait for
-  };
   struct Pending {
     std::string syncId;
     std::optional<uint64_t> targetLsn;
@@ -204,7 +201,7 @@ class PgController {
   Result<bool> waitSettings(const ManagedState& state);
   Result<bool> bootstrapRoles();
   // Checks that `fence` is in effect; returns the postgres run that was checked.
-  Result<PgInstance> verifyFence(const Fence& fence);
+  Result<PgInstance> verifyFence(const FenceTarget& fence);
   // The data directory last ran as a primary (see ManagedState::wasPrimary).
   bool ranAsPrimary();
 
@@ -232,7 +229,6 @@ class PgController {
   // Whether a start failed because a killed postmaster's backends still hold its shared
   // memory; if so, waits a moment before the caller tries again.
   static bool killedBackendsHoldMemory(const std::string& output);
-  enum class Divergence { kCanFollow, kDiverged, kAhead, kUnknown, kRewound };
   // The dry run: whether the data directory can follow `source` as it is.
   Divergence checkDivergence(const PeerIdentity& source, std::string* detail);
   // One real pg_rewind run (no separate dry run reading the same WAL first): kCanFollow
@@ -246,11 +242,6 @@ class PgController {
   // Asks `source` for a checkpoint, so that its pg_control (which pg_rewind reads) shows
   // the timeline it promoted to.
   void checkpointSource(const PeerIdentity& source, const std::string& queryConninfo);
-  // What a standby's rebuild may do when its data directory cannot follow as it is.
-  struct RebuildRules {
-    bool rewind = true;      // pg_rewind a diverged data directory
-    bool basebackup = true;  // pg_basebackup when nothing else works
-  };
   PgConfigApplied applyStandby(const PgConfig& config, const RebuildRules& rules, PgRejoined* report);
   // Refuses (an error naming both system identifiers and the operator's command) when
   // the data directory holds another database system than `source`'s. `*verified` is
@@ -308,7 +299,7 @@ class PgController {
   mutable std::mutex stateMu_;    // guards state_ and pending_
   ManagedState state_;
   std::optional<Pending> pending_;
-  std::optional<Fence> fence_;  // in effect since the last fence(), until the next apply()
+  std::optional<FenceTarget> fence_;  // in effect since the last fence(), until the next apply()
   // A standby that does not stream: since when, why (for status), and whether the next
   // apply repairs it (guarded by stateMu_).
   std::optional<std::chrono::steady_clock::time_point> notStreamingSince_;

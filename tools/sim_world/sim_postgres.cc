@@ -4,7 +4,49 @@
 #include <cstdint>
 #include <utility>
 
+#include "pg/plan/catch_up.h"
+#include "pg/plan/fence.h"
+#include "pg/plan/rebuild.h"
+#include "pg/plan/transition.h"
+#include "pg/plan/writes.h"
+
 namespace dugong::simworld {
+
+namespace {
+
+// What the pg adapter's health check reads in a diverged standby's log (pg/controller_status.cc):
+// a fork, never missing WAL (the model keeps all of it).
+const char kCannotFollowEvidence[] = "requested timeline is not a child of this server's history";
+
+// The data directory as the rebuild planner (pg/plan/rebuild.h) sees it. Role none leaves
+// a model server's standby.signal as it was: no signal means it last ran as a primary.
+pg::RebuildFacts rebuildFacts(const PgServer& pg) {
+  pg::RebuildFacts f;
+  f.setUp = pg.setUp;
+  f.repair = pg.repairing ? kCannotFollowEvidence : "";
+  f.hasStandbySignal = pg.standbySignal;
+  f.wasPrimary = !pg.standbySignal;
+  return f;
+}
+
+// Whether a data directory the rebuild planner let follow `source` can: its WAL a prefix
+// of the source's. Checked by the world, not decided by it: a standby started on a
+// diverged history never streams, and reports a rejoin that did not happen.
+bool follows(const Wal& wal, const Wal& source) { return !wal.divergedFrom(source) && wal.size() <= source.size(); }
+
+// pg_rewind against `source` (nullptr: it cannot be asked): what it finds, and with
+// `atOnce`, the rewind itself. Without timelines in this model, a data directory ahead of
+// the source forked there (a promoted peer behind it): a divergence.
+pg::Divergence compareWith(Wal& wal, const Wal* source, bool atOnce, size_t* discarded) {
+  if (!source) return pg::Divergence::kUnknown;
+  if (follows(wal, *source)) return pg::Divergence::kCanFollow;
+  if (!atOnce) return pg::Divergence::kDiverged;
+  *discarded = wal.rewindTo(*source);
+  return pg::Divergence::kRewound;
+}
+
+
+}  // namespace
 
 std::string describeConfig(const PgConfig& c) {
   std::string s = pgRoleName(c.role);
@@ -171,19 +213,33 @@ void SimPostgres::carryOut(const PgConfig& cfg) {
   // restarts.
   // A standby apply after the health check found that it cannot follow repairs it:
   // stop, pg_rewind (else pg_basebackup), start; the adapter forgets the repair either way.
+  // The steps are the pg adapter's own planners' (pg/plan/transition.h).
   const bool standbyRole = cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync;
   pg.repairing = standbyRole && std::exchange(pg.repairFor, false);
-  bool reload = pg.serving() && !pg.repairing &&
-                ((pg.config.role == PgRole::kPrimary && cfg.role == PgRole::kPrimary) ||
-                 (pg.isStandby() && standbyRole));
-  bool promotion = pg.serving() && pg.isStandby() && cfg.role == PgRole::kPrimary;
+  bool reload = false;
+  bool promotion = false;
+  if (standbyRole) {
+    pg::StandbyFacts f;
+    f.running = pg.serving();
+    f.setUp = pg.setUp;
+    f.inRecovery = pg.serving() && pg.isStandby();
+    f.hasStandbySignal = pg.standbySignal;
+    f.wasPrimary = !pg.standbySignal;
+    f.sameUpstream = pg.config.upstream && cfg.upstream && pg.config.upstream->id == cfg.upstream->id;
+    f.repair = pg.repairing;
+    reload = pg::planStandby(f) != pg::StandbyStep::kRestart;
+  }
   const bool startsOrStops = pg.running != (cfg.role != PgRole::kNone);
-  // What the adapter leaves (applyPrimary): read-only until the sync caught up, unless
-  // it was a writable primary and is not in recovery.
-  bool inRecovery = pg.serving() ? pg.isStandby() : pg.standbySignal;
-  bool wasWritablePrimary = pg.config.role == PgRole::kPrimary && !pg.readOnly;
-  pg.applyReadOnly =
-      m.readOnlyUntilSyncCaughtUp && cfg.downstream.has_value() && (inRecovery || !wasWritablePrimary);
+  pg::PrimaryFacts primary;
+  primary.hasDownstream = cfg.downstream.has_value();
+  primary.wasWritablePrimary = pg.config.role == PgRole::kPrimary && !pg.readOnly;
+  primary.inRecovery = pg.serving() ? pg.isStandby() : pg.standbySignal;
+  const pg::PrimaryPlan primaryPlan = pg::planPrimary(primary);
+  if (cfg.role == PgRole::kPrimary) {
+    reload = pg.serving() && pg.config.role == PgRole::kPrimary;
+    promotion = pg.serving() && primaryPlan.promote;  // a running standby: no restart
+  }
+  pg.applyReadOnly = m.readOnlyUntilSyncCaughtUp && primaryPlan.readOnly;
   pg.writablePending = false;
   pg.transitioning = true;
   pg.reloading = reload || promotion;
@@ -230,35 +286,48 @@ void SimPostgres::finishApply(PgConfig cfg) {
       trace.trace('P', [&] { return id() + " postgres: initdb"; });
     }
   } else if (cfg.role != PgRole::kNone && !reload) {
-    // What the pg adapter does for a standby that is not running as one (applyStandby):
-    // no data directory: pg_basebackup from the restore peer; one that last ran as a
-    // primary, or a standby being repaired: pg_rewind from the restore peer when it
-    // diverged from it (or is ahead of it: without timelines in this model, a promoted
-    // peer behind it forked there); a data directory that last ran as a standby is
-    // started as it is.
+    // What the pg adapter does for a standby that is not running as one (applyStandby),
+    // as its rebuild planner (pg/plan/rebuild.h) decides: copy, compare (pg_rewind), or
+    // start as it is; the model only carries it out.
     const PeerIdentity* from = cfg.restorePeer ? &*cfg.restorePeer : (cfg.upstream ? &*cfg.upstream : nullptr);
     int restore = fleet_.hostOf(from ? from->id : "");
-    bool running = restore >= 0 && fleet_.server(restore).running;
-    bool mayHaveDiverged = pg.setUp && (!pg.standbySignal || pg.repairing);
-    if (!pg.setUp || mayHaveDiverged) {
-      const Wal* source = running ? &fleet_.server(restore).wal : nullptr;
-      if (!source) {
-        error = std::string("no usable data directory") + (pg.setUp ? " (it may not follow)" : "") +
-                " and the restore peer is not running";
-      } else if (!pg.setUp) {
-        pg.wal = *source;
-        pg.setUp = true;
-        trace.trace('P', [&] {
-          return id() + " postgres rebuilt from " + fleet_.server(restore).id + " (" + std::to_string(pg.wal.size()) +
-                 " records)";
-        });
-      } else if (pg.wal.divergedFrom(*source) || pg.wal.size() > source->size()) {
-        size_t discarded = pg.wal.rewindTo(*source);
-        trace.trace('P', [&] {
-          return id() + " postgres rewound to follow " + fleet_.server(restore).id + " (" +
-                 std::to_string(discarded) + " records discarded" + (pg.repairing ? ", a repair" : "") + ")";
-        });
+    const Wal* source = restore >= 0 && fleet_.server(restore).running ? &fleet_.server(restore).wal : nullptr;
+    const pg::RebuildRules rules;
+    const pg::RebuildStart first = pg::planRebuildStart(rebuildFacts(pg), rules);
+    bool copy = first.step == pg::RebuildStep::kBasebackup;
+    if (first.step == pg::RebuildStep::kCompare) {
+      const bool verified = source != nullptr;
+      size_t discarded = 0;
+      const pg::Divergence d = compareWith(pg.wal, source, pg::rewindAtOnce(rules, verified), &discarded);
+      const pg::RebuildOutcome outcome = pg::planAfterCompare(d, verified, false, rules);
+      if ((outcome == pg::RebuildOutcome::kFollow || outcome == pg::RebuildOutcome::kFollowRewound) && source &&
+          !follows(pg.wal, *source) && hooks_.violation) {
+        hooks_.violation("follows-diverged", id() + " was let follow " + fleet_.server(restore).id + " (" +
+                                                 pg::divergenceName(d) + ") on a history that diverged from it");
       }
+      switch (outcome) {
+        case pg::RebuildOutcome::kFollow: break;
+        case pg::RebuildOutcome::kFollowRewound:
+          trace.trace('P', [&] {
+            return id() + " postgres rewound to follow " + fleet_.server(restore).id + " (" +
+                   std::to_string(discarded) + " records discarded" + (pg.repairing ? ", a repair" : "") + ")";
+          });
+          break;
+        case pg::RebuildOutcome::kBasebackup: copy = true; break;
+        default:
+          error = std::string("it may not follow (") + pg::divergenceName(d) + ") and cannot be rebuilt" +
+                  (source ? "" : ": the restore peer is not running");
+      }
+    }
+    if (copy && !source) {
+      error = "no usable data directory and the restore peer is not running";
+    } else if (copy) {
+      pg.wal = *source;
+      pg.setUp = true;
+      trace.trace('P', [&] {
+        return id() + " postgres rebuilt from " + fleet_.server(restore).id + " (" + std::to_string(pg.wal.size()) +
+               " records)";
+      });
     }
   }
   pg.repairing = false;
@@ -320,15 +389,28 @@ void SimPostgres::fence(const std::optional<PeerIdentity>& newSync, std::functio
     } else {
       r.ok = true;  // a stopped postgres acknowledges nothing
       r.instance = pg.running ? pg.instance : 0;
-      if (pg.running && pg.config.role == PgRole::kPrimary) {
-        // A reload: commits wait for it, and for the sync of the last apply (kept when
-        // fenced again for another new sync), as the adapter does.
-        if (!pg.alsoSync) pg.alsoSync = pg.config.downstream;
-        if (pg.alsoSync && newSync && pg.alsoSync->id == newSync->id) pg.alsoSync.reset();
-        pg.config.downstream = newSync;
-        pg.writablePending = false;  // and it stays as writable as it is until the next apply
-      } else if (pg.running && pg.isStandby()) {
-        pg.config.upstream.reset();  // stops streaming
+      const bool primary = pg.running && pg.config.role == PgRole::kPrimary;
+      if (primary || (pg.running && pg.isStandby())) {
+        // A reload, to what the adapter's fence planner (pg/plan/fence.h) wants: a
+        // standby stops streaming; a primary's commits wait for the new sync, and for the
+        // sync of the last apply (kept when fenced again for another new sync).
+        auto idOf = [](const std::optional<PeerIdentity>& peer) {
+          return peer ? std::optional<std::string>(peer->id) : std::nullopt;
+        };
+        auto target = pg::planFence(pg::FenceFrom{!primary, idOf(pg.config.downstream), idOf(pg.alsoSync)}, idOf(newSync));
+        if (!target) {
+          r = PgFenced{false, target.error(), 0};
+        } else if (primary) {
+          std::optional<PeerIdentity> also;
+          for (const auto& had : {pg.alsoSync, pg.config.downstream}) {
+            if (!also && had && had->id == target->alsoSyncId) also = had;
+          }
+          pg.alsoSync = also;
+          pg.config.downstream = newSync;
+          pg.writablePending = false;  // and it stays as writable as it is until the next apply
+        } else {
+          pg.config.upstream.reset();  // stops streaming
+        }
       }
     }
     --transitions_;
@@ -435,9 +517,12 @@ void SimPostgres::pollWritable(uint64_t epoch) {
   int s = fleet_.hostOf(pg.pendingSync);
   bool streams =
       s >= 0 && pg.config.downstream && pg.config.downstream->id == pg.pendingSync && fleet_.attachedSync(host_);
-  if (!streams) return schedulePoll();
-  if (!pg.pendingTarget) pg.pendingTarget = pg.wal.size();
-  if (fleet_.server(s).wal.size() < *pg.pendingTarget) return schedulePoll();
+  // When it becomes writable: the adapter's catch-up planner (pg/plan/catch_up.h).
+  std::optional<pg::SyncSeen> seen;
+  if (streams) seen = pg::SyncSeen{pg.wal.size(), fleet_.server(s).wal.size()};
+  const pg::CatchUp step = pg::planCatchUp(pg.pendingTarget, seen);
+  pg.pendingTarget = step.target;
+  if (!step.writable) return schedulePoll();
   int64_t end = std::max(now(), pg.queryBusyUntil) + fleet_.model().writableWrite.draw(fleet_.rng());
   pg.applyLockedUntil = end;
   pg.queryBusyUntil = end;
@@ -466,7 +551,7 @@ void SimPostgres::stopWrites(std::function<void(Result<int>)> done) {
   underApplyLock(fleet_.model().writes.draw(fleet_.rng()), [this, done = std::move(done)] {
     PgServer& pg = this->pg();
     int terminated = 0;
-    if (pg.serving() && pg.config.role == PgRole::kPrimary) {
+    if (pg::mustStopWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped}, false)) {
       pg.writesStopped = true;
       terminated = static_cast<int>(pg.waiting.size());
       pg.waiting.clear();
@@ -480,8 +565,10 @@ void SimPostgres::resumeWrites(std::function<void(Result<bool>)> done) {
   fleet_.trace().trace('A', [&] { return id() + " -> resume writes"; });
   underApplyLock(fleet_.model().writes.draw(fleet_.rng()), [this, done = std::move(done)] {
     PgServer& pg = this->pg();
-    if (pg.writesStopped) fleet_.trace().trace('P', [&] { return id() + " postgres: writes resumed"; });
-    pg.writesStopped = false;
+    if (pg::mustResumeWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped})) {
+      fleet_.trace().trace('P', [&] { return id() + " postgres: writes resumed"; });
+      pg.writesStopped = false;
+    }
     done(true);
   });
 }
@@ -496,7 +583,7 @@ void SimPostgres::shutDownWrites(std::function<void(Result<bool>)> done) {
   p.applyLockedUntil = start + latency;
   fleet_.queue().at(start, guarded([this] {
     PgServer& pg = this->pg();
-    if (!pg.serving() || pg.config.role != PgRole::kPrimary) return;
+    if (!pg::mustStopWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped}, false)) return;
     pg.writesStopped = true;
     fleet_.trace().trace('P', [&] { return id() + " postgres shuts down: writes stopped for good"; });
     fleet_.cleanStop(host_);
@@ -557,14 +644,30 @@ void SimPostgres::rejoin(const PeerIdentity& primary, agent::RejoinPolicy policy
     } else if (p < 0 || !fleet_.server(p).running) {
       r.error = "cannot reach " + primary.id + " to compare with";
     } else {
-      const Wal& source = fleet_.server(p).wal;
-      const bool follows = !pg.wal.divergedFrom(source) && pg.wal.size() <= source.size();
-      if (!follows && policy != agent::RejoinPolicy::kRewind) {
+      // The adapter's rejoin: its standby apply with no copy allowed, as the rebuild
+      // planner (pg/plan/rebuild.h) decides.
+      const pg::RebuildRules rules{policy == agent::RejoinPolicy::kRewind, false};
+      const Wal* source = &fleet_.server(p).wal;
+      const pg::RebuildStart first = pg::planRebuildStart(rebuildFacts(pg), rules);
+      pg::RebuildOutcome outcome = pg::RebuildOutcome::kFollow;
+      size_t discarded = 0;
+      if (first.step == pg::RebuildStep::kCompare) {
+        const pg::Divergence d = compareWith(pg.wal, source, pg::rewindAtOnce(rules, true), &discarded);
+        outcome = pg::planAfterCompare(d, true, false, rules);
+        if ((outcome == pg::RebuildOutcome::kFollow || outcome == pg::RebuildOutcome::kFollowRewound) &&
+            !follows(pg.wal, *source) && hooks_.violation) {
+          hooks_.violation("follows-diverged", id() + " rejoined " + primary.id + " (" + pg::divergenceName(d) +
+                                                   ") on a history that diverged from it");
+        }
+      } else if (first.step != pg::RebuildStep::kStartAsIs) {
+        outcome = pg::RebuildOutcome::kFailNoCopy;
+      }
+      if (outcome != pg::RebuildOutcome::kFollow && outcome != pg::RebuildOutcome::kFollowRewound) {
         r.error = "it cannot follow without discarding WAL";
       } else {
-        if (!follows) {
+        if (outcome == pg::RebuildOutcome::kFollowRewound) {
           r.rewound = true;
-          r.discarded = std::to_string(pg.wal.rewindTo(source)) + " records";
+          r.discarded = std::to_string(discarded) + " records";
         }
         pg.config = PgConfig::standby(PgRole::kAsync, primary, primary);
         pg.running = true;

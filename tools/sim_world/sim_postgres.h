@@ -14,6 +14,11 @@
 //   query worker (WAL reads and the poll), so that a fence can interleave with the
 //   catch-up poll. There is no supervisor: a crashed postgres stays down until the
 //   driver's health logic re-applies its configuration.
+// Every decision is the adapter's own: the postgres planners (pg/plan/: the step of an
+// apply, the rebuild choice, the fence target, when writes stop and resume, when a
+// primary becomes writable) decide; the model carries the step out in simulated time and
+// server state. It also checks one of them: a data directory the rebuild planner lets
+// follow must not have diverged (invariant follows-diverged).
 //
 // What differs between the two tools is a PgModel: how long each step takes (fixed
 // steps for the scripts of dugong-sim, seeded ranges for dugong-cluster-sim), whether

@@ -1,0 +1,50 @@
+// The transition planner: from the managed state postgres is in to the role wanted, which
+// step the apply takes (reload, start, promote, or stop and rebuild), and whether a new
+// primary starts read-only. Pure: facts in, the plan out; pg/controller.cc and the
+// simulated postgres (tools/sim_world/sim_postgres.cc) both run it.
+#pragma once
+
+namespace dugong::pg {
+
+// A primary's apply.
+struct PrimaryFacts {
+  bool hasDownstream = false;       // the wanted configuration names a sync
+  bool wasWritablePrimary = false;  // its last apply left a writable primary
+  bool inRecovery = false;          // running in recovery, or stopped with standby.signal
+};
+
+struct PrimaryPlan {
+  bool readOnly = false;  // read-only until its sync has caught up (pg/plan/catch_up.h)
+  bool promote = false;   // it leaves recovery: a new timeline
+};
+
+// Read-only until the sync has caught up; a primary that was already writable stays
+// writable when its sync changes (commits then wait for the new sync). One leaving
+// recovery is read-only whenever it has a sync.
+PrimaryPlan planPrimary(const PrimaryFacts& facts);
+
+// A standby's apply.
+struct StandbyFacts {
+  bool running = false;           // a live postmaster
+  bool setUp = false;             // the data directory is set up
+  bool inRecovery = false;        // running in recovery (asked of postgres)
+  bool hasStandbySignal = false;  // standby.signal in the data directory
+  bool wasPrimary = false;        // it last ran as a primary (may hold WAL nobody has)
+  bool sameUpstream = false;      // the last apply followed the same upstream, the same way
+  bool repair = false;            // the health check found it cannot follow: repair it
+  bool replaceOther = false;      // another database system, replaced by the operator's command
+};
+
+enum class StandbyStep {
+  kRoleOnly,  // already streaming from this upstream: rewrite the role, reload (no new slot)
+  kReload,    // a running standby: a new upstream is a reload (primary_conninfo)
+  kRestart,   // stop, make the data directory follow (pg/plan/rebuild.h), start
+};
+
+// kRoleOnly is decided before a slot or a system identifier is read (nothing on a
+// failover's path waits for them); the controller asks again with replaceOther known.
+StandbyStep planStandby(const StandbyFacts& facts);
+
+const char* standbyStepName(StandbyStep s);
+
+}  // namespace dugong::pg

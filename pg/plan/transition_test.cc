@@ -1,0 +1,56 @@
+// Table tests of the transition planner (pg/plan/transition.h).
+#include "pg/plan/transition.h"
+
+#include <gtest/gtest.h>
+
+namespace dugong::pg {
+namespace {
+
+TEST(PlanTransition, PrimaryTable) {
+  struct Row {
+    const char* name;
+    PrimaryFacts facts;
+    bool readOnly;
+    bool promote;
+  };
+  const Row rows[] = {
+      {"no sync: writable at once", {false, false, false}, false, false},
+      {"no sync, promoted: writable", {false, false, true}, false, true},
+      {"a new primary with a sync waits for it", {true, false, false}, true, false},
+      {"a writable primary whose sync changes stays writable", {true, true, false}, false, false},
+      {"a promoted standby with a sync waits for it", {true, false, true}, true, true},
+      {"in recovery, even if it was writable: waits", {true, true, true}, true, true},
+  };
+  for (const Row& r : rows) {
+    const PrimaryPlan p = planPrimary(r.facts);
+    EXPECT_EQ(p.readOnly, r.readOnly) << r.name;
+    EXPECT_EQ(p.promote, r.promote) << r.name;
+  }
+}
+
+TEST(PlanTransition, StandbyTable) {
+  struct Row {
+    const char* name;
+    StandbyFacts facts;
+    StandbyStep step;
+  };
+  //                                running setUp inRec signal wasPri same repair other
+  const Row rows[] = {
+      {"streaming from the same upstream", {true, true, true, true, false, true, false, false}, StandbyStep::kRoleOnly},
+      {"a new upstream", {true, true, true, true, false, false, false, false}, StandbyStep::kReload},
+      {"a repair restarts", {true, true, true, true, false, true, true, false}, StandbyStep::kRestart},
+      {"an ex-primary restarts", {true, true, true, true, true, true, false, false}, StandbyStep::kRestart},
+      {"a running primary restarts", {true, true, false, false, false, false, false, false}, StandbyStep::kRestart},
+      {"stopped", {false, true, false, true, false, true, false, false}, StandbyStep::kRestart},
+      {"not set up", {true, false, true, true, false, true, false, false}, StandbyStep::kRestart},
+      {"another system replaced", {true, true, true, true, false, false, false, true}, StandbyStep::kRestart},
+      {"no standby.signal, new upstream: reload", {true, true, true, false, false, false, false, false},
+       StandbyStep::kReload},
+  };
+  for (const Row& r : rows) {
+    EXPECT_EQ(planStandby(r.facts), r.step) << r.name << ": got " << standbyStepName(planStandby(r.facts));
+  }
+}
+
+}  // namespace
+}  // namespace dugong::pg

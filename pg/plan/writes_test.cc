@@ -1,0 +1,61 @@
+// Table tests of the writes planner (pg/plan/writes.h) and the catch-up planner
+// (pg/plan/catch_up.h): when writes stop, shut down, resume, and come back.
+#include "pg/plan/catch_up.h"
+#include "pg/plan/writes.h"
+
+#include <gtest/gtest.h>
+
+namespace dugong::pg {
+namespace {
+
+TEST(PlanWrites, StopTable) {
+  struct Row {
+    WritesFacts facts;
+    bool evenIfDown;
+    bool stop;
+  };
+  const Row rows[] = {
+      {{true, true, false}, false, true},    // a running primary
+      {{false, true, false}, false, false},  // a stopped primary accepts nothing
+      {{false, true, false}, true, true},    // the shutdown marks it anyway
+      {{true, false, false}, false, false},  // a standby accepts no writes
+      {{false, false, false}, true, false},
+  };
+  for (const Row& r : rows) {
+    EXPECT_EQ(mustStopWrites(r.facts, r.evenIfDown), r.stop)
+        << "running=" << r.facts.running << " primary=" << r.facts.primary << " evenIfDown=" << r.evenIfDown;
+  }
+  EXPECT_TRUE(shutDownStops(true, false));
+  EXPECT_TRUE(shutDownStops(false, true));
+  EXPECT_FALSE(shutDownStops(false, false));
+  EXPECT_TRUE(mustResumeWrites({true, true, true}));
+  EXPECT_FALSE(mustResumeWrites({true, true, false}));
+}
+
+TEST(PlanCatchUp, Table) {
+  struct Row {
+    const char* name;
+    std::optional<uint64_t> target;
+    std::optional<SyncSeen> seen;
+    std::optional<uint64_t> newTarget;
+    bool targetSet;
+    bool writable;
+  };
+  const Row rows[] = {
+      {"not streaming synchronously: wait", std::nullopt, std::nullopt, std::nullopt, false, false},
+      {"not streaming, target kept", 100, std::nullopt, 100, false, false},
+      {"first seen: the target is the primary's position", std::nullopt, SyncSeen{100, 90}, 100, true, false},
+      {"first seen, already there", std::nullopt, SyncSeen{100, 100}, 100, true, true},
+      {"behind the target", 100, SyncSeen{150, 99}, 100, false, false},
+      {"reached the target (not the primary's later position)", 100, SyncSeen{150, 100}, 100, false, true},
+  };
+  for (const Row& r : rows) {
+    const CatchUp c = planCatchUp(r.target, r.seen);
+    EXPECT_EQ(c.target, r.newTarget) << r.name;
+    EXPECT_EQ(c.targetSet, r.targetSet) << r.name;
+    EXPECT_EQ(c.writable, r.writable) << r.name;
+  }
+}
+
+}  // namespace
+}  // namespace dugong::pg
