@@ -60,6 +60,9 @@ Result<bool> Agent::start() {
   options.keepMembershipOnStop = true;
   options.rejoin = config_.rejoin;
   options.handoverWaitMs = config_.handoverWaitMs;
+  options.syncReplaceAfterMs = config_.syncReplaceAfterMs;
+  options.syncReplaceHoldMs = config_.syncReplaceHoldMs;
+  options.syncConnectGraceMs = config_.syncConnectGraceMs;
   // A cluster with no state is set up from the most advanced data; peers that held data
   // reconnect within about a session timeout of each other (an ensemble rebuilt, agents
   // restarted), so the setup waits that long for them when any present peer holds data.

@@ -303,6 +303,14 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   Section switchover = top.child("switchover");
   switchover.getInt("handoverWaitMs", &c.handoverWaitMs, 0, 600000);
   switchover.rejectUnknown();
+  Section sync = top.child("sync");
+  sync.getInt("replaceAfterMs", &c.syncReplaceAfterMs, 0, 600000);
+  sync.getInt("replaceHoldMs", &c.syncReplaceHoldMs, 0, 86400000);
+  sync.getInt("connectGraceMs", &c.syncConnectGraceMs, 0, 600000);
+  sync.rejectUnknown();
+  if (c.syncReplaceAfterMs > 0 && c.syncReplaceAfterMs < 500) {
+    sync.fail("sync", "replaceAfterMs: at least 500 (or 0: never); a shorter bound replaces a sync that is merely busy");
+  }
   std::string rejoin = rejoinPolicyName(c.rejoin);
   top.get("rejoin", &rejoin);
   Section health = top.child("health");

@@ -67,6 +67,11 @@
 //   switchover:
 //     handoverWaitMs: 5000              # promote of the sync: the primary stops first and
 //                                       # the sync waits this long for its last WAL; 0: off
+//   sync:
+//     replaceAfterMs: 2000              # commits wait this long on a sync that does not move:
+//                                       # the primary replaces it by an async; 0: never
+//     replaceHoldMs: 30000              # no second such replacement within this long
+//     connectGraceMs: 10000             # a new sync's time to connect before it counts
 //   rejoin: rewind                      # a deposed ex-primary: rewind (pg_rewind a diverged
 //                                       # one, or follow as it is), follow (only as it is),
 //                                       # manual (dugong-adm rebuild)
@@ -118,6 +123,9 @@ struct AgentConfig {
   bool singleton = false;
   RejoinPolicy rejoin = RejoinPolicy::kRewind;
   int handoverWaitMs = 5000;
+  int syncReplaceAfterMs = 2000;
+  int syncReplaceHoldMs = 30000;
+  int syncConnectGraceMs = 10000;
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;
   std::string onRoleChangeHook;  // empty: none

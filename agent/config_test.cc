@@ -53,6 +53,9 @@ TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
   EXPECT_EQ(c->logFormat, "text");
   EXPECT_EQ(c->rejoin, RejoinPolicy::kRewind);
   EXPECT_EQ(c->handoverWaitMs, 5000);
+  EXPECT_EQ(c->syncReplaceAfterMs, 2000);
+  EXPECT_EQ(c->syncReplaceHoldMs, 30000);
+  EXPECT_EQ(c->syncConnectGraceMs, 10000);
 }
 
 TEST_F(ConfigTest, SessionFileAndRebuildTimeouts) {
@@ -94,7 +97,8 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
                            "hooks:\n  onRoleChange: /usr/local/bin/role-changed\n  onStart: /usr/local/bin/started\n"
                            "  onStop: /usr/local/bin/stopped\n  timeoutSeconds: 5\n"
                            "log:\n  level: debug\n  format: json\nrejoin: follow\n"
-                           "switchover:\n  handoverWaitMs: 0\n",
+                           "switchover:\n  handoverWaitMs: 0\n"
+                           "sync:\n  replaceAfterMs: 1500\n  replaceHoldMs: 60000\n  connectGraceMs: 5000\n",
                        "d.yaml");
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_TRUE(c->singleton);
@@ -108,6 +112,9 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(c->logFormat, "json");
   EXPECT_EQ(c->rejoin, RejoinPolicy::kFollow);
   EXPECT_EQ(c->handoverWaitMs, 0);
+  EXPECT_EQ(c->syncReplaceAfterMs, 1500);
+  EXPECT_EQ(c->syncReplaceHoldMs, 60000);
+  EXPECT_EQ(c->syncConnectGraceMs, 5000);
 }
 
 TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {
@@ -137,6 +144,8 @@ TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {v + "hooks:\n  onStart: started.sh\n", "hooks.onStart: expected an absolute path"},
       {v + "hooks:\n  onStop: ./stopped\n", "hooks.onStop: expected an absolute path"},
       {v + "hooks:\n  onStopped: /bin/true\n", "hooks.onStopped: unknown key"},
+      {v + "sync:\n  replaceAfterMs: 100\n", "sync: replaceAfterMs: at least 500 (or 0: never)"},
+      {v + "sync:\n  replaceAfter: 100\n", "sync.replaceAfter: unknown key"},
       {v + "rejoin: always\n", "d.yaml: rejoin: expected follow, rewind or manual, found \"always\""},
   };
   for (const auto& c : cases) {
@@ -297,9 +306,16 @@ TEST_F(ConfigTest, TheSampleListsEveryKeyTheCodeReads) {
     }
     return errorOf(valid() + section + ":\n  bogus: 1\n");
   };
+  // Every section the sample has (so that a new one is checked without being named
+  // here), and the top level; postgres.settings is free-form.
+  std::set<std::string> sections{""};
+  for (const auto& k : sample) {
+    for (auto dot = k.find('.'); dot != std::string::npos; dot = k.find('.', dot + 1)) sections.insert(k.substr(0, dot));
+  }
+  sections.erase("postgres.settings");
+  ASSERT_TRUE(sections.count("sync"));
   std::set<std::string> code;
-  for (const std::string section : {"", "zookeeper", "zookeeper.auth", "peer", "postgres", "postgres.tls", "http", "http.auth", "tags", "switchover",
-                                    "health", "shutdown", "hooks", "log"}) {
+  for (const auto& section : sections) {
     for (const auto& k : codeKeys(errorWithBogusIn, section)) code.insert(k);
   }
   for (const auto& k : code) EXPECT_TRUE(sample.count(k)) << "etc/dugong.yaml does not list " << k;

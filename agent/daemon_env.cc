@@ -155,6 +155,14 @@ CoordinatorStatus ZkCoordinator::status() const {
   return c;
 }
 
+void PgPostgres::sampleSyncStandby(const std::string& standbyId,
+                                   std::function<void(Result<SyncReplicationSample>)> done) {
+  pg_.syncStandby(standbyId, [done = std::move(done)](Result<pg::SyncStandbyView> view) {
+    if (!view) return done(Error{view.error()});
+    done(SyncReplicationSample{view->streaming, view->flushed, view->waitingCommits});
+  });
+}
+
 void PgPostgres::stopWrites(std::function<void(Result<int>)> done) {
   pg_.stopWrites([done = std::move(done)](Result<pg::WritesStopped> r) {
     if (!r) return done(Error{r.error()});

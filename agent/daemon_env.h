@@ -85,6 +85,8 @@ class PgPostgres : public Postgres {
     pg_.fence(newSync, std::move(done));
   }
   void readWal(std::function<void(WalPositionRead)> done) override { pg_.readWal(std::move(done)); }
+  void sampleSyncStandby(const std::string& standbyId,
+                         std::function<void(Result<SyncReplicationSample>)> done) override;
   void readDataState(std::function<void(Result<PeerDataState>)> done) override { pg_.dataState(std::move(done)); }
   void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override {
     pg_.startHealthCheck(std::move(onChange));

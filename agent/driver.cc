@@ -24,12 +24,15 @@ Driver::Driver(Env env, DriverOptions options)
       peerGraceTimer_(env_.clock.newTimer()),
       rejoinTimer_(env_.clock.newTimer()),
       handoverTimer_(env_.clock.newTimer()),
-      dataTimer_(env_.clock.newTimer()) {}
+      dataTimer_(env_.clock.newTimer()),
+      syncWatchTimer_(env_.clock.newTimer()),
+      syncWatch_(opts_.syncReplaceAfterMs, opts_.syncConnectGraceMs) {}
 
 PeerOptions Driver::peerOptions() const {
   PeerOptions o{opts_.identity, opts_.singleton, opts_.retryDelayMs};
   o.setupFromData = opts_.setupFromData;
   o.setupWaitMs = opts_.setupWaitMs;
+  o.syncReplaceHoldMs = opts_.syncReplaceHoldMs;
   return o;
 }
 
@@ -52,6 +55,7 @@ bool Driver::start() {
     if (!alive.expired() && !stopping_) onHealth(healthy, detail);
   });
   join();
+  startSyncWatch();
   return !failed_;
 }
 
@@ -83,6 +87,7 @@ void Driver::stop(std::function<void()> done) {
   rejoinTimer_->cancel();
   handoverTimer_->cancel();
   dataTimer_->cancel();
+  syncWatchTimer_->cancel();
   if (opts_.keepMembershipOnStop) {
     env_.coordinator.leaveKeepingMembership();
   } else {

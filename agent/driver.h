@@ -31,6 +31,10 @@
 //   new session that says BEGIN READ WRITE commit (synchronous_commit = local needs no
 //   sync), so a primary is shut down once its session may be about to expire (half-way
 //   to the earliest expiry), and started again only by a resume or a new configuration;
+// - a sync that acknowledges nothing (agent/driver_sync_watch.cc): on a primary, the
+//   sync's walsender is sampled every syncSampleMs; when commits have waited on a sync
+//   that does not move for syncReplaceAfterMs (agent/sync_ack_watch.h), the state
+//   machine is told (SyncAcknowledgement) and replaces it;
 // - a coordinator outage that this peer saw too: after a new session, the peers that
 //   were present before the loss are still treated as present for one session timeout,
 //   so that a peer back first does not replace a sync (or take over from a primary)
@@ -82,6 +86,15 @@ struct DriverOptions {
   // WAL stream to end) before it fences itself and takes over anyway. 0: no clean
   // handover (Manatee's behaviour; the simulators, which model no WAL stream).
   int64_t handoverWaitMs = 0;
+  // A sync that keeps its session but acknowledges nothing: how long commits may wait on
+  // it without its flush position moving before the primary replaces it (0: never, the
+  // simulators unless they model replication), how often the primary samples it, how
+  // long a new sync may take to connect, and the state machine's hold between two
+  // such replacements (PeerOptions::syncReplaceHoldMs).
+  int64_t syncReplaceAfterMs = 0;
+  int64_t syncSampleMs = 250;
+  int64_t syncConnectGraceMs = 10000;
+  int64_t syncReplaceHoldMs = 30000;
   // Called on the loop once postgres has applied a configuration the state machine
   // asked for, when the peer's role differs from the one of the last such apply.
   std::function<void(Role previous, Role applied)> onRoleApplied;
@@ -102,6 +115,7 @@ struct DriverCounters {
   uint64_t joins = 0, withdrawals = 0, decisions = 0, freshStateMachines = 0;
   uint64_t connectionLosses = 0, writeStops = 0, writeResumes = 0, shutDowns = 0;
   uint64_t rejoins = 0, rejoinFailures = 0, handovers = 0;
+  uint64_t syncStalls = 0;  // a sync found acknowledging nothing
 };
 
 class Driver {
@@ -180,6 +194,12 @@ class Driver {
   bool expectPostgresOnline() const;
   bool lastAppliedIsStale() const;
   void joinAgainAfterWithdrawal(const std::string& why);
+  // The sync-acknowledgement watch (agent/driver_sync_watch.cc).
+  void startSyncWatch();
+  void syncWatchTick();
+  // The sync to watch now ("" when none: not a running primary, writes stopped, a
+  // transition in flight), and the generation it is the sync of.
+  std::optional<std::pair<int64_t, std::string>> watchedSync() const;
   void log(LogLevel level, const std::string& line) { env_.log.write(level, line); }
   // Wraps a callback so that it does nothing once the driver is gone or stopping.
   template <class T>
@@ -248,6 +268,10 @@ class Driver {
   std::optional<int64_t> handoverWaitedIn_;
   std::unique_ptr<Timer> handoverTimer_;
   std::unique_ptr<Timer> dataTimer_;  // retries reading the data state
+  std::unique_ptr<Timer> syncWatchTimer_;
+  SyncAckWatch syncWatch_;
+  std::optional<std::pair<int64_t, std::string>> syncWatchedFor_;  // generation, sync
+  bool syncSampleInFlight_ = false;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 
   // Postgres: one transition at a time, whether the state machine or a restart after

@@ -167,6 +167,16 @@ class FakePostgres : public Postgres {
     if (!modelHandover) return Postgres::awaitUpstreamStop(timeoutMs, std::move(done));
     upstreamWaits.push_back(std::move(done));
   }
+  void sampleSyncStandby(const std::string& standbyId,
+                         std::function<void(Result<SyncReplicationSample>)> done) override {
+    syncSamples.push_back({standbyId, std::move(done)});
+  }
+  // Answers every sample asked for so far with `sample`; returns how many.
+  size_t answerSyncSamples(const SyncReplicationSample& sample) {
+    auto pending = std::exchange(syncSamples, {});
+    for (auto& [id, done] : pending) done(sample);
+    return pending.size();
+  }
   struct RejoinCall {
     std::string primary;
     RejoinPolicy policy;
@@ -198,6 +208,7 @@ class FakePostgres : public Postgres {
   bool modelHandover = false;
   std::deque<std::function<void(bool)>> upstreamWaits;
   std::deque<RejoinCall> rejoins;
+  std::deque<std::pair<std::string, std::function<void(Result<SyncReplicationSample>)>>> syncSamples;
 };
 
 class NullLog : public LogSink {
@@ -223,6 +234,7 @@ class DriverTest : public ::testing::Test {
     o.handoverWaitMs = 5000;
     o.onPrimaryConnectionLoss = std::move(onPrimaryConnectionLoss);
     o.onPrimaryApplyStarting = [this] { ++primaryApplyStarts_; };
+    o.syncReplaceAfterMs = syncReplaceAfterMs_;
     driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
   }
@@ -403,6 +415,7 @@ class DriverTest : public ::testing::Test {
   FakePostgres pg_;
   NullLog log_;
   int primaryApplyStarts_ = 0;
+  int64_t syncReplaceAfterMs_ = 0;  // DriverOptions::syncReplaceAfterMs of makeDriver
   std::unique_ptr<Driver> driver_;
   ClusterState state_;
 };
@@ -1674,6 +1687,54 @@ TEST_F(DriverTest, WithNoClusterStateTheStoppedDataIsPublishedThenWithdrawnOnceA
   ASSERT_EQ(coordinator_.published.size(), 2u);
   EXPECT_FALSE(coordinator_.published[1].has_value());
   EXPECT_TRUE(pg_.dataReads.empty());
+}
+
+// The primary samples its sync every 250 ms; commits waiting 1500 ms on a sync with no
+// walsender make the state machine replace it (its fence names the async). Nothing is
+// sampled while writes are stopped for a lost coordinator.
+TEST_F(DriverTest, APrimaryReplacesASyncOnWhichCommitsWaitWithoutItMoving) {
+  syncReplaceAfterMs_ = 1500;
+  makeDriver(RejoinPolicy::kFollow);
+  startAsPrimary();
+  const SyncReplicationSample moving{true, WalPosition::parse("0/5000000").value(), 1};
+  const SyncReplicationSample gone{false, std::nullopt, 3};
+  clock_.advance(250);
+  ASSERT_EQ(pg_.syncSamples.size(), 1u);
+  EXPECT_EQ(pg_.syncSamples.front().first, "node2");
+  pg_.answerSyncSamples(moving);
+  for (int i = 0; i < 6; ++i) {  // 1500 ms: said at the last
+    clock_.advance(250);
+    ASSERT_EQ(pg_.answerSyncSamples(gone), 1u) << i;
+    EXPECT_TRUE(pg_.fences.empty()) << "replaced after " << (i + 1) * 250 << " ms";
+  }
+  clock_.advance(250);
+  ASSERT_EQ(pg_.answerSyncSamples(gone), 1u);
+  clock_.advance(0);
+  EXPECT_EQ(driver_->counters().syncStalls, 1u);
+  EXPECT_TRUE(logged("sync node2 acknowledges no commits: 3 commits waited 1500 ms with no streaming walsender"));
+  ASSERT_EQ(pg_.fences.size(), 1u) << "the state machine did not replace the sync";
+  // The fence is a transition in flight: no sampling meanwhile.
+  clock_.advance(1000);
+  EXPECT_TRUE(pg_.syncSamples.empty());
+}
+
+TEST_F(DriverTest, NoSyncIsSampledWhenTheWatchIsOff) {
+  startAsPrimary();  // syncReplaceAfterMs 0: off
+  clock_.advance(5000);
+  EXPECT_TRUE(pg_.syncSamples.empty());
+}
+
+TEST_F(DriverTest, NoSyncIsSampledWhileWritesAreStopped) {
+  syncReplaceAfterMs_ = 1500;
+  makeDriver(RejoinPolicy::kFollow);
+  startAsPrimary();
+  coordinator_.connection(false);
+  answerStops();
+  clock_.advance(0);
+  ASSERT_TRUE(driver_->writesStopped());
+  pg_.syncSamples.clear();
+  clock_.advance(3000);
+  EXPECT_TRUE(pg_.syncSamples.empty());
 }
 
 }  // namespace

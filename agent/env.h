@@ -19,6 +19,7 @@
 #include <string>
 
 #include "agent/rejoin.h"
+#include "agent/sync_ack_watch.h"
 #include "statemachine/action.h"
 #include "statemachine/cluster_state.h"
 #include "statemachine/event.h"
@@ -187,6 +188,16 @@ class Postgres {
   virtual void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) {
     (void)timeoutMs;
     done(false);
+  }
+  // On a primary: what it sees of its synchronous standby `standbyId` now (its walsender,
+  // its flush position, the commits waiting for it), for the sync-acknowledgement watch.
+  // The default implementation answers AT ONCE (inside the call) with an error:
+  // environments that model no replication; the driver then never replaces a sync for
+  // a stall.
+  virtual void sampleSyncStandby(const std::string& standbyId,
+                                 std::function<void(Result<SyncReplicationSample>)> done) {
+    (void)standbyId;
+    done(Error{"sampling the synchronous standby is not modelled by this environment"});
   }
   // A deposed peer's automatic rejoin. REQUIRES: postgres was stopped by an apply of
   // PgConfig::none() (the deposed state machine's) and nothing else runs on it. Makes

@@ -82,6 +82,11 @@ void PgAdapter::readWal(std::function<void(WalPositionRead)> done) {
   onWorker<WalPositionRead>(query_, [this] { return controller_.readWal(); }, std::move(done));
 }
 
+void PgAdapter::syncStandby(std::string standbyName, std::function<void(Result<SyncStandbyView>)> done) {
+  onWorker<Result<SyncStandbyView>>(
+      query_, [this, name = std::move(standbyName)] { return controller_.syncStandby(name); }, std::move(done));
+}
+
 void PgAdapter::stopWrites(std::function<void(Result<WritesStopped>)> done) {
   onWorker<Result<WritesStopped>>(writes_, [this] { return controller_.stopWrites(); }, std::move(done));
 }

@@ -43,6 +43,8 @@ class PgAdapter {
   // See PgController::fence. Runs on the control worker, after any apply.
   void fence(std::optional<PeerIdentity> newSync, std::function<void(PgFenced)> done);
   void readWal(std::function<void(WalPositionRead)> done);
+  // See PgController::syncStandby. On the query worker.
+  void syncStandby(std::string standbyName, std::function<void(Result<SyncStandbyView>)> done);
   void dataState(std::function<void(Result<PeerDataState>)> done);
   // See PgController::awaitUpstreamStop. On the control worker, before a fence.
   void awaitUpstreamStop(std::chrono::milliseconds timeout, std::function<void(bool)> done);

@@ -185,6 +185,15 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   EXPECT_GT(wa2, wa);
   EXPECT_TRUE(eventually([&] { return wal(pb) >= wa2 && wal(pc) >= wa2; }));
   EXPECT_EQ(WalPosition::parse(a.value("SELECT pg_current_wal_lsn()")).value() >= wa2, true);
+  // The primary's view of its sync (the sync-acknowledgement watch's sample): streaming,
+  // flushed at least to the last commit, nothing waiting.
+  Result<SyncStandbyView> view = Error{"no answer"};
+  pa.syncStandby("peer-b", [&](Result<SyncStandbyView> v) { view = std::move(v); });
+  ASSERT_TRUE(eventually([&] { return view.ok(); })) << view.error();
+  EXPECT_TRUE(view->streaming);
+  ASSERT_TRUE(view->flushed);
+  EXPECT_GE(*view->flushed, wa2);
+  EXPECT_EQ(view->waitingCommits, 0);
 
   // Without its sync, a commit waits instead of succeeding.
   r = apply(pb, PgConfig::none());
@@ -195,6 +204,15 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   std::thread writer([&] { blocked = a.value("INSERT INTO t VALUES (4, 'four')", 8s); });
   bool sawWait = testing::eventually(
       [&] { return a.value("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") == "1"; }, 6s);
+  // And as the watch samples it: no walsender, one commit waiting.
+  view = Error{"no answer"};
+  pa.syncStandby("peer-b", [&](Result<SyncStandbyView> v) { view = std::move(v); });
+  EXPECT_TRUE(eventually([&] { return view.ok(); })) << view.error();
+  if (view.ok()) {
+    EXPECT_FALSE(view->streaming);
+    EXPECT_FALSE(view->flushed);
+    EXPECT_EQ(view->waitingCommits, 1);
+  }
   writer.join();
   EXPECT_TRUE(sawWait) << "the commit should wait for the sync";
   EXPECT_NE(blocked.find("timed out"), std::string::npos) << blocked;

@@ -308,6 +308,12 @@ bool PgController::awaitUpstreamStop(std::chrono::milliseconds timeout) {
 }
 
 
+Result<SyncStandbyView> PgController::syncStandby(const std::string& standbyName) const {
+  auto r = localQuery(syncStandbyQuery(standbyName));
+  if (!r) return Error{r.error()};
+  return parseSyncStandbyView(*r);
+}
+
 WalPositionRead PgController::readWal() {
   WalPositionRead out;
   std::optional<FenceTarget> fence;

@@ -24,6 +24,7 @@
 #include "pg/plan/rebuild.h"
 #include "pg/pg_status.h"
 #include "pg/sql.h"
+#include "pg/sync_standby.h"
 #include "statemachine/event.h"
 #include "statemachine/pg_config.h"
 
@@ -86,6 +87,8 @@ class PgController {
   // apply) the fence is verified again first, in the same postgres run, so that a
   // position read for initWal is never read under a fence that no longer holds.
   WalPositionRead readWal();
+  // On a primary: what it sees of its synchronous standby (pg/sync_standby.h).
+  Result<SyncStandbyView> syncStandby(const std::string& standbyName) const;
   // What the data directory holds, from pg_controldata (postgres should be stopped, so
   // that it is final): system identifier, and the furthest of the latest checkpoint and
   // the minimum recovery point (a standby's replay), with its timeline.

@@ -22,15 +22,20 @@ PEER_FAULTS = {"kill_postgres", "kill_agent", "kill_host", "stop_agent", "cut_zk
                "bad_link", "agent_restart"}
 
 
-def make(seed, faults, ops_every):
+def make(seed, faults, ops_every, kinds=None):
     """The first `faults` faults of the seed's endless schedule (a shorter run is a prefix of a longer
     one), with an operator action after every `ops_every` faults. Each batch of len(FAULTS) faults holds
-    every kind once, in a random order."""
+    every kind once, in a random order; `kinds` (a subset of FAULTS) keeps only those kinds in each batch."""
+    unknown = set(kinds or []) - set(FAULTS)
+    if unknown:
+        raise ValueError(f"unknown fault kinds: {', '.join(sorted(unknown))} (known: {', '.join(FAULTS)})")
     rng = random.Random(seed)
     items, ops, n = [], [], 0
     while n < faults:
         batch = FAULTS[:]
         rng.shuffle(batch)
+        if kinds:
+            batch = [k for k in batch if k in kinds]
         for kind in batch:
             if n == faults:
                 break

@@ -5,7 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "agent/http_client.h"
@@ -194,6 +198,57 @@ TEST_F(E2E, PrimaryPromotesTheAsyncWhenTheSyncIsKilled) {
   createTable(primary);
   ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == primary && insert(primary, 7); }, 60s));
   EXPECT_TRUE(h_->waitFor([&] { return ids(async).count(7) == 1; }, 30s));
+}
+
+// Sends `signal` to a peer's postmaster and every process it started.
+void signalPostgres(const pg::testing::PgTestNode& node, int signal) {
+  auto postmaster = node.postmasterPid();
+  ASSERT_TRUE(postmaster.has_value());
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line) || line.rfind(')') == std::string::npos) continue;
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent == *postmaster) ::kill(std::stoi(entry.path().filename().string()), signal);
+  }
+  ::kill(*postmaster, signal);
+}
+
+// A sync whose postgres hangs (every process stopped) keeps its ZooKeeper session and
+// acknowledges nothing: the primary replaces it by the async within seconds (not when the
+// fault ends), the commit that waited is acknowledged by the new sync, and the old sync,
+// back, streams again as the last async. The agent's default sync.replaceAfterMs.
+TEST_F(E2E, APrimaryReplacesAHungSyncAndTheWaitingCommitIsAcknowledgedByTheNewOne) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  const int sync = indexWithRole("sync"), async = indexWithRole("async");
+  createTable(primary);
+  ASSERT_TRUE(insert(primary, 1));
+  signalPostgres(*h_->peer(sync).pg, SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = h_->sql(primary, "INSERT INTO acked (id) VALUES (2)", 60s);
+  const auto gapMs =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << "the commit waited " << gapMs << " ms on the hung sync\n";
+  signalPostgres(*h_->peer(sync).pg, SIGCONT);
+  ASSERT_TRUE(waited.ok()) << waited.error() << "\n" << h_->describe();
+  auto s = h_->zkState();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->generation, 2);
+  EXPECT_EQ(s->primary.id, h_->peer(primary).id);
+  ASSERT_TRUE(s->sync.has_value());
+  EXPECT_EQ(s->sync->id, h_->peer(async).id);
+  ASSERT_EQ(s->async.size(), 1u);
+  EXPECT_EQ(s->async[0].id, h_->peer(sync).id);
+  EXPECT_TRUE(s->deposed.empty());
+  EXPECT_NE(h_->logTail(primary, 100000).find("acknowledges no commits"), std::string::npos);
+  EXPECT_EQ(ids(async).count(2), 1u) << "the new sync acknowledged a commit it does not hold";
+  // The old sync streams again, now from the new sync.
+  EXPECT_TRUE(h_->waitFor([&] { return ids(sync).count(2) == 1; }, 60s)) << h_->describe();
+  EXPECT_EQ(h_->writablePrimary(), primary);
 }
 
 TEST_F(E2E, AsyncStoppedForGoodIsRemovedAndReaddedWhenItRestarts) {
