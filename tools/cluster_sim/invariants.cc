@@ -167,7 +167,12 @@ void InvariantChecker::takeoverChecks(const StateWrite& w) {
     bool syncGone = before.sync && wasAbsent_(before.sync->id, from, w.issuedAt);
     bool promoted = promote.ok() && promote->role == "async" && promote->asyncIndex == 0 &&
                     promote->id == after.sync->id;
-    if (!syncGone && !promoted) {
+    // A sync that acknowledged nothing (statemachine/peer_primary.cc) is replaced while
+    // present and goes last in the chain; whether it acknowledged nothing is the driver's
+    // judgement, and what it risks (a lost commit, two writers) the data invariants check.
+    bool stalledSyncReplaced = before.sync && !after.async.empty() && after.async.back().id == before.sync->id &&
+                               !containsPeer(after.deposed, before.sync->id);
+    if (!syncGone && !promoted && !stalledSyncReplaced) {
       return bad("the old sync " + before.sync->id + " never left and no valid promote of async[0] existed");
     }
     return;

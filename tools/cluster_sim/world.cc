@@ -50,6 +50,7 @@ constexpr int64_t kWritablePollMs = 200;      // the pg adapter's writablePollIn
 constexpr int64_t kTimingCheckMs = 100;       // granularity of the seconds-long liveness bounds
 // The agents' production defaults for what the environment does on their behalf.
 constexpr int64_t kHandoverWaitMs = 5000;      // switchover.handoverWaitMs
+constexpr int64_t kSyncReplaceAfterMs = 2000;  // sync.replaceAfterMs
 constexpr int64_t kUpstreamPollMs = 50;        // the adapter's awaitUpstreamStop poll
 
 // How long ZooKeeper takes in the simulated cluster (a seeded range each).
@@ -72,7 +73,7 @@ int nodeNamed(const std::string& id) {
 
 // How long the pg adapter's steps take in the simulated cluster (a seeded range each).
 simworld::PgModel clusterPgModel() {
-  return simworld::PgModel{.init = {20, 300}, .fence = {2, 20}, .walRead = {2, 20}, .reload = {5, 60},
+  return simworld::PgModel{.init = {20, 300}, .fence = {2, 20}, .walRead = {2, 20}, .syncSample = {3, 3}, .reload = {5, 60},
                            .restart = {80, 900}, .slowReload = {200, 1500}, .slowRestart = {1500, 7000},
                            .promoteStream = {5, 40}, .writes = {5, 60}, .shutDown = {80, 900}, .rejoin = {300, 1500},
                            .upstreamPoll = {2, 10}, .writableWrite = {5, 60}, .upstreamPollMs = kUpstreamPollMs,
@@ -331,6 +332,7 @@ void World::startAgent(int n) {
   o.withdrawAfterMs = kWithdrawAfterMs;
   o.handoverWaitMs = kHandoverWaitMs;
   o.rejoin = agent::RejoinPolicy::kFollow;
+  o.syncReplaceAfterMs = kSyncReplaceAfterMs;
   nd.primaryConnectionLostAt = -1;
   o.onPrimaryConnectionLoss = [this, n](bool lost) { node(n).primaryConnectionLostAt = lost ? now_ : -1; };
   nd.driver = std::make_unique<agent::Driver>(agent::Env{*nd.env, nd.env->coordinator, nd.env->postgres, *nd.env}, o);

@@ -442,6 +442,27 @@ void SimPostgres::readWal(std::function<void(WalPositionRead)> done) {
   }));
 }
 
+void SimPostgres::sampleSyncStandby(const std::string& standbyId,
+                                    std::function<void(Result<agent::SyncReplicationSample>)> done) {
+  PgServer& p = pg();
+  int64_t end = std::max(now(), p.queryBusyUntil) + fleet_.model().syncSample.draw(fleet_.rng());
+  p.queryBusyUntil = end;
+  fleet_.queue().at(end, guarded([this, standbyId, done = std::move(done)] {
+    const PgServer& pg = this->pg();
+    if (!pg.serving() || pg.config.role != PgRole::kPrimary) return done(Error{"postgres is not running as primary"});
+    agent::SyncReplicationSample s;
+    const int sync = fleet_.hostOf(standbyId);
+    s.streaming = sync >= 0 && fleet_.streamsFrom(sync, host_);
+    if (s.streaming) s.flushed = fleet_.server(sync).wal.position();
+    s.waitingCommits = static_cast<int>(pg.waiting.size());
+    fleet_.trace().trace('P', [&] {
+      return id() + " sync " + standbyId + (s.streaming ? " flushed " + s.flushed->toString() : " not streaming") + ", " +
+             std::to_string(s.waitingCommits) + " commits waiting";
+    });
+    done(s);
+  }));
+}
+
 void SimPostgres::startHealthCheck(std::function<void(bool, const std::string&)> onChange) {
   onHealth_ = std::move(onChange);
   lastHealthy_ = -1;

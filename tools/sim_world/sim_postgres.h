@@ -57,6 +57,7 @@ struct PgModel {
   Latency init = {};           // the adapter's first look at postgres
   Latency fence = {};          // rewrite the configuration and reload
   Latency walRead = {};        // one query
+  Latency syncSample = {};     // the primary's sample of its sync (one query)
   Latency reload = {};         // an apply that keeps serving (new sync, new upstream)
   Latency restart = {};        // an apply that restarts or promotes postgres
   Latency slowReload = {};     // ... while a slow-postgres fault lasts
@@ -231,6 +232,11 @@ class SimPostgres final : public agent::Postgres {
   void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) override;
   void fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) override;
   void readWal(std::function<void(WalPositionRead)> done) override;
+  // On the query worker: the sync's walsender streams from this primary (a stalled
+  // standby's walsender streams too, and its flush position stays), its WAL position,
+  // and the commits waiting on this primary.
+  void sampleSyncStandby(const std::string& standbyId,
+                         std::function<void(Result<agent::SyncReplicationSample>)> done) override;
   void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override;
   void stopHealthCheck() override;
   // As the adapter's health check reports: no postmaster at all (crashed, killed, or
