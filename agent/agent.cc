@@ -77,6 +77,10 @@ Result<bool> Agent::start() {
   options.onPrimaryConnectionLoss = [this](bool lost) {
     if (watchdog_) watchdog_->setConnectionLost(lost);
   };
+  options.lease.tickTimeMs = config_.zkTickTimeMs;
+  options.onLeaseDeadline = [this](int64_t deadlineMs) {
+    if (watchdog_) watchdog_->setLeaseDeadline(deadlineMs);
+  };
   driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_}, options);
   driver_->onFatal([this] {
     exitCode_ = 1;

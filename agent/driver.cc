@@ -21,6 +21,8 @@ Driver::Driver(Env env, DriverOptions options)
       withdrawalTimer_(env_.clock.newTimer()),
       writesTimer_(env_.clock.newTimer()),
       shutDownTimer_(env_.clock.newTimer()),
+      leaseTimer_(env_.clock.newTimer()),
+      leaseShutTimer_(env_.clock.newTimer()),
       peerGraceTimer_(env_.clock.newTimer()),
       rejoinTimer_(env_.clock.newTimer()),
       handoverTimer_(env_.clock.newTimer()),
@@ -60,6 +62,7 @@ void Driver::join() {
   CoordinatorCallbacks cb;
   cb.onEvent = guarded<Event>([this](Event e) { step(e); });
   cb.onConnection = guarded<CoordinatorConnection>([this](CoordinatorConnection c) { onConnection(c); });
+  cb.onLease = guarded<CoordinatorLease>([this](CoordinatorLease l) { onLease(l); });
   if (auto ok = env_.coordinator.join(std::move(cb)); !ok) {
     carryOut(Fatal{"cannot join the coordinator: " + ok.error()});
   }
@@ -79,6 +82,8 @@ void Driver::stop(std::function<void()> done) {
   withdrawalTimer_->cancel();
   writesTimer_->cancel();
   shutDownTimer_->cancel();
+  leaseTimer_->cancel();
+  leaseShutTimer_->cancel();
   peerGraceTimer_->cancel();
   rejoinTimer_->cancel();
   handoverTimer_->cancel();
@@ -112,6 +117,16 @@ void Driver::step(const Event& delivered) {
     lastStateNode_ = init->state;
     lastActive_ = init->active;
     lastData_ = init->data;
+    if (leaseDeadline_ && !connectionLost_) {
+      // The lease's own timer has not fired yet (a slow loop): the old session expired.
+      isolate("a new ZooKeeper session replaces the one the lease was on: stopping writes");
+    }
+    // The new session's lease starts with its first leader round trip.
+    leaseDeadline_.reset();
+    leaseEnded_ = false;
+    leaseTimer_->cancel();
+    leaseShutTimer_->cancel();
+    coordinatorUp_ = true;
     newSessionAfterLoss = connectionLost_;
     if (newSessionAfterLoss) {
       connectionLost_ = false;

@@ -48,6 +48,7 @@
 #include <string>
 #include <utility>
 
+#include "agent/driver_lease.h"
 #include "agent/env.h"
 #include "statemachine/peer.h"
 
@@ -94,6 +95,12 @@ struct DriverOptions {
   // shuts postgres down a sixth of the session timeout after such a loss, and a watchdog
   // that outlives the agent must do so by then too (agent/watchdog.h).
   std::function<void(bool lost)> onPrimaryConnectionLoss;
+  // The primary's lease (agent/driver_lease.h), when the coordinator confirms leader
+  // round trips (CoordinatorCallbacks::onLease): its terms, and a call on the loop each
+  // time its end (monotonic ms) moves on, for the watchdog, which shuts postgres down at
+  // that end too (agent/watchdog.h).
+  LeaseTerms lease;
+  std::function<void(int64_t deadlineMs)> onLeaseDeadline;
 };
 
 struct DriverCounters {
@@ -140,6 +147,8 @@ class Driver {
   // Postgres was shut down because the session may have expired (see writesStopped()).
   bool postgresShutDown() const { return postgresShutDown_; }
   bool coordinatorConnected() const { return !connectionLost_; }
+  // The lease's end (monotonic ms), once a leader round trip confirmed the session.
+  std::optional<int64_t> leaseDeadline() const { return leaseDeadline_; }
 
  private:
   void step(const Event& event);
@@ -168,6 +177,11 @@ class Driver {
   void tellPrimaryConnectionLoss(bool lost);
   void resumeIfDeferred();
   void onConnection(const CoordinatorConnection& c);
+  void isolate(const std::string& why);
+  void reconnected(const std::string& how);
+  void onLease(const CoordinatorLease& l);
+  void leaseEnding();
+  bool leaseValid() const;
   void stopWrites();
   void shutDownWrites(const std::string& why);
   // noTakeoverCanLand: the lost session came back, or the state was confirmed on a new one.
@@ -224,6 +238,17 @@ class Driver {
   bool confirmDeferred_ = false;
   std::unique_ptr<Timer> writesTimer_;  // stop retry, or resume settle
   std::unique_ptr<Timer> shutDownTimer_;
+  // The lease: confirmations seen at all, its end, the last confirmed send, whether it
+  // ended (writes stopped for it), a resumption that waits for it, and its timers (the
+  // stop of writes a little before the end, the shutdown at the end).
+  bool coordinatorUp_ = true;
+  bool leaseInUse_ = false;
+  std::optional<int64_t> leaseDeadline_;
+  int64_t leaseSentAt_ = 0;
+  bool leaseEnded_ = false;
+  std::optional<std::pair<std::string, bool>> resumeAfterLease_;
+  std::unique_ptr<Timer> leaseTimer_;
+  std::unique_ptr<Timer> leaseShutTimer_;
   std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
   std::unique_ptr<Timer> peerGraceTimer_;
   // The automatic rejoin: the generation last tried, the primary postgres

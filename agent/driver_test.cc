@@ -123,6 +123,12 @@ class FakeCoordinator : public Coordinator {
     ASSERT_TRUE(callbacks_.onConnection);
     callbacks_.onConnection(CoordinatorConnection{connected, 0x42, 9000});
   }
+  // A leader round trip sent at `sentAtMs` answered (session timeout 9000, interval 500).
+  void lease(int64_t sentAtMs) {
+    ASSERT_TRUE(member);
+    ASSERT_TRUE(callbacks_.onLease);
+    callbacks_.onLease(CoordinatorLease{sentAtMs, 0x42, 9000, 500});
+  }
 
   FakeClock* clock = nullptr;
   int joins = 0, leaves = 0;
@@ -223,6 +229,8 @@ class DriverTest : public ::testing::Test {
     o.handoverWaitMs = 5000;
     o.onPrimaryConnectionLoss = std::move(onPrimaryConnectionLoss);
     o.onPrimaryApplyStarting = [this] { ++primaryApplyStarts_; };
+    o.lease.tickTimeMs = 1000;  // lease: 9000 - 1000 - 500 - 90 - 300 = 7110 ms after the send
+    o.onLeaseDeadline = [this](int64_t deadline) { leaseDeadlines_.push_back(deadline); };
     driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
   }
@@ -403,6 +411,7 @@ class DriverTest : public ::testing::Test {
   FakePostgres pg_;
   NullLog log_;
   int primaryApplyStarts_ = 0;
+  std::vector<int64_t> leaseDeadlines_;
   std::unique_ptr<Driver> driver_;
   ClusterState state_;
 };
@@ -720,6 +729,67 @@ TEST_F(DriverTest, StartsAFreshStateMachineWhenTheTransitionDuringTheRebuildEnds
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
   EXPECT_EQ(driver_->counters().freshStateMachines, 1u) << "the rebuilt peer stays deposed";
   ASSERT_EQ(pg_.inits.size(), 1u);
+}
+
+// ---- the primary's lease (issue 24) -----------------------------------------------------
+
+TEST(LeaseDeadline, EachTermIsTakenOffTheSessionTimeout) {
+  LeaseTerms t;
+  t.tickTimeMs = 2000;
+  t.stopMarginMs = 300;
+  EXPECT_EQ(leaseDeadlineMs(1000, 10000, 1000, t), 1000 + 10000 - 2000 - 1000 - 100 - 300);
+  t.tickTimeMs = 0;  // unknown: half the session timeout
+  EXPECT_EQ(leaseLengthMs(4000, 400, t), 4000 - 2000 - 400 - 40 - 300);
+  EXPECT_LE(leaseLengthMs(1000, 100, t), 100) << "a short session leaves (almost) no lease";
+}
+
+// A follower cut off from its leader keeps answering pings (safety review of fcef921,
+// finding 3): the connection never looks lost, but no leader round trip is confirmed.
+// Writes stop before the lease ends and postgres is shut down at its end; the watchdog
+// is told each end.
+TEST_F(DriverTest, AConnectedPrimaryWithoutLeaderRoundTripsStopsAtItsLeasesEnd) {
+  startAsPrimary();
+  coordinator_.lease(clock_.monotonicMs());
+  const int64_t end = clock_.monotonicMs() + 7110;
+  ASSERT_EQ(leaseDeadlines_, std::vector<int64_t>{end});
+  clock_.advance(7110 - 200 - 1);
+  EXPECT_TRUE(pg_.stops.empty()) << "writes stopped while the lease holds";
+  EXPECT_FALSE(driver_->writesStopped());
+  clock_.advance(1);
+  ASSERT_EQ(pg_.stops.size(), 1u) << "writes go on at the lease's end (minus the lead)";
+  EXPECT_TRUE(driver_->writesStopped());
+  EXPECT_TRUE(logged("no round trip through the ZooKeeper leader has confirmed the session"));
+  answerStops();
+  clock_.advance(199);
+  EXPECT_TRUE(pg_.shutdowns.empty());
+  clock_.advance(1);
+  ASSERT_EQ(pg_.shutdowns.size(), 1u) << "postgres runs on past the lease's end";
+  std::exchange(pg_.shutdowns, {}).front()(true);
+  clock_.advance(0);
+  // The connection flaps back: not enough, the leader must confirm the same session.
+  coordinator_.connection(false);
+  coordinator_.connection(true);
+  clock_.advance(0);
+  EXPECT_TRUE(pg_.applies.empty()) << "started again without a leader round trip";
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(0);
+  ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after a leader round trip on the same session"));
+}
+
+// Confirmed round trips keep a primary writing; a late answer (sent long ago) extends
+// nothing.
+TEST_F(DriverTest, LeaderRoundTripsKeepAPrimaryWriting) {
+  startAsPrimary();
+  for (int i = 0; i < 60; ++i) {
+    coordinator_.lease(clock_.monotonicMs());
+    clock_.advance(500);
+  }
+  EXPECT_TRUE(pg_.stops.empty());
+  const size_t told = leaseDeadlines_.size();
+  coordinator_.lease(clock_.monotonicMs() - 10000);
+  EXPECT_EQ(leaseDeadlines_.size(), told) << "an older round trip moved the lease's end";
+  clock_.advance(7110);
+  EXPECT_EQ(pg_.stops.size(), 1u);
 }
 
 // ---- the isolated primary (issue 10) ------------------------------------------------
