@@ -792,6 +792,48 @@ TEST_F(DriverTest, LeaderRoundTripsKeepAPrimaryWriting) {
   EXPECT_EQ(pg_.stops.size(), 1u);
 }
 
+// A server restart or a leader change closes the connection a moment after a confirmed
+// round trip: writes go on under the lease, and a round trip on the same session after
+// the reconnection extends it; no stop, no shutdown, no restart.
+TEST_F(DriverTest, AConnectionLostAndBackWithinTheLeaseCostsNoWrites) {
+  startAsPrimary();
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(300);
+  coordinator_.connection(false);
+  EXPECT_FALSE(driver_->writesStopped()) << "writes stopped while the lease holds";
+  EXPECT_TRUE(logged("writes go on under the lease"));
+  clock_.advance(3000);
+  coordinator_.connection(true);
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(5000);
+  EXPECT_TRUE(pg_.stops.empty());
+  EXPECT_TRUE(pg_.shutdowns.empty());
+  EXPECT_TRUE(pg_.applies.empty());
+  EXPECT_FALSE(driver_->writesStopped());
+}
+
+// A connection that stays lost: the lease's end stops writes and shuts postgres down.
+TEST_F(DriverTest, AConnectionLostPastTheLeasesEndStopsWritesThere) {
+  startAsPrimary();
+  coordinator_.lease(clock_.monotonicMs());
+  coordinator_.connection(false);
+  clock_.advance(6909);
+  EXPECT_TRUE(pg_.stops.empty());
+  clock_.advance(1);
+  ASSERT_EQ(pg_.stops.size(), 1u);
+  answerStops();
+  clock_.advance(200);
+  ASSERT_EQ(pg_.shutdowns.size(), 1u);
+  std::exchange(pg_.shutdowns, {}).front()(true);
+  clock_.advance(0);
+  coordinator_.connection(true);
+  clock_.advance(0);
+  EXPECT_TRUE(pg_.applies.empty()) << "started again without a leader round trip";
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(0);
+  ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after a leader round trip on the same session"));
+}
+
 // ---- the isolated primary (issue 10) ------------------------------------------------
 
 // A primary's lost connection is told (onPrimaryConnectionLoss), so that a watchdog that
