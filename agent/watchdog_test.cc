@@ -162,5 +162,29 @@ TEST(Watchdog, AStopOfTheAgentsProcessGroupLeavesItRunningAndItActs) {
   EXPECT_EQ(WTERMSIG(*status), SIGINT);
 }
 
+// The primary's lease (issue 24): the watchdog shuts postgres down at the lease's end the
+// agent wrote, while the agent runs (a hung loop, or a follower cut off from its leader
+// that keeps the connection up): here the agent is this test, running, and the limit for
+// a stopped agent a minute.
+TEST(Watchdog, ItShutsPostgresDownAtTheLeasesEndWhileTheAgentRuns) {
+  dugong::testing::ScratchDir dir{"watchdog-lease"};
+  const pid_t postmaster = fakePostmaster(dir.path());
+  auto watchdog = Watchdog::start(dir.path(), std::chrono::milliseconds(60000));
+  ASSERT_TRUE(watchdog) << watchdog.error();
+  (*watchdog)->setPrimary(true);
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  (*watchdog)->setLeaseDeadline(now + 300);
+  auto status = waitForChild(postmaster, std::chrono::seconds(60));
+  if (!status) {
+    ::kill(postmaster, SIGKILL);
+    ::waitpid(postmaster, nullptr, 0);
+  }
+  ASSERT_TRUE(status.has_value()) << "postgres ran on past the lease's end";
+  ASSERT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGINT);
+}
+
 }  // namespace
 }  // namespace dugong::agent
