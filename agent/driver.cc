@@ -117,15 +117,8 @@ void Driver::step(const Event& delivered) {
     lastStateNode_ = init->state;
     lastActive_ = init->active;
     lastData_ = init->data;
-    if (leaseDeadline_ && !connectionLost_) {
-      // The lease's own timer has not fired yet (a slow loop): the old session expired.
-      isolate("a new ZooKeeper session replaces the one the lease was on: stopping writes");
-    }
-    // The new session's lease starts with its first leader round trip.
-    leaseDeadline_.reset();
-    leaseEnded_ = false;
-    leaseTimer_->cancel();
-    leaseShutTimer_->cancel();
+    // The new session's lease comes with it (onLease, a new session id): its creation
+    // was a leader's transaction.
     coordinatorUp_ = true;
     newSessionAfterLoss = connectionLost_;
     if (newSessionAfterLoss) {
@@ -319,8 +312,10 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                             // so writes resume only on the confirmation, as without this apply.
                             log(LogLevel::kInfo, "stopping writes again: postgres was configured as primary "
                                                  "before the state read on the new session was confirmed");
-                            postgresShutDown_ = false;
-                            stopWrites();
+                            // A shutdown asked for before this apply's end is carried out
+                            // after it: postgres stays down, and starts on resumption.
+                            postgresShutDown_ = shutDownInFlight_;
+                            if (!shutDownInFlight_) stopWrites();
                             confirmAfterNewSession();
                           } else if (writesStopped_ && fromPeer) {
                             writesStopped_ = false;

@@ -222,6 +222,7 @@ class Driver {
   PeerList activeBeforeLoss_;
   std::optional<int64_t> peerGraceUntil_;
   bool postgresShutDown_ = false;
+  bool shutDownInFlight_ = false;  // asked of the adapter, not answered yet
   // A resumption asked for while a postgres transition was in flight: carried out when it
   // ends (how, noTakeoverCanLand; see resumeWritesIfUnchanged).
   std::optional<std::pair<std::string, bool>> resumeAfterTransition_;
@@ -245,6 +246,7 @@ class Driver {
   bool leaseInUse_ = false;
   std::optional<int64_t> leaseDeadline_;
   int64_t leaseSentAt_ = 0;
+  int64_t leaseSessionId_ = 0;  // the session of leaseDeadline_
   bool leaseEnded_ = false;
   std::optional<std::pair<std::string, bool>> resumeAfterLease_;
   std::unique_ptr<Timer> leaseTimer_;

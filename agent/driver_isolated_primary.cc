@@ -149,8 +149,10 @@ void Driver::shutDownWrites(const std::string& why) {
   ++counters_.shutDowns;
   log(LogLevel::kWarn, "shutting postgres down: " + why +
                            "; a stopped primary would still let a session that says BEGIN READ WRITE commit locally");
+  shutDownInFlight_ = true;
   env_.postgres.shutDownWrites([this, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
     env_.clock.post([this, alive, r = std::move(r)] {
+      if (!alive.expired()) shutDownInFlight_ = false;
       if (alive.expired() || stopping_ || !postgresShutDown_) return;
       if (r) {
         log(LogLevel::kInfo, "postgres is shut down: it starts again on resumption or a new configuration");

@@ -42,6 +42,13 @@ void Driver::onLease(const CoordinatorLease& l) {
                                                     "timeout or state the ensemble's tickTime (zookeeper.tickTimeMs)"));
   }
   const int64_t deadline = l.sentAtMs + length;
+  // A new session's lease replaces the old one's (the old session expired: a lease on it
+  // can say nothing about the new one, nor the other way round).
+  const bool sameSession = l.sessionId == leaseSessionId_;
+  if (!sameSession) {
+    leaseSessionId_ = l.sessionId;
+    leaseDeadline_.reset();
+  }
   if (leaseDeadline_ && deadline <= *leaseDeadline_) return;
   const int64_t now = env_.clock.monotonicMs();
   leaseDeadline_ = deadline;
@@ -56,7 +63,9 @@ void Driver::onLease(const CoordinatorLease& l) {
   if (leaseEnded_ && !leaseValid()) return;  // a round trip answered too late to lift anything
   if (leaseEnded_) {
     leaseEnded_ = false;
-    if (connectionLost_ && coordinatorUp_) {
+    // Only on the session the lease ended on: a new session resumes through its
+    // confirmation (afterNewSession), never by the same-session rule (finding 2b).
+    if (connectionLost_ && coordinatorUp_ && sameSession) {
       log(LogLevel::kInfo, "lease: a round trip through the ZooKeeper leader confirmed session " +
                                std::to_string(l.sessionId) + " again");
       reconnected("a round trip through the ZooKeeper leader confirmed the same session");
@@ -72,8 +81,17 @@ void Driver::onLease(const CoordinatorLease& l) {
 // A little before the lease's end: a primary stops writes now, and shuts postgres down
 // at the end.
 void Driver::leaseEnding() {
+  if (leaseValid()) return;
   const bool primary = peer_->role() == Role::kPrimary || (connectionLost_ && roleAtLoss_ == Role::kPrimary);
-  if (!primary || !leaseDeadline_ || leaseValid()) return;
+  if (!primary) {
+    // A peer that becomes the primary without a lease (its takeover write answered, its
+    // new session confirmed, after the lease ended) is caught by the next look.
+    leaseTimer_->start(std::max<int64_t>(sessionTimeoutMs_ / 10, 50), [this, alive = std::weak_ptr<int>(alive_)] {
+      if (!alive.expired() && !stopping_) leaseEnding();
+    });
+    return;
+  }
+  if (!leaseDeadline_) return;
   leaseEnded_ = true;
   const int64_t now = env_.clock.monotonicMs();
   const int64_t left = std::max<int64_t>(*leaseDeadline_ - now, 0);
@@ -82,6 +100,10 @@ isolate("no round trip through the ZooKeeper leader has confirmed the session fo
             std::to_string(now - leaseSentAt_) + " ms (the connection itself " + (coordinatorUp_ ? "looks up" : "is lost") +
             "): the lease ends in " + std::to_string(left) + " ms, stopping writes now");
   }
+  // A transition in flight may be starting postgres as the primary although it was shut
+  // down before (the adapter's shutdown signals a postmaster that runs, whatever holds
+  // its apply lock): shut it down at the lease's end all the same.
+  if (postgresShutDown_ && pgBusy_) postgresShutDown_ = false;
   if (postgresShutDown_) return;
   leaseShutTimer_->start(left, [this, alive = std::weak_ptr<int>(alive_)] {
     if (alive.expired() || stopping_ || !leaseEnded_ || !writesStopped_) return;

@@ -473,6 +473,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       log_->info("zk: re-attaching to session {} (kept by this peer's previous run)", sessionIdText(resume_->sessionId));
       resume_.reset();
     }
+    openedAt_ = std::chrono::steady_clock::now();  // before any ConnectRequest of this handle
     zh_ = zookeeper_init2(hosts.c_str(), onWatcherEvent, options_.sessionTimeoutMs, resuming ? &resumeId : nullptr,
                           ctx.get(), ZOO_NO_LOG_CLIENTENV, detail::clientLogLine);
     if (zh_ == nullptr) {
@@ -561,6 +562,12 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
                  reconnect    ? "; same session, re-reading state and peers"
                  : newSession && resumed_ ? "; re-attached to the session of the previous run"
                                           : "");
+      if (newSession && !resumed_ && onLease_ && sessionId_ != 0) {
+        // A new session was created by the leader after this handle was opened: it lives
+        // at least a session timeout from then, as after a confirmed round trip sent then.
+        const int timeoutMs = zoo_recv_timeout(zh_);
+        onLease_(LeaseConfirmation{openedAt_, sessionId_, timeoutMs, options_.leaseIntervalFor(timeoutMs)});
+      }
       if (newSession) {
         reportedSessionId_ = sessionId_;
         if (onSession_) {
@@ -1108,6 +1115,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   std::function<void(SessionCredentials)> onSession_;
   std::function<void(LeaseConfirmation)> onLease_;
   bool leaseInFlight_ = false;
+  std::chrono::steady_clock::time_point openedAt_{};  // the current handle's opening
   uint64_t leaseEpoch_ = 0;
   bool reportedLoss_ = false;  // a loss was reported and no regain yet
   std::shared_ptr<spdlog::logger> log_;
