@@ -124,10 +124,10 @@ class FakeCoordinator : public Coordinator {
     callbacks_.onConnection(CoordinatorConnection{connected, 0x42, 9000});
   }
   // A leader round trip sent at `sentAtMs` answered (session timeout 9000, interval 500).
-  void lease(int64_t sentAtMs) {
+  void lease(int64_t sentAtMs, int64_t sessionId = 0x42) {
     ASSERT_TRUE(member);
     ASSERT_TRUE(callbacks_.onLease);
-    callbacks_.onLease(CoordinatorLease{sentAtMs, 0x42, 9000, 500});
+    callbacks_.onLease(CoordinatorLease{sentAtMs, sessionId, 9000, 500});
   }
 
   FakeClock* clock = nullptr;
@@ -774,6 +774,26 @@ TEST_F(DriverTest, AConnectedPrimaryWithoutLeaderRoundTripsStopsAtItsLeasesEnd) 
   coordinator_.lease(clock_.monotonicMs());
   clock_.advance(0);
   ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after a leader round trip on the same session"));
+}
+
+// The lease ended on a connection that looked up (a cut-off follower), and the session
+// expired: the new session's lease (its creation) comes before its ZkInitialized. It must
+// not resume writes by the same-session rule (safety review of fcef921, finding 2b): a
+// takeover decided while the old session was gone may still land.
+TEST_F(DriverTest, ANewSessionsLeaseDoesNotResumeWritesStoppedAtTheOldOnesEnd) {
+  startAsPrimary();
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(7110);
+  ASSERT_EQ(pg_.stops.size(), 1u);
+  answerStops();
+  ASSERT_EQ(pg_.shutdowns.size(), 1u);
+  std::exchange(pg_.shutdowns, {}).front()(true);
+  clock_.advance(0);
+  coordinator_.lease(clock_.monotonicMs(), 0x43);
+  clock_.advance(0);
+  EXPECT_TRUE(pg_.applies.empty()) << "postgres started again on a new session's lease, unconfirmed";
+  EXPECT_TRUE(pg_.resumes.empty());
+  EXPECT_TRUE(driver_->writesStopped());
 }
 
 // Confirmed round trips keep a primary writing; a late answer (sent long ago) extends

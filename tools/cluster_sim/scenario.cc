@@ -187,6 +187,7 @@ Scenario makeScenario(uint64_t seed) {
     t += rng.between(meanGap / 4, meanGap * 2);
   }
   s.tickTimeMs = rng.between(std::max<int64_t>(50, s.sessionTimeoutMs / 20), s.sessionTimeoutMs / 2);
+  s.lease = rng.chance(750);
   return s;
 }
 

@@ -74,6 +74,9 @@ struct Scenario {
   int peers = 3;
   int64_t sessionTimeoutMs = 3000;
   int64_t tickTimeMs = 1000;  // the ensemble's, at most half the session timeout
+  // The agents' ZooKeeper clients confirm leases (agent::CoordinatorLease); one seed in
+  // four runs without, as a coordinator that sends none (the driver's other rule).
+  bool lease = true;
   EpochMs start = 0;           // virtual wall clock at time 0
   int64_t faultPhaseMs = 0;    // faults happen in [0, faultPhaseMs)
   int64_t convergeBoundMs = 0;  // after the faults stop, read-write again within this

@@ -54,12 +54,12 @@ constexpr int64_t kHandoverWaitMs = 5000;      // switchover.handoverWaitMs
 constexpr int64_t kUpstreamPollMs = 50;        // the adapter's awaitUpstreamStop poll
 
 // How long ZooKeeper takes in the simulated cluster (a seeded range each).
-simworld::ZkModel clusterZkModel(int64_t sessionTimeoutMs, int64_t tickTimeMs) {
+simworld::ZkModel clusterZkModel(int64_t sessionTimeoutMs, int64_t tickTimeMs, bool lease) {
   return simworld::ZkModel{.connect = {20, 300}, .delivery = {1, 30}, .toServer = {2, 25}, .slowWritePermille = 50,
                            .slowToServer = {100, 1500}, .fromServer = {2, 25}, .expiryNoticed = {5, 60},
                            .reconnect = {20, 200}, .retryConnectMs = 500, .sessionTimeoutMs = sessionTimeoutMs,
                            .tickTimeMs = tickTimeMs,
-                           .leaseIntervalMs = std::clamp<int64_t>(sessionTimeoutMs / 10, 50, 1000)};
+                           .leaseIntervalMs = lease ? std::clamp<int64_t>(sessionTimeoutMs / 10, 50, 1000) : 0};
 }
 
 // Peers are named node<N> (N from 1): their index, or -1 for anything else.
@@ -148,7 +148,7 @@ class World final : public simworld::TraceSink {
         checker_([this](const std::string& id, int64_t from, int64_t to) { return wasAbsent(id, from, to); },
                  options.checkTakeoverRules),
         fleet_(q_, rngPg_, rngAgent_, *this, clusterPgModel(), nodeNamed),
-        zk_(q_, rngZk_, rngAgent_, *this, clusterZkModel(scenario.sessionTimeoutMs, scenario.tickTimeMs), zkHooks()) {
+        zk_(q_, rngZk_, rngAgent_, *this, clusterZkModel(scenario.sessionTimeoutMs, scenario.tickTimeMs, scenario.lease), zkHooks()) {
     Rng root(scenario.seed ^ 0x5eed5eed5eed5eedULL);
     rngZk_ = root.fork(1);
     rngPg_ = root.fork(2);
@@ -699,6 +699,9 @@ void World::runFault(const Fault& f) {
     case FaultKind::kPartitionZk:
       return zk_.partition(f.peer, f.duration);
     case FaultKind::kCutOffFollower:
+      // Without a lease nothing sees it before the expiry (safety review of fcef921,
+      // finding 3): the lease is what makes it survivable.
+      if (!sc_.lease) return trace('F', [&] { return std::string(f.describe() + ": skipped, no leases"); });
       trace('F', [&] { return std::string(f.describe() + ": its ZooKeeper server is cut off from the leader"); });
       return zk_.cutOffFollower(f.peer, f.duration);
     case FaultKind::kLeaderChange:
@@ -1111,7 +1114,8 @@ std::string World::diagnose() const {
 
 RunResult World::run() {
   trace('Q', [&] { return std::string("seed " + std::to_string(sc_.seed) + ": " + std::to_string(sc_.peers) + " peers, session timeout " +
-                 std::to_string(sc_.sessionTimeoutMs) + " ms, faults for " + std::to_string(sc_.faultPhaseMs) +
+                 std::to_string(sc_.sessionTimeoutMs) + " ms, tickTime " + std::to_string(sc_.tickTimeMs) +
+                 (sc_.lease ? " ms, leases" : " ms, no leases") + ", faults for " + std::to_string(sc_.faultPhaseMs) +
                  " ms"); });
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);

@@ -50,16 +50,18 @@ void ZkEnsemble::connect(int n, Run run) {
   });
   recomputeActive();
   c.ready = true;
+  if (model_.leaseIntervalMs > 0) {
+    // The session's creation is the leader's: it lives a timeout from now at least. The
+    // client hears of it as it connects, before its setup's reads (ZkInitialized).
+    schedule(n, [this, n, run, sid, createdAt = q_.now()] {
+      ZkClient& x = client(n);
+      if (!runs(n, run) || x.session != sid || !x.agent->member_ || !x.agent->callbacks_.onLease) return;
+      x.agent->callbacks_.onLease(agent::CoordinatorLease{createdAt, static_cast<int64_t>(sid),
+                                                          model_.sessionTimeoutMs, model_.leaseIntervalMs});
+    });
+    q_.after(model_.leaseIntervalMs, [this, n, run, sid] { leaseLoop(n, run, sid); });
+  }
   deliver(n, ZkInitialized{stateNode(), activePeers()});
-  if (model_.leaseIntervalMs <= 0) return;
-  // The session's creation is the leader's: it lives a timeout from now at least.
-  schedule(n, [this, n, run, sid, createdAt = q_.now()] {
-    ZkClient& x = client(n);
-    if (!runs(n, run) || x.session != sid || !x.agent->member_ || !x.agent->callbacks_.onLease) return;
-    x.agent->callbacks_.onLease(agent::CoordinatorLease{createdAt, static_cast<int64_t>(sid), model_.sessionTimeoutMs,
-                                                        model_.leaseIntervalMs});
-  });
-  q_.after(model_.leaseIntervalMs, [this, n, run, sid] { leaseLoop(n, run, sid); });
 }
 
 // A `sync` sent every leaseIntervalMs while the session lives: answered, with its send
