@@ -364,6 +364,17 @@ class DriverTest : public ::testing::Test {
     EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
   }
 
+  // Postgres was shut down at the lease's end: a connection back is not enough, a leader
+  // round trip on the same session starts it again and resumes writes.
+  void resumesOnALeaderRoundTripOnly() {
+    coordinator_.connection(true);
+    clock_.advance(0);
+    EXPECT_TRUE(pg_.applies.empty()) << "started again without a leader round trip";
+    coordinator_.lease(clock_.monotonicMs());
+    clock_.advance(0);
+    ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after a leader round trip on the same session"));
+  }
+
   // Answers every stop (or resumption) of writes asked for so far, successfully.
   void answerStops() {
     for (auto& stop : std::exchange(pg_.stops, {})) stop(0);
@@ -766,14 +777,8 @@ TEST_F(DriverTest, AConnectedPrimaryWithoutLeaderRoundTripsStopsAtItsLeasesEnd) 
   ASSERT_EQ(pg_.shutdowns.size(), 1u) << "postgres runs on past the lease's end";
   std::exchange(pg_.shutdowns, {}).front()(true);
   clock_.advance(0);
-  // The connection flaps back: not enough, the leader must confirm the same session.
-  coordinator_.connection(false);
-  coordinator_.connection(true);
-  clock_.advance(0);
-  EXPECT_TRUE(pg_.applies.empty()) << "started again without a leader round trip";
-  coordinator_.lease(clock_.monotonicMs());
-  clock_.advance(0);
-  ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after a leader round trip on the same session"));
+  coordinator_.connection(false);  // it flaps back: not enough
+  ASSERT_NO_FATAL_FAILURE(resumesOnALeaderRoundTripOnly());
 }
 
 // The lease ended on a connection that looked up (a cut-off follower), and the session
@@ -846,12 +851,7 @@ TEST_F(DriverTest, AConnectionLostPastTheLeasesEndStopsWritesThere) {
   ASSERT_EQ(pg_.shutdowns.size(), 1u);
   std::exchange(pg_.shutdowns, {}).front()(true);
   clock_.advance(0);
-  coordinator_.connection(true);
-  clock_.advance(0);
-  EXPECT_TRUE(pg_.applies.empty()) << "started again without a leader round trip";
-  coordinator_.lease(clock_.monotonicMs());
-  clock_.advance(0);
-  ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after a leader round trip on the same session"));
+  ASSERT_NO_FATAL_FAILURE(resumesOnALeaderRoundTripOnly());
 }
 
 // ---- the isolated primary (issue 10) ------------------------------------------------
