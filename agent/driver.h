@@ -31,6 +31,12 @@
 //   new session that says BEGIN READ WRITE commit (synchronous_commit = local needs no
 //   sync), so a primary is shut down once its session may be about to expire (half-way
 //   to the earliest expiry), and started again only by a resume or a new configuration;
+// - the primary's lease (issue 24, agent/driver_lease.h): when the coordinator confirms
+//   round trips through its leader (CoordinatorCallbacks::onLease), a primary stops
+//   writes a little before the last confirmed send + the session timeout - margins, and
+//   shuts postgres down at it, whatever the connection says (a ZooKeeper follower cut off
+//   from its leader keeps answering pings); a connection lost while the lease holds stops
+//   nothing; writes resume only under a valid lease;
 // - a coordinator outage that this peer saw too: after a new session, the peers that
 //   were present before the loss are still treated as present for one session timeout,
 //   so that a peer back first does not replace a sync (or take over from a primary)
