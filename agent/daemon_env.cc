@@ -83,7 +83,7 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
       onConnection(CoordinatorConnection{c.connected, c.sessionId, c.sessionTimeoutMs});
     });
   }
-  if (callbacks.onLease) {
+  if (callbacks.onLease && options.lease) {
     session_->setLeaseCallback([onLease = std::move(callbacks.onLease)](zk::LeaseConfirmation l) {
       // AsioClock::monotonicMs counts the same steady clock.
       const int64_t sentAtMs =

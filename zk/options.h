@@ -55,6 +55,9 @@ struct ZkOptions {
   // trip through the ZooKeeper leader (a `sync`). 0: a tenth of the negotiated session
   // timeout, within [50, 1000] ms.
   int leaseIntervalMs = 0;
+  // false: no lease round trips at all (a primary then relies on the connection's loss
+  // alone, which a follower cut off from its leader hides; for comparisons).
+  bool lease = true;
   // Off by default.
   std::optional<DigestAuth> auth;
   // The first handle re-attaches to this session (a restarted agent keeps its session

@@ -40,7 +40,7 @@ struct HarnessOptions {
   std::function<std::string(int index, const std::string& connect)> agentZkConnect;
   // The ZooKeeper servers (default: one, standalone); the agents are told its tickTime
   // (zookeeper.tickTimeMs, the primary's lease). zkConfig: lines appended to every
-  // agent's zookeeper section (e.g. "  leaseIntervalMs: 60000\n").
+  // agent's zookeeper section (e.g. "  lease: false\n").
   dugong::testing::ZooKeeperOptions zookeeper;
   std::string zkConfig;
   // ZooKeeper digest credentials for the agents (zookeeper.auth, so their nodes get

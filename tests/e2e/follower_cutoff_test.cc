@@ -4,8 +4,8 @@
 // the session timeout) while the leader expires the session after 2 s and the sync takes
 // over. The primary must stop acknowledging every kind of commit (synchronous_commit =
 // local, BEGIN READ WRITE) before that takeover lands, and /primary must never answer
-// 200 on two peers at once. DUGONG_E2E_NO_LEASE=1 runs it without the lease (round trips
-// every 60 s), as the agent was before: it then fails.
+// 200 on two peers at once. DUGONG_E2E_NO_LEASE=1 runs it without the lease
+// (zookeeper.lease: false), as the agent was before: it then fails.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -19,7 +19,7 @@ namespace {
 
 TEST(FollowerCutOff, APrimaryOnACutOffFollowerStopsEveryCommitBeforeTheTakeover) {
   const bool noLease = std::getenv("DUGONG_E2E_NO_LEASE") != nullptr;
-  PartitionCluster cluster(2000, PartitionKind::kFollowerCutOff, noLease ? "  leaseIntervalMs: 60000\n" : "");
+  PartitionCluster cluster(2000, PartitionKind::kFollowerCutOff, noLease ? "  lease: false\n" : "");
   PartitionOutcome o = cluster.run();
   Harness& h = cluster.harness();
   ASSERT_TRUE(o.error.empty()) << o.error << "\n" << h.describe() << h.logTail(0);

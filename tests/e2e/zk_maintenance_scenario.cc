@@ -7,7 +7,7 @@ ZkMaintenanceCluster::ZkMaintenanceCluster(int sessionTimeoutMs, bool noLease) {
   o.peers = 3;
   o.sessionTimeoutMs = sessionTimeoutMs;
   o.zookeeper.servers = 3;
-  if (noLease) o.zkConfig = "  leaseIntervalMs: 60000\n";
+  if (noLease) o.zkConfig = "  lease: false\n";
   h_ = std::make_unique<Harness>(o);
 }
 

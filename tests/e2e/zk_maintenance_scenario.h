@@ -29,7 +29,7 @@ struct MaintenanceOutcome {
 
 class ZkMaintenanceCluster {
  public:
-  // `noLease`: the agents send a round trip every 60 s (no lease), as before issue 24.
+  // `noLease`: zookeeper.lease: false (no lease), as before issue 24.
   explicit ZkMaintenanceCluster(int sessionTimeoutMs = 4000, bool noLease = false);
   ~ZkMaintenanceCluster();
   Harness& harness() { return *h_; }
