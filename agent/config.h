@@ -9,6 +9,7 @@
 //     tickTimeMs: 0                     # the ensemble's tickTime (an upper bound); 0: assume
 //                                       # half the session timeout (the primary's lease)
 //     leaseIntervalMs: 0                # leader round trips; 0: T/10 within [50, 1000]
+//     lease: true                       # false: no lease (comparisons only)
 //     auth: {user: dugong, password: s3cret}   # digest auth + ACLs (warned when absent);
 //                                       # or passwordFile: /etc/dugong/zk.pw instead of password
 //     sessionFile: ""                   # default <dataDir>.dugong-session: the session kept
