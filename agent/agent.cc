@@ -1,5 +1,7 @@
 #include "agent/agent.h"
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 
 #include <boost/asio/post.hpp>
@@ -8,9 +10,39 @@
 #include "agent/http_api.h"
 #include "agent/http_client.h"
 #include "dugong/version.h"
+#include "zk/ensemble_conf.h"
 #include "zk/layout.h"
 
 namespace dugong::agent {
+
+namespace {
+
+// The tickTime the primary's lease counts with (agent/driver_lease.h): the ensemble's
+// own, asked with the four-letter word `conf` at start (docs/design.md "The primary's
+// lease"), or the one configured (zookeeper.tickTimeMs), whichever is larger; 0 (half
+// the session timeout) when neither is known.
+int leaseTickTime(const AgentConfig& config) {
+  const auto conf = zk::readEnsembleConf(config.zk.connectString, std::chrono::seconds(1));
+  const int stated = config.zkTickTimeMs;
+  if (!conf) {
+    spdlog::info("lease: the ensemble does not answer `conf` (add it to 4lw.commands.whitelist to have it checked); "
+                 "tickTime taken as {}",
+                 stated > 0 ? std::to_string(stated) + " ms (zookeeper.tickTimeMs)"
+                            : std::string("half the session timeout, ZooKeeper's floor"));
+    return stated;
+  }
+  if (stated > 0 && stated < conf->tickTimeMs) {
+    spdlog::error("lease: zookeeper.tickTimeMs {} is below the ensemble's tickTime {} ms ({} answered `conf`): the "
+                  "ensemble's is used; fix the configuration",
+                  stated, conf->tickTimeMs, conf->server);
+  } else {
+    spdlog::info("lease: the ensemble's tickTime is {} ms, sessions {}..{} ms ({} answered `conf`)", conf->tickTimeMs,
+                 conf->minSessionTimeoutMs, conf->maxSessionTimeoutMs, conf->server);
+  }
+  return std::max(stated, conf->tickTimeMs);
+}
+
+}  // namespace
 namespace {
 
 constexpr auto kStatusInterval = std::chrono::seconds(1);
@@ -79,6 +111,10 @@ Result<bool> Agent::start() {
   };
   options.onPrimaryConnectionLoss = [this](bool lost) {
     if (watchdog_) watchdog_->setConnectionLost(lost);
+  };
+  options.lease.tickTimeMs = leaseTickTime(config_);
+  options.onLeaseDeadline = [this](int64_t deadlineMs) {
+    if (watchdog_) watchdog_->setLeaseDeadline(deadlineMs);
   };
   driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_}, options);
   driver_->onFatal([this] {

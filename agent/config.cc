@@ -193,6 +193,9 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   zk.get("chroot", &c.zk.chroot);
   zk.get("root", &c.zk.root);
   zk.getInt("sessionTimeoutMs", &c.zk.sessionTimeoutMs, 1000, 600000);
+  zk.getInt("tickTimeMs", &c.zkTickTimeMs, 0, 600000);
+  zk.getInt("leaseIntervalMs", &c.zk.leaseIntervalMs, 0, 60000);
+  zk.get("lease", &c.zk.lease);
   zk.get("sessionFile", &c.sessionFile);
   {
     Section auth = zk.child("auth");

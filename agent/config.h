@@ -6,6 +6,10 @@
 //     chroot: ""                        # optional
 //     root: ""                          # default /dugong/<cluster>
 //     sessionTimeoutMs: 10000
+//     tickTimeMs: 0                     # the ensemble's tickTime (an upper bound); 0: assume
+//                                       # half the session timeout (the primary's lease)
+//     leaseIntervalMs: 0                # leader round trips; 0: T/10 within [50, 1000]
+//     lease: true                       # false: no lease (comparisons only)
 //     auth: {user: dugong, password: s3cret}   # digest auth + ACLs (warned when absent);
 //                                       # or passwordFile: /etc/dugong/zk.pw instead of password
 //     sessionFile: ""                   # default <dataDir>.dugong-session: the session kept
@@ -127,6 +131,9 @@ struct AgentConfig {
   int syncReplaceAfterMs = 2000;
   int syncReplaceHoldMs = 5000;
   int syncConnectGraceMs = 10000;
+  // The ensemble's tickTime as the operator states it (an upper bound), for the primary's
+  // lease (agent/driver_lease.h); 0: half the negotiated session timeout, ZooKeeper's floor.
+  int zkTickTimeMs = 0;
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;
   std::string onRoleChangeHook;  // empty: none

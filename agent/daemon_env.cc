@@ -83,6 +83,14 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
       onConnection(CoordinatorConnection{c.connected, c.sessionId, c.sessionTimeoutMs});
     });
   }
+  if (callbacks.onLease && options.lease) {
+    session_->setLeaseCallback([onLease = std::move(callbacks.onLease)](zk::LeaseConfirmation l) {
+      // AsioClock::monotonicMs counts the same steady clock.
+      const int64_t sentAtMs =
+          std::chrono::duration_cast<std::chrono::milliseconds>(l.sentAt.time_since_epoch()).count();
+      onLease(CoordinatorLease{sentAtMs, l.sessionId, l.sessionTimeoutMs, l.intervalMs});
+    });
+  }
   if (auto ok = session_->start(); !ok) {
     session_.reset();
     return ok;

@@ -21,6 +21,8 @@ Driver::Driver(Env env, DriverOptions options)
       withdrawalTimer_(env_.clock.newTimer()),
       writesTimer_(env_.clock.newTimer()),
       shutDownTimer_(env_.clock.newTimer()),
+      leaseTimer_(env_.clock.newTimer()),
+      leaseShutTimer_(env_.clock.newTimer()),
       peerGraceTimer_(env_.clock.newTimer()),
       rejoinTimer_(env_.clock.newTimer()),
       handoverTimer_(env_.clock.newTimer()),
@@ -64,6 +66,7 @@ void Driver::join() {
   CoordinatorCallbacks cb;
   cb.onEvent = guarded<Event>([this](Event e) { step(e); });
   cb.onConnection = guarded<CoordinatorConnection>([this](CoordinatorConnection c) { onConnection(c); });
+  cb.onLease = guarded<CoordinatorLease>([this](CoordinatorLease l) { onLease(l); });
   if (auto ok = env_.coordinator.join(std::move(cb)); !ok) {
     carryOut(Fatal{"cannot join the coordinator: " + ok.error()});
   }
@@ -83,6 +86,8 @@ void Driver::stop(std::function<void()> done) {
   withdrawalTimer_->cancel();
   writesTimer_->cancel();
   shutDownTimer_->cancel();
+  leaseTimer_->cancel();
+  leaseShutTimer_->cancel();
   peerGraceTimer_->cancel();
   rejoinTimer_->cancel();
   handoverTimer_->cancel();
@@ -117,6 +122,9 @@ void Driver::step(const Event& delivered) {
     lastStateNode_ = init->state;
     lastActive_ = init->active;
     lastData_ = init->data;
+    // The new session's lease comes with it (onLease, a new session id): its creation
+    // was a leader's transaction.
+    coordinatorUp_ = true;
     newSessionAfterLoss = connectionLost_;
     if (newSessionAfterLoss) {
       connectionLost_ = false;
@@ -309,8 +317,10 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                             // so writes resume only on the confirmation, as without this apply.
                             log(LogLevel::kInfo, "stopping writes again: postgres was configured as primary "
                                                  "before the state read on the new session was confirmed");
-                            postgresShutDown_ = false;
-                            stopWrites();
+                            // A shutdown asked for before this apply's end is carried out
+                            // after it: postgres stays down, and starts on resumption.
+                            postgresShutDown_ = shutDownInFlight_;
+                            if (!shutDownInFlight_) stopWrites();
                             confirmAfterNewSession();
                           } else if (writesStopped_ && fromPeer) {
                             writesStopped_ = false;

@@ -35,6 +35,12 @@
 //   sync's walsender is sampled every syncSampleMs; when commits have waited on a sync
 //   that does not move for syncReplaceAfterMs (agent/sync_ack_watch.h), the state
 //   machine is told (SyncAcknowledgement) and replaces it;
+// - the primary's lease (issue 24, agent/driver_lease.h): when the coordinator confirms
+//   round trips through its leader (CoordinatorCallbacks::onLease), a primary stops
+//   writes a little before the last confirmed send + the session timeout - margins, and
+//   shuts postgres down at it, whatever the connection says (a ZooKeeper follower cut off
+//   from its leader keeps answering pings); a connection lost while the lease holds stops
+//   nothing; writes resume only under a valid lease;
 // - a coordinator outage that this peer saw too: after a new session, the peers that
 //   were present before the loss are still treated as present for one session timeout,
 //   so that a peer back first does not replace a sync (or take over from a primary)
@@ -52,6 +58,7 @@
 #include <string>
 #include <utility>
 
+#include "agent/driver_lease.h"
 #include "agent/env.h"
 #include "statemachine/peer.h"
 
@@ -107,6 +114,12 @@ struct DriverOptions {
   // shuts postgres down a sixth of the session timeout after such a loss, and a watchdog
   // that outlives the agent must do so by then too (agent/watchdog.h).
   std::function<void(bool lost)> onPrimaryConnectionLoss;
+  // The primary's lease (agent/driver_lease.h), when the coordinator confirms leader
+  // round trips (CoordinatorCallbacks::onLease): its terms, and a call on the loop each
+  // time its end (monotonic ms) moves on, for the watchdog, which shuts postgres down at
+  // that end too (agent/watchdog.h).
+  LeaseTerms lease;
+  std::function<void(int64_t deadlineMs)> onLeaseDeadline;
 };
 
 struct DriverCounters {
@@ -154,6 +167,8 @@ class Driver {
   // Postgres was shut down because the session may have expired (see writesStopped()).
   bool postgresShutDown() const { return postgresShutDown_; }
   bool coordinatorConnected() const { return !connectionLost_; }
+  // The lease's end (monotonic ms), once a leader round trip confirmed the session.
+  std::optional<int64_t> leaseDeadline() const { return leaseDeadline_; }
 
  private:
   void step(const Event& event);
@@ -182,6 +197,11 @@ class Driver {
   void tellPrimaryConnectionLoss(bool lost);
   void resumeIfDeferred();
   void onConnection(const CoordinatorConnection& c);
+  void isolate(const std::string& why);
+  void reconnected(const std::string& how);
+  void onLease(const CoordinatorLease& l);
+  void leaseEnding();
+  bool leaseValid() const;
   void stopWrites();
   void shutDownWrites(const std::string& why);
   // noTakeoverCanLand: the lost session came back, or the state was confirmed on a new one.
@@ -228,6 +248,7 @@ class Driver {
   PeerList activeBeforeLoss_;
   std::optional<int64_t> peerGraceUntil_;
   bool postgresShutDown_ = false;
+  bool shutDownInFlight_ = false;  // asked of the adapter, not answered yet
   // A resumption asked for while a postgres transition was in flight: carried out when it
   // ends (how, noTakeoverCanLand; see resumeWritesIfUnchanged).
   std::optional<std::pair<std::string, bool>> resumeAfterTransition_;
@@ -244,6 +265,18 @@ class Driver {
   bool confirmDeferred_ = false;
   std::unique_ptr<Timer> writesTimer_;  // stop retry, or resume settle
   std::unique_ptr<Timer> shutDownTimer_;
+  // The lease: confirmations seen at all, its end, the last confirmed send, whether it
+  // ended (writes stopped for it), a resumption that waits for it, and its timers (the
+  // stop of writes a little before the end, the shutdown at the end).
+  bool coordinatorUp_ = true;
+  bool leaseInUse_ = false;
+  std::optional<int64_t> leaseDeadline_;
+  int64_t leaseSentAt_ = 0;
+  int64_t leaseSessionId_ = 0;  // the session of leaseDeadline_
+  bool leaseEnded_ = false;
+  std::optional<std::pair<std::string, bool>> resumeAfterLease_;
+  std::unique_ptr<Timer> leaseTimer_;
+  std::unique_ptr<Timer> leaseShutTimer_;
   std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
   std::unique_ptr<Timer> peerGraceTimer_;
   // The automatic rejoin: the generation last tried, the primary postgres

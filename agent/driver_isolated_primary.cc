@@ -29,30 +29,25 @@ std::optional<int64_t> Driver::generation() const {
 }
 
 void Driver::onConnection(const CoordinatorConnection& c) {
+  coordinatorUp_ = c.connected;
   if (!c.connected) {
     if (connectionLost_) return;
     ++counters_.connectionLosses;
-    connectionLost_ = true;
     sessionTimeoutMs_ = c.sessionTimeoutMs;
-    roleAtLoss_ = peer_->role();
-    generationAtLoss_ = generation();
-    // Lost again within the grace of an earlier loss: those peers may still be away.
-    PeerList before = lastActive_;
-    if (peerGraceUntil_) {
-      for (const auto& p : activeBeforeLoss_) {
-        if (!containsPeer(before, p.id)) before.push_back(p);
-      }
+    if (leaseInUse_ && leaseValid()) {
+      // A server restart or a leader change closes the connection a moment after the
+      // leader confirmed the session: the lease says how long it surely lives on; its
+      // own timers stop writes at its end unless a round trip confirms it again first.
+      log(LogLevel::kInfo, "lost the connection to ZooKeeper (session " + hexSession(c.sessionId) +
+                               "): writes go on under the lease, which ends in " +
+                               std::to_string(*leaseDeadline_ - env_.clock.monotonicMs()) +
+                               " ms unless a round trip through the leader confirms the session again");
+      return;
     }
-    activeBeforeLoss_ = std::move(before);
-    peerGraceUntil_.reset();
-    peerGraceTimer_->cancel();
-    log(LogLevel::kWarn, "lost the connection to ZooKeeper (session " + hexSession(c.sessionId) + ", timeout " +
-                             std::to_string(c.sessionTimeoutMs) + " ms) as " + roleName(roleAtLoss_) +
-                             ": stopping writes now, before the session can expire (about " +
-                             std::to_string(c.sessionTimeoutMs / 3) +
-                             " ms from now at the earliest) and another peer take over");
-    stopWrites();
-    if (roleAtLoss_ == Role::kPrimary) tellPrimaryConnectionLoss(true);
+    isolate("lost the connection to ZooKeeper (session " + hexSession(c.sessionId) + ", timeout " +
+            std::to_string(c.sessionTimeoutMs) + " ms) as " + roleName(peer_->role()) +
+            ": stopping writes now, before the session can expire (about " + std::to_string(c.sessionTimeoutMs / 3) +
+            " ms from now at the earliest) and another peer take over");
     if (roleAtLoss_ == Role::kPrimary && !postgresShutDown_) {
       // Half-way to the earliest expiry, so that the shutdown is done before a takeover
       // can fence the sync: from then on no client setting gets a commit acknowledged.
@@ -66,19 +61,51 @@ void Driver::onConnection(const CoordinatorConnection& c) {
     return;
   }
   if (!connectionLost_) return;
+  if (leaseEnded_) {
+    log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId) +
+                             ", but the lease has ended: writes stay stopped until a round trip through the leader "
+                             "confirms the session");
+    return;
+  }
+  log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId));
+  reconnected("the connection came back with the same session");
+}
+
+// Writes stop (and a primary tells its watchdog): ZooKeeper may be out of reach.
+void Driver::isolate(const std::string& why) {
+  connectionLost_ = true;
+  roleAtLoss_ = peer_->role();
+  generationAtLoss_ = generation();
+  // Lost again within the grace of an earlier loss: those peers may still be away.
+  PeerList before = lastActive_;
+  if (peerGraceUntil_) {
+    for (const auto& p : activeBeforeLoss_) {
+      if (!containsPeer(before, p.id)) before.push_back(p);
+    }
+  }
+  activeBeforeLoss_ = std::move(before);
+  peerGraceUntil_.reset();
+  peerGraceTimer_->cancel();
+  log(LogLevel::kWarn, why);
+  stopWrites();
+  if (roleAtLoss_ == Role::kPrimary) tellPrimaryConnectionLoss(true);
+}
+
+// The same session is confirmed again (its connection is back, or a leader round trip
+// answered after the lease ended).
+void Driver::reconnected(const std::string& how) {
   shutDownTimer_->cancel();
+  leaseShutTimer_->cancel();
   connectionLost_ = false;
   tellPrimaryConnectionLoss(false);
   if (confirmOwed_) {
     // The same session is back, but it is a new one whose confirmation has not landed: a
     // takeover decided while the old one was gone may still land, so the same-session rule
     // does not apply (safety review of fcef921, finding 2b).
-    log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId) +
-                             ", which is new and not confirmed yet: writes stay stopped until the confirmation lands");
+    log(LogLevel::kInfo, how + ", which is new and not confirmed yet: writes stay stopped until the confirmation lands");
     return confirmAfterNewSession();
   }
-  log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId));
-  resumeWritesIfUnchanged("the connection came back with the same session", true);
+  resumeWritesIfUnchanged(how, true);
 }
 
 void Driver::tellPrimaryConnectionLoss(bool lost) {
@@ -122,8 +149,10 @@ void Driver::shutDownWrites(const std::string& why) {
   ++counters_.shutDowns;
   log(LogLevel::kWarn, "shutting postgres down: " + why +
                            "; a stopped primary would still let a session that says BEGIN READ WRITE commit locally");
+  shutDownInFlight_ = true;
   env_.postgres.shutDownWrites([this, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
     env_.clock.post([this, alive, r = std::move(r)] {
+      if (!alive.expired()) shutDownInFlight_ = false;
       if (alive.expired() || stopping_ || !postgresShutDown_) return;
       if (r) {
         log(LogLevel::kInfo, "postgres is shut down: it starts again on resumption or a new configuration");
@@ -141,6 +170,15 @@ void Driver::shutDownWrites(const std::string& why) {
 
 void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand) {
   if (!writesStopped_ || connectionLost_) return;
+  if (leaseInUse_ && !leaseValid() && (peer_->role() == Role::kPrimary || roleAtLoss_ == Role::kPrimary)) {
+    // A primary writes only under a lease: the next leader round trip decides.
+    if (!resumeAfterLease_) {
+      log(LogLevel::kInfo, "writes stay stopped (" + how +
+                               ") until a round trip through the ZooKeeper leader confirms the session (the lease)");
+    }
+    resumeAfterLease_ = {how, noTakeoverCanLand};
+    return;
+  }
   if (pgBusy_) {
     // The adapter would carry it out after the transition, on whatever was decided
     // meanwhile (a withdrawal, a new configuration): decided when the transition ends.

@@ -123,6 +123,12 @@ class FakeCoordinator : public Coordinator {
     ASSERT_TRUE(callbacks_.onConnection);
     callbacks_.onConnection(CoordinatorConnection{connected, 0x42, 9000});
   }
+  // A leader round trip sent at `sentAtMs` answered (session timeout 9000, interval 500).
+  void lease(int64_t sentAtMs, int64_t sessionId = 0x42) {
+    ASSERT_TRUE(member);
+    ASSERT_TRUE(callbacks_.onLease);
+    callbacks_.onLease(CoordinatorLease{sentAtMs, sessionId, 9000, 500});
+  }
 
   FakeClock* clock = nullptr;
   int joins = 0, leaves = 0;
@@ -235,6 +241,8 @@ class DriverTest : public ::testing::Test {
     o.onPrimaryConnectionLoss = std::move(onPrimaryConnectionLoss);
     o.onPrimaryApplyStarting = [this] { ++primaryApplyStarts_; };
     o.syncReplaceAfterMs = syncReplaceAfterMs_;
+    o.lease.tickTimeMs = 1000;  // lease: 9000 - 1000 - 500 - 90 - 300 = 7110 ms after the send
+    o.onLeaseDeadline = [this](int64_t deadline) { leaseDeadlines_.push_back(deadline); };
     driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_}, o);
   }
@@ -368,6 +376,17 @@ class DriverTest : public ::testing::Test {
     EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
   }
 
+  // Postgres was shut down at the lease's end: a connection back is not enough, a leader
+  // round trip on the same session starts it again and resumes writes.
+  void resumesOnALeaderRoundTripOnly() {
+    coordinator_.connection(true);
+    clock_.advance(0);
+    EXPECT_TRUE(pg_.applies.empty()) << "started again without a leader round trip";
+    coordinator_.lease(clock_.monotonicMs());
+    clock_.advance(0);
+    ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after a leader round trip on the same session"));
+  }
+
   // Answers every stop (or resumption) of writes asked for so far, successfully.
   void answerStops() {
     for (auto& stop : std::exchange(pg_.stops, {})) stop(0);
@@ -416,6 +435,7 @@ class DriverTest : public ::testing::Test {
   NullLog log_;
   int primaryApplyStarts_ = 0;
   int64_t syncReplaceAfterMs_ = 0;  // DriverOptions::syncReplaceAfterMs of makeDriver
+  std::vector<int64_t> leaseDeadlines_;
   std::unique_ptr<Driver> driver_;
   ClusterState state_;
 };
@@ -733,6 +753,118 @@ TEST_F(DriverTest, StartsAFreshStateMachineWhenTheTransitionDuringTheRebuildEnds
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
   EXPECT_EQ(driver_->counters().freshStateMachines, 1u) << "the rebuilt peer stays deposed";
   ASSERT_EQ(pg_.inits.size(), 1u);
+}
+
+// ---- the primary's lease (issue 24) -----------------------------------------------------
+
+TEST(LeaseDeadline, EachTermIsTakenOffTheSessionTimeout) {
+  LeaseTerms t;
+  t.tickTimeMs = 2000;
+  t.stopMarginMs = 300;
+  EXPECT_EQ(leaseDeadlineMs(1000, 10000, 1000, t), 1000 + 10000 - 2000 - 1000 - 100 - 300);
+  t.tickTimeMs = 0;  // unknown: half the session timeout
+  EXPECT_EQ(leaseLengthMs(4000, 400, t), 4000 - 2000 - 400 - 40 - 300);
+  EXPECT_LE(leaseLengthMs(1000, 100, t), 100) << "a short session leaves (almost) no lease";
+}
+
+// A follower cut off from its leader keeps answering pings (safety review of fcef921,
+// finding 3): the connection never looks lost, but no leader round trip is confirmed.
+// Writes stop before the lease ends and postgres is shut down at its end; the watchdog
+// is told each end.
+TEST_F(DriverTest, AConnectedPrimaryWithoutLeaderRoundTripsStopsAtItsLeasesEnd) {
+  startAsPrimary();
+  coordinator_.lease(clock_.monotonicMs());
+  const int64_t end = clock_.monotonicMs() + 7110;
+  ASSERT_EQ(leaseDeadlines_, std::vector<int64_t>{end});
+  clock_.advance(7110 - 200 - 1);
+  EXPECT_TRUE(pg_.stops.empty()) << "writes stopped while the lease holds";
+  EXPECT_FALSE(driver_->writesStopped());
+  clock_.advance(1);
+  ASSERT_EQ(pg_.stops.size(), 1u) << "writes go on at the lease's end (minus the lead)";
+  EXPECT_TRUE(driver_->writesStopped());
+  EXPECT_TRUE(logged("no round trip through the ZooKeeper leader has confirmed the session"));
+  answerStops();
+  clock_.advance(199);
+  EXPECT_TRUE(pg_.shutdowns.empty());
+  clock_.advance(1);
+  ASSERT_EQ(pg_.shutdowns.size(), 1u) << "postgres runs on past the lease's end";
+  std::exchange(pg_.shutdowns, {}).front()(true);
+  clock_.advance(0);
+  coordinator_.connection(false);  // it flaps back: not enough
+  ASSERT_NO_FATAL_FAILURE(resumesOnALeaderRoundTripOnly());
+}
+
+// The lease ended on a connection that looked up (a cut-off follower), and the session
+// expired: the new session's lease (its creation) comes before its ZkInitialized. It must
+// not resume writes by the same-session rule (safety review of fcef921, finding 2b): a
+// takeover decided while the old session was gone may still land.
+TEST_F(DriverTest, ANewSessionsLeaseDoesNotResumeWritesStoppedAtTheOldOnesEnd) {
+  startAsPrimary();
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(7110);
+  ASSERT_EQ(pg_.stops.size(), 1u);
+  answerStops();
+  ASSERT_EQ(pg_.shutdowns.size(), 1u);
+  std::exchange(pg_.shutdowns, {}).front()(true);
+  clock_.advance(0);
+  coordinator_.lease(clock_.monotonicMs(), 0x43);
+  clock_.advance(0);
+  EXPECT_TRUE(pg_.applies.empty()) << "postgres started again on a new session's lease, unconfirmed";
+  EXPECT_TRUE(pg_.resumes.empty());
+  EXPECT_TRUE(driver_->writesStopped());
+}
+
+// Confirmed round trips keep a primary writing; a late answer (sent long ago) extends
+// nothing.
+TEST_F(DriverTest, LeaderRoundTripsKeepAPrimaryWriting) {
+  startAsPrimary();
+  for (int i = 0; i < 60; ++i) {
+    coordinator_.lease(clock_.monotonicMs());
+    clock_.advance(500);
+  }
+  EXPECT_TRUE(pg_.stops.empty());
+  const size_t told = leaseDeadlines_.size();
+  coordinator_.lease(clock_.monotonicMs() - 10000);
+  EXPECT_EQ(leaseDeadlines_.size(), told) << "an older round trip moved the lease's end";
+  clock_.advance(7110);
+  EXPECT_EQ(pg_.stops.size(), 1u);
+}
+
+// A server restart or a leader change closes the connection a moment after a confirmed
+// round trip: writes go on under the lease, and a round trip on the same session after
+// the reconnection extends it; no stop, no shutdown, no restart.
+TEST_F(DriverTest, AConnectionLostAndBackWithinTheLeaseCostsNoWrites) {
+  startAsPrimary();
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(300);
+  coordinator_.connection(false);
+  EXPECT_FALSE(driver_->writesStopped()) << "writes stopped while the lease holds";
+  EXPECT_TRUE(logged("writes go on under the lease"));
+  clock_.advance(3000);
+  coordinator_.connection(true);
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(5000);
+  EXPECT_TRUE(pg_.stops.empty());
+  EXPECT_TRUE(pg_.shutdowns.empty());
+  EXPECT_TRUE(pg_.applies.empty());
+  EXPECT_FALSE(driver_->writesStopped());
+}
+
+// A connection that stays lost: the lease's end stops writes and shuts postgres down.
+TEST_F(DriverTest, AConnectionLostPastTheLeasesEndStopsWritesThere) {
+  startAsPrimary();
+  coordinator_.lease(clock_.monotonicMs());
+  coordinator_.connection(false);
+  clock_.advance(6909);
+  EXPECT_TRUE(pg_.stops.empty());
+  clock_.advance(1);
+  ASSERT_EQ(pg_.stops.size(), 1u);
+  answerStops();
+  clock_.advance(200);
+  ASSERT_EQ(pg_.shutdowns.size(), 1u);
+  std::exchange(pg_.shutdowns, {}).front()(true);
+  clock_.advance(0);
+  ASSERT_NO_FATAL_FAILURE(resumesOnALeaderRoundTripOnly());
 }
 
 // ---- the isolated primary (issue 10) ------------------------------------------------

@@ -67,6 +67,17 @@ struct CoordinatorConnection {
   int64_t sessionTimeoutMs = 0;  // negotiated
 };
 
+// A round trip through the coordinator's leader answered on the current session
+// (ZooKeeper: a `sync`), sent at `sentAtMs` on the Clock's monotonic clock: the
+// session cannot expire before about sentAtMs + sessionTimeoutMs, less the margins of
+// docs/design.md "The primary's lease" (agent/driver_lease.h).
+struct CoordinatorLease {
+  int64_t sentAtMs = 0;
+  int64_t sessionId = 0;
+  int64_t sessionTimeoutMs = 0;  // negotiated
+  int64_t intervalMs = 0;        // how often such round trips are sent
+};
+
 // What the coordinator tells the driver while it is a member.
 struct CoordinatorCallbacks {
   // ZkInitialized (after every new session, with everything re-read), ActivePeersChanged
@@ -76,6 +87,10 @@ struct CoordinatorCallbacks {
   // a connection without losing the session (simulators that model only expiry) may
   // never call it; the driver then relies on ZkInitialized alone.
   std::function<void(CoordinatorConnection)> onConnection;
+  // Each confirmed leader round trip (CoordinatorLease). Implementations that send none
+  // (simulators that model no leader) never call it; the driver then has no lease and
+  // relies on onConnection alone.
+  std::function<void(CoordinatorLease)> onLease;
 };
 
 // What the status endpoint shows about the membership.

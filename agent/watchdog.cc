@@ -24,6 +24,8 @@ struct Watchdog::Shared {
   // When the agent lost its ZooKeeper connection as the primary (steady clock, ms);
   // 0: connected.
   std::atomic<int64_t> connectionLostMs{0};
+  // The primary's lease's end (steady clock, ms); 0: none yet.
+  std::atomic<int64_t> leaseDeadlineMs{0};
 };
 
 int64_t watchdogDeadlineMs(int64_t seenStoppedMs, int64_t pollMs, int64_t limitMs,
@@ -51,6 +53,13 @@ bool stopped(int fd) {
   return close != nullptr && close + 2 < buf + n && (close[2] == 'T' || close[2] == 't');
 }
 
+// SIGINT (a fast shutdown) to the postmaster named in postmaster.pid; false if none.
+bool signalPostmaster(const std::string& dataDir) {
+  long pid = 0;
+  std::ifstream(dataDir + "/postmaster.pid") >> pid;
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), SIGINT) == 0;
+}
+
 // The child's whole life: no threads; it only reads the shared page, /proc and the
 // postmaster's pid file, signals, and logs. Forked before the agent starts any thread,
 // so no lock (malloc's, the logger's) can be held by a thread the child does not have.
@@ -73,9 +82,26 @@ bool stopped(int fd) {
     const int64_t at = shared.connectionLostMs.load();
     return at > 0 ? std::optional<int64_t>(at) : std::nullopt;
   };
+  int64_t leaseActedOn = 0;  // the lease's end last acted on
   for (;;) {
-    const int64_t sleepMs = !armed() ? std::max<int64_t>(limitMs, 1000) : lostAt() ? lostPollMs : pollMs;
+    int64_t sleepMs = !armed() ? std::max<int64_t>(limitMs, 1000) : lostAt() ? lostPollMs : pollMs;
+    const int64_t leaseEnd = shared.leaseDeadlineMs.load();
+    if (armed() && leaseEnd > 0 && leaseEnd != leaseActedOn) {
+      sleepMs = std::clamp<int64_t>(leaseEnd - steadyMs(), 1, sleepMs);  // wakes at the lease's end
+    }
     ::usleep(static_cast<useconds_t>(sleepMs * 1000));
+    if (armed()) {
+      const int64_t end = shared.leaseDeadlineMs.load();
+      if (end > 0 && end != leaseActedOn && steadyMs() >= end) {
+        leaseActedOn = end;
+        const bool sent = signalPostmaster(dataDir);
+        spdlog::warn("watchdog: the primary's lease ended {} ms ago with no newer one from the agent (pid {}): {}, "
+                     "before its ZooKeeper session can expire on the leader and another peer take over",
+                     steadyMs() - end, static_cast<int>(parent),
+                     sent ? "asked postgres for a fast shutdown" : "postgres is not running");
+        spdlog::default_logger()->flush();
+      }
+    }
     const bool gone = ::getppid() != parent;
     if (gone && (!armed() || fired)) ::_exit(0);
     if (!armed() || (!gone && (fd < 0 || !stopped(fd)))) {
@@ -91,7 +117,7 @@ bool stopped(int fd) {
     fired = true;
     long pid = 0;
     std::ifstream(dataDir + "/postmaster.pid") >> pid;
-    const bool sent = pid > 0 && ::kill(static_cast<pid_t>(pid), SIGINT) == 0;
+    const bool sent = signalPostmaster(dataDir);
     // The agent's logger, as set up before the fork (text or JSON, on its stderr).
     const auto lost = lostAt();
     spdlog::warn("watchdog: the agent (pid {}) has been {} for about {} ms while this peer is the primary{}: {}, "
@@ -136,6 +162,8 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::setPrimary(bool primary) { shared_->primary = primary ? 1 : 0; }
+
+void Watchdog::setLeaseDeadline(int64_t deadlineMs) { shared_->leaseDeadlineMs = std::max<int64_t>(deadlineMs, 1); }
 
 void Watchdog::disarm() { shared_->disarmed = 1; }
 

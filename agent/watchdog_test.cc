@@ -71,6 +71,16 @@ std::optional<int> waitForChild(pid_t pid, std::chrono::seconds bound) {
   return std::nullopt;
 }
 
+// Waits for the fake postmaster to be signalled (its wait status), or kills it.
+std::optional<int> waitForPostmaster(pid_t postmaster) {
+  auto status = waitForChild(postmaster, std::chrono::seconds(60));
+  if (!status) {
+    ::kill(postmaster, SIGKILL);
+    ::waitpid(postmaster, nullptr, 0);
+  }
+  return status;
+}
+
 // Safety review finding 1: a clean stop disarmed the watchdog, so a primary's postgres
 // ran on, writable, after the session expired and the sync took over.
 TEST(Watchdog, LeftArmedByAPrimaryThatStoppedItShutsPostgresDownOnceTheAgentIsGone) {
@@ -83,11 +93,7 @@ TEST(Watchdog, LeftArmedByAPrimaryThatStoppedItShutsPostgresDownOnceTheAgentIsGo
   auto agentStatus = waitForChild(agent, std::chrono::seconds(30));
   ASSERT_TRUE(agentStatus && WIFEXITED(*agentStatus) && WEXITSTATUS(*agentStatus) == 0);
   ::close(pipeFds[0]);
-  auto status = waitForChild(postmaster, std::chrono::seconds(60));
-  if (!status) {
-    ::kill(postmaster, SIGKILL);
-    ::waitpid(postmaster, nullptr, 0);
-  }
+  auto status = waitForPostmaster(postmaster);
   ASSERT_TRUE(status.has_value()) << "the watchdog left armed never shut postgres down";
   ASSERT_TRUE(WIFSIGNALED(*status));
   EXPECT_EQ(WTERMSIG(*status), SIGINT);  // a fast shutdown
@@ -158,6 +164,26 @@ TEST(Watchdog, AStopOfTheAgentsProcessGroupLeavesItRunningAndItActs) {
     ::waitpid(postmaster, nullptr, 0);
   }
   ASSERT_TRUE(status.has_value()) << "the watchdog was stopped with the agent's process group";
+  ASSERT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGINT);
+}
+
+// The primary's lease (issue 24): the watchdog shuts postgres down at the lease's end the
+// agent wrote, while the agent runs (a hung loop, or a follower cut off from its leader
+// that keeps the connection up): here the agent is this test, running, and the limit for
+// a stopped agent a minute.
+TEST(Watchdog, ItShutsPostgresDownAtTheLeasesEndWhileTheAgentRuns) {
+  dugong::testing::ScratchDir dir{"watchdog-lease"};
+  const pid_t postmaster = fakePostmaster(dir.path());
+  auto watchdog = Watchdog::start(dir.path(), std::chrono::milliseconds(60000));
+  ASSERT_TRUE(watchdog) << watchdog.error();
+  (*watchdog)->setPrimary(true);
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  (*watchdog)->setLeaseDeadline(now + 300);
+  auto status = waitForPostmaster(postmaster);
+  ASSERT_TRUE(status.has_value()) << "postgres ran on past the lease's end";
   ASSERT_TRUE(WIFSIGNALED(*status));
   EXPECT_EQ(WTERMSIG(*status), SIGINT);
 }

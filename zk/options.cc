@@ -1,6 +1,13 @@
 #include "zk/options.h"
 
+#include <algorithm>
+
 namespace dugong::zk {
+
+int ZkOptions::leaseIntervalFor(int negotiatedTimeoutMs) const {
+  if (leaseIntervalMs > 0) return leaseIntervalMs;
+  return std::clamp(negotiatedTimeoutMs / 10, 50, 1000);
+}
 
 Result<bool> ZkOptions::validate() const {
   if (connectString.empty()) return Error{"zookeeper: connectString is empty (want host:port[,host:port...])"};
@@ -22,6 +29,7 @@ Result<bool> ZkOptions::validate() const {
   if (backoffInitialMs < 1 || backoffMaxMs < backoffInitialMs) {
     return Error{"zookeeper: back-off wants 1 <= backoffInitialMs <= backoffMaxMs"};
   }
+  if (leaseIntervalMs < 0) return Error{"zookeeper: leaseIntervalMs must be >= 0"};
   if (unknownOutcomeTimeoutMs < 0) return Error{"zookeeper: unknownOutcomeTimeoutMs must be >= 0"};
   if (auth && (auth->user.empty() || auth->user.find(':') != std::string::npos)) {
     return Error{"zookeeper: digest auth wants a non-empty user without ':'"};

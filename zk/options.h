@@ -51,6 +51,13 @@ struct ZkOptions {
   // failed ("outcome unknown"); that is safe because every write is a test-and-set.
   // Default 0: the session timeout.
   int unknownOutcomeTimeoutMs = 0;
+  // How often a session with a lease callback (Session::setLeaseCallback) sends a round
+  // trip through the ZooKeeper leader (a `sync`). 0: a tenth of the negotiated session
+  // timeout, within [50, 1000] ms.
+  int leaseIntervalMs = 0;
+  // false: no lease round trips at all (a primary then relies on the connection's loss
+  // alone, which a follower cut off from its leader hides; for comparisons).
+  bool lease = true;
   // Off by default.
   std::optional<DigestAuth> auth;
   // The first handle re-attaches to this session (a restarted agent keeps its session
@@ -61,6 +68,8 @@ struct ZkOptions {
 
   std::string effectiveRoot() const { return root.empty() ? "/dugong/" + cluster : root; }
   std::string hosts() const { return connectString + chroot; }
+  // The lease round trips' interval for a negotiated session timeout.
+  int leaseIntervalFor(int negotiatedTimeoutMs) const;
   // Checks the options once, with precise messages.
   Result<bool> validate() const;
 };

@@ -203,6 +203,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         reopenTimer_(io),
         abandonTimer_(io),
         setupRetryTimer_(io),
+        leaseTimer_(io),
         rng_(std::random_device{}()) {}
 
   Result<bool> start() {
@@ -215,6 +216,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     outlet_->io = &io_;
     detail::installClientLogging();
     openSession();
+    if (onLease_) scheduleLease();
     return true;
   }
 
@@ -225,6 +227,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     reopenTimer_.cancel();
     abandonTimer_.cancel();
     setupRetryTimer_.cancel();
+    leaseTimer_.cancel();
     if (pendingWrite_) pendingWrite_->deadline->cancel();
     pendingWrite_.reset();
     if (mode == detail::CloseMode::kKeepSession && zh_ != nullptr && sessionId_ != 0) {
@@ -312,6 +315,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   }
 
   void setConnectionCallback(std::function<void(ConnectionChange)> onChange) { onConnection_ = std::move(onChange); }
+  void setLeaseCallback(std::function<void(LeaseConfirmation)> onLease) { onLease_ = std::move(onLease); }
 
   void watchNode(const std::string& path, std::function<void(StateNode)> onChange) {
     watched_[path].onChange = std::move(onChange);
@@ -411,6 +415,41 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     }
   }
 
+  // ---- the lease: leader-confirmed round trips ------------------------------------
+  // A `sync` is forwarded by a follower to the leader and answered only once the leader
+  // has answered it: a follower cut off from its leader keeps answering pings, but not
+  // this. One at a time; a round trip stuck on such a follower simply confirms nothing.
+
+  void scheduleLease() {
+    const int timeoutMs = zh_ != nullptr && zoo_recv_timeout(zh_) > 0 ? zoo_recv_timeout(zh_) : options_.sessionTimeoutMs;
+    leaseTimer_.expires_after(std::chrono::milliseconds(options_.leaseIntervalFor(timeoutMs)));
+    leaseTimer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+      if (ec) return;
+      auto self = weak.lock();
+      if (!self || self->stopped_) return;
+      self->sendLease();
+      self->scheduleLease();
+    });
+  }
+
+  void sendLease() {
+    if (!connected_ || !initialized_ || zh_ == nullptr || (leaseInFlight_ && leaseEpoch_ == epoch_)) return;
+    leaseInFlight_ = true;
+    leaseEpoch_ = epoch_;
+    const auto sentAt = std::chrono::steady_clock::now();
+    const int64_t sid = sessionId_;
+    const int timeoutMs = zoo_recv_timeout(zh_);
+    const int intervalMs = options_.leaseIntervalFor(timeoutMs);
+    const std::string path = layout_.root();
+    request(
+        [this, sentAt, sid, timeoutMs, intervalMs](Reply r) {
+          leaseInFlight_ = false;
+          if (r.rc != ZOK || sid != sessionId_ || !onLease_) return;
+          onLease_(LeaseConfirmation{sentAt, sid, timeoutMs, intervalMs});
+        },
+        [&](Call* c) { return zoo_async(zh_, path.c_str(), onStringCompletion, c); });
+  }
+
   // ---- session lifecycle --------------------------------------------------------
 
   void openSession() {
@@ -434,6 +473,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       log_->info("zk: re-attaching to session {} (kept by this peer's previous run)", sessionIdText(resume_->sessionId));
       resume_.reset();
     }
+    openedAt_ = std::chrono::steady_clock::now();  // before any ConnectRequest of this handle
     zh_ = zookeeper_init2(hosts.c_str(), onWatcherEvent, options_.sessionTimeoutMs, resuming ? &resumeId : nullptr,
                           ctx.get(), ZOO_NO_LOG_CLIENTENV, detail::clientLogLine);
     if (zh_ == nullptr) {
@@ -522,6 +562,12 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
                  reconnect    ? "; same session, re-reading state and peers"
                  : newSession && resumed_ ? "; re-attached to the session of the previous run"
                                           : "");
+      if (newSession && !resumed_ && onLease_ && sessionId_ != 0) {
+        // A new session was created by the leader after this handle was opened: it lives
+        // at least a session timeout from then, as after a confirmed round trip sent then.
+        const int timeoutMs = zoo_recv_timeout(zh_);
+        onLease_(LeaseConfirmation{openedAt_, sessionId_, timeoutMs, options_.leaseIntervalFor(timeoutMs)});
+      }
       if (newSession) {
         reportedSessionId_ = sessionId_;
         if (onSession_) {
@@ -1067,6 +1113,10 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   EventCallback onEvent_;
   std::function<void(ConnectionChange)> onConnection_;
   std::function<void(SessionCredentials)> onSession_;
+  std::function<void(LeaseConfirmation)> onLease_;
+  bool leaseInFlight_ = false;
+  std::chrono::steady_clock::time_point openedAt_{};  // the current handle's opening
+  uint64_t leaseEpoch_ = 0;
   bool reportedLoss_ = false;  // a loss was reported and no regain yet
   std::shared_ptr<spdlog::logger> log_;
   std::shared_ptr<Outlet> outlet_;
@@ -1076,6 +1126,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   boost::asio::steady_timer reopenTimer_;
   boost::asio::steady_timer abandonTimer_;  // a session no server accepts any more
   boost::asio::steady_timer setupRetryTimer_;
+  boost::asio::steady_timer leaseTimer_;  // the lease's round trips
   std::mt19937_64 rng_;
 
   bool started_ = false;
@@ -1126,6 +1177,10 @@ Session::Session(boost::asio::io_context& io, ZkOptions options, PeerIdentity se
 Session::~Session() { impl_->stop(detail::CloseMode::kEndSession); }
 
 void Session::detach() { impl_->stop(detail::CloseMode::kKeepSession); }
+
+void Session::setLeaseCallback(std::function<void(LeaseConfirmation)> onLease) {
+  impl_->setLeaseCallback(std::move(onLease));
+}
 
 void Session::setSessionCallback(std::function<void(SessionCredentials)> onSession) {
   impl_->setSessionCallback(std::move(onSession));

@@ -63,6 +63,17 @@ struct ConnectionChange {
   int sessionTimeoutMs = 0;
 };
 
+// A round trip through the ZooKeeper leader (a `sync`, which the server the client is
+// connected to forwards to the leader) answered on the session: the leader was in touch
+// with that server after `sentAt`, so the session's expiry clock on the leader counts
+// from close to `sentAt` or later (docs/design.md "The primary's lease").
+struct LeaseConfirmation {
+  std::chrono::steady_clock::time_point sentAt{};  // when the round trip was sent
+  int64_t sessionId = 0;
+  int sessionTimeoutMs = 0;  // negotiated
+  int intervalMs = 0;        // the round trips' interval
+};
+
 class Session {
  public:
   using EventCallback = std::function<void(Event)>;
@@ -98,6 +109,12 @@ class Session {
   // initialised session (never for the first connection, nor for a new session after
   // an expiry, which ZkInitialized reports). May be set before or after start().
   void setConnectionCallback(std::function<void(ConnectionChange)> onChange);
+
+  // Sends a leader-confirmed round trip (a `sync`) every options.leaseIntervalFor(the
+  // negotiated timeout) while an initialised session is connected, one at a time, and
+  // runs `onLease` on the io_context for each that succeeds, with its send time. Set
+  // before start().
+  void setLeaseCallback(std::function<void(LeaseConfirmation)> onLease);
 
   // `onSession` runs on the io_context each time a new session is established (not
   // for a reconnection to the same one), with its credentials: what a restarted agent

@@ -35,7 +35,7 @@ void waitPid(pid_t pid, std::chrono::milliseconds timeout) {
 }  // namespace
 
 Harness::Harness(HarnessOptions options) : options_(options) {
-  zk_ = dugong::testing::ZooKeeperCluster::standalone();
+  zk_ = std::make_unique<dugong::testing::ZooKeeperCluster>(options_.zookeeper);
   pgs_ = std::make_unique<pg::testing::PgTestCluster>("dugong-e2e");
   if (options_.tlsOnly) {
     auto certs = pg::testing::makeTestCerts(pgs_->dir() + "/certs", "e2e", "postgres");
@@ -106,7 +106,7 @@ void Harness::writeConfig(const E2EPeer& p) const {
       << (options_.agentZkConnect ? options_.agentZkConnect(static_cast<int>(peers_.size()), zk_->connectString())
                                   : zk_->connectString())
       << "\n  sessionTimeoutMs: " << options_.sessionTimeoutMs
-      << "\n";
+      << "\n  tickTimeMs: " << options_.zookeeper.tickTimeMs << "\n" << options_.zkConfig;
   if (options_.zkAuth) {
     out << "  auth:\n    user: " << options_.zkAuth->user
         << "\n    password: " << nlohmann::json(options_.zkAuth->password).dump() << "\n";

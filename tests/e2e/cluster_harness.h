@@ -38,6 +38,11 @@ struct HarnessOptions {
   // The ZooKeeper connect string given to peer `index`'s agent (default: the ensemble's
   // own), e.g. through a proxy that a partition test can cut.
   std::function<std::string(int index, const std::string& connect)> agentZkConnect;
+  // The ZooKeeper servers (default: one, standalone); the agents are told its tickTime
+  // (zookeeper.tickTimeMs, the primary's lease). zkConfig: lines appended to every
+  // agent's zookeeper section (e.g. "  lease: false\n").
+  dugong::testing::ZooKeeperOptions zookeeper;
+  std::string zkConfig;
   // ZooKeeper digest credentials for the agents (zookeeper.auth, so their nodes get
   // ACLs) and for the harness' own client.
   std::optional<zk::DigestAuth> zkAuth;

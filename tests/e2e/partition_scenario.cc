@@ -46,21 +46,48 @@ int firstPort(const std::string& connect) {
 
 }  // namespace
 
-PartitionCluster::PartitionCluster(int sessionTimeoutMs) {
+PartitionCluster::PartitionCluster(int sessionTimeoutMs, PartitionKind kind, std::string zkConfig) : kind_(kind) {
   HarnessOptions o;
   o.peers = 3;
   o.sessionTimeoutMs = sessionTimeoutMs;
-  o.agentZkConnect = [this](int, const std::string& connect) {
-    proxies_.push_back(std::make_unique<dugong::testing::TcpProxy>("127.0.0.1", firstPort(connect)));
-    return "127.0.0.1:" + std::to_string(proxies_.back()->port());
-  };
+  o.zkConfig = std::move(zkConfig);
+  if (kind == PartitionKind::kFollowerCutOff) {
+    o.zookeeper.servers = 3;
+    o.zookeeper.syncLimit = 20;
+    o.zookeeper.cuttableQuorumLinks = true;
+    // Peer 0 (the first primary) on server 0 only, the others on servers 1 and 2.
+    o.agentZkConnect = [](int index, const std::string& connect) {
+      const size_t comma = connect.find(',');
+      return index == 0 ? connect.substr(0, comma) : connect.substr(comma + 1);
+    };
+  } else {
+    o.agentZkConnect = [this](int, const std::string& connect) {
+      proxies_.push_back(std::make_unique<dugong::testing::TcpProxy>("127.0.0.1", firstPort(connect)));
+      return "127.0.0.1:" + std::to_string(proxies_.back()->port());
+    };
+  }
   h_ = std::make_unique<Harness>(o);
 }
 
 PartitionOutcome PartitionCluster::run(std::chrono::milliseconds deadline) {
   PartitionOutcome out;
   Harness& h = *h_;
-  h.startAll();
+  if (kind_ == PartitionKind::kFollowerCutOff) {
+    // Server 0 must be a follower: restarted while no agent runs, it joins the leader the
+    // other two elect meanwhile. Peer 0 joins first: the first in session order sets an
+    // empty cluster up, as its primary.
+    if (h.zookeeper().mode(0) == "leader") h.zookeeper().restart(0);
+    h.startAgent(0);
+    if (!h.waitFor([&] { return h.status(0).has_value(); }, std::chrono::seconds(60))) {
+      out.error = "peer 0's agent did not answer";
+      return out;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    h.startAgent(1);
+    h.startAgent(2);
+  } else {
+    h.startAll();
+  }
   out.oldPrimary = h.waitForHealthyCluster(2, std::chrono::seconds(180));
   if (out.oldPrimary < 0) {
     out.error = "no healthy cluster";
@@ -163,10 +190,26 @@ PartitionOutcome PartitionCluster::run(std::chrono::milliseconds deadline) {
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
   }
-  proxies_.at(static_cast<size_t>(old))->cut();
+  if (kind_ == PartitionKind::kFollowerCutOff) {
+    if (old != 0 || h.zookeeper().mode(0) != "follower") {
+      done = true;
+      carefulThread.join();
+      localThread.join();
+      hostileThread.join();
+      out.error = "the primary is peer " + std::to_string(old) + " and ZooKeeper server 0 is a " +
+                  h.zookeeper().mode(0) + ": want peer 0 on a follower";
+      return out;
+    }
+    h.zookeeper().cutQuorumLinks(0);
+  } else {
+    proxies_.at(static_cast<size_t>(old))->cut();
+  }
   const auto until = Clock::now() + deadline;
   bool sawNotWritable = false;
   while (Clock::now() < until) {
+    int writable = 0;
+    for (int i = 0; i < h.size(); ++i) writable += h.httpStatus(i, "/primary") == 200 ? 1 : 0;
+    if (writable > 1) out.twoWritablePrimaries = true;
     if (!sawNotWritable && h.httpStatus(old, "/primary") == 503) {
       sawNotWritable = true;
       out.timeToNotWritable = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *cutAt);

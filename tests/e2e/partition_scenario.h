@@ -8,6 +8,12 @@
 // - hostile: the same, but each row in a transaction that says BEGIN READ WRITE (which
 //   a default_transaction_read_only does not stop).
 // Shared by tests/e2e/partition_test.cc (asserts) and bench/partition_bench.cc (figures).
+//
+// PartitionKind::kFollowerCutOff (issue 24, safety review of fcef921 finding 3): a real
+// 3-server ensemble (tickTime 200 ms, syncLimit 20: a cut-off follower answers pings for
+// 4 s); the primary's agent talks to a follower only, the other agents to the other two
+// servers; the follower's quorum and election links are cut, so the primary's agent sees
+// a healthy connection while the leader expires its session.
 #pragma once
 
 #include <chrono>
@@ -35,11 +41,19 @@ struct PartitionOutcome {
   std::set<int> carefulAcked, localAcked, hostileAcked;
   std::set<int> carefulLost, localLost, hostileLost;  // acknowledged, absent on the new primary
   std::string error;                     // empty when the scenario ran to its end
+  // /primary answered 200 on two peers in the same poll (every 50 ms), at some point.
+  bool twoWritablePrimaries = false;
+};
+
+enum class PartitionKind {
+  kAgentCutOff,     // the primary's agent's own proxy to ZooKeeper is cut
+  kFollowerCutOff,  // the follower the primary's agent talks to is cut off its leader
 };
 
 class PartitionCluster {
  public:
-  explicit PartitionCluster(int sessionTimeoutMs = 3000);
+  explicit PartitionCluster(int sessionTimeoutMs = 3000, PartitionKind kind = PartitionKind::kAgentCutOff,
+                            std::string zkConfig = {});
   Harness& harness() { return *h_; }
   dugong::testing::TcpProxy& proxy(int i) { return *proxies_.at(static_cast<size_t>(i)); }
   // Starts the cluster, cuts the primary off ZooKeeper with both clients writing, and
@@ -47,6 +61,7 @@ class PartitionCluster {
   PartitionOutcome run(std::chrono::milliseconds deadline = std::chrono::seconds(60));
 
  private:
+  PartitionKind kind_;
   std::vector<std::unique_ptr<dugong::testing::TcpProxy>> proxies_;
   std::unique_ptr<Harness> h_;
 };

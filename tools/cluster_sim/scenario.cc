@@ -47,6 +47,10 @@ const char* faultName(FaultKind kind) {
       return "cut-sync-crash-primary";
     case FaultKind::kFlapSync:
       return "flap-sync";
+    case FaultKind::kCutOffFollower:
+      return "cut-off-follower";
+    case FaultKind::kLeaderChange:
+      return "leader-change";
   }
   return "?";
 }
@@ -70,6 +74,8 @@ std::string Fault::describe() const {
       return s + " (the sync cut off for " + std::to_string(duration) + " ms)";
     case FaultKind::kFlapSync:
       return s + " (again after " + std::to_string(duration) + " ms)";
+    case FaultKind::kLeaderChange:
+      return s + " (an election of " + std::to_string(duration) + " ms)";
     default:
       break;
   }
@@ -100,6 +106,8 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kCrashAgent, 10},
     {FaultKind::kCutSyncCrashPrimary, 5},
     {FaultKind::kFlapSync, 5},
+    {FaultKind::kCutOffFollower, 8},
+    {FaultKind::kLeaderChange, 6},
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -140,6 +148,11 @@ int64_t durationFor(FaultKind kind, Rng& rng, int64_t sessionTimeoutMs) {
       return rng.between(sessionTimeoutMs + 200, 15000);
     case FaultKind::kFlapSync:
       return rng.between(100, 2500);
+    case FaultKind::kCutOffFollower:
+      // syncLimit x tickTime: shorter or (the sample configuration) longer than the session.
+      return rng.between(sessionTimeoutMs / 3, 3 * sessionTimeoutMs);
+    case FaultKind::kLeaderChange:
+      return rng.between(200, 4000);
     case FaultKind::kStallReplication:
       return rng.between(500, 15000);
     default:
@@ -173,6 +186,8 @@ Scenario makeScenario(uint64_t seed) {
     s.faults.push_back(f);
     t += rng.between(meanGap / 4, meanGap * 2);
   }
+  s.tickTimeMs = rng.between(std::max<int64_t>(50, s.sessionTimeoutMs / 20), s.sessionTimeoutMs / 2);
+  s.lease = rng.chance(750);
   return s;
 }
 

@@ -49,8 +49,13 @@ enum class FaultKind {
                         // primary's postgres is slow: a sync change is begun, abandoned
                         // (the sync is back) and begun again while the primary's postgres
                         // still carries out the abandonment
+  kCutOffFollower,      // the ZooKeeper server the peer talks to is cut off from its leader:
+                        // it answers the peer's pings for `duration` (syncLimit x tickTime)
+                        // while the leader expires the session (issue 24)
+  kLeaderChange,        // the ZooKeeper leader goes: every connection is closed at once, no
+                        // leader for `duration` ms, then every session's timeout starts afresh
 };
-constexpr int kFaultKinds = 18;
+constexpr int kFaultKinds = 20;
 const char* faultName(FaultKind kind);
 
 struct Fault {
@@ -68,6 +73,10 @@ struct Scenario {
   uint64_t seed = 0;
   int peers = 3;
   int64_t sessionTimeoutMs = 3000;
+  int64_t tickTimeMs = 1000;  // the ensemble's, at most half the session timeout
+  // The agents' ZooKeeper clients confirm leases (agent::CoordinatorLease); one seed in
+  // four runs without, as a coordinator that sends none (the driver's other rule).
+  bool lease = true;
   EpochMs start = 0;           // virtual wall clock at time 0
   int64_t faultPhaseMs = 0;    // faults happen in [0, faultPhaseMs)
   int64_t convergeBoundMs = 0;  // after the faults stop, read-write again within this

@@ -54,10 +54,12 @@ constexpr int64_t kSyncReplaceAfterMs = 2000;  // sync.replaceAfterMs
 constexpr int64_t kUpstreamPollMs = 50;        // the adapter's awaitUpstreamStop poll
 
 // How long ZooKeeper takes in the simulated cluster (a seeded range each).
-simworld::ZkModel clusterZkModel(int64_t sessionTimeoutMs) {
+simworld::ZkModel clusterZkModel(int64_t sessionTimeoutMs, int64_t tickTimeMs, bool lease) {
   return simworld::ZkModel{.connect = {20, 300}, .delivery = {1, 30}, .toServer = {2, 25}, .slowWritePermille = 50,
                            .slowToServer = {100, 1500}, .fromServer = {2, 25}, .expiryNoticed = {5, 60},
-                           .reconnect = {20, 200}, .retryConnectMs = 500, .sessionTimeoutMs = sessionTimeoutMs};
+                           .reconnect = {20, 200}, .retryConnectMs = 500, .sessionTimeoutMs = sessionTimeoutMs,
+                           .tickTimeMs = tickTimeMs,
+                           .leaseIntervalMs = lease ? std::clamp<int64_t>(sessionTimeoutMs / 10, 50, 1000) : 0};
 }
 
 // Peers are named node<N> (N from 1): their index, or -1 for anything else.
@@ -125,6 +127,7 @@ struct Node {
   int64_t becamePrimaryAt = -1;
   int64_t faultExpiredAt = -1;
   int64_t primaryConnectionLostAt = -1;  // what the agent tells its watchdog (-1: connected)
+  int64_t leaseDeadline = -1;            // the lease's end the agent tells its watchdog (-1: none)
   simworld::PgServer pg;
   int64_t generationTag = 0;  // the generation its agent saw when making its postgres primary
 };
@@ -145,7 +148,7 @@ class World final : public simworld::TraceSink {
         checker_([this](const std::string& id, int64_t from, int64_t to) { return wasAbsent(id, from, to); },
                  options.checkTakeoverRules),
         fleet_(q_, rngPg_, rngAgent_, *this, clusterPgModel(), nodeNamed),
-        zk_(q_, rngZk_, rngAgent_, *this, clusterZkModel(scenario.sessionTimeoutMs), zkHooks()) {
+        zk_(q_, rngZk_, rngAgent_, *this, clusterZkModel(scenario.sessionTimeoutMs, scenario.tickTimeMs, scenario.lease), zkHooks()) {
     Rng root(scenario.seed ^ 0x5eed5eed5eed5eedULL);
     rngZk_ = root.fork(1);
     rngPg_ = root.fork(2);
@@ -335,6 +338,9 @@ void World::startAgent(int n) {
   o.syncReplaceAfterMs = kSyncReplaceAfterMs;
   nd.primaryConnectionLostAt = -1;
   o.onPrimaryConnectionLoss = [this, n](bool lost) { node(n).primaryConnectionLostAt = lost ? now_ : -1; };
+  nd.leaseDeadline = -1;
+  o.lease.tickTimeMs = sc_.tickTimeMs;
+  o.onLeaseDeadline = [this, n](int64_t deadline) { node(n).leaseDeadline = deadline; };
   nd.driver = std::make_unique<agent::Driver>(agent::Env{*nd.env, nd.env->coordinator, nd.env->postgres, *nd.env}, o);
   NodeEnv* env = nd.env.get();
   nd.driver->onFatal([this, n, env] {
@@ -666,6 +672,14 @@ void World::runFault(const Fault& f) {
       return zk_.expire(zk_.client(f.peer).session, "expired by the fault scheduler");
     case FaultKind::kPartitionZk:
       return zk_.partition(f.peer, f.duration);
+    case FaultKind::kCutOffFollower:
+      // Without a lease nothing sees it before the expiry (safety review of fcef921,
+      // finding 3): the lease is what makes it survivable.
+      if (!sc_.lease) return trace('F', [&] { return std::string(f.describe() + ": skipped, no leases"); });
+      trace('F', [&] { return std::string(f.describe() + ": its ZooKeeper server is cut off from the leader"); });
+      return zk_.cutOffFollower(f.peer, f.duration);
+    case FaultKind::kLeaderChange:
+      return zk_.leaderChange(f.duration);
     case FaultKind::kCrashPostgres: {
       // One that outlasts the withdrawal bound hits the primary: its withdrawal is what
       // it exercises (the sync takes over while that postgres cannot run).
@@ -788,6 +802,7 @@ void World::crashPeer(int n, int64_t downFor) {
 void World::crashAgent(int n, int64_t downFor) {
   const bool armed = node(n).driver->appliedRole() == Role::kPrimary;
   const int64_t lostAt = node(n).primaryConnectionLostAt;
+  const int64_t leaseEnd = node(n).leaseDeadline;
   trace('F', [&] {
     return std::string(node(n).identity.id + "'s agent dies, its postgres runs on; the agent restarts in " +
                        std::to_string(downFor) + " ms" + (armed ? "; its watchdog is armed" : ""));
@@ -798,6 +813,8 @@ void World::crashAgent(int n, int64_t downFor) {
   const int64_t t = sc_.sessionTimeoutMs;
   int64_t delay = rngAgent_.between(t / 4 + 1, t / 2);
   if (lostAt >= 0) delay = std::min(delay, std::max<int64_t>(0, lostAt + t / 6 - now_) + rngAgent_.between(0, t / 24));
+  // At the lease's end (the watchdog sleeps until then).
+  if (leaseEnd >= 0) delay = std::min(delay, std::max<int64_t>(0, leaseEnd - now_));
   after(delay, [this, n] {
     trace('F', [&] { return node(n).identity.id + "'s watchdog: its agent died as primary; fast shutdown of postgres"; });
     fleet_.kill(n);
@@ -1071,7 +1088,8 @@ std::string World::diagnose() const {
 
 RunResult World::run() {
   trace('Q', [&] { return std::string("seed " + std::to_string(sc_.seed) + ": " + std::to_string(sc_.peers) + " peers, session timeout " +
-                 std::to_string(sc_.sessionTimeoutMs) + " ms, faults for " + std::to_string(sc_.faultPhaseMs) +
+                 std::to_string(sc_.sessionTimeoutMs) + " ms, tickTime " + std::to_string(sc_.tickTimeMs) +
+                 (sc_.lease ? " ms, leases" : " ms, no leases") + ", faults for " + std::to_string(sc_.faultPhaseMs) +
                  " ms"); });
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);

@@ -35,7 +35,7 @@ void ZkEnsemble::agentStops(int n) {
 void ZkEnsemble::connect(int n, Run run) {
   ZkClient& c = client(n);
   if (!runs(n, run) || !c.agent->member_) return;
-  if (c.partitioned) {  // cannot reach the ensemble: keep trying
+  if (c.partitioned || leaderless()) {  // cannot reach the ensemble (or no leader): keep trying
     q_.after(model_.retryConnectMs, [this, n, run] { connect(n, run); });
     return;
   }
@@ -50,21 +50,110 @@ void ZkEnsemble::connect(int n, Run run) {
   });
   recomputeActive();
   c.ready = true;
+  if (model_.leaseIntervalMs > 0) {
+    // The session's creation is the leader's: it lives a timeout from now at least. The
+    // client hears of it as it connects, before its setup's reads (ZkInitialized).
+    schedule(n, [this, n, run, sid, createdAt = q_.now()] {
+      ZkClient& x = client(n);
+      if (!runs(n, run) || x.session != sid || !x.agent->member_ || !x.agent->callbacks_.onLease) return;
+      x.agent->callbacks_.onLease(agent::CoordinatorLease{createdAt, static_cast<int64_t>(sid),
+                                                          model_.sessionTimeoutMs, model_.leaseIntervalMs});
+    });
+    q_.after(model_.leaseIntervalMs, [this, n, run, sid] { leaseLoop(n, run, sid); });
+  }
   deliver(n, ZkInitialized{stateNode(), activePeers()});
+}
+
+// A `sync` sent every leaseIntervalMs while the session lives: answered, with its send
+// time, only if it reached a leader that still knows the session, through a server that
+// reaches that leader (not partitioned, not cut off), and only then.
+void ZkEnsemble::leaseLoop(int n, Run run, uint64_t sid) {
+  ZkClient& c = client(n);
+  if (!runs(n, run) || c.session != sid || !sessionAlive(sid)) return;
+  q_.after(model_.leaseIntervalMs, [this, n, run, sid] { leaseLoop(n, run, sid); });
+  if (c.partitioned || !c.ready || !c.agent->member_ || !c.agent->callbacks_.onLease) return;
+  const int64_t sentAt = q_.now();
+  q_.after(model_.toServer.draw(rng_), [this, n, run, sid, sentAt] {
+    auto it = sessions_.find(sid);
+    if (it == sessions_.end() || !it->second.alive || !it->second.connected || leaderless() || client(n).partitioned) {
+      return;
+    }
+    q_.after(model_.fromServer.draw(rng_), [this, n, run, sid, sentAt] {
+      schedule(n, [this, n, run, sid, sentAt] {
+        ZkClient& x = client(n);
+        if (!runs(n, run) || x.session != sid || !sessionAlive(sid) || x.partitioned || !x.agent->member_ ||
+            !x.agent->callbacks_.onLease) {
+          return;
+        }
+        x.agent->callbacks_.onLease(agent::CoordinatorLease{sentAt, static_cast<int64_t>(sid), model_.sessionTimeoutMs,
+                                                            model_.leaseIntervalMs});
+      });
+    });
+  });
 }
 
 // The session's client stopped talking to ZooKeeper: unless it reconnects, the server
 // expires the session after its timeout.
-void ZkEnsemble::disconnect(uint64_t sid, const std::string& why) {
+void ZkEnsemble::disconnect(uint64_t sid, const std::string& why, int64_t touchLagMs) {
   Session& s = sessions_.at(sid);
   s.connected = false;
   uint64_t d = ++s.disconnects;
-  q_.after(model_.sessionTimeoutMs, [this, sid, d, why] {
+  // No leader, no expiry: the new leader gives the session a fresh timeout (endElection).
+  q_.after(std::max<int64_t>(model_.sessionTimeoutMs - touchLagMs, 0), [this, sid, d, why] {
     auto i = sessions_.find(sid);
-    if (i != sessions_.end() && i->second.alive && !i->second.connected && i->second.disconnects == d) {
+    if (i != sessions_.end() && i->second.alive && !i->second.connected && i->second.disconnects == d &&
+        !leaderless()) {
       expire(sid, why);
     }
   });
+}
+
+void ZkEnsemble::cutOffFollower(int n, int64_t giveUpMs) {
+  const int64_t lag = rng_.between(0, model_.tickTimeMs / 2);
+  partition(n, giveUpMs + model_.reconnect.draw(rng_), giveUpMs, lag);
+}
+
+void ZkEnsemble::leaderChange(int64_t electionMs) {
+  trace_.trace('F', [&] { return "the ZooKeeper leader goes: an election for " + std::to_string(electionMs) + " ms"; });
+  noLeaderUntil_ = std::max(noLeaderUntil_, q_.now() + electionMs);
+  std::vector<int> closed;
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    const int n = static_cast<int>(i);
+    ZkClient& c = clients_[i];
+    if (c.partitioned || c.session == 0 || !sessionAlive(c.session) || !c.agent) continue;
+    c.partitioned = true;  // reaches no server with a leader
+    const uint64_t serial = ++c.partitionSerial;
+    closed.push_back(n);
+    const uint64_t sid = c.session;
+    // The server closes the connection: the client says so at once.
+    schedule(n, [this, n, serial, sid] {
+      ZkClient& x = client(n);
+      if (x.partitionSerial != serial || x.session != sid || !x.agent->member_ || !x.ready) return;
+      x.lossReported = true;
+      trace_.trace('Z', [&] { return x.id + " client: connection closed by the server"; });
+      x.agent->callbacks_.onConnection(
+          agent::CoordinatorConnection{false, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
+    });
+  }
+  q_.at(noLeaderUntil_, [this, closed] {
+    if (leaderless()) return;  // a later election ends it
+    endElection();
+    for (int n : closed) {
+      const uint64_t serial = client(n).partitionSerial;
+      q_.after(model_.reconnect.draw(rng_), [this, n, serial] {
+        if (client(n).partitionSerial == serial) heal(n);
+      });
+    }
+  });
+}
+
+// The new leader refreshes every session: a fresh timeout for those whose client is away.
+void ZkEnsemble::endElection() {
+  trace_.trace('Z', [&] { return std::string("a new ZooKeeper leader: every session gets a fresh timeout"); });
+  for (auto& [sid, s] : sessions_) {
+    if (!s.alive || s.host < 0) continue;
+    if (!s.connected || client(s.host).partitioned) disconnect(sid, "no heartbeat within the session timeout");
+  }
 }
 
 void ZkEnsemble::expire(uint64_t sid, const std::string& why) {
@@ -205,7 +294,8 @@ void ZkEnsemble::write(int n, uint64_t serial, const ClusterState& state, int32_
   q_.after(toServer, [this, n, serial, sid, issued, wal, data, expectedVersion, reason, writer] {
     auto it = sessions_.find(sid);
     // A request sent just before a partition may or may not have reached the server.
-    bool reached = it != sessions_.end() && it->second.alive && (it->second.connected || rng_.chance(500));
+    bool reached = it != sessions_.end() && it->second.alive && (it->second.connected || rng_.chance(500)) &&
+                   !leaderless();
     StateWriteFinished res{false, "connection loss", false, -1};
     if (reached) res = cas(writer, data, expectedVersion, issued, wal, reason);
     q_.after(model_.fromServer.draw(rng_), [this, n, serial, sid, res] {
@@ -237,19 +327,20 @@ StateWriteFinished ZkEnsemble::cas(const std::string& writer, const std::string&
   return StateWriteFinished{true, "", false, zk_.version()};
 }
 
-void ZkEnsemble::partition(int n, int64_t duration) {
+void ZkEnsemble::partition(int n, int64_t duration, int64_t reportAfterMs, int64_t touchLagMs) {
   ZkClient& c = client(n);
   if (c.partitioned) return;
+  if (reportAfterMs < 0) reportAfterMs = model_.sessionTimeoutMs * 2 / 3;
   c.partitioned = true;
   uint64_t serial = ++c.partitionSerial;
   trace_.trace('F', [&] { return c.id + " cut off from ZooKeeper for " + std::to_string(duration) + " ms"; });
   if (c.session != 0 && sessionAlive(c.session)) {
-    disconnect(c.session, "no heartbeat within the session timeout");
+    disconnect(c.session, "no heartbeat within the session timeout", touchLagMs);
     // ZooKeeper's client reports the lost connection once the server has been silent
     // for 2/3 of the session timeout (CoordinatorConnection), on its own clock: also if
     // the session expired meanwhile (it learns that only once it reaches a server).
     uint64_t sid = c.session;
-    q_.after(model_.sessionTimeoutMs * 2 / 3, [this, n, run = runOf(n), serial, sid] {
+    q_.after(reportAfterMs, [this, n, run = runOf(n), serial, sid] {
       ZkClient& x = client(n);
       if (!runs(n, run) || x.partitionSerial != serial || x.session != sid || !x.agent->member_) return;
       x.lossReported = true;

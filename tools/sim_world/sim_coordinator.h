@@ -42,6 +42,13 @@ struct ZkModel {
   Latency reconnect = {};      // then starts a new session
   int64_t retryConnectMs = 500;
   int64_t sessionTimeoutMs = 0;  // negotiated
+  // The ensemble's tickTime: a follower relays its sessions' touches to the leader in its
+  // replies to the leader's pings (every tickTime/2), so the leader's last touch of a
+  // session lags its client's by up to that.
+  int64_t tickTimeMs = 0;
+  // The lease's leader round trips (agent::CoordinatorLease), every this long while a
+  // session is connected; 0: none (the driver then has no lease).
+  int64_t leaseIntervalMs = 0;
 };
 
 // The world's part of a write and of the membership (all optional).
@@ -114,9 +121,21 @@ class ZkEnsemble {
   void agentStops(int n);
   // Faults: host n cannot reach the ensemble for `duration`; it reaches it again; a
   // session expires (the client hears of it unless cut off).
-  void partition(int n, int64_t duration);
+  // `reportAfterMs`: when the client reports the loss (-1: 2/3 of the session timeout,
+  // when it notices a silent server); `touchLagMs`: how long before the cut the leader
+  // last heard of the session.
+  void partition(int n, int64_t duration, int64_t reportAfterMs = -1, int64_t touchLagMs = 0);
   void heal(int n);
   void expire(uint64_t sid, const std::string& why);
+  // The server host n's client talks to is cut off from its leader: it answers the
+  // client's pings (no loss reported) until it gives up after `giveUpMs` (syncLimit x
+  // tickTime) and closes the connection; the client then moves to another server. The
+  // leader hears no touch meanwhile, and expires the session after its timeout.
+  void cutOffFollower(int n, int64_t giveUpMs);
+  // The leader goes: every server closes its clients' connections at once (a closed
+  // connection, not an expiry), nothing is written and no session expires for
+  // `electionMs`, then the new leader gives every session a fresh timeout.
+  void leaderChange(int64_t electionMs);
 
  private:
   friend class SimCoordinator;
@@ -131,7 +150,10 @@ class ZkEnsemble {
   // current one (plain counters: no atomic reference counts in the hot path).
   using Run = uint64_t;
   void connect(int n, Run run);
-  void disconnect(uint64_t sid, const std::string& why);
+  void disconnect(uint64_t sid, const std::string& why, int64_t touchLagMs = 0);
+  void leaseLoop(int n, Run run, uint64_t sid);
+  void endElection();
+  bool leaderless() const { return q_.now() < noLeaderUntil_; }
   void closeSessionOf(int n);
   void recomputeActive();
   // Runs `fn` on n's client after what it heard before (per-client order); nothing runs
@@ -160,6 +182,7 @@ class ZkEnsemble {
   std::map<uint64_t, Session> sessions_;
   std::map<std::string, std::vector<uint64_t>> withoutClient_;  // their sessions, by peer
   uint64_t nextSession_ = 1;
+  int64_t noLeaderUntil_ = 0;  // a leader election until then
   std::vector<std::string> active_;
   std::vector<ZkClient> clients_;
   Run lastRun_ = 0;

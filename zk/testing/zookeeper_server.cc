@@ -76,6 +76,15 @@ ZooKeeperCluster::ZooKeeperCluster(ZooKeeperOptions options) : options_(options)
     std::filesystem::create_directories(s.dataDir);
     servers_.push_back(s);
   }
+  if (options_.cuttableQuorumLinks) {
+    for (const auto& from : servers_) {
+      for (const auto& to : servers_) {
+        if (from.id == to.id) continue;
+        links_.push_back(Link{from.id, to.id, std::make_unique<TcpProxy>("127.0.0.1", to.quorumPort),
+                              std::make_unique<TcpProxy>("127.0.0.1", to.electionPort)});
+      }
+    }
+  }
   for (auto& s : servers_) writeConfig(s);
   for (auto& s : servers_) spawn(s);
   for (int i = 0; i < size(); ++i) {
@@ -106,7 +115,7 @@ ZooKeeperCluster::~ZooKeeperCluster() {
 void ZooKeeperCluster::writeConfig(const Server& s) const {
   std::ofstream out(s.config);
   out << "tickTime=" << options_.tickTimeMs << "\n"
-      << "initLimit=20\nsyncLimit=10\n"
+      << "initLimit=20\nsyncLimit=" << options_.syncLimit << "\n"
       << "dataDir=" << s.dataDir << "\n"
       << "clientPort=" << s.clientPort << "\n"
       << "clientPortAddress=127.0.0.1\n"
@@ -117,11 +126,36 @@ void ZooKeeperCluster::writeConfig(const Server& s) const {
       << "maxClientCnxns=0\n";
   if (servers_.size() > 1) {
     for (const auto& peer : servers_) {
-      out << "server." << peer.id << "=127.0.0.1:" << peer.quorumPort << ":" << peer.electionPort << "\n";
+      int quorum = peer.quorumPort, election = peer.electionPort;
+      for (const auto& l : links_) {
+        if (l.from == s.id && l.to == peer.id) {
+          quorum = l.quorum->port();
+          election = l.election->port();
+        }
+      }
+      out << "server." << peer.id << "=127.0.0.1:" << quorum << ":" << election << "\n";
     }
     std::ofstream(s.dataDir + "/myid") << s.id << "\n";
   }
   if (!out) throw std::runtime_error("cannot write " + s.config);
+}
+
+void ZooKeeperCluster::cutQuorumLinks(int server) {
+  for (auto& l : links_) {
+    if (l.from == server + 1 || l.to == server + 1) {
+      l.quorum->cut();
+      l.election->cut();
+    }
+  }
+}
+
+void ZooKeeperCluster::healQuorumLinks(int server) {
+  for (auto& l : links_) {
+    if (l.from == server + 1 || l.to == server + 1) {
+      l.quorum->heal();
+      l.election->heal();
+    }
+  }
 }
 
 void ZooKeeperCluster::spawn(Server& s) {

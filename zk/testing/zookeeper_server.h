@@ -20,6 +20,7 @@
 #include <sys/types.h>
 #include <vector>
 
+#include "tests/support/tcp_proxy.h"
 #include "tests/support/test_env.h"
 
 namespace dugong::testing {
@@ -28,6 +29,14 @@ struct ZooKeeperOptions {
   int servers = 1;  // 1: standalone; 3 (or 5): an ensemble
   int tickTimeMs = 200;
   int maxSessionTimeoutMs = 60000;
+  // How long (in ticks) a follower waits for its leader, and the leader for a quorum of
+  // followers, before giving up: a follower cut off from its leader answers its clients
+  // (pings included) for about this long.
+  int syncLimit = 10;
+  // Every server reaches the others' quorum and election ports through TCP proxies
+  // (tests/support/tcp_proxy.h), so that a test can cut one server off the others
+  // (cutQuorumLinks) while its clients still reach it.
+  bool cuttableQuorumLinks = false;
   std::chrono::milliseconds startTimeout = std::chrono::seconds(60);
 };
 
@@ -85,6 +94,11 @@ class ZooKeeperCluster {
   bool waitServing(int server, std::chrono::milliseconds timeout) const;
   std::optional<int> waitLeader(std::chrono::milliseconds timeout) const;
 
+  // With cuttableQuorumLinks: every link between `server` and the other servers cut
+  // (nothing forwarded either way, no connection closed), or forwarding again.
+  void cutQuorumLinks(int server);
+  void healQuorumLinks(int server);
+
   // The last `lines` lines of a server's log, for failure messages.
   std::string logTail(int server, size_t lines = 30) const;
 
@@ -106,6 +120,14 @@ class ZooKeeperCluster {
   void waitExit(Server& s, std::chrono::milliseconds timeout);
   Server& at(int server);
   const Server& at(int server) const;
+
+  // cuttableQuorumLinks: the proxy server `from` uses for server `to`'s quorum and
+  // election ports, by (from, to).
+  struct Link {
+    int from = 0, to = 0;
+    std::unique_ptr<TcpProxy> quorum, election;
+  };
+  std::vector<Link> links_;
 
   ZooKeeperOptions options_;
   ScratchDir scratch_;

@@ -1,0 +1,115 @@
+// The driver's lease (agent/driver_lease.h, docs/design.md "The primary's lease"): a
+// primary's writes go on while a round trip through the ZooKeeper leader confirmed the
+// session recently enough; at the lease's end they stop, and postgres is shut down,
+// before the leader can expire the session and another peer take over, whatever the
+// client library says about its connection (a follower cut off from its leader keeps
+// answering pings; safety review of fcef921, findings 3 and 12).
+#include "agent/driver_lease.h"
+
+#include <algorithm>
+
+#include "agent/driver.h"
+
+namespace dugong::agent {
+
+int64_t leaseLengthMs(int64_t sessionTimeoutMs, int64_t intervalMs, const LeaseTerms& terms) {
+  const int64_t tick = terms.tickTimeMs > 0 ? terms.tickTimeMs : sessionTimeoutMs / 2;
+  const int64_t clockRate = (sessionTimeoutMs + 99) / 100;
+  return sessionTimeoutMs - tick - intervalMs - clockRate - terms.stopMarginMs;
+}
+
+int64_t leaseDeadlineMs(int64_t sentAtMs, int64_t sessionTimeoutMs, int64_t intervalMs, const LeaseTerms& terms) {
+  return sentAtMs + leaseLengthMs(sessionTimeoutMs, intervalMs, terms);
+}
+
+bool Driver::leaseValid() const {
+  return leaseDeadline_ && env_.clock.monotonicMs() < *leaseDeadline_ - opts_.lease.writeStopLeadMs;
+}
+
+void Driver::onLease(const CoordinatorLease& l) {
+  const int64_t length = leaseLengthMs(l.sessionTimeoutMs, l.intervalMs, opts_.lease);
+  if (!leaseInUse_) {
+    leaseInUse_ = true;
+    const int64_t tick = opts_.lease.tickTimeMs > 0 ? opts_.lease.tickTimeMs : l.sessionTimeoutMs / 2;
+    log(length > opts_.lease.writeStopLeadMs ? LogLevel::kInfo : LogLevel::kError,
+        "lease: a primary writes for " + std::to_string(length) + " ms after each round trip through the ZooKeeper " +
+            "leader (session timeout " + std::to_string(l.sessionTimeoutMs) + " ms, less tickTime " +
+            std::to_string(tick) + (opts_.lease.tickTimeMs > 0 ? "" : " (assumed: half the session timeout)") +
+            ", the round trips' interval " + std::to_string(l.intervalMs) + ", 1 % for clock rates and " +
+            std::to_string(opts_.lease.stopMarginMs) + " ms to stop)" +
+            (length > opts_.lease.writeStopLeadMs ? ""
+                                                  : ": NO LEASE LEFT, a primary cannot write; raise the session "
+                                                    "timeout or state the ensemble's tickTime (zookeeper.tickTimeMs)"));
+  }
+  const int64_t deadline = l.sentAtMs + length;
+  // A new session's lease replaces the old one's (the old session expired: a lease on it
+  // can say nothing about the new one, nor the other way round).
+  const bool sameSession = l.sessionId == leaseSessionId_;
+  if (!sameSession) {
+    leaseSessionId_ = l.sessionId;
+    leaseDeadline_.reset();
+  }
+  if (leaseDeadline_ && deadline <= *leaseDeadline_) return;
+  const int64_t now = env_.clock.monotonicMs();
+  leaseDeadline_ = deadline;
+  leaseSentAt_ = l.sentAtMs;
+  sessionTimeoutMs_ = l.sessionTimeoutMs;
+  if (opts_.onLeaseDeadline) opts_.onLeaseDeadline(deadline);
+  auto alive = std::weak_ptr<int>(alive_);
+  leaseTimer_->start(std::max<int64_t>(deadline - opts_.lease.writeStopLeadMs - now, 0), [this, alive] {
+    if (!alive.expired() && !stopping_) leaseEnding();
+  });
+  leaseShutTimer_->cancel();
+  if (leaseEnded_ && !leaseValid()) return;  // a round trip answered too late to lift anything
+  if (leaseEnded_) {
+    leaseEnded_ = false;
+    // Only on the session the lease ended on: a new session resumes through its
+    // confirmation (afterNewSession), never by the same-session rule (finding 2b).
+    if (connectionLost_ && coordinatorUp_ && sameSession) {
+      log(LogLevel::kInfo, "lease: a round trip through the ZooKeeper leader confirmed session " +
+                               std::to_string(l.sessionId) + " again");
+      reconnected("a round trip through the ZooKeeper leader confirmed the same session");
+      return;
+    }
+  }
+  if (resumeAfterLease_) {
+    auto [how, noTakeover] = *std::exchange(resumeAfterLease_, std::nullopt);
+    resumeWritesIfUnchanged(how, noTakeover);
+  }
+}
+
+// A little before the lease's end: a primary stops writes now, and shuts postgres down
+// at the end.
+void Driver::leaseEnding() {
+  if (leaseValid()) return;
+  const bool primary = peer_->role() == Role::kPrimary || (connectionLost_ && roleAtLoss_ == Role::kPrimary);
+  if (!primary) {
+    // A peer that becomes the primary without a lease (its takeover write answered, its
+    // new session confirmed, after the lease ended) is caught by the next look.
+    leaseTimer_->start(std::max<int64_t>(sessionTimeoutMs_ / 10, 50), [this, alive = std::weak_ptr<int>(alive_)] {
+      if (!alive.expired() && !stopping_) leaseEnding();
+    });
+    return;
+  }
+  if (!leaseDeadline_) return;
+  leaseEnded_ = true;
+  const int64_t now = env_.clock.monotonicMs();
+  const int64_t left = std::max<int64_t>(*leaseDeadline_ - now, 0);
+  if (!connectionLost_) {
+isolate("no round trip through the ZooKeeper leader has confirmed the session for " +
+            std::to_string(now - leaseSentAt_) + " ms (the connection itself " + (coordinatorUp_ ? "looks up" : "is lost") +
+            "): the lease ends in " + std::to_string(left) + " ms, stopping writes now");
+  }
+  // A transition in flight may be starting postgres as the primary although it was shut
+  // down before (the adapter's shutdown signals a postmaster that runs, whatever holds
+  // its apply lock): shut it down at the lease's end all the same.
+  if (postgresShutDown_ && pgBusy_) postgresShutDown_ = false;
+  if (postgresShutDown_) return;
+  leaseShutTimer_->start(left, [this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired() || stopping_ || !leaseEnded_ || !writesStopped_) return;
+    shutDownWrites("the lease ended: the ZooKeeper leader may expire the session soon (no round trip through it "
+                   "confirmed the session in time)");
+  });
+}
+
+}  // namespace dugong::agent

@@ -1,0 +1,41 @@
+// ZooKeeper maintenance costs no writes (issue 24), end to end and short: the ZooKeeper
+// leader is killed (and started again), then every server is restarted in turn, the
+// leader last (tests/e2e/zk_maintenance_scenario.h, session timeout 4 s). The primary's
+// agent keeps its session and, under the lease, its postgres: no postgres restart, no new
+// generation, the same writable primary. The longest write gap is printed, not asserted
+// (bench/zk_maintenance_bench measures it over many runs). DUGONG_E2E_NO_LEASE=1 runs it
+// as the agent was before the lease: it fails whenever an election outlasts a sixth of
+// the session timeout (postgres is then restarted; one run of two here).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "tests/e2e/zk_maintenance_scenario.h"
+
+namespace dugong::e2e {
+namespace {
+
+void expectFree(const MaintenanceOutcome& o, const std::string& fault) {
+  EXPECT_TRUE(o.samePrimary) << fault << ": the primary changed or is not writable";
+  EXPECT_FALSE(o.newGeneration) << fault << ": a new generation";
+  EXPECT_FALSE(o.postgresRestarted) << fault << ": the primary's postgres was restarted";
+  EXPECT_GT(o.rows, 0) << fault << ": no row acknowledged";
+}
+
+TEST(ZooKeeperMaintenance, ALeaderKillAndARollingRestartCostNoPostgresRestartAndNoGeneration) {
+  const bool noLease = std::getenv("DUGONG_E2E_NO_LEASE") != nullptr;
+  ZkMaintenanceCluster cluster(4000, noLease);
+  ASSERT_TRUE(cluster.start()) << cluster.error() << "\n" << cluster.harness().describe();
+  const MaintenanceOutcome kill = cluster.leaderKill();
+  const MaintenanceOutcome rolling = cluster.rollingRestart();
+  std::cout << "zookeeper maintenance" << (noLease ? " (no lease)" : "")
+            << " (session 4000 ms, tickTime 200 ms): longest write gap " << kill.maxGapMs
+            << " ms over the leader kill, " << rolling.maxGapMs << " ms over the rolling restart\n";
+  expectFree(kill, "leader kill");
+  expectFree(rolling, "rolling restart");
+  if (HasFailure()) std::cerr << cluster.harness().describe();
+}
+
+}  // namespace
+}  // namespace dugong::e2e
