@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "agent/secret_file.h"
+#include "pg/pgbackrest.h"
 
 namespace dugong::agent {
 namespace {
@@ -270,6 +271,20 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   tls.get("clientCertFile", &c.pg.tls.clientCertFile);
   tls.get("clientKeyFile", &c.pg.tls.clientKeyFile);
   tls.rejectUnknown();
+  // postgres.bootstrap (pg/pgbackrest.h): a new cluster's first primary restores a
+  // pgBackRest backup instead of initdb.
+  Section bootstrap = pg.child("bootstrap");
+  bootstrap.get("method", &c.pg.bootstrapMethod);
+  bootstrap.get("stanza", &c.pg.bootstrapStanza);
+  bootstrap.get("repository", &c.pg.bootstrapRepo);
+  bootstrap.get("target", &c.pg.bootstrapTarget);
+  bootstrap.rejectUnknown();
+  if (c.pg.bootstrapMethod == "pgbackrest") {
+    auto ok = pg::validateBootstrap({c.pg.bootstrapStanza, c.pg.bootstrapRepo, c.pg.bootstrapTarget});
+    if (!ok) bootstrap.fail("postgres.bootstrap", ok.error());
+  } else if (c.pg.bootstrapMethod != "initdb") {
+    bootstrap.fail("postgres.bootstrap.method", "initdb or pgbackrest, found \"" + c.pg.bootstrapMethod + "\"");
+  }
   pg.rejectUnknown();
 
   // ---- the HTTP API and the peer's tags (agent/http_api.h) ----

@@ -218,6 +218,32 @@ TEST_F(ConfigTest, PasswordsFromFilesAndWarnings) {
             std::string::npos);
 }
 
+// postgres.bootstrap (pg/pgbackrest.h): initdb by default, or a pgBackRest restore with
+// its stanza, repository options and recovery target, checked before anything starts.
+TEST_F(ConfigTest, PostgresBootstrapFromABackup) {
+  auto byDefault = parseConfig(valid(), "d.yaml");
+  ASSERT_TRUE(byDefault.ok()) << byDefault.error();
+  EXPECT_EQ(byDefault->pg.bootstrapMethod, "initdb");
+  const std::string from = "  replicationPassword: r3pl\n  bootstrap:\n    method: pgbackrest\n";
+  auto c = parseConfig(valid("", from + "    stanza: main\n    repository:\n      repo1-path: /srv/pgbackrest\n"
+                                        "    target: name:before-upgrade\n"),
+                       "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->pg.bootstrapMethod, "pgbackrest");
+  EXPECT_EQ(c->pg.bootstrapStanza, "main");
+  EXPECT_EQ(c->pg.bootstrapRepo.at("repo1-path"), "/srv/pgbackrest");
+  EXPECT_EQ(c->pg.bootstrapTarget, "name:before-upgrade");
+  EXPECT_NE(errorOf(valid("", from)).find("postgres.bootstrap.stanza is required"), std::string::npos);
+  EXPECT_NE(errorOf(valid("", from + "    stanza: main\n    target: xid:5\n")).find("expected name:LABEL"),
+            std::string::npos);
+  EXPECT_NE(errorOf(valid("", from + "    stanza: main\n    repository:\n      repo1-retention-full: 2\n"))
+                .find("backup.repo1-retention-full: not a key"),
+            std::string::npos);
+  EXPECT_NE(errorOf(valid("", "  replicationPassword: r3pl\n  bootstrap:\n    method: clone\n"))
+                .find("initdb or pgbackrest"),
+            std::string::npos);
+}
+
 // postgres.tls (pg/tls.h): read into the pg options, checked with precise messages.
 TEST_F(ConfigTest, PostgresTls) {
   auto byDefault = parseConfig(valid(), "d.yaml");
@@ -297,6 +323,9 @@ TEST_F(ConfigTest, TheSampleListsEveryKeyTheCodeReads) {
     if (section == "zookeeper.auth") return errorOf(valid("  auth:\n    user: u\n    password: p\n    bogus: 1\n"));
     if (section == "zookeeper") return errorOf(valid("  bogus: 1\n"));
     if (section == "postgres") return errorOf(valid("", "  replicationPassword: r3pl\n  bogus: 1\n"));
+    if (section == "postgres.bootstrap") {
+      return errorOf(valid("", "  replicationPassword: r3pl\n  bootstrap:\n    bogus: 1\n"));
+    }
     if (section == "postgres.tls") return errorOf(valid("", "  replicationPassword: r3pl\n  tls:\n    bogus: 1\n"));
     if (section == "http") return errorOf(valid() + "  bogus: 1\n");
     if (section == "http.auth") return errorOf(valid() + "  auth:\n    bogus: 1\n");

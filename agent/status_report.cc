@@ -96,6 +96,19 @@ std::string metricsText(const StatusSources& s) {
   metric("dugong_postgres_pending_restart", "gauge",
          "Settings changed that take effect only when postgres restarts (pg_settings.pending_restart).");
   m << "dugong_postgres_pending_restart " << s.postgres.pendingRestart.size() << "\n";
+  metric("dugong_archive_failing", "gauge",
+         "1 while WAL archiving fails (its last attempt failed, pg_stat_archiver); 0 also with archive_mode off.");
+  m << "dugong_archive_failing " << (s.postgres.archiver && s.postgres.archiver->failing ? 1 : 0) << "\n";
+  if (const auto& a = s.postgres.archiver) {
+    metric("dugong_archive_archived_total", "counter", "WAL segments archived since the statistics were reset.");
+    m << "dugong_archive_archived_total " << a->archived << "\n";
+    metric("dugong_archive_failed_total", "counter", "Failed attempts to archive a WAL segment.");
+    m << "dugong_archive_failed_total " << a->failed << "\n";
+    if (a->lastArchivedAgeSeconds) {
+      metric("dugong_archive_last_archived_age_seconds", "gauge", "Seconds since a WAL segment was last archived.");
+      m << "dugong_archive_last_archived_age_seconds " << *a->lastArchivedAgeSeconds << "\n";
+    }
+  }
   metric("dugong_wal_position_bytes", "gauge", "WAL positions of the local postgres, as byte offsets.");
   for (auto [kind, lsn] : {std::pair{"current", &s.postgres.currentLsn}, {"receive", &s.postgres.receiveLsn},
                            {"replay", &s.postgres.replayLsn}}) {

@@ -65,6 +65,8 @@ void PgAdapter::rejoin(PeerIdentity primary, RejoinLimit limit, std::function<vo
 }
 
 void PgAdapter::applyClusterConfig(ClusterConfig config, std::function<void(Result<ClusterConfigApplied>)> done) {
+  // At once, not behind an apply already queued: how a new data directory is made.
+  controller_.noteBackupSection(config.backup);
   onWorker<Result<ClusterConfigApplied>>(
       control_, [this, config = std::move(config)] { return controller_.applyClusterConfig(config); },
       std::move(done));

@@ -4,10 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pg/pgbackrest.h"
+
 namespace dugong::pg {
 
 std::string ClusterConfig::serialize() const {
   nlohmann::json j = {{"format", format}, {"settings", settings}, {"hba", hba}};
+  if (!backup.empty()) j["backup"] = backup;
   return j.dump(2) + "\n";
 }
 
@@ -30,9 +33,15 @@ Result<ClusterConfig> ClusterConfig::parse(std::string_view bytes) {
       c.settings[k] = v.get<std::string>();
     }
     c.hba = j.value("hba", std::vector<std::string>{});
+    const nlohmann::json backup = j.value("backup", nlohmann::json::object());
+    if (!backup.is_object()) return Error{"cluster configuration: backup must be an object"};
+    for (const auto& [k, v] : backup.items()) {
+      if (!v.is_string()) return Error{"cluster configuration: backup." + k + " is not a string"};
+      c.backup[k] = v.get<std::string>();
+    }
     for (const auto& [k, v] : j.items()) {
-      if (k != "format" && k != "settings" && k != "hba") {
-        return Error{"cluster configuration: unknown field '" + k + "' (known: format, settings, hba)"};
+      if (k != "format" && k != "settings" && k != "hba" && k != "backup") {
+        return Error{"cluster configuration: unknown field '" + k + "' (known: format, settings, hba, backup)"};
       }
     }
   } catch (const nlohmann::json::exception& e) {
@@ -43,12 +52,16 @@ Result<ClusterConfig> ClusterConfig::parse(std::string_view bytes) {
 
 Result<bool> validateClusterConfig(const ClusterConfig& config) {
   if (auto ok = validateSettings(config.settings); !ok) return ok;
+  if (auto b = BackupSettings::parse(config.backup); !b) return Error{b.error()};
   return validateHbaLines(config.hba);
 }
 
 PgOptions withClusterConfig(const PgOptions& host, const ClusterConfig& cluster) {
   PgOptions out = host;
   for (const auto& [k, v] : cluster.settings) out.settings.emplace(k, v);  // the host's value wins
+  if (auto backup = BackupSettings::parse(cluster.backup)) {
+    for (const auto& [k, v] : archiveSettings(*backup, host)) out.settings.emplace(k, v);
+  }
   out.extraHbaLines.insert(out.extraHbaLines.end(), cluster.hba.begin(), cluster.hba.end());
   return out;
 }

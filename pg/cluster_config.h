@@ -27,8 +27,11 @@ struct ClusterConfig {
   int format = kClusterConfigFormat;
   std::map<std::string, std::string> settings;
   std::vector<std::string> hba;
+  // Backups with pgBackRest (pg/pgbackrest.h BackupSettings): archive, stanza,
+  // replica-methods and pgBackRest's repository options. Absent from the JSON when empty.
+  std::map<std::string, std::string> backup;
 
-  // {"format": 1, "settings": {...}, "hba": [...]}, keys sorted: the same
+  // {"format": 1, "settings": {...}, "hba": [...], "backup": {...}}, keys sorted: the same
   // configuration always has the same bytes.
   std::string serialize() const;
   // Refuses what is not JSON, a field of the wrong type, and a newer format.
@@ -37,11 +40,14 @@ struct ClusterConfig {
 };
 
 // The rules `dugong --check` applies to postgres.settings and postgres.hba, for the
-// cluster's: names, managed settings, values on one line, wal_level replica or logical.
+// cluster's: names, managed settings, values on one line, wal_level replica or logical;
+// and the backup section's (BackupSettings::parse).
 Result<bool> validateClusterConfig(const ClusterConfig& config);
 
 // This host's options with the cluster's configuration folded in (see the precedence
-// above): what the adapter writes into dugong.conf and pg_hba.conf.
+// above): what the adapter writes into dugong.conf and pg_hba.conf. With backup.archive
+// on, archive_mode and archive_command come with the cluster's settings (a host's own
+// win, as for every setting).
 PgOptions withClusterConfig(const PgOptions& host, const ClusterConfig& cluster);
 
 // "KEY=VALUE" -> {KEY, VALUE}; an error names what is wrong.

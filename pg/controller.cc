@@ -136,7 +136,7 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
   bool running = isRunning();
   if (!isSetUp()) {
     if (running) return failed("postgres runs on a data directory that is not set up", true);
-    auto i = initdb();
+    auto i = bootstrapDataDir();
     if (!i) return failed(i.error(), false);
     auto w = writeConf(want);
     if (!w) return failed(w.error(), false);

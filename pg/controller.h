@@ -23,6 +23,7 @@
 #include "pg/plan/fence.h"
 #include "pg/plan/rebuild.h"
 #include "pg/pg_status.h"
+#include "pg/pgbackrest.h"
 #include "pg/sql.h"
 #include "pg/sync_standby.h"
 #include "statemachine/event.h"
@@ -115,6 +116,9 @@ class PgController {
   // postgres. Settings that need a restart then show in status().pendingRestart.
   // Runs on the control worker (after any apply).
   Result<ClusterConfigApplied> applyClusterConfig(const ClusterConfig& config);
+  // Any thread: the backup section of the newest cluster configuration seen, in effect
+  // at once for the replica methods (pg/replica_method.cc), before its files are written.
+  void noteBackupSection(const std::map<std::string, std::string>& backup);
   // An operator's request (dugong-adm restart / reload): restarts a running postgres in
   // place (fast stop, then start with dugong.conf and pg_hba.conf written again), or
   // reloads it. Errors when postgres is not running. Runs on the control worker.
@@ -251,6 +255,22 @@ class PgController {
   Result<std::string> localSystemId();
   CommandResult rewind(const PeerIdentity& source);
   Result<bool> basebackup(const PeerIdentity& source);
+  // --- pgBackRest (pg/pgbackrest.h): replica methods (pg/replica_method.cc) and the
+  // bootstrap from a backup (pg/backup_bootstrap.cc)
+  // The cluster's backup settings (defaults when the section is absent or invalid).
+  BackupSettings backupSettings() const;
+  Result<StanzaInfo> stanzaInfo(const std::string& stanza, const std::map<std::string, std::string>& repo);
+  // A new data directory from `source`'s system by the cluster's replica methods in
+  // order; each failure is logged with its reason before the next is tried.
+  Result<bool> createReplica(const PeerIdentity& source);
+  // The newest backup of the stanza, restored as a standby (old data directory aside
+  // until it is complete); refused when the stanza holds another system than source's.
+  Result<bool> restoreReplica(const PeerIdentity& source, const BackupSettings& backup);
+  // A brand-new cluster's data directory: initdb, or restoreCluster (postgres.bootstrap).
+  Result<bool> bootstrapDataDir();
+  // Restores the stanza's newest backup, recovers it to the target and promotes it,
+  // then stops it, ready for applyPrimary's start and roles.
+  Result<bool> restoreCluster();
   void discardOldDataDir();
 
   // --- roles
@@ -283,6 +303,7 @@ class PgController {
   // effectiveOptions() wherever postgres' files are written.
   mutable std::mutex clusterMu_;
   ClusterConfig cluster_;
+  std::map<std::string, std::string> backupSection_;  // noteBackupSection; under clusterMu_
   // A standby's floor for the settings hot standby needs at least as high as on its
   // primary (the primary's values, from pg_controldata, which replays them): what a
   // standby writes is never lower, so it always starts. Refreshed by

@@ -120,7 +120,7 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
   }
   if (first.step == RebuildStep::kBasebackup) {
     spdlog::info("pg: {}: rebuilding from {} by pg_basebackup", first.why, restore.id);
-    auto b = basebackup(restore);
+    auto b = createReplica(restore);
     if (!b) return failed(b.error(), false);
   } else if (first.step == RebuildStep::kCompare) {
     std::string detail;
@@ -162,7 +162,7 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
         if (d == Divergence::kUnknown && atOnce) {
           spdlog::warn("pg: pg_rewind failed, falling back to pg_basebackup: {}", detail);
         }
-        auto b = basebackup(restore);
+        auto b = createReplica(restore);
         if (!b) return failed(b.error(), false);
         break;
       }

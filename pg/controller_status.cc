@@ -101,7 +101,8 @@ PgStatus PgController::status() {
       // Settings changed in the configuration that take effect only at a restart.
       "(SELECT json_agg(name ORDER BY name) FROM pg_settings WHERE pending_restart), "
       "(SELECT json_object_agg(name, setting) FROM pg_settings WHERE name IN ('max_connections', "
-      "  'max_worker_processes', 'max_wal_senders', 'max_prepared_transactions', 'max_locks_per_transaction'))");
+      "  'max_worker_processes', 'max_wal_senders', 'max_prepared_transactions', 'max_locks_per_transaction')), " +
+      std::string(archiverStatusSql()));
   if (!q) {
     s.error = q.error();
     return s;
@@ -120,6 +121,7 @@ PgStatus PgController::status() {
     s.timeline = std::stoi(*r[7]);
   }
   s.walReceiverStatus = r[8];
+  s.archiver = parseArchiverStatus(r[12]);
   {
     std::lock_guard lock(stateMu_);
     if (!streamProblem_.empty()) s.streamProblem = streamProblem_;

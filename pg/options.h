@@ -75,6 +75,15 @@ struct PgOptions {
   // operator's explicit command. Without it such a standby apply fails, changing nothing.
   bool replaceUnknownData = false;
 
+  // How the first primary of a new cluster makes its data directory: initdb (default),
+  // or a restore of a pgBackRest backup (pg/pgbackrest.h BootstrapFromBackup: stanza,
+  // repository options, recovery target), after which dugong's roles are set up as
+  // after initdb. See docs/design.md "Backups".
+  std::string bootstrapMethod = "initdb";
+  std::string bootstrapStanza;
+  std::map<std::string, std::string> bootstrapRepo;
+  std::string bootstrapTarget;
+
   // Prefer pg_rewind over pg_basebackup to rebuild a diverged data directory.
   bool useRewind = true;
 

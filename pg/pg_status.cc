@@ -35,6 +35,7 @@ nlohmann::json PgStatus::toJson() const {
                       {"replication", rows},
                       {"pendingRestart", pendingRestart},
                       {"hotStandbyValues", hotStandbyValues}};
+  j["archiver"] = archiver ? archiver->toJson() : nlohmann::json(nullptr);
   if (!error.empty()) j["error"] = error;
   return j;
 }

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pg/pg_archiver.h"
+
 namespace dugong::pg {
 
 // One row of pg_stat_replication (a standby streaming from this server).
@@ -45,6 +47,8 @@ struct PgStatus {
   // The running values of the settings hot standby needs at least as high on a standby
   // as on its primary (pg/hot_standby.h): what `dugong-adm restart --rolling` orders by.
   std::map<std::string, long> hotStandbyValues;
+  // WAL archiving (pg_stat_archiver), when archive_mode is not off.
+  std::optional<ArchiverStatus> archiver;
 
   nlohmann::json toJson() const;
 };

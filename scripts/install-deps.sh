@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libzookeeper-mt-dev zookeeper
   postgresql-15 postgresql-client-15 libpq-dev
+  # backups, replicas and new clusters from a repository (tests/e2e/backup_test.cc)
+  pgbackrest
   libboost-dev libboost-system-dev libssl-dev openssl
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev

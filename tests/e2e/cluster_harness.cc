@@ -134,7 +134,7 @@ void Harness::writeConfig(const E2EPeer& p) const {
   for (const auto& [k, v] : o.settings) {
     if (!options_.clusterWideSettings.count(k)) out << "    " << k << ": \"" << v << "\"\n";
   }
-  out << "http:\n  listen: 127.0.0.1:" << p.httpPort << "\n"
+  out << options_.postgresConfig << "http:\n  listen: 127.0.0.1:" << p.httpPort << "\n"
       << options_.httpConfig
       << "singleton: " << (p.singleton ? "true" : "false") << "\n"
       << "health:\n  withdrawAfterSeconds: " << options_.withdrawAfterSeconds << "\n"

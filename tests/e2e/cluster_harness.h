@@ -33,6 +33,8 @@ struct HarnessOptions {
   int withdrawAfterSeconds = 30;
   // Top-level YAML appended to every agent's configuration (e.g. "rejoin: manual\n").
   std::string extraConfig;
+  // Lines appended to every agent's postgres section (e.g. "  bootstrap:\n    method: ...").
+  std::string postgresConfig;
   // Lines appended to every agent's http section (e.g. "  auth:\n    tokenFile: /x\n").
   std::string httpConfig;
   // The ZooKeeper connect string given to peer `index`'s agent (default: the ensemble's

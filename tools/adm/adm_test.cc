@@ -186,9 +186,10 @@ class AdmTest : public ::testing::Test {
   void TearDown() override {
     if (HasFailure() && h_) std::cerr << h_->describe();
   }
-  int startCluster(std::set<std::string> clusterWideSettings = {}) {
+  int startCluster(std::set<std::string> clusterWideSettings = {}, const std::string& extraConfig = "") {
     HarnessOptions o;
     o.cluster = "admtest";
+    o.extraConfig = extraConfig;
     o.clusterWideSettings = std::move(clusterWideSettings);
     h_ = std::make_unique<Harness>(o);
     h_->startAll();
@@ -317,8 +318,8 @@ TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->generation, 2);
   EXPECT_EQ(after->primary.id, S);
-  // The old primary is deposed, and (rejoin: follow, the default) rejoins by itself as an
-  // async once its data directory can follow: either may be seen by now.
+  // The old primary is deposed, and (rejoin: rewind, the default) rejoins by itself as
+  // an async, following as it is after the clean handover: either may be seen by now.
   EXPECT_TRUE(containsPeer(after->deposed, P) || containsPeer(after->async, P)) << after->serialize();
   EXPECT_FALSE(after->hasPromote());
   ASSERT_GE(ackedSince(1), 5u) << "no writes were acknowledged before the switchover";
@@ -335,8 +336,9 @@ TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
 
 // Freeze keeps a dead primary's sync from taking over; unfreeze lets it; the deposed
 // ex-primary is then rebuilt with `dugong-adm rebuild` into an async that streams.
+// With rejoin: manual (Manatee's behaviour), a deposed ex-primary waits for the operator.
 TEST_F(AdmTest, FreezeUnfreezeAndRebuildOfADeposedPrimary) {
-  int primary = startCluster();
+  int primary = startCluster({}, "rejoin: manual\n");
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
   const std::string P = h_->peer(primary).id, S = h_->peer(sync).id;

@@ -28,6 +28,8 @@ void addConfigCommands(CLI::App& app, const CommonOptions& common, Commands& out
 void addRestartCommands(CLI::App& app, const CommonOptions& common, Commands& out);
 // rebuild
 void addRebuildCommand(CLI::App& app, const CommonOptions& common, Commands& out);
+// reset-state
+void addResetStateCommand(CLI::App& app, const CommonOptions& common, Commands& out);
 // set-onwm, zk-state, zk-active
 void addDeveloperCommands(CLI::App& app, const CommonOptions& common, Commands& out);
 

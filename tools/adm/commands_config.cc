@@ -19,6 +19,8 @@
 namespace dugong::adm {
 namespace {
 
+const std::string kBackupPrefix = "backup.";
+
 struct ConfigArgs {
   std::vector<std::string> assignments;  // KEY=VALUE
   std::vector<std::string> unset;
@@ -68,7 +70,8 @@ int writeConfig(const CommonOptions& common, zk::Client& client, const ConfigRea
     return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + restartOnly.error());
   }
   auto changed = pg::changedSettings(before.config.settings, next.settings);
-  if (before.version >= 0 && changed.empty() && before.config.hba == next.hba) {
+  if (before.version >= 0 && changed.empty() && before.config.hba == next.hba &&
+      before.config.backup == next.backup) {
     std::cout << "the cluster configuration already says so; nothing written\n";
     return kExitOk;
   }
@@ -95,6 +98,15 @@ int writeConfig(const CommonOptions& common, zk::Client& client, const ConfigRea
   for (const auto& k : changed) {
     auto it = next.settings.find(k);
     std::cout << "  " << k << " = " << (it == next.settings.end() ? "(default)" : it->second) << "\n";
+  }
+  if (before.config.backup != next.backup) {
+    std::cout << "backup settings now:";
+    for (const auto& [k, v] : next.backup) std::cout << " " << kBackupPrefix << k << "=" << v;
+    std::cout << (next.backup.empty() ? " none" : "") << "\n";
+    if (before.config.backup.count("archive") != next.backup.count("archive") ||
+        (next.backup.count("archive") && before.config.backup.at("archive") != next.backup.at("archive"))) {
+      std::cout << "archive_mode takes effect only at a restart of postgres; run: dugong-adm restart --rolling\n";
+    }
   }
   if (!pending.empty()) {
     std::cout << "these take effect only at a restart of postgres (pending_restart until then): ";
@@ -149,12 +161,25 @@ int runSet(const CommonOptions& common, const ConfigArgs& a) {
   for (const auto& text : a.assignments) {
     auto kv = pg::parseAssignment(text);
     if (!kv) return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + kv.error());
-    next.settings[kv->first] = kv->second;
+    // backup.KEY: the backup section (pg/pgbackrest.h), not a postgres setting.
+    if (kv->first.rfind(kBackupPrefix, 0) == 0) {
+      next.backup[kv->first.substr(kBackupPrefix.size())] = kv->second;
+    } else {
+      next.settings[kv->first] = kv->second;
+    }
     what += " " + text;
   }
   for (const auto& k : a.unset) {
-    next.settings.erase(k);
+    if (k.rfind(kBackupPrefix, 0) == 0) {
+      next.backup.erase(k.substr(kBackupPrefix.size()));
+    } else {
+      next.settings.erase(k);
+    }
     what += " --unset " + k;
+  }
+  // pgBackRest's stanza is named after the cluster unless the operator names it.
+  if (!next.backup.empty() && !next.backup.count("stanza") && !common.cluster.empty()) {
+    next.backup["stanza"] = common.cluster;
   }
   for (const auto& line : a.removeHba) {
     auto it = std::find(next.hba.begin(), next.hba.end(), line);
@@ -231,7 +256,9 @@ void addConfigCommands(CLI::App& app, const CommonOptions& common, Commands& out
   auto* history = config->add_subcommand("history", "every write of the cluster configuration, oldest first");
   out.push_back({history, [&common] { return runHistory(common); }});
   auto* set = config->add_subcommand("set", "change settings and hba lines, validated first");
-  set->add_option("KEY=VALUE", a->assignments, "postgres settings to set");
+  set->add_option("KEY=VALUE", a->assignments,
+                  "postgres settings to set; backup.KEY=VALUE sets the backup section (archive=on, "
+                  "repo1-path=..., replica-methods=pgbackrest,basebackup)");
   set->add_option("--unset", a->unset, "settings to remove (back to the default)");
   set->add_option("--add-hba", a->addHba, "a pg_hba.conf line to append");
   set->add_option("--remove-hba", a->removeHba, "a pg_hba.conf line to remove");

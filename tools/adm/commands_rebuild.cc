@@ -105,6 +105,10 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
     std::cout << self << "'s agent has exited\n";
   }
   pg::PgController controller(pgOptions);
+  // The cluster's replica methods (backup.replica-methods): a restore from the repository first.
+  if (auto node = (*client)->readConfig(); node && node->exists) {
+    if (auto cluster = pg::ClusterConfig::parse(node->data)) controller.noteBackupSection(cluster->backup);
+  }
   if (role == "deposed" && running && !deposedAgentSettled(*config, controller)) {
     std::cout << self << "'s agent is stopping postgres (it has learnt it is deposed): waiting up to "
               << a.agentWaitSeconds << " s for it\n"

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   addConfigCommands(app, common, commands);
   addRestartCommands(app, common, commands);
   addRebuildCommand(app, common, commands);
+  addResetStateCommand(app, common, commands);
   addDeveloperCommands(app, common, commands);
   auto* version = app.add_subcommand("version", "print the version of dugong-adm and exit");
   commands.push_back({version, [] {

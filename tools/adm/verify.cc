@@ -88,6 +88,25 @@ void checkStreaming(Checker& c, const ClusterView& view, const PeerView& p, bool
   }
 }
 
+// WAL archiving on the primary (pg_stat_archiver in its /state), when archive_mode is on.
+void checkArchiving(Checker& c, const PeerView& primary) {
+  if (!primary.status.contains("postgres") || !primary.status["postgres"].contains("archiver")) return;
+  const nlohmann::json& a = primary.status["postgres"]["archiver"];
+  if (!a.is_object()) return;
+  const std::string name = "primary " + primary.identity.id;
+  if (!a.value("failing", false)) {
+    c.ok(name + " archives its WAL (" + std::to_string(a.value("archived", 0LL)) + " segments archived)");
+    return;
+  }
+  std::string text = name + " cannot archive its WAL: archive_command failed " +
+                     std::to_string(a.value("failed", 0LL)) + " times";
+  if (a.contains("lastFailedWal") && a["lastFailedWal"].is_string()) {
+    text += ", last on segment " + a["lastFailedWal"].get<std::string>();
+  }
+  c.problem(text + "; WAL accumulates in pg_wal until it is archived (check the repository, backup.* in "
+                   "`dugong-adm config show`, and pgBackRest's log)");
+}
+
 }  // namespace
 
 std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions& o) {
@@ -107,6 +126,7 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
     if (checkPresent(c, *primary, "primary")) {
       c.check(pgWritable(*primary), "primary " + primary->identity.id + " is writable",
               "primary " + primary->identity.id + " is not writable");
+      checkArchiving(c, *primary);
     }
   }
   for (const auto& p : view.peers) {

@@ -24,7 +24,8 @@ struct Finding {
 //   - the state itself: a frozen cluster (with its reason), one-node-write mode (noted,
 //     not a problem), a promote request that is invalid or expired (a pending valid one
 //     is noted);
-//   - the primary: in ZooKeeper, its agent answers, postgres online and writable;
+//   - the primary: in ZooKeeper, its agent answers, postgres online and writable, and
+//     (archive_mode on) its WAL archiving not failing;
 //   - the sync: in ZooKeeper, its agent answers, postgres online, and the primary
 //     reports it streaming with sync_state "sync";
 //   - that there is an async at all (without one the sync cannot take over);

@@ -37,6 +37,27 @@ TEST(Verify, AHealthyClusterHasNoProblemAndPassedChecksAreListed) {
   EXPECT_TRUE(mentions(oks, "async[1] d streams from c"));
 }
 
+TEST(Verify, WalArchivingThatFailsOnThePrimaryIsAProblem) {
+  ClusterView v = healthyView(threePeers());
+  EXPECT_TRUE(problems(v).empty());  // archive_mode off: no archiver, nothing checked
+  mutablePeer(v, "a").status["postgres"]["archiver"] = {{"mode", "on"}, {"archived", 12}, {"failed", 0},
+                                                         {"failing", false}};
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  mutablePeer(v, "a").status["postgres"]["archiver"] = {{"mode", "on"},    {"archived", 12},
+                                                         {"failed", 3},     {"failing", true},
+                                                         {"lastFailedWal", "000000010000000000000007"}};
+  auto p = problems(v);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("primary a cannot archive its WAL: archive_command failed 3 times, last on segment "
+                      "000000010000000000000007"),
+            std::string::npos)
+      << p[0];
+  // A standby's archiver (it archives nothing until promoted) is not the primary's.
+  mutablePeer(v, "a").status["postgres"]["archiver"]["failing"] = false;
+  mutablePeer(v, "b").status["postgres"]["archiver"] = {{"mode", "on"}, {"failed", 1}, {"failing", true}};
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+}
+
 TEST(Verify, StoppedAsyncIsAProblem) {
   ClusterView v = healthyView(threePeers());
   // The async's agent and postgres are gone: no election node, no status, no row upstream.

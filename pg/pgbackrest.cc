@@ -1,0 +1,179 @@
+#include "pg/pgbackrest.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace dugong::pg {
+namespace {
+
+bool optionNameOk(const std::string& key) {
+  if (key.empty() || !std::islower(static_cast<unsigned char>(key[0]))) return false;
+  return std::all_of(key.begin(), key.end(), [](unsigned char c) { return std::islower(c) || std::isdigit(c) || c == '-'; });
+}
+
+// Options that pgBackRest accepts on the command line of every command dugong runs
+// (archive-push, archive-get, restore, info, check, backup, stanza-create): the
+// repository's, and where pgBackRest logs and locks (lock-path: all but check, which
+// pgBackRestArgv leaves it out of). Others (retention, compression) belong to a
+// backup's own command line.
+bool validForEveryCommand(const std::string& key) {
+  static const char* kGeneral[] = {"log-level-file", "log-level-console", "log-level-stderr", "log-path",
+                                   "lock-path", "io-timeout", "buffer-size", "log-timestamp"};
+  if (std::any_of(std::begin(kGeneral), std::end(kGeneral), [&](const char* k) { return key == k; })) return true;
+  if (key.rfind("repo", 0) != 0) return false;
+  size_t i = 4;
+  while (i < key.size() && std::isdigit(static_cast<unsigned char>(key[i]))) ++i;
+  if (i == 4 || i >= key.size() || key[i] != '-') return false;
+  std::string rest = key.substr(i + 1);
+  for (const char* excluded : {"retention", "bundle", "block", "hardlink"}) {
+    if (rest.rfind(excluded, 0) == 0) return false;
+  }
+  return true;
+}
+
+std::string quoteForShell(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace
+
+const char* replicaMethodName(ReplicaMethod m) {
+  return m == ReplicaMethod::kPgBackRest ? "pgbackrest" : "basebackup";
+}
+
+Result<BackupSettings> BackupSettings::parse(const std::map<std::string, std::string>& section) {
+  BackupSettings out;
+  for (const auto& [key, value] : section) {
+    if (value.find_first_of("\n'") != std::string::npos) {
+      return Error{"backup." + key + ": a value may hold no newline and no single quote"};
+    }
+    if (key == "archive") {
+      if (value != "on" && value != "off") return Error{"backup.archive: on or off, got '" + value + "'"};
+      out.archive = value == "on";
+    } else if (key == "stanza") {
+      if (!optionNameOk(value) && !value.empty()) {
+        return Error{"backup.stanza: letters, digits and '-' only, got '" + value + "'"};
+      }
+      out.stanza = value;
+    } else if (key == "replica-methods") {
+      out.replicaMethods.clear();
+      std::istringstream in(value);
+      std::string name;
+      while (std::getline(in, name, ',')) {
+        if (name == "pgbackrest") {
+          out.replicaMethods.push_back(ReplicaMethod::kPgBackRest);
+        } else if (name == "basebackup") {
+          out.replicaMethods.push_back(ReplicaMethod::kBasebackup);
+        } else {
+          return Error{"backup.replica-methods: unknown method '" + name + "' (known: pgbackrest, basebackup)"};
+        }
+      }
+      if (out.replicaMethods.empty()) return Error{"backup.replica-methods: name at least one method"};
+    } else if (validForEveryCommand(key)) {
+      out.options[key] = value;
+    } else {
+      return Error{"backup." + key + ": not a key of the backup section (archive, stanza, replica-methods) nor a "
+                   "pgBackRest repository option valid for every command (repo1-path, repo1-type, ..., log-path, "
+                   "log-level-file, lock-path)"};
+    }
+  }
+  const bool wantsRepo = out.archive || std::count(out.replicaMethods.begin(), out.replicaMethods.end(),
+                                                   ReplicaMethod::kPgBackRest) > 0;
+  if (wantsRepo && out.stanza.empty()) return Error{"backup: archiving and the pgbackrest method need backup.stanza"};
+  return out;
+}
+
+std::vector<std::string> pgBackRestArgv(const std::string& stanza, const std::map<std::string, std::string>& options,
+                                        const PgOptions& host, const std::string& command,
+                                        const std::vector<std::string>& extra) {
+  // pgBackRest refuses an option its command does not take (error 031): `info` takes
+  // no pg1 option, the archive commands and `restore` only its path (they connect to
+  // nothing), `check` no lock-path.
+  std::vector<std::string> argv = {kPgBackRestBinary, "--stanza=" + stanza};
+  for (const auto& [k, v] : options) {
+    if (k != "lock-path" || command != "check") argv.push_back("--" + k + "=" + v);
+  }
+  if (command != "info") argv.push_back("--pg1-path=" + host.dataDir);
+  if (command != "info" && command != "restore" && command != "archive-push" && command != "archive-get") {
+    argv.push_back("--pg1-socket-path=" + host.socketPath());
+    argv.push_back("--pg1-port=" + std::to_string(host.port));
+    argv.push_back("--pg1-user=" + host.superuser);
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back(command);
+  return argv;
+}
+
+std::map<std::string, std::string> archiveSettings(const BackupSettings& backup, const PgOptions& host) {
+  if (!backup.archive) return {};
+  std::string cmd;
+  for (const auto& a : pgBackRestArgv(backup.stanza, backup.options, host, "archive-push")) {
+    const bool plain = a.find_first_of(" \t\"\\$`;&|<>()*?[]#~") == std::string::npos;
+    cmd += (cmd.empty() ? "" : " ") + (plain ? a : quoteForShell(a));
+  }
+  return {{"archive_mode", "on"}, {"archive_command", cmd + " %p"}};
+}
+
+CommandResult runPgBackRest(const std::vector<std::string>& argv, const PgOptions& host,
+                            std::chrono::milliseconds timeout) {
+  CommandSpec spec;
+  spec.argv = argv;
+  spec.runAsUser = host.osUser;
+  spec.timeout = timeout;
+  return runCommand(spec);
+}
+
+std::string pgBackRestFailure(const std::string& output) {
+  std::string last;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("ERROR:") != std::string::npos) return line;
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+Result<bool> validateBootstrap(const BootstrapFromBackup& b) {
+  if (b.stanza.empty()) return Error{"postgres.bootstrap.stanza is required with method pgbackrest"};
+  std::map<std::string, std::string> section = b.options;
+  section["stanza"] = b.stanza;
+  if (auto s = BackupSettings::parse(section); !s) return Error{"postgres.bootstrap: " + s.error()};
+  if (auto t = recoveryTargetOptions(b.target); !t) return Error{"postgres.bootstrap.target: " + t.error()};
+  return true;
+}
+
+Result<StanzaInfo> parseStanzaInfo(const std::string& text, const std::string& stanza) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_array()) return Error{"pgbackrest info did not print a JSON array"};
+  try {
+    for (const auto& s : j) {
+      if (s.value("name", "") != stanza) continue;
+      StanzaInfo out;
+      out.status = s.contains("status") ? s["status"].value("message", "") : "";
+      const auto& db = s.value("db", nlohmann::json::array());
+      if (!db.empty()) out.systemId = std::to_string(db.back().value("system-id", uint64_t{0}));
+      const auto& backups = s.value("backup", nlohmann::json::array());
+      if (!backups.empty()) out.latestBackup = backups.back().value("label", "");
+      return out;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Error{std::string("pgbackrest info: ") + e.what()};
+  }
+  return Error{"pgbackrest info lists no stanza '" + stanza + "'"};
+}
+
+Result<std::vector<std::string>> recoveryTargetOptions(const std::string& target) {
+  if (target.empty()) return std::vector<std::string>{};
+  if (target == "immediate") return std::vector<std::string>{"--type=immediate", "--target-action=promote"};
+  auto colon = target.find(':');
+  std::string kind = target.substr(0, colon);
+  std::string value = colon == std::string::npos ? "" : target.substr(colon + 1);
+  if ((kind != "name" && kind != "time" && kind != "lsn") || value.empty()) {
+    return Error{"recovery target '" + target + "': expected name:LABEL, time:TIMESTAMP, lsn:X/Y or immediate"};
+  }
+  return std::vector<std::string>{"--type=" + kind, "--target=" + value, "--target-action=promote"};
+}
+
+}  // namespace dugong::pg
