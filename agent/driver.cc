@@ -119,6 +119,7 @@ void Driver::step(const Event& delivered) {
   if (stopping_) return;
   bool newSessionAfterLoss = false;
   if (auto* init = std::get_if<ZkInitialized>(&delivered)) {
+    resumeAfterStep_.reset();  // decided on the session it was asked on, never on a new one
     lastStateNode_ = init->state;
     lastActive_ = init->active;
     lastData_ = init->data;
@@ -153,6 +154,10 @@ void Driver::step(const Event& delivered) {
     shutDownWrites("the session whose connection was lost has expired");
   }
   for (const Action& a : peer_->step(env_.clock.wallMs(), event)) carryOut(a);
+  if (resumeAfterStep_ && !peer_->awaitingCompletion()) {
+    auto [how, noTakeoverCanLand] = *std::exchange(resumeAfterStep_, std::nullopt);
+    resumeWritesIfUnchanged(how, noTakeoverCanLand);
+  }
   if (newSessionAfterLoss) afterNewSession();
   maybeHandOver();
   maybeRejoin();
@@ -210,7 +215,17 @@ void Driver::carryOut(const Action& action) {
                                                }
                                              }));
           },
-          [&](const ApplyPgConfig& a) { applyPg(a.config, true); },
+          [&](const ApplyPgConfig& a) {
+            // A primary out of ZooKeeper keeps postgres down (see withdraw()): the state
+            // machine's retry of an apply that failed around the withdrawal is refused,
+            // and it tries again once the peer has joined again (cluster sim seed 17643).
+            if (withdrawn_ && a.config.role == PgRole::kPrimary) {
+              return later(PgConfigApplied{false, "withdrawn from ZooKeeper: postgres stays down until this peer "
+                                                  "has joined again",
+                                           false});
+            }
+            applyPg(a.config, true);
+          },
           [&](const FencePg& f) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.

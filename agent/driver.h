@@ -252,6 +252,8 @@ class Driver {
   // A resumption asked for while a postgres transition was in flight: carried out when it
   // ends (how, noTakeoverCanLand; see resumeWritesIfUnchanged).
   std::optional<std::pair<std::string, bool>> resumeAfterTransition_;
+  // A resumption decided once the state machine's step in flight ends (how, noTakeoverCanLand).
+  std::optional<std::pair<std::string, bool>> resumeAfterStep_;
   bool confirmInFlight_ = false;  // the state written back after a new session
   // Writes were stopped on a new session and have not resumed since: a connection that
   // comes back on it resumes them only through the confirmation, never by the

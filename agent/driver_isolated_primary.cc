@@ -74,6 +74,7 @@ void Driver::onConnection(const CoordinatorConnection& c) {
 // Writes stop (and a primary tells its watchdog): ZooKeeper may be out of reach.
 void Driver::isolate(const std::string& why) {
   connectionLost_ = true;
+  resumeAfterStep_.reset();
   roleAtLoss_ = peer_->role();
   generationAtLoss_ = generation();
   // Lost again within the grace of an earlier loss: those peers may still be away.
@@ -199,6 +200,15 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanL
   // session came back (none was decided on its absence), or the state was written back
   // test-and-set on the new session.
   const bool appliedMeanwhile = noTakeoverCanLand && role == Role::kPrimary && !lastAppliedIsStale();
+  if ((role != roleAtLoss_ || gen != generationAtLoss_) && !appliedMeanwhile && noTakeoverCanLand &&
+      role == Role::kPrimary && lastApplied_ && peer_->wantedPgConfig() == *lastApplied_ && !peer_->keepsFence() &&
+      peer_->awaitingCompletion()) {
+    // Postgres has this generation's configuration, and the state machine is in the middle
+    // of a step (an async-chain write): decided once that step ends, since nothing else
+    // would lift the stop (cluster sim seed 56607: a primary whose postgres stayed down).
+    resumeAfterStep_ = {how, noTakeoverCanLand};
+    return;
+  }
   if ((role != roleAtLoss_ || gen != generationAtLoss_) && !appliedMeanwhile) {
     log(LogLevel::kWarn, "writes stay stopped (" + how + "): the cluster changed meanwhile (role " +
                              roleName(roleAtLoss_) + " -> " + roleName(role) + ", generation " +

@@ -546,6 +546,41 @@ TEST_F(DriverTest, AWithdrawnPrimaryKeepsPostgresDownAndJoinsAgainToStartIt) {
   EXPECT_EQ(pg_.applies.front().first.role, PgRole::kPrimary);
 }
 
+// The state machine's own apply of the primary's configuration was in flight when the
+// primary withdrew; it fails, and the state machine retries it while the peer is out of
+// ZooKeeper: postgres must not start as primary then (cluster sim seed 17643: the retry
+// started it after the sync's takeover and a BEGIN READ WRITE session committed before
+// writes were stopped again).
+TEST_F(DriverTest, AWithdrawnPrimaryDoesNotStartPostgresOnTheStateMachinesRetry) {
+  startAsPrimary();
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone (connection refused)");
+  for (int i = 0; i < 8; ++i) {
+    clock_.advance(0);
+    while (!pg_.applies.empty()) pg_.finishApply(false);  // postgres would not start
+    clock_.advance(1000);
+  }
+  // The sync changes (node3 now): the state machine configures postgres for it, and that
+  // apply is still in flight when the primary withdraws.
+  ClusterState next = state_;
+  next.sync = peerId("node3");
+  next.async = {peerId("node2")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 2)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  ASSERT_EQ(pg_.applies.front().first.downstream->id, "node3");
+  for (int i = 0; i < 6 && !driver_->withdrawn(); ++i) clock_.advance(1000);
+  ASSERT_TRUE(driver_->withdrawn());
+  for (auto& s : std::exchange(pg_.shutdowns, {})) s(true);
+  // Whatever apply was in flight fails; the state machine retries after its back-off.
+  while (!pg_.applies.empty()) pg_.finishApply(false);
+  for (int i = 0; i < 8; ++i) {
+    clock_.advance(1000);
+    EXPECT_TRUE(pg_.applies.empty()) << "postgres was asked to start as primary while out of ZooKeeper";
+    while (!pg_.applies.empty()) pg_.finishApply(false);
+  }
+}
+
 // A primary whose postgres restart is still in flight withdraws, and its sync may take
 // over at once. When the restart ends, postgres (to stay down) is shut down at once, not
 // first made read-only: the stop of writes, under the apply lock too, left it running
