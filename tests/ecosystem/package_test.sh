@@ -112,7 +112,10 @@ assert i["backupUrl"] == "http://127.0.0.1:8008", i
 PY
 if /usr/bin/dugong --config /etc/dugong/missing.yaml --check 2>"$scratch/err"; then fail "a missing file passes --check"; fi
 grep -q "cannot read the configuration file" "$scratch/err" || fail "unclear error: $(cat "$scratch/err")"
-/usr/bin/dugong-adm --help | grep -q rebuild || fail "dugong-adm --help does not list its commands"
+# Into a file first: grep -q ends at its first match, and dugong-adm's remaining output
+# would then meet a closed pipe (pipefail).
+/usr/bin/dugong-adm --help >"$scratch/adm-help" || fail "dugong-adm --help failed"
+grep -q rebuild "$scratch/adm-help" || fail "dugong-adm --help does not list its commands"
 /usr/bin/dugong --version | grep -Eq '^dugong [0-9]+\.[0-9]+\.[0-9]+$' || fail "dugong --version: $(/usr/bin/dugong --version 2>&1)"
 /usr/bin/dugong-adm version | grep -Eq '^dugong-adm [0-9]+\.[0-9]+\.[0-9]+$' || fail "dugong-adm version does not print it"
 
