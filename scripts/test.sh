@@ -6,7 +6,8 @@
 #
 #   scripts/test.sh            what CI runs (about 20 minutes on 2 cores)
 #   scripts/test.sh --quick    a plain build instead of the sanitizers, no coverage
-#   scripts/test.sh --full     also a plain optimised build running the whole suite
+#   scripts/test.sh --full     also the 10-fault campaign (ctest label campaign), and a plain
+#                              optimised build running the whole suite
 #   DUGONG_TEST_LABELS=statemachine|scenario|sim|zk|pg|agent|e2e|adm  only those ctest labels
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,9 @@ jobs=$(nproc)
 labels=${DUGONG_TEST_LABELS:-}
 ctest_args=(--output-on-failure --timeout 900 -j "$jobs")
 [ -n "$labels" ] && ctest_args+=(-L "$labels")
+# The 10-fault campaign (about 100 s of real network faults) runs with --full or when asked
+# for by label; the default run keeps to about 20 minutes on 2 cores.
+[ -z "$labels" ] && [ "$mode" != full ] && ctest_args+=(-LE campaign)
 
 if [ -d ../shared/conformance/manatee ]; then
   echo "== Manatee conformance scenarios: ../shared/conformance/manatee (ctest label 'scenario')"

@@ -3,11 +3,12 @@
 // - rejoin: follow: a planned switchover (a promote request of the
 //   sync) hands over cleanly, and the old primary streams again as an async, its data
 //   directory neither replaced nor rewound;
-// - rejoin: manual: the old primary stays deposed (Manatee's behaviour);
 // - rejoin: rewind (the default): a killed primary (diverged: its crash recovery wrote WAL the new
 //   primary does not have) is rewound in place and streams again. That cluster is TLS
 //   only (pg_hba hostssl, sslmode verify-full): the standbys' pg_basebackup, the
 //   replication, the failover and the pg_rewind all run over TLS.
+// (rejoin: manual, Manatee's behaviour, is AdmTest.FreezeUnfreezeAndRebuildOfADeposedPrimary's:
+// a killed primary that rewind would rejoin stays deposed until dugong-adm rebuild.)
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -104,23 +105,6 @@ TEST_F(RejoinTest, AfterASwitchoverTheOldPrimaryStreamsAgainAsItIs) {
   EXPECT_NE(log.find("left deposed: rejoin " + P), std::string::npos);
   ASSERT_TRUE(h_->sql(sync, "INSERT INTO t VALUES (2)").ok());
   EXPECT_TRUE(h_->waitFor([&] { return hasRow(primary, 1) && hasRow(primary, 2); }, 30s));
-}
-
-TEST_F(RejoinTest, ManualLeavesTheOldPrimaryDeposed) {
-  int primary = startCluster("rejoin: manual\n");
-  ASSERT_GE(primary, 0);
-  int sync = h_->indexWithRole("sync");
-  const std::string P = h_->peer(primary).id, S = h_->peer(sync).id;
-  ASSERT_TRUE(requestSwitchover(S));
-  ASSERT_TRUE(h_->waitFor([&] { auto s = h_->zkState(); return s && s->primary.id == S; }, 60s));
-  ASSERT_TRUE(h_->waitFor([&] { return h_->role(primary) == "deposed"; }, 60s));
-  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
-  std::this_thread::sleep_for(5s);  // what an automatic rejoin would have needed
-  auto s = h_->zkState();
-  ASSERT_TRUE(s.has_value());
-  EXPECT_TRUE(containsPeer(s->deposed, P));
-  EXPECT_FALSE(streams(primary));
-  EXPECT_EQ(readAll(h_->peer(primary).logPath).find("rejoining automatically"), std::string::npos);
 }
 
 TEST_F(RejoinTest, RewindRejoinsAKilledPrimaryInPlaceInATlsOnlyCluster) {
