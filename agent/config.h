@@ -76,7 +76,7 @@
 //                                       # the primary replaces it by an async; 0: never
 //     replaceHoldMs: 5000               # no second such replacement within this long (doubling
 //                                       # while they keep coming, up to 64 times)
-//     connectGraceMs: 10000             # a new sync's time to connect before it counts
+//     connectGraceMs: 10000             # a sync's time without streaming before it counts
 //   rejoin: rewind                      # a deposed ex-primary: rewind (pg_rewind a diverged
 //                                       # one, or follow as it is), follow (only as it is),
 //                                       # manual (dugong-adm rebuild)

@@ -4,8 +4,10 @@
 //
 // The sync stalls the primary when commits wait for it and it does not move: its
 // walsender is gone or not streaming, or its flush position has not advanced since the
-// previous sample. A sync that is slow but moving is not stalled; a sync with nothing to
-// acknowledge (no commit waiting) is not stalled either, whatever its link.
+// previous sample. A sync that is slow but moving is not stalled. A sync with no streaming
+// walsender for the connection grace is stalled whether or not commits wait: it could
+// acknowledge nothing, and a new primary held read-only until its sync caught up has no
+// commit to wait on it.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,8 @@ class SyncAckWatch {
  public:
   // `replaceAfterMs`: how long commits may wait on a sync that does not move before it
   // is said to acknowledge nothing. `connectGraceMs`: after reset(), how long a sync
-  // that has not been seen streaming yet may take to connect and start catching up.
+  // that has not been seen streaming yet may take to connect and start catching up;
+  // and how long any sync may go without streaming, commits waiting or not.
   SyncAckWatch(int64_t replaceAfterMs, int64_t connectGraceMs);
 
   // A new sync or a new generation: forgets everything (the sync is acknowledging).
@@ -41,12 +44,14 @@ class SyncAckWatch {
 
  private:
   std::string stuckDetail(int64_t nowMs, const SyncReplicationSample& sample) const;
+  std::string absentDetail(int64_t nowMs, const SyncReplicationSample& sample, int64_t absentSince) const;
 
   int64_t replaceAfterMs_;
   int64_t connectGraceMs_;
   std::string syncId_;
   int64_t resetAtMs_ = 0;
   bool seenStreaming_ = false;
+  int64_t lastStreamingMs_ = 0;
   std::optional<WalPosition> lastFlushed_;
   std::optional<int64_t> stuckSinceMs_;  // commits have waited on a sync that did not move
   bool stalled_ = false;

@@ -51,13 +51,44 @@ TEST(SyncAckWatch, ASlowSyncThatMovesIsNoStall) {
   EXPECT_FALSE(w.stalled());
 }
 
-TEST(SyncAckWatch, NoCommitWaitingIsNoStallWhateverTheLink) {
+TEST(SyncAckWatch, NoCommitWaitingOnAStreamingSyncIsNoStallWhateverItsPosition) {
   SyncAckWatch w = watching();
-  for (int64_t t = 100; t < 20000; t += 100) EXPECT_FALSE(w.observe(t, noWalsender(0))) << t;
+  for (int64_t t = 100; t < 20000; t += 100) EXPECT_FALSE(w.observe(t, streaming(100, 0))) << t;
   // The clock starts with the first waiting commit.
-  EXPECT_FALSE(w.observe(20000, noWalsender(1)));
-  EXPECT_FALSE(w.observe(21000, noWalsender(1)));
-  EXPECT_TRUE(w.observe(21500, noWalsender(1)));
+  EXPECT_FALSE(w.observe(20000, streaming(100, 1)));
+  EXPECT_FALSE(w.observe(21000, streaming(100, 1)));
+  EXPECT_TRUE(w.observe(21500, streaming(100, 1)));
+}
+
+TEST(SyncAckWatch, ASyncThatDoesNotStreamForTheGraceIsAStallWithNoCommitWaiting) {
+  SyncAckWatch w = watching();  // last streamed at 0
+  for (int64_t t = 100; t < kGrace; t += 100) EXPECT_FALSE(w.observe(t, noWalsender(0))) << t;
+  auto news = w.observe(kGrace, noWalsender(0));
+  ASSERT_TRUE(news);
+  EXPECT_FALSE(news->acknowledging);
+  EXPECT_EQ(news->detail, "no streaming walsender of s for 10000 ms (since it last streamed; no commit waiting)");
+  EXPECT_FALSE(w.observe(kGrace + 100, noWalsender(0)));  // said once
+  // It acknowledges again only once it streams.
+  auto back = w.observe(kGrace + 200, streaming(100, 0));
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->acknowledging);
+  // A walsender that comes and goes restarts the grace each time it streams.
+  EXPECT_FALSE(w.observe(kGrace + 5000, noWalsender(0)));
+  EXPECT_FALSE(w.observe(kGrace + 9000, streaming(100, 0)));
+  EXPECT_FALSE(w.observe(2 * kGrace + 8999, noWalsender(0)));
+  EXPECT_TRUE(w.observe(2 * kGrace + 9000, noWalsender(0)));
+}
+
+TEST(SyncAckWatch, ASyncThatNeverStreamsUnderAReadOnlyPrimaryIsAStallAfterTheGrace) {
+  // A new primary stays read-only until its sync caught up: nothing ever waits on a sync
+  // that cannot stream (dead, or on another history).
+  SyncAckWatch w(kAfter, kGrace);
+  w.reset("n", 1000);
+  EXPECT_FALSE(w.observe(10999, noWalsender(0)));
+  auto news = w.observe(11000, noWalsender(0));
+  ASSERT_TRUE(news);
+  EXPECT_EQ(news->detail,
+            "no streaming walsender of n for 10000 ms (not seen streaming since it became the sync; no commit waiting)");
 }
 
 TEST(SyncAckWatch, AStalledSyncThatMovesAgainAcknowledges) {
@@ -82,7 +113,7 @@ TEST(SyncAckWatch, ANewSyncNotYetStreamingHasTheConnectionGrace) {
   auto news = w.observe(11000, noWalsender(5));
   ASSERT_TRUE(news);
   EXPECT_EQ(news->detail,
-            "5 commits waited 9900 ms with no streaming walsender of n (not seen streaming since it became the sync)");
+            "no streaming walsender of n for 10000 ms (not seen streaming since it became the sync; 5 commits waiting)");
   // Once seen streaming, the grace is over: a stall is the bound again.
   w.reset("n", 20000);
   EXPECT_FALSE(w.observe(20100, streaming(100, 0)));

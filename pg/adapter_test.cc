@@ -24,6 +24,7 @@
 #include "pg/standby_names.h"
 #include "pg/testing/pg_test_cluster.h"
 #include "pg/testing/test_certs.h"
+#include "tests/support/tcp_proxy.h"
 
 namespace dugong::pg {
 namespace {
@@ -152,8 +153,12 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   ASSERT_EQ(a.value("INSERT INTO t VALUES (1, 'one')"), "");
   EXPECT_FALSE(status(pa).waitingForSync);
 
-  // The async cascades from the sync, rebuilt from the primary.
-  r = apply(pc, PgConfig::standby(PgRole::kAsync, b.identity, a.identity));
+  // The async cascades from the sync, rebuilt from the primary. It reaches the sync
+  // through a proxy that can be cut, as a dead host is.
+  dugong::testing::TcpProxy toB("127.0.0.1", b.port);
+  PeerIdentity bViaProxy = b.identity;
+  bViaProxy.pgUrl = "tcp://postgres@127.0.0.1:" + std::to_string(toB.port()) + "/postgres";
+  r = apply(pc, PgConfig::standby(PgRole::kAsync, bViaProxy, a.identity));
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_TRUE(eventually([&] { return streamsFrom(b, c); }));
   ASSERT_EQ(a.value("INSERT INTO t VALUES (2, 'two')"), "");
@@ -224,14 +229,23 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   ASSERT_EQ(a.value("INSERT INTO t VALUES (5, 'five')", 60s), "");
   EXPECT_TRUE(eventually([&] { return streamsFrom(b, c); }));
 
-  // Re-point the async at the primary: a reload, same postmaster, no rebuild.
+  // Re-point the async at the primary: a reload, same postmaster, no rebuild. Its old
+  // upstream answers nothing (cut): its slot there is dropped off the switch's path,
+  // retried until the old upstream answers again.
   pid_t cPid = c.postmasterPid().value_or(0);
   ino_t cData = inode(c.options.dataDir);
+  const std::string cSlotOnB =
+      "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slotNameFor("peer-c") + "'";
+  ASSERT_EQ(b.value(cSlotOnB), "1");
+  toB.cut();
   r = apply(pc, PgConfig::standby(PgRole::kAsync, a.identity, a.identity));
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_TRUE(eventually([&] { return streamsFrom(a, c); }));
   EXPECT_EQ(c.postmasterPid().value_or(-1), cPid);
   EXPECT_EQ(inode(c.options.dataDir), cData);
+  EXPECT_EQ(b.value(cSlotOnB), "1");  // the old upstream could not be reached
+  toB.heal();
+  EXPECT_TRUE(eventually([&] { return b.value(cSlotOnB) == "0"; }));
 
   // The primary goes away; the sync is promoted without a restart, with the async as
   // its new sync (re-pointed again, across the timeline switch).

@@ -24,6 +24,8 @@
 #include "pg/plan/rebuild.h"
 #include "pg/pg_status.h"
 #include "pg/pgbackrest.h"
+#include "pg/replication_slots.h"
+#include "pg/slot_drop_queue.h"
 #include "pg/sql.h"
 #include "pg/sync_standby.h"
 #include "statemachine/event.h"
@@ -332,6 +334,11 @@ class PgController {
   std::chrono::steady_clock::time_point lastSlotSweep_{};  // under stateMu_
   std::string repairFor_;  // non-empty: the next standby apply repairs, for this reason
   std::function<void(const std::string&)> testHook_;
+  // Last: destroyed first, while what its drops use still exists.
+  SlotDropQueue slotDrops_{[this](const std::string& conninfo, const std::string& slot) {
+                             return dropSlot(conninfo, slot, options_.queryTimeout);
+                           },
+                           std::chrono::seconds(3), 100};
 };
 
 }  // namespace dugong::pg

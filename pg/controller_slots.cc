@@ -23,18 +23,19 @@ Result<std::string> PgController::replicationConninfo(const PeerIdentity& peer) 
 
 std::optional<std::string> PgController::prepareSlot(const PeerIdentity& upstream, const ManagedState& previous) {
   const std::string slot = slotNameFor(options_.peerId);
+  // Its slot on the upstream it leaves goes off the apply's path (pg/slot_drop_queue.h);
+  // one queued on the upstream it returns to stays.
+  slotDrops_.cancel(upstream.id);
   if (previous.slotName && previous.upstreamUrl && previous.upstreamId && *previous.upstreamId != upstream.id) {
     PeerIdentity old;
     old.id = *previous.upstreamId;
     old.pgUrl = *previous.upstreamUrl;
-    auto c = replicationConninfo(old);
-    auto d = c ? dropSlot(c.value(), *previous.slotName, options_.queryTimeout) : Result<bool>(Error{c.error()});
-    if (d) {
-      spdlog::info("pg: dropped replication slot {} on the previous upstream {}", *previous.slotName, old.id);
+    if (auto c = replicationConninfo(old)) {
+      slotDrops_.add(old.id, c.value(), *previous.slotName);
     } else {
-      spdlog::warn("pg: could not drop replication slot {} on the previous upstream {} ({}); its WAL is bounded "
-                   "by max_slot_wal_keep_size and the slot is dropped when that peer next becomes primary",
-                   *previous.slotName, old.id, d.error());
+      spdlog::warn("pg: cannot drop replication slot {} on the previous upstream {} ({}); its WAL is bounded by "
+                   "max_slot_wal_keep_size and the slot is dropped when that peer next becomes primary",
+                   *previous.slotName, old.id, c.error());
     }
   }
   auto c = replicationConninfo(upstream);
