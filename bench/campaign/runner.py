@@ -132,6 +132,10 @@ class Runner:
             p = prims[0] if prims else 0
         if item["role"] == "primary":
             return p
+        if item["role"] == "sync":
+            sy = self.s.sync_index()
+            if sy is not None and sy != p:
+                return sy
         others = [i for i in range(len(self.s.peers)) if i != p]
         if item["kind"] == "op_rebuild":   # an operator rebuilds an async, never the sync
             sy = self.s.sync_index()
@@ -157,7 +161,7 @@ class Runner:
             time.sleep(1)
             s.start_agent(t)
             return t, nothing, f"p{t + 1} ({item['role']})"
-        if k == "kill_host":
+        if k in ("kill_host", "kill_sync_host", "kill_primary_host"):
             host.link(False)
             s.kill_agent(t)
             s.kill_postgres(t)

@@ -17,25 +17,31 @@ FAULTS = [
     "zk_quorum_loss",     # two of three ZooKeeper servers killed for a while
     "agent_restart",      # an agent stopped and started again (an upgrade)
 ]
+# Kinds only run when --kinds names them (the default schedule of every seed stays as it was).
+ON_REQUEST = [
+    "kill_sync_host",     # kill_host of the sync's host (commits wait on it until it is replaced)
+    "kill_primary_host",  # kill_host of the primary's host (in a row: the cluster must heal between them)
+]
 OPERATOR = ["op_switchover", "op_freeze", "op_rebuild"]
 PEER_FAULTS = {"kill_postgres", "kill_agent", "kill_host", "stop_agent", "cut_zk", "cut_all", "asymmetric",
-               "bad_link", "agent_restart"}
+               "bad_link", "agent_restart", "kill_sync_host",
+               "kill_primary_host"}
 
 
 def make(seed, faults, ops_every, kinds=None):
     """The first `faults` faults of the seed's endless schedule (a shorter run is a prefix of a longer
     one), with an operator action after every `ops_every` faults. Each batch of len(FAULTS) faults holds
     every kind once, in a random order; `kinds` (a subset of FAULTS) keeps only those kinds in each batch."""
-    unknown = set(kinds or []) - set(FAULTS)
+    unknown = set(kinds or []) - set(FAULTS) - set(ON_REQUEST)
     if unknown:
-        raise ValueError(f"unknown fault kinds: {', '.join(sorted(unknown))} (known: {', '.join(FAULTS)})")
+        raise ValueError(f"unknown fault kinds: {', '.join(sorted(unknown))} (known: {', '.join(FAULTS + ON_REQUEST)})")
     rng = random.Random(seed)
     items, ops, n = [], [], 0
     while n < faults:
         batch = FAULTS[:]
         rng.shuffle(batch)
         if kinds:
-            batch = [k for k in batch if k in kinds]
+            batch = [k for k in batch if k in kinds] + [k for k in ON_REQUEST if k in kinds]
         for kind in batch:
             if n == faults:
                 break
@@ -43,7 +49,8 @@ def make(seed, faults, ops_every, kinds=None):
             items.append({
                 "n": n,
                 "kind": kind,
-                "role": "primary" if kind == "cut_primary_sync" else rng.choice(["primary", "replica"]),
+                "role": {"cut_primary_sync": "primary", "kill_primary_host": "primary", "kill_sync_host": "sync"}.get(kind) or
+                        rng.choice(["primary", "replica"]),
                 "pick": rng.random(),
                 "extra": round(rng.uniform(1.0, 3.0), 1),
             })
