@@ -111,6 +111,7 @@ def cmd_run(args):
     systems = args.systems.split(",")
     replay = (f"bench/campaign/campaign.py run --seed {seed} --faults {args.faults} --peers {args.peers} "
               f"--systems {args.systems} --session-timeout-ms {args.session_timeout_ms} --ops-every {args.ops_every}"
+              + (f" --operator-grace {args.operator_grace:g}" if args.operator_grace else "")
               + (f" --kinds {args.kinds}" if args.kinds else ""))
     print(f"campaign: seed {seed} (replay: {replay})", flush=True)
     print(f"campaign: {args.faults} faults, {len(items) - args.faults} operator actions, {args.peers} peers, "
@@ -151,7 +152,7 @@ def cmd_run(args):
         log(f"ZooKeeper ensemble up: {zk.connect_string()}")
         for name in systems:
             system = make_system(name, topo, peers, zk, workdir, client, args)
-            runner = Runner(system, zk, out_dir, args.rest_seconds, args.interval)
+            runner = Runner(system, zk, out_dir, args.rest_seconds, args.interval, args.operator_grace)
             runner.deadline = deadline
             runner.partial_path = os.path.join(out_dir, f"{name}-{args.peers}peers-seed{seed}.partial.json")
             runner.meta = {"replay": replay, "faults_requested": args.faults, "name": name}
@@ -231,6 +232,9 @@ def main():
     r.add_argument("--kinds", help="only these fault kinds, comma-separated (default: every kind)")
     r.add_argument("--ops-every", type=int, default=4, help="an operator action after every N faults (0: none)")
     r.add_argument("--session-timeout-ms", type=int, default=4000, help="dugong's ZooKeeper session timeout")
+    r.add_argument("--operator-grace", type=float, default=0,
+                   help="seconds the operator waits for a deposed peer to rejoin by itself before rebuilding it "
+                        "(0: rebuilds at once)")
     r.add_argument("--rest-seconds", type=int, default=60, help="length of the at-rest measurement")
     r.add_argument("--interval", type=float, default=0.1, help="pause between a client's operations")
     r.add_argument("--index", type=int, help="subnet 10.213.INDEX.0/24 and names dgcampINDEX-* (default: free)")

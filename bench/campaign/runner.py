@@ -20,8 +20,9 @@ def log(msg):
 
 
 class Runner:
-    def __init__(self, system, zk, out_dir, rest_seconds, interval):
+    def __init__(self, system, zk, out_dir, rest_seconds, interval, operator_grace=0):
         self.s = system
+        self.operator_grace = operator_grace
         self.zk = zk
         self.out_dir = out_dir
         self.rest_seconds = rest_seconds
@@ -341,6 +342,9 @@ class Runner:
         repairs = []
         ok = self.wait_until(lambda: self.settled(heal_t) or (s.kind == "dugong" and bool(s.deposed())),
                              SETTLE_TIMEOUT)
+        # With a grace, the operator first lets the agents rejoin a deposed peer by themselves.
+        if not ok and self.operator_grace:
+            ok = self.wait_until(lambda: self.settled(heal_t), self.operator_grace)
         # The operator's duties: rebuild deposed peers at once, repair any peer still out after the wait.
         for i in s.needs_operator():
             r_ok, msg = s.repair(i)
