@@ -318,6 +318,13 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                             const bool wasShutDown = std::exchange(postgresShutDown_, false);
                             if (wasShutDown) {
                               shutDownWrites("it had been shut down before this configuration");
+                            } else if (withdrawn_ || (leaseInUse_ && leaseEnded_)) {
+                              // No lease to write under (it ended, or this peer left
+                              // ZooKeeper): a shutdown planned at the lease's end or at the
+                              // withdrawal may have run before this start (it does not wait
+                              // for a transition in flight).
+                              shutDownWrites(withdrawn_ ? "this peer withdrew from ZooKeeper while it started"
+                                                        : "its lease ended while it started");
                             } else if (config.role == PgRole::kPrimary && roleAtLoss_ != Role::kPrimary) {
                               shutDownWrites("it became the primary while ZooKeeper is unreachable, and its "
                                              "session may expire before the connection is back");
