@@ -343,7 +343,7 @@ class Runner:
         ok = self.wait_until(lambda: self.settled(heal_t) or (s.kind == "dugong" and bool(s.deposed())),
                              SETTLE_TIMEOUT)
         # With a grace, the operator first lets the agents rejoin a deposed peer by themselves.
-        if not ok and self.operator_grace:
+        if self.operator_grace and s.kind == "dugong" and s.deposed():
             ok = self.wait_until(lambda: self.settled(heal_t), self.operator_grace)
         # The operator's duties: rebuild deposed peers at once, repair any peer still out after the wait.
         for i in s.needs_operator():
