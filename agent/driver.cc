@@ -303,7 +303,6 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                         if (r.ok) {
                           lastApplied_ = config;
                           ++counters_.transitions;
-                          noteUnhealthy();
                           if (writesStopped_ && connectionLost_) {
                             log(LogLevel::kWarn, std::string("stopping writes again: postgres was configured as ") +
                                                      pgRoleName(config.role) +
@@ -354,6 +353,10 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                                                              "configured postgres as ") +
                                                      pgRoleName(config.role) + " from the cluster state read since");
                           }
+                          // After the above: whether postgres is expected online may have
+                          // changed, and an unhealthy report heard while it was not (a
+                          // crash since is no change for the health check) starts the clock.
+                          noteUnhealthy();
                         } else {
                           ++counters_.transitionFailures;
                           if (!fromPeer) {
