@@ -1,6 +1,6 @@
 // What a peer's data directory holds, as the peer publishes it in its election node
 // while the cluster has no state: what a (re-)setup of a cluster whose state was lost
-// chooses its primary from (docs/design.md "A lost cluster state").
+// chooses its primary from (docs/state-machine.md "A lost cluster state").
 #pragma once
 
 #include <cstdint>

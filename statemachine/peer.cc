@@ -178,8 +178,8 @@ void Peer::onWriteFinished(const StateWriteFinished& e) {
   } else {
     // A takeover's write that did not lose the race may have been applied all the same
     // (the request reached ZooKeeper before the connection went): until that is known,
-    // postgres keeps its fence (seed 57236). A lost race proves only that this write did
-    // not land; an earlier one still may have.
+    // postgres keeps its fence, or a sync would stream from the old primary again. A lost
+    // race proves only that this write did not land; an earlier one still may have.
     if (!e.lostRace && fence_ != Fence::kNone && !unsettledWrite_) unsettledWrite_ = stateVersion_;
     log(LogLevel::kWarn, std::string("cluster-state write failed (") + updateReason_ + "): " +
                              (e.lostRace ? "another writer changed the state first" : e.error) +
@@ -270,7 +270,7 @@ void Peer::evaluate() {
     // takeover decided while its previous session was gone may still be on its way, a
     // test-and-set at the version read. Postgres runs as primary only once a write of
     // this peer, test-and-set at the version read, has landed: after it, no such
-    // takeover can (seed 22282). One-node-write mode has no peer to take over; a session
+    // takeover can. One-node-write mode has no peer to take over; a session
     // kept across an agent restart never expired.
     confirmingStart_ = role_ == Role::kUnknown && next == Role::kPrimary && !s.oneNodeWriteMode && !sessionKept_;
     role_ = next;
@@ -505,8 +505,8 @@ void Peer::applyPg(const PgConfig& desired) {
   if (pgApplied_ && *pgApplied_ == desired && fence_ == Fence::kNone) return;
   pgApplying_ = desired;
   // A reconfiguration lifts a fence (a standby streams again): from now on the fence no
-  // longer holds, whatever the apply's outcome (cluster sim seed 185: a takeover begun
-  // while the apply that abandoned an earlier one was in flight used that fence).
+  // longer holds, whatever the apply's outcome: a takeover begun while the apply that
+  // abandoned an earlier one is in flight must fence again, not use that fence.
   if (fence_ == Fence::kFenced) fence_ = Fence::kDirty;
   std::string what = std::string("configuring postgres as ") + pgRoleName(desired.role);
   if (desired.upstream) what += ", streaming from " + desired.upstream->id;
@@ -535,7 +535,7 @@ ClusterState Peer::nextGeneration(WalPosition wal) const {
 // initWal, if it does not. A position alone does not say: a peer rebuilt from an earlier
 // primary holds that primary's unacknowledged WAL past the point where the generation
 // forked off, and may reach initWal without what the generation's primary acknowledged
-// before it (cluster sim seed 70632). Postgres tells histories apart by timeline.
+// before it. Postgres tells histories apart by timeline.
 std::optional<std::string> Peer::offTheGenerationsHistory() const {
   const ClusterState& s = *state_;
   if (s.initTimeline == 0) return std::nullopt;  // not recorded: positions decide

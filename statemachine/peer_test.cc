@@ -331,7 +331,7 @@ void startAsSyncOfGenerationFourOnTimelineThree(Harness& h, WalPosition initWal)
 }
 
 // A sync whose WAL reaches initWal on another history than the generation's must not
-// take over (cluster sim seed 70632): it was rebuilt from an earlier primary and holds
+// take over: it was rebuilt from an earlier primary and holds
 // that primary's unacknowledged WAL past the point where the generation forked, and
 // lacks what the generation's primary acknowledged there. Its position alone passes.
 TEST(Peer, SyncOnAnotherHistoryThanTheGenerationsDoesNotTakeOver) {
@@ -387,8 +387,8 @@ TEST(Peer, SyncOnTheGenerationsHistoryTakesOverAndRecordsItsTimeline) {
   EXPECT_EQ(writes[0].state.initTimeline, 4);
 }
 
-// A state written before timelines were recorded (or by the scripted simulator) has
-// none: positions decide, as before, and so does a takeover that read no history.
+// A state written without timelines (by an older build, or by the scripted simulator)
+// has none: positions decide, and so does a takeover that read no history.
 TEST(Peer, GenerationWithoutATimelineIsTakenOverOnPositionAlone) {
   Harness h;
   ClusterState s = cluster(4, "old", "me", {"a"});
@@ -427,10 +427,9 @@ TEST(Peer, LostRaceWaitsForNewsOrTheRetryTimer) {
 }
 
 // A sync's takeover write fails with a connection loss: it may have landed. The old
-// primary coming back must not lift the fence before the state machine knows (cluster
-// simulator, seed 57236: the sync streamed from the old primary again and acknowledged
-// its commits beyond the new generation's initWal, the write having landed). News from
-// ZooKeeper settles it.
+// primary coming back must not lift the fence before the state machine knows: the sync
+// would stream from the old primary again and acknowledge its commits beyond the new
+// generation's initWal, the write having landed. News from ZooKeeper settles it.
 TEST(Peer, ATakeoverWriteOfUnknownOutcomeKeepsTheFenceUntilNewsSayWhetherItLanded) {
   Harness h;
   ClusterState s = cluster(1, "old", "me", {"a"});
@@ -482,9 +481,9 @@ TEST(Peer, WithoutNewsATakeoverWriteOfUnknownOutcomeIsSettledByWritingTheStateBa
 
 // A peer that starts (a new agent, so a new session) and finds itself primary does not
 // start postgres as primary before a test-and-set of the state as read has landed: a
-// takeover decided while its previous session was gone may still be on its way (cluster
-// simulator, seed 22282: the sync, told late that the old session was gone, took over
-// from a primary already running again with a new session).
+// takeover decided while its previous session was gone may still be on its way (the
+// sync, told late that the old session was gone, takes over from a primary already
+// running again with a new session).
 TEST(Peer, APrimaryStartingOnANewSessionConfirmsTheStateBeforeRunningAsPrimary) {
   Harness h;
   ClusterState s = cluster(1, "me", "b", {"c"});

@@ -1,7 +1,7 @@
 // A WAL's history as postgres keeps it: the timeline it is on now, and the timelines it
 // came from, each with the position where the next one began (a promotion). What a
 // takeover compares besides positions: two WALs that reach the same position may hold
-// different histories (docs/design.md "The initWal check compares histories").
+// different histories (docs/state-machine.md "The initWal check compares histories").
 #pragma once
 
 #include <cstdint>

@@ -128,7 +128,7 @@ void InvariantChecker::onStateWrite(const StateWrite& w) {
     if (self >= 0) released.deposed.erase(released.deposed.begin() + self);
     const bool ownRelease = self >= 0 && released.serialize() == after.serialize();
     // A write that changes nothing but the version (a peer settling whether its own
-    // takeover write landed: design.md, "A takeover write of unknown outcome") decides
+    // takeover write landed: docs/state-machine.md, "A takeover write of unknown outcome") decides
     // nothing, whoever writes it.
     const bool unchanged = before.serialize() == after.serialize();
     if (w.writer != "operator" && w.writer != before.primary.id && !ownRelease && !unchanged) {

@@ -51,7 +51,7 @@ enum class FaultKind {
                         // still carries out the abandonment
   kCutOffFollower,      // the ZooKeeper server the peer talks to is cut off from its leader:
                         // it answers the peer's pings for `duration` (syncLimit x tickTime)
-                        // while the leader expires the session (issue 24)
+                        // while the leader expires the session (only a lease sees it)
   kLeaderChange,        // the ZooKeeper leader goes: every connection is closed at once, no
                         // leader for `duration` ms, then every session's timeout starts afresh
 };

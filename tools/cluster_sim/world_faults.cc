@@ -39,8 +39,8 @@ void World::runFault(const Fault& f) {
     case FaultKind::kPartitionZk:
       return zk_.partition(f.peer, f.duration);
     case FaultKind::kCutOffFollower:
-      // Without a lease nothing sees it before the expiry (safety review of fcef921,
-      // finding 3): the lease is what makes it survivable.
+      // Without a lease nothing sees it before the expiry (the follower keeps answering
+      // pings): the lease is what makes it survivable.
       if (!sc_.lease) return trace('F', [&] { return std::string(f.describe() + ": skipped, no leases"); });
       trace('F', [&] { return std::string(f.describe() + ": its ZooKeeper server is cut off from the leader"); });
       return zk_.cutOffFollower(f.peer, f.duration);

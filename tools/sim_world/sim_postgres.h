@@ -162,8 +162,8 @@ class PgFleet {
   uint64_t nextAdapterRun() { return ++lastAdapterRun_; }
   // The timeline a promotion moves on to: unique in the world. Postgres takes the
   // newest timeline it knows of plus one, which is unique as long as every promotion
-  // happens on a peer that knows the newest (docs/design.md "The initWal check compares
-  // histories").
+  // happens on a peer that knows the newest (docs/state-machine.md "The initWal check
+  // compares histories").
   int64_t newTimeline() { return ++lastTimeline_; }
   // The host of peer `id`; -1 when no postgres of this world belongs to it.
   int hostOf(const std::string& id) const {
