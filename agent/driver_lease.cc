@@ -104,6 +104,10 @@ isolate("no round trip through the ZooKeeper leader has confirmed the session fo
   // down before (the adapter's shutdown signals a postmaster that runs, whatever holds
   // its apply lock): shut it down at the lease's end all the same.
   if (postgresShutDown_ && pgBusy_) postgresShutDown_ = false;
+  // Nor does a shutdown that ended mean postgres is still down: a transition since (an
+  // abandoned switchover's start) may have started it. A postmaster that runs, with no
+  // shutdown in flight, is shut down at the lease's end.
+  if (postgresShutDown_ && !shutDownInFlight_ && !env_.postgres.postmasterGone()) postgresShutDown_ = false;
   if (postgresShutDown_) return;
   leaseShutTimer_->start(left, [this, alive = std::weak_ptr<int>(alive_)] {
     if (alive.expired() || stopping_ || !leaseEnded_ || !writesStopped_) return;
