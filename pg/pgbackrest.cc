@@ -155,13 +155,46 @@ Result<StanzaInfo> parseStanzaInfo(const std::string& text, const std::string& s
       const auto& db = s.value("db", nlohmann::json::array());
       if (!db.empty()) out.systemId = std::to_string(db.back().value("system-id", uint64_t{0}));
       const auto& backups = s.value("backup", nlohmann::json::array());
-      if (!backups.empty()) out.latestBackup = backups.back().value("label", "");
+      if (backups.empty()) return out;
+      const auto& latest = backups.back();
+      out.latestBackup = latest.value("label", "");
+      // Without a "database" id (older output), the backup is taken as the stanza's now.
+      out.latestBackupSystemId = out.systemId;
+      if (latest.contains("database") && latest["database"].contains("id")) {
+        const auto id = latest["database"]["id"].get<int64_t>();
+        for (const auto& d : db) {
+          if (d.value("id", int64_t{-1}) == id) out.latestBackupSystemId = std::to_string(d.value("system-id", uint64_t{0}));
+        }
+      }
       return out;
     }
   } catch (const nlohmann::json::exception& e) {
     return Error{std::string("pgbackrest info: ") + e.what()};
   }
   return Error{"pgbackrest info lists no stanza '" + stanza + "'"};
+}
+
+RestoreIntoPlan planRestoreInto(const RestoreIntoFacts& f) {
+  auto mb = [](uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MB"; };
+  if (!f.oldSetUp) return {RestoreInto::kEmpty, "no old data directory to copy"};
+  if (f.oldSystem.empty()) {
+    return {RestoreInto::kEmpty, "the old data directory's system identifier cannot be read: nothing to reuse"};
+  }
+  if (f.oldSystem != f.backupSystem) {
+    return {RestoreInto::kEmpty, "the old data directory holds database system " + f.oldSystem + ", not the backup's " +
+                                     f.backupSystem + ": nothing to reuse"};
+  }
+  if (f.oldHasLinks) {
+    return {RestoreInto::kEmpty, "the old data directory's pg_wal or a tablespace is a symbolic link, which a copy "
+                                 "would share with it"};
+  }
+  if (f.freeBytes < f.oldBytes) {
+    return {RestoreInto::kEmpty, "a copy of the old data directory (" + mb(f.oldBytes) + ") does not fit in the " +
+                                     mb(f.freeBytes) + " free beside it"};
+  }
+  return {RestoreInto::kCopyWithDelta, "a copy of the old data directory (" + mb(f.oldBytes) + ", database system " +
+                                           f.oldSystem + "), then restore --delta: only the files that differ from "
+                                           "the backup come from the repository"};
 }
 
 Result<std::vector<std::string>> recoveryTargetOptions(const std::string& target) {
