@@ -273,13 +273,17 @@ class PgController {
   // The new data directory as a copy of oldDataDir() (cp -a --reflink=auto), without
   // postmaster.pid; on failure nothing is left of the copy.
   Result<bool> copyOldDataDir();
+  // A brand-new cluster's data directory: initdb, or restoreCluster (postgres.bootstrap).
+  // `downstream`: the sync the new primary is to serve. *refused: the backup belongs to
+  // another database system (pg/pgbackrest.h bootstrapRefusal), and nothing was changed.
+  Result<bool> bootstrapDataDir(const std::optional<PeerIdentity>& downstream, bool* refused);
+  // The systems a bootstrap from `info`'s newest backup is compared with.
+  BootstrapSystems bootstrapSystems(const StanzaInfo& info, const std::optional<PeerIdentity>& downstream);
   // The system `peer` serves (IDENTIFY_SYSTEM), or an error when it cannot be asked.
   Result<std::string> remoteSystemId(const PeerIdentity& peer);
-  // A brand-new cluster's data directory: initdb, or restoreCluster (postgres.bootstrap).
-  Result<bool> bootstrapDataDir();
   // Restores the stanza's newest backup, recovers it to the target and promotes it,
   // then stops it, ready for applyPrimary's start and roles.
-  Result<bool> restoreCluster();
+  Result<bool> restoreCluster(const std::optional<PeerIdentity>& downstream, bool* refused);
   void discardOldDataDir();
 
   // --- roles

@@ -174,6 +174,29 @@ Result<StanzaInfo> parseStanzaInfo(const std::string& text, const std::string& s
   return Error{"pgbackrest info lists no stanza '" + stanza + "'"};
 }
 
+std::optional<std::string> bootstrapRefusal(const BootstrapSystems& s) {
+  const std::string what = "refusing to bootstrap from the newest backup of stanza " + s.stanza + " (database system " +
+                           s.backup + "): ";
+  if (!s.stanzaNow.empty() && s.stanzaNow != s.backup) {
+    return what + "the stanza now holds another database system, " + s.stanzaNow +
+           " (upgraded or created again since that backup), which the restored cluster could not archive into. "
+           "Nothing was changed. Take a backup of the stanza's present system, or name another stanza in "
+           "postgres.bootstrap.stanza";
+  }
+  if (s.dataDirSystem && *s.dataDirSystem != s.backup) {
+    return what + "the data directory " + s.dataDir + " holds another database system, " + *s.dataDirSystem +
+           ", which the restore would overwrite. Nothing was changed. If that data is not needed, stop the agent "
+           "and move the directory away; if it is, set the cluster up from it (remove postgres.bootstrap)";
+  }
+  if (s.downstreamSystem && *s.downstreamSystem != s.backup) {
+    return what + "its sync " + s.downstreamId + " serves another database system, " + *s.downstreamSystem +
+           " (the cluster's state names peers of that system). Nothing was changed. Restore a backup of that "
+           "system, or start the cluster over: stop every agent, move their data directories away, then "
+           "`dugong-adm reset-state`";
+  }
+  return std::nullopt;
+}
+
 RestoreIntoPlan planRestoreInto(const RestoreIntoFacts& f) {
   auto mb = [](uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MB"; };
   if (!f.oldSetUp) return {RestoreInto::kEmpty, "no old data directory to copy"};

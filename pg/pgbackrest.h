@@ -84,6 +84,22 @@ struct BootstrapFromBackup {
 // The rules of BackupSettings for the repository options, and of recoveryTargetOptions.
 Result<bool> validateBootstrap(const BootstrapFromBackup& b);
 
+// What a bootstrap from a backup is compared with before it writes anything. A backup
+// "belongs to another database system" when its system identifier (pg_control's, kept
+// by every copy, restore and promotion of that cluster) differs from one of these.
+struct BootstrapSystems {
+  std::string stanza;
+  std::string backup;       // the system of the backup to restore (the stanza's newest)
+  std::string stanzaNow;    // the stanza's current database, which the cluster would archive into
+  std::string dataDir;      // the path, for the message
+  std::optional<std::string> dataDirSystem;  // the data directory holds a pg_control of this system
+  std::string downstreamId;                  // the sync this primary is to serve, if any
+  std::optional<std::string> downstreamSystem;  // the system the sync serves, when it could be asked
+};
+// The refusal (one line naming both identifiers and what to do), or nothing when the
+// backup may be restored. Pure.
+std::optional<std::string> bootstrapRefusal(const BootstrapSystems& s);
+
 // How a rebuild by pgBackRest makes the new data directory when an old one is there.
 enum class RestoreInto {
   kCopyWithDelta,  // a copy of the old directory (cp --reflink=auto), then restore --delta

@@ -99,6 +99,48 @@ TEST(PgBackRest, InfoGivesTheSystemOfTheNewestBackupWhenTheStanzaHoldsAnotherSin
   EXPECT_EQ(i->latestBackupSystemId, "7441234567890123456");
 }
 
+// What "a backup of another database system" means for a bootstrap: its system
+// identifier differs from the stanza's present one, from the pg_control in the data
+// directory, or from the system the sync serves. Unknown facts refuse nothing.
+TEST(PgBackRest, ABootstrapIsRefusedWhenTheBackupBelongsToAnotherSystem) {
+  struct Case {
+    const char* name;
+    std::string stanzaNow;
+    std::optional<std::string> dataDir;
+    std::optional<std::string> downstream;
+    std::string refusalNames;  // "" when not refused; else the identifier the refusal names beside the backup's
+  };
+  const std::string backup = "7000000000000000001";
+  const Case cases[] = {
+      {"a new cluster, nothing to compare", backup, std::nullopt, std::nullopt, ""},
+      {"the same system everywhere", backup, backup, backup, ""},
+      {"the stanza holds another system now", "7000000000000000002", std::nullopt, std::nullopt,
+       "7000000000000000002"},
+      {"the data directory holds another system", backup, "7000000000000000003", std::nullopt, "7000000000000000003"},
+      {"the sync serves another system", backup, std::nullopt, "7000000000000000004", "7000000000000000004"},
+      {"the data directory first", backup, "7000000000000000003", "7000000000000000004", "7000000000000000003"},
+  };
+  for (const auto& c : cases) {
+    BootstrapSystems s;
+    s.stanza = "main";
+    s.backup = backup;
+    s.stanzaNow = c.stanzaNow;
+    s.dataDir = "/var/lib/dugong/data";
+    s.dataDirSystem = c.dataDir;
+    s.downstreamId = "b";
+    s.downstreamSystem = c.downstream;
+    auto refusal = bootstrapRefusal(s);
+    if (c.refusalNames.empty()) {
+      EXPECT_FALSE(refusal) << c.name << ": " << *refusal;
+      continue;
+    }
+    ASSERT_TRUE(refusal) << c.name;
+    EXPECT_NE(refusal->find(backup), std::string::npos) << c.name << ": " << *refusal;
+    EXPECT_NE(refusal->find(c.refusalNames), std::string::npos) << c.name << ": " << *refusal;
+    EXPECT_NE(refusal->find("Nothing was changed"), std::string::npos) << c.name << ": " << *refusal;
+  }
+}
+
 // A rebuild by pgBackRest starts from a copy of the old data directory (restore --delta)
 // only when the copy can help and fit.
 TEST(PgBackRest, ARestoreGoesIntoACopyOfTheOldDataDirectoryWhenItHelpsAndFits) {

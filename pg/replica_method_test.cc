@@ -2,7 +2,8 @@
 // stanza that holds another database system than the upstream's is not restored (the
 // next method, pg_basebackup, makes the standby), and one of the upstream's own system is
 // (the standby then keeps pgBackRest's restore_command) and streams; a rebuild over an
-// old data directory restores --delta into a copy of it.
+// old data directory restores --delta into a copy of it; and the bootstrap from a backup
+// (pg/backup_bootstrap.cc) refuses another system's backup without changing anything.
 #include <pwd.h>
 #include <unistd.h>
 
@@ -170,6 +171,60 @@ TEST_F(ReplicaMethodTest, ARebuildOverAnOldDataDirectoryRestoresDeltaIntoACopyOf
   EXPECT_FALSE(std::filesystem::exists(c.options.dataDir + ".dugong-incomplete"));
   EXPECT_TRUE(testing::eventually(
       [&] { return c.value("SELECT string_agg(i::text, ',' ORDER BY i) FROM t") == "1,3,4"; }, 60s));
+}
+
+// A bootstrap from a backup of another database system than the data directory's or
+// the sync's is refused (an operator's decision: the peer halts), and nothing changes;
+// one of the sync's own system restores.
+TEST_F(ReplicaMethodTest, ABootstrapFromAnotherSystemsBackupIsRefusedAndChangesNothing) {
+  PgTestNode& a = cluster_.addNode("a");
+  PgTestNode& x = cluster_.addNode("x");
+  backedUpPrimary(a, "sa");
+  backedUpPrimary(x, "sx");
+  const std::string systemA = systemId(a);
+  const std::string systemX = systemId(x);
+  ASSERT_NE(systemA, systemX);
+  auto bootstrapping = [&](PgTestNode& n, const std::string& stanza) -> PgController& {
+    n.options.bootstrapMethod = "pgbackrest";
+    n.options.bootstrapStanza = stanza;
+    n.options.bootstrapRepo = BackupSettings::parse(backupSection(stanza, false))->options;
+    controllers_.push_back(std::make_unique<PgController>(n.options));
+    return *controllers_.back();
+  };
+
+  // b's data directory holds its own system (an interrupted operation left the marker,
+  // so it does not count as set up): a's backup would overwrite it.
+  PgTestNode& b = cluster_.addNode("b");
+  {
+    PgController own(b.options);
+    auto applied = own.apply(PgConfig::primary(std::nullopt));
+    ASSERT_TRUE(applied.ok) << applied.error;
+  }
+  const std::string systemB = systemId(b);
+  b.forceStop();
+  std::ofstream(b.options.dataDir + ".dugong-incomplete") << "rewind\n";
+  const auto before = snapshot(b.options.dataDir);
+  auto r = bootstrapping(b, "sa").apply(PgConfig::primary(std::nullopt));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.refused) << r.error;
+  EXPECT_NE(r.error.find(systemA), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find(systemB), std::string::npos) << r.error;
+  EXPECT_EQ(snapshot(b.options.dataDir), before);
+
+  // d is empty, but its sync a serves another system than x's backup.
+  PgTestNode& d = cluster_.addNode("d");
+  r = bootstrapping(d, "sx").apply(PgConfig::primary(a.identity));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.refused) << r.error;
+  EXPECT_NE(r.error.find(systemA), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find(systemX), std::string::npos) << r.error;
+  EXPECT_FALSE(std::filesystem::exists(d.options.dataDir + "/PG_VERSION"));
+  EXPECT_EQ(restoreCommands("sx").size(), 0u);
+
+  // With x as its sync (x's own system), the same bootstrap restores.
+  r = bootstrapping(d, "sx").apply(PgConfig::primary(x.identity));
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(systemId(d), systemX);
 }
 
 }  // namespace
