@@ -37,7 +37,8 @@ Result<bool> PgController::bootstrapDataDir(const std::optional<PeerIdentity>& d
   *refused = false;
   if (options_.bootstrapMethod != "pgbackrest") return initdb();
   auto r = restoreCluster(downstream, refused);
-  if (!r) spdlog::error("pg: bootstrap from the backup {}: {}", *refused ? "refused" : "failed", r.error());
+  if (!r && *refused) spdlog::error("pg: {}", r.error());
+  if (!r && !*refused) spdlog::error("pg: bootstrap from the backup failed: {}", r.error());
   return r;
 }
 
