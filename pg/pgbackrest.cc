@@ -163,7 +163,8 @@ Result<StanzaInfo> parseStanzaInfo(const std::string& text, const std::string& s
       if (latest.contains("database") && latest["database"].contains("id")) {
         const auto id = latest["database"]["id"].get<int64_t>();
         for (const auto& d : db) {
-          if (d.value("id", int64_t{-1}) == id) out.latestBackupSystemId = std::to_string(d.value("system-id", uint64_t{0}));
+          if (d.value("id", int64_t{-1}) != id) continue;
+          out.latestBackupSystemId = std::to_string(d.value("system-id", uint64_t{0}));
         }
       }
       return out;

@@ -91,7 +91,8 @@ TEST(PgBackRest, InfoGivesTheSystemIdentifierAndTheNewestBackup) {
 TEST(PgBackRest, InfoGivesTheSystemOfTheNewestBackupWhenTheStanzaHoldsAnotherSinceThen) {
   // A stanza upgraded (or created again) after its last backup: db 2 is the stanza's now.
   const std::string json = R"([{"name":"main","status":{"code":0,"message":"ok"},
-     "db":[{"id":1,"system-id":7441234567890123456,"version":"14"},{"id":2,"system-id":7449999999999999999,"version":"15"}],
+     "db":[{"id":1,"system-id":7441234567890123456,"version":"14"},
+           {"id":2,"system-id":7449999999999999999,"version":"15"}],
      "backup":[{"label":"20261124-230000F","database":{"id":1,"repo-key":1}}]}])";
   auto i = parseStanzaInfo(json, "main");
   ASSERT_TRUE(i) << i.error();
