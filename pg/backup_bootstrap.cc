@@ -33,14 +33,43 @@ std::string withoutRecoveryTargets(const std::string& autoConf) {
 
 }  // namespace
 
-Result<bool> PgController::bootstrapDataDir() {
+Result<bool> PgController::bootstrapDataDir(const std::optional<PeerIdentity>& downstream, bool* refused) {
+  *refused = false;
   if (options_.bootstrapMethod != "pgbackrest") return initdb();
-  auto r = restoreCluster();
-  if (!r) spdlog::error("pg: bootstrap from the backup failed: {}", r.error());
+  auto r = restoreCluster(downstream, refused);
+  if (!r && *refused) spdlog::error("pg: {}", r.error());
+  if (!r && !*refused) spdlog::error("pg: bootstrap from the backup failed: {}", r.error());
   return r;
 }
 
-Result<bool> PgController::restoreCluster() {
+BootstrapSystems PgController::bootstrapSystems(const StanzaInfo& info, const std::optional<PeerIdentity>& downstream) {
+  BootstrapSystems s;
+  s.stanza = options_.bootstrapStanza;
+  s.backup = info.latestBackupSystemId;
+  s.stanzaNow = info.systemId;
+  s.dataDir = options_.dataDir;
+  std::error_code ec;
+  // Not set up (no PG_VERSION, or the incomplete marker of an interrupted copy), but a
+  // pg_control may still say whose data it is.
+  if (fs::exists(options_.dataDir + "/global/pg_control", ec)) {
+    auto system = controlValue("Database system identifier:");
+    s.dataDirSystem = system ? system.value() : "unknown (" + system.error() + ")";
+  }
+  if (downstream) {
+    s.downstreamId = downstream->id;
+    auto remote = remoteSystemId(*downstream);
+    if (remote) {
+      s.downstreamSystem = remote.value();
+    } else {
+      spdlog::info("pg: the sync {} cannot be asked which database system it serves (a new cluster's sync has no "
+                   "data yet): {}",
+                   downstream->id, remote.error());
+    }
+  }
+  return s;
+}
+
+Result<bool> PgController::restoreCluster(const std::optional<PeerIdentity>& downstream, bool* refused) {
   const std::string& stanza = options_.bootstrapStanza;
   auto targetOptions = recoveryTargetOptions(options_.bootstrapTarget);
   if (!targetOptions) return Error{targetOptions.error()};
@@ -49,11 +78,17 @@ Result<bool> PgController::restoreCluster() {
   if (info->latestBackup.empty()) {
     return Error{"the repository has no backup of stanza " + stanza + " (" + info->status + "): nothing restored"};
   }
+  // Before anything is written: a backup of another database system than the one this
+  // data directory or the cluster's sync holds is never restored.
+  if (auto refusal = bootstrapRefusal(bootstrapSystems(info.value(), downstream))) {
+    *refused = true;
+    return Error{*refusal};
+  }
   setMarker("pgbackrest restore (bootstrap)");
   if (auto prep = prepareDataDir(/*wipe=*/true); !prep) return prep;
   auto argv = pgBackRestArgv(stanza, options_.bootstrapRepo, options_, "restore", targetOptions.value());
   spdlog::info("pg: bootstrapping this cluster from backup {} of stanza {} (database system {}), recovering to {}: {}",
-               info->latestBackup, stanza, info->systemId,
+               info->latestBackup, stanza, info->latestBackupSystemId,
                options_.bootstrapTarget.empty() ? "the end of the archive" : options_.bootstrapTarget,
                describeArgv(argv));
   auto r = runPgBackRest(argv, options_, options_.basebackupTimeout);

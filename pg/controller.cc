@@ -136,8 +136,9 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
   bool running = isRunning();
   if (!isSetUp()) {
     if (running) return failed("postgres runs on a data directory that is not set up", true);
-    auto i = bootstrapDataDir();
-    if (!i) return failed(i.error(), false);
+    bool otherSystem = false;
+    auto i = bootstrapDataDir(config.downstream, &otherSystem);
+    if (!i) return otherSystem ? refused(i.error(), false) : failed(i.error(), false);
     auto w = writeConf(want);
     if (!w) return failed(w.error(), false);
     auto s = start();

@@ -229,8 +229,9 @@ class PgController {
   // `ownSignal`: a standby.signal there was written by applyNone() to a stopped
   // ex-primary (not by a standby's recovery), and is set aside meanwhile.
   Result<bool> finishCrashRecovery(bool ownSignal);
-  // pg_controldata's value for `key` ("Latest checkpoint location:").
-  Result<std::string> controlValue(const std::string& key);
+  // pg_controldata's value for `key` ("Latest checkpoint location:") in `dataDir`
+  // (default: this peer's data directory).
+  Result<std::string> controlValue(const std::string& key, const std::string& dataDir = "");
   void removeStaleLockFiles();
   // Whether a start failed because a killed postmaster's backends still hold its shared
   // memory; if so, waits a moment before the caller tries again.
@@ -268,11 +269,23 @@ class PgController {
   // The newest backup of the stanza, restored as a standby (old data directory aside
   // until it is complete); refused when the stanza holds another system than source's.
   Result<bool> restoreReplica(const PeerIdentity& source, const BackupSettings& backup);
+  // Where restoreReplica restores into, from the old data directory (oldDataDir()) and
+  // the backup's system.
+  RestoreIntoPlan planRestoreIntoOld(const std::string& backupSystem);
+  // The new data directory as a copy of oldDataDir() (cp -a --reflink=auto), without
+  // postmaster.pid; on failure nothing is left of the copy.
+  Result<bool> copyOldDataDir();
   // A brand-new cluster's data directory: initdb, or restoreCluster (postgres.bootstrap).
-  Result<bool> bootstrapDataDir();
+  // `downstream`: the sync the new primary is to serve. *refused: the backup belongs to
+  // another database system (pg/pgbackrest.h bootstrapRefusal), and nothing was changed.
+  Result<bool> bootstrapDataDir(const std::optional<PeerIdentity>& downstream, bool* refused);
+  // The systems a bootstrap from `info`'s newest backup is compared with.
+  BootstrapSystems bootstrapSystems(const StanzaInfo& info, const std::optional<PeerIdentity>& downstream);
+  // The system `peer` serves (IDENTIFY_SYSTEM), or an error when it cannot be asked.
+  Result<std::string> remoteSystemId(const PeerIdentity& peer);
   // Restores the stanza's newest backup, recovers it to the target and promotes it,
   // then stops it, ready for applyPrimary's start and roles.
-  Result<bool> restoreCluster();
+  Result<bool> restoreCluster(const std::optional<PeerIdentity>& downstream, bool* refused);
   void discardOldDataDir();
 
   // --- roles

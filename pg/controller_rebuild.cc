@@ -18,8 +18,8 @@ using namespace std::chrono_literals;
 
 // ---------------------------------------------------------------- rebuilding
 
-Result<std::string> PgController::controlValue(const std::string& key) {
-  auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
+Result<std::string> PgController::controlValue(const std::string& key, const std::string& dataDir) {
+  auto ctl = run("pg_controldata", {"-D", dataDir.empty() ? options_.dataDir : dataDir}, 30s);
   auto at = ctl.output.find(key);
   if (!ctl.ok() || at == std::string::npos) return Error{"pg_controldata " + ctl.describe()};
   auto endl = ctl.output.find('\n', at);
@@ -131,16 +131,7 @@ Divergence PgController::aheadOnSameTimeline(const PeerIdentity& source,
 }
 
 
-Result<std::string> PgController::localSystemId() {
-  auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
-  const std::string key = "Database system identifier:";
-  auto at = ctl.output.find(key);
-  if (!ctl.ok() || at == std::string::npos) return Error{"pg_controldata " + ctl.describe()};
-  auto endl = ctl.output.find('\n', at);
-  std::string id = ctl.output.substr(at + key.size(), endl - at - key.size());
-  id.erase(0, id.find_first_not_of(' '));
-  return id;
-}
+Result<std::string> PgController::localSystemId() { return controlValue("Database system identifier:"); }
 
 Result<PeerDataState> PgController::dataState() {
   PeerDataState out;
@@ -176,16 +167,14 @@ Result<bool> PgController::guardOtherSystem(const PeerIdentity& source, bool* ve
   *verified = false;
   auto local = localSystemId();
   if (!local) return false;
-  auto conninfo = peerConninfo(source, true);
-  if (!conninfo) return false;
-  auto remote = runQuery(conninfo.value() + " " + buildConninfo({{"replication", "true"}}), "IDENTIFY_SYSTEM",
-                         options_.queryTimeout);
-  if (!remote || remote->rows.empty() || !remote->rows[0][0]) {
-    spdlog::warn("pg: cannot read the system identifier of {}: {}", source.id, remote ? "no answer" : remote.error());
+  if (!peerConninfo(source, true)) return false;
+  auto remote = remoteSystemId(source);
+  if (!remote) {
+    spdlog::warn("pg: {}", remote.error());
     return false;
   }
   *verified = true;
-  const std::string there = *remote->rows[0][0];
+  const std::string there = remote.value();
   if (there == local.value()) return false;
   if (options_.replaceUnknownData) {
     spdlog::warn("pg: replacing database system {} in {} by {}'s {}, as the operator's command says", local.value(),

@@ -155,13 +155,70 @@ Result<StanzaInfo> parseStanzaInfo(const std::string& text, const std::string& s
       const auto& db = s.value("db", nlohmann::json::array());
       if (!db.empty()) out.systemId = std::to_string(db.back().value("system-id", uint64_t{0}));
       const auto& backups = s.value("backup", nlohmann::json::array());
-      if (!backups.empty()) out.latestBackup = backups.back().value("label", "");
+      if (backups.empty()) return out;
+      const auto& latest = backups.back();
+      out.latestBackup = latest.value("label", "");
+      // Without a "database" id (older output), the backup is taken as the stanza's now.
+      out.latestBackupSystemId = out.systemId;
+      if (latest.contains("database") && latest["database"].contains("id")) {
+        const auto id = latest["database"]["id"].get<int64_t>();
+        for (const auto& d : db) {
+          if (d.value("id", int64_t{-1}) != id) continue;
+          out.latestBackupSystemId = std::to_string(d.value("system-id", uint64_t{0}));
+        }
+      }
       return out;
     }
   } catch (const nlohmann::json::exception& e) {
     return Error{std::string("pgbackrest info: ") + e.what()};
   }
   return Error{"pgbackrest info lists no stanza '" + stanza + "'"};
+}
+
+std::optional<std::string> bootstrapRefusal(const BootstrapSystems& s) {
+  const std::string what = "refusing to bootstrap from the newest backup of stanza " + s.stanza + " (database system " +
+                           s.backup + "): ";
+  if (!s.stanzaNow.empty() && s.stanzaNow != s.backup) {
+    return what + "the stanza now holds another database system, " + s.stanzaNow +
+           " (upgraded or created again since that backup), which the restored cluster could not archive into. "
+           "Nothing was changed. Take a backup of the stanza's present system, or name another stanza in "
+           "postgres.bootstrap.stanza";
+  }
+  if (s.dataDirSystem && *s.dataDirSystem != s.backup) {
+    return what + "the data directory " + s.dataDir + " holds another database system, " + *s.dataDirSystem +
+           ", which the restore would overwrite. Nothing was changed. If that data is not needed, stop the agent "
+           "and move the directory away; if it is, set the cluster up from it (remove postgres.bootstrap)";
+  }
+  if (s.downstreamSystem && *s.downstreamSystem != s.backup) {
+    return what + "its sync " + s.downstreamId + " serves another database system, " + *s.downstreamSystem +
+           " (the cluster's state names peers of that system). Nothing was changed. Restore a backup of that "
+           "system, or start the cluster over: stop every agent, move their data directories away, then "
+           "`dugong-adm reset-state`";
+  }
+  return std::nullopt;
+}
+
+RestoreIntoPlan planRestoreInto(const RestoreIntoFacts& f) {
+  auto mb = [](uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MB"; };
+  if (!f.oldSetUp) return {RestoreInto::kEmpty, "no old data directory to copy"};
+  if (f.oldSystem.empty()) {
+    return {RestoreInto::kEmpty, "the old data directory's system identifier cannot be read: nothing to reuse"};
+  }
+  if (f.oldSystem != f.backupSystem) {
+    return {RestoreInto::kEmpty, "the old data directory holds database system " + f.oldSystem + ", not the backup's " +
+                                     f.backupSystem + ": nothing to reuse"};
+  }
+  if (f.oldHasLinks) {
+    return {RestoreInto::kEmpty, "the old data directory's pg_wal or a tablespace is a symbolic link, which a copy "
+                                 "would share with it"};
+  }
+  if (f.freeBytes < f.oldBytes) {
+    return {RestoreInto::kEmpty, "a copy of the old data directory (" + mb(f.oldBytes) + ") does not fit in the " +
+                                     mb(f.freeBytes) + " free beside it"};
+  }
+  return {RestoreInto::kCopyWithDelta, "a copy of the old data directory (" + mb(f.oldBytes) + ", database system " +
+                                           f.oldSystem + "), then restore --delta: only the files that differ from "
+                                           "the backup come from the repository"};
 }
 
 Result<std::vector<std::string>> recoveryTargetOptions(const std::string& target) {

@@ -65,9 +65,12 @@ std::string pgBackRestFailure(const std::string& output);
 // What `pgbackrest info --output=json` says of a stanza: the system identifier of its
 // database and its newest backup (empty when there is none).
 struct StanzaInfo {
-  std::string systemId;
+  std::string systemId;      // the stanza's database now (the last of its "db" list)
   std::string latestBackup;  // label, e.g. 20261124-235959F
-  std::string status;        // pgBackRest's status message ("ok", "no valid backups", ...)
+  // The database system the newest backup was taken of (its "database" id in the "db"
+  // list): another than systemId when the stanza was upgraded or recreated since.
+  std::string latestBackupSystemId;
+  std::string status;  // pgBackRest's status message ("ok", "no valid backups", ...)
 };
 Result<StanzaInfo> parseStanzaInfo(const std::string& json, const std::string& stanza);
 
@@ -80,6 +83,43 @@ struct BootstrapFromBackup {
 };
 // The rules of BackupSettings for the repository options, and of recoveryTargetOptions.
 Result<bool> validateBootstrap(const BootstrapFromBackup& b);
+
+// What a bootstrap from a backup is compared with before it writes anything. A backup
+// "belongs to another database system" when its system identifier (pg_control's, kept
+// by every copy, restore and promotion of that cluster) differs from one of these.
+struct BootstrapSystems {
+  std::string stanza;
+  std::string backup;       // the system of the backup to restore (the stanza's newest)
+  std::string stanzaNow;    // the stanza's current database, which the cluster would archive into
+  std::string dataDir;      // the path, for the message
+  std::optional<std::string> dataDirSystem;  // the data directory holds a pg_control of this system
+  std::string downstreamId;                  // the sync this primary is to serve, if any
+  std::optional<std::string> downstreamSystem;  // the system the sync serves, when it could be asked
+};
+// The refusal (one line naming both identifiers and what to do), or nothing when the
+// backup may be restored. Pure.
+std::optional<std::string> bootstrapRefusal(const BootstrapSystems& s);
+
+// How a rebuild by pgBackRest makes the new data directory when an old one is there.
+enum class RestoreInto {
+  kCopyWithDelta,  // a copy of the old directory (cp --reflink=auto), then restore --delta
+  kEmpty,          // an empty directory, then a plain restore
+};
+struct RestoreIntoFacts {
+  bool oldSetUp = false;     // an old data directory is there (PG_VERSION, pg_control)
+  std::string oldSystem;     // its system identifier ("" when unreadable)
+  std::string backupSystem;  // the system of the backup to restore
+  bool oldHasLinks = false;  // pg_wal or a tablespace is a symbolic link (a copy would share it)
+  uint64_t oldBytes = 0;     // its size
+  uint64_t freeBytes = 0;    // free space where the copy goes
+};
+struct RestoreIntoPlan {
+  RestoreInto how = RestoreInto::kEmpty;
+  std::string why;  // for the log
+};
+// A copy helps only with files of the same system; it must fit beside the old one (a
+// reflink copy may need less, but that is not known before it is made). Pure.
+RestoreIntoPlan planRestoreInto(const RestoreIntoFacts& f);
 
 // A recovery target as written in the configuration: "name:LABEL", "time:TIMESTAMP",
 // "lsn:X/Y", "immediate", or "" (the end of the archive). The pgBackRest restore options

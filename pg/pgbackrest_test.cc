@@ -88,6 +88,86 @@ TEST(PgBackRest, InfoGivesTheSystemIdentifierAndTheNewestBackup) {
   EXPECT_FALSE(parseStanzaInfo("ERROR", "main"));
 }
 
+TEST(PgBackRest, InfoGivesTheSystemOfTheNewestBackupWhenTheStanzaHoldsAnotherSinceThen) {
+  // A stanza upgraded (or created again) after its last backup: db 2 is the stanza's now.
+  const std::string json = R"([{"name":"main","status":{"code":0,"message":"ok"},
+     "db":[{"id":1,"system-id":7441234567890123456,"version":"14"},
+           {"id":2,"system-id":7449999999999999999,"version":"15"}],
+     "backup":[{"label":"20261124-230000F","database":{"id":1,"repo-key":1}}]}])";
+  auto i = parseStanzaInfo(json, "main");
+  ASSERT_TRUE(i) << i.error();
+  EXPECT_EQ(i->systemId, "7449999999999999999");
+  EXPECT_EQ(i->latestBackupSystemId, "7441234567890123456");
+}
+
+// What "a backup of another database system" means for a bootstrap: its system
+// identifier differs from the stanza's present one, from the pg_control in the data
+// directory, or from the system the sync serves. Unknown facts refuse nothing.
+TEST(PgBackRest, ABootstrapIsRefusedWhenTheBackupBelongsToAnotherSystem) {
+  struct Case {
+    const char* name;
+    std::string stanzaNow;
+    std::optional<std::string> dataDir;
+    std::optional<std::string> downstream;
+    std::string refusalNames;  // "" when not refused; else the identifier the refusal names beside the backup's
+  };
+  const std::string backup = "7000000000000000001";
+  const Case cases[] = {
+      {"a new cluster, nothing to compare", backup, std::nullopt, std::nullopt, ""},
+      {"the same system everywhere", backup, backup, backup, ""},
+      {"the stanza holds another system now", "7000000000000000002", std::nullopt, std::nullopt,
+       "7000000000000000002"},
+      {"the data directory holds another system", backup, "7000000000000000003", std::nullopt, "7000000000000000003"},
+      {"the sync serves another system", backup, std::nullopt, "7000000000000000004", "7000000000000000004"},
+      {"the data directory first", backup, "7000000000000000003", "7000000000000000004", "7000000000000000003"},
+  };
+  for (const auto& c : cases) {
+    BootstrapSystems s;
+    s.stanza = "main";
+    s.backup = backup;
+    s.stanzaNow = c.stanzaNow;
+    s.dataDir = "/var/lib/dugong/data";
+    s.dataDirSystem = c.dataDir;
+    s.downstreamId = "b";
+    s.downstreamSystem = c.downstream;
+    auto refusal = bootstrapRefusal(s);
+    if (c.refusalNames.empty()) {
+      EXPECT_FALSE(refusal) << c.name << ": " << *refusal;
+      continue;
+    }
+    ASSERT_TRUE(refusal) << c.name;
+    EXPECT_NE(refusal->find(backup), std::string::npos) << c.name << ": " << *refusal;
+    EXPECT_NE(refusal->find(c.refusalNames), std::string::npos) << c.name << ": " << *refusal;
+    EXPECT_NE(refusal->find("Nothing was changed"), std::string::npos) << c.name << ": " << *refusal;
+  }
+}
+
+// A rebuild by pgBackRest starts from a copy of the old data directory (restore --delta)
+// only when the copy can help and fit.
+TEST(PgBackRest, ARestoreGoesIntoACopyOfTheOldDataDirectoryWhenItHelpsAndFits) {
+  struct Case {
+    const char* name;
+    RestoreIntoFacts facts;
+    RestoreInto how;
+    const char* why;  // a part of the log line
+  };
+  const uint64_t gb = 1ull << 30;
+  const Case cases[] = {
+      {"no old directory", {false, "", "1", false, 0, 0}, RestoreInto::kEmpty, "no old data directory"},
+      {"same system, room", {true, "1", "1", false, gb, 2 * gb}, RestoreInto::kCopyWithDelta, "restore --delta"},
+      {"just fits", {true, "1", "1", false, gb, gb}, RestoreInto::kCopyWithDelta, "1024 MB"},
+      {"another system", {true, "2", "1", false, gb, 2 * gb}, RestoreInto::kEmpty, "holds database system 2"},
+      {"unreadable pg_control", {true, "", "1", false, gb, 2 * gb}, RestoreInto::kEmpty, "cannot be read"},
+      {"a linked pg_wal", {true, "1", "1", true, gb, 2 * gb}, RestoreInto::kEmpty, "symbolic link"},
+      {"disk too full", {true, "1", "1", false, gb, gb - 1}, RestoreInto::kEmpty, "does not fit"},
+  };
+  for (const auto& c : cases) {
+    const RestoreIntoPlan p = planRestoreInto(c.facts);
+    EXPECT_EQ(p.how, c.how) << c.name << ": " << p.why;
+    EXPECT_NE(p.why.find(c.why), std::string::npos) << c.name << ": " << p.why;
+  }
+}
+
 TEST(PgBackRest, FailureLineIsPgBackRestsError) {
   EXPECT_EQ(pgBackRestFailure("P00   INFO: x\nP00  ERROR: [055]: unable to load info file\nP00   INFO: done\n"),
             "P00  ERROR: [055]: unable to load info file");

@@ -3,6 +3,8 @@
 // methods of the cluster's backup.replica-methods in order. pgbackrest restores the
 // newest backup from the repository; the standby then replays the archive and streams
 // from its upstream the WAL not archived yet. basebackup copies the upstream.
+#include <sys/statvfs.h>
+
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -50,6 +52,18 @@ Result<bool> PgController::createReplica(const PeerIdentity& source) {
   return Error{failures};
 }
 
+Result<std::string> PgController::remoteSystemId(const PeerIdentity& peer) {
+  auto conninfo = peerConninfo(peer, true);
+  if (!conninfo) return Error{conninfo.error()};
+  auto remote = runQuery(conninfo.value() + " " + buildConninfo({{"replication", "true"}}), "IDENTIFY_SYSTEM",
+                         options_.queryTimeout);
+  if (!remote || remote->rows.empty() || !remote->rows[0][0]) {
+    return Error{"cannot read the system identifier of " + peer.id + ": " +
+                 (remote ? std::string("no answer") : remote.error())};
+  }
+  return *remote->rows[0][0];
+}
+
 Result<bool> PgController::restoreReplica(const PeerIdentity& source, const BackupSettings& backup) {
   // The repository must hold a backup of the system the upstream serves: a standby
   // restored from another system's backup could never follow it.
@@ -58,19 +72,16 @@ Result<bool> PgController::restoreReplica(const PeerIdentity& source, const Back
   if (info->latestBackup.empty()) {
     return Error{"the repository has no backup of stanza " + backup.stanza + " (" + info->status + ")"};
   }
-  auto conninfo = peerConninfo(source, true);
-  if (!conninfo) return Error{conninfo.error()};
-  auto remote = runQuery(conninfo.value() + " " + buildConninfo({{"replication", "true"}}), "IDENTIFY_SYSTEM",
-                         options_.queryTimeout);
-  if (!remote || remote->rows.empty() || !remote->rows[0][0]) {
-    return Error{"cannot read the system identifier of " + source.id + ": " +
-                 (remote ? std::string("no answer") : remote.error())};
-  }
-  if (*remote->rows[0][0] != info->systemId) {
-    return Error{"stanza " + backup.stanza + " holds database system " + info->systemId + ", and " + source.id +
-                 " serves another one, " + *remote->rows[0][0] + ": not restored"};
+  auto remote = remoteSystemId(source);
+  if (!remote) return Error{remote.error()};
+  if (remote.value() != info->latestBackupSystemId) {
+    return Error{"the newest backup of stanza " + backup.stanza + " is of database system " +
+                 info->latestBackupSystemId + ", and " + source.id + " serves another one, " + remote.value() +
+                 ": not restored"};
   }
   // The current data directory (if any) stays aside until the restored one is complete.
+  // After an interrupted attempt it is already there, and the data directory is the
+  // incomplete copy or restore, which goes.
   std::error_code ec;
   const bool keptOld = isSetUp();
   if (keptOld) {
@@ -80,14 +91,26 @@ Result<bool> PgController::restoreReplica(const PeerIdentity& source, const Back
     spdlog::info("pg: moved the old data directory aside to {}", oldDataDir());
   }
   setMarker("pgbackrest restore");
+  const RestoreIntoPlan plan = planRestoreIntoOld(info->latestBackupSystemId);
+  bool delta = false;
+  if (plan.how == RestoreInto::kCopyWithDelta) {
+    spdlog::info("pg: restoring into {}", plan.why);
+    auto copied = copyOldDataDir();
+    delta = copied.ok();
+    if (!delta) spdlog::warn("pg: restoring into an empty directory instead: {}", copied.error());
+  } else {
+    spdlog::info("pg: restoring into an empty directory: {}", plan.why);
+  }
   auto restored = [&]() -> Result<bool> {
-    if (auto prep = prepareDataDir(/*wipe=*/true); !prep) return prep;
-    auto argv = pgBackRestArgv(backup.stanza, backup.options, options_, "restore", {"--type=standby"});
+    if (auto prep = prepareDataDir(/*wipe=*/!delta); !prep) return prep;
+    std::vector<std::string> extra = {"--type=standby"};
+    if (delta) extra.push_back("--delta");
+    auto argv = pgBackRestArgv(backup.stanza, backup.options, options_, "restore", extra);
     spdlog::info("pg: restoring backup {} of stanza {} (then streaming from {}): {}", info->latestBackup,
                  backup.stanza, source.id, describeArgv(argv));
     auto r = runPgBackRest(argv, options_, options_.basebackupTimeout);
     if (!r.ok()) return Error{"pgbackrest restore " + r.describe() + ": " + pgBackRestFailure(r.output)};
-    spdlog::info("pg: pgbackrest restore finished in {} ms", r.elapsed.count());
+    spdlog::info("pg: pgbackrest restore{} finished in {} ms", delta ? " --delta" : "", r.elapsed.count());
     return true;
   }();
   if (!restored) {
@@ -97,6 +120,71 @@ Result<bool> PgController::restoreReplica(const PeerIdentity& source, const Back
     return restored;
   }
   clearMarker();
+  return true;
+}
+
+namespace {
+
+uint64_t bytesUnder(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::error_code sizeEc;
+    if (it->is_regular_file(sizeEc)) total += it->file_size(sizeEc);
+  }
+  return total;
+}
+
+uint64_t freeBytesAt(const std::string& dir) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+bool hasSymbolicLinks(const std::string& dataDir) {
+  std::error_code ec;
+  if (fs::is_symlink(dataDir + "/pg_wal", ec)) return true;
+  return !fs::is_empty(dataDir + "/pg_tblspc", ec) && !ec;
+}
+
+}  // namespace
+
+RestoreIntoPlan PgController::planRestoreIntoOld(const std::string& backupSystem) {
+  RestoreIntoFacts facts;
+  facts.backupSystem = backupSystem;
+  std::error_code ec;
+  const std::string old = oldDataDir();
+  facts.oldSetUp = fs::exists(old + "/PG_VERSION", ec) && fs::exists(old + "/global/pg_control", ec);
+  if (facts.oldSetUp) {
+    auto system = controlValue("Database system identifier:", old);
+    facts.oldSystem = system ? system.value() : "";
+    facts.oldHasLinks = hasSymbolicLinks(old);
+    facts.oldBytes = bytesUnder(old);
+    // The incomplete directory of an earlier attempt goes first: its space counts.
+    facts.freeBytes = freeBytesAt(fs::path(old).parent_path().string()) +
+                      (fs::exists(options_.dataDir, ec) ? bytesUnder(options_.dataDir) : 0);
+  }
+  return planRestoreInto(facts);
+}
+
+Result<bool> PgController::copyOldDataDir() {
+  std::error_code ec;
+  fs::remove_all(options_.dataDir, ec);
+  if (ec) return Error{"cannot remove " + options_.dataDir + ": " + ec.message()};
+  CommandSpec spec;
+  spec.argv = {"/usr/bin/cp", "-a", "--reflink=auto", oldDataDir(), options_.dataDir};
+  spec.timeout = options_.basebackupTimeout;
+  spdlog::info("pg: running {}", describeArgv(spec.argv));
+  const CommandResult r = runCommand(spec);
+  if (!r.ok()) {
+    fs::remove_all(options_.dataDir, ec);
+    return Error{"the copy of the old data directory failed (" + r.describe() + "): " + r.output.substr(0, 300)};
+  }
+  // pgBackRest refuses a directory with postmaster.pid (a running postgres, for all it
+  // knows); the old postgres is stopped.
+  fs::remove(options_.dataDir + "/postmaster.pid", ec);
+  spdlog::info("pg: copied the old data directory in {} ms", r.elapsed.count());
   return true;
 }
 

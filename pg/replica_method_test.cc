@@ -1,7 +1,9 @@
 // The replica methods (pg/replica_method.cc) against real postgres and pgBackRest: a
 // stanza that holds another database system than the upstream's is not restored (the
 // next method, pg_basebackup, makes the standby), and one of the upstream's own system is
-// (the standby then keeps pgBackRest's restore_command) and streams.
+// (the standby then keeps pgBackRest's restore_command) and streams; a rebuild over an
+// old data directory restores --delta into a copy of it; and the bootstrap from a backup
+// (pg/backup_bootstrap.cc) refuses another system's backup without changing anything.
 #include <pwd.h>
 #include <unistd.h>
 
@@ -73,6 +75,24 @@ class ReplicaMethodTest : public ::testing::Test {
   static std::string systemId(const PgTestNode& n) {
     return n.value("SELECT system_identifier::text FROM pg_control_system()");
   }
+  // The restores pgBackRest logged for `stanza` (its command lines), in order.
+  std::vector<std::string> restoreCommands(const std::string& stanza) const {
+    std::vector<std::string> out;
+    std::istringstream in(readFile(cluster_.dir() + "/log/" + stanza + "-restore.log"));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find("restore command begin") != std::string::npos) out.push_back(line);
+    }
+    return out;
+  }
+  // Every path under `dir` with its size and modification time.
+  static std::map<std::string, std::pair<uintmax_t, std::filesystem::file_time_type>> snapshot(const std::string& dir) {
+    std::map<std::string, std::pair<uintmax_t, std::filesystem::file_time_type>> out;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+      out[e.path().string()] = {e.is_regular_file() ? e.file_size() : 0, e.last_write_time()};
+    }
+    return out;
+  }
 
   PgTestCluster cluster_{"dugong-replica-method"};
   std::vector<std::unique_ptr<PgController>> controllers_;
@@ -103,6 +123,108 @@ TEST_F(ReplicaMethodTest, AnotherSystemsStanzaIsNotRestoredAndTheUpstreamsOwnIs)
   EXPECT_TRUE(testing::eventually([&] { return c.value("SELECT count(*) FROM t") == "1"; }, 60s));
   EXPECT_TRUE(testing::eventually(
       [&] { return c.value("SELECT status FROM pg_stat_wal_receiver") == "streaming"; }, 60s));
+}
+
+// A standby whose data directory has files (diverged from its upstream, no rewind
+// allowed) is rebuilt from a copy of it, restore --delta; so is one whose earlier attempt
+// was interrupted (the old directory aside, an incomplete copy in place, which goes).
+TEST_F(ReplicaMethodTest, ARebuildOverAnOldDataDirectoryRestoresDeltaIntoACopyOfIt) {
+  PgTestNode& a = cluster_.addNode("a");
+  backedUpPrimary(a, "sa");
+  ASSERT_EQ(a.value("CREATE TABLE t AS SELECT 1 AS i"), "");
+  PgTestNode& c = cluster_.addNode("c");
+  auto r = newStandby(c, a, "sa");
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(testing::eventually([&] { return c.value("SELECT count(*) FROM t") == "1"; }, 60s));
+  ASSERT_EQ(restoreCommands("sa").size(), 1u);
+  EXPECT_EQ(restoreCommands("sa")[0].find("--delta"), std::string::npos) << "a new peer: an empty directory";
+
+  // c diverges: promoted, it writes a row a never gets; a writes on.
+  auto promoted = controllers_.back()->apply(PgConfig::primary(std::nullopt));
+  ASSERT_TRUE(promoted.ok) << promoted.error;
+  ASSERT_TRUE(testing::eventually([&] { return c.value("INSERT INTO t VALUES (2)") == ""; }, 30s));
+  ASSERT_EQ(a.value("INSERT INTO t VALUES (3)"), "");
+  c.options.useRewind = false;
+  r = newStandby(c, a, "sa");
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(restoreCommands("sa").size(), 2u);
+  EXPECT_NE(restoreCommands("sa")[1].find("--delta"), std::string::npos) << restoreCommands("sa")[1];
+  EXPECT_TRUE(testing::eventually([&] { return c.value("SELECT string_agg(i::text, ',' ORDER BY i) FROM t") == "1,3"; },
+                                  60s))
+      << c.value("SELECT string_agg(i::text, ',' ORDER BY i) FROM t");
+  EXPECT_TRUE(testing::eventually(
+      [&] { return c.value("SELECT status FROM pg_stat_wal_receiver") == "streaming"; }, 60s));
+  EXPECT_FALSE(std::filesystem::exists(c.options.dataDir + ".dugong-old")) << "removed once the new one runs";
+
+  // An interrupted attempt: the old directory aside, an incomplete copy with the marker.
+  c.forceStop();
+  std::filesystem::rename(c.options.dataDir, c.options.dataDir + ".dugong-old");
+  std::filesystem::create_directories(c.options.dataDir + "/base");
+  std::ofstream(c.options.dataDir + "/base/leftover") << "half a copy";
+  std::ofstream(c.options.dataDir + ".dugong-incomplete") << "pgbackrest restore\n";
+  ASSERT_EQ(a.value("INSERT INTO t VALUES (4)"), "");
+  r = newStandby(c, a, "sa");
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(restoreCommands("sa").size(), 3u);
+  EXPECT_NE(restoreCommands("sa")[2].find("--delta"), std::string::npos) << restoreCommands("sa")[2];
+  EXPECT_FALSE(std::filesystem::exists(c.options.dataDir + "/base/leftover"));
+  EXPECT_FALSE(std::filesystem::exists(c.options.dataDir + ".dugong-incomplete"));
+  EXPECT_TRUE(testing::eventually(
+      [&] { return c.value("SELECT string_agg(i::text, ',' ORDER BY i) FROM t") == "1,3,4"; }, 60s));
+}
+
+// A bootstrap from a backup of another database system than the data directory's or
+// the sync's is refused (an operator's decision: the peer halts), and nothing changes;
+// one of the sync's own system restores.
+TEST_F(ReplicaMethodTest, ABootstrapFromAnotherSystemsBackupIsRefusedAndChangesNothing) {
+  PgTestNode& a = cluster_.addNode("a");
+  PgTestNode& x = cluster_.addNode("x");
+  backedUpPrimary(a, "sa");
+  backedUpPrimary(x, "sx");
+  const std::string systemA = systemId(a);
+  const std::string systemX = systemId(x);
+  ASSERT_NE(systemA, systemX);
+  auto bootstrapping = [&](PgTestNode& n, const std::string& stanza) -> PgController& {
+    n.options.bootstrapMethod = "pgbackrest";
+    n.options.bootstrapStanza = stanza;
+    n.options.bootstrapRepo = BackupSettings::parse(backupSection(stanza, false))->options;
+    controllers_.push_back(std::make_unique<PgController>(n.options));
+    return *controllers_.back();
+  };
+
+  // b's data directory holds its own system (an interrupted operation left the marker,
+  // so it does not count as set up): a's backup would overwrite it.
+  PgTestNode& b = cluster_.addNode("b");
+  {
+    PgController own(b.options);
+    auto applied = own.apply(PgConfig::primary(std::nullopt));
+    ASSERT_TRUE(applied.ok) << applied.error;
+  }
+  const std::string systemB = systemId(b);
+  b.forceStop();
+  std::ofstream(b.options.dataDir + ".dugong-incomplete") << "rewind\n";
+  const auto before = snapshot(b.options.dataDir);
+  auto r = bootstrapping(b, "sa").apply(PgConfig::primary(std::nullopt));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.refused) << r.error;
+  EXPECT_NE(r.error.find(systemA), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find(systemB), std::string::npos) << r.error;
+  EXPECT_EQ(snapshot(b.options.dataDir), before);
+
+  // d is empty, but its sync a serves another system than x's backup.
+  PgTestNode& d = cluster_.addNode("d");
+  r = bootstrapping(d, "sx").apply(PgConfig::primary(a.identity));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.refused) << r.error;
+  EXPECT_NE(r.error.find(systemA), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find(systemX), std::string::npos) << r.error;
+  EXPECT_FALSE(std::filesystem::exists(d.options.dataDir + "/PG_VERSION"));
+  EXPECT_EQ(restoreCommands("sx").size(), 0u);
+
+  // With x as its sync (x's own system), the same bootstrap restores.
+  r = bootstrapping(d, "sx").apply(PgConfig::primary(x.identity));
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(systemId(d), systemX);
 }
 
 }  // namespace

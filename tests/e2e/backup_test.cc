@@ -1,7 +1,8 @@
 // Backups with pgBackRest (issue 28), with real processes and a repository in a local
 // directory: archiving switched on for the whole cluster with `dugong-adm config set`,
 // a full backup taken from a standby, a named restore point, a failover that keeps the
-// archive without a gap, a new peer made from the repository, a new cluster bootstrapped
+// archive without a gap, a new peer made from the repository, an ex-primary rebuilt by a
+// delta restore into a copy of its old data directory, a new cluster bootstrapped
 // from the repository to the restore point; and an archive command that fails, seen by
 // /metrics and `dugong-adm verify`, without blocking a failover.
 #include <gtest/gtest.h>
@@ -177,13 +178,20 @@ TEST(Backup, FromAStandbyRestoresANewClusterToARestorePointAndSurvivesAFailover)
     for (uint64_t s = *segments.begin(); s <= *segments.rbegin(); ++s) {
       EXPECT_TRUE(segments.count(s)) << "segment " << s << " is missing from the archive";
     }
-    // The deposed ex-primary, its data directory lost, is rebuilt from the repository
-    // and streams again.
-    fs::remove_all(h.peer(primary).pg->options.dataDir);
+    // The deposed ex-primary, as an interrupted rebuild leaves it (its data directory
+    // aside, an incomplete one in place), is rebuilt from the repository: restore --delta
+    // into a copy of the old directory. It streams again.
+    const std::string data = h.peer(primary).pg->options.dataDir;
+    fs::rename(data, data + ".dugong-old");
+    fs::create_directories(data);
+    std::ofstream(data + "/PG_VERSION") << "15\n";
+    std::ofstream(data + ".dugong-incomplete") << "pgbackrest restore\n";
     auto rebuilt = adm(h, {"rebuild", "-y", "--config", h.peer(primary).configPath});
     ASSERT_TRUE(rebuilt.ok()) << rebuilt.output;
     EXPECT_NE(rebuilt.output.find("data directory made by replica method pgbackrest"), std::string::npos)
         << rebuilt.output;
+    EXPECT_NE(rebuilt.output.find("pgbackrest restore --delta finished"), std::string::npos) << rebuilt.output;
+    EXPECT_FALSE(fs::exists(data + ".dugong-old")) << "removed once the rebuilt one runs";
     h.startAgent(primary);
     ASSERT_GE(h.waitForHealthyCluster(3, std::chrono::seconds(180)), 0) << h.describe();
     EXPECT_TRUE(h.waitFor([&] { return h.intColumn(primary, "SELECT count(*) FROM t") == std::set<int>{160}; },
