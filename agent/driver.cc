@@ -120,6 +120,7 @@ void Driver::step(const Event& delivered) {
   bool newSessionAfterLoss = false;
   if (auto* init = std::get_if<ZkInitialized>(&delivered)) {
     resumeAfterStep_.reset();  // decided on the session it was asked on, never on a new one
+    confirmAfterStep_ = false;
     lastStateNode_ = init->state;
     lastActive_ = init->active;
     lastData_ = init->data;
@@ -154,9 +155,13 @@ void Driver::step(const Event& delivered) {
     shutDownWrites("the session whose connection was lost has expired");
   }
   for (const Action& a : peer_->step(env_.clock.wallMs(), event)) carryOut(a);
-  if (resumeAfterStep_ && !peer_->awaitingCompletion()) {
+  if (resumeAfterStep_ && !peer_->awaitingCompletion() && !peer_->keepsFence()) {
     auto [how, noTakeoverCanLand] = *std::exchange(resumeAfterStep_, std::nullopt);
     resumeWritesIfUnchanged(how, noTakeoverCanLand);
+  }
+  if (confirmAfterStep_ && !peer_->awaitingCompletion() && !peer_->keepsFence()) {
+    confirmAfterStep_ = false;
+    confirmAfterNewSession();
   }
   if (newSessionAfterLoss) afterNewSession();
   maybeHandOver();
@@ -332,16 +337,23 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                             }
                           } else if (writesStopped_ && fromPeer && config.role == PgRole::kPrimary &&
                                      roleAtLoss_ == Role::kPrimary && peer_->role() == Role::kPrimary &&
-                                     generation() == generationAtLoss_) {
-                            // Still the primary of the same generation, from a state read on the
-                            // new session: a takeover may yet land before this peer's test-and-set,
-                            // so writes resume only on the confirmation, as without this apply.
+                                     (generation() == generationAtLoss_ || confirmOwed_)) {
+                            // Still the primary, from a state read on the new session (of the
+                            // generation at the loss, or of a newer one its own write of unknown
+                            // outcome made): a takeover decided on an older read may yet land
+                            // before this peer's test-and-set, so writes resume only on the
+                            // confirmation, as without this apply.
                             log(LogLevel::kInfo, "stopping writes again: postgres was configured as primary "
                                                  "before the state read on the new session was confirmed");
-                            // A shutdown asked for before this apply's end is carried out
-                            // after it: postgres stays down, and starts on resumption.
-                            postgresShutDown_ = shutDownInFlight_;
-                            if (!shutDownInFlight_) stopWrites();
+                            // Shut down before this apply: down again until the confirmation,
+                            // which starts it (stopped writes would still let a session that
+                            // says BEGIN READ WRITE commit locally while a takeover may land).
+                            if (std::exchange(postgresShutDown_, false)) {
+                              shutDownWrites("it had been shut down before this configuration, and stays down "
+                                             "until the state read on the new session is confirmed");
+                            } else {
+                              stopWrites();
+                            }
                             confirmAfterNewSession();
                           } else if (writesStopped_ && fromPeer) {
                             writesStopped_ = false;

@@ -254,6 +254,7 @@ class Driver {
   std::optional<std::pair<std::string, bool>> resumeAfterTransition_;
   // A resumption decided once the state machine's step in flight ends (how, noTakeoverCanLand).
   std::optional<std::pair<std::string, bool>> resumeAfterStep_;
+  bool confirmAfterStep_ = false;  // the new session's confirmation, once the step ends
   bool confirmInFlight_ = false;  // the state written back after a new session
   // Writes were stopped on a new session and have not resumed since: a connection that
   // comes back on it resumes them only through the confirmation, never by the

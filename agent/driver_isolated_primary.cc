@@ -201,11 +201,11 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanL
   // test-and-set on the new session.
   const bool appliedMeanwhile = noTakeoverCanLand && role == Role::kPrimary && !lastAppliedIsStale();
   if ((role != roleAtLoss_ || gen != generationAtLoss_) && !appliedMeanwhile && noTakeoverCanLand &&
-      role == Role::kPrimary && lastApplied_ && peer_->wantedPgConfig() == *lastApplied_ && !peer_->keepsFence() &&
-      peer_->awaitingCompletion()) {
+      role == Role::kPrimary && lastApplied_ && peer_->wantedPgConfig() == *lastApplied_ &&
+      (peer_->keepsFence() || peer_->awaitingCompletion())) {
     // Postgres has this generation's configuration, and the state machine is in the middle
-    // of a step (an async-chain write): decided once that step ends, since nothing else
-    // would lift the stop (cluster sim seed 56607: a primary whose postgres stayed down).
+    // of a step (an async-chain write) or settles a write of unknown outcome: decided once
+    // that is over, since nothing else would lift the stop.
     resumeAfterStep_ = {how, noTakeoverCanLand};
     return;
   }
@@ -285,6 +285,14 @@ void Driver::confirmAfterNewSession() {
   // own write, answered during the outage): confirmed as well, or nothing would lift the
   // stop (seed 6055).
   const bool newerApplied = generation() != generationAtLoss_ && !lastAppliedIsStale();
+  if (peer_->role() == Role::kPrimary && generation() != generationAtLoss_ && lastApplied_ &&
+      peer_->wantedPgConfig() == *lastApplied_ && (peer_->keepsFence() || peer_->awaitingCompletion())) {
+    // Postgres has the newer generation's configuration and the state machine is in the
+    // middle of a step, or settles a write of unknown outcome: confirmed once that is
+    // over, since nothing else would.
+    confirmAfterStep_ = true;
+    return;
+  }
   if (peer_->role() != Role::kPrimary || (generation() != generationAtLoss_ && !newerApplied) ||
       !lastStateNode_.exists) {
     return resumeWritesIfUnchanged("a new session");  // logs why writes stay stopped
