@@ -112,6 +112,7 @@ def cmd_run(args):
     replay = (f"bench/campaign/campaign.py run --seed {seed} --faults {args.faults} --peers {args.peers} "
               f"--systems {args.systems} --session-timeout-ms {args.session_timeout_ms} --ops-every {args.ops_every}"
               + (f" --operator-grace {args.operator_grace:g}" if args.operator_grace else "")
+              + (f" --min-hold {args.min_hold:g}" if args.min_hold else "")
               + (f" --kinds {args.kinds}" if args.kinds else ""))
     print(f"campaign: seed {seed} (replay: {replay})", flush=True)
     print(f"campaign: {args.faults} faults, {len(items) - args.faults} operator actions, {args.peers} peers, "
@@ -152,7 +153,7 @@ def cmd_run(args):
         log(f"ZooKeeper ensemble up: {zk.connect_string()}")
         for name in systems:
             system = make_system(name, topo, peers, zk, workdir, client, args)
-            runner = Runner(system, zk, out_dir, args.rest_seconds, args.interval, args.operator_grace)
+            runner = Runner(system, zk, out_dir, args.rest_seconds, args.interval, args.operator_grace, args.min_hold)
             runner.deadline = deadline
             runner.partial_path = os.path.join(out_dir, f"{name}-{args.peers}peers-seed{seed}.partial.json")
             runner.meta = {"replay": replay, "faults_requested": args.faults, "name": name}
@@ -232,6 +233,8 @@ def main():
     r.add_argument("--kinds", help="only these fault kinds, comma-separated (default: every kind)")
     r.add_argument("--ops-every", type=int, default=4, help="an operator action after every N faults (0: none)")
     r.add_argument("--session-timeout-ms", type=int, default=4000, help="dugong's ZooKeeper session timeout")
+    r.add_argument("--min-hold", type=float, default=0,
+                   help="hold every lasting fault at least this many seconds (e.g. a host back a minute later)")
     r.add_argument("--operator-grace", type=float, default=0,
                    help="seconds the operator waits for a deposed peer to rejoin by itself before rebuilding it "
                         "(0: rebuilds at once)")

@@ -20,9 +20,10 @@ def log(msg):
 
 
 class Runner:
-    def __init__(self, system, zk, out_dir, rest_seconds, interval, operator_grace=0):
+    def __init__(self, system, zk, out_dir, rest_seconds, interval, operator_grace=0, min_hold=0):
         self.s = system
         self.operator_grace = operator_grace
+        self.min_hold = min_hold
         self.zk = zk
         self.out_dir = out_dir
         self.rest_seconds = rest_seconds
@@ -335,7 +336,7 @@ class Runner:
     def run_item(self, item, total):
         s = self.s
         bound = self.bound()
-        hold = bound + item["extra"]   # a lasting fault outlives the bound, so that missing it shows
+        hold = max(bound + item["extra"], self.min_hold)   # a lasting fault outlives the bound, so that missing it shows
         t0 = time.time()
         target, _, what = self.inject(item, hold)
         heal_t = time.time()
