@@ -331,10 +331,41 @@ WalPositionRead PgController::readWal() {
     }
     fencedRun = v.value();
   }
-  auto q = localQuery(
-      "SELECT CASE WHEN pg_is_in_recovery() "
-      "THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) "
-      "ELSE pg_current_wal_lsn() END::text, " + std::string(kInstanceSql));
+  // A standby's WAL ends where replay stops, not where reception did (pg/plan/fence.h,
+  // planStandbyWalEnd): asked again while replay runs, for at most kReplayWait.
+  constexpr auto kReplayWait = std::chrono::seconds(5);
+  const auto deadline = std::chrono::steady_clock::now() + kReplayWait;
+  Result<QueryResult> q = Error{"not asked"};
+  std::optional<std::string> replayedEnd;  // set when the standby's WAL ends where replay stopped
+  for (;;) {
+    q = localQuery(
+        "SELECT CASE WHEN pg_is_in_recovery() "
+        "THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) "
+        "ELSE pg_current_wal_lsn() END::text, " + std::string(kInstanceSql) +
+        ", pg_is_in_recovery(), pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, "
+        "(SELECT wait_event FROM pg_stat_activity WHERE backend_type = 'startup')");
+    if (!q || q->rows.empty() || q->rows[0][2] != "t") break;
+    const auto& row = q->rows[0];
+    const StandbyWalSeen seen{row[3].value_or(""), row[4].value_or(""), startupWaitsForWal(row[5].value_or(""))};
+    const bool gaveUp = std::chrono::steady_clock::now() >= deadline;
+    const StandbyWalEnd end = planStandbyWalEnd(seen, gaveUp);
+    if (end == StandbyWalEnd::kReplayed) {
+      if (seen.replayed != seen.received) {
+        spdlog::info("pg: this standby's WAL ends at {}, where replay stopped (received up to {}: the rest of a "
+                     "record that never came)",
+                     seen.replayed, seen.received);
+      }
+      replayedEnd = seen.replayed;
+      break;
+    }
+    if (end == StandbyWalEnd::kReceived) {
+      spdlog::warn("pg: replay has not caught up with the WAL received after {} s (replayed {}, received {}): "
+                   "reading the received position",
+                   kReplayWait.count(), seen.replayed, seen.received);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   if (!q) {
     out.error = q.error();
     return out;
@@ -343,7 +374,7 @@ WalPositionRead PgController::readWal() {
     out.error = "postgres reports no WAL position";
     return out;
   }
-  auto pos = WalPosition::parse(*q->rows[0][0]);
+  auto pos = WalPosition::parse(replayedEnd ? *replayedEnd : *q->rows[0][0]);
   if (!pos) {
     out.error = pos.error();
     return out;

@@ -44,4 +44,13 @@ std::string describeFence(const FenceTarget& fence) {
                           : "commits now wait for " + fence.syncId + " alone";
 }
 
+StandbyWalEnd planStandbyWalEnd(const StandbyWalSeen& seen, bool gaveUp) {
+  if (seen.startupWaitsForWal && !seen.replayed.empty()) return StandbyWalEnd::kReplayed;
+  return gaveUp ? StandbyWalEnd::kReceived : StandbyWalEnd::kWaitForReplay;
+}
+
+bool startupWaitsForWal(const std::string& waitEvent) {
+  return waitEvent == "RecoveryWalStream" || waitEvent == "RecoveryRetrieveRetryInterval";
+}
+
 }  // namespace dugong::pg

@@ -53,4 +53,26 @@ Result<bool> checkFence(const FenceTarget& fence, const FenceSeen& seen);
 // For the log.
 std::string describeFence(const FenceTarget& fence);
 
+// A fenced standby's WAL, read for a takeover's initWal. What it received may end inside
+// a record whose rest never came (the upstream sends what it has flushed, a page boundary
+// inside a long record): that is no commit, and the standby's promotion starts the new
+// timeline at the end of the last complete record, where replay stops. So the position is
+// where replay stopped once the startup process waits for more WAL; a later standby of the
+// new primary then holds the generation's timeline up to initWal. `startupWaitsForWal`:
+// the startup process's wait event says it waits for WAL (RecoveryWalStream,
+// RecoveryRetrieveRetryInterval).
+struct StandbyWalSeen {
+  std::string received;  // pg_last_wal_receive_lsn() ("" when null)
+  std::string replayed;  // pg_last_wal_replay_lsn()
+  bool startupWaitsForWal = false;
+};
+enum class StandbyWalEnd { kReplayed, kWaitForReplay, kReceived };
+// kReplayed: the replayed position is the WAL's end; kWaitForReplay: replay is still
+// running, ask again; kReceived (the caller's deadline passed, `gaveUp`): the greater of
+// the two, as before replay ends (no commit is beyond it).
+StandbyWalEnd planStandbyWalEnd(const StandbyWalSeen& seen, bool gaveUp);
+
+// The startup process's wait events that mean it has replayed what it has.
+bool startupWaitsForWal(const std::string& waitEvent);
+
 }  // namespace dugong::pg

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace dugong::pg {
 namespace {
 
@@ -65,6 +67,27 @@ TEST(PlanFence, CheckTable) {
     EXPECT_EQ(c.ok(), r.holds) << r.name << (c.ok() ? "" : ": " + c.error());
   }
   EXPECT_EQ(describeFence(both), "commits now wait for both c and b");
+}
+
+TEST(PlanFence, StandbyWalEndTable) {
+  struct Row {
+    const char* name;
+    StandbyWalSeen seen;
+    bool gaveUp;
+    StandbyWalEnd want;
+  };
+  const std::vector<Row> rows = {
+      {"replay waits for WAL: its end is the WAL's end", {"0/507C000", "0/507AD90", true}, false,
+       StandbyWalEnd::kReplayed},
+      {"replay still running", {"0/507C000", "0/5070000", false}, false, StandbyWalEnd::kWaitForReplay},
+      {"replay still running at the deadline", {"0/507C000", "0/5070000", false}, true, StandbyWalEnd::kReceived},
+      {"no replay position", {"0/507C000", "", true}, false, StandbyWalEnd::kWaitForReplay},
+  };
+  for (const Row& r : rows) EXPECT_EQ(planStandbyWalEnd(r.seen, r.gaveUp), r.want) << r.name;
+  EXPECT_TRUE(startupWaitsForWal("RecoveryWalStream"));
+  EXPECT_TRUE(startupWaitsForWal("RecoveryRetrieveRetryInterval"));
+  EXPECT_FALSE(startupWaitsForWal(""));
+  EXPECT_FALSE(startupWaitsForWal("WALRead"));
 }
 
 }  // namespace
