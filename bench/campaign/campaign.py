@@ -34,6 +34,9 @@ PATRONI_VARIANTS = {
     "patroni-default": dict(ttl=30, loop_wait=10, retry_timeout=10, strict=False),
     "patroni-fast": dict(ttl=20, loop_wait=1, retry_timeout=3, strict=False),
     "patroni-strict": dict(ttl=20, loop_wait=1, retry_timeout=3, strict=True),
+    # Patroni's answer to a DCS outage (3.0+): the leader keeps its role while every member
+    # confirms over its REST API.
+    "patroni-failsafe": dict(ttl=20, loop_wait=1, retry_timeout=3, strict=False, failsafe=True),
 }
 
 

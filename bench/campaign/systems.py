@@ -261,13 +261,15 @@ log:
 class Patroni(System):
     kind = "patroni"
 
-    def __init__(self, peers, zk, workdir, client_host, scope, ttl, loop_wait, retry_timeout, strict):
+    def __init__(self, peers, zk, workdir, client_host, scope, ttl, loop_wait, retry_timeout, strict,
+                 failsafe=False):
         super().__init__(peers, zk, workdir, client_host)
         self.scope = scope
         self.ttl, self.loop_wait, self.retry_timeout, self.strict = ttl, loop_wait, retry_timeout, strict
+        self.failsafe = failsafe
         self.detect_seconds = ttl
         self.label = (f"Patroni (ttl {ttl}, loop_wait {loop_wait}, retry_timeout {retry_timeout}"
-                      f"{', synchronous_mode_strict' if strict else ''})")
+                      f"{', synchronous_mode_strict' if strict else ''}{', failsafe_mode' if failsafe else ''})")
 
     def config_path(self, i):
         return os.path.join(self.peer_dir(i), "patroni.yml")
@@ -295,6 +297,7 @@ bootstrap:
     maximum_lag_on_failover: 1048576
     synchronous_mode: true
     synchronous_mode_strict: {str(self.strict).lower()}
+    failsafe_mode: {str(self.failsafe).lower()}
     postgresql:
       use_pg_rewind: true
       use_slots: true
