@@ -116,7 +116,7 @@ Result<bool> Agent::start() {
   options.onLeaseDeadline = [this](int64_t deadlineMs) {
     if (watchdog_) watchdog_->setLeaseDeadline(deadlineMs);
   };
-  driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_}, options);
+  driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_, nullptr}, options);
   driver_->onFatal([this] {
     exitCode_ = 1;
     if (onFatal_) onFatal_();
