@@ -24,7 +24,7 @@ Driver::Driver(Env env, DriverOptions options)
       leaseTimer_(env_.clock.newTimer()),
       leaseShutTimer_(env_.clock.newTimer()),
       failsafeTimer_(env_.clock.newTimer()),
-      heldFenceTimer_(env_.clock.newTimer()),
+      heldTakeoverTimer_(env_.clock.newTimer()),
       peerGraceTimer_(env_.clock.newTimer()),
       rejoinTimer_(env_.clock.newTimer()),
       handoverTimer_(env_.clock.newTimer()),
@@ -98,7 +98,7 @@ void Driver::stop(std::function<void()> done) {
   leaseTimer_->cancel();
   leaseShutTimer_->cancel();
   failsafeTimer_->cancel();
-  heldFenceTimer_->cancel();
+  heldTakeoverTimer_->cancel();
   peerGraceTimer_->cancel();
   rejoinTimer_->cancel();
   handoverTimer_->cancel();
@@ -222,6 +222,7 @@ void Driver::carryOut(const Action& action) {
               return later(StateWriteFinished{
                   false, "a test-and-set confirming the state after a new session is in flight", false, -1});
             }
+            if (holdTakeoverForPromise(w)) return;
             // A write may name another sync, which promised nothing: the failsafe's
             // permission does not outlive it.
             if (failsafeUntil_) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
@@ -256,7 +257,7 @@ void Driver::carryOut(const Action& action) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy_) return later(PgFenced{false, "postgres is being restarted", 0});
-            if (holdFenceForPromise(f.newSync)) return;
+            if (holdTakeoverForPromise(f)) return;
             pgBusy_ = true;
             const auto gen = generation();
             if (!switchoverRequested(true) || handoverWaitedIn_ == gen) return fencePg(f.newSync);

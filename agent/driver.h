@@ -230,8 +230,9 @@ class Driver {
   std::optional<std::string> whyNoFailsafe() const;
   void onFailsafeAnswer(int64_t sentAt, int64_t generation, int64_t session, const Result<FailsafeAnswer>& r);
   void dropFailsafe(const std::string& why);
-  // A sync's takeover fence held back by its promise; false: go ahead now.
-  bool holdFenceForPromise(const std::optional<PeerIdentity>& newSync);
+  // A sync's takeover (its fence, or a state write that makes it the primary) held back
+  // by its promise until the promise ends; false: go ahead now.
+  bool holdTakeoverForPromise(const Action& action);
   void stopWrites();
   void shutDownWrites(const std::string& why);
   // noTakeoverCanLand: the lost session came back, or the state was confirmed on a new one.
@@ -321,9 +322,9 @@ class Driver {
   std::unique_ptr<Timer> failsafeTimer_;
   bool stateWriteUnsettled_ = false;
   std::optional<int64_t> promisedUntil_;
-  std::optional<std::optional<PeerIdentity>> heldFence_;
+  std::optional<Action> heldTakeover_;
   bool fenceInFlight_ = false;
-  std::unique_ptr<Timer> heldFenceTimer_;
+  std::unique_ptr<Timer> heldTakeoverTimer_;
   std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
   std::unique_ptr<Timer> peerGraceTimer_;
   // The automatic rejoin: the generation last tried, the primary postgres

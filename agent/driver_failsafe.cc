@@ -149,7 +149,7 @@ FailsafeAnswer Driver::onFailsafeRequest(const FailsafeRequest& request) {
   view.state = state ? &*state : nullptr;
   view.leaseInUse = leaseInUse_;
   view.reachesZooKeeper = reachesZooKeeper(leaseSentAt_, leaseIntervalMs_, env_.clock.monotonicMs());
-  view.takingOver = peer_->role() != Role::kSync || heldFence_.has_value() || fenceInFlight_ || smWriteInFlight_ ||
+  view.takingOver = peer_->role() != Role::kSync || heldTakeover_.has_value() || fenceInFlight_ || smWriteInFlight_ ||
                     peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || withdrawn_;
   FailsafeAnswer a = decideFailsafeGrant(request, view);
   const int64_t now = env_.clock.monotonicMs();
@@ -166,18 +166,30 @@ FailsafeAnswer Driver::onFailsafeRequest(const FailsafeRequest& request) {
   return a;
 }
 
-// A sync's fence begins its takeover: while a promise runs it waits for its end.
-bool Driver::holdFenceForPromise(const std::optional<PeerIdentity>& newSync) {
+// A sync's takeover begins with its fence (which stops its streaming from the primary)
+// and lands with its state write: while a promise runs, either waits for its end. The
+// fence is the usual first step; the write is held too, for a takeover whose fence was
+// already in place.
+bool Driver::holdTakeoverForPromise(const Action& action) {
   const int64_t now = env_.clock.monotonicMs();
   if (peer_->role() != Role::kSync || !promisedUntil_ || *promisedUntil_ <= now) return false;
-  heldFence_ = newSync;
-  log(LogLevel::kWarn, "failsafe: holding this takeover back for " + std::to_string(*promisedUntil_ - now) +
+  if (const auto* w = std::get_if<WriteClusterState>(&action)) {
+    const auto& s = peer_->clusterState();
+    const bool takeover = w->state.primary.id == opts_.identity.id && (!s || s->primary.id != opts_.identity.id);
+    if (!takeover) return false;
+  } else if (!std::holds_alternative<FencePg>(action)) {
+    return false;
+  }
+  heldTakeover_ = action;
+  log(LogLevel::kWarn, std::string("failsafe: holding this takeover's ") +
+                           (std::holds_alternative<FencePg>(action) ? "fence" : "state write") + " back for " +
+                           std::to_string(*promisedUntil_ - now) +
                            " ms: this peer promised the primary not to take over before then");
-  heldFenceTimer_->start(*promisedUntil_ - now, [this, alive = std::weak_ptr<int>(alive_)] {
-    if (alive.expired() || stopping_ || !heldFence_) return;
-    auto f = *std::exchange(heldFence_, std::nullopt);
+  heldTakeoverTimer_->start(*promisedUntil_ - now, [this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired() || stopping_ || !heldTakeover_) return;
+    const Action held = *std::exchange(heldTakeover_, std::nullopt);
     log(LogLevel::kInfo, "failsafe: the promise has ended: taking over");
-    carryOut(FencePg{f});
+    carryOut(held);
   });
   return true;
 }

@@ -207,7 +207,7 @@ TEST_F(FailsafeDriverTest, TheSyncHoldsItsTakeoverUntilThePromiseEnds) {
   clock_.advance(0);
   answerWalReads();
   EXPECT_TRUE(pg_.fences.empty()) << "the takeover began within the promise";
-  EXPECT_TRUE(logged("holding this takeover back"));
+  EXPECT_TRUE(logged("holding this takeover's fence back"));
   EXPECT_FALSE(driver_->onFailsafeRequest(FailsafeRequest{1, "node2", 9000}).granted) << "promised while taking over";
   clock_.advance(until - clock_.monotonicMs() - 1);
   EXPECT_TRUE(pg_.fences.empty());
