@@ -322,6 +322,7 @@ class Driver {
   std::unique_ptr<Timer> failsafeTimer_;
   bool stateWriteUnsettled_ = false;
   std::optional<int64_t> promisedUntil_;
+  std::string failsafeLastRefusalGiven_;  // logged once per reason
   std::optional<Action> heldTakeover_;
   bool fenceInFlight_ = false;
   std::unique_ptr<Timer> heldTakeoverTimer_;

@@ -154,9 +154,13 @@ FailsafeAnswer Driver::onFailsafeRequest(const FailsafeRequest& request) {
   FailsafeAnswer a = decideFailsafeGrant(request, view);
   const int64_t now = env_.clock.monotonicMs();
   if (!a.granted) {
-    log(LogLevel::kInfo, "failsafe: no promise to " + request.primaryId + ": " + a.reason);
+    // Once per reason: a primary asks again every quarter of an interval while refused.
+    const std::string line = "failsafe: no promise to " + request.primaryId + ": " + a.reason;
+    if (line != failsafeLastRefusalGiven_) log(LogLevel::kInfo, line);
+    failsafeLastRefusalGiven_ = line;
     return a;
   }
+  failsafeLastRefusalGiven_.clear();
   const bool first = !promisedUntil_ || *promisedUntil_ <= now;
   promisedUntil_ = extendPromise(promisedUntil_, now, request.durationMs);
   log(first ? LogLevel::kWarn : LogLevel::kDebug,
