@@ -54,6 +54,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
       config_(std::move(config)),
       clock_(io),
       coordinator_(io, config_.zk, config_.identity),
+      peers_(io, config_.zk.cluster, config_.httpSecret),
       statusTimer_(io) {}
 
 Agent::~Agent() {
@@ -116,7 +117,10 @@ Result<bool> Agent::start() {
   options.onLeaseDeadline = [this](int64_t deadlineMs) {
     if (watchdog_) watchdog_->setLeaseDeadline(deadlineMs);
   };
-  driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_}, options);
+  // The failsafe asks the sync's agent over HTTP, so this agent answers there too.
+  options.failsafe = config_.zkFailsafe && config_.zk.lease && !config_.httpHost.empty();
+  options.failsafeDurationMs = config_.zk.sessionTimeoutMs;
+  driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_, &peers_}, options);
   driver_->onFatal([this] {
     exitCode_ = 1;
     if (onFatal_) onFatal_();
@@ -296,6 +300,7 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
   s.state = [this] { return stateJson(statusSources()); };
   s.metrics = [this] { return metricsText(statusSources()); };
   Routed routed = route(request, s, ApiAccess{config_.httpSecret});
+  if (routed.failsafe) return failsafeRequest(*routed.failsafe, std::move(respond));
   if (routed.operatorAction) return operatorRequest(request, *routed.operatorAction, std::move(respond));
   if (!routed.switchoverTo) {
     if (request.method == "POST") {
@@ -311,6 +316,17 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
     spdlog::info("POST /switchover to {}: refused, another switchover is running", *routed.switchoverTo);
     respond(jsonError(409, "another switchover is running"));
   }
+}
+
+// POST /failsafe: the driver decides at once (and logs its decision).
+void Agent::failsafeRequest(const FailsafeCall& call, HttpServer::Respond respond) {
+  if (stopping_) return respond(jsonError(503, "the agent is stopping"));
+  if (call.cluster != config_.zk.cluster) {
+    spdlog::info("POST /failsafe from {} refused: it is of cluster {}, not {}", call.request.primaryId, call.cluster,
+                 config_.zk.cluster);
+    return respond(failsafeReply(FailsafeAnswer{false, "this agent is of cluster " + config_.zk.cluster}));
+  }
+  respond(failsafeReply(driver_->onFailsafeRequest(call.request)));
 }
 
 // POST /restart, /reload: this peer's postgres, by the request follower's own step

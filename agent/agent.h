@@ -23,6 +23,7 @@
 #include "agent/daemon_env.h"
 #include "agent/driver.h"
 #include "agent/hooks.h"
+#include "agent/http_api.h"
 #include "agent/http_server.h"
 #include "agent/instance_lock.h"
 #include "agent/request_follower.h"
@@ -66,6 +67,7 @@ class Agent {
 
  private:
   void operatorRequest(const HttpRequest& request, const std::string& action, HttpServer::Respond respond);
+  void failsafeRequest(const FailsafeCall& call, HttpServer::Respond respond);
   void pollStatus();
   StatusSources statusSources() const;
   std::optional<zk::SessionCredentials> savedSession();
@@ -81,6 +83,7 @@ class Agent {
   AgentConfig config_;
   AsioClock clock_;
   ZkCoordinator coordinator_;
+  HttpPeerLink peers_;
   SpdlogSink log_;
   std::unique_ptr<InstanceLock> lock_;
   std::unique_ptr<SessionFile> sessionFile_;

@@ -197,6 +197,7 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   zk.getInt("tickTimeMs", &c.zkTickTimeMs, 0, 600000);
   zk.getInt("leaseIntervalMs", &c.zk.leaseIntervalMs, 0, 60000);
   zk.get("lease", &c.zk.lease);
+  zk.get("failsafe", &c.zkFailsafe);
   zk.get("sessionFile", &c.sessionFile);
   {
     Section auth = zk.child("auth");

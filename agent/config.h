@@ -10,6 +10,10 @@
 //                                       # half the session timeout (the primary's lease)
 //     leaseIntervalMs: 0                # leader round trips; 0: T/10 within [50, 1000]
 //     lease: true                       # false: no lease (comparisons only)
+//     failsafe: on                      # quorum loss: the primary writes on under its sync's
+//                                       # promise (POST /failsafe; docs/design.md "Quorum loss:
+//                                       # the sync's promise"); needs the lease and http.listen
+//                                       # reachable by the other agents; off: stop at the lease
 //     auth: {user: dugong, password: s3cret}   # digest auth + ACLs (warned when absent);
 //                                       # or passwordFile: /etc/dugong/zk.pw instead of password
 //     sessionFile: ""                   # default <dataDir>.dugong-session: the session kept
@@ -134,6 +138,8 @@ struct AgentConfig {
   // The ensemble's tickTime as the operator states it (an upper bound), for the primary's
   // lease (agent/driver_lease.h); 0: half the negotiated session timeout, ZooKeeper's floor.
   int zkTickTimeMs = 0;
+  // The failsafe (agent/failsafe.h): on by default.
+  bool zkFailsafe = true;
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;
   std::string onRoleChangeHook;  // empty: none

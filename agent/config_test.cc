@@ -91,6 +91,19 @@ TEST_F(ConfigTest, StatusServerListensOnLoopbackUnlessTurnedOff) {
   EXPECT_FALSE(off->identity.backupUrl.has_value());
 }
 
+TEST_F(ConfigTest, TheFailsafeIsOnUnlessTurnedOff) {
+  auto byDefault = parseConfig(valid(), "d.yaml");
+  ASSERT_TRUE(byDefault.ok()) << byDefault.error();
+  EXPECT_TRUE(byDefault->zkFailsafe);
+  auto off = parseConfig(valid("  failsafe: off\n"), "d.yaml");
+  ASSERT_TRUE(off.ok()) << off.error();
+  EXPECT_FALSE(off->zkFailsafe);
+  auto on = parseConfig(valid("  failsafe: on\n"), "d.yaml");
+  ASSERT_TRUE(on.ok()) << on.error();
+  EXPECT_TRUE(on->zkFailsafe);
+  EXPECT_NE(errorOf(valid("  failsafe: sometimes\n")).find("zookeeper.failsafe"), std::string::npos);
+}
+
 TEST_F(ConfigTest, EveryKeyIsRead) {
   auto c = parseConfig(valid() +
                            "singleton: true\nhealth:\n  withdrawAfterSeconds: 9\nshutdown:\n  stopPostgres: yes\n"

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/http_api.h"
+#include "agent/http_client.h"
 #include "agent/logging.h"
 
 namespace dugong::agent {
@@ -199,6 +201,24 @@ void SpdlogSink::write(LogLevel level, const std::string& line) {
     case LogLevel::kError:
       return spdlog::error("{}", line);
   }
+}
+
+}  // namespace dugong::agent
+
+namespace dugong::agent {
+
+void HttpPeerLink::askFailsafe(const PeerIdentity& to, const FailsafeRequest& request, int64_t timeoutMs,
+                               std::function<void(Result<FailsafeAnswer>)> done) {
+  if (!to.backupUrl) {
+    return boost::asio::post(io_, [done = std::move(done), id = to.id] {
+      done(Error{id + " publishes no HTTP address (its http.listen is \"\")"});
+    });
+  }
+  httpPostAsync(io_, *to.backupUrl + "/failsafe", failsafeBody(cluster_, request), secret_ ? "Bearer " + *secret_ : "",
+                std::chrono::milliseconds(timeoutMs), [done = std::move(done)](Result<HttpResponse> r) {
+                  if (!r) return done(Error{r.error()});
+                  done(parseFailsafeReply(*r));
+                });
 }
 
 }  // namespace dugong::agent

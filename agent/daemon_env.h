@@ -74,6 +74,21 @@ class ZkCoordinator : public Coordinator {
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
+// The other agents over HTTP: a failsafe request is a POST to the sync's agent (its
+// identity's backupUrl, the agent's HTTP API), with this agent's credential if any.
+class HttpPeerLink : public PeerLink {
+ public:
+  HttpPeerLink(boost::asio::io_context& io, std::string cluster, std::optional<std::string> secret)
+      : io_(io), cluster_(std::move(cluster)), secret_(std::move(secret)) {}
+  void askFailsafe(const PeerIdentity& to, const FailsafeRequest& request, int64_t timeoutMs,
+                   std::function<void(Result<FailsafeAnswer>)> done) override;
+
+ private:
+  boost::asio::io_context& io_;
+  std::string cluster_;
+  std::optional<std::string> secret_;
+};
+
 class PgPostgres : public Postgres {
  public:
   explicit PgPostgres(pg::PgAdapter& adapter) : pg_(adapter) {}

@@ -23,6 +23,8 @@ Driver::Driver(Env env, DriverOptions options)
       shutDownTimer_(env_.clock.newTimer()),
       leaseTimer_(env_.clock.newTimer()),
       leaseShutTimer_(env_.clock.newTimer()),
+      failsafeTimer_(env_.clock.newTimer()),
+      heldTakeoverTimer_(env_.clock.newTimer()),
       peerGraceTimer_(env_.clock.newTimer()),
       rejoinTimer_(env_.clock.newTimer()),
       handoverTimer_(env_.clock.newTimer()),
@@ -56,6 +58,13 @@ bool Driver::start() {
   env_.postgres.startHealthCheck([this, alive = std::weak_ptr<int>(alive_)](bool healthy, const std::string& detail) {
     if (!alive.expired() && !stopping_) onHealth(healthy, detail);
   });
+  if (opts_.failsafe && opts_.failsafeDurationMs > 0) {
+    // A promise an earlier run of this agent gave is not remembered: held as if given now.
+    promisedUntil_ = env_.clock.monotonicMs() + opts_.failsafeDurationMs;
+    log(LogLevel::kInfo, "failsafe: on; this peer takes over from no primary within " +
+                             std::to_string(opts_.failsafeDurationMs) +
+                             " ms of its start (an earlier run of its agent may have promised so)");
+  }
   join();
   startSyncWatch();
   return !failed_;
@@ -88,6 +97,8 @@ void Driver::stop(std::function<void()> done) {
   shutDownTimer_->cancel();
   leaseTimer_->cancel();
   leaseShutTimer_->cancel();
+  failsafeTimer_->cancel();
+  heldTakeoverTimer_->cancel();
   peerGraceTimer_->cancel();
   rejoinTimer_->cancel();
   handoverTimer_->cancel();
@@ -118,7 +129,15 @@ void Driver::later(Event event) {
 void Driver::step(const Event& delivered) {
   if (stopping_) return;
   bool newSessionAfterLoss = false;
+  if (std::holds_alternative<ZkInitialized>(delivered) || std::holds_alternative<ClusterStateChanged>(delivered)) {
+    stateWriteUnsettled_ = false;  // the state read says how any earlier write ended
+  }
   if (auto* init = std::get_if<ZkInitialized>(&delivered)) {
+    if (failsafeInUse() && !connectionLost_) {
+      isolate("failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
+              "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
+    }
+    if (failsafeUntil_) dropFailsafe("a new ZooKeeper session");
     resumeAfterStep_.reset();  // decided on the session it was asked on, never on a new one
     confirmAfterStep_ = false;
     lastStateNode_ = init->state;
@@ -155,6 +174,9 @@ void Driver::step(const Event& delivered) {
     shutDownWrites("the session whose connection was lost has expired");
   }
   for (const Action& a : peer_->step(env_.clock.wallMs(), event)) carryOut(a);
+  if (failsafeUntil_ && (peer_->role() != Role::kPrimary || generation() != failsafeGeneration_)) {
+    dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafeGeneration_));
+  }
   if (resumeAfterStep_ && !peer_->awaitingCompletion() && !peer_->keepsFence()) {
     auto [how, noTakeoverCanLand] = *std::exchange(resumeAfterStep_, std::nullopt);
     resumeWritesIfUnchanged(how, noTakeoverCanLand);
@@ -205,11 +227,16 @@ void Driver::carryOut(const Action& action) {
               return later(StateWriteFinished{
                   false, "a test-and-set confirming the state after a new session is in flight", false, -1});
             }
+            if (holdTakeoverForPromise(w)) return;
+            // A write may name another sync, which promised nothing: the failsafe's
+            // permission does not outlive it.
+            if (failsafeUntil_) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
             smWriteInFlight_ = true;
             env_.coordinator.putClusterState(w.state, w.expectedVersion, w.reason,
                                              guarded<StateWriteFinished>([this](StateWriteFinished r) {
                                                smWriteInFlight_ = false;
                                                if (!r.ok) ++counters_.stateWriteFailures;
+                                               if (!r.ok) stateWriteUnsettled_ = true;
                                                later(r);
                                                if (confirmDeferred_) {
                                                  // After the state machine has stepped the answer.
@@ -235,6 +262,7 @@ void Driver::carryOut(const Action& action) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy_) return later(PgFenced{false, "postgres is being restarted", 0});
+            if (holdTakeoverForPromise(f)) return;
             pgBusy_ = true;
             const auto gen = generation();
             if (!switchoverRequested(true) || handoverWaitedIn_ == gen) return fencePg(f.newSync);
@@ -279,8 +307,10 @@ void Driver::carryOut(const Action& action) {
 
 // REQUIRES: pgBusy_ set by the caller.
 void Driver::fencePg(const std::optional<PeerIdentity>& newSync) {
+  fenceInFlight_ = true;
   env_.postgres.fence(newSync, guarded<PgFenced>([this](PgFenced r) {
                         pgBusy_ = false;
+                        fenceInFlight_ = false;
                         step(r);
                         resumeIfDeferred();
                       }));

@@ -120,6 +120,14 @@ struct DriverOptions {
   // that end too (agent/watchdog.h).
   LeaseTerms lease;
   std::function<void(int64_t deadlineMs)> onLeaseDeadline;
+  // The failsafe (agent/failsafe.h, docs/design.md "Quorum loss: the sync's promise"):
+  // a primary whose lease is about to end asks its sync (Env::peers) for a promise of
+  // durationMs (0: the negotiated session timeout) and writes on under it; a sync
+  // promises while it cannot reach ZooKeeper either, and holds its own takeover until
+  // the promise ends (and for durationMs after this driver starts: a promise given by
+  // an earlier run of the agent is not remembered).
+  bool failsafe = false;
+  int64_t failsafeDurationMs = 0;
 };
 
 struct DriverCounters {
@@ -169,6 +177,12 @@ class Driver {
   bool coordinatorConnected() const { return !connectionLost_; }
   // The lease's end (monotonic ms), once a leader round trip confirmed the session.
   std::optional<int64_t> leaseDeadline() const { return leaseDeadline_; }
+  // The failsafe: the end of the permission this primary holds from its sync, and the
+  // end of the promise this peer gave (monotonic ms; nullopt: none).
+  std::optional<int64_t> failsafeUntil() const { return failsafeUntil_; }
+  std::optional<int64_t> promisedUntil() const { return promisedUntil_; }
+  // A primary's request for a failsafe promise (POST /failsafe), decided at once.
+  FailsafeAnswer onFailsafeRequest(const FailsafeRequest& request);
 
  private:
   void step(const Event& event);
@@ -202,6 +216,23 @@ class Driver {
   void onLease(const CoordinatorLease& l);
   void leaseEnding();
   bool leaseValid() const;
+  // The failsafe (agent/driver_failsafe.cc).
+  int64_t failsafeDurationMs() const;
+  // The end of writes: the lease's, or the failsafe's permission if later.
+  int64_t writeDeadline() const;
+  bool failsafeHolds() const;
+  // The permission keeps writes on past the lease: the session may expire meanwhile.
+  bool failsafeInUse() const;
+  void armWriteDeadline();
+  void scheduleFailsafeAsk(int64_t atMs);
+  int64_t retryMs() const;
+  void askFailsafe();
+  std::optional<std::string> whyNoFailsafe() const;
+  void onFailsafeAnswer(int64_t sentAt, int64_t generation, int64_t session, const Result<FailsafeAnswer>& r);
+  void dropFailsafe(const std::string& why);
+  // A sync's takeover (its fence, or a state write that makes it the primary) held back
+  // by its promise until the promise ends; false: go ahead now.
+  bool holdTakeoverForPromise(const Action& action);
   void stopWrites();
   void shutDownWrites(const std::string& why);
   // noTakeoverCanLand: the lost session came back, or the state was confirmed on a new one.
@@ -276,10 +307,26 @@ class Driver {
   std::optional<int64_t> leaseDeadline_;
   int64_t leaseSentAt_ = 0;
   int64_t leaseSessionId_ = 0;  // the session of leaseDeadline_
+  int64_t leaseIntervalMs_ = 0;
   bool leaseEnded_ = false;
   std::optional<std::pair<std::string, bool>> resumeAfterLease_;
   std::unique_ptr<Timer> leaseTimer_;
   std::unique_ptr<Timer> leaseShutTimer_;
+  // The failsafe, as primary: the permission's end, the generation and session it was
+  // asked in, a request in flight, the last refusal logged, the timer of the next ask.
+  // As sync: the promise's end, the takeover fence it holds back, and its timer. A state
+  // write that failed leaves the outcome unknown until a state is read again: no ask.
+  std::optional<int64_t> failsafeUntil_;
+  int64_t failsafeGeneration_ = 0;
+  int64_t failsafeSession_ = 0;
+  std::string failsafeLastRefusal_;
+  std::unique_ptr<Timer> failsafeTimer_;
+  bool stateWriteUnsettled_ = false;
+  std::optional<int64_t> promisedUntil_;
+  std::string failsafeLastRefusalGiven_;  // logged once per reason
+  std::optional<Action> heldTakeover_;
+  bool fenceInFlight_ = false;
+  std::unique_ptr<Timer> heldTakeoverTimer_;
   std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
   std::unique_ptr<Timer> peerGraceTimer_;
   // The automatic rejoin: the generation last tried, the primary postgres

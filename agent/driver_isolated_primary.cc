@@ -34,13 +34,13 @@ void Driver::onConnection(const CoordinatorConnection& c) {
     if (connectionLost_) return;
     ++counters_.connectionLosses;
     sessionTimeoutMs_ = c.sessionTimeoutMs;
-    if (leaseInUse_ && leaseValid()) {
+    if (leaseInUse_ && (leaseValid() || failsafeHolds())) {
       // A server restart or a leader change closes the connection a moment after the
       // leader confirmed the session: the lease says how long it surely lives on; its
       // own timers stop writes at its end unless a round trip confirms it again first.
       log(LogLevel::kInfo, "lost the connection to ZooKeeper (session " + hexSession(c.sessionId) +
-                               "): writes go on under the lease, which ends in " +
-                               std::to_string(*leaseDeadline_ - env_.clock.monotonicMs()) +
+                               "): writes go on under the " + (leaseValid() ? "lease" : "failsafe's permission") +
+                               ", which ends in " + std::to_string(writeDeadline() - env_.clock.monotonicMs()) +
                                " ms unless a round trip through the leader confirms the session again");
       return;
     }

@@ -46,19 +46,34 @@ void Driver::onLease(const CoordinatorLease& l) {
   // can say nothing about the new one, nor the other way round).
   const bool sameSession = l.sessionId == leaseSessionId_;
   if (!sameSession) {
+    // Writes that went on under the failsafe past the old lease stop: that session may
+    // have expired and a takeover be decided; the new one's confirmation decides.
+    if (failsafeInUse() && !connectionLost_) {
+      isolate("failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
+              "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
+    }
+    failsafeUntil_.reset();
+    failsafeTimer_->cancel();
     leaseSessionId_ = l.sessionId;
     leaseDeadline_.reset();
   }
   if (leaseDeadline_ && deadline <= *leaseDeadline_) return;
-  const int64_t now = env_.clock.monotonicMs();
+  const bool onFailsafe = failsafeInUse();
   leaseDeadline_ = deadline;
   leaseSentAt_ = l.sentAtMs;
+  leaseIntervalMs_ = l.intervalMs;
   sessionTimeoutMs_ = l.sessionTimeoutMs;
-  if (opts_.onLeaseDeadline) opts_.onLeaseDeadline(deadline);
-  auto alive = std::weak_ptr<int>(alive_);
-  leaseTimer_->start(std::max<int64_t>(deadline - opts_.lease.writeStopLeadMs - now, 0), [this, alive] {
-    if (!alive.expired() && !stopping_) leaseEnding();
-  });
+  armWriteDeadline();
+  if (onFailsafe && leaseValid()) {
+    log(LogLevel::kInfo, "failsafe: a round trip through the ZooKeeper leader confirmed the session again: writes go "
+                         "on under the lease");
+  }
+  // The sync is asked for a promise once the next round trip is late (and early enough
+  // for an answer before writes stop).
+  if (peer_->role() == Role::kPrimary) {
+    scheduleFailsafeAsk(l.sentAtMs + std::max(std::min(l.intervalMs * 3 / 2, length - opts_.lease.writeStopLeadMs - 100),
+                                              l.intervalMs + l.intervalMs / 4));
+  }
   leaseShutTimer_->cancel();
   if (leaseEnded_ && !leaseValid()) return;  // a round trip answered too late to lift anything
   if (leaseEnded_) {
@@ -81,7 +96,7 @@ void Driver::onLease(const CoordinatorLease& l) {
 // A little before the lease's end: a primary stops writes now, and shuts postgres down
 // at the end.
 void Driver::leaseEnding() {
-  if (leaseValid()) return;
+  if (leaseValid() || failsafeHolds()) return;
   const bool primary = peer_->role() == Role::kPrimary || (connectionLost_ && roleAtLoss_ == Role::kPrimary);
   if (!primary) {
     // A peer that becomes the primary without a lease (its takeover write answered, its
@@ -94,12 +109,14 @@ void Driver::leaseEnding() {
   if (!leaseDeadline_) return;
   leaseEnded_ = true;
   const int64_t now = env_.clock.monotonicMs();
-  const int64_t left = std::max<int64_t>(*leaseDeadline_ - now, 0);
+  const int64_t left = std::max<int64_t>(writeDeadline() - now, 0);
   if (!connectionLost_) {
-isolate("no round trip through the ZooKeeper leader has confirmed the session for " +
+    isolate("no round trip through the ZooKeeper leader has confirmed the session for " +
             std::to_string(now - leaseSentAt_) + " ms (the connection itself " + (coordinatorUp_ ? "looks up" : "is lost") +
-            "): the lease ends in " + std::to_string(left) + " ms, stopping writes now");
+            "): the " + (failsafeUntil_ ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
+            " ms, stopping writes now");
   }
+  failsafeTimer_->cancel();
   // A transition in flight may be starting postgres as the primary although it was shut
   // down before (the adapter's shutdown signals a postmaster that runs, whatever holds
   // its apply lock): shut it down at the lease's end all the same.

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/failsafe.h"
 #include "agent/rejoin.h"
 #include "agent/sync_ack_watch.h"
 #include "statemachine/action.h"
@@ -235,6 +236,20 @@ class Postgres {
   }
 };
 
+// ---- the other agents ------------------------------------------------------------------
+
+// The one message an agent sends another (docs/design.md "Quorum loss: the sync's
+// promise"): a primary asks its sync for a failsafe promise. The daemon sends it over
+// HTTP (POST /failsafe on the peer's agent), the simulators through their network.
+class PeerLink {
+ public:
+  virtual ~PeerLink() = default;
+  // Asks `to`'s agent; `done` runs exactly once: its answer, or an error (unreachable,
+  // or no answer within `timeoutMs`).
+  virtual void askFailsafe(const PeerIdentity& to, const FailsafeRequest& request, int64_t timeoutMs,
+                           std::function<void(Result<FailsafeAnswer>)> done) = 0;
+};
+
 // ---- log ------------------------------------------------------------------------------
 
 class LogSink {
@@ -250,6 +265,9 @@ struct Env {
   Coordinator& coordinator;
   Postgres& postgres;
   LogSink& log;
+  // The other agents, for the failsafe (nullptr: none reachable; the failsafe then
+  // never asks).
+  PeerLink* peers = nullptr;
 };
 
 }  // namespace dugong::agent

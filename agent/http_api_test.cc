@@ -186,6 +186,47 @@ TEST(HttpApi, SwitchoverNeedsTheCredentialAndABody) {
   EXPECT_EQ(route(g, primary(), kOn).reply.status, 405);
 }
 
+TEST(HttpApi, FailsafeTakesTheCredentialWhenOneIsSetAndAWellFormedBody) {
+  const FailsafeRequest asked{7, "node1", 4000};
+  const std::string body = failsafeBody("c1", asked);
+  const std::vector<PostCase> cases = {
+      {post("/failsafe", body, ""), {}, 0},  // no credential configured: accepted
+      {post("/failsafe", body, ""), kOn, 401},
+      {post("/failsafe", body, "Bearer wrong"), kOn, 401},
+      {post("/failsafe", body, kBearer), kOn, 0},
+      {post("/failsafe", "not json", kBearer), kOn, 400},
+      {post("/failsafe", R"({"cluster":"c1","generation":"7","primary":"node1","durationMs":4000})", ""), {}, 400},
+      {post("/failsafe", R"({"cluster":"c1","generation":7,"primary":"node1"})", ""), {}, 400},
+      {post("/failsafe", R"({"cluster":"c1","generation":7,"primary":"node1","durationMs":4000,"x":1})", ""), {}, 400},
+  };
+  for (const auto& c : cases) {
+    auto r = route(c.request, standby(Role::kSync, 0), c.access);
+    EXPECT_FALSE(r.switchoverTo);
+    EXPECT_FALSE(r.operatorAction);
+    if (c.code == 0) {
+      ASSERT_TRUE(r.failsafe) << c.request.body << ": " << r.reply.body;
+      EXPECT_EQ(r.failsafe->cluster, "c1");
+      EXPECT_EQ(r.failsafe->request.generation, 7);
+      EXPECT_EQ(r.failsafe->request.primaryId, "node1");
+      EXPECT_EQ(r.failsafe->request.durationMs, 4000);
+    } else {
+      EXPECT_FALSE(r.failsafe) << c.request.body;
+      EXPECT_EQ(r.reply.status, c.code) << c.request.authorization << " " << c.request.body;
+    }
+  }
+  EXPECT_EQ(route(get("/failsafe"), primary(), {}).reply.status, 405);
+  // The answer, both ways.
+  auto granted = parseFailsafeReply(HttpResponse{200, failsafeReply(FailsafeAnswer{true, "promised"}).body});
+  ASSERT_TRUE(granted.ok()) << granted.error();
+  EXPECT_TRUE(granted->granted);
+  EXPECT_EQ(granted->reason, "promised");
+  auto refused = parseFailsafeReply(HttpResponse{200, failsafeReply(FailsafeAnswer{false, "reaches it"}).body});
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->granted);
+  EXPECT_FALSE(parseFailsafeReply(HttpResponse{401, R"({"error":"a credential is required"})"}).ok());
+  EXPECT_FALSE(parseFailsafeReply(HttpResponse{200, "{}"}).ok());
+}
+
 TEST(HttpApi, RestartAndReloadNeedTheCredentialAndNoBody) {
   auto getRestart = get("/restart");
   auto putReload = post("/reload", "", kBearer);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,42 @@ TEST(HttpServer, BadCertificateIsAnErrorAtListenAndBodiesAreBounded) {
   EXPECT_EQ(commandOutput("curl -s -o /dev/null -w '%{http_code}' --max-time 10 --data-binary @" + big +
                 " http://127.0.0.1:" + std::to_string(plain.port()) + "/switchover"),
             "413");
+}
+
+}  // namespace
+}  // namespace dugong::agent
+
+namespace dugong::agent {
+namespace {
+
+// httpPost and httpPostAsync carry the body and the credential, and bound a silent
+// server by the timeout.
+TEST(HttpClient, PostsTheBodyAndTheCredentialBlockingOrOnALoop) {
+  EchoServer server(HttpTls{});
+  ASSERT_TRUE(server.listened().ok()) << server.listened().error();
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/failsafe";
+  auto r = httpPost(url, R"({"a":1})", "Bearer t");
+  ASSERT_TRUE(r.ok()) << r.error();
+  auto j = nlohmann::json::parse(r->body);
+  EXPECT_EQ(j["method"], "POST");
+  EXPECT_EQ(j["path"], "/failsafe");
+  EXPECT_EQ(j["body"], R"({"a":1})");
+  EXPECT_EQ(j["authorization"], "Bearer t");
+
+  boost::asio::io_context io;
+  std::optional<Result<HttpResponse>> async;
+  httpPostAsync(io, url, R"({"b":2})", "", std::chrono::seconds(3), [&](Result<HttpResponse> a) { async = std::move(a); });
+  EXPECT_FALSE(async) << "answered inside the call";
+  io.run();
+  ASSERT_TRUE(async && async->ok()) << (async ? async->error() : "no answer");
+  EXPECT_EQ(nlohmann::json::parse((*async)->body)["body"], R"({"b":2})");
+
+  // A listener that never answers: the timeout ends the request with an error.
+  boost::asio::io_context silentIo;
+  boost::asio::ip::tcp::acceptor silent(silentIo, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  const std::string silentUrl = "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port()) + "/failsafe";
+  auto late = httpPost(silentUrl, "{}", "", std::chrono::milliseconds(300));
+  EXPECT_FALSE(late.ok());
 }
 
 }  // namespace

@@ -1,13 +1,18 @@
-// ZooKeeper maintenance under a writing primary (issue 24), repeated: each run sets up a
-// fresh 3-peer cluster on a 3-server ensemble (tests/e2e/zk_maintenance_scenario.h) and
-// kills the ZooKeeper leader, then restarts every server in turn, the leader last. For
-// each fault: the longest write gap (median and max over the runs), and how many runs
-// had a new generation or a postgres restart on the primary.
-//   zk_maintenance_bench [runs=10] [sessionTimeoutMs=4000] [--no-lease]
+// ZooKeeper maintenance and outages under a writing primary (issue 24), repeated: each
+// run sets up a fresh 3-peer cluster on a 3-server ensemble
+// (tests/e2e/zk_maintenance_scenario.h) and either kills the ZooKeeper leader, then
+// restarts every server in turn, the leader last (the default), or loses the quorum for
+// --quorum-loss=MS (two of the three servers killed, then started again). For each fault:
+// the longest write gap (median and max over the runs), and how many runs had a new
+// generation or a postgres restart on the primary.
+//   zk_maintenance_bench [runs=10] [sessionTimeoutMs=4000] [--no-lease] [--no-failsafe]
+//                        [--quorum-loss=MS]
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "tests/e2e/zk_maintenance_scenario.h"
@@ -23,7 +28,7 @@ struct Tally {
     restarts += o.postgresRestarted ? 1 : 0;
     primaryChanges += o.samePrimary ? 0 : 1;
   }
-  void print(const char* fault) {
+  void print(const std::string& fault) {
     if (gaps.empty()) return;
     std::sort(gaps.begin(), gaps.end());
     std::cout << fault << ": write gap median " << gaps[gaps.size() / 2] << " ms, max " << gaps.back()
@@ -32,38 +37,65 @@ struct Tally {
   }
 };
 
+std::string describe(const char* what, const dugong::e2e::MaintenanceOutcome& o) {
+  return std::string(what) + " gap " + std::to_string(o.maxGapMs) + " ms" +
+         (o.postgresRestarted ? ", postgres restarted" : "") + (o.newGeneration ? ", new generation" : "") +
+         (o.samePrimary ? "" : ", another primary");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool noLease = argc > 1 && std::strcmp(argv[argc - 1], "--no-lease") == 0;
-  const int positional = argc - 1 - (noLease ? 1 : 0);
-  const int runs = positional >= 1 ? std::atoi(argv[1]) : 10;
-  const int sessionTimeoutMs = positional >= 2 ? std::atoi(argv[2]) : 4000;
-  if (runs < 1 || sessionTimeoutMs < 1000) {
-    std::cerr << "usage: zk_maintenance_bench [runs>=1] [sessionTimeoutMs>=1000] [--no-lease]\n";
+  bool noLease = false, noFailsafe = false;
+  long quorumLossMs = 0;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--no-lease") {
+      noLease = true;
+    } else if (a == "--no-failsafe") {
+      noFailsafe = true;
+    } else if (a.rfind("--quorum-loss=", 0) == 0) {
+      quorumLossMs = std::atol(a.c_str() + 14);
+    } else {
+      positional.push_back(a);
+    }
+  }
+  const int runs = positional.size() >= 1 ? std::atoi(positional[0].c_str()) : 10;
+  const int sessionTimeoutMs = positional.size() >= 2 ? std::atoi(positional[1].c_str()) : 4000;
+  if (runs < 1 || sessionTimeoutMs < 1000 || quorumLossMs < 0 || positional.size() > 2) {
+    std::cerr << "usage: zk_maintenance_bench [runs>=1] [sessionTimeoutMs>=1000] [--no-lease] [--no-failsafe] "
+                 "[--quorum-loss=MS]\n";
     return 2;
   }
-  Tally kill, rolling;
+  Tally kill, rolling, quorum;
   int failed = 0;
   for (int i = 0; i < runs; ++i) {
-    dugong::e2e::ZkMaintenanceCluster cluster(sessionTimeoutMs, noLease);
+    dugong::e2e::ZkMaintenanceCluster cluster(sessionTimeoutMs, noLease, noFailsafe);
     if (!cluster.start()) {
       ++failed;
       std::cout << "run " << i + 1 << ": FAILED: " << cluster.error() << "\n";
+      continue;
+    }
+    if (quorumLossMs > 0) {
+      const auto q = cluster.quorumLoss(std::chrono::milliseconds(quorumLossMs));
+      quorum.add(q);
+      std::cout << "run " << i + 1 << ": " << describe("quorum loss", q) << ", " << q.rowsLate
+                << " rows in its last second" << std::endl;
       continue;
     }
     const auto k = cluster.leaderKill();
     const auto r = cluster.rollingRestart();
     kill.add(k);
     rolling.add(r);
-    std::cout << "run " << i + 1 << ": leader kill gap " << k.maxGapMs << " ms" << (k.postgresRestarted ? ", postgres restarted" : "")
-              << (k.newGeneration ? ", new generation" : "") << "; rolling restart gap " << r.maxGapMs << " ms"
-              << (r.postgresRestarted ? ", postgres restarted" : "") << (r.newGeneration ? ", new generation" : "")
+    std::cout << "run " << i + 1 << ": " << describe("leader kill", k) << "; " << describe("rolling restart", r)
               << std::endl;
   }
   std::cout << "session timeout " << sessionTimeoutMs << " ms, ZooKeeper tickTime 200 ms"
-            << (noLease ? ", no lease" : ", lease") << "; " << failed << " runs failed to start\n";
+            << (noLease ? ", no lease" : ", lease") << (noFailsafe ? ", failsafe off" : ", failsafe on") << "; "
+            << failed << " runs failed to start\n";
   kill.print("leader kill");
   rolling.print("rolling restart");
+  quorum.print("quorum loss " + std::to_string(quorumLossMs) + " ms");
   return failed == runs ? 1 : 0;
 }

@@ -2,12 +2,13 @@
 
 namespace dugong::e2e {
 
-ZkMaintenanceCluster::ZkMaintenanceCluster(int sessionTimeoutMs, bool noLease) {
+ZkMaintenanceCluster::ZkMaintenanceCluster(int sessionTimeoutMs, bool noLease, bool noFailsafe) {
   HarnessOptions o;
   o.peers = 3;
   o.sessionTimeoutMs = sessionTimeoutMs;
   o.zookeeper.servers = 3;
-  if (noLease) o.zkConfig = "  lease: false\n";
+  if (noLease) o.zkConfig += "  lease: false\n";
+  if (noFailsafe) o.zkConfig += "  failsafe: off\n";
   h_ = std::make_unique<Harness>(o);
 }
 
@@ -60,6 +61,8 @@ MaintenanceOutcome ZkMaintenanceCluster::measure(Fault fault) {
     std::lock_guard lock(mu_);
     maxGap_ = {};
     acked_ = 0;
+    lateFrom_.reset();
+    lateRows_ = 0;
   }
   fault(h_->zookeeper());
   std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -67,6 +70,7 @@ MaintenanceOutcome ZkMaintenanceCluster::measure(Fault fault) {
     std::lock_guard lock(mu_);
     out.maxGapMs = std::chrono::duration_cast<std::chrono::milliseconds>(maxGap_).count();
     out.rows = acked_;
+    out.rowsLate = lateRows_;
   }
   const auto after = h_->zkState();
   out.newGeneration = !after || after->generation != generation;
@@ -82,6 +86,30 @@ MaintenanceOutcome ZkMaintenanceCluster::leaderKill() {
     zk.kill(*leader);
     zk.waitLeader(std::chrono::seconds(60));
     zk.start(*leader);
+  });
+}
+
+MaintenanceOutcome ZkMaintenanceCluster::quorumLoss(std::chrono::milliseconds lost) {
+  return measure([this, lost](dugong::testing::ZooKeeperCluster& zk) {
+    const auto leader = zk.waitLeader(std::chrono::seconds(60));
+    const int first = leader.value_or(0);
+    const int second = (first + 1) % zk.size();
+    zk.kill(first);
+    zk.kill(second);
+    const auto back = std::chrono::steady_clock::now() + lost;
+    std::this_thread::sleep_until(back - std::chrono::seconds(1));
+    {
+      std::lock_guard lock(mu_);
+      lateFrom_ = acked_;
+    }
+    std::this_thread::sleep_until(back);
+    {
+      std::lock_guard lock(mu_);
+      lateRows_ = acked_ - *lateFrom_;
+    }
+    zk.start(first);
+    zk.start(second);
+    zk.waitLeader(std::chrono::seconds(60));
   });
 }
 

@@ -25,12 +25,16 @@ struct MaintenanceOutcome {
   bool postgresRestarted = false;  // pg_postmaster_start_time() changed on the primary
   bool samePrimary = false;        // the same peer answers /primary 200 afterwards
   int rows = 0;                    // acknowledged over the fault
+  // A quorum loss: acknowledged in its last second, past the end of any lease (only the
+  // failsafe lets a primary write then).
+  int rowsLate = 0;
 };
 
 class ZkMaintenanceCluster {
  public:
-  // `noLease`: zookeeper.lease: false (no lease), as before issue 24.
-  explicit ZkMaintenanceCluster(int sessionTimeoutMs = 4000, bool noLease = false);
+  // `noLease`: zookeeper.lease: false (no lease), as before issue 24; `noFailsafe`:
+  // zookeeper.failsafe: off.
+  explicit ZkMaintenanceCluster(int sessionTimeoutMs = 4000, bool noLease = false, bool noFailsafe = false);
   ~ZkMaintenanceCluster();
   Harness& harness() { return *h_; }
   // Starts the cluster and its writer; false (and a message in error()) on failure.
@@ -39,6 +43,9 @@ class ZkMaintenanceCluster {
   MaintenanceOutcome leaderKill();
   // Every server restarted in turn, the leader last.
   MaintenanceOutcome rollingRestart();
+  // The quorum lost for `lost`: the leader and another server killed, then both started
+  // again (the quorum is back once the first of them serves).
+  MaintenanceOutcome quorumLoss(std::chrono::milliseconds lost);
   const std::string& error() const { return error_; }
 
  private:
@@ -54,6 +61,8 @@ class ZkMaintenanceCluster {
   std::optional<std::chrono::steady_clock::time_point> last_;
   std::chrono::steady_clock::duration maxGap_{};
   int acked_ = 0;
+  std::optional<int> lateFrom_;  // acked_ a second before the quorum came back
+  int lateRows_ = 0;             // acknowledged in that last second
   std::atomic<bool> done_{false};
   std::thread writer_;
 };

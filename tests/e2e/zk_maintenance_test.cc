@@ -1,11 +1,14 @@
 // ZooKeeper maintenance costs no writes (issue 24), end to end and short: the ZooKeeper
 // leader is killed (and started again), then every server is restarted in turn, the
-// leader last (tests/e2e/zk_maintenance_scenario.h, session timeout 4 s). The primary's
-// agent keeps its session and, under the lease, its postgres: no postgres restart, no new
-// generation, the same writable primary. The longest write gap is printed, not asserted
-// (bench/zk_maintenance_bench measures it over many runs). DUGONG_E2E_NO_LEASE=1 runs it
-// as the agent was before the lease: it fails whenever an election outlasts a sixth of
-// the session timeout (postgres is then restarted; one run of two here).
+// leader last, then the quorum is lost for 5 s (two of the three servers killed, then
+// started again) (tests/e2e/zk_maintenance_scenario.h, session timeout 4 s). The
+// primary's agent keeps its session and, under the lease, its postgres: no postgres
+// restart, no new generation, the same writable primary; over the quorum loss, the
+// failsafe (zookeeper.failsafe: on, the default) keeps it writing past the lease's end:
+// rows are acknowledged in the loss's last second. The longest write gap is printed, not
+// asserted (bench/zk_maintenance_bench measures it over many runs). DUGONG_E2E_NO_LEASE=1
+// runs it as the agent was before the lease: it fails whenever an election outlasts a
+// sixth of the session timeout (postgres is then restarted; one run of two here).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -23,17 +26,23 @@ void expectFree(const MaintenanceOutcome& o, const std::string& fault) {
   EXPECT_GT(o.rows, 0) << fault << ": no row acknowledged";
 }
 
-TEST(ZooKeeperMaintenance, ALeaderKillAndARollingRestartCostNoPostgresRestartAndNoGeneration) {
+TEST(ZooKeeperMaintenance, ALeaderKillARollingRestartAndAQuorumLossCostNoPostgresRestartAndNoGeneration) {
   const bool noLease = std::getenv("DUGONG_E2E_NO_LEASE") != nullptr;
   ZkMaintenanceCluster cluster(4000, noLease);
   ASSERT_TRUE(cluster.start()) << cluster.error() << "\n" << cluster.harness().describe();
   const MaintenanceOutcome kill = cluster.leaderKill();
   const MaintenanceOutcome rolling = cluster.rollingRestart();
+  const MaintenanceOutcome quorum = cluster.quorumLoss(std::chrono::seconds(5));
   std::cout << "zookeeper maintenance" << (noLease ? " (no lease)" : "")
             << " (session 4000 ms, tickTime 200 ms): longest write gap " << kill.maxGapMs
-            << " ms over the leader kill, " << rolling.maxGapMs << " ms over the rolling restart\n";
+            << " ms over the leader kill, " << rolling.maxGapMs << " ms over the rolling restart, " << quorum.maxGapMs
+            << " ms over a quorum loss of 5 s (" << quorum.rowsLate << " rows in its last second)\n";
   expectFree(kill, "leader kill");
   expectFree(rolling, "rolling restart");
+  if (!noLease) {
+    expectFree(quorum, "quorum loss");
+    EXPECT_GT(quorum.rowsLate, 0) << "no row acknowledged in the quorum loss's last second, past the lease's end";
+  }
   if (HasFailure()) std::cerr << cluster.harness().describe();
 }
 

@@ -1,5 +1,6 @@
 #include "tools/cluster_sim/scenario.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -51,6 +52,8 @@ const char* faultName(FaultKind kind) {
       return "cut-off-follower";
     case FaultKind::kLeaderChange:
       return "leader-change";
+    case FaultKind::kQuorumLoss:
+      return "quorum-loss";
   }
   return "?";
 }
@@ -76,6 +79,12 @@ std::string Fault::describe() const {
       return s + " (again after " + std::to_string(duration) + " ms)";
     case FaultKind::kLeaderChange:
       return s + " (an election of " + std::to_string(duration) + " ms)";
+    case FaultKind::kQuorumLoss: {
+      static const char* const kHow[] = {"", ", the primary-sync link cut a while", ", the primary cut off after it",
+                                         ", the link cut and the primary cut off after it",
+                                         " (instead: the primary and its sync cut off from ZooKeeper, the sync back first)"};
+      return s + " for " + std::to_string(duration) + " ms" + kHow[variant % 5];
+    }
     default:
       break;
   }
@@ -108,6 +117,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kFlapSync, 5},
     {FaultKind::kCutOffFollower, 8},
     {FaultKind::kLeaderChange, 6},
+    {FaultKind::kQuorumLoss, 0},  // drawn apart (makeScenario), leaving the rest of the plan as it was
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -188,6 +198,23 @@ Scenario makeScenario(uint64_t seed) {
   }
   s.tickTimeMs = rng.between(std::max<int64_t>(50, s.sessionTimeoutMs / 20), s.sessionTimeoutMs / 2);
   s.lease = rng.chance(750);
+  // The failsafe and the quorum losses come from a stream of their own, so that the rest
+  // of each seed's plan is what it was before they existed.
+  Rng extra(seed ^ 0xfa115afe0ddba11ULL);
+  s.failsafe = s.lease && extra.chance(850);
+  if (extra.chance(600)) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.kind = FaultKind::kQuorumLoss;
+    f.peer = 0;
+    const int64_t r = extra.between(0, 99);
+    f.duration = r < 50 ? extra.between(1000, 8000) : r < 85 ? extra.between(8000, 20000) : extra.between(20000, 30000);
+    // Over before the faults stop: the quiet phase's bound counts from there.
+    f.duration = std::min<int64_t>(f.duration, std::max<int64_t>(1000, s.faultPhaseMs - 2000));
+    f.at = extra.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - f.duration - 500));
+    f.variant = extra.next();
+    s.faults.push_back(f);
+  }
   return s;
 }
 

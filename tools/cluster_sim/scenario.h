@@ -54,8 +54,15 @@ enum class FaultKind {
                         // while the leader expires the session (only a lease sees it)
   kLeaderChange,        // the ZooKeeper leader goes: every connection is closed at once, no
                         // leader for `duration` ms, then every session's timeout starts afresh
+  kQuorumLoss,          // the ensemble loses its quorum for `duration` ms (no leader: nothing is
+                        // confirmed or written; then a leader election refreshes every session),
+                        // by `variant` % 5: alone; with the link between the primary and its sync
+                        // cut for a while (the failsafe's request and the replication); with the
+                        // primary still cut off from ZooKeeper after the quorum is back; both; or
+                        // instead the primary and its sync each cut off from ZooKeeper while it
+                        // runs on, the sync back first. Drawn apart from the mix (scenario.cc)
 };
-constexpr int kFaultKinds = 20;
+constexpr int kFaultKinds = 21;
 const char* faultName(FaultKind kind);
 
 struct Fault {
@@ -77,6 +84,8 @@ struct Scenario {
   // The agents' ZooKeeper clients confirm leases (agent::CoordinatorLease); one seed in
   // four runs without, as a coordinator that sends none (the driver's other rule).
   bool lease = true;
+  // The failsafe (agent/failsafe.h): on in most seeds with leases.
+  bool failsafe = false;
   EpochMs start = 0;           // virtual wall clock at time 0
   int64_t faultPhaseMs = 0;    // faults happen in [0, faultPhaseMs)
   int64_t convergeBoundMs = 0;  // after the faults stop, read-write again within this

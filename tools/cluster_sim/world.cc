@@ -48,7 +48,10 @@ void World::startAgent(int n) {
   nd.leaseDeadline = -1;
   o.lease.tickTimeMs = sc_.tickTimeMs;
   o.onLeaseDeadline = [this, n](int64_t deadline) { node(n).leaseDeadline = deadline; };
-  nd.driver = std::make_unique<agent::Driver>(agent::Env{*nd.env, nd.env->coordinator, nd.env->postgres, *nd.env}, o);
+  o.failsafe = sc_.failsafe;
+  o.failsafeDurationMs = sc_.sessionTimeoutMs;
+  nd.driver = std::make_unique<agent::Driver>(
+      agent::Env{*nd.env, nd.env->coordinator, nd.env->postgres, *nd.env, nd.env.get()}, o);
   NodeEnv* env = nd.env.get();
   nd.driver->onFatal([this, n, env] {
     checker_.fail(now_, "fatal", node(n).identity.id + " reported a fatal error: " + env->lastFatal);
@@ -347,6 +350,7 @@ void World::ack(int n, const WalMark& mark) {
 // ---------------------------------------------------------------- checks and the run
 
 void World::checkStep() {
+  noteZooKeeperReach();
   // Per peer, every kTimingCheckMs: an acknowledgement by a deposed peer is caught
   // when it happens (onAck), and the other bounds are seconds long.
   const bool timingCheck = now_ >= nextTimingCheck_;
@@ -440,7 +444,7 @@ std::string World::diagnose() const {
 RunResult World::run() {
   trace('Q', [&] { return std::string("seed " + std::to_string(sc_.seed) + ": " + std::to_string(sc_.peers) + " peers, session timeout " +
                  std::to_string(sc_.sessionTimeoutMs) + " ms, tickTime " + std::to_string(sc_.tickTimeMs) +
-                 (sc_.lease ? " ms, leases" : " ms, no leases") + ", faults for " + std::to_string(sc_.faultPhaseMs) +
+                 (sc_.lease ? (sc_.failsafe ? " ms, leases, failsafe" : " ms, leases") : " ms, no leases") + ", faults for " + std::to_string(sc_.faultPhaseMs) +
                  " ms"); });
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);

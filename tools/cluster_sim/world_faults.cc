@@ -46,6 +46,8 @@ void World::runFault(const Fault& f) {
       return zk_.cutOffFollower(f.peer, f.duration);
     case FaultKind::kLeaderChange:
       return zk_.leaderChange(f.duration);
+    case FaultKind::kQuorumLoss:
+      return quorumLoss(f);
     case FaultKind::kCrashPostgres: {
       // One that outlasts the withdrawal bound hits the primary: its withdrawal is what
       // it exercises (the sync takes over while that postgres cannot run).
@@ -230,6 +232,9 @@ void World::crashAfterWrite(const std::string& writer) {
 }
 
 void World::operatorWrite(ClusterState next, const std::string& what) {
+  if (!zk_.hasLeader()) {
+    return trace('O', [&] { return "operator: " + what + " failed: ZooKeeper has no leader (no quorum)"; });
+  }
   trace('O', [&] { return std::string("operator: " + what); });
   zk_.cas("operator", next.serialize(), zk_.state().version(), now_, std::nullopt, what);
 }
@@ -322,6 +327,9 @@ void World::opRebuild(uint64_t variant) {
   }
   if (x < 0 || p < 0 || !node(p).pg.running) {
     return trace('O', [&] { return std::string("operator: rebuild of " + target.id + " postponed, the primary's postgres is not running"); });
+  }
+  if (!zk_.hasLeader()) {
+    return trace('O', [&] { return "operator: rebuild of " + target.id + " postponed, ZooKeeper has no leader"; });
   }
   PgServer& pg = node(x).pg;
   if (pg.transitioning) {

@@ -51,12 +51,15 @@ constexpr int64_t kSyncReplaceAfterMs = 2000;  // sync.replaceAfterMs
 constexpr int64_t kUpstreamPollMs = 50;        // the adapter's awaitUpstreamStop poll
 
 // How long ZooKeeper takes in the simulated cluster (a seeded range each).
+// The agents' leader round trips (the lease), every this long.
+inline int64_t leaseIntervalFor(int64_t sessionTimeoutMs) { return std::clamp<int64_t>(sessionTimeoutMs / 10, 50, 1000); }
+
 inline simworld::ZkModel clusterZkModel(int64_t sessionTimeoutMs, int64_t tickTimeMs, bool lease) {
   return simworld::ZkModel{.connect = {20, 300}, .delivery = {1, 30}, .toServer = {2, 25}, .slowWritePermille = 50,
                            .slowToServer = {100, 1500}, .fromServer = {2, 25}, .expiryNoticed = {5, 60},
                            .reconnect = {20, 200}, .retryConnectMs = 500, .sessionTimeoutMs = sessionTimeoutMs,
                            .tickTimeMs = tickTimeMs,
-                           .leaseIntervalMs = lease ? std::clamp<int64_t>(sessionTimeoutMs / 10, 50, 1000) : 0};
+                           .leaseIntervalMs = lease ? leaseIntervalFor(sessionTimeoutMs) : 0};
 }
 
 // Peers are named node<N> (N from 1): their index, or -1 for anything else.
@@ -86,7 +89,7 @@ class World;
 // virtual clock, a client of the simulated ZooKeeper ensemble, the local simulated
 // postgres (tools/sim_world/sim_postgres.h), and the trace as the log. One per
 // incarnation of the agent.
-class NodeEnv final : public agent::Clock, public agent::LogSink {
+class NodeEnv final : public agent::Clock, public agent::LogSink, public agent::PeerLink {
  public:
   NodeEnv(World& world, int n, uint64_t incarnation);
 
@@ -96,6 +99,10 @@ class NodeEnv final : public agent::Clock, public agent::LogSink {
   void post(std::function<void()> fn) override;
 
   void write(LogLevel level, const std::string& line) override;
+
+  // The failsafe's request, through the simulated network (world_failsafe.cc).
+  void askFailsafe(const PeerIdentity& to, const agent::FailsafeRequest& request, int64_t timeoutMs,
+                   std::function<void(Result<agent::FailsafeAnswer>)> done) override;
 
   simworld::SimCoordinator coordinator;
   simworld::SimPostgres postgres;
@@ -152,6 +159,7 @@ class World final : public simworld::TraceSink {
     rngClient_ = root.fork(3);
     rngOp_ = root.fork(4);
     rngAgent_ = root.fork(5);
+    rngNet_ = root.fork(6);
     for (int i = 0; i < scenario.peers; ++i) {
       Node n;
       std::string num = std::to_string(i + 1);
@@ -235,6 +243,14 @@ class World final : public simworld::TraceSink {
   void restartPrimaryLateSync(const Fault& f);
   void cutSyncCrashPrimary(const Fault& f);
   void flapSync(const Fault& f);
+  // The failsafe's faults and network (world_failsafe.cc).
+  void quorumLoss(const Fault& f);
+  void cutLink(int a, int b, int64_t until);
+  bool linkCut(int a, int b) const;
+  int64_t networkDelay();
+  void noteZooKeeperReach();
+  void askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const agent::FailsafeRequest& request,
+                   int64_t timeoutMs, std::function<void(Result<agent::FailsafeAnswer>)> done);
   void operatorWrite(ClusterState next, const std::string& what);
   void opFreeze();
   void opUnfreeze();
@@ -250,7 +266,7 @@ class World final : public simworld::TraceSink {
   const Scenario& sc_;
   WorldOptions opts_;
   InvariantChecker checker_;
-  Rng rngZk_{0}, rngPg_{0}, rngClient_{0}, rngOp_{0}, rngAgent_{0};
+  Rng rngZk_{0}, rngPg_{0}, rngClient_{0}, rngOp_{0}, rngAgent_{0}, rngNet_{0};
 
   simworld::EventQueue q_;
   int64_t now_ = 0;  // q_.now(), kept here for brevity
@@ -288,6 +304,12 @@ class World final : public simworld::TraceSink {
     int64_t cutFor;
   };
   std::vector<CutAfterWrite> cutAfterWrite_;
+  // Links between two hosts cut until then (the failsafe's requests and answers are
+  // lost; the standby's replication stalls), by (lower, higher) node index.
+  std::map<std::pair<int, int>, int64_t> linkCutUntil_;
+  // When each host's ZooKeeper client last could not confirm a round trip through the
+  // leader (cut off, no leader, no session ready, its notifications late).
+  std::vector<int64_t> zkUnreachableAt_;
 
   // Phases.
   int faultsRun_ = 0;

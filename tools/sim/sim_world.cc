@@ -317,7 +317,7 @@ Result<nlohmann::json> SimWorld::startPeer() {
   zk_.agentStarts(kNodeUnderTestHost);
   coordinator_ = std::make_unique<simworld::SimCoordinator>(zk_, kNodeUnderTestHost);
   postgres_ = std::make_unique<simworld::SimPostgres>(fleet_, kNodeUnderTestHost, postgresHooks());
-  driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *coordinator_, *postgres_, *this}, o);
+  driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *coordinator_, *postgres_, *this, nullptr}, o);
   driver_->start();
   return nlohmann::json(nullptr);
 }

@@ -106,6 +106,8 @@ class ZkEnsemble {
   StateNode stateNode() const { return zk_.node(); }
   const ZkElection& election() const { return election_; }
   PeerList activePeers() const;
+  // A leader is elected (no election under way, the quorum not lost): writes can land.
+  bool hasLeader() const { return !leaderless(); }
 
   // A test-and-set of the cluster state, at once (an operator's, or a write that
   // reached the leader).

@@ -1,0 +1,201 @@
+// The driver's failsafe (agent/failsafe.h, docs/design.md "Quorum loss: the sync's
+// promise"): as primary, asking the sync for a promise while the lease is about to end,
+// and writing on under the permission it gives; as sync, deciding a request and holding
+// its own takeover back while a promise runs.
+#include <algorithm>
+
+#include "agent/driver.h"
+
+namespace dugong::agent {
+
+int64_t Driver::failsafeDurationMs() const {
+  return opts_.failsafeDurationMs > 0 ? opts_.failsafeDurationMs : sessionTimeoutMs_;
+}
+
+bool Driver::failsafeHolds() const {
+  return failsafeUntil_ && env_.clock.monotonicMs() < *failsafeUntil_ - opts_.lease.writeStopLeadMs;
+}
+
+bool Driver::failsafeInUse() const { return failsafeHolds() && !leaseValid(); }
+
+int64_t Driver::writeDeadline() const {
+  const int64_t lease = leaseDeadline_ ? *leaseDeadline_ : INT64_MIN / 2;
+  return failsafeUntil_ ? std::max(lease, *failsafeUntil_) : lease;
+}
+
+// The timer that stops writes a little before the end of writes, and the watchdog's end.
+void Driver::armWriteDeadline() {
+  const int64_t deadline = writeDeadline();
+  if (opts_.onLeaseDeadline) opts_.onLeaseDeadline(deadline);
+  leaseTimer_->start(std::max<int64_t>(deadline - opts_.lease.writeStopLeadMs - env_.clock.monotonicMs(), 0),
+                     [this, alive = std::weak_ptr<int>(alive_)] {
+                       if (!alive.expired() && !stopping_) leaseEnding();
+                     });
+}
+
+void Driver::scheduleFailsafeAsk(int64_t atMs) {
+  if (!opts_.failsafe || !env_.peers) return;
+  failsafeTimer_->start(std::max<int64_t>(atMs - env_.clock.monotonicMs(), 0), [this, alive = std::weak_ptr<int>(alive_)] {
+    if (!alive.expired() && !stopping_) askFailsafe();
+  });
+}
+
+// Why this primary cannot ask for a promise now (nullopt: it can).
+std::optional<std::string> Driver::whyNoFailsafe() const {
+  if (opts_.singleton) return "one-node-write mode: no sync to ask";
+  const auto& s = peer_->clusterState();
+  if (peer_->role() != Role::kPrimary || !s || s->primary.id != opts_.identity.id) return "not the primary";
+  if (s->oneNodeWriteMode || !s->sync) return "no sync to ask";
+  if (writesStopped_ || connectionLost_ || postgresShutDown_) return "writes are stopped already";
+  if (!leaseInUse_) return "no lease";
+  // A write of this primary's may land (or have landed) and name another sync, which
+  // promised nothing.
+  if (smWriteInFlight_ || confirmInFlight_ || rejoinWriteInFlight_ || stateWriteUnsettled_) {
+    return "a cluster-state write of this peer is in flight or of unknown outcome";
+  }
+  if (peer_->awaitingCompletion() || pgBusy_) return "a step of the state machine or a postgres transition is in flight";
+  return std::nullopt;
+}
+
+// After a refusal, a request with no answer, or while no request can be made: a
+// quarter of the round trips' interval (the sync may not have missed one yet).
+int64_t Driver::retryMs() const { return std::max<int64_t>(leaseIntervalMs_ / 4, 25); }
+
+void Driver::askFailsafe() {
+  // Asked when no round trip has confirmed the session for a while (onLease restarts
+  // the timer at each), and renewed while none does: the next request is planned as
+  // this one leaves (a third of the promise on, or soon while none is held), whatever
+  // becomes of this one; its answer may plan it anew.
+  const int64_t d = failsafeDurationMs();
+  if (auto why = whyNoFailsafe()) {
+    if (*why != failsafeLastRefusal_ && peer_->role() == Role::kPrimary) {
+      failsafeLastRefusal_ = *why;
+      log(LogLevel::kInfo, "failsafe: not asking the sync for a promise: " + *why);
+    }
+    // Looked at again while a primary's end of writes is ahead.
+    if (peer_->role() == Role::kPrimary && !writesStopped_ && writeDeadline() > env_.clock.monotonicMs()) {
+      scheduleFailsafeAsk(env_.clock.monotonicMs() + retryMs());
+    }
+    return;
+  }
+  const ClusterState& s = *peer_->clusterState();
+  const PeerIdentity sync = *s.sync;
+  const int64_t sentAt = env_.clock.monotonicMs();
+  const int64_t generation = s.generation;
+  const int64_t session = leaseSessionId_;
+  scheduleFailsafeAsk(sentAt + (failsafeHolds() ? d / 3 : retryMs()));
+  if (!failsafeUntil_) {
+    log(LogLevel::kWarn, "failsafe: no round trip through the ZooKeeper leader for " +
+                             std::to_string(sentAt - leaseSentAt_) + " ms; asking " + sync.id +
+                             ", the sync, for a promise not to take over for " + std::to_string(d) + " ms");
+  }
+  env_.peers->askFailsafe(sync, FailsafeRequest{generation, opts_.identity.id, d}, std::max<int64_t>(d / 3, 1),
+                          [this, alive = std::weak_ptr<int>(alive_), sentAt, generation, session](Result<FailsafeAnswer> r) {
+                            if (alive.expired() || stopping_) return;
+                            onFailsafeAnswer(sentAt, generation, session, r);
+                          });
+}
+
+void Driver::onFailsafeAnswer(int64_t sentAt, int64_t generation, int64_t session, const Result<FailsafeAnswer>& r) {
+  const int64_t d = failsafeDurationMs();
+  const int64_t now = env_.clock.monotonicMs();
+  const std::string sync = peer_->clusterState() && peer_->clusterState()->sync ? peer_->clusterState()->sync->id : "the sync";
+  if (!r || !r->granted) {
+    const std::string why = !r ? "no answer (" + r.error() + ")" : "refused: " + r->reason;
+    if (why != failsafeLastRefusal_) {
+      failsafeLastRefusal_ = why;
+      log(LogLevel::kWarn, "failsafe: " + sync + " gave no promise, " + why + (failsafeHolds() ? "; writes go on until the permission held ends"
+                                                                                             : "; writes stop at the lease's end"));
+    }
+    return;  // the next request is planned already
+  }
+  // Granted for the generation, session and role it was asked in, if still so: a
+  // permission for anything else says nothing.
+  if (whyNoFailsafe() || generation != peer_->clusterState()->generation || session != leaseSessionId_) {
+    log(LogLevel::kInfo, "failsafe: " + sync + "'s promise came for a generation, session or role this peer no longer has: unused");
+    return;
+  }
+  const int64_t end = failsafePermissionEndMs(sentAt, d, opts_.lease.stopMarginMs);
+  if (!failsafeUntil_ || end > *failsafeUntil_) {
+    if (!failsafeUntil_) {
+      log(LogLevel::kWarn, "failsafe: " + sync + " promised not to take over (" + r->reason + "): writes go on for " +
+                               std::to_string(end - now) + " ms more without ZooKeeper, renewed every " +
+                               std::to_string(d / 3) + " ms while the ZooKeeper leader is out of reach");
+    }
+    failsafeUntil_ = end;
+    failsafeGeneration_ = generation;
+    failsafeSession_ = session;
+    failsafeLastRefusal_.clear();
+    armWriteDeadline();
+  }
+  if (leaseSentAt_ < sentAt) scheduleFailsafeAsk(sentAt + d / 3);
+}
+
+// The permission is forgotten (writes then stop at the lease's end, or now if it ended).
+void Driver::dropFailsafe(const std::string& why) {
+  failsafeTimer_->cancel();
+  if (!failsafeUntil_) return;
+  const bool used = failsafeInUse();
+  failsafeUntil_.reset();
+  if (used) log(LogLevel::kWarn, "failsafe: the permission is dropped: " + why);
+  armWriteDeadline();
+}
+
+FailsafeAnswer Driver::onFailsafeRequest(const FailsafeRequest& request) {
+  FailsafeGranterView view;
+  view.enabled = opts_.failsafe;
+  view.selfId = opts_.identity.id;
+  const auto& state = peer_->clusterState();
+  view.state = state ? &*state : nullptr;
+  view.leaseInUse = leaseInUse_;
+  view.reachesZooKeeper = reachesZooKeeper(leaseSentAt_, leaseIntervalMs_, env_.clock.monotonicMs());
+  view.takingOver = peer_->role() != Role::kSync || heldTakeover_.has_value() || fenceInFlight_ || smWriteInFlight_ ||
+                    peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || withdrawn_;
+  FailsafeAnswer a = decideFailsafeGrant(request, view);
+  const int64_t now = env_.clock.monotonicMs();
+  if (!a.granted) {
+    // Once per reason: a primary asks again every quarter of an interval while refused.
+    const std::string line = "failsafe: no promise to " + request.primaryId + ": " + a.reason;
+    if (line != failsafeLastRefusalGiven_) log(LogLevel::kInfo, line);
+    failsafeLastRefusalGiven_ = line;
+    return a;
+  }
+  failsafeLastRefusalGiven_.clear();
+  const bool first = !promisedUntil_ || *promisedUntil_ <= now;
+  promisedUntil_ = extendPromise(promisedUntil_, now, request.durationMs);
+  log(first ? LogLevel::kWarn : LogLevel::kDebug,
+      "failsafe: promised " + request.primaryId + " (primary of generation " + std::to_string(request.generation) +
+          ") not to take over for " + std::to_string(*promisedUntil_ - now) +
+          " ms: this peer cannot reach ZooKeeper either, so no takeover can be written meanwhile");
+  return a;
+}
+
+// A sync's takeover begins with its fence (which stops its streaming from the primary)
+// and lands with its state write: while a promise runs, either waits for its end. The
+// fence is the usual first step; the write is held too, for a takeover whose fence was
+// already in place.
+bool Driver::holdTakeoverForPromise(const Action& action) {
+  const int64_t now = env_.clock.monotonicMs();
+  if (peer_->role() != Role::kSync || !promisedUntil_ || *promisedUntil_ <= now) return false;
+  if (const auto* w = std::get_if<WriteClusterState>(&action)) {
+    const auto& s = peer_->clusterState();
+    const bool takeover = w->state.primary.id == opts_.identity.id && (!s || s->primary.id != opts_.identity.id);
+    if (!takeover) return false;
+  } else if (!std::holds_alternative<FencePg>(action)) {
+    return false;
+  }
+  heldTakeover_ = action;
+  log(LogLevel::kWarn, std::string("failsafe: holding this takeover's ") +
+                           (std::holds_alternative<FencePg>(action) ? "fence" : "state write") + " back for " +
+                           std::to_string(*promisedUntil_ - now) +
+                           " ms: this peer promised the primary not to take over before then");
+  heldTakeoverTimer_->start(*promisedUntil_ - now, [this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired() || stopping_ || !heldTakeover_) return;
+    const Action held = *std::exchange(heldTakeover_, std::nullopt);
+    log(LogLevel::kInfo, "failsafe: the promise has ended: taking over");
+    carryOut(held);
+  });
+  return true;
+}
+
+}  // namespace dugong::agent

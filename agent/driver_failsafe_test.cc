@@ -1,0 +1,233 @@
+// The driver's failsafe (agent/driver_failsafe.cc) on a hand-driven environment: the
+// primary's requests and the permission it writes under, the sync's promise and the
+// takeover it holds back.
+#include <gtest/gtest.h>
+
+#include "agent/driver.h"
+#include "agent/driver_test_support.h"
+
+namespace dugong::agent {
+namespace {
+
+using namespace dugong::agent::testing;  // NOLINT(google-build-using-namespace)
+
+// Session timeout 9000, round trips every 500, lease 7110 ms after the send (the
+// fixture's), a promise of 9000 ms: a permission ends 9000 - 90 - 300 = 8610 ms after
+// the request's send.
+constexpr int64_t kPermissionMs = 8610;
+
+class FailsafeDriverTest : public DriverTest {
+ protected:
+  FailsafeDriverTest() {
+    failsafe_ = true;
+    makeDriver(RejoinPolicy::kFollow);
+  }
+  FailsafeAnswer granted() { return FailsafeAnswer{true, "promised"}; }
+  FailsafeAnswer refused() { return FailsafeAnswer{false, "this peer reaches ZooKeeper"}; }
+  // Answers every request asked so far with `a`.
+  void answerAll(const FailsafeAnswer& a) {
+    while (!peers_.asks.empty()) peers_.answer(a);
+    clock_.advance(0);
+  }
+  // Moves the clock on to `at`, answering every request on the way with `a`.
+  void runUntil(int64_t at, const FailsafeAnswer& a) {
+    while (clock_.monotonicMs() < at) {
+      clock_.advance(std::min<int64_t>(10, at - clock_.monotonicMs()));
+      answerAll(a);
+    }
+  }
+  // Answers the WAL reads the takeover's evaluation asks for before its fence.
+  void answerWalReads() {
+    while (!pg_.walReads.empty()) {
+      pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
+      pg_.walReads.pop_front();
+      clock_.advance(0);
+    }
+  }
+  // node1, the sync, no longer reaches ZooKeeper (its last round trip sent at 0) and
+  // its agent started long enough ago (the hold at its start is over).
+  void syncOutOfReach() {
+    startAsSync();
+    for (int i = 0; i < 20; ++i) {
+      coordinator_.lease(clock_.monotonicMs());
+      clock_.advance(500);
+    }
+    clock_.advance(800);
+  }
+};
+
+TEST_F(FailsafeDriverTest, APrimaryAsksItsSyncOnceARoundTripIsLateAndWritesOnUnderThePromise) {
+  startAsPrimary();
+  const int64_t t0 = clock_.monotonicMs();
+  coordinator_.lease(t0);
+  clock_.advance(749);
+  EXPECT_TRUE(peers_.asks.empty()) << "asked while the round trips come in time";
+  clock_.advance(1);
+  ASSERT_EQ(peers_.asks.size(), 1u);
+  EXPECT_EQ(peers_.asks.front().to.id, "node2");
+  EXPECT_EQ(peers_.asks.front().request.generation, 1);
+  EXPECT_EQ(peers_.asks.front().request.primaryId, "node1");
+  EXPECT_EQ(peers_.asks.front().request.durationMs, 9000);
+  clock_.advance(10);
+  peers_.answer(granted());
+  clock_.advance(0);
+  EXPECT_EQ(leaseDeadlines_.back(), t0 + 750 + kPermissionMs) << "the watchdog holds another end";
+  EXPECT_TRUE(logged("promised not to take over"));
+  // Renewed every 3000 ms while granted: writes go on past the lease's end.
+  runUntil(t0 + 20000, granted());
+  EXPECT_TRUE(pg_.stops.empty()) << "writes stopped under the promise";
+  EXPECT_FALSE(driver_->writesStopped());
+  // The last renewal granted was sent at 18750; the next ones are refused.
+  EXPECT_EQ(leaseDeadlines_.back(), t0 + 18750 + kPermissionMs);
+  runUntil(t0 + 18750 + kPermissionMs - 200 - 1, refused());
+  EXPECT_TRUE(pg_.stops.empty());
+  runUntil(t0 + 18750 + kPermissionMs - 200, refused());
+  ASSERT_EQ(pg_.stops.size(), 1u) << "writes go on past the permission";
+  answerStops();
+  runUntil(t0 + 18750 + kPermissionMs - 1, refused());
+  EXPECT_TRUE(pg_.shutdowns.empty());
+  runUntil(t0 + 18750 + kPermissionMs, refused());
+  EXPECT_EQ(pg_.shutdowns.size(), 1u) << "postgres runs on past the permission";
+}
+
+// An answer that comes late gives no more: the permission runs from the send.
+TEST_F(FailsafeDriverTest, ThePermissionIsTimedFromTheRequestsSend) {
+  startAsPrimary();
+  const int64_t t0 = clock_.monotonicMs();
+  coordinator_.lease(t0);
+  clock_.advance(750);
+  ASSERT_FALSE(peers_.asks.empty());
+  clock_.advance(2000);
+  peers_.answer(granted());
+  clock_.advance(0);
+  EXPECT_EQ(leaseDeadlines_.back(), t0 + 750 + kPermissionMs);
+}
+
+// Refused (or unanswered): writes stop at the lease's end, as without the failsafe.
+TEST_F(FailsafeDriverTest, ARefusalLeavesTheLeasesEnd) {
+  startAsPrimary();
+  const int64_t t0 = clock_.monotonicMs();
+  coordinator_.lease(t0);
+  runUntil(t0 + 7110 - 200 - 1, refused());
+  EXPECT_TRUE(pg_.stops.empty());
+  EXPECT_EQ(leaseDeadlines_.back(), t0 + 7110);
+  runUntil(t0 + 7110 - 200, refused());
+  EXPECT_EQ(pg_.stops.size(), 1u) << "writes go on past the lease although the sync refused";
+  EXPECT_TRUE(logged("gave no promise, refused"));
+}
+
+TEST_F(FailsafeDriverTest, AnUnansweredRequestLeavesTheLeasesEnd) {
+  startAsPrimary();
+  const int64_t t0 = clock_.monotonicMs();
+  coordinator_.lease(t0);
+  clock_.advance(7110 - 200);
+  EXPECT_FALSE(peers_.asks.empty());
+  EXPECT_EQ(pg_.stops.size(), 1u);
+}
+
+// A round trip back on the same session ends the failsafe quietly: no stop, no restart.
+TEST_F(FailsafeDriverTest, ARoundTripBackEndsTheFailsafeQuietly) {
+  startAsPrimary();
+  const int64_t t0 = clock_.monotonicMs();
+  coordinator_.lease(t0);
+  runUntil(t0 + 9000, granted());
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(0);
+  EXPECT_TRUE(logged("confirmed the session again: writes go on under the lease"));
+  const size_t asked = peers_.asks.size();
+  clock_.advance(600);
+  EXPECT_EQ(peers_.asks.size(), asked) << "asked again while round trips come in time";
+  EXPECT_TRUE(pg_.stops.empty());
+  EXPECT_TRUE(pg_.applies.empty());
+}
+
+// Writes that went on past the lease: a new session means the old one may have expired
+// and a takeover be decided. They stop until the state is confirmed on the new one.
+TEST_F(FailsafeDriverTest, ANewSessionWhileWritingUnderThePromiseStopsWrites) {
+  startAsPrimary();
+  const int64_t t0 = clock_.monotonicMs();
+  coordinator_.lease(t0);
+  runUntil(t0 + 8000, granted());
+  ASSERT_TRUE(pg_.stops.empty());
+  coordinator_.lease(clock_.monotonicMs(), 0x43);
+  clock_.advance(0);
+  EXPECT_EQ(pg_.stops.size(), 1u);
+  EXPECT_TRUE(driver_->writesStopped());
+  EXPECT_FALSE(driver_->failsafeUntil());
+  EXPECT_TRUE(logged("a new ZooKeeper session while writing under the sync's promise"));
+}
+
+// A cluster-state write of the primary's own may name another sync, which promised
+// nothing: the permission ends with it.
+TEST_F(FailsafeDriverTest, AStateWriteEndsThePermission) {
+  startAsPrimary();
+  const int64_t t0 = clock_.monotonicMs();
+  coordinator_.lease(t0);
+  runUntil(t0 + 8000, granted());
+  ASSERT_TRUE(driver_->failsafeUntil());
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node2"})});  // node3 gone: the async chain changes
+  clock_.advance(0);
+  ASSERT_FALSE(coordinator_.writes.empty()) << "no state write to test with";
+  EXPECT_FALSE(driver_->failsafeUntil());
+  EXPECT_EQ(pg_.stops.size(), 1u) << "writes go on past the lease with no permission";
+}
+
+TEST_F(FailsafeDriverTest, OffAPrimaryNeverAsks) {
+  failsafe_ = false;
+  makeDriver(RejoinPolicy::kFollow);
+  startAsPrimary();
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(7110);
+  EXPECT_TRUE(peers_.asks.empty());
+  EXPECT_EQ(pg_.stops.size(), 1u);
+}
+
+TEST_F(FailsafeDriverTest, TheSyncPromisesOnlyOnceItsOwnRoundTripIsLate) {
+  startAsSync();
+  const int64_t t0 = clock_.monotonicMs();
+  coordinator_.lease(t0);
+  const FailsafeRequest ask{1, "node2", 9000};
+  EXPECT_FALSE(driver_->onFailsafeRequest(ask).granted) << "promised while reaching ZooKeeper";
+  clock_.advance(749);
+  EXPECT_FALSE(driver_->onFailsafeRequest(ask).granted);
+  clock_.advance(1);
+  EXPECT_TRUE(driver_->onFailsafeRequest(ask).granted);
+  EXPECT_EQ(driver_->promisedUntil(), t0 + 750 + 9000);
+  EXPECT_FALSE(driver_->onFailsafeRequest(FailsafeRequest{2, "node2", 9000}).granted) << "another generation";
+  EXPECT_FALSE(driver_->onFailsafeRequest(FailsafeRequest{1, "node3", 9000}).granted) << "not the primary";
+}
+
+// The promise holds the takeover's first step (the fence) back until it ends; no
+// promise is given once it has begun.
+TEST_F(FailsafeDriverTest, TheSyncHoldsItsTakeoverUntilThePromiseEnds) {
+  syncOutOfReach();
+  ASSERT_TRUE(driver_->onFailsafeRequest(FailsafeRequest{1, "node2", 9000}).granted);
+  const int64_t until = *driver_->promisedUntil();
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});  // the primary's session expired
+  clock_.advance(0);
+  answerWalReads();
+  EXPECT_TRUE(pg_.fences.empty()) << "the takeover began within the promise";
+  EXPECT_TRUE(logged("holding this takeover's fence back"));
+  EXPECT_FALSE(driver_->onFailsafeRequest(FailsafeRequest{1, "node2", 9000}).granted) << "promised while taking over";
+  clock_.advance(until - clock_.monotonicMs() - 1);
+  EXPECT_TRUE(pg_.fences.empty());
+  clock_.advance(1);
+  EXPECT_EQ(pg_.fences.size(), 1u) << "no takeover once the promise ended";
+  fenceAndReadTheWalUntilTheStateWrite();
+  EXPECT_EQ(coordinator_.writes.size(), 1u);
+}
+
+// A promise given by an earlier run of the agent is not remembered: a started agent
+// takes over from no primary for the promise's length.
+TEST_F(FailsafeDriverTest, AStartedSyncTakesOverFromNoPrimaryForAPromisesLength) {
+  startAsSync();
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+  clock_.advance(0);
+  answerWalReads();
+  EXPECT_TRUE(pg_.fences.empty());
+  clock_.advance(9000 - clock_.monotonicMs());
+  EXPECT_EQ(pg_.fences.size(), 1u);
+}
+
+}  // namespace
+}  // namespace dugong::agent

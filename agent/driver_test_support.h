@@ -1,0 +1,475 @@
+// The driver's tests' environment (agent/driver_test.cc, agent/driver_failsafe_test.cc):
+// the test answers every postgres and coordinator operation itself and moves the clock.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "agent/driver.h"
+
+namespace dugong::agent::testing {
+
+
+inline PeerIdentity peerId(const std::string& id) {
+  PeerIdentity p;
+  p.id = id;
+  p.ip = "10.0.0." + id.substr(4);
+  p.pgUrl = "tcp://postgres@" + p.ip + ":5432/postgres";
+  p.zoneId = id;
+  return p;
+}
+
+// Virtual time; posted work and timers run when the test advances the clock.
+class FakeClock : public Clock {
+ public:
+  struct Item {
+    int64_t at;
+    uint64_t seq;
+    std::function<void()> fn;
+    std::shared_ptr<bool> live;
+  };
+
+  EpochMs wallMs() const override { return 1767225600000 + now_; }
+  int64_t monotonicMs() const override { return now_; }
+  void post(std::function<void()> fn) override { items_.push_back({now_, seq_++, std::move(fn), nullptr}); }
+  std::unique_ptr<Timer> newTimer() override;
+
+  void advance(int64_t ms) {
+    const int64_t until = now_ + ms;
+    for (;;) {
+      auto next = items_.end();
+      for (auto it = items_.begin(); it != items_.end(); ++it) {
+        if (it->at <= until && (next == items_.end() || it->at < next->at || (it->at == next->at && it->seq < next->seq)))
+          next = it;
+      }
+      if (next == items_.end()) break;
+      Item item = std::move(*next);
+      items_.erase(next);
+      now_ = item.at;
+      if (!item.live || *item.live) item.fn();
+    }
+    now_ = until;
+  }
+  void schedule(int64_t delay, std::function<void()> fn, std::shared_ptr<bool> live) {
+    items_.push_back({now_ + delay, seq_++, std::move(fn), std::move(live)});
+  }
+
+ private:
+  int64_t now_ = 0;
+  uint64_t seq_ = 0;
+  std::vector<Item> items_;
+};
+
+class FakeTimer : public Timer {
+ public:
+  explicit FakeTimer(FakeClock& clock) : clock_(clock) {}
+  ~FakeTimer() override { cancel(); }
+  void start(int64_t delayMs, std::function<void()> fired) override {
+    cancel();
+    live_ = std::make_shared<bool>(true);
+    clock_.schedule(delayMs, [live = live_, fired = std::move(fired)] {
+      *live = false;
+      fired();
+    }, live_);
+  }
+  void cancel() override {
+    if (live_) *live_ = false;
+  }
+
+ private:
+  FakeClock& clock_;
+  std::shared_ptr<bool> live_;
+};
+
+inline std::unique_ptr<Timer> FakeClock::newTimer() { return std::make_unique<FakeTimer>(*this); }
+
+class FakeCoordinator : public Coordinator {
+ public:
+  Result<bool> join(CoordinatorCallbacks callbacks) override {
+    ++joins;
+    callbacks_ = std::move(callbacks);
+    member = true;
+    return true;
+  }
+  void leave() override {
+    if (!member) return;
+    ++leaves;
+    member = false;
+    callbacks_ = {};
+    if (pendingWrite) {
+      auto done = std::move(*pendingWrite);
+      pendingWrite.reset();
+      clock->post([done] { done(StateWriteFinished{false, "left", false, -1}); });
+    }
+  }
+  void putClusterState(const ClusterState& state, int32_t version, const std::string& reason,
+                       std::function<void(StateWriteFinished)> done) override {
+    writes.push_back(state);
+    writeVersions.push_back(version);
+    reasons.push_back(reason);
+    pendingWrite = std::move(done);
+  }
+  CoordinatorStatus status() const override { return CoordinatorStatus{member, member, member, 1, "", ""}; }
+  void publishDataState(const std::optional<PeerDataState>& data) override { published.push_back(data); }
+
+  void deliver(const Event& e) {
+    ASSERT_TRUE(member);
+    callbacks_.onEvent(e);
+  }
+  void connection(bool connected) {
+    ASSERT_TRUE(member);
+    ASSERT_TRUE(callbacks_.onConnection);
+    callbacks_.onConnection(CoordinatorConnection{connected, 0x42, 9000});
+  }
+  // A leader round trip sent at `sentAtMs` answered (session timeout 9000, interval 500).
+  void lease(int64_t sentAtMs, int64_t sessionId = 0x42) {
+    ASSERT_TRUE(member);
+    ASSERT_TRUE(callbacks_.onLease);
+    callbacks_.onLease(CoordinatorLease{sentAtMs, sessionId, 9000, 500});
+  }
+
+  FakeClock* clock = nullptr;
+  int joins = 0, leaves = 0;
+  bool member = false;
+  std::vector<ClusterState> writes;
+  std::vector<int32_t> writeVersions;
+  std::vector<std::string> reasons;
+  std::optional<std::function<void(StateWriteFinished)>> pendingWrite;
+  std::vector<std::optional<PeerDataState>> published;
+
+ private:
+  CoordinatorCallbacks callbacks_;
+};
+
+class FakePostgres : public Postgres {
+ public:
+  void init(std::function<void(PgInitialized)> done) override { inits.push_back(std::move(done)); }
+  void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) override {
+    applies.push_back({config, std::move(done)});
+  }
+  void fence(const std::optional<PeerIdentity>&, std::function<void(PgFenced)> done) override {
+    fences.push_back(std::move(done));
+  }
+  void readWal(std::function<void(WalPositionRead)> done) override { walReads.push_back(std::move(done)); }
+  void readDataState(std::function<void(Result<PeerDataState>)> done) override { dataReads.push_back(std::move(done)); }
+  void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override {
+    health = std::move(onChange);
+  }
+  void stopHealthCheck() override { health = nullptr; }
+  bool postmasterGone() const override { return gone; }
+  void stopWrites(std::function<void(Result<int>)> done) override { stops.push_back(std::move(done)); }
+  void resumeWrites(std::function<void(Result<bool>)> done) override { resumes.push_back(std::move(done)); }
+  void shutDownWrites(std::function<void(Result<bool>)> done) override {
+    shutdowns.push_back(std::move(done));
+    shutDownAsMember.push_back(inZooKeeper && inZooKeeper());
+  }
+  void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) override {
+    if (!modelRejoin) return Postgres::rejoin(primary, policy, std::move(done));
+    rejoins.push_back({primary.id, policy, std::move(done)});
+  }
+  void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) override {
+    if (!modelHandover) return Postgres::awaitUpstreamStop(timeoutMs, std::move(done));
+    upstreamWaits.push_back(std::move(done));
+  }
+  void sampleSyncStandby(const std::string& standbyId,
+                         std::function<void(Result<SyncReplicationSample>)> done) override {
+    syncSamples.push_back({standbyId, std::move(done)});
+  }
+  // Answers every sample asked for so far with `sample`; returns how many.
+  size_t answerSyncSamples(const SyncReplicationSample& sample) {
+    auto pending = std::exchange(syncSamples, {});
+    for (auto& [id, done] : pending) done(sample);
+    return pending.size();
+  }
+  struct RejoinCall {
+    std::string primary;
+    RejoinPolicy policy;
+    std::function<void(RejoinFinished)> done;
+  };
+
+  // Answers the oldest apply.
+  PgConfig finishApply(bool ok) {
+    auto [config, done] = std::move(applies.front());
+    applies.pop_front();
+    done(PgConfigApplied{ok, ok ? "" : "failed", ok && config.role != PgRole::kNone});
+    return config;
+  }
+
+  std::deque<std::function<void(PgInitialized)>> inits;
+  std::deque<std::pair<PgConfig, std::function<void(PgConfigApplied)>>> applies;
+  std::deque<std::function<void(PgFenced)>> fences;
+  std::deque<std::function<void(WalPositionRead)>> walReads;
+  std::deque<std::function<void(Result<PeerDataState>)>> dataReads;
+  std::function<void(bool, const std::string&)> health;
+  bool gone = false;
+  std::deque<std::function<void(Result<int>)>> stops;
+  std::deque<std::function<void(Result<bool>)>> resumes;
+  std::deque<std::function<void(Result<bool>)>> shutdowns;
+  // Whether the peer still held its ZooKeeper membership when each shutdown was asked for.
+  std::function<bool()> inZooKeeper;
+  std::vector<bool> shutDownAsMember;
+  bool modelRejoin = false;  // false: the default implementation (not modelled)
+  bool modelHandover = false;
+  std::deque<std::function<void(bool)>> upstreamWaits;
+  std::deque<RejoinCall> rejoins;
+  std::deque<std::pair<std::string, std::function<void(Result<SyncReplicationSample>)>>> syncSamples;
+};
+
+// The other agents: the test answers each failsafe request itself.
+class FakePeerLink : public PeerLink {
+ public:
+  struct Ask {
+    PeerIdentity to;
+    FailsafeRequest request;
+    int64_t timeoutMs = 0;
+    std::function<void(Result<FailsafeAnswer>)> done;
+  };
+  void askFailsafe(const PeerIdentity& to, const FailsafeRequest& request, int64_t timeoutMs,
+                   std::function<void(Result<FailsafeAnswer>)> done) override {
+    asks.push_back({to, request, timeoutMs, std::move(done)});
+  }
+  // Answers the oldest request.
+  Ask answer(Result<FailsafeAnswer> a) {
+    Ask ask = std::move(asks.front());
+    asks.pop_front();
+    ask.done(std::move(a));
+    return ask;
+  }
+  std::deque<Ask> asks;
+};
+
+class NullLog : public LogSink {
+ public:
+  void write(LogLevel, const std::string& line) override { lines.push_back(line); }
+  std::vector<std::string> lines;
+};
+
+inline StateNode stateNode(const ClusterState& s, int32_t version) { return StateNode{true, s.serialize(), version}; }
+
+class DriverTest : public ::testing::Test {
+ protected:
+  DriverTest() {
+    coordinator_.clock = &clock_;
+    pg_.inZooKeeper = [this] { return coordinator_.member; };
+    makeDriver(RejoinPolicy::kFollow);
+  }
+  void makeDriver(RejoinPolicy rejoin, std::function<void(bool)> onPrimaryConnectionLoss = nullptr) {
+    DriverOptions o;
+    o.identity = peerId("node1");
+    o.withdrawAfterMs = 10000;
+    o.rejoin = rejoin;
+    o.handoverWaitMs = 5000;
+    o.onPrimaryConnectionLoss = std::move(onPrimaryConnectionLoss);
+    o.onPrimaryApplyStarting = [this] { ++primaryApplyStarts_; };
+    o.syncReplaceAfterMs = syncReplaceAfterMs_;
+    o.lease.tickTimeMs = 1000;  // lease: 9000 - 1000 - 500 - 90 - 300 = 7110 ms after the send
+    o.onLeaseDeadline = [this](int64_t deadline) { leaseDeadlines_.push_back(deadline); };
+    o.failsafe = failsafe_;
+    o.failsafeDurationMs = 9000;
+    driver_.reset();
+    driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_, &peers_}, o);
+  }
+  // node1 is deposed in generation 3 (primary node2, sync node3) and has stopped postgres.
+  void startDeposed(const std::vector<std::string>& present = {"node2", "node3", "node1"}) {
+    ASSERT_TRUE(driver_->start());
+    pg_.inits.front()(PgInitialized{true, true});
+    pg_.inits.pop_front();
+    state_.generation = 3;
+    state_.primary = peerId("node2");
+    state_.sync = peerId("node3");
+    state_.deposed = {peerId("node1")};
+    coordinator_.deliver(ZkInitialized{stateNode(state_, 4), active(present)});
+    clock_.advance(0);
+    ASSERT_EQ(driver_->peer().role(), Role::kDeposed);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+    clock_.advance(0);
+  }
+
+  // node1 starts as the async of generation 1 and runs postgres as one.
+  void startAsAsync() {
+    ASSERT_TRUE(driver_->start());
+    ASSERT_EQ(pg_.inits.size(), 1u);
+    pg_.inits.front()(PgInitialized{false, true});
+    pg_.inits.pop_front();
+    state_.generation = 1;
+    state_.primary = peerId("node2");
+    state_.sync = peerId("node3");
+    state_.async = {peerId("node1")};
+    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node3", "node1"})});
+    clock_.advance(0);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kAsync);
+    pg_.health(true, "");
+  }
+
+  // node1 is the sync of generation 1 (primary node2, async node3), streaming and healthy.
+  void startAsSync() {
+    ASSERT_TRUE(driver_->start());
+    pg_.inits.front()(PgInitialized{true, true});
+    pg_.inits.pop_front();
+    state_.generation = 1;
+    state_.primary = peerId("node2");
+    state_.sync = peerId("node1");
+    state_.async = {peerId("node3")};
+    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
+    clock_.advance(0);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
+    pg_.health(true, "");
+    clock_.advance(0);
+  }
+
+  // node1 is the primary of generation 1, node2 its sync, node3 the async.
+  void startAsPrimary() {
+    ASSERT_TRUE(driver_->start());
+    pg_.inits.front()(PgInitialized{true, true});
+    pg_.inits.pop_front();
+    state_.generation = 1;
+    state_.primary = peerId("node1");
+    state_.sync = peerId("node2");
+    state_.async = {peerId("node3")};
+    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
+    clock_.advance(0);
+    // Starting as primary: postgres runs as one once the state written back has landed.
+    EXPECT_TRUE(pg_.applies.empty());
+    ASSERT_TRUE(coordinator_.pendingWrite);
+    ASSERT_EQ(coordinator_.writeVersions.back(), 0);
+    (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
+    coordinator_.writes.clear();
+    coordinator_.writeVersions.clear();
+    coordinator_.reasons.clear();
+    clock_.advance(0);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(primaryApplyStarts_, 1) << "the primary's apply began unannounced (the watchdog is armed then)";
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+    pg_.health(true, "");
+    clock_.advance(0);
+    ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
+  }
+
+  // Answers the takeover's fence and WAL reads (postgres run 1) until it writes the state.
+  // node2, the sync, sees the primary node1 gone and takes over up to its state write.
+  void syncTakesOverUpToTheStateWrite() {
+    startAsSync();
+    coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
+    clock_.advance(0);
+    fenceAndReadTheWalUntilTheStateWrite();
+    ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
+  }
+  void fenceAndReadTheWalUntilTheStateWrite() {
+    for (int i = 0; i < 4 && coordinator_.writes.empty(); ++i) {
+      if (!pg_.fences.empty()) {
+        pg_.fences.front()(PgFenced{true, "", 1});
+        pg_.fences.pop_front();
+      } else {
+        ASSERT_FALSE(pg_.walReads.empty()) << "the takeover neither fenced nor read the WAL";
+        pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
+        pg_.walReads.pop_front();
+      }
+      clock_.advance(0);
+    }
+  }
+
+  // The sync's takeover write is answered (it landed) after the connection was lost:
+  // postgres is configured as primary, then shut down as a primary's is.
+  void takeoverLandsDuringAnOutageAndIsShutDown() {
+    ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
+    coordinator_.connection(false);
+    answerStops();
+    (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
+    clock_.advance(0);
+    ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
+    ASSERT_EQ(pg_.applies.size(), 1u);
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+    clock_.advance(0);
+    answerStops();
+    ASSERT_TRUE(driver_->writesStopped());
+    ASSERT_EQ(pg_.shutdowns.size(), 1u) << "a primary's postgres runs on while its session may expire";
+    std::exchange(pg_.shutdowns, {}).front()(true);
+    clock_.advance(0);
+  }
+  // Postgres is started again as primary, and writes resume.
+  void startsAgainAsPrimaryAndResumes(const std::string& when) {
+    ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started again " << when;
+    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+    clock_.advance(0);
+    answerResumes();
+    clock_.advance(0);
+    EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
+  }
+
+  // Postgres was shut down at the lease's end: a connection back is not enough, a leader
+  // round trip on the same session starts it again and resumes writes.
+  void resumesOnALeaderRoundTripOnly() {
+    coordinator_.connection(true);
+    clock_.advance(0);
+    EXPECT_TRUE(pg_.applies.empty()) << "started again without a leader round trip";
+    coordinator_.lease(clock_.monotonicMs());
+    clock_.advance(0);
+    ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after a leader round trip on the same session"));
+  }
+
+  // Answers every stop (or resumption) of writes asked for so far, successfully.
+  void answerStops() {
+    for (auto& stop : std::exchange(pg_.stops, {})) stop(0);
+  }
+  void answerResumes() {
+    for (auto& resume : std::exchange(pg_.resumes, {})) resume(true);
+  }
+  // node1 starts as primary and loses ZooKeeper; its own write of generation 2 (node3 its
+  // new sync) is answered during the outage and postgres is configured for it, with
+  // writes stopped again. Returns that generation's state.
+  ClusterState primaryConfiguredForGeneration2DuringAnOutage() {
+    startAsPrimary();
+    ClusterState next = state_;
+    next.generation = 2;
+    next.sync = peerId("node3");
+    next.async = {peerId("node2")};
+    coordinator_.connection(false);
+    answerStops();
+    coordinator_.deliver(ClusterStateChanged{stateNode(next, 2)});
+    clock_.advance(0);
+    EXPECT_EQ(pg_.applies.size(), 1u);
+    if (!pg_.applies.empty()) {
+      EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
+    }
+    clock_.advance(0);
+    answerStops();
+    return next;
+  }
+
+  bool logged(const std::string& words) const {
+    for (const auto& l : log_.lines) {
+      if (l.find(words) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  static PeerList active(const std::vector<std::string>& ids) {
+    PeerList l;
+    for (const auto& id : ids) l.push_back(peerId(id));
+    return l;
+  }
+
+  FakeClock clock_;
+  FakeCoordinator coordinator_;
+  FakePostgres pg_;
+  NullLog log_;
+  FakePeerLink peers_;
+  bool failsafe_ = false;  // DriverOptions::failsafe of makeDriver
+  int primaryApplyStarts_ = 0;
+  int64_t syncReplaceAfterMs_ = 0;  // DriverOptions::syncReplaceAfterMs of makeDriver
+  std::vector<int64_t> leaseDeadlines_;
+  std::unique_ptr<Driver> driver_;
+  ClusterState state_;
+};
+
+}  // namespace dugong::agent::testing

@@ -1,0 +1,50 @@
+#include "agent/failsafe.h"
+
+#include <algorithm>
+
+namespace dugong::agent {
+
+FailsafeAnswer decideFailsafeGrant(const FailsafeRequest& request, const FailsafeGranterView& view) {
+  auto refuse = [](std::string why) { return FailsafeAnswer{false, std::move(why)}; };
+  if (!view.enabled) return refuse("the failsafe is off on this peer (zookeeper.failsafe)");
+  if (request.durationMs <= 0 || request.durationMs > kFailsafeMaxDurationMs) {
+    return refuse("a promise of " + std::to_string(request.durationMs) + " ms is out of bounds (1.." +
+                  std::to_string(kFailsafeMaxDurationMs) + ")");
+  }
+  if (!view.state) return refuse("this peer has read no cluster state");
+  const ClusterState& s = *view.state;
+  const std::string gen = std::to_string(s.generation);
+  if (s.generation != request.generation) {
+    return refuse("this peer sees generation " + gen + ", not " + std::to_string(request.generation));
+  }
+  if (!s.sync || s.sync->id != view.selfId) return refuse("this peer is not the sync of generation " + gen);
+  if (s.primary.id != request.primaryId) {
+    return refuse(request.primaryId + " is not the primary of generation " + gen + " (" + s.primary.id + " is)");
+  }
+  if (view.takingOver) return refuse("this peer is taking over already");
+  if (!view.leaseInUse) {
+    return refuse("this peer cannot tell whether it reaches ZooKeeper (no round trips through the leader)");
+  }
+  if (view.reachesZooKeeper) {
+    return refuse("this peer reaches ZooKeeper (its last round trip through the leader was confirmed): the normal "
+                  "rules apply");
+  }
+  return FailsafeAnswer{true, "no takeover by " + view.selfId + " for " + std::to_string(request.durationMs) +
+                                  " ms from the request's arrival: it cannot reach ZooKeeper either"};
+}
+
+bool reachesZooKeeper(int64_t lastSentAtMs, int64_t intervalMs, int64_t nowMs) {
+  return nowMs - lastSentAtMs < intervalMs + intervalMs / 2;
+}
+
+int64_t extendPromise(std::optional<int64_t> promisedUntilMs, int64_t receivedAtMs, int64_t durationMs) {
+  const int64_t next = receivedAtMs + durationMs;
+  return promisedUntilMs ? std::max(*promisedUntilMs, next) : next;
+}
+
+int64_t failsafePermissionEndMs(int64_t sentAtMs, int64_t durationMs, int64_t stopMarginMs) {
+  const int64_t clockRate = (durationMs + 99) / 100;
+  return sentAtMs + durationMs - clockRate - stopMarginMs;
+}
+
+}  // namespace dugong::agent

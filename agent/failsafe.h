@@ -1,0 +1,67 @@
+// The failsafe (docs/design.md "Quorum loss: the sync's promise"): a primary whose
+// ZooKeeper lease is about to end asks its sync, the only peer that can take over from
+// it, to promise not to take over for a while; the sync promises only while it cannot
+// reach ZooKeeper either, and keeps the promise; the primary writes on until a little
+// before the promise can end, timed from when it sent the request. These are the pure
+// rules; the driver (agent/driver_failsafe.cc) carries them out.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "statemachine/cluster_state.h"
+
+namespace dugong::agent {
+
+// What a primary asks its sync (HTTP: POST /failsafe).
+struct FailsafeRequest {
+  int64_t generation = 0;
+  std::string primaryId;
+  int64_t durationMs = 0;  // the promise asked for: no takeover for this long after receipt
+};
+
+struct FailsafeAnswer {
+  bool granted = false;
+  std::string reason;  // in plain words, both ways
+};
+
+// What the asked peer knows when it decides.
+struct FailsafeGranterView {
+  bool enabled = false;                 // zookeeper.failsafe on here too
+  std::string selfId;
+  const ClusterState* state = nullptr;  // its view of the cluster state (nullptr: none)
+  // Its own round trips through the ZooKeeper leader: seen at all, and one sent within
+  // the last interval and a half confirmed. A peer that reaches ZooKeeper promises
+  // nothing: the normal rules apply (the primary stops at its lease's end).
+  bool leaseInUse = false;
+  bool reachesZooKeeper = false;
+  // A takeover of its own has begun (a fence asked for or held, a state write in flight
+  // or of unknown outcome): too late to promise.
+  bool takingOver = false;
+};
+
+// The longest promise a peer gives (a request for more is refused: a bound on how long
+// a takeover can be held back).
+constexpr int64_t kFailsafeMaxDurationMs = 60000;
+
+// Whether a peer whose last confirmed round trip through the leader was sent at
+// `lastSentAtMs` reaches ZooKeeper at `nowMs`, round trips being `intervalMs` apart:
+// the one sent after it should have been confirmed by now.
+bool reachesZooKeeper(int64_t lastSentAtMs, int64_t intervalMs, int64_t nowMs);
+
+// The sync's decision on a request.
+FailsafeAnswer decideFailsafeGrant(const FailsafeRequest& request, const FailsafeGranterView& view);
+
+// The promise after a grant received at `receivedAtMs` (the sync's monotonic clock):
+// it only ever extends.
+int64_t extendPromise(std::optional<int64_t> promisedUntilMs, int64_t receivedAtMs, int64_t durationMs);
+
+// The primary's permission for a grant of `durationMs` asked at `sentAtMs` (its
+// monotonic clock): postgres may acknowledge commits until this moment (shut down at
+// it, writes stopped writeStopLead before), which comes before the promise can end
+// however the two clocks' rates differ (within 1 %, as the lease assumes) and however
+// late the request arrived: sentAt + D - D/100 - stopMargin.
+int64_t failsafePermissionEndMs(int64_t sentAtMs, int64_t durationMs, int64_t stopMarginMs);
+
+}  // namespace dugong::agent
