@@ -351,8 +351,8 @@ WalPositionRead PgController::readWal() {
     const StandbyWalEnd end = planStandbyWalEnd(seen, gaveUp);
     if (end == StandbyWalEnd::kReplayed) {
       if (seen.replayed != seen.received) {
-        spdlog::info("pg: this standby's WAL ends at {}, where replay stopped (received up to {}: the rest of a "
-                     "record that never came)",
+        spdlog::info("pg: this standby's WAL ends at {}, where replay stopped (received up to {}, with no complete "
+                     "record beyond)",
                      seen.replayed, seen.received);
       }
       replayedEnd = seen.replayed;
