@@ -320,6 +320,7 @@ class Driver {
   int64_t failsafeGeneration_ = 0;
   int64_t failsafeSession_ = 0;
   std::string failsafeLastRefusal_;
+  int64_t failsafeAskLoggedFor_ = -1;  // the last confirmed round trip's send the first request was logged for
   std::unique_ptr<Timer> failsafeTimer_;
   bool stateWriteUnsettled_ = false;
   std::optional<int64_t> promisedUntil_;

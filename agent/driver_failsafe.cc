@@ -84,7 +84,9 @@ void Driver::askFailsafe() {
   const int64_t generation = s.generation;
   const int64_t session = leaseSessionId_;
   scheduleFailsafeAsk(sentAt + (failsafeHolds() ? d / 3 : retryMs()));
-  if (!failsafeUntil_) {
+  if (!failsafeUntil_ && failsafeAskLoggedFor_ != leaseSentAt_) {
+    // Once per stall of the round trips (its retries are not decisions of their own).
+    failsafeAskLoggedFor_ = leaseSentAt_;
     log(LogLevel::kWarn, "failsafe: no round trip through the ZooKeeper leader for " +
                              std::to_string(sentAt - leaseSentAt_) + " ms; asking " + sync.id +
                              ", the sync, for a promise not to take over for " + std::to_string(d) + " ms");
