@@ -46,7 +46,9 @@ void SlotDropQueue::run() {
       continue;
     }
     if (next->second.due > std::chrono::steady_clock::now()) {
-      wake_.wait_until(lock, next->second.due);
+      // A copy: cancel() may erase the entry while this waits.
+      const auto due = next->second.due;
+      wake_.wait_until(lock, due);
       continue;
     }
     const std::string peer = next->first;
