@@ -916,18 +916,7 @@ TEST_F(DriverTest, AfterAnOutageAPeerThatNeverComesBackIsGoneAfterASessionTimeou
 // The sync's view of the same outage: back first, it does not take over from a primary
 // that has not reconnected yet.
 TEST_F(DriverTest, AfterAnOutageTheSyncDoesNotTakeOverFromAPrimaryNotYetBack) {
-  ASSERT_TRUE(driver_->start());
-  pg_.inits.front()(PgInitialized{true, true});
-  pg_.inits.pop_front();
-  state_.generation = 1;
-  state_.primary = peerId("node2");
-  state_.sync = peerId("node1");
-  state_.async = {peerId("node3")};
-  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node1", "node3"})});
-  clock_.advance(0);
-  ASSERT_EQ(pg_.applies.size(), 1u);
-  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kSync);
-  pg_.health(true, "");
+  ASSERT_NO_FATAL_FAILURE(startAsSync());
   coordinator_.connection(false);
   pg_.stops.front()(0);  // a standby: nothing to stop
   pg_.stops.pop_front();
