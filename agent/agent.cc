@@ -105,7 +105,7 @@ Result<bool> Agent::start() {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }
   options.onRoleApplied = [this](Role previous, Role applied) { roleChanged(previous, applied); };
-  // Armed from the promotion on (safety review of fcef921, finding 7): an agent that dies
+  // Armed from the promotion on: an agent that dies
   // between the promotion and the apply's answer leaves a writable primary.
   options.onPrimaryApplyStarting = [this] {
     if (watchdog_) watchdog_->setPrimary(true);

@@ -250,7 +250,7 @@ void Driver::carryOut(const Action& action) {
           [&](const ApplyPgConfig& a) {
             // A primary out of ZooKeeper keeps postgres down (see withdraw()): the state
             // machine's retry of an apply that failed around the withdrawal is refused,
-            // and it tries again once the peer has joined again (cluster sim seed 17643).
+            // and it tries again once the peer has joined again.
             if (withdrawn_ && a.config.role == PgRole::kPrimary) {
               return later(PgConfigApplied{false, "withdrawn from ZooKeeper: postgres stays down until this peer "
                                                   "has joined again",
@@ -344,11 +344,10 @@ void Driver::applyPg(const PgConfig& config, bool fromPeer) {
                                                      " while ZooKeeper is unreachable, which lifts the stop");
                             // Shut down at once where it must be down (the shutdown stops
                             // writes itself: a stop of writes first would leave it writable
-                            // meanwhile; cluster sim seed 137, a withdrawn primary whose
-                            // restart ended after the takeover): it had been shut down before
-                            // this configuration, or it became primary during the outage, so
-                            // no shutdown was planned at the loss (seed 2073) and its session
-                            // may expire any time now.
+                            // meanwhile, e.g. a withdrawn primary whose restart ended after the
+                            // takeover): it had been shut down before this configuration, or it
+                            // became primary during the outage, so no shutdown was planned at
+                            // the loss and its session may expire any time now.
                             const bool wasShutDown = std::exchange(postgresShutDown_, false);
                             if (wasShutDown) {
                               shutDownWrites("it had been shut down before this configuration");
@@ -498,7 +497,7 @@ void Driver::maybeHandOver() {
   }
   if (pgBusy_ || stopping_) return;
   // Not while the state machine is in the middle of a step: a start between its fence
-  // and its state write would undo the fence (seed 54879). Looked at again after it.
+  // and its state write would undo the fence. Looked at again after it.
   if (handoverFrom_ && peer_->awaitingCompletion()) return;
   const auto& s = peer_->clusterState();
   const bool requested = switchoverRequested(false);
@@ -613,7 +612,7 @@ void Driver::onRejoined(const PeerIdentity& primary, const RejoinFinished& r) {
 // last read, retried after a conflict), and the state change starts a fresh state machine.
 void Driver::releaseAfterRejoin() {
   // One state write at a time: a confirmation of this peer's primacy on a new session
-  // may still be in flight (seed 26306); looked at again once it is answered.
+  // may still be in flight; looked at again once it is answered.
   if (rejoinWriteInFlight_ || confirmInFlight_ || !rejoinedTo_ || !lastStateNode_.exists) return;
   auto parsed = ClusterState::parse(lastStateNode_.data);
   if (!parsed) return;
@@ -702,10 +701,9 @@ void Driver::withdraw(int64_t downMs) {
     env_.coordinator.leave();
     // A standby restarts postgres while away and joins again once it is healthy; but one
     // whose takeover write may have landed keeps its fence and so postgres down (see
-    // lastAppliedIsStale): it joins again after withdrawAfterMs to learn the state (seed
-    // 2939), as a primary does.
-    // Leaving answers a write in flight afterwards, as of unknown outcome (found by a
-    // host-freeze fault tried in the cluster sim, docs/design.md).
+    // lastAppliedIsStale): it joins again after withdrawAfterMs to learn the state, as a
+    // primary does.
+    // Leaving answers a write in flight afterwards, as of unknown outcome.
     if (peer_->keepsFence() || smWriteInFlight_) {
       joinAgainAfterWithdrawal("its takeover write may have landed: the state says whether");
     }
@@ -723,8 +721,7 @@ void Driver::withdraw(int64_t downMs) {
   writesStopped_ = true;
   shutDownTimer_->cancel();
   // The shutdown first (the real adapter signals the postmaster in the call, waiting for
-  // no lock), then the leave that lets the sync take over at once (safety review of
-  // fcef921, finding 4).
+  // no lock), then the leave that lets the sync take over at once.
   shutDownWrites("this primary withdraws from ZooKeeper, and another peer may take over at once");
   env_.coordinator.leave();
   joinAgainAfterWithdrawal(

@@ -22,7 +22,7 @@
 //   present, postgres is asked to follow the primary without a copy (Postgres::rejoin,
 //   once per generation), and on success the peer removes itself from `deposed` (a
 //   test-and-set, with the reason in the history), which starts a fresh state machine;
-// - the isolated primary (issue 10): when the coordinator's connection is lost, writes
+// - the isolated primary: when the coordinator's connection is lost, writes
 //   stop at once (before the session can expire and another peer take over), and
 //   resume only on reconnection with this peer's role and the cluster's generation
 //   unchanged (a new session: once the state written back, test-and-set at the version
@@ -35,7 +35,7 @@
 //   sync's walsender is sampled every syncSampleMs; when commits have waited on a sync
 //   that does not move for syncReplaceAfterMs (agent/sync_ack_watch.h), the state
 //   machine is told (SyncAcknowledgement) and replaces it;
-// - the primary's lease (issue 24, agent/driver_lease.h): when the coordinator confirms
+// - the primary's lease (agent/driver_lease.h): when the coordinator confirms
 //   round trips through its leader (CoordinatorCallbacks::onLease), a primary stops
 //   writes a little before the last confirmed send + the session timeout - margins, and
 //   shuts postgres down at it, whatever the connection says (a ZooKeeper follower cut off

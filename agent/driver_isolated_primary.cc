@@ -102,7 +102,7 @@ void Driver::reconnected(const std::string& how) {
   if (confirmOwed_) {
     // The same session is back, but it is a new one whose confirmation has not landed: a
     // takeover decided while the old one was gone may still land, so the same-session rule
-    // does not apply (safety review of fcef921, finding 2b).
+    // does not apply.
     log(LogLevel::kInfo, how + ", which is new and not confirmed yet: writes stay stopped until the confirmation lands");
     return confirmAfterNewSession();
   }
@@ -196,7 +196,7 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanL
   // Primary in a newer generation (its own write, answered during the outage: a primary's
   // new sync, or a sync's takeover), and postgres already has that generation's
   // configuration: the state machine has nothing left to apply, so nothing else would
-  // lift the stop (seeds 2590, 6055, 762). Only if no takeover can land: the same
+  // lift the stop. Only if no takeover can land: the same
   // session came back (none was decided on its absence), or the state was written back
   // test-and-set on the new session.
   const bool appliedMeanwhile = noTakeoverCanLand && role == Role::kPrimary && !lastAppliedIsStale();
@@ -222,8 +222,8 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanL
   shutDownTimer_->cancel();
   ++counters_.writeResumes;
   // Postgres shut down starts again with its last configuration only if the state
-  // machine still wants it (see lastAppliedIsStale; seed 79461: a sync whose promotion
-  // failed would follow the deposed primary again); otherwise the state machine's own
+  // machine still wants it (see lastAppliedIsStale: a sync whose promotion failed would
+  // follow the deposed primary again); otherwise the state machine's own
   // apply (its retry, or the next step) starts it.
   const bool startNow = postgresShutDown_ && !lastAppliedIsStale();
   log(LogLevel::kInfo, "resuming writes: " + how + ", and this peer is still " + roleName(role) + " in generation " +
@@ -272,18 +272,18 @@ void Driver::confirmAfterNewSession() {
   // A standby's stopped writes are nothing to lift; only a primary's can conflict: one
   // that lost its connection as the primary, or a standby that became it meanwhile (its
   // takeover write answered during the outage) and whose postgres was shut down as a
-  // primary's is (seed 49209).
+  // primary's is.
   const bool becamePrimary = peer_->role() == Role::kPrimary && postgresShutDown_;
   if (roleAtLoss_ != Role::kPrimary && !becamePrimary) return resumeWritesIfUnchanged("a new session");
   if (smWriteInFlight_) {
     // One write at a time: after the state machine's, whose step may leave the last
-    // configuration stale meanwhile (seed 49209).
+    // configuration stale meanwhile.
     confirmDeferred_ = true;
     return;
   }
   // Still primary, in a newer generation whose configuration postgres already has (its
   // own write, answered during the outage): confirmed as well, or nothing would lift the
-  // stop (seed 6055).
+  // stop.
   const bool newerApplied = generation() != generationAtLoss_ && !lastAppliedIsStale();
   if (peer_->role() == Role::kPrimary && generation() != generationAtLoss_ && lastApplied_ &&
       peer_->wantedPgConfig() == *lastApplied_ && (peer_->keepsFence() || peer_->awaitingCompletion())) {

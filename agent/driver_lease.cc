@@ -79,7 +79,7 @@ void Driver::onLease(const CoordinatorLease& l) {
   if (leaseEnded_) {
     leaseEnded_ = false;
     // Only on the session the lease ended on: a new session resumes through its
-    // confirmation (afterNewSession), never by the same-session rule (finding 2b).
+    // confirmation (afterNewSession), never by the same-session rule.
     if (connectionLost_ && coordinatorUp_ && sameSession) {
       log(LogLevel::kInfo, "lease: a round trip through the ZooKeeper leader confirmed session " +
                                std::to_string(l.sessionId) + " again");

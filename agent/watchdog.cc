@@ -144,8 +144,7 @@ Result<std::unique_ptr<Watchdog>> Watchdog::start(const std::string& dataDir, st
   }
   if (pid == 0) {
     // A process group and session of its own, and a name of its own: a stop of the agent's
-    // process group (kill -STOP -<pgid>, Ctrl-Z) or a `killall dugong` leaves it running
-    // (safety review of fcef921, finding 7).
+    // process group (kill -STOP -<pgid>, Ctrl-Z) or a `killall dugong` leaves it running.
     ::setsid();
     ::prctl(PR_SET_NAME, kWatchdogProcessName, 0, 0, 0);
     watch(*shared, dataDir, limit.count(), parent);

@@ -1,4 +1,4 @@
-// What the ensemble's configuration allows the primary's lease (issue 24): the
+// What the ensemble's configuration allows the primary's lease: the
 // four-letter word `conf` (on the client port; ZooKeeper's 4lw.commands.whitelist must
 // list it), asked of the servers of a connect string in turn until one answers.
 #pragma once
