@@ -17,7 +17,7 @@ namespace dugong::agent {
 
 namespace {
 
-// The tickTime the primary's lease counts with (agent/driver_lease.h): the ensemble's
+// The tickTime the primary's lease counts with (driver/lease.h): the ensemble's
 // own, asked with the four-letter word `conf` at start (docs/design.md "The primary's
 // lease"), or the one configured (zookeeper.tickTimeMs), whichever is larger; 0 (half
 // the session timeout) when neither is known.

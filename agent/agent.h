@@ -1,4 +1,4 @@
-// The dugong agent: one per postgres instance. The driver (agent/driver.h: the state
+// The dugong agent: one per postgres instance. The driver (driver/driver.h: the state
 // machine, its actions, postgres' health, withdrawal) on the daemon's environment
 // (agent/daemon_env.h: Asio timers, the ZooKeeper session, the pg adapter), plus the
 // status endpoints.
@@ -21,7 +21,7 @@
 #include "agent/cluster_config_follower.h"
 #include "agent/config.h"
 #include "agent/daemon_env.h"
-#include "agent/driver.h"
+#include "driver/driver.h"
 #include "agent/hooks.h"
 #include "agent/http_api.h"
 #include "agent/http_server.h"

@@ -136,9 +136,9 @@ struct AgentConfig {
   int syncReplaceHoldMs = 5000;
   int syncConnectGraceMs = 10000;
   // The ensemble's tickTime as the operator states it (an upper bound), for the primary's
-  // lease (agent/driver_lease.h); 0: half the negotiated session timeout, ZooKeeper's floor.
+  // lease (driver/lease.h); 0: half the negotiated session timeout, ZooKeeper's floor.
   int zkTickTimeMs = 0;
-  // The failsafe (agent/failsafe.h): on by default.
+  // The failsafe (driver/failsafe.h): on by default.
   bool zkFailsafe = true;
   int withdrawAfterSeconds = 30;
   bool stopPostgresOnExit = false;

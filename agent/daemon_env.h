@@ -1,4 +1,4 @@
-// The daemon's environment for the driver (agent/env.h): Asio timers on the agent's
+// The daemon's environment for the driver (driver/env.h): Asio timers on the agent's
 // io_context, the ZooKeeper session (zk::Session) as the coordinator, the pg adapter
 // (pg::PgAdapter) as postgres, spdlog as the log.
 #pragma once
@@ -11,7 +11,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "agent/env.h"
+#include "driver/env.h"
 #include "pg/adapter.h"
 #include "zk/options.h"
 #include "zk/session.h"

@@ -17,7 +17,7 @@
 //   POST /restart, POST /reload          the same; restarts or reloads this peer's postgres
 //                                        (body: none or {}), answered once done
 //   POST /failsafe {"cluster", "generation", "primary", "durationMs"}   a primary asks its
-//                   sync for a failsafe promise (agent/failsafe.h): 200 {"granted", "reason"};
+//                   sync for a failsafe promise (driver/failsafe.h): 200 {"granted", "reason"};
 //                   needs the credential when one is configured, and not otherwise (a
 //                   promise can only hold a takeover back, never cause one)
 //
@@ -34,7 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/failsafe.h"
+#include "driver/failsafe.h"
 #include "agent/http_client.h"
 #include "agent/http_server.h"
 #include "statemachine/peer.h"

@@ -1,4 +1,4 @@
-// A Timer (agent/env.h) on any scheduler that runs a function after a delay: the
+// A Timer (driver/env.h) on any scheduler that runs a function after a delay: the
 // simulators' virtual time. A restart or cancel() makes the earlier start a no-op.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <memory>
 #include <utility>
 
-#include "agent/env.h"
+#include "driver/env.h"
 
 namespace dugong::agent {
 

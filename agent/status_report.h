@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/driver.h"
-#include "agent/env.h"
+#include "driver/driver.h"
+#include "driver/env.h"
 #include "agent/hooks.h"
 #include "pg/pg_status.h"
 #include "statemachine/identity.h"

@@ -1,6 +1,6 @@
 // What a primary sees of its synchronous standby, in one query: whether the standby's
 // walsender streams, how far it has flushed, and how many commits wait for synchronous
-// replication. The agent's sync-acknowledgement watch (agent/sync_ack_watch.h) samples it.
+// replication. The agent's sync-acknowledgement watch (driver/sync_ack_watch.h) samples it.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when BINARY defines any strong symbol that the driver's objects (the members
-# driver*.o of ARCHIVE, agent/driver*.cc) define: i.e. when driver code is linked in.
+# driver*.o of ARCHIVE, driver/*.cc) define: i.e. when driver code is linked in.
 # Usage: links_none_of.sh BINARY ARCHIVE
 set -euo pipefail
 binary=$1

@@ -84,7 +84,7 @@ struct Scenario {
   // The agents' ZooKeeper clients confirm leases (agent::CoordinatorLease); one seed in
   // four runs without, as a coordinator that sends none (the driver's other rule).
   bool lease = true;
-  // The failsafe (agent/failsafe.h): on in most seeds with leases.
+  // The failsafe (driver/failsafe.h): on in most seeds with leases.
   bool failsafe = false;
   EpochMs start = 0;           // virtual wall clock at time 0
   int64_t faultPhaseMs = 0;    // faults happen in [0, faultPhaseMs)

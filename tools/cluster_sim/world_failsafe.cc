@@ -1,4 +1,4 @@
-// The cluster simulator's part of the failsafe (agent/failsafe.h): the agents' network
+// The cluster simulator's part of the failsafe (driver/failsafe.h): the agents' network
 // that carries a primary's request to its sync and the answer back, with delays and the
 // links the faults cut, and the quorum-loss fault (world_internal.h).
 #include "tools/cluster_sim/world_internal.h"

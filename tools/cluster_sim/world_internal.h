@@ -10,7 +10,7 @@
 #include <memory>
 #include <utility>
 
-#include "agent/driver.h"
+#include "driver/driver.h"
 #include "agent/scheduled_timer.h"
 #include "statemachine/peer.h"
 #include "tools/sim_world/rng.h"
@@ -85,7 +85,7 @@ inline simworld::PgModel clusterPgModel() {
 
 class World;
 
-// One simulated host's environment for its agent's driver (agent/env.h): the world's
+// One simulated host's environment for its agent's driver (driver/env.h): the world's
 // virtual clock, a client of the simulated ZooKeeper ensemble, the local simulated
 // postgres (tools/sim_world/sim_postgres.h), and the trace as the log. One per
 // incarnation of the agent.

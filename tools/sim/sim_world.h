@@ -1,7 +1,7 @@
 // The simulated world of dugong-sim: the agent's real driver and state machine for the
 // peer under test (node1), on a simulated ZooKeeper and a simulated postgres, in
 // virtual time. Everything is deterministic. The world is the driver's environment
-// (agent/env.h).
+// (driver/env.h).
 //
 // Conventions (issue 2, and shared/conformance/manatee/README.md), relied on by
 // scenario scripts:
@@ -37,7 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/driver.h"
+#include "driver/driver.h"
 #include "statemachine/peer.h"
 #include "tools/sim_world/event_queue.h"
 #include "tools/sim_world/rng.h"

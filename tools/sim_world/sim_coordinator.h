@@ -6,7 +6,7 @@
 //   world may inject (a host cut off from the ensemble and healed, a session expired).
 // - SimCoordinator: the client of one run of an agent (agent::Coordinator): join (a
 //   session and its election node, ZkInitialized), leave, the state write, with the
-//   exactly-once callbacks of agent/env.h; the connection lost and regained.
+//   exactly-once callbacks of driver/env.h; the connection lost and regained.
 // What differs between the two tools is a ZkModel (delays) and whether faults are
 // injected (dugong-sim injects none, and its other peers are election nodes with no
 // client: hosts are only the peers whose agent runs in the simulation).
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/env.h"
+#include "driver/env.h"
 #include "tools/sim_world/event_queue.h"
 #include "tools/sim_world/rng.h"
 #include "tools/sim_world/sim_postgres.h"

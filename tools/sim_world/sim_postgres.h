@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/env.h"
+#include "driver/env.h"
 #include "tools/sim_world/event_queue.h"
 #include "tools/sim_world/rng.h"
 #include "tools/sim_world/trace_sink.h"

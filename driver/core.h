@@ -1,53 +1,35 @@
-// The driver: the agent's logic around the state machine, on an environment
-// (agent/env.h). The daemon, dugong-sim and dugong-cluster-sim all run this code.
+// The driver's core: the agent's logic around the state machine (statemachine/peer.h),
+// as a second pure core. `step(moment, input)` returns the commands to carry out, in
+// order (driver/command.h); it reads no clock, owns no thread and does no I/O: time and
+// the one fact it reads of postgres come in the Moment, and every answer comes back as
+// an input (driver/input.h). The runner (driver/driver.h) carries the commands out on
+// an environment (driver/env.h) for the daemon and both simulators; the transcripts of
+// driver/testdata/ step it by hand.
 //
 // It feeds the coordinator's and postgres' events into the state machine and carries
-// out its actions in order, and it adds what the state machine leaves to the agent:
-// - one postgres transition at a time: an apply the state machine asks for while a
-//   restart is in flight is queued and carried out when the restart ends; a fence
-//   asked for during a restart is refused (the state machine retries it);
-// - health: postgres that should run but does not answer is restarted (its last
-//   configuration applied again) once it has been down for the restart grace, and,
-//   once it has been down for withdrawAfterMs, the driver leaves the coordinator
-//   (its peers see it gone) until postgres is healthy again, then joins again;
-// - a fresh state machine once an operator has rebuilt this deposed peer;
-// - a clean handover in a planned switchover (a valid promote request of the sync):
-//   the primary stops postgres at once (a stopping primary sends all of its WAL to its
-//   streaming sync, its shutdown checkpoint included), and the sync, before its fence,
-//   waits up to handoverWaitMs for that stream to end, so that the old primary's data
-//   directory can follow the new timeline as it is; abandoned (postgres started again
-//   as primary) when the request goes away while this peer is still the primary;
-// - the automatic rejoin of this deposed peer (options.rejoin; docs/design.md
-//   "Rejoining a deposed peer"): once its postgres is stopped and the primary is
-//   present, postgres is asked to follow the primary without a copy (Postgres::rejoin,
-//   once per generation), and on success the peer removes itself from `deposed` (a
-//   test-and-set, with the reason in the history), which starts a fresh state machine;
-// - the isolated primary: when the coordinator's connection is lost, writes
-//   stop at once (before the session can expire and another peer take over), and
-//   resume only on reconnection with this peer's role and the cluster's generation
-//   unchanged (a new session: once the state written back, test-and-set at the version
-//   read on it, shows that no takeover can land); otherwise they stay stopped until
-//   the state machine applies a new postgres configuration. Stopped writes still let a
-//   new session that says BEGIN READ WRITE commit (synchronous_commit = local needs no
-//   sync), so a primary is shut down once its session may be about to expire (half-way
-//   to the earliest expiry), and started again only by a resume or a new configuration;
-// - a sync that acknowledges nothing (agent/driver_sync_watch.cc): on a primary, the
-//   sync's walsender is sampled every syncSampleMs; when commits have waited on a sync
-//   that does not move for syncReplaceAfterMs (agent/sync_ack_watch.h), the state
-//   machine is told (SyncAcknowledgement) and replaces it;
-// - the primary's lease (agent/driver_lease.h): when the coordinator confirms
-//   round trips through its leader (CoordinatorCallbacks::onLease), a primary stops
-//   writes a little before the last confirmed send + the session timeout - margins, and
-//   shuts postgres down at it, whatever the connection says (a ZooKeeper follower cut off
-//   from its leader keeps answering pings); a connection lost while the lease holds stops
-//   nothing; writes resume only under a valid lease;
-// - a coordinator outage that this peer saw too: after a new session, the peers that
-//   were present before the loss are still treated as present for one session timeout,
-//   so that a peer back first does not replace a sync (or take over from a primary)
-//   that simply has not reconnected yet.
-//
-// It reads no clock and owns no thread: time, timers and completions come from the
-// environment, on its one loop.
+// out its actions in order, and it adds what the state machine leaves to the agent, one
+// protocol per file (docs/driver.md):
+// - core.cc: the state machine's loop, one postgres transition at a time (an apply
+//   asked for while a restart is in flight is queued; a fence asked for during a restart
+//   is refused and retried by the state machine), the driver's start and stop;
+// - health.cc: a postgres that should run but does not answer is restarted (its last
+//   configuration applied again) after the restart grace, and once down for
+//   withdrawAfterMs the peer leaves the coordinator until postgres is healthy again;
+// - isolated_primary.cc: when the coordinator's connection is lost, writes stop at
+//   once and resume only with this peer's role and the cluster's generation unchanged
+//   (a new session: once the state written back, test-and-set at the version read on it,
+//   shows that no takeover can land); a primary is shut down half-way to the session's
+//   earliest expiry; the peers present before an outage count as present for a session
+//   timeout after it;
+// - lease.cc: a primary writes only under a lease confirmed by round trips through the
+//   coordinator's leader (driver/lease.h), and shuts postgres down at its end;
+// - failsafe.cc (core_failsafe.cc): the sync's promise during a quorum loss
+//   (driver/failsafe.h);
+// - sync_watch.cc: a sync that acknowledges nothing is reported to the state machine
+//   (driver/sync_ack_watch.h), which replaces it;
+// - handover.cc: the clean handover of a planned switchover;
+// - rejoin.cc: the automatic rejoin of this deposed peer, a fresh state machine once it
+//   is rebuilt, and the data state published for a setup from data.
 #pragma once
 
 #include <cstdint>
@@ -57,9 +39,13 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
-#include "agent/driver_lease.h"
-#include "agent/env.h"
+#include "driver/command.h"
+#include "driver/env.h"
+#include "driver/input.h"
+#include "driver/lease.h"
+#include "driver/sync_ack_watch.h"
 #include "statemachine/peer.h"
 
 namespace dugong::agent {
@@ -114,13 +100,13 @@ struct DriverOptions {
   // shuts postgres down a sixth of the session timeout after such a loss, and a watchdog
   // that outlives the agent must do so by then too (agent/watchdog.h).
   std::function<void(bool lost)> onPrimaryConnectionLoss;
-  // The primary's lease (agent/driver_lease.h), when the coordinator confirms leader
+  // The primary's lease (driver/lease.h), when the coordinator confirms leader
   // round trips (CoordinatorCallbacks::onLease): its terms, and a call on the loop each
   // time its end (monotonic ms) moves on, for the watchdog, which shuts postgres down at
   // that end too (agent/watchdog.h).
   LeaseTerms lease;
   std::function<void(int64_t deadlineMs)> onLeaseDeadline;
-  // The failsafe (agent/failsafe.h, docs/design.md "Quorum loss: the sync's promise"):
+  // The failsafe (driver/failsafe.h, docs/design.md "Quorum loss: the sync's promise"):
   // a primary whose lease is about to end asks its sync (Env::peers) for a promise of
   // durationMs (0: the negotiated session timeout) and writes on under it; a sync
   // promises while it cannot reach ZooKeeper either, and holds its own takeover until
@@ -139,84 +125,89 @@ struct DriverCounters {
   uint64_t syncStalls = 0;  // a sync found acknowledging nothing
 };
 
-class Driver {
+class DriverCore {
  public:
-  Driver(Env env, DriverOptions options);
-  ~Driver();
-  Driver(const Driver&) = delete;
-  Driver& operator=(const Driver&) = delete;
+  // `peersReachable`: the environment can reach the other agents (Env::peers), which
+  // the failsafe needs.
+  DriverCore(DriverOptions options, bool peersReachable);
+  ~DriverCore();
+  DriverCore(const DriverCore&) = delete;
+  DriverCore& operator=(const DriverCore&) = delete;
 
-  // Looks at postgres, starts its health check and joins the coordinator. False (and
-  // a fatal error) if the coordinator refuses to join.
-  bool start();
-  // Leaves the coordinator, stops the health check and every timer, stops postgres if
-  // configured to, then calls `done` (later, on the loop). Nothing is stepped after.
-  void stop(std::function<void()> done);
-
-  // Runs once, later on the loop, after a fatal error (the caller then stops).
-  void onFatal(std::function<void()> cb) { onFatal_ = std::move(cb); }
-  bool failed() const { return failed_; }
+  // The one entry: what happened at `now`, and what to do about it, in order.
+  std::vector<Command> step(const Moment& now, const Input& input);
 
   const Peer& peer() const { return *peer_; }
   bool healthy() const { return healthy_; }
   const std::string& unhealthyDetail() const { return unhealthyDetail_; }
   bool withdrawn() const { return withdrawn_; }
   bool stopping() const { return stopping_; }
-  // A postgres transition (apply or fence) is in flight.
+  bool failed() const { return failed_; }
   bool pgBusy() const { return pgBusy_; }
   bool applyQueued() const { return queuedPeerApply_.has_value(); }
   const DriverCounters& counters() const { return counters_; }
-  // Writes are stopped, or being stopped, because the coordinator's connection was lost
-  // (and not yet resumed nor overridden by a new configuration). Such a peer must not
-  // advertise itself as a writable primary.
   bool writesStopped() const { return writesStopped_; }
-  // The role whose postgres transition last finished (the state machine's role may be ahead).
   Role appliedRole() const { return roleApplied_; }
-  // Postgres was shut down because the session may have expired (see writesStopped()).
   bool postgresShutDown() const { return postgresShutDown_; }
   bool coordinatorConnected() const { return !connectionLost_; }
-  // The lease's end (monotonic ms), once a leader round trip confirmed the session.
   std::optional<int64_t> leaseDeadline() const { return leaseDeadline_; }
-  // The failsafe: the end of the permission this primary holds from its sync, and the
-  // end of the promise this peer gave (monotonic ms; nullopt: none).
   std::optional<int64_t> failsafeUntil() const { return failsafeUntil_; }
   std::optional<int64_t> promisedUntil() const { return promisedUntil_; }
-  // A primary's request for a failsafe promise (POST /failsafe), decided at once.
-  FailsafeAnswer onFailsafeRequest(const FailsafeRequest& request);
 
  private:
+  // ---- core.cc: the loop, the state machine's actions, postgres transitions
+  void onInput(const Input& input);
+  void start();
+  void stop();
   void step(const Event& event);
-  void later(Event event);
-  bool rebuiltWhileDeposed() const;
-  void startFreshStateMachine(bool feedState);
-  void maybeRejoin();
-  void onRejoined(const PeerIdentity& primary, const RejoinFinished& r);
-  void releaseAfterRejoin();
-  void afterPgTransition();
-  PeerOptions peerOptions() const;
-  void maybePublishDataState();
-  // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync).
-  bool switchoverRequested(bool forSelf) const;
-  void maybeHandOver();
-  void startAgainAfterHandover();
-  void fencePg(const std::optional<PeerIdentity>& newSync);
+  void later(Event event) { emit(cmd::Later{std::move(event)}); }
   void carryOut(const Action& action);
   void join();
-  void withdraw(int64_t downMs);
   void applyPg(const PgConfig& config, bool fromPeer);
+  void onApplied(const in::Applied& a);
+  void fencePg(const std::optional<PeerIdentity>& newSync);
+  void onFenced(const PgFenced& r);
+  void onStateMachineWrite(const StateWriteFinished& r);
+  void resumeIfDeferred();
+  void afterPgTransition();
+  PeerOptions peerOptions() const;
+  std::optional<int64_t> generation() const;
+  bool expectPostgresOnline() const;
+  bool lastAppliedIsStale() const;
+  void onTimer(const TimerKey& key);
+  // ---- health.cc
   void onHealth(bool healthy, const std::string& detail);
   void noteUnhealthy();
   void healthTick();
   void nextHealthTick();
-  void tellPrimaryConnectionLoss(bool lost);
-  void resumeIfDeferred();
+  void withdraw(int64_t downMs);
+  void joinAgainAfterWithdrawal(const std::string& why);
+  void onWithdrawalOver();
+  // ---- isolated_primary.cc
   void onConnection(const CoordinatorConnection& c);
   void isolate(const std::string& why);
   void reconnected(const std::string& how);
+  void tellPrimaryConnectionLoss(bool lost);
+  void stopWrites();
+  void onWritesStopped(const Result<int>& r);
+  void shutDownWrites(const std::string& why);
+  void onShutDown(const Result<bool>& r);
+  void onShutDownTimer();
+  // noTakeoverCanLand: the lost session came back, or the state was confirmed on a new one.
+  void resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand = false);
+  void onWritesResumed(bool noTakeoverCanLand, const Result<bool>& r);
+  void onWritesTimer();
+  void afterNewSession();
+  void confirmAfterNewSession();
+  void onConfirmation(int32_t version, const StateWriteFinished& w);
+  Event keepingPeersFromBeforeTheLoss(Event event);
+  void endPeerGrace();
+  // ---- lease.cc
   void onLease(const CoordinatorLease& l);
   void leaseEnding();
+  void onLeaseShutTimer();
   bool leaseValid() const;
-  // The failsafe (agent/driver_failsafe.cc).
+  // ---- core_failsafe.cc
   int64_t failsafeDurationMs() const;
   // The end of writes: the lease's, or the failsafe's permission if later.
   int64_t writeDeadline() const;
@@ -228,50 +219,61 @@ class Driver {
   int64_t retryMs() const;
   void askFailsafe();
   std::optional<std::string> whyNoFailsafe() const;
-  void onFailsafeAnswer(int64_t sentAt, int64_t generation, int64_t session, const Result<FailsafeAnswer>& r);
+  void onFailsafeAnswer(const in::FailsafeAnswered& a);
   void dropFailsafe(const std::string& why);
+  FailsafeAnswer answerFailsafe(const FailsafeRequest& request);
   // A sync's takeover (its fence, or a state write that makes it the primary) held back
   // by its promise until the promise ends; false: go ahead now.
   bool holdTakeoverForPromise(const Action& action);
-  void stopWrites();
-  void shutDownWrites(const std::string& why);
-  // noTakeoverCanLand: the lost session came back, or the state was confirmed on a new one.
-  void resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand = false);
-  void afterNewSession();
-  void confirmAfterNewSession();
-  Event keepingPeersFromBeforeTheLoss(Event event);
-  void endPeerGrace();
-  std::optional<int64_t> generation() const;
-  bool expectPostgresOnline() const;
-  bool lastAppliedIsStale() const;
-  void joinAgainAfterWithdrawal(const std::string& why);
-  // The sync-acknowledgement watch (agent/driver_sync_watch.cc).
+  void onHeldTakeoverTimer();
+  // ---- sync_watch.cc
   void startSyncWatch();
   void syncWatchTick();
-  // The sync to watch now ("" when none: not a running primary, writes stopped, a
-  // transition in flight), and the generation it is the sync of.
+  void onSyncSampled(const in::SyncSampled& s);
+  // The sync to watch now (none: not a running primary, writes stopped, a transition in
+  // flight), and the generation it is the sync of.
   std::optional<std::pair<int64_t, std::string>> watchedSync() const;
-  void log(LogLevel level, const std::string& line) { env_.log.write(level, line); }
-  // Wraps a callback so that it does nothing once the driver is gone or stopping.
-  template <class T>
-  std::function<void(T)> guarded(std::function<void(T)> fn);
+  // ---- handover.cc
+  // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync).
+  bool switchoverRequested(bool forSelf) const;
+  void maybeHandOver();
+  void startAgainAfterHandover();
+  void onUpstreamStopped(const in::UpstreamStopped& u);
+  // ---- rejoin.cc
+  bool rebuiltWhileDeposed() const;
+  void startFreshStateMachine(bool feedState);
+  void maybeRejoin();
+  void onRejoined(const PeerIdentity& primary, const RejoinFinished& r);
+  void releaseAfterRejoin();
+  void onReleased(const StateWriteFinished& w);
+  void onRejoinTimer();
+  void maybePublishDataState();
+  void onDataStateRead(const Result<PeerDataState>& r);
 
-  Env env_;
+  // The commands of the step in progress.
+  void emit(Command c) { out_.push_back(std::move(c)); }
+  void log(LogLevel level, std::string line) { emit(cmd::Log{level, std::move(line)}); }
+  void setTimer(TimerKind kind, int64_t delayMs);
+  void cancelTimer(TimerKind kind);
+  int64_t now() const { return now_.monoMs; }
+
   DriverOptions opts_;
+  bool peersReachable_ = false;
+  Moment now_;
+  std::vector<Command> out_;
+  // The timers started and not yet fired nor cancelled.
+  std::map<TimerKey, int64_t> armed_;
   std::unique_ptr<Peer> peer_;
   // What the coordinator last told us, to start a fresh state machine after a rebuild.
   StateNode lastStateNode_;
   PeerList lastActive_;
   PeerDataStates lastData_;
-  // The data state published for a setup: published (or being read), and a retry timer.
+  // The data state published for a setup: published, or being read.
   bool dataPublished_ = false;
   bool dataReading_ = false;
-  std::map<TimerId, std::unique_ptr<Timer>> timers_;
-  std::unique_ptr<Timer> healthTimer_;
-  std::unique_ptr<Timer> withdrawalTimer_;  // a withdrawn primary joins again
-  // The isolated primary: see the header comment.
+  // The isolated primary: see isolated_primary.cc.
   bool connectionLost_ = false;
-  bool primaryLossTold_ = false;  // onPrimaryConnectionLoss(true) was the last call
+  bool primaryLossTold_ = false;  // PrimaryConnectionLoss{true} was the last told
   bool writesStopped_ = false;
   int64_t sessionTimeoutMs_ = 0;
   Role roleAtLoss_ = Role::kUnknown;
@@ -280,13 +282,19 @@ class Driver {
   std::optional<int64_t> peerGraceUntil_;
   bool postgresShutDown_ = false;
   bool shutDownInFlight_ = false;  // asked of the adapter, not answered yet
-  // A resumption asked for while a postgres transition was in flight: carried out when it
-  // ends (how, noTakeoverCanLand; see resumeWritesIfUnchanged).
-  std::optional<std::pair<std::string, bool>> resumeAfterTransition_;
-  // A resumption decided once the state machine's step in flight ends (how, noTakeoverCanLand).
-  std::optional<std::pair<std::string, bool>> resumeAfterStep_;
+  // What the writes timer retries: stopping writes, resuming them (noTakeoverCanLand),
+  // or the confirmation; and what the shutdown timer does: the shutdown half-way to the
+  // earliest expiry after a loss (its delay), or again after a failure.
+  enum class WritesRetry { kStop, kResume, kConfirm } writesRetry_ = WritesRetry::kStop;
+  bool writesRetryNoTakeover_ = false;
+  std::optional<int64_t> shutDownAfterLossMs_;
+  // A resumption decided once something in flight is over (how, noTakeoverCanLand): a
+  // postgres transition, the state machine's step, a confirmation of the lease.
+  using Resumption = std::pair<std::string, bool>;
+  std::optional<Resumption> resumeAfterTransition_;
+  std::optional<Resumption> resumeAfterStep_;
   bool confirmAfterStep_ = false;  // the new session's confirmation, once the step ends
-  bool confirmInFlight_ = false;  // the state written back after a new session
+  bool confirmInFlight_ = false;   // the state written back after a new session
   // Writes were stopped on a new session and have not resumed since: a connection that
   // comes back on it resumes them only through the confirmation, never by the
   // same-session rule.
@@ -297,11 +305,8 @@ class Driver {
   // is retried with the state read after it).
   bool smWriteInFlight_ = false;
   bool confirmDeferred_ = false;
-  std::unique_ptr<Timer> writesTimer_;  // stop retry, or resume settle
-  std::unique_ptr<Timer> shutDownTimer_;
   // The lease: confirmations seen at all, its end, the last confirmed send, whether it
-  // ended (writes stopped for it), a resumption that waits for it, and its timers (the
-  // stop of writes a little before the end, the shutdown at the end).
+  // ended (writes stopped for it), a resumption that waits for it.
   bool coordinatorUp_ = true;
   bool leaseInUse_ = false;
   std::optional<int64_t> leaseDeadline_;
@@ -309,57 +314,47 @@ class Driver {
   int64_t leaseSessionId_ = 0;  // the session of leaseDeadline_
   int64_t leaseIntervalMs_ = 0;
   bool leaseEnded_ = false;
-  std::optional<std::pair<std::string, bool>> resumeAfterLease_;
-  std::unique_ptr<Timer> leaseTimer_;
-  std::unique_ptr<Timer> leaseShutTimer_;
+  std::optional<Resumption> resumeAfterLease_;
   // The failsafe, as primary: the permission's end, the generation and session it was
-  // asked in, a request in flight, the last refusal logged, the timer of the next ask.
-  // As sync: the promise's end, the takeover fence it holds back, and its timer. A state
-  // write that failed leaves the outcome unknown until a state is read again: no ask.
+  // asked in, the last refusal logged. As sync: the promise's end, the takeover it holds
+  // back. A state write that failed leaves the outcome unknown until a state is read
+  // again: no ask.
   std::optional<int64_t> failsafeUntil_;
   int64_t failsafeGeneration_ = 0;
   int64_t failsafeSession_ = 0;
   std::string failsafeLastRefusal_;
   int64_t failsafeAskLoggedFor_ = -1;  // the last confirmed round trip's send the first request was logged for
-  std::unique_ptr<Timer> failsafeTimer_;
   bool stateWriteUnsettled_ = false;
   std::optional<int64_t> promisedUntil_;
   std::string failsafeLastRefusalGiven_;  // logged once per reason
   std::optional<Action> heldTakeover_;
   bool fenceInFlight_ = false;
-  std::unique_ptr<Timer> heldTakeoverTimer_;
   std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
-  std::unique_ptr<Timer> peerGraceTimer_;
-  // The automatic rejoin: the generation last tried, the primary postgres
-  // follows since a successful rejoin (until this peer is out of `deposed`), and
-  // whether that removal is being written.
+  // The automatic rejoin: the generation last tried, the primary postgres follows since
+  // a successful rejoin (until this peer is out of `deposed`), and whether that removal
+  // is being written. A failed rejoin is tried again after a delay (0: not failed in
+  // this generation), doubled after each failure; due once its timer fired (or, after
+  // a failed removal, looked at again).
   std::optional<int64_t> rejoinTriedGeneration_;
-  // A failed rejoin is tried again after this delay (0: not failed in this generation),
-  // doubled after each failure; due once its timer fired.
   static constexpr int64_t kRejoinFirstRetryMs = 5000;
   static constexpr int64_t kRejoinMaxRetryMs = 300000;
   int64_t rejoinRetryDelayMs_ = 0;
   bool rejoinRetryDue_ = false;
+  bool rejoinTimerMarksDue_ = false;
   std::optional<std::string> rejoinedTo_;
   std::string rejoinReason_;
   bool rejoinWriteInFlight_ = false;
-  std::unique_ptr<Timer> rejoinTimer_;
   // The clean handover: the primary's configuration before it stopped postgres for a
   // switchover; the generation whose takeover already waited for the old primary.
   std::optional<PgConfig> handoverFrom_;
   bool handoverTimedOut_ = false;  // the sync's wait is over: start postgres again once idle
-  std::string handedOverFor_;  // the promote request (JSON) last handed over for
+  std::string handedOverFor_;      // the promote request (JSON) last handed over for
   std::optional<int64_t> handoverWaitedIn_;
-  std::unique_ptr<Timer> handoverTimer_;
-  std::unique_ptr<Timer> dataTimer_;  // retries reading the data state
-  std::unique_ptr<Timer> syncWatchTimer_;
   SyncAckWatch syncWatch_;
   std::optional<std::pair<int64_t, std::string>> syncWatchedFor_;  // generation, sync
   bool syncSampleInFlight_ = false;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
-
-  // Postgres: one transition at a time, whether the state machine or a restart after
-  // a crash asked for it.
+  // Postgres: one transition at a time, whether the state machine or a restart after a
+  // crash asked for it.
   bool pgBusy_ = false;
   std::optional<PgConfig> queuedPeerApply_;
   std::optional<PgConfig> lastApplied_;
@@ -369,12 +364,12 @@ class Driver {
   int64_t lastRestartStarted_ = INT64_MIN / 2;
   std::string unhealthyDetail_;
   bool withdrawn_ = false;
+  std::string withdrawalWhy_;               // why a withdrawn peer joins again
   std::optional<int64_t> joinedAgainAt_;  // by joinAgainAfterWithdrawal
   bool stopping_ = false;
   bool failed_ = false;
-  std::function<void()> onFatal_;
   DriverCounters counters_;
-  Role roleApplied_ = Role::kUnknown;  // for opts_.onRoleApplied
+  Role roleApplied_ = Role::kUnknown;  // for RoleApplied
 };
 
 }  // namespace dugong::agent

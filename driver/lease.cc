@@ -1,14 +1,14 @@
-// The driver's lease (agent/driver_lease.h, docs/design.md "The primary's lease"): a
+// The driver's lease (driver/lease.h, docs/design.md "The primary's lease"): a
 // primary's writes go on while a round trip through the ZooKeeper leader confirmed the
 // session recently enough; at the lease's end they stop, and postgres is shut down,
 // before the leader can expire the session and another peer take over, whatever the
 // client library says about its connection (a follower cut off from its leader keeps
 // answering pings; safety review of fcef921, findings 3 and 12).
-#include "agent/driver_lease.h"
+#include "driver/lease.h"
 
 #include <algorithm>
 
-#include "agent/driver.h"
+#include "driver/core.h"
 
 namespace dugong::agent {
 
@@ -22,11 +22,11 @@ int64_t leaseDeadlineMs(int64_t sentAtMs, int64_t sessionTimeoutMs, int64_t inte
   return sentAtMs + leaseLengthMs(sessionTimeoutMs, intervalMs, terms);
 }
 
-bool Driver::leaseValid() const {
-  return leaseDeadline_ && env_.clock.monotonicMs() < *leaseDeadline_ - opts_.lease.writeStopLeadMs;
+bool DriverCore::leaseValid() const {
+  return leaseDeadline_ && now() < *leaseDeadline_ - opts_.lease.writeStopLeadMs;
 }
 
-void Driver::onLease(const CoordinatorLease& l) {
+void DriverCore::onLease(const CoordinatorLease& l) {
   const int64_t length = leaseLengthMs(l.sessionTimeoutMs, l.intervalMs, opts_.lease);
   if (!leaseInUse_) {
     leaseInUse_ = true;
@@ -53,7 +53,7 @@ void Driver::onLease(const CoordinatorLease& l) {
               "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
     }
     failsafeUntil_.reset();
-    failsafeTimer_->cancel();
+    cancelTimer(TimerKind::kFailsafe);
     leaseSessionId_ = l.sessionId;
     leaseDeadline_.reset();
   }
@@ -74,7 +74,7 @@ void Driver::onLease(const CoordinatorLease& l) {
     scheduleFailsafeAsk(l.sentAtMs + std::max(std::min(l.intervalMs * 3 / 2, length - opts_.lease.writeStopLeadMs - 100),
                                               l.intervalMs + l.intervalMs / 4));
   }
-  leaseShutTimer_->cancel();
+  cancelTimer(TimerKind::kLeaseShut);
   if (leaseEnded_ && !leaseValid()) return;  // a round trip answered too late to lift anything
   if (leaseEnded_) {
     leaseEnded_ = false;
@@ -95,20 +95,18 @@ void Driver::onLease(const CoordinatorLease& l) {
 
 // A little before the lease's end: a primary stops writes now, and shuts postgres down
 // at the end.
-void Driver::leaseEnding() {
+void DriverCore::leaseEnding() {
   if (leaseValid() || failsafeHolds()) return;
   const bool primary = peer_->role() == Role::kPrimary || (connectionLost_ && roleAtLoss_ == Role::kPrimary);
   if (!primary) {
     // A peer that becomes the primary without a lease (its takeover write answered, its
     // new session confirmed, after the lease ended) is caught by the next look.
-    leaseTimer_->start(std::max<int64_t>(sessionTimeoutMs_ / 10, 50), [this, alive = std::weak_ptr<int>(alive_)] {
-      if (!alive.expired() && !stopping_) leaseEnding();
-    });
+    setTimer(TimerKind::kLease, std::max<int64_t>(sessionTimeoutMs_ / 10, 50));
     return;
   }
   if (!leaseDeadline_) return;
   leaseEnded_ = true;
-  const int64_t now = env_.clock.monotonicMs();
+  const int64_t now = this->now();
   const int64_t left = std::max<int64_t>(writeDeadline() - now, 0);
   if (!connectionLost_) {
     isolate("no round trip through the ZooKeeper leader has confirmed the session for " +
@@ -116,7 +114,7 @@ void Driver::leaseEnding() {
             "): the " + (failsafeUntil_ ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
             " ms, stopping writes now");
   }
-  failsafeTimer_->cancel();
+  cancelTimer(TimerKind::kFailsafe);
   // A transition in flight may be starting postgres as the primary although it was shut
   // down before (the adapter's shutdown signals a postmaster that runs, whatever holds
   // its apply lock): shut it down at the lease's end all the same.
@@ -124,13 +122,15 @@ void Driver::leaseEnding() {
   // Nor does a shutdown that ended mean postgres is still down: a transition since (an
   // abandoned switchover's start) may have started it. A postmaster that runs, with no
   // shutdown in flight, is shut down at the lease's end.
-  if (postgresShutDown_ && !shutDownInFlight_ && !env_.postgres.postmasterGone()) postgresShutDown_ = false;
+  if (postgresShutDown_ && !shutDownInFlight_ && !now_.postmasterGone) postgresShutDown_ = false;
   if (postgresShutDown_) return;
-  leaseShutTimer_->start(left, [this, alive = std::weak_ptr<int>(alive_)] {
-    if (alive.expired() || stopping_ || !leaseEnded_ || !writesStopped_) return;
-    shutDownWrites("the lease ended: the ZooKeeper leader may expire the session soon (no round trip through it "
-                   "confirmed the session in time)");
-  });
+  setTimer(TimerKind::kLeaseShut, left);
+}
+
+void DriverCore::onLeaseShutTimer() {
+  if (!leaseEnded_ || !writesStopped_) return;
+  shutDownWrites("the lease ended: the ZooKeeper leader may expire the session soon (no round trip through it "
+                 "confirmed the session in time)");
 }
 
 }  // namespace dugong::agent

@@ -1,4 +1,4 @@
-// The driver's tests' environment (agent/driver_test.cc, agent/driver_failsafe_test.cc):
+// The driver's tests' environment (driver/driver_test.cc, driver/driver_failsafe_test.cc):
 // the test answers every postgres and coordinator operation itself and moves the clock.
 #pragma once
 
@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/driver.h"
+#include "driver/driver.h"
 
 namespace dugong::agent::testing {
 

@@ -1,4 +1,4 @@
-#include "agent/sync_ack_watch.h"
+#include "driver/sync_ack_watch.h"
 
 namespace dugong::agent {
 

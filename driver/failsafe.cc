@@ -1,4 +1,4 @@
-#include "agent/failsafe.h"
+#include "driver/failsafe.h"
 
 #include <algorithm>
 

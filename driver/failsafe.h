@@ -3,7 +3,7 @@
 // it, to promise not to take over for a while; the sync promises only while it cannot
 // reach ZooKeeper either, and keeps the promise; the primary writes on until a little
 // before the promise can end, timed from when it sent the request. These are the pure
-// rules; the driver (agent/driver_failsafe.cc) carries them out.
+// rules; the driver (driver/core_failsafe.cc) carries them out.
 #pragma once
 
 #include <cstdint>

@@ -1,47 +1,42 @@
-// The driver's failsafe (agent/failsafe.h, docs/design.md "Quorum loss: the sync's
+// The driver's failsafe (driver/failsafe.h, docs/design.md "Quorum loss: the sync's
 // promise"): as primary, asking the sync for a promise while the lease is about to end,
 // and writing on under the permission it gives; as sync, deciding a request and holding
 // its own takeover back while a promise runs.
 #include <algorithm>
 
-#include "agent/driver.h"
+#include "driver/core.h"
 
 namespace dugong::agent {
 
-int64_t Driver::failsafeDurationMs() const {
+int64_t DriverCore::failsafeDurationMs() const {
   return opts_.failsafeDurationMs > 0 ? opts_.failsafeDurationMs : sessionTimeoutMs_;
 }
 
-bool Driver::failsafeHolds() const {
-  return failsafeUntil_ && env_.clock.monotonicMs() < *failsafeUntil_ - opts_.lease.writeStopLeadMs;
+bool DriverCore::failsafeHolds() const {
+  return failsafeUntil_ && now() < *failsafeUntil_ - opts_.lease.writeStopLeadMs;
 }
 
-bool Driver::failsafeInUse() const { return failsafeHolds() && !leaseValid(); }
+bool DriverCore::failsafeInUse() const { return failsafeHolds() && !leaseValid(); }
 
-int64_t Driver::writeDeadline() const {
+int64_t DriverCore::writeDeadline() const {
   const int64_t lease = leaseDeadline_ ? *leaseDeadline_ : INT64_MIN / 2;
   return failsafeUntil_ ? std::max(lease, *failsafeUntil_) : lease;
 }
 
 // The timer that stops writes a little before the end of writes, and the watchdog's end.
-void Driver::armWriteDeadline() {
+void DriverCore::armWriteDeadline() {
   const int64_t deadline = writeDeadline();
-  if (opts_.onLeaseDeadline) opts_.onLeaseDeadline(deadline);
-  leaseTimer_->start(std::max<int64_t>(deadline - opts_.lease.writeStopLeadMs - env_.clock.monotonicMs(), 0),
-                     [this, alive = std::weak_ptr<int>(alive_)] {
-                       if (!alive.expired() && !stopping_) leaseEnding();
-                     });
+  emit(cmd::LeaseDeadline{deadline});
+  setTimer(TimerKind::kLease, std::max<int64_t>(deadline - opts_.lease.writeStopLeadMs - now(), 0));
 }
 
-void Driver::scheduleFailsafeAsk(int64_t atMs) {
-  if (!opts_.failsafe || !env_.peers) return;
-  failsafeTimer_->start(std::max<int64_t>(atMs - env_.clock.monotonicMs(), 0), [this, alive = std::weak_ptr<int>(alive_)] {
-    if (!alive.expired() && !stopping_) askFailsafe();
-  });
+void DriverCore::scheduleFailsafeAsk(int64_t atMs) {
+  if (!opts_.failsafe || !peersReachable_) return;
+  setTimer(TimerKind::kFailsafe, std::max<int64_t>(atMs - now(), 0));
 }
 
 // Why this primary cannot ask for a promise now (nullopt: it can).
-std::optional<std::string> Driver::whyNoFailsafe() const {
+std::optional<std::string> DriverCore::whyNoFailsafe() const {
   if (opts_.singleton) return "one-node-write mode: no sync to ask";
   const auto& s = peer_->clusterState();
   if (peer_->role() != Role::kPrimary || !s || s->primary.id != opts_.identity.id) return "not the primary";
@@ -59,9 +54,9 @@ std::optional<std::string> Driver::whyNoFailsafe() const {
 
 // After a refusal, a request with no answer, or while no request can be made: a
 // quarter of the round trips' interval (the sync may not have missed one yet).
-int64_t Driver::retryMs() const { return std::max<int64_t>(leaseIntervalMs_ / 4, 25); }
+int64_t DriverCore::retryMs() const { return std::max<int64_t>(leaseIntervalMs_ / 4, 25); }
 
-void Driver::askFailsafe() {
+void DriverCore::askFailsafe() {
   // Asked when no round trip has confirmed the session for a while (onLease restarts
   // the timer at each), and renewed while none does: the next request is planned as
   // this one leaves (a third of the promise on, or soon while none is held), whatever
@@ -73,14 +68,14 @@ void Driver::askFailsafe() {
       log(LogLevel::kInfo, "failsafe: not asking the sync for a promise: " + *why);
     }
     // Looked at again while a primary's end of writes is ahead.
-    if (peer_->role() == Role::kPrimary && !writesStopped_ && writeDeadline() > env_.clock.monotonicMs()) {
-      scheduleFailsafeAsk(env_.clock.monotonicMs() + retryMs());
+    if (peer_->role() == Role::kPrimary && !writesStopped_ && writeDeadline() > now()) {
+      scheduleFailsafeAsk(now() + retryMs());
     }
     return;
   }
   const ClusterState& s = *peer_->clusterState();
   const PeerIdentity sync = *s.sync;
-  const int64_t sentAt = env_.clock.monotonicMs();
+  const int64_t sentAt = now();
   const int64_t generation = s.generation;
   const int64_t session = leaseSessionId_;
   scheduleFailsafeAsk(sentAt + (failsafeHolds() ? d / 3 : retryMs()));
@@ -91,16 +86,17 @@ void Driver::askFailsafe() {
                              std::to_string(sentAt - leaseSentAt_) + " ms; asking " + sync.id +
                              ", the sync, for a promise not to take over for " + std::to_string(d) + " ms");
   }
-  env_.peers->askFailsafe(sync, FailsafeRequest{generation, opts_.identity.id, d}, std::max<int64_t>(d / 3, 1),
-                          [this, alive = std::weak_ptr<int>(alive_), sentAt, generation, session](Result<FailsafeAnswer> r) {
-                            if (alive.expired() || stopping_) return;
-                            onFailsafeAnswer(sentAt, generation, session, r);
-                          });
+  emit(cmd::AskFailsafe{sync, FailsafeRequest{generation, opts_.identity.id, d}, std::max<int64_t>(d / 3, 1), sentAt,
+                        generation, session});
 }
 
-void Driver::onFailsafeAnswer(int64_t sentAt, int64_t generation, int64_t session, const Result<FailsafeAnswer>& r) {
+void DriverCore::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
+  const int64_t sentAt = answered.sentAt;
+  const int64_t generation = answered.generation;
+  const int64_t session = answered.session;
+  const Result<FailsafeAnswer>& r = answered.r;
   const int64_t d = failsafeDurationMs();
-  const int64_t now = env_.clock.monotonicMs();
+  const int64_t now = this->now();
   const std::string sync = peer_->clusterState() && peer_->clusterState()->sync ? peer_->clusterState()->sync->id : "the sync";
   if (!r || !r->granted) {
     const std::string why = !r ? "no answer (" + r.error() + ")" : "refused: " + r->reason;
@@ -134,8 +130,8 @@ void Driver::onFailsafeAnswer(int64_t sentAt, int64_t generation, int64_t sessio
 }
 
 // The permission is forgotten (writes then stop at the lease's end, or now if it ended).
-void Driver::dropFailsafe(const std::string& why) {
-  failsafeTimer_->cancel();
+void DriverCore::dropFailsafe(const std::string& why) {
+  cancelTimer(TimerKind::kFailsafe);
   if (!failsafeUntil_) return;
   const bool used = failsafeInUse();
   failsafeUntil_.reset();
@@ -143,18 +139,18 @@ void Driver::dropFailsafe(const std::string& why) {
   armWriteDeadline();
 }
 
-FailsafeAnswer Driver::onFailsafeRequest(const FailsafeRequest& request) {
+FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
   FailsafeGranterView view;
   view.enabled = opts_.failsafe;
   view.selfId = opts_.identity.id;
   const auto& state = peer_->clusterState();
   view.state = state ? &*state : nullptr;
   view.leaseInUse = leaseInUse_;
-  view.reachesZooKeeper = reachesZooKeeper(leaseSentAt_, leaseIntervalMs_, env_.clock.monotonicMs());
+  view.reachesZooKeeper = reachesZooKeeper(leaseSentAt_, leaseIntervalMs_, now());
   view.takingOver = peer_->role() != Role::kSync || heldTakeover_.has_value() || fenceInFlight_ || smWriteInFlight_ ||
                     peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || withdrawn_;
   FailsafeAnswer a = decideFailsafeGrant(request, view);
-  const int64_t now = env_.clock.monotonicMs();
+  const int64_t now = this->now();
   if (!a.granted) {
     // Once per reason: a primary asks again every quarter of an interval while refused.
     const std::string line = "failsafe: no promise to " + request.primaryId + ": " + a.reason;
@@ -176,8 +172,8 @@ FailsafeAnswer Driver::onFailsafeRequest(const FailsafeRequest& request) {
 // and lands with its state write: while a promise runs, either waits for its end. The
 // fence is the usual first step; the write is held too, for a takeover whose fence was
 // already in place.
-bool Driver::holdTakeoverForPromise(const Action& action) {
-  const int64_t now = env_.clock.monotonicMs();
+bool DriverCore::holdTakeoverForPromise(const Action& action) {
+  const int64_t now = this->now();
   if (peer_->role() != Role::kSync || !promisedUntil_ || *promisedUntil_ <= now) return false;
   if (const auto* w = std::get_if<WriteClusterState>(&action)) {
     const auto& s = peer_->clusterState();
@@ -191,13 +187,15 @@ bool Driver::holdTakeoverForPromise(const Action& action) {
                            (std::holds_alternative<FencePg>(action) ? "fence" : "state write") + " back for " +
                            std::to_string(*promisedUntil_ - now) +
                            " ms: this peer promised the primary not to take over before then");
-  heldTakeoverTimer_->start(*promisedUntil_ - now, [this, alive = std::weak_ptr<int>(alive_)] {
-    if (alive.expired() || stopping_ || !heldTakeover_) return;
-    const Action held = *std::exchange(heldTakeover_, std::nullopt);
-    log(LogLevel::kInfo, "failsafe: the promise has ended: taking over");
-    carryOut(held);
-  });
+  setTimer(TimerKind::kHeldTakeover, *promisedUntil_ - now);
   return true;
+}
+
+void DriverCore::onHeldTakeoverTimer() {
+  if (!heldTakeover_) return;
+  const Action held = *std::exchange(heldTakeover_, std::nullopt);
+  log(LogLevel::kInfo, "failsafe: the promise has ended: taking over");
+  carryOut(held);
 }
 
 }  // namespace dugong::agent

@@ -1,10 +1,10 @@
-// The driver's failsafe (agent/driver_failsafe.cc) on a hand-driven environment: the
+// The driver's failsafe (driver/core_failsafe.cc) on a hand-driven environment: the
 // primary's requests and the permission it writes under, the sync's promise and the
 // takeover it holds back.
 #include <gtest/gtest.h>
 
-#include "agent/driver.h"
-#include "agent/driver_test_support.h"
+#include "driver/driver.h"
+#include "driver/driver_test_support.h"
 
 namespace dugong::agent {
 namespace {

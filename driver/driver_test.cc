@@ -1,9 +1,9 @@
-// The driver on a hand-driven environment (agent/driver_test_support.h).
-#include "agent/driver.h"
+// The driver on a hand-driven environment (driver/driver_test_support.h).
+#include "driver/driver.h"
 
 #include <gtest/gtest.h>
 
-#include "agent/driver_test_support.h"
+#include "driver/driver_test_support.h"
 
 namespace dugong::agent {
 namespace {

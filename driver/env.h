@@ -1,4 +1,4 @@
-// The driver's environment: everything the agent's logic (agent/driver.h) needs from
+// The driver's environment: everything the agent's logic (driver/driver.h) needs from
 // the world, as abstract interfaces. The daemon implements them on Asio, ZooKeeper and
 // libpq (agent/daemon_env.h); the simulators on virtual time (tools/sim/); the driver's
 // unit tests on a hand-driven fake.
@@ -18,9 +18,9 @@
 #include <optional>
 #include <string>
 
-#include "agent/failsafe.h"
+#include "driver/failsafe.h"
 #include "agent/rejoin.h"
-#include "agent/sync_ack_watch.h"
+#include "driver/sync_ack_watch.h"
 #include "statemachine/action.h"
 #include "statemachine/cluster_state.h"
 #include "statemachine/event.h"
@@ -71,7 +71,7 @@ struct CoordinatorConnection {
 // A round trip through the coordinator's leader answered on the current session
 // (ZooKeeper: a `sync`), sent at `sentAtMs` on the Clock's monotonic clock: the
 // session cannot expire before about sentAtMs + sessionTimeoutMs, less the margins of
-// docs/design.md "The primary's lease" (agent/driver_lease.h).
+// docs/design.md "The primary's lease" (driver/lease.h).
 struct CoordinatorLease {
   int64_t sentAtMs = 0;
   int64_t sessionId = 0;

@@ -1,5 +1,5 @@
-// The failsafe's pure rules (agent/failsafe.h).
-#include "agent/failsafe.h"
+// The failsafe's pure rules (driver/failsafe.h).
+#include "driver/failsafe.h"
 
 #include <gtest/gtest.h>
 

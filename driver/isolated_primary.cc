@@ -1,10 +1,10 @@
-// The driver's isolated-primary protocol (agent/driver.h): what a peer does when its
+// The driver's isolated-primary protocol (driver/core.h): what a peer does when its
 // ZooKeeper connection is lost and comes back, or a new session replaces the old one:
 // stopping, shutting down and resuming writes, the confirmation on a new session, and
 // the grace for peers after an outage.
 #include <cstdio>
 
-#include "agent/driver.h"
+#include "driver/core.h"
 
 namespace dugong::agent {
 
@@ -23,12 +23,7 @@ std::string names(const PeerList& peers) {
 }
 }  // namespace
 
-std::optional<int64_t> Driver::generation() const {
-  if (!peer_->clusterState()) return std::nullopt;
-  return peer_->clusterState()->generation;
-}
-
-void Driver::onConnection(const CoordinatorConnection& c) {
+void DriverCore::onConnection(const CoordinatorConnection& c) {
   coordinatorUp_ = c.connected;
   if (!c.connected) {
     if (connectionLost_) return;
@@ -40,7 +35,7 @@ void Driver::onConnection(const CoordinatorConnection& c) {
       // own timers stop writes at its end unless a round trip confirms it again first.
       log(LogLevel::kInfo, "lost the connection to ZooKeeper (session " + hexSession(c.sessionId) +
                                "): writes go on under the " + (leaseValid() ? "lease" : "failsafe's permission") +
-                               ", which ends in " + std::to_string(writeDeadline() - env_.clock.monotonicMs()) +
+                               ", which ends in " + std::to_string(writeDeadline() - now()) +
                                " ms unless a round trip through the leader confirms the session again");
       return;
     }
@@ -51,12 +46,8 @@ void Driver::onConnection(const CoordinatorConnection& c) {
     if (roleAtLoss_ == Role::kPrimary && !postgresShutDown_) {
       // Half-way to the earliest expiry, so that the shutdown is done before a takeover
       // can fence the sync: from then on no client setting gets a commit acknowledged.
-      const int64_t delay = c.sessionTimeoutMs / 6;
-      shutDownTimer_->start(delay, [this, alive = std::weak_ptr<int>(alive_), delay] {
-        if (alive.expired() || stopping_ || !connectionLost_ || !writesStopped_) return;
-        shutDownWrites("ZooKeeper has been unreachable for " + std::to_string(delay) +
-                       " ms more, half-way to the earliest expiry of the session");
-      });
+      shutDownAfterLossMs_ = c.sessionTimeoutMs / 6;
+      setTimer(TimerKind::kShutDown, *shutDownAfterLossMs_);
     }
     return;
   }
@@ -72,7 +63,7 @@ void Driver::onConnection(const CoordinatorConnection& c) {
 }
 
 // Writes stop (and a primary tells its watchdog): ZooKeeper may be out of reach.
-void Driver::isolate(const std::string& why) {
+void DriverCore::isolate(const std::string& why) {
   connectionLost_ = true;
   resumeAfterStep_.reset();
   roleAtLoss_ = peer_->role();
@@ -86,7 +77,7 @@ void Driver::isolate(const std::string& why) {
   }
   activeBeforeLoss_ = std::move(before);
   peerGraceUntil_.reset();
-  peerGraceTimer_->cancel();
+  cancelTimer(TimerKind::kPeerGrace);
   log(LogLevel::kWarn, why);
   stopWrites();
   if (roleAtLoss_ == Role::kPrimary) tellPrimaryConnectionLoss(true);
@@ -94,9 +85,9 @@ void Driver::isolate(const std::string& why) {
 
 // The same session is confirmed again (its connection is back, or a leader round trip
 // answered after the lease ended).
-void Driver::reconnected(const std::string& how) {
-  shutDownTimer_->cancel();
-  leaseShutTimer_->cancel();
+void DriverCore::reconnected(const std::string& how) {
+  cancelTimer(TimerKind::kShutDown);
+  cancelTimer(TimerKind::kLeaseShut);
   connectionLost_ = false;
   tellPrimaryConnectionLoss(false);
   if (confirmOwed_) {
@@ -109,67 +100,85 @@ void Driver::reconnected(const std::string& how) {
   resumeWritesIfUnchanged(how, true);
 }
 
-void Driver::tellPrimaryConnectionLoss(bool lost) {
+void DriverCore::tellPrimaryConnectionLoss(bool lost) {
   if (primaryLossTold_ == lost) return;
   primaryLossTold_ = lost;
-  if (opts_.onPrimaryConnectionLoss) opts_.onPrimaryConnectionLoss(lost);
+  emit(cmd::PrimaryConnectionLoss{lost});
 }
 
 // Stops writes (a no-op for anything but a running primary) and keeps trying while
 // the connection stays lost.
-void Driver::stopWrites() {
+void DriverCore::stopWrites() {
   writesStopped_ = true;
-  writesTimer_->cancel();
+  cancelTimer(TimerKind::kWrites);
   ++counters_.writeStops;
-  env_.postgres.stopWrites([this, alive = std::weak_ptr<int>(alive_)](Result<int> r) {
-    // Posted: the default implementation answers inside the call.
-    env_.clock.post([this, alive, r = std::move(r)] {
-      if (alive.expired() || stopping_ || !writesStopped_) return;
-      if (r) {
-        log(LogLevel::kInfo, "writes stopped: postgres accepts no new writes, " + std::to_string(*r) +
-                                 " client sessions terminated");
-        return;
-      }
-      log(LogLevel::kError, "stopping writes failed: " + r.error() + (connectionLost_ ? "; trying again in " +
-                                                                                           std::to_string(opts_.retryDelayMs) +
-                                                                                           " ms"
-                                                                                     : ""));
-      if (!connectionLost_) return;
-      writesTimer_->start(opts_.retryDelayMs, [this, alive] {
-        if (!alive.expired() && !stopping_ && writesStopped_ && connectionLost_) stopWrites();
-      });
-    });
-  });
+  emit(cmd::StopWrites{});
+}
+
+void DriverCore::onWritesStopped(const Result<int>& r) {
+  if (!writesStopped_) return;
+  if (r) {
+    log(LogLevel::kInfo,
+        "writes stopped: postgres accepts no new writes, " + std::to_string(*r) + " client sessions terminated");
+    return;
+  }
+  log(LogLevel::kError, "stopping writes failed: " + r.error() +
+                            (connectionLost_ ? "; trying again in " + std::to_string(opts_.retryDelayMs) + " ms" : ""));
+  if (!connectionLost_) return;
+  writesRetry_ = WritesRetry::kStop;
+  setTimer(TimerKind::kWrites, opts_.retryDelayMs);
+}
+
+// What the writes timer retries (one timer: a start replaces the earlier one's purpose).
+void DriverCore::onWritesTimer() {
+  switch (writesRetry_) {
+    case WritesRetry::kStop:
+      if (writesStopped_ && connectionLost_) stopWrites();
+      return;
+    case WritesRetry::kResume:
+      return resumeWritesIfUnchanged("retrying", writesRetryNoTakeover_);
+    case WritesRetry::kConfirm:
+      return confirmAfterNewSession();
+  }
 }
 
 // Stopped writes leave a new session that says BEGIN READ WRITE able to commit
 // locally: once the session may expire, postgres goes down.
-void Driver::shutDownWrites(const std::string& why) {
+void DriverCore::shutDownWrites(const std::string& why) {
   if (postgresShutDown_) return;
   postgresShutDown_ = true;
   ++counters_.shutDowns;
   log(LogLevel::kWarn, "shutting postgres down: " + why +
                            "; a stopped primary would still let a session that says BEGIN READ WRITE commit locally");
   shutDownInFlight_ = true;
-  env_.postgres.shutDownWrites([this, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
-    env_.clock.post([this, alive, r = std::move(r)] {
-      if (!alive.expired()) shutDownInFlight_ = false;
-      if (alive.expired() || stopping_ || !postgresShutDown_) return;
-      if (r) {
-        log(LogLevel::kInfo, "postgres is shut down: it starts again on resumption or a new configuration");
-        return;
-      }
-      log(LogLevel::kError, "shutting postgres down failed: " + r.error() + "; trying again in " +
-                                std::to_string(opts_.retryDelayMs) + " ms");
-      postgresShutDown_ = false;
-      shutDownTimer_->start(opts_.retryDelayMs, [this, alive] {
-        if (!alive.expired() && !stopping_ && writesStopped_) shutDownWrites("retrying");
-      });
-    });
-  });
+  emit(cmd::ShutDownWrites{});
 }
 
-void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand) {
+void DriverCore::onShutDown(const Result<bool>& r) {
+  shutDownInFlight_ = false;
+  if (!postgresShutDown_) return;
+  if (r) {
+    log(LogLevel::kInfo, "postgres is shut down: it starts again on resumption or a new configuration");
+    return;
+  }
+  log(LogLevel::kError, "shutting postgres down failed: " + r.error() + "; trying again in " +
+                            std::to_string(opts_.retryDelayMs) + " ms");
+  postgresShutDown_ = false;
+  shutDownAfterLossMs_.reset();
+  setTimer(TimerKind::kShutDown, opts_.retryDelayMs);
+}
+
+// Half-way to the earliest expiry after a loss, or again after a failed shutdown.
+void DriverCore::onShutDownTimer() {
+  if (const auto delay = std::exchange(shutDownAfterLossMs_, std::nullopt)) {
+    if (!connectionLost_ || !writesStopped_) return;
+    return shutDownWrites("ZooKeeper has been unreachable for " + std::to_string(*delay) +
+                          " ms more, half-way to the earliest expiry of the session");
+  }
+  if (writesStopped_) shutDownWrites("retrying");
+}
+
+void DriverCore::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand) {
   if (!writesStopped_ || connectionLost_) return;
   if (leaseInUse_ && !leaseValid() && (peer_->role() == Role::kPrimary || roleAtLoss_ == Role::kPrimary)) {
     // A primary writes only under a lease: the next leader round trip decides.
@@ -218,8 +227,8 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanL
   }
   writesStopped_ = false;
   confirmOwed_ = false;
-  writesTimer_->cancel();
-  shutDownTimer_->cancel();
+  cancelTimer(TimerKind::kWrites);
+  cancelTimer(TimerKind::kShutDown);
   ++counters_.writeResumes;
   // Postgres shut down starts again with its last configuration only if the state
   // machine still wants it (see lastAppliedIsStale: a sync whose promotion failed would
@@ -238,17 +247,17 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanL
     noteUnhealthy();  // if that could not start now, the health check starts it
     return;
   }
-  env_.postgres.resumeWrites([this, noTakeoverCanLand, alive = std::weak_ptr<int>(alive_)](Result<bool> r) {
-    env_.clock.post([this, noTakeoverCanLand, alive, r = std::move(r)] {
-      if (alive.expired() || stopping_ || r) return;
-      log(LogLevel::kError, "resuming writes failed: " + r.error() + "; trying again in " +
-                                std::to_string(opts_.retryDelayMs) + " ms");
-      writesStopped_ = true;
-      writesTimer_->start(opts_.retryDelayMs, [this, noTakeoverCanLand, alive] {
-        if (!alive.expired() && !stopping_) resumeWritesIfUnchanged("retrying", noTakeoverCanLand);
-      });
-    });
-  });
+  emit(cmd::ResumeWrites{noTakeoverCanLand});
+}
+
+void DriverCore::onWritesResumed(bool noTakeoverCanLand, const Result<bool>& r) {
+  if (r) return;
+  log(LogLevel::kError,
+      "resuming writes failed: " + r.error() + "; trying again in " + std::to_string(opts_.retryDelayMs) + " ms");
+  writesStopped_ = true;
+  writesRetry_ = WritesRetry::kResume;
+  writesRetryNoTakeover_ = noTakeoverCanLand;
+  setTimer(TimerKind::kWrites, opts_.retryDelayMs);
 }
 
 // The old session expired and a new one is initialised: the state just read is the
@@ -260,15 +269,15 @@ void Driver::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanL
 // again; writes resume. If it fails, the state changed: writes stay stopped and the
 // state read since decides (a confirmation is tried again while still primary in the
 // same generation).
-void Driver::afterNewSession() {
+void DriverCore::afterNewSession() {
   if (!writesStopped_) return;
   confirmOwed_ = true;
-  writesTimer_->cancel();
+  cancelTimer(TimerKind::kWrites);
   confirmAfterNewSession();
 }
 
-void Driver::confirmAfterNewSession() {
-  if (!writesStopped_ || connectionLost_ || stopping_ || confirmInFlight_ || rejoinWriteInFlight_) return;
+void DriverCore::confirmAfterNewSession() {
+  if (!writesStopped_ || connectionLost_ || confirmInFlight_ || rejoinWriteInFlight_) return;
   // A standby's stopped writes are nothing to lift; only a primary's can conflict: one
   // that lost its connection as the primary, or a standby that became it meanwhile (its
   // takeover write answered during the outage) and whose postgres was shut down as a
@@ -304,31 +313,31 @@ void Driver::confirmAfterNewSession() {
   ++counters_.stateWrites;
   log(LogLevel::kInfo, "writes stay stopped until a test-and-set of the cluster state at version " +
                            std::to_string(version) + " (read on the new session) confirms that no takeover landed");
-  env_.coordinator.putClusterState(
-      *state, version,
-      opts_.identity.id + " confirms it is still primary of generation " + std::to_string(state->generation) +
-          " after a new ZooKeeper session (no takeover landed)",
-      guarded<StateWriteFinished>([this, version](StateWriteFinished w) {
-        confirmInFlight_ = false;
-        if (rejoinedTo_) maybeRejoin();  // leaving deposed waited for this answer
-        if (w.ok) {
-          return resumeWritesIfUnchanged("a new session, and the state written back at version " +
-                                             std::to_string(version) + " (a test-and-set): no takeover can land after it",
-                                         true);
-        }
-        ++counters_.stateWriteFailures;
-        log(LogLevel::kWarn, "confirming the state after the new session failed (" + w.error +
-                                 "); writes stay stopped, trying again in " + std::to_string(opts_.retryDelayMs) +
-                                 " ms with the state read since");
-        writesTimer_->start(opts_.retryDelayMs, [this, alive = std::weak_ptr<int>(alive_)] {
-          if (!alive.expired() && !stopping_) confirmAfterNewSession();
-        });
-      }));
+  emit(cmd::PutState{*state, version,
+                     opts_.identity.id + " confirms it is still primary of generation " +
+                         std::to_string(state->generation) + " after a new ZooKeeper session (no takeover landed)",
+                     in::WriteFor::kConfirmation});
+}
+
+void DriverCore::onConfirmation(int32_t version, const StateWriteFinished& w) {
+  confirmInFlight_ = false;
+  if (rejoinedTo_) maybeRejoin();  // leaving deposed waited for this answer
+  if (w.ok) {
+    return resumeWritesIfUnchanged("a new session, and the state written back at version " + std::to_string(version) +
+                                       " (a test-and-set): no takeover can land after it",
+                                   true);
+  }
+  ++counters_.stateWriteFailures;
+  log(LogLevel::kWarn, "confirming the state after the new session failed (" + w.error +
+                           "); writes stay stopped, trying again in " + std::to_string(opts_.retryDelayMs) +
+                           " ms with the state read since");
+  writesRetry_ = WritesRetry::kConfirm;
+  setTimer(TimerKind::kWrites, opts_.retryDelayMs);
 }
 
 // During the grace after a new session, the peers present before the loss count as
 // present: after an outage every peer reconnects, some later than others.
-Event Driver::keepingPeersFromBeforeTheLoss(Event event) {
+Event DriverCore::keepingPeersFromBeforeTheLoss(Event event) {
   if (!peerGraceUntil_) return event;
   PeerList* active = nullptr;
   if (auto* init = std::get_if<ZkInitialized>(&event)) active = &init->active;
@@ -341,13 +350,13 @@ Event Driver::keepingPeersFromBeforeTheLoss(Event event) {
   for (const auto& p : kept) active->push_back(p);
   if (!kept.empty()) {
     log(LogLevel::kInfo, "treating " + names(kept) + " as present for " +
-                             std::to_string(*peerGraceUntil_ - env_.clock.monotonicMs()) +
+                             std::to_string(*peerGraceUntil_ - now()) +
                              " ms more: present before the ZooKeeper connection was lost, and maybe not reconnected yet");
   }
   return event;
 }
 
-void Driver::endPeerGrace() {
+void DriverCore::endPeerGrace() {
   peerGraceUntil_.reset();
   PeerList missing;
   for (const auto& p : activeBeforeLoss_) {

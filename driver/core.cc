@@ -1,0 +1,454 @@
+// The driver's core (driver/core.h): the loop around the state machine, its actions,
+// and postgres transitions one at a time.
+#include "driver/core.h"
+
+#include <utility>
+
+#include "statemachine/overloaded.h"
+
+namespace dugong::agent {
+
+DriverCore::DriverCore(DriverOptions options, bool peersReachable)
+    : opts_(std::move(options)),
+      peersReachable_(peersReachable),
+      peer_(std::make_unique<Peer>(peerOptions())),
+      syncWatch_(opts_.syncReplaceAfterMs, opts_.syncConnectGraceMs) {}
+
+DriverCore::~DriverCore() = default;
+
+PeerOptions DriverCore::peerOptions() const {
+  PeerOptions o{opts_.identity, opts_.singleton, opts_.retryDelayMs};
+  o.setupFromData = opts_.setupFromData;
+  o.setupWaitMs = opts_.setupWaitMs;
+  o.syncReplaceHoldMs = opts_.syncReplaceHoldMs;
+  return o;
+}
+
+std::vector<Command> DriverCore::step(const Moment& now, const Input& input) {
+  now_ = now;
+  out_.clear();
+  // Nothing is stepped once the driver stops (a request for a promise is still answered).
+  if (!stopping_ || std::holds_alternative<in::FailsafeAsked>(input)) onInput(input);
+  return std::exchange(out_, {});
+}
+
+void DriverCore::onInput(const Input& input) {
+  std::visit(Overloaded{
+                 [&](const in::Start&) { start(); },
+                 [&](const in::Stop&) { stop(); },
+                 [&](const in::Delivered& d) { step(d.event); },
+                 [&](const in::Connection& c) { onConnection(c.c); },
+                 [&](const in::Lease& l) { onLease(l.l); },
+                 [&](const in::JoinRefused& j) { carryOut(Fatal{"cannot join the coordinator: " + j.error}); },
+                 [&](const in::Initialized& i) {
+                   if (!i.afterRebuild) {
+                     log(LogLevel::kInfo, std::string("postgres found ") + (i.e.online ? "running" : "stopped") +
+                                              " and " + (i.e.setUp ? "set up before" : "never set up"));
+                   }
+                   step(i.e);
+                 },
+                 [&](const in::Applied& a) { onApplied(a); },
+                 [&](const in::Fenced& f) { onFenced(f.r); },
+                 [&](const in::WalRead& w) { step(w.r); },
+                 [&](const in::DataStateRead& d) { onDataStateRead(d.r); },
+                 [&](const in::WritesStopped& w) { onWritesStopped(w.r); },
+                 [&](const in::ShutDown& s) { onShutDown(s.r); },
+                 [&](const in::WritesResumed& w) { onWritesResumed(w.noTakeoverCanLand, w.r); },
+                 [&](const in::UpstreamStopped& u) { onUpstreamStopped(u); },
+                 [&](const in::Rejoined& r) { onRejoined(r.primary, r.r); },
+                 [&](const in::Health& h) { onHealth(h.healthy, h.detail); },
+                 [&](const in::SyncSampled& s) { onSyncSampled(s); },
+                 [&](const in::StateWritten& w) {
+                   switch (w.purpose) {
+                     case in::WriteFor::kStateMachine:
+                       return onStateMachineWrite(w.r);
+                     case in::WriteFor::kConfirmation:
+                       return onConfirmation(w.version, w.r);
+                     case in::WriteFor::kRelease:
+                       return onReleased(w.r);
+                   }
+                 },
+                 [&](const in::FailsafeAnswered& a) { onFailsafeAnswer(a); },
+                 [&](const in::FailsafeAsked& a) { emit(cmd::AnswerFailsafe{answerFailsafe(a.request)}); },
+                 [&](const in::Timer& t) {
+                   // A timer cancelled or started again since: not this start's.
+                   if (armed_.erase(t.key) == 0) return;
+                   onTimer(t.key);
+                 },
+                 [&](const in::ConfirmLater&) { confirmAfterNewSession(); },
+             },
+             input);
+}
+
+void DriverCore::setTimer(TimerKind kind, int64_t delayMs) {
+  armed_[TimerKey{kind}] = now() + delayMs;
+  emit(cmd::SetTimer{TimerKey{kind}, delayMs});
+}
+
+void DriverCore::cancelTimer(TimerKind kind) {
+  if (armed_.erase(TimerKey{kind}) > 0) emit(cmd::CancelTimer{TimerKey{kind}});
+}
+
+void DriverCore::onTimer(const TimerKey& key) {
+  switch (key.kind) {
+    case TimerKind::kStateMachine:
+      return step(TimerFired{key.id});
+    case TimerKind::kHealth:
+      return healthTick();
+    case TimerKind::kWithdrawal:
+      return onWithdrawalOver();
+    case TimerKind::kWrites:
+      return onWritesTimer();
+    case TimerKind::kShutDown:
+      return onShutDownTimer();
+    case TimerKind::kLease:
+      return leaseEnding();
+    case TimerKind::kLeaseShut:
+      return onLeaseShutTimer();
+    case TimerKind::kFailsafe:
+      return askFailsafe();
+    case TimerKind::kHeldTakeover:
+      return onHeldTakeoverTimer();
+    case TimerKind::kPeerGrace:
+      return endPeerGrace();
+    case TimerKind::kRejoin:
+      return onRejoinTimer();
+    case TimerKind::kHandover:
+      handoverTimedOut_ = true;
+      return maybeHandOver();  // now, or when the stop in flight ends
+    case TimerKind::kDataState:
+      return maybePublishDataState();
+    case TimerKind::kSyncWatch:
+      return syncWatchTick();
+  }
+}
+
+void DriverCore::start() {
+  emit(cmd::InitPostgres{});
+  emit(cmd::StartHealthCheck{});
+  if (opts_.failsafe && opts_.failsafeDurationMs > 0) {
+    // A promise an earlier run of this agent gave is not remembered: held as if given now.
+    promisedUntil_ = now() + opts_.failsafeDurationMs;
+    log(LogLevel::kInfo, "failsafe: on; this peer takes over from no primary within " +
+                             std::to_string(opts_.failsafeDurationMs) +
+                             " ms of its start (an earlier run of its agent may have promised so)");
+  }
+  join();
+  startSyncWatch();
+}
+
+void DriverCore::join() {
+  ++counters_.joins;
+  emit(cmd::Join{});
+}
+
+void DriverCore::stop() {
+  stopping_ = true;
+  log(LogLevel::kInfo, std::string("stopping: ") +
+                           (opts_.keepMembershipOnStop
+                                ? "keeping the ZooKeeper session for a restart (peers see no change if this agent is "
+                                  "back within the session timeout)"
+                                : "leaving ZooKeeper") +
+                           (opts_.stopPostgresOnExit ? " and stopping postgres" : ""));
+  for (const auto& [key, at] : armed_) emit(cmd::CancelTimer{key});
+  armed_.clear();
+  emit(cmd::Leave{opts_.keepMembershipOnStop});
+  emit(cmd::StopHealthCheck{});
+  if (opts_.stopPostgresOnExit) {
+    emit(cmd::StopPostgresAndFinish{});
+  } else {
+    emit(cmd::Finish{});
+  }
+}
+
+// ---- the state machine's loop ------------------------------------------------------
+
+void DriverCore::step(const Event& delivered) {
+  bool newSessionAfterLoss = false;
+  if (std::holds_alternative<ZkInitialized>(delivered) || std::holds_alternative<ClusterStateChanged>(delivered)) {
+    stateWriteUnsettled_ = false;  // the state read says how any earlier write ended
+  }
+  if (const auto* init = std::get_if<ZkInitialized>(&delivered)) {
+    if (failsafeInUse() && !connectionLost_) {
+      isolate("failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
+              "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
+    }
+    if (failsafeUntil_) dropFailsafe("a new ZooKeeper session");
+    resumeAfterStep_.reset();  // decided on the session it was asked on, never on a new one
+    confirmAfterStep_ = false;
+    lastStateNode_ = init->state;
+    lastActive_ = init->active;
+    lastData_ = init->data;
+    // The new session's lease comes with it (a new session id): its creation was a
+    // leader's transaction.
+    coordinatorUp_ = true;
+    newSessionAfterLoss = connectionLost_;
+    if (newSessionAfterLoss) {
+      connectionLost_ = false;
+      tellPrimaryConnectionLoss(false);
+      log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost expired");
+      if (!activeBeforeLoss_.empty()) {
+        peerGraceUntil_ = now() + sessionTimeoutMs_;
+        setTimer(TimerKind::kPeerGrace, sessionTimeoutMs_);
+      }
+    }
+  } else if (const auto* change = std::get_if<ClusterStateChanged>(&delivered)) {
+    lastStateNode_ = change->state;
+  } else if (const auto* active = std::get_if<ActivePeersChanged>(&delivered)) {
+    lastActive_ = active->active;
+    lastData_ = active->data;
+  }
+  const Event event = keepingPeersFromBeforeTheLoss(delivered);
+  if (std::holds_alternative<ClusterStateChanged>(event) || std::holds_alternative<ZkInitialized>(event)) {
+    // The event being stepped now delivers the state; the active list comes first.
+    if (rebuiltWhileDeposed()) startFreshStateMachine(std::holds_alternative<ClusterStateChanged>(event));
+  }
+  if (newSessionAfterLoss && writesStopped_ && !postgresShutDown_ && roleAtLoss_ == Role::kPrimary) {
+    cancelTimer(TimerKind::kShutDown);
+    shutDownWrites("the session whose connection was lost has expired");
+  }
+  for (const Action& a : peer_->step(now_.wallMs, event)) carryOut(a);
+  if (failsafeUntil_ && (peer_->role() != Role::kPrimary || generation() != failsafeGeneration_)) {
+    dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafeGeneration_));
+  }
+  // What waited for the state machine's step to end.
+  if (!peer_->awaitingCompletion() && !peer_->keepsFence()) {
+    if (resumeAfterStep_) {
+      auto [how, noTakeoverCanLand] = *std::exchange(resumeAfterStep_, std::nullopt);
+      resumeWritesIfUnchanged(how, noTakeoverCanLand);
+    }
+    if (std::exchange(confirmAfterStep_, false)) confirmAfterNewSession();
+  }
+  if (newSessionAfterLoss) afterNewSession();
+  maybeHandOver();
+  maybeRejoin();
+  maybePublishDataState();
+}
+
+void DriverCore::carryOut(const Action& action) {
+  std::visit(
+      Overloaded{
+          [&](const WriteClusterState& w) {
+            ++counters_.stateWrites;
+            if (withdrawn_) {
+              ++counters_.stateWriteFailures;
+              return later(StateWriteFinished{false, "not connected to ZooKeeper (withdrawn)", false, -1});
+            }
+            if (confirmInFlight_) {
+              ++counters_.stateWriteFailures;
+              return later(StateWriteFinished{
+                  false, "a test-and-set confirming the state after a new session is in flight", false, -1});
+            }
+            if (holdTakeoverForPromise(w)) return;
+            // A write may name another sync, which promised nothing: the failsafe's
+            // permission does not outlive it.
+            if (failsafeUntil_) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
+            smWriteInFlight_ = true;
+            emit(cmd::PutState{w.state, w.expectedVersion, w.reason, in::WriteFor::kStateMachine});
+          },
+          [&](const ApplyPgConfig& a) {
+            // A primary out of ZooKeeper keeps postgres down (see withdraw()): the state
+            // machine's retry of an apply that failed around the withdrawal is refused,
+            // and it tries again once the peer has joined again.
+            if (withdrawn_ && a.config.role == PgRole::kPrimary) {
+              return later(PgConfigApplied{false, "withdrawn from ZooKeeper: postgres stays down until this peer "
+                                                  "has joined again",
+                                           false});
+            }
+            applyPg(a.config, true);
+          },
+          [&](const FencePg& f) {
+            // The state machine fences only with no transition of its own in flight; a
+            // restart after a crash may be: the fence then fails and is retried.
+            if (pgBusy_) return later(PgFenced{false, "postgres is being restarted", 0});
+            if (holdTakeoverForPromise(f)) return;
+            pgBusy_ = true;
+            const auto gen = generation();
+            if (!switchoverRequested(true) || handoverWaitedIn_ == gen) return fencePg(f.newSync);
+            handoverWaitedIn_ = gen;
+            log(LogLevel::kInfo, "switchover: waiting up to " + std::to_string(opts_.handoverWaitMs) + " ms for " +
+                                     peer_->clusterState()->primary.id +
+                                     " to stop postgres, so that this peer has all of its WAL before taking over");
+            emit(cmd::AwaitUpstreamStop{opts_.handoverWaitMs, f.newSync});
+          },
+          [&](const ReadWal&) { emit(cmd::ReadWal{}); },
+          [&](const StartTimer& t) {
+            const TimerKey key{TimerKind::kStateMachine, t.id};
+            armed_[key] = now() + t.delayMs;
+            emit(cmd::SetTimer{key, t.delayMs});
+          },
+          [&](const LogDecision& d) {
+            ++counters_.decisions;
+            log(d.level, d.message);
+          },
+          [&](const Fatal& f) {
+            log(LogLevel::kError, "fatal: " + f.reason);
+            failed_ = true;
+            emit(cmd::Fatal{f.reason});
+          },
+      },
+      action);
+}
+
+void DriverCore::onStateMachineWrite(const StateWriteFinished& r) {
+  smWriteInFlight_ = false;
+  if (!r.ok) ++counters_.stateWriteFailures;
+  if (!r.ok) stateWriteUnsettled_ = true;
+  later(r);
+  // The confirmation waited for this write: after the state machine has stepped the answer.
+  if (std::exchange(confirmDeferred_, false)) emit(cmd::ConfirmLater{});
+}
+
+std::optional<int64_t> DriverCore::generation() const {
+  if (!peer_->clusterState()) return std::nullopt;
+  return peer_->clusterState()->generation;
+}
+
+// ---- postgres ------------------------------------------------------------------------
+
+// REQUIRES: pgBusy_ set by the caller.
+void DriverCore::fencePg(const std::optional<PeerIdentity>& newSync) {
+  fenceInFlight_ = true;
+  emit(cmd::FencePg{newSync});
+}
+
+void DriverCore::onFenced(const PgFenced& r) {
+  pgBusy_ = false;
+  fenceInFlight_ = false;
+  step(r);
+  resumeIfDeferred();
+}
+
+void DriverCore::resumeIfDeferred() {
+  if (pgBusy_ || !resumeAfterTransition_) return;
+  // A confirmation of the state asked for since decides instead (its answer resumes).
+  if (confirmInFlight_) return resumeAfterTransition_.reset();
+  auto [how, noTakeoverCanLand] = *std::exchange(resumeAfterTransition_, std::nullopt);
+  resumeWritesIfUnchanged(how, noTakeoverCanLand);
+}
+
+void DriverCore::applyPg(const PgConfig& config, bool fromPeer) {
+  if (pgBusy_) {
+    // Only a restart can be in flight when the state machine asks (it never asks twice).
+    if (fromPeer) queuedPeerApply_ = config;
+    return;
+  }
+  pgBusy_ = true;
+  if (config.role == PgRole::kPrimary) emit(cmd::PrimaryApplyStarting{});
+  emit(cmd::ApplyPg{config, fromPeer});
+}
+
+void DriverCore::onApplied(const in::Applied& a) {
+  const PgConfig& config = a.config;
+  const bool fromPeer = a.fromPeer;
+  const PgConfigApplied& r = a.r;
+  pgBusy_ = false;
+  lastTransitionDone_ = now();
+  if (r.ok) {
+    lastApplied_ = config;
+    ++counters_.transitions;
+    if (writesStopped_ && connectionLost_) {
+      log(LogLevel::kWarn, std::string("stopping writes again: postgres was configured as ") +
+                               pgRoleName(config.role) + " while ZooKeeper is unreachable, which lifts the stop");
+      // Shut down at once where it must be down (the shutdown stops writes itself: a stop
+      // of writes first would leave it writable meanwhile, e.g. a withdrawn primary whose
+      // restart ended after the takeover): it had been shut down before this
+      // configuration, or it became primary during the outage, so no shutdown was planned
+      // at the loss and its session may expire any time now.
+      const bool wasShutDown = std::exchange(postgresShutDown_, false);
+      if (wasShutDown) {
+        shutDownWrites("it had been shut down before this configuration");
+      } else if (withdrawn_ || (leaseInUse_ && leaseEnded_)) {
+        // No lease to write under (it ended, or this peer left ZooKeeper): a shutdown
+        // planned at the lease's end or at the withdrawal may have run before this start
+        // (it does not wait for a transition in flight).
+        shutDownWrites(withdrawn_ ? "this peer withdrew from ZooKeeper while it started"
+                                  : "its lease ended while it started");
+      } else if (config.role == PgRole::kPrimary && roleAtLoss_ != Role::kPrimary) {
+        shutDownWrites("it became the primary while ZooKeeper is unreachable, and its "
+                       "session may expire before the connection is back");
+      } else {
+        stopWrites();
+      }
+    } else if (writesStopped_ && fromPeer && config.role == PgRole::kPrimary && roleAtLoss_ == Role::kPrimary &&
+               peer_->role() == Role::kPrimary && (generation() == generationAtLoss_ || confirmOwed_)) {
+      // Still the primary, from a state read on the new session (of the generation at the
+      // loss, or of a newer one its own write of unknown outcome made): a takeover decided
+      // on an older read may yet land before this peer's test-and-set, so writes resume
+      // only on the confirmation, as without this apply.
+      log(LogLevel::kInfo, "stopping writes again: postgres was configured as primary "
+                           "before the state read on the new session was confirmed");
+      // Shut down before this apply: down again until the confirmation, which starts it
+      // (stopped writes would still let a session that says BEGIN READ WRITE commit
+      // locally while a takeover may land).
+      if (std::exchange(postgresShutDown_, false)) {
+        shutDownWrites("it had been shut down before this configuration, and stays down "
+                       "until the state read on the new session is confirmed");
+      } else {
+        stopWrites();
+      }
+      confirmAfterNewSession();
+    } else if (writesStopped_ && fromPeer) {
+      writesStopped_ = false;
+      confirmOwed_ = false;
+      postgresShutDown_ = false;
+      cancelTimer(TimerKind::kWrites);
+      cancelTimer(TimerKind::kShutDown);
+      log(LogLevel::kInfo, std::string("writes are no longer stopped: the state machine configured postgres as ") +
+                               pgRoleName(config.role) + " from the cluster state read since");
+    }
+    // After the above: whether postgres is expected online may have changed, and an
+    // unhealthy report heard while it was not (a crash since is no change for the health
+    // check) starts the clock.
+    noteUnhealthy();
+  } else {
+    ++counters_.transitionFailures;
+    if (!fromPeer) {
+      log(LogLevel::kWarn, "restarting postgres failed: " + r.error);
+      noteUnhealthy();  // the health check restarts it again
+    }
+  }
+  if (r.ok && fromPeer && peer_->role() != roleApplied_) {
+    const Role previous = std::exchange(roleApplied_, peer_->role());
+    emit(cmd::RoleApplied{previous, roleApplied_});
+  }
+  if (fromPeer) step(r);
+  afterPgTransition();
+}
+
+bool DriverCore::expectPostgresOnline() const {
+  return lastApplied_ && lastApplied_->role != PgRole::kNone && !postgresShutDown_;
+}
+
+// A restart re-applies the last configuration, and only while the state machine still
+// wants it: one it has moved away from (a sync that took over and whose promotion failed)
+// would make postgres follow a deposed primary again. The state machine applies its own
+// configuration (its retry after the failed apply starts postgres).
+// Nor while the state machine is in the middle of a step (a takeover between its fence
+// and its state write): re-applying the configuration from before the fence would undo
+// it; postgres starts once the step is over, if still wanted.
+// Nor while a takeover's state write failed and may have landed (Peer::keepsFence): a
+// primary's fence makes commits wait for the new sync and the current one, a sync's stops
+// its streaming from the old primary, and a restart would undo either. Postgres then
+// starts once the state says whether it landed (a withdrawn peer joins again to read it:
+// see withdraw()).
+bool DriverCore::lastAppliedIsStale() const {
+  return !lastApplied_ || !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion() ||
+         peer_->keepsFence();
+}
+
+// A postgres transition ended: what waited for it.
+void DriverCore::afterPgTransition() {
+  if (rebuiltWhileDeposed()) startFreshStateMachine(true);
+  resumeIfDeferred();
+  if (queuedPeerApply_ && !pgBusy_) {
+    PgConfig next = *queuedPeerApply_;
+    queuedPeerApply_.reset();
+    applyPg(next, true);
+  }
+  maybeHandOver();
+  maybeRejoin();
+  maybePublishDataState();
+}
+
+}  // namespace dugong::agent

@@ -1,0 +1,205 @@
+// The driver's runner (driver/driver.h): the core's commands carried out on the
+// environment, and the environment's answers fed back as inputs.
+#include "driver/driver.h"
+
+#include <utility>
+
+#include "statemachine/overloaded.h"
+
+namespace dugong::agent {
+
+Driver::Driver(Env env, DriverOptions options)
+    : env_(env), opts_(options), core_(std::move(options), env.peers != nullptr) {}
+
+Driver::~Driver() = default;
+
+template <class T, class MakeInput>
+std::function<void(T)> Driver::answer(MakeInput make, bool posted) {
+  return [this, alive = std::weak_ptr<int>(alive_), make = std::move(make), posted](T value) {
+    if (alive.expired() || core_.stopping()) return;
+    if (!posted) return feed(make(std::move(value)));
+    env_.clock.post([this, alive, input = make(std::move(value))]() mutable {
+      if (!alive.expired() && !core_.stopping()) feed(std::move(input));
+    });
+  };
+}
+
+bool Driver::start() {
+  feed(in::Start{});
+  return !core_.failed();
+}
+
+void Driver::stop(std::function<void()> done) {
+  if (core_.stopping()) return;
+  stopped_ = std::move(done);
+  feed(in::Stop{});
+}
+
+FailsafeAnswer Driver::onFailsafeRequest(const FailsafeRequest& request) {
+  if (carryingOut_) return FailsafeAnswer{false, "the agent is busy; ask again"};
+  answered_.reset();
+  feed(in::FailsafeAsked{request});
+  return answered_.value_or(FailsafeAnswer{false, "the agent is stopping"});
+}
+
+void Driver::feed(Input input) {
+  if (carryingOut_) {
+    pending_.push_back(std::move(input));
+    return;
+  }
+  carryingOut_ = true;
+  const std::weak_ptr<int> alive = alive_;
+  std::optional<Input> next = std::move(input);
+  while (next) {
+    const Moment now{env_.clock.monotonicMs(), env_.clock.wallMs(), env_.postgres.postmasterGone()};
+    for (Command& c : core_.step(now, *next)) {
+      carryOut(std::move(c));
+      if (alive.expired()) return;
+    }
+    next.reset();
+    if (!pending_.empty()) {
+      next = std::move(pending_.front());
+      pending_.pop_front();
+    }
+  }
+  carryingOut_ = false;
+}
+
+void Driver::carryOut(Command command) {
+  auto& pg = env_.postgres;
+  std::visit(
+      Overloaded{
+          [&](cmd::InitPostgres& c) {
+            pg.init(answer<PgInitialized>([r = c.afterRebuild](PgInitialized e) { return in::Initialized{e, r}; }));
+          },
+          [&](cmd::StartHealthCheck&) {
+            pg.startHealthCheck([this, alive = std::weak_ptr<int>(alive_)](bool healthy, const std::string& detail) {
+              if (!alive.expired() && !core_.stopping()) feed(in::Health{healthy, detail});
+            });
+          },
+          [&](cmd::StopHealthCheck&) { pg.stopHealthCheck(); },
+          [&](cmd::ApplyPg& c) {
+            pg.apply(c.config, answer<PgConfigApplied>([config = c.config, fromPeer = c.fromPeer](PgConfigApplied r) {
+                       return in::Applied{config, fromPeer, std::move(r)};
+                     }));
+          },
+          [&](cmd::FencePg& c) {
+            pg.fence(c.newSync, answer<PgFenced>([](PgFenced r) { return in::Fenced{std::move(r)}; }));
+          },
+          [&](cmd::ReadWal&) {
+            pg.readWal(answer<WalPositionRead>([](WalPositionRead r) { return in::WalRead{std::move(r)}; }));
+          },
+          // Answered on a later turn of the loop: the default implementations of these
+          // answer inside the call.
+          [&](cmd::ReadDataState&) {
+            pg.readDataState(answer<Result<PeerDataState>>(
+                [](Result<PeerDataState> r) { return in::DataStateRead{std::move(r)}; }, true));
+          },
+          [&](cmd::StopWrites&) {
+            pg.stopWrites(answer<Result<int>>([](Result<int> r) { return in::WritesStopped{std::move(r)}; }, true));
+          },
+          [&](cmd::ShutDownWrites&) {
+            pg.shutDownWrites(answer<Result<bool>>([](Result<bool> r) { return in::ShutDown{std::move(r)}; }, true));
+          },
+          [&](cmd::ResumeWrites& c) {
+            pg.resumeWrites(answer<Result<bool>>(
+                [n = c.noTakeoverCanLand](Result<bool> r) { return in::WritesResumed{n, std::move(r)}; }, true));
+          },
+          [&](cmd::AwaitUpstreamStop& c) {
+            pg.awaitUpstreamStop(c.timeoutMs, answer<bool>([newSync = c.newSync](bool ended) {
+                                   return in::UpstreamStopped{newSync, ended};
+                                 }));
+          },
+          [&](cmd::Rejoin& c) {
+            pg.rejoin(c.primary, c.policy, answer<RejoinFinished>([primary = c.primary](RejoinFinished r) {
+                        return in::Rejoined{primary, std::move(r)};
+                      }));
+          },
+          [&](cmd::SampleSync& c) {
+            pg.sampleSyncStandby(c.sync, answer<Result<SyncReplicationSample>>(
+                                             [g = c.generation, s = c.sync](Result<SyncReplicationSample> r) {
+                                               return in::SyncSampled{g, s, std::move(r)};
+                                             }));
+          },
+          [&](cmd::StopPostgresAndFinish&) {
+            pg.apply(PgConfig::none(), [this, alive = std::weak_ptr<int>(alive_),
+                                        done = std::exchange(stopped_, nullptr)](const PgConfigApplied& r) {
+              if (!r.ok && !alive.expired()) env_.log.write(LogLevel::kError, "stopping postgres failed: " + r.error);
+              if (done) done();
+            });
+          },
+          [&](cmd::Finish&) {
+            if (stopped_) env_.clock.post(std::exchange(stopped_, nullptr));
+          },
+          [&](cmd::Join&) {
+            CoordinatorCallbacks cb;
+            cb.onEvent = answer<Event>([](Event e) { return in::Delivered{std::move(e)}; });
+            cb.onConnection = answer<CoordinatorConnection>([](CoordinatorConnection c) { return in::Connection{c}; });
+            cb.onLease = answer<CoordinatorLease>([](CoordinatorLease l) { return in::Lease{l}; });
+            if (auto ok = env_.coordinator.join(std::move(cb)); !ok) feed(in::JoinRefused{ok.error()});
+          },
+          [&](cmd::Leave& c) {
+            if (c.keepingMembership) {
+              env_.coordinator.leaveKeepingMembership();
+            } else {
+              env_.coordinator.leave();
+            }
+          },
+          [&](cmd::PutState& c) {
+            env_.coordinator.putClusterState(
+                c.state, c.expectedVersion, c.reason,
+                answer<StateWriteFinished>([purpose = c.purpose, version = c.expectedVersion](StateWriteFinished r) {
+                  return in::StateWritten{purpose, version, std::move(r)};
+                }));
+          },
+          [&](cmd::PublishDataState& c) { env_.coordinator.publishDataState(c.data); },
+          [&](cmd::AskFailsafe& c) {
+            if (!env_.peers) return;
+            env_.peers->askFailsafe(
+                c.to, c.request, c.timeoutMs,
+                answer<Result<FailsafeAnswer>>([s = c.sentAt, g = c.generation, n = c.session](Result<FailsafeAnswer> r) {
+                  return in::FailsafeAnswered{s, g, n, std::move(r)};
+                }));
+          },
+          [&](cmd::AnswerFailsafe& c) { answered_ = c.answer; },
+          [&](cmd::SetTimer& c) {
+            auto& timer = timers_[c.key];
+            if (!timer) timer = env_.clock.newTimer();
+            timer->start(c.delayMs, [this, alive = std::weak_ptr<int>(alive_), key = c.key] {
+              if (!alive.expired() && !core_.stopping()) feed(in::Timer{key});
+            });
+          },
+          [&](cmd::CancelTimer& c) {
+            if (auto it = timers_.find(c.key); it != timers_.end()) it->second->cancel();
+          },
+          [&](cmd::Later& c) {
+            env_.clock.post([this, alive = std::weak_ptr<int>(alive_), event = std::move(c.event)]() mutable {
+              if (!alive.expired() && !core_.stopping()) feed(in::Delivered{std::move(event)});
+            });
+          },
+          [&](cmd::ConfirmLater&) {
+            env_.clock.post([this, alive = std::weak_ptr<int>(alive_)] {
+              if (!alive.expired() && !core_.stopping()) feed(in::ConfirmLater{});
+            });
+          },
+          [&](cmd::PrimaryApplyStarting&) {
+            if (opts_.onPrimaryApplyStarting) opts_.onPrimaryApplyStarting();
+          },
+          [&](cmd::RoleApplied& c) {
+            if (opts_.onRoleApplied) opts_.onRoleApplied(c.previous, c.applied);
+          },
+          [&](cmd::PrimaryConnectionLoss& c) {
+            if (opts_.onPrimaryConnectionLoss) opts_.onPrimaryConnectionLoss(c.lost);
+          },
+          [&](cmd::LeaseDeadline& c) {
+            if (opts_.onLeaseDeadline) opts_.onLeaseDeadline(c.deadlineMs);
+          },
+          [&](cmd::Log& c) { env_.log.write(c.level, c.line); },
+          [&](cmd::Fatal&) {
+            if (onFatal_) env_.clock.post(onFatal_);
+          },
+      },
+      command);
+}
+
+}  // namespace dugong::agent

@@ -1,0 +1,84 @@
+// The driver's clean handover of a planned switchover (driver/core.h): the primary stops
+// postgres when it sees a valid promote request of its sync, while the sync still
+// streams, so that the sync receives all of its WAL (a stopping primary sends it all,
+// its shutdown checkpoint included); the sync waits up to handoverWaitMs for that stream
+// to end before its fence, so that the old primary's data directory can follow the new
+// timeline as it is. A primary still not deposed a little after that starts again.
+#include "driver/core.h"
+
+#include "statemachine/promote_request.h"
+
+namespace dugong::agent {
+
+namespace {
+// How much longer than the sync's wait the primary keeps postgres stopped for a
+// switchover that does not happen.
+constexpr int64_t kHandoverSlackMs = 500;
+}  // namespace
+
+bool DriverCore::switchoverRequested(bool forSelf) const {
+  const auto& s = peer_->clusterState();
+  if (opts_.handoverWaitMs <= 0) return false;
+  if (!s || !s->sync || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) return false;
+  auto req = validatePromote(s->promote, *s, now_.wallMs);
+  if (!req || req->role != "sync" || req->id != s->sync->id) return false;
+  if (forSelf) return peer_->role() == Role::kSync && req->id == opts_.identity.id && containsPeer(lastActive_, s->primary.id);
+  return containsPeer(lastActive_, s->sync->id);
+}
+
+// On the primary: a switchover to its sync is requested: stop postgres now, while the
+// sync still streams, so that it receives everything this primary wrote. Once per
+// request, and for a bounded time: the sync waits at most handoverWaitMs for this
+// stop, so a primary still not deposed a little after that starts postgres again.
+void DriverCore::maybeHandOver() {
+  if (peer_->role() != Role::kPrimary) {
+    handoverFrom_.reset();
+    cancelTimer(TimerKind::kHandover);
+    return;
+  }
+  if (pgBusy_) return;
+  // Not while the state machine is in the middle of a step: a start between its fence
+  // and its state write would undo the fence. Looked at again after it.
+  if (handoverFrom_ && peer_->awaitingCompletion()) return;
+  const auto& s = peer_->clusterState();
+  const bool requested = switchoverRequested(false);
+  const std::string request = requested ? s->promote.dump() : "";
+  if (requested && !handoverFrom_ && request != handedOverFor_ && lastApplied_ &&
+      lastApplied_->role == PgRole::kPrimary) {
+    handoverFrom_ = *lastApplied_;
+    handedOverFor_ = request;
+    ++counters_.handovers;
+    log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
+                             " streams, so that it receives all of this primary's WAL before it takes over");
+    handoverTimedOut_ = false;
+    applyPg(PgConfig::none(), false);
+    setTimer(TimerKind::kHandover, opts_.handoverWaitMs + kHandoverSlackMs);
+  } else if (handoverTimedOut_ && handoverFrom_) {
+    log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
+                             " ms: this peer is still the primary; starting postgres again as primary");
+    startAgainAfterHandover();
+  } else if (!requested && handoverFrom_) {
+    log(LogLevel::kWarn, "switchover abandoned: the promote request is gone or expired and this peer is still the "
+                         "primary: starting postgres again as primary");
+    cancelTimer(TimerKind::kHandover);
+    startAgainAfterHandover();
+  }
+}
+
+// The switchover is over and this peer is still the primary: postgres should run as the
+// state machine wants it now (its sync may have changed meanwhile), also for the health
+// logic should this start fail.
+void DriverCore::startAgainAfterHandover() {
+  lastApplied_ = peer_->wantedPgConfig();
+  handoverFrom_.reset();
+  applyPg(*lastApplied_, false);
+}
+
+// On the sync: the wait for the old primary's stop is over; the fence goes ahead.
+void DriverCore::onUpstreamStopped(const in::UpstreamStopped& u) {
+  log(LogLevel::kInfo, u.ended ? "switchover: the old primary's WAL stream ended: taking over"
+                               : "switchover: the old primary's WAL stream did not end: taking over anyway");
+  fencePg(u.newSync);
+}
+
+}  // namespace dugong::agent

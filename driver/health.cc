@@ -1,0 +1,127 @@
+// The driver's health protocol (driver/core.h): a postgres that should run but does not
+// answer is restarted with its last configuration once it has been down for the restart
+// grace (at once when its postmaster is gone), and once it has been down for
+// withdrawAfterMs the peer leaves the coordinator until postgres is healthy again.
+#include "driver/core.h"
+
+namespace dugong::agent {
+
+void DriverCore::onHealth(bool healthy, const std::string& detail) {
+  healthy_ = healthy;
+  if (healthy) {
+    if (unhealthySince_) log(LogLevel::kInfo, "postgres is healthy again");
+    unhealthySince_.reset();
+    if (withdrawn_) {
+      log(LogLevel::kInfo, "rejoining ZooKeeper: postgres is healthy again");
+      withdrawn_ = false;
+      join();
+    }
+    return;
+  }
+  unhealthyDetail_ = detail;
+  // Still unhealthy, and the postmaster is now found gone: no need to wait for the tick.
+  if (unhealthySince_ && now_.postmasterGone) return healthTick();
+  noteUnhealthy();
+}
+
+// Postgres should be running but is not answering: start the clock (once), and tick.
+void DriverCore::noteUnhealthy() {
+  if (healthy_ || !expectPostgresOnline() || unhealthySince_) return;
+  unhealthySince_ = now();
+  log(LogLevel::kWarn, "postgres is unhealthy: " + unhealthyDetail_);
+  healthTick();
+}
+
+void DriverCore::withdraw(int64_t downMs) {
+  log(LogLevel::kError, "withdrawing from ZooKeeper: postgres has been unhealthy for " + std::to_string(downMs / 1000) +
+                            " s and restarts did not help (" + unhealthyDetail_ + ")");
+  ++counters_.withdrawals;
+  withdrawn_ = true;
+  if (peer_->role() != Role::kPrimary) {
+    emit(cmd::Leave{});
+    // A standby restarts postgres while away and joins again once it is healthy; but one
+    // whose takeover write may have landed keeps its fence and so postgres down (see
+    // lastAppliedIsStale): it joins again after withdrawAfterMs to learn the state, as a
+    // primary does. Leaving answers a write in flight afterwards, as of unknown outcome.
+    if (peer_->keepsFence() || smWriteInFlight_) {
+      joinAgainAfterWithdrawal("its takeover write may have landed: the state says whether");
+    }
+    return;
+  }
+  // A primary out of ZooKeeper must not write (its sync may take over at once), as after
+  // a lost connection: postgres is shut down and starts again only with a session, on
+  // resumption. So it joins again after withdrawAfterMs to try; if postgres then stays
+  // unhealthy, it withdraws again.
+  if (!connectionLost_) {
+    connectionLost_ = true;
+    roleAtLoss_ = Role::kPrimary;
+    generationAtLoss_ = generation();
+  }
+  writesStopped_ = true;
+  cancelTimer(TimerKind::kShutDown);
+  // The shutdown first (the real adapter signals the postmaster in the call, waiting for
+  // no lock), then the leave that lets the sync take over at once.
+  shutDownWrites("this primary withdraws from ZooKeeper, and another peer may take over at once");
+  emit(cmd::Leave{});
+  joinAgainAfterWithdrawal(
+      "a withdrawn primary's postgres starts only with a session, once the state confirms it is still the primary");
+}
+
+// If postgres then stays unhealthy, the peer withdraws again.
+void DriverCore::joinAgainAfterWithdrawal(const std::string& why) {
+  withdrawalWhy_ = why;
+  setTimer(TimerKind::kWithdrawal, opts_.withdrawAfterMs);
+}
+
+void DriverCore::onWithdrawalOver() {
+  if (!withdrawn_) return;
+  log(LogLevel::kInfo, "joining ZooKeeper again after " + std::to_string(opts_.withdrawAfterMs / 1000) +
+                           " s away: " + withdrawalWhy_);
+  withdrawn_ = false;
+  joinedAgainAt_ = now();
+  join();
+}
+
+// While postgres is unhealthy: restart it (re-apply its configuration) once it has
+// been down for a grace period since the last transition; withdraw from ZooKeeper
+// once it has been down for withdrawAfterMs.
+void DriverCore::healthTick() {
+  if (healthy_ || !unhealthySince_ || !expectPostgresOnline()) {
+    unhealthySince_.reset();
+    return;
+  }
+  const int64_t down = now() - *unhealthySince_;
+  // Joined again after a withdrawal to read the state: another withdrawAfterMs for that.
+  const bool justJoinedAgain = joinedAgainAt_ && now() - *joinedAgainAt_ < opts_.withdrawAfterMs;
+  if (!withdrawn_ && !justJoinedAgain && down >= opts_.withdrawAfterMs) {
+    withdraw(down);
+    // A withdrawn primary's postgres stays down (its shutdown is on the way): no restart.
+    if (!expectPostgresOnline()) return nextHealthTick();
+  }
+  const bool graceOver = down >= opts_.restartGraceMs && now() - lastTransitionDone_ >= opts_.restartGraceMs;
+  // No process is starting or recovering: nothing to wait for (but no restart loop).
+  const bool gone = now_.postmasterGone && now() - lastRestartStarted_ >= opts_.restartGraceMs;
+  const bool stale = lastAppliedIsStale();
+  if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
+    lastStaleRestartSkip_ = lastTransitionDone_;
+    log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +
+                             (peer_->awaitingCompletion() ? ": the state machine is in the middle of a step"
+                              : peer_->keepsFence()
+                                  ? ": the state machine keeps the fence of a takeover whose state write may have landed"
+                                  : ": the state machine now wants it as " +
+                                        std::string(pgRoleName(peer_->wantedPgConfig().role))) +
+                             " and configures it itself");
+  } else if (!pgBusy_ && (graceOver || gone) && !stale) {
+    log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role) +
+                             (gone && !graceOver ? " at once: the postmaster is gone (it crashed or was killed)"
+                                                 : ": it has not answered for " + std::to_string(down) + " ms"));
+    ++counters_.restarts;
+    lastRestartStarted_ = now();
+    applyPg(*lastApplied_, false);
+  }
+  nextHealthTick();
+}
+
+void DriverCore::nextHealthTick() { setTimer(TimerKind::kHealth, opts_.healthTickMs); }
+
+}  // namespace dugong::agent

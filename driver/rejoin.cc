@@ -1,0 +1,181 @@
+// The driver's deposed peer (driver/core.h): the automatic rejoin (options.rejoin;
+// docs/rejoin.md): once its postgres is stopped and the primary is present, postgres is
+// asked to follow the primary without a copy, and on success the peer removes itself
+// from `deposed` (a test-and-set, with the reason in the history); a fresh state machine
+// once it is no longer deposed (rejoined, or rebuilt by an operator); and the data state
+// published for a setup of a cluster with no state.
+#include "driver/core.h"
+
+namespace dugong::agent {
+
+// A deposed peer's state machine ignores everything. Once an operator has rebuilt this
+// peer and removed it from `deposed`, the driver starts a fresh one: when the state
+// says so, or, if a transition was in flight then, as soon as it ends.
+bool DriverCore::rebuiltWhileDeposed() const {
+  if (peer_->role() != Role::kDeposed || pgBusy_ || !lastStateNode_.exists) return false;
+  auto state = ClusterState::parse(lastStateNode_.data);
+  return state && !containsPeer(state->deposed, opts_.identity.id);
+}
+
+void DriverCore::startFreshStateMachine(bool feedState) {
+  log(LogLevel::kInfo, "this peer is no longer deposed: it was rebuilt; starting a fresh state machine");
+  ++counters_.freshStateMachines;
+  peer_ = std::make_unique<Peer>(peerOptions());
+  for (auto it = armed_.begin(); it != armed_.end();) {
+    if (it->first.kind != TimerKind::kStateMachine) {
+      ++it;
+      continue;
+    }
+    emit(cmd::CancelTimer{it->first});
+    it = armed_.erase(it);
+  }
+  emit(cmd::InitPostgres{true});
+  if (feedState) {
+    for (const Action& a : peer_->step(now_.wallMs, ZkInitialized{lastStateNode_, lastActive_, lastData_})) {
+      carryOut(a);
+    }
+  }
+}
+
+void DriverCore::maybeRejoin() {
+  if (opts_.rejoin == RejoinPolicy::kManual || withdrawn_ || failed_) return;
+  if (peer_->role() != Role::kDeposed || pgBusy_ || queuedPeerApply_) return;
+  if (rejoinedTo_) return releaseAfterRejoin();
+  // Only once the deposed state machine has stopped postgres.
+  if (!lastApplied_ || lastApplied_->role != PgRole::kNone || !lastStateNode_.exists) return;
+  auto state = ClusterState::parse(lastStateNode_.data);
+  if (!state || !containsPeer(state->deposed, opts_.identity.id) || state->primary.id == opts_.identity.id) return;
+  if (state->oneNodeWriteMode) return;
+  if (rejoinTriedGeneration_ != state->generation) rejoinRetryDelayMs_ = 0;  // a new generation: at once
+  if (rejoinTriedGeneration_ == state->generation && (rejoinRetryDelayMs_ == 0 || !rejoinRetryDue_)) return;
+  if (!containsPeer(lastActive_, state->primary.id)) return;  // tried when the primary is present
+  rejoinTriedGeneration_ = state->generation;
+  rejoinRetryDue_ = false;
+  const PeerIdentity primary = state->primary;
+  log(LogLevel::kInfo, std::string("rejoining automatically (rejoin: ") + rejoinPolicyName(opts_.rejoin) +
+                           "): making postgres a standby of " + primary.id + ", the primary of generation " +
+                           std::to_string(state->generation) + ", " +
+                           (opts_.rejoin == RejoinPolicy::kFollow
+                                ? "only if its data directory can follow as it is (nothing discarded)"
+                                : "rewinding its data directory if it diverged") +
+                           ", never copying it");
+  pgBusy_ = true;
+  emit(cmd::Rejoin{primary, opts_.rejoin});
+}
+
+void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r) {
+  pgBusy_ = false;
+  lastTransitionDone_ = now();
+  if (r.rewound) {
+    log(LogLevel::kWarn, "rejoin: pg_rewind discarded " + r.discarded + ", which " + primary.id +
+                             "'s timeline does not have (rejoin: rewind)");
+  }
+  if (!r.ok) {
+    ++counters_.rejoinFailures;
+    // Tried again with a back-off while the generation lasts: a failure may be transient
+    // (the new primary still promoting, a refused connection), and a peer left deposed
+    // leaves a 3-peer cluster with no async to take over next.
+    rejoinRetryDelayMs_ = rejoinRetryDelayMs_ == 0 ? kRejoinFirstRetryMs
+                                                   : std::min(rejoinRetryDelayMs_ * 2, kRejoinMaxRetryMs);
+    log(LogLevel::kWarn, "not rejoined automatically, this peer stays deposed for now: " + r.error +
+                             "; trying again in " + std::to_string(rejoinRetryDelayMs_ / 1000) + " s" +
+                             (opts_.rejoin == RejoinPolicy::kFollow
+                                  ? " (`dugong-adm rebuild` rebuilds it now; or set rejoin: rewind)"
+                                  : " (`dugong-adm rebuild` rebuilds it now)"));
+    rejoinTimerMarksDue_ = true;
+    setTimer(TimerKind::kRejoin, rejoinRetryDelayMs_);
+    if (r.rewound) lastApplied_.reset();  // postgres may be in any state: the next apply says
+    return afterPgTransition();
+  }
+  rejoinedTo_ = primary.id;
+  rejoinReason_ = "rejoin " + opts_.identity.id + " (automatic, rejoin: " + rejoinPolicyName(opts_.rejoin) +
+                  "): streams from " + primary.id + " without a copy, " +
+                  (r.rewound ? "after pg_rewind discarded " + r.discarded : "nothing discarded");
+  lastApplied_.reset();  // postgres runs as a standby now, not as the state machine left it
+  afterPgTransition();
+}
+
+void DriverCore::onRejoinTimer() {
+  if (std::exchange(rejoinTimerMarksDue_, false)) rejoinRetryDue_ = true;
+  maybeRejoin();
+}
+
+// Postgres follows the primary: the peer leaves `deposed` (a test-and-set of the state
+// last read, retried after a conflict), and the state change starts a fresh state machine.
+void DriverCore::releaseAfterRejoin() {
+  // One state write at a time: a confirmation of this peer's primacy on a new session
+  // may still be in flight; looked at again once it is answered.
+  if (rejoinWriteInFlight_ || confirmInFlight_ || !rejoinedTo_ || !lastStateNode_.exists) return;
+  auto parsed = ClusterState::parse(lastStateNode_.data);
+  if (!parsed) return;
+  ClusterState state = parsed.value();
+  auto released = releaseFromDeposed(state, opts_.identity.id, *rejoinedTo_);
+  if (!released || !released.value()) {
+    if (!released) {
+      log(LogLevel::kWarn, "rejoined, but not leaving deposed: " + released.error() +
+                               "; stopping postgres, and rejoining the new primary instead");
+      rejoinedTo_.reset();
+      applyPg(PgConfig::none(), false);
+      return;
+    }
+    rejoinedTo_.reset();  // no longer deposed: someone else released it
+    return;
+  }
+  rejoinWriteInFlight_ = true;
+  ++counters_.stateWrites;
+  emit(cmd::PutState{state, lastStateNode_.version, rejoinReason_, in::WriteFor::kRelease});
+}
+
+void DriverCore::onReleased(const StateWriteFinished& w) {
+  rejoinWriteInFlight_ = false;
+  if (w.ok) {
+    ++counters_.rejoins;
+    log(LogLevel::kInfo, "left deposed: " + rejoinReason_);
+    rejoinedTo_.reset();
+    return;
+  }
+  ++counters_.stateWriteFailures;
+  log(LogLevel::kInfo, "leaving deposed failed (" + w.error + "); trying again in " +
+                           std::to_string(opts_.retryDelayMs) + " ms with the state read since");
+  rejoinTimerMarksDue_ = false;
+  setTimer(TimerKind::kRejoin, opts_.retryDelayMs);
+}
+
+// ---- the data state published for a setup ------------------------------------------------
+
+// With no cluster state, postgres is stopped (role none): what its data directory holds
+// is then final, and published for the peers that choose who sets the cluster up. Once
+// a state exists it is withdrawn, so that a later loss of the state never finds it stale.
+void DriverCore::maybePublishDataState() {
+  if (!opts_.setupFromData) return;
+  if (peer_->clusterState()) {
+    if (dataPublished_) {
+      dataPublished_ = false;
+      log(LogLevel::kInfo, "no longer publishing this peer's data state: the cluster has a state");
+      emit(cmd::PublishDataState{std::nullopt});
+    }
+    return;
+  }
+  if (dataPublished_ || dataReading_ || pgBusy_ || !lastApplied_ || lastApplied_->role != PgRole::kNone) return;
+  dataReading_ = true;
+  emit(cmd::ReadDataState{});
+}
+
+void DriverCore::onDataStateRead(const Result<PeerDataState>& r) {
+  dataReading_ = false;
+  if (!r) {
+    log(LogLevel::kError, "cannot read what the data directory holds (" + r.error() + "); trying again in " +
+                              std::to_string(opts_.retryDelayMs) + " ms");
+    setTimer(TimerKind::kDataState, opts_.retryDelayMs);
+    return;
+  }
+  if (peer_->clusterState() || pgBusy_ || !lastApplied_ || lastApplied_->role != PgRole::kNone) {
+    return maybePublishDataState();  // things moved on while it was read
+  }
+  dataPublished_ = true;
+  log(LogLevel::kInfo, "no cluster state: publishing what this peer's data directory holds (" + r->describe() +
+                           ") for the choice of who sets the cluster up");
+  emit(cmd::PublishDataState{*r});
+}
+
+}  // namespace dugong::agent

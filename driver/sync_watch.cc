@@ -1,0 +1,52 @@
+// The driver's sync-acknowledgement watch (driver/core.h): on a running primary, the sync's
+// walsender is sampled every syncSampleMs, and the state machine is told when the sync
+// stops or starts again acknowledging commits (driver/sync_ack_watch.h decides). The
+// state machine replaces a stalled sync (statemachine/peer_primary.cc).
+#include "driver/core.h"
+
+namespace dugong::agent {
+
+void DriverCore::startSyncWatch() {
+  if (opts_.syncReplaceAfterMs <= 0) return;
+  setTimer(TimerKind::kSyncWatch, opts_.syncSampleMs);
+}
+
+std::optional<std::pair<int64_t, std::string>> DriverCore::watchedSync() const {
+  // Only a primary that runs as one, with writes not stopped for a lost coordinator and
+  // no transition in flight (a fence or a reconfiguration changes what commits wait for).
+  if (peer_->role() != Role::kPrimary || roleApplied_ != Role::kPrimary || writesStopped_ || pgBusy_ || withdrawn_) {
+    return std::nullopt;
+  }
+  const auto& state = peer_->clusterState();
+  if (!state || !state->sync || state->oneNodeWriteMode) return std::nullopt;
+  return std::make_pair(state->generation, state->sync->id);
+}
+
+void DriverCore::syncWatchTick() {
+  const auto watched = watchedSync();
+  if (!watched) {
+    syncWatchedFor_.reset();
+    return startSyncWatch();
+  }
+  if (syncWatchedFor_ != watched) {
+    syncWatchedFor_ = watched;
+    syncWatch_.reset(watched->second, now());
+  }
+  if (syncSampleInFlight_) return startSyncWatch();
+  syncSampleInFlight_ = true;
+  emit(cmd::SampleSync{watched->first, watched->second});
+}
+
+void DriverCore::onSyncSampled(const in::SyncSampled& s) {
+  syncSampleInFlight_ = false;
+  const auto watched = std::make_optional(std::make_pair(s.generation, s.sync));
+  // Answered for another sync, generation or role than now: no news of this one.
+  if (!s.r || watchedSync() != watched || syncWatchedFor_ != watched) return startSyncWatch();
+  auto news = syncWatch_.observe(now(), *s.r);
+  startSyncWatch();
+  if (!news) return;
+  if (!news->acknowledging) ++counters_.syncStalls;
+  step(*news);  // the state machine logs the news and its decision
+}
+
+}  // namespace dugong::agent
