@@ -282,5 +282,41 @@ TEST(Transcript, EveryFileSaysWhatTheCoreDoes) {
   EXPECT_GT(files, 0);
 }
 
+// Commands and timers the transcripts above do not produce still say what they are.
+TEST(Describe, EveryCommandAndTimerSaysWhatItIs) {
+  ClusterState state;
+  state.primary = peer("peer1");
+  state.sync = peer("peer2");
+  state.async = peers("peer3");
+  state.deposed = peers("peer4");
+  state.oneNodeWriteMode = true;
+  PgConfig standby = PgConfig::standby(PgRole::kAsync, peer("peer1"), peer("peer2"));
+  const std::vector<std::pair<Command, std::string>> cases = {
+      {cmd::InitPostgres{true}, "init-postgres after-rebuild"},
+      {cmd::ApplyPg{standby, true}, "apply async upstream=peer1 restore=peer2"},
+      {cmd::ReadDataState{}, "read-data-state"},
+      {cmd::AwaitUpstreamStop{500, peer("peer2")}, "await-upstream-stop 500ms new-sync=peer2"},
+      {cmd::Rejoin{peer("peer1"), RejoinPolicy::kRewind}, "rejoin peer1 rewind"},
+      {cmd::SampleSync{3, "peer2"}, "sample-sync peer2 generation=3"},
+      {cmd::StopPostgresAndFinish{}, "stop-postgres-and-finish"},
+      {cmd::Leave{true}, "leave keeping-membership"},
+      {cmd::PutState{state, 7, "why", in::WriteFor::kRelease},
+       "put-state release at v7 generation=1 primary=peer1 sync=peer2 async=[peer3] deposed=[peer4] one-node-write: why"},
+      {cmd::PublishDataState{std::nullopt}, "publish-data-state none"},
+      {cmd::AskFailsafe{peer("peer2"), FailsafeRequest{3, "peer1", 6000}, 2000, 0, 3, 1},
+       "ask-failsafe peer2 generation=3 duration=6000ms timeout=2000ms"},
+      {cmd::CancelTimer{TimerKey{TimerKind::kStateMachine, TimerId::kRetryPgApply}},
+       "cancel-timer state-machine:retry-postgres-apply"},
+      {cmd::ConfirmLater{}, "confirm-later"},
+      {cmd::Log{LogLevel::kDebug, "x"}, "log debug: x"},
+      {cmd::Fatal{"why"}, "fatal: why"},
+  };
+  for (const auto& [c, text] : cases) EXPECT_EQ(describeCommand(c), text);
+  for (TimerKind k : {TimerKind::kWithdrawal, TimerKind::kPeerGrace, TimerKind::kRejoin, TimerKind::kHandover,
+                      TimerKind::kDataState, TimerKind::kSyncWatch, TimerKind::kFailsafe, TimerKind::kHeldTakeover}) {
+    EXPECT_NE(std::string(timerKindName(k)), "?");
+  }
+}
+
 }  // namespace
 }  // namespace dugong::agent
