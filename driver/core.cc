@@ -316,7 +316,7 @@ void DriverCore::onFenced(const PgFenced& r) {
   pgBusy_ = false;
   fenceInFlight_ = false;
   step(r);
-  resumeIfDeferred();
+  afterPgTransition();  // like every other transition's end: what waited for it runs now
 }
 
 void DriverCore::resumeIfDeferred() {

@@ -21,6 +21,13 @@ void DriverCore::startFreshStateMachine(bool feedState) {
   log(LogLevel::kInfo, "this peer is no longer deposed: it was rebuilt; starting a fresh state machine");
   ++counters_.freshStateMachines;
   peer_ = std::make_unique<Peer>(peerOptions());
+  // What the deposed state machine asked for and a transition in flight held back goes
+  // with it: run later, its answer would be taken for the fresh one's own apply.
+  if (queuedPeerApply_) {
+    log(LogLevel::kInfo, std::string("dropping the deposed state machine's queued configuration (") +
+                             pgRoleName(queuedPeerApply_->role) + "): the fresh state machine asks for its own");
+    queuedPeerApply_.reset();
+  }
   for (auto it = armed_.begin(); it != armed_.end();) {
     if (it->first.kind != TimerKind::kStateMachine) {
       ++it;
