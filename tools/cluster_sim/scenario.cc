@@ -52,6 +52,8 @@ const char* faultName(FaultKind kind) {
       return "cut-off-follower";
     case FaultKind::kLeaderChange:
       return "leader-change";
+    case FaultKind::kUnhealthyServing:
+      return "unhealthy-serving";
     case FaultKind::kQuorumLoss:
       return "quorum-loss";
   }
@@ -117,6 +119,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kFlapSync, 5},
     {FaultKind::kCutOffFollower, 8},
     {FaultKind::kLeaderChange, 6},
+    {FaultKind::kUnhealthyServing, 0},  // drawn apart (makeScenario), as the quorum loss
     {FaultKind::kQuorumLoss, 0},  // drawn apart (makeScenario), leaving the rest of the plan as it was
 }};
 
@@ -213,6 +216,18 @@ Scenario makeScenario(uint64_t seed) {
     f.duration = std::min<int64_t>(f.duration, std::max<int64_t>(1000, s.faultPhaseMs - 2000));
     f.at = extra.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - f.duration - 500));
     f.variant = extra.next();
+    s.faults.push_back(f);
+  }
+  // A postgres that serves but fails its health check: from a stream of its own too.
+  Rng serving(seed ^ 0x5e2b1e0a11c0ffeeULL);
+  if (serving.chance(250)) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.kind = FaultKind::kUnhealthyServing;
+    f.peer = static_cast<int>(serving.between(0, s.peers - 1));
+    f.duration = serving.chance(600) ? serving.between(9000, 16000) : serving.between(500, 6000);
+    f.at = serving.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
+    f.variant = serving.next();
     s.faults.push_back(f);
   }
   return s;

@@ -54,6 +54,10 @@ enum class FaultKind {
                         // while the leader expires the session (only a lease sees it)
   kLeaderChange,        // the ZooKeeper leader goes: every connection is closed at once, no
                         // leader for `duration` ms, then every session's timeout starts afresh
+  kUnhealthyServing,    // postgres serves and commits, but the agent's health check (a fresh
+                        // connection) fails for `duration` (connection slots exhausted,
+                        // overload); one of 8 s or more hits the primary, which withdraws
+                        // while its postgres still serves. Drawn apart (scenario.cc)
   kQuorumLoss,          // the ensemble loses its quorum for `duration` ms (no leader: nothing is
                         // confirmed or written; then a leader election refreshes every session),
                         // by `variant` % 5: alone; with the link between the primary and its sync
@@ -62,7 +66,7 @@ enum class FaultKind {
                         // instead the primary and its sync each cut off from ZooKeeper while it
                         // runs on, the sync back first. Drawn apart from the mix (scenario.cc)
 };
-constexpr int kFaultKinds = 21;
+constexpr int kFaultKinds = 22;
 const char* faultName(FaultKind kind);
 
 struct Fault {

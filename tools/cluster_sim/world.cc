@@ -365,8 +365,9 @@ void World::checkStep() {
         (!nd.pg.config.downstream || attachedSync(n))) {
       checker_.onDeposedWritable(now_, nd.identity.id);
     }
-    // A withdrawn peer rejoins once its postgres answers again.
-    if (nd.driver->withdrawn() && nd.pg.serving()) {
+    // A withdrawn peer rejoins once its postgres answers again (a fresh connection too,
+    // as the agent's health check opens one).
+    if (nd.driver->withdrawn() && nd.pg.serving() && now_ >= nd.pg.refusesNewConnectionsUntil) {
       if (nd.withdrawnServingSince < 0) nd.withdrawnServingSince = now_;
       if (now_ - nd.withdrawnServingSince > kRejoinBoundMs) {
         checker_.fail(now_, "withdrawn-stuck",

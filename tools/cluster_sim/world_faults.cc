@@ -56,6 +56,15 @@ void World::runFault(const Fault& f) {
       if (!node(n).up) return trace('F', [&] { return std::string(f.describe() + ": agent down"); });
       return fleet_.crash(n, f.duration);
     }
+    case FaultKind::kUnhealthyServing: {
+      // As crash-postgres: one that outlasts the withdrawal bound hits the primary, which
+      // must not leave ZooKeeper with its postgres still serving.
+      const int primary = primaryAndSync().first;
+      const int n = f.duration >= kWithdrawAfterMs && primary >= 0 ? primary : f.peer;
+      trace('F', [&] { return f.describe() + ": " + node(n).identity.id + "'s postgres refuses new connections"; });
+      fleet_.server(n).refusesNewConnectionsUntil = now_ + f.duration;
+      return;
+    }
     case FaultKind::kSlowPostgres:
       trace('F', [&] { return std::string(f.describe()); });
       nd.pg.slowUntil = now_ + f.duration;

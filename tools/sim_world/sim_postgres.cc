@@ -496,7 +496,8 @@ void SimPostgres::look(uint64_t pollSerial) {
   const bool cannotFollow = pg.serving() && pg.isStandby() && pg.cannotFollowSince >= 0 &&
                             now() - pg.cannotFollowSince >= m.repairAfterMs;
   if (cannotFollow) pg.repairFor = true;
-  const bool healthy = pg.serving() && !cannotFollow;
+  const bool refused = pg.serving() && now() < pg.refusesNewConnectionsUntil;
+  const bool healthy = pg.serving() && !cannotFollow && !refused;
   const bool gone = !pg.running && !pg.transitioning;
   const bool goneNow = gone && !gone_;  // reported again, as the adapter does
   gone_ = gone;
@@ -507,9 +508,15 @@ void SimPostgres::look(uint64_t pollSerial) {
   lastHealthy_ = healthy;
   fleet_.trace().trace('P', [&] {
     return id() + " health check: postgres " +
-           (healthy ? "answers" : cannotFollow ? "cannot follow its upstream" : "does not answer");
+           (healthy        ? "answers"
+            : cannotFollow ? "cannot follow its upstream"
+            : refused      ? "refuses a new connection (it serves on)"
+                           : "does not answer");
   });
-  onHealth_(healthy, healthy ? "" : cannotFollow ? "this standby cannot follow its upstream" : "postgres is not running");
+  onHealth_(healthy, healthy        ? ""
+                     : cannotFollow ? "this standby cannot follow its upstream"
+                     : refused      ? "FATAL: sorry, too many clients already"
+                                    : "postgres is not running");
 }
 
 // The adapter's writable poll (pg/controller.cc pollWritable), every writablePollInterval

@@ -124,6 +124,9 @@ struct PgServer {
   std::vector<WalMark> waiting;  // primary: commits written, not yet acknowledged
   int64_t stalledUntil = 0;      // as a standby, receives nothing until then
   int64_t slowUntil = 0;         // transitions are slow until then
+  // Serves (and commits), but a fresh connection, as the agent's health check opens, is
+  // refused until then (connection slots exhausted, overload).
+  int64_t refusesNewConnectionsUntil = 0;
   uint64_t epoch = 0;            // bumps on every crash and transition
   // Identifies a run of postgres (the adapter reports the postmaster's start time):
   // changes on every start, never on a reload or a promotion.
