@@ -54,6 +54,8 @@ const char* faultName(FaultKind kind) {
       return "leader-change";
     case FaultKind::kUnhealthyServing:
       return "unhealthy-serving";
+    case FaultKind::kRestoreStaleSync:
+      return "restore-stale-sync";
     case FaultKind::kQuorumLoss:
       return "quorum-loss";
   }
@@ -81,6 +83,8 @@ std::string Fault::describe() const {
       return s + " (again after " + std::to_string(duration) + " ms)";
     case FaultKind::kLeaderChange:
       return s + " (an election of " + std::to_string(duration) + " ms)";
+    case FaultKind::kRestoreStaleSync:
+      return s + " (the sync back after " + std::to_string(duration) + " ms)";
     case FaultKind::kQuorumLoss: {
       static const char* const kHow[] = {"", ", the primary-sync link cut a while", ", the primary cut off after it",
                                          ", the link cut and the primary cut off after it",
@@ -120,6 +124,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kCutOffFollower, 8},
     {FaultKind::kLeaderChange, 6},
     {FaultKind::kUnhealthyServing, 0},  // drawn apart (makeScenario), as the quorum loss
+    {FaultKind::kRestoreStaleSync, 0},  // drawn apart
     {FaultKind::kQuorumLoss, 0},  // drawn apart (makeScenario), leaving the rest of the plan as it was
 }};
 
@@ -228,6 +233,17 @@ Scenario makeScenario(uint64_t seed) {
     f.duration = serving.chance(600) ? serving.between(9000, 16000) : serving.between(500, 6000);
     f.at = serving.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
     f.variant = serving.next();
+    s.faults.push_back(f);
+  }
+  // A sync restored from a copy of another history: a stream of its own as well.
+  Rng stale(seed ^ 0x57a1e5c0b1d2e3f4ULL);
+  if (stale.chance(120)) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.kind = FaultKind::kRestoreStaleSync;
+    f.duration = stale.between(200, 3 * s.sessionTimeoutMs);
+    f.at = stale.between(s.faultPhaseMs / 3, std::max<int64_t>(s.faultPhaseMs / 3, s.faultPhaseMs - 1000));
+    f.variant = stale.next();
     s.faults.push_back(f);
   }
   return s;

@@ -58,6 +58,12 @@ enum class FaultKind {
                         // connection) fails for `duration` (connection slots exhausted,
                         // overload); one of 8 s or more hits the primary, which withdraws
                         // while its postgres still serves. Drawn apart (scenario.cc)
+  kRestoreStaleSync,    // the sync's host goes down and its data directory is restored from a
+                        // copy on another timeline that forked before the generation's
+                        // initWal and runs past it (a backup of another history, its
+                        // newest timeline's history file not archived), and the primary's
+                        // host dies meanwhile; the sync is back `duration` ms later and
+                        // must not take over with that WAL. Drawn apart (scenario.cc)
   kQuorumLoss,          // the ensemble loses its quorum for `duration` ms (no leader: nothing is
                         // confirmed or written; then a leader election refreshes every session),
                         // by `variant` % 5: alone; with the link between the primary and its sync
@@ -66,7 +72,7 @@ enum class FaultKind {
                         // instead the primary and its sync each cut off from ZooKeeper while it
                         // runs on, the sync back first. Drawn apart from the mix (scenario.cc)
 };
-constexpr int kFaultKinds = 22;
+constexpr int kFaultKinds = 23;
 const char* faultName(FaultKind kind);
 
 struct Fault {

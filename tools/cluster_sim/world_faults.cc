@@ -28,6 +28,8 @@ void World::runFault(const Fault& f) {
       return cutSyncCrashPrimary(f);
     case FaultKind::kFlapSync:
       return flapSync(f);
+    case FaultKind::kRestoreStaleSync:
+      return restoreStaleSync(f);
     case FaultKind::kCrashAgent:
       if (!nd.up) return trace('F', [&] { return std::string(f.describe() + ": already down"); });
       return crashAgent(f.peer, f.duration);
@@ -159,6 +161,40 @@ void World::flapSync(const Fault& f) {
   };
   expireSync();
   after(f.duration, expireSync);
+}
+
+// The sync's data directory is restored, while its host is down, from a copy of another
+// history: the primary's WAL up to a point before the generation's initWal, then records
+// of a timeline of its own that run past initWal (no client was told of them). The
+// primary's host dies at the same moment, so that the sync comes back as the sync of a
+// cluster with no primary: its takeover must see that its WAL, however far it runs, is
+// not the generation's history (its position alone would pass).
+void World::restoreStaleSync(const Fault& f) {
+  const auto [primary, sync] = primaryAndSync();
+  if (primary < 0 || sync < 0 || !node(primary).up || !node(sync).up) {
+    return trace('F', [&] { return f.describe() + ": skipped, no primary and sync up"; });
+  }
+  const Wal& primaryWal = fleet_.server(primary).wal;
+  const size_t initRecords = static_cast<size_t>(state_->initWal.value() / primaryWal.recordBytes());
+  if (initRecords == 0 || primaryWal.size() < initRecords) {
+    return trace('F', [&] { return f.describe() + ": skipped, no WAL before the generation's initWal"; });
+  }
+  Wal stale = primaryWal;
+  stale.truncate(f.variant % initRecords);
+  stale.promote(fleet_.newTimeline());
+  const size_t extra = initRecords - stale.size() + 1 + (f.variant >> 20) % 8;
+  for (size_t i = 0; i < extra; ++i) stale.append(kNeverAcknowledged + ++staleRecords_);
+  trace('F', [&] {
+    return f.describe() + ": " + node(sync).identity.id + "'s host goes down and is restored from a copy of timeline " +
+           std::to_string(stale.timeline()) + " (forked after " + std::to_string(f.variant % initRecords) +
+           " records, " + std::to_string(stale.size()) + " in all; initWal at " + std::to_string(initRecords) +
+           "); " + node(primary).identity.id + "'s host dies";
+  });
+  crashPeer(sync, f.duration);
+  PgServer& restored = fleet_.server(sync);
+  restored.wal = std::move(stale);
+  restored.setUp = true;
+  crashPeer(primary, f.duration + 2 * sc_.sessionTimeoutMs);
 }
 
 void World::crashPeer(int n, int64_t downFor) {

@@ -243,6 +243,7 @@ class World final : public simworld::TraceSink {
   void restartPrimaryLateSync(const Fault& f);
   void cutSyncCrashPrimary(const Fault& f);
   void flapSync(const Fault& f);
+  void restoreStaleSync(const Fault& f);
   // The failsafe's faults and network (world_failsafe.cc).
   void quorumLoss(const Fault& f);
   void cutLink(int a, int b, int64_t until);
@@ -287,6 +288,9 @@ class World final : public simworld::TraceSink {
 
   // Client.
   uint64_t nextCommit_ = 0;
+  // Records of restored copies (restore-stale-sync): ids no client commit ever has.
+  static constexpr uint64_t kNeverAcknowledged = 1ULL << 62;
+  uint64_t staleRecords_ = 0;
 
   // crash-after-write faults armed: restart delays of the next new-generation writers.
   std::vector<std::pair<int64_t, int64_t>> crashAfterWrite_;  // (delay after the write, down for)
