@@ -1,6 +1,9 @@
-// The cluster simulator's world, shared by its files (world.cc: the agents, ZooKeeper
-// and postgres hooks, replication, the client and the checks; world_faults.cc: the
-// faults and the operator's actions). Internal to sim/cluster.
+// The cluster simulator's world, shared by its files: world.cc (the loop, the nodes and
+// their environment, the hooks of the simulated ZooKeeper and postgres), client.cc
+// (commits and acknowledgements), network.cc (the agents' network), faults/ (one file
+// per family of faults, faults.cc runs each fault of the plan) and checks/ (the checks
+// that need the world's view; checks/invariants.h holds the others). Internal to
+// sim/cluster.
 #pragma once
 
 #include <algorithm>
@@ -100,7 +103,7 @@ class NodeEnv final : public agent::Clock, public agent::LogSink, public agent::
 
   void write(LogLevel level, const std::string& line) override;
 
-  // The failsafe's request, through the simulated network (world_failsafe.cc).
+  // The failsafe's request, through the simulated network (network.cc).
   void askFailsafe(const PeerIdentity& to, const agent::FailsafeRequest& request, int64_t timeoutMs,
                    std::function<void(Result<agent::FailsafeAnswer>)> done) override;
 
@@ -219,49 +222,75 @@ class World final : public simworld::TraceSink {
                     const std::string& reason);
   bool wasAbsent(const std::string& id, int64_t from, int64_t to) const;
 
-  // ---- postgres (sim/world/sim_postgres.h) and the client ----
+  // ---- postgres (sim/world/sim_postgres.h) ----
   simworld::SimPostgresHooks postgresHooks(int n);
-  void localCommit(int n);
-  void replicate();
-  void crashAfterWrite(const std::string& writer);
-  void cutAfterWrite(const std::string& writer);
-  void crashPgAfterFence(int n);
   bool attachedSync(int primary) const { return fleet_.attachedSync(primary); }
+
+  // ---- the client (client.cc) ----
   bool writable(int n) const;
+  void replicate();
   void clientTick();
+  void localCommit(int n);
   void ack(int n, const WalMark& mark);
 
-  // ---- faults and operator ----
-  void runFault(const Fault& f);
-  void crashPeer(int n, int64_t downFor);
-  void crashAgent(int n, int64_t downFor);
-  void restartAgentAfter(int n, int64_t downFor);
+  // ---- the agents' network (network.cc) ----
+  void cutLink(int a, int b, int64_t until);
+  bool linkCut(int a, int b) const;
+  int64_t networkDelay();
+  void askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const agent::FailsafeRequest& request,
+                   int64_t timeoutMs, std::function<void(Result<agent::FailsafeAnswer>)> done);
+
+  // ---- faults (faults/): each kind of the plan, by family ----
+  void runFault(const Fault& f);  // faults.cc
+  void beginQuietPhase();
   // The nodes the state names primary and sync (-1 for none).
   std::pair<int, int> primaryAndSync() const {
     return {state_ ? nodeOf(state_->primary.id) : -1, state_ && state_->sync ? nodeOf(state_->sync->id) : -1};
   }
+  // crashes.cc
+  void crashPeer(const Fault& f);
+  void crashAgent(const Fault& f);
+  void armCrashAfterWrite(const Fault& f);
+  void crashPeer(int n, int64_t downFor);
+  void crashAgent(int n, int64_t downFor);
+  void restartAgentAfter(int n, int64_t downFor);
+  void crashAfterWrite(const std::string& writer);
+  // postgres.cc
+  void crashPostgres(const Fault& f);
+  void slowPostgres(const Fault& f);
+  void stallReplication(const Fault& f);
+  void armCrashPgAfterFence(const Fault& f);
+  void crashPgAfterFence(int n);
+  // zookeeper.cc
+  void expireSession(const Fault& f);
+  void partitionZk(const Fault& f);
+  void cutOffFollower(const Fault& f);
+  void leaderChange(const Fault& f);
+  void delayNotifications(const Fault& f);
+  void quorumLoss(const Fault& f);
+  // takeover_races.cc
   void restartPrimaryLateSync(const Fault& f);
   void cutSyncCrashPrimary(const Fault& f);
   void flapSync(const Fault& f);
-  // The failsafe's faults and network (world_failsafe.cc).
-  void quorumLoss(const Fault& f);
-  void cutLink(int a, int b, int64_t until);
-  bool linkCut(int a, int b) const;
-  int64_t networkDelay();
-  void noteZooKeeperReach();
-  void askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const agent::FailsafeRequest& request,
-                   int64_t timeoutMs, std::function<void(Result<agent::FailsafeAnswer>)> done);
+  void cutAfterWrite(const std::string& writer);
+  // operator.cc
   void operatorWrite(ClusterState next, const std::string& what);
   void opFreeze();
   void opUnfreeze();
   void opPromote(bool valid, uint64_t variant);
   void opRebuild(uint64_t variant);
-  void beginQuietPhase();
   void operatorQuietTick();
 
-  // ---- checks ----
+  // ---- checks (checks/) ----
+  // peer_checks.cc
   void checkStep();
   std::string diagnose() const;
+  // commit_checks.cc
+  void checkLocalAck(int n, uint64_t id);
+  void checkAckHasSync(int n, const WalMark& mark);
+  // failsafe_checks.cc
+  void noteZooKeeperReach();
+  void checkPromise(int target, const std::string& asker, const agent::FailsafeAnswer& a);
 
   const Scenario& sc_;
   WorldOptions opts_;
