@@ -19,7 +19,7 @@ TEST(WatchdogDeadline, AStoppedAgentsPostgresIsShutDownALimitAfterTheStopBegan) 
   EXPECT_EQ(watchdogDeadlineMs(10000, 1500, 3000, std::nullopt), 11500);
 }
 
-// Cluster sim seed 58622: the connection was lost as primary at 4000, the agent died at
+// The connection was lost as primary at 4000, the agent died at
 // 8500 before its own shutdown (due at 5000) and was seen gone at 9000; the session
 // could expire from 10000 on. The shutdown is due at once, not at 10500.
 TEST(WatchdogDeadline, AfterAConnectionLostAsPrimaryItIsDueWhenTheAgentWouldHaveShutDown) {

@@ -118,9 +118,8 @@ TEST_F(DriverTest, AWithdrawnPrimaryKeepsPostgresDownAndJoinsAgainToStartIt) {
 
 // The state machine's own apply of the primary's configuration was in flight when the
 // primary withdrew; it fails, and the state machine retries it while the peer is out of
-// ZooKeeper: postgres must not start as primary then (cluster sim seed 17643: the retry
-// started it after the sync's takeover and a BEGIN READ WRITE session committed before
-// writes were stopped again).
+// ZooKeeper: postgres must not start as primary then (it would run after the sync's
+// takeover, and a BEGIN READ WRITE session could commit before writes are stopped again).
 TEST_F(DriverTest, AWithdrawnPrimaryDoesNotStartPostgresOnTheStateMachinesRetry) {
   startAsPrimary();
   pg_.gone = true;
@@ -154,8 +153,8 @@ TEST_F(DriverTest, AWithdrawnPrimaryDoesNotStartPostgresOnTheStateMachinesRetry)
 // A primary whose postgres restart is still in flight withdraws, and its sync may take
 // over at once. When the restart ends, postgres (to stay down) is shut down at once, not
 // first made read-only: the stop of writes, under the apply lock too, left it running
-// meanwhile (cluster sim seed 137: a local commit acknowledged after the takeover). Nor
-// does the health logic start a restart of its own at the withdrawal.
+// meanwhile, where a local commit could be acknowledged after the takeover. Nor does the
+// health logic start a restart of its own at the withdrawal.
 TEST_F(DriverTest, AWithdrawnPrimaryWhoseRestartEndsAfterwardsIsShutDownAtOnce) {
   startAsPrimary();
   pg_.health(false, "connection refused");
@@ -177,8 +176,8 @@ TEST_F(DriverTest, AWithdrawnPrimaryWhoseRestartEndsAfterwardsIsShutDownAtOnce) 
 // The connection comes back while a restart of postgres is in flight: writes resume
 // only once that transition has ended. The adapter serialises both under its apply lock,
 // so a resumption asked for meanwhile would run after the restart, on whatever the peer
-// decided since (cluster sim seed 137: withdrawn by then, its sync taken over, postgres
-// writable again between the restart and the shutdown).
+// decided since (withdrawn by then, its sync taken over: postgres would be writable again
+// between the restart and the shutdown).
 TEST_F(DriverTest, AResumptionWaitsForThePostgresTransitionInFlight) {
   startAsPrimary();
   pg_.health(false, "connection refused");
@@ -198,9 +197,8 @@ TEST_F(DriverTest, AResumptionWaitsForThePostgresTransitionInFlight) {
 
 // The same with the takeover write still in flight when the peer withdraws: leaving
 // answers it "connection loss" afterwards (it may have landed), and the peer must join
-// again all the same (found by a host-freeze fault tried in the cluster sim, seed 6901
-// of that mix: withdrawn for good, its postgres never
-// restarted since the state machine keeps the fence).
+// again all the same, not stay withdrawn for good with its postgres never restarted (the
+// state machine keeps the fence).
 TEST_F(DriverTest, APeerWithdrawingWithItsTakeoverWriteInFlightJoinsAgainToLearnTheState) {
   ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
   ASSERT_TRUE(coordinator_.pendingWrite);
@@ -218,7 +216,7 @@ TEST_F(DriverTest, APeerWithdrawingWithItsTakeoverWriteInFlightJoinsAgainToLearn
 // A sync's takeover write fails with a connection loss (it may have landed), and its
 // postgres cannot start. The state machine keeps the fence, so the health logic does not
 // restart postgres; withdrawn, the peer must join again to learn whether its write landed
-// (it may be the primary), not wait for a postgres that nothing starts (seed 2939).
+// (it may be the primary), not wait for a postgres that nothing starts.
 TEST_F(DriverTest, AWithdrawnPeerWhoseTakeoverWriteMayHaveLandedJoinsAgainToLearnTheState) {
   ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
   (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{false, "connection loss", false, -1});
@@ -475,9 +473,9 @@ TEST_F(DriverTest, AConnectionLostPastTheLeasesEndStopsWritesThere) {
 // ---- the isolated primary (issue 10) ------------------------------------------------
 
 // A primary's lost connection is told (onPrimaryConnectionLoss), so that a watchdog that
-// outlives the agent shuts postgres down by the time the agent would have (cluster sim
-// seed 58622: the agent died between the loss and its shutdown, and the watchdog's own
-// delay, counted from the death, ran past the session's expiry). A standby's is not.
+// outlives the agent shuts postgres down by the time the agent would have (an agent that
+// dies between the loss and its shutdown must not leave the shutdown to a delay counted
+// from its death, which can run past the session's expiry). A standby's is not.
 TEST_F(DriverTest, APrimarysLostConnectionIsToldUntilItIsBack) {
   std::vector<bool> told;
   makeDriver(RejoinPolicy::kFollow, [&](bool lost) { told.push_back(lost); });
@@ -748,7 +746,7 @@ TEST_F(DriverTest, APrimaryIsShutDownHalfWayToTheEarliestExpiryAndNotRestartedUn
 // The state machine configured postgres for a new generation in which this peer is still
 // primary while ZooKeeper was unreachable (its own write, answered late): writes were
 // stopped again. When the same session comes back, nothing else will lift the stop: the
-// state machine has nothing left to apply (cluster simulator, seed 2590).
+// state machine has nothing left to apply.
 TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesOnTheSameSession) {
   const ClusterState next = primaryConfiguredForGeneration2DuringAnOutage();
   ASSERT_TRUE(driver_->writesStopped());
@@ -761,7 +759,7 @@ TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesO
 
 // As above, but the session expired: on the new session the primary confirms the state
 // (a test-and-set of it as read) and resumes, its postgres already configured for the
-// newer generation (cluster simulator, seed 6055).
+// newer generation.
 TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesOnceConfirmedOnANewSession) {
   const ClusterState next = primaryConfiguredForGeneration2DuringAnOutage();
   coordinator_.deliver(ZkInitialized{stateNode(next, 2), active({"node1", "node2", "node3"})});
@@ -782,9 +780,8 @@ TEST_F(DriverTest, AConfigurationAppliedDuringTheOutageForANewGenerationResumesO
 // A sync loses ZooKeeper while its takeover write is in flight; the write lands and
 // postgres is configured as primary during the outage. It is shut down at once: it was a
 // sync at the loss, so no shutdown was planned then, and its session may expire any time
-// (cluster sim seed 2073: it ran on, writes stopped, and a local commit was acknowledged
-// after the next takeover). The same session back: the new primary starts postgres and
-// resumes (seed 762 with the mutant primary-start-without-confirm, whose timing exposed it).
+// (running on with writes stopped, it could acknowledge a local commit after the next
+// takeover). The same session back: the new primary starts postgres and resumes.
 TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsShutDownThenResumesOnTheSameSession) {
   ASSERT_NO_FATAL_FAILURE(takeoverLandsDuringAnOutageAndIsShutDown());
   coordinator_.connection(true);
@@ -794,8 +791,8 @@ TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsShutDownThenResumesOnTheS
 
 // The same with a new session (the old one expired meanwhile): the peer is the primary
 // now, with postgres shut down as a primary's is, and confirms the state read on the new
-// session as a primary does before postgres starts again (cluster sim seed 49209: writes
-// stayed stopped for good, the role having changed since the loss).
+// session as a primary does before postgres starts again (the role has changed since the
+// loss: writes must not stay stopped for good).
 TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsConfirmedOnANewSessionThenResumes) {
   ASSERT_NO_FATAL_FAILURE(takeoverLandsDuringAnOutageAndIsShutDown());
   ClusterState landed = coordinator_.writes.front();
@@ -810,7 +807,7 @@ TEST_F(DriverTest, ATakeoverThatLandedDuringTheOutageIsConfirmedOnANewSessionThe
 }
 
 // The same when the state machine writes first on the new session (it removes an
-// invalid promote request): the confirmation follows its write (seed 49209 again).
+// invalid promote request): the confirmation follows its write.
 TEST_F(DriverTest, ATakeoverConfirmedOnANewSessionWaitsForTheStateMachinesWrite) {
   ASSERT_NO_FATAL_FAILURE(takeoverLandsDuringAnOutageAndIsShutDown());
   ClusterState landed = coordinator_.writes.front();
@@ -982,7 +979,7 @@ TEST_F(DriverTest, ADeposedPeerThatCanFollowRejoinsAndLeavesDeposed) {
 
 // A primary's confirmation on its new session is still in flight (its answer is late)
 // when the state that deposes it arrives and it rejoins: leaving deposed waits for that
-// answer, one state write at a time (cluster simulator, seed 26306).
+// answer, one state write at a time.
 TEST_F(DriverTest, LeavingDeposedWaitsForAConfirmationInFlight) {
   pg_.modelRejoin = true;
   startAsPrimary();
@@ -1154,8 +1151,8 @@ namespace {
 
 // A sync fenced for its takeover whose postgres dies while the state write is in flight
 // is not restarted as a standby of the old primary: that would undo the fence, and the
-// old primary could acknowledge commits beyond the new generation's initWal (found by
-// the cluster simulator, seed 7503). The state machine configures postgres itself.
+// old primary could acknowledge commits beyond the new generation's initWal. The state
+// machine configures postgres itself.
 TEST_F(DriverTest, NoRestartUndoesTheFenceOfATakeoverInProgress) {
   ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
   pg_.gone = true;
@@ -1193,8 +1190,8 @@ TEST_F(DriverTest, NoRestartBetweenTheRetriesOfAPrimarysTakeoverUndoesItsFence) 
 // ZooKeeper and is shut down. When the same session comes back, postgres must not start
 // with the configuration from before the takeover (a standby of the deposed primary,
 // which undoes the fence: the old primary could again acknowledge commits through it,
-// beyond the new generation's initWal; cluster simulator, seed 79461). The state
-// machine's own retry starts it as primary.
+// beyond the new generation's initWal). The state machine's own retry starts it as
+// primary.
 TEST_F(DriverTest, ResumingAfterAShutDownStartsNoConfigurationTheStateMachineHasLeft) {
   ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
   (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});
@@ -1273,8 +1270,7 @@ TEST_F(DriverTest, ASwitchoverThatDoesNotHappenStartsPostgresAgainOnce) {
 }
 
 // The stop outlasts the sync's wait (a slow postgres): postgres is started again once
-// the stop has ended, not dropped because a transition was in flight (found by the
-// cluster simulator, seed 248, once it turned the handover on).
+// the stop has ended, not dropped because a transition was in flight.
 TEST_F(DriverTest, ASwitchoverWhoseStopOutlastsTheWaitStartsPostgresAgainAfterTheStop) {
   startAsPrimary();
   ClusterState requested = state_;
@@ -1292,8 +1288,8 @@ TEST_F(DriverTest, ASwitchoverWhoseStopOutlastsTheWaitStartsPostgresAgainAfterTh
 
 // Starting postgres again after an abandoned switchover fails (it would not start):
 // the health logic keeps restarting it as primary, as after any failed restart; the
-// stop for the switchover is not what postgres should run with (found by the cluster
-// simulator, seed 33: the primary stayed stopped for good).
+// stop for the switchover is not what postgres should run with (the primary would stay
+// stopped for good).
 TEST_F(DriverTest, AFailedStartAfterAnAbandonedSwitchoverIsRetriedByTheHealthLogic) {
   startAsPrimary();
   ClusterState requested = state_;
@@ -1315,7 +1311,7 @@ TEST_F(DriverTest, AFailedStartAfterAnAbandonedSwitchoverIsRetriedByTheHealthLog
 
 // The sync changes while postgres is stopped for a switchover that then does not
 // happen: postgres starts again with the new sync, not the one from before the stop
-// (found by the cluster simulator, seed 9870: the primary waited for a former sync).
+// (the primary would wait for a former sync).
 TEST_F(DriverTest, AfterAnAbandonedSwitchoverPostgresStartsWithTheCurrentSync) {
   startAsPrimary();
   ClusterState requested = state_;

@@ -1,6 +1,6 @@
 // The driver's environment: everything the agent's logic (driver/driver.h) needs from
 // the world, as abstract interfaces. The daemon implements them on Asio, ZooKeeper and
-// libpq (agent/daemon_env.h); the simulators on virtual time (tools/sim/); the driver's
+// libpq (agent/daemon_env.h); the simulators on virtual time (sim/script/); the driver's
 // unit tests on a hand-driven fake.
 //
 // Contract shared by every implementation:

@@ -67,7 +67,7 @@ ninja -C build/coverage -j "$jobs" statemachine_test dugong-sim driver_test dugo
 find build/coverage -name '*.gcda' -delete
 (cd build/coverage && ctest --output-on-failure -j "$jobs" -L 'statemachine|scenario|agent' | tail -3)
 # One job: the simulator's threads would race on the coverage counters.
-build/coverage/tools/cluster_sim/dugong-cluster-sim --seeds 1..1000 | tail -1
+build/coverage/sim/cluster/dugong-cluster-sim --seeds 1..1000 | tail -1
 for dir in statemachine driver; do
   gcovr --root "$root" --filter "$root/$dir/" --exclude '.*_test\.cc' --exclude '.*test_support\.h' \
     --object-directory build/coverage --print-summary --fail-under-line 95 -s build/coverage | tail -3

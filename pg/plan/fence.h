@@ -1,6 +1,6 @@
 // The fence planner: what a fence must establish before a takeover reads its initWal
 // (statemachine/action.h, FencePg), and how it is verified. Pure: pg/controller.cc and
-// the simulated postgres (tools/sim_world/sim_postgres.cc) both run it.
+// the simulated postgres (sim/world/sim_postgres.cc) both run it.
 #pragma once
 
 #include <optional>

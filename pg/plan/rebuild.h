@@ -1,7 +1,7 @@
 // The rebuild planner: how a standby's apply (or the agent's rejoin) makes a stopped data
 // directory follow its restore peer: start it as it is, compare it first (pg_rewind, or
 // its dry run), copy it (pg_basebackup), or refuse. Pure: the facts in, the step out; the
-// controller (pg/controller.cc) and the simulated postgres (tools/sim_world) run it.
+// controller (pg/controller.cc) and the simulated postgres (sim/world) run it.
 #pragma once
 
 #include <string>

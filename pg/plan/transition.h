@@ -1,7 +1,7 @@
 // The transition planner: from the managed state postgres is in to the role wanted, which
 // step the apply takes (reload, start, promote, or stop and rebuild), and whether a new
 // primary starts read-only. Pure: facts in, the plan out; pg/controller.cc and the
-// simulated postgres (tools/sim_world/sim_postgres.cc) both run it.
+// simulated postgres (sim/world/sim_postgres.cc) both run it.
 #pragma once
 
 namespace dugong::pg {

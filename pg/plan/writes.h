@@ -1,6 +1,6 @@
 // The writes planner: when stopping writes (the agent lost ZooKeeper), shutting a primary
 // down, and resuming writes have something to do. Pure: pg/controller_writes.cc and the
-// simulated postgres (tools/sim_world/sim_postgres.cc) both run it.
+// simulated postgres (sim/world/sim_postgres.cc) both run it.
 #pragma once
 
 namespace dugong::pg {

@@ -1,0 +1,193 @@
+#include "sim/cluster/checks/invariants.h"
+
+#include <utility>
+
+#include "statemachine/promote_request.h"
+
+namespace dugong::clustersim {
+namespace {
+
+std::string commitName(const WalMark& m) {
+  return "c" + std::to_string(m.commitId) + " (WAL record " + std::to_string(m.index) + ")";
+}
+
+}  // namespace
+
+void InvariantChecker::fail(EpochMs at, std::string invariant, std::string detail) {
+  violations_.push_back(Violation{std::move(invariant), std::move(detail), at});
+}
+
+std::string InvariantChecker::AckRecord::describe() const {
+  return commitName(mark) + ", acknowledged at " + std::to_string(at) + " ms by " + peer + " as primary of generation " +
+         std::to_string(generation) +
+         (standby.empty() ? " (no synchronous standby)" : " (its synchronous standby " + standby + " had it)");
+}
+
+void InvariantChecker::onAck(EpochMs at, const std::string& peer, int64_t generation, const WalMark& mark,
+                             const Wal& wal, bool deposed,
+                             const std::optional<std::string>& statePrimaryOfGeneration, const std::string& standby) {
+  ++acks_;
+  AckRecord ack{mark, at, peer, generation, standby};
+  if (takeoverRules_) {
+    for (auto it = covers_.upper_bound(generation); it != covers_.end(); ++it) {
+      checkAckCoveredByInitWal(at, ack, it->first);
+    }
+    auto [furthest, inserted] = furthestAck_.try_emplace({generation, standby}, ack);
+    if (!inserted && mark.index > furthest->second.mark.index) furthest->second = ack;
+  }
+  if (deposed) {
+    fail(at, "deposed-serves", peer + " acknowledged " + commitName(mark) + " while its state machine says deposed");
+  }
+  if (frontier_ && !wal.contains(frontier_->mark)) {
+    fail(at, "lost-commit",
+         peer + " acknowledged " + commitName(mark) + " on a history without the acknowledged commit " +
+             frontier_->describe());
+  }
+  auto it = ackerOfGeneration_.find(generation);
+  if (it == ackerOfGeneration_.end()) {
+    ackerOfGeneration_.emplace(generation, peer);
+  } else if (it->second != peer) {
+    fail(at, "two-writers", "both " + it->second + " and " + peer + " acknowledged commits in generation " +
+                                std::to_string(generation));
+  }
+  if (statePrimaryOfGeneration && *statePrimaryOfGeneration != peer) {
+    fail(at, "two-writers", peer + " acknowledged " + commitName(mark) + " as primary of generation " +
+                                std::to_string(generation) + ", whose primary is " + *statePrimaryOfGeneration);
+  }
+  if (!frontier_ || mark.index > frontier_->mark.index) frontier_ = std::move(ack);
+}
+
+// A commit acknowledged in a generation before `generation`, beyond its initWal, by a
+// standby other than its sync: nothing makes the next takeover wait for it.
+void InvariantChecker::checkAckCoveredByInitWal(EpochMs at, const AckRecord& ack, int64_t generation) {
+  const GenerationCover& c = covers_.at(generation);
+  if (ack.generation >= generation || ack.mark.index < c.initWalRecords || ack.standby == c.sync) return;
+  fail(at, "ack-beyond-initwal",
+       ack.describe() + " lies beyond generation " + std::to_string(generation) + "'s initWal (" +
+           std::to_string(c.initWalRecords) + " records), and its sync " + (c.sync.empty() ? "(none)" : c.sync) +
+           " did not acknowledge it: a takeover that checks initWal may lose it");
+}
+
+void InvariantChecker::checkCurrentPrimary(EpochMs at, const std::string& peer, const Wal& wal) {
+  if (frontier_ && !wal.contains(frontier_->mark)) {
+    fail(at, "lost-commit",
+         "the current primary " + peer + " does not hold the acknowledged commit " + frontier_->describe() +
+             "; its WAL has " + std::to_string(wal.size()) + " records");
+  }
+}
+
+void InvariantChecker::onPeerView(EpochMs at, const std::string& peer, uint64_t incarnation, int64_t generation) {
+  auto [it, inserted] = views_.emplace(peer, std::pair{incarnation, generation});
+  if (inserted) return;
+  auto& [inc, gen] = it->second;
+  if (inc == incarnation && generation < gen) {
+    fail(at, "generation-backwards",
+         peer + "'s view went from generation " + std::to_string(gen) + " back to " + std::to_string(generation));
+  }
+  inc = incarnation;
+  gen = generation;
+}
+
+void InvariantChecker::onDeposedWritable(EpochMs at, const std::string& peer) {
+  fail(at, "deposed-serves", peer + " is deposed but its postgres accepts writes");
+}
+
+void InvariantChecker::onStateWrite(const StateWrite& w) {
+  const ClusterState& after = w.after;
+  if (after.generation < lastGeneration_) {
+    fail(w.at, "generation-backwards", w.writer + " wrote generation " + std::to_string(after.generation) +
+                                           " after generation " + std::to_string(lastGeneration_));
+  }
+  if (!generationStart_.count(after.generation)) generationStart_[after.generation] = w.at;
+  if (takeoverRules_ && !covers_.count(after.generation)) {
+    covers_[after.generation] = {after.initWal.value() / Wal::kRecordBytes, after.sync ? after.sync->id : ""};
+    for (const auto& [key, furthest] : furthestAck_) checkAckCoveredByInitWal(w.at, furthest, after.generation);
+  }
+  if (after.generation > lastGeneration_) lastGeneration_ = after.generation;
+
+  if (!w.before) {
+    if (after.generation != 1 || after.primary.id != w.writer) {
+      fail(w.at, "bad-setup", w.writer + " created the cluster state with generation " +
+                                  std::to_string(after.generation) + " and primary " + after.primary.id);
+    }
+    return;
+  }
+  const ClusterState& before = *w.before;
+  if (after.generation == before.generation) {
+    bool samePlaces = after.primary.id == before.primary.id && after.initWal == before.initWal &&
+                      (after.sync ? after.sync->id : "") == (before.sync ? before.sync->id : "");
+    if (!samePlaces) {
+      fail(w.at, "same-generation-change",
+           w.writer + " changed the primary, sync or initWal without a new generation " +
+               std::to_string(after.generation));
+    }
+    // A deposed peer whose postgres rejoined the primary removes itself from `deposed`
+    // (agent/rejoin.h releaseFromDeposed) and changes nothing else.
+    ClusterState released = before;
+    const int self = indexOfPeer(released.deposed, w.writer);
+    if (self >= 0) released.deposed.erase(released.deposed.begin() + self);
+    const bool ownRelease = self >= 0 && released.serialize() == after.serialize();
+    // A write that changes nothing but the version (a peer settling whether its own
+    // takeover write landed: docs/state-machine.md, "A takeover write of unknown outcome") decides
+    // nothing, whoever writes it.
+    const bool unchanged = before.serialize() == after.serialize();
+    if (w.writer != "operator" && w.writer != before.primary.id && !ownRelease && !unchanged) {
+      fail(w.at, "unauthorized-writer",
+           w.writer + " rewrote generation " + std::to_string(after.generation) + " of primary " + before.primary.id);
+    }
+    return;
+  }
+  if (after.generation > before.generation && takeoverRules_) takeoverChecks(w);
+}
+
+void InvariantChecker::takeoverChecks(const StateWrite& w) {
+  const ClusterState& before = *w.before;
+  const ClusterState& after = w.after;
+  const std::string g = std::to_string(after.generation);
+  auto bad = [&](const std::string& why) {
+    fail(w.at, "bad-takeover", w.writer + " wrote generation " + g + " (" + summarizeState(after).dump() +
+                                   ") over " + summarizeState(before).dump() + ": " + why);
+  };
+  if (after.generation != before.generation + 1) return bad("generation skipped");
+  if (w.writer == "operator") return bad("the operator declared a generation");
+  if (after.primary.id != w.writer) return bad("the writer is not the new primary");
+  bool wasPrimary = before.primary.id == w.writer;
+  bool wasSync = before.sync && before.sync->id == w.writer;
+  if (!wasPrimary && !wasSync) return bad("the writer was neither primary nor sync of generation " +
+                                          std::to_string(before.generation));
+  if (before.frozen()) return bad("the cluster was frozen");
+  if (before.oneNodeWriteMode) return;  // leaving one-node-write mode: any other peer may be sync
+  if (!after.sync || !containsPeer(before.async, after.sync->id)) return bad("the new sync was not an async");
+
+  auto start = generationStart_.find(before.generation);
+  EpochMs from = start == generationStart_.end() ? 0 : start->second;
+  auto promote = before.hasPromote() ? validatePromote(before.promote, before, w.issuedAt)
+                                     : Result<PromoteRequest>(Error{"no promote request"});
+  if (wasPrimary) {
+    bool syncGone = before.sync && wasAbsent_(before.sync->id, from, w.issuedAt);
+    bool promoted = promote.ok() && promote->role == "async" && promote->asyncIndex == 0 &&
+                    promote->id == after.sync->id;
+    // A sync that acknowledged nothing (statemachine/peer_primary.cc) is replaced while
+    // present and goes last in the chain; whether it acknowledged nothing is the driver's
+    // judgement, and what it risks (a lost commit, two writers) the data invariants check.
+    bool stalledSyncReplaced = before.sync && !after.async.empty() && after.async.back().id == before.sync->id &&
+                               !containsPeer(after.deposed, before.sync->id);
+    if (!syncGone && !promoted && !stalledSyncReplaced) {
+      return bad("the old sync " + before.sync->id + " never left and no valid promote of async[0] existed");
+    }
+    return;
+  }
+  bool primaryGone = wasAbsent_(before.primary.id, from, w.issuedAt);
+  bool promoted = promote.ok() && promote->role == "sync" && promote->id == w.writer;
+  if (!primaryGone && !promoted) {
+    return bad("the old primary " + before.primary.id + " never left and no valid promote of the sync existed");
+  }
+  if (!containsPeer(after.deposed, before.primary.id)) return bad("the old primary is not deposed");
+  if (!w.writerWal || *w.writerWal < before.initWal) {
+    return bad("the writer's WAL " + (w.writerWal ? w.writerWal->toString() : std::string("(unknown)")) +
+               " had not reached initWal " + before.initWal.toString());
+  }
+  if (after.initWal < before.initWal) return bad("initWal went backwards");
+}
+
+}  // namespace dugong::clustersim

@@ -1,0 +1,82 @@
+// Faults that kill a peer's agent, with or without its postgres: crash-peer,
+// crash-agent (its watchdog outliving it) and crash-after-write (armed, triggered by
+// the next new generation's write).
+#include "sim/cluster/world_internal.h"
+
+namespace dugong::clustersim::world_internal {
+
+void World::crashPeer(const Fault& f) {
+  if (!node(f.peer).up) return trace('F', [&] { return std::string(f.describe() + ": already down"); });
+  crashPeer(f.peer, f.duration);
+}
+
+void World::crashAgent(const Fault& f) {
+  if (!node(f.peer).up) return trace('F', [&] { return std::string(f.describe() + ": already down"); });
+  crashAgent(f.peer, f.duration);
+}
+
+void World::armCrashAfterWrite(const Fault& f) {
+  trace('F', [&] { return std::string(f.describe() + ": armed"); });
+  crashAfterWrite_.emplace_back(static_cast<int64_t>(f.variant % 200), f.duration);
+}
+
+void World::crashPeer(int n, int64_t downFor) {
+  Node& nd = node(n);
+  trace('F', [&] { return std::string(nd.identity.id + " crashes (agent and postgres); restarts in " + std::to_string(downFor) + " ms"); });
+  fleet_.kill(n);
+  stopAgent(n);
+  restartAgentAfter(n, downFor);
+}
+
+// The agent alone dies; its postgres runs on as it was (a primary stays writable, and
+// acknowledges what its sync receives). Its ZooKeeper session expires unless the agent
+// is back in time. The agent's watchdog (agent/watchdog.h) outlives it if armed (the
+// applied role was primary) and asks postgres for a fast shutdown between a quarter and
+// a half of the session timeout after the death, whatever runs there by then; or, if the
+// agent had lost its connection as primary, by a sixth of the session timeout after the
+// loss (when the agent would have), within a 24th (its poll then).
+void World::crashAgent(int n, int64_t downFor) {
+  const bool armed = node(n).driver->appliedRole() == Role::kPrimary;
+  const int64_t lostAt = node(n).primaryConnectionLostAt;
+  const int64_t leaseEnd = node(n).leaseDeadline;
+  trace('F', [&] {
+    return std::string(node(n).identity.id + "'s agent dies, its postgres runs on; the agent restarts in " +
+                       std::to_string(downFor) + " ms" + (armed ? "; its watchdog is armed" : ""));
+  });
+  stopAgent(n);
+  restartAgentAfter(n, downFor);
+  if (!armed) return;
+  const int64_t t = sc_.sessionTimeoutMs;
+  int64_t delay = rngAgent_.between(t / 4 + 1, t / 2);
+  if (lostAt >= 0) delay = std::min(delay, std::max<int64_t>(0, lostAt + t / 6 - now_) + rngAgent_.between(0, t / 24));
+  // At the lease's end (the watchdog sleeps until then).
+  if (leaseEnd >= 0) delay = std::min(delay, std::max<int64_t>(0, leaseEnd - now_));
+  after(delay, [this, n] {
+    trace('F', [&] { return node(n).identity.id + "'s watchdog: its agent died as primary; fast shutdown of postgres"; });
+    fleet_.kill(n);
+  });
+}
+
+void World::restartAgentAfter(int n, int64_t downFor) {
+  node(n).restartPending = true;
+  after(downFor, [this, n] {
+    if (!node(n).up && node(n).restartPending) startAgent(n);
+  });
+}
+
+// A death right after a state write: the writer of a new generation dies before it has
+// acted on it (or just after), as an armed crash-after-write fault says.
+void World::crashAfterWrite(const std::string& writer) {
+  int n = nodeOf(writer);
+  if (n < 0 || crashAfterWrite_.empty()) return;
+  auto [delay, downFor] = crashAfterWrite_.front();
+  crashAfterWrite_.erase(crashAfterWrite_.begin());
+  uint64_t inc = node(n).incarnation;
+  after(delay, [this, n, inc, downFor] {
+    if (!alive(n, inc)) return;
+    trace('F', [&] { return std::string(node(n).identity.id + " dies right after its state write"); });
+    crashPeer(n, downFor);
+  });
+}
+
+}  // namespace dugong::clustersim::world_internal

@@ -1,0 +1,252 @@
+#include "sim/cluster/scenario.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "sim/world/rng.h"
+
+namespace dugong::clustersim {
+
+using simworld::Rng;
+
+const char* faultName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kCrashPeer:
+      return "crash-peer";
+    case FaultKind::kExpireSession:
+      return "expire-session";
+    case FaultKind::kPartitionZk:
+      return "partition-zk";
+    case FaultKind::kCrashPostgres:
+      return "crash-postgres";
+    case FaultKind::kSlowPostgres:
+      return "slow-postgres";
+    case FaultKind::kDelayNotifications:
+      return "delay-notifications";
+    case FaultKind::kStallReplication:
+      return "stall-replication";
+    case FaultKind::kFreeze:
+      return "freeze";
+    case FaultKind::kUnfreeze:
+      return "unfreeze";
+    case FaultKind::kPromoteValid:
+      return "promote-valid";
+    case FaultKind::kPromoteInvalid:
+      return "promote-invalid";
+    case FaultKind::kRebuildDeposed:
+      return "rebuild-deposed";
+    case FaultKind::kCrashAfterWrite:
+      return "crash-after-write";
+    case FaultKind::kCrashPgAfterFence:
+      return "crash-pg-after-fence";
+    case FaultKind::kRestartPrimaryLateSync:
+      return "restart-primary-late-sync";
+    case FaultKind::kCrashAgent:
+      return "crash-agent";
+    case FaultKind::kCutSyncCrashPrimary:
+      return "cut-sync-crash-primary";
+    case FaultKind::kFlapSync:
+      return "flap-sync";
+    case FaultKind::kCutOffFollower:
+      return "cut-off-follower";
+    case FaultKind::kLeaderChange:
+      return "leader-change";
+    case FaultKind::kUnhealthyServing:
+      return "unhealthy-serving";
+    case FaultKind::kRestoreStaleSync:
+      return "restore-stale-sync";
+    case FaultKind::kQuorumLoss:
+      return "quorum-loss";
+  }
+  return "?";
+}
+
+std::string Fault::describe() const {
+  std::string s = "#" + std::to_string(index) + " " + faultName(kind);
+  switch (kind) {
+    case FaultKind::kFreeze:
+    case FaultKind::kUnfreeze:
+    case FaultKind::kPromoteValid:
+    case FaultKind::kPromoteInvalid:
+    case FaultKind::kRebuildDeposed:
+      return s;
+    case FaultKind::kCrashAfterWrite:
+      return s + " (restarts after " + std::to_string(duration) + " ms)";
+    case FaultKind::kCrashPgAfterFence:
+      return s + " (postgres cannot start for " + std::to_string(duration) + " ms)";
+    case FaultKind::kRestartPrimaryLateSync:
+      return s + " (restarts " + std::to_string(duration) + " ms after its session expires)";
+    case FaultKind::kCutSyncCrashPrimary:
+      return s + " (the sync cut off for " + std::to_string(duration) + " ms)";
+    case FaultKind::kFlapSync:
+      return s + " (again after " + std::to_string(duration) + " ms)";
+    case FaultKind::kLeaderChange:
+      return s + " (an election of " + std::to_string(duration) + " ms)";
+    case FaultKind::kRestoreStaleSync:
+      return s + " (the sync back after " + std::to_string(duration) + " ms)";
+    case FaultKind::kQuorumLoss: {
+      static const char* const kHow[] = {"", ", the primary-sync link cut a while", ", the primary cut off after it",
+                                         ", the link cut and the primary cut off after it",
+                                         " (instead: the primary and its sync cut off from ZooKeeper, the sync back first)"};
+      return s + " for " + std::to_string(duration) + " ms" + kHow[variant % 5];
+    }
+    default:
+      break;
+  }
+  s += " node" + std::to_string(peer + 1);
+  if (duration > 0) s += " for " + std::to_string(duration) + " ms";
+  return s;
+}
+
+namespace {
+
+// The fault mix: relative weights.
+constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
+    {FaultKind::kCrashPeer, 18},
+    {FaultKind::kExpireSession, 14},
+    {FaultKind::kPartitionZk, 14},
+    {FaultKind::kCrashPostgres, 10},
+    {FaultKind::kSlowPostgres, 6},
+    {FaultKind::kDelayNotifications, 8},
+    {FaultKind::kStallReplication, 8},
+    {FaultKind::kFreeze, 3},
+    {FaultKind::kUnfreeze, 4},
+    {FaultKind::kPromoteValid, 6},
+    {FaultKind::kPromoteInvalid, 4},
+    {FaultKind::kRebuildDeposed, 5},
+    {FaultKind::kCrashAfterWrite, 8},
+    {FaultKind::kCrashPgAfterFence, 6},
+    {FaultKind::kRestartPrimaryLateSync, 5},
+    {FaultKind::kCrashAgent, 10},
+    {FaultKind::kCutSyncCrashPrimary, 5},
+    {FaultKind::kFlapSync, 5},
+    {FaultKind::kCutOffFollower, 8},
+    {FaultKind::kLeaderChange, 6},
+    {FaultKind::kUnhealthyServing, 0},  // drawn apart (makeScenario), as the quorum loss
+    {FaultKind::kRestoreStaleSync, 0},  // drawn apart
+    {FaultKind::kQuorumLoss, 0},  // drawn apart (makeScenario), leaving the rest of the plan as it was
+}};
+
+static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
+
+FaultKind pickKind(Rng& rng) {
+  int total = 0;
+  for (const auto& [kind, weight] : kMix) total += weight;
+  int64_t r = rng.between(0, total - 1);
+  for (const auto& [kind, weight] : kMix) {
+    if (r < weight) return kind;
+    r -= weight;
+  }
+  return FaultKind::kCrashPeer;
+}
+
+int64_t durationFor(FaultKind kind, Rng& rng, int64_t sessionTimeoutMs) {
+  switch (kind) {
+    case FaultKind::kCrashPeer:
+    case FaultKind::kCrashAfterWrite:
+    case FaultKind::kCrashAgent:
+      return rng.between(300, 12000);
+    case FaultKind::kPartitionZk:
+      // Either shorter than the session timeout (the session survives) or longer.
+      return rng.chance(400) ? rng.between(200, sessionTimeoutMs - 200) : rng.between(sessionTimeoutMs + 200, 15000);
+    case FaultKind::kCrashPostgres:
+      // Now and then longer than the agent's withdrawal bound (8 s): a primary then
+      // withdraws while its postgres cannot run, and must not start it again as primary.
+      return rng.chance(150) ? rng.between(8000, 15000) : rng.between(100, 6000);
+    case FaultKind::kCrashPgAfterFence:
+      return rng.between(100, 6000);
+    case FaultKind::kSlowPostgres:
+      return rng.between(2000, 12000);
+    case FaultKind::kDelayNotifications:
+      return rng.between(1000, 10000);
+    case FaultKind::kRestartPrimaryLateSync:
+      return rng.between(100, 2000);
+    case FaultKind::kCutSyncCrashPrimary:
+      return rng.between(sessionTimeoutMs + 200, 15000);
+    case FaultKind::kFlapSync:
+      return rng.between(100, 2500);
+    case FaultKind::kCutOffFollower:
+      // syncLimit x tickTime: shorter or (the sample configuration) longer than the session.
+      return rng.between(sessionTimeoutMs / 3, 3 * sessionTimeoutMs);
+    case FaultKind::kLeaderChange:
+      return rng.between(200, 4000);
+    case FaultKind::kStallReplication:
+      return rng.between(500, 15000);
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+Scenario makeScenario(uint64_t seed) {
+  Rng rng(seed);
+  Scenario s;
+  s.seed = seed;
+  s.peers = static_cast<int>(rng.between(3, 6));
+  s.sessionTimeoutMs = rng.between(2000, 6000);
+  s.start = kStartOfTime;
+  s.faultPhaseMs = rng.between(15000, 45000);
+  s.convergeBoundMs = 40000 + 2 * s.sessionTimeoutMs;
+  // Faults begin once the cluster has had a moment to set up, come in bursts (short
+  // gaps) and lulls (long ones), and stop at the end of the fault phase.
+  EpochMs t = rng.between(1500, 6000);
+  int64_t meanGap = rng.between(300, 2500);
+  while (t < s.faultPhaseMs) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.at = t;
+    f.kind = pickKind(rng);
+    f.peer = static_cast<int>(rng.between(0, s.peers - 1));
+    f.duration = durationFor(f.kind, rng, s.sessionTimeoutMs);
+    f.variant = rng.next();
+    s.faults.push_back(f);
+    t += rng.between(meanGap / 4, meanGap * 2);
+  }
+  s.tickTimeMs = rng.between(std::max<int64_t>(50, s.sessionTimeoutMs / 20), s.sessionTimeoutMs / 2);
+  s.lease = rng.chance(750);
+  // The failsafe and the quorum losses come from a stream of their own, so that the rest
+  // of each seed's plan is what it was before they existed.
+  Rng extra(seed ^ 0xfa115afe0ddba11ULL);
+  s.failsafe = s.lease && extra.chance(850);
+  if (extra.chance(600)) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.kind = FaultKind::kQuorumLoss;
+    f.peer = 0;
+    const int64_t r = extra.between(0, 99);
+    f.duration = r < 50 ? extra.between(1000, 8000) : r < 85 ? extra.between(8000, 20000) : extra.between(20000, 30000);
+    // Over before the faults stop: the quiet phase's bound counts from there.
+    f.duration = std::min<int64_t>(f.duration, std::max<int64_t>(1000, s.faultPhaseMs - 2000));
+    f.at = extra.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - f.duration - 500));
+    f.variant = extra.next();
+    s.faults.push_back(f);
+  }
+  // A postgres that serves but fails its health check: from a stream of its own too.
+  Rng serving(seed ^ 0x5e2b1e0a11c0ffeeULL);
+  if (serving.chance(250)) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.kind = FaultKind::kUnhealthyServing;
+    f.peer = static_cast<int>(serving.between(0, s.peers - 1));
+    f.duration = serving.chance(600) ? serving.between(9000, 16000) : serving.between(500, 6000);
+    f.at = serving.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
+    f.variant = serving.next();
+    s.faults.push_back(f);
+  }
+  // A sync restored from a copy of another history: a stream of its own as well.
+  Rng stale(seed ^ 0x57a1e5c0b1d2e3f4ULL);
+  if (stale.chance(120)) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.kind = FaultKind::kRestoreStaleSync;
+    f.duration = stale.between(200, 3 * s.sessionTimeoutMs);
+    f.at = stale.between(s.faultPhaseMs / 3, std::max<int64_t>(s.faultPhaseMs / 3, s.faultPhaseMs - 1000));
+    f.variant = stale.next();
+    s.faults.push_back(f);
+  }
+  return s;
+}
+
+}  // namespace dugong::clustersim

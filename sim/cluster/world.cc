@@ -1,0 +1,269 @@
+// The cluster simulator's world: the loop (run), the nodes (their agents started and
+// stopped), each node's environment (NodeEnv), and the hooks through which the simulated
+// ZooKeeper and postgres hand events to the drivers and tell the checks what happened.
+#include "sim/cluster/world_internal.h"
+
+namespace dugong::clustersim {
+
+std::string TraceLine::format() const {
+  char head[32];
+  std::snprintf(head, sizeof head, "[%4lld.%03lld] %c ", static_cast<long long>(t / 1000),
+                static_cast<long long>(t % 1000), kind);
+  return head + text;
+}
+
+namespace world_internal {
+
+void World::record(char kind, std::string text) {
+  TraceLine line{now_, kind, std::move(text)};
+  auto feed = [this](unsigned char c) {
+    hash_ ^= c;
+    hash_ *= 1099511628211ULL;
+  };
+  for (int shift = 0; shift < 64; shift += 8) feed(static_cast<unsigned char>(static_cast<uint64_t>(now_) >> shift));
+  feed(static_cast<unsigned char>(kind));
+  for (char c : line.text) feed(static_cast<unsigned char>(c));
+  trace_.push_back(std::move(line));
+}
+
+// ---------------------------------------------------------------- peers
+
+void World::startAgent(int n) {
+  Node& nd = node(n);
+  if (nd.up) return;
+  nd.up = true;
+  nd.restartPending = false;
+  ++nd.incarnation;
+  zk_.agentStarts(n);
+  nd.withdrawnServingSince = -1;
+  nd.awaitingSince = -1;
+  nd.wronglyDeposedSince = -1;
+  trace('F', [&] { return std::string(nd.identity.id + " agent starts (incarnation " + std::to_string(nd.incarnation) + ")"); });
+  nd.env = std::make_unique<NodeEnv>(*this, n, nd.incarnation);
+  agent::DriverOptions o;
+  o.identity = nd.identity;
+  o.withdrawAfterMs = kWithdrawAfterMs;
+  o.handoverWaitMs = kHandoverWaitMs;
+  o.rejoin = agent::RejoinPolicy::kFollow;
+  o.syncReplaceAfterMs = kSyncReplaceAfterMs;
+  nd.primaryConnectionLostAt = -1;
+  o.onPrimaryConnectionLoss = [this, n](bool lost) { node(n).primaryConnectionLostAt = lost ? now_ : -1; };
+  nd.leaseDeadline = -1;
+  o.lease.tickTimeMs = sc_.tickTimeMs;
+  o.onLeaseDeadline = [this, n](int64_t deadline) { node(n).leaseDeadline = deadline; };
+  o.failsafe = sc_.failsafe;
+  o.failsafeDurationMs = sc_.sessionTimeoutMs;
+  nd.driver = std::make_unique<agent::Driver>(
+      agent::Env{*nd.env, nd.env->coordinator, nd.env->postgres, *nd.env, nd.env.get()}, o);
+  NodeEnv* env = nd.env.get();
+  nd.driver->onFatal([this, n, env] {
+    checker_.fail(now_, "fatal", node(n).identity.id + " reported a fatal error: " + env->lastFatal);
+  });
+  nd.driver->start();
+}
+
+// The agent stops (crash or operator); its ZooKeeper session is left to expire unless
+// closed by the caller.
+void World::stopAgent(int n) {
+  Node& nd = node(n);
+  nd.up = false;
+  nd.pg.adapterGone();
+  nd.driver.reset();
+  nd.env.reset();
+  ++nd.incarnation;
+  zk_.agentStops(n);
+}
+
+std::string World::describeEvent(const Event& ev) const {
+  return dugong::describeEvent(ev, [this](const StateNode& s) -> std::string {
+    if (!s.exists) return "none";
+    auto it = summaryOfVersion_.find(s.version);
+    return "v" + std::to_string(s.version) + (it == summaryOfVersion_.end() ? "" : " " + it->second);
+  });
+}
+
+
+void World::intoDriver(int n, const Event& ev, const std::function<void()>& call) {
+  Node& nd = node(n);
+  trace('E', [&] { return std::string(nd.identity.id + " <- " + describeEvent(ev)); });
+  call();
+  if (!node(n).driver) return;
+  if (const auto& s = node(n).driver->peer().clusterState()) {
+    checker_.onPeerView(now_, nd.identity.id, nd.incarnation, s->generation);
+  }
+}
+
+// ---------------------------------------------------------------- the agents' environment
+
+NodeEnv::NodeEnv(World& world, int n, uint64_t incarnation)
+    : coordinator(world.zk_, n), postgres(world.fleet_, n, world.postgresHooks(n)), w_(world), n_(n), inc_(incarnation) {}
+
+// What the node's postgres adapter reports goes into its driver, checked.
+simworld::SimPostgresHooks World::postgresHooks(int n) {
+  simworld::SimPostgresHooks h;
+  h.deliver = [this, n](const Event& ev, const std::function<void()>& call) { intoDriver(n, ev, call); };
+  h.violation = [this](const std::string& invariant, const std::string& detail) {
+    checker_.fail(now_, invariant, detail);
+  };
+  h.fenced = [this, n] { crashPgAfterFence(n); };
+  h.applyStarting = [this, n](const PgConfig& cfg) {
+    if (cfg.role == PgRole::kPrimary && node(n).driver->peer().clusterState()) {
+      node(n).generationTag = node(n).driver->peer().clusterState()->generation;
+    }
+  };
+  return h;
+}
+
+EpochMs NodeEnv::wallMs() const { return w_.wall(); }
+int64_t NodeEnv::monotonicMs() const { return w_.now_; }
+
+
+std::unique_ptr<agent::Timer> NodeEnv::newTimer() {
+  return std::make_unique<agent::ScheduledTimer>([this](int64_t delay, std::function<void()> fn) { w_.after(delay, std::move(fn)); });
+}
+
+void NodeEnv::post(std::function<void()> fn) {
+  int n = n_;
+  uint64_t inc = inc_;
+  // The world outlives every node's environment; this one may be gone (a crashed peer)
+  // when the callback runs, so the lambda holds the world, not `this`.
+  w_.after(0, [&w = w_, n, inc, fn = std::move(fn)] {
+    if (w.alive(n, inc)) fn();
+  });
+}
+
+void NodeEnv::write(LogLevel level, const std::string& line) {
+  if (level == LogLevel::kError && line.rfind("fatal: ", 0) == 0) lastFatal = line.substr(7);
+  w_.trace(level == LogLevel::kDebug ? 'D' : 'L', [&] { return w_.node(n_).identity.id + ": " + line; });
+}
+
+// ---------------------------------------------------------------- ZooKeeper
+
+// What ZooKeeper tells a node goes into its driver; the checks see every membership
+// change and every state written.
+simworld::ZkHooks World::zkHooks() {
+  simworld::ZkHooks h;
+  h.deliver = [this](int n, const Event& ev, const std::function<void()>& call) { intoDriver(n, ev, call); };
+  h.identityOf = [this](const std::string& id) -> const PeerIdentity& { return node(nodeOf(id)).identity; };
+  h.activeChanged = [this](const std::vector<std::string>& before, const std::vector<std::string>& after) {
+    for (const Node& nd : nodes_) {
+      const std::string& id = nd.identity.id;
+      bool was = std::find(before.begin(), before.end(), id) != before.end();
+      bool is = std::find(after.begin(), after.end(), id) != after.end();
+      auto& intervals = absences_[id];
+      if (was && !is) intervals.push_back({now_, kForever});
+      if (!was && is) intervals.back().second = now_;
+    }
+  };
+  h.admit = [this](const std::string& writer, const std::string& data) {
+    auto parsed = ClusterState::parse(data);
+    if (!parsed) {
+      checker_.fail(now_, "invalid-write", writer + " wrote an invalid cluster state: " + parsed.error());
+      return false;
+    }
+    admitted_ = std::move(parsed).value();
+    return true;
+  };
+  h.writerWal = [this](int n) -> std::optional<WalPosition> { return node(n).pg.wal.position(); };
+  h.written = [this](const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
+                     const std::string& reason) { stateWritten(writer, issuedAt, writerWal, reason); };
+  h.violation = [this](const std::string& invariant, const std::string& detail) { checker_.fail(now_, invariant, detail); };
+  return h;
+}
+
+void World::stateWritten(const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
+                         const std::string& reason) {
+  StateWrite sw{now_, issuedAt, writer, state_, *admitted_, writerWal};
+  state_ = std::move(admitted_);
+  admitted_.reset();
+  primaryOfGeneration_.emplace(state_->generation, state_->primary.id);
+  const int previousPrimary = statePrimary_;
+  statePrimary_ = nodeOf(state_->primary.id);
+  if (statePrimary_ >= 0 && statePrimary_ != previousPrimary) node(statePrimary_).becamePrimaryAt = now_;
+  const int32_t version = zk_.state().version();
+  std::string summary;
+  if (opts_.trace) {
+    summary = summarizeState(*state_).dump();
+    summaryOfVersion_[version] = summary;
+  }
+  trace('Z', [&] {
+    return "state v" + std::to_string(version) + " written by " + writer + ": " + summary + " (" + reason + ")";
+  });
+  bool newGeneration = !sw.before || sw.before->generation != state_->generation;
+  checker_.onStateWrite(sw);
+  if (newGeneration && sw.before && sw.before->hasPromote()) promotedGenerations_.insert(state_->generation);
+  if (newGeneration) crashAfterWrite(writer);
+  if (newGeneration) cutAfterWrite(writer);
+}
+
+// ---------------------------------------------------------------- the run
+
+RunResult World::run() {
+  trace('Q', [&] { return std::string("seed " + std::to_string(sc_.seed) + ": " + std::to_string(sc_.peers) + " peers, session timeout " +
+                 std::to_string(sc_.sessionTimeoutMs) + " ms, tickTime " + std::to_string(sc_.tickTimeMs) +
+                 (sc_.lease ? (sc_.failsafe ? " ms, leases, failsafe" : " ms, leases") : " ms, no leases") + ", faults for " + std::to_string(sc_.faultPhaseMs) +
+                 " ms"); });
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    int n = static_cast<int>(i);
+    after(rngAgent_.between(0, 500), [this, n] { startAgent(n); });
+  }
+  for (const Fault& f : sc_.faults) {
+    if (opts_.onlyFaults && !opts_.onlyFaults->count(f.index)) continue;
+    faultsPlanned_.push_back(f.index);
+    at(f.at, [this, f] { runFault(f); });
+  }
+  q_.every(kReplicationTickMs, [this] {
+    replicate();
+    return kReplicationTickMs;
+  });
+  q_.every(100, [this] {
+    clientTick();
+    return rngClient_.between(15, 60);
+  });
+  at(sc_.faultPhaseMs, [this] { beginQuietPhase(); });
+
+  const int64_t deadline = sc_.faultPhaseMs + sc_.convergeBoundMs;
+  while (!q_.empty()) {
+    now_ = q_.nextAt();
+    q_.runNext();
+    if (checker_.ok()) checkStep();
+    if (!checker_.ok()) break;
+    if (convergedAt_ && now_ >= *convergedAt_ + kSettleAfterConvergedMs) break;
+    if (now_ > deadline) {
+      checker_.fail(now_, "liveness",
+                    "not read-write " + std::to_string(sc_.convergeBoundMs) + " ms after the faults stopped; " +
+                        diagnose());
+      break;
+    }
+  }
+
+  RunResult r;
+  r.seed = sc_.seed;
+  r.ok = checker_.ok();
+  if (!r.ok) {
+    r.violation = checker_.violations().front();
+    trace('V', [&] { return std::string(r.violation->invariant + ": " + r.violation->detail); });
+  }
+  r.trace = std::move(trace_);
+  r.traceHash = hash_;
+  r.acks = checker_.acks();
+  r.generations = state_ ? state_->generation : 0;
+  r.faultsRun = faultsRun_;
+  r.faultsRunByKind = faultsRunByKind_;
+  r.faultsPlanned = faultsPlanned_;
+  if (convergedAt_) r.convergedAfterMs = *convergedAt_ - quietStart_;
+  r.virtualMs = now_;
+  return r;
+}
+
+}  // namespace world_internal
+
+using world_internal::World;
+
+
+RunResult runScenario(const Scenario& scenario, const WorldOptions& options) {
+  World world(scenario, options);
+  return world.run();
+}
+
+}  // namespace dugong::clustersim

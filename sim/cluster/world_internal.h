@@ -1,0 +1,361 @@
+// The cluster simulator's world, shared by its files: world.cc (the loop, the nodes and
+// their environment, the hooks of the simulated ZooKeeper and postgres), client.cc
+// (commits and acknowledgements), network.cc (the agents' network), faults/ (one file
+// per family of faults, faults.cc runs each fault of the plan) and checks/ (the checks
+// that need the world's view; checks/invariants.h holds the others). Internal to
+// sim/cluster.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "driver/driver.h"
+#include "sim/world/scheduled_timer.h"
+#include "statemachine/peer.h"
+#include "sim/world/rng.h"
+#include "sim/world/sim_coordinator.h"
+#include "sim/world/sim_postgres.h"
+#include "sim/world/trace_sink.h"
+#include "sim/world/wal.h"
+#include "sim/world/event_queue.h"
+#include "sim/world/operator_actions.h"
+#include "sim/world/zookeeper.h"
+#include "sim/cluster/world.h"
+
+namespace dugong::clustersim {
+
+using simworld::describeConfig;
+using simworld::PgServer;
+using simworld::Rng;
+
+namespace world_internal {
+
+constexpr int64_t kReplicationTickMs = 10;
+constexpr int64_t kOperatorQuietTickMs = 1000;
+constexpr int64_t kSettleAfterConvergedMs = 3000;
+constexpr int64_t kHealthIntervalMs = 1000;   // the pg adapter's health check
+constexpr int64_t kWithdrawAfterMs = 8000;    // health.withdrawAfterSeconds of the simulated agents
+// A withdrawn peer whose postgres serves again rejoins within one health check; an
+// operation in flight (a state write, a transition, a WAL read) ends within this.
+constexpr int64_t kRejoinBoundMs = 3 * kHealthIntervalMs;
+constexpr int64_t kInFlightBoundMs = 30000;
+// postgres.repairStandbyAfterSeconds of the simulated agents (production: 60 s; the
+// simulated cluster runs on shorter timeouts throughout).
+constexpr int64_t kRepairAfterMs = 3000;
+constexpr int64_t kWritablePollMs = 200;      // the pg adapter's writablePollInterval
+constexpr int64_t kTimingCheckMs = 100;       // granularity of the seconds-long liveness bounds
+// The agents' production defaults for what the environment does on their behalf.
+constexpr int64_t kHandoverWaitMs = 5000;      // switchover.handoverWaitMs
+constexpr int64_t kSyncReplaceAfterMs = 2000;  // sync.replaceAfterMs
+constexpr int64_t kUpstreamPollMs = 50;        // the adapter's awaitUpstreamStop poll
+
+// How long ZooKeeper takes in the simulated cluster (a seeded range each).
+// The agents' leader round trips (the lease), every this long.
+inline int64_t leaseIntervalFor(int64_t sessionTimeoutMs) { return std::clamp<int64_t>(sessionTimeoutMs / 10, 50, 1000); }
+
+inline simworld::ZkModel clusterZkModel(int64_t sessionTimeoutMs, int64_t tickTimeMs, bool lease) {
+  return simworld::ZkModel{.connect = {20, 300}, .delivery = {1, 30}, .toServer = {2, 25}, .slowWritePermille = 50,
+                           .slowToServer = {100, 1500}, .fromServer = {2, 25}, .expiryNoticed = {5, 60},
+                           .reconnect = {20, 200}, .retryConnectMs = 500, .sessionTimeoutMs = sessionTimeoutMs,
+                           .tickTimeMs = tickTimeMs,
+                           .leaseIntervalMs = lease ? leaseIntervalFor(sessionTimeoutMs) : 0};
+}
+
+// Peers are named node<N> (N from 1): their index, or -1 for anything else.
+inline int nodeNamed(const std::string& id) {
+  if (id.size() < 5 || id.compare(0, 4, "node") != 0) return -1;
+  int n = 0;
+  for (size_t i = 4; i < id.size(); ++i) {
+    if (id[i] < '0' || id[i] > '9' || n > 1000) return -1;
+    n = n * 10 + (id[i] - '0');
+  }
+  return n >= 1 ? n - 1 : -1;
+}
+
+// How long the pg adapter's steps take in the simulated cluster (a seeded range each).
+inline simworld::PgModel clusterPgModel() {
+  return simworld::PgModel{.init = {20, 300}, .fence = {2, 20}, .walRead = {2, 20}, .syncSample = {3, 3}, .reload = {5, 60},
+                           .restart = {80, 900}, .slowReload = {200, 1500}, .slowRestart = {1500, 7000},
+                           .promoteStream = {5, 40}, .writes = {5, 60}, .shutDown = {80, 900}, .rejoin = {300, 1500},
+                           .upstreamPoll = {2, 10}, .writableWrite = {5, 60}, .upstreamPollMs = kUpstreamPollMs,
+                           .healthIntervalMs = kHealthIntervalMs, .repairAfterMs = kRepairAfterMs,
+                           .writablePollMs = kWritablePollMs};
+}
+
+class World;
+
+// One simulated host's environment for its agent's driver (driver/env.h): the world's
+// virtual clock, a client of the simulated ZooKeeper ensemble, the local simulated
+// postgres (sim/world/sim_postgres.h), and the trace as the log. One per
+// incarnation of the agent.
+class NodeEnv final : public agent::Clock, public agent::LogSink, public agent::PeerLink {
+ public:
+  NodeEnv(World& world, int n, uint64_t incarnation);
+
+  EpochMs wallMs() const override;
+  int64_t monotonicMs() const override;
+  std::unique_ptr<agent::Timer> newTimer() override;
+  void post(std::function<void()> fn) override;
+
+  void write(LogLevel level, const std::string& line) override;
+
+  // The failsafe's request, through the simulated network (network.cc).
+  void askFailsafe(const PeerIdentity& to, const agent::FailsafeRequest& request, int64_t timeoutMs,
+                   std::function<void(Result<agent::FailsafeAnswer>)> done) override;
+
+  simworld::SimCoordinator coordinator;
+  simworld::SimPostgres postgres;
+  std::string lastFatal;
+
+ private:
+  World& w_;
+  int n_;
+  uint64_t inc_;
+};
+
+struct Node {
+  PeerIdentity identity;
+  std::unique_ptr<NodeEnv> env;          // the agent's environment, while it runs
+  std::unique_ptr<agent::Driver> driver; // the agent's logic: the code that ships
+  int64_t withdrawnServingSince = -1;
+  int64_t awaitingSince = -1;          // its state machine waits for a completion
+  int64_t wronglyDeposedSince = -1;    // deposed in its view, not in ZooKeeper's
+  bool up = false;               // the agent runs
+  uint64_t incarnation = 0;      // bumps on every start and stop of the agent
+  bool restartPending = false;
+  // When ZooKeeper last named it primary (a new primary in the state), and when the fault
+  // scheduler last expired its session: an expiry that the client's silence did not
+  // cause (in reality a pause of the whole agent), which the shutdown at
+  // sessionTimeout/6 cannot guard against for the rest of that primaryship.
+  int64_t becamePrimaryAt = -1;
+  int64_t faultExpiredAt = -1;
+  int64_t primaryConnectionLostAt = -1;  // what the agent tells its watchdog (-1: connected)
+  int64_t leaseDeadline = -1;            // the lease's end the agent tells its watchdog (-1: none)
+  simworld::PgServer pg;
+  int64_t generationTag = 0;  // the generation its agent saw when making its postgres primary
+};
+
+
+
+// The trace (simworld::TraceSink): trace(kind, text) builds and records a line only
+// when the run keeps a trace; the strings are never built for the seeds that pass
+// unwatched.
+class World final : public simworld::TraceSink {
+  friend class NodeEnv;
+
+ public:
+  World(const Scenario& scenario, const WorldOptions& options)
+      : simworld::TraceSink(options.trace),
+        sc_(scenario),
+        opts_(options),
+        checker_([this](const std::string& id, int64_t from, int64_t to) { return wasAbsent(id, from, to); },
+                 options.checkTakeoverRules),
+        fleet_(q_, rngPg_, rngAgent_, *this, clusterPgModel(), nodeNamed),
+        zk_(q_, rngZk_, rngAgent_, *this, clusterZkModel(scenario.sessionTimeoutMs, scenario.tickTimeMs, scenario.lease), zkHooks()) {
+    Rng root(scenario.seed ^ 0x5eed5eed5eed5eedULL);
+    rngZk_ = root.fork(1);
+    rngPg_ = root.fork(2);
+    rngClient_ = root.fork(3);
+    rngOp_ = root.fork(4);
+    rngAgent_ = root.fork(5);
+    rngNet_ = root.fork(6);
+    for (int i = 0; i < scenario.peers; ++i) {
+      Node n;
+      std::string num = std::to_string(i + 1);
+      n.identity.id = "node" + num;
+      n.identity.ip = "10.0.0." + num;
+      n.identity.pgUrl = "tcp://postgres@10.0.0." + num + ":5432/postgres";
+      n.identity.zoneId = n.identity.id;
+      n.pg.id = n.identity.id;
+      absences_[n.identity.id].push_back({0, kForever});
+      nodes_.push_back(std::move(n));
+    }
+    for (Node& n : nodes_) {
+      fleet_.add(n.pg);
+      zk_.addHost(n.identity.id);
+    }
+  }
+
+  // The agents go first: their adapters and clients deregister from the host's postgres
+  // and ZooKeeper client.
+  ~World() override {
+    for (Node& n : nodes_) {
+      n.driver.reset();
+      n.env.reset();
+    }
+  }
+
+  RunResult run();
+
+ private:
+  static constexpr int64_t kForever = INT64_MAX;
+
+  // ---- event loop ----
+  void at(int64_t t, simworld::Task fn) { q_.at(t, std::move(fn)); }
+  void after(int64_t delay, simworld::Task fn) { q_.after(delay, std::move(fn)); }
+  EpochMs wall() const { return sc_.start + now_; }
+  void record(char kind, std::string text) override;
+
+  // ---- peers ----
+  void startAgent(int n);
+  void stopAgent(int n);
+  // Runs `call` (which hands `ev` to n's driver), traced, then checks n's view.
+  void intoDriver(int n, const Event& ev, const std::function<void()>& call);
+  const Peer* peerOf(int n) const { return node(n).driver ? &node(n).driver->peer() : nullptr; }
+  std::string describeEvent(const Event& ev) const;
+  bool alive(int n, uint64_t inc) const { return nodes_[static_cast<size_t>(n)].up && node(n).incarnation == inc; }
+  Node& node(int n) { return nodes_[static_cast<size_t>(n)]; }
+  const Node& node(int n) const { return nodes_[static_cast<size_t>(n)]; }
+  // The node of peer `id` (nodeNamed), -1 for none.
+  int nodeOf(const std::string& id) const {
+    const int n = nodeNamed(id);
+    return n < static_cast<int>(nodes_.size()) ? n : -1;
+  }
+
+  // ---- ZooKeeper (sim/world/sim_coordinator.h) ----
+  simworld::ZkHooks zkHooks();
+  void stateWritten(const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
+                    const std::string& reason);
+  bool wasAbsent(const std::string& id, int64_t from, int64_t to) const;
+
+  // ---- postgres (sim/world/sim_postgres.h) ----
+  simworld::SimPostgresHooks postgresHooks(int n);
+  bool attachedSync(int primary) const { return fleet_.attachedSync(primary); }
+
+  // ---- the client (client.cc) ----
+  bool writable(int n) const;
+  void replicate();
+  void clientTick();
+  void localCommit(int n);
+  void ack(int n, const WalMark& mark);
+
+  // ---- the agents' network (network.cc) ----
+  void cutLink(int a, int b, int64_t until);
+  bool linkCut(int a, int b) const;
+  int64_t networkDelay();
+  void askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const agent::FailsafeRequest& request,
+                   int64_t timeoutMs, std::function<void(Result<agent::FailsafeAnswer>)> done);
+
+  // ---- faults (faults/): each kind of the plan, by family ----
+  void runFault(const Fault& f);  // faults.cc
+  void beginQuietPhase();
+  // The nodes the state names primary and sync (-1 for none).
+  std::pair<int, int> primaryAndSync() const {
+    return {state_ ? nodeOf(state_->primary.id) : -1, state_ && state_->sync ? nodeOf(state_->sync->id) : -1};
+  }
+  // crashes.cc
+  void crashPeer(const Fault& f);
+  void crashAgent(const Fault& f);
+  void armCrashAfterWrite(const Fault& f);
+  void crashPeer(int n, int64_t downFor);
+  void crashAgent(int n, int64_t downFor);
+  void restartAgentAfter(int n, int64_t downFor);
+  void crashAfterWrite(const std::string& writer);
+  // postgres.cc
+  void crashPostgres(const Fault& f);
+  void slowPostgres(const Fault& f);
+  void unhealthyServing(const Fault& f);
+  void stallReplication(const Fault& f);
+  void armCrashPgAfterFence(const Fault& f);
+  void crashPgAfterFence(int n);
+  // zookeeper.cc
+  void expireSession(const Fault& f);
+  void partitionZk(const Fault& f);
+  void cutOffFollower(const Fault& f);
+  void leaderChange(const Fault& f);
+  void delayNotifications(const Fault& f);
+  void quorumLoss(const Fault& f);
+  // takeover_races.cc
+  void restartPrimaryLateSync(const Fault& f);
+  void cutSyncCrashPrimary(const Fault& f);
+  void flapSync(const Fault& f);
+  void restoreStaleSync(const Fault& f);
+  void cutAfterWrite(const std::string& writer);
+  // operator.cc
+  void operatorWrite(ClusterState next, const std::string& what);
+  void opFreeze();
+  void opUnfreeze();
+  void opPromote(bool valid, uint64_t variant);
+  void opRebuild(uint64_t variant);
+  void operatorQuietTick();
+
+  // ---- checks (checks/) ----
+  // peer_checks.cc
+  void checkStep();
+  std::string diagnose() const;
+  // commit_checks.cc
+  void checkLocalAck(int n, uint64_t id);
+  void checkAckHasSync(int n, const WalMark& mark);
+  // failsafe_checks.cc
+  void noteZooKeeperReach();
+  void checkPromise(int target, const std::string& asker, const agent::FailsafeAnswer& a);
+
+  const Scenario& sc_;
+  WorldOptions opts_;
+  InvariantChecker checker_;
+  Rng rngZk_{0}, rngPg_{0}, rngClient_{0}, rngOp_{0}, rngAgent_{0}, rngNet_{0};
+
+  simworld::EventQueue q_;
+  int64_t now_ = 0;  // q_.now(), kept here for brevity
+  simworld::PgFleet fleet_;  // every node's postgres
+  simworld::ZkEnsemble zk_;  // the ZooKeeper ensemble and every node's client (outlives the nodes)
+  std::vector<Node> nodes_;
+  std::vector<TraceLine> trace_;
+  uint64_t hash_ = 1469598103934665603ULL;
+
+  // What the checks keep of ZooKeeper.
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> absences_;
+  std::optional<ClusterState> admitted_;  // the state of the write being made
+  std::optional<ClusterState> state_;
+  int statePrimary_ = -1;  // node index of state_->primary
+  std::map<int64_t, std::string> primaryOfGeneration_;
+  std::set<int64_t> promotedGenerations_;  // declared while a promote request was in the state
+  std::map<int32_t, std::string> summaryOfVersion_;
+
+  // Client.
+  uint64_t nextCommit_ = 0;
+  // Records of restored copies (restore-stale-sync): ids no client commit ever has.
+  static constexpr uint64_t kNeverAcknowledged = 1ULL << 62;
+  uint64_t staleRecords_ = 0;
+
+  // crash-after-write faults armed: restart delays of the next new-generation writers.
+  std::vector<std::pair<int64_t, int64_t>> crashAfterWrite_;  // (delay after the write, down for)
+  struct CrashAfterFence {
+    int64_t delay;     // after the fence
+    int64_t brokenFor;
+    int64_t cutFor;    // cut off from ZooKeeper at the crash for this long (0: not)
+    int onlyNode = -1; // the fence of this node only (-1: the next fence of any)
+  };
+  std::vector<CrashAfterFence> crashPgAfterFence_;
+  // Peers to cut off from ZooKeeper as it applies their next new generation, and for how
+  // long: the answer is lost (cut-sync-crash-primary, its postgres running on).
+  struct CutAfterWrite {
+    int node;
+    int64_t cutFor;
+  };
+  std::vector<CutAfterWrite> cutAfterWrite_;
+  // Links between two hosts cut until then (the failsafe's requests and answers are
+  // lost; the standby's replication stalls), by (lower, higher) node index.
+  std::map<std::pair<int, int>, int64_t> linkCutUntil_;
+  // When each host's ZooKeeper client last could not confirm a round trip through the
+  // leader (cut off, no leader, no session ready, its notifications late).
+  std::vector<int64_t> zkUnreachableAt_;
+
+  // Phases.
+  int faultsRun_ = 0;
+  std::vector<int> faultsRunByKind_ = std::vector<int>(kFaultKinds, 0);
+  std::vector<int> faultsPlanned_;
+  bool quiet_ = false;
+  int64_t quietStart_ = 0;
+  bool ackedSinceQuiet_ = false;
+  std::optional<int64_t> convergedAt_;
+  int64_t nextTimingCheck_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace world_internal
+}  // namespace dugong::clustersim

@@ -1,0 +1,106 @@
+// The one event queue of a simulated world, on virtual time: events run in time order,
+// and events due at the same time in the order they were scheduled. Nothing else
+// orders what happens in a simulation, so a run replays exactly.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "sim/world/task.h"
+
+namespace dugong::simworld {
+
+class EventQueue {
+ public:
+  // A recurring event: runs, then returns the delay until its next run.
+  using Recurring = std::function<int64_t()>;
+
+  explicit EventQueue(int64_t start = 0) : now_(start) {}
+
+  int64_t now() const { return now_; }
+  void at(int64_t t, Task fn) {
+    uint32_t slot;
+    if (free_.empty()) {
+      slot = static_cast<uint32_t>(slots_.size());
+      slots_.push_back(std::move(fn));
+    } else {
+      slot = free_.back();
+      free_.pop_back();
+      slots_[slot] = std::move(fn);
+    }
+    heap_.push_back(Key{t, seq_++, slot});
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
+  }
+  void after(int64_t delay, Task fn) { at(now_ + delay, std::move(fn)); }
+
+  // Runs `fn` after `delay`, then again after each delay it returns, forever. It runs in
+  // exactly the order of an event that schedules itself again with after() as the last
+  // thing it does; it only spares the queue the work (most events of a simulation are
+  // its periodic ticks).
+  void every(int64_t delay, Recurring fn) {
+    recurring_.push_back(std::make_unique<RecurringEvent>(RecurringEvent{Key{now_ + delay, seq_++, 0}, std::move(fn)}));
+  }
+
+  bool empty() const { return heap_.empty() && recurring_.empty(); }
+  // REQUIRES: !empty().
+  int64_t nextAt() const {
+    const RecurringEvent* r = nextRecurring();
+    if (heap_.empty()) return r->key.t;
+    return r && Later{}(heap_.front(), r->key) ? r->key.t : heap_.front().t;
+  }
+  // Runs the earliest event, with the clock at its time. REQUIRES: !empty().
+  void runNext() {
+    if (RecurringEvent* r = nextRecurring(); r && (heap_.empty() || Later{}(heap_.front(), r->key))) {
+      now_ = r->key.t;
+      const int64_t delay = r->fn();
+      r->key = Key{now_ + delay, seq_++, 0};
+      return;
+    }
+    std::pop_heap(heap_.begin(), heap_.end(), Later{});
+    const Key key = heap_.back();
+    heap_.pop_back();
+    now_ = key.t;
+    Task fn = std::move(slots_[key.slot]);
+    free_.push_back(key.slot);
+    fn();
+  }
+  // Moves the clock forward to `t` (never back) with nothing run.
+  void advanceTo(int64_t t) { now_ = std::max(now_, t); }
+
+ private:
+  // The heap holds small keys; the callbacks stay put in their slots.
+  struct Key {
+    int64_t t;
+    uint64_t seq;
+    uint32_t slot;
+  };
+  // A function object, not a function pointer: the heap operations inline it.
+  struct Later {
+    bool operator()(const Key& a, const Key& b) const { return a.t != b.t ? a.t > b.t : a.seq > b.seq; }
+  };
+  // Held by pointer: one may add another while it runs.
+  struct RecurringEvent {
+    Key key;
+    Recurring fn;
+  };
+  RecurringEvent* nextRecurring() const {
+    RecurringEvent* best = nullptr;
+    for (const auto& r : recurring_) {
+      if (!best || Later{}(best->key, r->key)) best = r.get();
+    }
+    return best;
+  }
+
+  int64_t now_;
+  uint64_t seq_ = 0;
+  std::vector<Key> heap_;
+  std::vector<Task> slots_;
+  std::vector<uint32_t> free_;
+  std::vector<std::unique_ptr<RecurringEvent>> recurring_;
+};
+
+}  // namespace dugong::simworld

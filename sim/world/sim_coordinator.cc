@@ -1,0 +1,459 @@
+#include "sim/world/sim_coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace dugong::simworld {
+
+// ---------------------------------------------------------------- the ensemble
+
+PeerList ZkEnsemble::activePeers() const {
+  PeerList l;
+  for (const std::string& id : active_) l.push_back(hooks_.identityOf(id));
+  return l;
+}
+
+void ZkEnsemble::agentStarts(int n) {
+  ZkClient& c = client(n);
+  c.session = 0;
+  c.ready = false;
+  c.connecting = false;
+  c.lossReported = false;
+}
+
+void ZkEnsemble::agentStops(int n) {
+  ZkClient& c = client(n);
+  c.ready = false;
+  c.connecting = false;
+  if (c.session != 0) {
+    // A session already cut off keeps the expiry it has: the server last heard of it then.
+    if (sessionAlive(c.session) && sessions_.at(c.session).connected) disconnect(c.session, "its client is gone");
+    c.session = 0;
+  }
+}
+
+void ZkEnsemble::connect(int n, Run run) {
+  ZkClient& c = client(n);
+  if (!runs(n, run) || !c.agent->member_) return;
+  if (c.partitioned || leaderless()) {  // cannot reach the ensemble (or no leader): keep trying
+    q_.after(model_.retryConnectMs, [this, n, run] { connect(n, run); });
+    return;
+  }
+  c.connecting = false;
+  uint64_t sid = nextSession_++;
+  sessions_[sid] = Session{n, true, true, 0};
+  c.session = sid;
+  c.needResync = false;
+  uint64_t seq = election_.join(sid, c.id);
+  trace_.trace('Z', [&] {
+    return c.id + " session " + std::to_string(sid) + " established, election node " + std::to_string(seq);
+  });
+  recomputeActive();
+  c.ready = true;
+  if (model_.leaseIntervalMs > 0) {
+    // The session's creation is the leader's: it lives a timeout from now at least. The
+    // client hears of it as it connects, before its setup's reads (ZkInitialized).
+    schedule(n, [this, n, run, sid, createdAt = q_.now()] {
+      ZkClient& x = client(n);
+      if (!runs(n, run) || x.session != sid || !x.agent->member_ || !x.agent->callbacks_.onLease) return;
+      x.agent->callbacks_.onLease(agent::CoordinatorLease{createdAt, static_cast<int64_t>(sid),
+                                                          model_.sessionTimeoutMs, model_.leaseIntervalMs});
+    });
+    q_.after(model_.leaseIntervalMs, [this, n, run, sid] { leaseLoop(n, run, sid); });
+  }
+  deliver(n, ZkInitialized{stateNode(), activePeers()});
+}
+
+// A `sync` sent every leaseIntervalMs while the session lives: answered, with its send
+// time, only if it reached a leader that still knows the session, through a server that
+// reaches that leader (not partitioned, not cut off), and only then.
+void ZkEnsemble::leaseLoop(int n, Run run, uint64_t sid) {
+  ZkClient& c = client(n);
+  if (!runs(n, run) || c.session != sid || !sessionAlive(sid)) return;
+  q_.after(model_.leaseIntervalMs, [this, n, run, sid] { leaseLoop(n, run, sid); });
+  if (c.partitioned || !c.ready || !c.agent->member_ || !c.agent->callbacks_.onLease) return;
+  const int64_t sentAt = q_.now();
+  q_.after(model_.toServer.draw(rng_), [this, n, run, sid, sentAt] {
+    auto it = sessions_.find(sid);
+    if (it == sessions_.end() || !it->second.alive || !it->second.connected || leaderless() || client(n).partitioned) {
+      return;
+    }
+    q_.after(model_.fromServer.draw(rng_), [this, n, run, sid, sentAt] {
+      schedule(n, [this, n, run, sid, sentAt] {
+        ZkClient& x = client(n);
+        if (!runs(n, run) || x.session != sid || !sessionAlive(sid) || x.partitioned || !x.agent->member_ ||
+            !x.agent->callbacks_.onLease) {
+          return;
+        }
+        x.agent->callbacks_.onLease(agent::CoordinatorLease{sentAt, static_cast<int64_t>(sid), model_.sessionTimeoutMs,
+                                                            model_.leaseIntervalMs});
+      });
+    });
+  });
+}
+
+// The session's client stopped talking to ZooKeeper: unless it reconnects, the server
+// expires the session after its timeout.
+void ZkEnsemble::disconnect(uint64_t sid, const std::string& why, int64_t touchLagMs) {
+  Session& s = sessions_.at(sid);
+  s.connected = false;
+  uint64_t d = ++s.disconnects;
+  // No leader, no expiry: the new leader gives the session a fresh timeout (endElection).
+  q_.after(std::max<int64_t>(model_.sessionTimeoutMs - touchLagMs, 0), [this, sid, d, why] {
+    auto i = sessions_.find(sid);
+    if (i != sessions_.end() && i->second.alive && !i->second.connected && i->second.disconnects == d &&
+        !leaderless()) {
+      expire(sid, why);
+    }
+  });
+}
+
+void ZkEnsemble::cutOffFollower(int n, int64_t giveUpMs) {
+  const int64_t lag = rng_.between(0, model_.tickTimeMs / 2);
+  partition(n, giveUpMs + model_.reconnect.draw(rng_), giveUpMs, lag);
+}
+
+void ZkEnsemble::leaderChange(int64_t electionMs) {
+  trace_.trace('F', [&] { return "the ZooKeeper leader goes: an election for " + std::to_string(electionMs) + " ms"; });
+  noLeaderUntil_ = std::max(noLeaderUntil_, q_.now() + electionMs);
+  std::vector<int> closed;
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    const int n = static_cast<int>(i);
+    ZkClient& c = clients_[i];
+    if (c.partitioned || c.session == 0 || !sessionAlive(c.session) || !c.agent) continue;
+    c.partitioned = true;  // reaches no server with a leader
+    const uint64_t serial = ++c.partitionSerial;
+    closed.push_back(n);
+    const uint64_t sid = c.session;
+    // The server closes the connection: the client says so at once.
+    schedule(n, [this, n, serial, sid] {
+      ZkClient& x = client(n);
+      if (x.partitionSerial != serial || x.session != sid || !x.agent->member_ || !x.ready) return;
+      x.lossReported = true;
+      trace_.trace('Z', [&] { return x.id + " client: connection closed by the server"; });
+      x.agent->callbacks_.onConnection(
+          agent::CoordinatorConnection{false, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
+    });
+  }
+  q_.at(noLeaderUntil_, [this, closed] {
+    if (leaderless()) return;  // a later election ends it
+    endElection();
+    for (int n : closed) {
+      const uint64_t serial = client(n).partitionSerial;
+      q_.after(model_.reconnect.draw(rng_), [this, n, serial] {
+        if (client(n).partitionSerial == serial) heal(n);
+      });
+    }
+  });
+}
+
+// The new leader refreshes every session: a fresh timeout for those whose client is away.
+void ZkEnsemble::endElection() {
+  trace_.trace('Z', [&] { return std::string("a new ZooKeeper leader: every session gets a fresh timeout"); });
+  for (auto& [sid, s] : sessions_) {
+    if (!s.alive || s.host < 0) continue;
+    if (!s.connected || client(s.host).partitioned) disconnect(sid, "no heartbeat within the session timeout");
+  }
+}
+
+void ZkEnsemble::expire(uint64_t sid, const std::string& why) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end() || !it->second.alive) return;
+  it->second.alive = false;
+  int n = it->second.host;
+  trace_.trace('Z', [&] { return client(n).id + " session " + std::to_string(sid) + " expired (" + why + ")"; });
+  election_.leave(sid);
+  recomputeActive();
+  ZkClient& c = client(n);
+  if (c.agent && c.session == sid) {
+    c.ready = false;
+    if (!c.partitioned) {  // the client hears of it at once and starts a new session
+      const Run run = runOf(n);
+      q_.after(model_.expiryNoticed.draw(rng_), [this, n, run, sid] {
+        if (!runs(n, run) || client(n).session != sid) return;
+        client(n).session = 0;
+        client(n).connecting = true;
+        q_.after(model_.reconnect.draw(rng_), [this, n, run] { connect(n, run); });
+      });
+    }
+  }
+}
+
+void ZkEnsemble::closeSessionOf(int n) {
+  ZkClient& c = client(n);
+  if (c.session == 0) return;
+  auto it = sessions_.find(c.session);
+  if (it != sessions_.end() && it->second.alive) {
+    it->second.alive = false;
+    trace_.trace('Z', [&] { return c.id + " session " + std::to_string(c.session) + " closed"; });
+    election_.leave(c.session);
+    recomputeActive();
+  }
+  c.session = 0;
+}
+
+void ZkEnsemble::joinWithoutClient(const std::string& id) {
+  uint64_t sid = nextSession_++;
+  sessions_[sid] = Session{-1, true, true, 0};
+  withoutClient_[id].push_back(sid);
+  election_.join(sid, id);
+  recomputeActive();
+}
+
+void ZkEnsemble::leaveWithoutClient(const std::string& id) {
+  for (uint64_t sid : withoutClient_[id]) {
+    sessions_.at(sid).alive = false;
+    election_.leave(sid);
+  }
+  withoutClient_.erase(id);
+  recomputeActive();
+}
+
+void ZkEnsemble::recomputeActive() {
+  std::vector<std::string> next = election_.active();
+  if (next == active_) return;
+  if (hooks_.activeChanged) hooks_.activeChanged(active_, next);
+  active_ = std::move(next);
+  trace_.trace('Z', [&] {
+    std::string s = "active [";
+    for (size_t i = 0; i < active_.size(); ++i) s += (i ? "," : "") + active_[i];
+    return s + "]";
+  });
+  notifyAll(false);
+}
+
+void ZkEnsemble::schedule(int n, Task fn) {
+  ZkClient& c = client(n);
+  int64_t delay = model_.delivery.draw(rng_);
+  if (q_.now() < c.slowNotifyUntil) delay += c.slowNotifyMs;
+  int64_t t = std::max(q_.now() + delay, c.nextDelivery);
+  c.nextDelivery = t;
+  q_.at(t, [this, n, run = runOf(n), fn = std::move(fn)]() mutable {
+    if (runs(n, run)) fn();
+  });
+}
+
+void ZkEnsemble::deliver(int n, Event ev) {
+  uint64_t sid = client(n).session;
+  schedule(n, [this, n, sid, e = std::move(ev)] {
+    SimCoordinator& a = *client(n).agent;
+    if (client(n).session != sid || !a.member_) return;
+    hooks_.deliver(n, e, [&] { a.callbacks_.onEvent(e); });
+  });
+}
+
+void ZkEnsemble::answerWrite(int n, uint64_t serial, StateWriteFinished r) {
+  if (!client(n).agent) return;
+  SimCoordinator& a = *client(n).agent;
+  if (a.writeSerial_ != serial || !a.pendingWrite_) return;
+  auto done = std::move(a.pendingWrite_);
+  a.pendingWrite_ = nullptr;
+  hooks_.deliver(n, r, [&] { done(r); });
+}
+
+void ZkEnsemble::notifyAll(bool state) {
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    int n = static_cast<int>(i);
+    ZkClient& c = clients_[i];
+    if (!c.agent || !c.ready || c.session == 0) continue;
+    if (c.partitioned) {
+      c.needResync = true;
+      continue;
+    }
+    if (state) {
+      deliver(n, ClusterStateChanged{stateNode()});
+    } else {
+      deliver(n, ActivePeersChanged{activePeers()});
+    }
+  }
+}
+
+void ZkEnsemble::write(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion,
+                       const std::string& reason) {
+  ZkClient& c = client(n);
+  trace_.trace('A', [&] {
+    return c.id + " -> write generation " + std::to_string(state.generation) + " expecting v" +
+           std::to_string(expectedVersion) + ": " + reason;
+  });
+  uint64_t sid = c.session;
+  int64_t issued = q_.now();
+  std::optional<WalPosition> wal = hooks_.writerWal ? hooks_.writerWal(n) : std::nullopt;
+  const bool alive = sessionAlive(sid);
+  if (!alive || c.partitioned) {
+    StateWriteFinished r{false, alive ? "connection loss" : "session expired", false, -1};
+    schedule(n, [this, n, serial, r] { answerWrite(n, serial, r); });
+    return;
+  }
+  std::string data = state.serialize();
+  std::string writer = c.id;
+  // Most writes reach the leader in milliseconds; some wait behind a slow quorum (a
+  // disk sync, a leader election) while the writer's postgres goes on.
+  int64_t toServer = model_.slowWritePermille > 0 && rng_.chance(model_.slowWritePermille)
+                         ? model_.slowToServer.draw(rng_)
+                         : model_.toServer.draw(rng_);
+  q_.after(toServer, [this, n, serial, sid, issued, wal, data, expectedVersion, reason, writer] {
+    auto it = sessions_.find(sid);
+    // A request sent just before a partition may or may not have reached the server.
+    bool reached = it != sessions_.end() && it->second.alive && (it->second.connected || rng_.chance(500)) &&
+                   !leaderless();
+    StateWriteFinished res{false, "connection loss", false, -1};
+    if (reached) res = cas(writer, data, expectedVersion, issued, wal, reason);
+    q_.after(model_.fromServer.draw(rng_), [this, n, serial, sid, res] {
+      if (!client(n).agent) return;
+      StateWriteFinished r = res;
+      if (client(n).session != sid || !sessionAlive(sid)) {
+        r = StateWriteFinished{false, "session expired", false, -1};
+      } else if (client(n).partitioned) {
+        r = StateWriteFinished{false, "connection loss", false, -1};  // it may have been applied
+      }
+      schedule(n, [this, n, serial, r] { answerWrite(n, serial, r); });
+    });
+  });
+}
+
+StateWriteFinished ZkEnsemble::cas(const std::string& writer, const std::string& data, int32_t expectedVersion,
+                                   int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason) {
+  if (!zk_.accepts(expectedVersion)) {
+    trace_.trace('Z', [&] {
+      return "write by " + writer + " expecting v" + std::to_string(expectedVersion) + " lost the race (at v" +
+             std::to_string(zk_.version()) + ")";
+    });
+    return StateWriteFinished{false, "bad version", true, -1};
+  }
+  if (hooks_.admit && !hooks_.admit(writer, data)) return StateWriteFinished{false, "invalid", false, -1};
+  zk_.put(data);
+  notifyAll(true);
+  if (hooks_.written) hooks_.written(writer, issuedAt, writerWal, reason);
+  return StateWriteFinished{true, "", false, zk_.version()};
+}
+
+void ZkEnsemble::partition(int n, int64_t duration, int64_t reportAfterMs, int64_t touchLagMs) {
+  ZkClient& c = client(n);
+  if (c.partitioned) return;
+  if (reportAfterMs < 0) reportAfterMs = model_.sessionTimeoutMs * 2 / 3;
+  c.partitioned = true;
+  uint64_t serial = ++c.partitionSerial;
+  trace_.trace('F', [&] { return c.id + " cut off from ZooKeeper for " + std::to_string(duration) + " ms"; });
+  if (c.session != 0 && sessionAlive(c.session)) {
+    disconnect(c.session, "no heartbeat within the session timeout", touchLagMs);
+    // ZooKeeper's client reports the lost connection once the server has been silent
+    // for 2/3 of the session timeout (CoordinatorConnection), on its own clock: also if
+    // the session expired meanwhile (it learns that only once it reaches a server).
+    uint64_t sid = c.session;
+    q_.after(reportAfterMs, [this, n, run = runOf(n), serial, sid] {
+      ZkClient& x = client(n);
+      if (!runs(n, run) || x.partitionSerial != serial || x.session != sid || !x.agent->member_) return;
+      x.lossReported = true;
+      trace_.trace('Z', [&] { return x.id + " client: connection to ZooKeeper lost"; });
+      x.agent->callbacks_.onConnection(
+          agent::CoordinatorConnection{false, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
+    });
+  }
+  q_.after(duration, [this, n, serial] {
+    if (client(n).partitionSerial == serial) heal(n);
+  });
+}
+
+void ZkEnsemble::heal(int n) {
+  ZkClient& c = client(n);
+  if (!c.partitioned) return;
+  c.partitioned = false;
+  ++c.partitionSerial;
+  trace_.trace('F', [&] { return c.id + " reaches ZooKeeper again"; });
+  if (!c.agent) return;
+  auto it = sessions_.find(c.session);
+  if (c.session != 0 && it != sessions_.end() && it->second.alive) {
+    it->second.connected = true;
+    ++it->second.disconnects;
+    if (std::exchange(c.lossReported, false) && c.agent->member_) {
+      uint64_t sid = c.session;
+      schedule(n, [this, n, sid] {
+        ZkClient& x = client(n);
+        if (x.session != sid || !x.agent->member_) return;
+        trace_.trace('Z', [&] { return x.id + " client: connected again, same session"; });
+        x.agent->callbacks_.onConnection(
+            agent::CoordinatorConnection{true, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
+      });
+    }
+    if (c.needResync && c.ready) {  // the watches fire for what changed meanwhile
+      c.needResync = false;
+      deliver(n, ActivePeersChanged{activePeers()});
+      deliver(n, ClusterStateChanged{stateNode()});
+    }
+    return;
+  }
+  if (c.connecting || !c.agent->member_) return;  // its retry loop reconnects, or it left
+  // The session expired while cut off: the client learns it now and starts a new one.
+  c.lossReported = false;
+  c.session = 0;
+  c.ready = false;
+  c.connecting = true;
+  q_.after(model_.reconnect.draw(rng_), [this, n, run = runOf(n)] { connect(n, run); });
+}
+
+// ---------------------------------------------------------------- one agent's client
+
+SimCoordinator::SimCoordinator(ZkEnsemble& ensemble, int host)
+    : zk_(ensemble), host_(host), run_(++ensemble.lastRun_) {
+  zk_.client(host_).agent = this;
+  zk_.client(host_).agentRun = run_;
+}
+
+SimCoordinator::~SimCoordinator() {
+  ZkClient& c = zk_.client(host_);
+  if (c.agent != this) return;
+  c.agent = nullptr;
+  c.agentRun = 0;
+}
+
+Result<bool> SimCoordinator::join(agent::CoordinatorCallbacks cb) {
+  callbacks_ = std::move(cb);
+  member_ = true;
+  zk_.client(host_).connecting = true;
+  zk_.q_.after(zk_.model_.connect.draw(zk_.joinRng_),
+               [&zk = zk_, n = host_, run = run_] { zk.connect(n, run); });
+  return true;
+}
+
+void SimCoordinator::leave() {
+  if (!member_) return;
+  member_ = false;
+  callbacks_ = {};
+  ZkClient& c = zk_.client(host_);
+  zk_.trace_.trace('A', [&] { return c.id + " -> leave ZooKeeper"; });
+  zk_.closeSessionOf(host_);
+  c.connecting = false;
+  c.ready = false;
+  if (pendingWrite_) {
+    zk_.q_.after(0, [&zk = zk_, n = host_, serial = writeSerial_, run = run_] {
+      if (zk.runs(n, run)) zk.answerWrite(n, serial, StateWriteFinished{false, "left ZooKeeper", false, -1});
+    });
+  }
+}
+
+void SimCoordinator::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                                     std::function<void(StateWriteFinished)> done) {
+  if (pendingWrite_ && zk_.hooks_.violation) {
+    zk_.hooks_.violation("two-writes", zk_.client(host_).id + " wrote while a write was in flight");
+  }
+  pendingWrite_ = std::move(done);
+  writeSince_ = zk_.q_.now();
+  uint64_t serial = ++writeSerial_;
+  if (!member_) {
+    zk_.q_.after(0, [&zk = zk_, n = host_, serial, run = run_] {
+      if (zk.runs(n, run)) {
+        zk.answerWrite(n, serial, StateWriteFinished{false, "not a member of the ZooKeeper cluster", false, -1});
+      }
+    });
+    return;
+  }
+  zk_.write(host_, serial, state, expectedVersion, reason);
+}
+
+agent::CoordinatorStatus SimCoordinator::status() const {
+  const ZkClient& c = zk_.client(host_);
+  return agent::CoordinatorStatus{member_, c.session != 0 && !c.partitioned, c.ready, static_cast<int64_t>(c.session),
+                                  "", ""};
+}
+
+}  // namespace dugong::simworld

@@ -1,0 +1,721 @@
+#include "sim/world/sim_postgres.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "pg/plan/catch_up.h"
+#include "pg/plan/fence.h"
+#include "pg/plan/rebuild.h"
+#include "pg/plan/transition.h"
+#include "pg/plan/writes.h"
+
+namespace dugong::simworld {
+
+namespace {
+
+// What the pg adapter's health check reads in a diverged standby's log (pg/controller_status.cc):
+// a fork, never missing WAL (the model keeps all of it).
+const char kCannotFollowEvidence[] = "requested timeline is not a child of this server's history";
+
+// The data directory as the rebuild planner (pg/plan/rebuild.h) sees it. Role none leaves
+// a model server's standby.signal as it was: no signal means it last ran as a primary.
+pg::RebuildFacts rebuildFacts(const PgServer& pg) {
+  pg::RebuildFacts f;
+  f.setUp = pg.setUp;
+  f.repair = pg.repairing ? kCannotFollowEvidence : "";
+  f.hasStandbySignal = pg.standbySignal;
+  f.wasPrimary = !pg.standbySignal;
+  return f;
+}
+
+// Whether a data directory the rebuild planner let follow `source` can: its WAL a prefix
+// of the source's. Checked by the world, not decided by it: a standby started on a
+// diverged history never streams, and reports a rejoin that did not happen.
+bool follows(const Wal& wal, const Wal& source) { return !wal.divergedFrom(source) && wal.size() <= source.size(); }
+
+// pg_rewind against `source` (nullptr: it cannot be asked): what it finds, and with
+// `atOnce`, the rewind itself. Without timelines in this model, a data directory ahead of
+// the source forked there (a promoted peer behind it): a divergence.
+pg::Divergence compareWith(Wal& wal, const Wal* source, bool atOnce, size_t* discarded) {
+  if (!source) return pg::Divergence::kUnknown;
+  if (follows(wal, *source)) return pg::Divergence::kCanFollow;
+  if (!atOnce) return pg::Divergence::kDiverged;
+  *discarded = wal.rewindTo(*source);
+  return pg::Divergence::kRewound;
+}
+
+
+}  // namespace
+
+std::string describeConfig(const PgConfig& c) {
+  std::string s = pgRoleName(c.role);
+  if (c.upstream) s += " from " + c.upstream->id;
+  if (c.downstream) s += " sync " + c.downstream->id;
+  if (c.restorePeer) s += " restore " + c.restorePeer->id;
+  return s;
+}
+
+void PgServer::adapterGone() {
+  transitioning = false;
+  reloading = false;
+  promoting = false;
+  writablePending = false;
+  applyLockedUntil = 0;
+  queryBusyUntil = 0;
+  cannotFollowSince = -1;
+  repairFor = false;
+  repairing = false;
+}
+
+// ---------------------------------------------------------------- between servers
+
+int PgFleet::findHost(const std::string& id) const {
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    if (servers_[i]->id == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool PgFleet::streamsFrom(int standby, int upstream) const {
+  const PgServer& s = server(standby);
+  const PgServer& u = server(upstream);
+  return s.serving() && s.isStandby() && s.config.upstream && s.config.upstream->id == u.id && u.serving() &&
+         !s.wal.divergedFrom(u.wal);
+}
+
+bool PgFleet::attachedSync(int primary) const {
+  const PgServer& p = server(primary);
+  if (!p.config.downstream) return false;
+  int d = hostOf(p.config.downstream->id);
+  return d >= 0 && streamsFrom(d, primary);
+}
+
+void PgFleet::stream() {
+  const int64_t now = q_.now();
+  for (PgServer* s : servers_) {
+    PgServer& pg = *s;
+    if (!pg.serving() || !pg.isStandby() || !pg.config.upstream || now < pg.stalledUntil) continue;
+    int u = hostOf(pg.config.upstream->id);
+    if (u < 0 || !server(u).serving()) continue;
+    const Wal& up = server(u).wal;
+    // A standby that diverged from its upstream cannot follow it (its log says so);
+    // the adapter's health check notices (SimPostgres::healthCheck).
+    if (pg.wal.divergedFrom(up)) {
+      if (pg.cannotFollowSince < 0) pg.cannotFollowSince = now;
+      continue;
+    }
+    pg.cannotFollowSince = -1;
+    if (up.size() <= pg.wal.size()) continue;
+    size_t max = pg.config.role == PgRole::kSync ? (rng_.chance(900) ? SIZE_MAX : 1)
+                                                 : static_cast<size_t>(rng_.between(0, 6));
+    pg.wal.copyFrom(up, max);
+  }
+}
+
+void PgFleet::cleanStop(int n) {
+  PgServer& pg = server(n);
+  if (pg.serving() && pg.config.role == PgRole::kPrimary) {
+    for (int s = 0; s < size(); ++s) {
+      if (s != n && q_.now() >= server(s).stalledUntil && streamsFrom(s, n)) server(s).wal.copyFrom(pg.wal, SIZE_MAX);
+    }
+  }
+  pg.running = false;
+  pg.waiting.clear();
+  ++pg.instance;
+}
+
+void PgFleet::kill(int n) {
+  PgServer& pg = server(n);
+  pg.running = false;
+  if (pg.transitioning) pg.crashedInTransition = true;
+  pg.waiting.clear();
+  ++pg.epoch;
+  ++pg.instance;
+}
+
+void PgFleet::crash(int n, int64_t brokenFor) {
+  PgServer& pg = server(n);
+  if (!pg.running && !pg.transitioning) return;
+  trace_.trace('F', [&] { return pg.id + " postgres crashes; it cannot start for " + std::to_string(brokenFor) + " ms"; });
+  kill(n);
+  pg.brokenUntil = q_.now() + brokenFor;
+}
+
+void PgFleet::rebuildAsStandby(int n, int p, const PeerIdentity& primary) {
+  PgServer& pg = server(n);
+  const Wal& source = server(p).wal;
+  const bool rebuilt = !pg.setUp || pg.wal.divergedFrom(source) || pg.wal.size() > source.size() || !pg.standbySignal;
+  if (rebuilt) {
+    pg.wal = source;
+    pg.setUp = true;
+    trace_.trace('P', [&] {
+      return pg.id + " postgres rebuilt by the operator from " + primary.id + " (" + std::to_string(pg.wal.size()) +
+             " records)";
+    });
+  }
+  pg.waiting.clear();
+  pg.readOnly = true;
+  pg.writablePending = false;
+  pg.config = PgConfig::standby(PgRole::kAsync, primary, primary);
+  if (!pg.running || rebuilt) ++pg.instance;  // started, not reloaded
+  pg.running = true;
+  pg.standbySignal = true;
+  ++pg.epoch;
+}
+
+// ---------------------------------------------------------------- the adapter
+
+SimPostgres::SimPostgres(PgFleet& fleet, int host, SimPostgresHooks hooks)
+    : fleet_(fleet), host_(host), hooks_(std::move(hooks)), run_(fleet.nextAdapterRun()) {
+  pg().adapterRun = run_;
+}
+
+SimPostgres::~SimPostgres() {
+  if (pg().adapterRun == run_) pg().adapterRun = 0;
+}
+
+void SimPostgres::init(std::function<void(PgInitialized)> done) {
+  fleet_.queue().after(fleet_.model().init.draw(fleet_.initRng()), guarded([this, done = std::move(done)] {
+    PgInitialized e{pg().running, pg().setUp};
+    hooks_.deliver(e, [&] { done(e); });
+  }));
+}
+
+// A peer never applies two postgres transitions at once (DESIGN.md): the world checks
+// what the driver asks for.
+void SimPostgres::beginTransition(const char* what) {
+  if (transitions_ > 0 && hooks_.violation) {
+    hooks_.violation("two-transitions", id() + " asked postgres for a " + what + " while a transition was in flight");
+  }
+  ++transitions_;
+  transitionSince_ = now();
+}
+
+void SimPostgres::apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) {
+  beginTransition("reconfiguration");
+  pendingApply_ = std::move(done);
+  carryOut(config);
+}
+
+void SimPostgres::carryOut(const PgConfig& cfg) {
+  PgServer& pg = this->pg();
+  fleet_.trace().trace('A', [&] { return id() + " -> apply postgres " + describeConfig(cfg); });
+  if (now() < pg.applyLockedUntil) {  // the poll is writing the configuration: wait for the apply lock
+    fleet_.queue().at(pg.applyLockedUntil, guarded([this, cfg] { carryOut(cfg); }));
+    return;
+  }
+  const PgModel& m = fleet_.model();
+  Rng& rng = fleet_.rng();
+  // A new synchronous standby of a primary, or a new upstream of a running standby, is
+  // a reload; a running standby is promoted without a restart (it serves reads and,
+  // until the reload that clears its upstream, streams meanwhile); anything else
+  // restarts.
+  // A standby apply after the health check found that it cannot follow repairs it:
+  // stop, pg_rewind (else pg_basebackup), start; the adapter forgets the repair either way.
+  // The steps are the pg adapter's own planners' (pg/plan/transition.h).
+  const bool standbyRole = cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync;
+  pg.repairing = standbyRole && std::exchange(pg.repairFor, false);
+  bool reload = false;
+  bool promotion = false;
+  if (standbyRole) {
+    pg::StandbyFacts f;
+    f.running = pg.serving();
+    f.setUp = pg.setUp;
+    f.inRecovery = pg.serving() && pg.isStandby();
+    f.hasStandbySignal = pg.standbySignal;
+    f.wasPrimary = !pg.standbySignal;
+    f.sameUpstream = pg.config.upstream && cfg.upstream && pg.config.upstream->id == cfg.upstream->id;
+    f.repair = pg.repairing;
+    reload = pg::planStandby(f) != pg::StandbyStep::kRestart;
+  }
+  const bool startsOrStops = pg.running != (cfg.role != PgRole::kNone);
+  pg::PrimaryFacts primary;
+  primary.hasDownstream = cfg.downstream.has_value();
+  primary.wasWritablePrimary = pg.config.role == PgRole::kPrimary && !pg.readOnly;
+  primary.inRecovery = pg.serving() ? pg.isStandby() : pg.standbySignal;
+  const pg::PrimaryPlan primaryPlan = pg::planPrimary(primary);
+  if (cfg.role == PgRole::kPrimary) {
+    reload = pg.serving() && pg.config.role == PgRole::kPrimary;
+    promotion = pg.serving() && primaryPlan.promote;  // a running standby: no restart
+  }
+  pg.applyReadOnly = m.readOnlyUntilSyncCaughtUp && primaryPlan.readOnly;
+  pg.writablePending = false;
+  pg.transitioning = true;
+  pg.reloading = reload || promotion;
+  pg.promoting = promotion;
+  pg.crashedInTransition = false;
+  uint64_t epoch = ++pg.epoch;
+  if (!reload && !promotion) {  // restart: stops serving and streaming now
+    fleet_.cleanStop(host_);
+  }
+  if (promotion) {
+    fleet_.queue().after(m.promoteStream.draw(rng), guarded([this, epoch] {
+      PgServer& p = this->pg();
+      if (p.epoch != epoch || !p.config.upstream) return;
+      p.config.upstream.reset();
+      fleet_.trace().trace('P', [&] { return id() + " postgres stops streaming: promoting"; });
+    }));
+  }
+  if (hooks_.applyStarting) hooks_.applyStarting(cfg);
+  // A reload (new synchronous standby) takes milliseconds; a restart or a promotion
+  // takes longer. The apply holds the apply lock throughout.
+  bool slow = now() < pg.slowUntil;
+  int64_t latency = reload ? (slow ? m.slowReload.draw(rng) : m.reload.draw(rng))
+                           : (slow ? m.slowRestart.draw(rng) : m.restart.draw(rng));
+  if (startsOrStops) latency += m.startStop.draw(rng);
+  pg.applyLockedUntil = now() + latency;
+  fleet_.queue().after(latency, guarded([this, cfg] { finishApply(cfg); }));
+}
+
+void SimPostgres::finishApply(PgConfig cfg) {
+  PgServer& pg = this->pg();
+  TraceSink& trace = fleet_.trace();
+  bool reload = pg.reloading && !pg.promoting;
+  pg.transitioning = false;
+  pg.reloading = false;
+  pg.promoting = false;
+  std::string error;
+  if (pg.crashedInTransition) {
+    error = "postgres crashed during the transition";
+  } else if (cfg.role != PgRole::kNone && now() < pg.brokenUntil) {
+    error = "postgres would not start";
+  } else if (cfg.role == PgRole::kPrimary) {
+    if (!pg.setUp) {
+      pg.setUp = true;
+      trace.trace('P', [&] { return id() + " postgres: initdb"; });
+    }
+  } else if (cfg.role != PgRole::kNone && !reload) {
+    // What the pg adapter does for a standby that is not running as one (applyStandby),
+    // as its rebuild planner (pg/plan/rebuild.h) decides: copy, compare (pg_rewind), or
+    // start as it is; the model only carries it out.
+    const PeerIdentity* from = cfg.restorePeer ? &*cfg.restorePeer : (cfg.upstream ? &*cfg.upstream : nullptr);
+    int restore = fleet_.hostOf(from ? from->id : "");
+    const Wal* source = restore >= 0 && fleet_.server(restore).running ? &fleet_.server(restore).wal : nullptr;
+    const pg::RebuildRules rules;
+    const pg::RebuildStart first = pg::planRebuildStart(rebuildFacts(pg), rules);
+    bool copy = first.step == pg::RebuildStep::kBasebackup;
+    if (first.step == pg::RebuildStep::kCompare) {
+      const bool verified = source != nullptr;
+      size_t discarded = 0;
+      const pg::Divergence d = compareWith(pg.wal, source, pg::rewindAtOnce(rules, verified), &discarded);
+      const pg::RebuildOutcome outcome = pg::planAfterCompare(d, verified, false, rules);
+      if ((outcome == pg::RebuildOutcome::kFollow || outcome == pg::RebuildOutcome::kFollowRewound) && source &&
+          !follows(pg.wal, *source) && hooks_.violation) {
+        hooks_.violation("follows-diverged", id() + " was let follow " + fleet_.server(restore).id + " (" +
+                                                 pg::divergenceName(d) + ") on a history that diverged from it");
+      }
+      switch (outcome) {
+        case pg::RebuildOutcome::kFollow: break;
+        case pg::RebuildOutcome::kFollowRewound:
+          trace.trace('P', [&] {
+            return id() + " postgres rewound to follow " + fleet_.server(restore).id + " (" +
+                   std::to_string(discarded) + " records discarded" + (pg.repairing ? ", a repair" : "") + ")";
+          });
+          break;
+        case pg::RebuildOutcome::kBasebackup: copy = true; break;
+        default:
+          error = std::string("it may not follow (") + pg::divergenceName(d) + ") and cannot be rebuilt" +
+                  (source ? "" : ": the restore peer is not running");
+      }
+    }
+    if (copy && !source) {
+      error = "no usable data directory and the restore peer is not running";
+    } else if (copy) {
+      pg.wal = *source;
+      pg.setUp = true;
+      trace.trace('P', [&] {
+        return id() + " postgres rebuilt from " + fleet_.server(restore).id + " (" + std::to_string(pg.wal.size()) +
+               " records)";
+      });
+    }
+  }
+  pg.repairing = false;
+  if (cfg.role != PgRole::kNone && !reload) pg.cannotFollowSince = -1;
+  --transitions_;
+  auto done = std::move(pendingApply_);
+  pendingApply_ = nullptr;
+  if (!error.empty()) {
+    pg.running = false;
+    pg.waiting.clear();
+    trace.trace('P', [&] { return id() + " postgres transition to " + pgRoleName(cfg.role) + " failed: " + error; });
+    if (fleet_.model().healthIntervalMs == 0) checkHealth();
+    PgConfigApplied r{false, error, false};
+    hooks_.deliver(r, [&] { done(r); });
+    return;
+  }
+  pg.config = cfg;
+  pg.alsoSync.reset();
+  pg.running = cfg.role != PgRole::kNone;
+  pg.writesStopped = false;  // the apply rewrote the managed configuration
+  pg.readOnly = cfg.role != PgRole::kPrimary || pg.applyReadOnly;
+  if (cfg.role == PgRole::kPrimary && pg.readOnly) {
+    pg.writablePending = true;
+    pg.pendingSync = cfg.downstream->id;
+    pg.pendingTarget.reset();
+    schedulePoll();
+  }
+  if (cfg.role == PgRole::kPrimary && pg.standbySignal) {
+    pg.wal.promote(fleet_.newTimeline());  // out of recovery: a new timeline
+    trace.trace('P', [&] { return id() + " postgres promoted to timeline " + std::to_string(pg.wal.timeline()); });
+  }
+  if (cfg.role == PgRole::kPrimary) pg.standbySignal = false;
+  if (cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync) pg.standbySignal = true;
+  trace.trace('P', [&] {
+    return id() + " postgres now " + describeConfig(cfg) + (pg.running ? ", running" : ", stopped") + ", WAL " +
+           std::to_string(pg.wal.size());
+  });
+  if (fleet_.model().healthIntervalMs == 0) checkHealth();
+  PgConfigApplied r{true, "", pg.running};
+  hooks_.deliver(r, [&] { done(r); });
+}
+
+void SimPostgres::fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) {
+  beginTransition("fence");
+  fleet_.trace().trace('A', [&] { return id() + " -> fence" + (newSync ? " (commits wait for " + newSync->id + ")" : ""); });
+  // The fence takes the apply lock (waiting for a poll that writes the configuration),
+  // rewrites the configuration and reloads; the poll skips its turns meanwhile. A slow
+  // postgres reloads slowly, the fence's reload too.
+  PgServer& p = pg();
+  const PgModel& m = fleet_.model();
+  int64_t end = std::max(now(), p.applyLockedUntil) +
+                (now() < p.slowUntil ? m.slowReload.draw(fleet_.rng()) : m.fence.draw(fleet_.rng()));
+  p.applyLockedUntil = end;
+  fleet_.queue().at(end, guarded([this, newSync, done = std::move(done)] {
+    PgServer& pg = this->pg();
+    PgFenced r;
+    if (pg.transitioning) {
+      r.error = "postgres is in a transition";
+    } else {
+      r.ok = true;  // a stopped postgres acknowledges nothing
+      r.instance = pg.running ? pg.instance : 0;
+      const bool primary = pg.running && pg.config.role == PgRole::kPrimary;
+      if (primary || (pg.running && pg.isStandby())) {
+        // A reload, to what the adapter's fence planner (pg/plan/fence.h) wants: a
+        // standby stops streaming; a primary's commits wait for the new sync, and for the
+        // sync of the last apply (kept when fenced again for another new sync).
+        auto idOf = [](const std::optional<PeerIdentity>& peer) {
+          return peer ? std::optional<std::string>(peer->id) : std::nullopt;
+        };
+        auto target = pg::planFence(pg::FenceFrom{!primary, idOf(pg.config.downstream), idOf(pg.alsoSync)}, idOf(newSync));
+        if (!target) {
+          r = PgFenced{false, target.error(), 0};
+        } else if (primary) {
+          std::optional<PeerIdentity> also;
+          for (const auto& had : {pg.alsoSync, pg.config.downstream}) {
+            if (!also && had && had->id == target->alsoSyncId) also = had;
+          }
+          pg.alsoSync = also;
+          pg.config.downstream = newSync;
+          pg.writablePending = false;  // and it stays as writable as it is until the next apply
+        } else {
+          pg.config.upstream.reset();  // stops streaming
+        }
+      }
+    }
+    --transitions_;
+    if (r.ok && hooks_.fenced) hooks_.fenced();
+    hooks_.deliver(r, [&] { done(r); });
+  }));
+}
+
+void SimPostgres::readWal(std::function<void(WalPositionRead)> done) {
+  fleet_.trace().trace('A', [&] { return id() + " -> read WAL"; });
+  ++walReads_;
+  walReadSince_ = now();
+  // On the adapter's query worker, after whatever it is doing (a poll's write).
+  PgServer& p = pg();
+  int64_t end = std::max(now(), p.queryBusyUntil) + fleet_.model().walRead.draw(fleet_.rng());
+  p.queryBusyUntil = end;
+  fleet_.queue().at(end, guarded([this, done = std::move(done)] {
+    const PgServer& pg = this->pg();
+    WalPositionRead r;
+    if (pg.serving()) {
+      r.position = pg.wal.position();
+      r.history = pg.wal.history();
+      r.instance = pg.instance;
+    } else {
+      r.error = "postgres is not running";
+    }
+    --walReads_;
+    hooks_.deliver(r, [&] { done(r); });
+  }));
+}
+
+void SimPostgres::sampleSyncStandby(const std::string& standbyId,
+                                    std::function<void(Result<agent::SyncReplicationSample>)> done) {
+  PgServer& p = pg();
+  int64_t end = std::max(now(), p.queryBusyUntil) + fleet_.model().syncSample.draw(fleet_.rng());
+  p.queryBusyUntil = end;
+  fleet_.queue().at(end, guarded([this, standbyId, done = std::move(done)] {
+    const PgServer& pg = this->pg();
+    if (!pg.serving() || pg.config.role != PgRole::kPrimary) return done(Error{"postgres is not running as primary"});
+    agent::SyncReplicationSample s;
+    const int sync = fleet_.hostOf(standbyId);
+    s.streaming = sync >= 0 && fleet_.streamsFrom(sync, host_);
+    if (s.streaming) s.flushed = fleet_.server(sync).wal.position();
+    s.waitingCommits = static_cast<int>(pg.waiting.size());
+    fleet_.trace().trace('P', [&] {
+      return id() + " sync " + standbyId + (s.streaming ? " flushed " + s.flushed->toString() : " not streaming") + ", " +
+             std::to_string(s.waitingCommits) + " commits waiting";
+    });
+    done(s);
+  }));
+}
+
+void SimPostgres::startHealthCheck(std::function<void(bool, const std::string&)> onChange) {
+  onHealth_ = std::move(onChange);
+  lastHealthy_ = -1;
+  uint64_t serial = ++healthSerial_;
+  fleet_.queue().after(0, guarded([this, serial] { healthCheck(serial); }));
+}
+
+void SimPostgres::stopHealthCheck() {
+  onHealth_ = nullptr;
+  ++healthSerial_;
+}
+
+void SimPostgres::lookAtHealth() { checkHealth(); }
+
+// The pg adapter's health check: SELECT 1 every health interval; the driver hears of
+// the first result and of every change.
+void SimPostgres::healthCheck(uint64_t serial) {
+  if (healthSerial_ != serial) return;
+  look(serial);
+}
+
+void SimPostgres::checkHealth() {
+  if (onHealth_) look(0);
+}
+
+void SimPostgres::look(uint64_t pollSerial) {
+  const PgModel& m = fleet_.model();
+  PgServer& pg = this->pg();
+  // A standby that has not streamed for repairStandbyAfter, with its log saying why it
+  // cannot, is unhealthy: the driver's health restart then repairs it.
+  const bool cannotFollow = pg.serving() && pg.isStandby() && pg.cannotFollowSince >= 0 &&
+                            now() - pg.cannotFollowSince >= m.repairAfterMs;
+  if (cannotFollow) pg.repairFor = true;
+  const bool refused = pg.serving() && now() < pg.refusesNewConnectionsUntil;
+  const bool healthy = pg.serving() && !cannotFollow && !refused;
+  const bool gone = !pg.running && !pg.transitioning;
+  const bool goneNow = gone && !gone_;  // reported again, as the adapter does
+  gone_ = gone;
+  if (pollSerial != 0 && m.healthIntervalMs > 0) {
+    fleet_.queue().after(m.healthIntervalMs, guarded([this, pollSerial] { healthCheck(pollSerial); }));
+  }
+  if (lastHealthy_ == static_cast<int>(healthy) && !goneNow) return;
+  lastHealthy_ = healthy;
+  fleet_.trace().trace('P', [&] {
+    return id() + " health check: postgres " +
+           (healthy        ? "answers"
+            : cannotFollow ? "cannot follow its upstream"
+            : refused      ? "refuses a new connection (it serves on)"
+                           : "does not answer");
+  });
+  onHealth_(healthy, healthy        ? ""
+                     : cannotFollow ? "this standby cannot follow its upstream"
+                     : refused      ? "FATAL: sorry, too many clients already"
+                                    : "postgres is not running");
+}
+
+// The adapter's writable poll (pg/controller.cc pollWritable), every writablePollInterval
+// on the query worker while a primary waits for its sync to catch up. It skips its turn
+// while a fence or an apply holds the apply lock; its write of the configuration holds
+// the lock (a fence or an apply started meanwhile waits for it).
+void SimPostgres::schedulePoll() {
+  PgServer& pg = this->pg();
+  if (pg.pollScheduled) return;
+  pg.pollScheduled = true;
+  // The flag is the server's: it is cleared even if this adapter is gone by then.
+  fleet_.queue().after(fleet_.model().writablePollMs,
+                       [&fleet = fleet_, host = host_, self = this, run = run_] {
+                         PgServer& p = fleet.server(host);
+                         p.pollScheduled = false;
+                         if (p.adapterRun == run) self->pollWritable(p.epoch);
+                       });
+}
+
+void SimPostgres::pollWritable(uint64_t epoch) {
+  PgServer& pg = this->pg();
+  if (!pg.writablePending) return;
+  if (now() < pg.applyLockedUntil || pg.transitioning || !pg.serving() || pg.config.role != PgRole::kPrimary) {
+    return schedulePoll();
+  }
+  int s = fleet_.hostOf(pg.pendingSync);
+  bool streams =
+      s >= 0 && pg.config.downstream && pg.config.downstream->id == pg.pendingSync && fleet_.attachedSync(host_);
+  // When it becomes writable: the adapter's catch-up planner (pg/plan/catch_up.h).
+  std::optional<pg::SyncSeen> seen;
+  if (streams) seen = pg::SyncSeen{pg.wal.size(), fleet_.server(s).wal.size()};
+  const pg::CatchUp step = pg::planCatchUp(pg.pendingTarget, seen);
+  pg.pendingTarget = step.target;
+  if (!step.writable) return schedulePoll();
+  int64_t end = std::max(now(), pg.queryBusyUntil) + fleet_.model().writableWrite.draw(fleet_.rng());
+  pg.applyLockedUntil = end;
+  pg.queryBusyUntil = end;
+  fleet_.queue().at(end, guarded([this, epoch] {
+    PgServer& p = this->pg();
+    if (p.epoch != epoch || !p.writablePending) return;
+    p.writablePending = false;
+    p.readOnly = false;
+    fleet_.trace().trace('P', [&] { return id() + " postgres writable: its sync " + p.pendingSync + " has caught up"; });
+  }));
+}
+
+template <class F>
+void SimPostgres::underApplyLock(int64_t latency, F fn) {
+  PgServer& p = pg();
+  const int64_t end = std::max(now(), p.applyLockedUntil) + latency;
+  p.applyLockedUntil = end;
+  fleet_.queue().at(end, guarded(std::move(fn)));
+}
+
+// The adapter's stopWrites: under the apply lock, a running primary's new sessions
+// become read-only and every client session is terminated (commits waiting for the
+// sync fail: never acknowledged).
+void SimPostgres::stopWrites(std::function<void(Result<int>)> done) {
+  fleet_.trace().trace('A', [&] { return id() + " -> stop writes"; });
+  underApplyLock(fleet_.model().writes.draw(fleet_.rng()), [this, done = std::move(done)] {
+    PgServer& pg = this->pg();
+    int terminated = 0;
+    if (pg::mustStopWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped}, false)) {
+      pg.writesStopped = true;
+      terminated = static_cast<int>(pg.waiting.size());
+      pg.waiting.clear();
+      fleet_.trace().trace('P', [&] { return id() + " postgres: writes stopped"; });
+    }
+    done(terminated);
+  });
+}
+
+void SimPostgres::resumeWrites(std::function<void(Result<bool>)> done) {
+  fleet_.trace().trace('A', [&] { return id() + " -> resume writes"; });
+  underApplyLock(fleet_.model().writes.draw(fleet_.rng()), [this, done = std::move(done)] {
+    PgServer& pg = this->pg();
+    if (pg::mustResumeWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped})) {
+      fleet_.trace().trace('P', [&] { return id() + " postgres: writes resumed"; });
+      pg.writesStopped = false;
+    }
+    done(true);
+  });
+}
+
+// The adapter's shutDownWrites: a running primary is stopped (pg_ctl stop -m fast: its
+// client sessions go at once, its walsenders send what they have first).
+void SimPostgres::shutDownWrites(std::function<void(Result<bool>)> done) {
+  fleet_.trace().trace('A', [&] { return id() + " -> shut postgres down"; });
+  PgServer& p = pg();
+  const int64_t start = std::max(now(), p.applyLockedUntil);
+  const int64_t latency = fleet_.model().shutDown.draw(fleet_.rng());
+  p.applyLockedUntil = start + latency;
+  fleet_.queue().at(start, guarded([this] {
+    PgServer& pg = this->pg();
+    if (!pg::mustStopWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped}, false)) return;
+    pg.writesStopped = true;
+    fleet_.trace().trace('P', [&] { return id() + " postgres shuts down: writes stopped for good"; });
+    fleet_.cleanStop(host_);
+  }));
+  fleet_.queue().at(start + latency, guarded([done = std::move(done)] { done(true); }));
+}
+
+// The adapter's awaitUpstreamStop: polls its WAL receiver; true once a stream it saw
+// has ended (its upstream stopped, after sending all of its WAL), false when there was
+// no stream, or still one at the deadline.
+void SimPostgres::awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) {
+  if (!fleet_.model().awaitsUpstreamStop) return agent::Postgres::awaitUpstreamStop(timeoutMs, std::move(done));
+  fleet_.trace().trace('A', [&] { return id() + " -> wait for the upstream's WAL stream to end"; });
+  pollUpstream(now() + timeoutMs, false, std::move(done));
+}
+
+void SimPostgres::pollUpstream(int64_t deadline, bool sawStream, std::function<void(bool)> done) {
+  fleet_.queue().after(
+      fleet_.model().upstreamPoll.draw(fleet_.rng()),
+      guarded([this, deadline, sawStream, done = std::move(done)]() mutable {
+        const PgServer& pg = this->pg();
+        if (!pg.serving() || !pg.isStandby()) {
+          fleet_.trace().trace('P', [&] { return id() + " not waiting for the upstream: not a standby"; });
+          return done(false);
+        }
+        const int u = pg.config.upstream ? fleet_.hostOf(pg.config.upstream->id) : -1;
+        const bool streaming = u >= 0 && fleet_.streamsFrom(host_, u);
+        if (!streaming) {
+          fleet_.trace().trace('P', [&] {
+            return id() + (sawStream ? " the upstream's WAL stream ended" : " not waiting for the upstream: no WAL stream");
+          });
+          return done(sawStream);
+        }
+        if (now() >= deadline) return done(false);
+        fleet_.queue().after(fleet_.model().upstreamPollMs, guarded([this, deadline, done = std::move(done)]() mutable {
+          pollUpstream(deadline, true, std::move(done));
+        }));
+      }));
+}
+
+// The adapter's rejoin (pg/controller.cc): under the apply lock, the stopped ex-primary
+// becomes an async standby of `primary` without a copy: as it is when its WAL is a
+// prefix of the primary's (pg_rewind's "no rewind required"), rewound with kRewind;
+// otherwise nothing changes.
+void SimPostgres::rejoin(const PeerIdentity& primary, agent::RejoinPolicy policy,
+                         std::function<void(agent::RejoinFinished)> done) {
+  beginTransition("rejoin");
+  fleet_.trace().trace('A', [&] { return id() + " -> rejoin as a standby of " + primary.id; });
+  underApplyLock(fleet_.model().rejoin.draw(fleet_.rng()), [this, primary, policy, done = std::move(done)] {
+    PgServer& pg = this->pg();
+    --transitions_;
+    agent::RejoinFinished r;
+    const int p = fleet_.hostOf(primary.id);
+    if (!pg.setUp) {
+      r.error = "the data directory is not set up";
+    } else if (pg.running || pg.transitioning) {
+      r.error = "postgres is running";
+    } else if (p < 0 || !fleet_.server(p).running) {
+      r.error = "cannot reach " + primary.id + " to compare with";
+    } else {
+      // The adapter's rejoin: its standby apply with no copy allowed, as the rebuild
+      // planner (pg/plan/rebuild.h) decides.
+      const pg::RebuildRules rules{policy == agent::RejoinPolicy::kRewind, false};
+      const Wal* source = &fleet_.server(p).wal;
+      const pg::RebuildStart first = pg::planRebuildStart(rebuildFacts(pg), rules);
+      pg::RebuildOutcome outcome = pg::RebuildOutcome::kFollow;
+      size_t discarded = 0;
+      if (first.step == pg::RebuildStep::kCompare) {
+        const pg::Divergence d = compareWith(pg.wal, source, pg::rewindAtOnce(rules, true), &discarded);
+        outcome = pg::planAfterCompare(d, true, false, rules);
+        if ((outcome == pg::RebuildOutcome::kFollow || outcome == pg::RebuildOutcome::kFollowRewound) &&
+            !follows(pg.wal, *source) && hooks_.violation) {
+          hooks_.violation("follows-diverged", id() + " rejoined " + primary.id + " (" + pg::divergenceName(d) +
+                                                   ") on a history that diverged from it");
+        }
+      } else if (first.step != pg::RebuildStep::kStartAsIs) {
+        outcome = pg::RebuildOutcome::kFailNoCopy;
+      }
+      if (outcome != pg::RebuildOutcome::kFollow && outcome != pg::RebuildOutcome::kFollowRewound) {
+        r.error = "it cannot follow without discarding WAL";
+      } else {
+        if (outcome == pg::RebuildOutcome::kFollowRewound) {
+          r.rewound = true;
+          r.discarded = std::to_string(discarded) + " records";
+        }
+        pg.config = PgConfig::standby(PgRole::kAsync, primary, primary);
+        pg.running = true;
+        pg.standbySignal = true;
+        pg.readOnly = true;
+        pg.writesStopped = false;
+        pg.writablePending = false;
+        pg.waiting.clear();
+        pg.cannotFollowSince = -1;
+        ++pg.instance;
+        ++pg.epoch;
+        r.ok = true;
+      }
+    }
+    fleet_.trace().trace('P', [&] {
+      return id() + " postgres rejoin " + (r.ok ? "done" : "refused: " + r.error) +
+             (r.rewound ? " (rewound, " + r.discarded + " discarded)" : "");
+    });
+    done(r);
+  });
+}
+
+}  // namespace dugong::simworld

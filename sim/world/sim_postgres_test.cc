@@ -1,0 +1,169 @@
+// The simulated postgres of both simulators: what its adapter reports and when, and its
+// contract (exactly-once callbacks, none after the adapter is gone, one transition at a
+// time checked).
+#include "sim/world/sim_postgres.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dugong::simworld {
+namespace {
+
+class Lines final : public TraceSink {
+ public:
+  Lines() : TraceSink(true) {}
+  std::vector<std::string> lines;
+
+ protected:
+  void record(char kind, std::string text) override { lines.push_back(std::string(1, kind) + " " + text); }
+};
+
+PeerIdentity peer(const std::string& id) {
+  PeerIdentity p;
+  p.id = id;
+  p.ip = "10.0.0.1";
+  p.pgUrl = "tcp://postgres@" + id + ":5432/postgres";
+  p.zoneId = id;
+  return p;
+}
+
+// Fixed steps, as dugong-sim's: restart 1000 ms, 1000 more to start or stop, queries 10.
+PgModel fixedModel(int64_t healthIntervalMs) {
+  constexpr Latency kStep{1000, 1000};
+  constexpr Latency kQuery{10, 10};
+  return PgModel{.init = {100, 100}, .fence = kQuery, .walRead = kQuery, .reload = kStep, .restart = kStep,
+                 .slowReload = kStep, .slowRestart = kStep, .startStop = kStep, .writes = kQuery, .shutDown = kStep,
+                 .rejoin = kStep, .upstreamPoll = kQuery, .writableWrite = kQuery,
+                 .healthIntervalMs = healthIntervalMs, .readOnlyUntilSyncCaughtUp = false};
+}
+
+struct Fixture {
+  explicit Fixture(int64_t healthIntervalMs = 0) : fleet(q, rng, rng, lines, fixedModel(healthIntervalMs)) {
+    a.id = "node1";
+    b.id = "node2";
+    fleet.add(a);
+    fleet.add(b);
+  }
+  std::unique_ptr<SimPostgres> adapter(int host) {
+    SimPostgresHooks h;
+    h.deliver = [this](const Event&, const std::function<void()>& call) {
+      ++delivered;
+      call();
+    };
+    h.violation = [this](const std::string& invariant, const std::string&) { violations.push_back(invariant); };
+    return std::make_unique<SimPostgres>(fleet, host, std::move(h));
+  }
+  void runAll() {
+    while (!q.empty()) q.runNext();
+  }
+
+  EventQueue q;
+  Rng rng{1};
+  Lines lines;
+  PgServer a, b;
+  PgFleet fleet;
+  int delivered = 0;
+  std::vector<std::string> violations;
+};
+
+TEST(SimPostgres, StartsAPrimaryAfterTheRestartAndStartSteps) {
+  Fixture f;
+  auto pg = f.adapter(0);
+  std::optional<PgConfigApplied> applied;
+  int64_t at = -1;
+  pg->apply(PgConfig::primary(peer("node2")), [&](PgConfigApplied r) {
+    applied = r;
+    at = f.q.now();
+  });
+  EXPECT_FALSE(applied) << "never inside the call";
+  f.runAll();
+  ASSERT_TRUE(applied);
+  EXPECT_TRUE(applied->ok);
+  EXPECT_TRUE(applied->online);
+  EXPECT_EQ(at, 2000);
+  EXPECT_TRUE(f.a.setUp) << "initdb";
+  EXPECT_EQ(f.a.config.role, PgRole::kPrimary);
+  EXPECT_EQ(pg->transitions(), 0);
+}
+
+TEST(SimPostgres, NoCallbackRunsOnceTheAdapterIsGone) {
+  Fixture f;
+  auto pg = f.adapter(0);
+  bool called = false;
+  pg->readWal([&](WalPositionRead) { called = true; });
+  pg->apply(PgConfig::none(), [&](PgConfigApplied) { called = true; });
+  pg.reset();
+  f.runAll();
+  EXPECT_FALSE(called);
+  EXPECT_EQ(f.delivered, 0);
+}
+
+TEST(SimPostgres, ASecondTransitionWhileOneIsInFlightIsReported) {
+  Fixture f;
+  auto pg = f.adapter(0);
+  int answers = 0;
+  pg->apply(PgConfig::primary(peer("node2")), [&](PgConfigApplied) { ++answers; });
+  pg->fence(peer("node2"), [&](PgFenced r) {
+    ++answers;
+    EXPECT_TRUE(r.ok) << "the fence waited for the apply lock";
+  });
+  f.runAll();
+  EXPECT_EQ(answers, 2);
+  EXPECT_EQ(f.violations, std::vector<std::string>{"two-transitions"});
+}
+
+TEST(SimPostgres, AStandbyWithNoDataDirectoryCopiesItsRestorePeer) {
+  Fixture f;
+  f.b.setUp = true;
+  f.b.running = true;
+  f.b.config = PgConfig::primary(peer("node1"));
+  for (uint64_t c = 1; c <= 3; ++c) f.b.wal.append(c);
+  auto pg = f.adapter(0);
+  std::optional<PgConfigApplied> applied;
+  pg->apply(PgConfig::standby(PgRole::kSync, peer("node2"), peer("node2")), [&](PgConfigApplied r) { applied = r; });
+  f.runAll();
+  ASSERT_TRUE(applied);
+  EXPECT_TRUE(applied->ok);
+  EXPECT_EQ(f.a.wal.size(), 3u);
+  EXPECT_FALSE(f.a.wal.divergedFrom(f.b.wal));
+  EXPECT_TRUE(f.a.standbySignal);
+  EXPECT_TRUE(f.fleet.streamsFrom(0, 1));
+  EXPECT_TRUE(f.fleet.attachedSync(1)) << "node2 names node1 its sync, and node1 streams from it";
+}
+
+TEST(SimPostgres, AHealthCheckThatDoesNotPollLooksAfterEachApplyAndComesToRest) {
+  Fixture f;
+  auto pg = f.adapter(0);
+  std::vector<bool> seen;
+  pg->startHealthCheck([&](bool healthy, const std::string&) { seen.push_back(healthy); });
+  pg->apply(PgConfig::primary(peer("node2")), [](PgConfigApplied) {});
+  f.runAll();  // ends: nothing polls
+  EXPECT_EQ(seen, (std::vector<bool>{false, true}));
+}
+
+TEST(SimPostgres, APollingHealthCheckFindsACrashedPostmasterAndNothingRestartsIt) {
+  Fixture f(1000);
+  f.a.setUp = true;
+  f.a.running = true;
+  f.a.config = PgConfig::primary(peer("node2"));
+  auto pg = f.adapter(0);
+  std::vector<bool> seen;
+  pg->startHealthCheck([&](bool healthy, const std::string&) { seen.push_back(healthy); });
+  while (f.q.nextAt() < 1500) f.q.runNext();
+  f.fleet.crash(0, 5000);
+  while (f.q.nextAt() < 10000) f.q.runNext();
+  EXPECT_EQ(seen, (std::vector<bool>{true, false}));
+  EXPECT_TRUE(pg->postmasterGone());
+  EXPECT_FALSE(f.a.running) << "no supervisor";
+  std::optional<PgConfigApplied> restarted;
+  pg->apply(PgConfig::primary(peer("node2")), [&](PgConfigApplied r) { restarted = r; });
+  while (!restarted) f.q.runNext();
+  EXPECT_TRUE(restarted->ok) << "the driver's restart starts it once it is no longer broken";
+}
+
+}  // namespace
+}  // namespace dugong::simworld
