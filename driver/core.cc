@@ -37,8 +37,15 @@ void DriverCore::onInput(const Input& input) {
                  [&](const in::Start&) { start(); },
                  [&](const in::Stop&) { stop(); },
                  [&](const in::Delivered& d) { step(d.event); },
-                 [&](const in::Connection& c) { onConnection(c.c); },
-                 [&](const in::Lease& l) { onLease(l.l); },
+                 // A withdrawn peer has no session: news of the one it left (posted
+                 // before it left, or stepped late by an agent that was stopped) says
+                 // nothing of the session it joins with again.
+                 [&](const in::Connection& c) {
+                   if (!withdrawn_) onConnection(c.c);
+                 },
+                 [&](const in::Lease& l) {
+                   if (!withdrawn_) onLease(l.l);
+                 },
                  [&](const in::JoinRefused& j) { carryOut(Fatal{"cannot join the coordinator: " + j.error}); },
                  [&](const in::Initialized& i) {
                    if (!i.afterRebuild) {

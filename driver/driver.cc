@@ -42,8 +42,16 @@ FailsafeAnswer Driver::onFailsafeRequest(const FailsafeRequest& request) {
   return answered_.value_or(FailsafeAnswer{false, "the agent is stopping"});
 }
 
+void Driver::resume() {
+  paused_ = false;
+  if (carryingOut_ || pending_.empty()) return;
+  Input first = std::move(pending_.front());
+  pending_.pop_front();
+  feed(std::move(first));
+}
+
 void Driver::feed(Input input) {
-  if (carryingOut_) {
+  if (carryingOut_ || paused_) {
     pending_.push_back(std::move(input));
     return;
   }

@@ -63,6 +63,15 @@ class Driver {
   // A primary's request for a failsafe promise (POST /failsafe), decided at once.
   FailsafeAnswer onFailsafeRequest(const FailsafeRequest& request);
 
+  // The agent's process is stopped (SIGSTOP, a stopped process group) and later
+  // continues: while paused every input waits, in order, and resume() steps them with
+  // the time they are stepped at, as a process that continues reads its clock. The
+  // simulators' model of a stopped agent (whose watchdog, in a session of its own, acts
+  // meanwhile); the daemon never pauses.
+  void pause() { paused_ = true; }
+  void resume();
+  bool paused() const { return paused_; }
+
  private:
   // Steps the core with `input` now (or, while commands are being carried out, once
   // they are) and carries out what it returns.
@@ -78,6 +87,7 @@ class Driver {
   std::map<TimerKey, std::unique_ptr<Timer>> timers_;
   std::deque<Input> pending_;
   bool carryingOut_ = false;
+  bool paused_ = false;
   std::function<void()> onFatal_;
   std::function<void()> stopped_;  // Driver::stop's `done`
   std::optional<FailsafeAnswer> answered_;
