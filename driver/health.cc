@@ -102,7 +102,18 @@ void DriverCore::healthTick() {
   // No process is starting or recovering: nothing to wait for (but no restart loop).
   const bool gone = now_.postmasterGone && now() - lastRestartStarted_ >= opts_.restartGraceMs;
   const bool stale = lastAppliedIsStale();
-  if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
+  // A primary writes only under its lease (or the sync's promise): with neither, its
+  // postgres stays down until a round trip through the leader confirms the session
+  // (the lease's end stops writes; the resumption starts it).
+  const bool noLease = lastApplied_->role == PgRole::kPrimary && leaseInUse_ && !leaseValid() && !failsafeHolds();
+  if (!pgBusy_ && (graceOver || gone) && noLease) {
+    if (lastStaleRestartSkip_ != lastTransitionDone_) {
+      lastStaleRestartSkip_ = lastTransitionDone_;
+      log(LogLevel::kWarn, "not restarting postgres as primary: its lease has ended (no round trip through the "
+                           "ZooKeeper leader has confirmed the session for " + std::to_string(now() - leaseSentAt_) +
+                           " ms); it starts again once one does");
+    }
+  } else if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
     lastStaleRestartSkip_ = lastTransitionDone_;
     log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +
                              (peer_->awaitingCompletion() ? ": the state machine is in the middle of a step"
