@@ -42,7 +42,7 @@ void World::askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const ag
   after(timeoutMs, [finish] { finish(Error{"no answer in time"}); });
   if (target < 0) return;
   after(networkDelay(), [this, from, target, request, finish, asker] {
-    if (linkCut(from, target) || !node(target).up || !node(target).driver) {
+    if (linkCut(from, target) || !node(target).up || !node(target).driver || node(target).driver->paused()) {
       return trace('N', [&] { return "failsafe request from " + asker + " lost on its way"; });
     }
     agent::FailsafeAnswer a = node(target).driver->onFailsafeRequest(request);

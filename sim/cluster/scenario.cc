@@ -56,6 +56,8 @@ const char* faultName(FaultKind kind) {
       return "unhealthy-serving";
     case FaultKind::kRestoreStaleSync:
       return "restore-stale-sync";
+    case FaultKind::kStopAgent:
+      return "stop-agent";
     case FaultKind::kQuorumLoss:
       return "quorum-loss";
   }
@@ -125,6 +127,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kLeaderChange, 6},
     {FaultKind::kUnhealthyServing, 0},  // drawn apart (makeScenario), as the quorum loss
     {FaultKind::kRestoreStaleSync, 0},  // drawn apart
+    {FaultKind::kStopAgent, 0},  // drawn apart
     {FaultKind::kQuorumLoss, 0},  // drawn apart (makeScenario), leaving the rest of the plan as it was
 }};
 
@@ -244,6 +247,18 @@ Scenario makeScenario(uint64_t seed) {
     f.duration = stale.between(200, 3 * s.sessionTimeoutMs);
     f.at = stale.between(s.faultPhaseMs / 3, std::max<int64_t>(s.faultPhaseMs / 3, s.faultPhaseMs - 1000));
     f.variant = stale.next();
+    s.faults.push_back(f);
+  }
+  // A stopped agent: a stream of its own.
+  Rng stopped(seed ^ 0x5709a6e17c0d1f2aULL);
+  if (stopped.chance(250)) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.kind = FaultKind::kStopAgent;
+    f.peer = static_cast<int>(stopped.between(0, s.peers - 1));
+    f.duration = stopped.between(200, 3 * s.sessionTimeoutMs);
+    f.at = stopped.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
+    f.variant = stopped.next();
     s.faults.push_back(f);
   }
   return s;

@@ -64,6 +64,11 @@ enum class FaultKind {
                         // newest timeline's history file not archived), and the primary's
                         // host dies meanwhile; the sync is back `duration` ms later and
                         // must not take over with that WAL. Drawn apart (scenario.cc)
+  kStopAgent,           // the agent's process group is stopped (SIGSTOP, Ctrl-Z) for `duration`:
+                        // it steps nothing and its ZooKeeper client sends nothing; postgres
+                        // runs on, and the watchdog (a session of its own) shuts a primary's
+                        // down as for a dead agent; then it continues where it was. Drawn
+                        // apart (scenario.cc)
   kQuorumLoss,          // the ensemble loses its quorum for `duration` ms (no leader: nothing is
                         // confirmed or written; then a leader election refreshes every session),
                         // by `variant` % 5: alone; with the link between the primary and its sync
@@ -72,7 +77,7 @@ enum class FaultKind {
                         // instead the primary and its sync each cut off from ZooKeeper while it
                         // runs on, the sync back first. Drawn apart from the mix (scenario.cc)
 };
-constexpr int kFaultKinds = 23;
+constexpr int kFaultKinds = 24;
 const char* faultName(FaultKind kind);
 
 struct Fault {

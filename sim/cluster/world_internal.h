@@ -253,6 +253,10 @@ class World final : public simworld::TraceSink {
   void armCrashAfterWrite(const Fault& f);
   void crashPeer(int n, int64_t downFor);
   void crashAgent(int n, int64_t downFor);
+  void stopAgentGroup(const Fault& f);
+  // When the watchdog of an agent that died or stopped now shuts its postgres down (ms
+  // from now); nullopt: not armed (its applied role is not primary).
+  std::optional<int64_t> watchdogDelay(int n);
   void restartAgentAfter(int n, int64_t downFor);
   void crashAfterWrite(const std::string& writer);
   // postgres.cc

@@ -36,24 +36,66 @@ void World::crashPeer(int n, int64_t downFor) {
 // agent had lost its connection as primary, by a sixth of the session timeout after the
 // loss (when the agent would have), within a 24th (its poll then).
 void World::crashAgent(int n, int64_t downFor) {
-  const bool armed = node(n).driver->appliedRole() == Role::kPrimary;
-  const int64_t lostAt = node(n).primaryConnectionLostAt;
-  const int64_t leaseEnd = node(n).leaseDeadline;
+  const std::optional<int64_t> delay = watchdogDelay(n);
   trace('F', [&] {
     return std::string(node(n).identity.id + "'s agent dies, its postgres runs on; the agent restarts in " +
-                       std::to_string(downFor) + " ms" + (armed ? "; its watchdog is armed" : ""));
+                       std::to_string(downFor) + " ms" + (delay ? "; its watchdog is armed" : ""));
   });
   stopAgent(n);
   restartAgentAfter(n, downFor);
-  if (!armed) return;
+  if (!delay) return;
+  after(*delay, [this, n] {
+    trace('F', [&] { return node(n).identity.id + "'s watchdog: its agent died as primary; fast shutdown of postgres"; });
+    fleet_.kill(n);
+  });
+}
+
+std::optional<int64_t> World::watchdogDelay(int n) {
+  if (node(n).driver->appliedRole() != Role::kPrimary) return std::nullopt;
+  const int64_t lostAt = node(n).primaryConnectionLostAt;
+  const int64_t leaseEnd = node(n).leaseDeadline;
   const int64_t t = sc_.sessionTimeoutMs;
   int64_t delay = rngAgent_.between(t / 4 + 1, t / 2);
   if (lostAt >= 0) delay = std::min(delay, std::max<int64_t>(0, lostAt + t / 6 - now_) + rngAgent_.between(0, t / 24));
   // At the lease's end (the watchdog sleeps until then).
   if (leaseEnd >= 0) delay = std::min(delay, std::max<int64_t>(0, leaseEnd - now_));
-  after(delay, [this, n] {
-    trace('F', [&] { return node(n).identity.id + "'s watchdog: its agent died as primary; fast shutdown of postgres"; });
-    fleet_.kill(n);
+  return delay;
+}
+
+// The agent's process group is stopped: its loop steps nothing (the driver's inputs
+// wait) and its ZooKeeper client, a thread of the same process, sends nothing, so the
+// session expires after its timeout while postgres runs on. The watchdog, in a session
+// of its own, sees its agent stopped and acts as for a dead one, if the agent is still
+// stopped then. The agent then continues where it was, and hears everything late.
+void World::stopAgentGroup(const Fault& f) {
+  // Without a lease an agent that continues cannot tell that its session expired while
+  // it was stopped before it hears so, and the health check's news may come first: the
+  // lease (on by default) is what makes a stop survivable, as for a cut-off follower.
+  if (!sc_.lease) return trace('F', [&] { return f.describe() + ": skipped, no leases"; });
+  const int primary = primaryAndSync().first;
+  const int n = (f.variant % 2 == 0 && primary >= 0) ? primary : f.peer;
+  if (!node(n).up || node(n).driver->paused()) {
+    return trace('F', [&] { return f.describe() + ": its agent is not running"; });
+  }
+  const std::optional<int64_t> delay = watchdogDelay(n);
+  trace('F', [&] {
+    return f.describe() + ": " + node(n).identity.id + "'s agent is stopped for " + std::to_string(f.duration) +
+           " ms, its postgres runs on" + (delay ? "; its watchdog is armed" : "");
+  });
+  const uint64_t inc = node(n).incarnation;
+  node(n).driver->pause();
+  zk_.partition(n, f.duration);
+  if (delay) {
+    after(*delay, [this, n, inc] {
+      if (!alive(n, inc) || !node(n).driver->paused()) return;
+      trace('F', [&] { return node(n).identity.id + "'s watchdog: its agent is stopped as primary; fast shutdown of postgres"; });
+      fleet_.kill(n);
+    });
+  }
+  after(f.duration, [this, n, inc] {
+    if (!alive(n, inc)) return;
+    trace('F', [&] { return node(n).identity.id + "'s agent continues"; });
+    node(n).driver->resume();
   });
 }
 

@@ -31,6 +31,8 @@ void World::runFault(const Fault& f) {
       return restoreStaleSync(f);
     case FaultKind::kCrashAgent:
       return crashAgent(f);
+    case FaultKind::kStopAgent:
+      return stopAgentGroup(f);
     case FaultKind::kExpireSession:
       return expireSession(f);
     case FaultKind::kPartitionZk:

@@ -1,6 +1,6 @@
 // Compound faults that aim at a takeover's races, each aimed at the current primary and
 // its sync: restart-primary-late-sync, cut-sync-crash-primary (with its cut at the
-// write, armed for the primary's next new generation) and flap-sync.
+// write, armed for the primary's next new generation), flap-sync and restore-stale-sync.
 #include "sim/cluster/world_internal.h"
 
 namespace dugong::clustersim::world_internal {
