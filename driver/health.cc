@@ -111,6 +111,18 @@ void DriverCore::healthTick() {
                                   : ": the state machine now wants it as " +
                                         std::string(pgRoleName(peer_->wantedPgConfig().role))) +
                              " and configures it itself");
+  } else if (!pgBusy_ && (graceOver || gone) && !stale && lastApplied_->role == PgRole::kPrimary &&
+             (connectionLost_ || withdrawn_)) {
+    // A primary that may be cut off from ZooKeeper starts only once the session is
+    // confirmed (resumption starts a shut-down one): a start takes seconds in crash
+    // recovery, and the session may expire meanwhile.
+    if (lastOutageRestartSkip_ != lastTransitionDone_) {
+      lastOutageRestartSkip_ = lastTransitionDone_;
+      log(LogLevel::kInfo, std::string("not restarting postgres as primary: ") +
+                               (withdrawn_ ? "this peer is withdrawn from ZooKeeper"
+                                           : "the connection to ZooKeeper is lost") +
+                               "; it starts once the session is confirmed");
+    }
   } else if (!pgBusy_ && (graceOver || gone) && !stale) {
     log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role) +
                              (gone && !graceOver ? " at once: the postmaster is gone (it crashed or was killed)"
