@@ -351,58 +351,53 @@ void DriverCore::onApplied(const in::Applied& a) {
   const PgConfigApplied& r = a.r;
   pgBusy_ = false;
   lastTransitionDone_ = now();
+  bool restartAfterResume = false;
   if (r.ok) {
     lastApplied_ = config;
     ++counters_.transitions;
     if (writesStopped_ && connectionLost_) {
-      log(LogLevel::kWarn, std::string("stopping writes again: postgres was configured as ") +
-                               pgRoleName(config.role) + " while ZooKeeper is unreachable, which lifts the stop");
-      // Shut down at once where it must be down (the shutdown stops writes itself: a stop
-      // of writes first would leave it writable meanwhile, e.g. a withdrawn primary whose
-      // restart ended after the takeover): it had been shut down before this
-      // configuration, or it became primary during the outage, so no shutdown was planned
-      // at the loss and its session may expire any time now.
-      const bool wasShutDown = std::exchange(postgresShutDown_, false);
-      if (wasShutDown) {
-        shutDownWrites("it had been shut down before this configuration");
-      } else if (withdrawn_ || (leaseInUse_ && leaseEnded_)) {
-        // No lease to write under (it ended, or this peer left ZooKeeper): a shutdown
-        // planned at the lease's end or at the withdrawal may have run before this start
-        // (it does not wait for a transition in flight).
-        shutDownWrites(withdrawn_ ? "this peer withdrew from ZooKeeper while it started"
-                                  : "its lease ended while it started");
-      } else if (config.role == PgRole::kPrimary && roleAtLoss_ != Role::kPrimary) {
+      // The adapter kept the stop (or the shutdown) through this apply: postgres is as
+      // writes-stopped as before it. What is left to decide is whether it must now be down
+      // where it was only stopped: it became the primary during the outage, so no shutdown
+      // was planned at the loss and its session may expire any time now.
+      if (!postgresShutDown_ && config.role == PgRole::kPrimary && roleAtLoss_ != Role::kPrimary) {
         shutDownWrites("it became the primary while ZooKeeper is unreachable, and its "
                        "session may expire before the connection is back");
+      } else if (!postgresShutDown_ && (withdrawn_ || (leaseInUse_ && leaseEnded_))) {
+        shutDownWrites(withdrawn_ ? "this peer withdrew from ZooKeeper while it started"
+                                  : "its lease ended while it started");
       } else {
-        stopWrites();
+        log(LogLevel::kInfo, std::string("postgres was configured as ") + pgRoleName(config.role) +
+                                 " while ZooKeeper is unreachable: writes stay " +
+                                 (postgresShutDown_ ? "shut down" : "stopped") +
+                                 " (the adapter keeps them so through any apply)");
       }
     } else if (writesStopped_ && fromPeer && config.role == PgRole::kPrimary && roleAtLoss_ == Role::kPrimary &&
                peer_->role() == Role::kPrimary && (generation() == generationAtLoss_ || confirmOwed_)) {
       // Still the primary, from a state read on the new session (of the generation at the
       // loss, or of a newer one its own write of unknown outcome made): a takeover decided
       // on an older read may yet land before this peer's test-and-set, so writes resume
-      // only on the confirmation, as without this apply.
-      log(LogLevel::kInfo, "stopping writes again: postgres was configured as primary "
-                           "before the state read on the new session was confirmed");
-      // Shut down before this apply: down again until the confirmation, which starts it
-      // (stopped writes would still let a session that says BEGIN READ WRITE commit
-      // locally while a takeover may land).
-      if (std::exchange(postgresShutDown_, false)) {
-        shutDownWrites("it had been shut down before this configuration, and stays down "
-                       "until the state read on the new session is confirmed");
-      } else {
-        stopWrites();
-      }
+      // only on the confirmation. The adapter kept them stopped (or postgres down) through
+      // this apply.
+      log(LogLevel::kInfo, std::string("postgres was configured as primary before the state read on the new session "
+                                       "was confirmed: writes stay ") +
+                               (postgresShutDown_ ? "shut down" : "stopped") + " until the confirmation");
       confirmAfterNewSession();
     } else if (writesStopped_ && fromPeer) {
       writesStopped_ = false;
       confirmOwed_ = false;
-      postgresShutDown_ = false;
+      const bool wasShutDown = std::exchange(postgresShutDown_, false);
       cancelTimer(TimerKind::kWrites);
       cancelTimer(TimerKind::kShutDown);
+      // The apply ran under the adapter's stop, which only a resume lifts; a primary left
+      // down by a shutdown is started again after it.
+      const bool startAgain = wasShutDown && config.role == PgRole::kPrimary;
       log(LogLevel::kInfo, std::string("writes are no longer stopped: the state machine configured postgres as ") +
-                               pgRoleName(config.role) + " from the cluster state read since");
+                               pgRoleName(config.role) + " from the cluster state read since" +
+                               (startAgain ? "; starting postgres again (the shutdown kept it down)" : ""));
+      ++counters_.writeResumes;
+      emit(cmd::ResumeWrites{true});
+      restartAfterResume = startAgain;
     }
     // After the above: whether postgres is expected online may have changed, and an
     // unhealthy report heard while it was not (a crash since is no change for the health
@@ -420,6 +415,7 @@ void DriverCore::onApplied(const in::Applied& a) {
     emit(cmd::RoleApplied{previous, roleApplied_});
   }
   if (fromPeer) step(r);
+  if (restartAfterResume && !pgBusy_ && !lastAppliedIsStale()) applyPg(*lastApplied_, false);
   afterPgTransition();
 }
 
@@ -447,6 +443,10 @@ bool DriverCore::lastAppliedIsStale() const {
 // A postgres transition ended: what waited for it.
 void DriverCore::afterPgTransition() {
   if (rebuiltWhileDeposed()) startFreshStateMachine(true);
+  // An abandoned switchover starts postgres again first: a resumption decided on the
+  // handover's stop (role none) would find the configuration stale and leave writes
+  // stopped, which no apply lifts; decided when that start ends.
+  if (handoverFrom_ && resumeAfterTransition_ && !queuedPeerApply_) maybeHandOver();
   resumeIfDeferred();
   if (queuedPeerApply_ && !pgBusy_) {
     PgConfig next = *queuedPeerApply_;

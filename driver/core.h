@@ -330,6 +330,7 @@ class DriverCore {
   std::optional<Action> heldTakeover_;
   bool fenceInFlight_ = false;
   std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
+  std::optional<int64_t> lastOutageRestartSkip_;  // logged once per transition
   // The automatic rejoin: the generation last tried, the primary postgres follows since
   // a successful rejoin (until this peer is out of `deposed`), and whether that removal
   // is being written. A failed rejoin is tried again after a delay (0: not failed in

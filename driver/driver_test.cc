@@ -151,11 +151,11 @@ TEST_F(DriverTest, AWithdrawnPrimaryDoesNotStartPostgresOnTheStateMachinesRetry)
 }
 
 // A primary whose postgres restart is still in flight withdraws, and its sync may take
-// over at once. When the restart ends, postgres (to stay down) is shut down at once, not
-// first made read-only: the stop of writes, under the apply lock too, left it running
-// meanwhile, where a local commit could be acknowledged after the takeover. Nor does the
-// health logic start a restart of its own at the withdrawal.
-TEST_F(DriverTest, AWithdrawnPrimaryWhoseRestartEndsAfterwardsIsShutDownAtOnce) {
+// over at once. The shutdown at the withdrawal is the adapter's from then on: the
+// restart's end leaves postgres down (the adapter keeps a shutdown through any apply),
+// so the driver neither stops writes nor shuts down again. Nor does the health logic
+// start a restart of its own at the withdrawal.
+TEST_F(DriverTest, AWithdrawnPrimaryWhoseRestartEndsAfterwardsNeedsNoSecondShutdown) {
   startAsPrimary();
   pg_.health(false, "connection refused");
   for (int i = 0; i < 12 && !driver_->withdrawn(); ++i) {
@@ -165,12 +165,15 @@ TEST_F(DriverTest, AWithdrawnPrimaryWhoseRestartEndsAfterwardsIsShutDownAtOnce) 
   ASSERT_TRUE(driver_->withdrawn());
   ASSERT_EQ(pg_.applies.size(), 1u) << "a restart was started at the withdrawal, or none was in flight";
   answerStops();
-  for (auto& shutdown : std::exchange(pg_.shutdowns, {})) shutdown(true);  // postgres was restarting: nothing ran
+  ASSERT_EQ(pg_.shutdowns.size(), 1u) << "the withdrawal did not shut postgres down";
+  for (auto& shutdown : std::exchange(pg_.shutdowns, {})) shutdown(true);
   clock_.advance(0);
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
   clock_.advance(0);
-  EXPECT_TRUE(pg_.stops.empty()) << "writes were stopped first: postgres runs as primary until the shutdown";
-  EXPECT_EQ(pg_.shutdowns.size(), 1u) << "the restarted postgres of a withdrawn primary was not shut down";
+  EXPECT_TRUE(pg_.stops.empty()) << "writes were stopped again after the apply";
+  EXPECT_TRUE(pg_.shutdowns.empty()) << "shut down again after the apply: the adapter keeps the shutdown";
+  EXPECT_TRUE(pg_.resumes.empty());
+  EXPECT_TRUE(driver_->postgresShutDown());
 }
 
 // The connection comes back while a restart of postgres is in flight: writes resume
@@ -845,19 +848,44 @@ TEST_F(DriverTest, AStandbyIsNotShutDownWhenItLosesZooKeeper) {
   EXPECT_TRUE(pg_.shutdowns.empty());
 }
 
-// A restart of postgres while ZooKeeper is unreachable (before the shutdown) re-applies
-// the primary configuration, which lifts the stop: the driver stops writes again.
-TEST_F(DriverTest, AnApplyWhileDisconnectedStopsWritesAgain) {
+// A restart of postgres under way when ZooKeeper becomes unreachable: writes stop at
+// once (the adapter waits for no transition), and the restart's end does not lift the
+// stop (the adapter keeps it through any apply): no second stop.
+TEST_F(DriverTest, ARestartUnderWayWhenTheConnectionGoesNeedsNoSecondStop) {
   startAsPrimary();
   pg_.health(false, "connection refused");
   clock_.advance(3500);  // the restart (grace 3000 ms) is under way when the connection goes
   ASSERT_EQ(pg_.applies.size(), 1u);
   coordinator_.connection(false);
+  ASSERT_EQ(pg_.stops.size(), 1u) << "the stop waited for the restart";
   pg_.stops.front()(0);
   pg_.stops.pop_front();
   EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-  EXPECT_EQ(pg_.stops.size(), 1u) << "the restart lifted the stop and nothing stopped writes again";
+  EXPECT_TRUE(pg_.stops.empty()) << "stopped writes again after the apply: the adapter keeps the stop";
+  EXPECT_TRUE(pg_.resumes.empty());
   EXPECT_TRUE(driver_->writesStopped());
+}
+
+// A primary whose postgres is down is not restarted while its connection to ZooKeeper
+// is lost (the start may outlast the session); once the same session is back, writes
+// are resumed and postgres started.
+TEST_F(DriverTest, APrimaryIsNotRestartedWhileItsConnectionIsLost) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  // Its postmaster is gone: a restart would come at once, before the shutdown (T/6).
+  pg_.gone = true;
+  pg_.health(false, "the postmaster is gone");
+  clock_.advance(1000);
+  EXPECT_TRUE(pg_.applies.empty()) << "restarted a primary whose connection is lost";
+  EXPECT_TRUE(logged("not restarting postgres as primary: the connection to ZooKeeper is lost"));
+  coordinator_.connection(true);
+  ASSERT_EQ(pg_.resumes.size(), 1u);
+  pg_.resumes.front()(true);
+  pg_.resumes.pop_front();
+  clock_.advance(4000);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started once the session was back";
 }
 
 // A ZooKeeper outage every peer saw: the primary's new session comes first, before its

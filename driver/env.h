@@ -170,11 +170,19 @@ class Postgres {
   // the restart grace. Default: false (always the grace).
   virtual bool postmasterGone() const { return false; }
 
+  // Writes stopped are sticky: stopWrites() and shutDownWrites() take effect without
+  // waiting for any transition in flight (an apply in `pg_ctl start`, a fence), and stay
+  // in effect, whatever is applied meanwhile, until resumeWrites(): an apply of a primary
+  // while writes are stopped leaves it read-only, and while they are shut down leaves
+  // postgres stopped (PgConfigApplied ok, not online), also when the stop came during
+  // that apply. No apply lifts them; the driver resumes explicitly, before it starts a
+  // shut-down postgres again. The state changes in the call (a resume asked after a stop
+  // undoes it, a stop asked after a resume holds); `done` reports when the effect is done.
+  //
   // Stops a primary from accepting writes at once, without a transition (the
   // coordinator's connection is lost): new sessions read-only, client sessions
   // terminated; `done` gets the number of sessions terminated. A standby or a stopped
-  // postgres: nothing to do (success, 0). In effect until resumeWrites() or the next
-  // apply().
+  // postgres: nothing to do (success, 0), but the stop holds for any later apply.
   // The default implementation answers AT ONCE (inside the call) with an error saying
   // the environment does not model it: the one exception to "always later", which the
   // driver tolerates for these two operations only. Implementations that model client
@@ -182,14 +190,16 @@ class Postgres {
   virtual void stopWrites(std::function<void(Result<int>)> done) {
     done(Error{"stopping writes is not modelled by this environment"});
   }
-  // Lifts stopWrites(): the primary is as writable as its configuration says.
+  // Lifts stopWrites() and shutDownWrites(): the primary is as writable as its
+  // configuration says; a stopped postgres stays stopped (the next apply starts it).
   virtual void resumeWrites(std::function<void(Result<bool>)> done) {
     done(Error{"resuming writes is not modelled by this environment"});
   }
   // The session may have expired: stopWrites() leaves a new session that says BEGIN
   // READ WRITE able to commit (with synchronous_commit = local, without the sync), so
-  // a primary is shut down (a standby or a stopped postgres: nothing to do). The next
-  // apply() starts it again. Same default as stopWrites().
+  // a primary is shut down (a standby or a stopped postgres: nothing to do), and one an
+  // apply is starting is stopped before it accepts a connection. No apply starts it
+  // until resumeWrites(). Same default as stopWrites().
   virtual void shutDownWrites(std::function<void(Result<bool>)> done) {
     done(Error{"shutting postgres down is not modelled by this environment"});
   }

@@ -102,18 +102,9 @@ void DriverCore::healthTick() {
   // No process is starting or recovering: nothing to wait for (but no restart loop).
   const bool gone = now_.postmasterGone && now() - lastRestartStarted_ >= opts_.restartGraceMs;
   const bool stale = lastAppliedIsStale();
-  // A primary writes only under its lease (or the sync's promise): with neither, its
-  // postgres stays down until a round trip through the leader confirms the session
-  // (the lease's end stops writes; the resumption starts it).
-  const bool noLease = lastApplied_->role == PgRole::kPrimary && leaseInUse_ && !leaseValid() && !failsafeHolds();
-  if (!pgBusy_ && (graceOver || gone) && noLease) {
-    if (lastStaleRestartSkip_ != lastTransitionDone_) {
-      lastStaleRestartSkip_ = lastTransitionDone_;
-      log(LogLevel::kWarn, "not restarting postgres as primary: its lease has ended (no round trip through the "
-                           "ZooKeeper leader has confirmed the session for " + std::to_string(now() - leaseSentAt_) +
-                           " ms); it starts again once one does");
-    }
-  } else if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
+  // A primary writes only under its lease (or the sync's promise).
+  const bool noLease = leaseInUse_ && !leaseValid() && !failsafeHolds();
+  if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
     lastStaleRestartSkip_ = lastTransitionDone_;
     log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +
                              (peer_->awaitingCompletion() ? ": the state machine is in the middle of a step"
@@ -122,6 +113,23 @@ void DriverCore::healthTick() {
                                   : ": the state machine now wants it as " +
                                         std::string(pgRoleName(peer_->wantedPgConfig().role))) +
                              " and configures it itself");
+  } else if (!pgBusy_ && (graceOver || gone) && !stale && lastApplied_->role == PgRole::kPrimary &&
+             (connectionLost_ || withdrawn_ || noLease)) {
+    // A primary that may be cut off from ZooKeeper starts only once the session is
+    // confirmed (resumption starts a shut-down one): a start takes seconds in crash
+    // recovery, and the session may expire meanwhile. So does one whose lease ended
+    // (an agent that continues after a stop may find its postmaster gone before it
+    // steps the lease's end).
+    if (lastOutageRestartSkip_ != lastTransitionDone_) {
+      lastOutageRestartSkip_ = lastTransitionDone_;
+      log(LogLevel::kInfo,
+          std::string("not restarting postgres as primary: ") +
+              (withdrawn_         ? "this peer is withdrawn from ZooKeeper"
+               : connectionLost_  ? "the connection to ZooKeeper is lost"
+                                  : "its lease has ended (no round trip through the ZooKeeper leader has confirmed "
+                                    "the session for " + std::to_string(now() - leaseSentAt_) + " ms)") +
+              "; it starts once the session is confirmed");
+    }
   } else if (!pgBusy_ && (graceOver || gone) && !stale) {
     log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role) +
                              (gone && !graceOver ? " at once: the postmaster is gone (it crashed or was killed)"

@@ -241,13 +241,14 @@ void DriverCore::resumeWritesIfUnchanged(const std::string& how, bool noTakeover
                             : startNow        ? "; starting postgres again"
                                               : "; postgres starts with the state machine's next configuration, not "
                                                 "with its last one (the state machine has moved on from it)"));
+  // The adapter's stop (or shutdown) holds until this resume, through any apply: the
+  // resume first, then the start of a postgres that was shut down.
+  emit(cmd::ResumeWrites{noTakeoverCanLand});
   if (postgresShutDown_) {
     postgresShutDown_ = false;
     if (startNow) applyPg(*lastApplied_, false);
     noteUnhealthy();  // if that could not start now, the health check starts it
-    return;
   }
-  emit(cmd::ResumeWrites{noTakeoverCanLand});
 }
 
 void DriverCore::onWritesResumed(bool noTakeoverCanLand, const Result<bool>& r) {

@@ -90,6 +90,8 @@ void PgAdapter::syncStandby(std::string standbyName, std::function<void(Result<S
 }
 
 void PgAdapter::stopWrites(std::function<void(Result<WritesStopped>)> done) {
+  // In effect for any configuration written from now on, before the worker runs.
+  controller_.noteStopWrites();
   onWorker<Result<WritesStopped>>(writes_, [this] { return controller_.stopWrites(); }, std::move(done));
 }
 
@@ -98,12 +100,14 @@ void PgAdapter::dataState(std::function<void(Result<PeerDataState>)> done) {
 }
 
 void PgAdapter::resumeWrites(std::function<void(Result<bool>)> done) {
+  controller_.noteResumeWrites();
   onWorker<Result<bool>>(writes_, [this] { return controller_.resumeWrites(); }, std::move(done));
 }
 
 void PgAdapter::shutDownWrites(std::function<void(Result<bool>)> done) {
   // The signal at once, on the caller's thread: the worker may be busy with a stop of
   // writes that waits for the apply lock.
+  controller_.noteShutDown();
   const bool signalled = controller_.signalPrimaryShutdown();
   onWorker<Result<bool>>(
       writes_, [this, signalled] { return controller_.shutDownWrites(signalled); }, std::move(done));

@@ -50,8 +50,10 @@ class PgAdapter {
   void awaitUpstreamStop(std::chrono::milliseconds timeout, std::function<void(bool)> done);
   // See PgController::rejoin. On the control worker, like apply.
   void rejoin(PeerIdentity primary, RejoinLimit limit, std::function<void(PgRejoined)> done);
-  // See PgController::stopWrites / resumeWrites. On a worker of their own, so that they
-  // never queue behind a slow query or a rebuild (they wait only for a running apply).
+  // See PgController::stopWrites / resumeWrites. The writes mode is set in the call
+  // (sticky: no apply lifts a stop, only resumeWrites); the rest on a worker of their
+  // own, so that they never queue behind a slow query, a rebuild or a transition (a stop
+  // waits for no apply; a resume waits for a running one).
   void stopWrites(std::function<void(Result<WritesStopped>)> done);
   void resumeWrites(std::function<void(Result<bool>)> done);
   // See PgController::shutDownWrites: the postmaster is signalled at once (in the call),
@@ -70,6 +72,9 @@ class PgAdapter {
   // sync (every writablePollInterval while it waits), which needs no caller.
   void startHealthCheck(std::function<void(bool healthy, const std::string& detail)> onChange);
   void stopHealthCheck();
+  // For tests: see PgController::setTestHook (the hook runs on the workers).
+  void setTestHook(std::function<void(const std::string& point)> hook) { controller_.setTestHook(std::move(hook)); }
+
   // The last health check failed and found no live postmaster (postmaster.pid names
   // no running postgres process: it crashed or was killed).
   bool postmasterGone() const { return postmasterGone_; }

@@ -1134,7 +1134,8 @@ TEST_F(AdapterTest, StopWritesLeavesNoWayToGetACommitAcknowledged) {
 // What stopWrites leaves, and the shutdown that closes it once the session may have
 // expired: a new session that says BEGIN READ WRITE with synchronous_commit = local
 // gets its commit acknowledged on a write-stopped primary; on a shut-down one nothing
-// can, a start (even manual) is read-only, and the next apply brings the primary back.
+// can, a start (even manual) is read-only, an apply leaves it stopped, and once writes
+// are resumed the next apply brings the primary back.
 TEST_F(AdapterTest, ShutDownWritesLeavesNoSessionThatCanCommit) {
   PgTestNode& a = cluster_.addNode("peer-a");
   PgTestNode& b = cluster_.addNode("peer-b");
@@ -1166,7 +1167,16 @@ TEST_F(AdapterTest, ShutDownWritesLeavesNoSessionThatCanCommit) {
   EXPECT_NE(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (3)").find("read-only transaction"),
             std::string::npos);
   ASSERT_TRUE(pgCtl(a, {"stop", "-m", "fast"}).ok());
-  // The next apply (resumption) brings it back as the primary it was.
+  // An apply does not lift the shutdown: postgres stays stopped.
+  auto stillDown = apply(pa, PgConfig::primary(b.identity));
+  ASSERT_TRUE(stillDown.ok) << stillDown.error;
+  EXPECT_FALSE(stillDown.online);
+  EXPECT_FALSE(a.postmasterPid().has_value()) << "an apply started a shut-down primary";
+  // Resumed, the next apply brings it back as the primary it was.
+  std::optional<Result<bool>> resumed;
+  pa.resumeWrites([&](Result<bool> r) { resumed = std::move(r); });
+  ASSERT_TRUE(eventually([&] { return resumed.has_value(); }));
+  ASSERT_TRUE(resumed->ok()) << resumed->error();
   ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
   EXPECT_TRUE(eventually([&] { return writable(a); }));
   EXPECT_EQ(a.value("INSERT INTO t VALUES (2)", 30s), "");

@@ -117,7 +117,23 @@ PgConfigApplied PgController::applyNone() {
   return succeeded(false);
 }
 
+PgConfigApplied PgController::leftDownForShutdown(const char* when) {
+  auto s = stop();
+  if (!s) return failed("writes are shut down " + std::string(when) + ", and stopping postgres failed: " + s.error(),
+                        isRunning());
+  spdlog::warn("pg: postgres stays stopped as primary: writes were shut down {} and are not resumed", when);
+  return succeeded(false);
+}
+
+// Writes stopped or shut down by the driver stay so through this apply, whenever they
+// were noted (pg/plan/writes.h): the configuration written is marked writes-stopped, and
+// a shutdown is looked at again after each step that starts or reloads postgres.
 PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
+  primaryApplyInFlight_ = true;
+  struct Clear {
+    std::atomic<bool>& flag;
+    ~Clear() { flag = false; }
+  } clear{primaryApplyInFlight_};
   ManagedState previous;
   {
     std::lock_guard lock(stateMu_);
@@ -134,6 +150,12 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
   want.readOnly = planPrimary(facts).readOnly;
 
   bool running = isRunning();
+  if (!primaryUnderWrites().run) {
+    if (isSetUp()) {
+      if (auto w = writeConf(want); !w) return failed(w.error(), running);
+    }
+    return leftDownForShutdown("before this apply");
+  }
   if (!isSetUp()) {
     if (running) return failed("postgres runs on a data directory that is not set up", true);
     bool otherSystem = false;
@@ -142,6 +164,7 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
     auto w = writeConf(want);
     if (!w) return failed(w.error(), false);
     auto s = start();
+    if (!primaryUnderWrites().run) return leftDownForShutdown("while it started");
     if (!s) return failed(s.error(), isRunning());
     auto b = bootstrapRoles();
     if (!b) return failed(b.error(), true);
@@ -171,13 +194,21 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
       // A stopped standby starts as a standby (standby.signal stays) and is promoted
       // below, so that it switches to a new timeline.
       auto s = start();
+      if (!primaryUnderWrites().run) return leftDownForShutdown("while it started");
       if (!s) return failed(s.error(), isRunning());
+      // A stop noted during the start may have missed the configuration the postmaster
+      // read first (it was signalled once its pid file was there): read again.
+      if (primaryUnderWrites().writesStopped) {
+        if (auto r = reload(); !r) return failed(r.error(), true);
+      }
     }
     auto ws = waitSettings(want);
+    if (!primaryUnderWrites().run) return leftDownForShutdown("during this apply");
     if (!ws) return failed(ws.error(), true);
     if (plan.promote) {
       reserveWalForOldUpstream(previous);
       auto p = promote();
+      if (!primaryUnderWrites().run) return leftDownForShutdown("during the promotion");
       if (!p) return failed(p.error(), true);
     }
   }
@@ -226,6 +257,7 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
   auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(options_.queryTimeout, 10s);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
+    if (testHook_) testHook_("fence:verify");
     auto v = verifyFence(fence);
     if (v) {
       spdlog::info("pg: fenced: {}", describeFence(fence));

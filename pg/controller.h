@@ -8,6 +8,7 @@
 // poll never writes a configuration read before a fence (which would undo it).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "pg/options.h"
 #include "pg/plan/fence.h"
 #include "pg/plan/rebuild.h"
+#include "pg/plan/writes.h"
 #include "pg/pg_status.h"
 #include "pg/pgbackrest.h"
 #include "pg/replication_slots.h"
@@ -134,23 +136,43 @@ class PgController {
   // A live postmaster holds postmaster.pid (not a zombie, not a reused pid). Any thread.
   bool postmasterRunning() const { return isRunning(); }
 
+  // The writes mode (pg/plan/writes.h), set at once on the caller's thread (no lock
+  // that a transition holds): a stop or a shutdown of writes is in effect for every
+  // configuration written from then on, by any apply, fence or poll, until
+  // noteResumeWrites(). While stopped, a primary's configuration is marked
+  // writes-stopped (read-only); while shut down, an apply of a primary leaves postgres
+  // stopped (a start in flight is stopped). A fresh controller's mode is open.
+  void noteStopWrites();
+  void noteShutDown();
+  void noteResumeWrites();
+  WritesMode writesMode() const;
+
   // Stops a primary from accepting writes, at once (the agent lost ZooKeeper and another
   // peer may take over): new sessions are read-only (libpq's target_session_attrs=
   // read-write passes it by), and every client session is terminated, so a commit
   // waiting for the sync fails rather than succeeds, an open write transaction is gone,
-  // and a session that made itself read-write earlier cannot commit. Stays in effect
-  // until resumeWrites() or the next apply(). A standby or a stopped postgres: no-op.
+  // and a session that made itself read-write earlier cannot commit. Waits for no
+  // transition: the configuration is rewritten from the one last written (a running
+  // apply's or fence's included) and postgres reloaded, a postmaster still starting
+  // signalled (SIGHUP) as soon as its pid file names it. Stays in effect until
+  // resumeWrites(); no apply lifts it. A standby or a stopped postgres: no-op.
   // What is left: a new session that says BEGIN READ WRITE explicitly can still write;
   // with synchronous_commit on, its commit waits for the sync (safe).
+  // REQUIRES: noteStopWrites() was called (the adapter does, in its call).
   Result<WritesStopped> stopWrites();
-  // Lifts stopWrites(): the primary is writable again, or read-only until its sync has
-  // caught up if it was so before.
+  // Lifts stopWrites() or shutDownWrites(): the primary is writable again, or read-only
+  // until its sync has caught up if it was so before. A stopped postgres stays stopped
+  // (the next apply starts it). Waits for a running apply. Nothing to do when a stop was
+  // noted again since noteResumeWrites().
   Result<bool> resumeWrites();
   // Closes what stopWrites() leaves (the agent's session may have expired): a primary
   // is shut down (fast, immediate if that does not finish), its configuration marked
-  // writes-stopped so that any start is read-only. A standby or a stopped postgres:
-  // no-op. The next apply() starts it again with its role's configuration.
+  // writes-stopped so that any start is read-only. A postmaster that an apply is
+  // starting is signalled as soon as its pid file names it (before it accepts a
+  // connection), and the apply leaves it stopped. A standby or a stopped postgres: no-op.
+  // Until resumeWrites(), an apply of a primary leaves postgres stopped.
   // `signalledBefore`: the caller has sent the signal already (signalPrimaryShutdown).
+  // REQUIRES: noteShutDown() was called (the adapter does, in its call).
   Result<bool> shutDownWrites(bool signalledBefore = false);
   // SIGINT (fast shutdown) to the postmaster named in postmaster.pid if it is live and
   // its last configuration a primary's: no apply lock, no file written. True if sent.
@@ -165,7 +187,8 @@ class PgController {
   bool pollWritable();
 
   // For tests: called at named points ("pollWritable:beforeWrite": the poll has decided
-  // to make the primary writable and is about to write its configuration).
+  // to make the primary writable and is about to write its configuration;
+  // "fence:verify": each turn of the fence's verify loop, under the apply lock).
   void setTestHook(std::function<void(const std::string& point)> hook) { testHook_ = std::move(hook); }
 
  private:
@@ -184,7 +207,22 @@ class PgController {
   bool hasStandbySignal() const;
   Result<bool> prepareDataDir(bool wipe);
   Result<bool> writeFileAsOwner(const std::string& path, const std::string& text, mode_t mode);
+  // Writes dugong.conf for `state`, with the writes mode folded in (a primary's marked
+  // writes-stopped while writes are stopped or shut down), and records what it wrote as
+  // state_. Serialised with every other write of it (confMu_).
   Result<bool> writeConf(const ManagedState& state);
+  // writeConf of the configuration last written: the writes mode folded into it now.
+  Result<bool> rewriteConfWithWritesMode();
+  Result<bool> writeConfLocked(const ManagedState& state);
+  // The writes mode's verdict for a primary now (pg/plan/writes.h).
+  PrimaryUnderWrites primaryUnderWrites() const { return planPrimaryUnderWrites(writesMode()); }
+  // Under an apply: a start, or the apply's end, found writes shut down: postgres is
+  // stopped, and the apply reports it so (ok, not running).
+  PgConfigApplied leftDownForShutdown(const char* when);
+  // While an apply of a primary (or a start) runs: sends `sig` to the postmaster once
+  // postmaster.pid names a live one (a starting postmaster reads signals from then on,
+  // before it accepts a connection), or gives up when the apply ends. True if sent.
+  bool signalStartingPostmaster(int sig) const;
   // This host's options with the cluster's configuration folded in, for a file written
   // for `role` (a standby's never below hotStandbyFloor_).
   PgOptions effectiveOptions(const std::string& role) const;
@@ -332,6 +370,11 @@ class PgController {
   mutable ConnectionPool localPool_{localConninfo(), options_.queryTimeout};
 
   std::mutex applyMu_;            // held by apply; pollWritable only try_locks it
+  mutable std::mutex modeMu_;     // guards writesMode_ (held only to read or flip it)
+  WritesMode writesMode_ = WritesMode::kOpen;
+  std::mutex confMu_;             // held for each write of dugong.conf (with state_'s update)
+  std::atomic<bool> startInFlight_{false};         // start() runs pg_ctl start
+  std::atomic<bool> primaryApplyInFlight_{false};  // applyPrimary runs
   mutable std::mutex stateMu_;    // guards state_ and pending_
   ManagedState state_;
   std::optional<Pending> pending_;

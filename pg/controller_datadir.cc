@@ -71,6 +71,25 @@ Result<bool> PgController::writeFileAsOwner(const std::string& path, const std::
 }
 
 Result<bool> PgController::writeConf(const ManagedState& state) {
+  std::lock_guard lock(confMu_);
+  return writeConfLocked(state);
+}
+
+Result<bool> PgController::rewriteConfWithWritesMode() {
+  std::lock_guard lock(confMu_);
+  ManagedState last;
+  {
+    std::lock_guard stateLock(stateMu_);
+    last = state_;
+  }
+  return writeConfLocked(last);
+}
+
+Result<bool> PgController::writeConfLocked(const ManagedState& wanted) {
+  // A stop of writes noted before this write is in it, whoever writes: no apply, fence
+  // or poll lifts it (pg/plan/writes.h).
+  ManagedState state = wanted;
+  if (state.role == "primary" && primaryUnderWrites().writesStopped) state.writesStopped = true;
   std::string confPath = options_.dataDir + "/postgresql.conf";
   std::string conf = readFile(confPath);
   if (conf.empty()) return Error{confPath + " is missing or empty"};

@@ -77,6 +77,12 @@ Result<bool> PgController::start() {
   removeStaleLockFiles();
   auto deadline = std::chrono::steady_clock::now() + options_.startTimeout;
   std::string lastError;
+  // A stop or a shutdown of writes signals the postmaster that this start spawns.
+  startInFlight_ = true;
+  struct Clear {
+    std::atomic<bool>& flag;
+    ~Clear() { flag = false; }
+  } clear{startInFlight_};
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() < 1) break;
@@ -113,11 +119,14 @@ Result<bool> PgController::reload() {
 }
 
 // After a reload, waits (bounded) until new sessions see the settings of `state`.
+// A stop of writes noted meanwhile is what new sessions must see (it is folded into every
+// configuration written since).
 Result<bool> PgController::waitSettings(const ManagedState& state) {
-  std::string wantRo = state.readOnlyInEffect() ? "on" : "off";
   auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(options_.queryTimeout, 10s);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
+    const bool stopped = state.role == "primary" && primaryUnderWrites().writesStopped;
+    const std::string wantRo = state.readOnlyInEffect() || stopped ? "on" : "off";
     auto q = localQuery("SELECT current_setting('default_transaction_read_only'), "
                         "current_setting('synchronous_standby_names')");
     if (q && !q->rows.empty() && q->rows[0][0] == wantRo) return true;

@@ -32,14 +32,58 @@ Result<std::optional<ManagedState>> PgController::markWritesStopped(bool evenIfD
   return std::optional<ManagedState>(want);
 }
 
+void PgController::noteStopWrites() {
+  std::lock_guard lock(modeMu_);
+  writesMode_ = afterStopWrites(writesMode_);
+}
+
+void PgController::noteShutDown() {
+  std::lock_guard lock(modeMu_);
+  writesMode_ = afterShutDown(writesMode_);
+}
+
+void PgController::noteResumeWrites() {
+  std::lock_guard lock(modeMu_);
+  writesMode_ = afterResume(writesMode_);
+}
+
+WritesMode PgController::writesMode() const {
+  std::lock_guard lock(modeMu_);
+  return writesMode_;
+}
+
+bool PgController::signalStartingPostmaster(int sig) const {
+  while (primaryApplyInFlight_ || startInFlight_) {
+    std::ifstream in(options_.dataDir + "/postmaster.pid");
+    long pid = 0;
+    if ((in >> pid) && pid > 0 && lockFileHeldByLivePostmaster(options_.dataDir + "/postmaster.pid")) {
+      return ::kill(static_cast<pid_t>(pid), sig) == 0;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+// No apply lock: a transition in flight (a restart in crash recovery, a fence's verify
+// loop) holds it for seconds. The configuration is rewritten from the one last written
+// (by that transition, if it wrote one), with the stop folded in; a transition that
+// writes after this folds it in too.
 Result<WritesStopped> PgController::stopWrites() {
   const auto started = std::chrono::steady_clock::now();
-  std::lock_guard applyLock(applyMu_);
   WritesStopped out;
-  auto marked = markWritesStopped();
-  if (!marked) return Error{"stopping writes: " + marked.error()};
-  if (!marked->has_value()) return out;
-  const ManagedState& want = **marked;
+  ManagedState last;
+  {
+    std::lock_guard lock(stateMu_);
+    last = state_;
+  }
+  // pg/plan/writes.h: only a primary accepts writes (a primary being applied counts).
+  WritesFacts facts;
+  facts.primary = last.role == "primary" || primaryApplyInFlight_;
+  facts.running = startInFlight_ || isRunning();
+  if (!mustStopWrites(facts, false)) return out;
+  if (last.role == "primary") {
+    if (auto w = rewriteConfWithWritesMode(); !w) return Error{"stopping writes: " + w.error()};
+  }
   // Every client session over TCP goes (the Unix socket is only root's and postgres'):
   // those waiting for their sync (their clients get an error,
   // not a success), those with an open write transaction, and those that may have
@@ -50,8 +94,20 @@ Result<WritesStopped> PgController::stopWrites() {
       "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
       "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND client_addr IS NOT NULL";
   auto first = localQuery("SELECT pg_reload_conf(); " + terminate);
-  if (!first) return Error{"stopping writes: " + first.error()};
-  auto ws = waitSettings(want);
+  if (!first) {
+    // Not answering: a postmaster that an apply is starting reads the configuration
+    // again before it accepts any connection once signalled; the driver tries again.
+    const bool signalled = signalStartingPostmaster(SIGHUP);
+    return Error{"stopping writes: " + first.error() +
+                 (signalled ? " (the starting postmaster was told to read its configuration again)" : "")};
+  }
+  ManagedState stopped;
+  {
+    std::lock_guard lock(stateMu_);
+    stopped = state_;
+  }
+  stopped.writesStopped = true;
+  auto ws = waitSettings(stopped);
   if (!ws) return Error{"stopping writes: " + ws.error()};
   auto second = localQuery(terminate + " AND backend_start < statement_timestamp()");
   if (!second) return Error{"stopping writes: terminating client sessions: " + second.error()};
@@ -83,7 +139,13 @@ bool PgController::signalPrimaryShutdown() const {
 // pg_ctl's own stop (immediate after stopTimeout) to wait for the postmaster's end.
 Result<bool> PgController::shutDownWrites(bool signalledBefore) {
   const auto started = std::chrono::steady_clock::now();
-  const bool signalled = signalPrimaryShutdown() || signalledBefore;
+  bool signalled = signalPrimaryShutdown() || signalledBefore;
+  // A primary being started: its postmaster as soon as it is there (the apply then
+  // leaves it stopped, see applyPrimary).
+  if (!signalled && primaryApplyInFlight_ && signalStartingPostmaster(SIGINT)) {
+    signalled = true;
+    spdlog::warn("pg: asked the starting primary's postmaster for a fast shutdown: it accepts no connection");
+  }
   std::lock_guard applyLock(applyMu_);
   auto marked = markWritesStopped(signalled);
   if (!marked) {
@@ -103,6 +165,7 @@ Result<bool> PgController::shutDownWrites(bool signalledBefore) {
 
 Result<bool> PgController::resumeWrites() {
   std::lock_guard applyLock(applyMu_);
+  if (writesMode() != WritesMode::kOpen) return true;  // stopped again since: that stop holds
   ManagedState want;
   {
     std::lock_guard lock(stateMu_);
@@ -111,11 +174,12 @@ Result<bool> PgController::resumeWrites() {
   WritesFacts facts;
   facts.primary = want.role == "primary";
   facts.writesStopped = want.writesStopped;
+  facts.running = isRunning();
   if (!mustResumeWrites(facts)) return true;
   want.writesStopped = false;
   auto w = writeConf(want);
-  if (w) w = reload();
-  if (w) w = waitSettings(want);
+  if (w && facts.running) w = reload();
+  if (w && facts.running) w = waitSettings(want);
   if (!w) return Error{"resuming writes: " + w.error()};
   spdlog::info("pg: writes resumed: the primary is {}", want.readOnly ? "read-only until its sync has caught up"
                                                                        : "writable");

@@ -1,6 +1,7 @@
 // The writes planner: when stopping writes (the agent lost ZooKeeper), shutting a primary
-// down, and resuming writes have something to do. Pure: pg/controller_writes.cc and the
-// simulated postgres (sim/world/sim_postgres.cc) both run it.
+// down, and resuming writes have something to do, and what an apply of a primary leaves
+// while writes are stopped. Pure: pg/controller_writes.cc and the simulated postgres
+// (sim/world/sim_postgres.cc) both run it.
 #pragma once
 
 namespace dugong::pg {
@@ -21,5 +22,27 @@ bool shutDownStops(bool signalled, bool primaryMarked);
 
 // Whether resuming has anything to lift.
 bool mustResumeWrites(const WritesFacts& facts);
+
+// The adapter's writes mode: sticky from a stop (or a shutdown) of writes until the
+// driver resumes them; no apply lifts it.
+enum class WritesMode {
+  kOpen,      // as each role's configuration says
+  kStopped,   // a primary is read-only (its configuration marked writes-stopped)
+  kShutDown,  // a primary is not running: an apply neither starts nor keeps one
+};
+
+WritesMode afterStopWrites(WritesMode mode);  // a shutdown stays a shutdown
+WritesMode afterShutDown(WritesMode mode);
+WritesMode afterResume(WritesMode mode);
+
+// What an apply of role primary leaves under `mode`, whenever in the apply the mode
+// is looked at (before and after each start, reload or promotion).
+struct PrimaryUnderWrites {
+  bool run = true;             // postgres runs (false: stopped, or not started)
+  bool writesStopped = false;  // its configuration marked writes-stopped (read-only)
+};
+PrimaryUnderWrites planPrimaryUnderWrites(WritesMode mode);
+
+const char* writesModeName(WritesMode mode);
 
 }  // namespace dugong::pg

@@ -32,6 +32,29 @@ TEST(PlanWrites, StopTable) {
   EXPECT_FALSE(mustResumeWrites({true, true, false}));
 }
 
+// The mode is sticky: only a resume lifts it, and a stop does not soften a shutdown.
+TEST(PlanWrites, ModeTable) {
+  EXPECT_EQ(afterStopWrites(WritesMode::kOpen), WritesMode::kStopped);
+  EXPECT_EQ(afterStopWrites(WritesMode::kShutDown), WritesMode::kShutDown);
+  EXPECT_EQ(afterShutDown(WritesMode::kStopped), WritesMode::kShutDown);
+  EXPECT_EQ(afterResume(WritesMode::kShutDown), WritesMode::kOpen);
+  EXPECT_EQ(afterResume(WritesMode::kStopped), WritesMode::kOpen);
+}
+
+// An apply of a primary while writes are stopped leaves it read-only, while shut down
+// leaves it stopped; only the open mode lets its own configuration decide.
+TEST(PlanWrites, PrimaryUnderEachMode) {
+  const PrimaryUnderWrites open = planPrimaryUnderWrites(WritesMode::kOpen);
+  EXPECT_TRUE(open.run);
+  EXPECT_FALSE(open.writesStopped);
+  const PrimaryUnderWrites stopped = planPrimaryUnderWrites(WritesMode::kStopped);
+  EXPECT_TRUE(stopped.run);
+  EXPECT_TRUE(stopped.writesStopped);
+  const PrimaryUnderWrites down = planPrimaryUnderWrites(WritesMode::kShutDown);
+  EXPECT_FALSE(down.run);
+  EXPECT_TRUE(down.writesStopped);
+}
+
 TEST(PlanCatchUp, Table) {
   struct Row {
     const char* name;

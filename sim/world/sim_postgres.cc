@@ -344,11 +344,23 @@ void SimPostgres::finishApply(PgConfig cfg) {
     hooks_.deliver(r, [&] { done(r); });
     return;
   }
+  // A primary under the writes mode in effect now, whenever it was set (pg/plan/writes.h):
+  // read-only while stopped, left stopped while shut down.
+  const pg::PrimaryUnderWrites under =
+      cfg.role == PgRole::kPrimary ? pg::planPrimaryUnderWrites(writesMode_) : pg::PrimaryUnderWrites{};
+  if (!under.run && pg.running) fleet_.cleanStop(host_);
   pg.config = cfg;
   pg.alsoSync.reset();
-  pg.running = cfg.role != PgRole::kNone;
-  pg.writesStopped = false;  // the apply rewrote the managed configuration
+  pg.running = cfg.role != PgRole::kNone && under.run;
+  pg.writesStopped = under.writesStopped;  // the apply rewrote the managed configuration
   pg.readOnly = cfg.role != PgRole::kPrimary || pg.applyReadOnly;
+  if (!pg.running && cfg.role == PgRole::kPrimary) {
+    trace.trace('P', [&] { return id() + " postgres stays stopped as primary: writes are shut down"; });
+    if (fleet_.model().healthIntervalMs == 0) checkHealth();
+    PgConfigApplied r{true, "", false};
+    hooks_.deliver(r, [&] { done(r); });
+    return;
+  }
   if (cfg.role == PgRole::kPrimary && pg.readOnly) {
     pg.writablePending = true;
     pg.pendingSync = cfg.downstream->id;
@@ -571,29 +583,36 @@ void SimPostgres::underApplyLock(int64_t latency, F fn) {
   fleet_.queue().at(end, guarded(std::move(fn)));
 }
 
-// The adapter's stopWrites: under the apply lock, a running primary's new sessions
-// become read-only and every client session is terminated (commits waiting for the
-// sync fail: never acknowledged).
+// The adapter's stopWrites: the mode at once (any configuration written from now on is
+// writes-stopped), and without waiting for the apply lock a running primary's new
+// sessions become read-only and every client session is terminated (commits waiting
+// for the sync fail: never acknowledged).
 void SimPostgres::stopWrites(std::function<void(Result<int>)> done) {
   fleet_.trace().trace('A', [&] { return id() + " -> stop writes"; });
-  underApplyLock(fleet_.model().writes.draw(fleet_.rng()), [this, done = std::move(done)] {
+  writesMode_ = pg::afterStopWrites(writesMode_);
+  fleet_.queue().after(fleet_.model().writes.draw(fleet_.rng()), guarded([this, done = std::move(done)] {
     PgServer& pg = this->pg();
     int terminated = 0;
-    if (pg::mustStopWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped}, false)) {
+    if (writesMode_ != pg::WritesMode::kOpen &&
+        pg::mustStopWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped}, false)) {
       pg.writesStopped = true;
       terminated = static_cast<int>(pg.waiting.size());
       pg.waiting.clear();
       fleet_.trace().trace('P', [&] { return id() + " postgres: writes stopped"; });
     }
     done(terminated);
-  });
+  }));
 }
 
+// The adapter's resumeWrites: the mode at once; the configuration under the apply lock,
+// unless stopped again meanwhile.
 void SimPostgres::resumeWrites(std::function<void(Result<bool>)> done) {
   fleet_.trace().trace('A', [&] { return id() + " -> resume writes"; });
+  writesMode_ = pg::afterResume(writesMode_);
   underApplyLock(fleet_.model().writes.draw(fleet_.rng()), [this, done = std::move(done)] {
     PgServer& pg = this->pg();
-    if (pg::mustResumeWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped})) {
+    if (writesMode_ == pg::WritesMode::kOpen &&
+        pg::mustResumeWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped})) {
       fleet_.trace().trace('P', [&] { return id() + " postgres: writes resumed"; });
       pg.writesStopped = false;
     }
@@ -601,22 +620,28 @@ void SimPostgres::resumeWrites(std::function<void(Result<bool>)> done) {
   });
 }
 
-// The adapter's shutDownWrites: a running primary is stopped (pg_ctl stop -m fast: its
-// client sessions go at once, its walsenders send what they have first).
+// The adapter's shutDownWrites: the mode and the signal at once, whatever holds the apply
+// lock: a running primary is stopped (pg_ctl stop -m fast: its client sessions go at
+// once, its walsenders send what they have first); one that an apply is starting stays
+// stopped (finishApply).
 void SimPostgres::shutDownWrites(std::function<void(Result<bool>)> done) {
   fleet_.trace().trace('A', [&] { return id() + " -> shut postgres down"; });
+  writesMode_ = pg::afterShutDown(writesMode_);
   PgServer& p = pg();
-  const int64_t start = std::max(now(), p.applyLockedUntil);
   const int64_t latency = fleet_.model().shutDown.draw(fleet_.rng());
-  p.applyLockedUntil = start + latency;
-  fleet_.queue().at(start, guarded([this] {
+  fleet_.queue().at(now(), guarded([this] {
     PgServer& pg = this->pg();
-    if (!pg::mustStopWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped}, false)) return;
+    if (writesMode_ != pg::WritesMode::kShutDown ||
+        !pg::mustStopWrites({pg.serving(), pg.config.role == PgRole::kPrimary, pg.writesStopped}, false)) {
+      return;
+    }
     pg.writesStopped = true;
     fleet_.trace().trace('P', [&] { return id() + " postgres shuts down: writes stopped for good"; });
     fleet_.cleanStop(host_);
   }));
-  fleet_.queue().at(start + latency, guarded([done = std::move(done)] { done(true); }));
+  const int64_t end = std::max(now(), p.applyLockedUntil) + latency;
+  p.applyLockedUntil = end;
+  fleet_.queue().at(end, guarded([done = std::move(done)] { done(true); }));
 }
 
 // The adapter's awaitUpstreamStop: polls its WAL receiver; true once a stream it saw

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "driver/env.h"
+#include "pg/plan/writes.h"
 #include "sim/world/event_queue.h"
 #include "sim/world/rng.h"
 #include "sim/world/trace_sink.h"
@@ -108,7 +109,8 @@ struct PgServer {
   // its sync changes. Survives crashes (it is a file).
   bool readOnly = true;
   // Stopped writes (the adapter's stopWrites/shutDownWrites, in its managed
-  // configuration): new sessions are read-only; until resumeWrites or the next apply.
+  // configuration): new sessions are read-only; until resumeWrites (the adapter's writes
+  // mode keeps it through any apply of a primary).
   bool writesStopped = false;
   bool writablePending = false;  // the poll waits for pendingSync to catch up
   std::string pendingSync;
@@ -300,6 +302,9 @@ class SimPostgres final : public agent::Postgres {
   uint64_t healthSerial_ = 0;
   int lastHealthy_ = -1;
   bool gone_ = false;  // the last health check found no postmaster
+  // The adapter's writes mode (pg/plan/writes.h): set in the call of a stop, a shutdown
+  // or a resume; an apply of a primary leaves what pg::planPrimaryUnderWrites says.
+  pg::WritesMode writesMode_ = pg::WritesMode::kOpen;
 };
 
 }  // namespace dugong::simworld
