@@ -16,11 +16,6 @@ std::string hexSession(int64_t id) {
   std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(id));
   return buf;
 }
-std::string names(const PeerList& peers) {
-  std::string out;
-  for (const auto& p : peers) out += (out.empty() ? "" : ", ") + p.id;
-  return out;
-}
 }  // namespace
 
 void DriverCore::onConnection(const CoordinatorConnection& c) {
@@ -350,7 +345,7 @@ Event DriverCore::keepingPeersFromBeforeTheLoss(Event event) {
   }
   for (const auto& p : kept) active->push_back(p);
   if (!kept.empty()) {
-    log(LogLevel::kInfo, "treating " + names(kept) + " as present for " +
+    log(LogLevel::kInfo, "treating " + peerIds(kept) + " as present for " +
                              std::to_string(*peerGraceUntil_ - now()) +
                              " ms more: present before the ZooKeeper connection was lost, and maybe not reconnected yet");
   }
@@ -365,7 +360,7 @@ void DriverCore::endPeerGrace() {
   }
   activeBeforeLoss_.clear();
   if (missing.empty() || withdrawn_) return;
-  log(LogLevel::kWarn, names(missing) + " did not come back within a session timeout (" +
+  log(LogLevel::kWarn, peerIds(missing) + " did not come back within a session timeout (" +
                            std::to_string(sessionTimeoutMs_) + " ms) of the new session: treating them as gone");
   step(ActivePeersChanged{lastActive_, lastData_});
 }

@@ -23,6 +23,17 @@ std::string errorOf(const nlohmann::json& j) {
   return s.ok() ? "" : s.error();
 }
 
+// A list of peers is written one way: ids comma-separated, in brackets in logs.
+TEST(PeerList, IsWrittenAsItsIdsInOrder) {
+  PeerList peers(2);
+  peers[0].id = "b";
+  peers[1].id = "a";
+  EXPECT_EQ(peerIds(peers), "b, a");
+  EXPECT_EQ(peerIdList(peers), "[b, a]");
+  EXPECT_EQ(peerIds({}), "");
+  EXPECT_EQ(peerIdList({}), "[]");
+}
+
 TEST(ClusterState, RoundTripsThroughJson) {
   nlohmann::json j = validState();
   j["freeze"] = {{"date", "2026-01-01T00:00:00.000Z"}, {"reason", "upgrade"}};

@@ -64,11 +64,13 @@ Result<PeerList> peersFromJson(const nlohmann::json& j, const std::string& what)
   return out;
 }
 
-std::string peerIdList(const PeerList& peers) {
-  std::string s = "[";
+std::string peerIds(const PeerList& peers) {
+  std::string s;
   for (size_t i = 0; i < peers.size(); ++i) s += (i ? ", " : "") + peers[i].id;
-  return s + "]";
+  return s;
 }
+
+std::string peerIdList(const PeerList& peers) { return "[" + peerIds(peers) + "]"; }
 
 bool sameIds(const PeerList& a, const PeerList& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(),

@@ -47,7 +47,9 @@ using PeerList = std::vector<PeerIdentity>;
 bool containsPeer(const PeerList& peers, const std::string& id);
 // The position of the peer with this id, or -1.
 int indexOfPeer(const PeerList& peers, const std::string& id);
-// "[a, b]": the peers' ids, for logs and reasons.
+// "a, b" ("" for none): the peers' ids, the one way a list of peers is written.
+std::string peerIds(const PeerList& peers);
+// "[a, b]": the same in brackets, for logs and reasons.
 std::string peerIdList(const PeerList& peers);
 // The same ids in the same order.
 bool sameIds(const PeerList& a, const PeerList& b);

@@ -96,8 +96,7 @@ int runReap(const CommonOptions& common, const std::string& id, bool force) {
       [&](ClusterState& s) -> Result<bool> {
         int i = indexOfPeer(s.deposed, id);
         if (i < 0) {
-          std::string list;
-          for (const auto& d : s.deposed) list += (list.empty() ? "" : ", ") + d.id;
+          const std::string list = peerIds(s.deposed);
           return Error{id + " is not deposed (deposed: " + (list.empty() ? "none" : list) + "); nothing reaped"};
         }
         if (containsPeer(*active, id) && !force) {

@@ -156,8 +156,7 @@ int runShow(const CommonOptions& common, bool verbose) {
       {"pending", pendingText.empty() ? "none" : "restart: " + pendingText + " (dugong-adm restart --rolling)"},
   };
   if (verbose) {
-    std::string active;
-    for (const auto& p : view->active) active += (active.empty() ? "" : ", ") + p.id;
+    const std::string active = peerIds(view->active);
     head.push_back({"in zookeeper", active.empty() ? "(none)" : active});
   }
   std::cout << formatTable({"", ""}, head, false) << "\n" << rowsTable(rows, columns, true) << "\n";

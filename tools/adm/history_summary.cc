@@ -6,10 +6,7 @@ namespace dugong::adm {
 namespace {
 
 std::string ids(const PeerList& peers) {
-  if (peers.empty()) return "(none)";
-  std::string out;
-  for (const auto& p : peers) out += (out.empty() ? "" : ", ") + p.id;
-  return out;
+  return peers.empty() ? "(none)" : peerIds(peers);
 }
 
 std::string roleIn(const ClusterState& s, const std::string& id) {
