@@ -81,7 +81,7 @@ std::optional<int> waitForPostmaster(pid_t postmaster) {
   return status;
 }
 
-// Safety review finding 1: a clean stop disarmed the watchdog, so a primary's postgres
+// A clean stop disarmed the watchdog, so a primary's postgres
 // ran on, writable, after the session expired and the sync took over.
 TEST(Watchdog, LeftArmedByAPrimaryThatStoppedItShutsPostgresDownOnceTheAgentIsGone) {
   dugong::testing::ScratchDir dir{"watchdog-left-armed"};
@@ -124,7 +124,7 @@ TEST(Watchdog, LeftArmedItIsEndedByTheNextRunThroughItsStamp) {
   ::waitpid(postmaster, nullptr, 0);
 }
 
-// Safety review of fcef921, finding 7: the watchdog shared the agent's process group, so a
+// The watchdog shared the agent's process group, so a
 // stop of the group (kill -STOP -<pgid>, Ctrl-Z on a foreground agent) stopped it too, and
 // it had the agent's name, so `killall dugong` killed it too.
 TEST(Watchdog, AStopOfTheAgentsProcessGroupLeavesItRunningAndItActs) {
@@ -168,7 +168,7 @@ TEST(Watchdog, AStopOfTheAgentsProcessGroupLeavesItRunningAndItActs) {
   EXPECT_EQ(WTERMSIG(*status), SIGINT);
 }
 
-// The primary's lease (issue 24): the watchdog shuts postgres down at the lease's end the
+// The primary's lease: the watchdog shuts postgres down at the lease's end the
 // agent wrote, while the agent runs (a hung loop, or a follower cut off from its leader
 // that keeps the connection up): here the agent is this test, running, and the limit for
 // a stopped agent a minute.

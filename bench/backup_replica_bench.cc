@@ -1,5 +1,5 @@
 // A new peer made from a pgBackRest repository against one made by pg_basebackup from its
-// upstream (issue 28): a 3-peer cluster with archiving on, a database of `megabytes` MB
+// upstream: a 3-peer cluster with archiving on, a database of `megabytes` MB
 // (default 1024), a full backup taken from the sync, then `after-megabytes` MB (default
 // 64) written after the backup. A 4th peer is added with replica-methods
 // pgbackrest,basebackup, then a 5th with basebackup alone. For each: the time from its

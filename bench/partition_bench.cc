@@ -1,4 +1,4 @@
-// The isolated primary (issue 10), repeated: each run sets up a fresh 3-peer cluster
+// The isolated primary, repeated: each run sets up a fresh 3-peer cluster
 // (real ZooKeeper, postgres with passwords, agents), cuts the primary's agent off from
 // ZooKeeper while two clients write (tests/e2e/partition_scenario.h), and reports the
 // time from the cut to the first write on the new primary through a multi-host

@@ -1,4 +1,4 @@
-// Routine operations on the primary, measured as a client sees them (issue 11):
+// Routine operations on the primary, measured as a client sees them:
 // - agent-restart: SIGTERM of the primary's agent, then an immediate start (what
 //   `systemctl restart dugong` does). Reports the write gap and the generations and
 //   cluster-state writes it caused (expected: none).

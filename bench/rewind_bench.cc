@@ -1,4 +1,4 @@
-// Rejoin of a kill -9'd ex-primary (issue 11 item 3): a database of DUGONG_BENCH_MB
+// Rejoin of a kill -9'd ex-primary: a database of DUGONG_BENCH_MB
 // megabytes (default 1024), a few MB written on the primary that its sync never got,
 // SIGKILL of the primary's postmaster, the sync promoted alone; then the ex-primary is
 // rejoined as a standby, once by pg_rewind and once (roles swapped) by pg_basebackup.

@@ -1,4 +1,4 @@
-// ZooKeeper maintenance and outages under a writing primary (issue 24), repeated: each
+// ZooKeeper maintenance and outages under a writing primary, repeated: each
 // run sets up a fresh 3-peer cluster on a 3-server ensemble
 // (tests/e2e/zk_maintenance_scenario.h) and either kills the ZooKeeper leader, then
 // restarts every server in turn, the leader last (the default), or loses the quorum for

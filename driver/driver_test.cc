@@ -96,7 +96,7 @@ TEST_F(DriverTest, AWithdrawnPrimaryKeepsPostgresDownAndJoinsAgainToStartIt) {
   }
   ASSERT_TRUE(driver_->withdrawn());
   ASSERT_EQ(pg_.shutdowns.size(), 1u) << "a withdrawn primary was not kept from writing";
-  // Safety review of fcef921, finding 4: the shutdown (whose signal the real adapter sends
+  // The shutdown (whose signal the real adapter sends
   // in the call) comes before leaving ZooKeeper, which lets the sync take over at once.
   EXPECT_TRUE(pg_.shutDownAsMember.at(0)) << "left ZooKeeper before asking for the shutdown";
   pg_.shutdowns.front()(true);
@@ -361,7 +361,7 @@ TEST_F(DriverTest, StartsAFreshStateMachineWhenTheTransitionDuringTheRebuildEnds
   ASSERT_EQ(pg_.inits.size(), 1u);
 }
 
-// ---- the primary's lease (issue 24) -----------------------------------------------------
+// ---- the primary's lease -----------------------------------------------------
 
 TEST(LeaseDeadline, EachTermIsTakenOffTheSessionTimeout) {
   LeaseTerms t;
@@ -373,8 +373,8 @@ TEST(LeaseDeadline, EachTermIsTakenOffTheSessionTimeout) {
   EXPECT_LE(leaseLengthMs(1000, 100, t), 100) << "a short session leaves (almost) no lease";
 }
 
-// A follower cut off from its leader keeps answering pings (safety review of fcef921,
-// finding 3): the connection never looks lost, but no leader round trip is confirmed.
+// A follower cut off from its leader keeps answering pings: the connection never looks
+// lost, but no leader round trip is confirmed.
 // Writes stop before the lease ends and postgres is shut down at its end; the watchdog
 // is told each end.
 TEST_F(DriverTest, AConnectedPrimaryWithoutLeaderRoundTripsStopsAtItsLeasesEnd) {
@@ -402,7 +402,7 @@ TEST_F(DriverTest, AConnectedPrimaryWithoutLeaderRoundTripsStopsAtItsLeasesEnd) 
 
 // The lease ended on a connection that looked up (a cut-off follower), and the session
 // expired: the new session's lease (its creation) comes before its ZkInitialized. It must
-// not resume writes by the same-session rule (safety review of fcef921, finding 2b): a
+// not resume writes by the same-session rule: a
 // takeover decided while the old session was gone may still land.
 TEST_F(DriverTest, ANewSessionsLeaseDoesNotResumeWritesStoppedAtTheOldOnesEnd) {
   startAsPrimary();
@@ -473,7 +473,7 @@ TEST_F(DriverTest, AConnectionLostPastTheLeasesEndStopsWritesThere) {
   ASSERT_NO_FATAL_FAILURE(resumesOnALeaderRoundTripOnly());
 }
 
-// ---- the isolated primary (issue 10) ------------------------------------------------
+// ---- the isolated primary ------------------------------------------------
 
 // A primary's lost connection is told (onPrimaryConnectionLoss), so that a watchdog that
 // outlives the agent shuts postgres down by the time the agent would have (an agent that
@@ -672,7 +672,7 @@ TEST_F(DriverTest, ATakeoverThatLandsFirstFailsTheConfirmationAndKeepsWritesStop
   EXPECT_EQ(driver_->peer().role(), Role::kDeposed);
 }
 
-// Safety review of fcef921, finding 7: the agent arms its watchdog as a primary's apply
+// The agent arms its watchdog as a primary's apply
 // starts (postgres may be promoted and take writes before the apply answers), not only
 // once the role is applied.
 TEST_F(DriverTest, APrimarysApplyIsAnnouncedBeforeItStarts) {
@@ -680,7 +680,7 @@ TEST_F(DriverTest, APrimarysApplyIsAnnouncedBeforeItStarts) {
   EXPECT_EQ(primaryApplyStarts_, 1);
 }
 
-// Safety review of fcef921, finding 2b: the connection of the new session blips before the
+// The connection of the new session blips before the
 // confirmation's answer. Its regain is the same (new) session, but a takeover decided while
 // the old session was gone may still land: writes resume only on the confirmation, never
 // by the same-session rule.
@@ -979,7 +979,7 @@ TEST(DriverDefaultPostgres, TheDefaultStopWritesAnswersAnError) {
 namespace dugong::agent {
 namespace {
 
-// ---- the automatic rejoin of a deposed peer (issue 11) -----------------------------------
+// ---- the automatic rejoin of a deposed peer -----------------------------------
 
 TEST_F(DriverTest, ADeposedPeerThatCanFollowRejoinsAndLeavesDeposed) {
   pg_.modelRejoin = true;
@@ -1083,7 +1083,7 @@ TEST_F(DriverTest, ADeposedPeerThatCannotFollowStaysDeposedAndANewGenerationIsTr
   EXPECT_EQ(pg_.rejoins.front().primary, "node3");
 }
 
-// Safety review of fcef921, finding 11: a rejoin was tried once per generation, so a
+// A rejoin was tried once per generation, so a
 // transient failure (the new primary still promoting, a connection refused) left the peer
 // deposed, and a 3-peer cluster with no async to take over next, until an operator acted.
 // It is tried again, 5 s after the first failure and twice as long after each next one.
@@ -1251,7 +1251,7 @@ TEST_F(DriverTest, ResumingAfterAShutDownStartsNoConfigurationTheStateMachineHas
   }
 }
 
-// ---- the clean handover of a planned switchover (issue 11) ----------------------------------
+// ---- the clean handover of a planned switchover ----------------------------------
 
 nlohmann::json promoteOfSync(const std::string& id, int64_t generation, EpochMs expire) {
   return {{"id", id}, {"role", "sync"}, {"generation", generation}, {"expireTime", std::to_string(expire)}};

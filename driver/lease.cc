@@ -3,7 +3,7 @@
 // session recently enough; at the lease's end they stop, and postgres is shut down,
 // before the leader can expire the session and another peer take over, whatever the
 // client library says about its connection (a follower cut off from its leader keeps
-// answering pings; safety review of fcef921, findings 3 and 12).
+// answering pings.
 #include "driver/lease.h"
 
 #include <algorithm>

@@ -325,7 +325,7 @@ TEST_P(RebuildTest, DivergedExPrimaryIsRebuilt) {
 INSTANTIATE_TEST_SUITE_P(ByRewindAndByBasebackup, RebuildTest, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "PgRewind" : "PgBasebackup"; });
 
-// Issue 11 item 3: a primary killed with SIGKILL after writes its sync never got is
+// A primary killed with SIGKILL after writes its sync never got is
 // rewound in place (crash recovery finished first, without clients), not copied in full.
 TEST_F(AdapterTest, KilledDivergedExPrimaryIsRewoundNotCopied) {
   PgTestNode& a = cluster_.addNode("peer-a");
@@ -418,7 +418,7 @@ TEST_F(AdapterTest, PromotedSyncKeepsTheWalItsDeposedPrimaryNeedsToRejoin) {
   EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id = 2"), "0");
 }
 
-// Issue 11 item 2: a planned switchover. The primary stops cleanly while its sync
+// A planned switchover. The primary stops cleanly while its sync
 // streams (the sync receives everything, the shutdown checkpoint included), then the
 // sync is promoted: the ex-primary follows the new timeline as it is, without a rewind
 // or a copy.
@@ -485,7 +485,7 @@ TEST_F(AdapterTest, DivergedExPrimaryIsRejoinedOnlyWhenARewindIsAllowed) {
   EXPECT_TRUE(eventually([&] { return streamsFrom(b, a); }));
 }
 
-// Issue 11 item 5: a timeline fork under a running standby. c streams from a and has a
+// A timeline fork under a running standby. c streams from a and has a
 // row that b (a's sync, stopped) never got; b is promoted and c is pointed at it: c
 // answers SELECT 1 but can never stream. The health check reports it (with the log's
 // evidence, also in the status), and the next apply repairs it by pg_rewind.
@@ -1182,7 +1182,7 @@ TEST_F(AdapterTest, ShutDownWritesLeavesNoSessionThatCanCommit) {
   EXPECT_EQ(a.value("INSERT INTO t VALUES (2)", 30s), "");
 }
 
-// Safety review of fcef921, finding 6: the shutdown wrote the managed configuration
+// The shutdown wrote the managed configuration
 // first and returned on its failure (a full file system, out of inodes) with postgres
 // still running as a writable primary. Now the postmaster is signalled first.
 TEST_F(AdapterTest, ShutDownWritesShutsThePrimaryDownEvenWhenItsConfigurationCannotBeWritten) {

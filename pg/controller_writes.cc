@@ -134,7 +134,7 @@ bool PgController::signalPrimaryShutdown() const {
 
 // The signal first, with no lock and no file written: neither a transition holding the
 // apply lock (a restart, a fence) nor a file system that cannot take the managed
-// configuration can delay the shutdown (safety review of fcef921, findings 5 and 6). Then,
+// configuration can delay the shutdown. Then,
 // under the lock, what a later start needs: the configuration marked write-stopped, and
 // pg_ctl's own stop (immediate after stopTimeout) to wait for the postmaster's end.
 Result<bool> PgController::shutDownWrites(bool signalledBefore) {

@@ -1,4 +1,4 @@
-// The ensemble's configuration for the primary's lease (issue 24), from a real server.
+// The ensemble's configuration for the primary's lease, from a real server.
 #include "zk/ensemble_conf.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The Session's lease round trips (issue 24) against a real standalone ZooKeeper.
+// The Session's lease round trips against a real standalone ZooKeeper.
 #include <gtest/gtest.h>
 
 #include <vector>

@@ -351,7 +351,7 @@ TEST_F(SessionTest, WriteInterruptedByAHungServerIsResolvedByReadingTheState) {
   }
 }
 
-// Safety review of fcef921, finding 2a: a rewrite that changes nothing but the version (a
+// A rewrite that changes nothing but the version (a
 // primary's confirmation on a new session, a settle write) has the bytes of the state it
 // expects. Interrupted before it reached ZooKeeper, it was reported applied, at the old
 // version, because the bytes read back matched: a takeover at that version could still land.

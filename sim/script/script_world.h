@@ -3,7 +3,7 @@
 // virtual time. Everything is deterministic. The world is the driver's environment
 // (driver/env.h).
 //
-// Conventions (issue 2, and shared/conformance/manatee/README.md), relied on by
+// Conventions (shared/conformance/manatee/README.md), relied on by
 // scenario scripts:
 // - The N-th identity created is node<N> (or the given name), ip 10.0.0.<N>, pgUrl
 //   tcp://postgres@10.0.0.<N>:5432/postgres, zoneId = id. node1 exists from the start.

@@ -1,4 +1,4 @@
-// ZooKeeper ACLs end to end (issue 10, secure by default): agents configured with
+// ZooKeeper ACLs end to end (secure by default): agents configured with
 // zookeeper.auth run the cluster; the operator's dugong-adm changes it with the same
 // credentials (--zk-auth-file); without them, neither dugong-adm nor any other client
 // can write the cluster state.

@@ -1,4 +1,4 @@
-// Backups with pgBackRest (issue 28), with real processes and a repository in a local
+// Backups with pgBackRest, with real processes and a repository in a local
 // directory: archiving switched on for the whole cluster with `dugong-adm config set`,
 // a full backup taken from a standby, a named restore point, a failover that keeps the
 // archive without a gap, a new peer made from the repository, an ex-primary rebuilt by a

@@ -1,4 +1,4 @@
-// The primary's lease end to end (issue 24; safety review of fcef921, finding 3): the
+// The primary's lease end to end: the
 // primary's agent talks to a ZooKeeper follower that is cut off from its leader. The
 // follower keeps answering the agent's pings for syncLimit x tickTime (4 s here, twice
 // the session timeout) while the leader expires the session after 2 s and the sync takes

@@ -1,4 +1,4 @@
-// A cluster whose state was lost (issue 10, rule 8): first the state node deleted under a
+// A cluster whose state was lost (rule 8): first the state node deleted under a
 // running cluster, then the whole ensemble rebuilt empty, while every peer holds the
 // cluster's data. Each time the cluster is set up again from the peer with the most
 // advanced WAL; no data directory is replaced (a marker file in each survives), and every

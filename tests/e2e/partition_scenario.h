@@ -1,4 +1,4 @@
-// The isolated primary (issue 10), end to end: a 3-peer cluster whose agents each reach
+// The isolated primary, end to end: a 3-peer cluster whose agents each reach
 // ZooKeeper through their own TcpProxy; the primary's proxy is cut (its postgres stays
 // reachable by clients and by its sync) while two clients write:
 // - careful: a new connection per row through the multi-host target_session_attrs=
@@ -9,7 +9,7 @@
 //   a default_transaction_read_only does not stop).
 // Shared by tests/e2e/partition_test.cc (asserts) and bench/partition_bench.cc (figures).
 //
-// PartitionKind::kFollowerCutOff (issue 24, safety review of fcef921 finding 3): a real
+// PartitionKind::kFollowerCutOff: a real
 // 3-server ensemble (tickTime 200 ms, syncLimit 20: a cut-off follower answers pings for
 // 4 s); the primary's agent talks to a follower only, the other agents to the other two
 // servers; the follower's quorum and election links are cut, so the primary's agent sees

@@ -1,4 +1,4 @@
-// The isolated primary (issue 10) end to end: real ZooKeeper, postgres and agents, with
+// The isolated primary end to end: real ZooKeeper, postgres and agents, with
 // passwords; the primary's agent is cut off from ZooKeeper by a proxy while its postgres
 // stays reachable. Timing is measured and printed, not asserted (bench/partition_bench).
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// A deposed ex-primary rejoins without an operator (issue 11 item 2): real ZooKeeper,
+// A deposed ex-primary rejoins without an operator: real ZooKeeper,
 // real postgres, real agents.
 // - rejoin: follow: a planned switchover (a promote request of the
 //   sync) hands over cleanly, and the old primary streams again as an async, its data

@@ -1,4 +1,4 @@
-// ZooKeeper maintenance under a writing primary (issue 24): a real 3-server ensemble
+// ZooKeeper maintenance under a writing primary: a real 3-server ensemble
 // (tickTime 200 ms), agents on the whole ensemble, a writer inserting a row every 20 ms on
 // the primary (synchronous_commit on). Each fault reports the longest gap between two
 // acknowledged rows, whether the cluster's generation changed and whether the primary's
@@ -32,7 +32,7 @@ struct MaintenanceOutcome {
 
 class ZkMaintenanceCluster {
  public:
-  // `noLease`: zookeeper.lease: false (no lease), as before issue 24; `noFailsafe`:
+  // `noLease`: zookeeper.lease: false (no lease); `noFailsafe`:
   // zookeeper.failsafe: off.
   explicit ZkMaintenanceCluster(int sessionTimeoutMs = 4000, bool noLease = false, bool noFailsafe = false);
   ~ZkMaintenanceCluster();

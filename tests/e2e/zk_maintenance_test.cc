@@ -1,4 +1,4 @@
-// ZooKeeper maintenance costs no writes (issue 24), end to end and short: the ZooKeeper
+// ZooKeeper maintenance costs no writes, end to end and short: the ZooKeeper
 // leader is killed (and started again), then every server is restarted in turn, the
 // leader last, then the quorum is lost for 5 s (two of the three servers killed, then
 // started again) (tests/e2e/zk_maintenance_scenario.h, session timeout 4 s). The
