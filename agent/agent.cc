@@ -47,6 +47,14 @@ namespace {
 
 constexpr auto kStatusInterval = std::chrono::seconds(1);
 
+// The status timer's tick, which is also the loop's beat to the watchdog: a second, or
+// an eighth of the session timeout if that is shorter, so that it comes at least four
+// times within the watchdog's bound for a hung loop (half the session timeout).
+std::chrono::milliseconds tickInterval(const AgentConfig& config) {
+  return std::min<std::chrono::milliseconds>(kStatusInterval,
+                                             std::chrono::milliseconds(std::max(config.zk.sessionTimeoutMs / 8, 10)));
+}
+
 }  // namespace
 
 Agent::Agent(boost::asio::io_context& io, AgentConfig config)
@@ -55,7 +63,8 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
       clock_(io),
       coordinator_(io, config_.zk, config_.identity),
       peers_(io, config_.zk.cluster, config_.httpSecret),
-      statusTimer_(io) {}
+      statusTimer_(io),
+      tickInterval_(tickInterval(config_)) {}
 
 Agent::~Agent() {
   if (stopHookWaiter_.joinable()) stopHookWaiter_.join();  // bounded by hooks.timeoutSeconds
@@ -141,7 +150,7 @@ Result<bool> Agent::start() {
                config_.pg.port, config_.singleton ? ", one-node-write mode" : "",
                config_.identity.tags.any() ? ", tags " + config_.identity.tags.toJson().dump() : "");
   driver_->start();
-  pollStatus();
+  tick();
   if (!config_.onStartHook.empty()) {
     spdlog::info("agent started: running hook onStart {}", config_.onStartHook);
     runHook("onStart", "start", config_.onStartHook, {config_.zk.cluster, config_.identity.id}, {});
@@ -152,7 +161,8 @@ Result<bool> Agent::start() {
 void Agent::stop(std::function<void()> done) {
   if (stopping_) return;
   stopping_ = true;
-  statusTimer_.cancel();
+  // The status timer ticks on: the loop beats to the watchdog until it ends (a stop that
+  // hangs is a hung loop too); main ends the beats once the loop has returned.
   if (watchdog_ && config_.stopPostgresOnExit) {
     watchdog_->disarm();
   } else if (watchdog_) {
@@ -207,17 +217,30 @@ std::optional<zk::SessionCredentials> Agent::savedSession() {
   return *saved;
 }
 
-void Agent::pollStatus() {
-  if (stopping_) return;
+// Each tick: a beat to the watchdog (the loop runs), and every kStatusInterval a poll of
+// postgres' status unless one is in flight (a slow query must not silence the beat).
+void Agent::tick() {
+  if (watchdog_) watchdog_->beat();
+  const auto now = std::chrono::steady_clock::now();
   std::weak_ptr<int> alive = alive_;
-  pg_->status([this, alive](pg::PgStatus s) {
-    if (alive.expired()) return;
-    status_ = std::move(s);
-    statusTimer_.expires_after(kStatusInterval);
-    statusTimer_.async_wait([this, alive](const boost::system::error_code& ec) {
-      if (!ec && !alive.expired()) pollStatus();
+  if (!stopping_ && !statusInFlight_ && now - lastStatusPoll_ >= kStatusInterval) {
+    statusInFlight_ = true;
+    lastStatusPoll_ = now;
+    pg_->status([this, alive](pg::PgStatus s) {
+      if (alive.expired()) return;
+      statusInFlight_ = false;
+      status_ = std::move(s);
     });
+  }
+  statusTimer_.expires_after(tickInterval_);
+  statusTimer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (!ec && !alive.expired()) tick();
   });
+}
+
+void Agent::loopEnded() {
+  statusTimer_.cancel();
+  if (watchdog_) watchdog_->endBeats();
 }
 
 void Agent::roleChanged(Role previous, Role applied) {

@@ -60,6 +60,9 @@ class Agent {
   // The watchdog process (agent/watchdog.h), forked by main before any thread: told on
   // each applied role whether this peer is the primary, disarmed when the agent stops.
   void setWatchdog(std::unique_ptr<Watchdog> watchdog) { watchdog_ = std::move(watchdog); }
+  // The loop has returned (the agent stopped): its beats to the watchdog end, so that the
+  // exit that follows is not taken for a hung loop.
+  void loopEnded();
 
   // The HTTP API (agent/http_api.h), answered on the loop.
   void handle(const HttpRequest& request, HttpServer::Respond respond);
@@ -68,7 +71,7 @@ class Agent {
  private:
   void operatorRequest(const HttpRequest& request, const std::string& action, HttpServer::Respond respond);
   void failsafeRequest(const FailsafeCall& call, HttpServer::Respond respond);
-  void pollStatus();
+  void tick();
   StatusSources statusSources() const;
   std::optional<zk::SessionCredentials> savedSession();
   void roleChanged(Role previous, Role applied);
@@ -95,7 +98,10 @@ class Agent {
   std::unique_ptr<Driver> driver_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<Switchover> switchover_;
-  boost::asio::steady_timer statusTimer_;
+  boost::asio::steady_timer statusTimer_;  // polls postgres' status; its tick is the watchdog's beat
+  std::chrono::milliseconds tickInterval_;
+  std::chrono::steady_clock::time_point lastStatusPoll_;
+  bool statusInFlight_ = false;
   std::unique_ptr<Watchdog> watchdog_;
   std::optional<ProcessStamp> previousWatchdog_;  // left armed by the previous run's clean stop
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);

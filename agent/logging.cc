@@ -1,12 +1,21 @@
 #include "agent/logging.h"
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <deque>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/formatter.h>
 #include <spdlog/pattern_formatter.h>
+#include <spdlog/details/null_mutex.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -17,6 +26,11 @@ namespace {
 
 // 0: no cluster state seen yet (generations start at 1).
 std::atomic<int64_t> gGeneration{0};
+
+constexpr const char* kTextPattern = "%Y-%m-%dT%H:%M:%S.%e%z %^%-5l%$ %v";
+// As set up (setupLogging), for the watchdog's own sink.
+std::string gFormat = "text";
+std::string gPeerId;
 
 class JsonFormatter : public spdlog::formatter {
  public:
@@ -50,7 +64,64 @@ Result<spdlog::level::level_enum> parseLevel(const std::string& level) {
   return l;
 }
 
+// stderr without ever blocking: a socket (journald's stream) is written with
+// MSG_DONTWAIT; a pipe through a description of its own opened non-blocking (the
+// agent's, shared until then, stays blocking); anything else (a file, a terminal) as it is.
+class NonBlockingStderrSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  NonBlockingStderrSink() {
+    struct stat st {};
+    if (::fstat(2, &st) != 0) return;
+    socket_ = S_ISSOCK(st.st_mode);
+    if (S_ISFIFO(st.st_mode)) {
+      const int fd = ::open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0) fd_ = fd;
+    }
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t buf;
+    formatter_->format(msg, buf);
+    if (pending_.size() >= kMaxPending) pending_.pop_front();
+    pending_.emplace_back(buf.data(), buf.size());
+    flush_();
+  }
+  void flush_() override {
+    while (!pending_.empty()) {
+      std::string& line = pending_.front();
+      const ssize_t n = socket_ ? ::send(fd_, line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL)
+                                : ::write(fd_, line.data(), line.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // full: the next flush
+      if (n >= 0 && static_cast<size_t>(n) < line.size()) {
+        line.erase(0, static_cast<size_t>(n));
+        continue;
+      }
+      pending_.pop_front();  // written, or an error no retry mends
+    }
+  }
+
+ private:
+  static constexpr size_t kMaxPending = 16;
+  int fd_ = 2;
+  bool socket_ = false;
+  std::deque<std::string> pending_;
+};
+
 }  // namespace
+
+void logWithoutBlocking() {
+  auto logger = spdlog::default_logger();
+  auto sink = std::make_shared<NonBlockingStderrSink>();
+  if (gFormat == "json") {
+    sink->set_formatter(std::make_unique<JsonFormatter>(gPeerId));
+  } else {
+    sink->set_formatter(std::make_unique<spdlog::pattern_formatter>(kTextPattern));
+  }
+  logger->sinks().clear();
+  logger->sinks().push_back(std::move(sink));
+}
 
 Result<bool> setupLogging(const std::string& level, const std::string& format, const std::string& peerId) {
   auto l = parseLevel(level);
@@ -59,10 +130,12 @@ Result<bool> setupLogging(const std::string& level, const std::string& format, c
   if (format == "json") {
     logger->set_formatter(std::make_unique<JsonFormatter>(peerId));
   } else if (format == "text") {
-    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%-5l%$ %v");
+    logger->set_pattern(kTextPattern);
   } else {
     return Error{"unknown log format \"" + format + "\" (text or json)"};
   }
+  gFormat = format;
+  gPeerId = peerId;
   logger->set_level(l.value());
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);

@@ -16,6 +16,11 @@ namespace dugong::agent {
 // Sets spdlog's default logger to stderr with this level ("trace" .. "error") and
 // format ("text" or "json"). `peerId` is written on every JSON line.
 Result<bool> setupLogging(const std::string& level, const std::string& format, const std::string& peerId);
+// For the watchdog process, once forked: its lines go where the agent's do, but a write
+// never blocks it there (the agent may be the one stuck on that pipe or socket: a hung
+// journald, a pipe nobody reads). A line that cannot be written at once waits, with a
+// few others, for the next flush; older ones beyond that are dropped.
+void logWithoutBlocking();
 // Changes the level of every logger (SIGHUP).
 Result<bool> setLogLevel(const std::string& level);
 // The level in force now, in log.level's words ("trace", "debug", "info", "warn", ...).

@@ -127,8 +127,8 @@ int main(int argc, char** argv) {
   for (const auto& w : config->warnings) spdlog::warn("configuration: {}", w);
 
   // Before any thread: a forked child must not inherit locks held by others.
-  auto watchdog =
-      dugong::agent::Watchdog::start(config->pg.dataDir, std::chrono::milliseconds(config->zk.sessionTimeoutMs / 2));
+  auto watchdog = dugong::agent::Watchdog::start(
+      config->pg.dataDir, std::chrono::milliseconds(config->zk.sessionTimeoutMs / 2), config->sessionFile);
   if (!watchdog) {
     spdlog::critical("cannot start: {}", watchdog.error());
     return 1;
@@ -188,6 +188,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   io.run();
+  agent.loopEnded();
   const int code = agent.exitCode();
   if (agent.sessionDetached()) {
     // The kept session's handle stays open until the process is gone; nothing may close

@@ -1,6 +1,7 @@
 // The watchdog: a process of its own, forked when the agent starts, that stops this
 // peer's postgres when the agent is stopped (SIGSTOP, a debugger) or dies (kill -9, out
-// of memory) while it is a primary.
+// of memory) while it is a primary, and ends an agent whose loop hangs while the
+// process runs.
 //
 // A stopped agent cannot stop writes when its ZooKeeper session is about to expire: the
 // session expires, the sync takes over, and the old primary's postgres still
@@ -18,12 +19,17 @@
 // postgres left writable after the sync's takeover is a second writer. The agent's next
 // run ends that watchdog once it has applied a role (agent/process_stamp.h names it in
 // `<zookeeper.sessionFile>.watchdog`), so a restart quicker than `limit` costs nothing;
-// a slower one costs a postgres restart, never a second writer. The agent itself spends
-// nothing on it: no timer, no beat (a beat every limit/4 cost 0.06 % of a core at rest
-// here).
+// a slower one costs a postgres restart, never a second writer.
 //
-// A hung agent that still runs is not the watchdog's concern: its ZooKeeper client's own
-// thread keeps the session, so no other peer takes over.
+// A hung loop (a log line blocked on a pipe nobody reads, a hung disk, a deadlock) keeps
+// the session, since the ZooKeeper client's own threads answer the pings, and does
+// nothing: nobody restarts a crashed primary's postgres, and nobody may take over. So the
+// loop beats: a store into the page from the agent's status timer, which ticks anyway.
+// A loop silent for `limit` while the process runs (not stopped) is hung: the watchdog
+// shuts down a postgres that may acknowledge commits (this peer is the primary, or its
+// postgres is not a standby), kills the agent, whose session then expires, and removes
+// the session the agent kept for a restart, so that its next run (systemd starts it
+// again) does not hold that session again.
 #pragma once
 
 #include <chrono>
@@ -43,7 +49,10 @@ class Watchdog {
  public:
   // Forks the watchdog process. Call before any thread is started, after the logger is
   // set up (the watchdog logs through it).
-  static Result<std::unique_ptr<Watchdog>> start(const std::string& dataDir, std::chrono::milliseconds limit);
+  // `sessionFile`: where the agent keeps its ZooKeeper session for a restart
+  // (agent/session_file.h); removed when the watchdog ends a hung agent.
+  static Result<std::unique_ptr<Watchdog>> start(const std::string& dataDir, std::chrono::milliseconds limit,
+                                                 std::string sessionFile = "");
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -60,6 +69,12 @@ class Watchdog {
   // passed without a newer deadline, whether the agent runs, is stopped or is gone (a hung
   // agent's ZooKeeper thread would keep the connection, not the lease).
   void setLeaseDeadline(int64_t deadlineMs);
+  // The agent's loop runs: called from a periodic timer on the loop, at least every
+  // `limit` / 4. From the first beat on, a loop silent for `limit` while the process
+  // runs is hung.
+  void beat();
+  // The loop ends on purpose (the agent has stopped): its silence from now on is no hang.
+  void endBeats();
   // Disarmed for good (an agent that stops postgres as it stops).
   void disarm();
   // The agent stops and postgres runs on: the watchdog stays as it is, outlives the

@@ -1,13 +1,17 @@
 #include "agent/watchdog.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
+#include "agent/logging.h"
 #include "agent/process_stamp.h"
 #include "tests/support/test_env.h"
 
@@ -186,6 +190,214 @@ TEST(Watchdog, ItShutsPostgresDownAtTheLeasesEndWhileTheAgentRuns) {
   ASSERT_TRUE(status.has_value()) << "postgres ran on past the lease's end";
   ASSERT_TRUE(WIFSIGNALED(*status));
   EXPECT_EQ(WTERMSIG(*status), SIGINT);
+}
+
+// ---- a hung loop ------------------------------------------------------------------
+
+// How a fake agent's loop behaves in the tests below.
+struct FakeLoop {
+  bool primary = false;
+  // A lease's end this close ahead when the loop hangs (0: none).
+  int64_t leaseInMs = 0;
+  // The agent's stderr is a pipe nobody reads, full before the watchdog starts (it
+  // shares the agent's stderr): a log line blocks there.
+  bool stderrStuck = false;
+  // The loop ends its beats on purpose (a stopped agent on its way out), then waits.
+  bool endsBeats = false;
+};
+
+int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A pipe whose write end is full (its buffer as small as the kernel allows); the read
+// end is never read. Returns {read end, write end}.
+std::pair<int, int> fullPipe() {
+  int fds[2] = {-1, -1};
+  if (::pipe(fds) != 0) return {-1, -1};
+  ::fcntl(fds[1], F_SETPIPE_SZ, 4096);
+  // A description of its own for the filling, so that the agent's stays blocking.
+  const int filler = ::open(("/proc/self/fd/" + std::to_string(fds[1])).c_str(), O_WRONLY | O_NONBLOCK);
+  const std::string block(4096, 'x');
+  while (filler >= 0 && ::write(filler, block.data(), block.size()) > 0) {
+  }
+  if (filler >= 0) ::close(filler);
+  return {fds[0], fds[1]};
+}
+
+// A fake agent: it starts its watchdog (`limit`), then beats every 10 ms from its "loop"
+// until a byte (or the end) arrives on `control`; then its loop hangs while the process
+// runs on (it sleeps: state S), or, with `endsBeats`, it ends its beats first.
+pid_t agentWithALoop(const std::string& dataDir, const std::string& sessionFile, std::chrono::milliseconds limit,
+                     const FakeLoop& loop, int control) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  if (loop.stderrStuck) {
+    auto [readEnd, writeEnd] = fullPipe();
+    if (writeEnd < 0) ::_exit(1);
+    ::dup2(writeEnd, 2);
+    (void)readEnd;  // kept open, never read
+    // The agent's own logger, on that stderr (the watchdog inherits it).
+    if (!setupLogging("info", "text", "fake")) ::_exit(1);
+  }
+  auto watchdog = Watchdog::start(dataDir, limit, sessionFile);
+  if (!watchdog) ::_exit(1);
+  (*watchdog)->setPrimary(loop.primary);
+  ::fcntl(control, F_SETFL, O_NONBLOCK);
+  for (;;) {
+    (*watchdog)->beat();
+    char c = 0;
+    const ssize_t n = ::read(control, &c, 1);
+    if (n >= 0) break;  // a byte, or the end
+    ::usleep(10000);
+  }
+  if (loop.leaseInMs > 0) (*watchdog)->setLeaseDeadline(nowMs() + loop.leaseInMs);
+  if (loop.endsBeats) (*watchdog)->endBeats();
+  for (;;) ::pause();
+}
+
+// What a test of a hung loop looks at: the fake agent, its postgres and its session file.
+struct HungLoopRun {
+  dugong::testing::ScratchDir dir{"watchdog-hung-loop"};
+  std::string sessionFile = dir.path() + "/session";
+  pid_t postmaster = -1;
+  pid_t agent = -1;
+  int control = -1;
+
+  HungLoopRun(const FakeLoop& loop, bool standby, std::chrono::milliseconds limit) {
+    if (standby) std::ofstream(dir.path() + "/standby.signal") << "";
+    std::ofstream(sessionFile) << "{}\n";
+    postmaster = fakePostmaster(dir.path());
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    agent = agentWithALoop(dir.path(), sessionFile, limit, loop, fds[0]);
+    ::close(fds[0]);
+    control = fds[1];
+  }
+  ~HungLoopRun() {
+    if (control >= 0) ::close(control);
+    if (agent > 0) {
+      ::kill(agent, SIGKILL);
+      ::waitpid(agent, nullptr, 0);
+    }
+    if (postmaster > 0) {
+      ::kill(postmaster, SIGKILL);
+      ::waitpid(postmaster, nullptr, 0);
+    }
+  }
+  bool running(pid_t& pid) {
+    if (pid <= 0) return false;
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) != pid) return true;
+    ended[pid] = status;
+    pid = -1;
+    return false;
+  }
+  // While the loop beats, for `span`: the agent, its postgres and its session stay.
+  void expectNothingWhileItBeats(std::chrono::milliseconds span) {
+    const auto end = std::chrono::steady_clock::now() + span;
+    while (std::chrono::steady_clock::now() < end) {
+      ASSERT_TRUE(running(agent)) << "the watchdog ended an agent whose loop beats";
+      ASSERT_TRUE(running(postmaster)) << "the watchdog shut down the postgres of an agent whose loop beats";
+      ASSERT_TRUE(std::filesystem::exists(sessionFile)) << "the session file went while the loop beats";
+      ::usleep(50000);
+    }
+  }
+  // The loop stops beating; the agent's wait status once it ends (bounded for a broken
+  // build only).
+  std::optional<int> hangAndWaitForTheAgent() {
+    if (::write(control, "h", 1) != 1) return std::nullopt;
+    const pid_t pid = agent;
+    auto status = waitForChild(pid, std::chrono::seconds(20));
+    if (status) agent = -1;
+    return status;
+  }
+  std::map<pid_t, int> ended;
+};
+
+constexpr auto kLimit = std::chrono::milliseconds(1000);
+
+// A primary's agent whose loop hangs while the process runs keeps its ZooKeeper session
+// (the client's own threads answer the pings) and does nothing. The watchdog shuts its
+// postgres down (as for a stopped agent), kills it and removes the kept session, so
+// that the session expires and the sync can take over.
+TEST(Watchdog, AHungLoopOfAPrimaryHasItsPostgresShutDownAndTheAgentKilled) {
+  HungLoopRun run(FakeLoop{.primary = true}, /*standby=*/false, kLimit);
+  ASSERT_GT(run.agent, 0);
+  run.expectNothingWhileItBeats(kLimit * 3);
+  auto status = run.hangAndWaitForTheAgent();
+  ASSERT_TRUE(status.has_value()) << "the agent whose loop hung runs on";
+  ASSERT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGKILL);
+  const pid_t postmaster = run.postmaster;
+  auto pg = waitForChild(postmaster, std::chrono::seconds(20));
+  ASSERT_TRUE(pg.has_value()) << "postgres runs on";
+  run.postmaster = -1;
+  ASSERT_TRUE(WIFSIGNALED(*pg));
+  EXPECT_EQ(WTERMSIG(*pg), SIGINT);
+  EXPECT_FALSE(std::filesystem::exists(run.sessionFile)) << "the next run would re-attach the hung one's session";
+}
+
+// A standby's postgres acknowledges no commit: it is left running. The agent is killed all
+// the same, so that its session expires and the primary stops counting on it (a sync
+// whose postgres died stalls every commit while its agent holds the session).
+TEST(Watchdog, AHungLoopOfAStandbyKillsTheAgentAndLeavesPostgresRunning) {
+  HungLoopRun run(FakeLoop{}, /*standby=*/true, kLimit);
+  ASSERT_GT(run.agent, 0);
+  run.expectNothingWhileItBeats(kLimit * 3);
+  auto status = run.hangAndWaitForTheAgent();
+  ASSERT_TRUE(status.has_value()) << "the agent whose loop hung runs on";
+  ASSERT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGKILL);
+  // The watchdog signals postgres before it kills the agent: nothing more is coming.
+  EXPECT_TRUE(run.running(run.postmaster)) << "the standby's postgres was shut down";
+  EXPECT_FALSE(std::filesystem::exists(run.sessionFile));
+}
+
+// A peer that is not the primary but whose postgres is not a standby (a deposed primary
+// not yet demoted, a promotion under way) may acknowledge commits: shut down too.
+TEST(Watchdog, AHungLoopOfAPeerWhosePostgresIsNotAStandbyHasItShutDown) {
+  HungLoopRun run(FakeLoop{}, /*standby=*/false, kLimit);
+  ASSERT_GT(run.agent, 0);
+  run.expectNothingWhileItBeats(kLimit * 3);
+  auto status = run.hangAndWaitForTheAgent();
+  ASSERT_TRUE(status.has_value()) << "the agent whose loop hung runs on";
+  const pid_t postmaster = run.postmaster;
+  auto pg = waitForChild(postmaster, std::chrono::seconds(20));
+  ASSERT_TRUE(pg.has_value()) << "postgres runs on";
+  run.postmaster = -1;
+  ASSERT_TRUE(WIFSIGNALED(*pg));
+  EXPECT_EQ(WTERMSIG(*pg), SIGINT);
+}
+
+// The watchdog writes its log lines to the agent's stderr. When that is a pipe nobody
+// reads (what hung the agent), a line must not hang the watchdog too: here its line at
+// the lease's end comes before the loop counts as hung, and it still ends the agent.
+TEST(Watchdog, AStderrNobodyReadsDoesNotStopItFromEndingAHungLoop) {
+  HungLoopRun run(FakeLoop{.primary = true, .leaseInMs = 50, .stderrStuck = true}, /*standby=*/false, kLimit);
+  ASSERT_GT(run.agent, 0);
+  run.expectNothingWhileItBeats(kLimit * 2);
+  auto status = run.hangAndWaitForTheAgent();
+  ASSERT_TRUE(status.has_value()) << "the watchdog hung on its log line; the agent runs on";
+  ASSERT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGKILL);
+}
+
+// An agent on its way out (its stop done, its session closing or kept) ends its beats: its
+// silence then is no hang.
+TEST(Watchdog, ALoopThatEndedItsBeatsIsNotAHungOne) {
+  HungLoopRun run(FakeLoop{.endsBeats = true}, /*standby=*/false, kLimit);
+  ASSERT_GT(run.agent, 0);
+  ASSERT_EQ(::write(run.control, "e", 1), 1);
+  // Long past the bound, and past the watchdog's wake-ups.
+  const auto end = std::chrono::steady_clock::now() + kLimit * 3;
+  while (std::chrono::steady_clock::now() < end) {
+    ASSERT_TRUE(run.running(run.agent)) << "the watchdog ended an agent that had ended its beats";
+    ASSERT_TRUE(run.running(run.postmaster));
+    ::usleep(50000);
+  }
+  EXPECT_TRUE(std::filesystem::exists(run.sessionFile));
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 //
 // For each agent, after the cluster has been healthy for --settle seconds: VmRSS and
 // its parts (anonymous, file-backed), the heap, the number of threads, and the CPU
-// used over --seconds (every thread's /proc/<pid>/task/*/schedstat), as % of one core.
+// used over --seconds (every thread's /proc/<pid>/task/*/schedstat), as % of one core;
+// the same CPU figure for its watchdog process.
 //
 //   agent_rest_bench [--session-timeout 2000] [--health-interval-ms 1000] [--settle 10]
 //                    [--seconds 60] [--maps] [--log-level info] [--tls]
@@ -83,6 +84,20 @@ std::vector<std::pair<long, std::string>> largestMappings(pid_t pid, size_t n) {
   return out;
 }
 
+// The agent's watchdog: its child named dugong-watchdog; -1 if none.
+pid_t watchdogOf(pid_t agent) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state, ppid;
+    if (stat >> pid >> comm >> state >> ppid && comm == "(dugong-watchdog)" && ppid == std::to_string(agent)) {
+      return static_cast<pid_t>(std::stol(pid));
+    }
+  }
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,8 +155,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::this_thread::sleep_for(std::chrono::seconds(settle));
-  std::vector<long long> before;
-  for (int i = 0; i < h.size(); ++i) before.push_back(cpuNanos(h.peer(i).agentPid));
+  std::vector<long long> before, watchdogBefore;
+  std::vector<pid_t> watchdogs;
+  for (int i = 0; i < h.size(); ++i) {
+    before.push_back(cpuNanos(h.peer(i).agentPid));
+    watchdogs.push_back(watchdogOf(h.peer(i).agentPid));
+    watchdogBefore.push_back(watchdogs.back() > 0 ? cpuNanos(watchdogs.back()) : 0);
+  }
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
   std::printf("session timeout %d ms, postgres.healthIntervalMs %d, log level %s, CPU measured over %d s\n",
               sessionTimeoutMs, healthIntervalMs, logLevel.c_str(), seconds);
@@ -157,6 +177,13 @@ int main(int argc, char** argv) {
                 status["Threads"], cpu, seconds);
     std::printf("       Pss %ld kB, Private_Dirty %ld kB, Shared_Clean %ld kB\n", rollup["Pss"], rollup["Private_Dirty"],
                 rollup["Shared_Clean"]);
+    const pid_t watchdog = watchdogs[static_cast<size_t>(i)];
+    if (watchdog > 0) {
+      const double w =
+          100.0 * static_cast<double>(cpuNanos(watchdog) - watchdogBefore[static_cast<size_t>(i)]) / 1e9 / seconds;
+      std::printf("       its watchdog (pid %d): CPU %.4f %% of a core over %d s\n", static_cast<int>(watchdog), w,
+                  seconds);
+    }
     if (maps) {
       for (auto& [kb, name] : largestMappings(pid, 40)) std::printf("         %6ld kB  %s\n", kb, name.c_str());
     }

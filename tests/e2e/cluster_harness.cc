@@ -1,12 +1,14 @@
 #include "tests/e2e/cluster_harness.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,6 +35,67 @@ void waitPid(pid_t pid, std::chrono::milliseconds timeout) {
 }
 
 }  // namespace
+
+// Copies an agent's log pipe into its log file on a thread of its own, until stalled.
+class LogRelay {
+ public:
+  explicit LogRelay(const std::string& logPath) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("e2e: pipe failed");
+    readFd_ = fds[0];
+    writeFd_ = fds[1];
+    // As small as the kernel allows: a stall fills it at once.
+    ::fcntl(writeFd_, F_SETPIPE_SZ, 4096);
+    logFd_ = ::open(logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~LogRelay() {
+    stalled_ = false;
+    done_ = true;
+    thread_.join();
+    ::close(readFd_);
+    ::close(writeFd_);
+    if (logFd_ >= 0) ::close(logFd_);
+  }
+  int writeFd() const { return writeFd_; }
+  // Stops reading, then fills the pipe through a description of its own (non-blocking,
+  // so the agent's own stays blocking).
+  void stall() {
+    stalled_ = true;
+    while (!paused_) std::this_thread::sleep_for(10ms);
+    const int filler = ::open(("/proc/self/fd/" + std::to_string(writeFd_)).c_str(), O_WRONLY | O_NONBLOCK);
+    const std::string block(4096, '.');
+    while (filler >= 0 && ::write(filler, block.data(), block.size()) > 0) {
+    }
+    if (filler >= 0) ::close(filler);
+  }
+  void resume() { stalled_ = false; }
+
+ private:
+  void run() {
+    char buf[8192];
+    while (!done_) {
+      if (stalled_) {
+        paused_ = true;
+        std::this_thread::sleep_for(20ms);
+        continue;
+      }
+      paused_ = false;
+      pollfd p{readFd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const ssize_t n = ::read(readFd_, buf, sizeof buf);
+      if (n <= 0) continue;
+      if (logFd_ >= 0 && ::write(logFd_, buf, static_cast<size_t>(n)) < 0) continue;
+    }
+  }
+  int readFd_ = -1;
+  int writeFd_ = -1;
+  int logFd_ = -1;
+  std::atomic<bool> stalled_{false};
+  std::atomic<bool> paused_{false};
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
 
 Harness::Harness(HarnessOptions options) : options_(options) {
   zk_ = std::make_unique<dugong::testing::ZooKeeperCluster>(options_.zookeeper);
@@ -65,6 +128,7 @@ Harness::~Harness() {
   }
   client_.reset();
   pgs_->stopAll();
+  relays_.clear();
 }
 
 zk::ZkOptions Harness::zkOptions() const {
@@ -157,13 +221,20 @@ void Harness::startAgent(int i) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  int relayFd = -1;
+  if (options_.agentLogsThroughPipes) {
+    relays_.resize(peers_.size());
+    auto& relay = relays_.at(static_cast<size_t>(i));
+    if (!relay) relay = std::make_unique<LogRelay>(p.logPath);
+    relayFd = relay->writeFd();
+  }
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("e2e: fork failed");
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
-    int fd = ::open(p.logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int fd = relayFd >= 0 ? relayFd : ::open(p.logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
@@ -234,6 +305,19 @@ int Harness::leaveAgent(int i) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+void Harness::stallAgentLog(int i) {
+  if (static_cast<size_t>(i) >= relays_.size() || !relays_[static_cast<size_t>(i)]) {
+    throw std::runtime_error("e2e: agent " + peer(i).id + " does not log through a pipe (agentLogsThroughPipes)");
+  }
+  relays_[static_cast<size_t>(i)]->stall();
+}
+
+void Harness::resumeAgentLog(int i) {
+  if (static_cast<size_t>(i) < relays_.size() && relays_[static_cast<size_t>(i)]) {
+    relays_[static_cast<size_t>(i)]->resume();
+  }
 }
 
 void Harness::pauseAgent(int i) { ::kill(peer(i).agentPid, SIGSTOP); }

@@ -54,7 +54,13 @@ struct HarnessOptions {
   // Settings left out of the agents' postgres.settings, so that the cluster-wide
   // configuration (dugong-adm config) decides them (a host's own settings win).
   std::set<std::string> clusterWideSettings;
+  // Each agent's stdout and stderr go to a pipe that the harness copies into its log,
+  // so that a test can stop reading it (stallAgentLog).
+  bool agentLogsThroughPipes = false;
 };
+
+// The harness' end of an agent's log pipe (HarnessOptions::agentLogsThroughPipes).
+class LogRelay;
 
 struct E2EPeer {
   pg::testing::PgTestNode* pg = nullptr;  // options, identity, sql(), forceStop()
@@ -90,6 +96,11 @@ class Harness {
   // `dugong --config <its config> --leave` (the agent stopped): the peer leaves for good.
   // Returns the command's exit status; its output goes to the agent's log.
   int leaveAgent(int i);
+  // The harness stops reading the agent's log pipe and fills it: the agent's next log
+  // line blocks the thread that writes it (its loop), as a stuck journald or a log pipe
+  // nobody reads does. Needs agentLogsThroughPipes. resumeAgentLog reads it again.
+  void stallAgentLog(int i);
+  void resumeAgentLog(int i);
   void pauseAgent(int i);  // SIGSTOP
   void resumeAgent(int i);  // SIGCONT
   // SIGKILL of the postmaster (from postmaster.pid).
@@ -153,6 +164,7 @@ class Harness {
   std::optional<pg::testing::TestCerts> certs_;  // tlsOnly
   std::vector<E2EPeer> peers_;
   std::unique_ptr<zk::Client> client_;
+  std::vector<std::unique_ptr<LogRelay>> relays_;  // by peer index, agentLogsThroughPipes
 };
 
 }  // namespace dugong::e2e

@@ -251,6 +251,35 @@ TEST_F(E2E, APrimaryReplacesAHungSyncAndTheWaitingCommitIsAcknowledgedByTheNewOn
   EXPECT_EQ(h_->writablePrimary(), primary);
 }
 
+// The primary's agent whose loop hangs while the process runs (its log pipe full: a
+// stuck journald, a pipe nobody reads) keeps its ZooKeeper session, since the client's
+// own threads answer the pings, and does nothing: its postgres, killed, is never
+// restarted, and the sync never takes over. Its watchdog finds the loop silent, kills
+// the agent and removes the kept session: the session expires, the sync takes over and
+// commits go through on it, within about withdrawAfterSeconds + the session timeout.
+TEST_F(E2E, APrimaryWhoseAgentsLoopHungIsReplacedByItsSync) {
+  HarnessOptions o;
+  o.withdrawAfterSeconds = 4;
+  o.agentLogsThroughPipes = true;
+  int primary = startCluster(3, o);
+  ASSERT_GE(primary, 0);
+  const int sync = indexWithRole("sync");
+  createTable(primary);
+  ASSERT_TRUE(insert(primary, 1));
+  h_->stallAgentLog(primary);
+  h_->killPostgres(primary);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(waitForTakeoverBy(sync)) << h_->describe();
+  ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync && insert(sync, 2); }, 60s)) << h_->describe();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << "a commit went through on the new primary " << ms << " ms after the old one's loop hung (bound "
+            << o.withdrawAfterSeconds * 1000 + o.sessionTimeoutMs << " ms)\n";
+  h_->resumeAgentLog(primary);
+  EXPECT_FALSE(h_->agentRunning(primary)) << "the hung agent runs on";
+  EXPECT_EQ(ids(sync).count(1), 1u);
+}
+
 TEST_F(E2E, AsyncStoppedForGoodIsRemovedAndReaddedWhenItRestarts) {
   int primary = startCluster();
   ASSERT_GE(primary, 0);
