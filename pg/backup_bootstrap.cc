@@ -35,6 +35,7 @@ std::string withoutRecoveryTargets(const std::string& autoConf) {
 
 Result<bool> PgController::bootstrapDataDir(const std::optional<PeerIdentity>& downstream, bool* refused) {
   *refused = false;
+  if (auto kept = keepAsideUnfinishedRewind(); !kept) return kept;
   if (options_.bootstrapMethod != "pgbackrest") return initdb();
   auto r = restoreCluster(downstream, refused);
   if (!r && *refused) spdlog::error("pg: {}", r.error());

@@ -188,7 +188,7 @@ std::string PgController::localConninfo() const {
                         {"port", std::to_string(options_.port)},
                         {"user", options_.superuser},
                         {"dbname", "postgres"},
-                        {"application_name", "dugong-agent"}});
+                        {"application_name", kAgentApplicationName}});
 }
 
 Result<std::string> PgController::peerConninfo(const PeerIdentity& peer, bool forReplication) const {

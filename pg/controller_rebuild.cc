@@ -212,7 +212,7 @@ CommandResult PgController::rewind(const PeerIdentity& source) {
     r.output = conninfo.error();
     return r;
   }
-  setMarker("rewind");
+  setMarker(kRewindMarker);
   // --no-sync, then syncfs() of the file systems holding the data directory and its
   // WAL: the same durability as pg_rewind's own sync (everything it wrote is on disk
   // before the marker is cleared and postgres starts), without opening and fsyncing
@@ -270,7 +270,7 @@ Divergence PgController::rewindIfDiverged(const PeerIdentity& source, std::strin
   auto missing = firstMissingWalSegment(options_.dataDir);
   if (!missing || missing.value()) {
     // Its recovery could never reach the stream: not a standby, whatever is tried next.
-    setMarker("rewind without the WAL to recover");
+    setMarker(std::string(kRewindMarker) + " without the WAL to recover");
     *detail = "rewound, but " +
               (missing ? "WAL segment " + *missing.value() + ", which its recovery reads, is missing: " + source.id +
                              " no longer had it"
@@ -287,6 +287,7 @@ Result<bool> PgController::basebackup(const PeerIdentity& source) {
   if (!url) return Error{"restore peer " + source.id + ": " + url.error()};
   std::error_code ec;
   bool keptOld = false;
+  if (auto kept = keepAsideUnfinishedRewind(); !kept) return kept;
   if (isSetUp()) {
     // Keep the current data directory aside until the new one works.
     fs::remove_all(oldDataDir(), ec);

@@ -484,7 +484,10 @@ PgConfig Peer::desiredPgConfig() const {
   const ClusterState& s = *state_;
   switch (role_) {
     case Role::kPrimary:
-      return PgConfig::primary(s.sync);
+      // Only a new cluster's first primary may create its data directory: in any later
+      // generation, or one set up from data (initWal), it holds the cluster's data.
+      return s.generation == 1 && s.initWal == WalPosition() ? PgConfig::firstPrimary(s.sync)
+                                                             : PgConfig::primary(s.sync);
     case Role::kSync:
       return PgConfig::standby(PgRole::kSync, s.primary, s.primary);
     case Role::kAsync: {

@@ -49,6 +49,13 @@ TEST(PeerSetup, ANewClusterOfEmptyPeersIsSetUpAtOnceByTheFirstInSessionOrder) {
   EXPECT_EQ(writes[0].state.sync->id, "b");
   ASSERT_EQ(writes[0].state.async.size(), 1u);
   EXPECT_TRUE(only<StartTimer>(actions).empty());  // no wait for a new cluster
+  // The first primary of a new cluster: the one that may create its data directory.
+  actions = h.step(StateWriteFinished{true, "", false, 0});
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
+  EXPECT_TRUE(apply[0].config.newCluster);
+  EXPECT_EQ(apply[0].config.toJson()["newCluster"], true);
 
   Harness second;
   actions = second.start({"b", "me"}, {{"me", kEmpty}, {"b", kEmpty}}, false);
@@ -101,6 +108,9 @@ TEST(PeerSetup, ThePeerWithTheMostAdvancedWalSetsUpAfterTheWait) {
   apply = only<ApplyPgConfig>(actions);
   ASSERT_EQ(apply.size(), 1u);
   EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
+  // Set up from its data (initWal): that data directory is the cluster's, never recreated.
+  EXPECT_FALSE(apply[0].config.newCluster);
+  EXPECT_FALSE(apply[0].config.toJson().contains("newCluster"));
 }
 
 TEST(PeerSetup, ALessAdvancedPeerLeavesTheSetupToTheMostAdvanced) {
