@@ -59,7 +59,7 @@ Result<bool> PgController::finishCrashRecovery(bool ownSignal) {
   // so no client can connect meanwhile; nothing is discarded: it is the recovery a
   // normal start would do.
   spdlog::info("pg: the data directory was not shut down cleanly ({}): finishing crash recovery in single-user mode "
-               "so that pg_rewind can use it",
+               "(what a start does, with no client) so that its WAL's end can be read, and compared by pg_rewind",
                state);
   if (isRunning()) return Error{"postgres is running in " + options_.dataDir};
   removeStaleLockFiles();
