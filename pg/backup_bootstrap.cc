@@ -35,7 +35,6 @@ std::string withoutRecoveryTargets(const std::string& autoConf) {
 
 Result<bool> PgController::bootstrapDataDir(const std::optional<PeerIdentity>& downstream, bool* refused) {
   *refused = false;
-  if (auto kept = keepAsideUnfinishedRewind(); !kept) return kept;
   if (options_.bootstrapMethod != "pgbackrest") return initdb();
   auto r = restoreCluster(downstream, refused);
   if (!r && *refused) spdlog::error("pg: {}", r.error());
@@ -85,6 +84,8 @@ Result<bool> PgController::restoreCluster(const std::optional<PeerIdentity>& dow
     *refused = true;
     return Error{*refusal};
   }
+  // After the refusal, which compares the systems of what is there.
+  if (auto kept = keepAsideUnfinishedRewind(); !kept) return kept;
   setMarker("pgbackrest restore (bootstrap)");
   if (auto prep = prepareDataDir(/*wipe=*/true); !prep) return prep;
   auto argv = pgBackRestArgv(stanza, options_.bootstrapRepo, options_, "restore", targetOptions.value());
