@@ -36,7 +36,7 @@ using namespace dugong::bench;  // NOLINT(google-build-using-namespace)
 void diverge(PgController& pp, const PgTestNode& p, PgController& ps, const PgTestNode& s) {
   must(ps.apply(PgConfig::none()), "stop the sync");
   (void)p.sql("INSERT INTO marker VALUES (now())", 1s);  // written locally, never acknowledged
-  must(ps.apply(PgConfig::primary(std::nullopt)), "promote the sync alone");
+  must(ps.apply(PgConfig::firstPrimary(std::nullopt)), "promote the sync alone");
   mustSql(s, "INSERT INTO marker VALUES (now())");
   (void)pp;
 }
@@ -63,16 +63,16 @@ int main(int argc, char** argv) {
 
   // 1. Start as primary: brand new (initdb), then an existing data directory.
   auto t = std::chrono::steady_clock::now();
-  must(pa->apply(PgConfig::primary(std::nullopt)), "new primary");
+  must(pa->apply(PgConfig::firstPrimary(std::nullopt)), "new primary");
   record("start_new_primary_with_initdb", seconds(std::chrono::steady_clock::now() - t));
   must(pa->apply(PgConfig::none()), "stop");
   t = std::chrono::steady_clock::now();
-  must(pa->apply(PgConfig::primary(std::nullopt)), "primary");
+  must(pa->apply(PgConfig::firstPrimary(std::nullopt)), "primary");
   record("start_existing_primary", seconds(std::chrono::steady_clock::now() - t));
   mustSql(a, "CREATE TABLE marker (at timestamptz)");
 
   // 2. Sync and async; the primary waits for its sync.
-  must(pa->apply(PgConfig::primary(b.identity)), "primary with sync");
+  must(pa->apply(PgConfig::firstPrimary(b.identity)), "primary with sync");
   t = std::chrono::steady_clock::now();
   must(pb->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "sync");
   waitWritable(*pa, a);
@@ -89,18 +89,18 @@ int main(int argc, char** argv) {
   // 4. Promote the sync to a writable primary (the old primary gone, the async its new sync).
   must(pa->apply(PgConfig::none()), "stop the primary");
   t = std::chrono::steady_clock::now();
-  must(pb->apply(PgConfig::primary(c.identity)), "promote");
+  must(pb->apply(PgConfig::firstPrimary(c.identity)), "promote");
   record("promote_sync_apply", seconds(std::chrono::steady_clock::now() - t));
   must(pc->apply(PgConfig::standby(PgRole::kSync, b.identity, b.identity)), "async becomes sync");
   waitWritable(*pb, b);
   mustSql(b, "INSERT INTO marker VALUES (now())");
   record("promote_sync_until_writable_commit", seconds(std::chrono::steady_clock::now() - t));
   must(pc->apply(PgConfig::none()), "stop c");
-  must(pb->apply(PgConfig::primary(std::nullopt)), "b alone");
+  must(pb->apply(PgConfig::firstPrimary(std::nullopt)), "b alone");
 
   // 5. A database of `megabytes` MB; a has it too (rebuilt as b's sync).
   must(pa->apply(PgConfig::standby(PgRole::kSync, b.identity, b.identity)), "a follows b");
-  must(pb->apply(PgConfig::primary(a.identity)), "b with sync a");
+  must(pb->apply(PgConfig::firstPrimary(a.identity)), "b with sync a");
   waitWritable(*pb, b);
   t = std::chrono::steady_clock::now();
   long rows = megabytes * 1024 * 1024 / 1000;  // ~1000 bytes per row on disk
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   record("rebuild_diverged_by_pg_rewind", seconds(std::chrono::steady_clock::now() - t));
 
   // 7. a diverges from b; b takes over; a is rebuilt by pg_basebackup.
-  must(pa->apply(PgConfig::primary(b.identity)), "a with sync b");
+  must(pa->apply(PgConfig::firstPrimary(b.identity)), "a with sync b");
   waitWritable(*pa, a);
   diverge(*pa, a, *pb, b);
   dugong::pg::PgOptions noRewind = a.options;

@@ -77,7 +77,7 @@ void crashDiverged(PgController& ps, PgTestNode& p, const PgTestNode& s, long mb
     std::fprintf(stderr, "cannot kill %s\n", p.id.c_str());
     std::exit(1);
   }
-  must(ps.apply(PgConfig::primary(std::nullopt)), "promote the sync alone");
+  must(ps.apply(PgConfig::firstPrimary(std::nullopt)), "promote the sync alone");
   mustSql(s, "INSERT INTO lost VALUES (0, 'new timeline')");
 }
 
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
   auto pb = std::make_unique<PgController>(b.options);
   std::unique_ptr<PgController> pbCopy;
 
-  must(pa->apply(PgConfig::primary(b.identity)), "primary a");
+  must(pa->apply(PgConfig::firstPrimary(b.identity)), "primary a");
   must(pb->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "sync b");
   waitWritable(*pa, a);
   auto t = std::chrono::steady_clock::now();
@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
 
     // 2. Roles swapped: b is killed diverged; a takes over; b rejoins by pg_basebackup.
     pb = std::make_unique<PgController>(b.options);
-    must(pb->apply(PgConfig::primary(a.identity)), "b with sync a");
+    must(pb->apply(PgConfig::firstPrimary(a.identity)), "b with sync a");
     waitWritable(*pb, b);
     crashDiverged(*pa, b, a, divergence, common, history);
     pbCopy = std::make_unique<PgController>(noRewind);
@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
     record("rejoin_killed_by_pg_basebackup", byCopy.back());
 
     // Back to the start: a primary with sync b.
-    must(pa->apply(PgConfig::primary(b.identity)), "a with sync b");
+    must(pa->apply(PgConfig::firstPrimary(b.identity)), "a with sync b");
     pb = std::make_unique<PgController>(b.options);
     must(pb->apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)), "sync b");
     waitWritable(*pa, a);

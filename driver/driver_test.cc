@@ -1418,7 +1418,7 @@ TEST_F(DriverTest, WithNoClusterStateTheStoppedDataIsPublishedThenWithdrawnOnceA
   EXPECT_TRUE(pg_.dataReads.empty());
   clock_.advance(1);
   ASSERT_EQ(pg_.dataReads.size(), 1u);
-  const PeerDataState data{true, "7312", 2, WalPosition(0x3000060)};
+  const PeerDataState data{true, "7312", 2, WalPosition(0x3000060), std::nullopt};
   pg_.dataReads.front()(data);
   pg_.dataReads.pop_front();
   clock_.advance(0);

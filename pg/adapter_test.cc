@@ -124,7 +124,7 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   EXPECT_FALSE(fresh.online);
 
   // A brand-new primary: initdb with checksums, read-only until its sync has caught up.
-  auto r = apply(pa, PgConfig::primary(b.identity));
+  auto r = apply(pa, PgConfig::firstPrimary(b.identity));
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_TRUE(r.online);
   EXPECT_EQ(a.value("SHOW data_checksums"), "on");
@@ -252,7 +252,7 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   r = apply(pa, PgConfig::none());
   ASSERT_TRUE(r.ok) << r.error;
   pid_t bPid = b.postmasterPid().value_or(0);
-  r = apply(pb, PgConfig::primary(c.identity));
+  r = apply(pb, PgConfig::firstPrimary(c.identity));
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(b.postmasterPid().value_or(-1), bPid);
   EXPECT_FALSE(inRecovery(b));
@@ -288,7 +288,7 @@ TEST_P(RebuildTest, DivergedExPrimaryIsRebuilt) {
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
 
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return writable(a); }));
   ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'both')"), "");
@@ -301,7 +301,7 @@ TEST_P(RebuildTest, DivergedExPrimaryIsRebuilt) {
   ASSERT_EQ(a.value("SELECT v FROM t WHERE id = 2"), "lost");  // visible locally only
 
   // The sync takes over alone (one-node-write mode) and writes on its new timeline.
-  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_TRUE(writable(b));
   ASSERT_EQ(b.value("INSERT INTO t VALUES (3, 'new timeline')"), "");
@@ -333,7 +333,7 @@ TEST_F(AdapterTest, KilledDivergedExPrimaryIsRewoundNotCopied) {
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
 
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return writable(a); }));
   ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'both')"), "");
@@ -345,7 +345,7 @@ TEST_F(AdapterTest, KilledDivergedExPrimaryIsRewoundNotCopied) {
   ASSERT_EQ(a.value("SELECT v FROM t WHERE id = 2"), "lost");
   ASSERT_TRUE(a.signalPostmaster(SIGKILL));
 
-  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_TRUE(writable(b));
   ASSERT_EQ(b.value("INSERT INTO t VALUES (3, 'new timeline')"), "");
@@ -374,7 +374,7 @@ TEST_F(AdapterTest, PromotedSyncKeepsTheWalItsDeposedPrimaryNeedsToRejoin) {
   for (PgTestNode* n : {&a, &b}) n->options.settings.erase("wal_keep_size");  // dugong's default
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return writable(a); }));
   ASSERT_EQ(a.value("SHOW wal_keep_size"), "0");
@@ -384,7 +384,7 @@ TEST_F(AdapterTest, PromotedSyncKeepsTheWalItsDeposedPrimaryNeedsToRejoin) {
   ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
   ASSERT_EQ(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (2, 'lost')"), "");
   ASSERT_TRUE(a.signalPostmaster(SIGKILL));
-  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(r.ok) << r.error;
 
   // The slot, named after the deposed peer, reserves from before the fork.
@@ -427,13 +427,13 @@ TEST_F(AdapterTest, CleanlyStoppedExPrimaryRejoinsThePromotedSyncAsItIs) {
   PgTestNode& b = cluster_.addNode("peer-b");
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return writable(a); }));
   ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'before')"), "");
 
   ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
-  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(b.value("INSERT INTO t VALUES (2, 'new timeline')"), "");
 
@@ -454,7 +454,7 @@ TEST_F(AdapterTest, DivergedExPrimaryIsRejoinedOnlyWhenARewindIsAllowed) {
   PgTestNode& b = cluster_.addNode("peer-b");
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return writable(a); }));
   ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'both')"), "");
@@ -463,7 +463,7 @@ TEST_F(AdapterTest, DivergedExPrimaryIsRejoinedOnlyWhenARewindIsAllowed) {
   std::string blocked = a.value("INSERT INTO t VALUES (2, 'lost')", 1s);
   ASSERT_NE(blocked.find("timed out"), std::string::npos) << blocked;
   ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
-  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(b.value("INSERT INTO t VALUES (3, 'new timeline')"), "");
 
@@ -497,7 +497,7 @@ TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
   PgAdapter& pc = adapterFor(c);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   // Writable first: becoming writable drops the slots of peers not streaming yet.
   ASSERT_TRUE(eventually([&] { return writable(a); }));
@@ -510,7 +510,7 @@ TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
   ASSERT_EQ(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (2, 'c only')"), "");
   ASSERT_TRUE(eventually([&] { return c.value("SELECT v FROM t WHERE id = 2") == "c only"; }));
   ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
-  auto r = apply(pb, PgConfig::primary(std::nullopt));
+  auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(b.value("INSERT INTO t VALUES (3, 'new timeline')"), "");
 
@@ -560,7 +560,7 @@ TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
 TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply) {
   PgTestNode& a = cluster_.addNode("peer-a");
   PgAdapter& pa = adapterFor(a);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(std::nullopt)).ok);
   EXPECT_TRUE(writable(a));  // one-node-write mode: writable alone
   std::vector<bool> changes;
   pa.startHealthCheck([&](bool healthy, const std::string&) { changes.push_back(healthy); });
@@ -576,7 +576,7 @@ TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply)
   EXPECT_TRUE(i.setUp);
   EXPECT_FALSE(i.online);
 
-  auto r = apply(pa, PgConfig::primary(std::nullopt));
+  auto r = apply(pa, PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_TRUE(r.online);
   ASSERT_TRUE(eventually([&] { return changes.size() >= 3; }));
@@ -592,7 +592,7 @@ TEST_F(AdapterTest, APostmasterThatDoesNotAnswerIsUnhealthyButNotGone) {
   PgTestNode& a = cluster_.addNode("peer-a");
   a.options.queryTimeout = std::chrono::milliseconds(1000);
   PgAdapter& pa = adapterFor(a);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(std::nullopt)).ok);
   std::vector<bool> changes;
   pa.startHealthCheck([&](bool healthy, const std::string&) { changes.push_back(healthy); });
   ASSERT_TRUE(eventually([&] { return !changes.empty(); }));
@@ -612,7 +612,7 @@ TEST_F(AdapterTest, ReplicationWithPasswordAuthentication) {
   PgTestNode& b = cluster_.addNode("peer-b");
   for (PgTestNode* n : {&a, &b}) n->options.replicationPassword = "s3cret 'quoted'";
   PgAdapter& pa = adapterFor(a);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE 'replication' = ANY(database) AND "
                     "auth_method = 'scram-sha-256'"),
             "1");
@@ -649,7 +649,7 @@ TEST_F(AdapterTest, TlsOnlyClusterAndAWrongCaRefused) {
   }
   c.options.tls.rootCertFile = other->caFile;
   PgAdapter& pa = adapterFor(a);
-  r_ = apply(pa, PgConfig::primary(b.identity));
+  r_ = apply(pa, PgConfig::firstPrimary(b.identity));
   ASSERT_TRUE(r_.ok) << r_.error;
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE type = 'host'"), "0");
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE type = 'hostssl'"), "4");
@@ -691,7 +691,7 @@ TEST_F(AdapterTest, SecureByDefault) {
   PgAdapter& pa = adapterFor(a);
   // The bootstrap sets the superuser's password (it used to fail: pg_hba asked for the
   // password over TCP before one was set).
-  r_ = apply(pa, PgConfig::primary(b.identity));
+  r_ = apply(pa, PgConfig::firstPrimary(b.identity));
   ASSERT_TRUE(r_.ok) << r_.error;
   ASSERT_TRUE(apply(adapterFor(b), PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return writable(a); }));
@@ -767,7 +767,7 @@ TEST_F(AdapterTest, RoleNoneLeavesNoWritableConfiguration) {
   PgTestNode& b = cluster_.addNode("peer-b");
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return writable(a); }));
   ASSERT_EQ(a.value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
@@ -787,7 +787,7 @@ TEST_F(AdapterTest, RoleNoneLeavesNoWritableConfiguration) {
 
   // The sync takes over alone; the ex-primary (row 2 only it has) must be rewound or
   // rebuilt when it follows, although standby.signal is there.
-  ASSERT_TRUE(apply(pb, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::firstPrimary(std::nullopt)).ok);
   ASSERT_EQ(b.value("INSERT INTO t VALUES (4)"), "");
   r_ = apply(pa, PgConfig::standby(PgRole::kAsync, b.identity, b.identity));
   ASSERT_TRUE(r_.ok) << r_.error;
@@ -800,9 +800,9 @@ TEST_F(AdapterTest, RoleNoneLeavesNoWritableConfiguration) {
 TEST_F(AdapterTest, PrimaryAfterNoneResumesWithoutPromotion) {
   PgTestNode& a = cluster_.addNode("peer-a");
   PgAdapter& pa = adapterFor(a);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(std::nullopt)).ok);
   ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
-  r_ = apply(pa, PgConfig::primary(std::nullopt));
+  r_ = apply(pa, PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(r_.ok) << r_.error;
   EXPECT_EQ(status(pa).timeline, std::optional<int>(1));
   EXPECT_TRUE(writable(a));
@@ -817,7 +817,7 @@ TEST_F(AdapterTest, LaggingStandbyCatchesUpThroughItsSlot) {
   a.options.dropInactiveSlotAfter = 0s;  // dropped at the first sight (the delay: below)
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(std::nullopt)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return streamsFrom(a, b); }));
   const std::string slot = slotNameFor("peer-b");
@@ -840,10 +840,10 @@ TEST_F(AdapterTest, LaggingStandbyCatchesUpThroughItsSlot) {
 
   // Moving to another upstream drops the slot on the old one; a primary drops the
   // inactive slots of peers that are not its sync.
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots"), "1");
   ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(std::nullopt)).ok);
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots"), "0");
 }
 
@@ -853,13 +853,13 @@ TEST_F(AdapterTest, APrimaryDropsTheInactiveSlotOfAnotherPeerOnlyAfterADelay) {
   PgTestNode& a = cluster_.addNode("peer-a");
   a.options.dropInactiveSlotAfter = 2s;
   PgController ca(a.options);
-  ASSERT_TRUE(ca.apply(PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(std::nullopt)).ok);
   const std::string slot = slotNameFor("peer-rebuilt");
   ASSERT_EQ(a.value("SELECT 'created' FROM pg_create_physical_replication_slot('" + slot + "', true)"), "created");
-  ASSERT_TRUE(ca.apply(PgConfig::primary(std::nullopt)).ok);  // first seen inactive: kept
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(std::nullopt)).ok);  // first seen inactive: kept
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'"), "1");
   std::this_thread::sleep_for(2500ms);
-  ASSERT_TRUE(ca.apply(PgConfig::primary(std::nullopt)).ok);  // inactive for longer than 2 s: dropped
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(std::nullopt)).ok);  // inactive for longer than 2 s: dropped
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'"), "0");
 }
 
@@ -872,7 +872,7 @@ TEST_F(AdapterTest, AStandbyWhoseSlotTheUpstreamDroppedCreatesItAgain) {
   PgTestNode& b = cluster_.addNode("peer-b");
   PgController ca(a.options);
   PgController cb(b.options);
-  ASSERT_TRUE(ca.apply(PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(std::nullopt)).ok);
   ASSERT_TRUE(cb.apply(PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return streamsFrom(a, b); }));
   const std::string slot = slotNameFor(b.id);
@@ -906,7 +906,7 @@ TEST_F(AdapterTest, CatchUpPollCannotUndoAFence) {
   PgTestNode& c = cluster_.addNode("peer-c");
   PgController ca(a.options);
   PgController cb(b.options);
-  ASSERT_TRUE(ca.apply(PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   std::atomic<bool> fenceDone{false};
   std::optional<PgFenced> fenced;
@@ -940,7 +940,7 @@ TEST_F(AdapterTest, AFencedPrimaryWaitsForTheNewSyncAndTheCurrentOne) {
   PgController ca(a.options);
   PgController cb(b.options);
   PgController cc(c.options);
-  ASSERT_TRUE(ca.apply(PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(cc.apply(PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return ca.pollWritable() && streamsFrom(a, b) && streamsFrom(a, c); }));
@@ -964,7 +964,7 @@ TEST_F(AdapterTest, AFencedPrimaryWaitsForTheNewSyncAndTheCurrentOne) {
   EXPECT_TRUE(waitsForAll(a.value("SHOW synchronous_standby_names"), {"peer-d", "peer-b"}))
       << a.value("SHOW synchronous_standby_names");
   // The next apply names one sync again.
-  ASSERT_TRUE(ca.apply(PgConfig::primary(c.identity)).ok);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(c.identity)).ok);
   EXPECT_TRUE(waitsForExactly(a.value("SHOW synchronous_standby_names"), "peer-c"));
 }
 
@@ -975,7 +975,7 @@ TEST_F(AdapterTest, StandbyFenceIsVerifiedWhenTheWalIsRead) {
   PgTestNode& b = cluster_.addNode("peer-b");
   PgController ca(a.options);
   PgController cb(b.options);
-  ASSERT_TRUE(ca.apply(PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(testing::eventually([&] { return streamsFrom(a, b); }, 60s));
   PgFenced f = cb.fence(std::nullopt);
@@ -1014,11 +1014,11 @@ TEST_F(AdapterTest, DataOfAnotherSystemIsNeverReplaced) {
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
   PgAdapter& pc = adapterFor(c);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(std::nullopt)).ok);
   ASSERT_EQ(a.value("CREATE TABLE precious (v text); INSERT INTO precious VALUES ('the real data')"), "");
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return b.value("SELECT count(*) FROM precious") == "1"; }));
-  ASSERT_TRUE(apply(pc, PgConfig::primary(std::nullopt)).ok);  // a new, empty system
+  ASSERT_TRUE(apply(pc, PgConfig::firstPrimary(std::nullopt)).ok);  // a new, empty system
   const std::string real = a.value("SELECT system_identifier::text FROM pg_control_system()");
   const std::string other = c.value("SELECT system_identifier::text FROM pg_control_system()");
   ASSERT_NE(real, other);
@@ -1079,7 +1079,7 @@ TEST_F(AdapterTest, StopWritesLeavesNoWayToGetACommitAcknowledged) {
   PgTestNode& b = cluster_.addNode("peer-b");
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return writable(a); }));
   ASSERT_EQ(a.value("CREATE TABLE t (id int)"), "");
@@ -1093,6 +1093,15 @@ TEST_F(AdapterTest, StopWritesLeavesNoWayToGetACommitAcknowledged) {
   ASSERT_EQ(open.exec("BEGIN; INSERT INTO t VALUES (1)"), "");
   Session local(a.conninfo());
   ASSERT_EQ(local.exec("SET synchronous_commit = local; SET default_transaction_read_only = off"), "");
+  // A session over the Unix socket (a connection pooler running as the postgres user)
+  // that opened a read-write transaction.
+  Session socket(buildConninfo({{"host", a.options.socketPath()},
+                                {"port", std::to_string(a.port)},
+                                {"user", a.options.superuser},
+                                {"dbname", "postgres"},
+                                {"application_name", "pooler"}}));
+  ASSERT_TRUE(socket.ok()) << PQerrorMessage(socket.conn);
+  ASSERT_EQ(socket.exec("BEGIN READ WRITE; SET LOCAL synchronous_commit = local; INSERT INTO t VALUES (6)"), "");
   ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
   std::string waiting = "not finished";
   std::thread waiter([&] { waiting = a.value("INSERT INTO t VALUES (2)", 30s); });
@@ -1111,6 +1120,7 @@ TEST_F(AdapterTest, StopWritesLeavesNoWayToGetACommitAcknowledged) {
   EXPECT_NE(waiting.find("terminat"), std::string::npos) << waiting;  // an error, not a success
   EXPECT_NE(open.exec("COMMIT"), "");
   EXPECT_NE(local.exec("INSERT INTO t VALUES (3)"), "");
+  EXPECT_NE(socket.exec("COMMIT"), "") << "a session over the Unix socket committed after writes were stopped";
   // New sessions: read-only for libpq's check, and for a synchronous_commit = local writer.
   auto rw = runQuery(readWrite, "SELECT 1", 5s);
   ASSERT_FALSE(rw.ok());
@@ -1118,7 +1128,7 @@ TEST_F(AdapterTest, StopWritesLeavesNoWayToGetACommitAcknowledged) {
   EXPECT_NE(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (4)").find("read-only transaction"),
             std::string::npos);
   EXPECT_TRUE(status(pa).writesStopped);
-  EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id IN (1, 3, 4)"), "0");
+  EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id IN (1, 3, 4, 6)"), "0");
 
   // Resumed: writable again once the sync is back.
   std::optional<Result<bool>> resumed;
@@ -1141,7 +1151,7 @@ TEST_F(AdapterTest, ShutDownWritesLeavesNoSessionThatCanCommit) {
   PgTestNode& b = cluster_.addNode("peer-b");
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return writable(a); }));
   ASSERT_EQ(a.value("CREATE TABLE t (id int)"), "");
@@ -1189,7 +1199,7 @@ TEST_F(AdapterTest, ShutDownWritesShutsThePrimaryDownEvenWhenItsConfigurationCan
   PgTestNode& a = cluster_.addNode("peer-a");
   PgTestNode& b = cluster_.addNode("peer-b");
   PgAdapter& pa = adapterFor(a);
-  ASSERT_TRUE(apply(pa, PgConfig::primary(b.identity)).ok);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
   ASSERT_TRUE(a.postmasterPid().has_value());
   // The configuration's temporary file cannot be created: a directory holds its name.
   const std::string blocker = a.options.dataDir + "/" + kManagedConfName + ".dugong-tmp";
@@ -1232,7 +1242,7 @@ TEST_F(AdapterTest, BadConfigurationGivesClearErrors) {
   ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   ASSERT_EQ(::listen(fd, 1), 0);
   PgAdapter& pa = adapterFor(a);
-  auto r = apply(pa, PgConfig::primary(std::nullopt));
+  auto r = apply(pa, PgConfig::firstPrimary(std::nullopt));
   ::close(fd);
   EXPECT_FALSE(r.ok);
   EXPECT_FALSE(r.online);
@@ -1254,6 +1264,143 @@ TEST_F(AdapterTest, BadConfigurationGivesClearErrors) {
   r = apply(pb, PgConfig::standby(PgRole::kAsync, broken, broken));
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("tcp://"), std::string::npos) << r.error;
+}
+
+
+// A primary of an existing cluster (any generation after the first, or a cluster set up
+// from data) whose data directory is missing (moved aside, or a mount point whose volume
+// did not mount) refuses, so that its peer halts: no empty database system is created
+// in its place, and the directory moved aside stays as it was.
+TEST_F(AdapterTest, APrimaryOfAnExistingClusterNeverCreatesAMissingDataDirectory) {
+  namespace fs = std::filesystem;
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgAdapter& pa = adapterFor(a);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(std::nullopt)).ok);
+  ASSERT_EQ(a.value("CREATE TABLE kept (id int); INSERT INTO kept VALUES (1)"), "");
+  ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
+  const std::string dataDir = a.options.dataDir;
+  const std::string moved = dataDir + ".moved";
+  fs::rename(dataDir, moved);
+
+  auto r = apply(pa, PgConfig::primary(std::nullopt));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.refused) << "the peer must halt, not retry: " << r.error;
+  EXPECT_NE(r.error.find(dataDir), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("dugong-adm rebuild"), std::string::npos) << r.error;
+  EXPECT_FALSE(fs::exists(dataDir)) << "a data directory was created";
+  EXPECT_FALSE(a.postmasterPid().has_value());
+
+  // An empty directory (the mount point of a volume that did not mount): the same.
+  fs::create_directory(dataDir);
+  r = apply(pa, PgConfig::primary(std::nullopt));
+  EXPECT_TRUE(r.refused) << r.error;
+  EXPECT_TRUE(fs::is_empty(dataDir)) << "something was written into the empty directory";
+
+  // Put back, it is the primary it was, with its data.
+  fs::remove(dataDir);
+  fs::rename(moved, dataDir);
+  r = apply(pa, PgConfig::primary(std::nullopt));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(a.value("SELECT count(*) FROM kept"), "1");
+}
+
+// The data directory left with the marker of a pg_rewind that failed before it changed
+// anything is this peer's own data: a rebuild moves it aside and never removes it.
+TEST_F(AdapterTest, ADataDirectoryLeftByAnUnfinishedRewindIsKeptAsideByTheRebuild) {
+  namespace fs = std::filesystem;
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(std::nullopt)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kAsync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
+  const std::string dataDir = b.options.dataDir;
+  std::ofstream(dataDir + ".dugong-incomplete") << "rewind\n";
+  std::ofstream(dataDir + "/own-data-witness") << "b's own\n";
+
+  auto r = apply(pb, PgConfig::standby(PgRole::kAsync, a.identity, a.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(fs::path(dataDir).parent_path())) {
+    if (e.path().filename().string().rfind(fs::path(dataDir).filename().string() + ".dugong-kept-", 0) == 0) {
+      kept.push_back(e.path().string());
+    }
+  }
+  ASSERT_EQ(kept.size(), 1u) << "the directory was not kept aside";
+  EXPECT_TRUE(fs::exists(kept[0] + "/own-data-witness"));
+  EXPECT_TRUE(fs::exists(kept[0] + "/global/pg_control"));
+  EXPECT_FALSE(fs::exists(dataDir + "/own-data-witness"));
+  EXPECT_FALSE(fs::exists(dataDir + ".dugong-incomplete"));
+  EXPECT_TRUE(inRecovery(b));
+}
+
+// A primary promoted moments before it was killed: PostgreSQL's checkpoint after the
+// promotion is spread (checkpoint_timeout long, many dirty buffers), so pg_control still
+// names the old timeline and a checkpoint before the fork. The data state it publishes
+// for a setup after a lost cluster state must name its new timeline and its WAL's end,
+// or the deposed primary, stopped cleanly past the fork, looks more advanced, is chosen,
+// and this one is rewound: its acknowledged commits discarded.
+TEST_F(AdapterTest, ACrashedJustPromotedPrimaryPublishesItsNewTimelineAndItsWalEnd) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  for (PgTestNode* n : {&a, &b}) {
+    n->options.settings["checkpoint_timeout"] = "1h";
+    n->options.settings["max_wal_size"] = "256MB";
+  }
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(a); }));
+  // Enough dirty buffers on b that its spread checkpoint after the promotion lasts.
+  ASSERT_EQ(a.value("CREATE TABLE t (id int, v text); "
+                    "INSERT INTO t SELECT g, repeat('x', 400) FROM generate_series(1, 20000) g",
+                    60s),
+            "");
+  ASSERT_TRUE(eventually([&] { return b.value("SELECT count(*) FROM t") == "20000"; }));
+
+  // b takes over; a goes on past the fork, then is stopped cleanly (the deposed primary).
+  ASSERT_TRUE(apply(pb, PgConfig::primary(std::nullopt)).ok);
+  ASSERT_TRUE(eventually([&] { return writable(b); }));
+  ASSERT_EQ(b.value("INSERT INTO t VALUES (-1, 'acknowledged on the new timeline')"), "");
+  const WalPosition bEnd = wal(pb);
+  ASSERT_EQ(a.value("SET synchronous_commit = local; INSERT INTO t SELECT g, 'past the fork' FROM "
+                    "generate_series(1, 2000) g"),
+            "");
+  ASSERT_TRUE(b.signalPostmaster(SIGKILL));
+  ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
+  ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
+
+  auto control = [](const PgTestNode& n, const std::string& key) {
+    CommandSpec spec;
+    spec.argv = {n.options.binDir + "/pg_controldata", "-D", n.options.dataDir};
+    spec.timeout = 30s;
+    auto r = runCommand(spec);
+    auto at = r.output.find(key);
+    if (at == std::string::npos) return std::string();
+    auto v = r.output.substr(at + key.size(), r.output.find('\n', at) - at - key.size());
+    return v.substr(v.find_first_not_of(' '));
+  };
+  // What makes the case: b's pg_control still names the old timeline.
+  ASSERT_EQ(control(b, "Latest checkpoint's TimeLineID:"), "1")
+      << "the checkpoint after the promotion finished: the test does not show the case";
+
+  auto stateOf = [&](PgAdapter& p) {
+    std::optional<Result<PeerDataState>> result;
+    p.dataState([&](Result<PeerDataState> r) { result = std::move(r); });
+    EXPECT_TRUE(testing::runUntil(loop_, [&] { return result.has_value(); }, kApplyDeadline));
+    EXPECT_TRUE(result && result->ok()) << (result ? result->error() : "no answer");
+    return result && result->ok() ? result->value() : PeerDataState{};
+  };
+  const PeerDataState deposed = stateOf(pa);
+  const PeerDataState promoted = stateOf(pb);
+  std::cout << "deposed: " << deposed.describe() << "; promoted: " << promoted.describe() << "\n";
+  EXPECT_EQ(deposed.timeline, 1);
+  EXPECT_EQ(promoted.timeline, 2);
+  EXPECT_GE(promoted.wal, bEnd) << "the published WAL ends before what b acknowledged";
+  EXPECT_TRUE(promoted.aheadOf(deposed)) << "a setup would choose the deposed primary and rewind b";
+  EXPECT_FALSE(deposed.aheadOf(promoted));
 }
 
 }  // namespace

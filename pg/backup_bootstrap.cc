@@ -84,6 +84,8 @@ Result<bool> PgController::restoreCluster(const std::optional<PeerIdentity>& dow
     *refused = true;
     return Error{*refusal};
   }
+  // After the refusal, which compares the systems of what is there.
+  if (auto kept = keepAsideUnfinishedRewind(); !kept) return kept;
   setMarker("pgbackrest restore (bootstrap)");
   if (auto prep = prepareDataDir(/*wipe=*/true); !prep) return prep;
   auto argv = pgBackRestArgv(stanza, options_.bootstrapRepo, options_, "restore", targetOptions.value());

@@ -36,7 +36,7 @@ class ConnectionTest : public ::testing::Test {
     ASSERT_TRUE(created.ok()) << created.error();
     adapter_ = std::move(created).value().release();
     std::optional<PgConfigApplied> applied;
-    adapter_->apply(PgConfig::primary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
+    adapter_->apply(PgConfig::firstPrimary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
     ASSERT_TRUE(testing::runUntil(*loop_, [&] { return applied.has_value(); }, 180s));
     ASSERT_TRUE(applied->ok) << applied->error;
   }

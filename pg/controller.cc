@@ -63,11 +63,18 @@ PgConfigApplied PgController::apply(const PgConfig& config) {
     fence_.reset();
   }
   PgConfigApplied out;
-  switch (config.role) {
-    case PgRole::kNone: out = applyNone(); break;
-    case PgRole::kPrimary: out = applyPrimary(config); break;
-    case PgRole::kSync:
-    case PgRole::kAsync: out = applyStandby(config, RebuildRules{options_.useRewind, true}, nullptr); break;
+  // Below, "not set up" means no database: an unreadable directory is never rebuilt or
+  // bootstrapped over. Role none only stops postgres.
+  auto readable = config.role == PgRole::kNone ? Result<bool>(true) : checkDataDirReadable();
+  if (!readable) {
+    out = failed(readable.error(), isRunning());
+  } else {
+    switch (config.role) {
+      case PgRole::kNone: out = applyNone(); break;
+      case PgRole::kPrimary: out = applyPrimary(config); break;
+      case PgRole::kSync:
+      case PgRole::kAsync: out = applyStandby(config, RebuildRules{options_.useRewind, true}, nullptr); break;
+    }
   }
   if (out.ok) {
     spdlog::info("pg: applied role {} (postgres {})", pgRoleName(config.role), out.online ? "running" : "stopped");
@@ -156,8 +163,27 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
     }
     return leftDownForShutdown("before this apply");
   }
-  if (!isSetUp()) {
-    if (running) return failed("postgres runs on a data directory that is not set up", true);
+  // Only a new cluster's first primary creates its data directory (pg/plan/transition.h).
+  PrimaryDirFacts dir;
+  std::string unreadable;
+  dir.found = dataDirFound(&unreadable);
+  dir.running = running;
+  dir.newCluster = config.newCluster;
+  const PrimaryDirPlan dirPlan = planPrimaryDataDir(dir);
+  if (dirPlan.step == PrimaryDirStep::kFail) {
+    return failed(dirPlan.why + " (" + options_.dataDir + (unreadable.empty() ? "" : ": " + unreadable) + ")", running);
+  }
+  if (dirPlan.step == PrimaryDirStep::kRefuse) {
+    std::error_code ec;
+    return refused(dirPlan.why + ". " + options_.dataDir + " has no PG_VERSION or global/pg_control" +
+                       (fs::exists(markerPath(), ec) ? " (or " + markerPath() + " marks it incomplete)" : "") +
+                       ". If its file system is not mounted or the directory was moved, put it back and restart "
+                       "the agent; if its data is lost, stop this agent so that the sync takes over, then rebuild "
+                       "this peer from the new primary (dugong-adm rebuild)",
+                   false);
+  }
+  if (dirPlan.step == PrimaryDirStep::kBootstrap) {
+    spdlog::info("pg: the first primary of a new cluster, with no data directory yet: creating it");
     bool otherSystem = false;
     auto i = bootstrapDataDir(config.downstream, &otherSystem);
     if (!i) return otherSystem ? refused(i.error(), false) : failed(i.error(), false);

@@ -23,6 +23,7 @@
 #include "pg/options.h"
 #include "pg/plan/fence.h"
 #include "pg/plan/rebuild.h"
+#include "pg/plan/transition.h"
 #include "pg/plan/writes.h"
 #include "pg/pg_status.h"
 #include "pg/pgbackrest.h"
@@ -202,7 +203,18 @@ class PgController {
   void reportSyncWait(const Pending& pending);
 
   // --- the data directory
+  // Whether it holds a database (pg/plan/transition.h); *error says what could not be
+  // read when kUnreadable.
+  DataDirFound dataDirFound(std::string* error = nullptr) const;
+  // dataDirFound() == kSetUp. apply() and rejoin() first make sure the directory is not
+  // unreadable, so that below them "not set up" means no database.
   bool isSetUp() const;
+  // An error naming the directory when it cannot be read, before any role's apply.
+  Result<bool> checkDataDirReadable() const;
+  // A data directory left with the marker of a pg_rewind that did not finish holds this
+  // peer's own data: before a rebuild replaces it, it is moved aside to a new name,
+  // never removed (an operator decides). Nothing to do otherwise.
+  Result<bool> keepAsideUnfinishedRewind();
   bool isRunning() const;
   bool hasStandbySignal() const;
   Result<bool> prepareDataDir(bool wipe);

@@ -18,10 +18,47 @@ using namespace std::chrono_literals;
 
 // ---------------------------------------------------------------- data directory
 
-bool PgController::isSetUp() const {
+DataDirFound PgController::dataDirFound(std::string* error) const {
+  // fs::exists answers false with no error only for a path that is not there; any other
+  // failure (permissions, I/O, a file where a directory should be) is no answer.
+  bool unreadable = false;
+  auto there = [&](const std::string& path) {
+    std::error_code ec;
+    const bool yes = fs::exists(path, ec);
+    if (ec && !unreadable) {
+      unreadable = true;
+      if (error) *error = path + ": " + ec.message();
+    }
+    return yes;
+  };
+  const bool version = there(options_.dataDir + "/PG_VERSION");
+  const bool control = there(options_.dataDir + "/global/pg_control");
+  const bool marker = there(markerPath());
+  if (unreadable) return DataDirFound::kUnreadable;
+  return version && control && !marker ? DataDirFound::kSetUp : DataDirFound::kMissing;
+}
+
+bool PgController::isSetUp() const { return dataDirFound() == DataDirFound::kSetUp; }
+
+Result<bool> PgController::checkDataDirReadable() const {
+  std::string error;
+  if (dataDirFound(&error) != DataDirFound::kUnreadable) return true;
+  return Error{"cannot tell whether the data directory " + options_.dataDir + " holds a database (" + error +
+               "): nothing is changed until it can be read"};
+}
+
+Result<bool> PgController::keepAsideUnfinishedRewind() {
   std::error_code ec;
-  return fs::exists(options_.dataDir + "/PG_VERSION", ec) && fs::exists(options_.dataDir + "/global/pg_control", ec) &&
-         !fs::exists(markerPath(), ec);
+  const std::string marker = readFile(markerPath());
+  if (marker.rfind(kRewindMarker, 0) != 0 || !fs::exists(options_.dataDir, ec)) return true;
+  const std::string aside = options_.dataDir + ".dugong-kept-" + std::to_string(::time(nullptr));
+  fs::rename(options_.dataDir, aside, ec);
+  if (ec) return Error{"cannot move " + options_.dataDir + " (left by an unfinished pg_rewind) aside: " + ec.message()};
+  clearMarker();
+  spdlog::warn("pg: the data directory, left by a pg_rewind that did not finish ({}), is kept as {}: it holds this "
+               "peer's own data; remove it once it is not needed",
+               oneLine(marker), aside);
+  return true;
 }
 
 

@@ -34,6 +34,7 @@ CommandResult PgController::run(const std::string& tool, std::vector<std::string
 std::string PgController::logTail() const { return lastLines(readFile(options_.logPath()), 6); }
 
 Result<bool> PgController::initdb() {
+  if (auto kept = keepAsideUnfinishedRewind(); !kept) return kept;
   setMarker("initdb");
   auto prep = prepareDataDir(/*wipe=*/true);
   if (!prep) return prep;
@@ -197,7 +198,7 @@ std::string PgController::localConninfo() const {
                         {"port", std::to_string(options_.port)},
                         {"user", options_.superuser},
                         {"dbname", "postgres"},
-                        {"application_name", "dugong-agent"}});
+                        {"application_name", kAgentApplicationName}});
 }
 
 Result<std::string> PgController::peerConninfo(const PeerIdentity& peer, bool forReplication) const {

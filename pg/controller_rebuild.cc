@@ -59,7 +59,7 @@ Result<bool> PgController::finishCrashRecovery(bool ownSignal) {
   // so no client can connect meanwhile; nothing is discarded: it is the recovery a
   // normal start would do.
   spdlog::info("pg: the data directory was not shut down cleanly ({}): finishing crash recovery in single-user mode "
-               "so that pg_rewind can use it",
+               "(what a start does, with no client) so that its WAL's end can be read, and compared by pg_rewind",
                state);
   if (isRunning()) return Error{"postgres is running in " + options_.dataDir};
   removeStaleLockFiles();
@@ -135,8 +135,25 @@ Result<std::string> PgController::localSystemId() { return controlValue("Databas
 
 Result<PeerDataState> PgController::dataState() {
   PeerDataState out;
+  if (auto readable = checkDataDirReadable(); !readable) return Error{readable.error()};
   out.setUp = isSetUp();
   if (!out.setUp) return out;
+  // A directory that was not shut down cleanly (a killed primary): pg_control's latest
+  // checkpoint may lie far behind the end of its WAL, and after a promotion still be on
+  // the old timeline. Its crash recovery (what a start does, without any client) is
+  // finished first: the shutdown checkpoint it writes is at the end of its WAL, on the
+  // timeline it reached. A standby's own recovery (standby.signal it did not get from
+  // role none) is not replayed here: its minimum recovery point says how far it got.
+  bool ownSignal = false;
+  {
+    std::lock_guard lock(stateMu_);
+    ownSignal = state_.wasPrimary || state_.role == "primary";
+  }
+  if (isRunning()) return Error{"postgres is running in " + options_.dataDir + ": its data state is not final"};
+  if (ownSignal || !hasStandbySignal()) {
+    auto recovered = finishCrashRecovery(ownSignal);
+    if (!recovered) return Error{"cannot finish the crash recovery of " + options_.dataDir + ": " + recovered.error()};
+  }
   auto ctl = run("pg_controldata", {"-D", options_.dataDir}, 30s);
   if (!ctl.ok()) return Error{"pg_controldata " + ctl.describe()};
   auto value = [&](const std::string& key) -> std::string {
@@ -159,7 +176,21 @@ Result<PeerDataState> PgController::dataState() {
   out.timeline = std::stoll(checkpointTli);
   if (recovery && *recovery > out.wal) out.wal = *recovery;
   if (!recoveryTli.empty() && std::stoll(recoveryTli) > out.timeline) out.timeline = std::stoll(recoveryTli);
-  spdlog::info("pg: data state: {}", out.describe());
+  // The timelines its WAL came from, so that a setup compares histories, not only
+  // timeline numbers (statemachine/data_state.h). Without them, the setup falls back
+  // to the numbers.
+  auto history = readTimelineHistory(options_.dataDir + "/pg_wal", out.wal);
+  if (history && history->timeline == out.timeline) {
+    out.ancestors = history->ancestors;
+  } else {
+    spdlog::warn("pg: the timelines of the WAL up to {} are not known ({}): published without them",
+                 out.wal.toString(),
+                 history ? "its WAL is on timeline " + std::to_string(history->timeline) + ", pg_control names " +
+                               std::to_string(out.timeline)
+                         : history.error());
+  }
+  spdlog::info("pg: data state: {}{}", out.describe(),
+               out.ancestors ? ", " + TimelineHistory{out.timeline, *out.ancestors}.describe() : "");
   return out;
 }
 
@@ -212,7 +243,7 @@ CommandResult PgController::rewind(const PeerIdentity& source) {
     r.output = conninfo.error();
     return r;
   }
-  setMarker("rewind");
+  setMarker(kRewindMarker);
   // --no-sync, then syncfs() of the file systems holding the data directory and its
   // WAL: the same durability as pg_rewind's own sync (everything it wrote is on disk
   // before the marker is cleared and postgres starts), without opening and fsyncing
@@ -270,7 +301,7 @@ Divergence PgController::rewindIfDiverged(const PeerIdentity& source, std::strin
   auto missing = firstMissingWalSegment(options_.dataDir);
   if (!missing || missing.value()) {
     // Its recovery could never reach the stream: not a standby, whatever is tried next.
-    setMarker("rewind without the WAL to recover");
+    setMarker(std::string(kRewindMarker) + " without the WAL to recover");
     *detail = "rewound, but " +
               (missing ? "WAL segment " + *missing.value() + ", which its recovery reads, is missing: " + source.id +
                              " no longer had it"
@@ -287,6 +318,7 @@ Result<bool> PgController::basebackup(const PeerIdentity& source) {
   if (!url) return Error{"restore peer " + source.id + ": " + url.error()};
   std::error_code ec;
   bool keptOld = false;
+  if (auto kept = keepAsideUnfinishedRewind(); !kept) return kept;
   if (isSetUp()) {
     // Keep the current data directory aside until the new one works.
     fs::remove_all(oldDataDir(), ec);

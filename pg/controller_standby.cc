@@ -187,6 +187,10 @@ PgRejoined PgController::rejoin(const PeerIdentity& primary, RejoinLimit limit) 
     fence_.reset();
   }
   PgRejoined out;
+  if (auto readable = checkDataDirReadable(); !readable) {
+    out.error = readable.error();
+    return out;
+  }
   if (!isSetUp()) {
     out.error = "the data directory " + options_.dataDir + " is not set up: only `dugong-adm rebuild` can copy one";
     return out;

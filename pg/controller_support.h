@@ -12,6 +12,14 @@
 
 namespace dugong::pg {
 
+// The application_name of the agent's own connections to its postgres (the Unix
+// socket): the sessions stopWrites does not terminate.
+inline constexpr const char* kAgentApplicationName = "dugong-agent";
+
+// The text the incomplete marker begins with while pg_rewind changes the data directory
+// (which then still holds this peer's own data, not a copy).
+inline constexpr const char* kRewindMarker = "rewind";
+
 std::string readFile(const std::string& path);
 // Output of a command, indented, for the log.
 void logOutput(const std::string& what, const CommandResult& r);

@@ -84,15 +84,19 @@ Result<WritesStopped> PgController::stopWrites() {
   if (last.role == "primary") {
     if (auto w = rewriteConfWithWritesMode(); !w) return Error{"stopping writes: " + w.error()};
   }
-  // Every client session over TCP goes (the Unix socket is only root's and postgres'):
-  // those waiting for their sync (their clients get an error,
-  // not a success), those with an open write transaction, and those that may have
-  // made themselves read-write. Reload and the first round in one round trip, at once;
-  // once new sessions are read-only, a second round for sessions that started while
-  // the reload was under way.
+  // Every client session goes, over TCP or the Unix socket (a connection pooler running
+  // as the postgres user connects there): those waiting for their sync (their clients
+  // get an error, not a success), those with an open write transaction, and those that
+  // may have made themselves read-write. Only the agent's own connections stay (this one,
+  // and the agent's others on the socket, by their application_name), so that its
+  // status and WAL queries running meanwhile do not fail. Reload and the first round in
+  // one round trip, at once; once new sessions are read-only, a second round for
+  // sessions that started while the reload was under way.
   const std::string terminate =
       "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-      "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND client_addr IS NOT NULL";
+      "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
+      "AND NOT (client_addr IS NULL AND application_name = " +
+      quoteLiteral(kAgentApplicationName) + ")";
   auto first = localQuery("SELECT pg_reload_conf(); " + terminate);
   if (!first) {
     // Not answering: a postmaster that an apply is starting reads the configuration

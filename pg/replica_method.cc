@@ -83,6 +83,7 @@ Result<bool> PgController::restoreReplica(const PeerIdentity& source, const Back
   // After an interrupted attempt it is already there, and the data directory is the
   // incomplete copy or restore, which goes.
   std::error_code ec;
+  if (auto kept = keepAsideUnfinishedRewind(); !kept) return kept;
   const bool keptOld = isSetUp();
   if (keptOld) {
     fs::remove_all(oldDataDir(), ec);

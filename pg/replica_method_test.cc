@@ -55,7 +55,7 @@ class ReplicaMethodTest : public ::testing::Test {
     ClusterConfig config;
     config.backup = backupSection(stanza, true);
     EXPECT_TRUE(c.applyClusterConfig(config));
-    auto applied = c.apply(PgConfig::primary(std::nullopt));
+    auto applied = c.apply(PgConfig::firstPrimary(std::nullopt));
     EXPECT_TRUE(applied.ok) << applied.error;
     for (const auto& [command, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
              {"stanza-create", {}}, {"backup", {"--type=full", "--start-fast"}}}) {
@@ -140,7 +140,7 @@ TEST_F(ReplicaMethodTest, ARebuildOverAnOldDataDirectoryRestoresDeltaIntoACopyOf
   EXPECT_EQ(restoreCommands("sa")[0].find("--delta"), std::string::npos) << "a new peer: an empty directory";
 
   // c diverges: promoted, it writes a row a never gets; a writes on.
-  auto promoted = controllers_.back()->apply(PgConfig::primary(std::nullopt));
+  auto promoted = controllers_.back()->apply(PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(promoted.ok) << promoted.error;
   ASSERT_TRUE(testing::eventually([&] { return c.value("INSERT INTO t VALUES (2)") == ""; }, 30s));
   ASSERT_EQ(a.value("INSERT INTO t VALUES (3)"), "");
@@ -197,14 +197,14 @@ TEST_F(ReplicaMethodTest, ABootstrapFromAnotherSystemsBackupIsRefusedAndChangesN
   PgTestNode& b = cluster_.addNode("b");
   {
     PgController own(b.options);
-    auto applied = own.apply(PgConfig::primary(std::nullopt));
+    auto applied = own.apply(PgConfig::firstPrimary(std::nullopt));
     ASSERT_TRUE(applied.ok) << applied.error;
   }
   const std::string systemB = systemId(b);
   b.forceStop();
   std::ofstream(b.options.dataDir + ".dugong-incomplete") << "rewind\n";
   const auto before = snapshot(b.options.dataDir);
-  auto r = bootstrapping(b, "sa").apply(PgConfig::primary(std::nullopt));
+  auto r = bootstrapping(b, "sa").apply(PgConfig::firstPrimary(std::nullopt));
   EXPECT_FALSE(r.ok);
   EXPECT_TRUE(r.refused) << r.error;
   EXPECT_NE(r.error.find(systemA), std::string::npos) << r.error;
@@ -213,7 +213,7 @@ TEST_F(ReplicaMethodTest, ABootstrapFromAnotherSystemsBackupIsRefusedAndChangesN
 
   // d is empty, but its sync a serves another system than x's backup.
   PgTestNode& d = cluster_.addNode("d");
-  r = bootstrapping(d, "sx").apply(PgConfig::primary(a.identity));
+  r = bootstrapping(d, "sx").apply(PgConfig::firstPrimary(a.identity));
   EXPECT_FALSE(r.ok);
   EXPECT_TRUE(r.refused) << r.error;
   EXPECT_NE(r.error.find(systemA), std::string::npos) << r.error;
@@ -222,7 +222,7 @@ TEST_F(ReplicaMethodTest, ABootstrapFromAnotherSystemsBackupIsRefusedAndChangesN
   EXPECT_EQ(restoreCommands("sx").size(), 0u);
 
   // With x as its sync (x's own system), the same bootstrap restores.
-  r = bootstrapping(d, "sx").apply(PgConfig::primary(x.identity));
+  r = bootstrapping(d, "sx").apply(PgConfig::firstPrimary(x.identity));
   EXPECT_TRUE(r.ok) << r.error;
   EXPECT_EQ(systemId(d), systemX);
 }

@@ -1,12 +1,18 @@
 #include "statemachine/data_state.h"
 
+#include <algorithm>
 #include <tuple>
 
 namespace dugong {
 
 nlohmann::json PeerDataState::toJson() const {
   if (!setUp) return {{"setUp", false}};
-  return {{"setUp", true}, {"systemId", systemId}, {"timeline", timeline}, {"wal", wal.toString()}};
+  nlohmann::json j = {{"setUp", true}, {"systemId", systemId}, {"timeline", timeline}, {"wal", wal.toString()}};
+  if (ancestors) {
+    j["history"] = nlohmann::json::array();
+    for (const auto& a : *ancestors) j["history"].push_back({a.timeline, a.end.toString()});
+  }
+  return j;
 }
 
 Result<PeerDataState> PeerDataState::fromJson(const nlohmann::json& j) {
@@ -28,6 +34,19 @@ Result<PeerDataState> PeerDataState::fromJson(const nlohmann::json& j) {
   d.systemId = j["systemId"].get<std::string>();
   d.timeline = j["timeline"].get<int64_t>();
   d.wal = *wal;
+  if (j.contains("history")) {
+    const auto& h = j["history"];
+    if (!h.is_array()) return Error{"data state: \"history\" must be an array of [timeline, \"X/Y\"]"};
+    d.ancestors.emplace();
+    for (const auto& e : h) {
+      if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || e[0].get<int64_t>() < 1 || !e[1].is_string()) {
+        return Error{"data state: \"history\" must be an array of [timeline, \"X/Y\"]"};
+      }
+      auto end = WalPosition::parse(e[1].get<std::string>());
+      if (!end) return Error{"data state: \"history\": " + end.error()};
+      d.ancestors->push_back({e[0].get<int64_t>(), *end});
+    }
+  }
   return d;
 }
 
@@ -38,6 +57,22 @@ std::string PeerDataState::describe() const {
 
 bool PeerDataState::aheadOf(const PeerDataState& other) const {
   return std::tie(timeline, wal) > std::tie(other.timeline, other.wal);
+}
+
+bool PeerDataState::keeps(const PeerDataState& other) const {
+  if (!setUp || !other.setUp) return true;
+  if (!ancestors || !other.ancestors) return true;
+  const std::vector<TimelineHistory::Ancestor>& mine = *ancestors;
+  const std::vector<TimelineHistory::Ancestor>& theirs = *other.ancestors;
+  // Other's history before its timeline must be this one's (timeline numbers alone may
+  // repeat on histories that diverged).
+  if (theirs.size() > mine.size() || !std::equal(theirs.begin(), theirs.end(), mine.begin())) return false;
+  // A prefix: up to other's end, this WAL is on other's timeline.
+  const TimelineHistory history{timeline, mine};
+  if (other.wal <= wal && history.timelineAt(other.wal) == other.timeline) return true;
+  if (other.wal.value() == 0) return true;
+  // Past a fork: this history left other's timeline (the next entry after the shared ones).
+  return theirs.size() < mine.size() && mine[theirs.size()].timeline == other.timeline;
 }
 
 }  // namespace dugong

@@ -5,11 +5,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "statemachine/result.h"
+#include "statemachine/timeline_history.h"
 #include "statemachine/wal_position.h"
 
 namespace dugong {
@@ -19,8 +22,12 @@ struct PeerDataState {
   std::string systemId;   // pg_controldata's "Database system identifier" (when setUp)
   int64_t timeline = 0;   // the timeline its WAL is on (when setUp)
   WalPosition wal;        // how far its WAL goes (when setUp)
+  // The timelines `timeline` came from (TimelineHistory::ancestors), when known: older
+  // agents, or a history that could not be read, publish none.
+  std::optional<std::vector<TimelineHistory::Ancestor>> ancestors;
 
-  // {"setUp", "systemId", "timeline", "wal"}; only setUp without data.
+  // {"setUp", "systemId", "timeline", "wal", "history": [[timeline, "X/Y"], ...] when
+  // known}; only setUp without data.
   nlohmann::json toJson() const;
   static Result<PeerDataState> fromJson(const nlohmann::json& j);
   // "empty", or "system 7312..., timeline 2, WAL 0/3000060".
@@ -29,6 +36,13 @@ struct PeerDataState {
   // first (its history holds the other's, a promotion happened after it forked), then
   // the WAL position. Only meaningful between data directories of the same system.
   bool aheadOf(const PeerDataState& other) const;
+  // Whether a cluster set up from this data directory keeps what `other`'s history holds
+  // that the cluster may need: other's WAL is a prefix of this one's (same history up to
+  // other's end), or this one's history left other's timeline at a promotion (other went
+  // on past that fork on the old timeline: WAL no later generation kept). False when the
+  // two histories diverged otherwise. True when either history is unknown (the number
+  // order of aheadOf is all there is then).
+  bool keeps(const PeerDataState& other) const;
 
   bool operator==(const PeerDataState&) const = default;
 };

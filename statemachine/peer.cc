@@ -408,6 +408,20 @@ void Peer::evaluateSetupFromData() {
     return dataStates_.at(a.id).aheadOf(dataStates_.at(b.id));
   });
   const PeerDataState& best = dataStates_.at(order[0].id);
+  // Histories, not only timeline numbers: the most advanced must hold every other
+  // holder's WAL, or have left its timeline at a promotion.
+  PeerList diverged;
+  for (const auto& p : holding) {
+    if (!best.keeps(dataStates_.at(p.id))) diverged.push_back(p);
+  }
+  if (!diverged.empty()) {
+    return blocked("no cluster state; " + order[0].id + " holds the most advanced WAL (" + best.describe() +
+                       "), but the WAL history of " + peerIdList(diverged) +
+                       " diverged from it other than at a promotion of its timeline: nobody sets the cluster up. "
+                       "An operator must choose: stop the agents of the peers whose data is not wanted and move "
+                       "their data directories away; the cluster is then set up from the rest",
+                   false);
+  }
   if (!isSelf(order[0])) {
     return blocked("no cluster state; " + order[0].id + " holds the most advanced WAL (" + best.describe() +
                        ") and sets the cluster up",
@@ -484,7 +498,10 @@ PgConfig Peer::desiredPgConfig() const {
   const ClusterState& s = *state_;
   switch (role_) {
     case Role::kPrimary:
-      return PgConfig::primary(s.sync);
+      // Only a new cluster's first primary may create its data directory: in any later
+      // generation, or one set up from data (initWal), it holds the cluster's data.
+      return s.generation == 1 && s.initWal == WalPosition() ? PgConfig::firstPrimary(s.sync)
+                                                             : PgConfig::primary(s.sync);
     case Role::kSync:
       return PgConfig::standby(PgRole::kSync, s.primary, s.primary);
     case Role::kAsync: {

@@ -14,7 +14,7 @@ constexpr EpochMs kT0 = 1767225600000;
 constexpr int64_t kWaitMs = 5000;
 
 PeerDataState holding(const std::string& system, int64_t timeline, uint64_t wal) {
-  return {true, system, timeline, WalPosition(wal)};
+  return {true, system, timeline, WalPosition(wal), std::nullopt};
 }
 const PeerDataState kEmpty{};
 
@@ -49,6 +49,14 @@ TEST(PeerSetup, ANewClusterOfEmptyPeersIsSetUpAtOnceByTheFirstInSessionOrder) {
   EXPECT_EQ(writes[0].state.sync->id, "b");
   ASSERT_EQ(writes[0].state.async.size(), 1u);
   EXPECT_TRUE(only<StartTimer>(actions).empty());  // no wait for a new cluster
+  // The first primary of a new cluster: the one that may create its data directory.
+  h.step(PgConfigApplied{true, "", false});  // role none, while there was no state
+  actions = h.step(StateWriteFinished{true, "", false, 0});
+  auto apply = only<ApplyPgConfig>(actions);
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
+  EXPECT_TRUE(apply[0].config.newCluster);
+  EXPECT_EQ(apply[0].config.toJson()["newCluster"], true);
 
   Harness second;
   actions = second.start({"b", "me"}, {{"me", kEmpty}, {"b", kEmpty}}, false);
@@ -101,6 +109,32 @@ TEST(PeerSetup, ThePeerWithTheMostAdvancedWalSetsUpAfterTheWait) {
   apply = only<ApplyPgConfig>(actions);
   ASSERT_EQ(apply.size(), 1u);
   EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
+  // Set up from its data (initWal): that data directory is the cluster's, never recreated.
+  EXPECT_FALSE(apply[0].config.newCluster);
+  EXPECT_FALSE(apply[0].config.toJson().contains("newCluster"));
+}
+
+// Histories, not timeline numbers: the most advanced by number must hold (or have left at
+// a promotion) every other holder's timeline, or nobody sets the cluster up.
+TEST(PeerSetup, HoldersWhoseHistoriesDivergedSetUpNothing) {
+  Harness h;
+  PeerDataState forked = holding("S", 3, 0x900);  // timeline 3, from 1 at 0x200
+  forked.ancestors = {{{1, WalPosition(0x200)}}};
+  PeerDataState other = holding("S", 2, 0x800);  // timeline 2, from 1 at 0x500
+  other.ancestors = {{{1, WalPosition(0x500)}}};
+  PeerDataState deposed = holding("S", 1, 0x950);
+  deposed.ancestors = std::vector<TimelineHistory::Ancestor>{};
+  auto actions = h.start({"me", "b", "c"}, {{"me", forked}, {"b", other}, {"c", deposed}});
+  h.now += kWaitMs;
+  actions = h.step(TimerFired{TimerId::kRetryEvaluation});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(logged(actions, "the WAL history of [b] diverged from it")) << h.peer.inspect().dump();
+
+  // Without b, the history of timeline 3 left timeline 1 at a promotion: me sets up.
+  actions = h.step(ActivePeersChanged{peers({"me", "c"}), {{"me", forked}, {"c", deposed}}});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.primary.id, "me");
 }
 
 TEST(PeerSetup, ALessAdvancedPeerLeavesTheSetupToTheMostAdvanced) {

@@ -212,6 +212,8 @@ TEST(Peer, SyncTakeoverWritesBeforePromotingPostgres) {
   ASSERT_EQ(apply.size(), 1u);
   EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
   EXPECT_EQ(apply[0].config.downstream->id, "a");
+  // The primary of a later generation never creates a data directory it finds missing.
+  EXPECT_FALSE(apply[0].config.newCluster);
 }
 
 TEST(Peer, SyncNeedsPostgresOnlineToTakeOver) {

@@ -23,6 +23,12 @@ PgConfig PgConfig::primary(std::optional<PeerIdentity> downstream) {
   return c;
 }
 
+PgConfig PgConfig::firstPrimary(std::optional<PeerIdentity> downstream) {
+  PgConfig c = primary(std::move(downstream));
+  c.newCluster = true;
+  return c;
+}
+
 PgConfig PgConfig::standby(PgRole role, PeerIdentity upstream, PeerIdentity restorePeer) {
   PgConfig c;
   c.role = role;
@@ -33,10 +39,12 @@ PgConfig PgConfig::standby(PgRole role, PeerIdentity upstream, PeerIdentity rest
 
 nlohmann::json PgConfig::toJson() const {
   auto peer = [](const std::optional<PeerIdentity>& p) { return p ? p->toJson() : nlohmann::json(nullptr); };
-  return {{"role", pgRoleName(role)},
-          {"upstream", peer(upstream)},
-          {"downstream", peer(downstream)},
-          {"restorePeer", peer(restorePeer)}};
+  nlohmann::json j = {{"role", pgRoleName(role)},
+                      {"upstream", peer(upstream)},
+                      {"downstream", peer(downstream)},
+                      {"restorePeer", peer(restorePeer)}};
+  if (newCluster) j["newCluster"] = true;
+  return j;
 }
 
 }  // namespace dugong

@@ -25,12 +25,21 @@ struct PgConfig {
   std::optional<PeerIdentity> upstream;
   std::optional<PeerIdentity> downstream;
   std::optional<PeerIdentity> restorePeer;
+  // primary only: the first primary of a new cluster (generation 1 with no initWal: set
+  // up with no data, or one-node-write mode set up), which creates its data directory
+  // (initdb, or the bootstrap from a backup) when it has none. Any other primary's data
+  // directory holds the cluster's data: found missing, the adapter refuses (the peer
+  // halts), never putting an empty database system in its place.
+  bool newCluster = false;
 
   static PgConfig none() { return {}; }
+  // The primary of an existing cluster: never bootstraps.
   static PgConfig primary(std::optional<PeerIdentity> downstream);
+  // The first primary of a new cluster (newCluster).
+  static PgConfig firstPrimary(std::optional<PeerIdentity> downstream);
   static PgConfig standby(PgRole role, PeerIdentity upstream, PeerIdentity restorePeer);
 
-  // Full identities, or null.
+  // Full identities, or null; "newCluster": true only when set.
   nlohmann::json toJson() const;
   // Equal when toJson() would be: the role and every identity in full. Compared field by
   // field (the state machine compares on every evaluation).
@@ -41,7 +50,7 @@ struct PgConfig {
                      a->backupUrl == b->backupUrl));
     };
     return role == other.role && same(upstream, other.upstream) && same(downstream, other.downstream) &&
-           same(restorePeer, other.restorePeer);
+           same(restorePeer, other.restorePeer) && newCluster == other.newCluster;
   }
 };
 

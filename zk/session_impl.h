@@ -177,15 +177,6 @@ inline bool samePeers(const PeerList& a, const PeerList& b) {
   return true;
 }
 
-inline std::string peerIds(const PeerList& peers) {
-  std::string out = "[";
-  for (size_t i = 0; i < peers.size(); ++i) {
-    if (i > 0) out += ",";
-    out += peers[i].id;
-  }
-  return out + "]";
-}
-
 inline EpochMs nowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();

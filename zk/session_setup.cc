@@ -297,7 +297,7 @@ void Session::Impl::readInitial(uint64_t run) {
       knownActive_ = active;
       knownData_ = data;
       log_->info("zk: initialized: state {} (version {}), active peers {}",
-                 state.exists ? "present" : "absent", state.version, peerIds(active));
+                 state.exists ? "present" : "absent", state.version, peerIdList(active));
       onEvent_(ZkInitialized{state, active, data, resumed_});
       syncElectionData();
       resolveUnknownWrite();
@@ -444,7 +444,7 @@ void Session::Impl::refreshActive() {
     activeRefresh_.inFlight = false;
     if (rc == ZOK) {
       if (!samePeers(active, knownActive_) || data != knownData_) {
-        log_->info("zk: active peers changed: {} -> {}{}", peerIds(knownActive_), peerIds(active),
+        log_->info("zk: active peers changed: {} -> {}{}", peerIdList(knownActive_), peerIdList(active),
                    data != knownData_ ? " (published data states changed)" : "");
         knownActive_ = active;
         knownData_ = data;

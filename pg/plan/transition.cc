@@ -9,6 +9,24 @@ PrimaryPlan planPrimary(const PrimaryFacts& facts) {
   return plan;
 }
 
+PrimaryDirPlan planPrimaryDataDir(const PrimaryDirFacts& facts) {
+  switch (facts.found) {
+    case DataDirFound::kSetUp:
+      return {PrimaryDirStep::kUse, ""};
+    case DataDirFound::kUnreadable:
+      return {PrimaryDirStep::kFail, "cannot tell whether the data directory holds a database"};
+    case DataDirFound::kMissing:
+      break;
+  }
+  if (facts.running) return {PrimaryDirStep::kFail, "postgres runs on a data directory that is not set up"};
+  if (!facts.newCluster) {
+    return {PrimaryDirStep::kRefuse,
+            "the data directory holds no database, but this peer is the primary of an existing cluster: not "
+            "creating an empty one in its place"};
+  }
+  return {PrimaryDirStep::kBootstrap, ""};
+}
+
 StandbyStep planStandby(const StandbyFacts& facts) {
   const bool runningStandby = facts.running && facts.setUp && facts.inRecovery && !facts.wasPrimary && !facts.repair;
   if (runningStandby && facts.hasStandbySignal && facts.sameUpstream) return StandbyStep::kRoleOnly;

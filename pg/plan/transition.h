@@ -4,7 +4,40 @@
 // simulated postgres (sim/world/sim_postgres.cc) both run it.
 #pragma once
 
+#include <string>
+
 namespace dugong::pg {
+
+// What a primary's apply finds in its data directory before anything else.
+enum class DataDirFound {
+  kSetUp,       // PG_VERSION and global/pg_control, and no incomplete marker
+  kMissing,     // no database there (no directory, or it lacks those files), or a marker
+  kUnreadable,  // the file system answered with an error: it is not known which
+};
+
+struct PrimaryDirFacts {
+  DataDirFound found = DataDirFound::kSetUp;
+  bool running = false;     // a live postmaster holds the directory
+  bool newCluster = false;  // the first primary of a new cluster (PgConfig::newCluster)
+};
+
+enum class PrimaryDirStep {
+  kUse,        // set up: start, reload or promote it
+  kBootstrap,  // a new cluster's first data directory: initdb, or the bootstrap from a backup
+  kRefuse,     // a primary of an existing cluster with no data: the peer halts for an operator
+  kFail,       // an error, tried again later, nothing changed
+};
+
+struct PrimaryDirPlan {
+  PrimaryDirStep step = PrimaryDirStep::kUse;
+  std::string why;  // for kRefuse and kFail: what is wrong, for the error
+};
+
+// A data directory is created only for a new cluster: a primary of any later generation
+// (or of a cluster set up from data) that finds none refuses, since an empty database
+// system in its place would be a new primary with none of the cluster's data. A file
+// system error is never taken for "no data".
+PrimaryDirPlan planPrimaryDataDir(const PrimaryDirFacts& facts);
 
 // A primary's apply.
 struct PrimaryFacts {

@@ -28,6 +28,34 @@ TEST(PlanTransition, PrimaryTable) {
   }
 }
 
+// Only a new cluster's first primary creates a data directory; an error reading the
+// directory is never "no data".
+TEST(PlanTransition, PrimaryDataDirTable) {
+  struct Row {
+    const char* name;
+    PrimaryDirFacts facts;
+    PrimaryDirStep step;
+  };
+  using F = DataDirFound;
+  using S = PrimaryDirStep;
+  //                                                     found        running newCluster
+  const Row rows[] = {
+      {"set up: used as it is", {F::kSetUp, false, false}, S::kUse},
+      {"set up, new cluster: used as it is", {F::kSetUp, true, true}, S::kUse},
+      {"a new cluster with no data: bootstrapped", {F::kMissing, false, true}, S::kBootstrap},
+      {"an existing cluster's primary with no data: refused", {F::kMissing, false, false}, S::kRefuse},
+      {"no data, but postgres runs: an error", {F::kMissing, true, true}, S::kFail},
+      {"no data, existing cluster, postgres runs: an error", {F::kMissing, true, false}, S::kFail},
+      {"unreadable, new cluster: an error, not a bootstrap", {F::kUnreadable, false, true}, S::kFail},
+      {"unreadable, existing cluster: an error", {F::kUnreadable, false, false}, S::kFail},
+  };
+  for (const Row& r : rows) {
+    const PrimaryDirPlan p = planPrimaryDataDir(r.facts);
+    EXPECT_EQ(p.step, r.step) << r.name;
+    EXPECT_EQ(p.why.empty(), p.step == S::kUse || p.step == S::kBootstrap) << r.name;
+  }
+}
+
 TEST(PlanTransition, StandbyTable) {
   struct Row {
     const char* name;

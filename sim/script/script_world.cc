@@ -404,6 +404,10 @@ Result<nlohmann::json> ScriptWorld::setClusterState(const nlohmann::json& args) 
       identities_.emplace(p.id, p);
     }
   }
+  // The primary of a cluster that exists already holds that cluster's data: its postgres
+  // is set up (only a new cluster's first primary creates a data directory).
+  const bool newCluster = s->generation == 1 && s->initWal == WalPosition();
+  if (s->primary.id == kNodeUnderTest && !newCluster) pg_.setUp = true;
   return writeZk(args[0], "setClusterState");
 }
 

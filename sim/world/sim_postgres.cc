@@ -276,14 +276,25 @@ void SimPostgres::finishApply(PgConfig cfg) {
   pg.reloading = false;
   pg.promoting = false;
   std::string error;
+  bool refusedApply = false;  // the peer halts for an operator
   if (pg.crashedInTransition) {
     error = "postgres crashed during the transition";
   } else if (cfg.role != PgRole::kNone && now() < pg.brokenUntil) {
     error = "postgres would not start";
   } else if (cfg.role == PgRole::kPrimary) {
-    if (!pg.setUp) {
+    // What the pg adapter does with the data directory first, as its planner
+    // (pg/plan/transition.h) decides: only a new cluster's first primary runs initdb.
+    pg::PrimaryDirFacts dir;
+    dir.found = pg.setUp ? pg::DataDirFound::kSetUp : pg::DataDirFound::kMissing;
+    dir.running = pg.running && pg.setUp;
+    dir.newCluster = cfg.newCluster;
+    const pg::PrimaryDirPlan plan = pg::planPrimaryDataDir(dir);
+    if (plan.step == pg::PrimaryDirStep::kBootstrap) {
       pg.setUp = true;
       trace.trace('P', [&] { return id() + " postgres: initdb"; });
+    } else if (plan.step != pg::PrimaryDirStep::kUse) {
+      error = plan.why;
+      refusedApply = plan.step == pg::PrimaryDirStep::kRefuse;
     }
   } else if (cfg.role != PgRole::kNone && !reload) {
     // What the pg adapter does for a standby that is not running as one (applyStandby),
@@ -340,7 +351,7 @@ void SimPostgres::finishApply(PgConfig cfg) {
     pg.waiting.clear();
     trace.trace('P', [&] { return id() + " postgres transition to " + pgRoleName(cfg.role) + " failed: " + error; });
     if (fleet_.model().healthIntervalMs == 0) checkHealth();
-    PgConfigApplied r{false, error, false};
+    PgConfigApplied r{false, error, false, refusedApply};
     hooks_.deliver(r, [&] { done(r); });
     return;
   }

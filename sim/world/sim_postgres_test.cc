@@ -75,7 +75,7 @@ TEST(SimPostgres, StartsAPrimaryAfterTheRestartAndStartSteps) {
   auto pg = f.adapter(0);
   std::optional<PgConfigApplied> applied;
   int64_t at = -1;
-  pg->apply(PgConfig::primary(peer("node2")), [&](PgConfigApplied r) {
+  pg->apply(PgConfig::firstPrimary(peer("node2")), [&](PgConfigApplied r) {
     applied = r;
     at = f.q.now();
   });
@@ -106,7 +106,7 @@ TEST(SimPostgres, ASecondTransitionWhileOneIsInFlightIsReported) {
   Fixture f;
   auto pg = f.adapter(0);
   int answers = 0;
-  pg->apply(PgConfig::primary(peer("node2")), [&](PgConfigApplied) { ++answers; });
+  pg->apply(PgConfig::firstPrimary(peer("node2")), [&](PgConfigApplied) { ++answers; });
   pg->fence(peer("node2"), [&](PgFenced r) {
     ++answers;
     EXPECT_TRUE(r.ok) << "the fence waited for the apply lock";
@@ -120,7 +120,7 @@ TEST(SimPostgres, AStandbyWithNoDataDirectoryCopiesItsRestorePeer) {
   Fixture f;
   f.b.setUp = true;
   f.b.running = true;
-  f.b.config = PgConfig::primary(peer("node1"));
+  f.b.config = PgConfig::firstPrimary(peer("node1"));
   for (uint64_t c = 1; c <= 3; ++c) f.b.wal.append(c);
   auto pg = f.adapter(0);
   std::optional<PgConfigApplied> applied;
@@ -140,7 +140,7 @@ TEST(SimPostgres, AHealthCheckThatDoesNotPollLooksAfterEachApplyAndComesToRest) 
   auto pg = f.adapter(0);
   std::vector<bool> seen;
   pg->startHealthCheck([&](bool healthy, const std::string&) { seen.push_back(healthy); });
-  pg->apply(PgConfig::primary(peer("node2")), [](PgConfigApplied) {});
+  pg->apply(PgConfig::firstPrimary(peer("node2")), [](PgConfigApplied) {});
   f.runAll();  // ends: nothing polls
   EXPECT_EQ(seen, (std::vector<bool>{false, true}));
 }
@@ -149,7 +149,7 @@ TEST(SimPostgres, APollingHealthCheckFindsACrashedPostmasterAndNothingRestartsIt
   Fixture f(1000);
   f.a.setUp = true;
   f.a.running = true;
-  f.a.config = PgConfig::primary(peer("node2"));
+  f.a.config = PgConfig::firstPrimary(peer("node2"));
   auto pg = f.adapter(0);
   std::vector<bool> seen;
   pg->startHealthCheck([&](bool healthy, const std::string&) { seen.push_back(healthy); });
@@ -160,7 +160,7 @@ TEST(SimPostgres, APollingHealthCheckFindsACrashedPostmasterAndNothingRestartsIt
   EXPECT_TRUE(pg->postmasterGone());
   EXPECT_FALSE(f.a.running) << "no supervisor";
   std::optional<PgConfigApplied> restarted;
-  pg->apply(PgConfig::primary(peer("node2")), [&](PgConfigApplied r) { restarted = r; });
+  pg->apply(PgConfig::firstPrimary(peer("node2")), [&](PgConfigApplied r) { restarted = r; });
   while (!restarted) f.q.runNext();
   EXPECT_TRUE(restarted->ok) << "the driver's restart starts it once it is no longer broken";
 }
