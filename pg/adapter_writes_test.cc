@@ -119,7 +119,7 @@ class AdapterWritesTest : public ::testing::Test {
       EXPECT_TRUE(plain.ok()) << plain.error();
       auto& pa = *plain.value();
       std::optional<PgConfigApplied> r;
-      pa.apply(PgConfig::primary(std::nullopt), [&](PgConfigApplied x) { r = x; });
+      pa.apply(PgConfig::firstPrimary(std::nullopt), [&](PgConfigApplied x) { r = x; });
       EXPECT_TRUE(testing::runUntil(loop_, [&] { return r.has_value(); }, kDeadline));
       EXPECT_TRUE(r && r->ok) << (r ? r->error : "no answer");
       EXPECT_EQ(a.value("CREATE TABLE t (id bigint)"), "");
@@ -158,7 +158,7 @@ TEST_F(AdapterWritesTest, AStopDuringAPrimarysStartTakesEffectAtOnceAndTheApplyK
   PgAdapter& pa = stoppedPrimaryWithHeldStart(a, bin);
   HeldBinDir::hold(bin.holdAfter);
   std::optional<PgConfigApplied> applied;
-  pa.apply(PgConfig::primary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
+  pa.apply(PgConfig::firstPrimary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
   LocalCommitClient client(a.conninfo());
   // The window: up and writable, the apply still in pg_ctl start.
   ASSERT_TRUE(testing::runUntil(loop_, [&] { return client.acked() > 0; }, kDeadline));
@@ -198,7 +198,7 @@ TEST_F(AdapterWritesTest, AShutdownDuringAPrimarysStartStopsTheStartingPostmaste
   PgAdapter& pa = stoppedPrimaryWithHeldStart(a, bin);
   HeldBinDir::hold(bin.holdBefore);
   std::optional<PgConfigApplied> applied;
-  pa.apply(PgConfig::primary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
+  pa.apply(PgConfig::firstPrimary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
   runFor(300ms);
   std::optional<Result<bool>> down;
   pa.shutDownWrites([&](Result<bool> r) { down = std::move(r); });
@@ -216,7 +216,7 @@ TEST_F(AdapterWritesTest, AShutdownDuringAPrimarysStartStopsTheStartingPostmaste
 
   // Another apply while shut down: still stopped.
   applied.reset();
-  pa.apply(PgConfig::primary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
+  pa.apply(PgConfig::firstPrimary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
   ASSERT_TRUE(until(applied));
   EXPECT_TRUE(applied->ok) << applied->error;
   EXPECT_FALSE(applied->online);
@@ -227,7 +227,7 @@ TEST_F(AdapterWritesTest, AShutdownDuringAPrimarysStartStopsTheStartingPostmaste
   ASSERT_TRUE(until(resumed));
   ASSERT_TRUE(resumed->ok()) << resumed->error();
   applied.reset();
-  pa.apply(PgConfig::primary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
+  pa.apply(PgConfig::firstPrimary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
   ASSERT_TRUE(until(applied));
   ASSERT_TRUE(applied->ok) << applied->error;
   EXPECT_TRUE(applied->online);
@@ -244,7 +244,7 @@ TEST_F(AdapterWritesTest, AStopDuringAFenceTakesEffectAtOnce) {
   adapter_ = std::move(created).value();
   PgAdapter& pa = *adapter_;
   std::optional<PgConfigApplied> applied;
-  pa.apply(PgConfig::primary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
+  pa.apply(PgConfig::firstPrimary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
   ASSERT_TRUE(until(applied));
   ASSERT_TRUE(applied->ok) << applied->error;
   ASSERT_EQ(a.value("CREATE TABLE t (id bigint)"), "");
