@@ -25,8 +25,8 @@ bool isWritablePrimary(const Driver& driver, const pg::PgStatus& postgres) {
 
 bool isStreamingReplica(const Driver& driver, const pg::PgStatus& postgres) {
   const Role role = driver.peer().role();
-  return (role == Role::kSync || role == Role::kAsync) && postgres.online && postgres.inRecovery &&
-         postgres.walReceiverStatus == "streaming";
+  return (role == Role::kSync || role == Role::kAsync) && driver.runsWantedConfig() && postgres.online &&
+         postgres.inRecovery && postgres.walReceiverStatus == "streaming";
 }
 
 std::optional<uint64_t> replayBacklogBytes(const pg::PgStatus& postgres) {

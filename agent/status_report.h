@@ -33,7 +33,8 @@ struct StatusSources {
 // while writes are stopped (ZooKeeper lost: the driver's flag is up before the status
 // poll sees postgres read-only, and stays up until the stop is lifted).
 bool isWritablePrimary(const Driver& driver, const pg::PgStatus& postgres);
-// The sync or an async, in recovery, its WAL receiver streaming.
+// The sync or an async running the configuration its role wants (no transition in
+// flight, no newer one waiting), in recovery, its WAL receiver streaming.
 bool isStreamingReplica(const Driver& driver, const pg::PgStatus& postgres);
 // On a standby: the WAL it has received but not yet replayed, in bytes (receive - replay).
 std::optional<uint64_t> replayBacklogBytes(const pg::PgStatus& postgres);

@@ -145,6 +145,9 @@ class DriverCore {
   bool failed() const { return failed_; }
   bool pgBusy() const { return pgBusy_; }
   bool applyQueued() const { return queuedPeerApply_.has_value(); }
+  // Postgres runs the configuration the state machine wants: no transition in flight, and
+  // the last one applied is the wanted one.
+  bool runsWantedConfig() const { return !pgBusy_ && !lastAppliedIsStale(); }
   const DriverCounters& counters() const { return counters_; }
   bool writesStopped() const { return writesStopped_; }
   Role appliedRole() const { return roleApplied_; }

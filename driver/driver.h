@@ -44,6 +44,8 @@ class Driver {
   // A postgres transition (apply or fence) is in flight.
   bool pgBusy() const { return core_.pgBusy(); }
   bool applyQueued() const { return core_.applyQueued(); }
+  // Postgres runs the configuration the state machine wants (see DriverCore).
+  bool runsWantedConfig() const { return core_.runsWantedConfig(); }
   const DriverCounters& counters() const { return core_.counters(); }
   // Writes are stopped, or being stopped, because the coordinator's connection was lost
   // (and not yet resumed nor overridden by a new configuration). Such a peer must not

@@ -287,6 +287,27 @@ TEST_F(DriverTest, AWithdrawalDuringAStateWriteDoesNotWedgeThePeer) {
   EXPECT_TRUE(coordinator_.pendingWrite);
 }
 
+// A standby reports that it streams in its role (dugong-adm's rolling restart waits for
+// that) only while postgres runs the configuration the state machine wants: not between
+// a change of its upstream and the end of the apply that follows it.
+TEST_F(DriverTest, RunsTheWantedConfigurationOnlyOnceTheApplyOfANewUpstreamEnds) {
+  startAsAsync();
+  EXPECT_TRUE(driver_->runsWantedConfig());
+  // A fourth peer ahead of node1 in the chain: node1's upstream changes, its role does not.
+  ClusterState next = state_;
+  next.async = {peerId("node4"), peerId("node1")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 1)});
+  EXPECT_FALSE(driver_->runsWantedConfig()) << "the new upstream is not applied yet";
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.applies.front().first.upstream->id, "node4");
+  EXPECT_EQ(driver_->appliedRole(), Role::kAsync);
+  EXPECT_FALSE(driver_->runsWantedConfig()) << "its apply is in flight";
+  pg_.finishApply(true);
+  clock_.advance(0);
+  EXPECT_TRUE(driver_->runsWantedConfig());
+}
+
 TEST_F(DriverTest, QueuesTheStateMachinesApplyBehindARestart) {
   startAsAsync();
   pg_.health(false, "connection refused");

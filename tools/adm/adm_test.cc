@@ -534,7 +534,8 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   };
   auto show = [&](int i, const std::string& name) {
     auto r = h_->sql(i, "SHOW " + name);
-    return r && !r->rows.empty() ? r->rows[0][0].value_or("") : std::string();
+    if (!r) return "(error: " + r.error() + ")";
+    return !r->rows.empty() ? r->rows[0][0].value_or("") : std::string();
   };
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(appConnects(i)) << "peer " << i << " admits dugong_app already";
   const auto setAt = std::chrono::steady_clock::now();
