@@ -41,7 +41,7 @@
 #include "driver/describe.h"
 
 namespace dugong::agent {
-namespace {
+namespace transcript_test {
 
 constexpr EpochMs kWallStart = 1767225600000;
 
@@ -318,5 +318,5 @@ TEST(Describe, EveryCommandAndTimerSaysWhatItIs) {
   }
 }
 
-}  // namespace
+}  // namespace transcript_test
 }  // namespace dugong::agent

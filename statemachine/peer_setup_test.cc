@@ -7,7 +7,7 @@
 #include "statemachine/peer_test_support.h"
 
 namespace dugong {
-namespace {
+namespace peer_setup_test {
 using namespace peer_test;
 
 constexpr EpochMs kT0 = 1767225600000;
@@ -212,5 +212,5 @@ TEST(PeerSetup, ASecondPeerIsNeededAndASingletonKeepsItsOwnRule) {
   EXPECT_TRUE(w[0].state.oneNodeWriteMode);
 }
 
-}  // namespace
+}  // namespace peer_setup_test
 }  // namespace dugong

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace dugong {
-namespace {
+namespace promote_request_test {
 
 constexpr EpochMs kNow = 1767225600000;  // 2026-01-01T00:00:00Z
 
@@ -96,5 +96,5 @@ TEST(PromoteRequest, SyncPromotionNeedsASync) {
   EXPECT_NE(r.error().find("is not the sync"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace promote_request_test
 }  // namespace dugong

@@ -14,7 +14,7 @@ using detail::describeRc;
 
 namespace {
 
-EpochMs nowMs() {
+EpochMs clientNowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
@@ -247,7 +247,7 @@ StateWriteFinished Client::putWithHistory(const std::string& statePath, const st
     out.error = c.error();
     return out;
   }
-  std::string record = historyRecord(nowMs(), bytes, reason);
+  std::string record = historyRecord(clientNowMs(), bytes, reason);
   std::vector<char> pathBuf(512);
   Stat stat{};
   zoo_op_t ops[2];

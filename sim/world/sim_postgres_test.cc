@@ -11,7 +11,7 @@
 #include <vector>
 
 namespace dugong::simworld {
-namespace {
+namespace sim_postgres_test {
 
 class Lines final : public TraceSink {
  public:
@@ -165,5 +165,5 @@ TEST(SimPostgres, APollingHealthCheckFindsACrashedPostmasterAndNothingRestartsIt
   EXPECT_TRUE(restarted->ok) << "the driver's restart starts it once it is no longer broken";
 }
 
-}  // namespace
+}  // namespace sim_postgres_test
 }  // namespace dugong::simworld
