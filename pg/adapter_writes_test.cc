@@ -5,6 +5,7 @@
 // the stop returned.
 #include "pg/adapter.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -277,5 +278,40 @@ TEST_F(AdapterWritesTest, AStopDuringAFenceTakesEffectAtOnce) {
   EXPECT_EQ(a.value("SHOW default_transaction_read_only"), "on");
 }
 
+
+// A stopped postmaster (SIGSTOP) acts on none of pg_ctl's signals while its backends go on
+// committing: a shutdown of writes kills its process group, and nothing sent after the
+// shutdown returned is acknowledged.
+TEST_F(AdapterWritesTest, AShutdownKillsAStoppedPostmasterAndItsBackends) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  auto created = PgAdapter::create(loop_, a.options);
+  ASSERT_TRUE(created.ok()) << created.error();
+  adapter_ = std::move(created).value();
+  std::optional<PgConfigApplied> applied;
+  adapter_->apply(PgConfig::firstPrimary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
+  ASSERT_TRUE(until(applied));
+  ASSERT_TRUE(applied->ok) << applied->error;
+  ASSERT_EQ(a.value("CREATE TABLE t (id bigint)"), "");
+  LocalCommitClient client(a.conninfo());
+  ASSERT_TRUE(testing::runUntil(loop_, [&] { return client.acked() > 0; }, kDeadline));
+  const auto pid = a.postmasterPid();
+  ASSERT_TRUE(pid.has_value());
+  EXPECT_EQ(::getpgid(*pid), *pid) << "the postmaster does not lead a process group of its own";
+  ASSERT_TRUE(a.signalPostmaster(SIGSTOP));
+  const int64_t ackedAtStop = client.acked();
+  ASSERT_TRUE(testing::runUntil(loop_, [&] { return client.acked() > ackedAtStop + 5; }, kDeadline))
+      << "the backends of a stopped postmaster no longer commit: the test shows nothing";
+
+  std::optional<Result<bool>> down;
+  adapter_->shutDownWrites([&](Result<bool> r) { down = std::move(r); });
+  ASSERT_TRUE(until(down, 20s)) << "the shutdown waits on pg_ctl's stop of a postmaster that acts on nothing";
+  const int64_t sentAtDown = client.sent();
+  EXPECT_TRUE(down->ok()) << down->error();
+  EXPECT_FALSE(a.postmasterPid().has_value()) << "the stopped postmaster still runs";
+  const int64_t attemptsAtDown = client.attempts();
+  ASSERT_TRUE(testing::runUntil(loop_, [&] { return client.attempts() > attemptsAtDown + 20; }, kDeadline));
+  client.stop();
+  EXPECT_LE(client.acked(), sentAtDown) << "an INSERT sent after the shutdown returned was acknowledged";
+}
 }  // namespace
 }  // namespace dugong::pg

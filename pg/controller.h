@@ -251,7 +251,10 @@ class PgController {
                     std::map<std::string, std::string> env = {});
   Result<bool> initdb();
   Result<bool> start();
+  // pg_ctl stop -m fast, then -m immediate, then SIGKILL of the postmaster's process
+  // group (at once for a stopped postmaster).
   Result<bool> stop();
+  Result<bool> killPostmasterGroup(pid_t pid, const std::string& why);
   Result<bool> reload();
   Result<bool> promote();
   Result<bool> waitSettings(const ManagedState& state);

@@ -3,7 +3,10 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -100,6 +103,11 @@ Result<bool> PgController::start() {
 
 Result<bool> PgController::stop() {
   if (!isRunning()) return true;
+  // A stopped postmaster acts on none of pg_ctl's signals, while its backends go on
+  // serving (and a primary's, committing).
+  if (auto pid = livePostmasterPid(options_.dataDir); pid && processStopped(*pid)) {
+    return killPostmasterGroup(*pid, "it is stopped (SIGSTOP or a debugger) and acts on no other signal");
+  }
   auto r = run("pg_ctl", {"stop", "-D", options_.dataDir, "-m", "fast", "-w", "-t",
                           std::to_string(options_.stopTimeout.count())},
                options_.stopTimeout + 10s);
@@ -107,7 +115,27 @@ Result<bool> PgController::stop() {
   spdlog::warn("pg: fast shutdown did not finish in {} s, stopping immediately", options_.stopTimeout.count());
   r = run("pg_ctl", {"stop", "-D", options_.dataDir, "-m", "immediate", "-w", "-t", "30"}, 40s);
   if (r.ok() || !isRunning()) return true;
-  return Error{"could not stop postgres: " + r.describe() + ": " + oneLine(r.output)};
+  if (auto pid = livePostmasterPid(options_.dataDir)) {
+    return killPostmasterGroup(*pid, "it did not stop on pg_ctl stop -m immediate (" + oneLine(r.output) + ")");
+  }
+  return true;
+}
+
+// pg_ctl starts the postmaster as the leader of a session of its own: every backend and
+// auxiliary process is in its process group. SIGKILL to the group ends them all, stopped
+// or not; the next start runs crash recovery.
+Result<bool> PgController::killPostmasterGroup(pid_t pid, const std::string& why) {
+  const pid_t group = ::getpgid(pid);
+  const bool ownGroup = group == pid;
+  spdlog::error("pg: killing the postmaster (pid {}){} with SIGKILL: {}", pid,
+                ownGroup ? " and every process of its group" : "", why);
+  if (::kill(ownGroup ? -pid : pid, SIGKILL) != 0 && errno != ESRCH) {
+    return Error{"could not stop postgres: kill(SIGKILL) of pid " + std::to_string(pid) + ": " + std::strerror(errno)};
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (isRunning() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  if (isRunning()) return Error{"could not stop postgres: pid " + std::to_string(pid) + " outlived SIGKILL for 10 s"};
+  return true;
 }
 
 Result<bool> PgController::reload() {

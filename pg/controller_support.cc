@@ -109,6 +109,20 @@ bool lockFileHeldByLivePostmaster(const std::string& lockFile) {
   return stat.find("(postgres)") != std::string::npos;
 }
 
+std::optional<pid_t> livePostmasterPid(const std::string& dataDir) {
+  const std::string lockFile = dataDir + "/postmaster.pid";
+  std::ifstream in(lockFile);
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0 || !lockFileHeldByLivePostmaster(lockFile)) return std::nullopt;
+  return static_cast<pid_t>(pid);
+}
+
+bool processStopped(pid_t pid) {
+  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && (stat[close + 2] == 'T' || stat[close + 2] == 't');
+}
+
 const char kDiscardCommand[] =
     "If this data is not needed, stop the agent and run `dugong-adm rebuild --config <this agent's dugong.yaml> "
     "--discard-data`; if it is, check the agent's cluster name and ZooKeeper, or set the cluster up from this peer";

@@ -2,6 +2,8 @@
 // tails, the log of a program's output, and the outcomes of an apply. Internal to pg/.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
@@ -37,6 +39,11 @@ Result<bool> portFree(const std::string& host, int port);
 // it is a postgres process, and not a zombie (a killed postmaster whose parent has not
 // reaped it yet, which postgres itself would take for a running server).
 bool lockFileHeldByLivePostmaster(const std::string& lockFile);
+// The pid in `dataDir`'s postmaster.pid, while it names a live postmaster.
+std::optional<pid_t> livePostmasterPid(const std::string& dataDir);
+// A process stopped by a signal or a debugger (state T or t): it acts on no signal but
+// SIGKILL (and SIGCONT).
+bool processStopped(pid_t pid);
 
 // What the operator runs when data the cluster may need would be replaced.
 extern const char kDiscardCommand[];

@@ -54,11 +54,7 @@ WritesMode PgController::writesMode() const {
 
 bool PgController::signalStartingPostmaster(int sig) const {
   while (primaryApplyInFlight_ || startInFlight_) {
-    std::ifstream in(options_.dataDir + "/postmaster.pid");
-    long pid = 0;
-    if ((in >> pid) && pid > 0 && lockFileHeldByLivePostmaster(options_.dataDir + "/postmaster.pid")) {
-      return ::kill(static_cast<pid_t>(pid), sig) == 0;
-    }
+    if (auto pid = livePostmasterPid(options_.dataDir)) return ::kill(*pid, sig) == 0;
     std::this_thread::sleep_for(5ms);
   }
   return false;
@@ -128,11 +124,9 @@ bool PgController::signalPrimaryShutdown() const {
     std::lock_guard lock(stateMu_);
     if (state_.role != "primary") return false;  // a standby accepts no writes
   }
-  std::ifstream in(options_.dataDir + "/postmaster.pid");
-  long pid = 0;
-  if (!(in >> pid) || pid <= 0 || !lockFileHeldByLivePostmaster(options_.dataDir + "/postmaster.pid")) return false;
-  if (::kill(static_cast<pid_t>(pid), SIGINT) != 0) return false;
-  spdlog::warn("pg: asked the primary's postmaster (pid {}) for a fast shutdown: no session can commit on it", pid);
+  auto pid = livePostmasterPid(options_.dataDir);
+  if (!pid || ::kill(*pid, SIGINT) != 0) return false;
+  spdlog::warn("pg: asked the primary's postmaster (pid {}) for a fast shutdown: no session can commit on it", *pid);
   return true;
 }
 

@@ -416,6 +416,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   void refreshWatched(const std::string& path);
 
   void refreshState();
+  // The regain of the connection, owed since the reconnection, once the state was read.
+  void reportRegainIfOwed();
 
   void refreshActive();
 
@@ -460,6 +462,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   std::chrono::steady_clock::time_point openedAt_{};  // the current handle's opening
   uint64_t leaseEpoch_ = 0;
   bool reportedLoss_ = false;  // a loss was reported and no regain yet
+  bool regainOwed_ = false;    // reconnected after a reported loss: reported once the state is read
   std::shared_ptr<spdlog::logger> log_;
   std::shared_ptr<Outlet> outlet_;
   std::optional<SessionCredentials> resume_;  // until the first handle is opened

@@ -55,6 +55,7 @@ void Session::Impl::resetSessionState() {
   connected_ = false;
   initialized_ = false;
   reportedLoss_ = false;  // the next ZkInitialized reports the new session
+  regainOwed_ = false;
   stateChangedDuringSetup_ = false;
   activeChangedDuringSetup_ = false;
   sessionId_ = 0;
@@ -127,15 +128,14 @@ void Session::Impl::onSessionEvent(int state) {
     if (!initialized_) {
       runSetup();
     } else {
+      // The regain is reported once the state has been read again (after its change, if it
+      // changed meanwhile): a primary that resumes writes on it resumes on the state of now.
+      regainOwed_ = reportedLoss_;
       refreshState();
       refreshActive();
       refreshAllWatched();
       resolveUnknownWrite();
       syncElectionData();
-      if (reportedLoss_) {
-        reportedLoss_ = false;
-        if (onConnection_) onConnection_(ConnectionChange{true, sessionId_, zoo_recv_timeout(zh_)});
-      }
     }
   } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE ||
              state == ZOO_NOTCONNECTED_STATE) {
@@ -181,6 +181,7 @@ void Session::Impl::onSessionLost(const std::string& why) {
   connected_ = false;
   initialized_ = false;
   reportedLoss_ = false;  // the next ZkInitialized reports the new session
+  regainOwed_ = false;
   stateChangedDuringSetup_ = false;
   activeChangedDuringSetup_ = false;
   if (pendingWrite_) markWriteUnknown();
@@ -424,11 +425,19 @@ void Session::Impl::refreshState() {
                    node.version, node.data.size());
         onEvent_(ClusterStateChanged{node});
       }
+      reportRegainIfOwed();
     } else {
       log_->info("zk: re-reading the state failed ({}); retried on reconnection", describeRc(rc));
     }
     if (stateRefresh_.again && connected_) refreshState();
   });
+}
+
+void Session::Impl::reportRegainIfOwed() {
+  if (!regainOwed_ || !connected_) return;
+  regainOwed_ = false;
+  reportedLoss_ = false;
+  if (onConnection_) onConnection_(ConnectionChange{true, sessionId_, zoo_recv_timeout(zh_)});
 }
 
 void Session::Impl::refreshActive() {

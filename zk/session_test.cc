@@ -377,6 +377,30 @@ TEST_F(SessionTest, AnInterruptedUnchangedRewriteThatNeverReachedZooKeeperIsNotR
                            << now->version;
 }
 
+// The regain of the same session is reported once the state has been read again: a
+// primary that resumes writes on it decides on the state of now, never on the one from
+// before the loss (a promotion carried out meanwhile).
+TEST_F(SessionTest, TheRegainOfTheSameSessionIsReportedAfterTheStateIsReadAgain) {
+  dugong::testing::TcpProxy proxy("127.0.0.1", zk->clientPort(0));
+  Peer a(io, options("127.0.0.1:" + std::to_string(proxy.port()), "c1", 8000), "a");
+  a.start();
+  ASSERT_TRUE(a.waitInit());
+  ASSERT_TRUE(a.put(state(1), -1).ok);
+  ASSERT_TRUE(runUntil(io, [&] { return a.state().version == 0; }));
+  const int lostBefore = a.session().status().sessionsLost;
+  std::vector<std::pair<bool, int32_t>> changes;  // connected, and the state version the peer had then
+  a.session().setConnectionCallback([&](ConnectionChange c) { changes.emplace_back(c.connected, a.state().version); });
+  proxy.cut();
+  ASSERT_TRUE(runUntil(io, [&] { return !changes.empty(); }));
+  ASSERT_TRUE(client(zk->connectString(), "c1")->putState(state(2), 0).ok);
+  proxy.heal();
+  ASSERT_TRUE(runUntil(io, [&] { return changes.size() >= 2; }));
+  ASSERT_EQ(a.session().status().sessionsLost, lostBefore) << "the session expired: the test proves nothing";
+  EXPECT_FALSE(changes[0].first);
+  EXPECT_TRUE(changes[1].first);
+  EXPECT_EQ(changes[1].second, 1) << "the regain was reported before the state written during the loss was read";
+}
+
 TEST_F(SessionTest, DigestAuthLetsOnlyTheConfiguredIdentityWrite) {
   ZkOptions secured = options(zk->connectString(), "sec");
   secured.auth = DigestAuth{"dugong", "s3cret"};

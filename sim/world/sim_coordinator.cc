@@ -365,6 +365,12 @@ void ZkEnsemble::heal(int n) {
   if (c.session != 0 && it != sessions_.end() && it->second.alive) {
     it->second.connected = true;
     ++it->second.disconnects;
+    if (c.needResync && c.ready) {  // the watches fire for what changed meanwhile
+      c.needResync = false;
+      deliver(n, ActivePeersChanged{activePeers()});
+      deliver(n, ClusterStateChanged{stateNode()});
+    }
+    // As the real client: the regain after the state read again (deliveries keep order).
     if (std::exchange(c.lossReported, false) && c.agent->member_) {
       uint64_t sid = c.session;
       schedule(n, [this, n, sid] {
@@ -374,11 +380,6 @@ void ZkEnsemble::heal(int n) {
         x.agent->callbacks_.onConnection(
             agent::CoordinatorConnection{true, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
       });
-    }
-    if (c.needResync && c.ready) {  // the watches fire for what changed meanwhile
-      c.needResync = false;
-      deliver(n, ActivePeersChanged{activePeers()});
-      deliver(n, ClusterStateChanged{stateNode()});
     }
     return;
   }
