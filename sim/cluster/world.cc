@@ -51,6 +51,9 @@ void World::startAgent(int n) {
   nd.leaseDeadline = -1;
   o.lease.tickTimeMs = sc_.tickTimeMs;
   o.onLeaseDeadline = [this, n](int64_t deadline) { node(n).leaseDeadline = deadline; };
+  nd.watchdogPrimary = false;
+  o.onPrimaryApplyStarting = [this, n] { node(n).watchdogPrimary = true; };
+  o.onRoleApplied = [this, n](Role, Role applied) { node(n).watchdogPrimary = applied == Role::kPrimary; };
   o.failsafe = sc_.failsafe;
   o.failsafeDurationMs = sc_.sessionTimeoutMs;
   nd.driver = std::make_unique<agent::Driver>(

@@ -135,6 +135,9 @@ struct Node {
   int64_t faultExpiredAt = -1;
   int64_t primaryConnectionLostAt = -1;  // what the agent tells its watchdog (-1: connected)
   int64_t leaseDeadline = -1;            // the lease's end the agent tells its watchdog (-1: none)
+  // What the agent tells its watchdog of its role: primary from the announcement of a
+  // primary's apply on, until a role other than primary is applied (agent/agent.cc).
+  bool watchdogPrimary = false;
   simworld::PgServer pg;
   int64_t generationTag = 0;  // the generation its agent saw when making its postgres primary
 };

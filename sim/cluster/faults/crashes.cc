@@ -30,8 +30,8 @@ void World::crashPeer(int n, int64_t downFor) {
 
 // The agent alone dies; its postgres runs on as it was (a primary stays writable, and
 // acknowledges what its sync receives). Its ZooKeeper session expires unless the agent
-// is back in time. The agent's watchdog (agent/watchdog.h) outlives it if armed (the
-// applied role was primary) and asks postgres for a fast shutdown between a quarter and
+// is back in time. The agent's watchdog (agent/watchdog.h) outlives it if armed (told
+// primary: a primary's apply was announced, and no other role applied since) and asks postgres for a fast shutdown between a quarter and
 // a half of the session timeout after the death, whatever runs there by then; or, if the
 // agent had lost its connection as primary, by a sixth of the session timeout after the
 // loss (when the agent would have), within a 24th (its poll then).
@@ -51,7 +51,7 @@ void World::crashAgent(int n, int64_t downFor) {
 }
 
 std::optional<int64_t> World::watchdogDelay(int n) {
-  if (node(n).driver->appliedRole() != Role::kPrimary) return std::nullopt;
+  if (!node(n).watchdogPrimary) return std::nullopt;
   const int64_t lostAt = node(n).primaryConnectionLostAt;
   const int64_t leaseEnd = node(n).leaseDeadline;
   const int64_t t = sc_.sessionTimeoutMs;
