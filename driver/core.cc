@@ -349,6 +349,9 @@ void DriverCore::onApplied(const in::Applied& a) {
   const PgConfig& config = a.config;
   const bool fromPeer = a.fromPeer;
   const PgConfigApplied& r = a.r;
+  // The state machine's wanted configuration: its own apply, or the start after a
+  // switchover that did not happen.
+  const bool wanted = fromPeer || std::exchange(startingAgainAfterHandover_, false);
   pgBusy_ = false;
   lastTransitionDone_ = now();
   bool restartAfterResume = false;
@@ -372,7 +375,7 @@ void DriverCore::onApplied(const in::Applied& a) {
                                  (postgresShutDown_ ? "shut down" : "stopped") +
                                  " (the adapter keeps them so through any apply)");
       }
-    } else if (writesStopped_ && fromPeer && config.role == PgRole::kPrimary && roleAtLoss_ == Role::kPrimary &&
+    } else if (writesStopped_ && wanted && config.role == PgRole::kPrimary && roleAtLoss_ == Role::kPrimary &&
                peer_->role() == Role::kPrimary && (generation() == generationAtLoss_ || confirmOwed_)) {
       // Still the primary, from a state read on the new session (of the generation at the
       // loss, or of a newer one its own write of unknown outcome made): a takeover decided
@@ -383,7 +386,7 @@ void DriverCore::onApplied(const in::Applied& a) {
                                        "was confirmed: writes stay ") +
                                (postgresShutDown_ ? "shut down" : "stopped") + " until the confirmation");
       confirmAfterNewSession();
-    } else if (writesStopped_ && fromPeer) {
+    } else if (writesStopped_ && wanted) {
       writesStopped_ = false;
       confirmOwed_ = false;
       const bool wasShutDown = std::exchange(postgresShutDown_, false);

@@ -353,6 +353,9 @@ class DriverCore {
   std::optional<PgConfig> handoverFrom_;
   bool handoverTimedOut_ = false;  // the sync's wait is over: start postgres again once idle
   std::string handedOverFor_;      // the promote request (JSON) last handed over for
+  // The apply in flight starts postgres again after a switchover that did not happen: the
+  // state machine's wanted configuration, which lifts a stop of writes as its own applies do.
+  bool startingAgainAfterHandover_ = false;
   std::optional<int64_t> handoverWaitedIn_;
   SyncAckWatch syncWatch_;
   std::optional<std::pair<int64_t, std::string>> syncWatchedFor_;  // generation, sync

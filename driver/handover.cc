@@ -71,6 +71,7 @@ void DriverCore::maybeHandOver() {
 void DriverCore::startAgainAfterHandover() {
   lastApplied_ = peer_->wantedPgConfig();
   handoverFrom_.reset();
+  startingAgainAfterHandover_ = true;
   applyPg(*lastApplied_, false);
 }
 
