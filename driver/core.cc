@@ -386,7 +386,9 @@ void DriverCore::onApplied(const in::Applied& a) {
                                        "was confirmed: writes stay ") +
                                (postgresShutDown_ ? "shut down" : "stopped") + " until the confirmation");
       confirmAfterNewSession();
-    } else if (writesStopped_ && wanted) {
+    } else if (writesStopped_ && wanted && peer_->wantedPgConfig() == config) {
+      // (Not for a configuration the state machine has moved away from while it was
+      // applied, e.g. a primary's deposed meanwhile: its next apply decides.)
       writesStopped_ = false;
       confirmOwed_ = false;
       const bool wasShutDown = std::exchange(postgresShutDown_, false);

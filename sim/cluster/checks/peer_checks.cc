@@ -32,8 +32,10 @@ void World::checkStep() {
       checker_.onDeposedWritable(now_, nd.identity.id);
     }
     // A withdrawn peer rejoins once its postgres answers again (a fresh connection too,
-    // as the agent's health check opens one).
-    if (nd.driver->withdrawn() && nd.pg.serving() && now_ >= nd.pg.refusesNewConnectionsUntil) {
+    // as the agent's health check opens one), unless its agent is stopped (it acts once
+    // it continues: the bound runs from then).
+    if (nd.driver->withdrawn() && !nd.driver->paused() && nd.pg.serving() &&
+        now_ >= nd.pg.refusesNewConnectionsUntil) {
       if (nd.withdrawnServingSince < 0) nd.withdrawnServingSince = now_;
       if (now_ - nd.withdrawnServingSince > kRejoinBoundMs) {
         checker_.fail(now_, "withdrawn-stuck",
