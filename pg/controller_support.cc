@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -94,33 +95,38 @@ Result<bool> portFree(const std::string& host, int port) {
   return true;
 }
 
-// Whether the first line of a postgres lock file (postmaster.pid, or the socket's
-// .s.PGSQL.<port>.lock) names a live postmaster. The pid may have been reused: check that
-// it is a postgres process, and not a zombie (a killed postmaster whose parent has not
-// reaped it yet, which postgres itself would take for a running server).
-bool lockFileHeldByLivePostmaster(const std::string& lockFile) {
-  std::ifstream in(lockFile);
-  long pid = 0;
-  if (!(in >> pid) || pid <= 0) return false;
-  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+// The state letter of a process in /proc/<pid>/stat (R, S, D, T, t, Z, ...), if it exists,
+// and whether it is a postgres process.
+std::optional<std::pair<char, bool>> procStateOf(pid_t pid) {
   std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
   auto close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z') return false;
-  return stat.find("(postgres)") != std::string::npos;
+  if (close == std::string::npos || close + 2 >= stat.size()) return std::nullopt;
+  return std::make_pair(stat[close + 2], stat.find("(postgres)") != std::string::npos);
 }
 
-std::optional<pid_t> livePostmasterPid(const std::string& dataDir) {
-  const std::string lockFile = dataDir + "/postmaster.pid";
+// The pid in the first line of a postgres lock file (postmaster.pid, or the socket's
+// .s.PGSQL.<port>.lock) while it names a live postmaster. The pid may have been reused:
+// check that it is a postgres process, and not a zombie (a killed postmaster whose parent
+// has not reaped it yet, which postgres itself would take for a running server).
+std::optional<pid_t> postmasterOfLockFile(const std::string& lockFile) {
   std::ifstream in(lockFile);
   long pid = 0;
-  if (!(in >> pid) || pid <= 0 || !lockFileHeldByLivePostmaster(lockFile)) return std::nullopt;
+  if (!(in >> pid) || pid <= 0) return std::nullopt;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return std::nullopt;
+  auto state = procStateOf(static_cast<pid_t>(pid));
+  if (!state || state->first == 'Z' || !state->second) return std::nullopt;
   return static_cast<pid_t>(pid);
 }
 
+bool lockFileHeldByLivePostmaster(const std::string& lockFile) { return postmasterOfLockFile(lockFile).has_value(); }
+
+std::optional<pid_t> livePostmasterPid(const std::string& dataDir) {
+  return postmasterOfLockFile(dataDir + "/postmaster.pid");
+}
+
 bool processStopped(pid_t pid) {
-  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && (stat[close + 2] == 'T' || stat[close + 2] == 't');
+  auto state = procStateOf(pid);
+  return state && (state->first == 'T' || state->first == 't');
 }
 
 const char kDiscardCommand[] =
