@@ -105,7 +105,7 @@ void Session::Impl::putClusterState(const ClusterState& state, int32_t expectedV
   ++requestsSent_;
   if (rc != ZOK) {
     // The client did not take the request: no completion will come.
-    delete raw;
+    takeBack(raw);
     completeWrite(failure("the write could not be sent: " + describeRc(rc)));
     return;
   }
@@ -150,6 +150,10 @@ std::unique_ptr<Call> Session::Impl::newCall(std::function<void(Reply)> done) {
   call->impl = weak_from_this();
   call->outlet = outlet_;
   call->done = std::move(done);
+  if (handleCtx_) {
+    call->outstanding = handleCtx_->outstanding;
+    call->outstanding->add(call.get());
+  }
   return call;
 }
 

@@ -5,10 +5,13 @@
 
 #include "zk/session.h"
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <unordered_set>
 #include <mutex>
 #include <random>
 #include <utility>
@@ -59,9 +62,47 @@ struct Reply {
 
 // One outstanding asynchronous request. Owned by the C client between the request
 // and its completion (which the client calls exactly once, also on close).
+// Requests alive (sent, or answered and not yet delivered), for the tests.
+inline std::atomic<int64_t> callsAlive{0};
+
+struct Call;
+
+// The requests one handle holds: sent, their completion not yet called. The C client
+// calls each completion once, except those it queues as the handle closes: its
+// completion thread has ended by then, and zookeeper_close frees the handle with them
+// still queued (ZOOKEEPER-2894, ZOOKEEPER-3868; libzookeeper-mt 3.8). Once the close
+// returned, no thread of that handle can call back: what is left is freed then.
+class OutstandingCalls {
+ public:
+  void add(Call* call) {
+    std::lock_guard lock(mu_);
+    calls_.insert(call);
+  }
+  // The completion was called: the request is the caller's again.
+  void remove(Call* call) {
+    std::lock_guard lock(mu_);
+    calls_.erase(call);
+  }
+  // After zookeeper_close returned.
+  void freeAll();
+
+ private:
+  std::mutex mu_;
+  std::unordered_set<Call*> calls_;
+};
+
 struct Call {
+  Call() { ++callsAlive; }
+  ~Call() {
+    --callsAlive;
+    if (outstanding) outstanding->remove(this);  // one never handed to the C client
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
   std::weak_ptr<Session::Impl> impl;
   std::shared_ptr<Outlet> outlet;
+  std::shared_ptr<OutstandingCalls> outstanding;  // of the handle it was sent on, if any
   std::function<void(Reply)> done;  // runs on the io_context if the session lives
 
   // Buffers of a multi-op, which must live until the completion.
@@ -75,10 +116,25 @@ struct Call {
   zoo_op_result_t results[2]{};
 };
 
+inline void OutstandingCalls::freeAll() {
+  std::unordered_set<Call*> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(calls_);
+  }
+  for (Call* c : left) delete c;
+}
+
 inline Call* callFromData(const void* data) { return static_cast<Call*>(const_cast<void*>(data)); }
 
+// The C client gave the request back (its completion, or it refused to send it).
+inline std::unique_ptr<Call> takeBack(Call* raw) {
+  if (raw->outstanding) raw->outstanding->remove(raw);
+  return std::unique_ptr<Call>(raw);
+}
+
 inline void finish(Call* raw, Reply reply) {
-  std::shared_ptr<Call> call(raw);
+  std::shared_ptr<Call> call = takeBack(raw);
   std::shared_ptr<Outlet> outlet = call->outlet;
   outlet->post([call = std::move(call), reply = std::move(reply)]() mutable {
     if (auto alive = call->impl.lock()) call->done(std::move(reply));
@@ -133,10 +189,15 @@ inline void onMultiCompletion(int rc, const void* data) {
 }
 
 // The global watcher's context: which handle generation the notifications belong to.
+// The closer holds it until zookeeper_close returned (handle_closer.h); a handle left
+// open keeps it for ever.
 struct HandleCtx {
+  ~HandleCtx() { outstanding->freeAll(); }
+
   std::weak_ptr<Session::Impl> impl;
   std::shared_ptr<Outlet> outlet;
   uint64_t generation = 0;
+  std::shared_ptr<OutstandingCalls> outstanding = std::make_shared<OutstandingCalls>();
 };
 
 struct WatchNotice {

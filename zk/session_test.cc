@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/tcp_proxy.h"
+#include "zk/handle_closer.h"
+#include "zk/session_impl.h"
 #include "zk/test_util.h"
 
 namespace dugong::zk {
@@ -399,6 +401,23 @@ TEST_F(SessionTest, TheRegainOfTheSameSessionIsReportedAfterTheStateIsReadAgain)
   EXPECT_FALSE(changes[0].first);
   EXPECT_TRUE(changes[1].first);
   EXPECT_EQ(changes[1].second, 1) << "the regain was reported before the state written during the loss was read";
+}
+
+// The C client leaves the completions of requests answered (or failed) as a handle
+// closes in a queue that nobody runs any more (its completion thread has ended): what
+// such a request carries must still be freed once the close returned. A race: sessions
+// are closed one after another right after requests were sent.
+TEST_F(SessionTest, ClosingWhileAnswersArriveLeavesNoRequestBehind) {
+  for (int i = 0; i < 40; ++i) {
+    Peer a(io, options(zk->connectString(), "c1", 8000), "a");
+    a.start();
+    ASSERT_TRUE(a.waitInit());
+    a.session().putClusterState(state(i + 1), i - 1, [](const StateWriteFinished&) {}, "closing");
+    a.session().watchNode("/dugong/c1/election", [](const StateNode&) {});
+    a.session().putClusterState(state(i + 1), i - 1, [](const StateWriteFinished&) {}, "refused: one in flight");
+  }
+  ASSERT_TRUE(detail::waitForClosedHandles(kWait));
+  EXPECT_EQ(session_internal::callsAlive.load(), 0) << "a request outstanding at the close was never freed";
 }
 
 TEST_F(SessionTest, DigestAuthLetsOnlyTheConfiguredIdentityWrite) {
