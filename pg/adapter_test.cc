@@ -541,6 +541,7 @@ TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
   ASSERT_TRUE(st.streamProblem.has_value());
   EXPECT_NE(st.streamProblem->find("not streaming from peer-b"), std::string::npos) << *st.streamProblem;
 
+  const WalPosition pastTheFork = *rc.position;  // on timeline 1, the WAL c is about to lose
   ino_t before = inode(c.options.dataDir);
   r = apply(pc, PgConfig::standby(PgRole::kAsync, b.identity, b.identity));  // the agent's restart
   ASSERT_TRUE(r.ok) << r.error;
@@ -555,6 +556,28 @@ TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
   ASSERT_TRUE(rc.position && rc.history) << rc.error;
   EXPECT_EQ(rc.history->timeline, 2);
   EXPECT_EQ(rc.history->ancestors, rb.history->ancestors);
+
+  // A primary runs only on data that holds its generation's history (pg/plan/transition.h).
+  // b, promoted at the fork, holds timeline 1 up to it and timeline 2 after it.
+  PgConfig asPrimary = PgConfig::primary(std::nullopt);
+  asPrimary.initWal = fork;
+  asPrimary.initTimeline = 1;
+  r = apply(pb, asPrimary);
+  EXPECT_TRUE(r.ok) << r.error;
+  asPrimary.initWal = *rb.position;
+  asPrimary.initTimeline = 2;
+  r = apply(pb, asPrimary);
+  EXPECT_TRUE(r.ok) << r.error;
+  // c, on timeline 2 since its repair, is not the primary of a generation that began past
+  // the fork on timeline 1: it lacks what that generation acknowledged. Stopped, kept.
+  asPrimary.initWal = pastTheFork;
+  asPrimary.initTimeline = 1;
+  r = apply(pc, asPrimary);
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.refused);
+  EXPECT_FALSE(r.online);
+  EXPECT_NE(r.error.find("holds another history than the cluster's"), std::string::npos) << r.error;
+  EXPECT_EQ(inode(c.options.dataDir), before);
 }
 
 TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply) {

@@ -169,9 +169,29 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
   dir.found = dataDirFound(&unreadable);
   dir.running = running;
   dir.newCluster = config.newCluster;
+  dir.initWal = config.initWal;
+  dir.initTimeline = config.initTimeline;
+  if (dir.found == DataDirFound::kSetUp && config.initTimeline != 0) {
+    auto history = readNewestTimelineHistory(options_.dataDir + "/pg_wal");
+    if (history) {
+      dir.history = std::move(history.value());
+    } else {
+      dir.historyError = history.error();
+    }
+  }
   const PrimaryDirPlan dirPlan = planPrimaryDataDir(dir);
   if (dirPlan.step == PrimaryDirStep::kFail) {
     return failed(dirPlan.why + " (" + options_.dataDir + (unreadable.empty() ? "" : ": " + unreadable) + ")", running);
+  }
+  if (dirPlan.step == PrimaryDirStep::kRefuse && dir.found == DataDirFound::kSetUp) {
+    // Running on it already (an agent restarted beside it): it serves nothing more.
+    if (running) {
+      if (auto st = stop(); !st) spdlog::error("pg: stopping postgres on another history failed: {}", st.error());
+    }
+    return refused(dirPlan.why + ". If " + options_.dataDir + " was restored from a copy, put back the data it "
+                       "replaced and restart the agent; otherwise stop this agent so that the sync takes over, "
+                       "then rebuild this peer from the new primary (dugong-adm rebuild)",
+                   isRunning());
   }
   if (dirPlan.step == PrimaryDirStep::kRefuse) {
     std::error_code ec;

@@ -56,21 +56,36 @@ Result<std::vector<TimelineHistory::Ancestor>> readTimelineAncestors(const std::
   return out;
 }
 
-Result<TimelineHistory> readTimelineHistory(const std::string& walDir, WalPosition position) {
-  if (position.value() == 0) return Error{"no WAL to read the timeline of"};
-  const uint64_t segno = (position.value() - 1) / kWalSegmentBytes;
+namespace {
+
+// The newest timeline of the segment files in `walDir` (those of segment `segno` only,
+// when given), with its ancestors.
+Result<TimelineHistory> newestSegmentsHistory(const std::string& walDir, std::optional<uint64_t> segno) {
   TimelineHistory out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(walDir, ec)) {
     auto seg = parseWalSegmentName(entry.path().filename().string());
-    if (seg && seg->segno == segno && seg->timeline > out.timeline) out.timeline = seg->timeline;
+    if (seg && (!segno || seg->segno == *segno) && seg->timeline > out.timeline) out.timeline = seg->timeline;
   }
   if (ec) return Error{"cannot list " + walDir + ": " + ec.message()};
-  if (out.timeline == 0) return Error{"no segment file in " + walDir + " holds WAL position " + position.toString()};
+  if (out.timeline == 0) return Error{"no segment file in " + walDir};
   auto ancestors = readTimelineAncestors(walDir, out.timeline);
   if (!ancestors) return Error{ancestors.error()};
   out.ancestors = std::move(ancestors.value());
   return out;
+}
+
+}  // namespace
+
+Result<TimelineHistory> readTimelineHistory(const std::string& walDir, WalPosition position) {
+  if (position.value() == 0) return Error{"no WAL to read the timeline of"};
+  auto h = newestSegmentsHistory(walDir, (position.value() - 1) / kWalSegmentBytes);
+  if (!h) return Error{h.error() + " holds WAL position " + position.toString()};
+  return h;
+}
+
+Result<TimelineHistory> readNewestTimelineHistory(const std::string& walDir) {
+  return newestSegmentsHistory(walDir, std::nullopt);
 }
 
 }  // namespace dugong::pg

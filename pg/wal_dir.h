@@ -37,4 +37,10 @@ Result<std::vector<TimelineHistory::Ancestor>> readTimelineAncestors(const std::
 // but could not follow does not count.
 Result<TimelineHistory> readTimelineHistory(const std::string& walDir, WalPosition position);
 
+// The history of the WAL in `walDir` as far as it goes, read while postgres is stopped as
+// well: the newest timeline any segment file is on (a promotion writes its first segment
+// at once; recycled segments are named after the timeline that recycles them), and its
+// ancestors. What a primary's start compares with the generation's (pg/plan/transition.h).
+Result<TimelineHistory> readNewestTimelineHistory(const std::string& walDir);
+
 }  // namespace dugong::pg

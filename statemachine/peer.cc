@@ -497,11 +497,16 @@ Role Peer::roleFromState(const ClusterState& s) const {
 PgConfig Peer::desiredPgConfig() const {
   const ClusterState& s = *state_;
   switch (role_) {
-    case Role::kPrimary:
+    case Role::kPrimary: {
       // Only a new cluster's first primary may create its data directory: in any later
-      // generation, or one set up from data (initWal), it holds the cluster's data.
-      return s.generation == 1 && s.initWal == WalPosition() ? PgConfig::firstPrimary(s.sync)
-                                                             : PgConfig::primary(s.sync);
+      // generation, or one set up from data (initWal), it holds the cluster's data, and
+      // the generation's history up to initWal.
+      if (s.generation == 1 && s.initWal == WalPosition()) return PgConfig::firstPrimary(s.sync);
+      PgConfig c = PgConfig::primary(s.sync);
+      c.initWal = s.initWal;
+      c.initTimeline = s.initTimeline;
+      return c;
+    }
     case Role::kSync:
       return PgConfig::standby(PgRole::kSync, s.primary, s.primary);
     case Role::kAsync: {

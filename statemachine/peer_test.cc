@@ -405,6 +405,31 @@ TEST(Peer, GenerationWithoutATimelineIsTakenOverOnPositionAlone) {
   EXPECT_FALSE(writes[0].state.toJson().contains("initTimeline"));
 }
 
+// A primary's configuration carries the history its data must hold (the generation's
+// initWal and initTimeline): a primary whose data forked off before initWal (a host
+// restored from an older copy) lacks what the generation acknowledged, and its adapter
+// refuses to start it (pg/plan/transition.h). A new cluster's first primary has none.
+TEST(Peer, APrimarysConfigurationNamesTheHistoryItsDataMustHold) {
+  Harness h;
+  ClusterState s = cluster(4, "me", "b", {"a"});
+  s.initWal = WalPosition(0x8880);
+  s.initTimeline = 3;
+  auto apply = only<ApplyPgConfig>(h.startAsPrimary(s, {"me", "b", "a"}));
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_EQ(apply[0].config.role, PgRole::kPrimary);
+  EXPECT_EQ(apply[0].config.initWal, WalPosition(0x8880));
+  EXPECT_EQ(apply[0].config.initTimeline, 3);
+  EXPECT_EQ(apply[0].config.toJson()["initTimeline"], 3);
+  EXPECT_FALSE(apply[0].config.newCluster);
+
+  Harness first;
+  apply = only<ApplyPgConfig>(first.startAsPrimary(cluster(1, "me", "b"), {"me", "b"}));
+  ASSERT_EQ(apply.size(), 1u);
+  EXPECT_TRUE(apply[0].config.newCluster);
+  EXPECT_EQ(apply[0].config.initTimeline, 0);
+  EXPECT_FALSE(apply[0].config.toJson().contains("initTimeline"));
+}
+
 TEST(Peer, LostRaceWaitsForNewsOrTheRetryTimer) {
   Harness h;
   h.startAsPrimary(cluster(1, "me", "b"), {"me", "b"});

@@ -44,6 +44,10 @@ nlohmann::json PgConfig::toJson() const {
                       {"downstream", peer(downstream)},
                       {"restorePeer", peer(restorePeer)}};
   if (newCluster) j["newCluster"] = true;
+  if (initTimeline > 0) {
+    j["initWal"] = initWal.toString();
+    j["initTimeline"] = initTimeline;
+  }
   return j;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "statemachine/identity.h"
+#include "statemachine/wal_position.h"
 
 namespace dugong {
 
@@ -31,6 +32,13 @@ struct PgConfig {
   // directory holds the cluster's data: found missing, the adapter refuses (the peer
   // halts), never putting an empty database system in its place.
   bool newCluster = false;
+  // primary only: the history its data must hold, the generation's: its WAL on timeline
+  // `initTimeline` at `initWal` (ClusterState's; 0: none recorded, nothing to check).
+  // Data whose WAL forked off before initWal (a host restored from an older copy) lacks
+  // what the generation acknowledged: the adapter refuses it (the peer halts) instead of
+  // starting it as the primary.
+  WalPosition initWal;
+  int64_t initTimeline = 0;
 
   static PgConfig none() { return {}; }
   // The primary of an existing cluster: never bootstraps.
@@ -39,7 +47,8 @@ struct PgConfig {
   static PgConfig firstPrimary(std::optional<PeerIdentity> downstream);
   static PgConfig standby(PgRole role, PeerIdentity upstream, PeerIdentity restorePeer);
 
-  // Full identities, or null; "newCluster": true only when set.
+  // Full identities, or null; "newCluster": true only when set; "initWal" and
+  // "initTimeline" only when a timeline is recorded.
   nlohmann::json toJson() const;
   // Equal when toJson() would be: the role and every identity in full. Compared field by
   // field (the state machine compares on every evaluation).
@@ -50,7 +59,8 @@ struct PgConfig {
                      a->backupUrl == b->backupUrl));
     };
     return role == other.role && same(upstream, other.upstream) && same(downstream, other.downstream) &&
-           same(restorePeer, other.restorePeer) && newCluster == other.newCluster;
+           same(restorePeer, other.restorePeer) && newCluster == other.newCluster && initWal == other.initWal &&
+           initTimeline == other.initTimeline;
   }
 };
 

@@ -9,10 +9,33 @@ PrimaryPlan planPrimary(const PrimaryFacts& facts) {
   return plan;
 }
 
+namespace {
+
+PrimaryDirPlan planPrimaryHistory(const PrimaryDirFacts& facts) {
+  if (facts.initTimeline == 0) return {PrimaryDirStep::kUse, ""};
+  const std::string generation =
+      "the generation's WAL is on timeline " + std::to_string(facts.initTimeline) + " at its initWal " +
+      facts.initWal.toString();
+  if (!facts.history) {
+    return {PrimaryDirStep::kFail,
+            "cannot tell whether the data directory holds the cluster's history (" + generation +
+                "): its timelines are not known: " + facts.historyError};
+  }
+  const int64_t mine = facts.history->timelineAt(facts.initWal);
+  if (mine == facts.initTimeline) return {PrimaryDirStep::kUse, ""};
+  return {PrimaryDirStep::kRefuse,
+          "the data directory holds another history than the cluster's: " + generation + ", its own on timeline " +
+              std::to_string(mine) + " there (" + facts.history->describe() +
+              "): it forked off before initWal and lacks commits the cluster acknowledged; not starting it as "
+              "the primary"};
+}
+
+}  // namespace
+
 PrimaryDirPlan planPrimaryDataDir(const PrimaryDirFacts& facts) {
   switch (facts.found) {
     case DataDirFound::kSetUp:
-      return {PrimaryDirStep::kUse, ""};
+      return planPrimaryHistory(facts);
     case DataDirFound::kUnreadable:
       return {PrimaryDirStep::kFail, "cannot tell whether the data directory holds a database"};
     case DataDirFound::kMissing:

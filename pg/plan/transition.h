@@ -4,7 +4,11 @@
 // simulated postgres (sim/world/sim_postgres.cc) both run it.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "statemachine/timeline_history.h"
+#include "statemachine/wal_position.h"
 
 namespace dugong::pg {
 
@@ -19,12 +23,18 @@ struct PrimaryDirFacts {
   DataDirFound found = DataDirFound::kSetUp;
   bool running = false;     // a live postmaster holds the directory
   bool newCluster = false;  // the first primary of a new cluster (PgConfig::newCluster)
+  // The generation's history (PgConfig::initWal, initTimeline; 0: nothing to check), and
+  // the timelines of the directory's WAL (read when set up and there is one to check).
+  WalPosition initWal;
+  int64_t initTimeline = 0;
+  std::optional<TimelineHistory> history;
+  std::string historyError;  // why it was not read
 };
 
 enum class PrimaryDirStep {
   kUse,        // set up: start, reload or promote it
   kBootstrap,  // a new cluster's first data directory: initdb, or the bootstrap from a backup
-  kRefuse,     // a primary of an existing cluster with no data: the peer halts for an operator
+  kRefuse,     // no data, or data off the generation's history: the peer halts for an operator
   kFail,       // an error, tried again later, nothing changed
 };
 
@@ -36,7 +46,9 @@ struct PrimaryDirPlan {
 // A data directory is created only for a new cluster: a primary of any later generation
 // (or of a cluster set up from data) that finds none refuses, since an empty database
 // system in its place would be a new primary with none of the cluster's data. A file
-// system error is never taken for "no data".
+// system error is never taken for "no data". Data whose WAL is on another timeline at
+// the generation's initWal than the one recorded forked off before it, and lacks what the
+// generation acknowledged: refused too; a history that could not be read is an error.
 PrimaryDirPlan planPrimaryDataDir(const PrimaryDirFacts& facts);
 
 // A primary's apply.

@@ -38,21 +38,68 @@ TEST(PlanTransition, PrimaryDataDirTable) {
   };
   using F = DataDirFound;
   using S = PrimaryDirStep;
-  //                                                     found        running newCluster
+  auto dir = [](DataDirFound found, bool running, bool newCluster) {
+    PrimaryDirFacts f;
+    f.found = found;
+    f.running = running;
+    f.newCluster = newCluster;
+    return f;
+  };
+  //                                                       found     running newCluster
   const Row rows[] = {
-      {"set up: used as it is", {F::kSetUp, false, false}, S::kUse},
-      {"set up, new cluster: used as it is", {F::kSetUp, true, true}, S::kUse},
-      {"a new cluster with no data: bootstrapped", {F::kMissing, false, true}, S::kBootstrap},
-      {"an existing cluster's primary with no data: refused", {F::kMissing, false, false}, S::kRefuse},
-      {"no data, but postgres runs: an error", {F::kMissing, true, true}, S::kFail},
-      {"no data, existing cluster, postgres runs: an error", {F::kMissing, true, false}, S::kFail},
-      {"unreadable, new cluster: an error, not a bootstrap", {F::kUnreadable, false, true}, S::kFail},
-      {"unreadable, existing cluster: an error", {F::kUnreadable, false, false}, S::kFail},
+      {"set up: used as it is", dir(F::kSetUp, false, false), S::kUse},
+      {"set up, new cluster: used as it is", dir(F::kSetUp, true, true), S::kUse},
+      {"a new cluster with no data: bootstrapped", dir(F::kMissing, false, true), S::kBootstrap},
+      {"an existing cluster's primary with no data: refused", dir(F::kMissing, false, false), S::kRefuse},
+      {"no data, but postgres runs: an error", dir(F::kMissing, true, true), S::kFail},
+      {"no data, existing cluster, postgres runs: an error", dir(F::kMissing, true, false), S::kFail},
+      {"unreadable, new cluster: an error, not a bootstrap", dir(F::kUnreadable, false, true), S::kFail},
+      {"unreadable, existing cluster: an error", dir(F::kUnreadable, false, false), S::kFail},
   };
   for (const Row& r : rows) {
     const PrimaryDirPlan p = planPrimaryDataDir(r.facts);
     EXPECT_EQ(p.step, r.step) << r.name;
     EXPECT_EQ(p.why.empty(), p.step == S::kUse || p.step == S::kBootstrap) << r.name;
+  }
+}
+
+// The primary of a generation that recorded its timeline at initWal runs only on data
+// that holds that history: a WAL forked off before initWal (a host restored from an older
+// copy) lacks what the generation acknowledged there.
+TEST(PlanTransition, PrimaryDataMustHoldTheGenerationsHistory) {
+  const WalPosition initWal(0x8880);
+  auto facts = [&](int64_t initTimeline, std::optional<TimelineHistory> history) {
+    PrimaryDirFacts f;
+    f.found = DataDirFound::kSetUp;
+    f.initWal = initWal;
+    f.initTimeline = initTimeline;
+    f.history = std::move(history);
+    if (!f.history) f.historyError = "no segment file in pg_wal";
+    return f;
+  };
+  struct Row {
+    const char* name;
+    PrimaryDirFacts facts;
+    PrimaryDirStep step;
+  };
+  const Row rows[] = {
+      {"on the generation's timeline at initWal", facts(3, TimelineHistory{3, {{2, WalPosition(0x80)}}}),
+       PrimaryDirStep::kUse},
+      {"promoted after initWal (its own takeover)", facts(3, TimelineHistory{4, {{3, initWal}}}), PrimaryDirStep::kUse},
+      {"forked off before initWal", facts(3, TimelineHistory{4, {{3, WalPosition(0x8000)}}}), PrimaryDirStep::kRefuse},
+      {"another timeline altogether", facts(3, TimelineHistory{2, {}}), PrimaryDirStep::kRefuse},
+      {"its history unread", facts(3, std::nullopt), PrimaryDirStep::kFail},
+      {"no timeline recorded: nothing to check", facts(0, std::nullopt), PrimaryDirStep::kUse},
+  };
+  for (const Row& r : rows) {
+    const PrimaryDirPlan p = planPrimaryDataDir(r.facts);
+    EXPECT_EQ(p.step, r.step) << r.name;
+    if (r.step == PrimaryDirStep::kRefuse) {
+      EXPECT_NE(p.why.find("on timeline 3 at its initWal"), std::string::npos) << p.why;
+    }
+    if (r.step == PrimaryDirStep::kFail) {
+      EXPECT_NE(p.why.find("no segment file"), std::string::npos) << p.why;
+    }
   }
 }
 

@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
   std::vector<std::atomic<int64_t>> byKind(dugong::clustersim::kFaultKinds);
   std::atomic<int64_t> virtualMs{0};
   std::atomic<int64_t> worstConverge{0};
+  std::atomic<int64_t> leftToAnOperator{0};
   std::mutex printMutex;
   auto started = std::chrono::steady_clock::now();
 
@@ -187,6 +188,7 @@ int main(int argc, char** argv) {
       faultsRun += r.faultsRun;
       for (size_t k = 0; k < r.faultsRunByKind.size(); ++k) byKind[k] += r.faultsRunByKind[k];
       virtualMs += r.virtualMs;
+      if (r.leftToAnOperator) ++leftToAnOperator;
       if (r.convergedAfterMs) {
         int64_t prev = worstConverge.load();
         while (*r.convergedAfterMs > prev && !worstConverge.compare_exchange_weak(prev, *r.convergedAfterMs)) {
@@ -196,8 +198,9 @@ int main(int argc, char** argv) {
         std::lock_guard lock(printMutex);
         std::cout << "seed " << s << ": " << (r.ok ? "ok" : "FAILED " + r.violation->invariant) << ", "
                   << r.generations << " generations, " << r.acks << " acks, " << r.faultsRun << " faults, "
-                  << (r.convergedAfterMs ? "read-write " + std::to_string(*r.convergedAfterMs) + " ms after the faults"
-                                         : std::string("not converged"))
+                  << (r.convergedAfterMs    ? "read-write " + std::to_string(*r.convergedAfterMs) + " ms after the faults"
+                      : r.leftToAnOperator ? "left to an operator: " + *r.leftToAnOperator
+                                           : std::string("not converged"))
                   << ", trace hash " << std::hex << r.traceHash << std::dec << std::endl;
       }
       if (seed && traceMode == "full") {
@@ -231,7 +234,8 @@ int main(int argc, char** argv) {
   std::cout << "seeds: " << (ran.load() - nFailed) << " passed, " << nFailed << " failed (" << rate << " seeds/s on "
             << jobs << " jobs; " << acks.load() << " acknowledged commits, " << faultsRun.load() << " faults, "
             << virtualMs.load() / 1000 << " virtual s; slowest return to read-write " << worstConverge.load()
-            << " ms after the faults stopped)\n";
+            << " ms after the faults stopped; " << leftToAnOperator.load()
+            << " left to an operator, their primary halted on data a fault replaced by an older copy)\n";
   std::cout << "fault mix:";
   for (int k = 0; k < dugong::clustersim::kFaultKinds; ++k) {
     std::cout << " " << dugong::clustersim::faultName(static_cast<dugong::clustersim::FaultKind>(k)) << " "

@@ -201,6 +201,19 @@ void World::stateWritten(const std::string& writer, int64_t issuedAt, std::optio
 
 // ---------------------------------------------------------------- the run
 
+// The primary of the state refuses to run on data a restore-stale-sync fault put in
+// place of its own: its history forked off before the generation's initWal, and the
+// commits it lacks are on peers that the state machine never makes primary by itself
+// (only the sync takes over). The peer halts and says what an operator can do.
+std::optional<std::string> World::haltedOnAReplacedCopy() const {
+  if (!state_ || statePrimary_ < 0) return std::nullopt;
+  const Node& p = node(statePrimary_);
+  if (!p.up || !p.restoredFromStaleCopy) return std::nullopt;
+  auto halted = p.driver->peer().haltReason();
+  if (!halted) return std::nullopt;
+  return p.identity.id + " " + *halted;
+}
+
 RunResult World::run() {
   trace('Q', [&] { return std::string("seed " + std::to_string(sc_.seed) + ": " + std::to_string(sc_.peers) + " peers, session timeout " +
                  std::to_string(sc_.sessionTimeoutMs) + " ms, tickTime " + std::to_string(sc_.tickTimeMs) +
@@ -232,6 +245,10 @@ RunResult World::run() {
     if (checker_.ok()) checkStep();
     if (!checker_.ok()) break;
     if (convergedAt_ && now_ >= *convergedAt_ + kSettleAfterConvergedMs) break;
+    if (now_ > deadline && (leftToAnOperator_ = haltedOnAReplacedCopy())) {
+      trace('Q', [&] { return "not read-write, left to an operator: " + *leftToAnOperator_; });
+      break;
+    }
     if (now_ > deadline) {
       checker_.fail(now_, "liveness",
                     "not read-write " + std::to_string(sc_.convergeBoundMs) + " ms after the faults stopped; " +
@@ -255,6 +272,7 @@ RunResult World::run() {
   r.faultsRunByKind = faultsRunByKind_;
   r.faultsPlanned = faultsPlanned_;
   if (convergedAt_) r.convergedAfterMs = *convergedAt_ - quietStart_;
+  r.leftToAnOperator = leftToAnOperator_;
   r.virtualMs = now_;
   return r;
 }

@@ -55,6 +55,9 @@ struct RunResult {
   std::vector<int> faultsRunByKind;           // indexed by FaultKind
   std::vector<int> faultsPlanned;             // indices of the faults that were scheduled
   std::optional<int64_t> convergedAfterMs;    // after the faults stopped
+  // Not read-write in the bound, rightly: the primary halted on data a fault replaced by
+  // an older copy (what only an operator can choose about); the reason.
+  std::optional<std::string> leftToAnOperator;
   int64_t virtualMs = 0;
 };
 

@@ -138,6 +138,9 @@ struct Node {
   // What the agent tells its watchdog of its role: primary from the announcement of a
   // primary's apply on, until a role other than primary is applied (agent/agent.cc).
   bool watchdogPrimary = false;
+  // Its data directory was replaced by an older copy (restore-stale-sync): acknowledged
+  // commits may be gone from it for good.
+  bool restoredFromStaleCopy = false;
   simworld::PgServer pg;
   int64_t generationTag = 0;  // the generation its agent saw when making its postgres primary
 };
@@ -281,6 +284,7 @@ class World final : public simworld::TraceSink {
   void cutSyncCrashPrimary(const Fault& f);
   void flapSync(const Fault& f);
   void restoreStaleSync(const Fault& f);
+  std::optional<std::string> haltedOnAReplacedCopy() const;
   void cutAfterWrite(const std::string& writer);
   // operator.cc
   void operatorWrite(ClusterState next, const std::string& what);
@@ -322,6 +326,7 @@ class World final : public simworld::TraceSink {
   std::map<int64_t, std::string> primaryOfGeneration_;
   std::set<int64_t> promotedGenerations_;  // declared while a promote request was in the state
   std::map<int32_t, std::string> summaryOfVersion_;
+  std::optional<std::string> leftToAnOperator_;
 
   // Client.
   uint64_t nextCommit_ = 0;

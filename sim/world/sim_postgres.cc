@@ -288,6 +288,9 @@ void SimPostgres::finishApply(PgConfig cfg) {
     dir.found = pg.setUp ? pg::DataDirFound::kSetUp : pg::DataDirFound::kMissing;
     dir.running = pg.running && pg.setUp;
     dir.newCluster = cfg.newCluster;
+    dir.initWal = cfg.initWal;
+    dir.initTimeline = cfg.initTimeline;
+    if (pg.setUp) dir.history = pg.wal.history();
     const pg::PrimaryDirPlan plan = pg::planPrimaryDataDir(dir);
     if (plan.step == pg::PrimaryDirStep::kBootstrap) {
       pg.setUp = true;

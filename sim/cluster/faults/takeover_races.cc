@@ -119,6 +119,7 @@ void World::restoreStaleSync(const Fault& f) {
   PgServer& restored = fleet_.server(sync);
   restored.wal = std::move(stale);
   restored.setUp = true;
+  node(sync).restoredFromStaleCopy = true;
   crashPeer(primary, f.duration + 2 * sc_.sessionTimeoutMs);
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs each mutant of dugong-cluster-sim over the default seed budget (the seeds of the
-# cluster_sim_seeds tests) and reports the first seed that catches it, with the fault.
+# cluster_sim_seeds tests, then the regression seeds of the cluster_sim_seed tests) and
+# reports the first seed that catches it, with the fault.
 # Exit status 1 if a mutant survives. Usage: run.sh BUILD_DIR MUTANT_BINARY...
 set -uo pipefail
 dir=$1
@@ -13,8 +14,13 @@ for bin in "$@"; do
   name=${bin#dugong-cluster-sim-}
   out=$("$dir/$bin" --seeds "$seeds" --jobs "$jobs" --no-shrink --stop-at-first-failure 2>&1)
   first=$(grep -m1 -E '^seed [0-9]+ FAILED' <<<"$out")
+  for s in ${DUGONG_MUTANT_REGRESSION_SEEDS:-}; do
+    [ -n "$first" ] && break
+    out=$("$dir/$bin" --seed "$s" --no-shrink 2>&1)
+    first=$(grep -m1 -E '^seed [0-9]+ FAILED' <<<"$out")
+  done
   if [ -z "$first" ]; then
-    printf '%-32s %-8s %s\n' "$name" "-" "SURVIVED seeds $seeds"
+    printf '%-32s %-8s %s\n' "$name" "-" "SURVIVED seeds $seeds ${DUGONG_MUTANT_REGRESSION_SEEDS:-}"
     survivors=$((survivors + 1))
   else
     seed=$(sed -E 's/^seed ([0-9]+) FAILED: .*/\1/' <<<"$first")
