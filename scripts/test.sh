@@ -25,7 +25,10 @@ done
 bash scripts/install-deps.sh
 jobs=$(nproc)
 labels=${DUGONG_TEST_LABELS:-}
-ctest_args=(--output-on-failure --timeout 900 -j "$jobs")
+# Twice as many tests as cores at once: most of them wait on servers (postgres, ZooKeeper,
+# the agents' timers). At most two cluster tests among them (the ctest resource `cluster`,
+# DUGONG_CLUSTER_TESTS_AT_ONCE in CMakeLists.txt).
+ctest_args=(--output-on-failure --timeout 900 -j "$((jobs * 2))")
 [ -n "$labels" ] && ctest_args+=(-L "$labels")
 # The 10-fault campaign (about 100 s of real network faults) runs with --full or when asked
 # for by label; the default run keeps to about 20 minutes on 2 cores.
