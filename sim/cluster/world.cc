@@ -176,7 +176,8 @@ simworld::ZkHooks World::zkHooks() {
 
 void World::stateWritten(const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
                          const std::string& reason) {
-  StateWrite sw{now_, issuedAt, writer, state_, *admitted_, writerWal};
+  // The state it replaces moves into the record: state_ takes the new one next.
+  StateWrite sw{now_, issuedAt, writer, std::move(state_), *admitted_, writerWal};
   state_ = std::move(admitted_);
   admitted_.reset();
   primaryOfGeneration_.emplace(state_->generation, state_->primary.id);
