@@ -160,7 +160,8 @@ class ZkEnsemble {
   void recomputeActive();
   // Runs `fn` on n's client after what it heard before (per-client order); nothing runs
   // if that agent is gone by then.
-  void schedule(int n, Task fn);
+  template <class Fn>
+  void schedule(int n, Fn fn);  // defined (and only used) in sim_coordinator.cc
   void deliver(int n, Event ev);
   void answerWrite(int n, uint64_t serial, StateWriteFinished r);
   void notifyAll(bool state);
