@@ -77,7 +77,8 @@ void InvariantChecker::checkCurrentPrimary(EpochMs at, const std::string& peer, 
 }
 
 void InvariantChecker::onPeerView(EpochMs at, const std::string& peer, uint64_t incarnation, int64_t generation) {
-  auto [it, inserted] = views_.emplace(peer, std::pair{incarnation, generation});
+  // try_emplace: no node is built (and freed) for a peer already seen, as on most events.
+  auto [it, inserted] = views_.try_emplace(peer, incarnation, generation);
   if (inserted) return;
   auto& [inc, gen] = it->second;
   if (inc == incarnation && generation < gen) {
