@@ -241,8 +241,7 @@ RunResult World::run() {
 
   const int64_t deadline = sc_.faultPhaseMs + sc_.convergeBoundMs;
   while (!q_.empty()) {
-    now_ = q_.nextAt();
-    q_.runNext();
+    q_.runNext(now_);
     if (checker_.ok()) checkStep();
     if (!checker_.ok()) break;
     if (convergedAt_ && now_ >= *convergedAt_ + kSettleAfterConvergedMs) break;
