@@ -238,10 +238,12 @@ void ZkEnsemble::schedule(int n, Fn fn) {
 
 void ZkEnsemble::deliver(int n, Event ev) {
   uint64_t sid = client(n).session;
-  schedule(n, [this, n, sid, e = std::move(ev)] {
+  schedule(n, [this, n, sid, e = std::move(ev)]() mutable {
     SimCoordinator& a = *client(n).agent;
     if (client(n).session != sid || !a.member_) return;
-    hooks_.deliver(n, e, [&] { a.callbacks_.onEvent(e); });
+    // The event runs once: the agent takes it (a cluster state's text, a peer list)
+    // without a copy; the hook reads it only before.
+    hooks_.deliver(n, e, [&] { a.callbacks_.onEvent(std::move(e)); });
   });
 }
 

@@ -54,6 +54,7 @@ struct ZkModel {
 // The world's part of a write and of the membership (all optional).
 struct ZkHooks {
   // Hands an event to host n's driver (`call` runs its callback), traced and checked.
+  // `call` may move `ev` into the driver: the hook reads `ev` only before it.
   std::function<void(int n, const Event& ev, const std::function<void()>& call)> deliver;
   // The identity of an active peer.
   std::function<const PeerIdentity&(const std::string& id)> identityOf;
