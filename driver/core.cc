@@ -25,11 +25,19 @@ PeerOptions DriverCore::peerOptions() const {
 }
 
 std::vector<Command> DriverCore::step(const Moment& now, const Input& input) {
+  std::vector<Command> out;
+  step(now, input, out);
+  return out;
+}
+
+void DriverCore::step(const Moment& now, const Input& input, std::vector<Command>& out) {
   now_ = now;
   out_.clear();
+  out.clear();
+  out_.swap(out);  // the commands are emitted into the caller's buffer
   // Nothing is stepped once the driver stops (a request for a promise is still answered).
   if (!stopping_ || std::holds_alternative<in::FailsafeAsked>(input)) onInput(input);
-  return std::exchange(out_, {});
+  out_.swap(out);  // out_ is left empty, as it was
 }
 
 void DriverCore::onInput(const Input& input) {

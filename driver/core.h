@@ -136,6 +136,9 @@ class DriverCore {
 
   // The one entry: what happened at `now`, and what to do about it, in order.
   std::vector<Command> step(const Moment& now, const Input& input);
+  // The same into `out` (cleared first), whose capacity is reused: the driver steps its
+  // core for every input, and a fresh vector grew by reallocation each time.
+  void step(const Moment& now, const Input& input, std::vector<Command>& out);
 
   const Peer& peer() const { return *peer_; }
   bool healthy() const { return healthy_; }

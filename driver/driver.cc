@@ -58,9 +58,13 @@ void Driver::feed(Input input) {
   carryingOut_ = true;
   const std::weak_ptr<int> alive = alive_;
   std::optional<Input> next = std::move(input);
+  // A buffer kept from the last feed (held here, as this driver may be gone after any
+  // command), so that stepping the core does not allocate anew for every input.
+  std::vector<Command> commands = std::move(spareCommands_);
   while (next) {
     const Moment now{env_.clock.monotonicMs(), env_.clock.wallMs(), env_.postgres.postmasterGone()};
-    for (Command& c : core_.step(now, *next)) {
+    core_.step(now, *next, commands);
+    for (Command& c : commands) {
       carryOut(std::move(c));
       if (alive.expired()) return;
     }
@@ -70,6 +74,8 @@ void Driver::feed(Input input) {
       pending_.pop_front();
     }
   }
+  commands.clear();
+  spareCommands_ = std::move(commands);
   carryingOut_ = false;
 }
 

@@ -88,6 +88,7 @@ class Driver {
   DriverCore core_;
   std::map<TimerKey, std::unique_ptr<Timer>> timers_;
   std::deque<Input> pending_;
+  std::vector<Command> spareCommands_;  // feed's buffer of commands, between feeds
   bool carryingOut_ = false;
   bool paused_ = false;
   std::function<void()> onFatal_;

@@ -5,15 +5,16 @@
 
 namespace dugong {
 
+// Fields set one by one, as in PeerIdentity::toJson (the simulators write a state
+// thousands of times a second).
 nlohmann::json ClusterState::toJson() const {
-  nlohmann::json j = {
-      {"generation", generation},
-      {"primary", primary.toJson()},
-      {"sync", sync ? sync->toJson() : nlohmann::json(nullptr)},
-      {"async", peersToJson(async)},
-      {"deposed", peersToJson(deposed)},
-      {"initWal", initWal.toString()},
-  };
+  nlohmann::json j = nlohmann::json::object();
+  j["generation"] = generation;
+  j["primary"] = primary.toJson();
+  j["sync"] = sync ? sync->toJson() : nlohmann::json(nullptr);
+  j["async"] = peersToJson(async);
+  j["deposed"] = peersToJson(deposed);
+  j["initWal"] = initWal.toString();
   if (initTimeline > 0) j["initTimeline"] = initTimeline;
   if (!freeze.is_null()) j["freeze"] = freeze;
   if (oneNodeWriteMode) j["oneNodeWriteMode"] = true;

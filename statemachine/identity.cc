@@ -6,8 +6,15 @@ namespace dugong {
 
 nlohmann::json PeerTags::toJson() const { return {{"noloadbalance", noloadbalance}, {"nofailover", nofailover}}; }
 
+// Fields set one by one rather than from an initializer list, which builds a two-element
+// array per field before it becomes an object (an identity is written for every peer
+// of every cluster state written). Same object: its keys are ordered whatever the order.
 nlohmann::json PeerIdentity::toJson() const {
-  nlohmann::json j = {{"id", id}, {"ip", ip}, {"pgUrl", pgUrl}, {"zoneId", zoneId}};
+  nlohmann::json j = nlohmann::json::object();
+  j["id"] = id;
+  j["ip"] = ip;
+  j["pgUrl"] = pgUrl;
+  j["zoneId"] = zoneId;
   if (backupUrl) j["backupUrl"] = *backupUrl;
   if (tags.any()) j["tags"] = tags.toJson();
   return j;
@@ -49,6 +56,7 @@ int indexOfPeer(const PeerList& peers, const std::string& id) {
 
 nlohmann::json peersToJson(const PeerList& peers) {
   nlohmann::json j = nlohmann::json::array();
+  j.get_ref<nlohmann::json::array_t&>().reserve(peers.size());
   for (const auto& p : peers) j.push_back(p.toJson());
   return j;
 }

@@ -122,7 +122,7 @@ int64_t NodeEnv::monotonicMs() const { return w_.now_; }
 
 
 std::unique_ptr<agent::Timer> NodeEnv::newTimer() {
-  return std::make_unique<agent::ScheduledTimer>([this](int64_t delay, std::function<void()> fn) { w_.after(delay, std::move(fn)); });
+  return std::make_unique<agent::ScheduledTimer>([this](int64_t delay, simworld::Task fn) { w_.after(delay, std::move(fn)); });
 }
 
 void NodeEnv::post(std::function<void()> fn) {
@@ -176,7 +176,8 @@ simworld::ZkHooks World::zkHooks() {
 
 void World::stateWritten(const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
                          const std::string& reason) {
-  StateWrite sw{now_, issuedAt, writer, state_, *admitted_, writerWal};
+  // The state it replaces moves into the record: state_ takes the new one next.
+  StateWrite sw{now_, issuedAt, writer, std::move(state_), *admitted_, writerWal};
   state_ = std::move(admitted_);
   admitted_.reset();
   primaryOfGeneration_.emplace(state_->generation, state_->primary.id);
@@ -240,8 +241,7 @@ RunResult World::run() {
 
   const int64_t deadline = sc_.faultPhaseMs + sc_.convergeBoundMs;
   while (!q_.empty()) {
-    now_ = q_.nextAt();
-    q_.runNext();
+    q_.runNext(now_);
     if (checker_.ok()) checkStep();
     if (!checker_.ok()) break;
     if (convergedAt_ && now_ >= *convergedAt_ + kSettleAfterConvergedMs) break;

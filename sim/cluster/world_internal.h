@@ -68,6 +68,8 @@ inline simworld::ZkModel clusterZkModel(int64_t sessionTimeoutMs, int64_t tickTi
 // Peers are named node<N> (N from 1): their index, or -1 for anything else.
 inline int nodeNamed(const std::string& id) {
   if (id.size() < 5 || id.compare(0, 4, "node") != 0) return -1;
+  // node1 .. node9, the simulated clusters' peers: asked at every replication tick.
+  if (id.size() == 5) return id[4] >= '1' && id[4] <= '9' ? id[4] - '1' : -1;
   int n = 0;
   for (size_t i = 4; i < id.size(); ++i) {
     if (id[i] < '0' || id[i] > '9' || n > 1000) return -1;

@@ -53,21 +53,10 @@ class EventQueue {
     return r && Later{}(heap_.front(), r->key) ? r->key.t : heap_.front().t;
   }
   // Runs the earliest event, with the clock at its time. REQUIRES: !empty().
-  void runNext() {
-    if (RecurringEvent* r = nextRecurring(); r && (heap_.empty() || Later{}(heap_.front(), r->key))) {
-      now_ = r->key.t;
-      const int64_t delay = r->fn();
-      r->key = Key{now_ + delay, seq_++, 0};
-      return;
-    }
-    std::pop_heap(heap_.begin(), heap_.end(), Later{});
-    const Key key = heap_.back();
-    heap_.pop_back();
-    now_ = key.t;
-    Task fn = std::move(slots_[key.slot]);
-    free_.push_back(key.slot);
-    fn();
-  }
+  void runNext() { run(nullptr); }
+  // The same for a world that keeps a copy of the clock: `clock` is set to the event's
+  // time before it runs (which spares it a nextAt() per event).
+  void runNext(int64_t& clock) { run(&clock); }
   // Moves the clock forward to `t` (never back) with nothing run.
   void advanceTo(int64_t t) { now_ = std::max(now_, t); }
 
@@ -87,6 +76,23 @@ class EventQueue {
     Key key;
     Recurring fn;
   };
+  void run(int64_t* clock) {
+    if (RecurringEvent* r = nextRecurring(); r && (heap_.empty() || Later{}(heap_.front(), r->key))) {
+      now_ = r->key.t;
+      if (clock) *clock = now_;
+      const int64_t delay = r->fn();
+      r->key = Key{now_ + delay, seq_++, 0};
+      return;
+    }
+    std::pop_heap(heap_.begin(), heap_.end(), Later{});
+    const Key key = heap_.back();
+    heap_.pop_back();
+    now_ = key.t;
+    if (clock) *clock = now_;
+    Task fn = std::move(slots_[key.slot]);
+    free_.push_back(key.slot);
+    fn();
+  }
   RecurringEvent* nextRecurring() const {
     RecurringEvent* best = nullptr;
     for (const auto& r : recurring_) {

@@ -222,7 +222,10 @@ void ZkEnsemble::recomputeActive() {
   notifyAll(false);
 }
 
-void ZkEnsemble::schedule(int n, Task fn) {
+// A template, not a Task parameter: a Task inside the queue's Task would not fit inline
+// (a heap allocation for every notification).
+template <class Fn>
+void ZkEnsemble::schedule(int n, Fn fn) {
   ZkClient& c = client(n);
   int64_t delay = model_.delivery.draw(rng_);
   if (q_.now() < c.slowNotifyUntil) delay += c.slowNotifyMs;
@@ -235,10 +238,12 @@ void ZkEnsemble::schedule(int n, Task fn) {
 
 void ZkEnsemble::deliver(int n, Event ev) {
   uint64_t sid = client(n).session;
-  schedule(n, [this, n, sid, e = std::move(ev)] {
+  schedule(n, [this, n, sid, e = std::move(ev)]() mutable {
     SimCoordinator& a = *client(n).agent;
     if (client(n).session != sid || !a.member_) return;
-    hooks_.deliver(n, e, [&] { a.callbacks_.onEvent(e); });
+    // The event runs once: the agent takes it (a cluster state's text, a peer list)
+    // without a copy; the hook reads it only before.
+    hooks_.deliver(n, e, [&] { a.callbacks_.onEvent(std::move(e)); });
   });
 }
 
@@ -291,7 +296,8 @@ void ZkEnsemble::write(int n, uint64_t serial, const ClusterState& state, int32_
   int64_t toServer = model_.slowWritePermille > 0 && rng_.chance(model_.slowWritePermille)
                          ? model_.slowToServer.draw(rng_)
                          : model_.toServer.draw(rng_);
-  q_.after(toServer, [this, n, serial, sid, issued, wal, data, expectedVersion, reason, writer] {
+  q_.after(toServer, [this, n, serial, sid, issued, wal, data = std::move(data), expectedVersion, reason,
+                       writer = std::move(writer)] {
     auto it = sessions_.find(sid);
     // A request sent just before a partition may or may not have reached the server.
     bool reached = it != sessions_.end() && it->second.alive && (it->second.connected || rng_.chance(500)) &&

@@ -54,6 +54,7 @@ struct ZkModel {
 // The world's part of a write and of the membership (all optional).
 struct ZkHooks {
   // Hands an event to host n's driver (`call` runs its callback), traced and checked.
+  // `call` may move `ev` into the driver: the hook reads `ev` only before it.
   std::function<void(int n, const Event& ev, const std::function<void()>& call)> deliver;
   // The identity of an active peer.
   std::function<const PeerIdentity&(const std::string& id)> identityOf;
@@ -160,7 +161,8 @@ class ZkEnsemble {
   void recomputeActive();
   // Runs `fn` on n's client after what it heard before (per-client order); nothing runs
   // if that agent is gone by then.
-  void schedule(int n, Task fn);
+  template <class Fn>
+  void schedule(int n, Fn fn);  // defined (and only used) in sim_coordinator.cc
   void deliver(int n, Event ev);
   void answerWrite(int n, uint64_t serial, StateWriteFinished r);
   void notifyAll(bool state);

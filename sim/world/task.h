@@ -13,7 +13,9 @@ namespace dugong::simworld {
 
 class Task {
  public:
-  static constexpr size_t kInlineBytes = 176;
+  // Enough for a ZooKeeper notification (an Event, 136 bytes) in the per-client
+  // delivery's wrapper (ZkEnsemble::schedule).
+  static constexpr size_t kInlineBytes = 192;
 
   Task() = default;
   template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Task>>>

@@ -16,7 +16,10 @@ bool World::wasAbsent(const std::string& id, int64_t from, int64_t to) const {
 }
 
 void World::checkStep() {
-  noteZooKeeperReach();
+  // Only a granted promise is checked against the reach (checkPromise), and a peer
+  // whose failsafe is off grants none: without it, the reach is not worth noting at
+  // every step.
+  if (sc_.failsafe) noteZooKeeperReach();
   // Per peer, every kTimingCheckMs: an acknowledgement by a deposed peer is caught
   // when it happens (onAck), and the other bounds are seconds long.
   const bool timingCheck = now_ >= nextTimingCheck_;
