@@ -420,14 +420,13 @@ TEST_F(AdmTest, RebuildOfAnAsyncWaitsForItsAgentToExit) {
   int async = indexWithRole("async");
   const std::string A = h_->peer(async).id;
   h_->pauseAgent(async);
-  AdmRun rebuild;
-  std::thread admThread([&] {
-    rebuild = adm("rebuild -y --wait 0 --agent-wait 120 --config " + quote(h_->peer(async).configPath));
-  });
-  // Let dugong-adm find the agent running, then stop the agent.
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  AdmInBackground running("rebuild -y --wait 0 --agent-wait 120 --config " + quote(h_->peer(async).configPath));
+  // Once dugong-adm has found the agent running, stop the agent.
+  EXPECT_TRUE(h_->waitFor([&] { return has(running.output(), "waiting up to 120 s for it to exit") || running.done(); },
+                          60s))
+      << running.output();
   h_->stopAgent(async);
-  admThread.join();
+  const AdmRun rebuild = running.wait();
   ASSERT_EQ(rebuild.code, 0) << rebuild.out;
   EXPECT_TRUE(has(rebuild.out, "waiting up to 120 s for it to exit")) << rebuild.out;
   EXPECT_TRUE(has(rebuild.out, A + "'s agent has exited")) << rebuild.out;
