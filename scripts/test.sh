@@ -4,7 +4,7 @@
 # ZooKeeper, postgres, end to end, dugong-adm), then measures the line coverage of
 # statemachine/ and of the driver's core (fails under 95 % for either). Exits non-zero on the first failure.
 #
-#   scripts/test.sh            what CI runs (about 20 minutes on 2 cores)
+#   scripts/test.sh            what CI runs (about 31 minutes on 2 cores: build 10, tests 21)
 #   scripts/test.sh --quick    a plain build instead of the sanitizers, no coverage
 #   scripts/test.sh --full     also the 10-fault campaign (ctest label campaign), and a plain
 #                              optimised build running the whole suite
@@ -32,7 +32,7 @@ labels=${DUGONG_TEST_LABELS:-}
 ctest_args=(--output-on-failure --timeout 900 -j "$jobs")
 [ -n "$labels" ] && ctest_args+=(-L "$labels")
 # The 10-fault campaign (about 100 s of real network faults) runs with --full or when asked
-# for by label; the default run keeps to about 20 minutes on 2 cores.
+# for by label; it is left out of the default run.
 [ -z "$labels" ] && [ "$mode" != full ] && ctest_args+=(-LE campaign)
 
 if [ -d ../shared/conformance/manatee ]; then
