@@ -130,6 +130,7 @@ inline Call* callFromData(const void* data) { return static_cast<Call*>(const_ca
 // The C client gave the request back (its completion, or it refused to send it).
 inline std::unique_ptr<Call> takeBack(Call* raw) {
   if (raw->outstanding) raw->outstanding->remove(raw);
+  raw->outstanding.reset();  // no longer the handle's to free
   return std::unique_ptr<Call>(raw);
 }
 

@@ -138,8 +138,7 @@ void InvariantChecker::onStateWrite(const StateWrite& w) {
     // A write that changes nothing but the version (a peer settling whether its own
     // takeover write landed: docs/state-machine.md, "A takeover write of unknown outcome") decides
     // nothing, whoever writes it.
-    const bool unchanged = !ownRelease && before.serialize() == afterText;
-    if (!ownRelease && !unchanged) {
+    if (!ownRelease && before.serialize() != afterText) {
       fail(w.at, "unauthorized-writer",
            w.writer + " rewrote generation " + std::to_string(after.generation) + " of primary " + before.primary.id);
     }
