@@ -30,7 +30,8 @@ void ClusterConfigFollower::onNode(StateNode node) {
 
 void ClusterConfigFollower::applyNext() {
   if (inFlight_ || !next_) return;
-  auto [version, config] = std::move(*next_);
+  const int32_t version = next_->first;
+  pg::ClusterConfig config = std::move(next_->second);
   next_.reset();
   inFlight_ = true;
   std::weak_ptr<int> alive = alive_;

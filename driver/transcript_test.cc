@@ -128,7 +128,9 @@ class Transcript {
 
  private:
   Input parse(const std::string& line) {
-    auto [verb, rest] = head(line);
+    const auto split = head(line);
+    const std::string& verb = split.first;
+    const std::string& rest = split.second;
     auto w = words(rest);
     auto error = [&] {  // the input's text, less its flags
       std::string e = rest;

@@ -111,7 +111,8 @@ void World::restartAgentAfter(int n, int64_t downFor) {
 void World::crashAfterWrite(const std::string& writer) {
   int n = nodeOf(writer);
   if (n < 0 || crashAfterWrite_.empty()) return;
-  auto [delay, downFor] = crashAfterWrite_.front();
+  const int64_t delay = crashAfterWrite_.front().first;
+  const int64_t downFor = crashAfterWrite_.front().second;
   crashAfterWrite_.erase(crashAfterWrite_.begin());
   uint64_t inc = node(n).incarnation;
   after(delay, [this, n, inc, downFor] {

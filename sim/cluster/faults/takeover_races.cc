@@ -58,7 +58,9 @@ void World::cutSyncCrashPrimary(const Fault& f) {
 // goes again while the primary's slow postgres carries out what the sync's return asked
 // for: its postgres streams on throughout, and acknowledges the primary's commits.
 void World::flapSync(const Fault& f) {
-  const auto [primary, sync] = primaryAndSync();
+  const auto roles = primaryAndSync();  // by name: clang 14 captures no structured binding
+  const int primary = roles.first;
+  const int sync = roles.second;
   if (primary < 0 || sync < 0 || !node(primary).up || zk_.client(sync).session == 0) {
     return trace('F', [&] { return std::string(f.describe() + ": no running primary with a sync in session"); });
   }
@@ -95,7 +97,9 @@ void World::cutAfterWrite(const std::string& writer) {
 // cluster with no primary: its takeover must see that its WAL, however far it runs, is
 // not the generation's history (its position alone would pass).
 void World::restoreStaleSync(const Fault& f) {
-  const auto [primary, sync] = primaryAndSync();
+  const auto roles = primaryAndSync();  // by name: clang 14 captures no structured binding
+  const int primary = roles.first;
+  const int sync = roles.second;
   if (primary < 0 || sync < 0 || !node(primary).up || !node(sync).up) {
     return trace('F', [&] { return f.describe() + ": skipped, no primary and sync up"; });
   }

@@ -32,7 +32,9 @@ void World::delayNotifications(const Fault& f) {
 }
 
 void World::quorumLoss(const Fault& f) {
-  const auto [primary, sync] = primaryAndSync();
+  const auto roles = primaryAndSync();  // by name: clang 14 captures no structured binding
+  const int primary = roles.first;
+  const int sync = roles.second;
   const int64_t t = sc_.sessionTimeoutMs;
   const uint64_t how = f.variant % 5;
   const bool pair = primary >= 0 && sync >= 0;
