@@ -6,6 +6,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  # the sanitizer build of the test command: clang, its linker, llvm-cov for the coverage
+  clang lld llvm
   libzookeeper-mt-dev zookeeper
   postgresql-15 postgresql-client-15 libpq-dev
   # backups, replicas and new clusters from a repository (tests/e2e/backup_test.cc)

@@ -76,7 +76,12 @@ void installClientLogging() {
 
 }  // namespace dugong::zk::detail
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)  // clang
+#if __has_feature(address_sanitizer)
+#define DUGONG_ZK_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(DUGONG_ZK_ASAN)  // gcc, clang
 // LeakSanitizer's built-in suppressions for the binaries linking this library: the C
 // client frees a handle with the completions it queued as the handle closed still in
 // that queue (its completion thread has ended; ZOOKEEPER-2894, ZOOKEEPER-3868). The
@@ -91,6 +96,7 @@ extern "C" const char* __lsan_default_suppressions() {  // NOLINT(bugprone-reser
          "leak:create_completion_entry\n"
          "leak:clone_watcher_object\n"
          "leak:collectWatchers\n"
+         "leak:activateWatcher\n"
          "leak:create_watcher_registration\n"
          "leak:zoo_awget\n"
          "leak:zoo_awexists\n"

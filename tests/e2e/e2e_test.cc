@@ -447,17 +447,25 @@ TEST_F(E2E, PrimaryWhoseAgentWasKilledAcknowledgesNoWritesAfterTheTakeover) {
   expectNoWritesOnTheOldPrimaryAfterTheTakeover([&](int primary) { h_->killAgent(primary); });
 }
 
-// A sync whose postgres dies and cannot be restarted (another process holds its port)
-// leaves ZooKeeper after health.withdrawAfterSeconds, so the primary promotes the async;
-// once postgres can run again the agent rejoins and the primary appends it as an async.
-TEST_F(E2E, AgentWithdrawsWhilePostgresCannotRunAndRejoinsAfterwards) {
+// A peer whose postgres cannot run (another process holds its port) leaves ZooKeeper after
+// health.withdrawAfterSeconds and comes back by itself once postgres can run again; one
+// cluster, first its sync, then its primary.
+// - The sync: the primary promotes the async to sync; once its port is free the agent
+//   rejoins and the primary appends it as an async.
+// - The primary: its sync takes over, and the old primary's postgres is kept down while it
+//   is out of ZooKeeper (writes stopped: a restart there would make a writable primary
+//   with no session). It joins again after withdrawAfterSeconds, learns it was deposed,
+//   and, once its port is free, rejoins as a standby of the new primary without an
+//   operator (rejoin: rewind, the default, since the killed primary's crash recovery may
+//   write past the fork).
+TEST_F(E2E, APeerWhosePostgresCannotRunWithdrawsAndComesBackAsAStandby) {
   HarnessOptions o;
   o.withdrawAfterSeconds = 4;
   int primary = startCluster(3, o);
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
   int async = indexWithRole("async");
-  const int squatter = killPostgresAndTakeItsPort(sync);
+  int squatter = killPostgresAndTakeItsPort(sync);
   ASSERT_GE(squatter, 0);
   ASSERT_TRUE(h_->waitFor(
       [&] { auto s = h_->zkState(); return s && s->generation == 2 && s->sync && s->sync->id == h_->peer(async).id; },
@@ -469,27 +477,18 @@ TEST_F(E2E, AgentWithdrawsWhilePostgresCannotRunAndRejoinsAfterwards) {
   ::close(squatter);
   ASSERT_TRUE(h_->waitFor(
       [&] { auto s = h_->zkState(); return s && s->async.size() == 1 && s->async[0].id == h_->peer(sync).id; }, 90s));
-  EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(sync, "/replica") == 200; }, 90s));
-}
+  ASSERT_TRUE(h_->waitFor([&] { return h_->httpStatus(sync, "/replica") == 200; }, 90s));
 
-// The primary's postgres cannot run (its port is taken): the agent withdraws, its sync
-// takes over, and the old primary's postgres is kept down while it is out of ZooKeeper
-// (writes stopped: a restart there would make a writable primary with no session). It
-// joins again after withdrawAfterSeconds, learns it was deposed, and, once its port is
-// free, rejoins as a standby of the new primary without an operator (rejoin: rewind, the default,
-// since the killed primary's crash recovery may write past the fork).
-TEST_F(E2E, APrimaryWhosePostgresCannotRunWithdrawsAndComesBackAsAStandby) {
-  HarnessOptions o;
-  o.withdrawAfterSeconds = 4;
-  int primary = startCluster(3, o);
-  ASSERT_GE(primary, 0);
-  int sync = indexWithRole("sync");
+  // Now the primary, whose sync is the former async.
+  const int newSync = async;
   const std::string oldPrimary = h_->peer(primary).id;
-  const int squatter = killPostgresAndTakeItsPort(primary);
+  squatter = killPostgresAndTakeItsPort(primary);
   ASSERT_GE(squatter, 0);
-  ASSERT_TRUE(waitForTakeoverBy(sync)) << h_->describe();
+  ASSERT_TRUE(h_->waitFor(
+      [&] { auto s = h_->zkState(); return s && s->generation == 3 && s->primary.id == h_->peer(newSync).id; }, 60s))
+      << h_->describe();
   EXPECT_TRUE(h_->agentRunning(primary));
-  auto st = h_->status(primary);
+  st = h_->status(primary);
   ASSERT_TRUE(st.has_value());
   EXPECT_TRUE((*st)["health"]["writesStopped"].get<bool>()) << st->dump();
   EXPECT_FALSE((*st)["health"]["writablePrimary"].get<bool>()) << st->dump();
@@ -497,7 +496,7 @@ TEST_F(E2E, APrimaryWhosePostgresCannotRunWithdrawsAndComesBackAsAStandby) {
   ASSERT_TRUE(h_->waitFor(
       [&] {
         auto s = h_->zkState();
-        if (!s || s->generation != 2) return false;
+        if (!s || s->generation != 3) return false;
         for (const auto& a : s->async) {
           if (a.id == oldPrimary) return true;
         }

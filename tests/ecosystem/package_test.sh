@@ -83,6 +83,14 @@ if /usr/bin/dugong --config /etc/dugong/dugong.yaml --check >/dev/null 2>"$scrat
   fail "the packaged configuration passes --check with empty password files"
 fi
 grep -q "zookeeper.pw" "$scratch/err" || fail "unclear error for an empty password file: $(cat "$scratch/err")"
+echo "== dugong-adm commands that name no cluster do not read the installed configuration"
+# Its password files are still empty here: version and a rebuild (which names its own
+# agent's configuration) must not fail on it.
+/usr/bin/dugong-adm version >/dev/null 2>"$scratch/err" || fail "dugong-adm version read /etc/dugong: $(cat "$scratch/err")"
+printf 'peer:\n  id: p1\nzookeeper:\n  connect: 127.0.0.1:1\ncluster: package-test\npostgres:\n  dataDir: %s/data\n' \
+  "$scratch" >"$scratch/other.yaml"
+/usr/bin/dugong-adm --timeout 1 rebuild -y --config "$scratch/other.yaml" >/dev/null 2>"$scratch/err" || true
+if grep -q "/etc/dugong" "$scratch/err"; then fail "dugong-adm rebuild --config read /etc/dugong: $(cat "$scratch/err")"; fi
 for pw in zookeeper superuser replication; do echo "filled-in-$pw" >/etc/dugong/$pw.pw; done
 /usr/bin/dugong --config /etc/dugong/dugong.yaml --check >/dev/null ||
   fail "the packaged configuration does not pass --check once the passwords are filled in"

@@ -15,6 +15,10 @@ namespace dugong::adm {
 struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;  // returns the exit code
+  // False for a command that names no cluster through the common options (version, and
+  // rebuild, which takes its agent's configuration): the default configuration file is
+  // then not read, so that a broken or unrelated one cannot make it fail.
+  bool usesClusterOptions = true;
 };
 using Commands = std::vector<Command>;
 

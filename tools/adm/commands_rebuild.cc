@@ -221,7 +221,7 @@ void addRebuildCommand(CLI::App& app, const CommonOptions& common, Commands& out
                   "(a deposed peer)")
       ->capture_default_str()
       ->check(CLI::Range(0, 86400));
-  out.push_back({sub, [&common, a] { return runRebuild(common, *a); }});
+  out.push_back({sub, [&common, a] { return runRebuild(common, *a); }, false});
 }
 
 }  // namespace dugong::adm

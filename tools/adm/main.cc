@@ -48,10 +48,12 @@ int main(int argc, char** argv) {
   addResetStateCommand(app, common, commands);
   addDeveloperCommands(app, common, commands);
   auto* version = app.add_subcommand("version", "print the version of dugong-adm and exit");
-  commands.push_back({version, [] {
+  commands.push_back({version,
+                      [] {
                         std::cout << "dugong-adm " << dugong::kVersion << "\n";
                         return kExitOk;
-                      }});
+                      },
+                      false});
 
   try {
     app.parse(argc, argv);
@@ -65,14 +67,19 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kExitUsage;
   }
+  const Command* command = nullptr;
+  for (const auto& c : commands) {
+    if (c.app->parsed()) command = &c;
+  }
+  if (!command) return fail(kExitUsage, "no command given; see dugong-adm --help");
   std::string configFile = common.configFile;
-  if (configFile.empty() && common.zk.empty() && ::access(kDefaultConfigFile, R_OK) == 0) configFile = kDefaultConfigFile;
+  if (configFile.empty() && common.zk.empty() && command->usesClusterOptions &&
+      ::access(kDefaultConfigFile, R_OK) == 0) {
+    configFile = kDefaultConfigFile;
+  }
   if (!configFile.empty()) {
     if (auto ok = applyConfigFile(configFile, common); !ok) return fail(kExitUsage, ok.error());
   }
   dugong::agent::setHttpsCaFile(httpCaFile);
-  for (const auto& c : commands) {
-    if (c.app->parsed()) return c.run();
-  }
-  return fail(kExitUsage, "no command given; see dugong-adm --help");
+  return command->run();
 }

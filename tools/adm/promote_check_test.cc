@@ -114,7 +114,8 @@ TEST(PromoteCheck, RefusesAPeerThatIsDownOrNotStreamingOrLagging) {
   EXPECT_EQ(refusal(v, args("c", "async")), "c is not streaming from b");
 
   v = healthyView(threePeers());
-  mutablePeer(v, "a").status["postgres"]["replication"] = {replRow("b", "potential", "0/5000000")};
+  mutablePeer(v, "a").status["postgres"]["replication"] =
+      nlohmann::json::array({replRow("b", "potential", "0/5000000")});  // not {x}: for a json x, clang copies it
   EXPECT_EQ(refusal(v, args("b", "sync")), "b does not stream synchronously from a");
 
   v = healthyView(threePeers());

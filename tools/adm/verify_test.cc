@@ -93,13 +93,15 @@ TEST(Verify, AsyncNotStreamingIsAProblem) {
   ClusterView v = healthyView(threePeers());
   mutablePeer(v, "b").status["postgres"]["replication"] = nlohmann::json::array();
   EXPECT_TRUE(mentions(problems(v), "async[0] c is not streaming from b"));
-  mutablePeer(v, "b").status["postgres"]["replication"] = {replRow("c", "async", "0/5000000", "catchup")};
+  mutablePeer(v, "b").status["postgres"]["replication"] =
+      nlohmann::json::array({replRow("c", "async", "0/5000000", "catchup")});  // not {x}: for a json x, clang copies it
   EXPECT_TRUE(mentions(problems(v), "connected to b but catchup"));
 }
 
 TEST(Verify, SyncMustStreamSynchronously) {
   ClusterView v = healthyView(threePeers());
-  mutablePeer(v, "a").status["postgres"]["replication"] = {replRow("b", "potential", "0/5000000")};
+  mutablePeer(v, "a").status["postgres"]["replication"] =
+      nlohmann::json::array({replRow("b", "potential", "0/5000000")});  // not {x}: for a json x, clang copies it
   EXPECT_TRUE(mentions(problems(v), "not synchronously (sync_state potential)"));
 }
 
