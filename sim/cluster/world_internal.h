@@ -305,6 +305,7 @@ class World final : public simworld::TraceSink {
   void checkAckHasSync(int n, const WalMark& mark);
   // failsafe_checks.cc
   void noteZooKeeperReach();
+  void noteZooKeeperReachAtStep();
   void checkPromise(int target, const std::string& asker, const agent::FailsafeAnswer& a);
 
   const Scenario& sc_;
@@ -358,6 +359,11 @@ class World final : public simworld::TraceSink {
   // When each host's ZooKeeper client last could not confirm a round trip through the
   // leader (cut off, no leader, no session ready, its notifications late).
   std::vector<int64_t> zkUnreachableAt_;
+  // What noteZooKeeperReach last saw, valid while zk_.changes() stays reachChangesSeen_:
+  // until when each client is unreachable (kForever: cut off), and the latest of those.
+  std::vector<int64_t> reachUnreachableUntil_;
+  int64_t reachQuietFrom_ = 0;
+  uint64_t reachChangesSeen_ = UINT64_MAX;
 
   // Phases.
   int faultsRun_ = 0;
