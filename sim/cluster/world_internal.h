@@ -203,8 +203,14 @@ class World final : public simworld::TraceSink {
   static constexpr int64_t kForever = INT64_MAX;
 
   // ---- event loop ----
-  void at(int64_t t, simworld::Task fn) { q_.at(t, std::move(fn)); }
-  void after(int64_t delay, simworld::Task fn) { q_.after(delay, std::move(fn)); }
+  template <class F>
+  void at(int64_t t, F&& fn) {
+    q_.at(t, std::forward<F>(fn));
+  }
+  template <class F>
+  void after(int64_t delay, F&& fn) {
+    q_.after(delay, std::forward<F>(fn));
+  }
   EpochMs wall() const { return sc_.start + now_; }
   void record(char kind, std::string text) override;
 
