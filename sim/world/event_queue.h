@@ -34,8 +34,7 @@ class EventQueue {
       free_.pop_back();
     }
     task(slot).emplace(std::forward<F>(fn));
-    heap_.push_back(Key{t, seq_++, slot});
-    std::push_heap(heap_.begin(), heap_.end(), Later{});
+    push(Key{t, seq_++, slot});
   }
   template <class F>
   void after(int64_t delay, F&& fn) {
@@ -91,9 +90,7 @@ class EventQueue {
       r->key = Key{now_ + delay, seq_++, 0};
       return;
     }
-    std::pop_heap(heap_.begin(), heap_.end(), Later{});
-    const Key key = heap_.back();
-    heap_.pop_back();
+    const Key key = pop();
     now_ = key.t;
     if (clock) *clock = now_;
     // Run where it is (slots stay put as more are added), then free the slot.
@@ -101,6 +98,43 @@ class EventQueue {
     fn();
     fn.reset();
     free_.push_back(key.slot);
+  }
+  // A 4-ary min-heap on (t, seq): half as deep as a binary one, and the four children
+  // of a node are adjacent. (t, seq) orders all events, so the order they come out in
+  // is the same whatever the heap's shape.
+  static constexpr size_t kArity = 4;
+  void push(Key key) {
+    size_t i = heap_.size();
+    heap_.push_back(key);
+    while (i > 0) {
+      const size_t parent = (i - 1) / kArity;
+      if (!Later{}(heap_[parent], key)) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = key;
+  }
+  Key pop() {
+    const Key top = heap_.front();
+    const Key last = heap_.back();
+    heap_.pop_back();
+    const size_t n = heap_.size();
+    if (n == 0) return top;
+    size_t i = 0;
+    for (;;) {
+      const size_t first = i * kArity + 1;
+      if (first >= n) break;
+      size_t best = first;
+      const size_t end = std::min(first + kArity, n);
+      for (size_t c = first + 1; c < end; ++c) {
+        if (Later{}(heap_[best], heap_[c])) best = c;
+      }
+      if (!Later{}(last, heap_[best])) break;
+      heap_[i] = heap_[best];
+      i = best;
+    }
+    heap_[i] = last;
+    return top;
   }
   Task& task(uint32_t slot) { return chunks_[slot / kChunkSlots][slot % kChunkSlots]; }
   RecurringEvent* nextRecurring() const {
