@@ -203,8 +203,14 @@ class World final : public simworld::TraceSink {
   static constexpr int64_t kForever = INT64_MAX;
 
   // ---- event loop ----
-  void at(int64_t t, simworld::Task fn) { q_.at(t, std::move(fn)); }
-  void after(int64_t delay, simworld::Task fn) { q_.after(delay, std::move(fn)); }
+  template <class F>
+  void at(int64_t t, F&& fn) {
+    q_.at(t, std::forward<F>(fn));
+  }
+  template <class F>
+  void after(int64_t delay, F&& fn) {
+    q_.after(delay, std::forward<F>(fn));
+  }
   EpochMs wall() const { return sc_.start + now_; }
   void record(char kind, std::string text) override;
 
@@ -305,6 +311,7 @@ class World final : public simworld::TraceSink {
   void checkAckHasSync(int n, const WalMark& mark);
   // failsafe_checks.cc
   void noteZooKeeperReach();
+  void noteZooKeeperReachAtStep();
   void checkPromise(int target, const std::string& asker, const agent::FailsafeAnswer& a);
 
   const Scenario& sc_;
@@ -358,6 +365,11 @@ class World final : public simworld::TraceSink {
   // When each host's ZooKeeper client last could not confirm a round trip through the
   // leader (cut off, no leader, no session ready, its notifications late).
   std::vector<int64_t> zkUnreachableAt_;
+  // What noteZooKeeperReach last saw, valid while zk_.changes() stays reachChangesSeen_:
+  // until when each client is unreachable (kForever: cut off), and the latest of those.
+  std::vector<int64_t> reachUnreachableUntil_;
+  int64_t reachQuietFrom_ = 0;
+  uint64_t reachChangesSeen_ = UINT64_MAX;
 
   // Phases.
   int faultsRun_ = 0;

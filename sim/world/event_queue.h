@@ -22,20 +22,24 @@ class EventQueue {
   explicit EventQueue(int64_t start = 0) : now_(start) {}
 
   int64_t now() const { return now_; }
-  void at(int64_t t, Task fn) {
+  // `fn`: any callable `void()`, or a Task. The callable is built in its slot.
+  template <class F>
+  void at(int64_t t, F&& fn) {
     uint32_t slot;
     if (free_.empty()) {
-      slot = static_cast<uint32_t>(slots_.size());
-      slots_.push_back(std::move(fn));
+      slot = slotCount_++;
+      if ((slot & (kChunkSlots - 1)) == 0) chunks_.push_back(std::make_unique<Task[]>(kChunkSlots));
     } else {
       slot = free_.back();
       free_.pop_back();
-      slots_[slot] = std::move(fn);
     }
-    heap_.push_back(Key{t, seq_++, slot});
-    std::push_heap(heap_.begin(), heap_.end(), Later{});
+    task(slot).emplace(std::forward<F>(fn));
+    push(Key{t, seq_++, slot});
   }
-  void after(int64_t delay, Task fn) { at(now_ + delay, std::move(fn)); }
+  template <class F>
+  void after(int64_t delay, F&& fn) {
+    at(now_ + delay, std::forward<F>(fn));
+  }
 
   // Runs `fn` after `delay`, then again after each delay it returns, forever. It runs in
   // exactly the order of an event that schedules itself again with after() as the last
@@ -61,7 +65,9 @@ class EventQueue {
   void advanceTo(int64_t t) { now_ = std::max(now_, t); }
 
  private:
-  // The heap holds small keys; the callbacks stay put in their slots.
+  // The heap holds small keys; the callbacks stay put in their slots, in chunks that
+  // never move (an event runs in its slot while it schedules more).
+  static constexpr uint32_t kChunkSlots = 64;
   struct Key {
     int64_t t;
     uint64_t seq;
@@ -84,15 +90,53 @@ class EventQueue {
       r->key = Key{now_ + delay, seq_++, 0};
       return;
     }
-    std::pop_heap(heap_.begin(), heap_.end(), Later{});
-    const Key key = heap_.back();
-    heap_.pop_back();
+    const Key key = pop();
     now_ = key.t;
     if (clock) *clock = now_;
-    Task fn = std::move(slots_[key.slot]);
-    free_.push_back(key.slot);
+    // Run where it is (slots stay put as more are added), then free the slot.
+    Task& fn = task(key.slot);
     fn();
+    fn.reset();
+    free_.push_back(key.slot);
   }
+  // A 4-ary min-heap on (t, seq): half as deep as a binary one, and the four children
+  // of a node are adjacent. (t, seq) orders all events, so the order they come out in
+  // is the same whatever the heap's shape.
+  static constexpr size_t kArity = 4;
+  void push(Key key) {
+    size_t i = heap_.size();
+    heap_.push_back(key);
+    while (i > 0) {
+      const size_t parent = (i - 1) / kArity;
+      if (!Later{}(heap_[parent], key)) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = key;
+  }
+  Key pop() {
+    const Key top = heap_.front();
+    const Key last = heap_.back();
+    heap_.pop_back();
+    const size_t n = heap_.size();
+    if (n == 0) return top;
+    size_t i = 0;
+    for (;;) {
+      const size_t first = i * kArity + 1;
+      if (first >= n) break;
+      size_t best = first;
+      const size_t end = std::min(first + kArity, n);
+      for (size_t c = first + 1; c < end; ++c) {
+        if (Later{}(heap_[best], heap_[c])) best = c;
+      }
+      if (!Later{}(last, heap_[best])) break;
+      heap_[i] = heap_[best];
+      i = best;
+    }
+    heap_[i] = last;
+    return top;
+  }
+  Task& task(uint32_t slot) { return chunks_[slot / kChunkSlots][slot % kChunkSlots]; }
   RecurringEvent* nextRecurring() const {
     RecurringEvent* best = nullptr;
     for (const auto& r : recurring_) {
@@ -104,7 +148,8 @@ class EventQueue {
   int64_t now_;
   uint64_t seq_ = 0;
   std::vector<Key> heap_;
-  std::vector<Task> slots_;
+  std::vector<std::unique_ptr<Task[]>> chunks_;
+  uint32_t slotCount_ = 0;
   std::vector<uint32_t> free_;
   std::vector<std::unique_ptr<RecurringEvent>> recurring_;
 };

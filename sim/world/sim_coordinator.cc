@@ -115,6 +115,7 @@ void ZkEnsemble::cutOffFollower(int n, int64_t giveUpMs) {
 
 void ZkEnsemble::leaderChange(int64_t electionMs) {
   trace_.trace('F', [&] { return "the ZooKeeper leader goes: an election for " + std::to_string(electionMs) + " ms"; });
+  ++changes_;  // the leader, and the clients below
   noLeaderUntil_ = std::max(noLeaderUntil_, q_.now() + electionMs);
   std::vector<int> closed;
   for (size_t i = 0; i < clients_.size(); ++i) {
@@ -257,6 +258,7 @@ void ZkEnsemble::answerWrite(int n, uint64_t serial, StateWriteFinished r) {
 }
 
 void ZkEnsemble::notifyAll(bool state) {
+  ++changes_;  // needResync, and the deliveries
   for (size_t i = 0; i < clients_.size(); ++i) {
     int n = static_cast<int>(i);
     ZkClient& c = clients_[i];

@@ -97,11 +97,23 @@ class ZkEnsemble {
 
   // A host: a peer whose agent may run in the simulation. Numbered in the order added.
   int addHost(const std::string& id) {
+    ++changes_;
     clients_.push_back(ZkClient{id});
     return static_cast<int>(clients_.size()) - 1;
   }
-  ZkClient& client(int n) { return clients_[static_cast<size_t>(n)]; }
+  // Every access that may change a client counts as a change (changes()): a reference
+  // it returns is for the change at hand, not to keep for a later event.
+  ZkClient& client(int n) {
+    ++changes_;
+    return clients_[static_cast<size_t>(n)];
+  }
   const ZkClient& client(int n) const { return clients_[static_cast<size_t>(n)]; }
+  // Counts the accesses that may have changed a client, and the leader changes: what a
+  // world derives from the clients at every step (the cluster simulator's reach of
+  // ZooKeeper) it need not derive again while this stays the same.
+  uint64_t changes() const { return changes_; }
+  // No leader until then (a leader election).
+  int64_t leaderlessUntil() const { return noLeaderUntil_; }
 
   const ZkStateNode& state() const { return zk_; }
   StateNode stateNode() const { return zk_.node(); }
@@ -189,6 +201,7 @@ class ZkEnsemble {
   int64_t noLeaderUntil_ = 0;  // a leader election until then
   std::vector<std::string> active_;
   std::vector<ZkClient> clients_;
+  uint64_t changes_ = 0;
   Run lastRun_ = 0;
 };
 

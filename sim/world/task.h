@@ -20,15 +20,7 @@ class Task {
   Task() = default;
   template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Task>>>
   Task(F&& fn) {  // NOLINT(google-explicit-constructor): any callable converts, as to std::function
-    using Fn = std::decay_t<F>;
-    if constexpr (sizeof(Fn) <= kInlineBytes && alignof(Fn) <= alignof(std::max_align_t) &&
-                  std::is_nothrow_move_constructible_v<Fn>) {
-      ::new (static_cast<void*>(buf_)) Fn(std::forward<F>(fn));
-      ops_ = &kInlineOps<Fn>;
-    } else {
-      *reinterpret_cast<Fn**>(buf_) = new Fn(std::forward<F>(fn));
-      ops_ = &kHeapOps<Fn>;
-    }
+    construct(std::forward<F>(fn));
   }
   Task(Task&& other) noexcept { take(other); }
   Task& operator=(Task&& other) noexcept {
@@ -41,6 +33,18 @@ class Task {
   Task(const Task&) = delete;
   Task& operator=(const Task&) = delete;
   ~Task() { reset(); }
+
+  // Holds `fn` (or what a Task holds), built in place: no move through a temporary Task.
+  template <class F>
+  void emplace(F&& fn) {
+    if constexpr (std::is_same_v<std::decay_t<F>, Task>) {
+      static_assert(!std::is_lvalue_reference_v<F>, "a Task is moved in, not copied");
+      *this = std::move(fn);
+    } else {
+      reset();
+      construct(std::forward<F>(fn));
+    }
+  }
 
   explicit operator bool() const { return ops_ != nullptr; }
   // REQUIRES: a callable is held.
@@ -70,6 +74,18 @@ class Task {
       [](void* from, void* to) { *static_cast<Fn**>(to) = *static_cast<Fn**>(from); },
       [](void* b) { delete *static_cast<Fn**>(b); }};
 
+  template <class F>
+  void construct(F&& fn) {
+    using Fn = std::decay_t<F>;
+    if constexpr (sizeof(Fn) <= kInlineBytes && alignof(Fn) <= alignof(std::max_align_t) &&
+                  std::is_nothrow_move_constructible_v<Fn>) {
+      ::new (static_cast<void*>(buf_)) Fn(std::forward<F>(fn));
+      ops_ = &kInlineOps<Fn>;
+    } else {
+      *reinterpret_cast<Fn**>(buf_) = new Fn(std::forward<F>(fn));
+      ops_ = &kHeapOps<Fn>;
+    }
+  }
   void take(Task& other) noexcept {
     if (!other.ops_) return;
     other.ops_->relocate(other.buf_, buf_);

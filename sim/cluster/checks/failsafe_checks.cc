@@ -8,13 +8,40 @@ namespace dugong::clustersim::world_internal {
 // The ground truth checkPromise compares a promise with: when each host's ZooKeeper
 // client last could not confirm a round trip through the leader (noted at every step).
 void World::noteZooKeeperReach() {
-  if (zkUnreachableAt_.size() != nodes_.size()) zkUnreachableAt_.assign(nodes_.size(), 0);
-  const bool leader = zk_.hasLeader();
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    const simworld::ZkClient& c = zk_.client(static_cast<int>(i));
-    // What it hears comes in order: a backlog of late deliveries delays the answers too.
-    const bool late = now_ < c.slowNotifyUntil || c.nextDelivery > now_ + 50;
-    if (!leader || c.partitioned || !c.ready || c.session == 0 || late) zkUnreachableAt_[i] = now_;
+  const size_t hosts = nodes_.size();
+  if (zkUnreachableAt_.size() != hosts) {
+    zkUnreachableAt_.assign(hosts, 0);
+    reachUnreachableUntil_.assign(hosts, 0);
+  }
+  const simworld::ZkEnsemble& zk = zk_;  // a look: not counted as a change
+  int64_t quietFrom = 0;
+  for (size_t i = 0; i < hosts; ++i) {
+    const simworld::ZkClient& c = zk.client(static_cast<int>(i));
+    // Unreachable with no leader, cut off or with no session ready, or while what it hears
+    // comes late: in order, a backlog of late deliveries delays the answers too (late:
+    // now < slowNotifyUntil or nextDelivery > now + 50).
+    const bool cut = c.partitioned || !c.ready || c.session == 0;
+    const int64_t until =
+        cut ? kForever : std::max({zk.leaderlessUntil(), c.slowNotifyUntil, c.nextDelivery - 50});
+    if (now_ < until) zkUnreachableAt_[i] = now_;
+    reachUnreachableUntil_[i] = until;
+    quietFrom = std::max(quietFrom, until);
+  }
+  reachQuietFrom_ = quietFrom;
+}
+
+// The same at a step, from what the last look saw while the clients stay as they were
+// (most steps are replication or client ticks, which change none): each client is
+// unreachable until the time that look found.
+void World::noteZooKeeperReachAtStep() {
+  if (zk_.changes() != reachChangesSeen_) {
+    noteZooKeeperReach();
+    reachChangesSeen_ = zk_.changes();
+    return;
+  }
+  if (now_ >= reachQuietFrom_) return;
+  for (size_t i = 0; i < zkUnreachableAt_.size(); ++i) {
+    if (now_ < reachUnreachableUntil_[i]) zkUnreachableAt_[i] = now_;
   }
 }
 

@@ -19,7 +19,7 @@ void World::checkStep() {
   // Only a granted promise is checked against the reach (checkPromise), and a peer
   // whose failsafe is off grants none: without it, the reach is not worth noting at
   // every step.
-  if (sc_.failsafe) noteZooKeeperReach();
+  if (sc_.failsafe) noteZooKeeperReachAtStep();
   // Per peer, every kTimingCheckMs: an acknowledgement by a deposed peer is caught
   // when it happens (onAck), and the other bounds are seconds long.
   const bool timingCheck = now_ >= nextTimingCheck_;
