@@ -1,7 +1,9 @@
 #include "statemachine/cluster_state.h"
 
+#include <algorithm>
 #include <array>
 #include <set>
+#include <utility>
 
 namespace dugong {
 
@@ -20,6 +22,100 @@ nlohmann::json ClusterState::toJson() const {
   if (oneNodeWriteMode) j["oneNodeWriteMode"] = true;
   if (!promote.is_null()) j["promote"] = promote;
   return j;
+}
+
+namespace {
+
+// Appends `s` as toJson().dump() writes a string: printable ASCII as it is, anything
+// else (a quote, a backslash, a control character, UTF-8, invalid UTF-8) by
+// nlohmann::json itself, so that the escaping and the errors stay its own.
+void appendString(std::string& out, const std::string& s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u < 0x7f && c != '"' && c != '\\';
+  });
+  if (!plain) {
+    out += nlohmann::json(s).dump();
+    return;
+  }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+// The keys in nlohmann::json's order (an object's keys are sorted).
+void appendPeer(std::string& out, const PeerIdentity& p) {
+  out += '{';
+  if (p.backupUrl) {
+    out += "\"backupUrl\":";
+    appendString(out, *p.backupUrl);
+    out += ',';
+  }
+  out += "\"id\":";
+  appendString(out, p.id);
+  out += ",\"ip\":";
+  appendString(out, p.ip);
+  out += ",\"pgUrl\":";
+  appendString(out, p.pgUrl);
+  if (p.tags.any()) {
+    out += ",\"tags\":{\"nofailover\":";
+    out += p.tags.nofailover ? "true" : "false";
+    out += ",\"noloadbalance\":";
+    out += p.tags.noloadbalance ? "true" : "false";
+    out += '}';
+  }
+  out += ",\"zoneId\":";
+  appendString(out, p.zoneId);
+  out += '}';
+}
+
+void appendPeers(std::string& out, const PeerList& peers) {
+  out += '[';
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (i > 0) out += ',';
+    appendPeer(out, peers[i]);
+  }
+  out += ']';
+}
+
+}  // namespace
+
+// The fields of toJson() in its (sorted) key order; freeze and promote, kept raw, are
+// dumped by nlohmann::json.
+std::string ClusterState::serialize() const {
+  std::string out;
+  out.reserve(160 + 128 * (2 + async.size() + deposed.size()));
+  out += "{\"async\":";
+  appendPeers(out, async);
+  out += ",\"deposed\":";
+  appendPeers(out, deposed);
+  if (!freeze.is_null()) {
+    out += ",\"freeze\":";
+    out += freeze.dump();
+  }
+  out += ",\"generation\":";
+  out += std::to_string(generation);
+  if (initTimeline > 0) {
+    out += ",\"initTimeline\":";
+    out += std::to_string(initTimeline);
+  }
+  out += ",\"initWal\":";
+  appendString(out, initWal.toString());
+  if (oneNodeWriteMode) out += ",\"oneNodeWriteMode\":true";
+  out += ",\"primary\":";
+  appendPeer(out, primary);
+  if (!promote.is_null()) {
+    out += ",\"promote\":";
+    out += promote.dump();
+  }
+  out += ",\"sync\":";
+  if (sync) {
+    appendPeer(out, *sync);
+  } else {
+    out += "null";
+  }
+  out += '}';
+  return out;
 }
 
 // The state's format: an absent "format" is format 1, Manatee's fields as they are (so
@@ -51,7 +147,7 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
   if (primary == j.end()) return Error{"cluster state: primary is missing"};
   auto p = PeerIdentity::fromJson(*primary, "cluster state: primary");
   if (!p) return Error{p.error()};
-  s.primary = p.value();
+  s.primary = std::move(p).value();
 
   if (auto onwm = j.find("oneNodeWriteMode"); onwm != j.end() && !onwm->is_null()) {
     if (!onwm->is_boolean()) return Error{"cluster state: oneNodeWriteMode must be a boolean"};
@@ -64,19 +160,19 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
   } else {
     auto sp = PeerIdentity::fromJson(*sync, "cluster state: sync");
     if (!sp) return Error{sp.error()};
-    s.sync = sp.value();
+    s.sync = std::move(sp).value();
   }
 
   auto async = j.find("async");
   if (async == j.end()) return Error{"cluster state: async is missing"};
   auto al = peersFromJson(*async, "cluster state: async");
   if (!al) return Error{al.error()};
-  s.async = al.value();
+  s.async = std::move(al).value();
 
   if (auto dep = j.find("deposed"); dep != j.end() && !dep->is_null()) {
     auto dl = peersFromJson(*dep, "cluster state: deposed");
     if (!dl) return Error{dl.error()};
-    s.deposed = dl.value();
+    s.deposed = std::move(dl).value();
   }
 
   auto wal = j.find("initWal");
@@ -140,8 +236,8 @@ Result<ClusterState> ClusterState::parse(std::string_view text) {
   Parsed& slot = recent[next];
   next = (next + 1) % recent.size();
   slot.text.assign(text);
-  slot.result = r;
-  return r;
+  slot.result = std::move(r);
+  return *slot.result;
 }
 
 nlohmann::json summarizeState(const ClusterState& state) {
