@@ -2,6 +2,7 @@
 // and postgres transitions one at a time.
 #include "driver/core.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "statemachine/overloaded.h"
@@ -87,7 +88,7 @@ void DriverCore::onInput(const Input& input) {
                  [&](const in::FailsafeAsked& a) { emit(cmd::AnswerFailsafe{answerFailsafe(a.request)}); },
                  [&](const in::Timer& t) {
                    // A timer cancelled or started again since: not this start's.
-                   if (armed_.erase(t.key) == 0) return;
+                   if (!disarm(t.key)) return;
                    onTimer(t.key);
                  },
                  [&](const in::ConfirmLater&) { confirmAfterNewSession(); },
@@ -96,12 +97,36 @@ void DriverCore::onInput(const Input& input) {
 }
 
 void DriverCore::setTimer(TimerKind kind, int64_t delayMs) {
-  armed_[TimerKey{kind}] = now() + delayMs;
+  arm(TimerKey{kind}, now() + delayMs);
   emit(cmd::SetTimer{TimerKey{kind}, delayMs});
 }
 
 void DriverCore::cancelTimer(TimerKind kind) {
-  if (armed_.erase(TimerKey{kind}) > 0) emit(cmd::CancelTimer{TimerKey{kind}});
+  if (disarm(TimerKey{kind})) emit(cmd::CancelTimer{TimerKey{kind}});
+}
+
+namespace {
+// Where `key` is, or would go, in the sorted armed_.
+auto firstNotBefore(std::vector<std::pair<TimerKey, int64_t>>& armed, const TimerKey& key) {
+  return std::lower_bound(armed.begin(), armed.end(), key,
+                          [](const std::pair<TimerKey, int64_t>& a, const TimerKey& k) { return a.first < k; });
+}
+}  // namespace
+
+void DriverCore::arm(const TimerKey& key, int64_t at) {
+  auto it = firstNotBefore(armed_, key);
+  if (it != armed_.end() && it->first == key) {
+    it->second = at;
+  } else {
+    armed_.insert(it, {key, at});
+  }
+}
+
+bool DriverCore::disarm(const TimerKey& key) {
+  auto it = firstNotBefore(armed_, key);
+  if (it == armed_.end() || it->first != key) return false;
+  armed_.erase(it);
+  return true;
 }
 
 void DriverCore::onTimer(const TimerKey& key) {
@@ -213,7 +238,8 @@ void DriverCore::step(const Event& delivered) {
     lastActive_ = active->active;
     lastData_ = active->data;
   }
-  const Event event = keepingPeersFromBeforeTheLoss(delivered);
+  const std::optional<Event> keeping = keepingPeersFromBeforeTheLoss(delivered);
+  const Event& event = keeping ? *keeping : delivered;
   if (std::holds_alternative<ClusterStateChanged>(event) || std::holds_alternative<ZkInitialized>(event)) {
     // The event being stepped now delivers the state; the active list comes first.
     if (rebuiltWhileDeposed()) startFreshStateMachine(std::holds_alternative<ClusterStateChanged>(event));
@@ -289,7 +315,7 @@ void DriverCore::carryOut(const Action& action) {
           [&](const ReadWal&) { emit(cmd::ReadWal{}); },
           [&](const StartTimer& t) {
             const TimerKey key{TimerKind::kStateMachine, t.id};
-            armed_[key] = now() + t.delayMs;
+            arm(key, now() + t.delayMs);
             emit(cmd::SetTimer{key, t.delayMs});
           },
           [&](const LogDecision& d) {
