@@ -49,19 +49,20 @@ std::optional<Error> repeatedPeer(const ClusterState& s) {
 }
 
 // The text in the one form serialize() writes (its key order, no spaces, strings of
-// printable ASCII without escapes, no freeze or promote), read without a JSON tree: a
-// state is read this way thousands of times a second in the simulators. Anything else,
-// and any state that breaks a rule, is left to the JSON parser and fromJson (nullopt),
-// so the result and every error are theirs.
+// printable ASCII without escapes, no promote, a freeze only true or {"date","reason"}),
+// read without a JSON tree: a state is read this way thousands of times a second in the
+// simulators. Anything else, and any state that breaks a rule, is left to the JSON
+// parser and fromJson (nullopt), so the result and every error are theirs.
 class SerializedForm {
  public:
   static std::optional<ClusterState> read(std::string_view text) {
     SerializedForm r(text);
     ClusterState s;
-    if (!r.literal("{\"async\":") || !r.peers(s.async) || !r.literal(",\"deposed\":") || !r.peers(s.deposed) ||
-        !r.literal(",\"generation\":") || !r.positive(s.generation)) {
+    if (!r.literal("{\"async\":") || !r.peers(s.async) || !r.literal(",\"deposed\":") || !r.peers(s.deposed)) {
       return std::nullopt;
     }
+    if (r.literal(",\"freeze\":") && !r.freeze(s.freeze)) return std::nullopt;
+    if (!r.literal(",\"generation\":") || !r.positive(s.generation)) return std::nullopt;
     if (r.literal(",\"initTimeline\":") && !r.positive(s.initTimeline)) return std::nullopt;
     std::string wal;
     if (!r.literal(",\"initWal\":") || !r.string(wal)) return std::nullopt;
@@ -115,6 +116,21 @@ class SerializedForm {
     if (end == pos_ || end - pos_ > 18 || text_[pos_] == '0') return false;
     out = 0;
     for (; pos_ < end; ++pos_) out = out * 10 + (text_[pos_] - '0');
+    return true;
+  }
+  // true, or {"date","reason"} (an operator's freeze): as the JSON parser builds them.
+  bool freeze(nlohmann::json& out) {
+    if (literal("true")) {
+      out = true;
+      return true;
+    }
+    std::string date, reason;
+    if (!literal("{\"date\":") || !string(date) || !literal(",\"reason\":") || !string(reason) || !literal("}")) {
+      return false;
+    }
+    out = nlohmann::json::object();
+    out["date"] = std::move(date);
+    out["reason"] = std::move(reason);
     return true;
   }
   bool peer(PeerIdentity& p) {

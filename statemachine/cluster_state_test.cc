@@ -94,6 +94,15 @@ std::vector<ClusterState> variedStates() {
   ClusterState unfrozen = chain;
   unfrozen.freeze = false;
   states.push_back(unfrozen);
+  ClusterState byAnOperator = chain;
+  byAnOperator.freeze = {{"date", "2026-11-29T00:00:00.000Z"}, {"reason", "an operator"}};
+  states.push_back(byAnOperator);
+  ClusterState withTrue = chain;
+  withTrue.freeze = true;
+  states.push_back(withTrue);
+  ClusterState withMore = chain;
+  withMore.freeze = {{"date", "2026-11-29T00:00:00.000Z"}, {"reason", "an operator"}, {"z", 1}};
+  states.push_back(withMore);
   ClusterState large = chain;
   large.generation = 9223372036854775807;  // 19 digits
   large.async.clear();
