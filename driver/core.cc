@@ -248,7 +248,7 @@ void DriverCore::step(const Event& delivered) {
     cancelTimer(TimerKind::kShutDown);
     shutDownWrites("the session whose connection was lost has expired");
   }
-  for (const Action& a : peer_->step(now_.wallMs, event)) carryOut(a);
+  for (Action& a : peer_->step(now_.wallMs, event)) carryOut(std::move(a));
   if (failsafeUntil_ && (peer_->role() != Role::kPrimary || generation() != failsafeGeneration_)) {
     dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafeGeneration_));
   }
@@ -266,10 +266,10 @@ void DriverCore::step(const Event& delivered) {
   maybePublishDataState();
 }
 
-void DriverCore::carryOut(const Action& action) {
+void DriverCore::carryOut(Action action) {
   std::visit(
       Overloaded{
-          [&](const WriteClusterState& w) {
+          [&](WriteClusterState& w) {
             ++counters_.stateWrites;
             if (withdrawn_) {
               ++counters_.stateWriteFailures;
@@ -280,12 +280,13 @@ void DriverCore::carryOut(const Action& action) {
               return later(StateWriteFinished{
                   false, "a test-and-set confirming the state after a new session is in flight", false, -1});
             }
-            if (holdTakeoverForPromise(w)) return;
+            if (holdTakeoverForPromise(action)) return;
             // A write may name another sync, which promised nothing: the failsafe's
             // permission does not outlive it.
             if (failsafeUntil_) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
             smWriteInFlight_ = true;
-            emit(cmd::PutState{w.state, w.expectedVersion, w.reason, in::WriteFor::kStateMachine});
+            emit(cmd::PutState{std::move(w.state), w.expectedVersion, std::move(w.reason),
+                               in::WriteFor::kStateMachine});
           },
           [&](const ApplyPgConfig& a) {
             // A primary out of ZooKeeper keeps postgres down (see withdraw()): the state
@@ -302,7 +303,7 @@ void DriverCore::carryOut(const Action& action) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy_) return later(PgFenced{false, "postgres is being restarted", 0});
-            if (holdTakeoverForPromise(f)) return;
+            if (holdTakeoverForPromise(action)) return;
             pgBusy_ = true;
             const auto gen = generation();
             if (!switchoverRequested(true) || handoverWaitedIn_ == gen) return fencePg(f.newSync);

@@ -166,7 +166,7 @@ class DriverCore {
   void stop();
   void step(const Event& event);
   void later(Event event) { emit(cmd::Later{std::move(event)}); }
-  void carryOut(const Action& action);
+  void carryOut(Action action);  // moves what it emits (a state written) out of `action`
   void join();
   void applyPg(const PgConfig& config, bool fromPeer);
   void onApplied(const in::Applied& a);
