@@ -228,25 +228,19 @@ std::string ClusterState::serialize() const {
   appendPeers(out, async);
   out += ",\"deposed\":";
   appendPeers(out, deposed);
-  if (!freeze.is_null()) {
-    out += ",\"freeze\":";
-    out += freeze.dump();
-  }
-  out += ",\"generation\":";
-  out += std::to_string(generation);
-  if (initTimeline > 0) {
-    out += ",\"initTimeline\":";
-    out += std::to_string(initTimeline);
-  }
+  auto field = [&out](const char* key, const std::string& text) {
+    out += key;
+    out += text;
+  };
+  if (!freeze.is_null()) field(",\"freeze\":", freeze.dump());
+  field(",\"generation\":", std::to_string(generation));
+  if (initTimeline > 0) field(",\"initTimeline\":", std::to_string(initTimeline));
   out += ",\"initWal\":";
   appendString(out, initWal.toString());
   if (oneNodeWriteMode) out += ",\"oneNodeWriteMode\":true";
   out += ",\"primary\":";
   appendPeer(out, primary);
-  if (!promote.is_null()) {
-    out += ",\"promote\":";
-    out += promote.dump();
-  }
+  if (!promote.is_null()) field(",\"promote\":", promote.dump());
   out += ",\"sync\":";
   if (sync) {
     appendPeer(out, *sync);
