@@ -26,145 +26,6 @@ nlohmann::json ClusterState::toJson() const {
 
 namespace {
 
-// No peer may hold two places: that state could make two peers act on one role.
-std::optional<Error> repeatedPeer(const ClusterState& s) {
-  std::vector<std::string_view> seen;  // a handful of peers: a scan costs less than a set's nodes
-  seen.reserve(2 + s.async.size() + s.deposed.size());
-  auto place = [&seen](const PeerIdentity& peer, const std::string& where) -> std::optional<Error> {
-    if (std::find(seen.begin(), seen.end(), peer.id) != seen.end()) {
-      return Error{"cluster state: peer \"" + peer.id + "\" appears more than once (again as " + where + ")"};
-    }
-    seen.push_back(peer.id);
-    return std::nullopt;
-  };
-  if (auto e = place(s.primary, "primary")) return e;
-  if (s.sync) {
-    if (auto e = place(*s.sync, "sync")) return e;
-  }
-  for (size_t i = 0; i < s.async.size(); ++i) {
-    if (auto e = place(s.async[i], "async[" + std::to_string(i) + "]")) return e;
-  }
-  for (size_t i = 0; i < s.deposed.size(); ++i) {
-    if (auto e = place(s.deposed[i], "deposed[" + std::to_string(i) + "]")) return e;
-  }
-  return std::nullopt;
-}
-
-// The text in the one form serialize() writes (its key order, no spaces, strings of
-// printable ASCII without escapes, no promote, a freeze only true or {"date","reason"}),
-// read without a JSON tree: a state is read this way thousands of times a second in the
-// simulators. Anything else, and any state that breaks a rule, is left to the JSON
-// parser and fromJson (nullopt), so the result and every error are theirs.
-class SerializedForm {
- public:
-  static std::optional<ClusterState> read(std::string_view text) {
-    SerializedForm r(text);
-    ClusterState s;
-    if (!r.literal("{\"async\":") || !r.peers(s.async) || !r.literal(",\"deposed\":") || !r.peers(s.deposed)) {
-      return std::nullopt;
-    }
-    if (r.literal(",\"freeze\":") && !r.freeze(s.freeze)) return std::nullopt;
-    if (!r.literal(",\"generation\":") || !r.positive(s.generation)) return std::nullopt;
-    if (r.literal(",\"initTimeline\":") && !r.positive(s.initTimeline)) return std::nullopt;
-    std::string wal;
-    if (!r.literal(",\"initWal\":") || !r.string(wal)) return std::nullopt;
-    auto w = WalPosition::parse(wal);
-    if (!w) return std::nullopt;
-    s.initWal = w.value();
-    if (r.literal(",\"oneNodeWriteMode\":") && !r.boolean(s.oneNodeWriteMode)) return std::nullopt;
-    if (!r.literal(",\"primary\":") || !r.peer(s.primary) || !r.literal(",\"sync\":")) return std::nullopt;
-    if (!r.literal("null")) {
-      if (!r.peer(s.sync.emplace())) return std::nullopt;
-    } else if (!s.oneNodeWriteMode) {
-      return std::nullopt;
-    }
-    if (!r.literal("}") || r.pos_ != r.text_.size() || repeatedPeer(s)) return std::nullopt;
-    return s;
-  }
-
- private:
-  explicit SerializedForm(std::string_view text) : text_(text) {}
-
-  bool literal(std::string_view s) {
-    if (text_.substr(pos_, s.size()) != s) return false;
-    pos_ += s.size();
-    return true;
-  }
-  bool string(std::string& out) {
-    if (!literal("\"")) return false;
-    for (size_t end = pos_; end < text_.size(); ++end) {
-      const auto c = static_cast<unsigned char>(text_[end]);
-      if (c == '"') {
-        out.assign(text_.substr(pos_, end - pos_));
-        pos_ = end + 1;
-        return true;
-      }
-      if (c < 0x20 || c >= 0x7f || c == '\\') return false;
-    }
-    return false;
-  }
-  bool boolean(bool& out) {
-    if (literal("true")) {
-      out = true;
-      return true;
-    }
-    out = false;
-    return literal("false");
-  }
-  // 1 to 18 digits, the first not 0: an integer of at least 1 that fits an int64_t.
-  bool positive(int64_t& out) {
-    size_t end = pos_;
-    while (end < text_.size() && end - pos_ < 19 && text_[end] >= '0' && text_[end] <= '9') ++end;
-    if (end == pos_ || end - pos_ > 18 || text_[pos_] == '0') return false;
-    out = 0;
-    for (; pos_ < end; ++pos_) out = out * 10 + (text_[pos_] - '0');
-    return true;
-  }
-  // true, or {"date","reason"} (an operator's freeze): as the JSON parser builds them.
-  bool freeze(nlohmann::json& out) {
-    if (literal("true")) {
-      out = true;
-      return true;
-    }
-    std::string date, reason;
-    if (!literal("{\"date\":") || !string(date) || !literal(",\"reason\":") || !string(reason) || !literal("}")) {
-      return false;
-    }
-    out = nlohmann::json::object();
-    out["date"] = std::move(date);
-    out["reason"] = std::move(reason);
-    return true;
-  }
-  bool peer(PeerIdentity& p) {
-    if (!literal("{")) return false;
-    if (literal("\"backupUrl\":")) {
-      if (!string(p.backupUrl.emplace()) || !literal(",")) return false;
-    }
-    if (!literal("\"id\":") || !string(p.id) || p.id.empty() || !literal(",\"ip\":") || !string(p.ip) ||
-        !literal(",\"pgUrl\":") || !string(p.pgUrl)) {
-      return false;
-    }
-    if (literal(",\"tags\":{\"nofailover\":")) {
-      if (!boolean(p.tags.nofailover) || !literal(",\"noloadbalance\":") || !boolean(p.tags.noloadbalance) ||
-          !literal("}")) {
-        return false;
-      }
-    }
-    return literal(",\"zoneId\":") && string(p.zoneId) && literal("}");
-  }
-  bool peers(PeerList& out) {
-    if (!literal("[")) return false;
-    if (literal("]")) return true;
-    do {
-      if (!peer(out.emplace_back())) return false;
-    } while (literal(","));
-    return literal("]");
-  }
-
-  std::string_view text_;
-  size_t pos_ = 0;
-};
-
 // Appends `s` as toJson().dump() writes a string: printable ASCII as it is, anything
 // else (a quote, a backslash, a control character, UTF-8, invalid UTF-8) by
 // nlohmann::json itself, so that the escaping and the errors stay its own.
@@ -330,7 +191,26 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
 
   if (auto pr = j.find("promote"); pr != j.end()) s.promote = *pr;
 
-  if (auto e = repeatedPeer(s)) return *e;
+  // No peer may hold two places: that state could make two peers act on one role.
+  std::vector<std::string_view> seen;  // a handful of peers: a scan costs less than a set's nodes
+  seen.reserve(2 + s.async.size() + s.deposed.size());
+  auto place = [&seen](const PeerIdentity& peer, const std::string& where) -> std::optional<Error> {
+    if (std::find(seen.begin(), seen.end(), peer.id) != seen.end()) {
+      return Error{"cluster state: peer \"" + peer.id + "\" appears more than once (again as " + where + ")"};
+    }
+    seen.push_back(peer.id);
+    return std::nullopt;
+  };
+  if (auto e = place(s.primary, "primary")) return *e;
+  if (s.sync) {
+    if (auto e = place(*s.sync, "sync")) return *e;
+  }
+  for (size_t i = 0; i < s.async.size(); ++i) {
+    if (auto e = place(s.async[i], "async[" + std::to_string(i) + "]")) return *e;
+  }
+  for (size_t i = 0; i < s.deposed.size(); ++i) {
+    if (auto e = place(s.deposed[i], "deposed[" + std::to_string(i) + "]")) return *e;
+  }
   return s;
 }
 
@@ -347,13 +227,8 @@ Result<ClusterState> ClusterState::parse(std::string_view text) {
   for (const Parsed& p : recent) {
     if (p.result && p.text == text) return *p.result;
   }
-  std::optional<Result<ClusterState>> r;
-  if (auto s = SerializedForm::read(text)) {
-    r.emplace(std::move(*s));
-  } else {
-    auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    r.emplace(j.is_discarded() ? Result<ClusterState>(Error{"cluster state: not valid JSON"}) : fromJson(j));
-  }
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Result<ClusterState> r = j.is_discarded() ? Result<ClusterState>(Error{"cluster state: not valid JSON"}) : fromJson(j);
   Parsed& slot = recent[next];
   next = (next + 1) % recent.size();
   slot.text.assign(text);
