@@ -2,6 +2,7 @@
 // and postgres transitions one at a time.
 #include "driver/core.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "statemachine/overloaded.h"
@@ -87,7 +88,7 @@ void DriverCore::onInput(const Input& input) {
                  [&](const in::FailsafeAsked& a) { emit(cmd::AnswerFailsafe{answerFailsafe(a.request)}); },
                  [&](const in::Timer& t) {
                    // A timer cancelled or started again since: not this start's.
-                   if (armed_.erase(t.key) == 0) return;
+                   if (!disarm(t.key)) return;
                    onTimer(t.key);
                  },
                  [&](const in::ConfirmLater&) { confirmAfterNewSession(); },
@@ -96,12 +97,36 @@ void DriverCore::onInput(const Input& input) {
 }
 
 void DriverCore::setTimer(TimerKind kind, int64_t delayMs) {
-  armed_[TimerKey{kind}] = now() + delayMs;
+  arm(TimerKey{kind}, now() + delayMs);
   emit(cmd::SetTimer{TimerKey{kind}, delayMs});
 }
 
 void DriverCore::cancelTimer(TimerKind kind) {
-  if (armed_.erase(TimerKey{kind}) > 0) emit(cmd::CancelTimer{TimerKey{kind}});
+  if (disarm(TimerKey{kind})) emit(cmd::CancelTimer{TimerKey{kind}});
+}
+
+namespace {
+// Where `key` is, or would go, in the sorted armed_.
+auto firstNotBefore(std::vector<std::pair<TimerKey, int64_t>>& armed, const TimerKey& key) {
+  return std::lower_bound(armed.begin(), armed.end(), key,
+                          [](const std::pair<TimerKey, int64_t>& a, const TimerKey& k) { return a.first < k; });
+}
+}  // namespace
+
+void DriverCore::arm(const TimerKey& key, int64_t at) {
+  auto it = firstNotBefore(armed_, key);
+  if (it != armed_.end() && it->first == key) {
+    it->second = at;
+  } else {
+    armed_.insert(it, {key, at});
+  }
+}
+
+bool DriverCore::disarm(const TimerKey& key) {
+  auto it = firstNotBefore(armed_, key);
+  if (it == armed_.end() || it->first != key) return false;
+  armed_.erase(it);
+  return true;
 }
 
 void DriverCore::onTimer(const TimerKey& key) {
@@ -213,7 +238,8 @@ void DriverCore::step(const Event& delivered) {
     lastActive_ = active->active;
     lastData_ = active->data;
   }
-  const Event event = keepingPeersFromBeforeTheLoss(delivered);
+  const std::optional<Event> keeping = keepingPeersFromBeforeTheLoss(delivered);
+  const Event& event = keeping ? *keeping : delivered;
   if (std::holds_alternative<ClusterStateChanged>(event) || std::holds_alternative<ZkInitialized>(event)) {
     // The event being stepped now delivers the state; the active list comes first.
     if (rebuiltWhileDeposed()) startFreshStateMachine(std::holds_alternative<ClusterStateChanged>(event));
@@ -222,7 +248,7 @@ void DriverCore::step(const Event& delivered) {
     cancelTimer(TimerKind::kShutDown);
     shutDownWrites("the session whose connection was lost has expired");
   }
-  for (const Action& a : peer_->step(now_.wallMs, event)) carryOut(a);
+  for (Action& a : peer_->step(now_.wallMs, event)) carryOut(std::move(a));
   if (failsafeUntil_ && (peer_->role() != Role::kPrimary || generation() != failsafeGeneration_)) {
     dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafeGeneration_));
   }
@@ -240,10 +266,10 @@ void DriverCore::step(const Event& delivered) {
   maybePublishDataState();
 }
 
-void DriverCore::carryOut(const Action& action) {
+void DriverCore::carryOut(Action action) {
   std::visit(
       Overloaded{
-          [&](const WriteClusterState& w) {
+          [&](WriteClusterState& w) {
             ++counters_.stateWrites;
             if (withdrawn_) {
               ++counters_.stateWriteFailures;
@@ -254,12 +280,13 @@ void DriverCore::carryOut(const Action& action) {
               return later(StateWriteFinished{
                   false, "a test-and-set confirming the state after a new session is in flight", false, -1});
             }
-            if (holdTakeoverForPromise(w)) return;
+            if (holdTakeoverForPromise(action)) return;
             // A write may name another sync, which promised nothing: the failsafe's
             // permission does not outlive it.
             if (failsafeUntil_) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
             smWriteInFlight_ = true;
-            emit(cmd::PutState{w.state, w.expectedVersion, w.reason, in::WriteFor::kStateMachine});
+            emit(cmd::PutState{std::move(w.state), w.expectedVersion, std::move(w.reason),
+                               in::WriteFor::kStateMachine});
           },
           [&](const ApplyPgConfig& a) {
             // A primary out of ZooKeeper keeps postgres down (see withdraw()): the state
@@ -276,7 +303,7 @@ void DriverCore::carryOut(const Action& action) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy_) return later(PgFenced{false, "postgres is being restarted", 0});
-            if (holdTakeoverForPromise(f)) return;
+            if (holdTakeoverForPromise(action)) return;
             pgBusy_ = true;
             const auto gen = generation();
             if (!switchoverRequested(true) || handoverWaitedIn_ == gen) return fencePg(f.newSync);
@@ -289,7 +316,7 @@ void DriverCore::carryOut(const Action& action) {
           [&](const ReadWal&) { emit(cmd::ReadWal{}); },
           [&](const StartTimer& t) {
             const TimerKey key{TimerKind::kStateMachine, t.id};
-            armed_[key] = now() + t.delayMs;
+            arm(key, now() + t.delayMs);
             emit(cmd::SetTimer{key, t.delayMs});
           },
           [&](const LogDecision& d) {

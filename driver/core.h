@@ -34,7 +34,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -167,7 +166,7 @@ class DriverCore {
   void stop();
   void step(const Event& event);
   void later(Event event) { emit(cmd::Later{std::move(event)}); }
-  void carryOut(const Action& action);
+  void carryOut(Action action);  // moves what it emits (a state written) out of `action`
   void join();
   void applyPg(const PgConfig& config, bool fromPeer);
   void onApplied(const in::Applied& a);
@@ -206,7 +205,8 @@ class DriverCore {
   void afterNewSession();
   void confirmAfterNewSession();
   void onConfirmation(int32_t version, const StateWriteFinished& w);
-  Event keepingPeersFromBeforeTheLoss(Event event);
+  // nullopt: the event as delivered (no grace, or no peer to add); spares a copy of each.
+  std::optional<Event> keepingPeersFromBeforeTheLoss(const Event& delivered);
   void endPeerGrace();
   // ---- lease.cc
   void onLease(const CoordinatorLease& l);
@@ -261,14 +261,18 @@ class DriverCore {
   void log(LogLevel level, std::string line) { emit(cmd::Log{level, std::move(line)}); }
   void setTimer(TimerKind kind, int64_t delayMs);
   void cancelTimer(TimerKind kind);
+  // armed_: starts `key` to fire at `at` (again, if it was); stops it, false if it was not armed.
+  void arm(const TimerKey& key, int64_t at);
+  bool disarm(const TimerKey& key);
   int64_t now() const { return now_.monoMs; }
 
   DriverOptions opts_;
   bool peersReachable_ = false;
   Moment now_;
   std::vector<Command> out_;
-  // The timers started and not yet fired nor cancelled.
-  std::map<TimerKey, int64_t> armed_;
+  // The timers started and not yet fired nor cancelled, sorted by key: a handful, in a
+  // vector rather than a map (a node allocation per timer start, every few milliseconds).
+  std::vector<std::pair<TimerKey, int64_t>> armed_;
   std::unique_ptr<Peer> peer_;
   // What the coordinator last told us, to start a fresh state machine after a rebuild.
   StateNode lastStateNode_;

@@ -193,9 +193,9 @@ bool DriverCore::holdTakeoverForPromise(const Action& action) {
 
 void DriverCore::onHeldTakeoverTimer() {
   if (!heldTakeover_) return;
-  const Action held = *std::exchange(heldTakeover_, std::nullopt);
+  Action held = *std::exchange(heldTakeover_, std::nullopt);
   log(LogLevel::kInfo, "failsafe: the promise has ended: taking over");
-  carryOut(held);
+  carryOut(std::move(held));
 }
 
 }  // namespace dugong::agent

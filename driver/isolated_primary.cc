@@ -333,22 +333,23 @@ void DriverCore::onConfirmation(int32_t version, const StateWriteFinished& w) {
 
 // During the grace after a new session, the peers present before the loss count as
 // present: after an outage every peer reconnects, some later than others.
-Event DriverCore::keepingPeersFromBeforeTheLoss(Event event) {
-  if (!peerGraceUntil_) return event;
-  PeerList* active = nullptr;
-  if (auto* init = std::get_if<ZkInitialized>(&event)) active = &init->active;
-  if (auto* change = std::get_if<ActivePeersChanged>(&event)) active = &change->active;
-  if (!active) return event;
+std::optional<Event> DriverCore::keepingPeersFromBeforeTheLoss(const Event& delivered) {
+  if (!peerGraceUntil_) return std::nullopt;
+  const PeerList* active = nullptr;
+  if (const auto* init = std::get_if<ZkInitialized>(&delivered)) active = &init->active;
+  if (const auto* change = std::get_if<ActivePeersChanged>(&delivered)) active = &change->active;
+  if (!active) return std::nullopt;
   PeerList kept;
   for (const auto& p : activeBeforeLoss_) {
     if (!containsPeer(*active, p.id)) kept.push_back(p);
   }
-  for (const auto& p : kept) active->push_back(p);
-  if (!kept.empty()) {
-    log(LogLevel::kInfo, "treating " + peerIds(kept) + " as present for " +
-                             std::to_string(*peerGraceUntil_ - now()) +
-                             " ms more: present before the ZooKeeper connection was lost, and maybe not reconnected yet");
-  }
+  if (kept.empty()) return std::nullopt;
+  Event event = delivered;
+  auto* init = std::get_if<ZkInitialized>(&event);
+  PeerList& list = init ? init->active : std::get<ActivePeersChanged>(event).active;
+  list.insert(list.end(), kept.begin(), kept.end());
+  log(LogLevel::kInfo, "treating " + peerIds(kept) + " as present for " + std::to_string(*peerGraceUntil_ - now()) +
+                           " ms more: present before the ZooKeeper connection was lost, and maybe not reconnected yet");
   return event;
 }
 

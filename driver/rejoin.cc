@@ -38,8 +38,8 @@ void DriverCore::startFreshStateMachine(bool feedState) {
   }
   emit(cmd::InitPostgres{true});
   if (feedState) {
-    for (const Action& a : peer_->step(now_.wallMs, ZkInitialized{lastStateNode_, lastActive_, lastData_})) {
-      carryOut(a);
+    for (Action& a : peer_->step(now_.wallMs, ZkInitialized{lastStateNode_, lastActive_, lastData_})) {
+      carryOut(std::move(a));
     }
   }
 }

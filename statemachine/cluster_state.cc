@@ -1,7 +1,9 @@
 #include "statemachine/cluster_state.h"
 
+#include <algorithm>
 #include <array>
-#include <set>
+#include <utility>
+#include <vector>
 
 namespace dugong {
 
@@ -20,6 +22,94 @@ nlohmann::json ClusterState::toJson() const {
   if (oneNodeWriteMode) j["oneNodeWriteMode"] = true;
   if (!promote.is_null()) j["promote"] = promote;
   return j;
+}
+
+namespace {
+
+// Appends `s` as toJson().dump() writes a string: printable ASCII as it is, anything
+// else (a quote, a backslash, a control character, UTF-8, invalid UTF-8) by
+// nlohmann::json itself, so that the escaping and the errors stay its own.
+void appendString(std::string& out, const std::string& s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u < 0x7f && c != '"' && c != '\\';
+  });
+  if (!plain) {
+    out += nlohmann::json(s).dump();
+    return;
+  }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+// The keys in nlohmann::json's order (an object's keys are sorted).
+void appendPeer(std::string& out, const PeerIdentity& p) {
+  out += '{';
+  if (p.backupUrl) {
+    out += "\"backupUrl\":";
+    appendString(out, *p.backupUrl);
+    out += ',';
+  }
+  out += "\"id\":";
+  appendString(out, p.id);
+  out += ",\"ip\":";
+  appendString(out, p.ip);
+  out += ",\"pgUrl\":";
+  appendString(out, p.pgUrl);
+  if (p.tags.any()) {
+    out += ",\"tags\":{\"nofailover\":";
+    out += p.tags.nofailover ? "true" : "false";
+    out += ",\"noloadbalance\":";
+    out += p.tags.noloadbalance ? "true" : "false";
+    out += '}';
+  }
+  out += ",\"zoneId\":";
+  appendString(out, p.zoneId);
+  out += '}';
+}
+
+void appendPeers(std::string& out, const PeerList& peers) {
+  out += '[';
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (i > 0) out += ',';
+    appendPeer(out, peers[i]);
+  }
+  out += ']';
+}
+
+}  // namespace
+
+// The fields of toJson() in its (sorted) key order; freeze and promote, kept raw, are
+// dumped by nlohmann::json.
+std::string ClusterState::serialize() const {
+  std::string out;
+  out.reserve(160 + 128 * (2 + async.size() + deposed.size()));
+  out += "{\"async\":";
+  appendPeers(out, async);
+  out += ",\"deposed\":";
+  appendPeers(out, deposed);
+  auto field = [&out](const char* key, const std::string& text) {
+    out += key;
+    out += text;
+  };
+  if (!freeze.is_null()) field(",\"freeze\":", freeze.dump());
+  field(",\"generation\":", std::to_string(generation));
+  if (initTimeline > 0) field(",\"initTimeline\":", std::to_string(initTimeline));
+  out += ",\"initWal\":";
+  appendString(out, initWal.toString());
+  if (oneNodeWriteMode) out += ",\"oneNodeWriteMode\":true";
+  out += ",\"primary\":";
+  appendPeer(out, primary);
+  if (!promote.is_null()) field(",\"promote\":", promote.dump());
+  out += ",\"sync\":";
+  if (sync) {
+    appendPeer(out, *sync);
+  } else {
+    out += "null";
+  }
+  out += '}';
+  return out;
 }
 
 // The state's format: an absent "format" is format 1, Manatee's fields as they are (so
@@ -51,7 +141,7 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
   if (primary == j.end()) return Error{"cluster state: primary is missing"};
   auto p = PeerIdentity::fromJson(*primary, "cluster state: primary");
   if (!p) return Error{p.error()};
-  s.primary = p.value();
+  s.primary = std::move(p).value();
 
   if (auto onwm = j.find("oneNodeWriteMode"); onwm != j.end() && !onwm->is_null()) {
     if (!onwm->is_boolean()) return Error{"cluster state: oneNodeWriteMode must be a boolean"};
@@ -64,19 +154,19 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
   } else {
     auto sp = PeerIdentity::fromJson(*sync, "cluster state: sync");
     if (!sp) return Error{sp.error()};
-    s.sync = sp.value();
+    s.sync = std::move(sp).value();
   }
 
   auto async = j.find("async");
   if (async == j.end()) return Error{"cluster state: async is missing"};
   auto al = peersFromJson(*async, "cluster state: async");
   if (!al) return Error{al.error()};
-  s.async = al.value();
+  s.async = std::move(al).value();
 
   if (auto dep = j.find("deposed"); dep != j.end() && !dep->is_null()) {
     auto dl = peersFromJson(*dep, "cluster state: deposed");
     if (!dl) return Error{dl.error()};
-    s.deposed = dl.value();
+    s.deposed = std::move(dl).value();
   }
 
   auto wal = j.find("initWal");
@@ -102,11 +192,13 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
   if (auto pr = j.find("promote"); pr != j.end()) s.promote = *pr;
 
   // No peer may hold two places: that state could make two peers act on one role.
-  std::set<std::string> seen;
+  std::vector<std::string_view> seen;  // a handful of peers: a scan costs less than a set's nodes
+  seen.reserve(2 + s.async.size() + s.deposed.size());
   auto place = [&seen](const PeerIdentity& peer, const std::string& where) -> std::optional<Error> {
-    if (!seen.insert(peer.id).second) {
+    if (std::find(seen.begin(), seen.end(), peer.id) != seen.end()) {
       return Error{"cluster state: peer \"" + peer.id + "\" appears more than once (again as " + where + ")"};
     }
+    seen.push_back(peer.id);
     return std::nullopt;
   };
   if (auto e = place(s.primary, "primary")) return *e;
@@ -140,8 +232,8 @@ Result<ClusterState> ClusterState::parse(std::string_view text) {
   Parsed& slot = recent[next];
   next = (next + 1) % recent.size();
   slot.text.assign(text);
-  slot.result = r;
-  return r;
+  slot.result = std::move(r);
+  return *slot.result;
 }
 
 nlohmann::json summarizeState(const ClusterState& state) {

@@ -33,7 +33,9 @@ struct ClusterState {
   // Writes every field the state has; `deposed` always, `initTimeline`, `freeze`,
   // `oneNodeWriteMode` and `promote` only when set.
   nlohmann::json toJson() const;
-  std::string serialize() const { return toJson().dump(); }
+  // The text of toJson().dump(), byte for byte, written without building the JSON tree
+  // (the simulators write a state thousands of times a second).
+  std::string serialize() const;
 
   // Validates the schema and the rules a usable state obeys: generation is an integer
   // >= 1; primary is an identity; sync is an identity, or null only in one-node-write

@@ -55,6 +55,53 @@ TEST(ClusterState, RoundTripsThroughJson) {
   EXPECT_EQ(ClusterState::parse(s->serialize())->toJson(), j);
 }
 
+// serialize() writes the text itself: the same bytes as the JSON tree's dump(), whatever
+// the state holds (every optional field, tags, and strings that need escaping).
+TEST(ClusterState, SerializeWritesWhatDumpWrites) {
+  auto identity = [](const std::string& id) {
+    return PeerIdentity{id, "10.0.0.1", "tcp://postgres@10.0.0.1:5432/postgres", "zone-" + id, std::nullopt, {}};
+  };
+  std::vector<ClusterState> states;
+  states.push_back(ClusterState{});  // empty: no ids, no sync
+  ClusterState singleton;
+  singleton.primary = identity("a");
+  singleton.oneNodeWriteMode = true;
+  singleton.initWal = WalPosition(0x16B3748);
+  states.push_back(singleton);
+  ClusterState chain = singleton;
+  chain.oneNodeWriteMode = false;
+  chain.generation = 9223372036854775807;
+  chain.sync = identity("b");
+  chain.sync->backupUrl = "http://10.0.0.2:12345";
+  chain.async = {identity("c"), identity("d"), identity("e")};
+  chain.async[1].tags.nofailover = true;
+  chain.async[2].tags.noloadbalance = true;
+  chain.deposed = {identity("f"), identity("g")};
+  chain.initTimeline = 7;
+  states.push_back(chain);
+  ClusterState frozen = chain;
+  frozen.freeze = true;
+  frozen.promote = {{"id", "c"}, {"role", "async"}, {"asyncIndex", 0}, {"generation", 3}, {"expireTime", 1.5}};
+  states.push_back(frozen);
+  ClusterState escaped = chain;
+  escaped.freeze = {{"date", "2026-11-29T00:00:00.000Z"}, {"reason", "a \"quoted\" \\ reason\n\t\x01\x1f\x7f é 🐚"}};
+  escaped.primary.id = "quote\"backslash\\";
+  escaped.primary.zoneId = "tab\tnewline\ncontrol\x02";
+  escaped.sync->ip = "\xc3\xa9t\xc3\xa9";
+  escaped.deposed[0].pgUrl = "\u00fc\b\f\r/";
+  escaped.promote = nlohmann::json::array({nullptr, false, -3, "x\"y"});
+  states.push_back(escaped);
+  ClusterState unfrozen = chain;
+  unfrozen.freeze = false;
+  states.push_back(unfrozen);
+  for (const ClusterState& s : states) EXPECT_EQ(s.serialize(), s.toJson().dump());
+  // Invalid UTF-8 is refused as dump() refuses it.
+  ClusterState invalid = chain;
+  invalid.primary.ip = "\xff";
+  EXPECT_THROW(invalid.serialize(), nlohmann::json::type_error);
+  EXPECT_THROW(invalid.toJson().dump(), nlohmann::json::type_error);
+}
+
 TEST(ClusterState, OptionalFieldsDefault) {
   nlohmann::json j = validState();
   j.erase("deposed");

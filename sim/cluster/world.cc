@@ -122,7 +122,7 @@ int64_t NodeEnv::monotonicMs() const { return w_.now_; }
 
 
 std::unique_ptr<agent::Timer> NodeEnv::newTimer() {
-  return std::make_unique<agent::ScheduledTimer>([this](int64_t delay, simworld::Task fn) { w_.after(delay, std::move(fn)); });
+  return std::make_unique<agent::ScheduledTimer>(w_.q_);
 }
 
 void NodeEnv::post(std::function<void()> fn) {

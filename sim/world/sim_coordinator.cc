@@ -9,6 +9,7 @@ namespace dugong::simworld {
 
 PeerList ZkEnsemble::activePeers() const {
   PeerList l;
+  l.reserve(active_.size());
   for (const std::string& id : active_) l.push_back(hooks_.identityOf(id));
   return l;
 }
@@ -54,7 +55,7 @@ void ZkEnsemble::connect(int n, Run run) {
     // The session's creation is the leader's: it lives a timeout from now at least. The
     // client hears of it as it connects, before its setup's reads (ZkInitialized).
     schedule(n, [this, n, run, sid, createdAt = q_.now()] {
-      ZkClient& x = client(n);
+      const ZkClient& x = look(n);
       if (!runs(n, run) || x.session != sid || !x.agent->member_ || !x.agent->callbacks_.onLease) return;
       x.agent->callbacks_.onLease(agent::CoordinatorLease{createdAt, static_cast<int64_t>(sid),
                                                           model_.sessionTimeoutMs, model_.leaseIntervalMs});
@@ -68,19 +69,19 @@ void ZkEnsemble::connect(int n, Run run) {
 // time, only if it reached a leader that still knows the session, through a server that
 // reaches that leader (not partitioned, not cut off), and only then.
 void ZkEnsemble::leaseLoop(int n, Run run, uint64_t sid) {
-  ZkClient& c = client(n);
+  const ZkClient& c = look(n);
   if (!runs(n, run) || c.session != sid || !sessionAlive(sid)) return;
   q_.after(model_.leaseIntervalMs, [this, n, run, sid] { leaseLoop(n, run, sid); });
   if (c.partitioned || !c.ready || !c.agent->member_ || !c.agent->callbacks_.onLease) return;
   const int64_t sentAt = q_.now();
   q_.after(model_.toServer.draw(rng_), [this, n, run, sid, sentAt] {
     auto it = sessions_.find(sid);
-    if (it == sessions_.end() || !it->second.alive || !it->second.connected || leaderless() || client(n).partitioned) {
+    if (it == sessions_.end() || !it->second.alive || !it->second.connected || leaderless() || look(n).partitioned) {
       return;
     }
     q_.after(model_.fromServer.draw(rng_), [this, n, run, sid, sentAt] {
       schedule(n, [this, n, run, sid, sentAt] {
-        ZkClient& x = client(n);
+        const ZkClient& x = look(n);
         if (!runs(n, run) || x.session != sid || !sessionAlive(sid) || x.partitioned || !x.agent->member_ ||
             !x.agent->callbacks_.onLease) {
           return;
@@ -140,9 +141,9 @@ void ZkEnsemble::leaderChange(int64_t electionMs) {
     if (leaderless()) return;  // a later election ends it
     endElection();
     for (int n : closed) {
-      const uint64_t serial = client(n).partitionSerial;
+      const uint64_t serial = look(n).partitionSerial;
       q_.after(model_.reconnect.draw(rng_), [this, n, serial] {
-        if (client(n).partitionSerial == serial) heal(n);
+        if (look(n).partitionSerial == serial) heal(n);
       });
     }
   });
@@ -153,7 +154,7 @@ void ZkEnsemble::endElection() {
   trace_.trace('Z', [&] { return std::string("a new ZooKeeper leader: every session gets a fresh timeout"); });
   for (auto& [sid, s] : sessions_) {
     if (!s.alive || s.host < 0) continue;
-    if (!s.connected || client(s.host).partitioned) disconnect(sid, "no heartbeat within the session timeout");
+    if (!s.connected || look(s.host).partitioned) disconnect(sid, "no heartbeat within the session timeout");
   }
 }
 
@@ -162,7 +163,7 @@ void ZkEnsemble::expire(uint64_t sid, const std::string& why) {
   if (it == sessions_.end() || !it->second.alive) return;
   it->second.alive = false;
   int n = it->second.host;
-  trace_.trace('Z', [&] { return client(n).id + " session " + std::to_string(sid) + " expired (" + why + ")"; });
+  trace_.trace('Z', [&] { return look(n).id + " session " + std::to_string(sid) + " expired (" + why + ")"; });
   election_.leave(sid);
   recomputeActive();
   ZkClient& c = client(n);
@@ -171,7 +172,7 @@ void ZkEnsemble::expire(uint64_t sid, const std::string& why) {
     if (!c.partitioned) {  // the client hears of it at once and starts a new session
       const Run run = runOf(n);
       q_.after(model_.expiryNoticed.draw(rng_), [this, n, run, sid] {
-        if (!runs(n, run) || client(n).session != sid) return;
+        if (!runs(n, run) || look(n).session != sid) return;
         client(n).session = 0;
         client(n).connecting = true;
         q_.after(model_.reconnect.draw(rng_), [this, n, run] { connect(n, run); });
@@ -238,10 +239,10 @@ void ZkEnsemble::schedule(int n, Fn fn) {
 }
 
 void ZkEnsemble::deliver(int n, Event ev) {
-  uint64_t sid = client(n).session;
+  uint64_t sid = look(n).session;
   schedule(n, [this, n, sid, e = std::move(ev)]() mutable {
-    SimCoordinator& a = *client(n).agent;
-    if (client(n).session != sid || !a.member_) return;
+    SimCoordinator& a = *look(n).agent;
+    if (look(n).session != sid || !a.member_) return;
     // The event runs once: the agent takes it (a cluster state's text, a peer list)
     // without a copy; the hook reads it only before.
     hooks_.deliver(n, e, [&] { a.callbacks_.onEvent(std::move(e)); });
@@ -249,8 +250,8 @@ void ZkEnsemble::deliver(int n, Event ev) {
 }
 
 void ZkEnsemble::answerWrite(int n, uint64_t serial, StateWriteFinished r) {
-  if (!client(n).agent) return;
-  SimCoordinator& a = *client(n).agent;
+  if (!look(n).agent) return;
+  SimCoordinator& a = *look(n).agent;
   if (a.writeSerial_ != serial || !a.pendingWrite_) return;
   auto done = std::move(a.pendingWrite_);
   a.pendingWrite_ = nullptr;
@@ -259,18 +260,24 @@ void ZkEnsemble::answerWrite(int n, uint64_t serial, StateWriteFinished r) {
 
 void ZkEnsemble::notifyAll(bool state) {
   ++changes_;  // needResync, and the deliveries
+  std::vector<int> told;
   for (size_t i = 0; i < clients_.size(); ++i) {
-    int n = static_cast<int>(i);
     ZkClient& c = clients_[i];
     if (!c.agent || !c.ready || c.session == 0) continue;
     if (c.partitioned) {
       c.needResync = true;
-      continue;
-    }
-    if (state) {
-      deliver(n, ClusterStateChanged{stateNode()});
     } else {
-      deliver(n, ActivePeersChanged{activePeers()});
+      told.push_back(static_cast<int>(i));
+    }
+  }
+  if (told.empty()) return;
+  // One list for every client told: a copy for each but the last, which takes it.
+  PeerList active = state ? PeerList{} : activePeers();
+  for (size_t k = 0; k < told.size(); ++k) {
+    if (state) {
+      deliver(told[k], ClusterStateChanged{stateNode()});
+    } else {
+      deliver(told[k], ActivePeersChanged{k + 1 < told.size() ? PeerList(active) : std::move(active)});
     }
   }
 }
@@ -307,11 +314,11 @@ void ZkEnsemble::write(int n, uint64_t serial, const ClusterState& state, int32_
     StateWriteFinished res{false, "connection loss", false, -1};
     if (reached) res = cas(writer, data, expectedVersion, issued, wal, reason);
     q_.after(model_.fromServer.draw(rng_), [this, n, serial, sid, res] {
-      if (!client(n).agent) return;
+      if (!look(n).agent) return;
       StateWriteFinished r = res;
-      if (client(n).session != sid || !sessionAlive(sid)) {
+      if (look(n).session != sid || !sessionAlive(sid)) {
         r = StateWriteFinished{false, "session expired", false, -1};
-      } else if (client(n).partitioned) {
+      } else if (look(n).partitioned) {
         r = StateWriteFinished{false, "connection loss", false, -1};  // it may have been applied
       }
       schedule(n, [this, n, serial, r] { answerWrite(n, serial, r); });
@@ -358,7 +365,7 @@ void ZkEnsemble::partition(int n, int64_t duration, int64_t reportAfterMs, int64
     });
   }
   q_.after(duration, [this, n, serial] {
-    if (client(n).partitionSerial == serial) heal(n);
+    if (look(n).partitionSerial == serial) heal(n);
   });
 }
 
@@ -443,7 +450,7 @@ void SimCoordinator::leave() {
 void SimCoordinator::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                                      std::function<void(StateWriteFinished)> done) {
   if (pendingWrite_ && zk_.hooks_.violation) {
-    zk_.hooks_.violation("two-writes", zk_.client(host_).id + " wrote while a write was in flight");
+    zk_.hooks_.violation("two-writes", zk_.look(host_).id + " wrote while a write was in flight");
   }
   pendingWrite_ = std::move(done);
   writeSince_ = zk_.q_.now();
@@ -460,7 +467,7 @@ void SimCoordinator::putClusterState(const ClusterState& state, int32_t expected
 }
 
 agent::CoordinatorStatus SimCoordinator::status() const {
-  const ZkClient& c = zk_.client(host_);
+  const ZkClient& c = zk_.look(host_);
   return agent::CoordinatorStatus{member_, c.session != 0 && !c.partitioned, c.ready, static_cast<int64_t>(c.session),
                                   "", ""};
 }

@@ -108,6 +108,8 @@ class ZkEnsemble {
     return clients_[static_cast<size_t>(n)];
   }
   const ZkClient& client(int n) const { return clients_[static_cast<size_t>(n)]; }
+  // A look at a client that changes nothing: not counted as a change.
+  const ZkClient& look(int n) const { return clients_[static_cast<size_t>(n)]; }
   // Counts the accesses that may have changed a client, and the leader changes: what a
   // world derives from the clients at every step (the cluster simulator's reach of
   // ZooKeeper) it need not derive again while this stays the same.
@@ -179,8 +181,8 @@ class ZkEnsemble {
   void answerWrite(int n, uint64_t serial, StateWriteFinished r);
   void notifyAll(bool state);
   void write(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion, const std::string& reason);
-  Run runOf(int n) const { return client(n).agentRun; }
-  bool runs(int n, Run run) const { return run != 0 && client(n).agentRun == run; }
+  Run runOf(int n) const { return look(n).agentRun; }
+  bool runs(int n, Run run) const { return run != 0 && look(n).agentRun == run; }
   bool sessionAlive(uint64_t sid) const {
     auto it = sessions_.find(sid);
     return it != sessions_.end() && it->second.alive;
