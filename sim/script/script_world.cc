@@ -112,7 +112,7 @@ void ScriptWorld::deliver(const Event& event, const std::function<void()>& call)
 
 
 std::unique_ptr<agent::Timer> ScriptWorld::newTimer() {
-  return std::make_unique<agent::ScheduledTimer>([this](int64_t delay, simworld::Task fn) { q_.after(delay, std::move(fn)); });
+  return std::make_unique<agent::ScheduledTimer>(q_);
 }
 
 void ScriptWorld::write(LogLevel level, const std::string& line) { log(std::string("peer   ") + levelName(level) + ": " + line); }
