@@ -14,7 +14,7 @@ fail() { printf 'package_test: %s\n' "$*" >&2; exit 1; }
 for b in agent/dugong tools/adm/dugong-adm; do
   [ -x "$build/$b" ] || fail "$build/$b is not built"
 done
-if dpkg-query -W -f '${Status}' dugong 2>/dev/null | grep -q installed; then
+if [[ "$(dpkg-query -W -f '${Status}' dugong 2>/dev/null)" == *" installed" ]]; then
   fail "a dugong package is installed already; this test does not replace it"
 fi
 
@@ -50,10 +50,15 @@ for f in ./usr/bin/dugong ./usr/bin/dugong-adm ./usr/share/man/man8/dugong.8.gz 
   ./lib/systemd/system/dugong.service ./etc/dugong/dugong.yaml; do
   grep -q " $f\$" <<<"$contents" || fail "the package lacks $f"
 done
-dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/dugong/dugong.yaml ||
-  fail "/etc/dugong/dugong.yaml is not a conffile"
+# The control archive is written to a file first: in a pipe, tar stops reading at the
+# archive's end while dpkg-deb may still write its padding, and under pipefail dpkg-deb's
+# broken pipe failed the check now and then ("the package has no postinst").
+dpkg-deb --ctrl-tarfile "$deb" >"$scratch/control.tar" || fail "dpkg-deb --ctrl-tarfile failed"
+conffiles=$(tar -xOf "$scratch/control.tar" ./conffiles)
+grep -qx /etc/dugong/dugong.yaml <<<"$conffiles" || fail "/etc/dugong/dugong.yaml is not a conffile"
+control_files=$(tar -tf "$scratch/control.tar")
 for script in postinst prerm postrm; do
-  dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -qx "./$script" || fail "the package has no $script"
+  grep -qx "./$script" <<<"$control_files" || fail "the package has no $script"
 done
 
 echo "== lintian"
