@@ -16,6 +16,15 @@ std::string hexSession(int64_t id) {
   std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(id));
   return buf;
 }
+
+// The active list an event carries (ZkInitialized, ActivePeersChanged), or null; const
+// for a const event.
+template <class E>
+auto activeListOf(E& event) -> decltype(&std::get<ActivePeersChanged>(event).active) {
+  if (auto* init = std::get_if<ZkInitialized>(&event)) return &init->active;
+  if (auto* change = std::get_if<ActivePeersChanged>(&event)) return &change->active;
+  return nullptr;
+}
 }  // namespace
 
 void DriverCore::onConnection(const CoordinatorConnection& c) {
@@ -335,9 +344,7 @@ void DriverCore::onConfirmation(int32_t version, const StateWriteFinished& w) {
 // present: after an outage every peer reconnects, some later than others.
 std::optional<Event> DriverCore::keepingPeersFromBeforeTheLoss(const Event& delivered) {
   if (!peerGraceUntil_) return std::nullopt;
-  const PeerList* active = nullptr;
-  if (const auto* init = std::get_if<ZkInitialized>(&delivered)) active = &init->active;
-  if (const auto* change = std::get_if<ActivePeersChanged>(&delivered)) active = &change->active;
+  const PeerList* active = activeListOf(delivered);
   if (!active) return std::nullopt;
   PeerList kept;
   for (const auto& p : activeBeforeLoss_) {
@@ -345,9 +352,8 @@ std::optional<Event> DriverCore::keepingPeersFromBeforeTheLoss(const Event& deli
   }
   if (kept.empty()) return std::nullopt;
   Event event = delivered;
-  auto* init = std::get_if<ZkInitialized>(&event);
-  PeerList& list = init ? init->active : std::get<ActivePeersChanged>(event).active;
-  list.insert(list.end(), kept.begin(), kept.end());
+  PeerList* list = activeListOf(event);
+  list->insert(list->end(), kept.begin(), kept.end());
   log(LogLevel::kInfo, "treating " + peerIds(kept) + " as present for " + std::to_string(*peerGraceUntil_ - now()) +
                            " ms more: present before the ZooKeeper connection was lost, and maybe not reconnected yet");
   return event;

@@ -107,7 +107,6 @@ class ZkEnsemble {
     ++changes_;
     return clients_[static_cast<size_t>(n)];
   }
-  const ZkClient& client(int n) const { return clients_[static_cast<size_t>(n)]; }
   // A look at a client that changes nothing: not counted as a change.
   const ZkClient& look(int n) const { return clients_[static_cast<size_t>(n)]; }
   // Counts the accesses that may have changed a client, and the leader changes: what a

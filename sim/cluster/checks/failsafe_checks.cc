@@ -16,7 +16,7 @@ void World::noteZooKeeperReach() {
   const simworld::ZkEnsemble& zk = zk_;  // a look: not counted as a change
   int64_t quietFrom = 0;
   for (size_t i = 0; i < hosts; ++i) {
-    const simworld::ZkClient& c = zk.client(static_cast<int>(i));
+    const simworld::ZkClient& c = zk.look(static_cast<int>(i));
     // Unreachable with no leader, cut off or with no session ready, or while what it hears
     // comes late: in order, a backlog of late deliveries delays the answers too (late:
     // now < slowNotifyUntil or nextDelivery > now + 50).

@@ -106,7 +106,7 @@ std::string World::diagnose() const {
     }
     s += std::string("; postgres ") + (nd.pg.running ? "running " : "stopped ") + describeConfig(nd.pg.config) +
          ", WAL " + std::to_string(nd.pg.wal.size()) + (writable(static_cast<int>(&nd - nodes_.data())) ? ", writable" : "");
-    const simworld::ZkClient& c = zk_.client(static_cast<int>(&nd - nodes_.data()));
+    const simworld::ZkClient& c = zk_.look(static_cast<int>(&nd - nodes_.data()));
     s += c.session ? "; session " + std::to_string(c.session) : "; no session";
     if (c.partitioned) s += ", partitioned";
   }
