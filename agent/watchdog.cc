@@ -70,10 +70,11 @@ long postmasterPid(const std::string& dataDir) {
   return pid;
 }
 
-// SIGINT (a fast shutdown) to the postmaster named in postmaster.pid; false if none.
+// SIGQUIT (an immediate shutdown: no checkpoint removes the WAL a rewind of this peer would
+// read, decision 0058) to the postmaster named in postmaster.pid; false if none.
 bool signalPostmaster(const std::string& dataDir) {
   const long pid = postmasterPid(dataDir);
-  return pid > 0 && ::kill(static_cast<pid_t>(pid), SIGINT) == 0;
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), SIGQUIT) == 0;
 }
 
 // A postmaster runs and it is not a standby (no standby.signal or recovery.signal): it
@@ -104,7 +105,7 @@ void endHungAgent(const std::string& dataDir, const std::string& sessionFile, pi
   int removeError = 0;
   if (!sessionFile.empty() && ::unlink(sessionFile.c_str()) != 0) removeError = errno;
   const std::string postgres =
-      shutDown    ? std::string("asked postgres for a fast shutdown (") +
+      shutDown    ? std::string("asked postgres for an immediate shutdown (") +
                      (primary ? "this peer is the primary" : "it is not a standby and may acknowledge commits") + ")"
       : !running  ? std::string("postgres is not running")
       : mayWrite  ? std::string("could not signal postgres")
@@ -178,7 +179,7 @@ void endHungAgent(const std::string& dataDir, const std::string& sessionFile, pi
         spdlog::warn("watchdog: the primary's lease ended {} ms ago with no newer one from the agent (pid {}): {}, "
                      "before its ZooKeeper session can expire on the leader and another peer take over",
                      steadyMs() - end, static_cast<int>(parent),
-                     sent ? "asked postgres for a fast shutdown" : "postgres is not running");
+                     sent ? "asked postgres for an immediate shutdown" : "postgres is not running");
         spdlog::default_logger()->flush();
       }
     }
@@ -220,7 +221,7 @@ void endHungAgent(const std::string& dataDir, const std::string& sessionFile, pi
                  "so that it acknowledges no commit once its ZooKeeper session can expire and another peer take over",
                  static_cast<int>(parent), gone ? "gone" : "stopped", silent,
                  lost ? ", its ZooKeeper connection lost " + std::to_string(now - *lost) + " ms ago" : std::string(),
-                 sent ? "asked postgres for a fast shutdown"
+                 sent ? "asked postgres for an immediate shutdown"
                       : (pid > 0 ? "could not signal postgres" : "postgres is not running"));
     spdlog::default_logger()->flush();
   }

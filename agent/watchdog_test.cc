@@ -100,7 +100,7 @@ TEST(Watchdog, LeftArmedByAPrimaryThatStoppedItShutsPostgresDownOnceTheAgentIsGo
   auto status = waitForPostmaster(postmaster);
   ASSERT_TRUE(status.has_value()) << "the watchdog left armed never shut postgres down";
   ASSERT_TRUE(WIFSIGNALED(*status));
-  EXPECT_EQ(WTERMSIG(*status), SIGINT);  // a fast shutdown
+  EXPECT_EQ(WTERMSIG(*status), SIGQUIT);  // an immediate shutdown (decision 0058)
 }
 
 // The agent's next run ends the watchdog its predecessor left armed (here at once, before
@@ -169,7 +169,7 @@ TEST(Watchdog, AStopOfTheAgentsProcessGroupLeavesItRunningAndItActs) {
   }
   ASSERT_TRUE(status.has_value()) << "the watchdog was stopped with the agent's process group";
   ASSERT_TRUE(WIFSIGNALED(*status));
-  EXPECT_EQ(WTERMSIG(*status), SIGINT);
+  EXPECT_EQ(WTERMSIG(*status), SIGQUIT);
 }
 
 // The primary's lease: the watchdog shuts postgres down at the lease's end the
@@ -189,7 +189,7 @@ TEST(Watchdog, ItShutsPostgresDownAtTheLeasesEndWhileTheAgentRuns) {
   auto status = waitForPostmaster(postmaster);
   ASSERT_TRUE(status.has_value()) << "postgres ran on past the lease's end";
   ASSERT_TRUE(WIFSIGNALED(*status));
-  EXPECT_EQ(WTERMSIG(*status), SIGINT);
+  EXPECT_EQ(WTERMSIG(*status), SIGQUIT);
 }
 
 // ---- a hung loop ------------------------------------------------------------------
@@ -335,7 +335,7 @@ TEST(Watchdog, AHungLoopOfAPrimaryHasItsPostgresShutDownAndTheAgentKilled) {
   ASSERT_TRUE(pg.has_value()) << "postgres runs on";
   run.postmaster = -1;
   ASSERT_TRUE(WIFSIGNALED(*pg));
-  EXPECT_EQ(WTERMSIG(*pg), SIGINT);
+  EXPECT_EQ(WTERMSIG(*pg), SIGQUIT);
   EXPECT_FALSE(std::filesystem::exists(run.sessionFile)) << "the next run would re-attach the hung one's session";
 }
 
@@ -368,7 +368,7 @@ TEST(Watchdog, AHungLoopOfAPeerWhosePostgresIsNotAStandbyHasItShutDown) {
   ASSERT_TRUE(pg.has_value()) << "postgres runs on";
   run.postmaster = -1;
   ASSERT_TRUE(WIFSIGNALED(*pg));
-  EXPECT_EQ(WTERMSIG(*pg), SIGINT);
+  EXPECT_EQ(WTERMSIG(*pg), SIGQUIT);
 }
 
 // The watchdog writes its log lines to the agent's stderr. When that is a pipe nobody

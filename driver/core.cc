@@ -262,6 +262,7 @@ void DriverCore::step(const Event& delivered) {
   }
   if (newSessionAfterLoss) afterNewSession();
   maybeHandOver();
+  joinAgainOnceDeposedAndStopped();
   maybeRejoin();
   maybePublishDataState();
 }
@@ -494,6 +495,7 @@ void DriverCore::afterPgTransition() {
     applyPg(next, true);
   }
   maybeHandOver();
+  joinAgainOnceDeposedAndStopped();
   maybeRejoin();
   maybePublishDataState();
 }

@@ -187,6 +187,7 @@ class DriverCore {
   void nextHealthTick();
   void withdraw(int64_t downMs);
   void joinAgainAfterWithdrawal(const std::string& why);
+  void joinAgainOnceDeposedAndStopped();
   void onWithdrawalOver();
   // ---- isolated_primary.cc
   void onConnection(const CoordinatorConnection& c);

@@ -1131,6 +1131,64 @@ TEST_F(DriverTest, AFailedRejoinIsTriedAgainWithABackOff) {
   EXPECT_TRUE(coordinator_.writes[0].deposed.empty());
 }
 
+// A rewind that worked followed by a start that failed (the hot-standby floor, say) left
+// the driver without a last apply, and the rejoin waits for one: "trying again in 5 s"
+// never happened (operator review P13). Postgres is stopped after such a failure, as role
+// none leaves it: the retry goes on as after any other failure.
+TEST_F(DriverTest, ARewoundRejoinWhoseStartFailedIsTriedAgain) {
+  makeDriver(RejoinPolicy::kRewind);
+  pg_.modelRejoin = true;
+  startDeposed();
+  ASSERT_EQ(pg_.rejoins.size(), 1u);
+  pg_.rejoins.front().done(RejoinFinished{false, true, "the WAL from 0/3000060 up to 0/3000100",
+                                          "pg_ctl start exit 1: max_connections = 100 is a lower setting than on "
+                                          "the primary server, where its value was 120"});
+  pg_.rejoins.pop_front();
+  clock_.advance(4999);
+  EXPECT_TRUE(pg_.rejoins.empty()) << "tried again at once";
+  clock_.advance(1);
+  ASSERT_EQ(pg_.rejoins.size(), 1u) << "a rewound rejoin whose start failed is never tried again";
+  pg_.rejoins.front().done(RejoinFinished{true, false, "", ""});
+  pg_.rejoins.pop_front();
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "rejoined, but did not leave deposed";
+  EXPECT_TRUE(coordinator_.writes[0].deposed.empty());
+}
+
+// A primary whose postgres was unhealthy is deposed, and withdraws while its postgres is
+// being stopped (cluster simulator, seed 493 with rejoin: rewind). A withdrawn standby
+// joins again once postgres is healthy, but a deposed peer's postgres stays stopped: it
+// stayed out of ZooKeeper, and never rejoined by itself. Once role none is applied there
+// is no health to wait for: it joins again, and rejoins the new primary.
+TEST_F(DriverTest, ADeposedPeerThatWithdrewJoinsAgainOncePostgresIsStopped) {
+  makeDriver(RejoinPolicy::kRewind);
+  pg_.modelRejoin = true;
+  startAsPrimary();
+  pg_.health(false, "FATAL: sorry, too many clients already");
+  ClusterState next = state_;
+  next.generation = 2;
+  next.primary = peerId("node2");
+  next.sync = peerId("node3");
+  next.async.clear();
+  next.deposed = {peerId("node1")};
+  coordinator_.deliver(ClusterStateChanged{stateNode(next, 2)});
+  clock_.advance(0);
+  ASSERT_EQ(driver_->peer().role(), Role::kDeposed);
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_EQ(pg_.applies.front().first.role, PgRole::kNone);
+  // The stop takes long; postgres is still unhealthy meanwhile, and the peer withdraws.
+  for (int i = 0; i < 12 && !driver_->withdrawn(); ++i) clock_.advance(1000);
+  ASSERT_TRUE(driver_->withdrawn()) << "the scenario needs the withdrawal";
+  EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
+  clock_.advance(0);
+  EXPECT_FALSE(driver_->withdrawn()) << "a deposed peer with postgres stopped stays out of ZooKeeper";
+  EXPECT_TRUE(coordinator_.member);
+  coordinator_.deliver(ActivePeersChanged{active({"node2", "node3", "node1"})});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.rejoins.size(), 1u) << "no rejoin after joining again";
+  EXPECT_EQ(pg_.rejoins.front().primary, "node2");
+}
+
 TEST_F(DriverTest, ManualNeverRejoins) {
   makeDriver(RejoinPolicy::kManual);
   pg_.modelRejoin = true;

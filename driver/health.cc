@@ -67,6 +67,22 @@ void DriverCore::withdraw(int64_t downMs) {
       "a withdrawn primary's postgres starts only with a session, once the state confirms it is still the primary");
 }
 
+// A deposed peer withdrawn while its postgres was being stopped: role none has nothing
+// left to be healthy about, and out of ZooKeeper it would never rejoin the new primary.
+void DriverCore::joinAgainOnceDeposedAndStopped() {
+  if (!withdrawn_ || pgBusy_ || peer_->role() != Role::kDeposed || !lastApplied_ ||
+      lastApplied_->role != PgRole::kNone) {
+    return;
+  }
+  log(LogLevel::kInfo, "joining ZooKeeper again: this deposed peer's postgres is stopped, so its health no longer "
+                       "keeps it away");
+  cancelTimer(TimerKind::kWithdrawal);
+  withdrawn_ = false;
+  unhealthySince_.reset();
+  joinedAgainAt_ = now();
+  join();
+}
+
 // If postgres then stays unhealthy, the peer withdraws again.
 void DriverCore::joinAgainAfterWithdrawal(const std::string& why) {
   withdrawalWhy_ = why;

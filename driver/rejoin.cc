@@ -91,7 +91,8 @@ void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r
                                   : " (`dugong-adm rebuild` rebuilds it now)"));
     rejoinTimerMarksDue_ = true;
     setTimer(TimerKind::kRejoin, rejoinRetryDelayMs_);
-    if (r.rewound) lastApplied_.reset();  // postgres may be in any state: the next apply says
+    // Postgres is stopped, as role none left it, whether or not pg_rewind ran (a rewound
+    // directory whose start failed is a standby's, started as it is by the next try).
     return afterPgTransition();
   }
   rejoinedTo_ = primary.id;

@@ -1,4 +1,5 @@
 #include "pg/controller.h"
+#include "pg/plan/writes.h"
 #include "pg/hot_standby.h"
 
 #include <arpa/inet.h>
@@ -42,6 +43,18 @@ PgController::PgController(PgOptions options) : options_(std::move(options)) {
   }
   auto parsed = parseManagedConf(readFile(options_.dataDir + "/" + kManagedConfName));
   if (parsed.ok()) state_ = parsed.value();
+  // The cluster's configuration as last applied: a start before ZooKeeper has told it
+  // again (a reboot) runs with it, not without the cluster's restart-only settings.
+  const std::string kept = readFile(clusterConfigPath());
+  if (!kept.empty()) {
+    auto config = ClusterConfig::parse(kept);
+    if (config) {
+      cluster_ = std::move(config.value());
+    } else {
+      spdlog::warn("pg: ignoring the kept cluster configuration {} ({}): it is applied again once ZooKeeper gives it",
+                   clusterConfigPath(), config.error());
+    }
+  }
 }
 
 // ---------------------------------------------------------------- the interface
@@ -125,7 +138,8 @@ PgConfigApplied PgController::applyNone() {
 }
 
 PgConfigApplied PgController::leftDownForShutdown(const char* when) {
-  auto s = stop();
+  // As the shutdown of writes itself stops it (pg/plan/writes.h).
+  auto s = stop(writesShutdownMode() == WritesShutdown::kImmediate ? StopMode::kImmediate : StopMode::kFast);
   if (!s) return failed("writes are shut down " + std::string(when) + ", and stopping postgres failed: " + s.error(),
                         isRunning());
   spdlog::warn("pg: postgres stays stopped as primary: writes were shut down {} and are not resumed", when);

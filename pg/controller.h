@@ -253,7 +253,11 @@ class PgController {
   Result<bool> start();
   // pg_ctl stop -m fast, then -m immediate, then SIGKILL of the postmaster's process
   // group (at once for a stopped postmaster).
-  Result<bool> stop();
+  // kFast: a shutdown checkpoint (a clean stop, which a standby of the same timeline can
+  // follow), immediate after stopTimeout; kImmediate: no checkpoint, so none removes WAL
+  // (the shutdown of a primary's writes: a rewind may need that WAL).
+  enum class StopMode { kFast, kImmediate };
+  Result<bool> stop(StopMode mode = StopMode::kFast);
   Result<bool> killPostmasterGroup(pid_t pid, const std::string& why);
   Result<bool> reload();
   Result<bool> promote();
@@ -298,6 +302,8 @@ class PgController {
   // After "no rewind required" on the same timeline: whether the local data directory
   // is ahead of `source` (it has WAL the source does not have).
   Divergence aheadOnSameTimeline(const PeerIdentity& source, const std::string& queryConninfo, std::string* detail);
+  // Where the checkpoint record starting at `start` ends (pg_waldump reads its length).
+  Result<WalPosition> checkpointRecordEnd(const WalPosition& start);
   std::string sourceQueryConninfo(const std::string& conninfo) const;
   // Asks `source` for a checkpoint, so that its pg_control (which pg_rewind reads) shows
   // the timeline it promoted to.
@@ -365,6 +371,10 @@ class PgController {
 
   std::string oldDataDir() const { return options_.dataDir + ".dugong-old"; }
   std::string markerPath() const { return options_.dataDir + ".dugong-incomplete"; }
+  // The cluster configuration last applied, kept beside the data directory (root's, 0600:
+  // it may hold backup secrets) and read at construction.
+  std::string clusterConfigPath() const { return options_.dataDir + ".dugong-cluster-config.json"; }
+  Result<bool> keepClusterConfig(const ClusterConfig& config) const;
 
   PgOptions options_;
   // The cluster-wide configuration (pg/cluster_config.h), folded into options_ by
@@ -374,8 +384,8 @@ class PgController {
   std::map<std::string, std::string> backupSection_;  // noteBackupSection; under clusterMu_
   // A standby's floor for the settings hot standby needs at least as high as on its
   // primary (the primary's values, from pg_controldata, which replays them): what a
-  // standby writes is never lower, so it always starts. Refreshed by
-  // applyClusterConfig and restartInPlace on a standby. Under clusterMu_.
+  // standby writes is never lower, so it always starts. Refreshed at every write of a
+  // standby's dugong.conf. Under clusterMu_.
   std::map<std::string, long> hotStandbyFloor_;
   void refreshHotStandbyFloor();
   uid_t uid_ = 0;

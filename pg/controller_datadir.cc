@@ -159,6 +159,10 @@ Result<bool> PgController::writeConfLocked(const ManagedState& wanted) {
       if (!w) return w;
     }
   }
+  // A standby starts only with the hot-standby settings at least its primary's, which its
+  // pg_control holds (replayed, or copied by pg_rewind and pg_basebackup): read before
+  // every standby's file, so that no start (a rejoin's, a rebuild's, a restart's) is below.
+  if (state.role == "sync" || state.role == "async") refreshHotStandbyFloor();
   auto w = writeFileAsOwner(options_.dataDir + "/" + kManagedConfName,
                             renderManagedConf(effectiveOptions(state.role), state), 0600);
   if (!w) return w;
@@ -191,7 +195,6 @@ Result<bool> PgController::restartInPlace() {
     std::lock_guard lock(stateMu_);
     state = state_;
   }
-  if (state.role == "sync" || state.role == "async") refreshHotStandbyFloor();
   spdlog::info("pg: restarting postgres as requested by an operator (role {})", state.role);
   if (auto w = writeConf(state); !w) return w;
   if (auto s = stop(); !s) return s;
@@ -213,6 +216,11 @@ Result<ClusterConfigApplied> PgController::applyClusterConfig(const ClusterConfi
     std::lock_guard lock(clusterMu_);
     previous = std::exchange(cluster_, config);
   }
+  if (auto kept = keepClusterConfig(config); !kept) {
+    spdlog::warn("pg: the cluster configuration is applied but not kept in {} ({}): a start before ZooKeeper gives "
+                 "it again runs without it",
+                 clusterConfigPath(), kept.error());
+  }
   ClusterConfigApplied out;
   out.changed = changedSettings(withClusterConfig(options_, previous).settings,
                                 withClusterConfig(options_, config).settings);
@@ -231,7 +239,6 @@ Result<ClusterConfigApplied> PgController::applyClusterConfig(const ClusterConfi
   if (auto recorded = parseManagedConf(readFile(options_.dataDir + "/" + kManagedConfName)); !recorded) {
     return Error{recorded.error() + "; the files are written at the next role change"};
   }
-  if (state.role == "sync" || state.role == "async") refreshHotStandbyFloor();
   if (auto w = writeConf(state); !w) return Error{w.error()};
   if (auto w = writeHba(); !w) return Error{w.error()};
   if (!isRunning()) return out;
@@ -262,6 +269,22 @@ Result<bool> PgController::writeHba() {
   out << tcp << " postgres " << options_.replicationUser << " " << options_.replicationCidr << " " << method << "\n";
   for (const auto& l : effectiveOptions("none").extraHbaLines) out << l << "\n";
   return writeFileAsOwner(options_.dataDir + "/pg_hba.conf", out.str(), 0600);
+}
+
+Result<bool> PgController::keepClusterConfig(const ClusterConfig& config) const {
+  const std::string path = clusterConfigPath();
+  const std::string tmp = path + ".new";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << config.serialize();
+    out.flush();
+    if (!out) return Error{"cannot write " + tmp};
+  }
+  std::error_code ec;
+  fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write, ec);
+  fs::rename(tmp, path, ec);
+  if (ec) return Error{"cannot rename " + tmp + ": " + ec.message()};
+  return true;
 }
 
 void PgController::setMarker(const std::string& what) {

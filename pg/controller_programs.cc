@@ -101,18 +101,21 @@ Result<bool> PgController::start() {
   return Error{lastError};
 }
 
-Result<bool> PgController::stop() {
+Result<bool> PgController::stop(StopMode mode) {
   if (!isRunning()) return true;
   // A stopped postmaster acts on none of pg_ctl's signals, while its backends go on
   // serving (and a primary's, committing).
   if (auto pid = livePostmasterPid(options_.dataDir); pid && processStopped(*pid)) {
     return killPostmasterGroup(*pid, "it is stopped (SIGSTOP or a debugger) and acts on no other signal");
   }
-  auto r = run("pg_ctl", {"stop", "-D", options_.dataDir, "-m", "fast", "-w", "-t",
-                          std::to_string(options_.stopTimeout.count())},
-               options_.stopTimeout + 10s);
-  if (r.ok() || !isRunning()) return true;
-  spdlog::warn("pg: fast shutdown did not finish in {} s, stopping immediately", options_.stopTimeout.count());
+  CommandResult r;
+  if (mode == StopMode::kFast) {
+    r = run("pg_ctl", {"stop", "-D", options_.dataDir, "-m", "fast", "-w", "-t",
+                       std::to_string(options_.stopTimeout.count())},
+            options_.stopTimeout + 10s);
+    if (r.ok() || !isRunning()) return true;
+    spdlog::warn("pg: fast shutdown did not finish in {} s, stopping immediately", options_.stopTimeout.count());
+  }
   r = run("pg_ctl", {"stop", "-D", options_.dataDir, "-m", "immediate", "-w", "-t", "30"}, 40s);
   if (r.ok() || !isRunning()) return true;
   if (auto pid = livePostmasterPid(options_.dataDir)) {

@@ -1,5 +1,6 @@
 #include "pg/controller.h"
 #include "pg/controller_support.h"
+#include "pg/plan/rebuild.h"
 #include "pg/rewound_wal.h"
 #include "pg/wal_dir.h"
 #include <fcntl.h>
@@ -7,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -15,6 +17,19 @@
 namespace dugong::pg {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+
+namespace {
+// The names of the ".ready" files in pg_wal/archive_status (none if it cannot be read).
+std::set<std::string> readyArchiveStatusFiles(const std::string& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".ready") == 0) out.insert(name);
+  }
+  return out;
+}
+}  // namespace
 
 // ---------------------------------------------------------------- rebuilding
 
@@ -63,12 +78,33 @@ Result<bool> PgController::finishCrashRecovery(bool ownSignal) {
                state);
   if (isRunning()) return Error{"postgres is running in " + options_.dataDir};
   removeStaleLockFiles();
+  // Its checkpoints would remove the WAL segments before their redo point, among them the
+  // one holding the last checkpoint before the fork, which pg_rewind reads: run with
+  // archiving on and a command that always fails, so that every segment is kept
+  // (pg/plan/rebuild.h). The archive status files this leaves are removed afterwards
+  // unless the configuration archives WAL, where they are what postgres itself writes.
+  const std::string statusDir = options_.dataDir + "/pg_wal/archive_status";
+  const std::set<std::string> readyBefore = readyArchiveStatusFiles(statusDir);
+  std::vector<std::string> args{"--single", "-D", options_.dataDir};
+  for (const auto& [name, value] : crashRecoverySettingsKeepingWal()) {
+    args.push_back("-c");
+    args.push_back(name + "=" + value);
+  }
+  args.push_back("template1");
   CommandResult r;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    r = run("postgres", {"--single", "-D", options_.dataDir, "template1"}, options_.rewindTimeout);
+    r = run("postgres", args, options_.rewindTimeout);
     if (r.ok() || !killedBackendsHoldMemory(r.output)) break;
   }
   if (!r.ok()) return Error{"single-user crash recovery " + r.describe() + ": " + oneLine(lastLines(r.output, 3))};
+  const auto mode = effectiveOptions("primary").settings;
+  const auto archiving = mode.find("archive_mode");
+  if (archiving == mode.end() || archiving->second == "off") {
+    std::error_code e;
+    for (const auto& name : readyArchiveStatusFiles(statusDir)) {
+      if (!readyBefore.count(name)) fs::remove(statusDir + "/" + name, e);
+    }
+  }
   return true;
 }
 
@@ -111,25 +147,52 @@ std::string PgController::sourceQueryConninfo(const std::string& conninfo) const
 
 Divergence PgController::aheadOnSameTimeline(const PeerIdentity& source,
                                                            const std::string& queryConninfo, std::string* detail) {
-  // Same timeline: the local data directory must not be ahead of the source.
+  // Same timeline: the local data directory must not be ahead of the source. Its WAL ends
+  // where its last checkpoint record ends (pg_control gives where it starts), and the
+  // source's position is an end too; a source still in recovery may not show its new
+  // timeline yet, so it is asked again later (safety review item 6).
   auto text = controlValue("Latest checkpoint location:");
   if (!text) return Divergence::kUnknown;
   auto local = WalPosition::parse(text.value());
+  if (!local) return Divergence::kUnknown;
   auto remote = runQuery(queryConninfo,
-                         "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+                         "SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
                          "ELSE pg_current_wal_lsn() END::text",
                          options_.queryTimeout);
-  if (!local || !remote || remote->rows.empty() || !remote->rows[0][0]) return Divergence::kUnknown;
-  auto there = WalPosition::parse(*remote->rows[0][0]);
+  if (!remote || remote->rows.empty() || !remote->rows[0][1]) return Divergence::kUnknown;
+  if (remote->rows[0][0] == "t") {
+    *detail = source.id + " is still in recovery: whether this data directory is ahead is asked again once it is not";
+    return Divergence::kUnknown;
+  }
+  auto there = WalPosition::parse(*remote->rows[0][1]);
   if (!there) return Divergence::kUnknown;
-  if (local.value() > there.value()) {
-    *detail = "same timeline, but the local checkpoint " + local->toString() + " is ahead of " + source.id + " at " +
-              there->toString();
+  auto end = checkpointRecordEnd(local.value());
+  if (!end) {
+    *detail = "same timeline, but the end of the local checkpoint record at " + local->toString() +
+              " cannot be read: " + end.error();
+    return Divergence::kUnknown;
+  }
+  if (end.value() > there.value()) {
+    *detail = "same timeline, but the local WAL ends at " + end->toString() + " (its checkpoint record at " +
+              local->toString() + "), ahead of " + source.id + " at " + there->toString();
     return Divergence::kAhead;
   }
   return Divergence::kCanFollow;
 }
 
+Result<WalPosition> PgController::checkpointRecordEnd(const WalPosition& start) {
+  // pg_waldump gives the record's total length; its end adds the page headers of the
+  // pages it continues on (pg/wal_dir.h).
+  auto r = run("pg_waldump", {"-p", options_.dataDir + "/pg_wal", "-s", start.toString(), "-n", "1"}, 30s);
+  const std::string key = "len (rec/tot):";
+  auto at = r.output.find(key);
+  if (!r.ok() || at == std::string::npos) return Error{"pg_waldump " + r.describe() + ": " + oneLine(lastLines(r.output, 2))};
+  auto slash = r.output.find('/', at + key.size());
+  if (slash == std::string::npos) return Error{"pg_waldump printed no record length"};
+  const long total = std::strtol(r.output.c_str() + slash + 1, nullptr, 10);
+  if (total <= 0) return Error{"pg_waldump printed no record length"};
+  return walRecordEnd(start, static_cast<uint64_t>(total));
+}
 
 Result<std::string> PgController::localSystemId() { return controlValue("Database system identifier:"); }
 
@@ -248,10 +311,16 @@ CommandResult PgController::rewind(const PeerIdentity& source) {
   // WAL: the same durability as pg_rewind's own sync (everything it wrote is on disk
   // before the marker is cleared and postgres starts), without opening and fsyncing
   // every file of the data directory one by one, which dominated a small rewind.
+  // --progress: its output says when it starts to change the target.
   const auto started = std::chrono::steady_clock::now();
-  auto r = run("pg_rewind", {"--no-sync", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
+  auto r = run("pg_rewind", {"--no-sync", "--progress", "-D", options_.dataDir, "--source-server=" + conninfo.value()},
                options_.rewindTimeout, clientEnv());
-  if (!r.ok()) return r;
+  if (!r.ok()) {
+    // Failed before it changed anything (WAL it could not read, the source unreachable):
+    // the directory is as it was, and the next try sees it so, not as a half-done rewind.
+    if (!rewindChangedTarget(r.output)) clearMarker();
+    return r;
+  }
   const auto syncStarted = std::chrono::steady_clock::now();
   auto synced = syncFileSystems({options_.dataDir, options_.dataDir + "/pg_wal"});
   spdlog::info("pg: syncfs of the rewound data directory took {} ms",

@@ -204,6 +204,10 @@ PgRejoined PgController::rejoin(const PeerIdentity& primary, RejoinLimit limit) 
                  out.rewound ? ", after discarding " + out.discarded : ", nothing discarded");
   } else {
     spdlog::warn("pg: not rejoined: {}", out.error);
+    // Left stopped, as role none had it: the driver tries again from there.
+    if (isRunning()) {
+      if (auto s = stop(); !s) spdlog::warn("pg: could not stop postgres after the failed rejoin: {}", s.error());
+    }
   }
   return out;
 }

@@ -119,14 +119,22 @@ Result<WritesStopped> PgController::stopWrites() {
   return out;
 }
 
+namespace {
+int shutdownSignal() { return writesShutdownMode() == WritesShutdown::kImmediate ? SIGQUIT : SIGINT; }
+}  // namespace
+
 bool PgController::signalPrimaryShutdown() const {
   {
     std::lock_guard lock(stateMu_);
     if (state_.role != "primary") return false;  // a standby accepts no writes
   }
   auto pid = livePostmasterPid(options_.dataDir);
-  if (!pid || ::kill(*pid, SIGINT) != 0) return false;
-  spdlog::warn("pg: asked the primary's postmaster (pid {}) for a fast shutdown: no session can commit on it", *pid);
+  // pg/plan/writes.h: immediate, so that no shutdown checkpoint removes the WAL a rewind
+  // of this peer would read.
+  if (!pid || ::kill(*pid, shutdownSignal()) != 0) return false;
+  spdlog::warn("pg: asked the primary's postmaster (pid {}) for {} shutdown: no session can commit on it{}", *pid,
+               shutdownSignal() == SIGQUIT ? "an immediate" : "a fast",
+               shutdownSignal() == SIGQUIT ? ", and its WAL is kept for a rewind" : "");
   return true;
 }
 
@@ -134,15 +142,15 @@ bool PgController::signalPrimaryShutdown() const {
 // apply lock (a restart, a fence) nor a file system that cannot take the managed
 // configuration can delay the shutdown. Then,
 // under the lock, what a later start needs: the configuration marked write-stopped, and
-// pg_ctl's own stop (immediate after stopTimeout) to wait for the postmaster's end.
+// pg_ctl's own (immediate) stop to wait for the postmaster's end.
 Result<bool> PgController::shutDownWrites(bool signalledBefore) {
   const auto started = std::chrono::steady_clock::now();
   bool signalled = signalPrimaryShutdown() || signalledBefore;
   // A primary being started: its postmaster as soon as it is there (the apply then
   // leaves it stopped, see applyPrimary).
-  if (!signalled && primaryApplyInFlight_ && signalStartingPostmaster(SIGINT)) {
+  if (!signalled && primaryApplyInFlight_ && signalStartingPostmaster(shutdownSignal())) {
     signalled = true;
-    spdlog::warn("pg: asked the starting primary's postmaster for a fast shutdown: it accepts no connection");
+    spdlog::warn("pg: asked the starting primary's postmaster to shut down: it accepts no connection");
   }
   std::lock_guard applyLock(applyMu_);
   auto marked = markWritesStopped(signalled);
@@ -154,7 +162,7 @@ Result<bool> PgController::shutDownWrites(bool signalledBefore) {
   } else if (!shutDownStops(signalled, marked->has_value())) {
     return true;
   }
-  auto s = stop();
+  auto s = stop(writesShutdownMode() == WritesShutdown::kImmediate ? StopMode::kImmediate : StopMode::kFast);
   if (!s) return Error{"shutting down: " + s.error()};
   spdlog::warn("pg: the primary is shut down: no session can commit on it ({} ms)",
                msSince(started));

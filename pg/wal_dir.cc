@@ -11,6 +11,26 @@ namespace {
 constexpr uint64_t kSegmentsPerId = 0x100000000ull / kWalSegmentBytes;
 }
 
+WalPosition walRecordEnd(WalPosition start, uint64_t totalLength) {
+  constexpr uint64_t kPage = 8192;
+  constexpr uint64_t kShortHeader = 24;
+  constexpr uint64_t kLongHeader = 40;
+  auto align = [](uint64_t n) { return (n + 7) & ~uint64_t{7}; };
+  uint64_t pos = start.value();
+  uint64_t left = totalLength;
+  const uint64_t onFirstPage = kPage - pos % kPage;
+  if (left <= onFirstPage) return WalPosition(pos + align(left));
+  left -= onFirstPage;
+  pos += onFirstPage;
+  for (;;) {
+    const uint64_t header = pos % kWalSegmentBytes == 0 ? kLongHeader : kShortHeader;
+    const uint64_t room = kPage - header;
+    if (left <= room) return WalPosition(pos + header + align(left));
+    left -= room;
+    pos += kPage;
+  }
+}
+
 std::string walSegmentName(int64_t timeline, uint64_t segno) {
   char name[25];
   std::snprintf(name, sizeof name, "%08X%08X%08X", static_cast<uint32_t>(timeline),

@@ -16,6 +16,12 @@ namespace dugong::pg {
 
 inline constexpr uint64_t kWalSegmentBytes = 16ull * 1024 * 1024;  // dugong runs initdb's default
 
+// Where a WAL record of `totalLength` bytes that starts at `start` ends, as postgres counts
+// it (the reader's end of record, what pg_current_wal_lsn() and pg_rewind compare): its
+// bytes aligned to 8, plus the header of every page it continues on (24 bytes, 40 on a
+// segment's first page; pages of 8 kB).
+WalPosition walRecordEnd(WalPosition start, uint64_t totalLength);
+
 // "000000010000000000000003": timeline 1, segment 3.
 std::string walSegmentName(int64_t timeline, uint64_t segno);
 struct WalSegmentName {

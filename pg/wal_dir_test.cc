@@ -25,6 +25,17 @@ TEST(WalDir, SegmentNamesRoundTrip) {
   }
 }
 
+// A shutdown checkpoint record is 114 bytes: it ends 120 bytes on (aligned), or, where it
+// does not fit on its page, after the next page's header (pg_rewind's own arithmetic).
+TEST(WalDir, RecordEndCountsAlignmentAndPageHeaders) {
+  EXPECT_EQ(walRecordEnd(WalPosition(0x3000028), 114), WalPosition(0x3000028 + 120));
+  EXPECT_EQ(walRecordEnd(WalPosition(0x3000000 + 8192 - 40), 114), WalPosition(0x3000000 + 8192 + 24 + 80));
+  // continued onto a segment's first page: the long header
+  EXPECT_EQ(walRecordEnd(WalPosition(0x4000000 - 16), 114), WalPosition(0x4000000 + 40 + 104));
+  // exactly filling its page
+  EXPECT_EQ(walRecordEnd(WalPosition(0x3000000 + 8192 - 120), 120), WalPosition(0x3000000 + 8192));
+}
+
 TEST(WalDir, HistoryFileNames) {
   EXPECT_EQ(parseTimelineHistoryName("0000001A.history"), std::optional<int64_t>(0x1A));
   for (const char* other : {"000000010000000000000003", "0000001A.history.tmp", "0000001a.history", "1.history"}) {

@@ -128,7 +128,10 @@ explain_deposed() {  # n...
     cat <<MSG
 
 peer$n is deposed: it was the primary before a failover, and the others went on without
-it. It serves nothing and waits for an operator, who rebuilds it from the new primary:
+it. While its agent runs it rejoins by itself (rejoin: rewind, the default): pg_rewind
+discards the WAL the new primary does not have, and it streams again as an async within
+seconds; its log ($dir/peer$n/agent.log) says why if it cannot. Only then does an
+operator rebuild it from the new primary:
   scripts/cluster.sh rebuild $n
 (which runs: $adm rebuild -y --config $dir/peer$n/dugong.yaml)
 MSG

@@ -28,6 +28,16 @@ RebuildOutcome planAfterCompare(Divergence found, bool verified, bool replaceUnk
   return RebuildOutcome::kBasebackup;
 }
 
+const std::vector<std::pair<std::string, std::string>>& crashRecoverySettingsKeepingWal() {
+  static const std::vector<std::pair<std::string, std::string>> settings{{"archive_mode", "on"},
+                                                                         {"archive_command", "false"}};
+  return settings;
+}
+
+bool rewindChangedTarget(const std::string& pgRewindOutput) {
+  return pgRewindOutput.find("need to copy") != std::string::npos;
+}
+
 const char* divergenceName(Divergence d) {
   switch (d) {
     case Divergence::kCanFollow: return "can follow";

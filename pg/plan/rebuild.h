@@ -5,6 +5,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dugong::pg {
 
@@ -61,6 +63,19 @@ enum class RebuildOutcome {
 };
 
 RebuildOutcome planAfterCompare(Divergence found, bool verified, bool replaceUnknownData, const RebuildRules& rules);
+
+// The settings a stopped ex-primary's crash recovery runs with before pg_rewind (single-user
+// mode, pg/controller_rebuild.cc). Its end-of-recovery and shutdown checkpoints remove every
+// WAL segment older than their redo point that no slot keeps, and pg_rewind needs the
+// segments from the last checkpoint before the fork on: with archiving on and an archive
+// command that always fails, postgres keeps every segment not yet archived, which is all
+// of them (decision 0058).
+const std::vector<std::pair<std::string, std::string>>& crashRecoverySettingsKeepingWal();
+
+// pg_rewind changes the target only once it has read everything it needs: its --progress
+// output says "need to copy" just before. A run that failed before that line left the data
+// directory exactly as it was (no rewind marker is needed to tell a half-done rewind).
+bool rewindChangedTarget(const std::string& pgRewindOutput);
 
 const char* divergenceName(Divergence d);
 const char* rebuildOutcomeName(RebuildOutcome o);

@@ -78,3 +78,28 @@ TEST(PlanRebuild, AfterCompareTable) {
 
 }  // namespace
 }  // namespace dugong::pg
+
+// The crash recovery before a rewind keeps WAL the way postgres keeps unarchived WAL
+// (operator review P2: its checkpoint had removed the segment pg_rewind needed).
+TEST(PlanRebuild, CrashRecoveryKeepsEveryWalSegment) {
+  const auto& s = dugong::pg::crashRecoverySettingsKeepingWal();
+  auto value = [&](const std::string& name) -> std::string {
+    for (const auto& [k, v] : s) {
+      if (k == name) return v;
+    }
+    return "";
+  };
+  EXPECT_EQ(value("archive_mode"), "on");
+  EXPECT_EQ(value("archive_command"), "false");
+}
+
+TEST(PlanRebuild, ARewindThatFailedBeforeCopyingChangedNothing) {
+  using dugong::pg::rewindChangedTarget;
+  EXPECT_FALSE(rewindChangedTarget("pg_rewind: servers diverged at WAL location 0/5000060 on timeline 1\n"
+                                   "pg_rewind: error: could not open file \"pg_wal/000000010000000000000004\"\n"
+                                   "pg_rewind: fatal: could not find previous WAL record at 0/4000100\n"));
+  EXPECT_TRUE(rewindChangedTarget("pg_rewind: rewinding from last common checkpoint at 0/4000100 on timeline 1\n"
+                                  "pg_rewind: reading source file list\npg_rewind: reading target file list\n"
+                                  "pg_rewind: reading WAL in target\npg_rewind: need to copy 53 MB (total source "
+                                  "directory size is 70 MB)\npg_rewind: error: could not write file\n"));
+}

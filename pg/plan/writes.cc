@@ -9,6 +9,8 @@ bool mustStopWrites(const WritesFacts& facts, bool evenIfDown) {
 
 bool shutDownStops(bool signalled, bool primaryMarked) { return signalled || primaryMarked; }
 
+WritesShutdown writesShutdownMode() { return WritesShutdown::kImmediate; }
+
 bool mustResumeWrites(const WritesFacts& facts) { return facts.writesStopped; }
 
 WritesMode afterStopWrites(WritesMode mode) {

@@ -20,6 +20,13 @@ bool mustStopWrites(const WritesFacts& facts, bool evenIfDown);
 // Whether the shutdown stops postgres: the signal was sent, or there is a primary to stop.
 bool shutDownStops(bool signalled, bool primaryMarked);
 
+// How the shutdown of a primary's writes stops postgres. kImmediate (SIGQUIT): no session
+// commits from the signal on, and no shutdown checkpoint removes the WAL segments that a
+// rewind of this peer reads once it is deposed (decision 0058). kFast (SIGINT) would let
+// the walsenders send the rest first, but its checkpoint removes them.
+enum class WritesShutdown { kFast, kImmediate };
+WritesShutdown writesShutdownMode();
+
 // Whether resuming has anything to lift.
 bool mustResumeWrites(const WritesFacts& facts);
 

@@ -226,6 +226,7 @@ Scenario makeScenario(uint64_t seed) {
     f.variant = extra.next();
     s.faults.push_back(f);
   }
+  s.rejoinRewind = Rng(seed ^ 0x4e3011dea1b4c5d7ULL).chance(500);
   // A postgres that serves but fails its health check: from a stream of its own too.
   Rng serving(seed ^ 0x5e2b1e0a11c0ffeeULL);
   if (serving.chance(250)) {

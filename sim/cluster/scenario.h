@@ -101,6 +101,9 @@ struct Scenario {
   bool lease = true;
   // The failsafe (driver/failsafe.h): on in most seeds with leases.
   bool failsafe = false;
+  // The agents' `rejoin`: rewind (the default) in half the seeds, follow (Manatee's
+  // conservative choice) in the others; from a stream of its own.
+  bool rejoinRewind = false;
   EpochMs start = 0;           // virtual wall clock at time 0
   int64_t faultPhaseMs = 0;    // faults happen in [0, faultPhaseMs)
   int64_t convergeBoundMs = 0;  // after the faults stop, read-write again within this

@@ -44,7 +44,7 @@ void World::startAgent(int n) {
   o.identity = nd.identity;
   o.withdrawAfterMs = kWithdrawAfterMs;
   o.handoverWaitMs = kHandoverWaitMs;
-  o.rejoin = agent::RejoinPolicy::kFollow;
+  o.rejoin = sc_.rejoinRewind ? agent::RejoinPolicy::kRewind : agent::RejoinPolicy::kFollow;
   o.syncReplaceAfterMs = kSyncReplaceAfterMs;
   nd.primaryConnectionLostAt = -1;
   o.onPrimaryConnectionLoss = [this, n](bool lost) { node(n).primaryConnectionLostAt = lost ? now_ : -1; };
@@ -218,7 +218,8 @@ std::optional<std::string> World::haltedOnAReplacedCopy() const {
 RunResult World::run() {
   trace('Q', [&] { return std::string("seed " + std::to_string(sc_.seed) + ": " + std::to_string(sc_.peers) + " peers, session timeout " +
                  std::to_string(sc_.sessionTimeoutMs) + " ms, tickTime " + std::to_string(sc_.tickTimeMs) +
-                 (sc_.lease ? (sc_.failsafe ? " ms, leases, failsafe" : " ms, leases") : " ms, no leases") + ", faults for " + std::to_string(sc_.faultPhaseMs) +
+                 (sc_.lease ? (sc_.failsafe ? " ms, leases, failsafe" : " ms, leases") : " ms, no leases") +
+                 (sc_.rejoinRewind ? ", rejoin: rewind" : "") + ", faults for " + std::to_string(sc_.faultPhaseMs) +
                  " ms"); });
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
@@ -244,9 +245,16 @@ RunResult World::run() {
     q_.runNext(now_);
     if (checker_.ok()) checkStep();
     if (!checker_.ok()) break;
-    if (convergedAt_ && now_ >= *convergedAt_ + kSettleAfterConvergedMs) break;
+    if (convergedAt_ && now_ >= *convergedAt_ + kSettleAfterConvergedMs && !deposedNotRejoined()) break;
     if (now_ > deadline && (leftToAnOperator_ = haltedOnAReplacedCopy())) {
       trace('Q', [&] { return "not read-write, left to an operator: " + *leftToAnOperator_; });
+      break;
+    }
+    if (now_ > deadline && convergedAt_) {
+      checker_.fail(now_, "deposed-not-rejoined",
+                    *deposedNotRejoined() + " is still deposed " + std::to_string(sc_.convergeBoundMs) +
+                        " ms after the faults stopped, although its agent runs on its data directory with rejoin: "
+                        "rewind; " + diagnose());
       break;
     }
     if (now_ > deadline) {

@@ -301,6 +301,10 @@ class World final : public simworld::TraceSink {
   void opPromote(bool valid, uint64_t variant);
   void opRebuild(uint64_t variant);
   void operatorQuietTick();
+  // With rejoin: rewind, a deposed peer whose agent runs on a data directory rejoins by
+  // itself; the first such peer still deposed.
+  bool rejoinsByItself(const std::string& id) const;
+  std::optional<std::string> deposedNotRejoined() const;
 
   // ---- checks (checks/) ----
   // peer_checks.cc

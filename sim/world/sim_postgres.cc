@@ -37,12 +37,29 @@ bool follows(const Wal& wal, const Wal& source) { return !wal.divergedFrom(sourc
 // pg_rewind against `source` (nullptr: it cannot be asked): what it finds, and with
 // `atOnce`, the rewind itself. Without timelines in this model, a data directory ahead of
 // the source forked there (a promoted peer behind it): a divergence.
-pg::Divergence compareWith(Wal& wal, const Wal* source, bool atOnce, size_t* discarded) {
+// A data directory whose checkpoint removed the WAL from the last checkpoint before the
+// fork on: pg_rewind (and its dry run) fails reading it.
+pg::Divergence compareWith(PgServer& pg, const Wal* source, bool atOnce, size_t* discarded) {
   if (!source) return pg::Divergence::kUnknown;
-  if (follows(wal, *source)) return pg::Divergence::kCanFollow;
+  if (follows(pg.wal, *source)) return pg::Divergence::kCanFollow;
+  if (pg.rewindWalGone) return pg::Divergence::kUnknown;
   if (!atOnce) return pg::Divergence::kDiverged;
-  *discarded = wal.rewindTo(*source);
+  *discarded = pg.wal.rewindTo(*source);
   return pg::Divergence::kRewound;
+}
+
+// The adapter's crash recovery before a comparison (PgController::finishCrashRecovery), of
+// a data directory that last ran as a primary and was not shut down cleanly: its two
+// checkpoints remove the WAL before their redo point unless its settings keep every
+// segment (pg/plan/rebuild.h). A copy or a rewind brings the WAL back.
+void finishCrashRecovery(PgServer& pg) {
+  if (!pg.stoppedUncleanly || pg.standbySignal) return;
+  pg.stoppedUncleanly = false;
+  bool keeps = false;
+  for (const auto& [name, value] : pg::crashRecoverySettingsKeepingWal()) {
+    keeps = keeps || (name == "archive_mode" && value == "on");
+  }
+  if (!keeps) pg.rewindWalGone = true;
 }
 
 
@@ -119,8 +136,19 @@ void PgFleet::cleanStop(int n) {
     for (int s = 0; s < size(); ++s) {
       if (s != n && q_.now() >= server(s).stalledUntil && streamsFrom(s, n)) server(s).wal.copyFrom(pg.wal, SIZE_MAX);
     }
+    // Its shutdown checkpoint removes the WAL before its redo point (the end).
+    pg.rewindWalGone = true;
   }
   pg.running = false;
+  pg.stoppedUncleanly = false;
+  pg.waiting.clear();
+  ++pg.instance;
+}
+
+void PgFleet::immediateStop(int n) {
+  PgServer& pg = server(n);
+  pg.running = false;
+  pg.stoppedUncleanly = true;
   pg.waiting.clear();
   ++pg.instance;
 }
@@ -128,6 +156,7 @@ void PgFleet::cleanStop(int n) {
 void PgFleet::kill(int n) {
   PgServer& pg = server(n);
   pg.running = false;
+  pg.stoppedUncleanly = true;
   if (pg.transitioning) pg.crashedInTransition = true;
   pg.waiting.clear();
   ++pg.epoch;
@@ -149,6 +178,8 @@ void PgFleet::rebuildAsStandby(int n, int p, const PeerIdentity& primary) {
   if (rebuilt) {
     pg.wal = source;
     pg.setUp = true;
+    pg.rewindWalGone = false;
+    pg.stoppedUncleanly = false;
     trace_.trace('P', [&] {
       return pg.id + " postgres rebuilt by the operator from " + primary.id + " (" + std::to_string(pg.wal.size()) +
              " records)";
@@ -312,7 +343,8 @@ void SimPostgres::finishApply(PgConfig cfg) {
     if (first.step == pg::RebuildStep::kCompare) {
       const bool verified = source != nullptr;
       size_t discarded = 0;
-      const pg::Divergence d = compareWith(pg.wal, source, pg::rewindAtOnce(rules, verified), &discarded);
+      finishCrashRecovery(pg);
+      const pg::Divergence d = compareWith(pg, source, pg::rewindAtOnce(rules, verified), &discarded);
       const pg::RebuildOutcome outcome = pg::planAfterCompare(d, verified, false, rules);
       if ((outcome == pg::RebuildOutcome::kFollow || outcome == pg::RebuildOutcome::kFollowRewound) && source &&
           !follows(pg.wal, *source) && hooks_.violation) {
@@ -338,6 +370,8 @@ void SimPostgres::finishApply(PgConfig cfg) {
     } else if (copy) {
       pg.wal = *source;
       pg.setUp = true;
+      pg.rewindWalGone = false;
+      pg.stoppedUncleanly = false;
       trace.trace('P', [&] {
         return id() + " postgres rebuilt from " + fleet_.server(restore).id + " (" + std::to_string(pg.wal.size()) +
                " records)";
@@ -362,10 +396,21 @@ void SimPostgres::finishApply(PgConfig cfg) {
   // read-only while stopped, left stopped while shut down.
   const pg::PrimaryUnderWrites under =
       cfg.role == PgRole::kPrimary ? pg::planPrimaryUnderWrites(writesMode_) : pg::PrimaryUnderWrites{};
-  if (!under.run && pg.running) fleet_.cleanStop(host_);
+  if (!under.run && pg.running) {
+    if (pg::writesShutdownMode() == pg::WritesShutdown::kImmediate) {
+      fleet_.immediateStop(host_);
+    } else {
+      fleet_.cleanStop(host_);
+    }
+  }
   pg.config = cfg;
   pg.alsoSync.reset();
   pg.running = cfg.role != PgRole::kNone && under.run;
+  if (pg.running && cfg.role == PgRole::kPrimary) {
+    // Running as a primary again: a later fork comes after its start's checkpoint.
+    pg.rewindWalGone = false;
+    pg.stoppedUncleanly = false;
+  }
   pg.writesStopped = under.writesStopped;  // the apply rewrote the managed configuration
   pg.readOnly = cfg.role != PgRole::kPrimary || pg.applyReadOnly;
   if (!pg.running && cfg.role == PgRole::kPrimary) {
@@ -650,8 +695,15 @@ void SimPostgres::shutDownWrites(std::function<void(Result<bool>)> done) {
       return;
     }
     pg.writesStopped = true;
-    fleet_.trace().trace('P', [&] { return id() + " postgres shuts down: writes stopped for good"; });
-    fleet_.cleanStop(host_);
+    if (pg::writesShutdownMode() == pg::WritesShutdown::kImmediate) {
+      fleet_.trace().trace('P', [&] { return id() + " postgres shuts down: writes stopped for good"; });
+      fleet_.immediateStop(host_);
+    } else {
+      // The walsenders send the rest, then the shutdown checkpoint removes the WAL
+      // before its redo point (the end), which a rewind would read.
+      fleet_.trace().trace('P', [&] { return id() + " postgres shuts down (fast): writes stopped for good"; });
+      fleet_.cleanStop(host_);
+    }
   }));
   const int64_t end = std::max(now(), p.applyLockedUntil) + latency;
   p.applyLockedUntil = end;
@@ -719,7 +771,8 @@ void SimPostgres::rejoin(const PeerIdentity& primary, agent::RejoinPolicy policy
       pg::RebuildOutcome outcome = pg::RebuildOutcome::kFollow;
       size_t discarded = 0;
       if (first.step == pg::RebuildStep::kCompare) {
-        const pg::Divergence d = compareWith(pg.wal, source, pg::rewindAtOnce(rules, true), &discarded);
+        finishCrashRecovery(pg);
+        const pg::Divergence d = compareWith(pg, source, pg::rewindAtOnce(rules, true), &discarded);
         outcome = pg::planAfterCompare(d, true, false, rules);
         if ((outcome == pg::RebuildOutcome::kFollow || outcome == pg::RebuildOutcome::kFollowRewound) &&
             !follows(pg.wal, *source) && hooks_.violation) {

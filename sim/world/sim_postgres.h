@@ -92,6 +92,12 @@ struct PgServer {
   bool reloading = false;      // ... by a reload that keeps serving (primary -> primary)
   bool crashedInTransition = false;
   bool standbySignal = false;  // last ran as a standby (a data directory that follows)
+  // Stopped with no shutdown checkpoint (killed, or an immediate shutdown): a rejoin runs
+  // its crash recovery first (pg/controller_rebuild.cc finishCrashRecovery).
+  bool stoppedUncleanly = false;
+  // A checkpoint removed the WAL segments pg_rewind reads (the last checkpoint before a
+  // fork on): a rewind fails ("could not find previous WAL record") until a copy.
+  bool rewindWalGone = false;
   int64_t brokenUntil = 0;     // crashed, and will not start again until then
   // The adapter's view of a standby that cannot follow (pg/controller.cc healthCheck):
   // not streaming since, with evidence in its log (its upstream's timeline forked
@@ -187,6 +193,8 @@ class PgFleet {
   // A clean stop (pg_ctl stop -m fast): client sessions go at once, the walsenders first
   // send all WAL to the standbys streaming from it.
   void cleanStop(int n);
+  // An immediate shutdown: the walsenders send nothing more, and nothing is checkpointed.
+  void immediateStop(int n);
   // Postgres dies (a transition in progress fails).
   void kill(int n);
   // Postgres crashes and cannot start again for `brokenFor` (e.g. its port is held).

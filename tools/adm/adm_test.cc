@@ -383,7 +383,7 @@ TEST_F(AdmTest, FreezeUnfreezeAndRebuildOfADeposedPrimary) {
   ASSERT_TRUE(h_->waitFor([&] { return h_->role(primary) == "deposed"; }, 60s));
   AdmRun deposed = cmd("verify");
   EXPECT_EQ(deposed.code, 1);
-  EXPECT_TRUE(has(deposed.out, "deposed peer " + P + " waits for a rebuild")) << deposed.out;
+  EXPECT_TRUE(has(deposed.out, "deposed peer " + P + " does not serve yet")) << deposed.out;
 
   // Without a terminal and without -y, rebuild refuses and changes nothing.
   const std::string config = quote(h_->peer(primary).configPath);

@@ -134,8 +134,9 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
       if (checkPresent(c, p, p.roleLabel(true))) checkStreaming(c, view, p, p.role == "sync", o);
     } else if (p.role == "deposed") {
       c.problem("deposed peer " + p.identity.id +
-                " waits for a rebuild (`dugong-adm rebuild` on that peer; or `dugong-adm reap " + p.identity.id +
-                "` if it is gone for good)");
+                " does not serve yet: its agent rejoins it by itself (rejoin: rewind, the default; its log says why "
+                "if it cannot); otherwise `dugong-adm rebuild` on that peer, or `dugong-adm reap " + p.identity.id +
+                "` if it is gone for good");
     } else if (p.role == "unassigned") {
       c.problem("peer " + p.identity.id + " is in ZooKeeper but has no role in the state yet");
     }

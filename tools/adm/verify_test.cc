@@ -140,7 +140,7 @@ TEST(Verify, DeposedFrozenStalePromoteAndUnassigned) {
   }
   auto p = problems(v);
   EXPECT_TRUE(mentions(p, "frozen since 2026-01-01T00:00:00.000Z: maintenance"));
-  EXPECT_TRUE(mentions(p, "deposed peer z waits for a rebuild"));
+  EXPECT_TRUE(mentions(p, "deposed peer z does not serve yet: its agent rejoins it by itself"));
   EXPECT_TRUE(mentions(p, "stale promote request (promote request expired"));
   EXPECT_TRUE(mentions(p, "peer y is in ZooKeeper but has no role"));
 }

@@ -115,11 +115,31 @@ void World::opRebuild(uint64_t variant) {
   operatorWrite(simworld::rebuiltState(s, target.id).value(), "remove rebuilt " + target.id + " from deposed");
 }
 
+bool World::rejoinsByItself(const std::string& id) const {
+  const int x = nodeOf(id);
+  return sc_.rejoinRewind && x >= 0 && node(x).up && node(x).pg.setUp;
+}
+
+std::optional<std::string> World::deposedNotRejoined() const {
+  if (!state_) return std::nullopt;
+  for (const auto& p : state_->deposed) {
+    if (rejoinsByItself(p.id)) return p.id;
+  }
+  return std::nullopt;
+}
+
 void World::operatorQuietTick() {
   if (state_ && state_->frozen()) {
     opUnfreeze();
   } else if (state_ && !state_->deposed.empty()) {
-    opRebuild(0);
+    // A deposed peer that rejoins by itself is left to its agent (the run checks that it
+    // does: `deposed-not-rejoined`); the operator rebuilds the others.
+    for (size_t i = 0; i < state_->deposed.size(); ++i) {
+      if (!rejoinsByItself(state_->deposed[i].id)) {
+        opRebuild(i);
+        break;
+      }
+    }
   }
   after(kOperatorQuietTickMs, [this] { operatorQuietTick(); });
 }
