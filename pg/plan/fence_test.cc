@@ -80,10 +80,13 @@ TEST(PlanFence, StandbyWalEndTable) {
       {"replay waits for WAL: its end is the WAL's end", {"0/507C000", "0/507AD90", true}, false,
        StandbyWalEnd::kReplayed},
       {"replay still running", {"0/507C000", "0/5070000", false}, false, StandbyWalEnd::kWaitForReplay},
-      {"replay still running at the deadline", {"0/507C000", "0/5070000", false}, true, StandbyWalEnd::kReceived},
       {"no replay position", {"0/507C000", "", true}, false, StandbyWalEnd::kWaitForReplay},
   };
   for (const Row& r : rows) EXPECT_EQ(planStandbyWalEnd(r.seen, r.gaveUp), r.want) << r.name;
+  // Safety review 2f035ac, finding 2: the received position may end inside a record past
+  // the new timeline's fork; it is never an initWal, also not at the deadline.
+  EXPECT_NE(planStandbyWalEnd({"0/507C000", "0/5070000", false}, true), StandbyWalEnd::kReceived)
+      << "replay still running at the deadline";
   EXPECT_TRUE(startupWaitsForWal("RecoveryWalStream"));
   EXPECT_TRUE(startupWaitsForWal("RecoveryRetrieveRetryInterval"));
   EXPECT_FALSE(startupWaitsForWal(""));
