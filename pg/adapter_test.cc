@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include "pg/standby_names.h"
 #include "pg/testing/pg_test_cluster.h"
 #include "pg/testing/test_certs.h"
+#include "pg/wal_dir.h"
 #include "tests/support/tcp_proxy.h"
 
 namespace dugong::pg {
@@ -1025,6 +1027,116 @@ TEST_F(AdapterTest, StandbyFenceIsVerifiedWhenTheWalIsRead) {
   EXPECT_TRUE(cb.readWal().position.has_value());
 }
 
+// A host's death: its postmaster and every process it started, SIGKILLed at once.
+void killHost(const PgTestNode& n) {
+  const std::optional<pid_t> postmaster = n.postmasterPid();
+  ASSERT_TRUE(postmaster.has_value());
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent == *postmaster) children.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  ::kill(*postmaster, SIGKILL);
+  for (pid_t child : children) ::kill(child, SIGKILL);
+}
+
+// Long records (1 MB each) in one transaction on `a`, so that no commit waits for `b`:
+// `b` receives what `a` has flushed (at segment ends, and from its WAL writer), which ends
+// inside a record. Once `b` has received 16 MB past what it replayed, `a`'s host dies.
+void longRecordsUntilTheHostDies(const PgTestNode& a, const PgTestNode& b) {
+  std::thread load([&] {
+    const std::string out = a.value(
+        "DO $$ BEGIN FOR i IN 1..2000 LOOP PERFORM pg_logical_emit_message(true, 'x', repeat('x', 1000000)); "
+        "END LOOP; END $$",
+        120s);
+    std::cout << "the load ended: " << (out.empty() ? "done before the host's death" : out) << "\n";
+  });
+  const bool behind = testing::eventually(
+      [&] {
+        return b.value("SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) > 16000000") ==
+               "t";
+      },
+      60s);
+  killHost(a);
+  load.join();
+  ASSERT_TRUE(behind) << "b received no WAL past its replay position";
+}
+
+// Fences `b`, reads its initWal, promotes it as the takeover does, and checks that
+// initWal is not past the new timeline's fork, and that the same primary configuration
+// applies again (an agent restart, a health restart).
+void takeOverAndCheckTheFork(PgController& cb, const PgTestNode& b) {
+  PgFenced f = cb.fence(std::nullopt);
+  ASSERT_TRUE(f.ok) << f.error;
+  auto received = WalPosition::parse(b.value("SELECT pg_last_wal_receive_lsn()"));
+  ASSERT_TRUE(received.ok()) << received.error();
+  WalPositionRead w = cb.readWal();
+  ASSERT_TRUE(w.position && w.history) << w.error;
+  EXPECT_EQ(w.history->timeline, 1);
+  const WalPosition initWal = *w.position;
+
+  // initTimeline as the state machine records it (statemachine/peer.cc).
+  PgConfig asPrimary = PgConfig::primary(std::nullopt);
+  asPrimary.initWal = initWal;
+  asPrimary.initTimeline = w.history->timelineAt(initWal);
+  PgConfigApplied r = cb.apply(asPrimary);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(b.value("SELECT pg_is_in_recovery()"), "f");
+
+  auto promoted = readNewestTimelineHistory(b.options.dataDir + "/pg_wal");
+  ASSERT_TRUE(promoted.ok()) << promoted.error();
+  ASSERT_EQ(promoted->timeline, 2) << promoted->describe();
+  ASSERT_EQ(promoted->ancestors.size(), 1u) << promoted->describe();
+  const WalPosition fork = promoted->ancestors[0].end;
+  std::cout << "received " << received->toString() << ", initWal " << initWal.toString() << ", fork "
+            << fork.toString()
+            << (*received > fork ? " (received past the fork: the case)"
+                                 : " (the kill landed on a record boundary: this run does not show the case)")
+            << "\n";
+  EXPECT_LE(initWal, fork) << "initWal past the new timeline's fork";
+  EXPECT_EQ(promoted->timelineAt(initWal), asPrimary.initTimeline) << promoted->describe();
+  r = cb.apply(asPrimary);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_FALSE(r.refused);
+}
+
+// Safety review 2f035ac, finding 2: a fenced sync whose replay lags (here a
+// recovery_min_apply_delay on its host) reads as initWal where its replay ends, never
+// what it received: its primary died in the middle of long records, and what it
+// received ends inside one. The promotion starts the new timeline at the end of the last
+// complete record, so an initWal past it was on the new timeline in the promoted history,
+// and every later apply of the same primary configuration was refused ("holds another
+// history than the cluster's").
+TEST_F(AdapterTest, AFencedStandbysWalEndsWhereReplayEndsNotPastTheFork) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  b.options.settings["recovery_min_apply_delay"] = "1h";  // its replay stops at the first commit it receives
+  PgController ca(a.options);
+  PgController cb(b.options);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
+  auto r = cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable() && streamsFrom(a, b); }, 60s));
+  // Acknowledged, so flushed on b; not replayed there while the delay holds.
+  ASSERT_EQ(a.value("CREATE TABLE t (id int); INSERT INTO t VALUES (1)"), "");
+  longRecordsUntilTheHostDies(a, b);
+  if (HasFatalFailure()) return;
+  takeOverAndCheckTheFork(cb, b);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(b.value("SELECT count(*) FROM t WHERE id = 1"), "1") << "an acknowledged commit is missing";
+}
+
 // The two ways a data directory of another database system meets a cluster: the
 // ZooKeeper state was lost and a peer with an empty data directory set up a new
 // cluster, or a live database's agent has the wrong cluster name. Either way the peer
@@ -1424,6 +1536,40 @@ TEST_F(AdapterTest, ACrashedJustPromotedPrimaryPublishesItsNewTimelineAndItsWalE
   EXPECT_GE(promoted.wal, bEnd) << "the published WAL ends before what b acknowledged";
   EXPECT_TRUE(promoted.aheadOf(deposed)) << "a setup would choose the deposed primary and rewind b";
   EXPECT_FALSE(deposed.aheadOf(promoted));
+}
+
+// The same, with replay held back by a read query on the sync that holds a lock replay
+// needs, and standby delays of -1 (replay waits for it forever): the fenced read ends the
+// client sessions (not the agent's own), and replay reaches the WAL's end.
+TEST_F(AdapterTest, AFencedStandbysReadEndsTheQueriesThatHoldReplayBack) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  b.options.settings["max_standby_streaming_delay"] = "-1";
+  b.options.settings["max_standby_archive_delay"] = "-1";
+  PgController ca(a.options);
+  PgController cb(b.options);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
+  auto r = cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable() && streamsFrom(a, b); }, 60s));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int); INSERT INTO t VALUES (1)"), "");
+  ASSERT_TRUE(testing::eventually([&] { return b.value("SELECT count(*) FROM t") == "1"; }, 60s));
+  Session reader(b.conninfo());
+  ASSERT_TRUE(reader.ok()) << PQerrorMessage(reader.conn);
+  ASSERT_EQ(reader.exec("BEGIN; SELECT count(*) FROM t"), "");  // holds the table's lock, idle
+  // Acknowledged (flushed on b); its replay waits for the reader's lock.
+  ASSERT_EQ(a.value("ALTER TABLE t ADD COLUMN v int"), "");
+  ASSERT_TRUE(testing::eventually(
+      [&] { return b.value("SELECT wait_event_type FROM pg_stat_activity WHERE backend_type = 'startup'") == "Lock"; },
+      60s));
+  longRecordsUntilTheHostDies(a, b);
+  if (HasFatalFailure()) return;
+  takeOverAndCheckTheFork(cb, b);
+  if (HasFatalFailure()) return;
+  EXPECT_NE(reader.exec("SELECT 1"), "") << "the session that held replay back still runs";
+  EXPECT_EQ(b.value("SELECT count(*) FROM information_schema.columns WHERE table_name = 't' AND column_name = 'v'"),
+            "1")
+      << "an acknowledged commit is missing";
 }
 
 }  // namespace

@@ -305,7 +305,10 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
   if (!planned) return fail(planned.error());
   const FenceTarget fence = planned.value();
   if (fence.standby) {
+    // No more WAL by streaming, and replay runs unhindered to the end of what it has,
+    // which becomes initWal (pg/plan/fence.h, planStandbyWalEnd).
     want.primaryConninfo.clear();
+    want.replayUnhindered = true;
   } else {
     want.syncId = fence.syncId;
     want.alsoSyncId = fence.alsoSyncId;
@@ -423,50 +426,12 @@ WalPositionRead PgController::readWal() {
     }
     fencedRun = v.value();
   }
-  // A standby's WAL ends where replay stops, not where reception did (pg/plan/fence.h,
-  // planStandbyWalEnd): asked again while replay runs, for at most kReplayWait.
-  constexpr auto kReplayWait = std::chrono::seconds(5);
-  const auto deadline = std::chrono::steady_clock::now() + kReplayWait;
-  Result<QueryResult> q = Error{"not asked"};
-  std::optional<std::string> replayedEnd;  // set when the standby's WAL ends where replay stopped
-  for (;;) {
-    q = localQuery(
-        "SELECT CASE WHEN pg_is_in_recovery() "
-        "THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) "
-        "ELSE pg_current_wal_lsn() END::text, " + std::string(kInstanceSql) +
-        ", pg_is_in_recovery(), pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, "
-        "(SELECT wait_event FROM pg_stat_activity WHERE backend_type = 'startup')");
-    if (!q || q->rows.empty() || q->rows[0][2] != "t") break;
-    const auto& row = q->rows[0];
-    const StandbyWalSeen seen{row[3].value_or(""), row[4].value_or(""), startupWaitsForWal(row[5].value_or(""))};
-    const bool gaveUp = std::chrono::steady_clock::now() >= deadline;
-    const StandbyWalEnd end = planStandbyWalEnd(seen, gaveUp);
-    if (end == StandbyWalEnd::kReplayed) {
-      if (seen.replayed != seen.received) {
-        spdlog::info("pg: this standby's WAL ends at {}, where replay stopped (received up to {}, with no complete "
-                     "record beyond)",
-                     seen.replayed, seen.received);
-      }
-      replayedEnd = seen.replayed;
-      break;
-    }
-    if (end == StandbyWalEnd::kReceived) {
-      spdlog::warn("pg: replay has not caught up with the WAL received after {} s (replayed {}, received {}): "
-                   "reading the received position",
-                   kReplayWait.count(), seen.replayed, seen.received);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (!q) {
-    out.error = q.error();
+  auto position = readWalEnd(fence && fence->standby);
+  if (!position) {
+    out.error = position.error();
     return out;
   }
-  if (q->rows.empty() || !q->rows[0][0]) {
-    out.error = "postgres reports no WAL position";
-    return out;
-  }
-  auto pos = WalPosition::parse(replayedEnd ? *replayedEnd : *q->rows[0][0]);
+  auto pos = WalPosition::parse(position->first);
   if (!pos) {
     out.error = pos.error();
     return out;
@@ -481,11 +446,89 @@ WalPositionRead PgController::readWal() {
   }
   out.position = pos.value();
   out.history = std::move(history.value());
-  out.instance = std::stoull(q->rows[0][1].value_or("0"));
+  out.instance = position->second;
   if (fencedRun && *fencedRun != out.instance) {
     out.position.reset();
     out.error = "postgres restarted while the WAL position was read under a fence";
   }
   return out;
+}
+
+// A primary's position, or a standby's (pg/plan/fence.h, planStandbyWalEnd): fenced,
+// where replay ends, asked in two statements (the startup's wait, then the replay
+// position) until then, for at most promoteTimeout (the time a promotion has to replay
+// the same WAL); the received position never.
+Result<std::pair<std::string, PgInstance>> PgController::readWalEnd(bool fencedStandby) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + options_.promoteTimeout;
+  StandbyWalSeen seen;
+  std::string received;
+  for (;;) {
+    // Statement 1: is the startup process waiting for WAL (or for a client session)?
+    auto before = localQuery(
+        "SELECT pg_is_in_recovery(), s.wait_event_type, s.wait_event, "
+        "CASE WHEN pg_is_in_recovery() THEN pg_get_wal_replay_pause_state() <> 'not paused' END "
+        "FROM (SELECT 1) one LEFT JOIN pg_stat_activity s ON s.backend_type = 'startup'");
+    if (!before) return Error{before.error()};
+    if (before->rows.empty()) return Error{"postgres reports no recovery state"};
+    // Statement 2, after it: the position.
+    auto after = localQuery(
+        "SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+        "ELSE pg_current_wal_lsn() END::text, "
+        "GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text, pg_last_wal_receive_lsn()::text, " +
+        std::string(kInstanceSql));
+    if (!after) return Error{after.error()};
+    if (after->rows.empty() || !after->rows[0][1]) return Error{"postgres reports no WAL position"};
+    const Row& a = after->rows[0];
+    const PgInstance instance = std::stoull(a[4].value_or("0"));
+    const bool standbyBefore = before->rows[0][0] == "t";
+    const bool standbyAfter = a[0] == "t";
+    if (!standbyBefore && !standbyAfter) return std::pair{*a[1], instance};  // a primary: where it writes
+    if (standbyBefore != standbyAfter) continue;  // promoted in between: ask again
+    const Row& b = before->rows[0];
+    seen.startupWaitType = b[1].value_or("");
+    seen.startupWait = b[2].value_or("");
+    seen.paused = b[3] == "t";
+    seen.replayed = a[1].value_or("");
+    received = a[3].value_or("");
+    const bool gaveUp = std::chrono::steady_clock::now() >= deadline;
+    switch (planStandbyWalEnd(seen, fencedStandby, gaveUp)) {
+      case StandbyWalEnd::kNotFenced:
+        return std::pair{a[2].value_or(*a[1]), instance};
+      case StandbyWalEnd::kReplayed:
+        if (seen.replayed != received) {
+          spdlog::info("pg: this standby's WAL ends at {}, where replay stopped (received up to {}, with no complete "
+                       "record beyond)",
+                       seen.replayed, received.empty() ? "none" : received);
+        }
+        return std::pair{seen.replayed, instance};
+      case StandbyWalEnd::kReplayDidNotEnd:
+        // Logged by the state machine, which retries the takeover step.
+        return Error{"replay has not reached the end of this standby's WAL after " +
+                     std::to_string(msSince(started)) + " ms (the startup process waits on " +
+                     (seen.startupWait.empty() ? "nothing" : seen.startupWait) + ", replayed " + seen.replayed +
+                     ", received " + (received.empty() ? "none" : received) +
+                     "); the received position may end inside a record, past the promotion's fork: no initWal"};
+      case StandbyWalEnd::kEndClientSessions: {
+        auto ended = localQuery(endClientSessionsSql());
+        if (!ended) return Error{"ending the client sessions that hold replay back: " + ended.error()};
+        if (ended->rows.at(0)[0].value_or("0") == "0") break;  // none left: the startup has not noticed yet
+        spdlog::warn("pg: replay of the fenced standby waits on {} ({}), which a client session holds: {} client "
+                     "sessions terminated, so that it reaches the WAL's end",
+                     seen.startupWait, seen.startupWaitType, ended->rows.at(0)[0].value_or("0"));
+        break;
+      }
+      case StandbyWalEnd::kResumeReplay: {
+        auto resumed = localQuery("SELECT pg_wal_replay_resume()");
+        if (!resumed) return Error{"resuming the paused replay: " + resumed.error()};
+        spdlog::warn("pg: replay of the fenced standby was paused at {}: resumed, as the promotion would, so that "
+                     "it reaches the WAL's end",
+                     seen.replayed);
+        break;
+      }
+      case StandbyWalEnd::kWaitForReplay: break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 }  // namespace dugong::pg

@@ -88,10 +88,14 @@ class PgController {
   // primary_conninfo and no WAL receiver.
   PgFenced fence(const std::optional<PeerIdentity>& newSync);
 
-  // The WAL position: pg_current_wal_lsn() on a primary, the greater of the last
-  // received and last replayed positions on a standby. After a fence (until the next
-  // apply) the fence is verified again first, in the same postgres run, so that a
-  // position read for initWal is never read under a fence that no longer holds.
+  // The WAL position: pg_current_wal_lsn() on a primary; on a fenced standby, where
+  // replay ends once it waits for more WAL (pg/plan/fence.h planStandbyWalEnd), or an
+  // error when replay has not ended within promoteTimeout (the received position may lie
+  // inside a record, past the promotion's fork: never an initWal); on a standby not
+  // fenced, the greater of the last received and replayed positions (a check before the
+  // fence, never an initWal). After a fence (until the next apply) the fence is verified
+  // again first, in the same postgres run, so that a position read for initWal is never
+  // read under a fence that no longer holds.
   WalPositionRead readWal();
   // On a primary: what it sees of its synchronous standby (pg/sync_standby.h).
   Result<SyncStandbyView> syncStandby(const std::string& standbyName) const;
@@ -265,6 +269,11 @@ class PgController {
   Result<bool> bootstrapRoles();
   // Checks that `fence` is in effect; returns the postgres run that was checked.
   Result<PgInstance> verifyFence(const FenceTarget& fence);
+  // Ends every client session, over TCP or the Unix socket, but the agent's own (this one,
+  // and its others on the socket, by their application_name); answers their count.
+  static std::string endClientSessionsSql();
+  // readWal's position and the postgres run it was read in (pg/controller.cc).
+  Result<std::pair<std::string, PgInstance>> readWalEnd(bool fencedStandby);
   // The data directory last ran as a primary (see ManagedState::wasPrimary).
   bool ranAsPrimary();
 

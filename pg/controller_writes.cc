@@ -60,6 +60,13 @@ bool PgController::signalStartingPostmaster(int sig) const {
   return false;
 }
 
+std::string PgController::endClientSessionsSql() {
+  return "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+         "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
+         "AND NOT (client_addr IS NULL AND application_name = " +
+         quoteLiteral(kAgentApplicationName) + ")";
+}
+
 // No apply lock: a transition in flight (a restart in crash recovery, a fence's verify
 // loop) holds it for seconds. The configuration is rewritten from the one last written
 // (by that transition, if it wrote one), with the stop folded in; a transition that
@@ -88,11 +95,7 @@ Result<WritesStopped> PgController::stopWrites() {
   // status and WAL queries running meanwhile do not fail. Reload and the first round in
   // one round trip, at once; once new sessions are read-only, a second round for
   // sessions that started while the reload was under way.
-  const std::string terminate =
-      "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-      "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
-      "AND NOT (client_addr IS NULL AND application_name = " +
-      quoteLiteral(kAgentApplicationName) + ")";
+  const std::string terminate = endClientSessionsSql();
   auto first = localQuery("SELECT pg_reload_conf(); " + terminate);
   if (!first) {
     // Not answering: a postmaster that an apply is starting reads the configuration

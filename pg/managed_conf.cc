@@ -35,6 +35,7 @@ nlohmann::json ManagedState::toJson() const {
   if (upstreamUrl) j["upstreamUrl"] = *upstreamUrl;
   if (wasPrimary) j["wasPrimary"] = true;
   if (writesStopped) j["writesStopped"] = true;
+  if (replayUnhindered) j["replayUnhindered"] = true;
   return j;
 }
 
@@ -91,6 +92,11 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   const bool standby = state.role == "sync" || state.role == "async";
   out << "primary_slot_name = " << confQuote(standby && state.slotName ? *state.slotName : "") << "\n";
   out << "max_slot_wal_keep_size = " << confQuote(options.maxSlotWalKeepSize) << "\n";
+  if (standby && state.replayUnhindered) {
+    out << "recovery_min_apply_delay = 0\n";
+    out << "max_standby_streaming_delay = 0\n";
+    out << "max_standby_archive_delay = 0\n";
+  }
   for (const auto& [name, value] : serverTlsSettings(options.tls)) out << name << " = " << confQuote(value) << "\n";
   return out.str();
 }
@@ -115,6 +121,7 @@ Result<ManagedState> parseManagedConf(const std::string& text) {
       }
       if (j.contains("wasPrimary")) s.wasPrimary = j["wasPrimary"].get<bool>();
       if (j.contains("writesStopped")) s.writesStopped = j["writesStopped"].get<bool>();
+      if (j.contains("replayUnhindered")) s.replayUnhindered = j["replayUnhindered"].get<bool>();
     } catch (const nlohmann::json::exception& e) {
       return Error{std::string("dugong.conf: bad state line: ") + e.what()};
     }

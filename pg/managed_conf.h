@@ -33,6 +33,12 @@ struct ManagedState {
   bool wasPrimary = false;
   // primary: writes stopped (the agent lost ZooKeeper): read-only whatever readOnly says.
   bool writesStopped = false;
+  // standby fenced for a takeover: replay runs unhindered to the WAL's end, which becomes
+  // initWal (pg/plan/fence.h planStandbyWalEnd): recovery_min_apply_delay 0 (a promotion
+  // skips the delay too), max_standby_streaming_delay and max_standby_archive_delay 0
+  // (conflicting queries are cancelled at once), whatever the settings say. Until the
+  // next apply.
+  bool replayUnhindered = false;
   bool readOnlyInEffect() const { return readOnly || writesStopped; }
 
   nlohmann::json toJson() const;  // without the conninfo (it may hold a password)

@@ -85,6 +85,32 @@ TEST(ManagedConf, StandbyStreamsWithEscapedConninfo) {
   EXPECT_EQ(parsed->primaryConninfo, "");
 }
 
+// A standby fenced for a takeover replays to its WAL's end whatever its settings say
+// (pg/plan/fence.h): the managed values come after the host's settings, so they win.
+TEST(ManagedConf, AFencedStandbyReplaysUnhindered) {
+  PgOptions o = someOptions();
+  o.settings["recovery_min_apply_delay"] = "1h";
+  o.settings["max_standby_streaming_delay"] = "-1";
+  ManagedState s;
+  s.role = "sync";
+  std::string text = renderManagedConf(o, s);
+  EXPECT_EQ(text.find("recovery_min_apply_delay = 0"), std::string::npos) << "only once fenced";
+  s.replayUnhindered = true;
+  text = renderManagedConf(o, s);
+  for (const char* line : {"recovery_min_apply_delay = 0\n", "max_standby_streaming_delay = 0\n",
+                           "max_standby_archive_delay = 0\n"}) {
+    const auto managed = text.find(line);
+    ASSERT_NE(managed, std::string::npos) << line << text;
+    const std::string name = std::string(line).substr(0, std::string(line).find(' '));
+    EXPECT_EQ(text.rfind(name + " ="), managed) << line << ": the last value of a setting wins";
+  }
+  auto parsed = parseManagedConf(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_TRUE(parsed->replayUnhindered);
+  s.role = "primary";
+  EXPECT_EQ(renderManagedConf(o, s).find("recovery_min_apply_delay = 0"), std::string::npos) << "a standby's only";
+}
+
 TEST(ManagedConf, RejectsForeignFiles) {
   EXPECT_FALSE(parseManagedConf("port = 5432\n").ok());
   EXPECT_FALSE(parseManagedConf("# dugong-state: {not json\n").ok());

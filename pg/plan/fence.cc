@@ -44,13 +44,22 @@ std::string describeFence(const FenceTarget& fence) {
                           : "commits now wait for " + fence.syncId + " alone";
 }
 
-StandbyWalEnd planStandbyWalEnd(const StandbyWalSeen& seen, bool gaveUp) {
-  if (seen.startupWaitsForWal && !seen.replayed.empty()) return StandbyWalEnd::kReplayed;
-  return gaveUp ? StandbyWalEnd::kReceived : StandbyWalEnd::kWaitForReplay;
+StandbyWalEnd planStandbyWalEnd(const StandbyWalSeen& seen, bool fenced, bool gaveUp) {
+  if (!fenced) return StandbyWalEnd::kNotFenced;
+  if (startupWaitsForWal(seen.startupWait) && !seen.replayed.empty()) return StandbyWalEnd::kReplayed;
+  if (gaveUp) return StandbyWalEnd::kReplayDidNotEnd;
+  if (seen.paused) return StandbyWalEnd::kResumeReplay;
+  if (startupWaitsForClients(seen.startupWaitType, seen.startupWait)) return StandbyWalEnd::kEndClientSessions;
+  return StandbyWalEnd::kWaitForReplay;
 }
 
 bool startupWaitsForWal(const std::string& waitEvent) {
   return waitEvent == "RecoveryWalStream" || waitEvent == "RecoveryRetrieveRetryInterval";
+}
+
+bool startupWaitsForClients(const std::string& waitEventType, const std::string& waitEvent) {
+  return waitEventType == "Lock" || waitEventType == "BufferPin" || waitEvent == "RecoveryConflictSnapshot" ||
+         waitEvent == "RecoveryConflictTablespace";
 }
 
 }  // namespace dugong::pg

@@ -58,21 +58,45 @@ std::string describeFence(const FenceTarget& fence);
 // inside a long record): that is no commit, and the standby's promotion starts the new
 // timeline at the end of the last complete record, where replay stops. So the position is
 // where replay stopped once the startup process waits for more WAL; a later standby of the
-// new primary then holds the generation's timeline up to initWal. `startupWaitsForWal`:
-// the startup process's wait event says it waits for WAL (RecoveryWalStream,
-// RecoveryRetrieveRetryInterval).
+// new primary then holds the generation's timeline up to initWal. The received position is
+// never an initWal, also not when replay is slow: the read fails instead, and the takeover
+// step is retried.
+//
+// Read in two statements, in this order: the startup process's wait (and the pause state),
+// then, in the NEXT statement, the replay position. Once fenced no WAL arrives by
+// streaming, so a startup process waiting for WAL at t1 has replayed, at t2 > t1, all it
+// will replay before the promotion (WAL restored from an archive only moves it forward).
+// One statement would read the replay position first (PostgreSQL evaluates the target
+// list in order, a scalar subquery when its column is reached).
 struct StandbyWalSeen {
-  std::string received;  // pg_last_wal_receive_lsn() ("" when null)
-  std::string replayed;  // pg_last_wal_replay_lsn()
-  bool startupWaitsForWal = false;
+  std::string startupWaitType{};  // statement 1: the startup process's wait_event_type ("" when none)
+  std::string startupWait{};      // statement 1: its wait_event
+  bool paused = false;          // statement 1: pg_get_wal_replay_pause_state() is not 'not paused'
+  std::string replayed{};         // statement 2: pg_last_wal_replay_lsn() ("" when null)
 };
-enum class StandbyWalEnd { kReplayed, kWaitForReplay, kReceived };
-// kReplayed: the replayed position is the WAL's end; kWaitForReplay: replay is still
-// running, ask again; kReceived (the caller's deadline passed, `gaveUp`): the greater of
-// the two, as before replay ends (no commit is beyond it).
-StandbyWalEnd planStandbyWalEnd(const StandbyWalSeen& seen, bool gaveUp);
+enum class StandbyWalEnd {
+  kReplayed,           // the replayed position is the WAL's end
+  kWaitForReplay,      // replay is still running: ask again
+  kEndClientSessions,  // replay waits for a lock, buffer pin or snapshot a client session holds: end
+                       // the client sessions (not the agent's own), ask again
+  kResumeReplay,       // replay is paused: resume it (the promotion would), ask again
+  kReplayDidNotEnd,    // the caller's deadline passed (`gaveUp`): fail the read; never the received position
+  kNotFenced,          // not fenced: a check before the fence (the greater of received and replayed), never
+                       // an initWal (statemachine/action.h: a takeover fences, then reads its initWal)
+};
+// `fenced`: a standby fence holds (pg/plan/fence.h FenceTarget::standby). The fence's
+// configuration lets replay run unhindered: recovery_min_apply_delay 0 (a promotion skips
+// the delay too), max_standby_streaming_delay and max_standby_archive_delay 0 (conflicting
+// queries are cancelled at once). kEndClientSessions covers a conflict that began before
+// the reload, whose wait was computed with the old delay.
+StandbyWalEnd planStandbyWalEnd(const StandbyWalSeen& seen, bool fenced, bool gaveUp);
 
-// The startup process's wait events that mean it has replayed what it has.
+// The startup process's wait events that mean it has replayed what it has
+// (RecoveryWalStream, RecoveryRetrieveRetryInterval).
 bool startupWaitsForWal(const std::string& waitEvent);
+// The startup process's waits that a client session causes: a lock (wait_event_type Lock),
+// a buffer pin (BufferPin), a snapshot or tablespace conflict (RecoveryConflictSnapshot,
+// RecoveryConflictTablespace).
+bool startupWaitsForClients(const std::string& waitEventType, const std::string& waitEvent);
 
 }  // namespace dugong::pg

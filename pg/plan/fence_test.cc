@@ -71,23 +71,67 @@ TEST(PlanFence, CheckTable) {
 
 TEST(PlanFence, StandbyWalEndTable) {
   struct Row {
-    const char* name;
-    StandbyWalSeen seen;
-    bool gaveUp;
-    StandbyWalEnd want;
+    const char* name = "";
+    StandbyWalSeen seen{};
+    bool fenced = true;
+    bool gaveUp = false;
+    StandbyWalEnd want{};
   };
   const std::vector<Row> rows = {
-      {"replay waits for WAL: its end is the WAL's end", {"0/507C000", "0/507AD90", true}, false,
-       StandbyWalEnd::kReplayed},
-      {"replay still running", {"0/507C000", "0/5070000", false}, false, StandbyWalEnd::kWaitForReplay},
-      {"replay still running at the deadline", {"0/507C000", "0/5070000", false}, true, StandbyWalEnd::kReceived},
-      {"no replay position", {"0/507C000", "", true}, false, StandbyWalEnd::kWaitForReplay},
+      {.name = "replay waits for WAL: its end is the WAL's end",
+       .seen = {.startupWaitType = "Activity", .startupWait = "RecoveryWalStream", .replayed = "0/507AD90"},
+       .want = StandbyWalEnd::kReplayed},
+      {.name = "waits for WAL from the archive: the same",
+       .seen = {.startupWaitType = "Timeout", .startupWait = "RecoveryRetrieveRetryInterval", .replayed = "0/507AD90"},
+       .want = StandbyWalEnd::kReplayed},
+      {.name = "waits for WAL at the deadline: the end all the same",
+       .seen = {.startupWait = "RecoveryWalStream", .replayed = "0/507AD90"},
+       .gaveUp = true,
+       .want = StandbyWalEnd::kReplayed},
+      {.name = "replay still running", .seen = {.replayed = "0/5070000"}, .want = StandbyWalEnd::kWaitForReplay},
+      {.name = "replay holds a commit back (recovery_min_apply_delay, until the reload reaches it)",
+       .seen = {.startupWaitType = "Timeout", .startupWait = "RecoveryApplyDelay", .replayed = "0/5070000"},
+       .want = StandbyWalEnd::kWaitForReplay},
+      // Safety review 2f035ac, finding 2: the received position (0/507C000 in decision
+      // 0042, inside a record) is never an initWal, also not at the deadline.
+      {.name = "replay still running at the deadline: the read fails",
+       .seen = {.replayed = "0/5070000"},
+       .gaveUp = true,
+       .want = StandbyWalEnd::kReplayDidNotEnd},
+      {.name = "replay held back at the deadline: the read fails",
+       .seen = {.startupWaitType = "Lock", .startupWait = "relation", .replayed = "0/5070000"},
+       .gaveUp = true,
+       .want = StandbyWalEnd::kReplayDidNotEnd},
+      {.name = "no replay position", .seen = {.startupWait = "RecoveryWalStream"}, .want = StandbyWalEnd::kWaitForReplay},
+      {.name = "a query's lock holds replay back",
+       .seen = {.startupWaitType = "Lock", .startupWait = "relation", .replayed = "0/5070000"},
+       .want = StandbyWalEnd::kEndClientSessions},
+      {.name = "a query's buffer pin holds replay back",
+       .seen = {.startupWaitType = "BufferPin", .startupWait = "BufferPin", .replayed = "0/5070000"},
+       .want = StandbyWalEnd::kEndClientSessions},
+      {.name = "a query's snapshot holds replay back",
+       .seen = {.startupWaitType = "IPC", .startupWait = "RecoveryConflictSnapshot", .replayed = "0/5070000"},
+       .want = StandbyWalEnd::kEndClientSessions},
+      {.name = "replay paused",
+       .seen = {.startupWaitType = "IPC", .startupWait = "RecoveryPause", .paused = true, .replayed = "0/5070000"},
+       .want = StandbyWalEnd::kResumeReplay},
+      {.name = "pause requested while waiting for WAL: the end",
+       .seen = {.startupWait = "RecoveryWalStream", .paused = true, .replayed = "0/507AD90"},
+       .want = StandbyWalEnd::kReplayed},
+      {.name = "not fenced: a check before the fence, never an initWal",
+       .seen = {.replayed = "0/5070000"},
+       .fenced = false,
+       .want = StandbyWalEnd::kNotFenced},
   };
-  for (const Row& r : rows) EXPECT_EQ(planStandbyWalEnd(r.seen, r.gaveUp), r.want) << r.name;
+  for (const Row& r : rows) EXPECT_EQ(planStandbyWalEnd(r.seen, r.fenced, r.gaveUp), r.want) << r.name;
   EXPECT_TRUE(startupWaitsForWal("RecoveryWalStream"));
   EXPECT_TRUE(startupWaitsForWal("RecoveryRetrieveRetryInterval"));
   EXPECT_FALSE(startupWaitsForWal(""));
   EXPECT_FALSE(startupWaitsForWal("WALRead"));
+  EXPECT_FALSE(startupWaitsForWal("RecoveryApplyDelay"));
+  EXPECT_TRUE(startupWaitsForClients("Lock", "virtualxid"));
+  EXPECT_FALSE(startupWaitsForClients("Activity", "RecoveryWalStream"));
+  EXPECT_FALSE(startupWaitsForClients("IPC", "RecoveryPause"));
 }
 
 }  // namespace
