@@ -223,14 +223,19 @@ void DriverCore::step(const Event& delivered) {
     // leader's transaction.
     coordinatorUp_ = true;
     newSessionAfterLoss = connectionLost_;
+    // Any new session after a loss, isolated or not (a standby, or a lease still valid at
+    // the loss): the peers present before it count as present for a session timeout.
+    const bool afterLoss = std::exchange(lossReported_, false) || newSessionAfterLoss;
     if (newSessionAfterLoss) {
       connectionLost_ = false;
       tellPrimaryConnectionLoss(false);
       log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost expired");
-      if (!activeBeforeLoss_.empty()) {
-        peerGraceUntil_ = now() + sessionTimeoutMs_;
-        setTimer(TimerKind::kPeerGrace, sessionTimeoutMs_);
-      }
+    } else if (afterLoss) {
+      log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost (under the lease) expired");
+    }
+    if (afterLoss && !activeBeforeLoss_.empty()) {
+      peerGraceUntil_ = now() + sessionTimeoutMs_;
+      setTimer(TimerKind::kPeerGrace, sessionTimeoutMs_);
     }
   } else if (const auto* change = std::get_if<ClusterStateChanged>(&delivered)) {
     lastStateNode_ = change->state;

@@ -191,6 +191,7 @@ class DriverCore {
   // ---- isolated_primary.cc
   void onConnection(const CoordinatorConnection& c);
   void isolate(const std::string& why);
+  void notePeersBeforeTheLoss();
   void reconnected(const std::string& how);
   void tellPrimaryConnectionLoss(bool lost);
   void stopWrites();
@@ -289,6 +290,9 @@ class DriverCore {
   Role roleAtLoss_ = Role::kUnknown;
   std::optional<int64_t> generationAtLoss_;
   PeerList activeBeforeLoss_;
+  // A loss was reported or found (activeBeforeLoss_ noted), and neither the same session
+  // nor a new one has come since: a new session starts the grace.
+  bool lossReported_ = false;
   std::optional<int64_t> peerGraceUntil_;
   bool postgresShutDown_ = false;
   bool shutDownInFlight_ = false;  // asked of the adapter, not answered yet
