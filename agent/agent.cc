@@ -129,6 +129,13 @@ Result<bool> Agent::start() {
   // The failsafe asks the sync's agent over HTTP, so this agent answers there too.
   options.failsafe = config_.zkFailsafe && config_.zk.lease && !config_.httpHost.empty();
   options.failsafeDurationMs = config_.zk.sessionTimeoutMs;
+  // A promise is recorded before it is answered, and held by the next run whatever its
+  // configuration (review of 2f035ac, finding 1).
+  promises_ = std::make_unique<PromiseRecord>(config_.promiseRecordPath());
+  options.earlierPromiseMs = earlierPromiseMs();
+  options.recordPromise = [this](int64_t untilMs) {
+    return promises_->save(untilMs - clock_.monotonicMs(), BootClock::now());
+  };
   driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_, &peers_}, options);
   driver_->onFatal([this] {
     exitCode_ = 1;
@@ -215,6 +222,33 @@ std::optional<zk::SessionCredentials> Agent::savedSession() {
                "expired",
                config_.sessionFile);
   return *saved;
+}
+
+int64_t Agent::earlierPromiseMs() {
+  const BootClock now = BootClock::now();
+  auto recorded = promises_->remainingAt(now);
+  int64_t hold = 0;
+  if (!recorded) {
+    hold = kFailsafeMaxDurationMs;
+    spdlog::error("failsafe: the record of earlier promises is unreadable ({}): this peer takes over from no primary "
+                  "for the longest promise, {} ms",
+                  recorded.error(), hold);
+  } else if (!*recorded) {
+    // The first run here of a release that records promises: an earlier release held its
+    // promises for its own session timeout at its start.
+    hold = config_.zk.sessionTimeoutMs;
+    spdlog::info("failsafe: no record of earlier promises in {}: this peer takes over from no primary for {} ms (an "
+                 "earlier release of this agent may have promised so without recording it)",
+                 promises_->path(), hold);
+  } else {
+    hold = **recorded;
+  }
+  if (auto ok = promises_->save(hold, now); !ok) {
+    spdlog::error("failsafe: cannot record the hold of earlier promises ({}): a restart within {} ms may forget it, "
+                  "and promises are refused while the record cannot be written",
+                  ok.error(), hold);
+  }
+  return hold;
 }
 
 // Each tick: a beat to the watchdog (the loop runs), and every kStatusInterval a poll of

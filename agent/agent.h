@@ -29,6 +29,7 @@
 #include "agent/request_follower.h"
 #include "agent/session_file.h"
 #include "agent/process_stamp.h"
+#include "agent/promise_record.h"
 #include "agent/status_report.h"
 #include "agent/switchover.h"
 #include "agent/watchdog.h"
@@ -74,6 +75,9 @@ class Agent {
   void tick();
   StatusSources statusSources() const;
   std::optional<zk::SessionCredentials> savedSession();
+  // How long this run holds its takeovers for the promises of earlier runs (recorded
+  // again as this run's own, so that a restart within it keeps it).
+  int64_t earlierPromiseMs();
   void roleChanged(Role previous, Role applied);
   void takeOverWatchdogRecord();
   void endPreviousWatchdog(Role applied);
@@ -90,6 +94,7 @@ class Agent {
   SpdlogSink log_;
   std::unique_ptr<InstanceLock> lock_;
   std::unique_ptr<SessionFile> sessionFile_;
+  std::unique_ptr<PromiseRecord> promises_;
   std::unique_ptr<pg::PgAdapter> pg_;
   std::unique_ptr<PgPostgres> postgres_;
   std::unique_ptr<ClusterConfigFollower> clusterConfig_;  // applies <root>/config to postgres

@@ -121,6 +121,8 @@ struct AgentConfig {
   std::string instanceLockPath() const { return sessionFile + ".lock"; }
   // Names the watchdog of the agent's last run (agent/process_stamp.h).
   std::string watchdogRecordPath() const { return sessionFile + ".watchdog"; }
+  // The record of the failsafe promises this peer gave (agent/promise_record.h).
+  std::string promiseRecordPath() const { return sessionFile + ".promise"; }
   PeerIdentity identity;
   pg::PgOptions pg;
   std::string httpHost;  // empty: no HTTP server (http.listen: "")

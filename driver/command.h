@@ -78,6 +78,9 @@ struct AskFailsafe {  // in::FailsafeAnswered
 };
 struct AnswerFailsafe {  // the answer to in::FailsafeAsked
   FailsafeAnswer answer;
+  // A promise given: its end (monotonic ms), recorded (DriverOptions::recordPromise)
+  // before the answer goes out; if it cannot be, the answer is a refusal.
+  std::optional<int64_t> recordUntilMs;
 };
 
 // Time and the loop.

@@ -85,7 +85,11 @@ void DriverCore::onInput(const Input& input) {
                    }
                  },
                  [&](const in::FailsafeAnswered& a) { onFailsafeAnswer(a); },
-                 [&](const in::FailsafeAsked& a) { emit(cmd::AnswerFailsafe{answerFailsafe(a.request)}); },
+                 [&](const in::FailsafeAsked& a) {
+                   FailsafeAnswer answer = answerFailsafe(a.request);
+                   const bool record = answer.granted && opts_.recordPromise;
+                   emit(cmd::AnswerFailsafe{std::move(answer), record ? promisedUntil_ : std::nullopt});
+                 },
                  [&](const in::Timer& t) {
                    // A timer cancelled or started again since: not this start's.
                    if (!disarm(t.key)) return;
@@ -166,8 +170,18 @@ void DriverCore::onTimer(const TimerKey& key) {
 void DriverCore::start() {
   emit(cmd::InitPostgres{});
   emit(cmd::StartHealthCheck{});
-  if (opts_.failsafe && opts_.failsafeDurationMs > 0) {
-    // A promise an earlier run of this agent gave is not remembered: held as if given now.
+  if (opts_.earlierPromiseMs) {
+    // The record of the promises of earlier runs says how long the last one runs on: held
+    // whatever this run's failsafe setting and session timeout, which may differ.
+    if (*opts_.earlierPromiseMs > 0) {
+      promisedUntil_ = now() + *opts_.earlierPromiseMs;
+      log(LogLevel::kWarn, "failsafe: an earlier run of this agent promised the primary not to take over for " +
+                               std::to_string(*opts_.earlierPromiseMs) +
+                               " ms more (its record): this peer takes over from no primary before then, whatever "
+                               "its own failsafe setting");
+    }
+  } else if (opts_.failsafe && opts_.failsafeDurationMs > 0) {
+    // No record of earlier runs' promises is kept: held as if one was given now.
     promisedUntil_ = now() + opts_.failsafeDurationMs;
     log(LogLevel::kInfo, "failsafe: on; this peer takes over from no primary within " +
                              std::to_string(opts_.failsafeDurationMs) +
@@ -223,14 +237,19 @@ void DriverCore::step(const Event& delivered) {
     // leader's transaction.
     coordinatorUp_ = true;
     newSessionAfterLoss = connectionLost_;
+    // Any new session after a loss, isolated or not (a standby, or a lease still valid at
+    // the loss): the peers present before it count as present for a session timeout.
+    const bool afterLoss = std::exchange(lossReported_, false) || newSessionAfterLoss;
     if (newSessionAfterLoss) {
       connectionLost_ = false;
       tellPrimaryConnectionLoss(false);
       log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost expired");
-      if (!activeBeforeLoss_.empty()) {
-        peerGraceUntil_ = now() + sessionTimeoutMs_;
-        setTimer(TimerKind::kPeerGrace, sessionTimeoutMs_);
-      }
+    } else if (afterLoss) {
+      log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost (under the lease) expired");
+    }
+    if (afterLoss && !activeBeforeLoss_.empty()) {
+      peerGraceUntil_ = now() + sessionTimeoutMs_;
+      setTimer(TimerKind::kPeerGrace, sessionTimeoutMs_);
     }
   } else if (const auto* change = std::get_if<ClusterStateChanged>(&delivered)) {
     lastStateNode_ = change->state;

@@ -113,6 +113,16 @@ struct DriverOptions {
   // an earlier run of the agent is not remembered).
   bool failsafe = false;
   int64_t failsafeDurationMs = 0;
+  // The promises of earlier runs of this agent (docs/isolated-primary.md, "The sync's
+  // promise across a restart"). A promise is recorded before it is answered
+  // (recordPromise, with its end in monotonic ms; an error refuses it), and a new run
+  // holds its takeovers from the record whatever its own failsafe setting:
+  // earlierPromiseMs is how long the last recorded promise still runs from this
+  // driver's start (0: none runs on). nullopt: no record is kept (the simulators, whose
+  // runs of an agent share one configuration): a promise is held for failsafeDurationMs
+  // from the start if the failsafe is on.
+  std::optional<int64_t> earlierPromiseMs;
+  std::function<Result<bool>(int64_t promisedUntilMs)> recordPromise;
 };
 
 struct DriverCounters {
@@ -192,6 +202,7 @@ class DriverCore {
   // ---- isolated_primary.cc
   void onConnection(const CoordinatorConnection& c);
   void isolate(const std::string& why);
+  void notePeersBeforeTheLoss();
   void reconnected(const std::string& how);
   void tellPrimaryConnectionLoss(bool lost);
   void stopWrites();
@@ -290,6 +301,9 @@ class DriverCore {
   Role roleAtLoss_ = Role::kUnknown;
   std::optional<int64_t> generationAtLoss_;
   PeerList activeBeforeLoss_;
+  // A loss was reported or found (activeBeforeLoss_ noted), and neither the same session
+  // nor a new one has come since: a new session starts the grace.
+  bool lossReported_ = false;
   std::optional<int64_t> peerGraceUntil_;
   bool postgresShutDown_ = false;
   bool shutDownInFlight_ = false;  // asked of the adapter, not answered yet

@@ -147,6 +147,7 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
   view.state = state ? &*state : nullptr;
   view.leaseInUse = leaseInUse_;
   view.reachesZooKeeper = reachesZooKeeper(leaseSentAt_, leaseIntervalMs_, now());
+  view.maxDurationMs = std::min(failsafeDurationMs(), kFailsafeMaxDurationMs);
   view.takingOver = peer_->role() != Role::kSync || heldTakeover_.has_value() || fenceInFlight_ || smWriteInFlight_ ||
                     peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || withdrawn_;
   FailsafeAnswer a = decideFailsafeGrant(request, view);

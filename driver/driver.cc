@@ -175,7 +175,18 @@ void Driver::carryOut(Command command) {
                   return in::FailsafeAnswered{s, g, n, std::move(r)};
                 }));
           },
-          [&](cmd::AnswerFailsafe& c) { answered_ = c.answer; },
+          [&](cmd::AnswerFailsafe& c) {
+            // A promise a restart would forget is not given.
+            if (c.recordUntilMs && opts_.recordPromise) {
+              if (auto recorded = opts_.recordPromise(*c.recordUntilMs); !recorded) {
+                env_.log.write(LogLevel::kError, "failsafe: the promise cannot be recorded (" + recorded.error() +
+                                                     "): refused, since a restart of this agent would forget it");
+                c.answer = FailsafeAnswer{false, "this peer cannot record its promise, which a restart of its agent "
+                                                 "would then forget: " + recorded.error()};
+              }
+            }
+            answered_ = c.answer;
+          },
           [&](cmd::SetTimer& c) {
             auto& timer = timers_[c.key];
             if (!timer) timer = env_.clock.newTimer();

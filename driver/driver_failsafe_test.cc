@@ -229,5 +229,127 @@ TEST_F(FailsafeDriverTest, AStartedSyncTakesOverFromNoPrimaryForAPromisesLength)
   EXPECT_EQ(pg_.fences.size(), 1u);
 }
 
+// A sync asked for a promise longer than it would hold at a restart with no record of
+// it (its own failsafe length) refuses it (review of 2f035ac, finding 1).
+TEST_F(FailsafeDriverTest, TheSyncRefusesAPromiseLongerThanItsOwn) {
+  failsafeDurationMs_ = 10000;
+  makeDriver(RejoinPolicy::kFollow);
+  syncOutOfReach();
+  const FailsafeAnswer longer = driver_->onFailsafeRequest(FailsafeRequest{1, "node2", 30000});
+  EXPECT_FALSE(longer.granted);
+  EXPECT_NE(longer.reason.find("longer than"), std::string::npos) << longer.reason;
+  EXPECT_TRUE(driver_->onFailsafeRequest(FailsafeRequest{1, "node2", 10000}).granted);
+}
+
+// The promise is recorded before it is answered; a promise that cannot be recorded is
+// refused (a restart would forget it).
+TEST_F(FailsafeDriverTest, APromiseIsRecordedBeforeItIsAnsweredOrRefused) {
+  std::vector<int64_t> recorded;
+  bool fail = false;
+  recordPromise_ = [&](int64_t until) -> Result<bool> {
+    if (fail) return Error{"disk full"};
+    recorded.push_back(until);
+    return true;
+  };
+  makeDriver(RejoinPolicy::kFollow);
+  syncOutOfReach();
+  const int64_t t0 = clock_.monotonicMs();
+  ASSERT_TRUE(driver_->onFailsafeRequest(FailsafeRequest{1, "node2", 9000}).granted);
+  ASSERT_EQ(recorded.size(), 1u);
+  EXPECT_EQ(recorded.back(), t0 + 9000);
+  fail = true;
+  clock_.advance(100);
+  const FailsafeAnswer a = driver_->onFailsafeRequest(FailsafeRequest{1, "node2", 9000});
+  EXPECT_FALSE(a.granted);
+  EXPECT_NE(a.reason.find("disk full"), std::string::npos) << a.reason;
+}
+
+// A restarted sync keeps the promise its earlier run gave (review of 2f035ac, finding 1):
+// run 1, configured with a 30 s session timeout, promises 30 s at t0; run 2, configured
+// with 10 s, starts at t0 + 1 s with the record of it and reaches ZooKeeper at t0 + 12 s
+// without the primary.
+class RestartedSyncTest : public FailsafeDriverTest {
+ protected:
+  // Run 1 promises 30000 ms at the returned moment; the promise's end is recorded.
+  int64_t firstRunPromises() {
+    failsafeDurationMs_ = 30000;
+    recordPromise_ = [this](int64_t until) -> Result<bool> {
+      recorded_ = until;
+      return true;
+    };
+    makeDriver(RejoinPolicy::kFollow);
+    syncOutOfReach();
+    const int64_t t0 = clock_.monotonicMs();
+    EXPECT_TRUE(driver_->onFailsafeRequest(FailsafeRequest{1, "node2", 30000}).granted);
+    EXPECT_EQ(recorded_, t0 + 30000);
+    return t0;
+  }
+  // Run 2 starts at `at` (the agent restarted) with this configuration and the record.
+  void secondRunStarts(int64_t at, bool failsafe) {
+    clock_.advance(at - clock_.monotonicMs());
+    state_.generation = 1;  // as startAsSync: node1 the sync of node2
+    state_.primary = peerId("node2");
+    state_.sync = peerId("node1");
+    state_.async = {peerId("node3")};
+    failsafe_ = failsafe;
+    failsafeDurationMs_ = 10000;
+    earlierPromiseMs_ = recorded_ ? std::max<int64_t>(*recorded_ - at, 0) : 0;
+    makeDriver(RejoinPolicy::kFollow);
+    pg_.applies.clear();
+    pg_.fences.clear();
+    pg_.walReads.clear();
+    coordinator_.writes.clear();
+    ASSERT_TRUE(driver_->start());
+    ASSERT_EQ(pg_.inits.size(), 1u);
+    pg_.inits.front()(PgInitialized{true, true});
+    pg_.inits.pop_front();
+    clock_.advance(0);
+  }
+  // Answers what postgres is asked (applies, WAL reads) until `at`, fences excepted.
+  void runUntil(int64_t at) {
+    while (clock_.monotonicMs() < at) {
+      while (!pg_.applies.empty()) pg_.finishApply(true);
+      answerWalReads();
+      clock_.advance(std::min<int64_t>(100, at - clock_.monotonicMs()));
+    }
+    while (!pg_.applies.empty()) pg_.finishApply(true);
+    answerWalReads();
+  }
+  void holdsUntilThePromiseEnds(int64_t t0) {
+    runUntil(t0 + 12000);
+    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node3"})});  // node2 gone
+    clock_.advance(0);
+    runUntil(t0 + 30000 - 1);
+    EXPECT_TRUE(pg_.fences.empty()) << "fenced within the promise of the earlier run";
+    EXPECT_TRUE(coordinator_.writes.empty()) << "took over within the promise of the earlier run";
+    runUntil(t0 + 30000);
+    EXPECT_EQ(pg_.fences.size(), 1u) << "no takeover once the promise ended";
+  }
+  std::optional<int64_t> recorded_;
+};
+
+TEST_F(RestartedSyncTest, KeepsAPromiseLongerThanItsOwnSessionTimeout) {
+  const int64_t t0 = firstRunPromises();
+  ASSERT_NO_FATAL_FAILURE(secondRunStarts(t0 + 1000, true));
+  holdsUntilThePromiseEnds(t0);
+}
+
+TEST_F(RestartedSyncTest, KeepsThePromiseWithTheFailsafeOff) {
+  const int64_t t0 = firstRunPromises();
+  ASSERT_NO_FATAL_FAILURE(secondRunStarts(t0 + 1000, false));
+  holdsUntilThePromiseEnds(t0);
+  EXPECT_TRUE(logged("an earlier run of this agent promised"));
+}
+
+// A record that says no promise runs on: no hold at the start, whatever the failsafe.
+TEST_F(RestartedSyncTest, ARecordOfNoPromiseHoldsNothing) {
+  ASSERT_NO_FATAL_FAILURE(secondRunStarts(20000, true));
+  runUntil(21000);
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node3"})});
+  clock_.advance(0);
+  runUntil(21000);
+  EXPECT_EQ(pg_.fences.size(), 1u) << "held a takeover for a promise no earlier run gave";
+}
+
 }  // namespace
 }  // namespace dugong::agent

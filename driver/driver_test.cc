@@ -974,6 +974,26 @@ TEST_F(DriverTest, AfterAnOutageTheSyncDoesNotTakeOverFromAPrimaryNotYetBack) {
   EXPECT_EQ(driver_->peer().role(), Role::kSync);
 }
 
+// The same with the lease in use and valid when the connection is lost (a loss by a
+// closed connection, or a small tickTime): the sync is not isolated, but the peers
+// present before the loss still count as present for a session timeout after the new
+// session (review of 2f035ac, finding 3).
+TEST_F(DriverTest, AfterAnOutageTheSyncUnderALeaseDoesNotTakeOverFromAPrimaryNotYetBack) {
+  ASSERT_NO_FATAL_FAILURE(startAsSync());
+  coordinator_.lease(clock_.monotonicMs());
+  clock_.advance(0);
+  coordinator_.connection(false);
+  answerStops();
+  clock_.advance(15000);
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node3"})});
+  clock_.advance(9000 - 1);
+  EXPECT_TRUE(pg_.walReads.empty() && pg_.fences.empty() && coordinator_.writes.empty())
+      << "took over from a primary that had not reconnected yet";
+  EXPECT_EQ(driver_->peer().role(), Role::kSync);
+  clock_.advance(1);
+  EXPECT_FALSE(pg_.walReads.empty() && pg_.fences.empty()) << "no takeover once the grace ended";
+}
+
 // Environments that do not model stopping writes answer at once with an error: the
 // driver copes (no re-entrance), and logs it.
 TEST(DriverDefaultPostgres, TheDefaultStopWritesAnswersAnError) {

@@ -272,7 +272,9 @@ class DriverTest : public ::testing::Test {
     o.lease.tickTimeMs = 1000;  // lease: 9000 - 1000 - 500 - 90 - 300 = 7110 ms after the send
     o.onLeaseDeadline = [this](int64_t deadline) { leaseDeadlines_.push_back(deadline); };
     o.failsafe = failsafe_;
-    o.failsafeDurationMs = 9000;
+    o.failsafeDurationMs = failsafeDurationMs_;
+    o.earlierPromiseMs = earlierPromiseMs_;
+    o.recordPromise = recordPromise_;
     driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_, &peers_}, o);
   }
@@ -465,6 +467,10 @@ class DriverTest : public ::testing::Test {
   NullLog log_;
   FakePeerLink peers_;
   bool failsafe_ = false;  // DriverOptions::failsafe of makeDriver
+  // DriverOptions::failsafeDurationMs, earlierPromiseMs and recordPromise of makeDriver.
+  int64_t failsafeDurationMs_ = 9000;
+  std::optional<int64_t> earlierPromiseMs_;
+  std::function<Result<bool>(int64_t)> recordPromise_;
   int primaryApplyStarts_ = 0;
   int64_t syncReplaceAfterMs_ = 0;  // DriverOptions::syncReplaceAfterMs of makeDriver
   std::vector<int64_t> leaseDeadlines_;

@@ -11,6 +11,12 @@ FailsafeAnswer decideFailsafeGrant(const FailsafeRequest& request, const Failsaf
     return refuse("a promise of " + std::to_string(request.durationMs) + " ms is out of bounds (1.." +
                   std::to_string(kFailsafeMaxDurationMs) + ")");
   }
+  if (request.durationMs > view.maxDurationMs) {
+    return refuse("a promise of " + std::to_string(request.durationMs) + " ms is longer than this peer's own (" +
+                  std::to_string(view.maxDurationMs) +
+                  " ms, its session timeout), which a restart of its agent without the record of its promises "
+                  "would hold for; give every peer the same zookeeper.sessionTimeoutMs");
+  }
   if (!view.state) return refuse("this peer has read no cluster state");
   const ClusterState& s = *view.state;
   const std::string gen = std::to_string(s.generation);

@@ -26,6 +26,10 @@ struct FailsafeAnswer {
   std::string reason;  // in plain words, both ways
 };
 
+// The longest promise a peer gives (a request for more is refused: a bound on how long
+// a takeover can be held back).
+constexpr int64_t kFailsafeMaxDurationMs = 60000;
+
 // What the asked peer knows when it decides.
 struct FailsafeGranterView {
   bool enabled = false;                 // zookeeper.failsafe on here too
@@ -39,11 +43,12 @@ struct FailsafeGranterView {
   // A takeover of its own has begun (a fence asked for or held, a state write in flight
   // or of unknown outcome): too late to promise.
   bool takingOver = false;
+  // The longest promise it gives: what a new run of its agent holds at its start when
+  // it finds no record of the promises of this one (its own failsafe length, the session
+  // timeout). A longer request is refused, not granted for less: a primary of an older
+  // release times its permission from the length it asked for.
+  int64_t maxDurationMs = kFailsafeMaxDurationMs;
 };
-
-// The longest promise a peer gives (a request for more is refused: a bound on how long
-// a takeover can be held back).
-constexpr int64_t kFailsafeMaxDurationMs = 60000;
 
 // Whether a peer whose last confirmed round trip through the leader was sent at
 // `lastSentAtMs` reaches ZooKeeper at `nowMs`, round trips being `intervalMs` apart:

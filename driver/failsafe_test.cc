@@ -39,6 +39,17 @@ TEST_F(FailsafeGrantTest, TheSyncThatReachesNoZooKeeperPromises) {
   EXPECT_NE(a.reason.find("9000 ms"), std::string::npos) << a.reason;
 }
 
+// A promise longer than the granter would hold at a restart with no record of it (its
+// own failsafe length) is refused (review of 2f035ac, finding 1).
+TEST_F(FailsafeGrantTest, NoPromiseLongerThanTheGrantersOwn) {
+  view_.maxDurationMs = 10000;
+  const FailsafeAnswer a = ask(4, "node1", 30000);
+  EXPECT_FALSE(a.granted);
+  EXPECT_NE(a.reason.find("longer than this peer's own (10000 ms"), std::string::npos) << a.reason;
+  EXPECT_FALSE(ask(4, "node1", 10001).granted);
+  EXPECT_TRUE(ask(4, "node1", 10000).granted);
+}
+
 TEST_F(FailsafeGrantTest, ASyncThatReachesZooKeeperPromisesNothing) {
   view_.reachesZooKeeper = true;
   const FailsafeAnswer a = ask();

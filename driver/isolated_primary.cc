@@ -33,6 +33,10 @@ void DriverCore::onConnection(const CoordinatorConnection& c) {
     if (connectionLost_) return;
     ++counters_.connectionLosses;
     sessionTimeoutMs_ = c.sessionTimeoutMs;
+    // Whatever the role and the lease: if this session expires, the peers present now
+    // count as present for a session timeout after the next one (an outage may have
+    // expired theirs too, and they reconnect later than this peer).
+    notePeersBeforeTheLoss();
     if (leaseInUse_ && (leaseValid() || failsafeHolds())) {
       // A server restart or a leader change closes the connection a moment after the
       // leader confirmed the session: the lease says how long it surely lives on; its
@@ -55,6 +59,7 @@ void DriverCore::onConnection(const CoordinatorConnection& c) {
     }
     return;
   }
+  lossReported_ = false;  // the same session: no grace after it
   if (!connectionLost_) return;
   if (leaseEnded_) {
     log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId) +
@@ -72,6 +77,16 @@ void DriverCore::isolate(const std::string& why) {
   resumeAfterStep_.reset();
   roleAtLoss_ = peer_->role();
   generationAtLoss_ = generation();
+  if (!lossReported_) notePeersBeforeTheLoss();
+  log(LogLevel::kWarn, why);
+  stopWrites();
+  if (roleAtLoss_ == Role::kPrimary) tellPrimaryConnectionLoss(true);
+}
+
+// The peers present before a loss (reported, or found by the lease's end), for the grace
+// on the new session if the lost one expires.
+void DriverCore::notePeersBeforeTheLoss() {
+  lossReported_ = true;
   // Lost again within the grace of an earlier loss: those peers may still be away.
   PeerList before = lastActive_;
   if (peerGraceUntil_) {
@@ -82,9 +97,6 @@ void DriverCore::isolate(const std::string& why) {
   activeBeforeLoss_ = std::move(before);
   peerGraceUntil_.reset();
   cancelTimer(TimerKind::kPeerGrace);
-  log(LogLevel::kWarn, why);
-  stopWrites();
-  if (roleAtLoss_ == Role::kPrimary) tellPrimaryConnectionLoss(true);
 }
 
 // The same session is confirmed again (its connection is back, or a leader round trip
