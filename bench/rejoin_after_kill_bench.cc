@@ -6,7 +6,9 @@
 // as an async (in the cluster state's async list, out of deposed, pg_stat_wal_receiver
 // streaming). The next run kills the new primary. Also counted: rejoins by a copy
 // (pg_basebackup runs in the agent's log; should be 0) and by pg_rewind ("pg_rewind
-// discarded" in its log). A rejoin that does not happen within --timeout seconds ends that
+// discarded" in its log). Postgres runs with dugong's WAL defaults (wal_keep_size 0), not the
+// test cluster's wal_keep_size 256MB. Before each kill the primary switches to a new WAL
+// segment (as a cluster that writes has since its last checkpoint). A rejoin that does not happen within --timeout seconds ends that
 // size's series (the failure and the agent's log lines about it are printed).
 //
 // The series runs on an empty database, and again with --size-mb M on one filled with a
@@ -124,6 +126,8 @@ class Series {
     HarnessOptions ho;
     ho.cluster = "rejoinbench";
     ho.sessionTimeoutMs = o_.sessionTimeoutMs;
+    // dugong's and postgres' own WAL settings (wal_keep_size 0), not the test cluster's.
+    ho.clusterWideSettings = {"wal_keep_size", "max_wal_size", "min_wal_size", "checkpoint_timeout", "wal_buffers"};
     h_ = std::make_unique<Harness>(ho);
     h_->startAll();
     primary_ = h_->waitForHealthyCluster(2, 180s);
@@ -171,7 +175,7 @@ class Series {
   std::optional<double> once(int run, std::string& error) {
     Harness& h = *h_;
     const int p = primary_;
-    if (!h.sql(p, "INSERT INTO marks VALUES (" + std::to_string(++mark_) + ")", 10s)) {
+    if (!h.sql(p, "SELECT pg_switch_wal()", 10s) || !h.sql(p, "INSERT INTO marks VALUES (" + std::to_string(++mark_) + ")", 10s)) {
       error = "the primary takes no write before the kill";
       return std::nullopt;
     }
@@ -183,7 +187,7 @@ class Series {
     const std::string S = h.peer(sync).id, P = h.peer(p).id;
     const std::string log = h.peer(p).logPath;
     const size_t copiesBefore = countLines(log, "pg: running", "pg_basebackup");
-    const size_t rewindsBefore = countLines(log, "pg_rewind discarded");
+    const size_t rewindsBefore = countLines(log, "rejoin: pg_rewind discarded");
     const auto bound = std::chrono::milliseconds(o_.sessionTimeoutMs) + std::chrono::seconds(o_.timeoutSeconds);
 
     h.killAgent(p);
@@ -204,7 +208,7 @@ class Series {
         bound);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     const size_t copies = countLines(log, "pg: running", "pg_basebackup") - copiesBefore;
-    const size_t rewinds = countLines(log, "pg_rewind discarded") - rewindsBefore;
+    const size_t rewinds = countLines(log, "rejoin: pg_rewind discarded") - rewindsBefore;
     copies_ += copies;
     rewinds_ += rewinds;
     if (!back) {
