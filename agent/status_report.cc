@@ -58,6 +58,8 @@ nlohmann::json stateJson(const StatusSources& s) {
         {"detail", s.driver.healthy() ? "" : s.driver.unhealthyDetail()},
         {"writablePrimary", isWritablePrimary(s.driver, s.postgres)},
         {"streamingReplica", isStreamingReplica(s.driver, s.postgres)}}},
+      {"rejoin",
+       {{"failures", s.driver.counters().rejoinFailures}, {"lastError", s.driver.lastRejoinError()}}},
       {"hooks", s.hooks ? s.hooks->toJson() : nlohmann::json()},
       {"request", s.request},
       {"agent",

@@ -32,6 +32,9 @@ struct Watchdog::Shared {
   std::atomic<int64_t> beatMs{0};
 };
 
+// How often an unarmed watchdog, or one with no lease's end, looks again.
+constexpr int64_t kWatchForArmingMs = 100;
+
 int64_t watchdogDeadlineMs(int64_t seenStoppedMs, int64_t pollMs, int64_t limitMs,
                            std::optional<int64_t> connectionLostMs) {
   const int64_t afterStop = seenStoppedMs - pollMs + limitMs;
@@ -163,6 +166,11 @@ void endHungAgent(const std::string& dataDir, const std::string& sessionFile, pi
     const int64_t leaseEnd = shared.leaseDeadlineMs.load();
     if (armed() && leaseEnd > 0 && leaseEnd != leaseActedOn) {
       sleepMs = std::clamp<int64_t>(leaseEnd - steadyMs(), 1, sleepMs);  // wakes at the lease's end
+    } else {
+      // Not armed, or no lease's end yet: one may come at any moment (the primary's apply
+      // arms it, its first lease follows), and a sleep of the whole limit would act on it
+      // that much late (seen under load: 60 s late in a test).
+      sleepMs = std::min<int64_t>(sleepMs, kWatchForArmingMs);
     }
     const int64_t beat = shared.beatMs.load();
     if (beat > 0 && beat != hungActedOn) {

@@ -152,6 +152,7 @@ class DriverCore {
   const Peer& peer() const { return *peer_; }
   bool healthy() const { return healthy_; }
   const std::string& unhealthyDetail() const { return unhealthyDetail_; }
+  const std::string& lastRejoinError() const { return lastRejoinError_; }
   bool withdrawn() const { return withdrawn_; }
   bool stopping() const { return stopping_; }
   bool failed() const { return failed_; }
@@ -369,6 +370,7 @@ class DriverCore {
   bool rejoinTimerMarksDue_ = false;
   std::optional<std::string> rejoinedTo_;
   std::string rejoinReason_;
+  std::string lastRejoinError_;  // why the last automatic rejoin failed; empty once one worked
   bool rejoinWriteInFlight_ = false;
   // The clean handover: the primary's configuration before it stopped postgres for a
   // switchover; the generation whose takeover already waited for the old primary.

@@ -39,6 +39,9 @@ class Driver {
   const Peer& peer() const { return core_.peer(); }
   bool healthy() const { return core_.healthy(); }
   const std::string& unhealthyDetail() const { return core_.unhealthyDetail(); }
+  // Why the last automatic rejoin of this deposed peer failed (empty: none failed since
+  // one worked).
+  const std::string& lastRejoinError() const { return core_.lastRejoinError(); }
   bool withdrawn() const { return core_.withdrawn(); }
   bool stopping() const { return core_.stopping(); }
   // A postgres transition (apply or fence) is in flight.

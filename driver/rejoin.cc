@@ -79,6 +79,7 @@ void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r
   }
   if (!r.ok) {
     ++counters_.rejoinFailures;
+    lastRejoinError_ = r.error;
     // Tried again with a back-off while the generation lasts: a failure may be transient
     // (the new primary still promoting, a refused connection), and a peer left deposed
     // leaves a 3-peer cluster with no async to take over next.
@@ -96,6 +97,7 @@ void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r
     return afterPgTransition();
   }
   rejoinedTo_ = primary.id;
+  lastRejoinError_.clear();
   rejoinReason_ = "rejoin " + opts_.identity.id + " (automatic, rejoin: " + rejoinPolicyName(opts_.rejoin) +
                   "): streams from " + primary.id + " without a copy, " +
                   (r.rewound ? "after pg_rewind discarded " + r.discarded : "nothing discarded");

@@ -235,6 +235,44 @@ TEST_F(AdapterWritesTest, AShutdownDuringAPrimarysStartStopsTheStartingPostmaste
   EXPECT_EQ(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (0)"), "");
 }
 
+// An operator's restart (POST /restart, a request node) races the lease's end: the
+// shutdown's signal hits the postmaster the restart stops anyway, and the restart used to
+// start a new one that ran past the deadline until the queued shutdown got the lock
+// (safety review of 2f035ac, item 6). The postmaster the restart spawns is signalled as
+// it starts, the restart reports the shutdown, and a restart while shut down is refused.
+TEST_F(AdapterWritesTest, AnOperatorsRestartDuringAShutdownOfWritesLeavesPostgresStopped) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  HeldBinDir bin(a);
+  PgAdapter& pa = stoppedPrimaryWithHeldStart(a, bin);
+  std::optional<PgConfigApplied> applied;
+  pa.apply(PgConfig::firstPrimary(std::nullopt), [&](PgConfigApplied r) { applied = r; });
+  ASSERT_TRUE(until(applied));
+  ASSERT_TRUE(applied->ok && applied->online) << applied->error;
+  HeldBinDir::hold(bin.holdBefore);
+  std::optional<Result<bool>> restarted;
+  pa.restartInPlace([&](Result<bool> r) { restarted = std::move(r); });
+  ASSERT_TRUE(testing::runUntil(loop_, [&] { return !a.postmasterPid().has_value(); }, kDeadline))
+      << "the restart never stopped postgres";
+  std::optional<Result<bool>> down;
+  pa.shutDownWrites([&](Result<bool> r) { down = std::move(r); });
+  runFor(300ms);
+  LocalCommitClient client(a.conninfo());
+  HeldBinDir::release(bin.holdBefore);
+  ASSERT_TRUE(until(restarted));
+  EXPECT_FALSE(restarted->ok()) << "the restart reported success under a shutdown of writes";
+  ASSERT_TRUE(until(down));
+  EXPECT_TRUE(down->ok()) << down->error();
+  EXPECT_FALSE(a.postmasterPid().has_value()) << "postgres runs after a shutdown of writes";
+  client.stop();
+  EXPECT_EQ(client.acked(), 0) << "a commit was acknowledged by a primary the restart started after the shutdown";
+
+  restarted.reset();
+  pa.restartInPlace([&](Result<bool> r) { restarted = std::move(r); });
+  ASSERT_TRUE(until(restarted));
+  EXPECT_FALSE(restarted->ok());
+  EXPECT_FALSE(a.postmasterPid().has_value());
+}
+
 // A fence held in its verify loop (it holds the apply lock) does not delay a stop of
 // writes, and its end does not lift it.
 TEST_F(AdapterWritesTest, AStopDuringAFenceTakesEffectAtOnce) {

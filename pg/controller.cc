@@ -150,11 +150,7 @@ PgConfigApplied PgController::leftDownForShutdown(const char* when) {
 // were noted (pg/plan/writes.h): the configuration written is marked writes-stopped, and
 // a shutdown is looked at again after each step that starts or reloads postgres.
 PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
-  primaryApplyInFlight_ = true;
-  struct Clear {
-    std::atomic<bool>& flag;
-    ~Clear() { flag = false; }
-  } clear{primaryApplyInFlight_};
+  const FlagInFlight inFlight{primaryApplyInFlight_};
   ManagedState previous;
   {
     std::lock_guard lock(stateMu_);

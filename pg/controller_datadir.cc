@@ -195,10 +195,25 @@ Result<bool> PgController::restartInPlace() {
     std::lock_guard lock(stateMu_);
     state = state_;
   }
+  // A primary whose writes are shut down (its lease ended, it withdrew) stays down; one
+  // shut down during the restart is signalled as it starts, as during a primary's apply,
+  // and stopped again after (safety review of 2f035ac, item 6).
+  const bool primary = state.role == "primary";
+  if (primary && !primaryUnderWrites().run) {
+    return Error{"writes are shut down on this primary (its lease ended, or it withdrew from ZooKeeper): it is not "
+                 "restarted; it starts again once its agent resumes writes"};
+  }
   spdlog::info("pg: restarting postgres as requested by an operator (role {})", state.role);
+  const FlagInFlight inFlight{primaryApplyInFlight_, primary};
   if (auto w = writeConf(state); !w) return w;
   if (auto s = stop(); !s) return s;
-  return start();
+  auto started = start();
+  if (primary && !primaryUnderWrites().run) {
+    auto s = stop(StopMode::kImmediate);
+    return Error{"writes were shut down during the restart: postgres is stopped again" +
+                 (s ? std::string() : " (the stop failed: " + s.error() + ")")};
+  }
+  return started;
 }
 
 Result<bool> PgController::reloadNow() {

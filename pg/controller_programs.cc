@@ -82,11 +82,7 @@ Result<bool> PgController::start() {
   auto deadline = std::chrono::steady_clock::now() + options_.startTimeout;
   std::string lastError;
   // A stop or a shutdown of writes signals the postmaster that this start spawns.
-  startInFlight_ = true;
-  struct Clear {
-    std::atomic<bool>& flag;
-    ~Clear() { flag = false; }
-  } clear{startInFlight_};
+  const FlagInFlight inFlight{startInFlight_};
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() < 1) break;

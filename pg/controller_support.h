@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -21,6 +22,18 @@ inline constexpr const char* kAgentApplicationName = "dugong-agent";
 // The text the incomplete marker begins with while pg_rewind changes the data directory
 // (which then still holds this peer's own data, not a copy).
 inline constexpr const char* kRewindMarker = "rewind";
+
+// Sets an in-flight flag for the scope it lives in (`value` false: leaves it unset).
+class FlagInFlight {
+ public:
+  explicit FlagInFlight(std::atomic<bool>& flag, bool value = true) : flag_(flag) { flag_ = value; }
+  ~FlagInFlight() { flag_ = false; }
+  FlagInFlight(const FlagInFlight&) = delete;
+  FlagInFlight& operator=(const FlagInFlight&) = delete;
+
+ private:
+  std::atomic<bool>& flag_;
+};
 
 std::string readFile(const std::string& path);
 // Output of a command, indented, for the log.

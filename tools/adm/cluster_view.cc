@@ -115,6 +115,14 @@ std::optional<double> replayLagSeconds(const PeerView& p) {
   return std::nullopt;
 }
 
+std::string lastRejoinError(const PeerView& p) {
+  if (!p.reachable()) return "";
+  const auto rejoin = p.status.find("rejoin");
+  if (rejoin == p.status.end() || !rejoin->is_object()) return "";
+  const auto error = rejoin->find("lastError");
+  return error != rejoin->end() && error->is_string() ? error->get<std::string>() : "";
+}
+
 std::optional<std::string> walReceiverStatus(const PeerView& p) { return text(at(pg(p), "walReceiverStatus")); }
 
 std::optional<nlohmann::json> replicationRow(const PeerView& upstream, const std::string& downstreamId) {

@@ -64,6 +64,8 @@ bool pgWritable(const PeerView& p);  // online, not in recovery, not read-only
 std::optional<WalPosition> ownWal(const PeerView& p);
 std::optional<double> replayLagSeconds(const PeerView& p);
 std::optional<std::string> walReceiverStatus(const PeerView& p);
+// Why the agent's last automatic rejoin failed ("" when none did, or it did not say).
+std::string lastRejoinError(const PeerView& p);
 // The row of `upstream`'s pg_stat_replication whose application_name is `downstreamId`.
 std::optional<nlohmann::json> replicationRow(const PeerView& upstream, const std::string& downstreamId);
 // Bytes by which `downstream` replays behind `upstream` (upstream's own WAL minus the

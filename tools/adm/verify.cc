@@ -133,9 +133,13 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
     if (p.role == "sync" || p.role == "async") {
       if (checkPresent(c, p, p.roleLabel(true))) checkStreaming(c, view, p, p.role == "sync", o);
     } else if (p.role == "deposed") {
+      const std::string failed = lastRejoinError(p);
       c.problem("deposed peer " + p.identity.id +
-                " does not serve yet: its agent rejoins it by itself (rejoin: rewind, the default; its log says why "
-                "if it cannot); otherwise `dugong-adm rebuild` on that peer, or `dugong-adm reap " + p.identity.id +
+                (failed.empty()
+                     ? " does not serve yet: its agent rejoins it by itself (rejoin: rewind, the default; its log says "
+                       "why if it cannot)"
+                     : " could not rejoin by itself: " + failed + "; its agent tries again") +
+                "; otherwise `dugong-adm rebuild` on that peer, or `dugong-adm reap " + p.identity.id +
                 "` if it is gone for good");
     } else if (p.role == "unassigned") {
       c.problem("peer " + p.identity.id + " is in ZooKeeper but has no role in the state yet");

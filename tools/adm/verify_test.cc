@@ -145,6 +145,22 @@ TEST(Verify, DeposedFrozenStalePromoteAndUnassigned) {
   EXPECT_TRUE(mentions(p, "peer y is in ZooKeeper but has no role"));
 }
 
+// What a deposed peer's agent says of its last failed rejoin is the problem's text, so
+// that the operator sees why without reading its log (issue 38).
+TEST(Verify, ADeposedPeerWhoseRejoinFailedSaysWhy) {
+  ClusterState s = threePeers();
+  s.deposed = {peer("z")};
+  ClusterView v;
+  v.state = s;
+  v.active = {peer("a"), peer("b"), peer("c"), peer("z")};
+  v.peers = listPeers(s, v.active);
+  for (auto& p : v.peers) {
+    if (p.identity.id == "z") p.status = {{"rejoin", {{"failures", 2}, {"lastError", "pg_rewind failed (...)"}}}};
+  }
+  EXPECT_TRUE(mentions(problems(v), "deposed peer z could not rejoin by itself: pg_rewind failed (...); its agent "
+                                    "tries again; otherwise `dugong-adm rebuild` on that peer"));
+}
+
 TEST(Verify, AValidPendingPromoteIsNotAProblem) {
   ClusterState s = threePeers();
   s.promote = {{"id", "b"}, {"role", "sync"}, {"generation", 1}, {"expireTime", formatIso8601(1700000060000)}};
