@@ -1,5 +1,7 @@
 #include "agent/promise_record.h"
 
+#include "agent/durable_file.h"
+
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,18 +17,6 @@
 #include "driver/failsafe.h"
 
 namespace dugong::agent {
-namespace {
-
-Error ioError(const std::string& what, const std::string& path) {
-  return Error{what + " " + path + ": " + std::strerror(errno)};
-}
-
-std::string parentOf(const std::string& path) {
-  auto slash = path.rfind('/');
-  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
-
-}  // namespace
 
 BootClock BootClock::now() {
   BootClock c;
@@ -42,38 +32,14 @@ Result<bool> PromiseRecord::save(int64_t remainingMs, const BootClock& now) cons
   const nlohmann::json j = {{"bootId", now.bootId},
                             {"recordedAtMs", now.ms},
                             {"promisedUntilMs", now.ms + std::max<int64_t>(remainingMs, 0)}};
-  const std::string text = j.dump(2) + "\n";
-  const std::string tmp = path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ioError("cannot create", tmp);
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  int savedErrno = errno;
-  ::close(fd);
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    errno = savedErrno;
-    return ioError("cannot write", tmp);
-  }
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    Error e = ioError("cannot rename " + tmp + " to", path_);
-    ::unlink(tmp.c_str());
-    return e;
-  }
-  int dir = ::open(parentOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return ioError("cannot open the directory of", path_);
-  ok = ::fsync(dir) == 0;
-  savedErrno = errno;
-  ::close(dir);
-  errno = savedErrno;
-  if (!ok) return ioError("cannot sync the directory of", path_);
-  return true;
+  return writeFileDurably(path_, j.dump(2) + "\n");
 }
 
 Result<std::optional<int64_t>> PromiseRecord::remainingAt(const BootClock& now) const {
   std::ifstream in(path_);
   if (!in) {
     if (errno == ENOENT) return std::optional<int64_t>{};
-    return ioError("cannot read", path_);
+    return fileError("cannot read", path_);
   }
   std::stringstream buf;
   buf << in.rdbuf();

@@ -1,5 +1,7 @@
 #include "agent/session_file.h"
 
+#include "agent/durable_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,15 +50,6 @@ std::string firstLine(const std::string& path) {
   return line;
 }
 
-std::string parentOf(const std::string& path) {
-  auto slash = path.rfind('/');
-  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
-
-Error ioError(const std::string& what, const std::string& path) {
-  return Error{what + " " + path + ": " + std::strerror(errno)};
-}
-
 }  // namespace
 
 SessionOwner SessionOwner::current(const std::string& peerId, const std::string& zkRoot, const std::string& dataDir) {
@@ -87,7 +80,7 @@ Result<std::optional<zk::SessionCredentials>> SessionFile::load() const {
   std::ifstream in(path_);
   if (!in) {
     if (errno == ENOENT) return std::optional<zk::SessionCredentials>{};
-    return ioError("cannot read", path_);
+    return fileError("cannot read", path_);
   }
   std::stringstream buf;
   buf << in.rdbuf();
@@ -111,34 +104,11 @@ Result<bool> SessionFile::save(const zk::SessionCredentials& session) const {
                       {"host", owner_.host},           {"machineId", owner_.machineId},
                       {"peer", owner_.peerId},         {"zkRoot", owner_.zkRoot},
                       {"dataDir", owner_.dataDir}};
-  const std::string text = j.dump(2) + "\n";
-  const std::string tmp = path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ioError("cannot create", tmp);
-  bool ok = ::fchmod(fd, 0600) == 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-            ::fsync(fd) == 0;
-  int savedErrno = errno;
-  ::close(fd);
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    errno = savedErrno;
-    return ioError("cannot write", tmp);
-  }
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    Error e = ioError("cannot rename " + tmp + " to", path_);
-    ::unlink(tmp.c_str());
-    return e;
-  }
-  int dir = ::open(parentOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-  return true;
+  return writeFileDurably(path_, j.dump(2) + "\n");
 }
 
 Result<bool> SessionFile::remove() const {
-  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) return ioError("cannot remove", path_);
+  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) return fileError("cannot remove", path_);
   return true;
 }
 
