@@ -88,7 +88,7 @@ Result<bool> Agent::start() {
     }
   });
   pg_ = std::move(pg).value();
-  postgres_ = std::make_unique<PgPostgres>(*pg_);
+  postgres_ = std::make_unique<PgPostgres>(*pg_, status_);
   clusterConfig_ = std::make_unique<ClusterConfigFollower>(coordinator_, *pg_,
                                                            zk::Layout(config_.zk.effectiveRoot()).config());
   requests_ = std::make_unique<RequestFollower>(

@@ -79,6 +79,7 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
   session_ = std::make_unique<zk::Session>(io_, options, self_, std::move(onEvent));
   if (onNewSession_) session_->setSessionCallback(onNewSession_);
   session_->setDataState(dataState_);
+  if (streaming_) session_->setStreaming(*streaming_);
   for (const auto& [path, onChange] : watched_) session_->watchNode(path, onChange);
   if (callbacks.onConnection) {
     session_->setConnectionCallback([onConnection = std::move(callbacks.onConnection)](zk::ConnectionChange c) {
@@ -108,6 +109,11 @@ void ZkCoordinator::watchNode(const std::string& path, std::function<void(StateN
 void ZkCoordinator::publishDataState(const std::optional<PeerDataState>& data) {
   dataState_ = data;
   if (session_) session_->setDataState(data);
+}
+
+void ZkCoordinator::publishStreaming(bool streams) {
+  streaming_ = streams;
+  if (session_) session_->setStreaming(streams);
 }
 
 void ZkCoordinator::leave() {

@@ -51,6 +51,7 @@ class ZkCoordinator : public Coordinator {
                        std::function<void(StateWriteFinished)> done) override;
   CoordinatorStatus status() const override;
   void publishDataState(const std::optional<PeerDataState>& data) override;
+  void publishStreaming(bool streams) override;
   // Watches a node in every session from now on (zk::Session::watchNode): its content
   // after each session's setup and at each change. Not part of the driver's Coordinator:
   // the cluster configuration and requests are the daemon's, not the state machine's.
@@ -67,6 +68,7 @@ class ZkCoordinator : public Coordinator {
   std::function<void(zk::SessionCredentials)> onNewSession_;
   bool detached_ = false;
   std::optional<PeerDataState> dataState_;  // published in every session's election node
+  std::optional<bool> streaming_;           // likewise
   std::vector<std::pair<std::string, std::function<void(StateNode)>>> watched_;
   // The write in flight: answered exactly once, by the session or by leave().
   uint64_t writeSerial_ = 0;
@@ -91,7 +93,8 @@ class HttpPeerLink : public PeerLink {
 
 class PgPostgres : public Postgres {
  public:
-  explicit PgPostgres(pg::PgAdapter& adapter) : pg_(adapter) {}
+  // `status`: the agent's last status poll of postgres (outlives this), for streamSample.
+  PgPostgres(pg::PgAdapter& adapter, const pg::PgStatus& status) : pg_(adapter), status_(status) {}
   void init(std::function<void(PgInitialized)> done) override { pg_.init(std::move(done)); }
   void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) override {
     pg_.apply(config, std::move(done));
@@ -108,6 +111,12 @@ class PgPostgres : public Postgres {
   }
   void stopHealthCheck() override { pg_.stopHealthCheck(); }
   bool postmasterGone() const override { return pg_.postmasterGone(); }
+  // From the last status poll: online, and pg_stat_wal_receiver's status "streaming"
+  // under the upstream its configuration names.
+  std::optional<StreamSample> streamSample() const override {
+    const bool streaming = status_.walReceiverStatus == "streaming" && status_.upstream;
+    return StreamSample{status_.online, streaming ? *status_.upstream : std::string()};
+  }
   void stopWrites(std::function<void(Result<int>)> done) override;
   void resumeWrites(std::function<void(Result<bool>)> done) override { pg_.resumeWrites(std::move(done)); }
   void shutDownWrites(std::function<void(Result<bool>)> done) override { pg_.shutDownWrites(std::move(done)); }
@@ -118,6 +127,7 @@ class PgPostgres : public Postgres {
 
  private:
   pg::PgAdapter& pg_;
+  const pg::PgStatus& status_;
 };
 
 class SpdlogSink : public LogSink {

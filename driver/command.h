@@ -68,6 +68,9 @@ struct PutState {  // in::StateWritten
 struct PublishDataState {
   std::optional<PeerDataState> data;
 };
+struct PublishStreaming {
+  bool streams = false;
+};
 
 // The other agents.
 struct AskFailsafe {  // in::FailsafeAnswered
@@ -121,7 +124,7 @@ using Command =
     std::variant<cmd::InitPostgres, cmd::StartHealthCheck, cmd::StopHealthCheck, cmd::ApplyPg, cmd::FencePg, cmd::ReadWal,
                  cmd::ReadDataState, cmd::StopWrites, cmd::ShutDownWrites, cmd::ResumeWrites, cmd::AwaitUpstreamStop,
                  cmd::Rejoin, cmd::SampleSync, cmd::StopPostgresAndFinish, cmd::Finish, cmd::Join, cmd::Leave,
-                 cmd::PutState, cmd::PublishDataState, cmd::AskFailsafe, cmd::AnswerFailsafe, cmd::SetTimer,
+                 cmd::PutState, cmd::PublishDataState, cmd::PublishStreaming, cmd::AskFailsafe, cmd::AnswerFailsafe, cmd::SetTimer,
                  cmd::CancelTimer, cmd::Later, cmd::ConfirmLater, cmd::PrimaryApplyStarting, cmd::RoleApplied,
                  cmd::PrimaryConnectionLoss, cmd::LeaseDeadline, cmd::Log, cmd::Fatal>;
 

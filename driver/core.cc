@@ -164,6 +164,8 @@ void DriverCore::onTimer(const TimerKey& key) {
       return maybePublishDataState();
     case TimerKind::kSyncWatch:
       return syncWatchTick();
+    case TimerKind::kStreamWatch:
+      return streamWatchTick();
   }
 }
 
@@ -189,6 +191,7 @@ void DriverCore::start() {
   }
   join();
   startSyncWatch();
+  streamWatchTick();
 }
 
 void DriverCore::join() {
@@ -233,6 +236,7 @@ void DriverCore::step(const Event& delivered) {
     lastStateNode_ = init->state;
     lastActive_ = init->active;
     lastData_ = init->data;
+    lastNotStreaming_ = init->notStreaming;
     // The new session's lease comes with it (a new session id): its creation was a
     // leader's transaction.
     coordinatorUp_ = true;
@@ -256,6 +260,7 @@ void DriverCore::step(const Event& delivered) {
   } else if (const auto* active = std::get_if<ActivePeersChanged>(&delivered)) {
     lastActive_ = active->active;
     lastData_ = active->data;
+    lastNotStreaming_ = active->notStreaming;
   }
   const std::optional<Event> keeping = keepingPeersFromBeforeTheLoss(delivered);
   const Event& event = keeping ? *keeping : delivered;

@@ -36,6 +36,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -248,6 +249,12 @@ class DriverCore {
   // ---- sync_watch.cc
   void startSyncWatch();
   void syncWatchTick();
+  // Every healthTickMs, when the environment tells (Moment::stream): publishes whether
+  // postgres streams, i.e. runs as a standby that has streamed from the upstream its
+  // configuration names since it last started. A standby whose upstream has just gone
+  // still counts (a takeover may be about to replace that upstream); a rebuild, a
+  // standby that cannot follow, or one whose new upstream it has not reached, does not.
+  void streamWatchTick();
   void onSyncSampled(const in::SyncSampled& s);
   // The sync to watch now (none: not a running primary, writes stopped, a transition in
   // flight), and the generation it is the sync of.
@@ -291,6 +298,11 @@ class DriverCore {
   StateNode lastStateNode_;
   PeerList lastActive_;
   PeerDataStates lastData_;
+  std::set<std::string> lastNotStreaming_;
+  // The stream watch (sync_watch.cc): the upstream postgres was last seen streaming from
+  // in its current run ("": none since it last ran), and what was last published.
+  std::string streamedFrom_;
+  std::optional<bool> publishedStreaming_;
   // The data state published for a setup: published, or being read.
   bool dataPublished_ = false;
   bool dataReading_ = false;

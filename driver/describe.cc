@@ -81,6 +81,8 @@ const char* timerKindName(TimerKind kind) {
       return "data-state";
     case TimerKind::kSyncWatch:
       return "sync-watch";
+    case TimerKind::kStreamWatch:
+      return "stream-watch";
   }
   return "?";
 }
@@ -125,6 +127,9 @@ std::string describeCommand(const Command& command) {
           },
           [](const cmd::PublishDataState& c) {
             return "publish-data-state " + (c.data ? c.data->describe() : std::string("none"));
+          },
+          [](const cmd::PublishStreaming& c) {
+            return std::string("publish-streaming ") + (c.streams ? "true" : "false");
           },
           [](const cmd::AskFailsafe& c) {
             return "ask-failsafe " + c.to.id + " generation=" + std::to_string(c.request.generation) +

@@ -62,7 +62,8 @@ void Driver::feed(Input input) {
   // command), so that stepping the core does not allocate anew for every input.
   std::vector<Command> commands = std::move(spareCommands_);
   while (next) {
-    const Moment now{env_.clock.monotonicMs(), env_.clock.wallMs(), env_.postgres.postmasterGone()};
+    const Moment now{env_.clock.monotonicMs(), env_.clock.wallMs(), env_.postgres.postmasterGone(),
+                      env_.postgres.streamSample()};
     core_.step(now, *next, commands);
     for (Command& c : commands) {
       carryOut(std::move(c));
@@ -167,6 +168,7 @@ void Driver::carryOut(Command command) {
                 }));
           },
           [&](cmd::PublishDataState& c) { env_.coordinator.publishDataState(c.data); },
+          [&](cmd::PublishStreaming& c) { env_.coordinator.publishStreaming(c.streams); },
           [&](cmd::AskFailsafe& c) {
             if (!env_.peers) return;
             env_.peers->askFailsafe(

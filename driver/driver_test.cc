@@ -1586,5 +1586,60 @@ TEST_F(DriverTest, NoSyncIsSampledWhileWritesAreStopped) {
   EXPECT_TRUE(pg_.syncSamples.empty());
 }
 
+// The stream watch publishes whether postgres streams from the upstream its configuration
+// names: once its WAL receiver was seen streaming from it, until postgres stops or the
+// configuration names another upstream.
+TEST_F(DriverTest, PublishesWhetherPostgresHasStreamedFromItsUpstreamSinceItStarted) {
+  pg_.stream = StreamSample{false, ""};
+  ASSERT_NO_FATAL_FAILURE(startAsAsync());  // upstream node3
+  EXPECT_EQ(coordinator_.streaming, std::vector<bool>{false});
+  pg_.stream = StreamSample{true, ""};  // running, its WAL receiver not connected yet
+  clock_.advance(1000);
+  EXPECT_EQ(coordinator_.streaming, std::vector<bool>{false});
+  pg_.stream = StreamSample{true, "node2"};  // not the upstream its configuration names
+  clock_.advance(1000);
+  EXPECT_EQ(coordinator_.streaming, std::vector<bool>{false});
+  pg_.stream = StreamSample{true, "node3"};
+  clock_.advance(1000);
+  EXPECT_EQ(coordinator_.streaming, (std::vector<bool>{false, true}));
+  // Its upstream goes: it streamed from it in this run, and still counts.
+  pg_.stream = StreamSample{true, ""};
+  clock_.advance(1000);
+  EXPECT_EQ(coordinator_.streaming, (std::vector<bool>{false, true}));
+  // Postgres stops (a rebuild): it streams again only once seen streaming again.
+  pg_.stream = StreamSample{false, ""};
+  clock_.advance(1000);
+  pg_.stream = StreamSample{true, ""};
+  clock_.advance(1000);
+  EXPECT_EQ(coordinator_.streaming, (std::vector<bool>{false, true, false}));
+  pg_.stream = StreamSample{true, "node3"};
+  clock_.advance(1000);
+  EXPECT_EQ(coordinator_.streaming, (std::vector<bool>{false, true, false, true}));
+}
+
+TEST_F(DriverTest, PublishesNothingAboutStreamingWhenTheEnvironmentDoesNotTell) {
+  ASSERT_NO_FATAL_FAILURE(startAsAsync());
+  clock_.advance(5000);
+  EXPECT_TRUE(coordinator_.streaming.empty());
+}
+
+// What the peers publish reaches the state machine, also through the driver's own
+// re-deliveries: a primary whose sync is gone makes a streaming async the new sync.
+TEST_F(DriverTest, APeerThatPublishesItDoesNotStreamIsPassedOverForTheNewSync) {
+  ASSERT_NO_FATAL_FAILURE(startAsPrimary());  // sync node2, async node3
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node2", "node3", "node4"})});
+  clock_.advance(0);
+  ASSERT_EQ(coordinator_.writes.size(), 1u);  // node4 joins the async chain
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 2});
+  coordinator_.writes.clear();
+  clock_.advance(0);
+  coordinator_.deliver(ActivePeersChanged{active({"node1", "node3", "node4"}), {}, {"node3"}});
+  clock_.advance(0);
+  ASSERT_NO_FATAL_FAILURE(fenceAndReadTheWalUntilTheStateWrite());
+  ASSERT_EQ(coordinator_.writes.size(), 1u);
+  EXPECT_EQ(coordinator_.writes[0].sync->id, "node4");
+  EXPECT_EQ(coordinator_.writes[0].async[0].id, "node3");
+}
+
 }  // namespace
 }  // namespace dugong::agent

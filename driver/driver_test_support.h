@@ -118,6 +118,7 @@ class FakeCoordinator : public Coordinator {
   }
   CoordinatorStatus status() const override { return CoordinatorStatus{member, member, member, 1, "", ""}; }
   void publishDataState(const std::optional<PeerDataState>& data) override { published.push_back(data); }
+  void publishStreaming(bool streams) override { streaming.push_back(streams); }
 
   void deliver(const Event& e) {
     ASSERT_TRUE(member);
@@ -143,6 +144,7 @@ class FakeCoordinator : public Coordinator {
   std::vector<std::string> reasons;
   std::optional<std::function<void(StateWriteFinished)>> pendingWrite;
   std::vector<std::optional<PeerDataState>> published;
+  std::vector<bool> streaming;  // publishStreaming, in order
 
  private:
   CoordinatorCallbacks callbacks_;
@@ -164,6 +166,7 @@ class FakePostgres : public Postgres {
   }
   void stopHealthCheck() override { health = nullptr; }
   bool postmasterGone() const override { return gone; }
+  std::optional<StreamSample> streamSample() const override { return stream; }
   void stopWrites(std::function<void(Result<int>)> done) override { stops.push_back(std::move(done)); }
   void resumeWrites(std::function<void(Result<bool>)> done) override { resumes.push_back(std::move(done)); }
   void shutDownWrites(std::function<void(Result<bool>)> done) override {
@@ -209,6 +212,7 @@ class FakePostgres : public Postgres {
   std::deque<std::function<void(Result<PeerDataState>)>> dataReads;
   std::function<void(bool, const std::string&)> health;
   bool gone = false;
+  std::optional<StreamSample> stream;  // nullopt: not told, as the default
   std::deque<std::function<void(Result<int>)>> stops;
   std::deque<std::function<void(Result<bool>)>> resumes;
   std::deque<std::function<void(Result<bool>)>> shutdowns;

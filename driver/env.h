@@ -130,9 +130,21 @@ class Coordinator {
   // until replaced. The peers see it in ZkInitialized/ActivePeersChanged::data.
   // Default: nothing is published (environments that model no data state).
   virtual void publishDataState(const std::optional<PeerDataState>& data) { (void)data; }
+  // Publishes whether this peer's postgres streams (DriverCore's stream watch) in the
+  // membership now and in every later one, until replaced; the peers see the peers that
+  // publish false in ZkInitialized/ActivePeersChanged::notStreaming. Default: nothing is
+  // published (the peers count this one as streaming).
+  virtual void publishStreaming(bool streams) { (void)streams; }
 };
 
 // ---- postgres -------------------------------------------------------------------------
+
+// What the last look at postgres (the agent's status poll) saw of its WAL receiver.
+struct StreamSample {
+  bool running = false;       // postgres answers
+  std::string streamingFrom;  // the peer its WAL receiver streams from now ("": none)
+  bool operator==(const StreamSample&) const = default;
+};
 
 // The end of Postgres::rejoin.
 struct RejoinFinished {
@@ -169,6 +181,9 @@ class Postgres {
   // overloaded). The driver restarts a gone postmaster at once, and gives one that runs
   // the restart grace. Default: false (always the grace).
   virtual bool postmasterGone() const { return false; }
+  // What the last look at postgres saw of its WAL receiver (StreamSample); nullopt: this
+  // environment does not tell, and the driver publishes nothing about streaming.
+  virtual std::optional<StreamSample> streamSample() const { return std::nullopt; }
 
   // Writes stopped are sticky: stopWrites() and shutDownWrites() take effect without
   // waiting for any transition in flight (an apply in `pg_ctl start`, a fence), and stay

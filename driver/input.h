@@ -29,6 +29,7 @@ enum class TimerKind {
   kHandover,      // a switchover that did not happen is given up
   kDataState,     // the data state is read again
   kSyncWatch,     // the sync's walsender is sampled
+  kStreamWatch,   // whether postgres streams from its upstream is looked at
 };
 
 struct TimerKey {
@@ -37,12 +38,15 @@ struct TimerKey {
   auto operator<=>(const TimerKey&) const = default;
 };
 
-// When an input happens, as the core sees it: both clocks, and the one fact the core
-// reads of postgres rather than being told (the last health check found no postmaster).
+// When an input happens, as the core sees it: both clocks, and the facts the core reads
+// of postgres rather than being told (the last health check found no postmaster, the
+// last look at its WAL receiver).
 struct Moment {
   int64_t monoMs = 0;
   EpochMs wallMs = 0;
   bool postmasterGone = false;
+  // Postgres::streamSample(): what the last look at postgres saw of its WAL receiver.
+  std::optional<StreamSample> stream = std::nullopt;
 };
 
 namespace in {

@@ -381,7 +381,7 @@ void DriverCore::endPeerGrace() {
   if (missing.empty() || withdrawn_) return;
   log(LogLevel::kWarn, peerIds(missing) + " did not come back within a session timeout (" +
                            std::to_string(sessionTimeoutMs_) + " ms) of the new session: treating them as gone");
-  step(ActivePeersChanged{lastActive_, lastData_});
+  step(ActivePeersChanged{lastActive_, lastData_, lastNotStreaming_});
 }
 
 }  // namespace dugong::agent

@@ -38,7 +38,8 @@ void DriverCore::startFreshStateMachine(bool feedState) {
   }
   emit(cmd::InitPostgres{true});
   if (feedState) {
-    for (Action& a : peer_->step(now_.wallMs, ZkInitialized{lastStateNode_, lastActive_, lastData_})) {
+    const ZkInitialized init{lastStateNode_, lastActive_, lastData_, false, lastNotStreaming_};
+    for (Action& a : peer_->step(now_.wallMs, init)) {
       carryOut(std::move(a));
     }
   }

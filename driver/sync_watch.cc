@@ -1,7 +1,8 @@
 // The driver's sync-acknowledgement watch (driver/core.h): on a running primary, the sync's
 // walsender is sampled every syncSampleMs, and the state machine is told when the sync
 // stops or starts again acknowledging commits (driver/sync_ack_watch.h decides). The
-// state machine replaces a stalled sync (statemachine/peer_primary.cc).
+// state machine replaces a stalled sync (statemachine/peer_primary.cc). The stream watch
+// publishes whether this peer's postgres streams, for the choice of a new sync.
 #include "driver/core.h"
 
 namespace dugong::agent {
@@ -47,6 +48,31 @@ void DriverCore::onSyncSampled(const in::SyncSampled& s) {
   if (!news) return;
   if (!news->acknowledging) ++counters_.syncStalls;
   step(*news);  // the state machine logs the news and its decision
+}
+
+void DriverCore::streamWatchTick() {
+  const std::optional<StreamSample>& sample = now_.stream;
+  if (!sample) return;  // not told: nothing published, the peers count this one as streaming
+  setTimer(TimerKind::kStreamWatch, opts_.healthTickMs);
+  const std::string upstream = lastApplied_ && lastApplied_->upstream ? lastApplied_->upstream->id : "";
+  if (!sample->running || upstream.empty()) {
+    streamedFrom_.clear();
+  } else if (sample->streamingFrom == upstream) {
+    streamedFrom_ = upstream;
+  }
+  const bool streams = !upstream.empty() && streamedFrom_ == upstream;
+  if (publishedStreaming_ == streams) return;
+  publishedStreaming_ = streams;
+  if (streams) {
+    log(LogLevel::kInfo, "publishing that postgres streams: its WAL receiver streams from " + upstream);
+  } else {
+    log(LogLevel::kInfo, std::string("publishing that postgres does not stream: ") +
+                             (upstream.empty()       ? "it runs as no standby"
+                              : !sample->running     ? "it does not run"
+                                                     : "it has not streamed from " + upstream + " since it started") +
+                             "; a takeover prefers another async as the new sync");
+  }
+  emit(cmd::PublishStreaming{streams});
 }
 
 }  // namespace dugong::agent

@@ -315,7 +315,7 @@ TEST(Describe, EveryCommandAndTimerSaysWhatItIs) {
   };
   for (const auto& [c, text] : cases) EXPECT_EQ(describeCommand(c), text);
   for (TimerKind k : {TimerKind::kWithdrawal, TimerKind::kPeerGrace, TimerKind::kRejoin, TimerKind::kHandover,
-                      TimerKind::kDataState, TimerKind::kSyncWatch, TimerKind::kFailsafe, TimerKind::kHeldTakeover}) {
+                      TimerKind::kDataState, TimerKind::kSyncWatch, TimerKind::kStreamWatch, TimerKind::kFailsafe, TimerKind::kHeldTakeover}) {
     EXPECT_NE(std::string(timerKindName(k)), "?");
   }
 }

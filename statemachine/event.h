@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 
@@ -34,12 +35,19 @@ struct ZkInitialized {
   // The session is one a previous run of this agent held (re-attached after an agent
   // restart): it never expired, so no takeover can have been decided on its absence.
   bool sessionKept = false;
+  // The active peers that publish in their election nodes that their postgres does not
+  // stream: it is not a running standby that has streamed from its configured upstream
+  // since it started (a rebuild, a standby that cannot follow; docs/state-machine.md
+  // "Choosing the new sync"). A peer that publishes nothing about it (an older agent, an
+  // environment that does not tell) is not in the set: it counts as streaming.
+  std::set<std::string> notStreaming = {};
 };
 
 // The set of peers with a live session changed. In session order.
 struct ActivePeersChanged {
   PeerList active;
   PeerDataStates data = {};  // as in ZkInitialized
+  std::set<std::string> notStreaming = {};  // as in ZkInitialized
 };
 
 // The cluster-state node changed (or was deleted: exists = false).

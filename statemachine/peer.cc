@@ -43,6 +43,7 @@ std::vector<Action> Peer::step(EpochMs now, const Event& event) {
                    if (!zkInitialized_ || role_ == Role::kDeposed) return;
                    active_ = e.active;
                    dataStates_ = e.data;
+                   notStreaming_ = e.notStreaming;
                    evaluate();
                  },
                  [this](const ClusterStateChanged& e) {
@@ -76,6 +77,7 @@ void Peer::onZkInitialized(const ZkInitialized& e) {
   sessionKept_ = e.sessionKept;
   active_ = e.active;
   dataStates_ = e.data;
+  notStreaming_ = e.notStreaming;
   // Read afresh by a new session: whatever its version, this is the state now (a lower
   // version than before means the node was deleted and written again meanwhile).
   stateVersion_ = -1;
@@ -482,7 +484,8 @@ void Peer::evaluateSync() {
   ClusterState next = syncTakeover(*wal);
   writeState(next, "generation " + std::to_string(next.generation) + ": " + why + "; " + opts_.self.id +
                        " takes over as primary with WAL " + wal->toString() + ", " + next.sync->id +
-                       " becomes sync, " + s.primary.id + " is deposed");
+                       " becomes sync, " + s.primary.id + " is deposed" +
+                       passedOver(presentAsyncs(), *withSyncFirst(presentAsyncs())));
 }
 
 Role Peer::roleFromState(const ClusterState& s) const {
@@ -665,13 +668,25 @@ bool Peer::maySync(const PeerIdentity& p) const {
 }
 
 std::optional<PeerList> Peer::withSyncFirst(const PeerList& peers) const {
-  auto it = std::find_if(peers.begin(), peers.end(), [this](const PeerIdentity& p) { return maySync(p); });
+  auto it = std::find_if(peers.begin(), peers.end(), [this](const PeerIdentity& p) { return maySync(p) && streams(p); });
+  if (it == peers.end()) it = std::find_if(peers.begin(), peers.end(), [this](const PeerIdentity& p) { return maySync(p); });
   if (it == peers.end()) return std::nullopt;
   PeerList order{*it};
   for (const auto& p : peers) {
     if (p.id != it->id) order.push_back(p);
   }
   return order;
+}
+
+std::string Peer::passedOver(const PeerList& peers, const PeerList& order) const {
+  PeerList skipped;
+  for (const auto& p : peers) {
+    if (p.id == order.front().id) break;
+    if (maySync(p)) skipped.push_back(p);
+  }
+  if (skipped.empty()) return "";
+  return ", passing over " + peerIds(skipped) + (skipped.size() == 1 ? ", which does" : ", which do") +
+         " not stream from its upstream";
 }
 
 std::string Peer::noSyncCandidate() const {

@@ -144,9 +144,17 @@ class Peer {
   // Whether `p` may be made the sync: not tagged nofailover in its election node (the
   // identity it publishes now), or, when absent, in the identity given.
   bool maySync(const PeerIdentity& p) const;
-  // `peers` with the first that may be made the sync moved to the front, the others in
-  // their order; nullopt when none may.
+  // Whether `p` streams, as far as this peer knows: not named in the election nodes'
+  // notStreaming (a peer that publishes nothing counts as streaming).
+  bool streams(const PeerIdentity& p) const { return notStreaming_.count(p.id) == 0; }
+  // `peers` with the new sync moved to the front, the others in their order: the first
+  // that may be made the sync and streams, else the first that may be made the sync;
+  // nullopt when none may.
   std::optional<PeerList> withSyncFirst(const PeerList& peers) const;
+  // ", passing over a, b, which do not stream" when the new sync at the front of `order`
+  // (from withSyncFirst(peers)) comes after peers that may be the sync but do not
+  // stream; "" otherwise. For the reason of a new generation.
+  std::string passedOver(const PeerList& peers, const PeerList& order) const;
   // Why no present async can become the new sync, for the log.
   std::string noSyncCandidate() const;
   bool isSelf(const PeerIdentity& p) const { return p.id == opts_.self.id; }
@@ -162,6 +170,7 @@ class Peer {
   bool everSawState_ = false;
   std::optional<PeerList> active_;
   PeerDataStates dataStates_;  // published by the active peers
+  std::set<std::string> notStreaming_;  // active peers that publish that they do not stream
   std::optional<EpochMs> setupWaitSince_;  // no state, and a present peer holds data
 
   bool pgInitialized_ = false;

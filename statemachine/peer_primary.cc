@@ -60,7 +60,8 @@ void Peer::evaluatePrimary() {
       blocked(why + ": waiting for postgres to run as primary first", false);
     } else if (auto wal = fencedWal(why, candidates->front())) {
       return writeState(primaryTakeover(*wal), "generation " + std::to_string(s.generation + 1) + ": " + why + "; " +
-                                                   candidates->front().id + " becomes sync");
+                                                   candidates->front().id + " becomes sync" +
+                                                   passedOver(presentAsyncs(), *candidates));
     } else {
       return;
     }
@@ -87,7 +88,8 @@ void Peer::evaluatePrimary() {
       lastStallReplacement_ = now_;
       return writeState(replaceStalledSync(*wal, *candidates),
                         "generation " + std::to_string(s.generation + 1) + ": " + why + "; " +
-                            candidates->front().id + " becomes sync, " + s.sync->id + " the last async");
+                            candidates->front().id + " becomes sync, " + s.sync->id + " the last async" +
+                            passedOver(presentAsyncs(), *candidates));
     } else {
       return;
     }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "statemachine/peer_test_support.h"
 #include "statemachine/time_format.h"
@@ -954,6 +955,96 @@ TEST(PeerStalledSync, AStallIsForgottenWithItsGeneration) {
   auto actions = h.step(ClusterStateChanged{node(cluster(6, "me", "s", {"a", "b"}), 8)});
   EXPECT_TRUE(only<FencePg>(actions).empty());
   EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+}
+
+// ---- streaming: the new sync is a present async that streams, when one does ----------
+
+// `ids` as election nodes, those in `lagging` publishing that they do not stream.
+ActivePeersChanged presentStreaming(const std::vector<std::string>& ids, std::set<std::string> lagging,
+                                    const std::vector<std::string>& tagged = {}) {
+  return ActivePeersChanged{present(ids, tagged), {}, std::move(lagging)};
+}
+
+TEST(PeerStreaming, PrimaryReplacingAGoneSyncPrefersAStreamingAsync) {
+  Harness h;
+  h.startAsPrimary(cluster(4, "me", "gone", {"a", "b", "c"}), {"me", "gone", "a", "b", "c"}, 3);
+  h.applied(true);
+  auto actions = h.step(presentStreaming({"me", "a", "b", "c"}, {"a"}));
+  auto fences = only<FencePg>(actions);
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "b");  // a rebuilds: commits would wait on it
+  ASSERT_EQ(only<ReadWal>(h.step(PgFenced{true, "", 1})).size(), 1u);
+  actions = h.step(WalPositionRead{WalPosition(500), "", 1});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.sync->id, "b");
+  ASSERT_EQ(writes[0].state.async.size(), 2u);
+  EXPECT_EQ(writes[0].state.async[0].id, "a");  // the order is kept otherwise
+  EXPECT_EQ(writes[0].state.async[1].id, "c");
+  EXPECT_TRUE(logged(actions, "generation 5: sync gone is gone; b becomes sync, passing over a, which does not "
+                              "stream from its upstream"));
+}
+
+TEST(PeerStreaming, SyncTakeoverPrefersAStreamingAsyncAndSkipsNoFailover) {
+  Harness h;
+  h.start(cluster(4, "old", "me", {"a", "b", "c", "d"}), {"old", "me", "a", "b", "c", "d"}, false, false, 9);
+  h.applied(true);
+  h.step(presentStreaming({"me", "a", "b", "c", "d"}, {"a", "b"}, {"c"}));
+  h.step(WalPositionRead{WalPosition(150), ""});
+  h.step(PgFenced{true, ""});
+  auto actions = h.step(WalPositionRead{WalPosition(160), ""});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.sync->id, "d");  // c streams, but is tagged nofailover
+  ASSERT_EQ(writes[0].state.async.size(), 3u);
+  EXPECT_EQ(writes[0].state.async[0].id, "a");
+  EXPECT_EQ(writes[0].state.async[1].id, "b");
+  EXPECT_EQ(writes[0].state.async[2].id, "c");
+  EXPECT_TRUE(logged(actions, "d becomes sync, old is deposed, passing over a, b, which do not stream"));
+}
+
+TEST(PeerStreaming, WhenNoCandidateStreamsTheFirstThatMayBeTheSyncIsChosen) {
+  Harness h;
+  h.startAsPrimary(cluster(4, "me", "gone", {"a", "b"}), {"me", "gone", "a", "b"}, 3);
+  h.applied(true);
+  auto actions = h.step(presentStreaming({"me", "a", "b"}, {"a", "b"}));
+  auto fences = only<FencePg>(actions);
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "a");
+  h.step(PgFenced{true, "", 1});
+  actions = h.step(WalPositionRead{WalPosition(500), "", 1});
+  EXPECT_TRUE(logged(actions, "generation 5: sync gone is gone; a becomes sync"));
+  EXPECT_FALSE(logged(actions, "passing over"));
+}
+
+TEST(PeerStreaming, AStalledSyncIsReplacedByAStreamingAsync) {
+  Harness h;
+  startPrimaryWithChain(h);  // sync s, asyncs a, b
+  h.step(presentStreaming({"me", "s", "a", "b"}, {"a"}));
+  auto fences = only<FencePg>(h.step(stalled("s")));
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "b");
+  h.step(PgFenced{true, "", 1});
+  auto actions = h.step(WalPositionRead{WalPosition(500), "", 1});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.sync->id, "b");
+  ASSERT_EQ(writes[0].state.async.size(), 2u);
+  EXPECT_EQ(writes[0].state.async[0].id, "a");
+  EXPECT_EQ(writes[0].state.async[1].id, "s");
+  EXPECT_TRUE(logged(actions, "b becomes sync, s the last async, passing over a, which does not stream"));
+}
+
+TEST(PeerStreaming, ANewSessionReplacesWhatWasPublished) {
+  Harness h;
+  h.start(cluster(4, "me", "s", {"a", "b"}), {}, false, false, 3);
+  h.step(ZkInitialized{node(cluster(4, "me", "s", {"a", "b"}), 3), present({"me", "s", "a", "b"}, {}), {}, false,
+                       {"a"}});
+  h.step(StateWriteFinished{true, "", false, 4});
+  h.applied(true);
+  auto fences = only<FencePg>(h.step(stalled("s")));
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_EQ(fences[0].newSync->id, "b");
 }
 
 }  // namespace

@@ -123,6 +123,11 @@ void Session::Impl::setDataState(std::optional<PeerDataState> data) {
   syncElectionData();
 }
 
+void Session::Impl::setStreaming(bool streams) {
+  streaming_ = streams;
+  syncElectionData();
+}
+
 SessionStatus Session::Impl::status() const {
   SessionStatus s;
   s.connected = connected_;
@@ -344,6 +349,7 @@ void Session::watchNode(const std::string& path, std::function<void(StateNode)> 
 }
 
 void Session::setDataState(std::optional<PeerDataState> data) { impl_->setDataState(std::move(data)); }
+void Session::setStreaming(bool streams) { impl_->setStreaming(streams); }
 
 }  // namespace dugong::zk
 

@@ -127,6 +127,9 @@ class Session {
   // Every session delivers the peers' published data states with ZkInitialized and
   // ActivePeersChanged (the election nodes' data is watched). May be set before start().
   void setDataState(std::optional<PeerDataState> data);
+  // Publishes in the election node whether this peer's postgres streams ("streaming"),
+  // for the choice of a new sync (ZkInitialized::notStreaming).
+  void setStreaming(bool streams);
 
   // Watches the node at `path` (absolute: e.g. Layout::config()): `onChange` runs on the
   // io_context with its content (exists=false when absent) once each session is set up

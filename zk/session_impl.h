@@ -10,6 +10,7 @@
 #include <cstring>
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
 #include <unordered_set>
 #include <mutex>
@@ -278,6 +279,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   void watchNode(const std::string& path, std::function<void(StateNode)> onChange);
 
   void setDataState(std::optional<PeerDataState> data);
+  void setStreaming(bool streams);
   void setSessionCallback(std::function<void(SessionCredentials)> onSession) { onSession_ = std::move(onSession); }
 
   SessionStatus status() const;
@@ -419,12 +421,15 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     if (index == names.size()) {
       PeerList peers;
       PeerDataStates data;
+      std::set<std::string> notStreaming;
       for (const auto& n : names) {
         auto it = identities_.find(n);
         if (it == identities_.end() || !it->second || containsPeer(peers, it->second->id)) continue;
         peers.push_back(*it->second);
         if (auto d = dataStates_.find(n); d != dataStates_.end()) data[it->second->id] = d->second;
+        if (notStreamingNodes_.count(n)) notStreaming.insert(it->second->id);
       }
+      notStreaming_ = std::move(notStreaming);
       return done(ZOK, dedupeById(peers), std::move(data));
     }
     if (zh_ == nullptr) return done(ZCLOSING, PeerList{}, PeerDataStates{});
@@ -440,6 +445,11 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
           if (r.rc != ZOK) return done(r.rc, PeerList{}, PeerDataStates{});
           auto parsed = nlohmann::json::parse(r.data, nullptr, false);
           dataStates_.erase(name);
+          notStreamingNodes_.erase(name);
+          if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("streaming") &&
+              parsed["streaming"].is_boolean() && !parsed["streaming"].get<bool>()) {
+            notStreamingNodes_.insert(name);
+          }
           if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("data")) {
             auto data = PeerDataState::fromJson(parsed["data"]);
             if (data) {
@@ -514,6 +524,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   Layout layout_;
   PeerIdentity self_;
   std::optional<PeerDataState> dataState_;  // published in the election node
+  std::optional<bool> streaming_;           // published in the election node
   std::string electionBytesSent_;           // what the election node holds, as far as known
   bool dataSyncInFlight_ = false;
   EventCallback onEvent_;
@@ -560,6 +571,11 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   PeerList knownActive_;
   PeerDataStates knownData_;
   std::map<std::string, std::optional<PeerIdentity>> identities_;  // election node -> identity
+  // Election nodes that publish "streaming": false, and the peers they belong to as of
+  // the last readIdentities (the notStreaming of the events it leads to).
+  std::set<std::string> notStreamingNodes_;
+  std::set<std::string> notStreaming_;
+  std::set<std::string> knownNotStreaming_;
   std::map<std::string, PeerDataState> dataStates_;                // election node -> published data
   Refresh stateRefresh_;
   Refresh activeRefresh_;

@@ -64,6 +64,7 @@ void Session::Impl::resetSessionState() {
   dataSyncInFlight_ = false;
   identities_.clear();
   dataStates_.clear();
+  notStreamingNodes_.clear();
   ++setupRun_;
   if (pendingWrite_) pendingWrite_->resolving = false;
   stateRefresh_ = Refresh{stateRefresh_.token + 1};
@@ -297,9 +298,10 @@ void Session::Impl::readInitial(uint64_t run) {
       knownState_ = state;
       knownActive_ = active;
       knownData_ = data;
+      knownNotStreaming_ = notStreaming_;
       log_->info("zk: initialized: state {} (version {}), active peers {}",
                  state.exists ? "present" : "absent", state.version, peerIdList(active));
-      onEvent_(ZkInitialized{state, active, data, resumed_});
+      onEvent_(ZkInitialized{state, active, data, resumed_, notStreaming_});
       syncElectionData();
       resolveUnknownWrite();
       // A watch that fired during setup may have been for data newer than what we read.
@@ -356,6 +358,7 @@ void Session::Impl::readActive(std::function<void(int, PeerList, PeerDataStates)
 std::string Session::Impl::electionBytes() const {
   nlohmann::json j = self_.toJson();
   if (dataState_) j["data"] = dataState_->toJson();
+  if (streaming_) j["streaming"] = *streaming_;
   return j.dump();
 }
 
@@ -374,7 +377,8 @@ void Session::Impl::syncElectionData() {
           return;
         }
         electionBytesSent_ = bytes;
-        log_->info("zk: published this peer's data state: {}", dataState_ ? dataState_->describe() : "none");
+        log_->info("zk: published this peer's data state: {}; streaming: {}", dataState_ ? dataState_->describe() : "none",
+                   streaming_ ? (*streaming_ ? "yes" : "no") : "not published");
         syncElectionData();  // changed again meanwhile
       },
       [&](Call* c) {
@@ -452,12 +456,14 @@ void Session::Impl::refreshActive() {
     if (token != activeRefresh_.token) return;
     activeRefresh_.inFlight = false;
     if (rc == ZOK) {
-      if (!samePeers(active, knownActive_) || data != knownData_) {
-        log_->info("zk: active peers changed: {} -> {}{}", peerIdList(knownActive_), peerIdList(active),
-                   data != knownData_ ? " (published data states changed)" : "");
+      if (!samePeers(active, knownActive_) || data != knownData_ || notStreaming_ != knownNotStreaming_) {
+        log_->info("zk: active peers changed: {} -> {}{}{}", peerIdList(knownActive_), peerIdList(active),
+                   data != knownData_ ? " (published data states changed)" : "",
+                   notStreaming_ != knownNotStreaming_ ? " (published streaming changed)" : "");
         knownActive_ = active;
         knownData_ = data;
-        onEvent_(ActivePeersChanged{active, data});
+        knownNotStreaming_ = notStreaming_;
+        onEvent_(ActivePeersChanged{active, data, notStreaming_});
       }
     } else {
       log_->info("zk: re-reading the election failed ({}); retried on reconnection", describeRc(rc));

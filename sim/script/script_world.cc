@@ -25,7 +25,8 @@ simworld::PgModel scriptPgModel() {
                            .shutDown = kStep, .rejoin = kStep, .upstreamPoll = kQuery, .writableWrite = kQuery,
                            .healthIntervalMs = 0,
                            .readOnlyUntilSyncCaughtUp = false,  // no client here waits for it
-                           .awaitsUpstreamStop = false};        // the simulated peers never stop their postgres
+                           .awaitsUpstreamStop = false,         // the simulated peers never stop their postgres
+                           .tellsStreaming = false};
 }
 
 // The simulated ZooKeeper's fixed delays (script_world.h); no faults are injected.

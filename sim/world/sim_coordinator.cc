@@ -14,6 +14,17 @@ PeerList ZkEnsemble::activePeers() const {
   return l;
 }
 
+std::set<std::string> ZkEnsemble::notStreaming() const {
+  std::set<std::string> out;
+  for (const ZkClient& c : clients_) {
+    if (c.agent && c.session != 0 && sessionAlive(c.session) && c.agent->streaming_ == false &&
+        std::find(active_.begin(), active_.end(), c.id) != active_.end()) {
+      out.insert(c.id);
+    }
+  }
+  return out;
+}
+
 void ZkEnsemble::agentStarts(int n) {
   ZkClient& c = client(n);
   c.session = 0;
@@ -62,7 +73,7 @@ void ZkEnsemble::connect(int n, Run run) {
     });
     q_.after(model_.leaseIntervalMs, [this, n, run, sid] { leaseLoop(n, run, sid); });
   }
-  deliver(n, ZkInitialized{stateNode(), activePeers()});
+  deliver(n, ZkInitialized{stateNode(), activePeers(), {}, false, notStreaming()});
 }
 
 // A `sync` sent every leaseIntervalMs while the session lives: answered, with its send
@@ -277,7 +288,8 @@ void ZkEnsemble::notifyAll(bool state) {
     if (state) {
       deliver(told[k], ClusterStateChanged{stateNode()});
     } else {
-      deliver(told[k], ActivePeersChanged{k + 1 < told.size() ? PeerList(active) : std::move(active)});
+      deliver(told[k],
+              ActivePeersChanged{k + 1 < told.size() ? PeerList(active) : std::move(active), {}, notStreaming()});
     }
   }
 }
@@ -382,7 +394,7 @@ void ZkEnsemble::heal(int n) {
     ++it->second.disconnects;
     if (c.needResync && c.ready) {  // the watches fire for what changed meanwhile
       c.needResync = false;
-      deliver(n, ActivePeersChanged{activePeers()});
+      deliver(n, ActivePeersChanged{activePeers(), {}, notStreaming()});
       deliver(n, ClusterStateChanged{stateNode()});
     }
     // As the real client: the regain after the state read again (deliveries keep order).
@@ -464,6 +476,13 @@ void SimCoordinator::putClusterState(const ClusterState& state, int32_t expected
     return;
   }
   zk_.write(host_, serial, state, expectedVersion, reason);
+}
+
+void SimCoordinator::publishStreaming(bool streams) {
+  if (streaming_ == streams) return;
+  streaming_ = streams;
+  const ZkClient& c = zk_.look(host_);
+  if (member_ && c.ready && !c.partitioned && zk_.sessionAlive(c.session)) zk_.notifyAll(false);
 }
 
 agent::CoordinatorStatus SimCoordinator::status() const {

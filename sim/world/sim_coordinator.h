@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,8 @@ class ZkEnsemble {
   StateNode stateNode() const { return zk_.node(); }
   const ZkElection& election() const { return election_; }
   PeerList activePeers() const;
+  // The active peers whose running agent publishes that its postgres does not stream.
+  std::set<std::string> notStreaming() const;
   // A leader is elected (no election under way, the quorum not lost): writes can land.
   bool hasLeader() const { return !leaderless(); }
 
@@ -216,6 +219,9 @@ class SimCoordinator final : public agent::Coordinator {
   void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override;
   agent::CoordinatorStatus status() const override;
+  // In this run's election node from now on: the peers are told at once (their watches
+  // fire) unless this client is cut off, and hear it with their next news otherwise.
+  void publishStreaming(bool streams) override;
 
   bool writePending() const { return pendingWrite_ != nullptr; }
   int64_t writeSince() const { return writeSince_; }
@@ -230,6 +236,7 @@ class SimCoordinator final : public agent::Coordinator {
   uint64_t writeSerial_ = 0;
   std::function<void(StateWriteFinished)> pendingWrite_;
   int64_t writeSince_ = 0;
+  std::optional<bool> streaming_;  // published in the election node
 };
 
 }  // namespace dugong::simworld

@@ -101,6 +101,17 @@ bool PgFleet::streamsFrom(int standby, int upstream) const {
          !s.wal.divergedFrom(u.wal);
 }
 
+std::optional<agent::StreamSample> SimPostgres::streamSample() const {
+  if (!fleet_.model().tellsStreaming) return std::nullopt;
+  const PgServer& s = fleet_.server(host_);
+  std::string from;
+  if (s.isStandby() && s.config.upstream) {
+    const int u = fleet_.hostOf(s.config.upstream->id);
+    if (u >= 0 && fleet_.streamsFrom(host_, u)) from = s.config.upstream->id;
+  }
+  return agent::StreamSample{s.serving(), from};
+}
+
 bool PgFleet::attachedSync(int primary) const {
   const PgServer& p = server(primary);
   if (!p.config.downstream) return false;

@@ -81,6 +81,9 @@ struct PgModel {
   // awaitUpstreamStop polls the WAL receiver (false: answers false at once, as an
   // environment that does not model it).
   bool awaitsUpstreamStop = true;
+  // streamSample tells whether the WAL receiver streams (false: nullopt, as an
+  // environment that does not tell; dugong-sim's scripted peers publish nothing either).
+  bool tellsStreaming = true;
 };
 
 struct PgServer {
@@ -255,6 +258,9 @@ class SimPostgres final : public agent::Postgres {
   // As the adapter's health check reports: no postmaster at all (crashed, killed, or
   // stopped), as opposed to one that is starting or reloading.
   bool postmasterGone() const override { return gone_; }
+  // As the agent's status poll sees it: serving, and streaming from the upstream its
+  // configuration names (PgFleet::streamsFrom).
+  std::optional<agent::StreamSample> streamSample() const override;
   void stopWrites(std::function<void(Result<int>)> done) override;
   void resumeWrites(std::function<void(Result<bool>)> done) override;
   void shutDownWrites(std::function<void(Result<bool>)> done) override;
