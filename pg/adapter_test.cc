@@ -95,6 +95,14 @@ class AdapterTest : public ::testing::Test {
 
   static bool writable(const PgTestNode& n) { return n.value("SHOW default_transaction_read_only") == "off"; }
   static bool inRecovery(const PgTestNode& n) { return n.value("SELECT pg_is_in_recovery()") == "t"; }
+  // `a` the primary, `b` its sync, streaming, and `a` writable.
+  static void startPrimaryWithSync(const PgTestNode& a, PgController& ca, const PgTestNode& b, PgController& cb) {
+    ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
+    auto r = cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity));
+    ASSERT_TRUE(r.ok) << r.error;
+    ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable() && streamsFrom(a, b); }, 60s));
+  }
+
   static bool streamsFrom(const PgTestNode& upstream, const PgTestNode& standby) {
     return upstream.value("SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND "
                           "application_name = '" + standby.id + "'") == "1";
@@ -1124,10 +1132,8 @@ TEST_F(AdapterTest, AFencedStandbysWalEndsWhereReplayEndsNotPastTheFork) {
   b.options.settings["recovery_min_apply_delay"] = "1h";  // its replay stops at the first commit it receives
   PgController ca(a.options);
   PgController cb(b.options);
-  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
-  auto r = cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity));
-  ASSERT_TRUE(r.ok) << r.error;
-  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable() && streamsFrom(a, b); }, 60s));
+  startPrimaryWithSync(a, ca, b, cb);
+  if (HasFatalFailure()) return;
   // Acknowledged, so flushed on b; not replayed there while the delay holds.
   ASSERT_EQ(a.value("CREATE TABLE t (id int); INSERT INTO t VALUES (1)"), "");
   longRecordsUntilTheHostDies(a, b);
@@ -1548,10 +1554,8 @@ TEST_F(AdapterTest, AFencedStandbysReadEndsTheQueriesThatHoldReplayBack) {
   b.options.settings["max_standby_archive_delay"] = "-1";
   PgController ca(a.options);
   PgController cb(b.options);
-  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
-  auto r = cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity));
-  ASSERT_TRUE(r.ok) << r.error;
-  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable() && streamsFrom(a, b); }, 60s));
+  startPrimaryWithSync(a, ca, b, cb);
+  if (HasFatalFailure()) return;
   ASSERT_EQ(a.value("CREATE TABLE t (id int); INSERT INTO t VALUES (1)"), "");
   ASSERT_TRUE(testing::eventually([&] { return b.value("SELECT count(*) FROM t") == "1"; }, 60s));
   Session reader(b.conninfo());

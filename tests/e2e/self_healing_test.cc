@@ -34,6 +34,7 @@
 #include "pg/command.h"
 #include "pg/connection.h"
 #include "pg/sql.h"
+#include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
 
 namespace dugong::e2e {
@@ -67,45 +68,6 @@ std::string linesWith(const std::string& text, const std::vector<std::string>& n
 const std::vector<std::string> kRejoinClues = {"not rejoined", "pg_rewind:", "could not", "is not set up",
                                               "lower setting than on the primary", "rejoining automatically",
                                               "left deposed", "FATAL", "trying again", "by pg_basebackup"};
-
-// Inserts through a multi-host read-write connection string, one new connection per row
-// (2 s bound), and counts the rows acknowledged; a failed or unanswered insert is not
-// counted (it may or may not have committed).
-class Writer {
- public:
-  explicit Writer(std::string conninfo) : thread_([this, c = std::move(conninfo)] { run(c); }) {}
-  ~Writer() { stop(); }
-  void stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  int nextId() const { return next_.load(); }
-  size_t ackedFrom(int firstId) {
-    std::lock_guard lock(mu_);
-    return static_cast<size_t>(std::distance(acked_.lower_bound(firstId), acked_.end()));
-  }
-  std::set<int> acked() {
-    std::lock_guard lock(mu_);
-    return acked_;
-  }
-
- private:
-  void run(const std::string& conninfo) {
-    while (!stop_) {
-      const int id = next_++;
-      if (pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", 2s)) {
-        std::lock_guard lock(mu_);
-        acked_.insert(id);
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-  std::atomic<bool> stop_{false};
-  std::atomic<int> next_{1};
-  std::mutex mu_;
-  std::set<int> acked_;
-  std::thread thread_;  // last: starts once the members above exist
-};
 
 class SelfHealing : public ::testing::Test {
  protected:
@@ -319,8 +281,8 @@ TEST_F(SelfHealingTest, TakeoverWhileTheSyncReplayIsHeldBack) {
   ASSERT_TRUE(h_->waitFor([&] { return h_->intColumn(sync, "SELECT id FROM held").count(1) == 1; }, 30s));
   const size_t copiesBefore = copies(primary);
 
-  Writer writer(h_->multiHostConninfo());
-  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedFrom(1) >= 10; }, 60s)) << "the writer gets no acknowledgement";
+  CarefulWriter writer(h_->multiHostConninfo());
+  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(1) >= 10; }, 60s)) << "the writer gets no acknowledgement";
 
   // A reader on the sync holds ACCESS SHARE on `held` in an open transaction.
   auto opened = pg::Connection::open(h_->peer(sync).pg->conninfo(), std::chrono::steady_clock::now() + 10s);
@@ -338,7 +300,7 @@ TEST_F(SelfHealingTest, TakeoverWhileTheSyncReplayIsHeldBack) {
       [&] {
         auto r = h_->sql(sync,
                          "SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()", 3s);
-        return writer.ackedFrom(firstHeld) >= 10 && r && !r->rows.empty() && r->rows[0][0] == "t";
+        return writer.ackedSince(firstHeld) >= 10 && r && !r->rows.empty() && r->rows[0][0] == "t";
       },
       30s))
       << "the sync's replay is not held back (or no write was acknowledged meanwhile)";
@@ -360,7 +322,7 @@ TEST_F(SelfHealingTest, TakeoverWhileTheSyncReplayIsHeldBack) {
       << S << " did not take over with its replay held back";
   reader.reset();  // the reader's transaction was cancelled by the replay, or ends now
   const int firstAfter = writer.nextId();
-  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedFrom(firstAfter) >= 5; }, bound(60s)))
+  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(firstAfter) >= 5; }, bound(60s)))
       << "no write acknowledged after the first takeover";
 
   // 2. The killed peer rejoins by itself.
@@ -375,7 +337,7 @@ TEST_F(SelfHealingTest, TakeoverWhileTheSyncReplayIsHeldBack) {
   ASSERT_GE(sync2, 0);
   const std::string S2 = h_->peer(sync2).id;
   const int firstBeforeSecondKill = writer.nextId();
-  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedFrom(firstBeforeSecondKill) >= 5; }, 60s));
+  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(firstBeforeSecondKill) >= 5; }, 60s));
   h_->killAgent(sync);
   h_->killPostgres(sync);
   ASSERT_TRUE(h_->waitFor(
@@ -386,7 +348,7 @@ TEST_F(SelfHealingTest, TakeoverWhileTheSyncReplayIsHeldBack) {
       bound(60s)))
       << S2 << " did not take over from the killed " << S;
   const int firstAfterSecond = writer.nextId();
-  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedFrom(firstAfterSecond) >= 5; }, bound(60s)))
+  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(firstAfterSecond) >= 5; }, bound(60s)))
       << "no write acknowledged after the second takeover";
   writer.stop();
 

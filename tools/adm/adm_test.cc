@@ -21,6 +21,7 @@
 #include "agent/http_server.h"
 #include "agent/instance_lock.h"
 #include "pg/sql.h"
+#include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
 
 namespace dugong::e2e {
@@ -129,56 +130,6 @@ class FakeAgent {
   std::unique_ptr<agent::InstanceLock> lock_;
   std::unique_ptr<agent::HttpServer> server_;
   std::thread thread_;
-};
-
-// A client inserting one row every 20 ms through `conninfo` (the multi-host string),
-// remembering which rows were acknowledged and the longest time between two
-// acknowledgements. Stops on stop() or destruction.
-class CarefulWriter {
- public:
-  explicit CarefulWriter(std::string conninfo) : thread_([this, c = std::move(conninfo)] { run(c); }) {}
-  ~CarefulWriter() { stop(); }
-  void stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  // The id the next insert will use.
-  int nextId() const { return next_.load(); }
-  size_t ackedSince(int firstId) {
-    std::lock_guard lock(mu_);
-    return static_cast<size_t>(std::distance(acked_.lower_bound(firstId), acked_.end()));
-  }
-  std::set<int> acked() {
-    std::lock_guard lock(mu_);
-    return acked_;
-  }
-  std::chrono::milliseconds longestGap() {
-    std::lock_guard lock(mu_);
-    return std::chrono::duration_cast<std::chrono::milliseconds>(longestGap_);
-  }
-
- private:
-  void run(const std::string& conninfo) {
-    while (!stop_) {
-      const int id = next_++;
-      if (pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", 2s)) {
-        std::lock_guard lock(mu_);
-        acked_.insert(id);
-        const auto now = std::chrono::steady_clock::now();
-        if (lastAck_) longestGap_ = std::max(longestGap_, now - *lastAck_);
-        lastAck_ = now;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-
-  std::atomic<bool> stop_{false};
-  std::atomic<int> next_{1};
-  std::mutex mu_;
-  std::set<int> acked_;
-  std::optional<std::chrono::steady_clock::time_point> lastAck_;
-  std::chrono::steady_clock::duration longestGap_{};
-  std::thread thread_;  // last: starts once the members above exist
 };
 
 class AdmTest : public ::testing::Test {

@@ -1,0 +1,68 @@
+// A client of the tests that inserts one row every 20 ms into table `acked` through a
+// connection string (the multi-host one), one new connection per row with a 2 s bound,
+// and remembers which rows were acknowledged (a failed or unanswered insert is not: it
+// may or may not have committed) and the longest time between two acknowledgements.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iterator>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "pg/sql.h"
+
+namespace dugong::e2e {
+
+class CarefulWriter {
+ public:
+  explicit CarefulWriter(std::string conninfo) : thread_([this, c = std::move(conninfo)] { run(c); }) {}
+  ~CarefulWriter() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  // The id the next insert will use.
+  int nextId() const { return next_.load(); }
+  size_t ackedSince(int firstId) {
+    std::lock_guard lock(mu_);
+    return static_cast<size_t>(std::distance(acked_.lower_bound(firstId), acked_.end()));
+  }
+  std::set<int> acked() {
+    std::lock_guard lock(mu_);
+    return acked_;
+  }
+  std::chrono::milliseconds longestGap() {
+    std::lock_guard lock(mu_);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(longestGap_);
+  }
+
+ private:
+  void run(const std::string& conninfo) {
+    while (!stop_) {
+      const int id = next_++;
+      if (pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", std::chrono::seconds(2))) {
+        std::lock_guard lock(mu_);
+        acked_.insert(id);
+        const auto now = std::chrono::steady_clock::now();
+        if (lastAck_) longestGap_ = std::max(longestGap_, now - *lastAck_);
+        lastAck_ = now;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int> next_{1};
+  std::mutex mu_;
+  std::set<int> acked_;
+  std::optional<std::chrono::steady_clock::time_point> lastAck_;
+  std::chrono::steady_clock::duration longestGap_{};
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+}  // namespace dugong::e2e
