@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -162,7 +163,7 @@ Result<bool> PgController::writeConfLocked(const ManagedState& wanted) {
   // A standby starts only with the hot-standby settings at least its primary's, which its
   // pg_control holds (replayed, or copied by pg_rewind and pg_basebackup): read before
   // every standby's file, so that no start (a rejoin's, a rebuild's, a restart's) is below.
-  if (state.role == "sync" || state.role == "async") refreshHotStandbyFloor();
+  if (startsAtHotStandbyFloor(state.role)) refreshHotStandbyFloor();
   auto w = writeFileAsOwner(options_.dataDir + "/" + kManagedConfName,
                             renderManagedConf(effectiveOptions(state.role), state), 0600);
   if (!w) return w;
@@ -172,10 +173,10 @@ Result<bool> PgController::writeConfLocked(const ManagedState& wanted) {
 }
 
 PgOptions PgController::effectiveOptions(const std::string& role) const {
-  const bool standby = role == "sync" || role == "async";
   std::lock_guard lock(clusterMu_);
   PgOptions out = withClusterConfig(options_, cluster_);
-  if (standby) out.settings = raiseToFloor(out.settings, hotStandbyFloor_, defaultSettings(out));
+  const auto defaults = defaultSettings(out);
+  out.settings = hotStandbyStartSettings(role, std::move(out.settings), hotStandbyFloor_, defaults);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 namespace dugong::pg {
 namespace {
@@ -71,6 +72,16 @@ std::map<std::string, std::string> raiseToFloor(std::map<std::string, std::strin
     if (current && *current < f->second) settings[k.name] = std::to_string(f->second);
   }
   return settings;
+}
+
+bool startsAtHotStandbyFloor(const std::string& role) { return role == "sync" || role == "async"; }
+
+std::map<std::string, std::string> hotStandbyStartSettings(const std::string& role,
+                                                           std::map<std::string, std::string> settings,
+                                                           const std::map<std::string, long>& controlFloor,
+                                                           const std::map<std::string, std::string>& defaults) {
+  if (!startsAtHotStandbyFloor(role)) return settings;
+  return raiseToFloor(std::move(settings), controlFloor, defaults);
 }
 
 std::vector<std::string> loweredHotStandbySettings(const std::map<std::string, std::string>& after,

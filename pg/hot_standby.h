@@ -24,6 +24,21 @@ std::map<std::string, std::string> raiseToFloor(std::map<std::string, std::strin
                                                 const std::map<std::string, long>& floor,
                                                 const std::map<std::string, std::string>& defaults);
 
+// Whether postgres started for `role` ("primary", "sync", "async", "none") runs at least
+// the floor its pg_control holds (the primary's values, replayed from its WAL or copied by
+// pg_basebackup and pg_rewind): a standby does, before every start (PostgreSQL refuses to
+// start one below them); a primary runs its own values, which its standbys then replay.
+// The decision the adapter (pg/controller_datadir.cc) and the simulated postgres
+// (sim/world/sim_postgres.cc) share.
+bool startsAtHotStandbyFloor(const std::string& role);
+
+// The settings postgres starts with for `role`: `settings`, raised to `controlFloor`
+// (raiseToFloor) when startsAtHotStandbyFloor(role).
+std::map<std::string, std::string> hotStandbyStartSettings(const std::string& role,
+                                                           std::map<std::string, std::string> settings,
+                                                           const std::map<std::string, long>& controlFloor,
+                                                           const std::map<std::string, std::string>& defaults);
+
 // Whether `after` lowers any of the five below `running` (a primary's values now): then
 // the primary must run the new values before any standby does (restart it first).
 std::vector<std::string> loweredHotStandbySettings(const std::map<std::string, std::string>& after,

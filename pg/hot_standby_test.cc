@@ -35,6 +35,19 @@ TEST(HotStandby, AStandbyNeverWritesLessThanItsPrimary) {
   EXPECT_EQ(raiseToFloor({}, floor, {}).at("max_connections"), "120");
 }
 
+TEST(HotStandby, OnlyAStandbyStartsAtTheFloor) {
+  const std::map<std::string, long> floor = {{"max_connections", 120}};
+  const std::map<std::string, std::string> own = {{"max_connections", "100"}};
+  EXPECT_TRUE(startsAtHotStandbyFloor("sync"));
+  EXPECT_TRUE(startsAtHotStandbyFloor("async"));
+  EXPECT_FALSE(startsAtHotStandbyFloor("primary"));
+  EXPECT_FALSE(startsAtHotStandbyFloor("none"));
+  EXPECT_EQ(hotStandbyStartSettings("async", own, floor, {}).at("max_connections"), "120");
+  EXPECT_EQ(hotStandbyStartSettings("sync", own, floor, {}).at("max_connections"), "120");
+  // A primary runs its own values: its standbys replay them.
+  EXPECT_EQ(hotStandbyStartSettings("primary", own, floor, {}).at("max_connections"), "100");
+}
+
 TEST(HotStandby, LoweringIsJudgedAgainstWhatThePrimaryRuns) {
   std::map<std::string, long> running = {{"max_connections", 100}, {"max_wal_senders", 10}};
   EXPECT_EQ(loweredHotStandbySettings({{"max_connections", "90"}}, running, {}),

@@ -60,6 +60,8 @@ const char* faultName(FaultKind kind) {
       return "stop-agent";
     case FaultKind::kQuorumLoss:
       return "quorum-loss";
+    case FaultKind::kRaiseMaxConnections:
+      return "raise-max-connections";
   }
   return "?";
 }
@@ -87,6 +89,8 @@ std::string Fault::describe() const {
       return s + " (an election of " + std::to_string(duration) + " ms)";
     case FaultKind::kRestoreStaleSync:
       return s + " (the sync back after " + std::to_string(duration) + " ms)";
+    case FaultKind::kRaiseMaxConnections:
+      return s + " (node" + std::to_string(peer + 1) + " keeps its own value)";
     case FaultKind::kQuorumLoss: {
       static const char* const kHow[] = {"", ", the primary-sync link cut a while", ", the primary cut off after it",
                                          ", the link cut and the primary cut off after it",
@@ -129,6 +133,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kRestoreStaleSync, 0},  // drawn apart
     {FaultKind::kStopAgent, 0},  // drawn apart
     {FaultKind::kQuorumLoss, 0},  // drawn apart (makeScenario), leaving the rest of the plan as it was
+    {FaultKind::kRaiseMaxConnections, 0},  // drawn apart
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -260,6 +265,19 @@ Scenario makeScenario(uint64_t seed) {
     f.duration = stopped.between(200, 3 * s.sessionTimeoutMs);
     f.at = stopped.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
     f.variant = stopped.next();
+    s.faults.push_back(f);
+  }
+  // An operator's raise of max_connections and rolling restart: a stream of its own. In
+  // the first two thirds of the fault phase, so that later faults restart, rejoin and
+  // rebuild standbys under the new primary's value.
+  Rng raise(seed ^ 0x3a15ec0ee7102f5bULL);
+  if (raise.chance(200)) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.kind = FaultKind::kRaiseMaxConnections;
+    f.peer = static_cast<int>(raise.between(0, s.peers - 1));
+    f.at = raise.between(1500, std::max<int64_t>(1500, s.faultPhaseMs * 2 / 3));
+    f.variant = raise.next();
     s.faults.push_back(f);
   }
   return s;

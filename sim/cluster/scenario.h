@@ -76,8 +76,13 @@ enum class FaultKind {
                         // primary still cut off from ZooKeeper after the quorum is back; both; or
                         // instead the primary and its sync each cut off from ZooKeeper while it
                         // runs on, the sync back first. Drawn apart from the mix (scenario.cc)
+  kRaiseMaxConnections,  // operator: max_connections raised cluster-wide (but on the host of `peer`,
+                         // which keeps its own lower value in its dugong.yaml), then `dugong-adm
+                         // restart --rolling` as for a raise: the standbys restart, then a
+                         // switchover to the sync; the new primary runs the higher value.
+                         // Drawn apart (scenario.cc)
 };
-constexpr int kFaultKinds = 24;
+constexpr int kFaultKinds = 25;
 const char* faultName(FaultKind kind);
 
 struct Fault {

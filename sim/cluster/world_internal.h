@@ -300,6 +300,11 @@ class World final : public simworld::TraceSink {
   void opUnfreeze();
   void opPromote(bool valid, uint64_t variant);
   void opRebuild(uint64_t variant);
+  void raiseMaxConnections(const Fault& f);
+  // Its rolling restart: restarts the standby `order[i]` (an id), or after the last
+  // switches over to `sync`; then waits (until `deadline`) for it to stream again.
+  void rollingRestartStep(const std::vector<std::string>& order, size_t i, const std::string& sync);
+  void rollingRestartWait(const std::vector<std::string>& order, size_t i, const std::string& sync, int64_t deadline);
   void operatorQuietTick();
   // With rejoin: rewind, a deposed peer whose agent runs on a data directory rejoins by
   // itself; the first such peer still deposed.

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <utility>
 
+#include "pg/hot_standby.h"
 #include "pg/plan/catch_up.h"
 #include "pg/plan/fence.h"
 #include "pg/plan/rebuild.h"
@@ -62,6 +64,32 @@ void finishCrashRecovery(PgServer& pg) {
   if (!keeps) pg.rewindWalGone = true;
 }
 
+// A start of postgres for `role`, as PostgreSQL checks it, with the settings the adapter
+// writes for it (pg::hotStandbyStartSettings: a standby's own value raised to the floor its
+// pg_control holds): a standby refuses to start below the primary's value its pg_control
+// holds; a primary's running value is what its pg_control (and the WAL its standbys
+// replay) holds from then on. The error, or empty.
+std::string startWithHotStandbyFloor(PgServer& pg, PgRole role) {
+  const auto settings =
+      pg::hotStandbyStartSettings(pgRoleName(role), {{"max_connections", std::to_string(pg.ownMaxConnections)}},
+                                  {{"max_connections", pg.controlMaxConnections}}, {});
+  const long value = std::stol(settings.at("max_connections"));
+  const bool standby = role == PgRole::kSync || role == PgRole::kAsync;
+  if (standby && value < pg.controlMaxConnections) {
+    return "hot standby is not possible because of insufficient parameter settings: max_connections = " +
+           std::to_string(value) + " is a lower setting than on the primary server, where its value was " +
+           std::to_string(pg.controlMaxConnections);
+  }
+  pg.runMaxConnections = value;
+  if (role == PgRole::kPrimary) pg.controlMaxConnections = value;
+  return "";
+}
+
+// A standby receives WAL from its upstream, and with it the primary's value (the
+// parameter-change record its pg_control takes as it replays).
+void receive(PgServer& standby, const PgServer& upstream, size_t max) {
+  if (standby.wal.copyFrom(upstream.wal, max) > 0) standby.controlMaxConnections = upstream.controlMaxConnections;
+}
 
 }  // namespace
 
@@ -137,7 +165,7 @@ void PgFleet::stream() {
     if (up.size() <= pg.wal.size()) continue;
     size_t max = pg.config.role == PgRole::kSync ? (rng_.chance(900) ? SIZE_MAX : 1)
                                                  : static_cast<size_t>(rng_.between(0, 6));
-    pg.wal.copyFrom(up, max);
+    receive(pg, server(u), max);
   }
 }
 
@@ -145,7 +173,7 @@ void PgFleet::cleanStop(int n) {
   PgServer& pg = server(n);
   if (pg.serving() && pg.config.role == PgRole::kPrimary) {
     for (int s = 0; s < size(); ++s) {
-      if (s != n && q_.now() >= server(s).stalledUntil && streamsFrom(s, n)) server(s).wal.copyFrom(pg.wal, SIZE_MAX);
+      if (s != n && q_.now() >= server(s).stalledUntil && streamsFrom(s, n)) receive(server(s), pg, SIZE_MAX);
     }
     // Its shutdown checkpoint removes the WAL before its redo point (the end).
     pg.rewindWalGone = true;
@@ -182,12 +210,13 @@ void PgFleet::crash(int n, int64_t brokenFor) {
   pg.brokenUntil = q_.now() + brokenFor;
 }
 
-void PgFleet::rebuildAsStandby(int n, int p, const PeerIdentity& primary) {
+std::string PgFleet::rebuildAsStandby(int n, int p, const PeerIdentity& primary) {
   PgServer& pg = server(n);
   const Wal& source = server(p).wal;
   const bool rebuilt = !pg.setUp || pg.wal.divergedFrom(source) || pg.wal.size() > source.size() || !pg.standbySignal;
   if (rebuilt) {
     pg.wal = source;
+    pg.controlMaxConnections = server(p).controlMaxConnections;
     pg.setUp = true;
     pg.rewindWalGone = false;
     pg.stoppedUncleanly = false;
@@ -200,10 +229,32 @@ void PgFleet::rebuildAsStandby(int n, int p, const PeerIdentity& primary) {
   pg.readOnly = true;
   pg.writablePending = false;
   pg.config = PgConfig::standby(PgRole::kAsync, primary, primary);
-  if (!pg.running || rebuilt) ++pg.instance;  // started, not reloaded
-  pg.running = true;
   pg.standbySignal = true;
   ++pg.epoch;
+  if (pg.running && !rebuilt) return "";  // reloaded
+  ++pg.instance;  // started
+  const std::string error = startWithHotStandbyFloor(pg, PgRole::kAsync);
+  pg.running = error.empty();
+  return error;
+}
+
+void PgFleet::restartInPlace(int n, std::function<void(const std::string& error)> done) {
+  PgServer& pg = server(n);
+  const int64_t end = std::max(q_.now(), pg.applyLockedUntil) + model_.restart.draw(rng_);
+  pg.applyLockedUntil = end;
+  q_.at(end, [this, n, epoch = pg.epoch, done = std::move(done)] {
+    PgServer& p = server(n);
+    if (p.epoch != epoch || p.transitioning || !p.running) {
+      return done("postgres crashed, or its agent reconfigured it, before the restart");
+    }
+    cleanStop(n);
+    std::string error = q_.now() < p.brokenUntil ? "postgres would not start"
+                                                 : startWithHotStandbyFloor(p, p.config.role);
+    p.running = error.empty();
+    ++p.epoch;
+    trace_.trace('P', [&] { return p.id + " postgres restarted in place" + (error.empty() ? "" : ", does not start: " + error); });
+    done(error);
+  });
 }
 
 // ---------------------------------------------------------------- the adapter
@@ -314,6 +365,7 @@ void SimPostgres::finishApply(PgConfig cfg) {
   PgServer& pg = this->pg();
   TraceSink& trace = fleet_.trace();
   bool reload = pg.reloading && !pg.promoting;
+  const bool promotion = pg.promoting;
   pg.transitioning = false;
   pg.reloading = false;
   pg.promoting = false;
@@ -365,6 +417,7 @@ void SimPostgres::finishApply(PgConfig cfg) {
       switch (outcome) {
         case pg::RebuildOutcome::kFollow: break;
         case pg::RebuildOutcome::kFollowRewound:
+          pg.controlMaxConnections = fleet_.server(restore).controlMaxConnections;  // pg_rewind copies pg_control
           trace.trace('P', [&] {
             return id() + " postgres rewound to follow " + fleet_.server(restore).id + " (" +
                    std::to_string(discarded) + " records discarded" + (pg.repairing ? ", a repair" : "") + ")";
@@ -380,6 +433,7 @@ void SimPostgres::finishApply(PgConfig cfg) {
       error = "no usable data directory and the restore peer is not running";
     } else if (copy) {
       pg.wal = *source;
+      pg.controlMaxConnections = fleet_.server(restore).controlMaxConnections;
       pg.setUp = true;
       pg.rewindWalGone = false;
       pg.stoppedUncleanly = false;
@@ -388,6 +442,7 @@ void SimPostgres::finishApply(PgConfig cfg) {
                " records)";
       });
     }
+    if (error.empty()) error = startWithHotStandbyFloor(pg, cfg.role);
   }
   pg.repairing = false;
   if (cfg.role != PgRole::kNone && !reload) pg.cannotFollowSince = -1;
@@ -417,6 +472,11 @@ void SimPostgres::finishApply(PgConfig cfg) {
   pg.config = cfg;
   pg.alsoSync.reset();
   pg.running = cfg.role != PgRole::kNone && under.run;
+  if (pg.running && cfg.role == PgRole::kPrimary && promotion) {
+    pg.controlMaxConnections = pg.runMaxConnections;  // the end of recovery records what it runs
+  } else if (pg.running && cfg.role == PgRole::kPrimary && !reload) {
+    startWithHotStandbyFloor(pg, cfg.role);
+  }
   if (pg.running && cfg.role == PgRole::kPrimary) {
     // Running as a primary again: a later fork comes after its start's checkpoint.
     pg.rewindWalGone = false;
@@ -799,7 +859,11 @@ void SimPostgres::rejoin(const PeerIdentity& primary, agent::RejoinPolicy policy
         if (outcome == pg::RebuildOutcome::kFollowRewound) {
           r.rewound = true;
           r.discarded = std::to_string(discarded) + " records";
+          pg.controlMaxConnections = fleet_.server(p).controlMaxConnections;  // pg_rewind copies pg_control
         }
+        r.error = startWithHotStandbyFloor(pg, PgRole::kAsync);
+      }
+      if (r.error.empty()) {
         pg.config = PgConfig::standby(PgRole::kAsync, primary, primary);
         pg.running = true;
         pg.standbySignal = true;

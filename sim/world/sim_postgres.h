@@ -109,6 +109,15 @@ struct PgServer {
   bool repairFor = false;
   bool repairing = false;  // the apply in progress repairs (stop, pg_rewind, start)
   PgConfig config;         // what it runs with
+  // One of the settings hot standby needs at least as high as on the primary
+  // (pg/hot_standby.h): max_connections. This host's own value (its configuration, before
+  // the adapter raises a standby's to the floor), the running postgres' value, and the
+  // primary's value its pg_control holds: a primary's is its own running value (written
+  // at its start or promotion); a standby takes its upstream's with the WAL it receives,
+  // and the source's with a copy or a rewind. A standby's start below it fails.
+  long ownMaxConnections = 100;
+  long runMaxConnections = 100;
+  long controlMaxConnections = 100;
   // A primary fenced for a new sync (config.downstream): the sync it had, which commits
   // also wait for until the next apply (the adapter's FIRST 2 of both).
   std::optional<PeerIdentity> alsoSync;
@@ -204,7 +213,13 @@ class PgFleet {
   void crash(int n, int64_t brokenFor);
   // dugong-adm rebuild's postgres half, on host `n` beside its agent: it runs as an async
   // standby of `primary` (host `p`), rebuilt from it first when it cannot follow.
-  void rebuildAsStandby(int n, int p, const PeerIdentity& primary);
+  // Returns the error when postgres does not start (it stays stopped), else empty.
+  std::string rebuildAsStandby(int n, int p, const PeerIdentity& primary);
+  // An operator's restart of a running standby (`dugong-adm restart`, the adapter's
+  // restartInPlace) on host `n`: under the apply lock, a clean stop, then a start with its
+  // configuration written again. `done(error)` when it is over (not if the postgres
+  // crashed or a transition began meanwhile).
+  void restartInPlace(int n, std::function<void(const std::string& error)> done);
 
   EventQueue& queue() { return q_; }
   int64_t now() const { return q_.now(); }

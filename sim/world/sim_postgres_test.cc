@@ -135,6 +135,25 @@ TEST(SimPostgres, AStandbyWithNoDataDirectoryCopiesItsRestorePeer) {
   EXPECT_TRUE(f.fleet.attachedSync(1)) << "node2 names node1 its sync, and node1 streams from it";
 }
 
+TEST(SimPostgres, AStandbyStartsAtLeastAtThePrimarysValueItsCopyHolds) {
+  Fixture f;
+  f.b.setUp = true;
+  f.b.running = true;
+  f.b.config = PgConfig::firstPrimary(peer("node1"));
+  f.b.runMaxConnections = f.b.controlMaxConnections = 140;  // the primary runs a raised value
+  f.b.wal.append(1);
+  f.a.ownMaxConnections = 100;  // this host's own, lower
+  auto pg = f.adapter(0);
+  std::optional<PgConfigApplied> applied;
+  pg->apply(PgConfig::standby(PgRole::kAsync, peer("node2"), peer("node2")), [&](PgConfigApplied r) { applied = r; });
+  f.runAll();
+  ASSERT_TRUE(applied);
+  EXPECT_TRUE(applied->ok) << applied->error;
+  EXPECT_EQ(f.a.controlMaxConnections, 140) << "pg_basebackup copies pg_control";
+  EXPECT_EQ(f.a.runMaxConnections, 140) << "raised to the floor (pg::hotStandbyStartSettings)";
+  EXPECT_TRUE(f.violations.empty());
+}
+
 TEST(SimPostgres, AHealthCheckThatDoesNotPollLooksAfterEachApplyAndComesToRest) {
   Fixture f;
   auto pg = f.adapter(0);

@@ -6,7 +6,8 @@
 //   zookeeper.cc       expire-session, partition-zk, cut-off-follower, leader-change,
 //                      delay-notifications, quorum-loss
 //   takeover_races.cc  restart-primary-late-sync, cut-sync-crash-primary, flap-sync
-//   operator.cc        freeze, unfreeze, promote-valid, promote-invalid, rebuild-deposed
+//   operator.cc        freeze, unfreeze, promote-valid, promote-invalid, rebuild-deposed,
+//                      raise-max-connections
 #include "sim/cluster/world_internal.h"
 
 namespace dugong::clustersim::world_internal {
@@ -63,6 +64,8 @@ void World::runFault(const Fault& f) {
       return opPromote(false, f.variant);
     case FaultKind::kRebuildDeposed:
       return opRebuild(f.variant);
+    case FaultKind::kRaiseMaxConnections:
+      return raiseMaxConnections(f);
   }
 }
 

@@ -1,5 +1,5 @@
 // The operator's actions, as faults of the plan (freeze, unfreeze, promote-valid,
-// promote-invalid, rebuild-deposed) and in the quiet phase (undo a freeze, rebuild the
+// promote-invalid, rebuild-deposed, raise-max-connections) and in the quiet phase (undo a freeze, rebuild the
 // deposed): each a test-and-set of the cluster state through the operator's own rules
 // (sim/world/operator_actions.h), as dugong-adm does.
 #include "sim/cluster/world_internal.h"
@@ -111,8 +111,86 @@ void World::opRebuild(uint64_t variant) {
     return trace('O', [&] { return std::string("operator: rebuild of " + target.id + " failed, its agent is reconfiguring postgres"); });
   }
   trace('O', [&] { return std::string("operator: rebuild " + target.id + " from " + s.primary.id); });
-  fleet_.rebuildAsStandby(x, p, s.primary);
+  if (auto error = fleet_.rebuildAsStandby(x, p, s.primary); !error.empty()) {
+    return trace('O', [&] { return "operator: rebuild of " + target.id + " failed, postgres does not start: " + error; });
+  }
   operatorWrite(simworld::rebuiltState(s, target.id).value(), "remove rebuilt " + target.id + " from deposed");
+}
+
+// The operator raises max_connections in the cluster configuration, which every host
+// takes but the host of `f.peer` (it overrides the setting with its own, lower value in
+// its dugong.yaml: the operator's to order, docs/day2.md), then runs `dugong-adm restart
+// --rolling` as for a raise (tools/adm/commands_restart.cc): the asyncs from the end of
+// the chain, then the sync, each restarted in place and streaming again before the next,
+// then a switchover to the sync (a promote request). The new primary runs, and records
+// in its WAL, the higher value: a standby start below it must be raised to it
+// (pg::hotStandbyStartSettings).
+void World::raiseMaxConnections(const Fault& f) {
+  long raised = 0;
+  for (const Node& nd : nodes_) raised = std::max(raised, nd.pg.ownMaxConnections);
+  raised += 20 * static_cast<long>(1 + f.variant % 3);
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    if (i != f.peer) node(i).pg.ownMaxConnections = raised;
+  }
+  trace('O', [&] {
+    return "operator: max_connections = " + std::to_string(raised) + " cluster-wide (" + node(f.peer).identity.id +
+           " keeps its own " + std::to_string(node(f.peer).pg.ownMaxConnections) + "); restart --rolling";
+  });
+  if (!state_ || !state_->sync) {
+    return trace('O', [&] { return std::string("operator: rolling restart refused: no sync in the cluster state"); });
+  }
+  std::vector<std::string> order;  // the end of the chain first
+  for (auto it = state_->async.rbegin(); it != state_->async.rend(); ++it) order.push_back(it->id);
+  order.push_back(state_->sync->id);
+  std::vector<std::string> asked = order;
+  asked.push_back(state_->primary.id);
+  for (const auto& id : asked) {
+    const int x = nodeOf(id);
+    if (x < 0 || !node(x).up) {
+      return trace('O', [&] { return "operator: rolling restart refused: the agent of " + id + " does not answer"; });
+    }
+  }
+  rollingRestartStep(order, 0, state_->sync->id);
+}
+
+void World::rollingRestartStep(const std::vector<std::string>& order, size_t i, const std::string& sync) {
+  if (i == order.size()) {
+    // The switchover, once the promote request's own checks pass (dugong-adm waits).
+    if (!state_ || !state_->sync || state_->sync->id != sync || state_->frozen()) {
+      return trace('O', [&] { return "operator: rolling restart stops: not switching over to the sync " + sync; });
+    }
+    nlohmann::json req = {{"id", sync},
+                          {"role", "sync"},
+                          {"generation", state_->generation},
+                          {"expireTime", formatIso8601(wall() + 10000)}};
+    return operatorWrite(simworld::promoteState(*state_, std::move(req)),
+                         "switch over to the sync " + sync + " (rolling restart)");
+  }
+  const std::string& id = order[i];
+  const int x = nodeOf(id);
+  PgServer& pg = node(x).pg;
+  if (!node(x).up || !pg.serving() || !pg.isStandby()) {
+    return trace('O', [&] { return "operator: rolling restart stops: " + id + " is not running as a standby"; });
+  }
+  trace('O', [&] { return "operator: restart postgres on " + id + " (rolling restart)"; });
+  fleet_.restartInPlace(x, [this, order, i, sync](const std::string& error) {
+    if (!error.empty()) {
+      return trace('O', [&] { return "operator: rolling restart stops: " + order[i] + ": " + error; });
+    }
+    rollingRestartWait(order, i, sync, now_ + 30000);
+  });
+}
+
+void World::rollingRestartWait(const std::vector<std::string>& order, size_t i, const std::string& sync,
+                               int64_t deadline) {
+  const int x = nodeOf(order[i]);
+  const PgServer& pg = node(x).pg;
+  const int u = pg.config.upstream ? nodeOf(pg.config.upstream->id) : -1;
+  if (u >= 0 && fleet_.streamsFrom(x, u)) return rollingRestartStep(order, i + 1, sync);
+  if (now_ >= deadline) {
+    return trace('O', [&] { return "operator: rolling restart stops: " + order[i] + " is not streaming again"; });
+  }
+  after(200, [this, order, i, sync, deadline] { rollingRestartWait(order, i, sync, deadline); });
 }
 
 bool World::rejoinsByItself(const std::string& id) const {
