@@ -161,6 +161,12 @@ struct PgServer {
   void adapterGone();
 };
 
+// A start of postgres for `role` on `pg`, as PostgreSQL checks it (the hot-standby floor);
+// the error, or empty. A standby's reception of WAL from its upstream, with the primary's
+// value its pg_control takes. Shared by the fleet and the adapter (pg_fleet.cc).
+std::string startWithHotStandbyFloor(PgServer& pg, PgRole role);
+void receive(PgServer& standby, const PgServer& upstream, size_t max);
+
 class PgFleet {
  public:
   // A world's fast way from a peer id to its host (-1: none), e.g. from a naming
