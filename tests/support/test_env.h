@@ -6,7 +6,9 @@
 
 namespace dugong::testing {
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
+// A TCP port on 127.0.0.1 that was free a moment ago, outside the kernel's range for
+// outgoing connections' local ports, and handed to no other process while this one runs
+// (a lock file under $DUGONG_TEST_TMP/dugong-test-ports, default /tmp, held until exit).
 int freeLoopbackPort();
 
 // Runs `command` with /bin/sh (stdin inherited) and returns its standard output.

@@ -1,0 +1,64 @@
+#include "tests/support/test_env.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+
+namespace dugong::testing {
+namespace {
+
+// The kernel's range for the local ports of outgoing connections (every libpq and
+// ZooKeeper client takes one): a server port handed out there can be taken by a
+// client's connection between the test's choice and the server's bind.
+std::pair<int, int> ephemeralRange() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int lo = 0;
+  int hi = 0;
+  in >> lo >> hi;
+  return {lo, hi};
+}
+
+TEST(FreeLoopbackPort, IsNeverOneAnOutgoingConnectionCanTake) {
+  auto [lo, hi] = ephemeralRange();
+  ASSERT_GT(hi, 0);
+  for (int i = 0; i < 50; ++i) {
+    int port = freeLoopbackPort();
+    EXPECT_TRUE(port < lo || port > hi) << port << " is in the ephemeral range " << lo << ".." << hi;
+  }
+}
+
+TEST(FreeLoopbackPort, IsNeverHandedOutTwiceWhileItsHolderRuns) {
+  std::set<int> mine;
+  for (int i = 0; i < 20; ++i) mine.insert(freeLoopbackPort());
+  EXPECT_EQ(mine.size(), 20u);
+  // Another test process at the same time (ctest runs several) gets other ports.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    for (int i = 0; i < 20; ++i) {
+      int p = freeLoopbackPort();
+      if (::write(fds[1], &p, sizeof p) != sizeof p) ::_exit(2);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  int p = 0;
+  int seen = 0;
+  while (::read(fds[0], &p, sizeof p) == sizeof p) {
+    ++seen;
+    EXPECT_EQ(mine.count(p), 0u) << "port " << p << " handed out to two processes";
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_EQ(seen, 20);
+}
+
+}  // namespace
+}  // namespace dugong::testing
