@@ -482,6 +482,7 @@ void Peer::evaluateSync() {
     return;
   }
   ClusterState next = syncTakeover(*wal);
+  historyCheck_ = next.initTimeline != 0 ? next.generation : 0;
   writeState(next, "generation " + std::to_string(next.generation) + ": " + why + "; " + opts_.self.id +
                        " takes over as primary with WAL " + wal->toString() + ", " + next.sync->id +
                        " becomes sync, " + s.primary.id + " is deposed" +

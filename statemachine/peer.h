@@ -119,6 +119,9 @@ class Peer {
   ClusterState replaceStalledSync(WalPosition wal, const PeerList& order) const;
   ClusterState nextGeneration(WalPosition wal) const;
   std::optional<std::string> offTheGenerationsHistory() const;
+  // The new primary's check of its own history against the generation's initWal (after a
+  // takeover): true when nothing is left to do; otherwise it reads, fences or writes.
+  bool checkInitWalOnOwnHistory();
 
   // Reads the WAL first if this evaluation has none; returns the position once read.
   std::optional<WalPosition> walForTakeover(const std::string& why);
@@ -205,6 +208,9 @@ class Peer {
   int64_t stallHoldMs_ = 0;  // the hold after lastStallReplacement_
 
   int64_t primaryGeneration_ = 0;  // the generation in which this peer last acted as primary
+  // The generation this peer took over in (as its sync): once its postgres runs as that
+  // generation's primary, it checks that initWal is on its own history (0: nothing to check).
+  int64_t historyCheck_ = 0;
   std::optional<std::string> halted_;  // invalid state: record, do not act
   // Postgres refused a configuration that would replace data the cluster may need:
   // nothing is tried again until an operator acts (and restarts the agent).

@@ -95,6 +95,8 @@ void Peer::evaluatePrimary() {
     }
   }
 
+  if (historyCheck_ == s.generation && pgReady() && !checkInitWalOnOwnHistory()) return;
+
   // Async chain maintenance, in this generation: drop absent asyncs, append newcomers.
   PeerList asyncs = presentAsyncs();
   for (const auto& p : *active_) {
@@ -110,6 +112,47 @@ void Peer::evaluatePrimary() {
     next.promote = nullptr;
     writeState(std::move(next), "async chain " + peerIdList(s.async) + " -> " + peerIdList(asyncs));
   }
+}
+
+// Defence in depth (decision 0072): the takeover's initWal is where the sync's replay
+// ended when fenced, and its promotion begins the new timeline there. Should the promotion
+// have ended recovery before initWal all the same (a partial record at the end of what it
+// received), the generation's history names WAL this primary never held: its own adapter
+// would refuse its data at its next restart, and no sync could take over from it. It
+// holds every acknowledged commit all the same (a promotion replays every whole record it
+// received; what it dropped ended no commit), so it writes a new generation at its own
+// position, read under a fence; a write that fails is tried again in this generation.
+bool Peer::checkInitWalOnOwnHistory() {
+  const ClusterState& s = *state_;
+  const std::string what = "initWal " + s.initWal.toString() + " of generation " + std::to_string(s.generation);
+  if (!freshWal_) {
+    const std::string check = "checking that " + what + " is on this primary's history";
+    if (fence_ == Fence::kFenced && fencedFor_ == s.sync->id) {
+      fencedWal(check, s.sync);
+    } else {
+      walForTakeover(check);
+    }
+    return false;
+  }
+  if (!freshHistory_) {
+    blocked("cannot tell whether " + what + " is on this primary's history: its timelines are not known", true);
+    return false;
+  }
+  const int64_t mine = freshHistory_->timelineAt(s.initWal);
+  if (mine == s.initTimeline) {
+    historyCheck_ = 0;
+    return true;
+  }
+  const std::string why = what + " is not on this primary's history (" + freshHistory_->describe() +
+                          "): its promotion began timeline " + std::to_string(freshHistory_->timeline) +
+                          " before it";
+  auto wal = fencedWal(why, s.sync);
+  if (!wal) return false;
+  writeState(nextGeneration(*wal), "generation " + std::to_string(s.generation + 1) + ": " + why +
+                                       "; its own WAL " + wal->toString() +
+                                       " becomes initWal, so that its restart and the next takeover check "
+                                       "against WAL it holds");
+  return false;
 }
 
 void Peer::evaluateOnwmPrimary() {

@@ -10,7 +10,6 @@ namespace dugong {
 namespace peer_setup_test {
 using namespace peer_test;
 
-constexpr EpochMs kT0 = 1767225600000;
 constexpr int64_t kWaitMs = 5000;
 
 PeerDataState holding(const std::string& system, int64_t timeline, uint64_t wal) {

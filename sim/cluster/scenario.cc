@@ -62,6 +62,8 @@ const char* faultName(FaultKind kind) {
       return "quorum-loss";
     case FaultKind::kRaiseMaxConnections:
       return "raise-max-connections";
+    case FaultKind::kPartialRecordTakeover:
+      return "partial-record-takeover";
   }
   return "?";
 }
@@ -91,6 +93,8 @@ std::string Fault::describe() const {
       return s + " (the sync back after " + std::to_string(duration) + " ms)";
     case FaultKind::kRaiseMaxConnections:
       return s + " (node" + std::to_string(peer + 1) + " keeps its own value)";
+    case FaultKind::kPartialRecordTakeover:
+      return s + " (the sync's replay " + std::to_string(duration) + " ms behind)";
     case FaultKind::kQuorumLoss: {
       static const char* const kHow[] = {"", ", the primary-sync link cut a while", ", the primary cut off after it",
                                          ", the link cut and the primary cut off after it",
@@ -134,6 +138,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kStopAgent, 0},  // drawn apart
     {FaultKind::kQuorumLoss, 0},  // drawn apart (makeScenario), leaving the rest of the plan as it was
     {FaultKind::kRaiseMaxConnections, 0},  // drawn apart
+    {FaultKind::kPartialRecordTakeover, 0},  // drawn apart
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -278,6 +283,18 @@ Scenario makeScenario(uint64_t seed) {
     f.peer = static_cast<int>(raise.between(0, s.peers - 1));
     f.at = raise.between(1500, std::max<int64_t>(1500, s.faultPhaseMs * 2 / 3));
     f.variant = raise.next();
+    s.faults.push_back(f);
+  }
+  // A takeover from a sync holding part of a record, its replay lagging (past the
+  // promotion timeout in one run in five): a stream of its own.
+  Rng partial(seed ^ 0x9a27c1ad5ec0bd11ULL);
+  if (partial.chance(200)) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.kind = FaultKind::kPartialRecordTakeover;
+    f.duration = partial.chance(200) ? partial.between(12000, 20000) : partial.between(0, 8000);
+    f.at = partial.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
+    f.variant = partial.next();
     s.faults.push_back(f);
   }
   return s;

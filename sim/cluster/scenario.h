@@ -81,8 +81,11 @@ enum class FaultKind {
                          // restart --rolling` as for a raise: the standbys restart, then a
                          // switchover to the sync; the new primary runs the higher value.
                          // Drawn apart (scenario.cc)
+  kPartialRecordTakeover,  // the primary dies while its sync has received part of a record and
+                           // (variant) its replay lags by up to `duration` ms: the sync's
+                           // takeover reads its WAL's end under a fence. Drawn apart (scenario.cc)
 };
-constexpr int kFaultKinds = 25;
+constexpr int kFaultKinds = 26;
 const char* faultName(FaultKind kind);
 
 struct Fault {

@@ -290,6 +290,7 @@ class World final : public simworld::TraceSink {
   // takeover_races.cc
   void restartPrimaryLateSync(const Fault& f);
   void cutSyncCrashPrimary(const Fault& f);
+  void partialRecordTakeover(const Fault& f);
   void flapSync(const Fault& f);
   void restoreStaleSync(const Fault& f);
   std::optional<std::string> haltedOnAReplacedCopy() const;

@@ -34,7 +34,10 @@ std::string startWithHotStandbyFloor(PgServer& pg, PgRole role) {
 // A standby receives WAL from its upstream, and with it the primary's value (the
 // parameter-change record its pg_control takes as it replays).
 void receive(PgServer& standby, const PgServer& upstream, size_t max) {
-  if (standby.wal.copyFrom(upstream.wal, max) > 0) standby.controlMaxConnections = upstream.controlMaxConnections;
+  if (standby.wal.copyFrom(upstream.wal, max) > 0) {
+    standby.controlMaxConnections = upstream.controlMaxConnections;
+    standby.partialBytes = 0;  // the record's rest came
+  }
 }
 
 std::string describeConfig(const PgConfig& c) {

@@ -316,7 +316,9 @@ void SimPostgres::finishApply(PgConfig cfg) {
     schedulePoll();
   }
   if (cfg.role == PgRole::kPrimary && pg.standbySignal) {
-    pg.wal.promote(fleet_.newTimeline());  // out of recovery: a new timeline
+    pg.wal.promote(fleet_.newTimeline());  // out of recovery: a new timeline, after the last whole record
+    pg.partialBytes = 0;
+    pg.replayedAt = 0;
     trace.trace('P', [&] { return id() + " postgres promoted to timeline " + std::to_string(pg.wal.timeline()); });
   }
   if (cfg.role == PgRole::kPrimary) pg.standbySignal = false;
@@ -387,19 +389,57 @@ void SimPostgres::readWal(std::function<void(WalPositionRead)> done) {
   PgServer& p = pg();
   int64_t end = std::max(now(), p.queryBusyUntil) + fleet_.model().walRead.draw(fleet_.rng());
   p.queryBusyUntil = end;
-  fleet_.queue().at(end, guarded([this, done = std::move(done)] {
-    const PgServer& pg = this->pg();
-    WalPositionRead r;
-    if (pg.serving()) {
-      r.position = pg.wal.position();
+  fleet_.queue().at(end, guarded([this, done = std::move(done)] { answerWalRead(now(), std::move(done)); }));
+}
+
+// As the adapter reads a WAL end (pg/controller.cc readWalEnd): a primary's position; a
+// standby's through the fence planner: before a fence the greater of received and
+// replayed, once fenced where replay ends (waiting for a lagging replay up to
+// promoteTimeout), never the received position.
+void SimPostgres::answerWalRead(int64_t started, std::function<void(WalPositionRead)> done) {
+  const PgServer& pg = this->pg();
+  WalPositionRead r;
+  if (!pg.serving()) {
+    r.error = "postgres is not running";
+  } else {
+    const WalPosition whole = pg.wal.position();
+    std::optional<WalPosition> position = whole;
+    if (pg.isStandby()) {
+      const bool replayEnded = now() >= pg.replayedAt;
+      const uint64_t behind = replayEnded || pg.wal.size() == 0 ? 0 : pg.wal.recordBytes();
+      pg::StandbyWalSeen seen;
+      seen.startupWait = replayEnded ? "RecoveryWalStream" : "";
+      seen.replayed = WalPosition(whole.value() - behind).toString();
+      const bool fenced = !pg.config.upstream;  // a fenced standby stops streaming
+      const bool gaveUp = now() - started >= fleet_.model().promoteTimeoutMs;
+      switch (pg::planStandbyWalEnd(seen, fenced, gaveUp)) {
+        case pg::StandbyWalEnd::kNotFenced:
+          position = WalPosition(whole.value() + pg.partialBytes);
+          break;
+        case pg::StandbyWalEnd::kReplayed:
+          position = WalPosition(whole.value() - behind);
+          break;
+        case pg::StandbyWalEnd::kWaitForReplay: {  // asked again when replay has ended, or at the deadline
+          const int64_t next = std::min(pg.replayedAt, started + fleet_.model().promoteTimeoutMs);
+          fleet_.queue().at(next, guarded([this, started, done = std::move(done)]() mutable {
+            answerWalRead(started, std::move(done));
+          }));
+          return;
+        }
+        default:
+          position.reset();
+          r.error = "replay has not reached the end of this standby's WAL after " +
+                    std::to_string(now() - started) + " ms: no initWal";
+      }
+    }
+    if (position) {
+      r.position = *position;
       r.history = pg.wal.history();
       r.instance = pg.instance;
-    } else {
-      r.error = "postgres is not running";
     }
-    --walReads_;
-    hooks_.deliver(r, [&] { done(r); });
-  }));
+  }
+  --walReads_;
+  hooks_.deliver(r, [&] { done(r); });
 }
 
 void SimPostgres::sampleSyncStandby(const std::string& standbyId,

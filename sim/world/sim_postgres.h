@@ -76,6 +76,10 @@ struct PgModel {
   int64_t healthIntervalMs = 1000;
   int64_t repairAfterMs = 3000;  // postgres.repairStandbyAfterSeconds
   int64_t writablePollMs = 200;  // the adapter's writablePollInterval
+  // postgres.promoteTimeout: how long a fenced standby's WAL read waits for its replay
+  // to reach the end of what it received (pg/plan/fence.h planStandbyWalEnd). Shorter
+  // than the agent's default (60 s), within the simulator's bound on a step in flight.
+  int64_t promoteTimeoutMs = 10000;
   // A primary with a sync is read-only until its writable poll saw the sync catch up.
   bool readOnlyUntilSyncCaughtUp = true;
   // awaitUpstreamStop polls the WAL receiver (false: answers false at once, as an
@@ -143,6 +147,14 @@ struct PgServer {
   bool promoting = false;        // a running standby being promoted: serves reads meanwhile
   std::vector<WalMark> waiting;  // primary: commits written, not yet acknowledged
   int64_t stalledUntil = 0;      // as a standby, receives nothing until then
+  // A standby received the first bytes of a record whose rest never came (its upstream
+  // stopped sending mid-record): its received position is that far past its last whole
+  // record, where replay ends and where its promotion begins the new timeline. Gone with
+  // the next record it receives, or its promotion.
+  uint64_t partialBytes = 0;
+  // A standby's replay reaches the end of what it received only then (replay lag): until
+  // then it has replayed one record less.
+  int64_t replayedAt = 0;
   int64_t slowUntil = 0;         // transitions are slow until then
   // Serves (and commits), but a fresh connection, as the agent's health check opens, is
   // refused until then (connection slots exhausted, overload).
@@ -309,6 +321,9 @@ class SimPostgres final : public agent::Postgres {
   PgServer& pg() { return fleet_.server(host_); }
   const std::string& id() const { return fleet_.server(host_).id; }
   int64_t now() const { return fleet_.now(); }
+  // The answer of a WAL read begun at `started` (readWal), or a later look while a fenced
+  // standby's replay has not ended.
+  void answerWalRead(int64_t started, std::function<void(WalPositionRead)> done);
   void beginTransition(const char* what);
   void carryOut(const PgConfig& config);
   void finishApply(PgConfig config);

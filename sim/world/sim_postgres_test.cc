@@ -154,6 +154,60 @@ TEST(SimPostgres, AStandbyStartsAtLeastAtThePrimarysValueItsCopyHolds) {
   EXPECT_TRUE(f.violations.empty());
 }
 
+// A standby holding part of a record (its upstream stopped sending mid-record), its
+// replay behind: before a fence its WAL ends where it received; fenced, where replay ends,
+// once replay has caught up with what it received (a whole record), and its promotion's
+// new timeline begins there: the position read is on the old timeline.
+TEST(SimPostgres, AFencedStandbysWalEndsAtItsLastWholeRecordOnceReplayHasEnded) {
+  Fixture f;
+  f.a.setUp = f.a.running = f.a.standbySignal = true;
+  f.a.config = PgConfig::standby(PgRole::kSync, peer("node2"), peer("node2"));
+  for (uint64_t c = 1; c <= 4; ++c) f.a.wal.append(c);
+  f.a.partialBytes = 0x20;
+  f.a.replayedAt = 5000;
+  auto pg = f.adapter(0);
+  std::optional<WalPositionRead> read;
+  pg->readWal([&](WalPositionRead r) { read = r; });
+  f.runAll();
+  ASSERT_TRUE(read && read->position);
+  EXPECT_EQ(*read->position, WalPosition(4 * Wal::kRecordBytes + 0x20)) << "not fenced: what it received";
+  std::optional<PgFenced> fenced;
+  pg->fence(std::nullopt, [&](PgFenced r) { fenced = r; });
+  f.runAll();
+  ASSERT_TRUE(fenced && fenced->ok);
+  read.reset();
+  pg->readWal([&](WalPositionRead r) { read = r; });
+  f.runAll();
+  ASSERT_TRUE(read && read->position) << read->error;
+  EXPECT_GE(f.q.now(), 5000) << "answered once replay had ended";
+  EXPECT_EQ(*read->position, WalPosition(4 * Wal::kRecordBytes));
+  std::optional<PgConfigApplied> applied;
+  pg->apply(PgConfig::primary(peer("node2")), [&](PgConfigApplied r) { applied = r; });
+  f.runAll();
+  ASSERT_TRUE(applied && applied->ok) << applied->error;
+  EXPECT_EQ(f.a.wal.timelineAt(*read->position), f.a.wal.history().timelineAt(*read->position));
+  EXPECT_NE(f.a.wal.timeline(), f.a.wal.timelineAt(*read->position)) << "promoted after the position read";
+}
+
+// A replay that has not ended by promoteTimeout fails the read: never the received position.
+TEST(SimPostgres, AFencedStandbyWhoseReplayDoesNotEndAnswersNoPosition) {
+  Fixture f;
+  f.a.setUp = f.a.running = f.a.standbySignal = true;
+  f.a.config = PgConfig::standby(PgRole::kSync, peer("node2"), peer("node2"));
+  f.a.wal.append(1);
+  f.a.partialBytes = 0x20;
+  f.a.replayedAt = 60000;
+  auto pg = f.adapter(0);
+  pg->fence(std::nullopt, [](PgFenced) {});
+  f.runAll();
+  std::optional<WalPositionRead> read;
+  pg->readWal([&](WalPositionRead r) { read = r; });
+  f.runAll();
+  ASSERT_TRUE(read);
+  EXPECT_FALSE(read->position);
+  EXPECT_NE(read->error.find("replay has not reached the end"), std::string::npos) << read->error;
+}
+
 TEST(SimPostgres, AHealthCheckThatDoesNotPollLooksAfterEachApplyAndComesToRest) {
   Fixture f;
   auto pg = f.adapter(0);

@@ -62,6 +62,14 @@ class Wal {
     return h;
   }
 
+  // history().timelineAt(p), without building the history: the timeline of the byte
+  // before `p` (the current one past the end).
+  int64_t timelineAt(WalPosition p) const {
+    if (p.value() == 0) return 0;
+    const uint64_t record = (p.value() - 1) / recordBytes_;
+    return record < timelines_.size() ? timelines_[record] : timeline_;
+  }
+
   // REQUIRES: i < size().
   WalMark mark(size_t i) const { return {i, chain_[i], ids_[i]}; }
 

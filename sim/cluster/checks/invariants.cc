@@ -76,6 +76,17 @@ void InvariantChecker::checkCurrentPrimary(EpochMs at, const std::string& peer, 
   }
 }
 
+void InvariantChecker::checkPrimaryHistory(EpochMs at, const std::string& peer, const Wal& wal,
+                                           const ClusterState& state) {
+  if (state.initTimeline == 0) return;
+  const int64_t mine = wal.timelineAt(state.initWal);
+  if (mine == state.initTimeline) return;
+  fail(at, "initwal-off-history",
+       "the primary " + peer + " of generation " + std::to_string(state.generation) + " holds timeline " +
+           std::to_string(mine) + " at its initWal " + state.initWal.toString() + ", the generation's is on timeline " +
+           std::to_string(state.initTimeline) + " (" + wal.history().describe() + ")");
+}
+
 void InvariantChecker::onPeerView(EpochMs at, const std::string& peer, uint64_t incarnation, int64_t generation) {
   // try_emplace: no node is built (and freed) for a peer already seen, as on most events.
   auto [it, inserted] = views_.try_emplace(peer, incarnation, generation);

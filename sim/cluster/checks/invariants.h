@@ -76,6 +76,10 @@ class InvariantChecker {
 
   // The current primary's history must hold every acknowledged commit.
   void checkCurrentPrimary(EpochMs at, const std::string& peer, const Wal& wal);
+  // The generation's primary, running as such, holds its generation's history: its WAL is
+  // on initTimeline at initWal (else its restart refuses its own data, pg/plan/transition.h,
+  // and no later takeover can check against it).
+  void checkPrimaryHistory(EpochMs at, const std::string& peer, const Wal& wal, const ClusterState& state);
 
   // A peer's view of the cluster state (per incarnation of its agent).
   void onPeerView(EpochMs at, const std::string& peer, uint64_t incarnation, int64_t generation);

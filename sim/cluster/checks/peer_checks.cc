@@ -83,6 +83,7 @@ void World::checkStep() {
   const PgServer& pg = node(p).pg;
   if (pg.serving() && pg.config.role == PgRole::kPrimary) {
     checker_.checkCurrentPrimary(now_, state_->primary.id, pg.wal);
+    checker_.checkPrimaryHistory(now_, state_->primary.id, pg.wal, *state_);
   }
   if (quiet_ && !convergedAt_ && ackedSinceQuiet_ && !state_->frozen() && writable(p)) {
     convergedAt_ = now_;

@@ -5,7 +5,8 @@
 //   postgres.cc        crash-postgres, slow-postgres, stall-replication, crash-pg-after-fence
 //   zookeeper.cc       expire-session, partition-zk, cut-off-follower, leader-change,
 //                      delay-notifications, quorum-loss
-//   takeover_races.cc  restart-primary-late-sync, cut-sync-crash-primary, flap-sync
+//   takeover_races.cc  restart-primary-late-sync, cut-sync-crash-primary, flap-sync,
+//                      partial-record-takeover
 //   operator.cc        freeze, unfreeze, promote-valid, promote-invalid, rebuild-deposed,
 //                      raise-max-connections
 #include "sim/cluster/world_internal.h"
@@ -66,6 +67,8 @@ void World::runFault(const Fault& f) {
       return opRebuild(f.variant);
     case FaultKind::kRaiseMaxConnections:
       return raiseMaxConnections(f);
+    case FaultKind::kPartialRecordTakeover:
+      return partialRecordTakeover(f);
   }
 }
 

@@ -54,6 +54,28 @@ void World::cutSyncCrashPrimary(const Fault& f) {
   zk_.partition(sync, syncCut);
 }
 
+// The primary dies while sending a record its sync has only the first bytes of, the
+// sync's replay lagging behind what it received: its takeover must take initWal from
+// where replay ends under the fence, the end of its last whole record, where its
+// promotion begins the new timeline (pg/plan/fence.h planStandbyWalEnd); a replay that
+// has not ended by promoteTimeout fails the read, and the step is tried again.
+void World::partialRecordTakeover(const Fault& f) {
+  const auto [primary, sync] = primaryAndSync();
+  if (primary < 0 || sync < 0 || !node(primary).up || !node(sync).pg.serving()) {
+    return trace('F', [&] { return std::string(f.describe() + ": no running primary with a running sync"); });
+  }
+  PgServer& s = node(sync).pg;
+  s.partialBytes = 1 + f.variant % (Wal::kRecordBytes - 1);
+  s.replayedAt = now_ + f.duration;
+  s.stalledUntil = std::max(s.stalledUntil, now_ + sc_.sessionTimeoutMs + 2000);
+  trace('F', [&] {
+    return f.describe() + ": " + state_->primary.id + " dies, " + state_->sync->id + " holds " +
+           std::to_string(s.partialBytes) + " bytes of a record past its WAL's " + std::to_string(s.wal.size()) +
+           " records";
+  });
+  crashPeer(primary, sc_.sessionTimeoutMs + 1000);
+}
+
 // The sync goes (its session expired: in reality a pause of its agent), comes back, and
 // goes again while the primary's slow postgres carries out what the sync's return asked
 // for: its postgres streams on throughout, and acknowledges the primary's commits.
