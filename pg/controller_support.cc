@@ -22,12 +22,14 @@ std::string readFile(const std::string& path) {
   return s.str();
 }
 
-// Output of a command, indented, for the log.
+// A program's run for the log: one line at info when it succeeded (its output at debug),
+// its output with the warning when it failed.
 void logOutput(const std::string& what, const CommandResult& r) {
   std::string out = r.output;
   while (!out.empty() && out.back() == '\n') out.pop_back();
   if (r.ok()) {
-    spdlog::info("pg: {} finished in {} ms{}{}", what, r.elapsed.count(), out.empty() ? "" : ":\n", out);
+    spdlog::info("pg: {} finished in {} ms", what, r.elapsed.count());
+    if (!out.empty()) spdlog::debug("pg: {} printed:\n{}", what, out);
   } else {
     spdlog::warn("pg: {} failed ({}) after {} ms{}{}", what, r.describe(), r.elapsed.count(), out.empty() ? "" : ":\n",
                  out);

@@ -36,7 +36,8 @@ class FlagInFlight {
 };
 
 std::string readFile(const std::string& path);
-// Output of a command, indented, for the log.
+// A program's run for the log: one line at info when it succeeded (its output at
+// debug), its output with the warning when it failed.
 void logOutput(const std::string& what, const CommandResult& r);
 std::string lastLines(const std::string& text, int n);
 // The whole line of `text` around the last occurrence of `what`, if any.
