@@ -174,6 +174,13 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   ASSERT_EQ(a.value("INSERT INTO t VALUES (2, 'two')"), "");
   EXPECT_TRUE(eventually([&] { return b.value("SELECT v FROM t WHERE id = 2") == "two"; }));
   EXPECT_TRUE(eventually([&] { return c.value("SELECT v FROM t WHERE id = 2") == "two"; }));
+  // A standby that has replayed all it received lags by nothing, however long ago the
+  // last transaction was (operator review P4: an idle cluster's lag grew).
+  ASSERT_TRUE(eventually([&] {
+    PgStatus s = status(pc);
+    return s.receiveLsn && s.receiveLsn == s.replayLsn;
+  }));
+  EXPECT_EQ(status(pc).replayLagSeconds, std::optional<double>(0.0)) << status(pc).toJson().dump();
   PgStatus sc = status(pc);
   EXPECT_TRUE(sc.inRecovery);
   EXPECT_EQ(sc.upstream, std::optional<std::string>("peer-b"));

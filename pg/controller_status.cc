@@ -89,7 +89,10 @@ PgStatus PgController::status() {
       "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only'), "
       "CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn()::text END, "
       "pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, "
-      "EXTRACT(EPOCH FROM (now() - pg_last_xact_replay_timestamp()))::float8, "
+      // Replay lag: none once replay has reached what was received, else the time since
+      // the last transaction replayed (which keeps growing on an idle cluster).
+      "CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0::float8 "
+      "ELSE EXTRACT(EPOCH FROM (now() - pg_last_xact_replay_timestamp()))::float8 END, "
       "CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_walfile_name(pg_current_wal_lsn()) END, "
       "COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), "
       "         (SELECT timeline_id FROM pg_control_checkpoint())), "

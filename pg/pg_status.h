@@ -35,7 +35,9 @@ struct PgStatus {
   std::optional<std::string> currentLsn;  // primary: pg_current_wal_lsn()
   std::optional<std::string> receiveLsn;  // standby: pg_last_wal_receive_lsn()
   std::optional<std::string> replayLsn;   // standby: pg_last_wal_replay_lsn()
-  std::optional<double> replayLagSeconds; // standby: now() - last replayed commit time
+  // standby: 0 when replay has reached what it received, else now() - the last replayed
+  // commit's time
+  std::optional<double> replayLagSeconds;
   std::optional<std::string> walReceiverStatus;  // standby: pg_stat_wal_receiver.status
   // standby: why it does not stream from its upstream, with the evidence from its log
   // ("new timeline 2 forked off ... before current recovery point ..."), and since when

@@ -18,7 +18,7 @@ packages=(
   gcovr
   procps iproute2 util-linux curl
   # the ecosystem tests: real HAProxy, promtool, the Debian package (cpack, dpkg-shlibdeps, lintian)
-  haproxy prometheus lintian dpkg-dev file
+  haproxy prometheus lintian dpkg-dev file logrotate
   # the 10-fault campaign test: network namespaces, iptables cuts, psycopg2 clients
   iptables python3 python3-psycopg2
 )

@@ -80,6 +80,19 @@ for pw in zookeeper superuser replication; do
 done
 [ -L /etc/systemd/system/multi-user.target.wants/dugong.service ] || fail "the postinst did not enable dugong.service"
 [ -f /etc/logrotate.d/dugong ] || fail "no logrotate file for postgres' log"
+echo "== the packaged logrotate file rotates postgres' log in the package's layout"
+# postgres writes <dataDir>.log into /var/lib/dugong (root's); a rotation that ran as
+# postgres could not create the rotated file there (operator review P20).
+rotated=/var/lib/dugong/package-test.log
+printf 'a line of postgres log\n' >"$rotated"
+chown postgres:postgres "$rotated"
+if ! logrotate -f -s "$scratch/logrotate.state" /etc/logrotate.d/dugong >"$scratch/err" 2>&1; then
+  rm -f "$rotated"*
+  fail "logrotate -f of the packaged file failed: $(cat "$scratch/err")"
+fi
+[ -s "$rotated.1" ] && [ ! -s "$rotated" ] && [ "$(stat -c %U "$rotated")" = postgres ] ||
+  { rm -f "$rotated"*; fail "the log was not rotated (copied to .1, truncated, still postgres'): $(ls -l /var/lib/dugong)"; }
+rm -f "$rotated"*
 if [ -f "$main_start" ] && [ "$(find /var/lib/postgresql/15/main/base -mindepth 1 -maxdepth 1 -type d | wc -l)" -le 3 ]; then
   grep -qx manual "$main_start" || fail "Debian's empty 15/main would still start on port 5432"
 fi

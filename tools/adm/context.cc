@@ -1,5 +1,7 @@
 #include "tools/adm/context.h"
 
+#include <pwd.h>
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -149,10 +151,16 @@ Result<UpdateResult> updateState(zk::Client& client, const std::function<Result<
 }
 
 std::string operatorReason(const std::string& what) {
-  const char* user = std::getenv("USER");
+  // The user the system says runs the command ($USER is unset under cron and runuser, and
+  // anyone can set it), and the one sudo ran it for.
+  const uid_t uid = ::getuid();
+  const passwd* pw = ::getpwuid(uid);
+  std::string user = pw ? pw->pw_name : "uid " + std::to_string(uid);
+  const char* sudoUser = std::getenv("SUDO_USER");
+  if (sudoUser && *sudoUser && user != sudoUser) user += " (sudo from " + std::string(sudoUser) + ")";
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return "dugong-adm " + what + " (by " + (user ? user : "?") + "@" + host + ")";
+  return "dugong-adm " + what + " (by " + user + "@" + host + ")";
 }
 
 }  // namespace dugong::adm
