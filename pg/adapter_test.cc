@@ -181,6 +181,12 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
     return s.receiveLsn && s.receiveLsn == s.replayLsn;
   }));
   EXPECT_EQ(status(pc).replayLagSeconds, std::optional<double>(0.0)) << status(pc).toJson().dump();
+  // A paused replay is in the status (dugong-adm verify reports it).
+  EXPECT_FALSE(status(pc).replayPaused);
+  ASSERT_EQ(c.value("SELECT pg_wal_replay_pause()"), "");
+  EXPECT_TRUE(status(pc).replayPaused);
+  ASSERT_EQ(c.value("SELECT pg_wal_replay_resume()"), "");
+  EXPECT_FALSE(status(pc).replayPaused);
   PgStatus sc = status(pc);
   EXPECT_TRUE(sc.inRecovery);
   EXPECT_EQ(sc.upstream, std::optional<std::string>("peer-b"));

@@ -105,7 +105,10 @@ PgStatus PgController::status() {
       "(SELECT json_agg(name ORDER BY name) FROM pg_settings WHERE pending_restart), "
       "(SELECT json_object_agg(name, setting) FROM pg_settings WHERE name IN ('max_connections', "
       "  'max_worker_processes', 'max_wal_senders', 'max_prepared_transactions', 'max_locks_per_transaction')), " +
-      std::string(archiverStatusSql()));
+      std::string(archiverStatusSql()) +
+      // A standby's replay paused (by pg_wal_replay_pause(), or at a parameter change
+      // below the primary's hot-standby values).
+      ", CASE WHEN pg_is_in_recovery() THEN pg_get_wal_replay_pause_state() <> 'not paused' END");
   if (!q) {
     s.error = q.error();
     return s;
@@ -125,6 +128,7 @@ PgStatus PgController::status() {
   }
   s.walReceiverStatus = r[8];
   s.archiver = parseArchiverStatus(r[12]);
+  if (r[13]) s.replayPaused = *r[13] == "t";
   {
     std::lock_guard lock(stateMu_);
     if (!streamProblem_.empty()) s.streamProblem = streamProblem_;

@@ -31,6 +31,7 @@ nlohmann::json PgStatus::toJson() const {
                       {"replayLsn", orNull(replayLsn)},
                       {"replayLagSeconds", orNull(replayLagSeconds)},
                       {"walReceiverStatus", orNull(walReceiverStatus)},
+                      {"replayPaused", replayPaused},
                       {"streamProblem", orNull(streamProblem)},
                       {"replication", rows},
                       {"pendingRestart", pendingRestart},

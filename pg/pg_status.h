@@ -39,6 +39,9 @@ struct PgStatus {
   // commit's time
   std::optional<double> replayLagSeconds;
   std::optional<std::string> walReceiverStatus;  // standby: pg_stat_wal_receiver.status
+  // standby: its replay is paused or pausing (pg_get_wal_replay_pause_state()): it
+  // receives WAL but applies none
+  bool replayPaused = false;
   // standby: why it does not stream from its upstream, with the evidence from its log
   // ("new timeline 2 forked off ... before current recovery point ..."), and since when
   std::optional<std::string> streamProblem;

@@ -115,6 +115,8 @@ std::optional<double> replayLagSeconds(const PeerView& p) {
   return std::nullopt;
 }
 
+bool replayPaused(const PeerView& p) { return flag(at(pg(p), "replayPaused")); }
+
 std::string lastRejoinError(const PeerView& p) {
   if (!p.reachable()) return "";
   const auto rejoin = p.status.find("rejoin");

@@ -63,6 +63,8 @@ bool pgWritable(const PeerView& p);  // online, not in recovery, not read-only
 // The peer's own WAL position: current on a primary, max(receive, replay) on a standby.
 std::optional<WalPosition> ownWal(const PeerView& p);
 std::optional<double> replayLagSeconds(const PeerView& p);
+// A standby's replay is paused (its /state's postgres.replayPaused).
+bool replayPaused(const PeerView& p);
 std::optional<std::string> walReceiverStatus(const PeerView& p);
 // Why the agent's last automatic rejoin failed ("" when none did, or it did not say).
 std::string lastRejoinError(const PeerView& p);

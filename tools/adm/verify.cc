@@ -78,6 +78,12 @@ void checkStreaming(Checker& c, const ClusterView& view, const PeerView& p, bool
     return;
   }
   c.ok(name + " streams from " + up->identity.id + (synchronous ? " synchronously" : ""));
+  if (replayPaused(p)) {
+    c.problem(name + ": its replay is paused: it receives WAL but applies none" +
+              std::string(synchronous ? ", and a takeover by it waits until replay ends" : "") +
+              " (a hot-standby setting lower than the primary's pauses it: see its postgres log; else `SELECT "
+              "pg_wal_replay_resume()` on it)");
+  }
   auto lag = lagBytes(*up, p.identity.id);
   if (!lag) {
     c.problem(name + ": its lag behind " + up->identity.id + " is unknown");

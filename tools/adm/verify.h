@@ -33,7 +33,7 @@ struct Finding {
 //     nobody could take over);
 //   - each async: in ZooKeeper, its agent answers, postgres online, its upstream
 //     reports it streaming;
-//   - lag: each standby within maxLagBytes of its upstream;
+//   - lag: each standby within maxLagBytes of its upstream, and its replay not paused;
 //   - deposed peers waiting for a rebuild; active peers that have no role;
 //   - an agent that reports its state machine halted.
 std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions& options = {});

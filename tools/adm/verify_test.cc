@@ -126,6 +126,18 @@ TEST(Verify, LagBeyondTheLimit) {
   EXPECT_TRUE(problems(v, o).empty());
 }
 
+// A standby whose replay is paused (pg_wal_replay_pause(), or a hot-standby setting lower
+// than the primary's: postgres pauses replay at the parameter change) receives WAL but
+// applies none: its lag grows, and as the sync it holds a takeover until replay ends
+// (operator review P15: the cluster could no longer fail over, verify said nothing).
+TEST(Verify, AStandbyWhoseReplayIsPausedIsAProblem) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "b").status["postgres"]["replayPaused"] = true;
+  EXPECT_TRUE(mentions(problems(v), "sync b: its replay is paused"));
+  mutablePeer(v, "b").status["postgres"]["replayPaused"] = false;
+  EXPECT_TRUE(problems(v).empty());
+}
+
 TEST(Verify, DeposedFrozenStalePromoteAndUnassigned) {
   ClusterState s = threePeers();
   s.deposed.push_back(peer("z"));
