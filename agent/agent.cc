@@ -89,8 +89,10 @@ Result<bool> Agent::start() {
   });
   pg_ = std::move(pg).value();
   postgres_ = std::make_unique<PgPostgres>(*pg_, status_);
-  clusterConfig_ = std::make_unique<ClusterConfigFollower>(coordinator_, *pg_,
-                                                           zk::Layout(config_.zk.effectiveRoot()).config());
+  clusterConfig_ = std::make_unique<ClusterConfigFollower>(
+      coordinator_, *pg_, zk::Layout(config_.zk.effectiveRoot()).config(),
+      pg::HostAllowance{.allowUnsafe = config_.clusterConfigAllowUnsafe, .superuser = config_.pg.superuser},
+      config_.pg.settings);
   requests_ = std::make_unique<RequestFollower>(
       coordinator_, *pg_, zk::Layout(config_.zk.effectiveRoot()).request(config_.identity.id),
       [this] { return clock_.wallMs(); });

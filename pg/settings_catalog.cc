@@ -150,7 +150,7 @@ Result<bool> checkWithPostgres(const std::map<std::string, std::string>& setting
     return Error{"cannot check the settings with " + spec.argv[0] + " -C: " + r.describe() +
                  (r.output.empty() ? "" : ": " + r.output.substr(r.output.size() - std::min<size_t>(r.output.size(), 300)))};
   }
-  return Error{"postgres refuses them: " + refusals};
+  return Error{"postgres refuses: " + refusals};
 }
 
 }  // namespace dugong::pg
