@@ -533,7 +533,31 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   AdmRun newer = cmd("config set work_mem=8MB");
   EXPECT_EQ(newer.code, 1) << newer.out;
   EXPECT_TRUE(has(newer.out, "upgrade this dugong first")) << newer.out;
-  ASSERT_TRUE((*zk)->putConfigBytes(current->data, current->version + 1, "test: restored").ok);
+  // Written without dugong-adm by someone with the node's ACL: a command to run as
+  // postgres, which no host allows. Every agent refuses it and keeps the version applied.
+  ASSERT_TRUE((*zk)->putConfigBytes(R"({"format": 1, "settings": {"archive_command": "touch /tmp/pwned-%f", )"
+                                    R"("log_min_duration_statement": "999"}})",
+                                    current->version + 1, "test: an unsafe configuration")
+                  .ok);
+  EXPECT_TRUE(h_->waitFor(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          const std::string log = h_->logTail(i, 400);
+          if (!has(log, "refused on this host; postgres keeps the last one applied (version " +
+                            std::to_string(current->version) + ")") ||
+              !has(log, "clusterConfig.allowUnsafe: [archive_command]")) {
+            return false;
+          }
+        }
+        return true;
+      },
+      30s))
+      << h_->logTail(0, 400);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(show(i, "log_min_duration_statement"), "250ms") << "peer " << i;
+    EXPECT_EQ(show(i, "archive_command"), "(disabled)") << "peer " << i;
+  }
+  ASSERT_TRUE((*zk)->putConfigBytes(current->data, current->version + 2, "test: restored").ok);
   AdmRun reloadNobody = cmd("reload no-such-peer --wait 1");
   EXPECT_EQ(reloadNobody.code, 2) << reloadNobody.out;
 
