@@ -345,7 +345,8 @@ StatusSources Agent::statusSources() const {
           requests_ ? requests_->statusJson() : nlohmann::json(),
           config_.identity,
           config_.zk.cluster,
-          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count()};
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count(),
+          clusterConfig_ ? clusterConfig_->statusJson() : nlohmann::json()};
 }
 
 void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {

@@ -13,6 +13,11 @@ ClusterConfigFollower::ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgA
   });
 }
 
+nlohmann::json ClusterConfigFollower::statusJson() const {
+  return {{"appliedVersion", appliedVersion_ >= 0 ? nlohmann::json(appliedVersion_) : nlohmann::json()},
+          {"refused", refusal_.empty() ? nlohmann::json() : nlohmann::json(refusal_)}};
+}
+
 void ClusterConfigFollower::onNode(StateNode node) {
   pg::ClusterConfig config;  // absent: no cluster-wide settings
   if (node.exists) {

@@ -16,6 +16,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "agent/daemon_env.h"
 #include "pg/adapter.h"
 #include "pg/cluster_config.h"
@@ -36,6 +38,8 @@ class ClusterConfigFollower {
   int32_t appliedVersion() const { return appliedVersion_; }
   // Why the newest version seen was refused ("" when it was not).
   const std::string& refusal() const { return refusal_; }
+  // For /state: {"appliedVersion": N or null, "refused": "version M: why" or null}.
+  nlohmann::json statusJson() const;
 
  private:
   void onNode(StateNode node);

@@ -556,6 +556,10 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(show(i, "log_min_duration_statement"), "250ms") << "peer " << i;
     EXPECT_EQ(show(i, "archive_command"), "(disabled)") << "peer " << i;
+    auto state = h_->status(i);
+    ASSERT_TRUE(state) << "peer " << i;
+    EXPECT_EQ((*state)["clusterConfig"]["appliedVersion"], current->version) << state->dump();
+    EXPECT_TRUE(has((*state)["clusterConfig"]["refused"].dump(), "archive_command")) << state->dump();
   }
   ASSERT_TRUE((*zk)->putConfigBytes(current->data, current->version + 2, "test: restored").ok);
   AdmRun reloadNobody = cmd("reload no-such-peer --wait 1");
