@@ -60,6 +60,7 @@ void ClusterConfigFollower::applyNext() {
     if (alive.expired()) return;
     inFlight_ = false;
     if (!r) {
+      refusal_ = "version " + std::to_string(version) + ": " + r.error();
       spdlog::error("cluster configuration version {} could not be applied: {}; tried again at its next change",
                     version, r.error());
     } else {
