@@ -160,5 +160,17 @@ TEST(ClusterConfigGuard, AllowListNamesOnlyWhatNeedsAllowing) {
   for (const auto& name : unsafeNames()) EXPECT_TRUE(parseAllowList({name})) << name;
 }
 
+// dugong's own archive_command (backup.archive=on) is no cluster setting: it needs no
+// allowing, and each agent still builds it for its host.
+TEST(ClusterConfigGuard, DugongsOwnArchivingNeedsNoAllowing) {
+  ClusterConfig c;
+  c.backup = {{"archive", "on"}, {"stanza", "main"}, {"repo1-path", "/srv/pgbackrest"}};
+  EXPECT_TRUE(unsafeParts(c, "postgres").empty());
+  EXPECT_TRUE(checkAllowed(c, HostAllowance{}));
+  PgOptions host;
+  host.dataDir = "/var/lib/dugong/data";
+  EXPECT_NE(withClusterConfig(host, c).settings.at("archive_command").find("archive-push"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dugong::pg
