@@ -2,24 +2,14 @@
 // whose values postgres refuses is not applied (issue 40's second line of defence,
 // behind dugong-adm's own check): dugong.conf, the kept copy and the running values
 // stay those of the version applied before.
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
 
 #include "pg/controller.h"
+#include "pg/controller_support.h"
 #include "pg/testing/pg_test_cluster.h"
 
 namespace dugong::pg {
 namespace {
-
-std::string fileText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 TEST(ClusterConfigApply, AVersionPostgresRefusesIsNotApplied) {
   testing::PgTestCluster cluster("dugong-pg-config");
@@ -33,9 +23,9 @@ TEST(ClusterConfigApply, AVersionPostgresRefusesIsNotApplied) {
   EXPECT_EQ(node.value("SHOW work_mem"), "8MB");
   EXPECT_EQ(node.value("SHOW log_line_prefix"), "%m [%p] ");
   const std::string conf = node.options.dataDir + "/" + kManagedConfName;
-  const std::string confBefore = fileText(conf);
+  const std::string confBefore = readFile(conf);
   const std::string kept = node.options.dataDir + ".dugong-cluster-config.json";  // PgController keeps it there
-  const std::string keptBefore = fileText(kept);
+  const std::string keptBefore = readFile(kept);
 
   ClusterConfig bad = good;
   bad.settings["work_mem"] = "3TB";
@@ -44,8 +34,8 @@ TEST(ClusterConfigApply, AVersionPostgresRefusesIsNotApplied) {
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().find("\"work_mem\": \"3TB\""), std::string::npos) << refused.error();
   EXPECT_NE(refused.error().find("Value exceeds integer range"), std::string::npos) << refused.error();
-  EXPECT_EQ(fileText(conf), confBefore);
-  EXPECT_EQ(fileText(kept), keptBefore);
+  EXPECT_EQ(readFile(conf), confBefore);
+  EXPECT_EQ(readFile(kept), keptBefore);
   EXPECT_EQ(node.value("SHOW work_mem"), "8MB");
   EXPECT_EQ(node.value("SHOW log_min_duration_statement"), "-1");
   // The next good version is applied as usual.
