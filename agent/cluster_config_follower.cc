@@ -18,14 +18,24 @@ nlohmann::json ClusterConfigFollower::statusJson() const {
           {"refused", refusal_.empty() ? nlohmann::json() : nlohmann::json(refusal_)}};
 }
 
+void ClusterConfigFollower::refuse(int32_t version, const std::string& why) {
+  if (version < refusedVersion_) return;  // a newer version's refusal stays
+  refusedVersion_ = version;
+  refusal_ = "version " + std::to_string(version) + ": " + why;
+}
+
 void ClusterConfigFollower::onNode(StateNode node) {
+  if (!node.exists || node.version < refusedVersion_) {  // removed, or removed and written again
+    refusedVersion_ = -1;
+    refusal_.clear();
+  }
   pg::ClusterConfig config;  // absent: no cluster-wide settings
   if (node.exists) {
     auto parsed = pg::ClusterConfig::parse(node.data);
     auto valid = parsed ? pg::validateClusterConfig(*parsed) : Result<bool>(Error{parsed.error()});
     if (valid) valid = pg::checkAllowed(*parsed, host_);
     if (!valid) {
-      refusal_ = "version " + std::to_string(node.version) + ": " + valid.error();
+      refuse(node.version, valid.error());
       spdlog::error("cluster configuration {} version {} refused on this host; postgres keeps the last one applied "
                     "({}): {}",
                     path_, node.version,
@@ -35,7 +45,6 @@ void ClusterConfigFollower::onNode(StateNode node) {
     }
     config = std::move(parsed).value();
   }
-  refusal_.clear();
   pg::PgOptions host;
   host.settings = hostSettings_;
   if (auto shadowed = pg::shadowedSettings(host, config); !shadowed.empty()) {
@@ -60,11 +69,12 @@ void ClusterConfigFollower::applyNext() {
     if (alive.expired()) return;
     inFlight_ = false;
     if (!r) {
-      refusal_ = "version " + std::to_string(version) + ": " + r.error();
+      refuse(version, r.error());
       spdlog::error("cluster configuration version {} could not be applied: {}; tried again at its next change",
                     version, r.error());
     } else {
       appliedVersion_ = version;
+      if (refusedVersion_ <= version) refusal_.clear();
       std::string changed;
       for (const auto& k : r->changed) changed += (changed.empty() ? "" : ", ") + k;
       spdlog::info("cluster configuration version {} applied: settings changed: {}; hba {}; {}", version,

@@ -44,12 +44,14 @@ class ClusterConfigFollower {
  private:
   void onNode(StateNode node);
   void applyNext();
+  void refuse(int32_t version, const std::string& why);
 
   pg::PgAdapter& pg_;
   std::string path_;
   pg::HostAllowance host_;
   std::map<std::string, std::string> hostSettings_;
-  std::string refusal_;
+  std::string refusal_;  // why refusedVersion_ was refused; "" once a version as new is applied
+  int32_t refusedVersion_ = -1;
   std::optional<std::pair<int32_t, pg::ClusterConfig>> next_;  // waiting for the one in flight
   bool inFlight_ = false;
   int32_t appliedVersion_ = -1;
