@@ -7,13 +7,13 @@ namespace {
 
 bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 
-ClusterConfig settings(std::map<std::string, std::string> s) {
+ClusterConfig withSettings(std::map<std::string, std::string> s) {
   ClusterConfig c;
   c.settings = std::move(s);
   return c;
 }
 
-ClusterConfig hba(std::string line) {
+ClusterConfig withHba(std::string line) {
   ClusterConfig c;
   c.hba = {std::move(line)};
   return c;
@@ -81,7 +81,7 @@ TEST(ClusterConfigGuard, SettingsTable) {
       {.name = "application_name", .value = "a b", .refused = false},
   };
   for (const auto& row : rows) {
-    auto parts = unsafeParts(settings({{row.name, row.value}}), "postgres");
+    auto parts = unsafeParts(withSettings({{row.name, row.value}}), "postgres");
     EXPECT_EQ(!parts.empty(), row.refused) << row.name << " = '" << row.value << "'";
     if (!parts.empty()) {
       EXPECT_EQ(parts[0].name, row.name);
@@ -115,7 +115,7 @@ TEST(ClusterConfigGuard, HbaTable) {
       {.line = "host all postgresx 10.0.0.0/8 scram-sha-256", .refusedAs = ""},
   };
   for (const auto& row : rows) {
-    auto parts = unsafeParts(hba(row.line), "postgres");
+    auto parts = unsafeParts(withHba(row.line), "postgres");
     if (std::string(row.refusedAs).empty()) {
       EXPECT_TRUE(parts.empty()) << row.line << ": " << (parts.empty() ? "" : parts[0].why);
     } else {
@@ -124,28 +124,28 @@ TEST(ClusterConfigGuard, HbaTable) {
     }
   }
   // Both at once: the superuser admitted without a password from anywhere.
-  EXPECT_EQ(unsafeParts(hba("host all postgres 0.0.0.0/0 trust"), "postgres").size(), 2u);
+  EXPECT_EQ(unsafeParts(withHba("host all postgres 0.0.0.0/0 trust"), "postgres").size(), 2u);
   // The superuser is this host's.
-  EXPECT_TRUE(unsafeParts(hba("host all postgres 10.0.0.0/8 scram-sha-256"), "dba").empty());
+  EXPECT_TRUE(unsafeParts(withHba("host all postgres 10.0.0.0/8 scram-sha-256"), "dba").empty());
 }
 
 TEST(ClusterConfigGuard, RefusalNamesTheSettingWhyAndHowToAllow) {
   HostAllowance host;
-  auto refused = checkAllowed(settings({{"archive_command", "rm -rf /"}, {"work_mem", "8MB"}}), host);
+  auto refused = checkAllowed(withSettings({{"archive_command", "rm -rf /"}, {"work_mem", "8MB"}}), host);
   ASSERT_FALSE(refused);
   EXPECT_TRUE(has(refused.error(), "archive_command = 'rm -rf /'")) << refused.error();
   EXPECT_TRUE(has(refused.error(), "runs a command as postgres")) << refused.error();
   EXPECT_TRUE(has(refused.error(), "clusterConfig.allowUnsafe: [archive_command]")) << refused.error();
   EXPECT_FALSE(has(refused.error(), "work_mem")) << refused.error();
   host.allowUnsafe = {"archive_command"};
-  EXPECT_TRUE(checkAllowed(settings({{"archive_command", "rm -rf /"}}), host));
+  EXPECT_TRUE(checkAllowed(withSettings({{"archive_command", "rm -rf /"}}), host));
   // Allowing one thing allows nothing else.
-  auto other = checkAllowed(settings({{"archive_command", "x"}, {"fsync", "off"}}), host);
+  auto other = checkAllowed(withSettings({{"archive_command", "x"}, {"fsync", "off"}}), host);
   ASSERT_FALSE(other);
   EXPECT_TRUE(has(other.error(), "fsync")) << other.error();
   EXPECT_FALSE(has(other.error(), "archive_command")) << other.error();
   host.allowUnsafe = {kAllowHbaTrust};
-  EXPECT_TRUE(checkAllowed(hba("host all all 0.0.0.0/0 trust"), host));
+  EXPECT_TRUE(checkAllowed(withHba("host all all 0.0.0.0/0 trust"), host));
 }
 
 TEST(ClusterConfigGuard, AllowListNamesOnlyWhatNeedsAllowing) {
