@@ -89,8 +89,10 @@ Result<bool> Agent::start() {
   });
   pg_ = std::move(pg).value();
   postgres_ = std::make_unique<PgPostgres>(*pg_, status_);
-  clusterConfig_ = std::make_unique<ClusterConfigFollower>(coordinator_, *pg_,
-                                                           zk::Layout(config_.zk.effectiveRoot()).config());
+  clusterConfig_ = std::make_unique<ClusterConfigFollower>(
+      coordinator_, *pg_, zk::Layout(config_.zk.effectiveRoot()).config(),
+      pg::HostAllowance{.allowUnsafe = config_.clusterConfigAllowUnsafe, .superuser = config_.pg.superuser},
+      config_.pg.settings);
   requests_ = std::make_unique<RequestFollower>(
       coordinator_, *pg_, zk::Layout(config_.zk.effectiveRoot()).request(config_.identity.id),
       [this] { return clock_.wallMs(); });
@@ -343,7 +345,8 @@ StatusSources Agent::statusSources() const {
           requests_ ? requests_->statusJson() : nlohmann::json(),
           config_.identity,
           config_.zk.cluster,
-          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count()};
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count(),
+          clusterConfig_ ? clusterConfig_->statusJson() : nlohmann::json()};
 }
 
 void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {

@@ -4,25 +4,55 @@
 
 namespace dugong::agent {
 
-ClusterConfigFollower::ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgAdapter& pg, std::string path)
-    : pg_(pg), path_(std::move(path)) {
+ClusterConfigFollower::ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgAdapter& pg, std::string path,
+                                             pg::HostAllowance host, std::map<std::string, std::string> hostSettings)
+    : pg_(pg), path_(std::move(path)), host_(std::move(host)), hostSettings_(std::move(hostSettings)) {
   std::weak_ptr<int> alive = alive_;
   coordinator.watchNode(path_, [this, alive](StateNode node) {
     if (!alive.expired()) onNode(std::move(node));
   });
 }
 
+nlohmann::json ClusterConfigFollower::statusJson() const {
+  return {{"appliedVersion", appliedVersion_ >= 0 ? nlohmann::json(appliedVersion_) : nlohmann::json()},
+          {"refused", refusal_.empty() ? nlohmann::json() : nlohmann::json(refusal_)}};
+}
+
+void ClusterConfigFollower::refuse(int32_t version, const std::string& why) {
+  if (version < refusedVersion_) return;  // a newer version's refusal stays
+  refusedVersion_ = version;
+  refusal_ = "version " + std::to_string(version) + ": " + why;
+}
+
 void ClusterConfigFollower::onNode(StateNode node) {
+  if (!node.exists || node.version < refusedVersion_) {  // removed, or removed and written again
+    refusedVersion_ = -1;
+    refusal_.clear();
+  }
   pg::ClusterConfig config;  // absent: no cluster-wide settings
   if (node.exists) {
     auto parsed = pg::ClusterConfig::parse(node.data);
     auto valid = parsed ? pg::validateClusterConfig(*parsed) : Result<bool>(Error{parsed.error()});
+    if (valid) valid = pg::checkAllowed(*parsed, host_);
     if (!valid) {
-      spdlog::error("cluster configuration {} version {} refused, the one in effect stays: {}", path_, node.version,
+      refuse(node.version, valid.error());
+      spdlog::error("cluster configuration {} version {} refused on this host; postgres keeps the last one applied "
+                    "({}): {}",
+                    path_, node.version,
+                    appliedVersion_ >= 0 ? "version " + std::to_string(appliedVersion_) : std::string("none yet"),
                     valid.error());
       return;
     }
     config = std::move(parsed).value();
+  }
+  pg::PgOptions host;
+  host.settings = hostSettings_;
+  if (auto shadowed = pg::shadowedSettings(host, config); !shadowed.empty()) {
+    std::string names;
+    for (const auto& k : shadowed) names += (names.empty() ? "" : ", ") + k;
+    spdlog::warn("cluster configuration version {}: this host's postgres.settings set {} too; its own value is the "
+                 "one in effect here, the cluster's has no effect on this host",
+                 node.version, names);
   }
   next_ = {node.exists ? node.version : -1, std::move(config)};
   applyNext();
@@ -39,10 +69,12 @@ void ClusterConfigFollower::applyNext() {
     if (alive.expired()) return;
     inFlight_ = false;
     if (!r) {
+      refuse(version, r.error());
       spdlog::error("cluster configuration version {} could not be applied: {}; tried again at its next change",
                     version, r.error());
     } else {
       appliedVersion_ = version;
+      if (refusedVersion_ <= version) refusal_.clear();
       std::string changed;
       for (const auto& k : r->changed) changed += (changed.empty() ? "" : ", ") + k;
       spdlog::info("cluster configuration version {} applied: settings changed: {}; hba {}; {}", version,

@@ -1,39 +1,57 @@
 // Follows the cluster-wide postgres configuration (<root>/config, pg/cluster_config.h):
 // each version seen in ZooKeeper is validated and handed to the postgres adapter, which
 // rewrites dugong.conf and pg_hba.conf and reloads postgres, whatever this peer's role.
-// A configuration that does not validate (or of a newer format) is refused with one log
-// line and the previous one stays in effect. One application at a time; a version that
+// A configuration that does not validate (or of a newer format), or that holds what this
+// host does not allow (pg/cluster_config_guard.h: a setting that runs a command, a value
+// that breaks a guarantee, an unsafe hba line, unless clusterConfig.allowUnsafe lists it),
+// is refused with one log line and the last one applied stays in effect. The settings
+// this host's own postgres.settings override are logged once per version. One application at a time; a version that
 // arrives meanwhile is applied next (only the newest).
 //
 // Threading: on the agent's io_context, like everything in the agent.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "agent/daemon_env.h"
 #include "pg/adapter.h"
 #include "pg/cluster_config.h"
+#include "pg/cluster_config_guard.h"
 
 namespace dugong::agent {
 
 class ClusterConfigFollower {
  public:
   // REQUIRES: `coordinator` and `pg` outlive this object.
-  ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgAdapter& pg, std::string path);
+  // `host`: what this host's dugong.yaml allows; `hostSettings`: its postgres.settings.
+  ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgAdapter& pg, std::string path, pg::HostAllowance host,
+                        std::map<std::string, std::string> hostSettings);
   ClusterConfigFollower(const ClusterConfigFollower&) = delete;
   ClusterConfigFollower& operator=(const ClusterConfigFollower&) = delete;
 
   // The version of <root>/config last applied (-1: none yet, or the node is absent).
   int32_t appliedVersion() const { return appliedVersion_; }
+  // Why the newest version seen was refused ("" when it was not).
+  const std::string& refusal() const { return refusal_; }
+  // For /state: {"appliedVersion": N or null, "refused": "version M: why" or null}.
+  nlohmann::json statusJson() const;
 
  private:
   void onNode(StateNode node);
   void applyNext();
+  void refuse(int32_t version, const std::string& why);
 
   pg::PgAdapter& pg_;
   std::string path_;
+  pg::HostAllowance host_;
+  std::map<std::string, std::string> hostSettings_;
+  std::string refusal_;  // why refusedVersion_ was refused; "" once a version as new is applied
+  int32_t refusedVersion_ = -1;
   std::optional<std::pair<int32_t, pg::ClusterConfig>> next_;  // waiting for the one in flight
   bool inFlight_ = false;
   int32_t appliedVersion_ = -1;

@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "agent/secret_file.h"
+#include "pg/cluster_config_guard.h"
 #include "pg/pgbackrest.h"
 
 namespace dugong::agent {
@@ -350,6 +351,15 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
     if (!hook->empty() && hook->front() != '/') {
       hooks.fail(key, "expected an absolute path, found \"" + *hook + "\"");
     }
+  }
+  Section clusterConfig = top.child("clusterConfig");
+  std::vector<std::string> allowUnsafe;
+  clusterConfig.get("allowUnsafe", &allowUnsafe);
+  clusterConfig.rejectUnknown();
+  if (auto allowed = pg::parseAllowList(allowUnsafe)) {
+    c.clusterConfigAllowUnsafe = std::move(allowed).value();
+  } else {
+    clusterConfig.fail("clusterConfig.allowUnsafe", allowed.error());
   }
   Section log = top.child("log");
   log.get("level", &c.logLevel);

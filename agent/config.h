@@ -93,6 +93,11 @@
 //     onStart: ""                       # run once the agent has started (HTTP up, joining)
 //     onStop: ""                        # run when it stops on SIGTERM, after leaving; waited for
 //     timeoutSeconds: 30                # a hook still running then is killed
+//   clusterConfig:
+//     allowUnsafe: []                   # what the cluster configuration (dugong-adm config) may
+//                                       # set on this host although it runs commands, loads
+//                                       # code or breaks a guarantee (pg/cluster_config_guard.h):
+//                                       # setting names, hba-trust, hba-superuser
 //   log:
 //     level: info                       # trace, debug, info, warn, error
 //     format: text                      # text or json
@@ -101,6 +106,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -148,6 +154,9 @@ struct AgentConfig {
   std::string onStartHook;       // empty: none
   std::string onStopHook;        // empty: none
   int hookTimeoutSeconds = 30;
+  // clusterConfig.allowUnsafe: what this host lets the cluster configuration set
+  // although it is unsafe (pg/cluster_config_guard.h); by default nothing.
+  std::set<std::string> clusterConfigAllowUnsafe;
   std::string logLevel = "info";
   std::string logFormat = "text";
   // What is allowed but unsafe (trust, no ZooKeeper ACLs, password files others can

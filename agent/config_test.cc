@@ -404,5 +404,20 @@ TEST(Config, MissingFileIsAClearError) {
   EXPECT_EQ(c.error(), "/nonexistent/dugong.yaml: cannot read the configuration file");
 }
 
+// clusterConfig.allowUnsafe (pg/cluster_config_guard.h): nothing by default; a name that
+// needs no allowing (a typo) is an error, not a silent no-op.
+TEST_F(ConfigTest, ClusterConfigAllowUnsafeNamesWhatItAllows) {
+  auto byDefault = parseConfig(valid(), "d.yaml");
+  ASSERT_TRUE(byDefault.ok()) << byDefault.error();
+  EXPECT_TRUE(byDefault->clusterConfigAllowUnsafe.empty());
+  auto c = parseConfig(valid() + "clusterConfig:\n  allowUnsafe: [archive_command, hba-trust]\n", "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->clusterConfigAllowUnsafe, (std::set<std::string>{"archive_command", "hba-trust"}));
+  const std::string typo = errorOf(valid() + "clusterConfig:\n  allowUnsafe: [archive_comand]\n");
+  EXPECT_NE(typo.find("clusterConfig.allowUnsafe"), std::string::npos) << typo;
+  EXPECT_NE(typo.find("'archive_comand' is not something"), std::string::npos) << typo;
+  EXPECT_NE(errorOf(valid() + "clusterConfig:\n  allow: [fsync]\n").find("unknown key"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dugong::agent

@@ -62,6 +62,7 @@ nlohmann::json stateJson(const StatusSources& s) {
        {{"failures", s.driver.counters().rejoinFailures}, {"lastError", s.driver.lastRejoinError()}}},
       {"hooks", s.hooks ? s.hooks->toJson() : nlohmann::json()},
       {"request", s.request},
+      {"clusterConfig", s.clusterConfig},
       {"agent",
        {{"id", s.identity.id},
         {"cluster", s.cluster},

@@ -26,6 +26,9 @@ struct StatusSources {
   const PeerIdentity& identity;
   std::string cluster;
   int64_t uptimeSeconds = 0;
+  // The cluster configuration (agent/cluster_config_follower.h): the version applied,
+  // and why the newest one was refused, if it was.
+  nlohmann::json clusterConfig;
 };
 
 // The primary role applied, not only decided (until its transition has finished, roles

@@ -69,15 +69,41 @@ PgOptions withClusterConfig(const PgOptions& host, const ClusterConfig& cluster)
 Result<std::pair<std::string, std::string>> parseAssignment(const std::string& text) {
   auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) return Error{"'" + text + "' is not KEY=VALUE"};
-  auto trim = [](std::string s) {
-    const char* ws = " \t";
-    s.erase(0, s.find_first_not_of(ws));
-    s.erase(s.find_last_not_of(ws) + 1);
-    return s;
-  };
-  std::string key = trim(text.substr(0, eq));
+  const char* ws = " \t";
+  std::string key = text.substr(0, eq);
+  key.erase(0, key.find_first_not_of(ws));
+  key.erase(key.find_last_not_of(ws) + 1);
   if (key.empty()) return Error{"'" + text + "' has no key before '='"};
-  return std::pair{key, trim(text.substr(eq + 1))};
+  // The value: from its first character that is not a space, exactly (a trailing space
+  // is part of it), or, when it is written in single quotes, what they enclose.
+  std::string value = text.substr(eq + 1);
+  value.erase(0, std::min(value.size(), value.find_first_not_of(ws)));
+  if (value.empty() || value[0] != '\'') return std::pair{key, value};
+  std::string unquoted;
+  size_t i = 1;
+  for (; i < value.size(); ++i) {
+    if (value[i] != '\'') {
+      unquoted += value[i];
+    } else if (i + 1 < value.size() && value[i + 1] == '\'') {
+      unquoted += '\'';  // '' inside the quotes: one quote
+      ++i;
+    } else {
+      break;
+    }
+  }
+  if (i != value.size() - 1) {
+    return Error{"the value of " + key + " starts with a quote but is not one quoted string ('...', with '' for a "
+                 "quote inside): " + value};
+  }
+  return std::pair{key, unquoted};
+}
+
+std::vector<std::string> shadowedSettings(const PgOptions& host, const ClusterConfig& cluster) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : cluster.settings) {
+    if (host.settings.count(k)) out.push_back(k);
+  }
+  return out;
 }
 
 std::vector<std::string> changedSettings(const std::map<std::string, std::string>& before,

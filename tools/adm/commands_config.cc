@@ -1,8 +1,11 @@
 // config show | history | set | apply | edit: the cluster-wide postgres configuration
 // at <root>/config (pg/cluster_config.h). Every change is validated before it is
-// written, with the rules of `dugong --check` and against what the local postgres
-// binaries know of each setting (its name, type and range); a refused change writes
-// nothing. A write is a test-and-set on the version read, with a history record.
+// written: the rules of `dugong --check`; what this host's dugong.yaml allows
+// (pg/cluster_config_guard.h: no setting that runs a command, no value that breaks a
+// guarantee, no unsafe hba line, unless clusterConfig.allowUnsafe lists it); and each
+// value as the local postgres binary checks it at its start (pg/settings_catalog.h). A
+// refused change writes nothing. A write is a test-and-set on the version read, with a
+// history record.
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -12,9 +15,14 @@
 
 #include <unistd.h>
 
+#include <yaml-cpp/yaml.h>
+
 #include "pg/cluster_config.h"
+#include "pg/cluster_config_guard.h"
+#include "pg/managed_conf.h"
 #include "pg/settings_catalog.h"
 #include "tools/adm/commands.h"
+#include "tools/adm/config_file.h"
 
 namespace dugong::adm {
 namespace {
@@ -27,8 +35,38 @@ struct ConfigArgs {
   std::vector<std::string> addHba, removeHba;
   std::string file;
   std::string binDir = "/usr/lib/postgresql/15/bin";
+  std::string osUser = "postgres";
   bool yes = false;
 };
+
+// What this host's dugong.yaml says about the cluster configuration: the file named by
+// --config ($DUGONG_CONFIG), else the agent's own file when it is there. Without one,
+// nothing unsafe is allowed and no setting is overridden.
+struct ThisHost {
+  std::string file;  // "" when none
+  pg::HostAllowance allowance;
+  std::map<std::string, std::string> settings;  // postgres.settings
+};
+
+Result<ThisHost> readThisHost(const CommonOptions& common) {
+  ThisHost out;
+  out.file = common.configFile;
+  if (out.file.empty() && ::access(kDefaultConfigFile, R_OK) == 0) out.file = kDefaultConfigFile;
+  if (out.file.empty()) return out;
+  try {
+    YAML::Node top = YAML::LoadFile(out.file);
+    if (auto allow = top["clusterConfig"]["allowUnsafe"]) {
+      auto names = pg::parseAllowList(allow.as<std::vector<std::string>>());
+      if (!names) return Error{out.file + ": clusterConfig.allowUnsafe: " + names.error()};
+      out.allowance.allowUnsafe = std::move(names).value();
+    }
+    if (auto superuser = top["postgres"]["superuser"]) out.allowance.superuser = superuser.as<std::string>();
+    if (auto settings = top["postgres"]["settings"]) out.settings = settings.as<std::map<std::string, std::string>>();
+  } catch (const YAML::Exception& e) {
+    return Error{out.file + ": " + e.what()};
+  }
+  return out;
+}
 
 struct ConfigRead {
   pg::ClusterConfig config;
@@ -49,14 +87,22 @@ Result<ConfigRead> readConfig(zk::Client& client) {
   return out;
 }
 
-// The rules of --check, then each setting against postgres' own catalog.
-Result<std::vector<std::string>> validateAgainstPostgres(const pg::ClusterConfig& c, const std::string& binDir) {
+// The rules of --check, what this host allows, then the values as postgres checks them.
+// Returns the restart-only settings.
+Result<std::vector<std::string>> validateAgainstPostgres(const pg::ClusterConfig& c, const ConfigArgs& a,
+                                                         const ThisHost& host) {
   if (auto ok = pg::validateClusterConfig(c); !ok) return Error{ok.error()};
-  auto catalog = pg::SettingsCatalog::load(binDir);
+  if (auto ok = pg::checkAllowed(c, host.allowance); !ok) {
+    return Error{ok.error() + (host.file.empty() ? " (no dugong.yaml read here: --config names one)"
+                                                 : " (this host's file: " + host.file + ")")};
+  }
+  if (auto ok = pg::checkWithPostgres(c.settings, a.binDir, a.osUser); !ok) {
+    return Error{ok.error() + " (checked with " + a.binDir + "/postgres; --bin-dir names postgres' binaries)"};
+  }
+  auto catalog = pg::SettingsCatalog::load(a.binDir);
   if (!catalog) return Error{catalog.error() + " (--bin-dir names postgres' binaries)"};
   std::vector<std::string> restartOnly;
   for (const auto& [k, v] : c.settings) {
-    if (auto ok = catalog->check(k, v); !ok) return Error{ok.error()};
     if (const auto* info = catalog->find(k); info && info->needsRestart()) restartOnly.push_back(k);
   }
   return restartOnly;
@@ -64,8 +110,10 @@ Result<std::vector<std::string>> validateAgainstPostgres(const pg::ClusterConfig
 
 // Validates `next` and writes it at the version read; prints what changed.
 int writeConfig(const CommonOptions& common, zk::Client& client, const ConfigRead& before,
-                const pg::ClusterConfig& next, const std::string& binDir, const std::string& what) {
-  auto restartOnly = validateAgainstPostgres(next, binDir);
+                const pg::ClusterConfig& next, const ConfigArgs& a, const std::string& what) {
+  auto host = readThisHost(common);
+  if (!host) return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + host.error());
+  auto restartOnly = validateAgainstPostgres(next, a, *host);
   if (!restartOnly) {
     return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + restartOnly.error());
   }
@@ -81,6 +129,9 @@ int writeConfig(const CommonOptions& common, zk::Client& client, const ConfigRea
                                           "read it again (config show) and retry"
                                         : "writing the configuration: " + w.error);
   }
+  pg::PgOptions hostOptions;
+  hostOptions.settings = host->settings;
+  const auto shadowed = pg::shadowedSettings(hostOptions, next);
   std::vector<std::string> pending;
   for (const auto& k : changed) {
     for (const auto& r : *restartOnly) {
@@ -89,7 +140,8 @@ int writeConfig(const CommonOptions& common, zk::Client& client, const ConfigRea
   }
   if (common.json) {
     std::cout << nlohmann::json({{"ok", true}, {"version", w.newVersion}, {"changed", changed},
-                                 {"needRestart", pending}, {"hbaChanged", before.config.hba != next.hba}})
+                                 {"needRestart", pending}, {"hbaChanged", before.config.hba != next.hba},
+                                 {"shadowedHere", shadowed}})
                      .dump(2)
               << "\n";
     return kExitOk;
@@ -97,7 +149,11 @@ int writeConfig(const CommonOptions& common, zk::Client& client, const ConfigRea
   std::cout << "cluster configuration written (version " << w.newVersion << "): every agent reloads postgres\n";
   for (const auto& k : changed) {
     auto it = next.settings.find(k);
-    std::cout << "  " << k << " = " << (it == next.settings.end() ? "(default)" : it->second) << "\n";
+    std::cout << "  " << k << " = " << (it == next.settings.end() ? "(default)" : pg::confQuote(it->second)) << "\n";
+  }
+  for (const auto& k : shadowed) {
+    std::cout << "this host overrides " << k << " in its postgres.settings (" << host->file
+              << "): the cluster's value has no effect here; each agent logs the settings its host overrides\n";
   }
   if (before.config.backup != next.backup) {
     std::cout << "backup settings now:";
@@ -193,7 +249,7 @@ int runSet(const CommonOptions& common, const ConfigArgs& a) {
     if (std::find(next.hba.begin(), next.hba.end(), line) == next.hba.end()) next.hba.push_back(line);
     what += " --add-hba '" + line + "'";
   }
-  return writeConfig(common, *client, *before, next, a.binDir, what);
+  return writeConfig(common, *client, *before, next, a, what);
 }
 
 Result<pg::ClusterConfig> readFileConfig(const std::string& path) {
@@ -214,7 +270,7 @@ int runApply(const CommonOptions& common, const ConfigArgs& a) {
   if (!client) return code;
   auto before = readConfig(*client);
   if (!before) return fail(kExitFailed, before.error());
-  return writeConfig(common, *client, *before, *next, a.binDir, "config apply " + a.file);
+  return writeConfig(common, *client, *before, *next, a, "config apply " + a.file);
 }
 
 // Opens the configuration in $VISUAL / $EDITOR (vi) on a private temporary file, then
@@ -238,7 +294,7 @@ int runEdit(const CommonOptions& common, const ConfigArgs& a) {
   std::filesystem::remove_all(dir);
   if (status != 0) return fail(kExitFailed, "the editor failed; nothing written");
   if (!next) return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + next.error());
-  return writeConfig(common, *client, *before, *next, a.binDir, "config edit");
+  return writeConfig(common, *client, *before, *next, a, "config edit");
 }
 
 }  // namespace
@@ -250,6 +306,8 @@ void addConfigCommands(CLI::App& app, const CommonOptions& common, Commands& out
   auto a = std::make_shared<ConfigArgs>();
   auto binDir = [a](CLI::App* sub) {
     sub->add_option("--bin-dir", a->binDir, "postgres' binaries, to check each setting against")->capture_default_str();
+    sub->add_option("--os-user", a->osUser, "the user postgres runs as for that check, when dugong-adm runs as root")
+        ->capture_default_str();
   };
   auto* show = config->add_subcommand("show", "print the cluster configuration (JSON, the format apply reads)");
   out.push_back({show, [&common] { return runShow(common); }});
@@ -257,8 +315,9 @@ void addConfigCommands(CLI::App& app, const CommonOptions& common, Commands& out
   out.push_back({history, [&common] { return runHistory(common); }});
   auto* set = config->add_subcommand("set", "change settings and hba lines, validated first");
   set->add_option("KEY=VALUE", a->assignments,
-                  "postgres settings to set; backup.KEY=VALUE sets the backup section (archive=on, "
-                  "repo1-path=..., replica-methods=pgbackrest,basebackup)");
+                  "postgres settings to set, the value kept exactly (a trailing space included) or written "
+                  "in single quotes ('%m [%p] ', '' for a quote inside); backup.KEY=VALUE sets the backup "
+                  "section (archive=on, repo1-path=..., replica-methods=pgbackrest,basebackup)");
   set->add_option("--unset", a->unset, "settings to remove (back to the default)");
   set->add_option("--add-hba", a->addHba, "a pg_hba.conf line to append");
   set->add_option("--remove-hba", a->removeHba, "a pg_hba.conf line to remove");
