@@ -62,7 +62,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
       config_(std::move(config)),
       clock_(io),
       coordinator_(io, config_.zk, config_.identity),
-      peers_(io, config_.zk.cluster, config_.httpSecret),
+      peers_(io, config_),
       statusTimer_(io),
       tickInterval_(tickInterval(config_)) {}
 
@@ -375,15 +375,15 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
   }
 }
 
-// POST /failsafe: the driver decides at once (and logs its decision).
+// POST /failsafe: a request this agent's key vouches for (agent/failsafe_message.h) is
+// decided by the driver at once (it logs its decision); the answer carries the key's MAC.
 void Agent::failsafeRequest(const FailsafeCall& call, HttpServer::Respond respond) {
   if (stopping_) return respond(jsonError(503, "the agent is stopping"));
-  if (call.cluster != config_.zk.cluster) {
-    spdlog::info("POST /failsafe from {} refused: it is of cluster {}, not {}", call.request.primaryId, call.cluster,
-                 config_.zk.cluster);
-    return respond(failsafeReply(FailsafeAnswer{false, "this agent is of cluster " + config_.zk.cluster}));
+  if (auto ok = acceptFailsafeCall(call, config_.zk.cluster, config_.identity.id, config_.peerKey); !ok) {
+    spdlog::warn("POST /failsafe from {} refused, no promise given: {}", call.request.primaryId, ok.error());
+    return respond(jsonError(401, "refused: " + ok.error()));
   }
-  respond(failsafeReply(driver_->onFailsafeRequest(call.request)));
+  respond(failsafeReply(call, driver_->onFailsafeRequest(call.request), config_.peerKey));
 }
 
 // POST /restart, /reload: this peer's postgres, by the request follower's own step

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "agent/http_api.h"
+#include "agent/failsafe_message.h"
 #include "agent/http_client.h"
 #include "agent/logging.h"
 
@@ -220,10 +220,11 @@ void HttpPeerLink::askFailsafe(const PeerIdentity& to, const FailsafeRequest& re
       done(Error{id + " publishes no HTTP address (its http.listen is \"\")"});
     });
   }
-  httpPostAsync(io_, *to.backupUrl + "/failsafe", failsafeBody(cluster_, request), secret_ ? "Bearer " + *secret_ : "",
-                std::chrono::milliseconds(timeoutMs), [done = std::move(done)](Result<HttpResponse> r) {
+  FailsafeCall call{cluster_, request, to.id, freshNonce(), ""};
+  httpPostAsync(io_, *to.backupUrl + "/failsafe", failsafeBody(call, key_), "", std::chrono::milliseconds(timeoutMs),
+                [done = std::move(done), call, key = key_](Result<HttpResponse> r) {
                   if (!r) return done(Error{r.error()});
-                  done(parseFailsafeReply(*r));
+                  done(parseFailsafeReply(*r, call, key));
                 });
 }
 

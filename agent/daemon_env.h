@@ -11,6 +11,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "agent/config.h"
+#include "agent/peer_key.h"
 #include "driver/env.h"
 #include "pg/adapter.h"
 #include "zk/options.h"
@@ -77,18 +79,22 @@ class ZkCoordinator : public Coordinator {
 };
 
 // The other agents over HTTP: a failsafe request is a POST to the sync's agent (its
-// identity's backupUrl, the agent's HTTP API), with this agent's credential if any.
+// identity's backupUrl, the agent's HTTP API: HTTPS, its certificate verified, when that
+// agent has one), authenticated by the cluster's peer key when this agent has one
+// (agent/failsafe_message.h); an answer that key does not vouch for is an error.
 class HttpPeerLink : public PeerLink {
  public:
-  HttpPeerLink(boost::asio::io_context& io, std::string cluster, std::optional<std::string> secret)
-      : io_(io), cluster_(std::move(cluster)), secret_(std::move(secret)) {}
+  // From the agent's whole configuration: what it sends is decided here, never by the
+  // caller (the bearer token of http.auth is not among it).
+  HttpPeerLink(boost::asio::io_context& io, const AgentConfig& config)
+      : io_(io), cluster_(config.zk.cluster), key_(config.peerKey) {}
   void askFailsafe(const PeerIdentity& to, const FailsafeRequest& request, int64_t timeoutMs,
                    std::function<void(Result<FailsafeAnswer>)> done) override;
 
  private:
   boost::asio::io_context& io_;
   std::string cluster_;
-  std::optional<std::string> secret_;
+  std::optional<PeerKey> key_;
 };
 
 class PgPostgres : public Postgres {
