@@ -61,7 +61,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
     : io_(io),
       config_(std::move(config)),
       clock_(io),
-      coordinator_(io, config_.zk, config_.identity),
+      coordinator_(io, config_.zk, config_.identity, clock_),
       peers_(io, config_),
       statusTimer_(io),
       tickInterval_(tickInterval(config_)) {}
@@ -255,6 +255,7 @@ int64_t Agent::earlierPromiseMs() {
 // postgres' status unless one is in flight (a slow query must not silence the beat).
 void Agent::tick() {
   if (watchdog_) watchdog_->beat();
+  clock_.checkForSuspend();
   const auto now = std::chrono::steady_clock::now();
   std::weak_ptr<int> alive = alive_;
   if (!stopping_ && !statusInFlight_ && now - lastStatusPoll_ >= kStatusInterval) {

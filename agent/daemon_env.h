@@ -13,6 +13,7 @@
 
 #include "agent/config.h"
 #include "agent/peer_key.h"
+#include "agent/suspend_clock.h"
 #include "driver/env.h"
 #include "pg/adapter.h"
 #include "zk/options.h"
@@ -20,22 +21,38 @@
 
 namespace dugong::agent {
 
+// The driver's clock: monotonicMs() is CLOCK_BOOTTIME (agent/suspend_clock.h), which
+// counts the host's suspends. Its timers wait on Asio's steady timers, which a suspend
+// holds back: when a suspend is seen (checkForSuspend, at each of the agent's ticks and
+// each reading of the clock), every pending timer is set again for its due boot time,
+// so that a deadline a suspend ran past fires at once.
 class AsioClock : public Clock {
  public:
-  explicit AsioClock(boost::asio::io_context& io) : io_(io) {}
+  // `suspends`: tests pass one reading their own clocks.
+  explicit AsioClock(boost::asio::io_context& io,
+                     std::shared_ptr<SuspendTracker> suspends = std::make_shared<SuspendTracker>());
   EpochMs wallMs() const override;
   int64_t monotonicMs() const override;
   std::unique_ptr<Timer> newTimer() override;
   void post(std::function<void()> fn) override;
+  // Samples for a suspend; after one, logs it and sets every pending timer again.
+  void checkForSuspend() const;
+  // The boot time of a steady-clock time of the past (the ZooKeeper client's).
+  int64_t bootOfSteadyMs(int64_t steadyMs) const { return suspends_->bootOf(steadyMs); }
+
+  class Timers;  // the pending timers (daemon_env.cc)
 
  private:
   boost::asio::io_context& io_;
+  std::shared_ptr<SuspendTracker> suspends_;
+  std::shared_ptr<Timers> timers_;
 };
 
 // Membership is one zk::Session: join opens one, leave closes it.
 class ZkCoordinator : public Coordinator {
  public:
-  ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options, PeerIdentity self);
+  // `clock`: dates the lease's round trips in its time (outlives this).
+  ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options, PeerIdentity self, const AsioClock& clock);
   ~ZkCoordinator() override;
 
   // The session to re-attach to at the next join (once), and what to call with each
@@ -65,6 +82,7 @@ class ZkCoordinator : public Coordinator {
   boost::asio::io_context& io_;
   zk::ZkOptions options_;
   PeerIdentity self_;
+  const AsioClock& clock_;
   std::unique_ptr<zk::Session> session_;
   std::optional<zk::SessionCredentials> resume_;
   std::function<void(zk::SessionCredentials)> onNewSession_;
