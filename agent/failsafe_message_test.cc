@@ -11,7 +11,7 @@ namespace {
 const PeerKey kKey(std::string(64, 'a'));
 const PeerKey kOtherKey(std::string(64, 'b'));
 
-FailsafeCall asked(const std::string& nonce = "6e6f6e6365") {
+FailsafeCall requestCall(const std::string& nonce = "6e6f6e6365") {
   return FailsafeCall{"c1", FailsafeRequest{7, "p1", 9000}, "s1", nonce, ""};
 }
 
@@ -27,31 +27,31 @@ HttpResponse answered(const FailsafeCall& call, const FailsafeAnswer& a, const s
 }
 
 TEST(FailsafeMessage, TheGranterAcceptsOnlyARequestItsKeyVouchesFor) {
-  EXPECT_TRUE(acceptFailsafeCall(received(asked(), kKey), "c1", "s1", kKey).ok());
+  EXPECT_TRUE(acceptFailsafeCall(received(requestCall(), kKey), "c1", "s1", kKey).ok());
   // Without a key on either side (one host): accepted unauthenticated.
-  EXPECT_TRUE(acceptFailsafeCall(received(asked(), std::nullopt), "c1", "s1", std::nullopt).ok());
+  EXPECT_TRUE(acceptFailsafeCall(received(requestCall(), std::nullopt), "c1", "s1", std::nullopt).ok());
 
-  auto noMac = acceptFailsafeCall(received(asked(), std::nullopt), "c1", "s1", kKey);
+  auto noMac = acceptFailsafeCall(received(requestCall(), std::nullopt), "c1", "s1", kKey);
   ASSERT_FALSE(noMac.ok());
   EXPECT_NE(noMac.error().find("no MAC"), std::string::npos) << noMac.error();
-  auto otherKey = acceptFailsafeCall(received(asked(), kOtherKey), "c1", "s1", kKey);
+  auto otherKey = acceptFailsafeCall(received(requestCall(), kOtherKey), "c1", "s1", kKey);
   ASSERT_FALSE(otherKey.ok());
   EXPECT_NE(otherKey.error().find("does not match"), std::string::npos) << otherKey.error();
   // A field changed on the way: the longer promise, or another generation.
   for (auto change : {+[](FailsafeCall& c) { c.request.durationMs = 60000; },
                       +[](FailsafeCall& c) { c.request.generation = 8; },
                       +[](FailsafeCall& c) { c.request.primaryId = "p2"; }, +[](FailsafeCall& c) { c.nonce = "00"; }}) {
-    FailsafeCall c = received(asked(), kKey);
+    FailsafeCall c = received(requestCall(), kKey);
     change(c);
     EXPECT_FALSE(acceptFailsafeCall(c, "c1", "s1", kKey).ok()) << failsafeBody(c, std::nullopt);
   }
   // Meant for another peer, or another cluster: refused, key or none.
-  EXPECT_FALSE(acceptFailsafeCall(received(asked(), kKey), "c1", "s2", kKey).ok());
-  EXPECT_FALSE(acceptFailsafeCall(received(asked(), std::nullopt), "c2", "s1", std::nullopt).ok());
+  EXPECT_FALSE(acceptFailsafeCall(received(requestCall(), kKey), "c1", "s2", kKey).ok());
+  EXPECT_FALSE(acceptFailsafeCall(received(requestCall(), std::nullopt), "c2", "s1", std::nullopt).ok());
 }
 
 TEST(FailsafeMessage, TheRequesterBelievesOnlyTheAnswerToItsOwnRequestUnderItsKey) {
-  const FailsafeCall mine = asked("aaaa");
+  const FailsafeCall mine = requestCall("aaaa");
   const FailsafeAnswer grant{true, "promised"};
   auto honest = parseFailsafeReply(answered(mine, grant, kKey), mine, kKey);
   ASSERT_TRUE(honest.ok()) << honest.error();
@@ -62,11 +62,11 @@ TEST(FailsafeMessage, TheRequesterBelievesOnlyTheAnswerToItsOwnRequestUnderItsKe
   EXPECT_FALSE(refusal->granted);
 
   // A grant to an earlier request, replayed: another nonce.
-  auto replay = parseFailsafeReply(answered(asked("bbbb"), grant, kKey), mine, kKey);
+  auto replay = parseFailsafeReply(answered(requestCall("bbbb"), grant, kKey), mine, kKey);
   ASSERT_FALSE(replay.ok());
   EXPECT_NE(replay.error().find("replay"), std::string::npos) << replay.error();
   // The same with the nonce rewritten to this request's: the MAC no longer matches.
-  auto rewritten = nlohmann::json::parse(answered(asked("bbbb"), grant, kKey).body);
+  auto rewritten = nlohmann::json::parse(answered(requestCall("bbbb"), grant, kKey).body);
   rewritten["nonce"] = "aaaa";
   EXPECT_FALSE(parseFailsafeReply(HttpResponse{200, rewritten.dump()}, mine, kKey).ok());
   // A refusal turned into a grant on the way.

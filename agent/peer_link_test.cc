@@ -29,7 +29,7 @@
 namespace dugong::agent {
 namespace {
 
-const std::string kKey(64, 'k');
+const std::string kClusterKey(64, 'k');
 const std::string kToken = "t0ken-that-must-never-travel-in-clear";
 
 AgentConfig requesterConfig(std::optional<std::string> key) {
@@ -100,9 +100,9 @@ FakeSync::Answer honest(const std::string& key) {
 }
 
 TEST(PeerLink, AGrantSignedForThisRequestUnderTheClusterKeyIsBelieved) {
-  FakeSync sync(honest(kKey));
+  FakeSync sync(honest(kClusterKey));
   ASSERT_TRUE(sync.listening());
-  auto r = ask(requesterConfig(kKey), sync);
+  auto r = ask(requesterConfig(kClusterKey), sync);
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_TRUE(r->granted);
   // The request itself: authenticated by the key, and without the bearer token.
@@ -111,7 +111,7 @@ TEST(PeerLink, AGrantSignedForThisRequestUnderTheClusterKeyIsBelieved) {
   auto call = parseFailsafeBody(sync.requests()[0].body);
   ASSERT_TRUE(call.ok()) << call.error();
   EXPECT_EQ(call->granter, "s1");
-  EXPECT_TRUE(acceptFailsafeCall(*call, "c1", "s1", PeerKey(kKey)).ok());
+  EXPECT_TRUE(acceptFailsafeCall(*call, "c1", "s1", PeerKey(kClusterKey)).ok());
 }
 
 TEST(PeerLink, AForgedGrantIsNeverBelieved) {
@@ -119,7 +119,7 @@ TEST(PeerLink, AForgedGrantIsNeverBelieved) {
     nlohmann::json j = {{"granted", true}, {"reason", "forged"}, {"nonce", call.nonce}, {"mac", std::string(64, '0')}};
     return HttpReply{200, "application/json", j.dump()};
   });
-  auto r = ask(requesterConfig(kKey), sync);
+  auto r = ask(requesterConfig(kClusterKey), sync);
   ASSERT_FALSE(r.ok() && r->granted) << "a forged grant was believed";
   EXPECT_NE(r.error().find("does not match"), std::string::npos) << r.error();
 }
@@ -128,14 +128,14 @@ TEST(PeerLink, AGrantWithoutAMacIsNeverBelieved) {
   FakeSync sync([](const HttpRequest&, const FailsafeCall&) {
     return HttpReply{200, "application/json", R"({"granted": true, "reason": "no mac"})"};
   });
-  auto r = ask(requesterConfig(kKey), sync);
+  auto r = ask(requesterConfig(kClusterKey), sync);
   ASSERT_FALSE(r.ok() && r->granted) << "a grant without a MAC was believed";
   EXPECT_NE(r.error().find("no MAC"), std::string::npos) << r.error();
 }
 
 TEST(PeerLink, AGrantUnderAnotherKeyIsNeverBelieved) {
   FakeSync sync(honest(std::string(64, 'x')));
-  auto r = ask(requesterConfig(kKey), sync);
+  auto r = ask(requesterConfig(kClusterKey), sync);
   ASSERT_FALSE(r.ok() && r->granted) << "a grant under another key was believed";
   EXPECT_NE(r.error().find("does not match"), std::string::npos) << r.error();
 }
@@ -145,12 +145,12 @@ TEST(PeerLink, AGrantUnderAnotherKeyIsNeverBelieved) {
 TEST(PeerLink, AReplayedGrantIsNeverBelieved) {
   std::optional<HttpReply> recorded;
   FakeSync sync([&recorded](const HttpRequest&, const FailsafeCall& call) {
-    if (!recorded) recorded = failsafeReply(call, FailsafeAnswer{true, "promised"}, PeerKey(kKey));
+    if (!recorded) recorded = failsafeReply(call, FailsafeAnswer{true, "promised"}, PeerKey(kClusterKey));
     return *recorded;
   });
-  auto first = ask(requesterConfig(kKey), sync);
+  auto first = ask(requesterConfig(kClusterKey), sync);
   ASSERT_TRUE(first.ok() && first->granted) << (first.ok() ? first->reason : first.error());
-  auto replayed = ask(requesterConfig(kKey), sync);
+  auto replayed = ask(requesterConfig(kClusterKey), sync);
   ASSERT_FALSE(replayed.ok() && replayed->granted) << "a replayed grant was believed";
   EXPECT_NE(replayed.error().find("replay"), std::string::npos) << replayed.error();
 }
@@ -181,7 +181,7 @@ TEST(PeerLinkCapture, NeitherTheTokenNorTheKeyCrossesTheWire) {
     GTEST_SKIP() << "tcpdump is not installed (apt-get install tcpdump)";
   }
   dugong::testing::ScratchDir dir("dugong-capture");
-  FakeSync sync(honest(kKey));
+  FakeSync sync(honest(kClusterKey));
   const std::string pcap = dir.path() + "/lo.pcap";
   const std::string log = dir.path() + "/tcpdump.log";
   // --immediate-mode -U: each packet written as it comes; -s 0: whole packets; its messages to `log`.
@@ -204,7 +204,7 @@ TEST(PeerLinkCapture, NeitherTheTokenNorTheKeyCrossesTheWire) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_NE(fileBytes(log).find("listening on"), std::string::npos) << fileBytes(log);
-  auto r = ask(requesterConfig(kKey), sync);
+  auto r = ask(requesterConfig(kClusterKey), sync);
   // Stopped once the answer is in the file (its packets come after the request's).
   for (int i = 0; i < 1000 && fileBytes(pcap).find("promised") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -222,7 +222,7 @@ TEST(PeerLinkCapture, NeitherTheTokenNorTheKeyCrossesTheWire) {
   EXPECT_NE(captured.find("POST /failsafe"), std::string::npos) << fileBytes(log);
   EXPECT_NE(captured.find(call->nonce), std::string::npos);
   EXPECT_EQ(captured.find(kToken), std::string::npos) << "the bearer token crossed the wire in clear";
-  EXPECT_EQ(captured.find(kKey), std::string::npos) << "the peer key crossed the wire";
+  EXPECT_EQ(captured.find(kClusterKey), std::string::npos) << "the peer key crossed the wire";
   EXPECT_EQ(captured.find("Authorization"), std::string::npos);
 }
 
