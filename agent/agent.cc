@@ -384,6 +384,11 @@ void Agent::failsafeRequest(const FailsafeCall& call, HttpServer::Respond respon
     spdlog::warn("POST /failsafe from {} refused, no promise given: {}", call.request.primaryId, ok.error());
     return respond(jsonError(401, "refused: " + ok.error()));
   }
+  if (config_.peerKey && !failsafeNonces_.firstSight(call.nonce)) {
+    spdlog::warn("POST /failsafe from {} refused, no promise given: a replay (its nonce was seen before)",
+                 call.request.primaryId);
+    return respond(jsonError(401, "refused: a replay (this request's nonce was seen before)"));
+  }
   respond(failsafeReply(call, driver_->onFailsafeRequest(call.request), config_.peerKey));
 }
 

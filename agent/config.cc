@@ -191,7 +191,7 @@ Result<bool> checkPeerLinks(AgentConfig& c) {
   if (c.httpCertFile.empty()) {
     c.warnings.push_back(std::string(c.httpSecret ? "http.auth is set but http.certFile is not: the token crosses "
                                                     "the network in clear text, and the"
-                                                  : "The") +
+                                                  : "the") +
                          " agents talk in clear (" + url + ") across hosts: what they say can be read on the "
                          "network (set http.certFile and http.keyFile for HTTPS, and http.caFile)");
   }

@@ -78,6 +78,16 @@ Result<bool> acceptFailsafeCall(const FailsafeCall& call, const std::string& clu
   return true;
 }
 
+bool SeenNonces::firstSight(const std::string& nonce) {
+  if (!seen_.insert(nonce).second) return false;
+  order_.push_back(nonce);
+  if (order_.size() > kRemembered) {
+    seen_.erase(order_.front());
+    order_.pop_front();
+  }
+  return true;
+}
+
 HttpReply failsafeReply(const FailsafeCall& call, const FailsafeAnswer& answer, const std::optional<PeerKey>& key) {
   nlohmann::json j = {{"granted", answer.granted}, {"reason", answer.reason}, {"nonce", call.nonce}};
   if (key) j["mac"] = key->mac(answerFields(call, answer));

@@ -11,8 +11,10 @@
 // hosts without one), the same messages go without an HMAC.
 #pragma once
 
+#include <deque>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 #include "agent/http_client.h"
 #include "agent/http_server.h"
@@ -39,6 +41,20 @@ Result<FailsafeCall> parseFailsafeBody(const std::string& body);
 // it, and, with a key, with an HMAC that matches. The error says why not.
 Result<bool> acceptFailsafeCall(const FailsafeCall& call, const std::string& cluster, const std::string& selfId,
                                 const std::optional<PeerKey>& key);
+
+// The nonces of the requests a granter accepted lately: a request seen before is a
+// replay (its requester makes a fresh nonce for each, retries included). Bounded: the
+// last kRemembered nonces.
+class SeenNonces {
+ public:
+  static constexpr size_t kRemembered = 1024;
+  // True the first time `nonce` is shown (and remembers it); false for a replay.
+  bool firstSight(const std::string& nonce);
+
+ private:
+  std::deque<std::string> order_;
+  std::unordered_set<std::string> seen_;
+};
 
 // The granter's reply to `call`: 200 {"granted", "reason", "nonce", "mac"}.
 HttpReply failsafeReply(const FailsafeCall& call, const FailsafeAnswer& answer, const std::optional<PeerKey>& key);

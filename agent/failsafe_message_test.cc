@@ -88,6 +88,17 @@ TEST(FailsafeMessage, TheRequesterBelievesOnlyTheAnswerToItsOwnRequestUnderItsKe
   EXPECT_FALSE(parseFailsafeReply(HttpResponse{200, "{}"}, mine, std::nullopt).ok());
 }
 
+// A request replayed to the granter: seen once; the memory is bounded, oldest out first.
+TEST(FailsafeMessage, TheGranterTellsAReplayedNonce) {
+  SeenNonces seen;
+  EXPECT_TRUE(seen.firstSight("n1"));
+  EXPECT_FALSE(seen.firstSight("n1"));
+  EXPECT_TRUE(seen.firstSight("n2"));
+  for (size_t i = 0; i < SeenNonces::kRemembered; ++i) EXPECT_TRUE(seen.firstSight("x" + std::to_string(i)));
+  EXPECT_TRUE(seen.firstSight("n1"));  // forgotten after kRemembered others
+  EXPECT_FALSE(seen.firstSight("x" + std::to_string(SeenNonces::kRemembered - 1)));
+}
+
 TEST(FailsafeMessage, TheMacCoversEachFieldWithItsLength) {
   EXPECT_NE(kKey.mac({"ab", "c"}), kKey.mac({"a", "bc"}));
   EXPECT_EQ(kKey.mac({"ab", "c"}).size(), 64u);

@@ -2,9 +2,6 @@
 // this process), run as a process as an operator would: refused while an agent the state
 // names answers (it may be a primary writing on under its sync's promise, with no
 // election node), and done only after the wait for the longest promise, announced.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,19 +21,18 @@ namespace {
 
 struct Run {
   int code = -1;
-  std::string out;
+  std::string out;  // stdout and stderr
 };
 
+// dugong-adm run by the shell, its exit status on the last line.
 Run adm(const std::string& args) {
-  const std::string cmd = std::string(DUGONG_ADM_BINARY) + " " + args + " </dev/null 2>&1";
+  std::string out = dugong::testing::commandOutput(std::string(DUGONG_ADM_BINARY) + " " + args +
+                                                   " </dev/null 2>&1; echo \"exit $?\"");
   Run r;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-  const int status = pclose(f);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const size_t last = out.rfind("exit ");
+  if (last == std::string::npos) return r;
+  r.code = std::stoi(out.substr(last + 5));
+  r.out = out.substr(0, last);
   return r;
 }
 
