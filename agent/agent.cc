@@ -61,8 +61,8 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
     : io_(io),
       config_(std::move(config)),
       clock_(io),
-      coordinator_(io, config_.zk, config_.identity),
-      peers_(io, config_.zk.cluster, config_.httpSecret),
+      coordinator_(io, config_.zk, config_.identity, clock_),
+      peers_(io, config_),
       statusTimer_(io),
       tickInterval_(tickInterval(config_)) {}
 
@@ -257,6 +257,7 @@ int64_t Agent::earlierPromiseMs() {
 // postgres' status unless one is in flight (a slow query must not silence the beat).
 void Agent::tick() {
   if (watchdog_) watchdog_->beat();
+  clock_.checkForSuspend();
   const auto now = std::chrono::steady_clock::now();
   std::weak_ptr<int> alive = alive_;
   if (!stopping_ && !statusInFlight_ && now - lastStatusPoll_ >= kStatusInterval) {
@@ -378,15 +379,20 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
   }
 }
 
-// POST /failsafe: the driver decides at once (and logs its decision).
+// POST /failsafe: a request this agent's key vouches for (agent/failsafe_message.h) is
+// decided by the driver at once (it logs its decision); the answer carries the key's MAC.
 void Agent::failsafeRequest(const FailsafeCall& call, HttpServer::Respond respond) {
   if (stopping_) return respond(jsonError(503, "the agent is stopping"));
-  if (call.cluster != config_.zk.cluster) {
-    spdlog::info("POST /failsafe from {} refused: it is of cluster {}, not {}", call.request.primaryId, call.cluster,
-                 config_.zk.cluster);
-    return respond(failsafeReply(FailsafeAnswer{false, "this agent is of cluster " + config_.zk.cluster}));
+  if (auto ok = acceptFailsafeCall(call, config_.zk.cluster, config_.identity.id, config_.peerKey); !ok) {
+    spdlog::warn("POST /failsafe from {} refused, no promise given: {}", call.request.primaryId, ok.error());
+    return respond(jsonError(401, "refused: " + ok.error()));
   }
-  respond(failsafeReply(driver_->onFailsafeRequest(call.request)));
+  if (config_.peerKey && !failsafeNonces_.firstSight(call.nonce)) {
+    spdlog::warn("POST /failsafe from {} refused, no promise given: a replay (its nonce was seen before)",
+                 call.request.primaryId);
+    return respond(jsonError(401, "refused: a replay (this request's nonce was seen before)"));
+  }
+  respond(failsafeReply(call, driver_->onFailsafeRequest(call.request), config_.peerKey));
 }
 
 // POST /restart, /reload: this peer's postgres, by the request follower's own step

@@ -91,6 +91,7 @@ class Agent {
   AsioClock clock_;
   ZkCoordinator coordinator_;
   HttpPeerLink peers_;
+  SeenNonces failsafeNonces_;  // of the failsafe requests this agent accepted lately
   SpdlogSink log_;
   std::unique_ptr<InstanceLock> lock_;
   std::unique_ptr<SessionFile> sessionFile_;

@@ -171,6 +171,34 @@ std::optional<std::string> secret(Section& section, const std::string& key, std:
   return read->secret;
 }
 
+bool isLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+// The failsafe across hosts only with its messages authenticated; and a warning when
+// agents talk in clear across hosts (docs/security.md "Peer links").
+Result<bool> checkPeerLinks(AgentConfig& c) {
+  if (!c.identity.backupUrl) return true;
+  const std::string url = *c.identity.backupUrl;
+  const std::string host = url.substr(url.find("://") + 3, url.rfind(':') - url.find("://") - 3);
+  if (isLoopback(host)) return true;
+  if (c.zkFailsafe && c.zk.lease && !c.peerKey) {
+    return Error{"http.peerKeyFile: the failsafe (zookeeper.failsafe) is on and this agent is reachable from other "
+                 "hosts (" + url + "), but its messages would go unauthenticated: a forged answer could keep a "
+                 "primary writing after its sync took over. Make a key once (openssl rand -hex 32 > peer.key), copy "
+                 "the same file to every host of the cluster (mode 0600) and name it in http.peerKeyFile, or set "
+                 "zookeeper.failsafe: off"};
+  }
+  if (c.httpCertFile.empty()) {
+    c.warnings.push_back(std::string(c.httpSecret ? "http.auth is set but http.certFile is not: the token crosses "
+                                                    "the network in clear text, and the"
+                                                  : "the") +
+                         " agents talk in clear (" + url + ") across hosts: what they say can be read on the "
+                         "network (set http.certFile and http.keyFile for HTTPS, and http.caFile)");
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& path) {
@@ -298,6 +326,15 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   http.get("certFile", &c.httpCertFile);
   http.get("keyFile", &c.httpKeyFile);
   http.get("caFile", &c.httpCaFile);
+  std::string peerKeyFile;
+  http.get("peerKeyFile", &peerKeyFile);
+  if (!peerKeyFile.empty()) {
+    if (auto key = readPeerKeyFile(peerKeyFile)) {
+      c.peerKey = PeerKey(*key);
+    } else {
+      http.fail("http.peerKeyFile", key.error());
+    }
+  }
   {
     Section auth = http.child("auth");
     c.httpSecret = secret(auth, "token", &c.warnings);
@@ -308,11 +345,6 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
     http.fail("http.listen", "expected host:port, like 127.0.0.1:8008, found \"" + listen + "\"");
   }
   if (c.httpCertFile.empty() != c.httpKeyFile.empty()) http.fail("http", "set both certFile and keyFile, or neither");
-  if (!c.httpHost.empty() && c.httpSecret && c.httpCertFile.empty() && c.httpHost != "127.0.0.1" &&
-      c.httpHost != "::1") {
-    c.warnings.push_back("http.auth is set but http.certFile is not: the token crosses the network in clear text "
-                         "(set certFile and keyFile for HTTPS)");
-  }
   Section tags = top.child("tags");
   tags.get("noloadbalance", &c.identity.tags.noloadbalance);
   tags.get("nofailover", &c.identity.tags.nofailover);
@@ -415,6 +447,7 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
     c.warnings.push_back("zookeeper.auth is not set: the cluster's nodes in ZooKeeper are writable by anyone who "
                          "reaches the ensemble (set user and password or passwordFile: ACLs are then on)");
   }
+  if (auto ok = checkPeerLinks(c); !ok) return Error{path + ": " + ok.error()};
   return c;
 }
 

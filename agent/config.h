@@ -68,6 +68,10 @@
 //     auth:
 //       tokenFile: ""                   # the credential of POST /switchover (bearer token or
 //                                       # basic-auth password); or token: inline. None: disabled
+//     peerKeyFile: ""                   # the cluster's key (the same file on every host, 0600):
+//                                       # authenticates the failsafe's messages between agents
+//                                       # (agent/failsafe_message.h); required for the failsafe
+//                                       # when this agent is reachable from other hosts
 //   tags:
 //     noloadbalance: false              # replica endpoints answer 503 (out of read pools)
 //     nofailover: false                 # never made the sync, so never takes over
@@ -110,6 +114,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/peer_key.h"
 #include "agent/rejoin.h"
 #include "pg/options.h"
 #include "statemachine/identity.h"
@@ -137,6 +142,7 @@ struct AgentConfig {
   std::string httpKeyFile;
   std::string httpCaFile;  // trusted when reading agents over HTTPS; "": the system's CAs
   std::optional<std::string> httpSecret;  // the mutating endpoints' credential; none: disabled
+  std::optional<PeerKey> peerKey;         // http.peerKeyFile's; none: messages to peers go unauthenticated
   bool singleton = false;
   RejoinPolicy rejoin = RejoinPolicy::kRewind;
   int handoverWaitMs = 5000;

@@ -17,10 +17,12 @@ namespace {
 
 class ConfigTest : public ::testing::Test {
  protected:
-  // A valid file, with extra lines for the zookeeper and postgres sections.
+  // A valid file, with extra lines for the zookeeper and postgres sections; its agent is
+  // reachable from other hosts, so it names a peer key (the failsafe needs one then).
   std::string valid(const std::string& zk = "", const std::string& pg = "  replicationPassword: r3pl\n") const {
     return "cluster: c1\nzookeeper:\n  connect: 127.0.0.1:2181\n" + zk + "peer:\n  ip: 10.0.0.7\npostgres:\n  dataDir: " +
-           dir_.path() + "/data\n  port: 6543\n" + pg + "http:\n  listen: 0.0.0.0:8008\n";
+           dir_.path() + "/data\n  port: 6543\n" + pg + "http:\n  listen: 0.0.0.0:8008\n  peerKeyFile: " + peerKey_ +
+           "\n";
   }
   std::string writeFile(const std::string& name, const std::string& text, mode_t mode) const {
     std::string path = dir_.path() + "/" + name;
@@ -33,6 +35,7 @@ class ConfigTest : public ::testing::Test {
     return c.ok() ? "" : c.error();
   }
   dugong::testing::ScratchDir dir_{"dugong-config"};
+  const std::string peerKey_ = writeFile("peer.key", std::string(64, 'k') + "\n", 0600);
 };
 
 TEST_F(ConfigTest, ValidConfigGetsSensibleDefaults) {
@@ -211,14 +214,16 @@ TEST_F(ConfigTest, PasswordsFromFilesAndWarnings) {
   EXPECT_EQ(c->pg.superuserPassword, std::optional<std::string>("super secret"));
   ASSERT_TRUE(c->zk.auth.has_value());
   EXPECT_EQ(c->zk.auth->credentials(), "dugong:zk");
-  ASSERT_EQ(c->warnings.size(), 1u);  // ZooKeeper has auth, nothing is trusted
+  // ZooKeeper has auth, nothing is trusted; the agents talk in clear across hosts.
+  ASSERT_EQ(c->warnings.size(), 2u);
   EXPECT_NE(c->warnings[0].find(super + " (superuserPasswordFile) can be read by other users"), std::string::npos);
 
   // Without ZooKeeper credentials: a warning.
   auto open = parseConfig(valid(), "d.yaml");
   ASSERT_TRUE(open.ok());
-  ASSERT_EQ(open->warnings.size(), 1u);
+  ASSERT_EQ(open->warnings.size(), 2u);
   EXPECT_NE(open->warnings[0].find("zookeeper.auth is not set"), std::string::npos);
+  EXPECT_NE(open->warnings[1].find("talk in clear (http://10.0.0.7:8008) across hosts"), std::string::npos);
 
   EXPECT_NE(errorOf(valid("", "  replicationPassword: a\n  replicationPasswordFile: " + repl + "\n"))
                 .find("postgres.replicationPassword: set either replicationPassword or replicationPasswordFile"),
@@ -396,6 +401,40 @@ TEST_F(ConfigTest, HttpApiCredentialCertificateAndTags) {
   EXPECT_EQ(errorOf(valid() + "tags:\n  nofailover: maybe\n"),
             "d.yaml: tags.nofailover: expected true or false, found \"maybe\"");
   EXPECT_NE(errorOf(valid() + "tags:\n  clonefrom: true\n").find("tags.clonefrom: unknown key"), std::string::npos);
+}
+
+// The failsafe across hosts only with the cluster's peer key (docs/security.md "Peer
+// links"); on loopback alone, or with the failsafe off, none is needed.
+TEST_F(ConfigTest, TheFailsafeAcrossHostsNeedsThePeerKey) {
+  std::string noKey = valid();
+  noKey.erase(noKey.find("  peerKeyFile: "));
+  const std::string err = errorOf(noKey);
+  EXPECT_NE(err.find("d.yaml: http.peerKeyFile: the failsafe (zookeeper.failsafe) is on and this agent is reachable "
+                     "from other hosts (http://10.0.0.7:8008)"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("zookeeper.failsafe: off"), std::string::npos) << err;
+  EXPECT_EQ(errorOf(valid("  failsafe: off\n").substr(0, valid("  failsafe: off\n").find("  peerKeyFile: "))), "");
+  EXPECT_EQ(errorOf(valid("  lease: false\n").substr(0, valid("  lease: false\n").find("  peerKeyFile: "))), "");
+  std::string loopback = noKey;
+  loopback.replace(loopback.find("0.0.0.0:8008"), 12, "127.0.0.1:8008");
+  auto onOneHost = parseConfig(loopback, "d.yaml");
+  ASSERT_TRUE(onOneHost.ok()) << onOneHost.error();
+  EXPECT_FALSE(onOneHost->peerKey);
+  for (const auto& w : onOneHost->warnings) EXPECT_EQ(w.find("in clear"), std::string::npos) << w;
+
+  auto keyed = parseConfig(valid(), "d.yaml");
+  ASSERT_TRUE(keyed.ok()) << keyed.error();
+  ASSERT_TRUE(keyed->peerKey);
+  EXPECT_EQ(keyed->peerKey->mac({"x"}), PeerKey(std::string(64, 'k')).mac({"x"}));
+
+  // The key file: only its owner reads it, and it is long enough.
+  const std::string open = writeFile("open.key", std::string(64, 'k') + "\n", 0640);
+  const std::string shortKey = writeFile("short.key", "0123456789\n", 0600);
+  EXPECT_NE(errorOf(noKey + "  peerKeyFile: " + open + "\n").find("can be read by other users than its owner"),
+            std::string::npos);
+  EXPECT_NE(errorOf(noKey + "  peerKeyFile: " + shortKey + "\n").find("fewer than 32"), std::string::npos);
+  EXPECT_NE(errorOf(noKey + "  peerKeyFile: " + dir_.path() + "/none\n").find("cannot read"), std::string::npos);
 }
 
 TEST(Config, MissingFileIsAClearError) {

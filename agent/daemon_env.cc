@@ -1,33 +1,44 @@
 #include "agent/daemon_env.h"
 
+#include <algorithm>
 #include <chrono>
+#include <set>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "agent/http_api.h"
+#include "agent/failsafe_message.h"
 #include "agent/http_client.h"
 #include "agent/logging.h"
 
 namespace dugong::agent {
 namespace {
 
+// A timer due at a boot time: armed on a steady timer for the time left, and armed
+// again by the clock after a suspend (AsioClock::Timers).
 class AsioTimer : public Timer {
  public:
-  explicit AsioTimer(boost::asio::io_context& io) : timer_(io) {}
-  void start(int64_t delayMs, std::function<void()> fired) override {
-    timer_.expires_after(std::chrono::milliseconds(delayMs));  // cancels the earlier wait
-    timer_.async_wait([fired = std::move(fired)](const boost::system::error_code& ec) {
-      if (!ec) fired();
-    });
-  }
-  void cancel() override { timer_.cancel(); }
+  AsioTimer(boost::asio::io_context& io, std::shared_ptr<AsioClock::Timers> timers);
+  ~AsioTimer() override;
+  void start(int64_t delayMs, std::function<void()> fired) override;
+  void cancel() override;
+  // Armed again for the time left until its due boot time at `nowMs` (none: nothing).
+  void rearm(int64_t nowMs);
 
  private:
+  struct Armed {
+    std::function<void()> fired;
+    int64_t dueMs = 0;  // boot time
+  };
+  void wait(int64_t delayMs);
+
   boost::asio::steady_timer timer_;
+  std::shared_ptr<AsioClock::Timers> timers_;
+  std::shared_ptr<Armed> armed_;  // the pending start; its handler holds it weakly
 };
 
 void noteGeneration(const StateNode& node) {
@@ -40,22 +51,75 @@ void noteGeneration(const StateNode& node) {
 
 }  // namespace
 
+class AsioClock::Timers {
+ public:
+  std::set<AsioTimer*> live;
+  std::shared_ptr<SuspendTracker> clock;  // the boot time they are due at
+};
+
+AsioClock::AsioClock(boost::asio::io_context& io, std::shared_ptr<SuspendTracker> suspends)
+    : io_(io), suspends_(std::move(suspends)), timers_(std::make_shared<Timers>(Timers{{}, suspends_})) {}
+
 EpochMs AsioClock::wallMs() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
 int64_t AsioClock::monotonicMs() const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  checkForSuspend();
+  return suspends_->bootNowMs();
 }
 
-std::unique_ptr<Timer> AsioClock::newTimer() { return std::make_unique<AsioTimer>(io_); }
+void AsioClock::checkForSuspend() const {
+  const int64_t suspendedMs = suspends_->sample();
+  if (suspendedMs == 0) return;
+  spdlog::warn("the host was suspended for about {} ms (CLOCK_BOOTTIME ran ahead of CLOCK_MONOTONIC): every deadline "
+               "is checked again now, and a lease or promise it ran past has ended",
+               suspendedMs);
+  // On the loop, where the timers live (a reading of the clock may come from elsewhere).
+  boost::asio::post(io_, [timers = timers_] {
+    const int64_t now = timers->clock->bootNowMs();
+    for (AsioTimer* t : std::vector<AsioTimer*>(timers->live.begin(), timers->live.end())) t->rearm(now);
+  });
+}
+
+std::unique_ptr<Timer> AsioClock::newTimer() { return std::make_unique<AsioTimer>(io_, timers_); }
 
 void AsioClock::post(std::function<void()> fn) { boost::asio::post(io_, std::move(fn)); }
 
-ZkCoordinator::ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options, PeerIdentity self)
-    : io_(io), options_(std::move(options)), self_(std::move(self)) {}
+AsioTimer::AsioTimer(boost::asio::io_context& io, std::shared_ptr<AsioClock::Timers> timers)
+    : timer_(io), timers_(std::move(timers)) {
+  timers_->live.insert(this);
+}
+
+AsioTimer::~AsioTimer() { timers_->live.erase(this); }
+
+void AsioTimer::start(int64_t delayMs, std::function<void()> fired) {
+  armed_ = std::make_shared<Armed>(Armed{std::move(fired), timers_->clock->bootNowMs() + delayMs});
+  wait(delayMs);
+}
+
+void AsioTimer::cancel() {
+  armed_.reset();
+  timer_.cancel();
+}
+
+void AsioTimer::rearm(int64_t nowMs) {
+  if (armed_ && armed_->fired) wait(std::max<int64_t>(armed_->dueMs - nowMs, 0));
+}
+
+void AsioTimer::wait(int64_t delayMs) {
+  timer_.expires_after(std::chrono::milliseconds(delayMs));  // cancels the earlier wait
+  timer_.async_wait([armed = std::weak_ptr<Armed>(armed_)](const boost::system::error_code& ec) {
+    auto a = armed.lock();
+    if (ec || !a || !a->fired) return;
+    std::exchange(a->fired, nullptr)();
+  });
+}
+
+ZkCoordinator::ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options, PeerIdentity self,
+                             const AsioClock& clock)
+    : io_(io), options_(std::move(options)), self_(std::move(self)), clock_(clock) {}
 
 ZkCoordinator::~ZkCoordinator() = default;
 
@@ -87,10 +151,10 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
     });
   }
   if (callbacks.onLease && options.lease) {
-    session_->setLeaseCallback([onLease = std::move(callbacks.onLease)](zk::LeaseConfirmation l) {
-      // AsioClock::monotonicMs counts the same steady clock.
-      const int64_t sentAtMs =
-          std::chrono::duration_cast<std::chrono::milliseconds>(l.sentAt.time_since_epoch()).count();
+    session_->setLeaseCallback([onLease = std::move(callbacks.onLease), &clock = clock_](zk::LeaseConfirmation l) {
+      // The client dates the round trip on the steady clock; the driver's is boot time.
+      const int64_t sentAtMs = clock.bootOfSteadyMs(
+          std::chrono::duration_cast<std::chrono::milliseconds>(l.sentAt.time_since_epoch()).count());
       onLease(CoordinatorLease{sentAtMs, l.sessionId, l.sessionTimeoutMs, l.intervalMs});
     });
   }
@@ -220,10 +284,11 @@ void HttpPeerLink::askFailsafe(const PeerIdentity& to, const FailsafeRequest& re
       done(Error{id + " publishes no HTTP address (its http.listen is \"\")"});
     });
   }
-  httpPostAsync(io_, *to.backupUrl + "/failsafe", failsafeBody(cluster_, request), secret_ ? "Bearer " + *secret_ : "",
-                std::chrono::milliseconds(timeoutMs), [done = std::move(done)](Result<HttpResponse> r) {
+  FailsafeCall call{cluster_, request, to.id, freshNonce(), ""};
+  httpPostAsync(io_, *to.backupUrl + "/failsafe", failsafeBody(call, key_), "", std::chrono::milliseconds(timeoutMs),
+                [done = std::move(done), call, key = key_](Result<HttpResponse> r) {
                   if (!r) return done(Error{r.error()});
-                  done(parseFailsafeReply(*r));
+                  done(parseFailsafeReply(*r, call, key));
                 });
 }
 

@@ -11,6 +11,9 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "agent/config.h"
+#include "agent/peer_key.h"
+#include "agent/suspend_clock.h"
 #include "driver/env.h"
 #include "pg/adapter.h"
 #include "zk/options.h"
@@ -18,22 +21,38 @@
 
 namespace dugong::agent {
 
+// The driver's clock: monotonicMs() is CLOCK_BOOTTIME (agent/suspend_clock.h), which
+// counts the host's suspends. Its timers wait on Asio's steady timers, which a suspend
+// holds back: when a suspend is seen (checkForSuspend, at each of the agent's ticks and
+// each reading of the clock), every pending timer is set again for its due boot time,
+// so that a deadline a suspend ran past fires at once.
 class AsioClock : public Clock {
  public:
-  explicit AsioClock(boost::asio::io_context& io) : io_(io) {}
+  // `suspends`: tests pass one reading their own clocks.
+  explicit AsioClock(boost::asio::io_context& io,
+                     std::shared_ptr<SuspendTracker> suspends = std::make_shared<SuspendTracker>());
   EpochMs wallMs() const override;
   int64_t monotonicMs() const override;
   std::unique_ptr<Timer> newTimer() override;
   void post(std::function<void()> fn) override;
+  // Samples for a suspend; after one, logs it and sets every pending timer again.
+  void checkForSuspend() const;
+  // The boot time of a steady-clock time of the past (the ZooKeeper client's).
+  int64_t bootOfSteadyMs(int64_t steadyMs) const { return suspends_->bootOf(steadyMs); }
+
+  class Timers;  // the pending timers (daemon_env.cc)
 
  private:
   boost::asio::io_context& io_;
+  std::shared_ptr<SuspendTracker> suspends_;
+  std::shared_ptr<Timers> timers_;
 };
 
 // Membership is one zk::Session: join opens one, leave closes it.
 class ZkCoordinator : public Coordinator {
  public:
-  ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options, PeerIdentity self);
+  // `clock`: dates the lease's round trips in its time (outlives this).
+  ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options, PeerIdentity self, const AsioClock& clock);
   ~ZkCoordinator() override;
 
   // The session to re-attach to at the next join (once), and what to call with each
@@ -63,6 +82,7 @@ class ZkCoordinator : public Coordinator {
   boost::asio::io_context& io_;
   zk::ZkOptions options_;
   PeerIdentity self_;
+  const AsioClock& clock_;
   std::unique_ptr<zk::Session> session_;
   std::optional<zk::SessionCredentials> resume_;
   std::function<void(zk::SessionCredentials)> onNewSession_;
@@ -77,18 +97,22 @@ class ZkCoordinator : public Coordinator {
 };
 
 // The other agents over HTTP: a failsafe request is a POST to the sync's agent (its
-// identity's backupUrl, the agent's HTTP API), with this agent's credential if any.
+// identity's backupUrl, the agent's HTTP API: HTTPS, its certificate verified, when that
+// agent has one), authenticated by the cluster's peer key when this agent has one
+// (agent/failsafe_message.h); an answer that key does not vouch for is an error.
 class HttpPeerLink : public PeerLink {
  public:
-  HttpPeerLink(boost::asio::io_context& io, std::string cluster, std::optional<std::string> secret)
-      : io_(io), cluster_(std::move(cluster)), secret_(std::move(secret)) {}
+  // From the agent's whole configuration: what it sends is decided here, never by the
+  // caller (the bearer token of http.auth is not among it).
+  HttpPeerLink(boost::asio::io_context& io, const AgentConfig& config)
+      : io_(io), cluster_(config.zk.cluster), key_(config.peerKey) {}
   void askFailsafe(const PeerIdentity& to, const FailsafeRequest& request, int64_t timeoutMs,
                    std::function<void(Result<FailsafeAnswer>)> done) override;
 
  private:
   boost::asio::io_context& io_;
   std::string cluster_;
-  std::optional<std::string> secret_;
+  std::optional<PeerKey> key_;
 };
 
 class PgPostgres : public Postgres {

@@ -95,11 +95,9 @@ Routed mutating(const HttpRequest& r, const ApiAccess& access) {
   return {{}, candidate};
 }
 
-Routed failsafe(const HttpRequest& r, const ApiAccess& access) {
+// The body is parsed here; the agent checks its MAC (agent/failsafe_message.h).
+Routed failsafe(const HttpRequest& r) {
   if (r.method != "POST") return {jsonError(405, r.path + " needs POST"), std::nullopt};
-  if (access.secret && !credentialMatches(r.authorization, *access.secret)) {
-    return {jsonError(401, "a credential is required: Authorization: Bearer <token>"), std::nullopt};
-  }
   auto call = parseFailsafeBody(r.body);
   if (!call) return {jsonError(400, call.error()), std::nullopt};
   Routed out{{}, std::nullopt};
@@ -108,50 +106,6 @@ Routed failsafe(const HttpRequest& r, const ApiAccess& access) {
 }
 
 }  // namespace
-
-std::string failsafeBody(const std::string& cluster, const FailsafeRequest& request) {
-  return nlohmann::json{{"cluster", cluster},
-                        {"generation", request.generation},
-                        {"primary", request.primaryId},
-                        {"durationMs", request.durationMs}}
-      .dump();
-}
-
-Result<FailsafeCall> parseFailsafeBody(const std::string& body) {
-  const std::string expected = "expected {\"cluster\": name, \"generation\": n, \"primary\": id, \"durationMs\": n}";
-  auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Error{"the body is not a JSON object: " + expected};
-  for (const auto& [key, value] : j.items()) {
-    if (key != "cluster" && key != "generation" && key != "primary" && key != "durationMs") {
-      return Error{"unknown key \"" + key + "\" (" + expected + ")"};
-    }
-  }
-  if (!j.contains("cluster") || !j["cluster"].is_string() || !j.contains("primary") || !j["primary"].is_string() ||
-      !j.contains("generation") || !j["generation"].is_number_integer() || !j.contains("durationMs") ||
-      !j["durationMs"].is_number_integer()) {
-    return Error{expected + ", found " + j.dump()};
-  }
-  return FailsafeCall{j["cluster"].get<std::string>(),
-                      FailsafeRequest{j["generation"].get<int64_t>(), j["primary"].get<std::string>(),
-                                      j["durationMs"].get<int64_t>()}};
-}
-
-HttpReply failsafeReply(const FailsafeAnswer& answer) {
-  return jsonReply(200, {{"granted", answer.granted}, {"reason", answer.reason}});
-}
-
-Result<FailsafeAnswer> parseFailsafeReply(const HttpResponse& response) {
-  auto j = nlohmann::json::parse(response.body, nullptr, false);
-  if (response.status != 200) {
-    return Error{"HTTP " + std::to_string(response.status) +
-                 (j.is_object() && j.contains("error") && j["error"].is_string() ? ": " + j["error"].get<std::string>()
-                                                                                  : "")};
-  }
-  if (j.is_discarded() || !j.is_object() || !j.contains("granted") || !j["granted"].is_boolean()) {
-    return Error{"an answer without \"granted\": " + response.body};
-  }
-  return FailsafeAnswer{j["granted"].get<bool>(), j.value("reason", std::string())};
-}
 
 HttpReply jsonError(int status, const std::string& reason) { return jsonReply(status, {{"error", reason}}); }
 
@@ -200,7 +154,7 @@ bool credentialMatches(const std::string& authorization, const std::string& secr
 
 Routed route(const HttpRequest& r, const ApiStatus& s, const ApiAccess& access) {
   if (r.path == "/switchover" || r.path == "/restart" || r.path == "/reload") return mutating(r, access);
-  if (r.path == "/failsafe") return failsafe(r, access);
+  if (r.path == "/failsafe") return failsafe(r);
   if (r.method != "GET" && r.method != "HEAD") {
     return {jsonError(405, r.path + " answers GET and HEAD only"), std::nullopt};
   }

@@ -16,10 +16,9 @@
 //   POST /switchover {"candidate": ID}   needs the credential (see checkCredential)
 //   POST /restart, POST /reload          the same; restarts or reloads this peer's postgres
 //                                        (body: none or {}), answered once done
-//   POST /failsafe {"cluster", "generation", "primary", "durationMs"}   a primary asks its
-//                   sync for a failsafe promise (driver/failsafe.h): 200 {"granted", "reason"};
-//                   needs the credential when one is configured, and not otherwise (a
-//                   promise can only hold a takeover back, never cause one)
+//   POST /failsafe   a primary asks its sync for a failsafe promise (driver/failsafe.h):
+//                   the messages and their authentication by the cluster's peer key are
+//                   agent/failsafe_message.h's; never the bearer token
 //
 // [lag]: ?lag=N (bytes, or a size such as 16MB or 1GB) answers 503 when the standby's
 // replay is more than N bytes behind the WAL it has received; a bad value is a 400.
@@ -34,8 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "driver/failsafe.h"
-#include "agent/http_client.h"
+#include "agent/failsafe_message.h"
 #include "agent/http_server.h"
 #include "statemachine/peer.h"
 #include "statemachine/result.h"
@@ -64,23 +62,12 @@ struct ApiAccess {
 // body were accepted): a switchover (the candidate is checked against the cluster by
 // the caller), or an operator's request to this peer ("restart" or "reload", carried
 // out as a request node's: agent/request_follower.h).
-struct FailsafeCall {
-  std::string cluster;
-  FailsafeRequest request;
-};
 struct Routed {
   HttpReply reply;
   std::optional<std::string> switchoverTo;
   std::optional<std::string> operatorAction = std::nullopt;  // so that {reply, nullopt} stays complete
   std::optional<FailsafeCall> failsafe = std::nullopt;       // decided by the driver
 };
-
-// The body of POST /failsafe, and its parse (the error says why).
-std::string failsafeBody(const std::string& cluster, const FailsafeRequest& request);
-Result<FailsafeCall> parseFailsafeBody(const std::string& body);
-// The reply to it, and its parse.
-HttpReply failsafeReply(const FailsafeAnswer& answer);
-Result<FailsafeAnswer> parseFailsafeReply(const HttpResponse& response);
 
 Routed route(const HttpRequest& request, const ApiStatus& status, const ApiAccess& access);
 

@@ -1,4 +1,5 @@
 #include "agent/promise_record.h"
+#include "agent/suspend_clock.h"
 
 #include "agent/durable_file.h"
 
@@ -22,9 +23,7 @@ BootClock BootClock::now() {
   BootClock c;
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::getline(in, c.bootId);
-  timespec ts{};
-  ::clock_gettime(CLOCK_BOOTTIME, &ts);
-  c.ms = int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+  c.ms = bootTimeMs();
   return c;
 }
 

@@ -1,4 +1,5 @@
 #include "agent/watchdog.h"
+#include "agent/suspend_clock.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -26,7 +27,7 @@ struct Watchdog::Shared {
   // When the agent lost its ZooKeeper connection as the primary (steady clock, ms);
   // 0: connected.
   std::atomic<int64_t> connectionLostMs{0};
-  // The primary's lease's end (steady clock, ms); 0: none yet.
+  // The primary's lease's end (CLOCK_BOOTTIME, ms: the driver's clock); 0: none yet.
   std::atomic<int64_t> leaseDeadlineMs{0};
   // The agent loop's last beat (steady clock, ms); 0: none yet, or the loop has ended.
   std::atomic<int64_t> beatMs{0};
@@ -165,7 +166,7 @@ void endHungAgent(const std::string& dataDir, const std::string& sessionFile, pi
     int64_t sleepMs = !armed() ? std::max<int64_t>(limitMs, 1000) : lostAt() ? lostPollMs : pollMs;
     const int64_t leaseEnd = shared.leaseDeadlineMs.load();
     if (armed() && leaseEnd > 0 && leaseEnd != leaseActedOn) {
-      sleepMs = std::clamp<int64_t>(leaseEnd - steadyMs(), 1, sleepMs);  // wakes at the lease's end
+      sleepMs = std::clamp<int64_t>(leaseEnd - bootTimeMs(), 1, sleepMs);  // wakes at the lease's end
     } else {
       // Not armed, or no lease's end yet: one may come at any moment (the primary's apply
       // arms it, its first lease follows), and a sleep of the whole limit would act on it
@@ -181,12 +182,12 @@ void endHungAgent(const std::string& dataDir, const std::string& sessionFile, pi
     spdlog::default_logger()->flush();  // lines a full stderr held back
     if (armed()) {
       const int64_t end = shared.leaseDeadlineMs.load();
-      if (end > 0 && end != leaseActedOn && steadyMs() >= end) {
+      if (end > 0 && end != leaseActedOn && bootTimeMs() >= end) {  // the driver's clock, which counts suspends
         leaseActedOn = end;
         const bool sent = signalPostmaster(dataDir);
         spdlog::warn("watchdog: the primary's lease ended {} ms ago with no newer one from the agent (pid {}): {}, "
                      "before its ZooKeeper session can expire on the leader and another peer take over",
-                     steadyMs() - end, static_cast<int>(parent),
+                     bootTimeMs() - end, static_cast<int>(parent),
                      sent ? "asked postgres for an immediate shutdown" : "postgres is not running");
         spdlog::default_logger()->flush();
       }

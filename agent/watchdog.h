@@ -64,7 +64,8 @@ class Watchdog {
   // session timeout) after the loss, and if it stops or dies meanwhile, the watchdog
   // does so by then.
   void setConnectionLost(bool lost);
-  // The primary's lease ends at `deadlineMs` (steady clock, ms; driver/lease.h):
+  // The primary's lease ends at `deadlineMs` (CLOCK_BOOTTIME, ms: the driver's clock,
+  // agent/suspend_clock.h, which counts the host's suspends; driver/lease.h):
   // while armed, the watchdog asks the postmaster for a fast shutdown once that time has
   // passed without a newer deadline, whether the agent runs, is stopped or is gone (a hung
   // agent's ZooKeeper thread would keep the connection, not the lease).

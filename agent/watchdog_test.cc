@@ -1,4 +1,5 @@
 #include "agent/watchdog.h"
+#include "agent/suspend_clock.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -182,10 +183,7 @@ TEST(Watchdog, ItShutsPostgresDownAtTheLeasesEndWhileTheAgentRuns) {
   auto watchdog = Watchdog::start(dir.path(), std::chrono::milliseconds(60000));
   ASSERT_TRUE(watchdog) << watchdog.error();
   (*watchdog)->setPrimary(true);
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  (*watchdog)->setLeaseDeadline(now + 300);
+  (*watchdog)->setLeaseDeadline(bootTimeMs() + 300);  // the driver's clock
   auto status = waitForPostmaster(postmaster);
   ASSERT_TRUE(status.has_value()) << "postgres ran on past the lease's end";
   ASSERT_TRUE(WIFSIGNALED(*status));
@@ -205,11 +203,6 @@ struct FakeLoop {
   // The loop ends its beats on purpose (a stopped agent on its way out), then waits.
   bool endsBeats = false;
 };
-
-int64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // A pipe whose write end is full (its buffer as small as the kernel allows); the read
 // end is never read. Returns {read end, write end}.
@@ -252,7 +245,7 @@ pid_t agentWithALoop(const std::string& dataDir, const std::string& sessionFile,
     if (n >= 0) break;  // a byte, or the end
     ::usleep(10000);
   }
-  if (loop.leaseInMs > 0) (*watchdog)->setLeaseDeadline(nowMs() + loop.leaseInMs);
+  if (loop.leaseInMs > 0) (*watchdog)->setLeaseDeadline(bootTimeMs() + loop.leaseInMs);
   if (loop.endsBeats) (*watchdog)->endBeats();
   for (;;) ::pause();
 }

@@ -3,6 +3,7 @@ ask the system who is primary, and carry out the operator's duties."""
 import json
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import time
@@ -128,6 +129,7 @@ class Dugong(System):
         super().__init__(peers, zk, workdir, client_host)
         self.dugong = os.path.join(build_dir, "agent", "dugong")
         self.adm_bin = os.path.join(build_dir, "tools", "adm", "dugong-adm")
+        self.peer_key = secrets.token_hex(32)
         self.cluster = cluster
         self.session_timeout_ms = session_timeout_ms
         self.detect_seconds = session_timeout_ms / 1000.0
@@ -142,6 +144,10 @@ class Dugong(System):
     def write_config(self, i):
         h = self.peers[i]
         subnet = h.topo.subnet
+        # The cluster's peer key (http.peerKeyFile): the failsafe across hosts needs one.
+        key_path = os.path.join(self.peer_dir(i), "peer.key")
+        with open(os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as k:
+            k.write(self.peer_key + "\n")
         with open(self.config_path(i), "w") as f:
             f.write(f"""cluster: {self.cluster}
 zookeeper:
@@ -166,6 +172,7 @@ postgres:
     max_wal_size: 256MB
 http:
   listen: 0.0.0.0:{HTTP_PORT}
+  peerKeyFile: {key_path}
 health:
   withdrawAfterSeconds: 20
 shutdown:

@@ -236,7 +236,8 @@ TEST(Backup, FromAStandbyRestoresANewClusterToARestorePointAndSurvivesAFailover)
   pg::CommandResult reset;
   EXPECT_TRUE(h.waitFor(
       [&] {  // the stopped agents' sessions end within a session timeout
-        reset = adm(h, {"reset-state", "--yes", "--record", record});
+        // Every postgres is stopped: no promise can be in force, the wait can be short.
+        reset = adm(h, {"reset-state", "--yes", "--promise-wait-ms", "1000", "--record", record});
         return reset.ok();
       },
       std::chrono::seconds(30)))
