@@ -116,6 +116,7 @@
 
 #include "agent/peer_key.h"
 #include "agent/rejoin.h"
+#include "driver/defaults.h"
 #include "pg/options.h"
 #include "statemachine/identity.h"
 #include "statemachine/result.h"
@@ -144,11 +145,12 @@ struct AgentConfig {
   std::optional<std::string> httpSecret;  // the mutating endpoints' credential; none: disabled
   std::optional<PeerKey> peerKey;         // http.peerKeyFile's; none: messages to peers go unauthenticated
   bool singleton = false;
-  RejoinPolicy rejoin = RejoinPolicy::kRewind;
-  int handoverWaitMs = 5000;
-  int syncReplaceAfterMs = 2000;
-  int syncReplaceHoldMs = 5000;
-  int syncConnectGraceMs = 10000;
+  // The driver's defaults (driver/defaults.h).
+  RejoinPolicy rejoin = defaults::kRejoin;
+  int handoverWaitMs = defaults::kHandoverWaitMs;
+  int syncReplaceAfterMs = defaults::kSyncReplaceAfterMs;
+  int syncReplaceHoldMs = defaults::kSyncReplaceHoldMs;
+  int syncConnectGraceMs = defaults::kSyncConnectGraceMs;
   // The ensemble's tickTime as the operator states it (an upper bound), for the primary's
   // lease (driver/lease.h); 0: half the negotiated session timeout, ZooKeeper's floor.
   int zkTickTimeMs = 0;

@@ -97,7 +97,6 @@ struct CancelTimer {
 struct Later {  // in::Delivered{event} on a later turn of the loop
   Event event;
 };
-struct ConfirmLater {};  // in::ConfirmLater on a later turn of the loop
 
 // The agent around the driver (DriverOptions' callbacks), and the log.
 struct PrimaryApplyStarting {};
@@ -125,7 +124,7 @@ using Command =
                  cmd::ReadDataState, cmd::StopWrites, cmd::ShutDownWrites, cmd::ResumeWrites, cmd::AwaitUpstreamStop,
                  cmd::Rejoin, cmd::SampleSync, cmd::StopPostgresAndFinish, cmd::Finish, cmd::Join, cmd::Leave,
                  cmd::PutState, cmd::PublishDataState, cmd::PublishStreaming, cmd::AskFailsafe, cmd::AnswerFailsafe, cmd::SetTimer,
-                 cmd::CancelTimer, cmd::Later, cmd::ConfirmLater, cmd::PrimaryApplyStarting, cmd::RoleApplied,
+                 cmd::CancelTimer, cmd::Later, cmd::PrimaryApplyStarting, cmd::RoleApplied,
                  cmd::PrimaryConnectionLoss, cmd::LeaseDeadline, cmd::Log, cmd::Fatal>;
 
 }  // namespace dugong::agent

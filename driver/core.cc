@@ -95,7 +95,6 @@ void DriverCore::onInput(const Input& input) {
                    if (!disarm(t.key)) return;
                    onTimer(t.key);
                  },
-                 [&](const in::ConfirmLater&) { confirmAfterNewSession(); },
              },
              input);
 }
@@ -222,8 +221,15 @@ void DriverCore::stop() {
 
 void DriverCore::step(const Event& delivered) {
   bool newSessionAfterLoss = false;
+  bool resumptionDropped = false;
   if (std::holds_alternative<ZkInitialized>(delivered) || std::holds_alternative<ClusterStateChanged>(delivered)) {
     stateWriteUnsettled_ = false;  // the state read says how any earlier write ended
+  }
+  // The state machine steps the answer to its write now: that write is over (a write it
+  // asks for in this step is a new one).
+  if (std::holds_alternative<StateWriteFinished>(delivered) && stateWrite_ &&
+      stateWrite_->purpose == in::WriteFor::kStateMachine && stateWrite_->answered) {
+    stateWrite_.reset();
   }
   if (const auto* init = std::get_if<ZkInitialized>(&delivered)) {
     if (failsafeInUse() && !connectionLost_) {
@@ -231,9 +237,11 @@ void DriverCore::step(const Event& delivered) {
               "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
     }
     if (failsafeUntil_) dropFailsafe("a new ZooKeeper session");
-    resumeAfterStep_.reset();  // decided on the session it was asked on, never on a new one
-    confirmAfterStep_ = false;
-    lastStateNode_ = init->state;
+    // Decided on the session they were asked on, never on a new one: a resumption that
+    // waited goes through the new session's confirmation instead.
+    resumptionDropped = std::exchange(resumeWanted_, std::nullopt).has_value();
+    confirmWanted_ = false;
+    noteStateRead(init->state);
     lastActive_ = init->active;
     lastData_ = init->data;
     lastNotStreaming_ = init->notStreaming;
@@ -256,7 +264,7 @@ void DriverCore::step(const Event& delivered) {
       setTimer(TimerKind::kPeerGrace, sessionTimeoutMs_);
     }
   } else if (const auto* change = std::get_if<ClusterStateChanged>(&delivered)) {
-    lastStateNode_ = change->state;
+    noteStateRead(change->state);
   } else if (const auto* active = std::get_if<ActivePeersChanged>(&delivered)) {
     lastActive_ = active->active;
     lastData_ = active->data;
@@ -276,19 +284,12 @@ void DriverCore::step(const Event& delivered) {
   if (failsafeUntil_ && (peer_->role() != Role::kPrimary || generation() != failsafeGeneration_)) {
     dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafeGeneration_));
   }
-  // What waited for the state machine's step to end.
-  if (!peer_->awaitingCompletion() && !peer_->keepsFence()) {
-    if (resumeAfterStep_) {
-      auto [how, noTakeoverCanLand] = *std::exchange(resumeAfterStep_, std::nullopt);
-      resumeWritesIfUnchanged(how, noTakeoverCanLand);
-    }
-    if (std::exchange(confirmAfterStep_, false)) confirmAfterNewSession();
-  }
-  if (newSessionAfterLoss) afterNewSession();
+  if (newSessionAfterLoss || resumptionDropped) afterNewSession();
   maybeHandOver();
   joinAgainOnceDeposedAndStopped();
   maybeRejoin();
   maybePublishDataState();
+  reconcileWrites();
 }
 
 void DriverCore::carryOut(Action action) {
@@ -300,16 +301,20 @@ void DriverCore::carryOut(Action action) {
               ++counters_.stateWriteFailures;
               return later(StateWriteFinished{false, "not connected to ZooKeeper (withdrawn)", false, -1});
             }
-            if (confirmInFlight_) {
+            if (stateWrite_ && stateWrite_->purpose != in::WriteFor::kStateMachine) {
               ++counters_.stateWriteFailures;
               return later(StateWriteFinished{
-                  false, "a test-and-set confirming the state after a new session is in flight", false, -1});
+                  false,
+                  stateWrite_->purpose == in::WriteFor::kConfirmation
+                      ? "a test-and-set confirming the state after a new session is in flight"
+                      : "a test-and-set taking this peer out of deposed after its rejoin is in flight",
+                  false, -1});
             }
             if (holdTakeoverForPromise(action)) return;
             // A write may name another sync, which promised nothing: the failsafe's
             // permission does not outlive it.
             if (failsafeUntil_) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
-            smWriteInFlight_ = true;
+            stateWrite_ = StateWrite{in::WriteFor::kStateMachine};
             emit(cmd::PutState{std::move(w.state), w.expectedVersion, std::move(w.reason),
                                in::WriteFor::kStateMachine});
           },
@@ -322,17 +327,17 @@ void DriverCore::carryOut(Action action) {
                                                   "has joined again",
                                            false});
             }
-            applyPg(a.config, true);
+            applyPg(a.config, PgOp::kPeerApply);
           },
           [&](const FencePg& f) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.
-            if (pgBusy_) return later(PgFenced{false, "postgres is being restarted", 0});
+            if (pgBusy()) return later(PgFenced{false, "postgres is being restarted", 0});
             if (holdTakeoverForPromise(action)) return;
-            pgBusy_ = true;
             const auto gen = generation();
             if (!switchoverRequested(true) || handoverWaitedIn_ == gen) return fencePg(f.newSync);
             handoverWaitedIn_ = gen;
+            pgOp_ = PgOp::kAwaitUpstreamStop;
             log(LogLevel::kInfo, "switchover: waiting up to " + std::to_string(opts_.handoverWaitMs) + " ms for " +
                                      peer_->clusterState()->primary.id +
                                      " to stop postgres, so that this peer has all of its WAL before taking over");
@@ -358,12 +363,30 @@ void DriverCore::carryOut(Action action) {
 }
 
 void DriverCore::onStateMachineWrite(const StateWriteFinished& r) {
-  smWriteInFlight_ = false;
+  // Over once the state machine has stepped the answer (step(Event)).
+  if (stateWrite_ && stateWrite_->purpose == in::WriteFor::kStateMachine) stateWrite_->answered = true;
   if (!r.ok) ++counters_.stateWriteFailures;
   if (!r.ok) stateWriteUnsettled_ = true;
   later(r);
-  // The confirmation waited for this write: after the state machine has stepped the answer.
-  if (std::exchange(confirmDeferred_, false)) emit(cmd::ConfirmLater{});
+}
+
+void DriverCore::noteStateRead(const StateNode& node) {
+  lastState_.node = node;
+  lastState_.parsed.reset();
+  if (!node.exists) return;
+  if (auto parsed = ClusterState::parse(node.data)) lastState_.parsed = std::move(parsed.value());
+}
+
+bool DriverCore::stateWriteUnanswered(in::WriteFor purpose) const {
+  return stateWrite_ && stateWrite_->purpose == purpose && !stateWrite_->answered;
+}
+
+bool DriverCore::logOnce(Memo memo, const std::string& value) {
+  auto [it, added] = memos_.try_emplace(memo, value);
+  if (added) return true;
+  if (it->second == value) return false;
+  it->second = value;
+  return true;
 }
 
 std::optional<int64_t> DriverCore::generation() const {
@@ -373,34 +396,25 @@ std::optional<int64_t> DriverCore::generation() const {
 
 // ---- postgres ------------------------------------------------------------------------
 
-// REQUIRES: pgBusy_ set by the caller.
 void DriverCore::fencePg(const std::optional<PeerIdentity>& newSync) {
-  fenceInFlight_ = true;
+  pgOp_ = PgOp::kFence;
   emit(cmd::FencePg{newSync});
 }
 
 void DriverCore::onFenced(const PgFenced& r) {
-  pgBusy_ = false;
-  fenceInFlight_ = false;
+  pgOp_.reset();
   step(r);
   afterPgTransition();  // like every other transition's end: what waited for it runs now
 }
 
-void DriverCore::resumeIfDeferred() {
-  if (pgBusy_ || !resumeAfterTransition_) return;
-  // A confirmation of the state asked for since decides instead (its answer resumes).
-  if (confirmInFlight_) return resumeAfterTransition_.reset();
-  auto [how, noTakeoverCanLand] = *std::exchange(resumeAfterTransition_, std::nullopt);
-  resumeWritesIfUnchanged(how, noTakeoverCanLand);
-}
-
-void DriverCore::applyPg(const PgConfig& config, bool fromPeer) {
-  if (pgBusy_) {
+void DriverCore::applyPg(const PgConfig& config, PgOp op) {
+  const bool fromPeer = op == PgOp::kPeerApply;
+  if (pgBusy()) {
     // Only a restart can be in flight when the state machine asks (it never asks twice).
     if (fromPeer) queuedPeerApply_ = config;
     return;
   }
-  pgBusy_ = true;
+  pgOp_ = op;
   if (config.role == PgRole::kPrimary) emit(cmd::PrimaryApplyStarting{});
   emit(cmd::ApplyPg{config, fromPeer});
 }
@@ -411,8 +425,8 @@ void DriverCore::onApplied(const in::Applied& a) {
   const PgConfigApplied& r = a.r;
   // The state machine's wanted configuration: its own apply, or the start after a
   // switchover that did not happen.
-  const bool wanted = fromPeer || std::exchange(startingAgainAfterHandover_, false);
-  pgBusy_ = false;
+  const bool wanted = fromPeer || pgOp_ == PgOp::kStartAgain;
+  pgOp_.reset();
   lastTransitionDone_ = now();
   bool restartAfterResume = false;
   if (r.ok) {
@@ -480,7 +494,7 @@ void DriverCore::onApplied(const in::Applied& a) {
     emit(cmd::RoleApplied{previous, roleApplied_});
   }
   if (fromPeer) step(r);
-  if (restartAfterResume && !pgBusy_ && !lastAppliedIsStale()) applyPg(*lastApplied_, false);
+  if (restartAfterResume && !pgBusy() && !lastAppliedIsStale()) applyPg(*lastApplied_);
   afterPgTransition();
 }
 
@@ -511,12 +525,14 @@ void DriverCore::afterPgTransition() {
   // An abandoned switchover starts postgres again first: a resumption decided on the
   // handover's stop (role none) would find the configuration stale and leave writes
   // stopped, which no apply lifts; decided when that start ends.
-  if (handoverFrom_ && resumeAfterTransition_ && !queuedPeerApply_) maybeHandOver();
-  resumeIfDeferred();
-  if (queuedPeerApply_ && !pgBusy_) {
+  if (handoverFrom_ && resumeWanted_ && resumeWanted_->waitsFor == WritesWait::kTransition && !queuedPeerApply_) {
+    maybeHandOver();
+  }
+  reconcileWrites();
+  if (queuedPeerApply_ && !pgBusy()) {
     PgConfig next = *queuedPeerApply_;
     queuedPeerApply_.reset();
-    applyPg(next, true);
+    applyPg(next, PgOp::kPeerApply);
   }
   maybeHandOver();
   joinAgainOnceDeposedAndStopped();

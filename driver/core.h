@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -42,6 +43,7 @@
 #include <vector>
 
 #include "driver/command.h"
+#include "driver/defaults.h"
 #include "driver/env.h"
 #include "driver/input.h"
 #include "driver/lease.h"
@@ -74,20 +76,20 @@ struct DriverOptions {
   bool setupFromData = false;
   int64_t setupWaitMs = 0;
   // What a deposed peer does on its own (agent/rejoin.h).
-  RejoinPolicy rejoin = RejoinPolicy::kFollow;
+  RejoinPolicy rejoin = defaults::kRejoin;
   // A planned switchover: how long the sync waits for the old primary to stop (and its
   // WAL stream to end) before it fences itself and takes over anyway. 0: no clean
-  // handover (Manatee's behaviour; the simulators, which model no WAL stream).
-  int64_t handoverWaitMs = 0;
+  // handover (Manatee's behaviour; the script simulator, which models no WAL stream).
+  int64_t handoverWaitMs = defaults::kHandoverWaitMs;
   // A sync that keeps its session but acknowledges nothing: how long commits may wait on
   // it without its flush position moving before the primary replaces it (0: never, the
   // simulators unless they model replication), how often the primary samples it, how
   // long a new sync may take to connect, and the state machine's hold between two
   // such replacements (PeerOptions::syncReplaceHoldMs).
-  int64_t syncReplaceAfterMs = 0;
+  int64_t syncReplaceAfterMs = defaults::kSyncReplaceAfterMs;
   int64_t syncSampleMs = 250;
-  int64_t syncConnectGraceMs = 10000;
-  int64_t syncReplaceHoldMs = 5000;
+  int64_t syncConnectGraceMs = defaults::kSyncConnectGraceMs;
+  int64_t syncReplaceHoldMs = defaults::kSyncReplaceHoldMs;
   // Called on the loop once postgres has applied a configuration the state machine
   // asked for, when the peer's role differs from the one of the last such apply.
   std::function<void(Role previous, Role applied)> onRoleApplied;
@@ -157,11 +159,11 @@ class DriverCore {
   bool withdrawn() const { return withdrawn_; }
   bool stopping() const { return stopping_; }
   bool failed() const { return failed_; }
-  bool pgBusy() const { return pgBusy_; }
+  bool pgBusy() const { return pgOp_.has_value(); }
   bool applyQueued() const { return queuedPeerApply_.has_value(); }
   // Postgres runs the configuration the state machine wants: no transition in flight, and
   // the last one applied is the wanted one.
-  bool runsWantedConfig() const { return !pgBusy_ && !lastAppliedIsStale(); }
+  bool runsWantedConfig() const { return !pgBusy() && !lastAppliedIsStale(); }
   const DriverCounters& counters() const { return counters_; }
   bool writesStopped() const { return writesStopped_; }
   Role appliedRole() const { return roleApplied_; }
@@ -172,6 +174,12 @@ class DriverCore {
   std::optional<int64_t> promisedUntil() const { return promisedUntil_; }
 
  private:
+  // What a decision about writes waits for (isolated_primary.cc).
+  enum class WritesWait { kNothing, kLease, kTransition, kStep };
+  // A postgres operation: an apply (the state machine's, the driver's own, or the start
+  // after a switchover that did not happen, which applies the state machine's wanted
+  // configuration), the wait for the old primary's stop before a fence, the fence, a rejoin.
+  enum class PgOp { kPeerApply, kOwnApply, kStartAgain, kAwaitUpstreamStop, kFence, kRejoin };
   // ---- core.cc: the loop, the state machine's actions, postgres transitions
   void onInput(const Input& input);
   void start();
@@ -180,12 +188,14 @@ class DriverCore {
   void later(Event event) { emit(cmd::Later{std::move(event)}); }
   void carryOut(Action action);  // moves what it emits (a state written) out of `action`
   void join();
-  void applyPg(const PgConfig& config, bool fromPeer);
+  void applyPg(const PgConfig& config, PgOp op = PgOp::kOwnApply);
   void onApplied(const in::Applied& a);
   void fencePg(const std::optional<PeerIdentity>& newSync);
   void onFenced(const PgFenced& r);
   void onStateMachineWrite(const StateWriteFinished& r);
-  void resumeIfDeferred();
+  void noteStateRead(const StateNode& node);
+  // A write of this purpose is in flight, its answer not yet come back.
+  bool stateWriteUnanswered(in::WriteFor purpose) const;
   void afterPgTransition();
   PeerOptions peerOptions() const;
   std::optional<int64_t> generation() const;
@@ -214,6 +224,14 @@ class DriverCore {
   void onShutDownTimer();
   // noTakeoverCanLand: the lost session came back, or the state was confirmed on a new one.
   void resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand = false);
+  // What holds a resumption back now (kNothing: it is decided now).
+  WritesWait resumeWaitsFor(bool noTakeoverCanLand) const;
+  // The primary, with the configuration postgres already has, and the state machine in the
+  // middle of a step or settling a write of unknown outcome: nothing but the end of that
+  // lifts a stop of writes.
+  bool primaryConfigAppliedMidStep() const;
+  // The resumption and the confirmation that wait, decided now if nothing holds them back.
+  void reconcileWrites();
   void onWritesResumed(bool noTakeoverCanLand, const Result<bool>& r);
   void onWritesTimer();
   void afterNewSession();
@@ -285,6 +303,13 @@ class DriverCore {
   void arm(const TimerKey& key, int64_t at);
   bool disarm(const TimerKey& key);
   int64_t now() const { return now_.monoMs; }
+  // Lines logged once per value of what they say: the primary's reason not to ask for a
+  // promise or the sync's for giving none (each once per reason), the first request of a
+  // stall of the round trips (once per round trip it follows), a restart not done (once
+  // per transition).
+  enum class Memo { kNoAsk, kAskFor, kNoPromise, kStaleRestart, kOutageRestart };
+  // True if `value` is new for `memo` (noting it): the line is to be logged.
+  bool logOnce(Memo memo, const std::string& value);
 
   DriverOptions opts_;
   bool peersReachable_ = false;
@@ -295,7 +320,12 @@ class DriverCore {
   std::vector<std::pair<TimerKey, int64_t>> armed_;
   std::unique_ptr<Peer> peer_;
   // What the coordinator last told us, to start a fresh state machine after a rebuild.
-  StateNode lastStateNode_;
+  // The cluster state last read, as read and parsed once (nullopt: none, or not valid).
+  struct ReadState {
+    StateNode node;
+    std::optional<ClusterState> parsed;
+  };
+  ReadState lastState_;
   PeerList lastActive_;
   PeerDataStates lastData_;
   std::set<std::string> lastNotStreaming_;
@@ -326,25 +356,34 @@ class DriverCore {
   enum class WritesRetry { kStop, kResume, kConfirm } writesRetry_ = WritesRetry::kStop;
   bool writesRetryNoTakeover_ = false;
   std::optional<int64_t> shutDownAfterLossMs_;
-  // A resumption decided once something in flight is over (how, noTakeoverCanLand): a
-  // postgres transition, the state machine's step, a confirmation of the lease.
-  using Resumption = std::pair<std::string, bool>;
-  std::optional<Resumption> resumeAfterTransition_;
-  std::optional<Resumption> resumeAfterStep_;
-  bool confirmAfterStep_ = false;  // the new session's confirmation, once the step ends
-  bool confirmInFlight_ = false;   // the state written back after a new session
+  // Writes to resume (how, noTakeoverCanLand), or the state to confirm on a new session,
+  // once nothing in flight holds them back: a postgres transition, the state machine's
+  // step or state write, the lease. Level-triggered: reconcileWrites() derives at the end
+  // of each step whether what holds them back is over (resumeWaitsFor, confirmWaits).
+  struct Resumption {
+    std::string how;
+    bool noTakeoverCanLand = false;
+    WritesWait waitsFor = WritesWait::kNothing;  // what it waited for when last looked at
+  };
+  std::optional<Resumption> resumeWanted_;
+  bool confirmWanted_ = false;
   // Writes were stopped on a new session and have not resumed since: a connection that
   // comes back on it resumes them only through the confirmation, never by the
   // same-session rule.
   bool confirmOwed_ = false;
-  // One cluster-state write at a time: the state machine's and the confirmation never
-  // overlap (a confirmation wanted while the state machine's write is in flight waits
-  // for it; the state machine's write asked for during a confirmation fails at once and
-  // is retried with the state read after it).
-  bool smWriteInFlight_ = false;
-  bool confirmDeferred_ = false;
+  // One cluster-state write at a time, whatever its purpose: the state machine's, the
+  // confirmation after a new session, the release from deposed after a rejoin (a
+  // confirmation wanted while another write is in flight waits for it; the state
+  // machine's write asked for during a confirmation fails at once and is retried with the
+  // state read after it). The state machine's lasts until it has stepped the answer
+  // (`answered`: the answer is on its way to it).
+  struct StateWrite {
+    in::WriteFor purpose;
+    bool answered = false;
+  };
+  std::optional<StateWrite> stateWrite_;
   // The lease: confirmations seen at all, its end, the last confirmed send, whether it
-  // ended (writes stopped for it), a resumption that waits for it.
+  // ended (writes stopped for it).
   bool coordinatorUp_ = true;
   bool leaseInUse_ = false;
   std::optional<int64_t> leaseDeadline_;
@@ -352,7 +391,6 @@ class DriverCore {
   int64_t leaseSessionId_ = 0;  // the session of leaseDeadline_
   int64_t leaseIntervalMs_ = 0;
   bool leaseEnded_ = false;
-  std::optional<Resumption> resumeAfterLease_;
   // The failsafe, as primary: the permission's end, the generation and session it was
   // asked in, the last refusal logged. As sync: the promise's end, the takeover it holds
   // back. A state write that failed leaves the outcome unknown until a state is read
@@ -360,15 +398,9 @@ class DriverCore {
   std::optional<int64_t> failsafeUntil_;
   int64_t failsafeGeneration_ = 0;
   int64_t failsafeSession_ = 0;
-  std::string failsafeLastRefusal_;
-  int64_t failsafeAskLoggedFor_ = -1;  // the last confirmed round trip's send the first request was logged for
   bool stateWriteUnsettled_ = false;
   std::optional<int64_t> promisedUntil_;
-  std::string failsafeLastRefusalGiven_;  // logged once per reason
   std::optional<Action> heldTakeover_;
-  bool fenceInFlight_ = false;
-  std::optional<int64_t> lastStaleRestartSkip_;  // logged once per transition
-  std::optional<int64_t> lastOutageRestartSkip_;  // logged once per transition
   // The automatic rejoin: the generation last tried, the primary postgres follows since
   // a successful rejoin (until this peer is out of `deposed`), and whether that removal
   // is being written. A failed rejoin is tried again after a delay (0: not failed in
@@ -383,22 +415,19 @@ class DriverCore {
   std::optional<std::string> rejoinedTo_;
   std::string rejoinReason_;
   std::string lastRejoinError_;  // why the last automatic rejoin failed; empty once one worked
-  bool rejoinWriteInFlight_ = false;
   // The clean handover: the primary's configuration before it stopped postgres for a
   // switchover; the generation whose takeover already waited for the old primary.
   std::optional<PgConfig> handoverFrom_;
   bool handoverTimedOut_ = false;  // the sync's wait is over: start postgres again once idle
   std::string handedOverFor_;      // the promote request (JSON) last handed over for
-  // The apply in flight starts postgres again after a switchover that did not happen: the
-  // state machine's wanted configuration, which lifts a stop of writes as its own applies do.
-  bool startingAgainAfterHandover_ = false;
   std::optional<int64_t> handoverWaitedIn_;
   SyncAckWatch syncWatch_;
   std::optional<std::pair<int64_t, std::string>> syncWatchedFor_;  // generation, sync
   bool syncSampleInFlight_ = false;
-  // Postgres: one transition at a time, whether the state machine or a restart after a
-  // crash asked for it.
-  bool pgBusy_ = false;
+  // Postgres: one operation at a time, whether the state machine or the driver (a restart
+  // after a crash, a handover, a rejoin) asked for it; an apply of the state machine's
+  // asked for meanwhile waits in queuedPeerApply_.
+  std::optional<PgOp> pgOp_;
   std::optional<PgConfig> queuedPeerApply_;
   std::optional<PgConfig> lastApplied_;
   bool healthy_ = true;
@@ -411,6 +440,7 @@ class DriverCore {
   std::optional<int64_t> joinedAgainAt_;  // by joinAgainAfterWithdrawal
   bool stopping_ = false;
   bool failed_ = false;
+  std::map<Memo, std::string> memos_;
   DriverCounters counters_;
   Role roleApplied_ = Role::kUnknown;  // for RoleApplied
 };

@@ -45,10 +45,10 @@ std::optional<std::string> DriverCore::whyNoFailsafe() const {
   if (!leaseInUse_) return "no lease";
   // A write of this primary's may land (or have landed) and name another sync, which
   // promised nothing.
-  if (smWriteInFlight_ || confirmInFlight_ || rejoinWriteInFlight_ || stateWriteUnsettled_) {
+  if ((stateWrite_ && !stateWrite_->answered) || stateWriteUnsettled_) {
     return "a cluster-state write of this peer is in flight or of unknown outcome";
   }
-  if (peer_->awaitingCompletion() || pgBusy_) return "a step of the state machine or a postgres transition is in flight";
+  if (peer_->awaitingCompletion() || pgBusy()) return "a step of the state machine or a postgres transition is in flight";
   return std::nullopt;
 }
 
@@ -63,8 +63,7 @@ void DriverCore::askFailsafe() {
   // becomes of this one; its answer may plan it anew.
   const int64_t d = failsafeDurationMs();
   if (auto why = whyNoFailsafe()) {
-    if (*why != failsafeLastRefusal_ && peer_->role() == Role::kPrimary) {
-      failsafeLastRefusal_ = *why;
+    if (peer_->role() == Role::kPrimary && logOnce(Memo::kNoAsk, *why)) {
       log(LogLevel::kInfo, "failsafe: not asking the sync for a promise: " + *why);
     }
     // Looked at again while a primary's end of writes is ahead.
@@ -79,9 +78,8 @@ void DriverCore::askFailsafe() {
   const int64_t generation = s.generation;
   const int64_t session = leaseSessionId_;
   scheduleFailsafeAsk(sentAt + (failsafeHolds() ? d / 3 : retryMs()));
-  if (!failsafeUntil_ && failsafeAskLoggedFor_ != leaseSentAt_) {
-    // Once per stall of the round trips (its retries are not decisions of their own).
-    failsafeAskLoggedFor_ = leaseSentAt_;
+  // Once per stall of the round trips (its retries are not decisions of their own).
+  if (!failsafeUntil_ && logOnce(Memo::kAskFor, std::to_string(leaseSentAt_))) {
     log(LogLevel::kWarn, "failsafe: no round trip through the ZooKeeper leader for " +
                              std::to_string(sentAt - leaseSentAt_) + " ms; asking " + sync.id +
                              ", the sync, for a promise not to take over for " + std::to_string(d) + " ms");
@@ -100,8 +98,7 @@ void DriverCore::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
   const std::string sync = peer_->clusterState() && peer_->clusterState()->sync ? peer_->clusterState()->sync->id : "the sync";
   if (!r || !r->granted) {
     const std::string why = !r ? "no answer (" + r.error() + ")" : "refused: " + r->reason;
-    if (why != failsafeLastRefusal_) {
-      failsafeLastRefusal_ = why;
+    if (logOnce(Memo::kNoAsk, why)) {
       log(LogLevel::kWarn, "failsafe: " + sync + " gave no promise, " + why + (failsafeHolds() ? "; writes go on until the permission held ends"
                                                                                              : "; writes stop at the lease's end"));
     }
@@ -123,7 +120,7 @@ void DriverCore::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
     failsafeUntil_ = end;
     failsafeGeneration_ = generation;
     failsafeSession_ = session;
-    failsafeLastRefusal_.clear();
+    memos_.erase(Memo::kNoAsk);
     armWriteDeadline();
   }
   if (leaseSentAt_ < sentAt) scheduleFailsafeAsk(sentAt + d / 3);
@@ -148,18 +145,18 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
   view.leaseInUse = leaseInUse_;
   view.reachesZooKeeper = reachesZooKeeper(leaseSentAt_, leaseIntervalMs_, now());
   view.maxDurationMs = std::min(failsafeDurationMs(), kFailsafeMaxDurationMs);
-  view.takingOver = peer_->role() != Role::kSync || heldTakeover_.has_value() || fenceInFlight_ || smWriteInFlight_ ||
+  view.takingOver = peer_->role() != Role::kSync || heldTakeover_.has_value() || pgOp_ == PgOp::kFence ||
+                    stateWriteUnanswered(in::WriteFor::kStateMachine) ||
                     peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || withdrawn_;
   FailsafeAnswer a = decideFailsafeGrant(request, view);
   const int64_t now = this->now();
   if (!a.granted) {
     // Once per reason: a primary asks again every quarter of an interval while refused.
     const std::string line = "failsafe: no promise to " + request.primaryId + ": " + a.reason;
-    if (line != failsafeLastRefusalGiven_) log(LogLevel::kInfo, line);
-    failsafeLastRefusalGiven_ = line;
+    if (logOnce(Memo::kNoPromise, line)) log(LogLevel::kInfo, line);
     return a;
   }
-  failsafeLastRefusalGiven_.clear();
+  memos_.erase(Memo::kNoPromise);
   const bool first = !promisedUntil_ || *promisedUntil_ <= now;
   promisedUntil_ = extendPromise(promisedUntil_, now, request.durationMs);
   log(first ? LogLevel::kWarn : LogLevel::kDebug,

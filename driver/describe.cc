@@ -142,7 +142,6 @@ std::string describeCommand(const Command& command) {
           [](const cmd::SetTimer& c) { return "set-timer " + describeTimer(c.key) + " " + std::to_string(c.delayMs) + "ms"; },
           [](const cmd::CancelTimer& c) { return "cancel-timer " + describeTimer(c.key); },
           [](const cmd::Later& c) { return "later " + describeEvent(c.event); },
-          [](const cmd::ConfirmLater&) { return std::string("confirm-later"); },
           [](const cmd::PrimaryApplyStarting&) { return std::string("primary-apply-starting"); },
           [](const cmd::RoleApplied& c) {
             return std::string("role-applied ") + roleName(c.previous) + " -> " + roleName(c.applied);

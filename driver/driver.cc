@@ -204,11 +204,6 @@ void Driver::carryOut(Command command) {
               if (!alive.expired() && !core_.stopping()) feed(in::Delivered{std::move(event)});
             });
           },
-          [&](cmd::ConfirmLater&) {
-            env_.clock.post([this, alive = std::weak_ptr<int>(alive_)] {
-              if (!alive.expired() && !core_.stopping()) feed(in::ConfirmLater{});
-            });
-          },
           [&](cmd::PrimaryApplyStarting&) {
             if (opts_.onPrimaryApplyStarting) opts_.onPrimaryApplyStarting();
           },

@@ -36,7 +36,7 @@ void DriverCore::maybeHandOver() {
     cancelTimer(TimerKind::kHandover);
     return;
   }
-  if (pgBusy_) return;
+  if (pgBusy()) return;
   // Not while the state machine is in the middle of a step: a start between its fence
   // and its state write would undo the fence. Looked at again after it.
   if (handoverFrom_ && peer_->awaitingCompletion()) return;
@@ -51,7 +51,7 @@ void DriverCore::maybeHandOver() {
     log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
                              " streams, so that it receives all of this primary's WAL before it takes over");
     handoverTimedOut_ = false;
-    applyPg(PgConfig::none(), false);
+    applyPg(PgConfig::none());
     setTimer(TimerKind::kHandover, opts_.handoverWaitMs + kHandoverSlackMs);
   } else if (handoverTimedOut_ && handoverFrom_) {
     log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
@@ -71,8 +71,7 @@ void DriverCore::maybeHandOver() {
 void DriverCore::startAgainAfterHandover() {
   lastApplied_ = peer_->wantedPgConfig();
   handoverFrom_.reset();
-  startingAgainAfterHandover_ = true;
-  applyPg(*lastApplied_, false);
+  applyPg(*lastApplied_, PgOp::kStartAgain);
 }
 
 // On the sync: the wait for the old primary's stop is over; the fence goes ahead.

@@ -43,7 +43,7 @@ void DriverCore::withdraw(int64_t downMs) {
     // whose takeover write may have landed keeps its fence and so postgres down (see
     // lastAppliedIsStale): it joins again after withdrawAfterMs to learn the state, as a
     // primary does. Leaving answers a write in flight afterwards, as of unknown outcome.
-    if (peer_->keepsFence() || smWriteInFlight_) {
+    if (peer_->keepsFence() || stateWriteUnanswered(in::WriteFor::kStateMachine)) {
       joinAgainAfterWithdrawal("its takeover write may have landed: the state says whether");
     }
     return;
@@ -70,7 +70,7 @@ void DriverCore::withdraw(int64_t downMs) {
 // A deposed peer withdrawn while its postgres was being stopped: role none has nothing
 // left to be healthy about, and out of ZooKeeper it would never rejoin the new primary.
 void DriverCore::joinAgainOnceDeposedAndStopped() {
-  if (!withdrawn_ || pgBusy_ || peer_->role() != Role::kDeposed || !lastApplied_ ||
+  if (!withdrawn_ || pgBusy() || peer_->role() != Role::kDeposed || !lastApplied_ ||
       lastApplied_->role != PgRole::kNone) {
     return;
   }
@@ -120,8 +120,9 @@ void DriverCore::healthTick() {
   const bool stale = lastAppliedIsStale();
   // A primary writes only under its lease (or the sync's promise).
   const bool noLease = leaseInUse_ && !leaseValid() && !failsafeHolds();
-  if (!pgBusy_ && (graceOver || gone) && stale && lastStaleRestartSkip_ != lastTransitionDone_) {
-    lastStaleRestartSkip_ = lastTransitionDone_;
+  // Logged once per transition.
+  const std::string transition = std::to_string(lastTransitionDone_);
+  if (!pgBusy() && (graceOver || gone) && stale && logOnce(Memo::kStaleRestart, transition)) {
     log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +
                              (peer_->awaitingCompletion() ? ": the state machine is in the middle of a step"
                               : peer_->keepsFence()
@@ -129,15 +130,14 @@ void DriverCore::healthTick() {
                                   : ": the state machine now wants it as " +
                                         std::string(pgRoleName(peer_->wantedPgConfig().role))) +
                              " and configures it itself");
-  } else if (!pgBusy_ && (graceOver || gone) && !stale && lastApplied_->role == PgRole::kPrimary &&
+  } else if (!pgBusy() && (graceOver || gone) && !stale && lastApplied_->role == PgRole::kPrimary &&
              (connectionLost_ || withdrawn_ || noLease)) {
     // A primary that may be cut off from ZooKeeper starts only once the session is
     // confirmed (resumption starts a shut-down one): a start takes seconds in crash
     // recovery, and the session may expire meanwhile. So does one whose lease ended
     // (an agent that continues after a stop may find its postmaster gone before it
     // steps the lease's end).
-    if (lastOutageRestartSkip_ != lastTransitionDone_) {
-      lastOutageRestartSkip_ = lastTransitionDone_;
+    if (logOnce(Memo::kOutageRestart, transition)) {
       log(LogLevel::kInfo,
           std::string("not restarting postgres as primary: ") +
               (withdrawn_         ? "this peer is withdrawn from ZooKeeper"
@@ -146,13 +146,13 @@ void DriverCore::healthTick() {
                                     "the session for " + std::to_string(now() - leaseSentAt_) + " ms)") +
               "; it starts once the session is confirmed");
     }
-  } else if (!pgBusy_ && (graceOver || gone) && !stale) {
+  } else if (!pgBusy() && (graceOver || gone) && !stale) {
     log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role) +
                              (gone && !graceOver ? " at once: the postmaster is gone (it crashed or was killed)"
                                                  : ": it has not answered for " + std::to_string(down) + " ms"));
     ++counters_.restarts;
     lastRestartStarted_ = now();
-    applyPg(*lastApplied_, false);
+    applyPg(*lastApplied_);
   }
   nextHealthTick();
 }

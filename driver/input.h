@@ -132,7 +132,6 @@ struct Timer {
 };
 // The confirmation the core deferred until the state machine had stepped the answer of
 // its own write.
-struct ConfirmLater {};
 
 }  // namespace in
 
@@ -140,6 +139,6 @@ using Input = std::variant<in::Start, in::Stop, in::Delivered, in::Connection, i
                            in::Initialized, in::Applied, in::Fenced, in::WalRead, in::DataStateRead,
                            in::WritesStopped, in::ShutDown, in::WritesResumed, in::UpstreamStopped, in::Rejoined,
                            in::Health, in::SyncSampled, in::StateWritten, in::FailsafeAnswered, in::FailsafeAsked,
-                           in::Timer, in::ConfirmLater>;
+                           in::Timer>;
 
 }  // namespace dugong::agent

@@ -74,7 +74,7 @@ void DriverCore::onConnection(const CoordinatorConnection& c) {
 // Writes stop (and a primary tells its watchdog): ZooKeeper may be out of reach.
 void DriverCore::isolate(const std::string& why) {
   connectionLost_ = true;
-  resumeAfterStep_.reset();
+  resumeWanted_.reset();  // decided again once the connection is back
   roleAtLoss_ = peer_->role();
   generationAtLoss_ = generation();
   if (!lossReported_) notePeersBeforeTheLoss();
@@ -194,46 +194,66 @@ void DriverCore::onShutDownTimer() {
   if (writesStopped_) shutDownWrites("retrying");
 }
 
-void DriverCore::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand) {
-  if (!writesStopped_ || connectionLost_) return;
+bool DriverCore::primaryConfigAppliedMidStep() const {
+  return peer_->role() == Role::kPrimary && lastApplied_ && peer_->wantedPgConfig() == *lastApplied_ &&
+         (peer_->keepsFence() || peer_->awaitingCompletion());
+}
+
+DriverCore::WritesWait DriverCore::resumeWaitsFor(bool noTakeoverCanLand) const {
+  // A primary writes only under a lease: the next leader round trip decides.
   if (leaseInUse_ && !leaseValid() && (peer_->role() == Role::kPrimary || roleAtLoss_ == Role::kPrimary)) {
-    // A primary writes only under a lease: the next leader round trip decides.
-    if (!resumeAfterLease_) {
-      log(LogLevel::kInfo, "writes stay stopped (" + how +
-                               ") until a round trip through the ZooKeeper leader confirms the session (the lease)");
-    }
-    resumeAfterLease_ = {how, noTakeoverCanLand};
-    return;
+    return WritesWait::kLease;
   }
-  if (pgBusy_) {
-    // The adapter would carry it out after the transition, on whatever was decided
-    // meanwhile (a withdrawal, a new configuration): decided when the transition ends.
-    if (!resumeAfterTransition_) {
-      log(LogLevel::kInfo, "writes stay stopped (" + how +
-                               ") while a postgres transition is in flight: decided when it ends");
+  // The adapter would carry it out after the transition, on whatever was decided
+  // meanwhile (a withdrawal, a new configuration): decided when the transition ends.
+  if (pgBusy()) return WritesWait::kTransition;
+  // Primary in a newer generation (its own write, answered during the outage: a primary's
+  // new sync, or a sync's takeover) whose configuration postgres already has, and the
+  // state machine is in the middle of a step (an async-chain write) or settles a write of
+  // unknown outcome: decided once that is over, since nothing else would lift the stop.
+  // Only if no takeover can land: the same session came back (none was decided on its
+  // absence), or the state was written back test-and-set on the new session.
+  const bool changed = peer_->role() != roleAtLoss_ || generation() != generationAtLoss_;
+  if (changed && noTakeoverCanLand && primaryConfigAppliedMidStep()) return WritesWait::kStep;
+  return WritesWait::kNothing;
+}
+
+void DriverCore::reconcileWrites() {
+  if (resumeWanted_) {
+    const Resumption r = *resumeWanted_;
+    if (resumeWaitsFor(r.noTakeoverCanLand) == WritesWait::kNothing && stateWriteUnanswered(in::WriteFor::kConfirmation)) {
+      resumeWanted_.reset();  // a confirmation of the state asked for since decides instead (its answer resumes)
+    } else {
+      resumeWritesIfUnchanged(r.how, r.noTakeoverCanLand);
     }
-    resumeAfterTransition_ = {how, noTakeoverCanLand};
+  }
+  if (std::exchange(confirmWanted_, false)) confirmAfterNewSession();
+}
+
+void DriverCore::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand) {
+  const std::optional<Resumption> before = std::exchange(resumeWanted_, std::nullopt);
+  if (!writesStopped_ || connectionLost_) return;
+  const WritesWait wait = resumeWaitsFor(noTakeoverCanLand);
+  if (wait != WritesWait::kNothing) {
+    if (!before || before->waitsFor != wait) {
+      if (wait == WritesWait::kLease) {
+        log(LogLevel::kInfo, "writes stay stopped (" + how +
+                                 ") until a round trip through the ZooKeeper leader confirms the session (the lease)");
+      } else if (wait == WritesWait::kTransition) {
+        log(LogLevel::kInfo, "writes stay stopped (" + how +
+                                 ") while a postgres transition is in flight: decided when it ends");
+      }
+    }
+    resumeWanted_ = Resumption{how, noTakeoverCanLand, wait};
     return;
   }
   const Role role = peer_->role();
   const auto gen = generation();
   auto genName = [](std::optional<int64_t> g) { return g ? std::to_string(*g) : std::string("none"); };
-  // Primary in a newer generation (its own write, answered during the outage: a primary's
-  // new sync, or a sync's takeover), and postgres already has that generation's
-  // configuration: the state machine has nothing left to apply, so nothing else would
-  // lift the stop. Only if no takeover can land: the same
-  // session came back (none was decided on its absence), or the state was written back
-  // test-and-set on the new session.
+  // Primary in a newer generation whose configuration postgres already has (see
+  // resumeWaitsFor): the state machine has nothing left to apply, so nothing else would
+  // lift the stop.
   const bool appliedMeanwhile = noTakeoverCanLand && role == Role::kPrimary && !lastAppliedIsStale();
-  if ((role != roleAtLoss_ || gen != generationAtLoss_) && !appliedMeanwhile && noTakeoverCanLand &&
-      role == Role::kPrimary && lastApplied_ && peer_->wantedPgConfig() == *lastApplied_ &&
-      (peer_->keepsFence() || peer_->awaitingCompletion())) {
-    // Postgres has this generation's configuration, and the state machine is in the middle
-    // of a step (an async-chain write) or settles a write of unknown outcome: decided once
-    // that is over, since nothing else would lift the stop.
-    resumeAfterStep_ = {how, noTakeoverCanLand};
-    return;
-  }
   if ((role != roleAtLoss_ || gen != generationAtLoss_) && !appliedMeanwhile) {
     log(LogLevel::kWarn, "writes stay stopped (" + how + "): the cluster changed meanwhile (role " +
                              roleName(roleAtLoss_) + " -> " + roleName(role) + ", generation " +
@@ -262,7 +282,7 @@ void DriverCore::resumeWritesIfUnchanged(const std::string& how, bool noTakeover
   emit(cmd::ResumeWrites{noTakeoverCanLand});
   if (postgresShutDown_) {
     postgresShutDown_ = false;
-    if (startNow) applyPg(*lastApplied_, false);
+    if (startNow) applyPg(*lastApplied_);
     noteUnhealthy();  // if that could not start now, the health check starts it
   }
 }
@@ -294,39 +314,41 @@ void DriverCore::afterNewSession() {
 }
 
 void DriverCore::confirmAfterNewSession() {
-  if (!writesStopped_ || connectionLost_ || confirmInFlight_ || rejoinWriteInFlight_) return;
+  if (!writesStopped_ || connectionLost_ || stateWriteUnanswered(in::WriteFor::kConfirmation) ||
+      stateWriteUnanswered(in::WriteFor::kRelease)) {
+    return;
+  }
   // A standby's stopped writes are nothing to lift; only a primary's can conflict: one
   // that lost its connection as the primary, or a standby that became it meanwhile (its
   // takeover write answered during the outage) and whose postgres was shut down as a
   // primary's is.
   const bool becamePrimary = peer_->role() == Role::kPrimary && postgresShutDown_;
   if (roleAtLoss_ != Role::kPrimary && !becamePrimary) return resumeWritesIfUnchanged("a new session");
-  if (smWriteInFlight_) {
-    // One write at a time: after the state machine's, whose step may leave the last
-    // configuration stale meanwhile.
-    confirmDeferred_ = true;
+  if (stateWrite_) {
+    // One write at a time: after the state machine's, once it has stepped the answer,
+    // which may leave the last configuration stale meanwhile.
+    confirmWanted_ = true;
     return;
   }
   // Still primary, in a newer generation whose configuration postgres already has (its
   // own write, answered during the outage): confirmed as well, or nothing would lift the
   // stop.
   const bool newerApplied = generation() != generationAtLoss_ && !lastAppliedIsStale();
-  if (peer_->role() == Role::kPrimary && generation() != generationAtLoss_ && lastApplied_ &&
-      peer_->wantedPgConfig() == *lastApplied_ && (peer_->keepsFence() || peer_->awaitingCompletion())) {
+  if (generation() != generationAtLoss_ && primaryConfigAppliedMidStep()) {
     // Postgres has the newer generation's configuration and the state machine is in the
     // middle of a step, or settles a write of unknown outcome: confirmed once that is
     // over, since nothing else would.
-    confirmAfterStep_ = true;
+    confirmWanted_ = true;
     return;
   }
   if (peer_->role() != Role::kPrimary || (generation() != generationAtLoss_ && !newerApplied) ||
-      !lastStateNode_.exists) {
+      !lastState_.node.exists) {
     return resumeWritesIfUnchanged("a new session");  // logs why writes stay stopped
   }
-  auto state = ClusterState::parse(lastStateNode_.data);
+  const auto& state = lastState_.parsed;
   if (!state) return;
-  const int32_t version = lastStateNode_.version;
-  confirmInFlight_ = true;
+  const int32_t version = lastState_.node.version;
+  stateWrite_ = StateWrite{in::WriteFor::kConfirmation};
   ++counters_.stateWrites;
   log(LogLevel::kInfo, "writes stay stopped until a test-and-set of the cluster state at version " +
                            std::to_string(version) + " (read on the new session) confirms that no takeover landed");
@@ -337,7 +359,7 @@ void DriverCore::confirmAfterNewSession() {
 }
 
 void DriverCore::onConfirmation(int32_t version, const StateWriteFinished& w) {
-  confirmInFlight_ = false;
+  stateWrite_.reset();
   if (rejoinedTo_) maybeRejoin();  // leaving deposed waited for this answer
   if (w.ok) {
     return resumeWritesIfUnchanged("a new session, and the state written back at version " + std::to_string(version) +

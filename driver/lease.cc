@@ -87,10 +87,7 @@ void DriverCore::onLease(const CoordinatorLease& l) {
       return;
     }
   }
-  if (resumeAfterLease_) {
-    auto [how, noTakeover] = *std::exchange(resumeAfterLease_, std::nullopt);
-    resumeWritesIfUnchanged(how, noTakeover);
-  }
+  reconcileWrites();
 }
 
 // A little before the lease's end: a primary stops writes now, and shuts postgres down
@@ -118,7 +115,7 @@ void DriverCore::leaseEnding() {
   // A transition in flight may be starting postgres as the primary although it was shut
   // down before (the adapter's shutdown signals a postmaster that runs, whatever holds
   // its apply lock): shut it down at the lease's end all the same.
-  if (postgresShutDown_ && pgBusy_) postgresShutDown_ = false;
+  if (postgresShutDown_ && pgBusy()) postgresShutDown_ = false;
   // Nor does a shutdown that ended mean postgres is still down: a transition since (an
   // abandoned switchover's start) may have started it. A postmaster that runs, with no
   // shutdown in flight, is shut down at the lease's end.

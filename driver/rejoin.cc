@@ -12,8 +12,8 @@ namespace dugong::agent {
 // peer and removed it from `deposed`, the driver starts a fresh one: when the state
 // says so, or, if a transition was in flight then, as soon as it ends.
 bool DriverCore::rebuiltWhileDeposed() const {
-  if (peer_->role() != Role::kDeposed || pgBusy_ || !lastStateNode_.exists) return false;
-  auto state = ClusterState::parse(lastStateNode_.data);
+  if (peer_->role() != Role::kDeposed || pgBusy() || !lastState_.node.exists) return false;
+  const auto& state = lastState_.parsed;
   return state && !containsPeer(state->deposed, opts_.identity.id);
 }
 
@@ -38,7 +38,7 @@ void DriverCore::startFreshStateMachine(bool feedState) {
   }
   emit(cmd::InitPostgres{true});
   if (feedState) {
-    const ZkInitialized init{lastStateNode_, lastActive_, lastData_, false, lastNotStreaming_};
+    const ZkInitialized init{lastState_.node, lastActive_, lastData_, false, lastNotStreaming_};
     for (Action& a : peer_->step(now_.wallMs, init)) {
       carryOut(std::move(a));
     }
@@ -47,11 +47,11 @@ void DriverCore::startFreshStateMachine(bool feedState) {
 
 void DriverCore::maybeRejoin() {
   if (opts_.rejoin == RejoinPolicy::kManual || withdrawn_ || failed_) return;
-  if (peer_->role() != Role::kDeposed || pgBusy_ || queuedPeerApply_) return;
+  if (peer_->role() != Role::kDeposed || pgBusy() || queuedPeerApply_) return;
   if (rejoinedTo_) return releaseAfterRejoin();
   // Only once the deposed state machine has stopped postgres.
-  if (!lastApplied_ || lastApplied_->role != PgRole::kNone || !lastStateNode_.exists) return;
-  auto state = ClusterState::parse(lastStateNode_.data);
+  if (!lastApplied_ || lastApplied_->role != PgRole::kNone || !lastState_.node.exists) return;
+  const auto& state = lastState_.parsed;
   if (!state || !containsPeer(state->deposed, opts_.identity.id) || state->primary.id == opts_.identity.id) return;
   if (state->oneNodeWriteMode) return;
   if (rejoinTriedGeneration_ != state->generation) rejoinRetryDelayMs_ = 0;  // a new generation: at once
@@ -67,12 +67,12 @@ void DriverCore::maybeRejoin() {
                                 ? "only if its data directory can follow as it is (nothing discarded)"
                                 : "rewinding its data directory if it diverged") +
                            ", never copying it");
-  pgBusy_ = true;
+  pgOp_ = PgOp::kRejoin;
   emit(cmd::Rejoin{primary, opts_.rejoin});
 }
 
 void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r) {
-  pgBusy_ = false;
+  pgOp_.reset();
   lastTransitionDone_ = now();
   if (r.rewound) {
     log(LogLevel::kWarn, "rejoin: pg_rewind discarded " + r.discarded + ", which " + primary.id +
@@ -116,29 +116,30 @@ void DriverCore::onRejoinTimer() {
 void DriverCore::releaseAfterRejoin() {
   // One state write at a time: a confirmation of this peer's primacy on a new session
   // may still be in flight; looked at again once it is answered.
-  if (rejoinWriteInFlight_ || confirmInFlight_ || !rejoinedTo_ || !lastStateNode_.exists) return;
-  auto parsed = ClusterState::parse(lastStateNode_.data);
-  if (!parsed) return;
-  ClusterState state = parsed.value();
+  if (stateWriteUnanswered(in::WriteFor::kRelease) || stateWriteUnanswered(in::WriteFor::kConfirmation) ||
+      !rejoinedTo_ || !lastState_.parsed) {
+    return;
+  }
+  ClusterState state = *lastState_.parsed;
   auto released = releaseFromDeposed(state, opts_.identity.id, *rejoinedTo_);
   if (!released || !released.value()) {
     if (!released) {
       log(LogLevel::kWarn, "rejoined, but not leaving deposed: " + released.error() +
                                "; stopping postgres, and rejoining the new primary instead");
       rejoinedTo_.reset();
-      applyPg(PgConfig::none(), false);
+      applyPg(PgConfig::none());
       return;
     }
     rejoinedTo_.reset();  // no longer deposed: someone else released it
     return;
   }
-  rejoinWriteInFlight_ = true;
+  stateWrite_ = StateWrite{in::WriteFor::kRelease};
   ++counters_.stateWrites;
-  emit(cmd::PutState{state, lastStateNode_.version, rejoinReason_, in::WriteFor::kRelease});
+  emit(cmd::PutState{state, lastState_.node.version, rejoinReason_, in::WriteFor::kRelease});
 }
 
 void DriverCore::onReleased(const StateWriteFinished& w) {
-  rejoinWriteInFlight_ = false;
+  stateWrite_.reset();
   if (w.ok) {
     ++counters_.rejoins;
     log(LogLevel::kInfo, "left deposed: " + rejoinReason_);
@@ -167,7 +168,7 @@ void DriverCore::maybePublishDataState() {
     }
     return;
   }
-  if (dataPublished_ || dataReading_ || pgBusy_ || !lastApplied_ || lastApplied_->role != PgRole::kNone) return;
+  if (dataPublished_ || dataReading_ || pgBusy() || !lastApplied_ || lastApplied_->role != PgRole::kNone) return;
   dataReading_ = true;
   emit(cmd::ReadDataState{});
 }
@@ -180,7 +181,7 @@ void DriverCore::onDataStateRead(const Result<PeerDataState>& r) {
     setTimer(TimerKind::kDataState, opts_.retryDelayMs);
     return;
   }
-  if (peer_->clusterState() || pgBusy_ || !lastApplied_ || lastApplied_->role != PgRole::kNone) {
+  if (peer_->clusterState() || pgBusy() || !lastApplied_ || lastApplied_->role != PgRole::kNone) {
     return maybePublishDataState();  // things moved on while it was read
   }
   dataPublished_ = true;

@@ -22,7 +22,6 @@
 //   writes-stopped ok|<error> | shut-down ok|<error> | writes-resumed ok|<error>
 //   timer <kind>                      a timer the core set (its name as set-timer says)
 //   later                             the oldest `later` event not yet delivered
-//   confirm-later
 //   failsafe-asked primary=a generation=N duration=MS
 //   failsafe-answer granted|refused|<error>    answers the last ask-failsafe
 //   rejoined ok|<error>               answers the last rejoin
@@ -110,7 +109,7 @@ class Transcript {
     o.restartGraceMs = ms("restart-grace-ms", o.restartGraceMs);
     o.syncReplaceAfterMs = ms("sync-replace-ms", 0);
     o.withdrawAfterMs = ms("withdraw-ms", o.withdrawAfterMs);
-    if (w.count("rejoin")) o.rejoin = parseRejoinPolicy(w["rejoin"]).value();
+    o.rejoin = parseRejoinPolicy(w.count("rejoin") ? w["rejoin"] : "follow").value();
     core_ = std::make_unique<DriverCore>(o, ms("peers-reachable", 1) != 0);
   }
 
@@ -201,7 +200,6 @@ class Transcript {
       if (!laters_.empty()) laters_.pop_front();
       return in::Delivered{e};
     }
-    if (verb == "confirm-later") return in::ConfirmLater{};
     if (verb == "failsafe-asked") {
       return in::FailsafeAsked{
           FailsafeRequest{std::stoll(w.at("generation")), w.at("primary"), std::stoll(w.at("duration"))}};
@@ -309,7 +307,6 @@ TEST(Describe, EveryCommandAndTimerSaysWhatItIs) {
        "ask-failsafe peer2 generation=3 duration=6000ms timeout=2000ms"},
       {cmd::CancelTimer{TimerKey{TimerKind::kStateMachine, TimerId::kRetryPgApply}},
        "cancel-timer state-machine:retry-postgres-apply"},
-      {cmd::ConfirmLater{}, "confirm-later"},
       {cmd::Log{LogLevel::kDebug, "x"}, "log debug: x"},
       {cmd::Fatal{"why"}, "fatal: why"},
   };
