@@ -44,13 +44,14 @@ pid_t keeperPid(const std::string& dir) {
   return pid;
 }
 
-// A client of the server under a chroot of its own, as the e2e harness makes one.
+// A client of the server makes a chroot of its own, as the e2e harness does.
 bool serverAnswers(const std::string& connect, const std::string& chroot) {
   zk::ZkOptions o;
   o.connectString = connect;
   o.root = chroot;
   o.sessionTimeoutMs = 2000;
-  return zk::Client::connect(o, 5s).ok();
+  auto client = zk::Client::connect(o, 5s);
+  return client.ok() && client.value()->ensureLayout().ok();
 }
 
 class SharedZooKeeper : public ::testing::Test {
