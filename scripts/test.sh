@@ -7,7 +7,8 @@
 #   scripts/test.sh            what CI runs (about 20 minutes on 2 idle cores: build 6, tests 14)
 #   scripts/test.sh --quick    a plain build instead of the sanitizers, no coverage
 #   scripts/test.sh --full     also the 10-fault campaign (ctest label campaign), the long
-#                              cluster tests (label full), and a plain
+#                              cluster tests and those whose claims other tests hold
+#                              (label full, docs/safety.md), and a plain
 #                              optimised build running the whole suite
 #   DUGONG_TEST_LABELS=statemachine|scenario|sim|zk|pg|agent|e2e|adm  only those ctest labels
 set -euo pipefail
@@ -32,9 +33,10 @@ labels=${DUGONG_TEST_LABELS:-}
 # tests in all took longer on 2 cores and timed out twice (records 0051, 0052).
 ctest_args=(--output-on-failure --timeout 900 -j "$((jobs + 1))")
 [ -n "$labels" ] && ctest_args+=(-L "$labels")
-# The 10-fault campaign (label campaign, about 100 s of real network faults) and the long
-# cluster tests (label full) run with --full or when asked for by label; they are left out
-# of the default run.
+# The 10-fault campaign (label campaign, about 100 s of real network faults) and the
+# cluster tests labelled full (the long ones, and those whose claims other tests of the
+# default run hold: docs/safety.md) run with --full or when asked for by label; they are
+# left out of the default run.
 [ -z "$labels" ] && [ "$mode" != full ] && ctest_args+=(-LE '^(campaign|full)$')
 
 if [ -d ../shared/conformance/manatee ]; then

@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "agent/http_client.h"
+#include "tests/e2e/initdb_template.h"
 #include "tests/support/test_env.h"
+#include "zk/testing/shared_zookeeper.h"
 
 namespace dugong::e2e {
 
@@ -97,9 +99,26 @@ class LogRelay {
   std::thread thread_;
 };
 
-Harness::Harness(HarnessOptions options) : options_(options) {
-  zk_ = std::make_unique<dugong::testing::ZooKeeperCluster>(options_.zookeeper);
+Harness::Harness(HarnessOptions options)
+    : options_(options),
+      agentBinDir_(options.realInitdb ? pg::PgOptions{}.binDir : binDirWithInitdbFromTemplate(pg::PgOptions{}.binDir)) {
   pgs_ = std::make_unique<pg::testing::PgTestCluster>("dugong-e2e");
+  const bool mayShare = !options_.ownZooKeeper && options_.zookeeper == dugong::testing::ZooKeeperOptions{};
+  if (auto shared = mayShare ? dugong::testing::sharedZooKeeperConnect() : std::nullopt) {
+    // A chroot named after the scratch directory (unique while it exists); a client's
+    // chroot must exist, so a client without one makes it first.
+    sharedServer_ = *shared;
+    chroot_ = "/" + std::filesystem::path(pgs_->dir()).filename().string();
+    zk::ZkOptions maker;
+    maker.connectString = sharedServer_;
+    maker.root = chroot_;
+    maker.sessionTimeoutMs = options_.sessionTimeoutMs;
+    auto client = zk::Client::connect(maker, 20s);
+    auto made = client ? client.value()->ensureLayout() : Result<bool>(Error{client.error()});
+    if (!made) throw std::runtime_error("e2e: cannot make " + chroot_ + " on the shared ZooKeeper: " + made.error());
+  } else {
+    zk_ = std::make_unique<dugong::testing::ZooKeeperCluster>(options_.zookeeper);
+  }
   if (options_.tlsOnly) {
     auto certs = pg::testing::makeTestCerts(pgs_->dir() + "/certs", "e2e", "postgres");
     if (!certs) throw std::runtime_error("e2e: " + certs.error());
@@ -111,9 +130,16 @@ Harness::Harness(HarnessOptions options) : options_(options) {
   client_ = std::move(client).value();
 }
 
+std::string Harness::zkConnect() const { return zk_ ? zk_->connectString() : sharedServer_ + chroot_; }
+
+dugong::testing::ZooKeeperCluster& Harness::zookeeper() {
+  if (!zk_) throw std::logic_error("e2e: this harness works on the shared ZooKeeper: set HarnessOptions::ownZooKeeper");
+  return *zk_;
+}
+
 void Harness::rebuildZooKeeperEmpty() {
   client_.reset();
-  zk_->rebuildEmpty();
+  zookeeper().rebuildEmpty();
   if (!reconnectClient()) throw std::runtime_error("e2e: cannot connect to the rebuilt ZooKeeper");
 }
 
@@ -133,7 +159,8 @@ Harness::~Harness() {
 
 zk::ZkOptions Harness::zkOptions() const {
   zk::ZkOptions o;
-  o.connectString = zk_->connectString();
+  o.connectString = zk_ ? zk_->connectString() : sharedServer_;
+  o.chroot = chroot_;
   o.cluster = options_.cluster;
   o.sessionTimeoutMs = options_.sessionTimeoutMs;
   o.auth = options_.zkAuth;
@@ -152,6 +179,7 @@ int Harness::addPeer(bool singleton) {
     tls.hostsslOnly = true;
     tls.sslmode = "verify-full";
   }
+  p.pg->options.binDir = agentBinDir_;
   p.id = id;
   p.httpPort = dugong::testing::freeLoopbackPort();
   p.configPath = p.pg->dir + "/dugong.yaml";
@@ -165,11 +193,12 @@ int Harness::addPeer(bool singleton) {
 void Harness::writeConfig(const E2EPeer& p) const {
   const pg::PgOptions& o = p.pg->options;
   std::ofstream out(p.configPath);
+  const std::string servers = zkOptions().connectString;
   out << "cluster: " << options_.cluster << "\n"
       << "zookeeper:\n  connect: "
-      << (options_.agentZkConnect ? options_.agentZkConnect(static_cast<int>(peers_.size()), zk_->connectString())
-                                  : zk_->connectString())
-      << "\n  sessionTimeoutMs: " << options_.sessionTimeoutMs
+      << (options_.agentZkConnect ? options_.agentZkConnect(static_cast<int>(peers_.size()), servers) : servers);
+  if (!chroot_.empty()) out << "\n  chroot: " << chroot_;
+  out << "\n  sessionTimeoutMs: " << options_.sessionTimeoutMs
       << "\n  tickTimeMs: " << options_.zookeeper.tickTimeMs << "\n" << options_.zkConfig;
   if (options_.zkAuth) {
     out << "  auth:\n    user: " << options_.zkAuth->user
@@ -177,7 +206,8 @@ void Harness::writeConfig(const E2EPeer& p) const {
   }
   out
       << "peer:\n  id: " << p.id << "\n  ip: 127.0.0.1\n  zoneId: e2e\n"
-      << "postgres:\n  dataDir: " << o.dataDir << "\n  port: " << o.port << "\n  listenAddress: 127.0.0.1\n"
+      << "postgres:\n  dataDir: " << o.dataDir << "\n  binDir: " << o.binDir << "\n  port: " << o.port
+      << "\n  listenAddress: 127.0.0.1\n"
       << "  replicationCidr: 127.0.0.1/32\n  healthIntervalMs: 300\n";
   // Secured as in production: the superuser's password inline, the replication role's
   // from a file (both forms are tested).

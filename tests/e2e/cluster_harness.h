@@ -45,6 +45,16 @@ struct HarnessOptions {
   // agent's zookeeper section (e.g. "  lease: false\n").
   dugong::testing::ZooKeeperOptions zookeeper;
   std::string zkConfig;
+  // Servers of its own (`zookeeper`), started by the harness, instead of a chroot of its
+  // own on the server the ctest run shares (the fixture `zookeeper`,
+  // zk/testing/shared_zookeeper.h): for a test that stops, kills, restarts or rebuilds
+  // them. Options other than the defaults (an ensemble, cuttable links) always get their
+  // own; so does a test binary run without ctest.
+  bool ownZooKeeper = false;
+  // The agents run the real initdb, each new cluster a database system of its own, instead
+  // of a copy of the run's template (tests/e2e/initdb_template.h): for a test that tells
+  // data directories apart by their system identifier.
+  bool realInitdb = false;
   // ZooKeeper digest credentials for the agents (zookeeper.auth, so their nodes get
   // ACLs) and for the harness' own client.
   std::optional<zk::DigestAuth> zkAuth;
@@ -119,9 +129,12 @@ class Harness {
   // A test-and-set update of the state in ZooKeeper, as an operator would make.
   bool updateState(const std::function<void(ClusterState&)>& change);
 
-  std::string zkConnect() const { return zk_->connectString(); }
-  // The ensemble itself (one server), e.g. to stop it for an outage.
-  dugong::testing::ZooKeeperCluster& zookeeper() { return *zk_; }
+  // The connect string of the harness' ZooKeeper, with its chroot on the shared server
+  // ("127.0.0.1:2181/dugong-e2e-Ab12Cd"), as dugong-adm's -z takes it.
+  std::string zkConnect() const;
+  // The ensemble itself, e.g. to stop it for an outage (HarnessOptions::ownZooKeeper;
+  // throws std::logic_error on the shared server).
+  dugong::testing::ZooKeeperCluster& zookeeper();
   // The ensemble rebuilt empty (ZooKeeperCluster::rebuildEmpty); the harness' own client
   // is replaced, since the rebuilt server refuses one that has seen more than it has.
   void rebuildZooKeeperEmpty();
@@ -159,7 +172,10 @@ class Harness {
   void writeConfig(const E2EPeer& p) const;
 
   HarnessOptions options_;
-  std::unique_ptr<dugong::testing::ZooKeeperCluster> zk_;
+  std::string agentBinDir_;  // postgres' programs, initdb from a template (initdb_template.h)
+  std::unique_ptr<dugong::testing::ZooKeeperCluster> zk_;  // null on the shared server
+  std::string sharedServer_;  // the shared server's connect string, and this harness' chroot there
+  std::string chroot_;
   std::unique_ptr<pg::testing::PgTestCluster> pgs_;
   std::optional<pg::testing::TestCerts> certs_;  // tlsOnly
   std::vector<E2EPeer> peers_;

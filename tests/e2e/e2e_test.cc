@@ -93,6 +93,11 @@ class E2E : public ::testing::Test {
   std::unique_ptr<Harness> h_;
 };
 
+// The cases whose claims other tests of the default run, the simulator's seeds and
+// mutants hold (docs/safety.md, "Cluster test cases run only with --full"): ctest label
+// full, run by scripts/test.sh --full.
+class E2EFull : public E2E {};
+
 // The cluster sets itself up and replicates to its sync and async; a fourth peer joins the
 // async chain and streams from the async; stopped for good (`--leave`), it leaves the
 // chain at once, and back, it is appended again: all in generation 1.
@@ -159,7 +164,7 @@ TEST_F(E2E, ClusterSetsItselfUpAndItsAsyncChainFollowsPeersComingAndGoing) {
 // again each time, and no acknowledged row is lost. Each takeover also checks the
 // previous generation's initTimeline against the WAL history the real adapter reads (a
 // sync must be on the generation's timeline at initWal, statemachine/peer.cc).
-TEST_F(E2E, AThreePeerClusterSurvivesThreePrimaryKillsInARowAndNoAcknowledgedRowIsLost) {
+TEST_F(E2EFull, AThreePeerClusterSurvivesThreePrimaryKillsInARowAndNoAcknowledgedRowIsLost) {
   int primary = startCluster(3);
   ASSERT_GE(primary, 0);
   createTable(primary);
@@ -199,7 +204,7 @@ TEST_F(E2E, AThreePeerClusterSurvivesThreePrimaryKillsInARowAndNoAcknowledgedRow
   for (int id : acked) EXPECT_EQ(present.count(id), 1u) << "acknowledged row " << id << " is missing";
 }
 
-TEST_F(E2E, PrimaryPromotesTheAsyncWhenTheSyncIsKilled) {
+TEST_F(E2EFull, PrimaryPromotesTheAsyncWhenTheSyncIsKilled) {
   int primary = startCluster();
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
@@ -380,7 +385,7 @@ TEST_F(E2E, PrimaryWhoseAgentWasStoppedAcknowledgesNoWritesAfterTheTakeover) {
   expectNoWritesOnTheOldPrimaryAfterTheTakeover([&](int primary) { h_->stopAgent(primary); });
 }
 
-TEST_F(E2E, FreezeBlocksTakeoverUntilUnfrozen) {
+TEST_F(E2EFull, FreezeBlocksTakeoverUntilUnfrozen) {
   int primary = startCluster();
   ASSERT_GE(primary, 0);
   int sync = indexWithRole("sync");
@@ -458,7 +463,7 @@ TEST_F(E2E, PrimaryWhoseAgentWasKilledAcknowledgesNoWritesAfterTheTakeover) {
 //   and, once its port is free, rejoins as a standby of the new primary without an
 //   operator (rejoin: rewind, the default, since the killed primary's crash recovery may
 //   write past the fork).
-TEST_F(E2E, APeerWhosePostgresCannotRunWithdrawsAndComesBackAsAStandby) {
+TEST_F(E2EFull, APeerWhosePostgresCannotRunWithdrawsAndComesBackAsAStandby) {
   HarnessOptions o;
   o.withdrawAfterSeconds = 4;
   int primary = startCluster(3, o);

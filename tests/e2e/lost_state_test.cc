@@ -71,6 +71,8 @@ void expectNothingReplaced(Harness& h, const std::string& systemId, int rows) {
 TEST(LostClusterState, IsSetUpAgainFromTheMostAdvancedPeerWithNoDataDirectoryReplaced) {
   HarnessOptions o;
   o.cluster = "loststate";
+  o.ownZooKeeper = true;  // rebuilt empty
+  o.realInitdb = true;    // a replaced data directory would show another system identifier
   Harness h(o);
   h.startAll();
   const int first = h.waitForHealthyCluster(2, std::chrono::seconds(180));

@@ -16,6 +16,7 @@ namespace {
 TEST(ZooKeeperOutage, WithoutTheSyncsPromiseWritesStopAndTheClusterResumesUnchanged) {
   HarnessOptions o;
   o.cluster = "outage";
+  o.ownZooKeeper = true;  // killed and started again
   o.sessionTimeoutMs = 3000;
   o.zkConfig += "  failsafe: off\n";
   Harness h(o);

@@ -38,6 +38,8 @@ struct ZooKeeperOptions {
   // (cutQuorumLinks) while its clients still reach it.
   bool cuttableQuorumLinks = false;
   std::chrono::milliseconds startTimeout = std::chrono::seconds(60);
+
+  bool operator==(const ZooKeeperOptions&) const = default;
 };
 
 class ZooKeeperCluster {
