@@ -3,6 +3,7 @@
 // that ran `start` (a killed ctest leaves no JVM behind).
 #include "zk/testing/shared_zookeeper.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -33,8 +34,22 @@ bool holdsWithin(const std::function<bool()>& condition, std::chrono::millisecon
   return true;
 }
 
+// Runs the fixture program as a child of this process, as ctest runs it: `start` keeps
+// the server until the process that ran it (its parent) is gone, so never through a
+// shell that exits at once (std::system's /bin/sh may fork instead of exec).
 int runFixtureCommand(const std::string& command, const std::string& dir) {
-  return std::system((std::string(DUGONG_TEST_ZOOKEEPER_BINARY) + " " + command + " " + dir + " >/dev/null").c_str());
+  const pid_t child = ::fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    const int devNull = ::open("/dev/null", O_WRONLY);
+    if (devNull >= 0) ::dup2(devNull, STDOUT_FILENO);
+    ::execl(DUGONG_TEST_ZOOKEEPER_BINARY, DUGONG_TEST_ZOOKEEPER_BINARY, command.c_str(), dir.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 pid_t keeperPid(const std::string& dir) {
