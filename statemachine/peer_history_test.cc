@@ -18,6 +18,14 @@ void startAsSyncOfGenerationFourOnTimelineThree(Harness& h, WalPosition initWal)
   h.applied(true);
 }
 
+// The sync's takeover with its WAL at `wal` on `history`: read, fence, read again; the
+// writes of the last step.
+std::vector<WriteClusterState> fencedTakeover(Harness& h, WalPosition wal, const TimelineHistory& history) {
+  EXPECT_EQ(only<FencePg>(h.step(WalPositionRead{wal, "", 0, history})).size(), 1u);
+  h.step(PgFenced{true, ""});
+  return only<WriteClusterState>(h.step(WalPositionRead{wal, "", 0, history}));
+}
+
 // A sync whose WAL reaches initWal on another history than the generation's must not
 // take over: it was rebuilt from an earlier primary and holds
 // that primary's unacknowledged WAL past the point where the generation forked, and
@@ -67,9 +75,7 @@ TEST(Peer, SyncOnTheGenerationsHistoryTakesOverAndRecordsItsTimeline) {
   startAsSyncOfGenerationFourOnTimelineThree(h, WalPosition(0x100));
   // Followed the primary of generation 4 onto its timeline 4, which began at 0/100.
   const TimelineHistory followed{4, {{2, WalPosition(0x80)}, {3, WalPosition(0x100)}}};
-  ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(0x180), "", 0, followed})).size(), 1u);
-  h.step(PgFenced{true, ""});
-  auto writes = only<WriteClusterState>(h.step(WalPositionRead{WalPosition(0x180), "", 0, followed}));
+  auto writes = fencedTakeover(h, WalPosition(0x180), followed);
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_EQ(writes[0].state.initWal, WalPosition(0x180));
   EXPECT_EQ(writes[0].state.initTimeline, 4);
@@ -121,10 +127,7 @@ TEST(Peer, APrimarysConfigurationNamesTheHistoryItsDataMustHold) {
 // timeline 3, and its postgres runs as the primary of generation 5.
 void takeOverAtTimelineThree(Harness& h) {
   startAsSyncOfGenerationFourOnTimelineThree(h, WalPosition(0x100));
-  const TimelineHistory onThree{3, {{2, WalPosition(0x80)}}};
-  ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(0x180), "", 0, onThree})).size(), 1u);
-  h.step(PgFenced{true, ""});
-  auto writes = only<WriteClusterState>(h.step(WalPositionRead{WalPosition(0x180), "", 0, onThree}));
+  auto writes = fencedTakeover(h, WalPosition(0x180), TimelineHistory{3, {{2, WalPosition(0x80)}}});
   ASSERT_EQ(writes.size(), 1u);
   ASSERT_EQ(writes[0].state.initWal, WalPosition(0x180));
   ASSERT_EQ(writes[0].state.initTimeline, 3);
