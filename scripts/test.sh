@@ -4,7 +4,7 @@
 # ZooKeeper, postgres, end to end, dugong-adm), then measures the line coverage of
 # statemachine/ and of the driver's core (fails under 95 % for either). Exits non-zero on the first failure.
 #
-#   scripts/test.sh            what CI runs (about 20 minutes on 2 idle cores: build 6, tests 14)
+#   scripts/test.sh            what CI runs (about 22 minutes on 2 cores: build 6, tests 16)
 #   scripts/test.sh --quick    a plain build instead of the sanitizers, no coverage
 #   scripts/test.sh --full     also the 10-fault campaign (ctest label campaign), the long
 #                              cluster tests and those whose claims other tests hold
