@@ -21,9 +21,6 @@
 
 namespace dugong::testing {
 
-namespace {
-
-// The kernel's range for the local ports of outgoing connections (net.ipv4.ip_local_port_range).
 std::pair<int, int> ephemeralPortRange() {
   std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
   int lo = 32768;
@@ -31,6 +28,8 @@ std::pair<int, int> ephemeralPortRange() {
   in >> lo >> hi;
   return {lo, hi};
 }
+
+namespace {
 
 bool bindsOnLoopback(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

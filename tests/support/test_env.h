@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 namespace dugong::testing {
 
@@ -10,6 +11,10 @@ namespace dugong::testing {
 // outgoing connections' local ports, and handed to no other process while this one runs
 // (a lock file under $DUGONG_TEST_TMP/dugong-test-ports, default /tmp, held until exit).
 int freeLoopbackPort();
+
+// The kernel's range for the local ports of outgoing connections
+// (net.ipv4.ip_local_port_range), inclusive.
+std::pair<int, int> ephemeralPortRange();
 
 // Runs `command` with /bin/sh (stdin inherited) and returns its standard output.
 std::string commandOutput(const std::string& command);

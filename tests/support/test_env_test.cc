@@ -4,25 +4,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <set>
 
 namespace dugong::testing {
 namespace {
 
-// The kernel's range for the local ports of outgoing connections (every libpq and
-// ZooKeeper client takes one): a server port handed out there can be taken by a
-// client's connection between the test's choice and the server's bind.
-std::pair<int, int> ephemeralRange() {
-  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
-  int lo = 0;
-  int hi = 0;
-  in >> lo >> hi;
-  return {lo, hi};
-}
-
+// An outgoing connection (every libpq and ZooKeeper client opens some) takes its local
+// port from the kernel's ephemeral range: a server port handed out there can be taken
+// between the test's choice and the server's bind.
 TEST(FreeLoopbackPort, IsNeverOneAnOutgoingConnectionCanTake) {
-  auto [lo, hi] = ephemeralRange();
+  auto [lo, hi] = ephemeralPortRange();
   ASSERT_GT(hi, 0);
   for (int i = 0; i < 50; ++i) {
     int port = freeLoopbackPort();
