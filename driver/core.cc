@@ -489,7 +489,9 @@ void DriverCore::onApplied(const in::Applied& a) {
       noteUnhealthy();  // the health check restarts it again
     }
   }
-  if (r.ok && fromPeer && peer_->role() != roleApplied_) {
+  // The role is applied once postgres runs its configuration: not on an apply the state
+  // machine made on the way to it (a new primary's role none first).
+  if (r.ok && fromPeer && peer_->role() != roleApplied_ && peer_->wantedPgConfig() == config) {
     const Role previous = std::exchange(roleApplied_, peer_->role());
     emit(cmd::RoleApplied{previous, roleApplied_});
   }

@@ -287,6 +287,35 @@ TEST_F(DriverTest, AWithdrawalDuringAStateWriteDoesNotWedgeThePeer) {
   EXPECT_TRUE(coordinator_.pendingWrite);
 }
 
+// The role counts as applied (the agent's /primary answers 200 on it) only once
+// postgres runs that role's configuration: a one-node-write peer's first apply, of role
+// none, is not its role primary, and its primary's apply (initdb, the roles and their
+// passwords) must end before a client is sent there. Failed in CI: /primary answered 200
+// before the passwords were set.
+TEST_F(DriverTest, ARoleIsAppliedOnlyByAnApplyOfItsOwnConfiguration) {
+  singleton_ = true;
+  makeDriver(RejoinPolicy::kFollow);
+  ASSERT_TRUE(driver_->start());
+  pg_.inits.front()(PgInitialized{false, false});
+  pg_.inits.pop_front();
+  coordinator_.deliver(ZkInitialized{StateNode{}, active({"node1"})});
+  clock_.advance(0);
+  ASSERT_TRUE(coordinator_.pendingWrite);
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 0});
+  clock_.advance(0);
+  ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
+  while (!pg_.applies.empty() && pg_.applies.front().first.role != PgRole::kPrimary) {
+    pg_.finishApply(true);
+    clock_.advance(0);
+    EXPECT_NE(driver_->appliedRole(), Role::kPrimary) << "an apply of role none made the role primary applied";
+  }
+  ASSERT_EQ(pg_.applies.size(), 1u);
+  EXPECT_NE(driver_->appliedRole(), Role::kPrimary) << "the primary's apply is still in flight";
+  pg_.finishApply(true);
+  clock_.advance(0);
+  EXPECT_EQ(driver_->appliedRole(), Role::kPrimary);
+}
+
 // A standby reports that it streams in its role (dugong-adm's rolling restart waits for
 // that) only while postgres runs the configuration the state machine wants: not between
 // a change of its upstream and the end of the apply that follows it.

@@ -276,6 +276,7 @@ class DriverTest : public ::testing::Test {
     o.lease.tickTimeMs = 1000;  // lease: 9000 - 1000 - 500 - 90 - 300 = 7110 ms after the send
     o.onLeaseDeadline = [this](int64_t deadline) { leaseDeadlines_.push_back(deadline); };
     o.failsafe = failsafe_;
+    o.singleton = singleton_;
     o.failsafeDurationMs = failsafeDurationMs_;
     o.earlierPromiseMs = earlierPromiseMs_;
     o.recordPromise = recordPromise_;
@@ -470,7 +471,8 @@ class DriverTest : public ::testing::Test {
   FakePostgres pg_;
   NullLog log_;
   FakePeerLink peers_;
-  bool failsafe_ = false;  // DriverOptions::failsafe of makeDriver
+  bool failsafe_ = false;   // DriverOptions::failsafe of makeDriver
+  bool singleton_ = false;  // DriverOptions::singleton of makeDriver
   // DriverOptions::failsafeDurationMs, earlierPromiseMs and recordPromise of makeDriver.
   int64_t failsafeDurationMs_ = 9000;
   std::optional<int64_t> earlierPromiseMs_;
