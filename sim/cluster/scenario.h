@@ -37,7 +37,8 @@ enum class FaultKind {
                             // late by more than that (a stalled agent): the sync may take over
                             // from a primary already running again on a new session
   kCrashAgent,          // the agent alone dies (killed, out of memory); its postgres runs on,
-                        // writable if it was the primary; restarted after `duration`
+                        // writable if it was the primary; restarted after `duration`, one
+                        // time in four with the failsafe turned off (or back on)
   kCutSyncCrashPrimary,  // the sync is cut off from ZooKeeper for `duration` (its postgres
                          // streams on), and the primary's postgres dies right after the
                          // fence that replaces it (as crash-pg-after-fence, always cut off):
@@ -63,7 +64,9 @@ enum class FaultKind {
                         // initWal and runs past it (a backup of another history, its
                         // newest timeline's history file not archived), and the primary's
                         // host dies meanwhile; the sync is back `duration` ms later and
-                        // must not take over with that WAL. Drawn apart (scenario.cc)
+                        // must not take over with that WAL. One time in three the primary's
+                        // host instead, back at once: its agent must refuse that data.
+                        // Drawn apart (scenario.cc)
   kStopAgent,           // the agent's process group is stopped (SIGSTOP, Ctrl-Z) for `duration`:
                         // it steps nothing and its ZooKeeper client sends nothing; postgres
                         // runs on, and the watchdog (a session of its own) shuts a primary's

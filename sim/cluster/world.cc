@@ -54,8 +54,22 @@ void World::startAgent(int n) {
   nd.watchdogPrimary = false;
   o.onPrimaryApplyStarting = [this, n] { node(n).watchdogPrimary = true; };
   o.onRoleApplied = [this, n](Role, Role applied) { node(n).watchdogPrimary = applied == Role::kPrimary; };
-  o.failsafe = sc_.failsafe;
+  o.failsafe = sc_.failsafe && !nd.failsafeOff;
   o.failsafeDurationMs = sc_.sessionTimeoutMs;
+  // The record of earlier promises, held whatever this start's configuration (as the
+  // agent's Agent::earlierPromiseMs): none yet is a record of none.
+  o.earlierPromiseMs = 0;
+  if (nd.promiseUntil >= 0) {
+    const int64_t from = nd.rebootedSincePromise ? nd.promiseRecordedAt : now_;
+    o.earlierPromiseMs = std::max<int64_t>(0, nd.promiseUntil - from);
+  }
+  o.recordPromise = [this, n](int64_t until) -> Result<bool> {
+    Node& recorded = node(n);
+    recorded.promiseUntil = until;
+    recorded.promiseRecordedAt = now_;
+    recorded.rebootedSincePromise = false;
+    return true;
+  };
   nd.driver = std::make_unique<agent::Driver>(
       agent::Env{*nd.env, nd.env->coordinator, nd.env->postgres, *nd.env, nd.env.get()}, o);
   NodeEnv* env = nd.env.get();

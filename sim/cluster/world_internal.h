@@ -143,6 +143,15 @@ struct Node {
   // Its data directory was replaced by an older copy (restore-stale-sync): acknowledged
   // commits may be gone from it for good.
   bool restoredFromStaleCopy = false;
+  // The agent's record of its promises (agent/promise_record.h), a file that outlives
+  // the agent: until when its last promise runs, when it was recorded, and whether the
+  // host has rebooted since (the time since is then unknown: the record holds in full).
+  int64_t promiseUntil = -1;
+  int64_t promiseRecordedAt = -1;
+  bool rebootedSincePromise = false;
+  // The agent runs with the failsafe off from its next start (crash-agent restarts it
+  // with another configuration now and then): its dugong.yaml changed meanwhile.
+  bool failsafeOff = false;
   simworld::PgServer pg;
   int64_t generationTag = 0;  // the generation its agent saw when making its postgres primary
 };
@@ -267,6 +276,7 @@ class World final : public simworld::TraceSink {
   void armCrashAfterWrite(const Fault& f);
   void crashPeer(int n, int64_t downFor);
   void crashAgent(int n, int64_t downFor);
+  void restartSyncAgentWithin(const Fault& f, int sync, int64_t window);
   void stopAgentGroup(const Fault& f);
   // When the watchdog of an agent that died or stopped now shuts its postgres down (ms
   // from now); nullopt: not armed (its applied role is not primary).

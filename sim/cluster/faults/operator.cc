@@ -193,9 +193,12 @@ void World::rollingRestartWait(const std::vector<std::string>& order, size_t i, 
   after(200, [this, order, i, sync, deadline] { rollingRestartWait(order, i, sync, deadline); });
 }
 
+// Not a peer whose agent halted on a refusal (its data directory replaced by a copy off
+// the cluster's history, while it was the primary): it waits for the operator's rebuild,
+// as its log says.
 bool World::rejoinsByItself(const std::string& id) const {
   const int x = nodeOf(id);
-  return sc_.rejoinRewind && x >= 0 && node(x).up && node(x).pg.setUp;
+  return sc_.rejoinRewind && x >= 0 && node(x).up && node(x).pg.setUp && !node(x).driver->peer().haltReason();
 }
 
 std::optional<std::string> World::deposedNotRejoined() const {

@@ -130,23 +130,29 @@ void World::restoreStaleSync(const Fault& f) {
   if (initRecords == 0 || primaryWal.size() < initRecords) {
     return trace('F', [&] { return f.describe() + ": skipped, no WAL before the generation's initWal"; });
   }
+  // One in three: the primary's host instead, back well within the session timeout, so
+  // that its agent starts postgres as the primary on that copy (pg/plan/transition.cc
+  // refuses data off the generation's history; a takeover follows).
+  const bool onPrimary = (f.variant >> 40) % 3 == 0;
+  const int target = onPrimary ? primary : sync;
   Wal stale = primaryWal;
   stale.truncate(f.variant % initRecords);
   stale.promote(fleet_.newTimeline());
   const size_t extra = initRecords - stale.size() + 1 + (f.variant >> 20) % 8;
   for (size_t i = 0; i < extra; ++i) stale.append(kNeverAcknowledged + ++staleRecords_);
   trace('F', [&] {
-    return f.describe() + ": " + node(sync).identity.id + "'s host goes down and is restored from a copy of timeline " +
+    return f.describe() + ": " + node(target).identity.id + "'s host goes down and is restored from a copy of timeline " +
            std::to_string(stale.timeline()) + " (forked after " + std::to_string(f.variant % initRecords) +
-           " records, " + std::to_string(stale.size()) + " in all; initWal at " + std::to_string(initRecords) +
-           "); " + node(primary).identity.id + "'s host dies";
+           " records, " + std::to_string(stale.size()) + " in all; initWal at " + std::to_string(initRecords) + ")" +
+           (onPrimary ? "" : "; " + node(primary).identity.id + "'s host dies");
   });
-  crashPeer(sync, f.duration);
-  PgServer& restored = fleet_.server(sync);
+  const int64_t downFor = onPrimary ? 100 + static_cast<int64_t>(f.variant % 1000) : f.duration;
+  crashPeer(target, downFor);
+  PgServer& restored = fleet_.server(target);
   restored.wal = std::move(stale);
   restored.setUp = true;
-  node(sync).restoredFromStaleCopy = true;
-  crashPeer(primary, f.duration + 2 * sc_.sessionTimeoutMs);
+  node(target).restoredFromStaleCopy = true;
+  if (!onPrimary) crashPeer(primary, f.duration + 2 * sc_.sessionTimeoutMs);
 }
 
 }  // namespace dugong::clustersim::world_internal
