@@ -715,7 +715,12 @@ TEST_F(AdmTest, SwitchoverToTheAsyncInOneCommandAtAScheduledTimeAndHistoryPrunin
   std::cerr << "[switchover] to async[0] in one command: longest time between two acknowledgements "
             << writer.longestGap().count() << " ms\n";
 
-  // history --prune: bad input refused, nothing removed; then the oldest removed.
+  // history --prune: bad input refused, nothing removed; then the oldest removed. Once
+  // the old primary has rejoined as an async (its last history records), the history
+  // stays as it is.
+  ASSERT_TRUE(h_->waitFor([&] { auto st = h_->zkState(); return st && containsPeer(st->async, P); }, 60s))
+      << h_->describe();
+  ASSERT_EQ(verifyEventually(60s).code, 0);
   const size_t total = h_->history().size();
   ASSERT_GE(total, 4u);
   for (const char* bad : {"history --prune", "history --keep 2", "history --prune --keep 0 -y",
