@@ -207,13 +207,13 @@ TEST(HttpApi, SwitchoverTakesPatronisLeaderKey) {
     const char* body;
     const char* error;
   };
-  for (const Bad& b : {Bad{"{}", "expected {\"candidate\": \"<peer id>\"} or {\"leader\": \"<primary id>\"}, or both, found {}"},
-                       Bad{R"({"leader":""})", "\"leader\" must be a peer id (a non-empty string), found \"\""},
-                       Bad{R"({"leader":1,"candidate":"c"})", "\"leader\" must be a peer id (a non-empty string), found 1"},
-                       Bad{R"({"leader":"a","member":"c"})", "unknown key \"member\" (known: leader, candidate)"},
-                       Bad{R"({"leader":"a","scheduled_at":"2026-11-29T22:00:00Z"})",
-                           "\"scheduled_at\" is not supported: schedule the switchover with `dugong-adm switchover "
-                           "--scheduled TIME`"}}) {
+  for (const Bad& b :
+       {Bad{"{}", R"(expected {"candidate": "<peer id>"} or {"leader": "<primary id>"}, or both, found {})"},
+        Bad{R"({"leader":""})", R"("leader" must be a peer id (a non-empty string), found "")"},
+        Bad{R"({"leader":1,"candidate":"c"})", R"("leader" must be a peer id (a non-empty string), found 1)"},
+        Bad{R"({"leader":"a","member":"c"})", R"(unknown key "member" (known: leader, candidate))"},
+        Bad{R"({"leader":"a","scheduled_at":"2026-11-29T22:00:00Z"})",
+            R"("scheduled_at" is not supported: schedule the switchover with `dugong-adm switchover --scheduled TIME`)"}}) {
     auto r = route(post("/switchover", b.body, kBearer), primary(), kOn);
     EXPECT_FALSE(r.switchover) << b.body;
     EXPECT_EQ(r.reply.status, 400) << b.body;

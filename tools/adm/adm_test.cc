@@ -169,6 +169,15 @@ class AdmTest : public ::testing::Test {
     return r;
   }
   std::set<int> ids(int peer) { return h_->intColumn(peer, "SELECT id FROM acked"); }
+  // Runs dugong-adm with `args`; expects exit status `code` and, when given, `says` in
+  // its output.
+  void expectExit(const std::string& args, int code, const std::string& says = "") {
+    AdmRun r = cmd(args);
+    EXPECT_EQ(r.code, code) << args << ": " << r.out;
+    if (!says.empty()) {
+      EXPECT_TRUE(has(r.out, says)) << args << ": " << r.out;
+    }
+  }
   // A 3-peer cluster that `verify` passes; its peers' indexes and ids in roles_.
   void startVerifiedCluster() {
     roles_.primary = startCluster();
@@ -654,31 +663,27 @@ TEST_F(AdmTest, SwitchoverToTheAsyncInOneCommandAtAScheduledTimeAndHistoryPrunin
 
   // Refusals: a clear reason, the exit status, the state byte for byte as it was.
   const std::string before = h_->zkState()->serialize();
-  AdmRun unknown = cmd("switchover --candidate nobody");
-  EXPECT_EQ(unknown.code, 2) << unknown.out;
-  EXPECT_TRUE(has(unknown.out, "no peer nobody in the cluster; its peers are " + P + " (primary), " + S + " (sync), " +
-                                   A + " (async)"))
-      << unknown.out;
-  AdmRun itself = cmd("switchover --candidate " + P);
-  EXPECT_EQ(itself.code, 1) << itself.out;
-  EXPECT_TRUE(has(itself.out, P + " is the primary already")) << itself.out;
-  AdmRun notLeader = cmd("switchover --leader " + S + " --candidate " + A);
-  EXPECT_EQ(notLeader.code, 1) << notLeader.out;
-  EXPECT_TRUE(has(notLeader.out, "the leader given, " + S + ", is not the primary: the primary is " + P)) << notLeader.out;
-  AdmRun past = cmd("switchover --candidate " + A + " --scheduled 2020-01-01T00:00:00Z");
-  EXPECT_EQ(past.code, 2) << past.out;
-  EXPECT_TRUE(has(past.out, "is in the past")) << past.out;
-  AdmRun garbled = cmd("switchover --scheduled tomorrow");
-  EXPECT_EQ(garbled.code, 2) << garbled.out;
-  EXPECT_TRUE(has(garbled.out, "expected an ISO 8601 time with its zone")) << garbled.out;
-  AdmRun noZone = cmd("switchover --scheduled 2099-01-01T00:00:00");
-  EXPECT_EQ(noZone.code, 2) << noZone.out;
+  expectExit("switchover --candidate nobody", 2,
+             "no peer nobody in the cluster; its peers are " + P + " (primary), " + S + " (sync), " + A + " (async)");
+  expectExit("switchover --candidate " + P, 1, P + " is the primary already");
+  expectExit("switchover --leader " + S + " --candidate " + A, 1,
+             "the leader given, " + S + ", is not the primary: the primary is " + P);
+  expectExit("switchover --candidate " + A + " --scheduled 2020-01-01T00:00:00Z", 2, "is in the past");
+  expectExit("switchover --scheduled tomorrow", 2, "expected an ISO 8601 time with its zone");
+  expectExit("switchover --scheduled 2099-01-01T00:00:00", 2);
   EXPECT_EQ(h_->zkState()->serialize(), before);
+  // An async that does not stream (its WAL receiver told to connect nowhere).
+  ASSERT_TRUE(h_->sql(async, "ALTER SYSTEM SET primary_conninfo = ''").ok());
+  ASSERT_TRUE(h_->sql(async, "SELECT pg_reload_conf()").ok());
+  ASSERT_TRUE(h_->waitFor([&] { return cmd("verify").code != 0; }, 30s)) << "the async still streams";
+  expectExit("switchover --candidate " + A, 1, A + " is not streaming from ");
+  EXPECT_EQ(h_->zkState()->serialize(), before);
+  ASSERT_TRUE(h_->sql(async, "ALTER SYSTEM RESET primary_conninfo").ok());
+  ASSERT_TRUE(h_->sql(async, "SELECT pg_reload_conf()").ok());
+  ASSERT_EQ(verifyEventually(60s).code, 0);
   ASSERT_EQ(cmd("freeze -r test").code, 0);
   const std::string frozen = h_->zkState()->serialize();
-  AdmRun whileFrozen = cmd("switchover --candidate " + A);
-  EXPECT_EQ(whileFrozen.code, 1) << whileFrozen.out;
-  EXPECT_TRUE(has(whileFrozen.out, "the cluster is frozen")) << whileFrozen.out;
+  expectExit("switchover --candidate " + A, 1, "the cluster is frozen");
   EXPECT_EQ(h_->zkState()->serialize(), frozen);
   ASSERT_EQ(cmd("unfreeze").code, 0);
 
@@ -692,6 +697,7 @@ TEST_F(AdmTest, SwitchoverToTheAsyncInOneCommandAtAScheduledTimeAndHistoryPrunin
   ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(firstAfter) >= 5; }, 60s));
   writer.stop();
   ASSERT_EQ(done.code, 0) << done.out << h_->describe();
+  std::cerr << "[switchover] dugong-adm's output:\n" << done.out;
   EXPECT_TRUE(has(done.out, "waiting until " + formatIso8601(at))) << done.out;
   EXPECT_TRUE(has(done.out, "switching over from " + P + " to " + A + " (async): 2 promote requests")) << done.out;
   EXPECT_TRUE(has(done.out, "switchover done: " + A + " is the writable primary")) << done.out;
@@ -725,11 +731,9 @@ TEST_F(AdmTest, SwitchoverToTheAsyncInOneCommandAtAScheduledTimeAndHistoryPrunin
   ASSERT_GE(total, 4u);
   for (const char* bad : {"history --prune", "history --keep 2", "history --prune --keep 0 -y",
                           "history --prune --keep -1 -y"}) {
-    AdmRun r = cmd(bad);
-    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    expectExit(bad, 2);
   }
-  AdmRun noTerminal = cmd("history --prune --keep 2");
-  EXPECT_EQ(noTerminal.code, 1) << noTerminal.out;
+  expectExit("history --prune --keep 2", 1);
   EXPECT_EQ(h_->history().size(), total);
   const auto newest = h_->history().back();
   AdmRun pruned = cmd("history --prune --keep 2 -y");
@@ -739,11 +743,8 @@ TEST_F(AdmTest, SwitchoverToTheAsyncInOneCommandAtAScheduledTimeAndHistoryPrunin
   ASSERT_EQ(left.size(), 2u);
   EXPECT_EQ(left.back().node, newest.node);
   EXPECT_EQ(left.back().data, newest.data);
-  AdmRun again = cmd("history --prune --keep 5 -y");
-  EXPECT_EQ(again.code, 0) << again.out;
-  EXPECT_TRUE(has(again.out, "nothing to prune")) << again.out;
-  AdmRun shown = cmd("history");
-  EXPECT_EQ(shown.code, 0) << shown.out;
+  expectExit("history --prune --keep 5 -y", 0, "nothing to prune");
+  expectExit("history", 0);
   EXPECT_EQ(h_->zkState()->primary.id, A);
 }
 
@@ -755,14 +756,9 @@ TEST_F(AdmTest, RestartPendingRestartsOnlyThePeersThatNeedItAndRestartScheduledW
   const std::string P = roles_.P, S = roles_.S, A = roles_.A;
   auto started = [&](int i) { return h_->peer(i).pg->value("SELECT pg_postmaster_start_time()"); };
 
-  AdmRun nothing = cmd("restart --pending");
-  EXPECT_EQ(nothing.code, 0) << nothing.out;
-  EXPECT_TRUE(has(nothing.out, "nothing to restart")) << nothing.out;
-  AdmRun both = cmd("restart --pending --rolling");
-  EXPECT_EQ(both.code, 2) << both.out;
-  AdmRun past = cmd("restart --pending --scheduled 2020-01-01T00:00:00Z");
-  EXPECT_EQ(past.code, 2) << past.out;
-  EXPECT_TRUE(has(past.out, "is in the past")) << past.out;
+  expectExit("restart --pending", 0, "nothing to restart");
+  expectExit("restart --pending --rolling", 2);
+  expectExit("restart --pending --scheduled 2020-01-01T00:00:00Z", 2, "is in the past");
 
   // A restart-only setting changed on the async alone (ALTER SYSTEM is allowed on a standby).
   ASSERT_TRUE(h_->sql(async, "ALTER SYSTEM SET shared_buffers = '24MB'").ok());
@@ -810,9 +806,7 @@ TEST_F(AdmTest, RebuildFullCopiesAStandbyAfresh) {
   std::ofstream(dataDir + "/dugong-test-witness") << "only in the old directory\n";
 
   std::filesystem::create_directories(dataDir + ".before-full-rebuild");
-  AdmRun blocked = cmd("rebuild --full -y --wait 0 --config " + config);
-  EXPECT_EQ(blocked.code, 1) << blocked.out;
-  EXPECT_TRUE(has(blocked.out, "exists already")) << blocked.out;
+  expectExit("rebuild --full -y --wait 0 --config " + config, 1, "exists already");
   EXPECT_TRUE(std::filesystem::exists(dataDir + "/dugong-test-witness"));
   std::filesystem::remove(dataDir + ".before-full-rebuild");
 

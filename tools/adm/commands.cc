@@ -44,9 +44,13 @@ void addScheduledOption(CLI::App* sub, std::string& text) {
 
 void waitUntilScheduled(EpochMs at, const std::string& what) {
   const EpochMs now = nowMs();
-  const int64_t minutes = (at - now + 59999) / 60000;
-  std::cout << "waiting until " << formatIso8601(at) << " (in " << minutes / 60 << " h " << minutes % 60
-            << " min; it is now " << formatIso8601(now) << ") to " << what
+  const int64_t seconds = (at - now + 999) / 1000;
+  const std::string in = seconds < 60     ? std::to_string(seconds) + " s"
+                         : seconds < 3600 ? std::to_string(seconds / 60) + " min " + std::to_string(seconds % 60) + " s"
+                                          : std::to_string(seconds / 3600) + " h " +
+                                                std::to_string(seconds % 3600 / 60) + " min";
+  std::cout << "waiting until " << formatIso8601(at) << " (in " << in << "; it is now " << formatIso8601(now)
+            << ") to " << what
             << "; nothing is changed before then (interrupt to cancel)\n"
             << std::flush;
   // Wall-clock time, read again each second: the time asked for is a wall-clock time.

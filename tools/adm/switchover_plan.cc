@@ -15,7 +15,9 @@ SwitchoverPlan planSwitchover(const ClusterState& s, const SwitchoverAsk& ask) {
   if (s.frozen()) {
     return refuse(409, "the cluster is frozen (" + s.freeze.dump() + "): no switchover until `dugong-adm unfreeze`");
   }
-  if (s.oneNodeWriteMode) return refuse(409, "the cluster is in one-node-write mode: there is no peer to switch over to");
+  if (s.oneNodeWriteMode) {
+    return refuse(409, "the cluster is in one-node-write mode: there is no peer to switch over to");
+  }
   if (!ask.candidate) {
     if (!s.sync) return refuse(409, "there is no sync to switch over to");
     return {SwitchoverTarget{s.sync->id, "sync", 1}, {}};
