@@ -94,6 +94,7 @@ Result<bool> setAside(pg::PgController& controller, const pg::PgOptions& options
   std::error_code ec;
   old->setUp = std::filesystem::exists(options.dataDir + "/global/pg_control", ec);
   old->standby = std::filesystem::exists(options.dataDir + "/standby.signal", ec);
+  old->marked = std::filesystem::exists(incompleteMarkerPath(options.dataDir), ec);
   if (old->setUp) old->systemId = systemIdentifier(options, options.dataDir);
   auto moved = moveAside(options.dataDir);
   if (!moved) return moved;
@@ -199,7 +200,7 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
   }
   if (!applied.ok && a.full) {
     if (controller.postmasterRunning()) (void)controller.apply(PgConfig::none());
-    auto back = putBack(config->pg.dataDir);
+    auto back = putBack(config->pg.dataDir, old.marked);
     return fail(kExitFailed, "rebuild --full failed: " + applied.error + "; " +
                                  (back ? std::string("the old data directory is back in place") : back.error()) +
                                  "; " + self + " stays " + role);

@@ -34,7 +34,9 @@ Result<bool> moveAside(const std::string& dataDir) {
   return true;
 }
 
-Result<bool> putBack(const std::string& dataDir) {
+std::string incompleteMarkerPath(const std::string& dataDir) { return dataDir + ".dugong-incomplete"; }
+
+Result<bool> putBack(const std::string& dataDir, bool markerBefore) {
   const std::string aside = setAsidePath(dataDir);
   std::error_code ec;
   if (!fs::exists(aside, ec)) return false;
@@ -43,6 +45,10 @@ Result<bool> putBack(const std::string& dataDir) {
                        "is at " + aside};
   fs::rename(aside, dataDir, ec);
   if (ec) return Error{"cannot put " + aside + " back to " + dataDir + ": " + ec.message()};
+  if (!markerBefore) fs::remove(incompleteMarkerPath(dataDir), ec);
+  if (ec) {
+    return Error{"put " + dataDir + " back, but cannot remove " + incompleteMarkerPath(dataDir) + ": " + ec.message()};
+  }
   return true;
 }
 

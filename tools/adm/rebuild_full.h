@@ -21,6 +21,7 @@ struct OldDataDir {
   bool setUp = false;      // it held a database
   bool standby = false;    // standby.signal: it last ran as a standby
   std::string systemId;    // pg_controldata's system identifier, when known
+  bool marked = false;     // incompleteMarkerPath was there: its making had not finished
 };
 
 // After the copy runs: remove the old directory (true), or keep it for the operator
@@ -33,8 +34,13 @@ bool removeAfterCopy(const OldDataDir& old, const std::string& copySystemId, boo
 // Moves `dataDir` to setAsidePath(dataDir). Refuses when something is there already (a
 // previous --full rebuild's: the operator decides what becomes of it) or the rename fails.
 Result<bool> moveAside(const std::string& dataDir);
-// Puts the old directory back after a failed copy: whatever the copy left is removed.
-Result<bool> putBack(const std::string& dataDir);
+// The marker the postgres adapter keeps beside a data directory it is making, left there
+// when the making fails (PgController::markerPath, pg/controller.h): a directory with
+// it is never started as it is.
+std::string incompleteMarkerPath(const std::string& dataDir);
+// Puts the old directory back after a failed copy: whatever the copy left is removed,
+// and the failed copy's marker too unless one was there before the copy (`markerBefore`).
+Result<bool> putBack(const std::string& dataDir, bool markerBefore);
 // Removes the old directory.
 Result<bool> removeSetAside(const std::string& dataDir);
 

@@ -31,16 +31,16 @@ struct TempDir {
 
 TEST(RebuildFull, TheOldDirectoryIsRemovedOnlyWhenItHoldsNothingTheClusterMayNeed) {
   std::string why;
-  EXPECT_TRUE(removeAfterCopy({true, true, "7"}, "7", false, &why));
-  EXPECT_TRUE(removeAfterCopy({false, false, ""}, "7", false, &why));
-  EXPECT_FALSE(removeAfterCopy({true, false, "7"}, "7", false, &why));
+  EXPECT_TRUE(removeAfterCopy(OldDataDir{.setUp = true, .standby = true, .systemId = "7"}, "7", false, &why));
+  EXPECT_TRUE(removeAfterCopy(OldDataDir{.setUp = false, .standby = false, .systemId = ""}, "7", false, &why));
+  EXPECT_FALSE(removeAfterCopy(OldDataDir{.setUp = true, .standby = false, .systemId = "7"}, "7", false, &why));
   EXPECT_EQ(why, "it last ran as a primary: it may hold WAL that no other peer has");
-  EXPECT_FALSE(removeAfterCopy({true, true, "8"}, "7", false, &why));
+  EXPECT_FALSE(removeAfterCopy(OldDataDir{.setUp = true, .standby = true, .systemId = "8"}, "7", false, &why));
   EXPECT_EQ(why, "it held another database system (8, the copy is of 7)");
-  EXPECT_FALSE(removeAfterCopy({true, true, ""}, "7", false, &why));
+  EXPECT_FALSE(removeAfterCopy(OldDataDir{.setUp = true, .standby = true, .systemId = ""}, "7", false, &why));
   EXPECT_EQ(why, "its database system could not be compared with the copy's");
   // The operator's --discard-data: removed whatever it held.
-  EXPECT_TRUE(removeAfterCopy({true, false, "8"}, "7", true, &why));
+  EXPECT_TRUE(removeAfterCopy(OldDataDir{.setUp = true, .standby = false, .systemId = "8"}, "7", true, &why));
 }
 
 TEST(RebuildFull, MoveAsideAndPutBackKeepTheOldDataExactly) {
@@ -51,13 +51,20 @@ TEST(RebuildFull, MoveAsideAndPutBackKeepTheOldDataExactly) {
   ASSERT_EQ(moveAside(dir).value(), true);
   EXPECT_FALSE(fs::exists(dir));
   EXPECT_TRUE(fs::exists(setAsidePath(dir) + "/PG_VERSION"));
-  // A failed copy's leftovers are replaced by the old directory.
+  // A failed copy's leftovers, its marker included, are replaced by the old directory.
   fs::create_directories(dir);
   std::ofstream(dir + "/partial") << "x";
-  ASSERT_EQ(putBack(dir).value(), true);
+  std::ofstream(incompleteMarkerPath(dir)) << "basebackup\n";
+  ASSERT_EQ(putBack(dir, false).value(), true);
   EXPECT_TRUE(fs::exists(dir + "/PG_VERSION"));
   EXPECT_FALSE(fs::exists(dir + "/partial"));
   EXPECT_FALSE(fs::exists(setAsidePath(dir)));
+  EXPECT_FALSE(fs::exists(incompleteMarkerPath(dir))) << "the old directory would never start again";
+  // A marker that was there before the copy stays: the old directory was not complete.
+  ASSERT_EQ(moveAside(dir).value(), true);
+  std::ofstream(incompleteMarkerPath(dir)) << "rewind\n";
+  ASSERT_EQ(putBack(dir, true).value(), true);
+  EXPECT_TRUE(fs::exists(incompleteMarkerPath(dir)));
 }
 
 TEST(RebuildFull, AnEarlierSetAsideDirectoryIsNeverOverwritten) {
@@ -74,7 +81,7 @@ TEST(RebuildFull, AnEarlierSetAsideDirectoryIsNeverOverwritten) {
   // Nothing there: nothing to move, nothing to put back.
   TempDir empty;
   EXPECT_EQ(moveAside(empty.path() + "/none").value(), false);
-  EXPECT_EQ(putBack(empty.path() + "/none").value(), false);
+  EXPECT_EQ(putBack(empty.path() + "/none", false).value(), false);
 }
 
 }  // namespace
