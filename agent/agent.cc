@@ -363,7 +363,7 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
   Routed routed = route(request, s, ApiAccess{config_.httpSecret});
   if (routed.failsafe) return failsafeRequest(*routed.failsafe, std::move(respond));
   if (routed.operatorAction) return operatorRequest(request, *routed.operatorAction, std::move(respond));
-  if (!routed.switchoverTo) {
+  if (!routed.switchover) {
     if (request.method == "POST") {
       auto j = nlohmann::json::parse(routed.reply.body, nullptr, false);
       spdlog::info("{} {} refused with {}: {}", request.method, request.path, routed.reply.status,
@@ -372,9 +372,11 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
     return respond(std::move(routed.reply));
   }
   if (stopping_) return respond(jsonError(503, "the agent is stopping"));
-  spdlog::info("POST /switchover to {}: accepted (credential and body), checking the cluster", *routed.switchoverTo);
-  if (!switchover_->start(*routed.switchoverTo, respond)) {
-    spdlog::info("POST /switchover to {}: refused, another switchover is running", *routed.switchoverTo);
+  const std::string to = routed.switchover->candidate.value_or("the sync") +
+                         (routed.switchover->leader ? " from " + *routed.switchover->leader : "");
+  spdlog::info("POST /switchover to {}: accepted (credential and body), checking the cluster", to);
+  if (!switchover_->start(*routed.switchover, respond)) {
+    spdlog::info("POST /switchover to {}: refused, another switchover is running", to);
     respond(jsonError(409, "another switchover is running"));
   }
 }

@@ -48,17 +48,31 @@ HttpReply replicaCheck(const char* what, bool serves, const ApiStatus& s, std::o
   return jsonReply(200, body);
 }
 
-HttpReply switchoverBody(const HttpRequest& r, std::optional<std::string>* candidate) {
+// Patroni's body: {"leader": the current primary, checked by the switchover (412 when it
+// is not), "candidate": the peer to become primary}; at least one of them (no candidate:
+// the sync). Anything else (Patroni's "scheduled_at" included) is refused.
+HttpReply switchoverBody(const HttpRequest& r, std::optional<adm::SwitchoverAsk>* ask) {
+  const std::string expected = "expected {\"candidate\": \"<peer id>\"} or {\"leader\": \"<primary id>\"}, or both";
   auto j = nlohmann::json::parse(r.body, nullptr, false);
-  if (j.is_discarded()) return jsonError(400, "the body is not JSON: expected {\"candidate\": \"<peer id>\"}");
-  if (!j.is_object() || !j.contains("candidate") || !j["candidate"].is_string() ||
-      j["candidate"].get<std::string>().empty()) {
-    return jsonError(400, "expected {\"candidate\": \"<peer id>\"}, found " + j.dump());
+  if (j.is_discarded()) return jsonError(400, "the body is not JSON: " + expected);
+  if (!j.is_object() || (!j.contains("candidate") && !j.contains("leader"))) {
+    return jsonError(400, expected + ", found " + j.dump());
   }
+  adm::SwitchoverAsk out;
   for (const auto& [key, value] : j.items()) {
-    if (key != "candidate") return jsonError(400, "unknown key \"" + key + "\" (known: candidate)");
+    if (key == "scheduled_at") {
+      return jsonError(400, "\"scheduled_at\" is not supported: schedule the switchover with `dugong-adm switchover "
+                            "--scheduled TIME`");
+    }
+    if (key != "candidate" && key != "leader") {
+      return jsonError(400, "unknown key \"" + key + "\" (known: leader, candidate)");
+    }
+    if (!value.is_string() || value.get<std::string>().empty()) {
+      return jsonError(400, "\"" + key + "\" must be a peer id (a non-empty string), found " + value.dump());
+    }
+    (key == "candidate" ? out.candidate : out.leader) = value.get<std::string>();
   }
-  *candidate = j["candidate"].get<std::string>();
+  *ask = std::move(out);
   return {};
 }
 
@@ -89,10 +103,10 @@ Routed mutating(const HttpRequest& r, const ApiAccess& access) {
     if (!bad.body.empty()) return {bad, std::nullopt};
     return {{}, std::nullopt, r.path.substr(1)};
   }
-  std::optional<std::string> candidate;
-  HttpReply bad = switchoverBody(r, &candidate);
-  if (!candidate) return {bad, std::nullopt};
-  return {{}, candidate};
+  std::optional<adm::SwitchoverAsk> ask;
+  HttpReply bad = switchoverBody(r, &ask);
+  if (!ask) return {bad, std::nullopt};
+  return {{}, ask};
 }
 
 // The body is parsed here; the agent checks its MAC (agent/failsafe_message.h).

@@ -13,7 +13,8 @@
 //   GET /sync        200 on the streaming sync                   [lag, noloadbalance]
 //   GET /async       200 on a streaming async                    [lag, noloadbalance]
 //   GET /state, /metrics   the status document, Prometheus metrics
-//   POST /switchover {"candidate": ID}   needs the credential (see checkCredential)
+//   POST /switchover {"leader": PRIMARY, "candidate": ID} (either or both; no candidate:
+//                    the sync)   needs the credential (see checkCredential)
 //   POST /restart, POST /reload          the same; restarts or reloads this peer's postgres
 //                                        (body: none or {}), answered once done
 //   POST /failsafe   a primary asks its sync for a failsafe promise (driver/failsafe.h):
@@ -37,6 +38,7 @@
 #include "agent/http_server.h"
 #include "statemachine/peer.h"
 #include "statemachine/result.h"
+#include "tools/adm/switchover_plan.h"
 
 namespace dugong::agent {
 
@@ -59,12 +61,12 @@ struct ApiAccess {
 };
 
 // What route() decided: a reply, or an operation to carry out (the credential and the
-// body were accepted): a switchover (the candidate is checked against the cluster by
-// the caller), or an operator's request to this peer ("restart" or "reload", carried
+// body were accepted): a switchover (the candidate and the leader are checked against
+// the cluster by the caller), or an operator's request to this peer ("restart" or "reload", carried
 // out as a request node's: agent/request_follower.h).
 struct Routed {
   HttpReply reply;
-  std::optional<std::string> switchoverTo;
+  std::optional<adm::SwitchoverAsk> switchover;
   std::optional<std::string> operatorAction = std::nullopt;  // so that {reply, nullopt} stays complete
   std::optional<FailsafeCall> failsafe = std::nullopt;       // decided by the driver
 };

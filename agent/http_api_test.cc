@@ -102,7 +102,7 @@ TEST(HttpApi, ReadEndpointsAnswerByRoleLagAndTags) {
   for (const auto& c : cases) {
     auto r = route(get(c.target), c.status, {});
     EXPECT_EQ(r.reply.status, c.code) << c.target << " as " << roleName(c.status.role) << ": " << r.reply.body;
-    EXPECT_FALSE(r.switchoverTo);
+    EXPECT_FALSE(r.switchover);
   }
 }
 
@@ -175,15 +175,50 @@ TEST(HttpApi, SwitchoverNeedsTheCredentialAndABody) {
     auto r = route(c.request, primary(), c.access);
     EXPECT_FALSE(r.operatorAction) << c.request.path;
     if (c.code == 0) {
-      EXPECT_EQ(r.switchoverTo, "c") << c.request.authorization << " " << c.request.body << ": " << r.reply.body;
+      ASSERT_TRUE(r.switchover) << c.request.authorization << " " << c.request.body << ": " << r.reply.body;
+      EXPECT_EQ(r.switchover->candidate, "c") << c.request.body;
+      EXPECT_FALSE(r.switchover->leader) << c.request.body;
     } else {
-      EXPECT_FALSE(r.switchoverTo) << c.request.path << " " << c.request.body;
+      EXPECT_FALSE(r.switchover) << c.request.path << " " << c.request.body;
       EXPECT_EQ(r.reply.status, c.code) << c.request.path << " " << c.request.authorization << " " << c.request.body;
       EXPECT_TRUE(nlohmann::json::parse(r.reply.body).contains("error")) << r.reply.body;
     }
   }
   auto g = get("/switchover");
   EXPECT_EQ(route(g, primary(), kOn).reply.status, 405);
+}
+
+// Patroni's body: "leader" (the primary, checked by the switchover: 412 when it is not)
+// with or without "candidate"; its "scheduled_at" is refused with the way to schedule.
+TEST(HttpApi, SwitchoverTakesPatronisLeaderKey) {
+  struct Accepted {
+    const char* body;
+    std::optional<std::string> candidate, leader;
+  };
+  for (const Accepted& c : {Accepted{R"({"leader":"a","candidate":"c"})", "c", "a"},
+                            Accepted{R"({"leader":"a"})", std::nullopt, "a"},
+                            Accepted{R"({"candidate":"c","leader":"a"})", "c", "a"}}) {
+    auto r = route(post("/switchover", c.body, kBearer), primary(), kOn);
+    ASSERT_TRUE(r.switchover) << c.body << ": " << r.reply.body;
+    EXPECT_EQ(r.switchover->candidate, c.candidate) << c.body;
+    EXPECT_EQ(r.switchover->leader, c.leader) << c.body;
+  }
+  struct Bad {
+    const char* body;
+    const char* error;
+  };
+  for (const Bad& b :
+       {Bad{"{}", R"(expected {"candidate": "<peer id>"} or {"leader": "<primary id>"}, or both, found {})"},
+        Bad{R"({"leader":""})", R"("leader" must be a peer id (a non-empty string), found "")"},
+        Bad{R"({"leader":1,"candidate":"c"})", R"("leader" must be a peer id (a non-empty string), found 1)"},
+        Bad{R"({"leader":"a","member":"c"})", R"(unknown key "member" (known: leader, candidate))"},
+        Bad{R"({"leader":"a","scheduled_at":"2026-11-29T22:00:00Z"})",
+            R"("scheduled_at" is not supported: schedule the switchover with `dugong-adm switchover --scheduled TIME`)"}}) {
+    auto r = route(post("/switchover", b.body, kBearer), primary(), kOn);
+    EXPECT_FALSE(r.switchover) << b.body;
+    EXPECT_EQ(r.reply.status, 400) << b.body;
+    EXPECT_EQ(nlohmann::json::parse(r.reply.body).value("error", ""), b.error) << b.body;
+  }
 }
 
 // The bearer token is never asked of POST /failsafe (a primary never sends it: it would
@@ -204,7 +239,7 @@ TEST(HttpApi, FailsafeIsRoutedOnAWellFormedBodyWhateverTheCredential) {
   };
   for (const auto& c : cases) {
     auto r = route(c.request, standby(Role::kSync, 0), c.access);
-    EXPECT_FALSE(r.switchoverTo);
+    EXPECT_FALSE(r.switchover);
     EXPECT_FALSE(r.operatorAction);
     if (c.code == 0) {
       ASSERT_TRUE(r.failsafe) << c.request.body << ": " << r.reply.body;
@@ -251,7 +286,7 @@ TEST(HttpApi, RestartAndReloadNeedTheCredentialAndNoBody) {
       auto r = route(c.request, s, c.access);
       const std::string what = c.request.method + " " + c.request.path + " " + c.request.authorization + " " +
                                c.request.body + " as " + roleName(s.role) + ": " + r.reply.body;
-      EXPECT_FALSE(r.switchoverTo) << what;
+      EXPECT_FALSE(r.switchover) << what;
       if (c.code == 0) {
         EXPECT_EQ(r.operatorAction, c.action) << what;
         continue;

@@ -1,8 +1,7 @@
 // POST /switchover carried out: the candidate becomes the primary through the promote
-// requests `dugong-adm promote` writes (tools/adm/promote_flow.h), one step at a time:
+// requests `dugong-adm switchover` writes, one step at a time (tools/adm/switchover_flow.h:
 // an async moves up the chain to async[0], then becomes the sync, then the sync takes
-// over. Each step is checked against the cluster as it is then (buildPromoteRequest:
-// frozen, streaming, lag, nofailover); a refusal of the first step changes nothing.
+// over); a refusal of the first step changes nothing.
 //
 // It runs on a thread of its own, with its own ZooKeeper client, because it waits for
 // the peers (its own agent included, over HTTP) and must never block the agent's loop.
@@ -15,6 +14,7 @@
 #include <thread>
 
 #include "agent/http_server.h"
+#include "tools/adm/switchover_plan.h"
 #include "zk/options.h"
 
 namespace dugong::agent {
@@ -30,18 +30,19 @@ class Switchover {
   Switchover(const Switchover&) = delete;
   Switchover& operator=(const Switchover&) = delete;
 
-  // Starts moving the primary to `candidate` and calls `respond` once, from the worker
-  // thread: 200 when it is the writable primary, 4xx when the first step is refused
-  // (404 unknown candidate, 409 not possible now), 503 when a later step fails. Returns
-  // false (and does not call `respond`) while another switchover runs.
-  bool start(const std::string& candidate, HttpServer::Respond respond);
+  // Starts moving the primary to the candidate asked for (the sync when none is named)
+  // and calls `respond` once, from the worker thread: 200 when it is the writable
+  // primary, 4xx when the first step is refused (404 unknown candidate, 409 not possible
+  // now, 412 `leader` is not the primary), 503 when a later step fails. Returns false
+  // (and does not call `respond`) while another switchover runs.
+  bool start(const adm::SwitchoverAsk& ask, HttpServer::Respond respond);
   // Makes a running switchover stop waiting, without waiting for it (the worker ends
   // within its current bounded call; a request already written stays until carried out
   // or expired). The destructor joins it.
   void cancel() { stopping_ = true; }
 
  private:
-  HttpReply run(const std::string& candidate);
+  HttpReply run(const adm::SwitchoverAsk& ask);
 
   zk::ZkOptions zk_;
   std::string self_;

@@ -1,7 +1,8 @@
 // The HTTP API's mutating endpoints on a real 3-peer cluster, driven by curl as an
 // operator's automation would: POST /reload on the primary makes a changed setting take
 // effect, POST /restart on the sync restarts its postgres, which streams again, and
-// POST /switchover to the async moves the primary there (the two-step promote); without
+// POST /switchover to the async (Patroni's body: leader and candidate) moves the primary
+// there (the two-step promote); a leader that is not the primary is refused (412); without
 // the credential, with a bad body, for an unknown candidate or on a frozen cluster each
 // is refused and nothing changes. And a real agent
 // serving HTTPS with a certificate the test made with openssl.
@@ -84,6 +85,14 @@ TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothi
   EXPECT_TRUE(badBody.body.contains("error")) << badBody.body;
   Curl unknown = post(port, "/switchover", auth + " " + candidate("nobody"));
   EXPECT_EQ(unknown.status, 404) << unknown.body;
+  // Patroni's "leader": the primary's id, checked; another peer's is refused with 412.
+  const std::string S0 = h.peer(h.indexWithRole("sync")).id;
+  Curl notLeader = post(port, "/switchover", auth + " -d '{\"leader\": \"" + S0 + "\", \"candidate\": \"" + A + "\"}'");
+  EXPECT_EQ(notLeader.status, 412) << notLeader.body;
+  EXPECT_EQ(notLeader.body.value("error", ""), "the leader given, " + S0 + ", is not the primary: the primary is " +
+                                                   h.peer(primary).id + " (generation 1); nothing was changed")
+      << notLeader.body;
+  EXPECT_EQ(h.zkState()->serialize(), before);
   ASSERT_TRUE(h.updateState([](ClusterState& s) { s.freeze = {{"date", "now"}, {"reason", "http e2e"}}; }));
   const std::string frozen = h.zkState()->serialize();
   Curl whileFrozen = post(port, "/switchover", auth + " " + candidate(A));
@@ -171,8 +180,10 @@ TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothi
   EXPECT_FALSE(now->hasPromote()) << before;
 
   // The async becomes the sync, then takes over; basic authentication with the token
-  // as the password, asked of the old primary's agent.
-  Curl done = post(port, "/switchover", "-u admin:s3cret-t0ken " + candidate(A));
+  // as the password, asked of the old primary's agent, with Patroni's body.
+  const std::string P = h.peer(primary).id;
+  Curl done = post(port, "/switchover",
+                   "-u admin:s3cret-t0ken -d '{\"leader\": \"" + P + "\", \"candidate\": \"" + A + "\"}'");
   ASSERT_EQ(done.status, 200) << done.body << "\n" << h.describe();
   EXPECT_EQ(done.body["primary"], A);
   EXPECT_EQ(done.body["steps"].size(), 2u) << done.body;
@@ -184,7 +195,9 @@ TEST(HttpApiE2E, SwitchoverToTheAsyncWithTheCredentialAndRefusalsThatChangeNothi
   auto history = h.history();
   std::string reasons;
   for (const auto& e : history) reasons += e.data + "\n";
-  EXPECT_NE(reasons.find("POST /switchover to " + A + " (step 1)"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("switchover to " + A + " (request 1 of 2), POST /switchover, by the agent of " + P),
+            std::string::npos)
+      << reasons;
 }
 
 // No cluster is needed: the agent serves its API before it reaches ZooKeeper (here

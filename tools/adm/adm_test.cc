@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "agent/instance_lock.h"
 #include "pg/cluster_config.h"
 #include "pg/sql.h"
+#include "statemachine/time_format.h"
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
 #include "zk/testing/zookeeper_server.h"
@@ -57,6 +59,11 @@ AdmRun adm(const std::string& args) {
 }
 
 bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+EpochMs wallNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // dugong-adm running in the background; its output is readable while it runs.
 class AdmInBackground {
@@ -162,6 +169,33 @@ class AdmTest : public ::testing::Test {
     return r;
   }
   std::set<int> ids(int peer) { return h_->intColumn(peer, "SELECT id FROM acked"); }
+  // Runs dugong-adm with `args`; expects exit status `code` and, when given, `says` in
+  // its output.
+  void expectExit(const std::string& args, int code, const std::string& says = "") {
+    AdmRun r = cmd(args);
+    EXPECT_EQ(r.code, code) << args << ": " << r.out;
+    if (!says.empty()) {
+      EXPECT_TRUE(has(r.out, says)) << args << ": " << r.out;
+    }
+  }
+  // A 3-peer cluster that `verify` passes; its peers' indexes and ids in roles_.
+  void startVerifiedCluster() {
+    roles_.primary = startCluster();
+    ASSERT_GE(roles_.primary, 0);
+    roles_.sync = indexWithRole("sync");
+    roles_.async = indexWithRole("async");
+    ASSERT_GE(roles_.sync, 0);
+    ASSERT_GE(roles_.async, 0);
+    roles_.P = h_->peer(roles_.primary).id;
+    roles_.S = h_->peer(roles_.sync).id;
+    roles_.A = h_->peer(roles_.async).id;
+    AdmRun v = verifyEventually(60s);
+    ASSERT_EQ(v.code, 0) << v.out;
+  }
+  struct Roles {
+    int primary = -1, sync = -1, async = -1;
+    std::string P, S, A;
+  } roles_;
   std::unique_ptr<Harness> h_;
 };
 
@@ -617,6 +651,173 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
             << writer.longestGap().count() << " ms\n";
   EXPECT_EQ(h_->zkState()->generation, 2) << "one switchover, no failover";
   for (int i = 0; i < 3; ++i) EXPECT_EQ(rebuilds(i), rebuildsBefore[i]) << "peer " << i << " was rebuilt";
+}
+
+// `switchover` to the async in one command (two promote requests), at a scheduled time,
+// with Patroni's --leader, under writes: nothing is written before the time, no
+// acknowledged row is lost. Its refusals change nothing. Then `history --prune`.
+TEST_F(AdmTest, SwitchoverToTheAsyncInOneCommandAtAScheduledTimeAndHistoryPruning) {
+  ASSERT_NO_FATAL_FAILURE(startVerifiedCluster());
+  const int primary = roles_.primary, async = roles_.async;
+  const std::string P = roles_.P, S = roles_.S, A = roles_.A;
+
+  // Refusals: a clear reason, the exit status, the state byte for byte as it was.
+  const std::string before = h_->zkState()->serialize();
+  expectExit("switchover --candidate nobody", 2,
+             "no peer nobody in the cluster; its peers are " + P + " (primary), " + S + " (sync), " + A + " (async)");
+  expectExit("switchover --candidate " + P, 1, P + " is the primary already");
+  expectExit("switchover --leader " + S + " --candidate " + A, 1,
+             "the leader given, " + S + ", is not the primary: the primary is " + P);
+  expectExit("switchover --candidate " + A + " --scheduled 2020-01-01T00:00:00Z", 2, "is in the past");
+  expectExit("switchover --scheduled tomorrow", 2, "expected an ISO 8601 time with its zone");
+  expectExit("switchover --scheduled 2099-01-01T00:00:00", 2);
+  EXPECT_EQ(h_->zkState()->serialize(), before);
+  // An async that does not stream (its WAL receiver told to connect nowhere).
+  ASSERT_TRUE(h_->sql(async, "ALTER SYSTEM SET primary_conninfo = ''").ok());
+  ASSERT_TRUE(h_->sql(async, "SELECT pg_reload_conf()").ok());
+  ASSERT_TRUE(h_->waitFor([&] { return cmd("verify").code != 0; }, 30s)) << "the async still streams";
+  expectExit("switchover --candidate " + A, 1, A + " is not streaming from ");
+  EXPECT_EQ(h_->zkState()->serialize(), before);
+  ASSERT_TRUE(h_->sql(async, "ALTER SYSTEM RESET primary_conninfo").ok());
+  ASSERT_TRUE(h_->sql(async, "SELECT pg_reload_conf()").ok());
+  ASSERT_EQ(verifyEventually(60s).code, 0);
+  ASSERT_EQ(cmd("freeze -r test").code, 0);
+  const std::string frozen = h_->zkState()->serialize();
+  expectExit("switchover --candidate " + A, 1, "the cluster is frozen");
+  EXPECT_EQ(h_->zkState()->serialize(), frozen);
+  ASSERT_EQ(cmd("unfreeze").code, 0);
+
+  ASSERT_TRUE(h_->sql(primary, "CREATE TABLE acked (id int PRIMARY KEY)").ok());
+  CarefulWriter writer(h_->multiHostConninfo());
+  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(1) >= 5; }, 30s));
+  const EpochMs at = wallNowMs() + 3000;
+  const size_t historyBefore = h_->history().size();
+  AdmRun done = cmd("switchover --leader " + P + " --candidate " + A + " --scheduled " + formatIso8601(at));
+  const int firstAfter = writer.nextId();
+  ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(firstAfter) >= 5; }, 60s));
+  writer.stop();
+  ASSERT_EQ(done.code, 0) << done.out << h_->describe();
+  std::cerr << "[switchover] dugong-adm's output:\n" << done.out;
+  EXPECT_TRUE(has(done.out, "waiting until " + formatIso8601(at))) << done.out;
+  EXPECT_TRUE(has(done.out, "switching over from " + P + " to " + A + " (async): 2 promote requests")) << done.out;
+  EXPECT_TRUE(has(done.out, "switchover done: " + A + " is the writable primary")) << done.out;
+  auto after = h_->zkState();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->primary.id, A);
+  EXPECT_EQ(after->generation, 3) << "async to sync, then sync to primary";
+  // Nothing was written before the time asked for.
+  auto history = h_->history();
+  ASSERT_GT(history.size(), historyBefore);
+  for (size_t i = historyBefore; i < history.size(); ++i) {
+    auto record = nlohmann::json::parse(history[i].data, nullptr, false);
+    auto t = parseTime(record.value("time", std::string()));
+    ASSERT_TRUE(t.ok()) << history[i].data;
+    EXPECT_GE(*t, at) << history[i].data;
+  }
+  std::set<int> present = ids(async);
+  size_t lost = 0;
+  for (int id : writer.acked()) lost += present.count(id) == 0;
+  EXPECT_EQ(lost, 0u) << "acknowledged rows are missing";
+  std::cerr << "[switchover] to async[0] in one command: longest time between two acknowledgements "
+            << writer.longestGap().count() << " ms\n";
+
+  // history --prune: bad input refused, nothing removed; then the oldest removed. Once
+  // the old primary has rejoined as an async (its last history records), the history
+  // stays as it is.
+  ASSERT_TRUE(h_->waitFor([&] { auto st = h_->zkState(); return st && containsPeer(st->async, P); }, 60s))
+      << h_->describe();
+  ASSERT_EQ(verifyEventually(60s).code, 0);
+  const size_t total = h_->history().size();
+  ASSERT_GE(total, 4u);
+  for (const char* bad : {"history --prune", "history --keep 2", "history --prune --keep 0 -y",
+                          "history --prune --keep -1 -y"}) {
+    expectExit(bad, 2);
+  }
+  expectExit("history --prune --keep 2", 1);
+  EXPECT_EQ(h_->history().size(), total);
+  const auto newest = h_->history().back();
+  AdmRun pruned = cmd("history --prune --keep 2 -y");
+  ASSERT_EQ(pruned.code, 0) << pruned.out;
+  EXPECT_TRUE(has(pruned.out, "removed " + std::to_string(total - 2) + " history records; 2 kept")) << pruned.out;
+  auto left = h_->history();
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left.back().node, newest.node);
+  EXPECT_EQ(left.back().data, newest.data);
+  expectExit("history --prune --keep 5 -y", 0, "nothing to prune");
+  expectExit("history", 0);
+  EXPECT_EQ(h_->zkState()->primary.id, A);
+}
+
+// restart --pending restarts only the peers whose postgres has settings waiting for a
+// restart, and says which and why; restart --scheduled waits for its time.
+TEST_F(AdmTest, RestartPendingRestartsOnlyThePeersThatNeedItAndRestartScheduledWaits) {
+  ASSERT_NO_FATAL_FAILURE(startVerifiedCluster());
+  const int primary = roles_.primary, sync = roles_.sync, async = roles_.async;
+  const std::string P = roles_.P, S = roles_.S, A = roles_.A;
+  auto started = [&](int i) { return h_->peer(i).pg->value("SELECT pg_postmaster_start_time()"); };
+
+  expectExit("restart --pending", 0, "nothing to restart");
+  expectExit("restart --pending --rolling", 2);
+  expectExit("restart --pending --scheduled 2020-01-01T00:00:00Z", 2, "is in the past");
+
+  // A restart-only setting changed on the async alone (ALTER SYSTEM is allowed on a standby).
+  ASSERT_TRUE(h_->sql(async, "ALTER SYSTEM SET shared_buffers = '24MB'").ok());
+  ASSERT_TRUE(h_->sql(async, "SELECT pg_reload_conf()").ok());
+  ASSERT_TRUE(h_->waitFor(
+      [&] {
+        auto st = h_->status(async);
+        return st && (*st)["postgres"]["pendingRestart"].dump().find("shared_buffers") != std::string::npos;
+      },
+      30s))
+      << h_->describe();
+  const std::string p0 = started(primary), s0 = started(sync), a0 = started(async);
+  AdmRun pending = cmd("restart --pending --wait 120");
+  ASSERT_EQ(pending.code, 0) << pending.out << h_->describe();
+  EXPECT_TRUE(has(pending.out, A + " (async) needs a restart: shared_buffers changed")) << pending.out;
+  EXPECT_TRUE(has(pending.out, P + " (primary) runs its configuration: not restarted")) << pending.out;
+  EXPECT_TRUE(has(pending.out, S + " (sync) runs its configuration: not restarted")) << pending.out;
+  EXPECT_NE(started(async), a0);
+  EXPECT_EQ(started(primary), p0);
+  EXPECT_EQ(started(sync), s0);
+  EXPECT_EQ(h_->peer(async).pg->value("SHOW shared_buffers"), "24MB");
+  EXPECT_EQ(h_->zkState()->generation, 1) << "no switchover, no failover";
+
+  const EpochMs at = wallNowMs() + 2000;
+  AdmRun scheduled = cmd("restart " + S + " --scheduled " + formatIso8601(at));
+  ASSERT_EQ(scheduled.code, 0) << scheduled.out;
+  EXPECT_TRUE(has(scheduled.out, "waiting until " + formatIso8601(at))) << scheduled.out;
+  EXPECT_NE(started(sync), s0);
+  auto restartedAt = parseTime(h_->peer(sync).pg->value(
+      "SELECT to_char(pg_postmaster_start_time() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"));
+  ASSERT_TRUE(restartedAt.ok());
+  EXPECT_GE(*restartedAt, at) << "restarted before the time asked for";
+}
+
+// rebuild --full copies a standby afresh where a plain rebuild would start it as it is:
+// a file only the old directory held is gone; an earlier set-aside directory is never
+// overwritten (refused, nothing changed).
+TEST_F(AdmTest, RebuildFullCopiesAStandbyAfresh) {
+  int primary = startCluster();
+  ASSERT_GE(primary, 0);
+  const int async = indexWithRole("async");
+  const std::string dataDir = h_->peer(async).pg->options.dataDir;
+  const std::string config = quote(h_->peer(async).configPath);
+  h_->stopAgent(async);
+  std::ofstream(dataDir + "/dugong-test-witness") << "only in the old directory\n";
+
+  std::filesystem::create_directories(dataDir + ".before-full-rebuild");
+  expectExit("rebuild --full -y --wait 0 --config " + config, 1, "exists already");
+  EXPECT_TRUE(std::filesystem::exists(dataDir + "/dugong-test-witness"));
+  std::filesystem::remove(dataDir + ".before-full-rebuild");
+
+  AdmRun full = cmd("rebuild --full -y --wait 0 --config " + config);
+  ASSERT_EQ(full.code, 0) << full.out;
+  EXPECT_TRUE(has(full.out, "removed the old data directory " + dataDir + ".before-full-rebuild")) << full.out;
+  EXPECT_FALSE(std::filesystem::exists(dataDir + "/dugong-test-witness")) << "not a fresh copy";
+  EXPECT_FALSE(std::filesystem::exists(dataDir + ".before-full-rebuild"));
+  h_->startAgent(async);
+  EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(async, "/replica") == 200; }, 120s)) << h_->logTail(async);
+  EXPECT_EQ(h_->zkState()->generation, 1);
 }
 
 // `config set` against a real ZooKeeper and the real postgres binary, no agents: what

@@ -5,6 +5,14 @@
 #include <cstdio>
 
 namespace dugong::adm {
+
+std::string roleInState(const ClusterState& s, const std::string& id) {
+  if (s.primary.id == id) return "primary";
+  if (s.sync && s.sync->id == id) return "sync";
+  if (containsPeer(s.async, id)) return "async";
+  if (containsPeer(s.deposed, id)) return "deposed";
+  return "";
+}
 namespace {
 
 const nlohmann::json& at(const nlohmann::json& j, const char* key) {

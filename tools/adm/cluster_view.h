@@ -16,6 +16,9 @@
 
 namespace dugong::adm {
 
+// The role `id` holds in `state`: "primary", "sync", "async", "deposed", or "" (none).
+std::string roleInState(const ClusterState& state, const std::string& id);
+
 struct PeerView {
   PeerIdentity identity;
   // From the cluster state: "primary", "sync", "async", "deposed", or "unassigned"

@@ -114,5 +114,15 @@ TEST(StatusRows, EveryColumnHasACell) {
   }
 }
 
+TEST(ClusterView, RoleInState) {
+  ClusterState s = threePeers();
+  s.deposed.push_back(peer("d"));
+  EXPECT_EQ(roleInState(s, "a"), "primary");
+  EXPECT_EQ(roleInState(s, "b"), "sync");
+  EXPECT_EQ(roleInState(s, "c"), "async");
+  EXPECT_EQ(roleInState(s, "d"), "deposed");
+  EXPECT_EQ(roleInState(s, "e"), "");
+}
+
 }  // namespace
 }  // namespace dugong::adm

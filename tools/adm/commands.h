@@ -26,6 +26,8 @@ using Commands = std::vector<Command>;
 void addStatusCommands(CLI::App& app, const CommonOptions& common, Commands& out);
 // freeze, unfreeze, promote, clear-promote, reap
 void addMaintenanceCommands(CLI::App& app, const CommonOptions& common, Commands& out);
+// switchover
+void addSwitchoverCommand(CLI::App& app, const CommonOptions& common, Commands& out);
 // config show, history, set, apply, edit
 void addConfigCommands(CLI::App& app, const CommonOptions& common, Commands& out);
 // restart, reload
@@ -43,6 +45,13 @@ int promotePeer(const CommonOptions& common, const std::string& id, const std::s
 
 // Connects to ZooKeeper with the common options; on failure prints why and sets `code`.
 std::unique_ptr<zk::Client> connectOrFail(const CommonOptions& common, int& code);
+
+// Declares --scheduled TIME on `sub` (switchover, restart), stored in `text`.
+void addScheduledOption(CLI::App* sub, std::string& text);
+
+// --scheduled: says what it waits for and until when, then sleeps until the wall clock
+// reaches `at` (parseScheduled, tools/adm/schedule.h, bounds how far ahead).
+void waitUntilScheduled(EpochMs at, const std::string& what);
 
 // Asks "<question> [y/N] " on the terminal. Without a terminal on stdin, refuses (false)
 // and says so, naming `flag` as the way to confirm.

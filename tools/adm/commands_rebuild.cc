@@ -2,8 +2,10 @@
 // current primary -- pg_rewind when that is safe, otherwise pg_basebackup, as the
 // postgres adapter decides -- starts it as a standby of the primary, then removes the
 // peer from `deposed` so that its agent rejoins and the primary appends it as an async.
+// With --full it always copies (tools/adm/rebuild_full.h).
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -14,10 +16,13 @@
 #include "agent/rejoin.h"
 #include "agent/http_client.h"
 #include "agent/instance_lock.h"
+#include "pg/command.h"
 #include "pg/controller.h"
 #include "pg/options.h"
 #include "tools/adm/commands.h"
+#include "tools/adm/rebuild_full.h"
 #include "tools/adm/rebuild_progress.h"
+#include "tools/adm/switchover_plan.h"
 
 namespace dugong::adm {
 namespace {
@@ -26,6 +31,7 @@ struct RebuildArgs {
   std::string config;
   bool yes = false;
   bool discardData = false;
+  bool full = false;
   int waitSeconds = 120;
   int agentWaitSeconds = 60;
 };
@@ -55,11 +61,45 @@ bool deposedAgentSettled(const agent::AgentConfig& config, const pg::PgControlle
 }
 
 std::string roleOf(const ClusterState& s, const std::string& id) {
-  if (s.primary.id == id) return "primary";
-  if (s.sync && s.sync->id == id) return "sync";
-  if (containsPeer(s.async, id)) return "async";
-  if (containsPeer(s.deposed, id)) return "deposed";
-  return "unassigned";
+  const std::string role = roleInState(s, id);
+  return role.empty() ? "unassigned" : role;
+}
+
+// The database system identifier of the data directory `dir`, as pg_controldata prints
+// it (it reads pg_control only: no recovery is run, a running postgres is fine); "" when
+// it cannot be read.
+std::string systemIdentifier(const pg::PgOptions& options, const std::string& dir) {
+  pg::CommandSpec spec;
+  spec.argv = {options.binDir + "/pg_controldata", "-D", dir};
+  if (::geteuid() == 0) spec.runAsUser = options.osUser;
+  spec.timeout = std::chrono::seconds(30);
+  const pg::CommandResult r = pg::runCommand(spec);
+  if (!r.ok()) return "";
+  const std::string key = "Database system identifier:";
+  const auto at = r.output.find(key);
+  if (at == std::string::npos) return "";
+  const auto begin = r.output.find_first_not_of(" \t", at + key.size());
+  const auto end = r.output.find('\n', at);
+  if (begin == std::string::npos || begin >= end) return "";
+  return r.output.substr(begin, end - begin);
+}
+
+// --full: stops postgres, reads what the data directory holds, and moves it aside, so
+// that the rebuild copies into an empty place.
+Result<bool> setAside(pg::PgController& controller, const pg::PgOptions& options, OldDataDir* old) {
+  if (controller.postmasterRunning()) {
+    auto stopped = controller.apply(PgConfig::none());
+    if (!stopped.ok) return Error{"cannot stop postgres: " + stopped.error};
+  }
+  std::error_code ec;
+  old->setUp = std::filesystem::exists(options.dataDir + "/global/pg_control", ec);
+  old->standby = std::filesystem::exists(options.dataDir + "/standby.signal", ec);
+  old->marked = std::filesystem::exists(incompleteMarkerPath(options.dataDir), ec);
+  if (old->setUp) old->systemId = systemIdentifier(options, options.dataDir);
+  auto moved = moveAside(options.dataDir);
+  if (!moved) return moved;
+  if (*moved) spdlog::info("moved the old data directory aside to {}", setAsidePath(options.dataDir));
+  return true;
 }
 
 int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
@@ -128,9 +168,14 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
   }
 
   std::cout << "peer " << self << " (" << role << ") will be rebuilt from the primary " << s.primary.id << " ("
-            << s.primary.pgUrl << ") into " << config->pg.dataDir << "\n"
+            << s.primary.pgUrl << ") into " << config->pg.dataDir
+            << (a.full ? " by a fresh copy (--full); the old data directory waits at " +
+                             setAsidePath(config->pg.dataDir) + " until the copy runs"
+                       : "")
+            << "\n"
             << std::flush;
-  if (!a.yes && !confirm("Discard whatever in " + config->pg.dataDir + " is not on the primary and rebuild it?",
+  if (!a.yes && !confirm(a.full ? "Replace " + config->pg.dataDir + " by a fresh copy of the primary's?"
+                                : "Discard whatever in " + config->pg.dataDir + " is not on the primary and rebuild it?",
                          "-y")) {
     return fail(kExitFailed, "not rebuilt");
   }
@@ -143,10 +188,33 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
   auto before = controller.init();
   spdlog::info("local postgres: {}, data directory {}", before.online ? "running" : "stopped",
                before.setUp ? "set up" : "not set up");
+  OldDataDir old;
+  if (a.full) {
+    auto aside = setAside(controller, config->pg, &old);
+    if (!aside) return fail(kExitFailed, "not rebuilt: " + aside.error());
+  }
   PgConfigApplied applied;
   {
     RebuildProgress progress(std::cout, ::isatty(STDOUT_FILENO) == 1);
     applied = controller.apply(PgConfig::standby(PgRole::kAsync, s.primary, s.primary));
+  }
+  if (!applied.ok && a.full) {
+    if (controller.postmasterRunning()) (void)controller.apply(PgConfig::none());
+    auto back = putBack(config->pg.dataDir, old.marked);
+    return fail(kExitFailed, "rebuild --full failed: " + applied.error + "; " +
+                                 (back ? std::string("the old data directory is back in place") : back.error()) +
+                                 "; " + self + " stays " + role);
+  }
+  if (a.full && old.setUp) {
+    std::string why;
+    if (removeAfterCopy(old, systemIdentifier(config->pg, config->pg.dataDir), a.discardData, &why)) {
+      auto removed = removeSetAside(config->pg.dataDir);
+      std::cout << (removed ? "removed the old data directory " + setAsidePath(config->pg.dataDir) : removed.error())
+                << "\n";
+    } else {
+      std::cout << "kept the old data directory at " << setAsidePath(config->pg.dataDir) << ": " << why
+                << "; remove it once nothing in it is needed (rebuild --full --discard-data would have removed it)\n";
+    }
   }
   if (!applied.ok) {
     // A deposed peer's postgres stays stopped (its agent expects it so, and the next
@@ -210,6 +278,12 @@ void addRebuildCommand(CLI::App& app, const CommonOptions& common, Commands& out
   sub->add_flag("--discard-data", a->discardData,
                 "also replace a data directory that holds another database system (a different system "
                 "identifier) or WAL the primary does not have; the agent refuses to, without this command");
+  sub->add_flag("--full", a->full,
+                "a fresh copy from the primary (pg_basebackup, or the cluster's replica methods) even where the "
+                "data directory could follow as it is or after pg_rewind (Patroni's reinit). The old directory "
+                "waits beside it (<dataDir>.before-full-rebuild, so the disk needs room for both) and is put back "
+                "if the copy fails; afterwards it is removed, unless it last ran as a primary or held another "
+                "system (then kept, and named) and --discard-data is not given");
   sub->add_option("--config", a->config, "the agent's YAML configuration (dugong.yaml)")
       ->required()
       ->check(CLI::ExistingFile);

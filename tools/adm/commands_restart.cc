@@ -1,11 +1,13 @@
-// restart [ID | --rolling], reload [ID]: an operator's request to agents to restart or
-// reload their postgres (agent/operator_request.h). Each request is written at
+// restart [ID | --rolling | --pending] [--scheduled TIME], reload [ID]: an operator's
+// request to agents to restart or reload their postgres (agent/operator_request.h). Each request is written at
 // <root>/requests/<id>; the agent answers in its /state ("request"); the request node
 // is removed once answered. A rolling restart keeps the hot-standby ordering
 // (pg/hot_standby.h): standbys first, one at a time, each streaming again before the
 // next, then a switchover to the sync (which restarts the old primary as a standby);
 // when the new configuration lowers a setting hot standby needs, the primary runs it
-// first instead (restarted in place), then the standbys.
+// first instead (restarted in place), then the standbys. --pending is the rolling
+// restart of only the peers whose postgres reports settings that wait for a restart
+// (pg_settings.pending_restart), in the same order.
 #include <unistd.h>
 
 #include <iostream>
@@ -17,6 +19,7 @@
 #include "pg/managed_conf.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/promote_check.h"
+#include "tools/adm/schedule.h"
 
 namespace dugong::adm {
 namespace {
@@ -26,6 +29,8 @@ using namespace std::chrono_literals;
 struct RestartArgs {
   std::string id;
   bool rolling = false;
+  bool pending = false;
+  std::string scheduled;
   int waitSeconds = 300;
 };
 
@@ -101,26 +106,28 @@ int restartOne(zk::Client& client, const CommonOptions& common, const std::strin
   return kExitOk;
 }
 
-int runRestart(const CommonOptions& common, const RestartArgs& a) {
-  if (a.rolling == !a.id.empty()) return fail(kExitUsage, "restart needs a peer ID or --rolling (not both)");
-  int code = kExitOk;
-  auto client = connectOrFail(common, code);
-  if (!client) return code;
-  const std::chrono::seconds timeout(a.waitSeconds);
-  auto view = fetchView(*client, common.cluster, true);
-  if (!view) return fail(kExitUnavailable, view.error());
-  const ClusterState& s = view->state;
-  if (!a.rolling) {
-    const PeerView* p = view->find(a.id);
-    if (p == nullptr) return fail(kExitUsage, "no peer " + a.id + " in the cluster");
-    if (p->role == "primary") {
-      std::cout << "warning: " << a.id << " is the primary: writes wait while it restarts (use --rolling for a "
-                                          "switchover instead)\n";
-    }
-    return restartOne(*client, common, a.id, p->role, timeout);
+// The settings `id`'s postgres reports as waiting for a restart.
+std::vector<std::string> pendingSettings(const ClusterView& v, const std::string& id) {
+  std::vector<std::string> names;
+  for (const auto& n : field(v.find(id), {"postgres", "pendingRestart"})) {
+    if (n.is_string()) names.push_back(n.get<std::string>());
   }
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Every peer (--rolling), or those with settings pending a restart (--pending), one at a
+// time in the hot-standby order. `restartNeeded` says which.
+int rollingRestart(zk::Client& client, const CommonOptions& common, const ClusterView& view,
+                   std::chrono::seconds timeout, const std::function<bool(const std::string&)>& restartNeeded) {
+  const ClusterState& s = view.state;
   if (!s.sync) return fail(kExitFailed, "no sync in the cluster state: a rolling restart needs one to switch over to");
-  for (const auto& p : view->peers) {
+  for (const auto& p : view.peers) {
     if (p.role != "deposed" && p.role != "unassigned" && !p.reachable()) {
       return fail(kExitFailed, "the agent of " + p.identity.id + " does not answer (" + p.agentError +
                                    "); nothing restarted");
@@ -128,31 +135,39 @@ int runRestart(const CommonOptions& common, const RestartArgs& a) {
   }
   // Which way the settings hot standby needs move, against what the primary runs now.
   pg::PgOptions wanted;
-  if (auto node = client->readConfig(); node && node->exists) {
+  if (auto node = client.readConfig(); node && node->exists) {
     if (auto c = pg::ClusterConfig::parse(node->data)) wanted.settings = c->settings;
   }
   std::map<std::string, long> running;
-  for (const auto& [k, v] : field(view->find(s.primary.id), {"postgres", "hotStandbyValues"}).items()) {
+  for (const auto& [k, v] : field(view.find(s.primary.id), {"postgres", "hotStandbyValues"}).items()) {
     if (v.is_number_integer()) running[k] = v.get<long>();
   }
   auto lowered = pg::loweredHotStandbySettings(wanted.settings, running, pg::defaultSettings(wanted));
   std::vector<std::pair<std::string, std::string>> standbys;  // the end of the chain first
-  for (auto it = s.async.rbegin(); it != s.async.rend(); ++it) standbys.emplace_back(it->id, "async");
-  standbys.emplace_back(s.sync->id, "sync");
+  for (auto it = s.async.rbegin(); it != s.async.rend(); ++it) {
+    if (restartNeeded(it->id)) standbys.emplace_back(it->id, "async");
+  }
+  if (restartNeeded(s.sync->id)) standbys.emplace_back(s.sync->id, "sync");
+  const bool primaryToo = restartNeeded(s.primary.id);
   if (!lowered.empty()) {
-    std::string names;
-    for (const auto& n : lowered) names += (names.empty() ? "" : ", ") + n;
-    std::cout << "the configuration lowers " << names << " below what the primary runs: restarting the primary "
-              << s.primary.id << " first (a standby may not run lower values than its primary), then the standbys\n";
-    if (int rc = restartOne(*client, common, s.primary.id, "primary", timeout); rc != kExitOk) return rc;
+    if (primaryToo) {
+      std::cout << "the configuration lowers " << joined(lowered) << " below what the primary runs: restarting the "
+                << "primary " << s.primary.id << " first (a standby may not run lower values than its primary), then "
+                << "the standbys\n";
+      if (int rc = restartOne(client, common, s.primary.id, "primary", timeout); rc != kExitOk) return rc;
+    }
     for (const auto& [id, role] : standbys) {
-      if (int rc = restartOne(*client, common, id, role, timeout); rc != kExitOk) return rc;
+      if (int rc = restartOne(client, common, id, role, timeout); rc != kExitOk) return rc;
     }
     std::cout << "rolling restart done\n";
     return kExitOk;
   }
   for (const auto& [id, role] : standbys) {
-    if (int rc = restartOne(*client, common, id, role, timeout); rc != kExitOk) return rc;
+    if (int rc = restartOne(client, common, id, role, timeout); rc != kExitOk) return rc;
+  }
+  if (!primaryToo) {
+    std::cout << "rolling restart done\n";
+    return kExitOk;
   }
   // The switchover's own checks read the primary's view of its sync, which the primary's
   // agent polls every second: wait until they pass rather than fail on a view from before
@@ -161,7 +176,7 @@ int runRestart(const CommonOptions& common, const RestartArgs& a) {
   check.id = s.sync->id;
   check.role = "sync";
   std::string refusal;
-  auto ready = waitView(*client, common, timeout, [&](const ClusterView& v) {
+  auto ready = waitView(client, common, timeout, [&](const ClusterView& v) {
     auto r = buildPromoteRequest(v, check);
     if (!r) refusal = r.error();
     return r.ok();
@@ -171,13 +186,73 @@ int runRestart(const CommonOptions& common, const RestartArgs& a) {
             << " restarts as a standby\n" << std::flush;
   if (int rc = promotePeer(common, s.sync->id, "sync"); rc != kExitOk) return rc;
   const std::string old = s.primary.id;
-  auto back = waitView(*client, common, timeout, [&](const ClusterView& v) { return streaming(v, old); });
+  auto back = waitView(client, common, timeout, [&](const ClusterView& v) { return streaming(v, old); });
   if (!back) return fail(kExitFailed, "the old primary " + old + " is not streaming again: " + back.error());
   if (!field(back->find(old), {"postgres", "pendingRestart"}).empty()) {
-    if (int rc = restartOne(*client, common, old, "standby", timeout); rc != kExitOk) return rc;
+    if (int rc = restartOne(client, common, old, "standby", timeout); rc != kExitOk) return rc;
   }
   std::cout << "rolling restart done\n";
   return kExitOk;
+}
+
+int runRestart(const CommonOptions& common, const RestartArgs& a) {
+  if (int given = (a.rolling ? 1 : 0) + (a.pending ? 1 : 0) + (a.id.empty() ? 0 : 1); given != 1) {
+    return fail(kExitUsage, "restart needs one of: a peer ID, --rolling, --pending");
+  }
+  auto scheduled = parseScheduledOption(a.scheduled, nowMs());
+  if (!scheduled) return fail(kExitUsage, scheduled.error());
+  const std::optional<EpochMs> at = *scheduled;
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  const std::chrono::seconds timeout(a.waitSeconds);
+  auto view = fetchView(*client, common.cluster, true);
+  if (!view) return fail(kExitUnavailable, view.error());
+  if (!a.id.empty() && view->find(a.id) == nullptr) return fail(kExitUsage, "no peer " + a.id + " in the cluster");
+  if (at) {
+    client.reset();  // no session kept open while waiting
+    const std::string what = a.rolling ? "restart every peer" : a.pending ? "restart the peers with a pending restart"
+                                                                          : "restart " + a.id;
+    waitUntilScheduled(*at, what);
+    client = connectOrFail(common, code);
+    if (!client) return code;
+    view = fetchView(*client, common.cluster, true);
+    if (!view) return fail(kExitUnavailable, view.error());
+  }
+  if (a.rolling) return rollingRestart(*client, common, *view, timeout, [](const std::string&) { return true; });
+  if (a.pending) {
+    std::map<std::string, std::vector<std::string>> pending;
+    for (const auto& p : view->peers) {
+      if (p.role == "deposed" || p.role == "unassigned") continue;
+      if (!p.reachable()) {
+        return fail(kExitFailed, "the agent of " + p.identity.id + " does not answer (" + p.agentError +
+                                     "): cannot tell whether it waits for a restart; nothing restarted");
+      }
+      if (auto names = pendingSettings(*view, p.identity.id); !names.empty()) pending[p.identity.id] = names;
+    }
+    if (pending.empty()) {
+      std::cout << "no peer's postgres has settings waiting for a restart: nothing to restart\n";
+      return kExitOk;
+    }
+    for (const auto& p : view->peers) {
+      auto it = pending.find(p.identity.id);
+      if (it != pending.end()) {
+        std::cout << p.identity.id << " (" << p.role << ") needs a restart: " << joined(it->second)
+                  << " changed and take effect only at a restart\n";
+      } else if (p.role != "deposed" && p.role != "unassigned") {
+        std::cout << p.identity.id << " (" << p.role << ") runs its configuration: not restarted\n";
+      }
+    }
+    std::cout << std::flush;
+    return rollingRestart(*client, common, *view, timeout,
+                          [&](const std::string& id) { return pending.count(id) > 0; });
+  }
+  const PeerView* p = view->find(a.id);
+  if (p->role == "primary") {
+    std::cout << "warning: " << a.id << " is the primary: writes wait while it restarts (use --rolling for a "
+                                        "switchover instead)\n";
+  }
+  return restartOne(*client, common, a.id, p->role, timeout);
 }
 
 int runReload(const CommonOptions& common, const std::string& id, int waitSeconds) {
@@ -209,9 +284,14 @@ int runReload(const CommonOptions& common, const std::string& id, int waitSecond
 void addRestartCommands(CLI::App& app, const CommonOptions& common, Commands& out) {
   auto a = std::make_shared<RestartArgs>();
   auto* restart = app.add_subcommand("restart", "restart postgres on one peer, or on every peer with --rolling "
-                                                "(standbys first, then a switchover to the sync)");
+                                                "(standbys first, then a switchover to the sync), or on the peers "
+                                                "whose settings wait for a restart with --pending");
   restart->add_option("ID", a->id, "the peer whose postgres restarts");
   restart->add_flag("--rolling", a->rolling, "every peer, one at a time, with one switchover");
+  restart->add_flag("--pending", a->pending,
+                    "only the peers whose postgres reports settings pending a restart (pg_settings.pending_restart), "
+                    "in the --rolling order; a primary among them by a switchover to the sync");
+  addScheduledOption(restart, a->scheduled);
   restart->add_option("--wait", a->waitSeconds, "seconds to wait for each step")->capture_default_str();
   out.push_back({restart, [&common, a] { return runRestart(common, *a); }});
   auto id = std::make_shared<std::string>();

@@ -1,5 +1,6 @@
 // Status commands: show, peers, pg-status, history, verify.
 #include <iostream>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -197,10 +198,65 @@ int runTable(const CommonOptions& common, const TableArgs& a, const std::vector<
   return kExitOk;
 }
 
-int runHistory(const CommonOptions& common, bool asJson, bool verbose) {
+struct HistoryArgs {
+  bool asJson = false;
+  bool verbose = false;
+  bool prune = false;
+  static constexpr int64_t kNotGiven = std::numeric_limits<int64_t>::min();
+  int64_t keep = kNotGiven;  // with prune: how many of the newest records stay
+  bool yes = false;
+};
+
+// Removes the oldest history records, keeping the newest `keep` (>= 1, so never the
+// newest). The state is never touched; each record is removed on its own (a record
+// already gone is not an error), oldest first, so an interrupted prune leaves a
+// contiguous history.
+int pruneHistory(const CommonOptions& common, zk::Client& client, const HistoryArgs& a) {
+  auto entries = client.history();
+  if (!entries) return fail(kExitUnavailable, "reading the history: " + entries.error());
+  const size_t keep = static_cast<size_t>(a.keep);
+  if (entries->size() <= keep) {
+    std::cout << "the history holds " << entries->size() << " records, no more than " << keep
+              << " to keep: nothing to prune\n";
+    return kExitOk;
+  }
+  const size_t remove = entries->size() - keep;
+  const auto& oldestKept = (*entries)[remove];
+  std::cout << "the history holds " << entries->size() << " records; removing the oldest " << remove << " ("
+            << (*entries)[0].node << " to " << (*entries)[remove - 1].node << "), keeping " << keep << " from "
+            << oldestKept.node << " on\n"
+            << std::flush;
+  if (!a.yes && !confirm("Remove " + std::to_string(remove) + " history records for good?", "-y")) {
+    return fail(kExitFailed, "nothing removed");
+  }
+  for (size_t i = 0; i < remove; ++i) {
+    const std::string path = client.layout().history() + "/" + (*entries)[i].node;
+    if (auto d = client.deleteNode(path); !d) {
+      return fail(kExitFailed, "removing " + path + ": " + d.error() + " (" + std::to_string(i) + " removed)");
+    }
+  }
+  if (common.json) {
+    std::cout << nlohmann::json({{"removed", remove}, {"kept", keep}}).dump(2) << "\n";
+  } else {
+    std::cout << "removed " << remove << " history records; " << keep << " kept\n";
+  }
+  return kExitOk;
+}
+
+int runHistory(const CommonOptions& common, const HistoryArgs& a) {
+  if (a.prune != (a.keep != HistoryArgs::kNotGiven)) {
+    return fail(kExitUsage, "history --prune needs --keep N, and --keep only goes with --prune");
+  }
+  if (a.prune && a.keep < 1) {
+    return fail(kExitUsage, "--keep " + std::to_string(a.keep) + ": at least 1 record is kept (the newest is never "
+                                                                 "removed)");
+  }
+  const bool asJson = a.asJson;
+  const bool verbose = a.verbose;
   int code = kExitOk;
   auto client = connectOrFail(common, code);
   if (!client) return code;
+  if (a.prune) return pruneHistory(common, *client, a);
   auto entries = client->history();
   if (!entries) return fail(kExitUnavailable, "reading the history: " + entries.error());
   if (entries->empty()) {
@@ -285,13 +341,16 @@ void addStatusCommands(CLI::App& app, const CommonOptions& common, Commands& out
                    }});
   }
   {
-    auto asJson = std::make_shared<bool>(false);
-    auto verbose = std::make_shared<bool>(false);
+    auto a = std::make_shared<HistoryArgs>();
     auto* sub = app.add_subcommand("history", "every cluster-state write in order, with its time and a one-line "
-                                              "summary of what changed");
-    sub->add_flag("-j", *asJson, "JSON output (the same as --json), with every state in full");
-    sub->add_flag("-v,--verbose", *verbose, "also print the writer's reason and the state written");
-    out.push_back({sub, [&common, asJson, verbose] { return runHistory(common, *asJson, *verbose); }});
+                                              "summary of what changed; or, with --prune --keep N, remove the "
+                                              "oldest records");
+    sub->add_flag("-j", a->asJson, "JSON output (the same as --json), with every state in full");
+    sub->add_flag("-v,--verbose", a->verbose, "also print the writer's reason and the state written");
+    sub->add_flag("--prune", a->prune, "remove the oldest history records (never the state, never the newest record)");
+    sub->add_option("--keep", a->keep, "with --prune: how many of the newest records to keep (at least 1)");
+    sub->add_flag("-y,--yes", a->yes, "with --prune: do not ask for confirmation");
+    out.push_back({sub, [&common, a] { return runHistory(common, *a); }});
   }
   {
     auto verbose = std::make_shared<bool>(false);

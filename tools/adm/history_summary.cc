@@ -9,14 +9,6 @@ std::string ids(const PeerList& peers) {
   return peers.empty() ? "(none)" : peerIds(peers);
 }
 
-std::string roleIn(const ClusterState& s, const std::string& id) {
-  if (s.primary.id == id) return "primary";
-  if (s.sync && s.sync->id == id) return "sync";
-  if (containsPeer(s.async, id)) return "async";
-  if (containsPeer(s.deposed, id)) return "deposed";
-  return "";
-}
-
 std::string freezeReason(const nlohmann::json& freeze) {
   if (freeze.is_object()) {
     auto r = freeze.find("reason");
@@ -65,7 +57,7 @@ std::vector<std::string> summarizeChange(const std::optional<ClusterState>& befo
     out.push_back(a.oneNodeWriteMode ? "one-node-write mode on" : "one-node-write mode off");
   }
   if (b.primary.id != a.primary.id) {
-    std::string was = roleIn(b, a.primary.id);
+    std::string was = roleInState(b, a.primary.id);
     if (was == "sync") {
       out.push_back("sync " + a.primary.id + " took over as primary from " + b.primary.id);
     } else {
@@ -79,13 +71,13 @@ std::vector<std::string> summarizeChange(const std::optional<ClusterState>& befo
   const std::string bSync = b.sync ? b.sync->id : "";
   const std::string aSync = a.sync ? a.sync->id : "";
   if (bSync != aSync && !aSync.empty()) {
-    std::string was = roleIn(b, aSync);
+    std::string was = roleInState(b, aSync);
     std::string line = was.empty() ? aSync + " became sync" : was + " " + aSync + " became sync";
     if (!bSync.empty()) line += " (was sync " + bSync + ")";
     out.push_back(line);
   }
   if (!bSync.empty() && bSync != aSync) {
-    std::string now = roleIn(a, bSync);
+    std::string now = roleInState(a, bSync);
     if (now == "async") {
       out.push_back("sync " + bSync + " moved to async");
     } else if (now.empty()) {
@@ -97,7 +89,7 @@ std::vector<std::string> summarizeChange(const std::optional<ClusterState>& befo
     if (!containsPeer(b.async, p.id) && p.id != bSync) out.push_back("async " + p.id + " added");
   }
   for (const auto& p : b.async) {
-    if (!containsPeer(a.async, p.id) && roleIn(a, p.id).empty()) out.push_back("async " + p.id + " removed");
+    if (!containsPeer(a.async, p.id) && roleInState(a, p.id).empty()) out.push_back("async " + p.id + " removed");
   }
   {
     PeerList bCommon, aCommon;
@@ -113,7 +105,7 @@ std::vector<std::string> summarizeChange(const std::optional<ClusterState>& befo
   }
   for (const auto& d : b.deposed) {
     if (!containsPeer(a.deposed, d.id)) {
-      std::string now = roleIn(a, d.id);
+      std::string now = roleInState(a, d.id);
       out.push_back(d.id + " removed from deposed" + (now.empty() ? "" : " (now " + now + ")"));
     }
   }

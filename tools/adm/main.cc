@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   Commands commands;
   addStatusCommands(app, common, commands);
   addMaintenanceCommands(app, common, commands);
+  addSwitchoverCommand(app, common, commands);
   addConfigCommands(app, common, commands);
   addRestartCommands(app, common, commands);
   addRebuildCommand(app, common, commands);

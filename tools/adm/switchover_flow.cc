@@ -1,0 +1,127 @@
+#include "tools/adm/switchover_flow.h"
+
+#include <thread>
+
+#include "tools/adm/context.h"
+#include "tools/adm/promote_check.h"
+#include "tools/adm/promote_flow.h"
+
+namespace dugong::adm {
+namespace {
+
+constexpr int kMaxSteps = 16;  // async[N] needs N + 2 requests
+constexpr auto kSettlePoll = std::chrono::milliseconds(500);
+
+SwitchoverDone refused(SwitchoverDone d, int status, std::string error) {
+  d.status = status;
+  d.error = std::move(error);
+  return d;
+}
+
+// The first step: the target, and the promote request that starts it (or the refusal).
+struct FirstStep {
+  SwitchoverDone done;
+  std::optional<nlohmann::json> request;
+};
+
+FirstStep planFirst(const ClusterView& view, const SwitchoverAsk& ask) {
+  FirstStep f;
+  auto plan = planSwitchover(view.state, ask);
+  f.done.candidate = ask.candidate.value_or(view.state.sync ? view.state.sync->id : "");
+  if (!plan.target) {
+    f.done = refused(f.done, plan.refusal.status, plan.refusal.reason);
+    return f;
+  }
+  f.done.candidate = plan.target->id;
+  f.done.requests = plan.target->requests;
+  PromoteArgs args;
+  args.id = plan.target->id;
+  args.role = plan.target->role;
+  auto request = buildPromoteRequest(view, args);
+  if (!request) {
+    f.done = refused(f.done, 409, "not switching over to " + args.id + ": " + request.error());
+    return f;
+  }
+  f.request = *request;
+  return f;
+}
+
+}  // namespace
+
+SwitchoverDone checkSwitchover(zk::Client& client, const std::string& cluster, const SwitchoverAsk& ask) {
+  auto view = fetchView(client, cluster, true);
+  if (!view) return refused({}, 503, view.error());
+  FirstStep f = planFirst(*view, ask);
+  if (f.request) f.done.status = 200;
+  return f.done;
+}
+
+SwitchoverDone runSwitchover(zk::Client& client, const std::string& cluster, const SwitchoverOptions& o) {
+  auto stopped = [&] { return o.stop && o.stop(); };
+  auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+  SwitchoverDone done;
+  auto settleUntil = std::chrono::steady_clock::now();
+  for (int step = 0; step < kMaxSteps;) {
+    const bool first = step == 0;
+    // A later step's refusal: the cluster may still be settling from the last one.
+    auto retry = [&] {
+      if (first || stopped() || std::chrono::steady_clock::now() > settleUntil) return false;
+      std::this_thread::sleep_for(kSettlePoll);
+      return true;
+    };
+    auto view = fetchView(client, cluster, true);
+    if (!view) return refused(done, 503, view.error());
+    const ClusterState& s = view->state;
+    std::optional<nlohmann::json> request;
+    if (first) {
+      FirstStep f = planFirst(*view, o.ask);
+      if (!f.request) return f.done;
+      done = f.done;
+      request = f.request;
+      say("switching over from " + s.primary.id + " to " + done.candidate + " (" + roleInState(s, done.candidate) +
+          "): " + std::to_string(done.requests) + " promote request" + (done.requests == 1 ? "" : "s"));
+    } else if (s.primary.id == done.candidate) {
+      auto writable = waitWritable(s.primary, o.writableTimeout, stopped);
+      done.writableAfterSeconds = writable;
+      if (!writable) {
+        return refused(done, 503, done.candidate + " is the primary but not writable " +
+                                      std::to_string(o.writableTimeout.count()) + " s after the last step");
+      }
+      done.status = 200;
+      return done;
+    } else {
+      const std::string role = roleInState(s, done.candidate);
+      if (role != "sync" && role != "async") {
+        return refused(done, 503, done.candidate + " is " + (role.empty() ? "no longer in the cluster" : role) +
+                                      " after step " + std::to_string(step) + "; the primary is " + s.primary.id);
+      }
+      PromoteArgs args;
+      args.id = done.candidate;
+      args.role = role;
+      auto built = buildPromoteRequest(*view, args);
+      if (!built && retry()) continue;
+      if (!built) return refused(done, 503, "not promoting " + done.candidate + ": " + built.error());
+      request = *built;
+    }
+    const std::string what = "switchover to " + done.candidate + " (request " + std::to_string(step + 1) + " of " +
+                             std::to_string(done.requests) + "), " + o.by;
+    auto written = writePromoteRequest(client, *request, s.generation, what);
+    if (!written) {
+      return refused(done, first ? 409 : 503, "not promoting " + done.candidate + ": " + written.error());
+    }
+    say("request " + std::to_string(step + 1) + " of " + std::to_string(done.requests) + ": " + request->dump());
+    auto waited = waitForPromote(client, *request, written->state,
+                                 "switchover: removing its expired request, " + o.by, stopped);
+    done.steps.push_back(
+        {{"request", *request}, {"outcome", outcomeName(waited.outcome)}, {"message", waited.message}});
+    if (waited.outcome != PromoteOutcome::kCarriedOut) return refused(done, 503, waited.message);
+    say("request " + std::to_string(step + 1) + ": " + waited.message);
+    ++step;
+    settleUntil = std::chrono::steady_clock::now() + o.settleTimeout;
+  }
+  return refused(done, 503, "gave up after " + std::to_string(kMaxSteps) + " promote requests");
+}
+
+}  // namespace dugong::adm
