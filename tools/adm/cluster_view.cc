@@ -95,6 +95,13 @@ std::vector<PeerView> listPeers(const ClusterState& state, const PeerList& activ
   return out;
 }
 
+std::string whyActive(const PeerView& p) {
+  if (p.reachable()) return "its agent runs";
+  return "its ZooKeeper session is still open, though its agent does not answer (" +
+         (p.agentError.empty() ? std::string("no status URL") : p.agentError) +
+         "): a stopped agent's session ends at its timeout, or at once with `dugong --leave` on that host";
+}
+
 std::optional<std::string> agentUrl(const PeerIdentity& peer) {
   if (!peer.backupUrl || peer.backupUrl->empty()) return std::nullopt;
   std::string url = *peer.backupUrl;

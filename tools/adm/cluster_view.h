@@ -57,6 +57,11 @@ struct ClusterView {
 // peer comes from its election node when it is active (fresher), else from the state.
 std::vector<PeerView> listPeers(const ClusterState& state, const PeerList& active);
 
+// Why `p` has an election node, in words for a refusal: its agent runs (it answered
+// over HTTP), or only its session is still open (a stopped agent's session lives on until
+// its timeout, and an agent keeps it across a restart; `dugong --leave` ends it at once).
+std::string whyActive(const PeerView& p);
+
 // ---- reading an agent's status (all tolerate missing or mistyped fields)
 
 // The agent's base URL: identity.backupUrl without a trailing '/', or nullopt.

@@ -56,6 +56,19 @@ TEST(AgentStatus, ReadsPositionsAndToleratesGarbage) {
   EXPECT_FALSE(pgOnline(b));
 }
 
+// A refusal says whether the agent runs or only its session is left (review of 2f035ac,
+// P18: "its agent runs" was printed for an agent stopped seconds before).
+TEST(WhyActive, SaysWhetherTheAgentRunsOrOnlyItsSessionIsOpen) {
+  PeerView p;
+  p.active = true;
+  p.agentError = "connection refused";
+  EXPECT_NE(whyActive(p).find("session is still open"), std::string::npos) << whyActive(p);
+  EXPECT_NE(whyActive(p).find("connection refused"), std::string::npos);
+  EXPECT_NE(whyActive(p).find("dugong --leave"), std::string::npos);
+  p.status = nlohmann::json::object();
+  EXPECT_EQ(whyActive(p), "its agent runs");
+}
+
 TEST(AgentUrl, StripsTrailingSlashes) {
   PeerIdentity p = peer("a");
   EXPECT_EQ(*agentUrl(p), "http://10.0.0.1:8008");

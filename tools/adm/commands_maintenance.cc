@@ -100,8 +100,9 @@ int runReap(const CommonOptions& common, const std::string& id, bool force) {
           return Error{id + " is not deposed (deposed: " + (list.empty() ? "none" : list) + "); nothing reaped"};
         }
         if (containsPeer(*active, id) && !force) {
-          return Error{id + " is still in ZooKeeper (its agent runs): rebuild it with `dugong-adm rebuild` on that "
-                            "peer, or stop its agent first (--force reaps it anyway)"};
+          return Error{id + " is still in ZooKeeper (" + whyActiveNow(*client, common, id) +
+                       "): rebuild it with `dugong-adm rebuild` on that peer, or stop its agent and let its session "
+                       "end first (--force reaps it anyway)"};
         }
         s.deposed.erase(s.deposed.begin() + i);
         return true;

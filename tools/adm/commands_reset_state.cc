@@ -49,9 +49,10 @@ std::string whyNotNow(zk::Client& client, const CommonOptions& common, int32_t v
   if (!active) return "reading the active peers: " + active.error();
   if (!active->empty()) {
     std::string ids;
-    for (const auto& p : *active) ids += (ids.empty() ? "" : ", ") + p.id;
-    return "agents of cluster " + common.cluster + " run (" + ids +
-           "); they would set the cluster up again from their data at once. Stop every agent first";
+    for (const auto& p : *active) ids += (ids.empty() ? "" : "; ") + p.id + ": " + whyActiveNow(client, common, p.id);
+    return "peers of cluster " + common.cluster + " are in ZooKeeper (" + ids +
+           "); a running agent would set the cluster up again from its data at once. Stop every agent first, "
+           "and let the sessions end";
   }
   auto state = client.readState();
   if (!state) return "reading the cluster state: " + state.error();

@@ -123,6 +123,13 @@ Result<ClusterView> fetchView(zk::Client& client, const std::string& cluster, bo
   return v;
 }
 
+std::string whyActiveNow(zk::Client& client, const CommonOptions& common, const std::string& id) {
+  auto view = fetchView(client, common.cluster, /*agents=*/true, std::chrono::seconds(2));
+  const PeerView* p = view ? view->find(id) : nullptr;
+  if (!view) return "its agent may run: " + view.error();
+  return p ? whyActive(*p) : "its agent may run: it is not in the cluster's view";
+}
+
 Result<UpdateResult> updateState(zk::Client& client, const std::function<Result<bool>(ClusterState&)>& change,
                                  const std::string& reason, int attempts) {
   for (int attempt = 1; attempt <= attempts; ++attempt) {

@@ -68,6 +68,10 @@ Result<StateRead> readClusterState(zk::Client& client);
 Result<ClusterView> fetchView(zk::Client& client, const std::string& cluster, bool agents,
                               std::chrono::milliseconds agentTimeout = std::chrono::seconds(3));
 
+// whyActive (cluster_view.h) of the peer `id`, its agent asked now (2 s); "its agent may
+// run" and why when the cluster's view cannot be read.
+std::string whyActiveNow(zk::Client& client, const CommonOptions& common, const std::string& id);
+
 // Wall-clock now, in ms since the epoch.
 EpochMs nowMs();
 
