@@ -24,6 +24,17 @@ class SuspendTest : public DriverTest {
  protected:
   // The loop's first turn after the resume: every timer the suspend made late runs.
   void resumes() { clock_.advance(0); }
+  // The end of writes `held` (the lease's or the permission's, `what`), extended by an
+  // answer dated at a send before the suspend, is no later than `latest` and already
+  // past: the resumed loop's first turn stops writes and shuts postgres down.
+  void resumesPast(std::optional<int64_t> held, int64_t latest, const std::string& what) {
+    ASSERT_TRUE(held);
+    EXPECT_LE(*held, latest);
+    EXPECT_LT(*held, clock_.monotonicMs()) << "the suspend did not pass the " << what << "'s end";
+    resumes();
+    EXPECT_FALSE(pg_.acknowledgesWrites()) << "a commit is acknowledged after the " << what << "'s real end";
+    EXPECT_EQ(pg_.shutdowns.size(), 1u) << "postgres runs on past the " << what << "'s real end";
+  }
   // Round trips every 500 ms, each answered at once, until `at`; false as soon as
   // postgres stops acknowledging commits.
   bool writesOnWithRoundTripsUntil(int64_t at) {
@@ -62,12 +73,7 @@ TEST_F(SuspendTest, ARoundTripSentBeforeTheSuspendExtendsNothingPastTheRealDeadl
   const int64_t sentBeforeTheSuspend = clock_.monotonicMs();
   clock_.suspend(30000);
   coordinator_.lease(sentBeforeTheSuspend);  // the first input after the resume
-  ASSERT_TRUE(driver_->leaseDeadline());
-  EXPECT_EQ(*driver_->leaseDeadline(), sentBeforeTheSuspend + kLeaseMs);
-  EXPECT_LT(*driver_->leaseDeadline(), clock_.monotonicMs());
-  resumes();
-  EXPECT_FALSE(pg_.acknowledgesWrites()) << "a commit is acknowledged after the lease's real end";
-  EXPECT_EQ(pg_.shutdowns.size(), 1u);
+  resumesPast(driver_->leaseDeadline(), sentBeforeTheSuspend + kLeaseMs, "lease");
 }
 
 // A suspend the lease outlives: nothing stops, and the round trips after it carry on.
@@ -154,13 +160,8 @@ TEST_F(SuspendUnderThePermissionTest, AGrantAskedBeforeTheSuspendExtendsNothingP
   while (peers_.asks.empty()) clock_.advance(10);
   const int64_t sentBeforeTheSuspend = clock_.monotonicMs();
   clock_.suspend(20000);
-  peers_.answer(granted());
-  ASSERT_TRUE(driver_->failsafeUntil());
-  EXPECT_LE(*driver_->failsafeUntil(), sentBeforeTheSuspend + kPermissionMs);
-  EXPECT_LT(*driver_->failsafeUntil(), clock_.monotonicMs());
-  resumes();
-  EXPECT_FALSE(pg_.acknowledgesWrites()) << "a commit is acknowledged after the permission's real end";
-  EXPECT_EQ(pg_.shutdowns.size(), 1u);
+  peers_.answer(granted());  // the first input after the resume
+  resumesPast(driver_->failsafeUntil(), sentBeforeTheSuspend + kPermissionMs, "permission");
 }
 
 TEST_F(SuspendUnderThePermissionTest, APrimarySuspendedBrieflyUnderItsPermissionWritesOn) {
