@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -59,6 +61,20 @@ sockaddr_in loopback(int port) {
   return a;
 }
 
+// Deletes the namespaces `prefix`<pid> left by an earlier run that was killed (a test's
+// timeout) before it could delete them: their process is gone and nothing runs in them.
+void removeStale(const std::string& prefix) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/var/run/netns", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (::kill(std::stoi(pid), 0) == 0 || errno != ESRCH) continue;
+    if (auto [status, out] = run("ip netns pids " + name); status == 0 && out.empty()) run("ip netns del " + name);
+  }
+}
+
 }  // namespace
 
 int listenOnLoopback(int port) {
@@ -90,6 +106,7 @@ std::unique_ptr<NetNamespace> NetNamespace::make(const std::string& prefix, std:
     *whyNot = "not root: network namespaces need CAP_SYS_ADMIN";
     return nullptr;
   }
+  removeStale(prefix);
   const std::string name = prefix + std::to_string(::getpid());
   if (auto [status, out] = run("ip netns add " + name); status != 0) {
     *whyNot = "`ip netns add " + name + "` failed: " + out;

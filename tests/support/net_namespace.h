@@ -13,7 +13,9 @@ namespace dugong::testing {
 class NetNamespace {
  public:
   // A namespace named `prefix` and this process' id; nullptr (and `whyNot` says why) when
-  // none can be made here: not root, no `ip`, namespaces not permitted.
+  // none can be made here: not root, no `ip`, namespaces not permitted. Namespaces of
+  // the same prefix left by a killed run (its process gone, nothing in them) are
+  // deleted first.
   static std::unique_ptr<NetNamespace> make(const std::string& prefix, std::string* whyNot);
   ~NetNamespace();
   NetNamespace(const NetNamespace&) = delete;
