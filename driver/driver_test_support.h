@@ -2,6 +2,7 @@
 // the test answers every postgres and coordinator operation itself and moves the clock.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -27,6 +28,14 @@ inline PeerIdentity peerId(const std::string& id) {
 }
 
 // Virtual time; posted work and timers run when the test advances the clock.
+//
+// The driver's clock is the daemon's CLOCK_BOOTTIME (decision 0070): it counts a suspend
+// of the host. suspend() plays one: the clock jumps at once by the span, nothing runs
+// meanwhile, and every timer due within the span is late: it runs at the next advance()
+// (advance(0): the resumed loop's first turn), in the order of its due time, with the
+// clock where it is now (never back at the due time), as the daemon's SuspendTracker
+// sets its timers again for their due boot time. Times dated before the suspend (a
+// round trip's send) keep their value: the test passes them as they were.
 class FakeClock : public Clock {
  public:
   struct Item {
@@ -52,11 +61,13 @@ class FakeClock : public Clock {
       if (next == items_.end()) break;
       Item item = std::move(*next);
       items_.erase(next);
-      now_ = item.at;
+      now_ = std::max(now_, item.at);  // a timer late after a suspend runs now, not at its due time
       if (!item.live || *item.live) item.fn();
     }
-    now_ = until;
+    now_ = std::max(now_, until);
   }
+  // The host is suspended for `ms` and resumes: see the class comment.
+  void suspend(int64_t ms) { now_ += ms; }
   void schedule(int64_t delay, std::function<void()> fn, std::shared_ptr<bool> live) {
     items_.push_back({now_ + delay, seq_++, std::move(fn), std::move(live)});
   }
@@ -167,9 +178,16 @@ class FakePostgres : public Postgres {
   void stopHealthCheck() override { health = nullptr; }
   bool postmasterGone() const override { return gone; }
   std::optional<StreamSample> streamSample() const override { return stream; }
-  void stopWrites(std::function<void(Result<int>)> done) override { stops.push_back(std::move(done)); }
-  void resumeWrites(std::function<void(Result<bool>)> done) override { resumes.push_back(std::move(done)); }
+  void stopWrites(std::function<void(Result<int>)> done) override {
+    writesHeld = true;
+    stops.push_back(std::move(done));
+  }
+  void resumeWrites(std::function<void(Result<bool>)> done) override {
+    writesHeld = false;
+    resumes.push_back(std::move(done));
+  }
   void shutDownWrites(std::function<void(Result<bool>)> done) override {
+    writesHeld = true;
     shutdowns.push_back(std::move(done));
     shutDownAsMember.push_back(inZooKeeper && inZooKeeper());
   }
@@ -197,10 +215,16 @@ class FakePostgres : public Postgres {
     std::function<void(RejoinFinished)> done;
   };
 
+  // Whether postgres acknowledges a client's commit now: it runs as a primary (the last
+  // apply that finished), and no stop or shutdown of writes was asked since the last
+  // resume (Postgres' stops are sticky and take effect in the call).
+  bool acknowledgesWrites() const { return runsPrimary && !writesHeld; }
+
   // Answers the oldest apply.
   PgConfig finishApply(bool ok) {
     auto [config, done] = std::move(applies.front());
     applies.pop_front();
+    if (ok) runsPrimary = config.role == PgRole::kPrimary;
     done(PgConfigApplied{ok, ok ? "" : "failed", ok && config.role != PgRole::kNone});
     return config;
   }
@@ -212,6 +236,8 @@ class FakePostgres : public Postgres {
   std::deque<std::function<void(Result<PeerDataState>)>> dataReads;
   std::function<void(bool, const std::string&)> health;
   bool gone = false;
+  bool runsPrimary = false;  // acknowledgesWrites()
+  bool writesHeld = false;
   std::optional<StreamSample> stream;  // nullopt: not told, as the default
   std::deque<std::function<void(Result<int>)>> stops;
   std::deque<std::function<void(Result<bool>)>> resumes;

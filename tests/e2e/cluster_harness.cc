@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -258,12 +259,14 @@ void Harness::startAgent(int i) {
     if (!relay) relay = std::make_unique<LogRelay>(p.logPath);
     relayFd = relay->writeFd();
   }
+  const int netns = options_.agentNetns ? options_.agentNetns(i) : -1;
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("e2e: fork failed");
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
+    if (netns >= 0 && ::setns(netns, CLONE_NEWNET) != 0) ::_exit(126);
     int fd = relayFd >= 0 ? relayFd : ::open(p.logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);

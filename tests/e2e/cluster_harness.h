@@ -67,6 +67,11 @@ struct HarnessOptions {
   // Each agent's stdout and stderr go to a pipe that the harness copies into its log,
   // so that a test can stop reading it (stallAgentLog).
   bool agentLogsThroughPipes = false;
+  // The network namespace peer `index`'s agent (and so its postgres and watchdog) runs
+  // in: an open fd of /var/run/netns/<name> (tests/support/net_namespace.h); -1 or unset:
+  // the test's own. The test relays whatever must cross (its postgres and HTTP ports
+  // to the test's loopback, ZooKeeper and the other agents into the namespace).
+  std::function<int(int index)> agentNetns;
 };
 
 // The harness' end of an agent's log pipe (HarnessOptions::agentLogsThroughPipes).

@@ -28,18 +28,31 @@ int connectTo(const std::string& host, int port) {
 
 }  // namespace
 
-TcpProxy::TcpProxy(std::string upstreamHost, int upstreamPort)
-    : upstreamHost_(std::move(upstreamHost)), upstreamPort_(upstreamPort) {
-  listenFd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+namespace {
+int listenOnLoopback() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = 0;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("tcp proxy: cannot listen: " + why);
+  }
+  return fd;
+}
+}  // namespace
+
+TcpProxy::TcpProxy(std::string upstreamHost, int upstreamPort)
+    : TcpProxy(listenOnLoopback(), [host = std::move(upstreamHost), upstreamPort] { return connectTo(host, upstreamPort); }) {}
+
+TcpProxy::TcpProxy(int listenFd, std::function<int()> connectUpstream)
+    : connectUpstream_(std::move(connectUpstream)), listenFd_(listenFd) {
+  sockaddr_in a{};
   socklen_t len = sizeof a;
-  if (listenFd_ < 0 || ::bind(listenFd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(listenFd_, 16) != 0 || ::getsockname(listenFd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
-      ::pipe(wakeFd_) != 0) {
-    if (listenFd_ >= 0) ::close(listenFd_);
+  if (::getsockname(listenFd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 || ::pipe(wakeFd_) != 0) {
+    ::close(listenFd_);
     throw std::runtime_error(std::string("tcp proxy: cannot listen: ") + std::strerror(errno));
   }
   port_ = ntohs(a.sin_port);
@@ -88,7 +101,7 @@ void TcpProxy::run() {
       int c = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (c >= 0) {
         // While cut, a new connection is accepted and never answered.
-        int u = cut_ ? -1 : connectTo(upstreamHost_, upstreamPort_);
+        int u = cut_ ? -1 : connectUpstream_();
         if (!cut_ && u < 0) {
           ::close(c);
         } else {

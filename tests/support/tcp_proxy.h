@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -16,11 +17,15 @@ class TcpProxy {
  public:
   // Listens on 127.0.0.1 at a free port; throws std::runtime_error on failure.
   TcpProxy(std::string upstreamHost, int upstreamPort);
+  // Accepts on `listenFd` (bound and listening; the proxy owns it) and opens each
+  // upstream connection with `connectUpstream` (a connected socket, or -1): e.g. a
+  // listener and an upstream in two network namespaces (tests/support/net_namespace.h).
+  TcpProxy(int listenFd, std::function<int()> connectUpstream);
   ~TcpProxy();
   TcpProxy(const TcpProxy&) = delete;
   TcpProxy& operator=(const TcpProxy&) = delete;
 
-  int port() const { return port_; }
+  int port() const { return port_; }  // the listener's
   void cut() { cut_ = true; }
   void heal();
 
@@ -31,8 +36,7 @@ class TcpProxy {
   void run();
   void closeLinks();
 
-  std::string upstreamHost_;
-  int upstreamPort_;
+  std::function<int()> connectUpstream_;
   int listenFd_ = -1;
   int wakeFd_[2] = {-1, -1};
   int port_ = 0;
