@@ -11,11 +11,6 @@ namespace {
 
 using namespace dugong::agent::testing;  // NOLINT(google-build-using-namespace)
 
-// Session timeout 9000, round trips every 500, lease 7110 ms after the send (the
-// fixture's), a promise of 9000 ms: a permission ends 9000 - 90 - 300 = 8610 ms after
-// the request's send.
-constexpr int64_t kPermissionMs = 8610;
-
 class FailsafeDriverTest : public DriverTest {
  protected:
   FailsafeDriverTest() {

@@ -15,9 +15,8 @@ namespace {
 using namespace dugong::agent::testing;  // NOLINT(google-build-using-namespace)
 
 // The fixture's lease ends 7110 ms after a round trip's send, and writes stop 200 ms
-// before it; a permission ends 8610 ms after its request's send (driver_failsafe_test.cc).
+// before it; a permission ends kPermissionMs after its request's send.
 constexpr int64_t kLeaseMs = 7110;
-constexpr int64_t kPermissionMs = 8610;
 constexpr int64_t kWriteStopLeadMs = 200;
 
 class SuspendTest : public DriverTest {

@@ -283,6 +283,11 @@ class NullLog : public LogSink {
 
 inline StateNode stateNode(const ClusterState& s, int32_t version) { return StateNode{true, s.serialize(), version}; }
 
+// With the fixture's session timeout 9000, round trips every 500 and lease 7110 ms after
+// the send, and a promise of 9000 ms: a failsafe permission ends 9000 - 90 - 300 = 8610
+// ms after its request's send.
+inline constexpr int64_t kPermissionMs = 8610;
+
 class DriverTest : public ::testing::Test {
  protected:
   DriverTest() {
