@@ -221,7 +221,7 @@ void DriverCore::stop() {
 
 void DriverCore::step(const Event& delivered) {
   bool newSessionAfterLoss = false;
-  bool resumptionDropped = false;
+  bool waitDropped = false;
   if (std::holds_alternative<ZkInitialized>(delivered) || std::holds_alternative<ClusterStateChanged>(delivered)) {
     stateWriteUnsettled_ = false;  // the state read says how any earlier write ended
   }
@@ -239,8 +239,10 @@ void DriverCore::step(const Event& delivered) {
     if (failsafeUntil_) dropFailsafe("a new ZooKeeper session");
     // Decided on the session they were asked on, never on a new one: a resumption that
     // waited goes through the new session's confirmation instead.
-    resumptionDropped = std::exchange(resumeWanted_, std::nullopt).has_value();
-    confirmWanted_ = false;
+    waitDropped = std::exchange(resumeWanted_, std::nullopt).has_value();
+    // A confirmation an earlier new session owed (held back by a write in flight) is owed
+    // on this one too: nothing else would lift the stop (cluster simulator seed 41220).
+    waitDropped = std::exchange(confirmWanted_, false) || waitDropped;
     noteStateRead(init->state);
     lastActive_ = init->active;
     lastData_ = init->data;
@@ -284,7 +286,7 @@ void DriverCore::step(const Event& delivered) {
   if (failsafeUntil_ && (peer_->role() != Role::kPrimary || generation() != failsafeGeneration_)) {
     dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafeGeneration_));
   }
-  if (newSessionAfterLoss || resumptionDropped) afterNewSession();
+  if (newSessionAfterLoss || waitDropped) afterNewSession();
   maybeHandOver();
   joinAgainOnceDeposedAndStopped();
   maybeRejoin();

@@ -879,6 +879,39 @@ TEST_F(DriverTest, ATakeoverConfirmedOnANewSessionWaitsForTheStateMachinesWrite)
   ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after the confirmation"));
 }
 
+// A second new session comes while the state machine's write of the first is in flight
+// (the agent left ZooKeeper and joined again at once: cluster simulator seed 41220): the
+// confirmation the first session owed must still be written once that write is over, or
+// the primary stays shut down for good with its session alive, and no peer takes over.
+TEST_F(DriverTest, AConfirmationOwedIsWrittenAfterASecondNewSession) {
+  startAsPrimary();
+  coordinator_.connection(false);
+  pg_.stops.front()(0);
+  pg_.stops.pop_front();
+  clock_.advance(20000);
+  while (!pg_.shutdowns.empty()) {
+    pg_.shutdowns.front()(true);
+    pg_.shutdowns.pop_front();
+  }
+  ClusterState withRequest = state_;
+  withRequest.promote = {{"id", "node3"}, {"role", "sync"}, {"generation", 0}};  // invalid: removed at once
+  coordinator_.deliver(ZkInitialized{stateNode(withRequest, 0), active({"node1", "node2", "node3"})});
+  clock_.advance(0);
+  ASSERT_TRUE(coordinator_.pendingWrite);
+  ASSERT_TRUE(coordinator_.writes.back().promote.is_null()) << "not the state machine's removal of the request";
+  auto removal = std::move(*std::exchange(coordinator_.pendingWrite, std::nullopt));
+  // Another new session, which reads the removal landed, before the removal's answer.
+  coordinator_.deliver(ZkInitialized{stateNode(state_, 1), active({"node1", "node2", "node3"})});
+  clock_.advance(0);
+  removal(StateWriteFinished{false, "session expired", false, -1});
+  clock_.advance(0);
+  ASSERT_TRUE(coordinator_.pendingWrite) << "the confirmation owed was never written";
+  EXPECT_EQ(coordinator_.writeVersions.back(), 1);
+  (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 2});
+  clock_.advance(0);
+  ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after the confirmation"));
+}
+
 TEST_F(DriverTest, NoShutDownWhenTheSameSessionComesBackInTime) {
   startAsPrimary();
   coordinator_.connection(false);
