@@ -94,20 +94,22 @@ bool postgresMayWrite(const std::string& dataDir) {
 // `state`): it keeps its ZooKeeper session (the client's own threads answer the pings)
 // and does nothing. A postgres that may acknowledge commits is shut down first, as for a
 // stopped agent; then the agent is killed, so that its client stops pinging and the
-// session expires; then its kept session is removed, so that its next run (systemd
-// starts it again) opens a new session instead of holding the old one again. The kill
-// comes before the removal: a loop that wakes in between could save the session again.
-// The log line comes last: it may have to wait (logWithoutBlocking).
+// session expires. Its kept session is removed so that its next run (systemd starts it
+// again) opens a new session instead of holding the old one again: once before the kill,
+// so that no run started on the agent's death can find it, and once after, since a loop
+// that woke in between could have saved it again. The log line comes last: it may have
+// to wait (logWithoutBlocking).
 void endHungAgent(const std::string& dataDir, const std::string& sessionFile, pid_t agent, int64_t silentMs,
                   char state, bool primary) {
   const long postmaster = postmasterPid(dataDir);
   const bool running = postmaster > 0 && ::kill(static_cast<pid_t>(postmaster), 0) == 0;
   const bool mayWrite = primary || postgresMayWrite(dataDir);
   const bool shutDown = mayWrite && signalPostmaster(dataDir);
-  const bool killed = ::kill(agent, SIGKILL) == 0;
-  const int killError = killed ? 0 : errno;
   int removeError = 0;
   if (!sessionFile.empty() && ::unlink(sessionFile.c_str()) != 0) removeError = errno;
+  const bool killed = ::kill(agent, SIGKILL) == 0;
+  const int killError = killed ? 0 : errno;
+  if (!sessionFile.empty() && ::unlink(sessionFile.c_str()) == 0) removeError = 0;
   const std::string postgres =
       shutDown    ? std::string("asked postgres for an immediate shutdown (") +
                      (primary ? "this peer is the primary" : "it is not a standby and may acknowledge commits") + ")"
