@@ -335,9 +335,13 @@ void DriverCore::carryOut(Action action) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy()) return later(PgFenced{false, "postgres is being restarted", 0});
-            if (holdTakeoverForPromise(action)) return;
             const auto gen = generation();
-            if (!switchoverRequested(true) || handoverWaitedIn_ == gen) return fencePg(f.newSync);
+            // A switchover waits for the old primary's stop first: a promise holds its
+            // fence only if the stream did not end (onUpstreamStopped).
+            if (!switchoverRequested(true) || handoverWaitedIn_ == gen) {
+              if (holdTakeoverForPromise(action)) return;
+              return fencePg(f.newSync);
+            }
             handoverWaitedIn_ = gen;
             pgOp_ = PgOp::kAwaitUpstreamStop;
             log(LogLevel::kInfo, "switchover: waiting up to " + std::to_string(opts_.handoverWaitMs) + " ms for " +

@@ -421,6 +421,9 @@ class DriverCore {
   bool handoverTimedOut_ = false;  // the sync's wait is over: start postgres again once idle
   std::string handedOverFor_;      // the promote request (JSON) last handed over for
   std::optional<int64_t> handoverWaitedIn_;
+  // The generation whose primary's WAL stream ended while this sync waited to take over
+  // for a switchover: no promise holds that takeover (core_failsafe.cc).
+  std::optional<int64_t> handoverStreamEndedIn_;
   SyncAckWatch syncWatch_;
   std::optional<std::pair<int64_t, std::string>> syncWatchedFor_;  // generation, sync
   bool syncSampleInFlight_ = false;

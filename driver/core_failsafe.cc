@@ -42,6 +42,7 @@ std::optional<std::string> DriverCore::whyNoFailsafe() const {
   if (peer_->role() != Role::kPrimary || !s || s->primary.id != opts_.identity.id) return "not the primary";
   if (s->oneNodeWriteMode || !s->sync) return "no sync to ask";
   if (writesStopped_ || connectionLost_ || postgresShutDown_) return "writes are stopped already";
+  if (handoverFrom_) return "this peer hands over to its sync for a switchover";
   if (!leaseInUse_) return "no lease";
   // A write of this primary's may land (or have landed) and name another sync, which
   // promised nothing.
@@ -146,6 +147,7 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
   view.reachesZooKeeper = reachesZooKeeper(leaseSentAt_, leaseIntervalMs_, now());
   view.maxDurationMs = std::min(failsafeDurationMs(), kFailsafeMaxDurationMs);
   view.takingOver = peer_->role() != Role::kSync || heldTakeover_.has_value() || pgOp_ == PgOp::kFence ||
+                    pgOp_ == PgOp::kAwaitUpstreamStop ||
                     stateWriteUnanswered(in::WriteFor::kStateMachine) ||
                     peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || withdrawn_;
   FailsafeAnswer a = decideFailsafeGrant(request, view);
@@ -169,10 +171,12 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
 // A sync's takeover begins with its fence (which stops its streaming from the primary)
 // and lands with its state write: while a promise runs, either waits for its end. The
 // fence is the usual first step; the write is held too, for a takeover whose fence was
-// already in place.
+// already in place. Neither is held for a switchover whose old primary's stream ended
+// (onUpstreamStopped).
 bool DriverCore::holdTakeoverForPromise(const Action& action) {
   const int64_t now = this->now();
   if (peer_->role() != Role::kSync || !promisedUntil_ || *promisedUntil_ <= now) return false;
+  if (handoverStreamEndedIn_ == generation()) return false;
   if (const auto* w = std::get_if<WriteClusterState>(&action)) {
     const auto& s = peer_->clusterState();
     const bool takeover = w->state.primary.id == opts_.identity.id && (!s || s->primary.id != opts_.identity.id);

@@ -224,6 +224,75 @@ TEST_F(FailsafeDriverTest, AStartedSyncTakesOverFromNoPrimaryForAPromisesLength)
   EXPECT_EQ(pg_.fences.size(), 1u);
 }
 
+// A planned switchover is not held by a promise once the old primary's stream ended: the
+// old primary stopped postgres for it, as it does only once it has read the request,
+// and gave up its permission then (issue 40: a switchover right after the sync's agent
+// restarted cost 3.8 s of writes, held by the promise a started agent assumes).
+class SwitchoverUnderAPromiseTest : public FailsafeDriverTest {
+ protected:
+  SwitchoverUnderAPromiseTest() { pg_.modelHandover = true; }
+  // node1, the sync, just started (it holds its takeovers for a promise's length), is
+  // asked to take over by a promote request; it waits for the old primary's stream.
+  void switchoverRequested() {
+    startAsSync();
+    ASSERT_TRUE(driver_->promisedUntil().has_value()) << "a started sync holds no promise";
+    ClusterState requested = state_;
+    requested.promote = {{"id", "node1"}, {"role", "sync"}, {"generation", 1},
+                         {"expireTime", std::to_string(clock_.wallMs() + 60000)}};
+    coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+    clock_.advance(0);
+    answerWalReads();
+    ASSERT_EQ(pg_.upstreamWaits.size(), 1u) << "the switchover did not wait for the old primary's stop";
+    EXPECT_FALSE(driver_->onFailsafeRequest(FailsafeRequest{1, "node2", 9000}).granted)
+        << "promised while waiting to take over";
+  }
+  void upstreamStopped(bool ended) {
+    pg_.upstreamWaits.front()(ended);
+    pg_.upstreamWaits.pop_front();
+    clock_.advance(0);
+  }
+};
+
+TEST_F(SwitchoverUnderAPromiseTest, TheTakeoverGoesAheadOnceTheOldPrimarysStreamEnded) {
+  switchoverRequested();
+  upstreamStopped(true);
+  EXPECT_EQ(pg_.fences.size(), 1u) << "the switchover's fence was held by the promise";
+  EXPECT_FALSE(logged("holding this takeover's"));
+  fenceAndReadTheWalUntilTheStateWrite();
+  ASSERT_EQ(coordinator_.writes.size(), 1u) << "the switchover's state write was held by the promise";
+  EXPECT_EQ(coordinator_.writes.back().primary.id, "node1");
+}
+
+TEST_F(SwitchoverUnderAPromiseTest, IsHeldWhileTheOldPrimaryStillStreams) {
+  switchoverRequested();
+  const int64_t until = *driver_->promisedUntil();
+  upstreamStopped(false);
+  EXPECT_TRUE(pg_.fences.empty()) << "fenced within the promise although the old primary did not stop";
+  EXPECT_TRUE(logged("holding this takeover's fence back"));
+  clock_.advance(until - clock_.monotonicMs());
+  EXPECT_EQ(pg_.fences.size(), 1u) << "no takeover once the promise ended";
+}
+
+// The primary that hands over gives its permission up: it writes no more under it, and
+// asks for none while it hands over.
+TEST_F(FailsafeDriverTest, APrimaryThatHandsOverGivesUpItsPermission) {
+  startAsPrimary();
+  const int64_t t0 = clock_.monotonicMs();
+  coordinator_.lease(t0);
+  runUntil(t0 + 1000, granted());
+  ASSERT_TRUE(driver_->failsafeUntil().has_value());
+  ClusterState requested = state_;
+  requested.promote = {{"id", "node2"}, {"role", "sync"}, {"generation", 1},
+                       {"expireTime", std::to_string(clock_.wallMs() + 60000)}};
+  coordinator_.deliver(ClusterStateChanged{stateNode(requested, 1)});
+  clock_.advance(0);
+  ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not stopped for the switchover";
+  EXPECT_FALSE(driver_->failsafeUntil().has_value()) << "kept the permission while handing over";
+  peers_.asks.clear();
+  clock_.advance(2000);
+  EXPECT_TRUE(peers_.asks.empty()) << "asked for a promise while handing over";
+}
+
 // A sync asked for a promise longer than it would hold at a restart with no record of
 // it (its own failsafe length) refuses it (review of 2f035ac, finding 1).
 TEST_F(FailsafeDriverTest, TheSyncRefusesAPromiseLongerThanItsOwn) {

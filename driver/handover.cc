@@ -51,6 +51,8 @@ void DriverCore::maybeHandOver() {
     log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
                              " streams, so that it receives all of this primary's WAL before it takes over");
     handoverTimedOut_ = false;
+    // The sync takes over without waiting for a promise once this stop ended the stream.
+    if (failsafeUntil_) dropFailsafe("this peer hands over to " + s->sync->id + " for a switchover");
     applyPg(PgConfig::none());
     setTimer(TimerKind::kHandover, opts_.handoverWaitMs + kHandoverSlackMs);
   } else if (handoverTimedOut_ && handoverFrom_) {
@@ -74,10 +76,20 @@ void DriverCore::startAgainAfterHandover() {
   applyPg(*lastApplied_, PgOp::kStartAgain);
 }
 
-// On the sync: the wait for the old primary's stop is over; the fence goes ahead.
+// On the sync: the wait for the old primary's stop is over; the fence goes ahead. Once
+// the stream ended, no promise this peer gave holds it: the old primary stopped postgres
+// for this switchover, as it does only once it has read the request, and gave up its
+// permission as it did (maybeHandOver). A stream that did not end may belong to a
+// primary that writes under a promise without ZooKeeper: the promise holds then.
 void DriverCore::onUpstreamStopped(const in::UpstreamStopped& u) {
+  if (u.ended) handoverStreamEndedIn_ = generation();
   log(LogLevel::kInfo, u.ended ? "switchover: the old primary's WAL stream ended: taking over"
                                : "switchover: the old primary's WAL stream did not end: taking over anyway");
+  if (!u.ended && holdTakeoverForPromise(FencePg{u.newSync})) {
+    pgOp_.reset();  // the wait is over; the held fence is carried out again at the promise's end
+    afterPgTransition();
+    return;
+  }
   fencePg(u.newSync);
 }
 
