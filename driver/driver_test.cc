@@ -99,8 +99,7 @@ TEST_F(DriverTest, AWithdrawnPrimaryKeepsPostgresDownAndJoinsAgainToStartIt) {
   // The shutdown (whose signal the real adapter sends
   // in the call) comes before leaving ZooKeeper, which lets the sync take over at once.
   EXPECT_TRUE(pg_.shutDownAsMember.at(0)) << "left ZooKeeper before asking for the shutdown";
-  pg_.shutdowns.front()(true);
-  pg_.shutdowns.pop_front();
+  answerShutdowns();
   while (!pg_.applies.empty()) pg_.finishApply(false);
   clock_.advance(5000);
   EXPECT_TRUE(pg_.applies.empty()) << "postgres restarted as a primary while out of ZooKeeper";
@@ -625,8 +624,7 @@ TEST_F(DriverTest, AfterAnExpiryThePrimaryResumesOnlyOnceItsTestAndSetOfTheState
   pg_.stops.pop_front();
   clock_.advance(20000);
   ASSERT_EQ(pg_.shutdowns.size(), 1u) << "postgres still up although the session may have expired";
-  pg_.shutdowns.front()(true);
-  pg_.shutdowns.pop_front();
+  answerShutdowns();
   coordinator_.deliver(ZkInitialized{stateNode(state_, 5), active({"node1", "node2", "node3"})});
   ASSERT_EQ(coordinator_.writes.size(), 1u) << "no confirmation of the state after the new session";
   EXPECT_EQ(coordinator_.writeVersions[0], 5);
@@ -662,8 +660,7 @@ TEST_F(DriverTest, AnApplyOfTheSameRoleOnTheNewSessionDoesNotResumeWritesBeforeT
   coordinator_.pendingWrite.reset();
   clock_.advance(20000);
   ASSERT_EQ(pg_.shutdowns.size(), 1u);
-  pg_.shutdowns.front()(true);
-  pg_.shutdowns.pop_front();
+  answerShutdowns();
   clock_.advance(0);
   ASSERT_TRUE(coordinator_.pendingWrite) << "no attempt to settle the takeover write of unknown outcome";
   EXPECT_EQ(coordinator_.writeVersions.back(), 1);
@@ -741,10 +738,7 @@ TEST_F(DriverTest, ABlipOnTheNewSessionBeforeTheConfirmationDoesNotResumeWrites)
   pg_.stops.pop_front();
   coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
   clock_.advance(0);
-  while (!pg_.shutdowns.empty()) {
-    pg_.shutdowns.front()(true);
-    pg_.shutdowns.pop_front();
-  }
+  answerShutdowns();
   ASSERT_TRUE(coordinator_.pendingWrite) << "no confirmation on the new session";
   coordinator_.connection(false);
   while (!pg_.stops.empty()) {
@@ -779,8 +773,7 @@ TEST_F(DriverTest, APrimaryIsShutDownHalfWayToTheEarliestExpiryAndNotRestartedUn
   clock_.advance(1);
   ASSERT_EQ(pg_.shutdowns.size(), 1u);
   EXPECT_TRUE(driver_->postgresShutDown());
-  pg_.shutdowns.front()(true);
-  pg_.shutdowns.pop_front();
+  answerShutdowns();
   pg_.health(false, "connection refused");
   clock_.advance(20000);
   EXPECT_TRUE(pg_.applies.empty()) << "the health check restarted a primary shut down for its lost session";
@@ -889,10 +882,7 @@ TEST_F(DriverTest, AConfirmationOwedIsWrittenAfterASecondNewSession) {
   pg_.stops.front()(0);
   pg_.stops.pop_front();
   clock_.advance(20000);
-  while (!pg_.shutdowns.empty()) {
-    pg_.shutdowns.front()(true);
-    pg_.shutdowns.pop_front();
-  }
+  answerShutdowns();
   ClusterState withRequest = state_;
   withRequest.promote = {{"id", "node3"}, {"role", "sync"}, {"generation", 0}};  // invalid: removed at once
   coordinator_.deliver(ZkInitialized{stateNode(withRequest, 0), active({"node1", "node2", "node3"})});
@@ -998,8 +988,7 @@ TEST_F(DriverTest, AfterAnOutageAPeerThatNeverComesBackIsGoneAfterASessionTimeou
   pg_.stops.front()(0);
   pg_.stops.pop_front();
   clock_.advance(15000);
-  pg_.shutdowns.front()(true);
-  pg_.shutdowns.pop_front();
+  answerShutdowns();
   coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node3"})});
   (*coordinator_.pendingWrite)(StateWriteFinished{true, "", false, 1});  // confirmed: postgres starts again
   clock_.advance(2000);

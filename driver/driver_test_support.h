@@ -462,6 +462,10 @@ class DriverTest : public ::testing::Test {
   void answerResumes() {
     for (auto& resume : std::exchange(pg_.resumes, {})) resume(true);
   }
+  // Answers every shutdown of postgres asked for so far: it went down.
+  void answerShutdowns() {
+    for (auto& shutdown : std::exchange(pg_.shutdowns, {})) shutdown(true);
+  }
   // node1 starts as primary and loses ZooKeeper; its own write of generation 2 (node3 its
   // new sync) is answered during the outage and postgres is configured for it, with
   // writes stopped again. Returns that generation's state.
