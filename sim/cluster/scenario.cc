@@ -64,6 +64,8 @@ const char* faultName(FaultKind kind) {
       return "raise-max-connections";
     case FaultKind::kPartialRecordTakeover:
       return "partial-record-takeover";
+    case FaultKind::kSuspendHost:
+      return "suspend-host";
   }
   return "?";
 }
@@ -139,6 +141,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kQuorumLoss, 0},  // drawn apart (makeScenario), leaving the rest of the plan as it was
     {FaultKind::kRaiseMaxConnections, 0},  // drawn apart
     {FaultKind::kPartialRecordTakeover, 0},  // drawn apart
+    {FaultKind::kSuspendHost, 0},  // drawn apart
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -295,6 +298,20 @@ Scenario makeScenario(uint64_t seed) {
     f.duration = partial.chance(200) ? partial.between(12000, 20000) : partial.between(0, 8000);
     f.at = partial.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
     f.variant = partial.next();
+    s.faults.push_back(f);
+  }
+  // A suspended host (a laptop's lid, a VM suspended to disk): a stream of its own. Short
+  // (within the lease) one time in three; otherwise past the session timeout.
+  Rng suspended(seed ^ 0x2b5e7d0c4a91f36eULL);
+  if (suspended.chance(250)) {
+    Fault f;
+    f.index = static_cast<int>(s.faults.size());
+    f.kind = FaultKind::kSuspendHost;
+    f.peer = static_cast<int>(suspended.between(0, s.peers - 1));
+    f.duration = suspended.chance(333) ? suspended.between(50, s.sessionTimeoutMs / 2)
+                                       : suspended.between(s.sessionTimeoutMs + 200, 3 * s.sessionTimeoutMs);
+    f.at = suspended.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
+    f.variant = suspended.next();
     s.faults.push_back(f);
   }
   return s;
