@@ -51,10 +51,10 @@ void World::resumeHost(int n) {
   if (!nd.suspended) return;
   nd.suspended = false;
   --suspendedHosts_;
-  auto& [from, until] = nd.suspends.back();
-  until = now_;
+  nd.suspends.back().second = now_;
+  const int64_t from = nd.suspends.back().first;  // by name: clang 14 captures no structured binding
   trace('F', [&] {
-    return nd.identity.id + "'s host resumes after " + std::to_string(until - from) + " ms; its clock reads " +
+    return nd.identity.id + "'s host resumes after " + std::to_string(now_ - from) + " ms; its clock reads " +
            std::to_string(hostClock(n)) + " (" + std::to_string(hostClockAt(n, from)) + " at the suspend)" +
            (nd.driver ? "; its agent steps what waited" : "");
   });
