@@ -80,8 +80,8 @@ void World::startAgent(int n) {
 }
 
 // The agent stops (crash or operator); its ZooKeeper session is left to expire unless
-// closed by the caller. A suspended host resumes as its agent stops (a crash of the host
-// ends its suspend; a fault that kills only the agent hits it as the host resumes).
+// closed by the caller. A crash of a suspended host ends its suspend (a fault that would
+// kill only the agent leaves a suspended host alone: nothing runs there).
 void World::stopAgent(int n) {
   Node& nd = node(n);
   nd.up = false;

@@ -12,6 +12,8 @@ void World::crashPeer(const Fault& f) {
 
 void World::crashAgent(const Fault& f) {
   if (!node(f.peer).up) return trace('F', [&] { return std::string(f.describe() + ": already down"); });
+  // A suspended host runs nothing: its agent cannot die before it resumes.
+  if (node(f.peer).suspended) return trace('F', [&] { return f.describe() + ": its host is suspended"; });
   // One in four restarts comes with the failsafe turned off in the agent's configuration
   // (or back on): what it promised before must hold all the same (review of 2f035ac,
   // finding 1).
