@@ -289,12 +289,13 @@ class World final : public simworld::TraceSink {
   // What n's host's clock, the one its agent's driver reads, reads at world time t.
   int64_t hostClockAt(int n, int64_t t) const;
   int64_t hostClock(int n) const { return hostClockAt(n, now_); }
-  // Runs `fn` once n's host's clock reads `due` (at once if it does): on the queue at the
-  // world's time it should, and again later while it does not (a clock that did not count
-  // a suspend has not; one that stands still waits for the resume).
+  // Runs `fn` once n's host's clock reads `due`: on the queue at the world's time it
+  // should (a due time past is queued as such, as `after` does), and again later while it
+  // does not (a clock that did not count a suspend has not; one that stands still waits
+  // for the resume).
   template <class F>
   void atHostClock(int n, int64_t due, F fn) {
-    int64_t wait = std::max<int64_t>(0, due - hostClock(n));
+    int64_t wait = due - hostClock(n);
     if (wait > 0 && node(n).suspended) wait += node(n).suspends.back().second - now_;
     after(wait, [this, n, due, fn = std::move(fn)]() mutable {
       if (hostClock(n) < due) return atHostClock(n, due, std::move(fn));
