@@ -9,17 +9,26 @@ bool World::writable(int n) const {
   const Node& nd = node(n);
   const PgServer& pg = nd.pg;
   // Commits are accepted whenever the adapter made it writable; they wait for the sync.
-  return nd.up && pg.serving() && !pg.promoting && pg.config.role == PgRole::kPrimary && !pg.readOnly &&
+  // A suspended host's postgres takes none.
+  return nd.up && !nd.suspended && pg.serving() && !pg.promoting && pg.config.role == PgRole::kPrimary && !pg.readOnly &&
          !pg.writesStopped;
 }
 
 void World::replicate() {
-  fleet_.stream();
-  // Primaries acknowledge what their sync has.
+  if (suspendedHosts_ == 0) {
+    fleet_.stream();
+  } else {
+    const auto held = holdSuspendedStreams();
+    fleet_.stream();
+    for (const auto& [pg, stalledUntil] : held) pg->stalledUntil = stalledUntil;
+  }
+  // Primaries acknowledge what their sync has (a suspended one nothing, until it resumes).
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
     PgServer& pg = node(n).pg;
-    if (pg.waiting.empty() || !node(n).up || !pg.serving() || pg.config.role != PgRole::kPrimary) continue;
+    if (pg.waiting.empty() || !node(n).up || node(n).suspended || !pg.serving() || pg.config.role != PgRole::kPrimary) {
+      continue;
+    }
     size_t acked = 0;
     if (pg.config.downstream && attachedSync(n)) {
       const Wal& sync = node(nodeOf(pg.config.downstream->id)).pg.wal;
@@ -52,7 +61,8 @@ void World::replicate() {
 void World::clientTick() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
-    if (node(n).up && node(n).pg.writesStopped && node(n).pg.serving() && node(n).pg.config.role == PgRole::kPrimary) {
+    if (node(n).up && !node(n).suspended && node(n).pg.writesStopped && node(n).pg.serving() &&
+        node(n).pg.config.role == PgRole::kPrimary) {
       // After BEGIN READ WRITE, a session commits on it all the same.
       if (rngClient_.chance(300)) localCommit(n);
       continue;

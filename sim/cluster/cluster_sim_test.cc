@@ -155,6 +155,36 @@ TEST(ClusterSim, RestartPrimaryLateSyncCrashesThePrimary) {
   EXPECT_EQ(checked, 3) << "too few seeds with the fault and a running primary";
 }
 
+// A host suspended past its session timeout resumes with its clock (the one its agent
+// reads) ahead by the whole span, and the seed passes.
+TEST(ClusterSim, ASuspendedHostsClockCountsTheSpan) {
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 600 && checked < 3; ++seed) {
+    const Scenario s = makeScenario(seed);
+    for (const Fault& f : s.faults) {
+      if (f.kind != FaultKind::kSuspendHost || f.duration <= s.sessionTimeoutMs) continue;
+      WorldOptions o;
+      o.onlyFaults = std::set<int>{f.index};
+      const RunResult r = runScenario(s, o);
+      EXPECT_TRUE(r.ok) << "seed " << seed << ": " << (r.violation ? r.violation->detail : "");
+      for (const TraceLine& line : r.trace) {
+        const std::string& t = line.text;
+        const size_t reads = t.find("; its clock reads ");
+        if (line.kind != 'F' || reads == std::string::npos || t.find("its agent steps what waited") == std::string::npos) {
+          continue;
+        }
+        const int64_t span = std::stoll(t.substr(t.find(" resumes after ") + 15));
+        const int64_t after = std::stoll(t.substr(reads + 18));
+        const int64_t before = std::stoll(t.substr(t.find(" (", reads) + 2));
+        EXPECT_EQ(after - before, span) << "seed " << seed << ": " << t;
+        if (span == f.duration) ++checked;  // not cut short by the end of the faults
+      }
+      break;
+    }
+  }
+  EXPECT_EQ(checked, 3) << "too few seeds with a host suspended past its session timeout";
+}
+
 TEST(ClusterSim, ReplayCommandNamesSeedAndFaults) {
   EXPECT_EQ(replayCommand(42, std::set<int>{3, 7}), "dugong-cluster-sim --seed 42 --faults 3,7 --trace full");
   EXPECT_EQ(replayCommand(42, std::set<int>{}), "dugong-cluster-sim --seed 42 --faults none --trace full");

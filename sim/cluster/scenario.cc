@@ -64,6 +64,8 @@ const char* faultName(FaultKind kind) {
       return "raise-max-connections";
     case FaultKind::kPartialRecordTakeover:
       return "partial-record-takeover";
+    case FaultKind::kSuspendHost:
+      return "suspend-host";
   }
   return "?";
 }
@@ -139,6 +141,7 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kQuorumLoss, 0},  // drawn apart (makeScenario), leaving the rest of the plan as it was
     {FaultKind::kRaiseMaxConnections, 0},  // drawn apart
     {FaultKind::kPartialRecordTakeover, 0},  // drawn apart
+    {FaultKind::kSuspendHost, 0},  // drawn apart
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -191,6 +194,20 @@ int64_t durationFor(FaultKind kind, Rng& rng, int64_t sessionTimeoutMs) {
   }
 }
 
+// A fault drawn apart from the mix, from a stream of its own (`rng`): on one peer, for as
+// long as `duration` draws, at any time of the fault phase but its last second.
+template <class Duration>
+void addPeerFault(Scenario& s, Rng& rng, FaultKind kind, Duration duration) {
+  Fault f;
+  f.index = static_cast<int>(s.faults.size());
+  f.kind = kind;
+  f.peer = static_cast<int>(rng.between(0, s.peers - 1));
+  f.duration = duration();
+  f.at = rng.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
+  f.variant = rng.next();
+  s.faults.push_back(f);
+}
+
 }  // namespace
 
 Scenario makeScenario(uint64_t seed) {
@@ -240,14 +257,8 @@ Scenario makeScenario(uint64_t seed) {
   // A postgres that serves but fails its health check: from a stream of its own too.
   Rng serving(seed ^ 0x5e2b1e0a11c0ffeeULL);
   if (serving.chance(250)) {
-    Fault f;
-    f.index = static_cast<int>(s.faults.size());
-    f.kind = FaultKind::kUnhealthyServing;
-    f.peer = static_cast<int>(serving.between(0, s.peers - 1));
-    f.duration = serving.chance(600) ? serving.between(9000, 16000) : serving.between(500, 6000);
-    f.at = serving.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
-    f.variant = serving.next();
-    s.faults.push_back(f);
+    addPeerFault(s, serving, FaultKind::kUnhealthyServing,
+                 [&] { return serving.chance(600) ? serving.between(9000, 16000) : serving.between(500, 6000); });
   }
   // A sync restored from a copy of another history: a stream of its own as well.
   Rng stale(seed ^ 0x57a1e5c0b1d2e3f4ULL);
@@ -263,14 +274,7 @@ Scenario makeScenario(uint64_t seed) {
   // A stopped agent: a stream of its own.
   Rng stopped(seed ^ 0x5709a6e17c0d1f2aULL);
   if (stopped.chance(250)) {
-    Fault f;
-    f.index = static_cast<int>(s.faults.size());
-    f.kind = FaultKind::kStopAgent;
-    f.peer = static_cast<int>(stopped.between(0, s.peers - 1));
-    f.duration = stopped.between(200, 3 * s.sessionTimeoutMs);
-    f.at = stopped.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
-    f.variant = stopped.next();
-    s.faults.push_back(f);
+    addPeerFault(s, stopped, FaultKind::kStopAgent, [&] { return stopped.between(200, 3 * s.sessionTimeoutMs); });
   }
   // An operator's raise of max_connections and rolling restart: a stream of its own. In
   // the first two thirds of the fault phase, so that later faults restart, rejoin and
@@ -296,6 +300,15 @@ Scenario makeScenario(uint64_t seed) {
     f.at = partial.between(1500, std::max<int64_t>(1500, s.faultPhaseMs - 1000));
     f.variant = partial.next();
     s.faults.push_back(f);
+  }
+  // A suspended host (a laptop's lid, a VM suspended to disk): a stream of its own. Short
+  // (within the lease) one time in three; otherwise past the session timeout.
+  Rng suspended(seed ^ 0x2b5e7d0c4a91f36eULL);
+  if (suspended.chance(250)) {
+    addPeerFault(s, suspended, FaultKind::kSuspendHost, [&] {
+      return suspended.chance(333) ? suspended.between(50, s.sessionTimeoutMs / 2)
+                                   : suspended.between(s.sessionTimeoutMs + 200, 3 * s.sessionTimeoutMs);
+    });
   }
   return s;
 }

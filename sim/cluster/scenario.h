@@ -87,8 +87,13 @@ enum class FaultKind {
   kPartialRecordTakeover,  // the primary dies while its sync has received part of a record and
                            // (variant) its replay lags by up to `duration` ms: the sync's
                            // takeover reads its WAL's end under a fence. Drawn apart (scenario.cc)
+  kSuspendHost,  // the peer's whole host is suspended for `duration` (agent, postgres, watchdog and its
+                 // ZooKeeper client frozen; the rest of the world runs on); on resuming, its clock has
+                 // counted the span (CLOCK_BOOTTIME) and the agent's timers are late. By `variant`: the
+                 // primary's host (two times in three), and its network back up to 2 session timeouts
+                 // after the resume (one time in two). Drawn apart (scenario.cc)
 };
-constexpr int kFaultKinds = 26;
+constexpr int kFaultKinds = 27;
 const char* faultName(FaultKind kind);
 
 struct Fault {

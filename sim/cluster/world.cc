@@ -60,18 +60,18 @@ void World::startAgent(int n) {
   // agent's Agent::earlierPromiseMs): none yet is a record of none.
   o.earlierPromiseMs = 0;
   if (nd.promiseUntil >= 0) {
-    const int64_t from = nd.rebootedSincePromise ? nd.promiseRecordedAt : now_;
+    const int64_t from = nd.rebootedSincePromise ? nd.promiseRecordedAt : hostClock(n);
     o.earlierPromiseMs = std::max<int64_t>(0, nd.promiseUntil - from);
   }
   o.recordPromise = [this, n](int64_t until) -> Result<bool> {
     Node& recorded = node(n);
     recorded.promiseUntil = until;
-    recorded.promiseRecordedAt = now_;
+    recorded.promiseRecordedAt = hostClock(n);
     recorded.rebootedSincePromise = false;
     return true;
   };
   nd.driver = std::make_unique<agent::Driver>(
-      agent::Env{*nd.env, nd.env->coordinator, nd.env->postgres, *nd.env, nd.env.get()}, o);
+      agent::Env{*nd.env, nd.env->hostCoordinator, nd.env->postgres, *nd.env, nd.env.get()}, o);
   NodeEnv* env = nd.env.get();
   nd.driver->onFatal([this, n, env] {
     checker_.fail(now_, "fatal", node(n).identity.id + " reported a fatal error: " + env->lastFatal);
@@ -80,7 +80,8 @@ void World::startAgent(int n) {
 }
 
 // The agent stops (crash or operator); its ZooKeeper session is left to expire unless
-// closed by the caller.
+// closed by the caller. A crash of a suspended host ends its suspend (a fault that would
+// kill only the agent leaves a suspended host alone: nothing runs there).
 void World::stopAgent(int n) {
   Node& nd = node(n);
   nd.up = false;
@@ -89,6 +90,7 @@ void World::stopAgent(int n) {
   nd.env.reset();
   ++nd.incarnation;
   zk_.agentStops(n);
+  resumeHost(n);
 }
 
 std::string World::describeEvent(const Event& ev) const {
@@ -113,7 +115,12 @@ void World::intoDriver(int n, const Event& ev, const std::function<void()>& call
 // ---------------------------------------------------------------- the agents' environment
 
 NodeEnv::NodeEnv(World& world, int n, uint64_t incarnation)
-    : coordinator(world.zk_, n), postgres(world.fleet_, n, world.postgresHooks(n)), w_(world), n_(n), inc_(incarnation) {}
+    : coordinator(world.zk_, n),
+      hostCoordinator(world, n, coordinator),
+      postgres(world.fleet_, n, world.postgresHooks(n)),
+      w_(world),
+      n_(n),
+      inc_(incarnation) {}
 
 // What the node's postgres adapter reports goes into its driver, checked.
 simworld::SimPostgresHooks World::postgresHooks(int n) {
@@ -132,11 +139,40 @@ simworld::SimPostgresHooks World::postgresHooks(int n) {
 }
 
 EpochMs NodeEnv::wallMs() const { return w_.wall(); }
-int64_t NodeEnv::monotonicMs() const { return w_.now_; }
+int64_t NodeEnv::monotonicMs() const { return w_.hostClock(n_); }
 
+std::unique_ptr<agent::Timer> NodeEnv::newTimer() { return std::make_unique<HostTimer>(w_, n_); }
 
-std::unique_ptr<agent::Timer> NodeEnv::newTimer() {
-  return std::make_unique<agent::ScheduledTimer>(w_.q_);
+// ---------------------------------------------------------------- the hosts' clocks
+
+// A host's clocks at world time t (decision 0070). CLOCK_MONOTONIC stands still while the
+// host is suspended; CLOCK_BOOTTIME, on which the agent compares its deadlines (the lease,
+// the failsafe's permission, the promise it holds, the watchdog's end of the lease), runs
+// on through a suspend: seen from the host, it jumps by the span as the host resumes.
+int64_t World::hostClockAt(int n, int64_t t) const {
+  int64_t suspended = 0;
+  for (const auto& [from, until] : node(n).suspends) suspended += std::clamp(t, from, until) - from;
+  const int64_t monotonic = t - suspended;
+  return monotonic + suspended;  // CLOCK_BOOTTIME
+}
+
+void HostTimer::start(int64_t delayMs, std::function<void()> fired) {
+  const uint64_t serial = ++*serial_;
+  w_.atHostClock(n_, w_.hostClock(n_) + delayMs,
+                 [live = std::weak_ptr<uint64_t>(serial_), serial, fired = std::move(fired)] {
+                   auto s = live.lock();
+                   if (s && *s == serial) fired();
+                 });
+}
+
+Result<bool> HostCoordinator::join(agent::CoordinatorCallbacks callbacks) {
+  if (callbacks.onLease) {
+    callbacks.onLease = [&w = w_, n = n_, onLease = std::move(callbacks.onLease)](agent::CoordinatorLease lease) {
+      lease.sentAtMs = w.hostClockAt(n, lease.sentAtMs);
+      onLease(lease);
+    };
+  }
+  return client_.join(std::move(callbacks));
 }
 
 void NodeEnv::post(std::function<void()> fn) {

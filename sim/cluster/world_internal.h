@@ -12,9 +12,9 @@
 #include <map>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "driver/driver.h"
-#include "sim/world/scheduled_timer.h"
 #include "statemachine/peer.h"
 #include "sim/world/rng.h"
 #include "sim/world/sim_coordinator.h"
@@ -90,6 +90,45 @@ inline simworld::PgModel clusterPgModel() {
 
 class World;
 
+// The agent's ZooKeeper client as its driver sees it: the host's client of the simulated
+// ensemble, with each lease round trip dated on the host's clock (World::hostClockAt), as
+// the real client dates it on its own.
+class HostCoordinator final : public agent::Coordinator {
+ public:
+  HostCoordinator(World& world, int n, simworld::SimCoordinator& client) : w_(world), n_(n), client_(client) {}
+
+  Result<bool> join(agent::CoordinatorCallbacks callbacks) override;
+  void leave() override { client_.leave(); }
+  void leaveKeepingMembership() override { client_.leaveKeepingMembership(); }
+  void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                       std::function<void(StateWriteFinished)> done) override {
+    client_.putClusterState(state, expectedVersion, reason, std::move(done));
+  }
+  agent::CoordinatorStatus status() const override { return client_.status(); }
+  void publishDataState(const std::optional<PeerDataState>& data) override { client_.publishDataState(data); }
+  void publishStreaming(bool streams) override { client_.publishStreaming(streams); }
+
+ private:
+  World& w_;
+  int n_;
+  simworld::SimCoordinator& client_;
+};
+
+// A timer of the driver (driver/env.h) on its host's clock: due when that clock reaches
+// its reading at the start plus the delay (World::atHostClock). A restart or cancel()
+// makes the earlier start a no-op.
+class HostTimer final : public agent::Timer {
+ public:
+  HostTimer(World& world, int n) : w_(world), n_(n) {}
+  void start(int64_t delayMs, std::function<void()> fired) override;
+  void cancel() override { ++*serial_; }
+
+ private:
+  World& w_;
+  int n_;
+  std::shared_ptr<uint64_t> serial_ = std::make_shared<uint64_t>(0);
+};
+
 // One simulated host's environment for its agent's driver (driver/env.h): the world's
 // virtual clock, a client of the simulated ZooKeeper ensemble, the local simulated
 // postgres (sim/world/sim_postgres.h), and the trace as the log. One per
@@ -110,6 +149,7 @@ class NodeEnv final : public agent::Clock, public agent::LogSink, public agent::
                    std::function<void(Result<agent::FailsafeAnswer>)> done) override;
 
   simworld::SimCoordinator coordinator;
+  HostCoordinator hostCoordinator;  // the driver's: `coordinator`, dated on the host's clock
   simworld::SimPostgres postgres;
   std::string lastFatal;
 
@@ -152,6 +192,10 @@ struct Node {
   // The agent runs with the failsafe off from its next start (crash-agent restarts it
   // with another configuration now and then): its dugong.yaml changed meanwhile.
   bool failsafeOff = false;
+  // Its host's suspends (suspend-host), from and until (world time), the last one perhaps
+  // still running (`suspended`): what the host's clocks leave out (World::hostClockAt).
+  std::vector<std::pair<int64_t, int64_t>> suspends;
+  bool suspended = false;
   simworld::PgServer pg;
   int64_t generationTag = 0;  // the generation its agent saw when making its postgres primary
 };
@@ -163,6 +207,8 @@ struct Node {
 // unwatched.
 class World final : public simworld::TraceSink {
   friend class NodeEnv;
+  friend class HostCoordinator;
+  friend class HostTimer;
 
  public:
   World(const Scenario& scenario, const WorldOptions& options)
@@ -239,6 +285,24 @@ class World final : public simworld::TraceSink {
     return n < static_cast<int>(nodes_.size()) ? n : -1;
   }
 
+  // ---- the hosts' clocks (world.cc) ----
+  // What n's host's clock, the one its agent's driver reads, reads at world time t.
+  int64_t hostClockAt(int n, int64_t t) const;
+  int64_t hostClock(int n) const { return hostClockAt(n, now_); }
+  // Runs `fn` once n's host's clock reads `due`: on the queue at the world's time it
+  // should (a due time past is queued as such, as `after` does), and again later while it
+  // does not (a clock that did not count a suspend has not; one that stands still waits
+  // for the resume).
+  template <class F>
+  void atHostClock(int n, int64_t due, F fn) {
+    int64_t wait = due - hostClock(n);
+    if (wait > 0 && node(n).suspended) wait += node(n).suspends.back().second - now_;
+    after(wait, [this, n, due, fn = std::move(fn)]() mutable {
+      if (hostClock(n) < due) return atHostClock(n, due, std::move(fn));
+      fn();
+    });
+  }
+
   // ---- ZooKeeper (sim/world/sim_coordinator.h) ----
   simworld::ZkHooks zkHooks();
   void stateWritten(const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
@@ -278,6 +342,12 @@ class World final : public simworld::TraceSink {
   void crashAgent(int n, int64_t downFor);
   void restartSyncAgentWithin(const Fault& f, int sync, int64_t window);
   void stopAgentGroup(const Fault& f);
+  // suspend.cc
+  void suspendHost(const Fault& f);
+  void resumeHost(int n);
+  // The standbys a suspended host's postgres would feed, and its own, held for one
+  // replication tick (their stalledUntil before, to put back).
+  std::vector<std::pair<PgServer*, int64_t>> holdSuspendedStreams();
   // When the watchdog of an agent that died or stopped now shuts its postgres down (ms
   // from now); nullopt: not armed (its applied role is not primary).
   std::optional<int64_t> watchdogDelay(int n);
@@ -390,6 +460,8 @@ class World final : public simworld::TraceSink {
   std::vector<int64_t> reachUnreachableUntil_;
   int64_t reachQuietFrom_ = 0;
   uint64_t reachChangesSeen_ = UINT64_MAX;
+
+  int suspendedHosts_ = 0;  // hosts suspended now (suspend-host)
 
   // Phases.
   int faultsRun_ = 0;

@@ -12,6 +12,16 @@ namespace dugong::clustersim::world_internal {
 void World::checkLocalAck(int n, uint64_t id) {
   Node& nd = node(n);
   if (nd.faultExpiredAt >= 0 && nd.faultExpiredAt >= nd.becamePrimaryAt) return;
+  // A host suspended in this primaryship (suspend-host) may resume past its session's
+  // expiry and another peer's takeover: its agent stops writes at its first turn (its
+  // deadline is past on its clock), but the shutdown then comes after the takeover, and
+  // commits after BEGIN READ WRITE, or in flight as writes stop, are acknowledged until it
+  // lands. What its agent owes is to have stopped writes: one that lets its postgres
+  // write on once it has stepped past its deadline is caught here.
+  if (!nd.suspends.empty() && nd.suspends.back().first >= nd.becamePrimaryAt && nd.driver &&
+      (nd.driver->writesStopped() || nd.driver->postgresShutDown())) {
+    return;
+  }
   // A takeover by a promote request does not wait for the old primary's session: an
   // operator's switchover, which the old primary carries out (it stops postgres) only if
   // it hears of it; the shutdown guards against expiry-based takeovers only.

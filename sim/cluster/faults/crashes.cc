@@ -12,6 +12,8 @@ void World::crashPeer(const Fault& f) {
 
 void World::crashAgent(const Fault& f) {
   if (!node(f.peer).up) return trace('F', [&] { return std::string(f.describe() + ": already down"); });
+  // A suspended host runs nothing: its agent cannot die before it resumes.
+  if (node(f.peer).suspended) return trace('F', [&] { return f.describe() + ": its host is suspended"; });
   // One in four restarts comes with the failsafe turned off in the agent's configuration
   // (or back on): what it promised before must hold all the same (review of 2f035ac,
   // finding 1).
@@ -68,8 +70,8 @@ std::optional<int64_t> World::watchdogDelay(int n) {
   const int64_t t = sc_.sessionTimeoutMs;
   int64_t delay = rngAgent_.between(t / 4 + 1, t / 2);
   if (lostAt >= 0) delay = std::min(delay, std::max<int64_t>(0, lostAt + t / 6 - now_) + rngAgent_.between(0, t / 24));
-  // At the lease's end (the watchdog sleeps until then).
-  if (leaseEnd >= 0) delay = std::min(delay, std::max<int64_t>(0, leaseEnd - now_));
+  // At the lease's end (the watchdog sleeps until then, on the host's clock as the agent).
+  if (leaseEnd >= 0) delay = std::min(delay, std::max<int64_t>(0, leaseEnd - hostClock(n)));
   return delay;
 }
 

@@ -9,6 +9,7 @@
 //                      partial-record-takeover
 //   operator.cc        freeze, unfreeze, promote-valid, promote-invalid, rebuild-deposed,
 //                      raise-max-connections
+//   suspend.cc         suspend-host
 #include "sim/cluster/world_internal.h"
 
 namespace dugong::clustersim::world_internal {
@@ -69,6 +70,8 @@ void World::runFault(const Fault& f) {
       return raiseMaxConnections(f);
     case FaultKind::kPartialRecordTakeover:
       return partialRecordTakeover(f);
+    case FaultKind::kSuspendHost:
+      return suspendHost(f);
   }
 }
 
@@ -86,6 +89,7 @@ void World::beginQuietPhase() {
     nd.pg.stalledUntil = 0;
     nd.pg.brokenUntil = 0;
     zk_.client(n).slowNotifyUntil = 0;
+    resumeHost(n);
     if (zk_.client(n).partitioned) zk_.heal(n);
     if (!nd.up) startAgent(n);
   }

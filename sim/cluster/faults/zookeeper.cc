@@ -41,7 +41,7 @@ void World::restartSyncAgentWithin(const Fault& f, int sync, int64_t window) {
   const int64_t downFor = 200 + static_cast<int64_t>((f.variant >> 24) % static_cast<uint64_t>(sc_.sessionTimeoutMs / 2));
   const bool failsafeOff = (f.variant >> 33) % 2 == 0;
   after(at, [this, sync, downFor, failsafeOff] {
-    if (!node(sync).up) return;
+    if (!node(sync).up || node(sync).suspended) return;
     if (failsafeOff && sc_.failsafe) node(sync).failsafeOff = true;
     crashAgent(sync, downFor);
   });
