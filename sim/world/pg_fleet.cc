@@ -185,6 +185,12 @@ void PgFleet::restartInPlace(int n, std::function<void(const std::string& error)
     std::string error = q_.now() < p.brokenUntil ? "postgres would not start"
                                                  : startWithHotStandbyFloor(p, p.config.role);
     p.running = error.empty();
+    if (p.running && p.config.role == PgRole::kPrimary) {
+      // As after an apply: a later fork comes after this start's checkpoint, whose WAL
+      // the stop kept (seed 78988: a rejoin refused for ever after a restarted primary).
+      p.rewindWalGone = false;
+      p.stoppedUncleanly = false;
+    }
     ++p.epoch;
     trace_.trace('P', [&] { return p.id + " postgres restarted in place" + (error.empty() ? "" : ", does not start: " + error); });
     done(error);
