@@ -138,6 +138,27 @@ TEST(Verify, AStandbyWhoseReplayIsPausedIsAProblem) {
   EXPECT_TRUE(problems(v).empty());
 }
 
+// A peer whose agent refused the cluster's configuration (a setting this host does not
+// allow, or one its postgres rejected) runs the last one it applied: the setting and the
+// reason are the problem's text, from its /state's clusterConfig.
+TEST(Verify, APeerThatRefusedTheClusterConfigurationIsAProblem) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "c").status["clusterConfig"] = {{"appliedVersion", 3}, {"refused", nullptr}};
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  mutablePeer(v, "c").status["clusterConfig"] = {
+      {"appliedVersion", 3},
+      {"refused", "version 4: archive_command = 'touch /tmp/x' runs a command as postgres: refused unless every "
+                  "host's dugong.yaml allows it (clusterConfig.allowUnsafe: [archive_command])"}};
+  auto p = problems(v);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "async[0] c refused the cluster's configuration version 4: archive_command = 'touch /tmp/x' runs a "
+                  "command as postgres: refused unless every host's dugong.yaml allows it "
+                  "(clusterConfig.allowUnsafe: [archive_command]); its postgres runs version 3 (`dugong-adm config "
+                  "show`, `dugong-adm config history`)");
+  mutablePeer(v, "c").status["clusterConfig"]["appliedVersion"] = nullptr;
+  EXPECT_TRUE(mentions(problems(v), "; its postgres runs none of the cluster's configurations yet"));
+}
+
 TEST(Verify, DeposedFrozenStalePromoteAndUnassigned) {
   ClusterState s = threePeers();
   s.deposed.push_back(peer("z"));
