@@ -603,7 +603,7 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   auto rebuilds = [&](int i) {
     const std::string log = h_->logTail(i, 1000000);
     size_t n = 0;
-    const std::string rebuilt = "by pg_basebackup";
+    const std::string rebuilt = "data directory made by replica method";
     for (size_t at = log.find(rebuilt); at != std::string::npos; at = log.find(rebuilt, at + 1)) ++n;
     return n;
   };
