@@ -365,6 +365,11 @@ TEST_F(AdmTest, FreezeUnfreezeAndRebuildOfADeposedPrimary) {
   EXPECT_TRUE(has(unfreezeAgain.out, "nothing to do"));
   ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
   ASSERT_TRUE(h_->sql(sync, "CREATE TABLE acked (id int PRIMARY KEY); INSERT INTO acked VALUES (1)").ok());
+  // Deposed with its agent down: verify says to start the agent before any rebuild.
+  AdmRun agentDown = cmd("verify");
+  EXPECT_EQ(agentDown.code, 1);
+  EXPECT_TRUE(has(agentDown.out, "deposed peer " + P + " does not serve and its agent does not answer")) << agentDown.out;
+  EXPECT_TRUE(has(agentDown.out, "start its agent first")) << agentDown.out;
 
   // The ex-primary's agent comes back and finds itself deposed.
   h_->startAgent(primary);

@@ -155,6 +155,13 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
   for (const auto& p : view.peers) {
     if (p.role == "sync" || p.role == "async") {
       if (checkPresent(c, p, p.roleLabel(true))) checkStreaming(c, view, p, p.role == "sync", o);
+    } else if (p.role == "deposed" && !p.reachable()) {
+      // A deposed peer rejoins by itself only while its agent runs.
+      c.problem("deposed peer " + p.identity.id + " does not serve and its agent does not answer" +
+                (p.agentError.empty() ? "" : " (" + p.agentError + ")") +
+                ": start its agent first (with rejoin: rewind, the default, it then rejoins by itself); if it "
+                "cannot, `dugong-adm rebuild` on that peer, or `dugong-adm reap " + p.identity.id +
+                "` if it is gone for good");
     } else if (p.role == "deposed") {
       const std::string failed = lastRejoinError(p);
       c.problem("deposed peer " + p.identity.id +

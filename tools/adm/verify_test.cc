@@ -194,6 +194,28 @@ TEST(Verify, ADeposedPeerWhoseRejoinFailedSaysWhy) {
                                     "tries again; otherwise `dugong-adm rebuild` on that peer"));
 }
 
+// A deposed peer rejoins by itself only while its agent runs (rejoin: rewind, the
+// default): the advice is to start its agent first, and to rebuild only if that fails
+// (operator review P1: a killed primary's agent is down, and verify said to rebuild).
+TEST(Verify, ADeposedPeerWhoseAgentIsDownIsToldToStartItFirst) {
+  ClusterState s = threePeers();
+  s.deposed = {peer("z")};
+  ClusterView v;
+  v.state = s;
+  v.active = {peer("a"), peer("b"), peer("c")};
+  v.peers = listPeers(s, v.active);
+  EXPECT_TRUE(mentions(problems(v), "deposed peer z does not serve and its agent does not answer: start its agent "
+                                    "first (with rejoin: rewind, the default, it then rejoins by itself); if it "
+                                    "cannot, `dugong-adm rebuild` on that peer, or `dugong-adm reap z` if it is "
+                                    "gone for good"))
+      << problems(v)[0];
+  // Its agent runs: it rejoins by itself, or says why not.
+  for (auto& p : v.peers) {
+    if (p.identity.id == "z") p.status = nlohmann::json::object();
+  }
+  EXPECT_TRUE(mentions(problems(v), "deposed peer z does not serve yet: its agent rejoins it by itself"));
+}
+
 TEST(Verify, AValidPendingPromoteIsNotAProblem) {
   ClusterState s = threePeers();
   s.promote = {{"id", "b"}, {"role", "sync"}, {"generation", 1}, {"expireTime", formatIso8601(1700000060000)}};
