@@ -600,6 +600,14 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
     EXPECT_EQ((*state)["clusterConfig"]["appliedVersion"], current->version) << state->dump();
     EXPECT_TRUE(has((*state)["clusterConfig"]["refused"].dump(), "archive_command")) << state->dump();
   }
+  // verify names each peer that refused it, with the setting and why.
+  AdmRun refusedVerify = cmd("verify");
+  EXPECT_EQ(refusedVerify.code, 1) << refusedVerify.out;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(has(refusedVerify.out, h_->peer(i).id + " refused the cluster's configuration version " +
+                                           std::to_string(current->version + 1) + ": archive_command = "))
+        << refusedVerify.out;
+  }
   ASSERT_TRUE((*zk)->putConfigBytes(current->data, current->version + 2, "test: restored").ok);
   AdmRun reloadNobody = cmd("reload no-such-peer --wait 1");
   EXPECT_EQ(reloadNobody.code, 2) << reloadNobody.out;
