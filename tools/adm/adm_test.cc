@@ -23,6 +23,7 @@
 #include "agent/http_server.h"
 #include "agent/instance_lock.h"
 #include "pg/cluster_config.h"
+#include "pg/connection.h"
 #include "pg/sql.h"
 #include "statemachine/time_format.h"
 #include "tests/e2e/careful_writer.h"
@@ -492,8 +493,10 @@ TEST_F(AdmTest, RebuildOfADeposedPeerWaitsUntilItsAgentHasStoppedPostgres) {
 // The cluster-wide configuration: a bad change is refused with the stored bytes
 // unchanged; a reloadable setting and an hba line reach every peer by reload; restart-only
 // settings go in with `restart --rolling` under writes (standbys first and a switchover
-// when max_connections rises, the primary first when it falls), losing no acknowledged
-// row and rebuilding nothing.
+// when max_connections rises; the primary first when it falls, then each standby once it
+// has replayed the primary's new values, the async's replay held back meanwhile), losing
+// no acknowledged row and rebuilding nothing; every peer then runs the configured value
+// and no standby's replay is paused.
 TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   int primary = startCluster({"shared_buffers", "max_connections"});
   ASSERT_GE(primary, 0);
@@ -605,7 +608,7 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   EXPECT_EQ(refusedVerify.code, 1) << refusedVerify.out;
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(has(refusedVerify.out, h_->peer(i).id + " refused the cluster's configuration version " +
-                                           std::to_string(current->version + 1) + ": archive_command = "))
+                                           std::to_string(current->version + 2) + ": archive_command = "))
         << refusedVerify.out;
   }
   ASSERT_TRUE((*zk)->putConfigBytes(current->data, current->version + 2, "test: restored").ok);
@@ -639,13 +642,56 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
     EXPECT_EQ(show(i, "shared_buffers"), "48MB") << "peer " << i;
     EXPECT_EQ(show(i, "max_connections"), "120") << "peer " << i;
   }
-  // Lowered: the primary first.
+  // Lowered: the primary first, then each standby once it has replayed the primary's new
+  // values (operator review P15): restarted before, a standby keeps the old value (its
+  // agent raises it to the floor its pg_control holds). The async's replay is held back
+  // by a reader on it holding a lock that the replay of the primary's TRUNCATE needs
+  // (max_standby_streaming_delay 10min, far beyond the test: until the reader ends).
+  const int primaryNow = h_->writablePrimary();
+  const int async = indexWithRole("async");
+  ASSERT_GE(primaryNow, 0);
+  ASSERT_GE(async, 0);
+  const std::string A = h_->peer(async).id;
+  ASSERT_EQ(cmd("config set max_standby_streaming_delay=10min").code, 0);
+  ASSERT_TRUE(h_->sql(primaryNow, "CREATE TABLE held (id int); INSERT INTO held VALUES (1)").ok());
+  ASSERT_TRUE(h_->waitFor(
+      [&] {
+        return show(async, "max_standby_streaming_delay") == "10min" &&
+               h_->intColumn(async, "SELECT id FROM held").count(1) == 1;
+      },
+      30s));
+  auto opened = pg::Connection::open(h_->peer(async).pg->conninfo(), std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(opened.ok()) << opened.error();
+  std::unique_ptr<pg::Connection> reader = std::move(opened).value();
+  ASSERT_TRUE(reader->query("BEGIN; LOCK TABLE held IN ACCESS SHARE MODE; SELECT count(*) FROM held",
+                            std::chrono::steady_clock::now() + 10s)
+                  .ok());
+  ASSERT_TRUE(h_->sql(primaryNow, "TRUNCATE held", 20s).ok());
+  ASSERT_TRUE(h_->waitFor(
+      [&] {
+        auto r = h_->sql(async, "SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()", 3s);
+        return r && !r->rows.empty() && r->rows[0][0] == "t";
+      },
+      30s))
+      << "the async's replay is not held back";
   AdmRun lower = cmd("config set max_connections=90");
   ASSERT_EQ(lower.code, 0) << lower.out;
-  AdmRun rolling2 = cmd("restart --rolling");
-  ASSERT_EQ(rolling2.code, 0) << rolling2.out;
-  EXPECT_TRUE(has(rolling2.out, "restarting the primary")) << rolling2.out;
+  AdmInBackground rolling2("-z " + h_->zkConnect() + " -c " + h_->options().cluster + " restart --rolling");
+  EXPECT_TRUE(h_->waitFor([&] { return has(rolling2.output(), "waiting for async " + A) || rolling2.done(); }, 120s))
+      << rolling2.output();
+  EXPECT_FALSE(has(rolling2.output(), "restarting postgres on " + A))
+      << "the async was restarted before it replayed the primary's new values: " << rolling2.output();
+  reader.reset();  // the replay goes on
+  AdmRun lowered = rolling2.wait();
+  ASSERT_EQ(lowered.code, 0) << lowered.out;
+  EXPECT_TRUE(has(lowered.out, "restarting the primary")) << lowered.out;
   for (int i = 0; i < 3; ++i) EXPECT_EQ(show(i, "max_connections"), "90") << "peer " << i;
+  for (int i = 0; i < 3; ++i) {
+    if (i == primaryNow) continue;
+    auto paused = h_->sql(i, "SELECT pg_get_wal_replay_pause_state()");
+    ASSERT_TRUE(paused && !paused->rows.empty()) << "peer " << i;
+    EXPECT_EQ(paused->rows[0][0].value_or(""), "not paused") << "peer " << i;
+  }
   AdmRun shown = cmd("show");
   EXPECT_TRUE(has(shown.out, "pending     none")) << shown.out;
 
