@@ -33,12 +33,15 @@ http_get() {  # port path -> body; exit status 0 on HTTP 200
   curl -s -f -m 2 "http://127.0.0.1:$1$2"
 }
 
-# Whether the binaries are missing or older than a source file or build file.
+# Whether the binaries are missing, or a source or build file changed since this script
+# last built them (its stamp: a test file that changes neither binary would otherwise
+# make every `up` build again).
+stamp=$root/$build/.cluster-sh-built
 build_needed() {
-  [ -x "$dugong" ] && [ -x "$root/$build/tools/adm/dugong-adm" ] || return 0
+  [ -x "$dugong" ] && [ -x "$root/$build/tools/adm/dugong-adm" ] && [ -f "$stamp" ] || return 0
   [ -n "$(find "$root" -path "$root/build" -prune -o -path "$root/.git" -prune -o -type f \
             \( -name '*.cc' -o -name '*.h' -o -name CMakeLists.txt -o -name '*.cmake' \) \
-            -newer "$dugong" -print -quit)" ]
+            -newer "$stamp" -print -quit)" ]
 }
 
 build_all() {
@@ -54,6 +57,7 @@ build_all() {
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   fi
   ninja -C "$build" dugong $(ninja -C "$build" -t targets all 2>/dev/null | grep -q '^dugong-adm:' && echo dugong-adm) >/dev/null
+  touch "$stamp"
 }
 
 start_zookeeper() {
