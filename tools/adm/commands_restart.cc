@@ -9,9 +9,9 @@
 // the primary's WAL up to where the primary runs the new values (restarted earlier, a
 // standby's agent would raise them again to the floor its pg_control still holds). In
 // either order, a peer that then runs other hot-standby values than the configuration's
-// is reported and the command fails (tools/adm/hot_standby_rollout.h). --pending is the rolling
-// restart of only the peers whose postgres reports settings that wait for a restart
-// (pg_settings.pending_restart), in the same order.
+// is reported and the command fails (tools/adm/hot_standby_rollout.h). --pending is the
+// rolling restart of only the peers whose postgres reports settings that wait for a
+// restart (pg_settings.pending_restart), in the same order.
 #include <unistd.h>
 
 #include <iostream>
@@ -136,9 +136,9 @@ struct WantedValues {
   std::map<std::string, std::string> defaults;  // dugong's defaults for the rest
 };
 
-// Waits until standby `id` has replayed the primary's WAL up to `target`, where the
-// primary runs the values its restart would read from its pg_control; a clear refusal
-// once `timeout` passes.
+// Waits until standby `id` has replayed the primary's WAL up to `target`, past any change
+// of the primary's hot-standby values that its restart would read from its pg_control;
+// a clear refusal once `timeout` passes.
 int waitReplayedBeforeRestart(zk::Client& client, const CommonOptions& common, const std::string& id,
                               const std::string& role, WalPosition target, std::chrono::seconds timeout) {
   std::optional<WalPosition> at;
@@ -150,9 +150,8 @@ int waitReplayedBeforeRestart(zk::Client& client, const CommonOptions& common, c
   auto first = fetchView(client, common.cluster, true);
   if (first && replayed(*first)) return kExitOk;
   std::cout << "waiting for " << role << " " << id << " to replay the primary's WAL up to " << target.toString()
-            << " (where the primary runs its new hot-standby values; it is at "
-            << (at ? at->toString() : std::string("an unknown position"))
-            << ") before restarting it: restarted earlier, it would keep the old values\n"
+            << " before restarting it (it is at " << (at ? at->toString() : std::string("an unknown position"))
+            << "): restarted before it has replayed the primary's hot-standby values, it would keep older ones\n"
             << std::flush;
   if (waitView(client, common, timeout, replayed)) return kExitOk;
   return fail(kExitFailed, role + " " + id + " has not replayed the primary's WAL up to " + target.toString() +
