@@ -175,6 +175,41 @@ bool isLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
 
+// Whether every address of a postgres listen_addresses list ("127.0.0.1,::1") is
+// loopback: then no other host reaches it.
+bool listensOnLoopbackOnly(const std::string& addresses) {
+  std::stringstream in(addresses);
+  std::string a;
+  bool any = false;
+  while (std::getline(in, a, ',')) {
+    a.erase(0, a.find_first_not_of(' '));
+    a.erase(a.find_last_not_of(' ') + 1);
+    if (a.empty()) continue;
+    if (!isLoopback(a)) return false;
+    any = true;
+  }
+  return any;
+}
+
+// A peer advertised on an address its postgres or its HTTP API does not listen on: the
+// other peers could not stream from it, nor reach its agent (operator review P21).
+void warnUnreachable(AgentConfig& c) {
+  const std::string& ip = c.identity.ip;
+  if (isLoopback(ip)) return;
+  if (listensOnLoopbackOnly(c.pg.listenAddress)) {
+    c.warnings.push_back("postgres listens on " + c.pg.listenAddress + " only (postgres.listenAddress) while this "
+                         "peer advertises " + ip + " (peer.ip): the other peers cannot stream from it nor take over "
+                         "from it; set postgres.listenAddress to " + ip + " (or '*')");
+  }
+  if (!c.httpHost.empty() && isLoopback(c.httpHost)) {
+    const std::string listen = c.httpHost + ":" + std::to_string(c.httpPort);
+    c.warnings.push_back("the HTTP API listens on " + listen + " only (http.listen) while this peer advertises " + ip +
+                         " (peer.ip): the other peers' agents, which call " + c.identity.backupUrl.value_or(listen) +
+                         ", reach their own host instead of this one; set http.listen to " + ip + ":" +
+                         std::to_string(c.httpPort) + " (or 0.0.0.0:" + std::to_string(c.httpPort) + ")");
+  }
+}
+
 // The failsafe across hosts only with its messages authenticated; and a warning when
 // agents talk in clear across hosts (docs/security.md "Peer links").
 Result<bool> checkPeerLinks(AgentConfig& c) {
@@ -448,6 +483,7 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
                          "reaches the ensemble (set user and password or passwordFile: ACLs are then on)");
   }
   if (auto ok = checkPeerLinks(c); !ok) return Error{path + ": " + ok.error()};
+  warnUnreachable(c);
   return c;
 }
 

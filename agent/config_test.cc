@@ -17,12 +17,13 @@ namespace {
 
 class ConfigTest : public ::testing::Test {
  protected:
-  // A valid file, with extra lines for the zookeeper and postgres sections; its agent is
-  // reachable from other hosts, so it names a peer key (the failsafe needs one then).
+  // A valid file, with extra lines for the zookeeper and postgres sections; its agent and
+  // postgres are reachable from other hosts, so it names a peer key (the failsafe needs
+  // one then).
   std::string valid(const std::string& zk = "", const std::string& pg = "  replicationPassword: r3pl\n") const {
     return "cluster: c1\nzookeeper:\n  connect: 127.0.0.1:2181\n" + zk + "peer:\n  ip: 10.0.0.7\npostgres:\n  dataDir: " +
-           dir_.path() + "/data\n  port: 6543\n" + pg + "http:\n  listen: 0.0.0.0:8008\n  peerKeyFile: " + peerKey_ +
-           "\n";
+           dir_.path() + "/data\n  port: 6543\n  listenAddress: 10.0.0.7\n" + pg +
+           "http:\n  listen: 0.0.0.0:8008\n  peerKeyFile: " + peerKey_ + "\n";
   }
   std::string writeFile(const std::string& name, const std::string& text, mode_t mode) const {
     std::string path = dir_.path() + "/" + name;
@@ -92,6 +93,45 @@ TEST_F(ConfigTest, StatusServerListensOnLoopbackUnlessTurnedOff) {
   ASSERT_TRUE(off.ok()) << off.error();
   EXPECT_EQ(off->httpHost, "");
   EXPECT_FALSE(off->identity.backupUrl.has_value());
+}
+
+// The review's minimal production file (operator review P21): the peer advertises
+// 10.0.0.5 while postgres (postgres.listenAddress) and the HTTP API (http.listen) keep
+// their loopback defaults, so no other peer can stream from it or reach its agent. Valid,
+// with a warning for each (printed by --check and logged at start).
+TEST_F(ConfigTest, AnAdvertisedAddressNothingListensOnIsWarnedAbout) {
+  const std::string repl = writeFile("repl.pw", "r3pl\n", 0600);
+  const std::string minimal = "cluster: c1\nzookeeper:\n  connect: 10.0.0.1:2181\npeer:\n  ip: 10.0.0.5\n"
+                              "postgres:\n  dataDir: " + dir_.path() + "/data\n  replicationPasswordFile: " + repl +
+                              "\n";
+  auto warnings = [&](const std::string& yaml) {
+    auto c = parseConfig(yaml, "d.yaml");
+    EXPECT_TRUE(c.ok()) << c.error();
+    std::string all;
+    for (const auto& w : c.ok() ? c->warnings : std::vector<std::string>()) all += w + "\n";
+    return all;
+  };
+  const std::string both = warnings(minimal);
+  EXPECT_NE(both.find("postgres listens on 127.0.0.1 only (postgres.listenAddress) while this peer advertises "
+                      "10.0.0.5 (peer.ip): the other peers cannot stream from it nor take over from it; set "
+                      "postgres.listenAddress to 10.0.0.5 (or '*')"),
+            std::string::npos)
+      << both;
+  EXPECT_NE(both.find("the HTTP API listens on 127.0.0.1:8008 only (http.listen) while this peer advertises 10.0.0.5 "
+                      "(peer.ip): the other peers' agents, which call http://127.0.0.1:8008, reach their own host "
+                      "instead of this one; set http.listen to 10.0.0.5:8008 (or 0.0.0.0:8008)"),
+            std::string::npos)
+      << both;
+  // Listening where the peer is advertised: neither warning.
+  const std::string reachable =
+      warnings(minimal + "  listenAddress: \"*\"\nhttp:\n  listen: 10.0.0.5:8008\n  peerKeyFile: " + peerKey_ + "\n");
+  EXPECT_EQ(reachable.find("listens on"), std::string::npos) << reachable;
+  EXPECT_EQ(warnings(minimal + "  listenAddress: 10.0.0.5,127.0.0.1\nhttp:\n  listen: \"\"\n").find("listens on"),
+            std::string::npos);
+  // A peer advertised on loopback (the demo, one host): nothing to warn about.
+  std::string demo = minimal;
+  demo.replace(demo.find("10.0.0.5"), 8, "127.0.0.1");
+  EXPECT_EQ(warnings(demo).find("listens on"), std::string::npos) << warnings(demo);
 }
 
 TEST_F(ConfigTest, TheFailsafeIsOnUnlessTurnedOff) {

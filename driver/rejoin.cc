@@ -18,7 +18,7 @@ bool DriverCore::rebuiltWhileDeposed() const {
 }
 
 void DriverCore::startFreshStateMachine(bool feedState) {
-  log(LogLevel::kInfo, "this peer is no longer deposed: it was rebuilt; starting a fresh state machine");
+  log(LogLevel::kInfo, "this peer is no longer deposed (it rejoined, or an operator rebuilt it): starting a fresh state machine");
   ++counters_.freshStateMachines;
   peer_ = std::make_unique<Peer>(peerOptions());
   // What the deposed state machine asked for and a transition in flight held back goes

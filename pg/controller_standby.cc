@@ -119,7 +119,9 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
     return failed("no usable data directory to rejoin with; nothing was changed", false);
   }
   if (first.step == RebuildStep::kBasebackup) {
-    spdlog::info("pg: {}: rebuilding from {} by pg_basebackup", first.why, restore.id);
+    spdlog::info("pg: {}: making a new copy to follow {} (the replica methods of backup.replica-methods in order, "
+                 "by pg_basebackup when it names none)",
+                 first.why, restore.id);
     auto b = createReplica(restore);
     if (!b) return failed(b.error(), false);
   } else if (first.step == RebuildStep::kCompare) {
@@ -160,7 +162,9 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
       case RebuildOutcome::kBasebackup: {
         spdlog::warn("pg: the data directory cannot follow {} as it is ({})", restore.id, detail);
         if (d == Divergence::kUnknown && atOnce) {
-          spdlog::warn("pg: pg_rewind failed, falling back to pg_basebackup: {}", detail);
+          spdlog::warn("pg: pg_rewind failed, falling back to a new copy (the replica methods of "
+                       "backup.replica-methods in order, pg_basebackup when it names none): {}",
+                       detail);
         }
         auto b = createReplica(restore);
         if (!b) return failed(b.error(), false);

@@ -64,8 +64,8 @@ std::map<std::string, std::string> defaultSettings(const PgOptions& options) {
 
 std::string renderManagedConf(const PgOptions& options, const ManagedState& state) {
   std::ostringstream out;
-  out << "# Managed by dugong: rewritten at every role change. Do not edit; use the\n"
-         "# agent's configuration (settings) instead.\n";
+  out << "# Managed by dugong: rewritten at every role change. Do not edit; use postgres.settings in dugong.yaml or\n"
+         "# the cluster configuration (dugong-adm config) instead.\n";
   nlohmann::json recorded = state.toJson();
   out << kStatePrefix << recorded.dump() << "\n";
   std::map<std::string, std::string> defaults = defaultSettings(options);

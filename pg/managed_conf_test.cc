@@ -15,6 +15,17 @@ PgOptions someOptions() {
   return o;
 }
 
+// The file's header says where its settings come from: this host's postgres.settings
+// and the cluster's configuration, changed with `dugong-adm config` (as pg_hba.conf's
+// header does; operator review P10).
+TEST(ManagedConf, TheHeaderNamesBothPlacesItsSettingsComeFrom) {
+  const std::string text = renderManagedConf(someOptions(), ManagedState{});
+  const std::string header = text.substr(0, text.find("# dugong-state: "));
+  EXPECT_EQ(header,
+            "# Managed by dugong: rewritten at every role change. Do not edit; use postgres.settings in dugong.yaml "
+            "or\n# the cluster configuration (dugong-adm config) instead.\n");
+}
+
 TEST(ManagedConf, PrimaryNamesItsSyncAndRecordsItsState) {
   ManagedState s;
   s.role = "primary";

@@ -4,12 +4,16 @@
 #
 #   scripts/cluster.sh up       install what is missing, build, start, print the status
 #   scripts/cluster.sh status   roles and postgres state of every peer
-#   scripts/cluster.sh rebuild N   rebuild peer N after it was deposed (dugong-adm rebuild)
+#   scripts/cluster.sh restart N   stop peer N's agent if it runs and start it again
+#                               (postgres keeps running: no failover); after a kill, starts it
+#   scripts/cluster.sh rebuild N   rebuild peer N when it cannot rejoin by itself (dugong-adm rebuild)
 #   scripts/cluster.sh down     stop the agents, postgres and ZooKeeper
 #   scripts/cluster.sh clean    down, then remove every file of the cluster
 #
 # Everything lives under $DUGONG_DEMO_DIR (default /var/tmp/dugong-demo); the binaries
-# come from build/release, or $DUGONG_BUILD_DIR. Ports:
+# come from build/release, or $DUGONG_BUILD_DIR. `up` builds only when a source file is
+# newer than the binaries (or they are missing), and writes a peer's dugong.yaml only
+# when it has none: edit $DUGONG_DEMO_DIR/peerN/dugong.yaml and `restart N`. Ports:
 # ZooKeeper 2191, postgres 5441-5443, agents' HTTP 8441-8443.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +33,22 @@ http_get() {  # port path -> body; exit status 0 on HTTP 200
   curl -s -f -m 2 "http://127.0.0.1:$1$2"
 }
 
+# Whether the binaries are missing, or a source or build file changed since this script
+# last built them (its stamp: a test file that changes neither binary would otherwise
+# make every `up` build again).
+stamp=$root/$build/.cluster-sh-built
+build_needed() {
+  [ -x "$dugong" ] && [ -x "$root/$build/tools/adm/dugong-adm" ] && [ -f "$stamp" ] || return 0
+  [ -n "$(find "$root" -path "$root/build" -prune -o -path "$root/.git" -prune -o -type f \
+            \( -name '*.cc' -o -name '*.h' -o -name CMakeLists.txt -o -name '*.cmake' \) \
+            -newer "$stamp" -print -quit)" ]
+}
+
 build_all() {
+  if ! build_needed; then
+    log "== $build is up to date with the sources: not building"
+    return
+  fi
   bash scripts/install-deps.sh
   log "== building dugong ($build)"
   if [ -n "${DUGONG_BUILD_DIR:-}" ]; then
@@ -38,6 +57,7 @@ build_all() {
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   fi
   ninja -C "$build" dugong $(ninja -C "$build" -t targets all 2>/dev/null | grep -q '^dugong-adm:' && echo dugong-adm) >/dev/null
+  touch "$stamp"
 }
 
 start_zookeeper() {
@@ -69,8 +89,9 @@ CFG
   die "ZooKeeper did not start; see $dir/zookeeper/zookeeper.log"
 }
 
-write_config() {  # n
+write_config() {  # n: the peer's dugong.yaml, unless it has one (an operator's edits are kept)
   local n=$1
+  if [ -f "$dir/peer$n/dugong.yaml" ]; then return; fi
   cat >"$dir/peer$n/dugong.yaml" <<CFG
 cluster: demo
 zookeeper:
@@ -93,8 +114,8 @@ http:
   listen: 127.0.0.1:$((8440 + n))
 health:
   withdrawAfterSeconds: 20
-shutdown:
-  stopPostgres: true
+# shutdown.stopPostgres is left at its default, false: a stopped agent leaves postgres
+# running, so that \`scripts/cluster.sh restart N\` costs no failover and no write gap.
 log:
   level: info
 CFG
@@ -138,12 +159,42 @@ MSG
   done
 }
 
+stopped_agents() {  # the peers whose agent does not run
+  for n in "${peers[@]}"; do running "$dir/peer$n/pid" || printf '%s ' "$n"; done
+  return 0
+}
+
 status() {
-  local deposed
+  local deposed stopped
   deposed=$(deposed_peers)
+  stopped=$(stopped_agents)
   status_table
   # shellcheck disable=SC2086
   [ -z "$deposed" ] || explain_deposed $deposed
+  for n in $stopped; do
+    cat <<MSG
+
+peer$n's agent does not run. Start it again:
+  scripts/cluster.sh restart $n
+If peer$n was the primary and the others went on without it (deposed), its agent then
+rejoins it by itself (rejoin: rewind, the default); rebuild it only if that fails.
+MSG
+  done
+}
+
+restart_peer() {  # n: stop the agent (postgres keeps running) and start it again
+  local n=${1:-}
+  case "$n" in 1|2|3) ;; *) die "usage: scripts/cluster.sh restart 1|2|3" ;; esac
+  [ -x "$dugong" ] || die "$dugong is missing: run scripts/cluster.sh up first"
+  running "$dir/zookeeper/pid" || die "ZooKeeper does not run: scripts/cluster.sh up starts everything"
+  if running "$dir/peer$n/pid"; then
+    kill -TERM "$(cat "$dir/peer$n/pid")"
+    for _ in $(seq 1 60); do running "$dir/peer$n/pid" || break; sleep 0.5; done
+    running "$dir/peer$n/pid" && die "peer$n's agent did not stop within 30 s; see $dir/peer$n/agent.log"
+    log "peer$n: agent stopped"
+  fi
+  start_peer "$n"
+  log "peer$n: see its role with scripts/cluster.sh status"
 }
 
 status_table() {
@@ -236,8 +287,9 @@ down() {
 case "${1:-}" in
   up) up ;;
   status) status ;;
+  restart) restart_peer "${2:-}" ;;
   rebuild) rebuild "${2:-}" ;;
   down) down ;;
   clean) down; rm -rf "$dir"; log "removed $dir" ;;
-  *) echo "usage: scripts/cluster.sh up|status|rebuild N|down|clean" >&2; exit 2 ;;
+  *) echo "usage: scripts/cluster.sh up|status|restart N|rebuild N|down|clean" >&2; exit 2 ;;
 esac

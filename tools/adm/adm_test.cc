@@ -23,6 +23,7 @@
 #include "agent/http_server.h"
 #include "agent/instance_lock.h"
 #include "pg/cluster_config.h"
+#include "pg/connection.h"
 #include "pg/sql.h"
 #include "statemachine/time_format.h"
 #include "tests/e2e/careful_writer.h"
@@ -365,6 +366,11 @@ TEST_F(AdmTest, FreezeUnfreezeAndRebuildOfADeposedPrimary) {
   EXPECT_TRUE(has(unfreezeAgain.out, "nothing to do"));
   ASSERT_TRUE(h_->waitFor([&] { return h_->writablePrimary() == sync; }, 60s));
   ASSERT_TRUE(h_->sql(sync, "CREATE TABLE acked (id int PRIMARY KEY); INSERT INTO acked VALUES (1)").ok());
+  // Deposed with its agent down: verify says to start the agent before any rebuild.
+  AdmRun agentDown = cmd("verify");
+  EXPECT_EQ(agentDown.code, 1);
+  EXPECT_TRUE(has(agentDown.out, "deposed peer " + P + " does not serve and its agent does not answer")) << agentDown.out;
+  EXPECT_TRUE(has(agentDown.out, "start its agent first")) << agentDown.out;
 
   // The ex-primary's agent comes back and finds itself deposed.
   h_->startAgent(primary);
@@ -487,8 +493,10 @@ TEST_F(AdmTest, RebuildOfADeposedPeerWaitsUntilItsAgentHasStoppedPostgres) {
 // The cluster-wide configuration: a bad change is refused with the stored bytes
 // unchanged; a reloadable setting and an hba line reach every peer by reload; restart-only
 // settings go in with `restart --rolling` under writes (standbys first and a switchover
-// when max_connections rises, the primary first when it falls), losing no acknowledged
-// row and rebuilding nothing.
+// when max_connections rises; the primary first when it falls, then each standby once it
+// has replayed the primary's new values, the async's replay held back meanwhile), losing
+// no acknowledged row and rebuilding nothing; every peer then runs the configured value
+// and no standby's replay is paused.
 TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   int primary = startCluster({"shared_buffers", "max_connections"});
   ASSERT_GE(primary, 0);
@@ -595,6 +603,14 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
     EXPECT_EQ((*state)["clusterConfig"]["appliedVersion"], current->version) << state->dump();
     EXPECT_TRUE(has((*state)["clusterConfig"]["refused"].dump(), "archive_command")) << state->dump();
   }
+  // verify names each peer that refused it, with the setting and why.
+  AdmRun refusedVerify = cmd("verify");
+  EXPECT_EQ(refusedVerify.code, 1) << refusedVerify.out;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(has(refusedVerify.out, h_->peer(i).id + " refused the cluster's configuration version " +
+                                           std::to_string(current->version + 2) + ": archive_command = "))
+        << refusedVerify.out;
+  }
   ASSERT_TRUE((*zk)->putConfigBytes(current->data, current->version + 2, "test: restored").ok);
   AdmRun reloadNobody = cmd("reload no-such-peer --wait 1");
   EXPECT_EQ(reloadNobody.code, 2) << reloadNobody.out;
@@ -603,7 +619,7 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   auto rebuilds = [&](int i) {
     const std::string log = h_->logTail(i, 1000000);
     size_t n = 0;
-    const std::string rebuilt = "by pg_basebackup";
+    const std::string rebuilt = "data directory made by replica method";
     for (size_t at = log.find(rebuilt); at != std::string::npos; at = log.find(rebuilt, at + 1)) ++n;
     return n;
   };
@@ -626,13 +642,56 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
     EXPECT_EQ(show(i, "shared_buffers"), "48MB") << "peer " << i;
     EXPECT_EQ(show(i, "max_connections"), "120") << "peer " << i;
   }
-  // Lowered: the primary first.
+  // Lowered: the primary first, then each standby once it has replayed the primary's new
+  // values (operator review P15): restarted before, a standby keeps the old value (its
+  // agent raises it to the floor its pg_control holds). The async's replay is held back
+  // by a reader on it holding a lock that the replay of the primary's TRUNCATE needs
+  // (max_standby_streaming_delay 10min, far beyond the test: until the reader ends).
+  const int primaryNow = h_->writablePrimary();
+  const int async = indexWithRole("async");
+  ASSERT_GE(primaryNow, 0);
+  ASSERT_GE(async, 0);
+  const std::string A = h_->peer(async).id;
+  ASSERT_EQ(cmd("config set max_standby_streaming_delay=10min").code, 0);
+  ASSERT_TRUE(h_->sql(primaryNow, "CREATE TABLE held (id int); INSERT INTO held VALUES (1)").ok());
+  ASSERT_TRUE(h_->waitFor(
+      [&] {
+        return show(async, "max_standby_streaming_delay") == "10min" &&
+               h_->intColumn(async, "SELECT id FROM held").count(1) == 1;
+      },
+      30s));
+  auto opened = pg::Connection::open(h_->peer(async).pg->conninfo(), std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(opened.ok()) << opened.error();
+  std::unique_ptr<pg::Connection> reader = std::move(opened).value();
+  ASSERT_TRUE(reader->query("BEGIN; LOCK TABLE held IN ACCESS SHARE MODE; SELECT count(*) FROM held",
+                            std::chrono::steady_clock::now() + 10s)
+                  .ok());
+  ASSERT_TRUE(h_->sql(primaryNow, "TRUNCATE held", 20s).ok());
+  ASSERT_TRUE(h_->waitFor(
+      [&] {
+        auto r = h_->sql(async, "SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()", 3s);
+        return r && !r->rows.empty() && r->rows[0][0] == "t";
+      },
+      30s))
+      << "the async's replay is not held back";
   AdmRun lower = cmd("config set max_connections=90");
   ASSERT_EQ(lower.code, 0) << lower.out;
-  AdmRun rolling2 = cmd("restart --rolling");
-  ASSERT_EQ(rolling2.code, 0) << rolling2.out;
-  EXPECT_TRUE(has(rolling2.out, "restarting the primary")) << rolling2.out;
+  AdmInBackground rolling2("-z " + h_->zkConnect() + " -c " + h_->options().cluster + " restart --rolling");
+  EXPECT_TRUE(h_->waitFor([&] { return has(rolling2.output(), "waiting for async " + A) || rolling2.done(); }, 120s))
+      << rolling2.output();
+  EXPECT_FALSE(has(rolling2.output(), "restarting postgres on " + A))
+      << "the async was restarted before it replayed the primary's new values: " << rolling2.output();
+  reader.reset();  // the replay goes on
+  AdmRun lowered = rolling2.wait();
+  ASSERT_EQ(lowered.code, 0) << lowered.out;
+  EXPECT_TRUE(has(lowered.out, "restarting the primary")) << lowered.out;
   for (int i = 0; i < 3; ++i) EXPECT_EQ(show(i, "max_connections"), "90") << "peer " << i;
+  for (int i = 0; i < 3; ++i) {
+    if (i == primaryNow) continue;
+    auto paused = h_->sql(i, "SELECT pg_get_wal_replay_pause_state()");
+    ASSERT_TRUE(paused && !paused->rows.empty()) << "peer " << i;
+    EXPECT_EQ(paused->rows[0][0].value_or(""), "not paused") << "peer " << i;
+  }
   AdmRun shown = cmd("show");
   EXPECT_TRUE(has(shown.out, "pending     none")) << shown.out;
 

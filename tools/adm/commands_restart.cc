@@ -5,9 +5,13 @@
 // (pg/hot_standby.h): standbys first, one at a time, each streaming again before the
 // next, then a switchover to the sync (which restarts the old primary as a standby);
 // when the new configuration lowers a setting hot standby needs, the primary runs it
-// first instead (restarted in place), then the standbys. --pending is the rolling
-// restart of only the peers whose postgres reports settings that wait for a restart
-// (pg_settings.pending_restart), in the same order.
+// first instead (restarted in place), then the standbys, each only once it has replayed
+// the primary's WAL up to where the primary runs the new values (restarted earlier, a
+// standby's agent would raise them again to the floor its pg_control still holds). In
+// either order, a peer that then runs other hot-standby values than the configuration's
+// is reported and the command fails (tools/adm/hot_standby_rollout.h). --pending is the
+// rolling restart of only the peers whose postgres reports settings that wait for a
+// restart (pg_settings.pending_restart), in the same order.
 #include <unistd.h>
 
 #include <iostream>
@@ -18,6 +22,7 @@
 #include "pg/hot_standby.h"
 #include "pg/managed_conf.h"
 #include "tools/adm/commands.h"
+#include "tools/adm/hot_standby_rollout.h"
 #include "tools/adm/promote_check.h"
 #include "tools/adm/schedule.h"
 
@@ -121,6 +126,69 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
+// How long the agents get to publish their restarted postgres' values (they read them
+// every second) before a peer that runs other hot-standby values is reported.
+constexpr std::chrono::seconds kValuesPublished{10};
+
+// The hot-standby values the cluster's configuration asks for (pg/hot_standby.h).
+struct WantedValues {
+  std::map<std::string, std::string> settings;  // the cluster's configuration
+  std::map<std::string, std::string> defaults;  // dugong's defaults for the rest
+};
+
+// Waits until standby `id` has replayed the primary's WAL up to `target`, past any change
+// of the primary's hot-standby values that its restart would read from its pg_control;
+// a clear refusal once `timeout` passes.
+int waitReplayedBeforeRestart(zk::Client& client, const CommonOptions& common, const std::string& id,
+                              const std::string& role, WalPosition target, std::chrono::seconds timeout) {
+  std::optional<WalPosition> at;
+  auto replayed = [&](const ClusterView& v) {
+    const PeerView* p = v.find(id);
+    if (p != nullptr) at = replayPosition(*p);
+    return at && *at >= target;
+  };
+  auto first = fetchView(client, common.cluster, true);
+  if (first && replayed(*first)) return kExitOk;
+  std::cout << "waiting for " << role << " " << id << " to replay the primary's WAL up to " << target.toString()
+            << " before restarting it (it is at " << (at ? at->toString() : std::string("an unknown position"))
+            << "): restarted before it has replayed the primary's hot-standby values, it would keep older ones\n"
+            << std::flush;
+  if (waitView(client, common, timeout, replayed)) return kExitOk;
+  return fail(kExitFailed, role + " " + id + " has not replayed the primary's WAL up to " + target.toString() +
+                               " within " + std::to_string(timeout.count()) + " s (it is at " +
+                               (at ? at->toString() : std::string("an unknown position")) +
+                               "): not restarted, nor the peers after it. Its replay may be paused or held back by "
+                               "a query on it (max_standby_streaming_delay): `dugong-adm verify`, then run "
+                               "`dugong-adm restart --rolling` again");
+}
+
+// The end of a rolling restart: every peer it restarted runs the configuration's
+// hot-standby values; else the command fails, naming what each runs.
+int rollingRestartDone(zk::Client& client, const CommonOptions& common, const WantedValues& wanted,
+                       const std::function<bool(const std::string&)>& restartNeeded) {
+  std::vector<std::string> wrong;
+  auto allRun = [&](const ClusterView& v) {
+    wrong.clear();
+    for (const auto& p : v.peers) {
+      if (p.role == "deposed" || p.role == "unassigned" || !restartNeeded(p.identity.id)) continue;
+      if (auto m = hotStandbyMismatches(p, wanted.settings, wanted.defaults); !m.empty()) {
+        wrong.push_back(p.role + " " + p.identity.id + " runs " + describeMismatches(m));
+      }
+    }
+    return wrong.empty();
+  };
+  if (waitView(client, common, kValuesPublished, allRun)) {
+    std::cout << "rolling restart done\n";
+    return kExitOk;
+  }
+  std::string text;
+  for (const auto& w : wrong) text += (text.empty() ? "" : "; ") + w;
+  return fail(kExitFailed, "rolling restart done, but not every peer runs the configured hot-standby values: " + text +
+                               " (a standby keeps its primary's higher values until it has replayed their lowering, "
+                               "and a host's own postgres.settings override the cluster's: restart that peer again "
+                               "with `dugong-adm restart ID`, or check its dugong.yaml)");
+}
+
 // Every peer (--rolling), or those with settings pending a restart (--pending), one at a
 // time in the hot-standby order. `restartNeeded` says which.
 int rollingRestart(zk::Client& client, const CommonOptions& common, const ClusterView& view,
@@ -134,41 +202,54 @@ int rollingRestart(zk::Client& client, const CommonOptions& common, const Cluste
     }
   }
   // Which way the settings hot standby needs move, against what the primary runs now.
-  pg::PgOptions wanted;
+  pg::PgOptions configured;
   if (auto node = client.readConfig(); node && node->exists) {
-    if (auto c = pg::ClusterConfig::parse(node->data)) wanted.settings = c->settings;
+    if (auto c = pg::ClusterConfig::parse(node->data)) configured.settings = c->settings;
   }
-  std::map<std::string, long> running;
-  for (const auto& [k, v] : field(view.find(s.primary.id), {"postgres", "hotStandbyValues"}).items()) {
-    if (v.is_number_integer()) running[k] = v.get<long>();
-  }
-  auto lowered = pg::loweredHotStandbySettings(wanted.settings, running, pg::defaultSettings(wanted));
+  const WantedValues wanted{configured.settings, pg::defaultSettings(configured)};
+  const PeerView* primaryView = view.find(s.primary.id);
+  auto lowered = pg::loweredHotStandbySettings(
+      wanted.settings, primaryView ? runningHotStandbyValues(*primaryView) : std::map<std::string, long>(),
+      wanted.defaults);
   std::vector<std::pair<std::string, std::string>> standbys;  // the end of the chain first
   for (auto it = s.async.rbegin(); it != s.async.rend(); ++it) {
     if (restartNeeded(it->id)) standbys.emplace_back(it->id, "async");
   }
   if (restartNeeded(s.sync->id)) standbys.emplace_back(s.sync->id, "sync");
   const bool primaryToo = restartNeeded(s.primary.id);
-  if (!lowered.empty()) {
-    if (primaryToo) {
-      std::cout << "the configuration lowers " << joined(lowered) << " below what the primary runs: restarting the "
-                << "primary " << s.primary.id << " first (a standby may not run lower values than its primary), then "
-                << "the standbys\n";
-      if (int rc = restartOne(client, common, s.primary.id, "primary", timeout); rc != kExitOk) return rc;
+  // What each standby replays before its restart: the primary's WAL as it is now (any
+  // change of its values is behind it), or, when the primary restarts first, its WAL
+  // once it runs the lowered values.
+  std::optional<WalPosition> replayTarget;
+  if (primaryView) replayTarget = ownWal(*primaryView);
+  if (!lowered.empty() && primaryToo) {
+    std::cout << "the configuration lowers " << joined(lowered) << " below what the primary runs: restarting the "
+              << "primary " << s.primary.id << " first (a standby may not run lower values than its primary), then "
+              << "the standbys\n";
+    if (int rc = restartOne(client, common, s.primary.id, "primary", timeout); rc != kExitOk) return rc;
+    std::vector<std::string> still;
+    auto runsLowered = waitView(client, common, timeout, [&](const ClusterView& v) {
+      const PeerView* p = v.find(s.primary.id);
+      if (p == nullptr || !pgWritable(*p)) return false;
+      still = pg::loweredHotStandbySettings(wanted.settings, runningHotStandbyValues(*p), wanted.defaults);
+      replayTarget = ownWal(*p);
+      return still.empty() && replayTarget.has_value();
+    });
+    if (!runsLowered) {
+      return fail(kExitFailed, "the primary " + s.primary.id + " restarted but does not run the lowered " +
+                                   joined(still.empty() ? lowered : still) + " (does its host's postgres.settings "
+                                   "set them?): no standby restarted");
     }
-    for (const auto& [id, role] : standbys) {
-      if (int rc = restartOne(client, common, id, role, timeout); rc != kExitOk) return rc;
-    }
-    std::cout << "rolling restart done\n";
-    return kExitOk;
   }
   for (const auto& [id, role] : standbys) {
+    if (replayTarget) {
+      if (int rc = waitReplayedBeforeRestart(client, common, id, role, *replayTarget, timeout); rc != kExitOk) {
+        return rc;
+      }
+    }
     if (int rc = restartOne(client, common, id, role, timeout); rc != kExitOk) return rc;
   }
-  if (!primaryToo) {
-    std::cout << "rolling restart done\n";
-    return kExitOk;
-  }
+  if (!lowered.empty() || !primaryToo) return rollingRestartDone(client, common, wanted, restartNeeded);
   // The switchover's own checks read the primary's view of its sync, which the primary's
   // agent polls every second: wait until they pass rather than fail on a view from before
   // the sync's restart (the sync streams again in its own status a moment earlier).
@@ -191,8 +272,7 @@ int rollingRestart(zk::Client& client, const CommonOptions& common, const Cluste
   if (!field(back->find(old), {"postgres", "pendingRestart"}).empty()) {
     if (int rc = restartOne(client, common, old, "standby", timeout); rc != kExitOk) return rc;
   }
-  std::cout << "rolling restart done\n";
-  return kExitOk;
+  return rollingRestartDone(client, common, wanted, restartNeeded);
 }
 
 int runRestart(const CommonOptions& common, const RestartArgs& a) {

@@ -113,6 +113,23 @@ void checkArchiving(Checker& c, const PeerView& primary) {
                    "`dugong-adm config show`, and pgBackRest's log)");
 }
 
+// A peer whose agent refused the cluster's configuration (its /state's clusterConfig,
+// agent/cluster_config_follower.h): its postgres runs the last version it applied.
+void checkClusterConfig(Checker& c, const PeerView& p) {
+  if (!p.reachable()) return;
+  const auto config = p.status.find("clusterConfig");
+  if (config == p.status.end() || !config->is_object()) return;
+  const auto refused = config->find("refused");
+  if (refused == config->end() || !refused->is_string()) return;
+  const auto applied = config->find("appliedVersion");
+  const std::string name = (p.role == "unassigned" ? std::string("peer") : p.roleLabel(true)) + " " + p.identity.id;
+  c.problem(name + " refused the cluster's configuration " + refused->get<std::string>() + "; its postgres runs " +
+            (applied != config->end() && applied->is_number_integer()
+                 ? "version " + std::to_string(applied->get<int64_t>())
+                 : std::string("none of the cluster's configurations yet")) +
+            " (`dugong-adm config show`, `dugong-adm config history`)");
+}
+
 }  // namespace
 
 std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions& o) {
@@ -138,6 +155,13 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
   for (const auto& p : view.peers) {
     if (p.role == "sync" || p.role == "async") {
       if (checkPresent(c, p, p.roleLabel(true))) checkStreaming(c, view, p, p.role == "sync", o);
+    } else if (p.role == "deposed" && !p.reachable()) {
+      // A deposed peer rejoins by itself only while its agent runs.
+      c.problem("deposed peer " + p.identity.id + " does not serve and its agent does not answer" +
+                (p.agentError.empty() ? "" : " (" + p.agentError + ")") +
+                ": start its agent first (with rejoin: rewind, the default, it then rejoins by itself); if it "
+                "cannot, `dugong-adm rebuild` on that peer, or `dugong-adm reap " + p.identity.id +
+                "` if it is gone for good");
     } else if (p.role == "deposed") {
       const std::string failed = lastRejoinError(p);
       c.problem("deposed peer " + p.identity.id +
@@ -150,6 +174,7 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
     } else if (p.role == "unassigned") {
       c.problem("peer " + p.identity.id + " is in ZooKeeper but has no role in the state yet");
     }
+    checkClusterConfig(c, p);
   }
   if (!s.oneNodeWriteMode && !s.sync) c.problem("the state has no sync");
   if (!s.oneNodeWriteMode && s.sync && s.async.empty()) {

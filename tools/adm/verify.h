@@ -35,6 +35,7 @@ struct Finding {
 //     reports it streaming;
 //   - lag: each standby within maxLagBytes of its upstream, and its replay not paused;
 //   - deposed peers waiting for a rebuild; active peers that have no role;
+//   - a peer whose agent refused the cluster's configuration (the version and why);
 //   - an agent that reports its state machine halted.
 std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions& options = {});
 

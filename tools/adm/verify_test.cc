@@ -138,6 +138,27 @@ TEST(Verify, AStandbyWhoseReplayIsPausedIsAProblem) {
   EXPECT_TRUE(problems(v).empty());
 }
 
+// A peer whose agent refused the cluster's configuration (a setting this host does not
+// allow, or one its postgres rejected) runs the last one it applied: the setting and the
+// reason are the problem's text, from its /state's clusterConfig.
+TEST(Verify, APeerThatRefusedTheClusterConfigurationIsAProblem) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "c").status["clusterConfig"] = {{"appliedVersion", 3}, {"refused", nullptr}};
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  mutablePeer(v, "c").status["clusterConfig"] = {
+      {"appliedVersion", 3},
+      {"refused", "version 4: archive_command = 'touch /tmp/x' runs a command as postgres: refused unless every "
+                  "host's dugong.yaml allows it (clusterConfig.allowUnsafe: [archive_command])"}};
+  auto p = problems(v);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "async[0] c refused the cluster's configuration version 4: archive_command = 'touch /tmp/x' runs a "
+                  "command as postgres: refused unless every host's dugong.yaml allows it "
+                  "(clusterConfig.allowUnsafe: [archive_command]); its postgres runs version 3 (`dugong-adm config "
+                  "show`, `dugong-adm config history`)");
+  mutablePeer(v, "c").status["clusterConfig"]["appliedVersion"] = nullptr;
+  EXPECT_TRUE(mentions(problems(v), "; its postgres runs none of the cluster's configurations yet"));
+}
+
 TEST(Verify, DeposedFrozenStalePromoteAndUnassigned) {
   ClusterState s = threePeers();
   s.deposed.push_back(peer("z"));
@@ -171,6 +192,28 @@ TEST(Verify, ADeposedPeerWhoseRejoinFailedSaysWhy) {
   }
   EXPECT_TRUE(mentions(problems(v), "deposed peer z could not rejoin by itself: pg_rewind failed (...); its agent "
                                     "tries again; otherwise `dugong-adm rebuild` on that peer"));
+}
+
+// A deposed peer rejoins by itself only while its agent runs (rejoin: rewind, the
+// default): the advice is to start its agent first, and to rebuild only if that fails
+// (operator review P1: a killed primary's agent is down, and verify said to rebuild).
+TEST(Verify, ADeposedPeerWhoseAgentIsDownIsToldToStartItFirst) {
+  ClusterState s = threePeers();
+  s.deposed = {peer("z")};
+  ClusterView v;
+  v.state = s;
+  v.active = {peer("a"), peer("b"), peer("c")};
+  v.peers = listPeers(s, v.active);
+  EXPECT_TRUE(mentions(problems(v), "deposed peer z does not serve and its agent does not answer: start its agent "
+                                    "first (with rejoin: rewind, the default, it then rejoins by itself); if it "
+                                    "cannot, `dugong-adm rebuild` on that peer, or `dugong-adm reap z` if it is "
+                                    "gone for good"))
+      << problems(v)[0];
+  // Its agent runs: it rejoins by itself, or says why not.
+  for (auto& p : v.peers) {
+    if (p.identity.id == "z") p.status = nlohmann::json::object();
+  }
+  EXPECT_TRUE(mentions(problems(v), "deposed peer z does not serve yet: its agent rejoins it by itself"));
 }
 
 TEST(Verify, AValidPendingPromoteIsNotAProblem) {
