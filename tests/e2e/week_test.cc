@@ -10,7 +10,10 @@
 //     (its agent started again): the old primary rejoins by itself;
 //  4. a reboot of each peer in turn (agent and postgres stopped, the session left to
 //     expire, the agent started);
-//  5. max_connections lowered and rolled out (`restart --rolling`);
+//  5. max_connections lowered and rolled out (`restart --rolling`) while a report on the
+//     async (a read transaction holding a lock) holds its replay back, as long reads on
+//     a standby do: the async must not restart before it has replayed the primary's new
+//     values (else it keeps the old ones: operator review P15);
 //  6. a switchover to the async in one command (`switchover --candidate`);
 //  7. a forced re-copy of a standby (`rebuild --full`, its agent stopped).
 //
@@ -23,7 +26,8 @@
 // primary. Every wait is bounded; nothing asserts on elapsed time. A line per step
 // (duration, rows acknowledged) goes to stdout.
 //
-// About 3 minutes (a plain build): ctest label full (scripts/test.sh --full).
+// About 3 minutes (a plain build; about 13 when checks fail and wait out their bounds):
+// ctest label full (scripts/test.sh --full).
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <signal.h>
@@ -43,6 +47,7 @@
 #include <vector>
 
 #include "pg/command.h"
+#include "pg/connection.h"
 #include "pg/pgbackrest.h"
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
@@ -110,7 +115,7 @@ class Week : public ::testing::Test {
     h_->startAll();
     const int primary = h_->waitForHealthyCluster(2, 180s);
     ASSERT_GE(primary, 0) << "the week's cluster did not start: no writable primary with 2 streaming replicas";
-    auto made = h_->sql(primary, "CREATE TABLE acked (id int PRIMARY KEY)");
+    auto made = h_->sql(primary, "CREATE TABLE acked (id int PRIMARY KEY); CREATE TABLE report (id int)");
     ASSERT_TRUE(made.ok()) << made.error();
     writer_ = std::make_unique<CarefulWriter>(h_->multiHostConninfo());
     ASSERT_TRUE(h_->waitFor([&] { return writer_->ackedSince(1) >= 5; }, 60s)) << "the writer gets no acknowledgement";
@@ -151,7 +156,7 @@ class Week : public ::testing::Test {
     return "\n  " + p.id + "'s agent log:\n" +
            weekGrep(weekFileText(p.logPath),
                     {"cluster configuration", "clusterConfig", "pending", "restart", "rejoin", "pg_rewind", "deposed",
-                     "lower setting", "FATAL", "could not", "refused", "archive", "basebackup"}) +
+                     "lower setting", "FATAL", "could not", "refused", "archive_", "archiving", "basebackup"}) +
            "  its postgres log:\n" +
            weekGrep(weekFileText(p.pg->options.logPath()), {"FATAL", "PANIC", "ERROR", "paused", "archive"}, 8);
   }
@@ -338,6 +343,39 @@ class Week : public ::testing::Test {
     admOk(restart);
   }
 
+  // A report on the async: a read transaction holding a lock (ACCESS SHARE on `report`)
+  // that the replay of the primary's TRUNCATE of `report` needs, so that the async
+  // receives WAL but replays none after it until the report ends or is cancelled
+  // (max_standby_streaming_delay, postgres' default 30 s), as on any standby that serves
+  // long reads. Returns the report's connection (its end ends the hold).
+  std::unique_ptr<pg::Connection> holdTheAsyncReplayBack() {
+    const int async = h_->indexWithRole("async");
+    const int primary = h_->writablePrimary();
+    if (async < 0 || primary < 0) {
+      ADD_FAILURE() << step_ << ": no async or no primary for the report";
+      return nullptr;
+    }
+    auto opened = pg::Connection::open(h_->peer(async).pg->conninfo(), std::chrono::steady_clock::now() + 10s);
+    if (!opened) {
+      ADD_FAILURE() << step_ << ": the report cannot connect to " << h_->peer(async).id << ": " << opened.error();
+      return nullptr;
+    }
+    std::unique_ptr<pg::Connection> report = std::move(opened).value();
+    auto locked = report->query("BEGIN; LOCK TABLE report IN ACCESS SHARE MODE; SELECT count(*) FROM report",
+                                std::chrono::steady_clock::now() + 10s);
+    auto truncated = h_->sql(primary, "TRUNCATE report", 20s);
+    const bool held = locked && truncated && h_->waitFor(
+        [&] {
+          return h_->peer(async).pg->value("SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()", 3s) == "t";
+        },
+        30s);
+    if (!held) {
+      ADD_FAILURE() << step_ << ": the report on " << h_->peer(async).id << " does not hold its replay back: "
+                    << (locked ? "" : locked.error()) << (truncated ? "" : truncated.error());
+    }
+    return report;
+  }
+
   void turnArchivingOn() {
     // pgBackRest runs as postgres: a repository it owns.
     const passwd* pw = ::getpwnam("postgres");
@@ -463,8 +501,11 @@ TEST_F(Week, SettingsArchivingKillsRebootsSwitchoverAndRecopyOnOneCluster) {
     const std::string name = "step 4, reboot of " + h_->peer(i).id + " (" + h_->role(i) + ")";
     ASSERT_NO_FATAL_FAILURE(step(name, [&] { reboot(i); }));
   }
-  ASSERT_NO_FATAL_FAILURE(step("step 5, max_connections lowered and rolled out",
-                               [&] { rollOut(kWeekLoweredConnections, {"restart", "--rolling", "--wait", "180"}); }));
+  ASSERT_NO_FATAL_FAILURE(step("step 5, max_connections lowered and rolled out while a report holds the async's replay",
+                               [&] {
+                                 auto report = holdTheAsyncReplayBack();
+                                 rollOut(kWeekLoweredConnections, {"restart", "--rolling", "--wait", "180"});
+                               }));
   ASSERT_NO_FATAL_FAILURE(step("step 6, switchover to the async in one command", [&] { switchOverToTheAsync(); }));
   ASSERT_NO_FATAL_FAILURE(step("step 7, rebuild --full of the async", [&] { recopyAStandby(); }));
 
