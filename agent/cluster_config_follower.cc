@@ -1,5 +1,7 @@
 #include "agent/cluster_config_follower.h"
 
+#include <chrono>
+
 #include <spdlog/spdlog.h>
 
 namespace dugong::agent {
@@ -15,6 +17,7 @@ ClusterConfigFollower::ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgA
 
 nlohmann::json ClusterConfigFollower::statusJson() const {
   return {{"appliedVersion", appliedVersion_ >= 0 ? nlohmann::json(appliedVersion_) : nlohmann::json()},
+          {"appliedAt", appliedVersion_ >= 0 ? nlohmann::json(appliedAtMs_) : nlohmann::json()},
           {"refused", refusal_.empty() ? nlohmann::json() : nlohmann::json(refusal_)}};
 }
 
@@ -74,6 +77,9 @@ void ClusterConfigFollower::applyNext() {
                     version, r.error());
     } else {
       appliedVersion_ = version;
+      appliedAtMs_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
       if (refusedVersion_ <= version) refusal_.clear();
       std::string changed;
       for (const auto& k : r->changed) changed += (changed.empty() ? "" : ", ") + k;

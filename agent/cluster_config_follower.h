@@ -55,6 +55,7 @@ class ClusterConfigFollower {
   std::optional<std::pair<int32_t, pg::ClusterConfig>> next_;  // waiting for the one in flight
   bool inFlight_ = false;
   int32_t appliedVersion_ = -1;
+  int64_t appliedAtMs_ = 0;  // when it was applied (wall clock): a later status sample shows its pending restarts
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

@@ -2,6 +2,7 @@
 #include "pg/controller_support.h"
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -77,6 +78,9 @@ Result<bool> PgController::healthCheck() {
 
 PgStatus PgController::status() {
   PgStatus s;
+  s.sampledAtMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
   {
     std::lock_guard lock(stateMu_);
     s.role = state_.role;

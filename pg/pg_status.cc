@@ -35,6 +35,7 @@ nlohmann::json PgStatus::toJson() const {
                       {"streamProblem", orNull(streamProblem)},
                       {"replication", rows},
                       {"pendingRestart", pendingRestart},
+                      {"sampledAt", sampledAtMs},
                       {"hotStandbyValues", hotStandbyValues}};
   j["archiver"] = archiver ? archiver->toJson() : nlohmann::json(nullptr);
   if (!error.empty()) j["error"] = error;

@@ -49,6 +49,10 @@ struct PgStatus {
   // Settings changed in the configuration that take effect only when postgres restarts
   // (pg_settings.pending_restart), sorted.
   std::vector<std::string> pendingRestart;
+  // When this sample began (wall clock, ms since the epoch): `dugong-adm restart
+  // --pending` trusts pendingRestart only from a sample begun after the cluster
+  // configuration's apply (clusterConfig.appliedAt).
+  int64_t sampledAtMs = 0;
   // The running values of the settings hot standby needs at least as high on a standby
   // as on its primary (pg/hot_standby.h): what `dugong-adm restart --rolling` orders by.
   std::map<std::string, long> hotStandbyValues;

@@ -130,6 +130,19 @@ void checkClusterConfig(Checker& c, const PeerView& p) {
             " (`dugong-adm config show`, `dugong-adm config history`)");
 }
 
+// A peer whose postgres has settings that wait for a restart (pg_settings'
+// pending_restart, its /state's postgres.pendingRestart) does not run its configuration.
+void checkPendingRestart(Checker& c, const PeerView& p) {
+  if (!p.reachable() || !p.status.contains("postgres")) return;
+  const nlohmann::json pending = p.status["postgres"].value("pendingRestart", nlohmann::json::array());
+  if (!pending.is_array() || pending.empty()) return;
+  std::string names;
+  for (const auto& n : pending) names += (names.empty() ? "" : ", ") + (n.is_string() ? n.get<std::string>() : n.dump());
+  const std::string name = (p.role == "unassigned" ? std::string("peer") : p.roleLabel(true)) + " " + p.identity.id;
+  c.problem(name + " does not run its configuration yet: " + names + (pending.size() == 1 ? " waits" : " wait") +
+            " for a restart of its postgres (`dugong-adm restart --pending`)");
+}
+
 }  // namespace
 
 std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions& o) {
@@ -175,6 +188,7 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
       c.problem("peer " + p.identity.id + " is in ZooKeeper but has no role in the state yet");
     }
     checkClusterConfig(c, p);
+    checkPendingRestart(c, p);
   }
   if (!s.oneNodeWriteMode && !s.sync) c.problem("the state has no sync");
   if (!s.oneNodeWriteMode && s.sync && s.async.empty()) {

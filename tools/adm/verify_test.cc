@@ -159,6 +159,19 @@ TEST(Verify, APeerThatRefusedTheClusterConfigurationIsAProblem) {
   EXPECT_TRUE(mentions(problems(v), "; its postgres runs none of the cluster's configurations yet"));
 }
 
+// A peer whose postgres has settings waiting for a restart does not run the cluster's
+// configuration (the week test: a lowered max_connections left on an async, verify 0).
+TEST(Verify, APeerWithSettingsWaitingForARestartIsAProblem) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "c").status["postgres"]["pendingRestart"] = nlohmann::json::array();
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  mutablePeer(v, "c").status["postgres"]["pendingRestart"] = {"max_connections", "shared_buffers"};
+  auto p = problems(v);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "async[0] c does not run its configuration yet: max_connections, shared_buffers wait for a restart "
+                  "of its postgres (`dugong-adm restart --pending`)");
+}
+
 TEST(Verify, DeposedFrozenStalePromoteAndUnassigned) {
   ClusterState s = threePeers();
   s.deposed.push_back(peer("z"));
