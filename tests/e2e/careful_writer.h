@@ -20,7 +20,9 @@ namespace dugong::e2e {
 
 class CarefulWriter {
  public:
-  explicit CarefulWriter(std::string conninfo) : thread_([this, c = std::move(conninfo)] { run(c); }) {}
+  // `firstId`: the first row's id (two writers at once into the same table: ranges apart).
+  explicit CarefulWriter(std::string conninfo, int firstId = 1)
+      : next_(firstId), thread_([this, c = std::move(conninfo)] { run(c); }) {}
   ~CarefulWriter() { stop(); }
   void stop() {
     stop_ = true;
@@ -57,7 +59,7 @@ class CarefulWriter {
   }
 
   std::atomic<bool> stop_{false};
-  std::atomic<int> next_{1};
+  std::atomic<int> next_;
   std::mutex mu_;
   std::set<int> acked_;
   std::optional<std::chrono::steady_clock::time_point> lastAck_;
