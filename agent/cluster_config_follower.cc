@@ -18,6 +18,7 @@ ClusterConfigFollower::ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgA
 nlohmann::json ClusterConfigFollower::statusJson() const {
   return {{"appliedVersion", appliedVersion_ >= 0 ? nlohmann::json(appliedVersion_) : nlohmann::json()},
           {"appliedAt", appliedVersion_ >= 0 ? nlohmann::json(appliedAtMs_) : nlohmann::json()},
+          {"shadowed", shadowed_},
           {"refused", refusal_.empty() ? nlohmann::json() : nlohmann::json(refusal_)}};
 }
 
@@ -50,7 +51,8 @@ void ClusterConfigFollower::onNode(StateNode node) {
   }
   pg::PgOptions host;
   host.settings = hostSettings_;
-  if (auto shadowed = pg::shadowedSettings(host, config); !shadowed.empty()) {
+  shadowed_ = pg::shadowedSettings(host, config);
+  if (const auto& shadowed = shadowed_; !shadowed.empty()) {
     std::string names;
     for (const auto& k : shadowed) names += (names.empty() ? "" : ", ") + k;
     spdlog::warn("cluster configuration version {}: this host's postgres.settings set {} too; its own value is the "

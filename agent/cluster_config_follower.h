@@ -38,7 +38,9 @@ class ClusterConfigFollower {
   int32_t appliedVersion() const { return appliedVersion_; }
   // Why the newest version seen was refused ("" when it was not).
   const std::string& refusal() const { return refusal_; }
-  // For /state: {"appliedVersion": N or null, "refused": "version M: why" or null}.
+  // For /state: {"appliedVersion": N or null, "appliedAt": ms or null, "refused":
+  // "version M: why" or null, "shadowed": the cluster's settings this host's own
+  // postgres.settings override (operator review P5)}.
   nlohmann::json statusJson() const;
 
  private:
@@ -55,7 +57,8 @@ class ClusterConfigFollower {
   std::optional<std::pair<int32_t, pg::ClusterConfig>> next_;  // waiting for the one in flight
   bool inFlight_ = false;
   int32_t appliedVersion_ = -1;
-  int64_t appliedAtMs_ = 0;  // when it was applied (wall clock): a later status sample shows its pending restarts
+  int64_t appliedAtMs_ = 0;
+  std::vector<std::string> shadowed_;  // of the newest version seen  // when it was applied (wall clock): a later status sample shows its pending restarts
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

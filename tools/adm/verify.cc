@@ -113,17 +113,35 @@ void checkArchiving(Checker& c, const PeerView& primary) {
                    "`dugong-adm config show`, and pgBackRest's log)");
 }
 
-// A peer whose agent refused the cluster's configuration (its /state's clusterConfig,
-// agent/cluster_config_follower.h): its postgres runs the last version it applied.
+// The names of a JSON array, joined by commas.
+std::string joinedNames(const nlohmann::json& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + (n.is_string() ? n.get<std::string>() : n.dump());
+  return out;
+}
+
+std::string peerName(const PeerView& p) {
+  return (p.role == "unassigned" ? std::string("peer") : p.roleLabel(true)) + " " + p.identity.id;
+}
+
+// A peer that does not run the cluster's configuration (its /state's clusterConfig,
+// agent/cluster_config_follower.h): its agent refused the newest version (its postgres
+// runs the last one applied), or its host's own postgres.settings override some of the
+// cluster's settings (operator review P5).
 void checkClusterConfig(Checker& c, const PeerView& p) {
   if (!p.reachable()) return;
   const auto config = p.status.find("clusterConfig");
   if (config == p.status.end() || !config->is_object()) return;
+  const auto shadowed = config->find("shadowed");
+  if (shadowed != config->end() && shadowed->is_array() && !shadowed->empty()) {
+    c.problem(peerName(p) + " does not run the cluster's " + joinedNames(*shadowed) + ": its dugong.yaml sets " +
+              (shadowed->size() == 1 ? "it" : "them") +
+              " too (postgres.settings), and the host's value is the one in effect there");
+  }
   const auto refused = config->find("refused");
   if (refused == config->end() || !refused->is_string()) return;
   const auto applied = config->find("appliedVersion");
-  const std::string name = (p.role == "unassigned" ? std::string("peer") : p.roleLabel(true)) + " " + p.identity.id;
-  c.problem(name + " refused the cluster's configuration " + refused->get<std::string>() + "; its postgres runs " +
+  c.problem(peerName(p) + " refused the cluster's configuration " + refused->get<std::string>() + "; its postgres runs " +
             (applied != config->end() && applied->is_number_integer()
                  ? "version " + std::to_string(applied->get<int64_t>())
                  : std::string("none of the cluster's configurations yet")) +
@@ -136,11 +154,8 @@ void checkPendingRestart(Checker& c, const PeerView& p) {
   if (!p.reachable() || !p.status.contains("postgres")) return;
   const nlohmann::json pending = p.status["postgres"].value("pendingRestart", nlohmann::json::array());
   if (!pending.is_array() || pending.empty()) return;
-  std::string names;
-  for (const auto& n : pending) names += (names.empty() ? "" : ", ") + (n.is_string() ? n.get<std::string>() : n.dump());
-  const std::string name = (p.role == "unassigned" ? std::string("peer") : p.roleLabel(true)) + " " + p.identity.id;
-  c.problem(name + " does not run its configuration yet: " + names + (pending.size() == 1 ? " waits" : " wait") +
-            " for a restart of its postgres (`dugong-adm restart --pending`)");
+  c.problem(peerName(p) + " does not run its configuration yet: " + joinedNames(pending) +
+            (pending.size() == 1 ? " waits" : " wait") + " for a restart of its postgres (`dugong-adm restart --pending`)");
 }
 
 }  // namespace

@@ -159,6 +159,19 @@ TEST(Verify, APeerThatRefusedTheClusterConfigurationIsAProblem) {
   EXPECT_TRUE(mentions(problems(v), "; its postgres runs none of the cluster's configurations yet"));
 }
 
+// A host whose own postgres.settings override some of the cluster's settings does not
+// run them (operator review P5): its agent says which in clusterConfig.shadowed.
+TEST(Verify, AClusterSettingAHostOverridesIsAProblem) {
+  ClusterView v = healthyView(threePeers());
+  mutablePeer(v, "b").status["clusterConfig"] = {{"appliedVersion", 3}, {"shadowed", nlohmann::json::array()}};
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  mutablePeer(v, "b").status["clusterConfig"]["shadowed"] = {"work_mem"};
+  auto p = problems(v);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "sync b does not run the cluster's work_mem: its dugong.yaml sets it too (postgres.settings), and "
+                  "the host's value is the one in effect there");
+}
+
 // A peer whose postgres has settings waiting for a restart does not run the cluster's
 // configuration (the week test: a lowered max_connections left on an async, verify 0).
 TEST(Verify, APeerWithSettingsWaitingForARestartIsAProblem) {
