@@ -111,7 +111,11 @@ int restartOne(zk::Client& client, const CommonOptions& common, const std::strin
   return kExitOk;
 }
 
-std::string joined(const std::vector<std::string>& names);
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
 
 // The peers that have not taken the cluster configuration's `version` yet (their /state's
 // clusterConfig names neither it applied nor it refused); a peer that publishes no
@@ -123,12 +127,12 @@ std::vector<std::string> notYetTaken(const ClusterView& v, int32_t version) {
     if (p.role == "deposed" || p.role == "unassigned") continue;
     const nlohmann::json& c = field(&p, {"clusterConfig"});
     if (!c.is_object()) continue;
-    const auto appliedIt = c.find("appliedVersion");
-    const auto refused = c.find("refused");
-    const bool refusedIt = refused != c.end() && refused->is_string() &&
-                           refused->get<std::string>().rfind(refusedPrefix, 0) == 0;
-    const bool applied =
-        appliedIt != c.end() && appliedIt->is_number_integer() && appliedIt->get<int64_t>() == version;
+    const auto appliedVersion = c.find("appliedVersion");
+    const auto refusal = c.find("refused");
+    const bool refused = refusal != c.end() && refusal->is_string() &&
+                         refusal->get<std::string>().rfind(refusedPrefix, 0) == 0;
+    const bool applied = appliedVersion != c.end() && appliedVersion->is_number_integer() &&
+                         appliedVersion->get<int64_t>() == version;
     // Its postgres' pending restarts are known from a status sample begun after the
     // apply's reload (an agent samples every second; one of an earlier release says
     // neither time).
@@ -136,7 +140,7 @@ std::vector<std::string> notYetTaken(const ClusterView& v, int32_t version) {
     const nlohmann::json& sampled = field(&p, {"postgres", "sampledAt"});
     const bool sampledSince = !at.is_number_integer() || !sampled.is_number_integer() ||
                               sampled.get<int64_t>() > at.get<int64_t>();
-    if (!refusedIt && !(applied && sampledSince)) ids.push_back(p.identity.id);
+    if (!refused && !(applied && sampledSince)) ids.push_back(p.identity.id);
   }
   return ids;
 }
@@ -175,12 +179,6 @@ std::vector<std::string> pendingSettings(const ClusterView& v, const std::string
     if (n.is_string()) names.push_back(n.get<std::string>());
   }
   return names;
-}
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 // How long the agents get to publish their restarted postgres' values (they read them
