@@ -22,7 +22,7 @@
 #include "pg/controller.h"
 #include "pg/managed_conf.h"
 #include "pg/replication_slots.h"
-#include "pg/standby_names.h"
+#include "pg/plan/standby_names.h"
 #include "pg/testing/pg_test_cluster.h"
 #include "pg/testing/test_certs.h"
 #include "pg/wal_dir.h"

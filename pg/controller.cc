@@ -1,6 +1,6 @@
 #include "pg/controller.h"
 #include "pg/plan/writes.h"
-#include "pg/hot_standby.h"
+#include "pg/plan/hot_standby.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -24,7 +24,7 @@
 #include "pg/replication_slots.h"
 #include "pg/rewound_wal.h"
 #include "pg/wal_dir.h"
-#include "pg/standby_names.h"
+#include "pg/plan/standby_names.h"
 
 #include "pg/controller_support.h"
 #include "pg/plan/transition.h"

@@ -1,6 +1,6 @@
 #include "pg/controller.h"
 #include "pg/controller_support.h"
-#include "pg/hot_standby.h"
+#include "pg/plan/hot_standby.h"
 #include "pg/managed_conf.h"
 #include "pg/settings_catalog.h"
 #include <sys/stat.h>

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "pg/standby_names.h"
+#include "pg/plan/standby_names.h"
 
 namespace dugong::pg {
 

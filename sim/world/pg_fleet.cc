@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "pg/hot_standby.h"
+#include "pg/plan/hot_standby.h"
 
 namespace dugong::simworld {
 

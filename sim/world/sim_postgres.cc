@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "pg/hot_standby.h"
+#include "pg/plan/hot_standby.h"
 #include "pg/plan/catch_up.h"
 #include "pg/plan/fence.h"
 #include "pg/plan/rebuild.h"

@@ -19,7 +19,7 @@
 
 #include "agent/operator_request.h"
 #include "pg/cluster_config.h"
-#include "pg/hot_standby.h"
+#include "pg/plan/hot_standby.h"
 #include "pg/managed_conf.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/hot_standby_rollout.h"

@@ -1,6 +1,6 @@
 #include "tools/adm/hot_standby_rollout.h"
 
-#include "pg/hot_standby.h"
+#include "pg/plan/hot_standby.h"
 
 namespace dugong::adm {
 namespace {

@@ -1,4 +1,4 @@
-#include "pg/hot_standby.h"
+#include "pg/plan/hot_standby.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "pg/standby_names.h"
+#include "pg/plan/standby_names.h"
 
 #include <cctype>
 
