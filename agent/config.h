@@ -115,7 +115,7 @@
 #include <vector>
 
 #include "agent/peer_key.h"
-#include "agent/rejoin.h"
+#include "statemachine/rejoin_policy.h"
 #include "driver/defaults.h"
 #include "pg/options.h"
 #include "statemachine/identity.h"

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "agent/rejoin.h"
+#include "statemachine/rejoin_policy.h"
 
 namespace dugong::agent::defaults {
 

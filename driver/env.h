@@ -19,7 +19,7 @@
 #include <string>
 
 #include "driver/failsafe.h"
-#include "agent/rejoin.h"
+#include "statemachine/rejoin_policy.h"
 #include "driver/sync_ack_watch.h"
 #include "statemachine/action.h"
 #include "statemachine/cluster_state.h"

@@ -44,7 +44,7 @@ void World::startAgent(int n) {
   o.identity = nd.identity;
   o.withdrawAfterMs = kWithdrawAfterMs;
   o.handoverWaitMs = kHandoverWaitMs;
-  o.rejoin = sc_.rejoinRewind ? agent::RejoinPolicy::kRewind : agent::RejoinPolicy::kFollow;
+  o.rejoin = sc_.rejoinRewind ? RejoinPolicy::kRewind : RejoinPolicy::kFollow;
   o.syncReplaceAfterMs = kSyncReplaceAfterMs;
   nd.primaryConnectionLostAt = -1;
   o.onPrimaryConnectionLoss = [this, n](bool lost) { node(n).primaryConnectionLostAt = lost ? now_ : -1; };

@@ -314,7 +314,7 @@ Result<nlohmann::json> ScriptWorld::startPeer() {
   o.identity = identities_.at(kNodeUnderTest);
   o.singleton = opts_.singleton;
   o.handoverWaitMs = 5000;
-  o.rejoin = agent::RejoinPolicy::kManual;  // Manatee's: a deposed peer waits for a rebuild
+  o.rejoin = RejoinPolicy::kManual;  // Manatee's: a deposed peer waits for a rebuild
   o.syncReplaceAfterMs = 0;                 // no replication modelled: no sync acknowledges
   zk_.agentStarts(kNodeUnderTestHost);
   coordinator_ = std::make_unique<simworld::SimCoordinator>(zk_, kNodeUnderTestHost);

@@ -676,7 +676,7 @@ void SimPostgres::pollUpstream(int64_t deadline, bool sawStream, std::function<v
 // becomes an async standby of `primary` without a copy: as it is when its WAL is a
 // prefix of the primary's (pg_rewind's "no rewind required"), rewound with kRewind;
 // otherwise nothing changes.
-void SimPostgres::rejoin(const PeerIdentity& primary, agent::RejoinPolicy policy,
+void SimPostgres::rejoin(const PeerIdentity& primary, RejoinPolicy policy,
                          std::function<void(agent::RejoinFinished)> done) {
   beginTransition("rejoin");
   fleet_.trace().trace('A', [&] { return id() + " -> rejoin as a standby of " + primary.id; });
@@ -694,7 +694,7 @@ void SimPostgres::rejoin(const PeerIdentity& primary, agent::RejoinPolicy policy
     } else {
       // The adapter's rejoin: its standby apply with no copy allowed, as the rebuild
       // planner (pg/plan/rebuild.h) decides.
-      const pg::RebuildRules rules{policy == agent::RejoinPolicy::kRewind, false};
+      const pg::RebuildRules rules{policy == RejoinPolicy::kRewind, false};
       const Wal* source = &fleet_.server(p).wal;
       const pg::RebuildStart first = pg::planRebuildStart(rebuildFacts(pg), rules);
       pg::RebuildOutcome outcome = pg::RebuildOutcome::kFollow;

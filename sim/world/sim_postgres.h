@@ -298,7 +298,7 @@ class SimPostgres final : public agent::Postgres {
   void resumeWrites(std::function<void(Result<bool>)> done) override;
   void shutDownWrites(std::function<void(Result<bool>)> done) override;
   void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) override;
-  void rejoin(const PeerIdentity& primary, agent::RejoinPolicy policy,
+  void rejoin(const PeerIdentity& primary, RejoinPolicy policy,
               std::function<void(agent::RejoinFinished)> done) override;
 
   // A health check that does not poll (PgModel::healthIntervalMs 0) looks now.

@@ -9,6 +9,8 @@
 set -euo pipefail
 build=$(cd "$1" && pwd)
 fail() { printf 'package_test: %s\n' "$*" >&2; exit 1; }
+# Each section says when it starts, in seconds since the test began (where the time goes).
+section() { printf '== %s (at %d s)\n' "$*" "$SECONDS"; }
 
 [ "$(id -u)" = 0 ] || fail "needs root (dpkg -i)"
 for b in agent/dugong tools/adm/dugong-adm; do
@@ -30,14 +32,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== cpack"
+section "cpack"
 cmake --build "$build" --target dugong_package_docs >/dev/null
 (cd "$scratch" && cpack --config "$build/CPackConfig.cmake" -G DEB -B "$scratch" >cpack.log 2>&1) ||
   { cat "$scratch/cpack.log"; fail "cpack failed"; }
 deb=$(ls "$scratch"/dugong_*.deb)
 echo "built $deb"
 
-echo "== control fields"
+section "control fields"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
 # The ZooKeeper client is linked statically; postgres is spoken to through libpq, and the
@@ -61,12 +63,12 @@ for script in postinst prerm postrm; do
   grep -qx "./$script" <<<"$control_files" || fail "the package has no $script"
 done
 
-echo "== lintian"
+section "lintian"
 lintian --fail-on error,warning --tag-display-limit 0 "$deb" | tee "$scratch/lintian.log" || {
   fail "lintian reports errors or warnings"
 }
 
-echo "== dpkg -i"
+section "dpkg -i"
 installed=yes
 dpkg -i "$deb" >/dev/null
 grep -q "ExecStart=/usr/bin/dugong --config /etc/dugong/dugong.yaml" /lib/systemd/system/dugong.service ||
@@ -80,7 +82,7 @@ for pw in zookeeper superuser replication; do
 done
 [ -L /etc/systemd/system/multi-user.target.wants/dugong.service ] || fail "the postinst did not enable dugong.service"
 [ -f /etc/logrotate.d/dugong ] || fail "no logrotate file for postgres' log"
-echo "== the packaged logrotate file rotates postgres' log in the package's layout"
+section "the packaged logrotate file rotates postgres' log in the package's layout"
 # postgres writes <dataDir>.log into /var/lib/dugong (root's); a rotation that ran as
 # postgres could not create the rotated file there (operator review P20).
 rotated=/var/lib/dugong/package-test.log
@@ -96,12 +98,12 @@ rm -f "$rotated"*
 if [ -f "$main_start" ] && [ "$(find /var/lib/postgresql/15/main/base -mindepth 1 -maxdepth 1 -type d | wc -l)" -le 3 ]; then
   grep -qx manual "$main_start" || fail "Debian's empty 15/main would still start on port 5432"
 fi
-echo "== the packaged configuration passes the unit's ExecStartPre once the passwords are filled in"
+section "the packaged configuration passes the unit's ExecStartPre once the passwords are filled in"
 if /usr/bin/dugong --config /etc/dugong/dugong.yaml --check >/dev/null 2>"$scratch/err"; then
   fail "the packaged configuration passes --check with empty password files"
 fi
 grep -q "zookeeper.pw" "$scratch/err" || fail "unclear error for an empty password file: $(cat "$scratch/err")"
-echo "== dugong-adm commands that name no cluster do not read the installed configuration"
+section "dugong-adm commands that name no cluster do not read the installed configuration"
 # Its password files are still empty here: version and a rebuild (which names its own
 # agent's configuration) must not fail on it.
 /usr/bin/dugong-adm version >/dev/null 2>"$scratch/err" || fail "dugong-adm version read /etc/dugong: $(cat "$scratch/err")"
@@ -112,12 +114,12 @@ if grep -q "/etc/dugong" "$scratch/err"; then fail "dugong-adm rebuild --config 
 for pw in zookeeper superuser replication; do echo "filled-in-$pw" >/etc/dugong/$pw.pw; done
 /usr/bin/dugong --config /etc/dugong/dugong.yaml --check >/dev/null ||
   fail "the packaged configuration does not pass --check once the passwords are filled in"
-echo "== upgrade (the same package again): the postinst runs as for an upgrade"
+section "upgrade (the same package again): the postinst runs as for an upgrade"
 echo secret >/etc/dugong/zookeeper.pw
 dpkg -i "$deb" >/dev/null
 grep -qx secret /etc/dugong/zookeeper.pw || fail "an upgrade replaced a password the operator wrote"
 
-echo "== the installed sample configuration, moved to loopback"
+section "the installed sample configuration, moved to loopback"
 # The sample names password files under /etc/dugong/ that an operator writes: the test
 # writes its own (0600) in the scratch directory and points the configuration at them.
 for pw in zookeeper superuser replication; do
@@ -145,10 +147,10 @@ grep -q rebuild "$scratch/adm-help" || fail "dugong-adm --help does not list its
 /usr/bin/dugong --version | grep -Eq '^dugong [0-9]+\.[0-9]+\.[0-9]+$' || fail "dugong --version: $(/usr/bin/dugong --version 2>&1)"
 /usr/bin/dugong-adm version | grep -Eq '^dugong-adm [0-9]+\.[0-9]+\.[0-9]+$' || fail "dugong-adm version does not print it"
 
-echo "== dpkg --purge"
+section "dpkg --purge"
 dpkg --purge dugong >/dev/null
 installed=no
 for f in /usr/bin/dugong /usr/bin/dugong-adm /etc/dugong/dugong.yaml /lib/systemd/system/dugong.service; do
   [ ! -e "$f" ] || fail "$f is still there after purge"
 done
-echo "package test passed"
+echo "package test passed in $SECONDS s"

@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/config.h"
-#include "agent/rejoin.h"
+#include "statemachine/rejoin_policy.h"
 #include "agent/http_client.h"
 #include "agent/instance_lock.h"
 #include "pg/command.h"
@@ -234,7 +234,7 @@ int runRebuild(const CommonOptions& common, const RebuildArgs& a) {
     auto r = updateState(
         **client,
         [&](ClusterState& now) -> Result<bool> {
-          auto released = agent::releaseFromDeposed(now, self, s.primary.id);
+          auto released = releaseFromDeposed(now, self, s.primary.id);
           if (!released) return Error{released.error() + " during the rebuild; run rebuild again"};
           return released;
         },

@@ -1,4 +1,4 @@
-// Rejoining a deposed peer (docs/design.md "Rejoining a deposed peer"): the policy the
+// Rejoining a deposed peer (docs/rejoin.md): the policy the
 // agent follows, and the cluster-state edit that returns a deposed peer to the cluster
 // once its postgres follows the primary, shared by the agent's automatic rejoin and
 // `dugong-adm rebuild`.
@@ -10,7 +10,7 @@
 #include "statemachine/cluster_state.h"
 #include "statemachine/result.h"
 
-namespace dugong::agent {
+namespace dugong {
 
 // The configuration key `rejoin`.
 enum class RejoinPolicy {
@@ -27,4 +27,4 @@ std::optional<RejoinPolicy> parseRejoinPolicy(const std::string& text);
 // when the primary changed meanwhile.
 Result<bool> releaseFromDeposed(ClusterState& state, const std::string& self, const std::string& primaryId);
 
-}  // namespace dugong::agent
+}  // namespace dugong

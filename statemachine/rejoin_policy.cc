@@ -1,6 +1,6 @@
-#include "agent/rejoin.h"
+#include "statemachine/rejoin_policy.h"
 
-namespace dugong::agent {
+namespace dugong {
 
 const char* rejoinPolicyName(RejoinPolicy policy) {
   switch (policy) {
@@ -28,4 +28,4 @@ Result<bool> releaseFromDeposed(ClusterState& state, const std::string& self, co
   return true;
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong
