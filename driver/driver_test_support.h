@@ -28,14 +28,6 @@ inline PeerIdentity peerId(const std::string& id) {
 }
 
 // Virtual time; posted work and timers run when the test advances the clock.
-//
-// The driver's clock is the daemon's CLOCK_BOOTTIME (decision 0070): it counts a suspend
-// of the host. suspend() plays one: the clock jumps at once by the span, nothing runs
-// meanwhile, and every timer due within the span is late: it runs at the next advance()
-// (advance(0): the resumed loop's first turn), in the order of its due time, with the
-// clock where it is now (never back at the due time), as the daemon's SuspendTracker
-// sets its timers again for their due boot time. Times dated before the suspend (a
-// round trip's send) keep their value: the test passes them as they were.
 class FakeClock : public Clock {
  public:
   struct Item {
@@ -61,13 +53,11 @@ class FakeClock : public Clock {
       if (next == items_.end()) break;
       Item item = std::move(*next);
       items_.erase(next);
-      now_ = std::max(now_, item.at);  // a timer late after a suspend runs now, not at its due time
+      now_ = std::max(now_, item.at);
       if (!item.live || *item.live) item.fn();
     }
     now_ = std::max(now_, until);
   }
-  // The host is suspended for `ms` and resumes: see the class comment.
-  void suspend(int64_t ms) { now_ += ms; }
   void schedule(int64_t delay, std::function<void()> fn, std::shared_ptr<bool> live) {
     items_.push_back({now_ + delay, seq_++, std::move(fn), std::move(live)});
   }
@@ -282,11 +272,6 @@ class NullLog : public LogSink {
 };
 
 inline StateNode stateNode(const ClusterState& s, int32_t version) { return StateNode{true, s.serialize(), version}; }
-
-// With the fixture's session timeout 9000, round trips every 500 and lease 7110 ms after
-// the send, and a promise of 9000 ms: a failsafe permission ends 9000 - 90 - 300 = 8610
-// ms after its request's send.
-inline constexpr int64_t kPermissionMs = 8610;
 
 class DriverTest : public ::testing::Test {
  protected:

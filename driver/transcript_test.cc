@@ -27,7 +27,8 @@
 //   written ok v=N | written <error> [lost-race]   answers the last put-state
 //   writes-stopped ok [sessions=N] | writes-stopped <error>
 //   shut-down ok|<error> | writes-resumed ok|<error>
-//   timer <kind>                      a timer the core set (its name as set-timer says)
+//   timer <kind>                      a timer the core set, not cancelled nor fired since
+//                                     (its name as set-timer says)
 //   later                             the oldest `later` event not yet delivered
 //   failsafe-asked primary=a generation=N duration=MS
 //   failsafe-answer granted|refused|<error>    answers the last ask-failsafe
@@ -377,11 +378,14 @@ class Transcript {
     if (verb == "writes-resumed") {
       return in::WritesResumed{lastResume_, rest == "ok" ? Result<bool>(true) : Result<bool>(Error{error()})};
     }
-    if (verb == "timer") {
-      for (const auto& [key, name] : timers_) {
-        if (name == rest) return in::Timer{key};
+    if (verb == "timer") {  // a timer set and neither cancelled nor fired since
+      for (auto it = timers_.begin(); it != timers_.end(); ++it) {
+        if (it->second != rest) continue;
+        const TimerKey key = it->first;
+        timers_.erase(it);
+        return in::Timer{key};
       }
-      ADD_FAILURE() << "no timer named " << rest << " was set";
+      ADD_FAILURE() << "no timer named " << rest << " is set";
       return in::Timer{};
     }
     if (verb == "later") {
@@ -423,6 +427,7 @@ class Transcript {
     if (const auto* p = std::get_if<cmd::SampleSync>(&c)) lastSample_ = *p;
     if (const auto* l = std::get_if<cmd::Later>(&c)) laters_.push_back(l->event);
     if (const auto* t = std::get_if<cmd::SetTimer>(&c)) timers_[t->key] = describeTimer(t->key);
+    if (const auto* t = std::get_if<cmd::CancelTimer>(&c)) timers_.erase(t->key);
   }
 
   std::unique_ptr<DriverCore> core_;
