@@ -32,7 +32,7 @@
 //   later                             the oldest `later` event not yet delivered
 //   failsafe-asked primary=a generation=N duration=MS
 //   failsafe-answer granted|refused|<error>    answers the last ask-failsafe
-//   rejoined ok [rewound discarded=<text>] | rejoined <error>   answers the last rejoin
+//   rejoined ok|<error> [rewound [discarded=<text>]]   answers the last rejoin
 //   upstream-stopped ended|running    answers the last await-upstream-stop
 //   sync-sampled ok [streaming=1] [flushed=X/Y] [waiting=N] | sync-sampled <error>
 // and the commands that are no input of their own:
@@ -46,8 +46,9 @@
 //                         lands at the next version and is delivered back as ZooKeeper's
 //                         watch would, an apply succeeds, a `later` is delivered). The
 //                         file shows where it got to (`= <role> in generation N at state
-//                         vM`), not the way; the test fails if the core got elsewhere or
-//                         asked for anything setup does not answer.
+//                         vM`), not the way, then what the core asked for on the way that
+//                         setup does not answer (a deposed peer's rejoin, say), which the
+//                         file answers; the test fails if the core got elsewhere.
 //   stabilize             every pending `later` event delivered, and those they queue in
 //                         turn; nothing else is answered.
 //   status                what the core's queries say (core.h: role, the role applied,
@@ -231,9 +232,9 @@ class Transcript {
   // names) are present, and every operation the core asks for on the way is answered
   // successfully (a write with the version after the one asked at, then the state
   // written delivered as ZooKeeper would; an apply; a `later` event), until the core is
-  // idle in that role with postgres running as it (stopped, when deposed). What the core
-  // said on the way is not written: the file says where it got to, and the test fails
-  // if it got elsewhere or asked for anything else.
+  // in that role with postgres configured as it (stopped, when deposed). What the core
+  // said on the way is not written: the file says where it got to, then what the core
+  // asked for that setup does not answer; the test fails if it got elsewhere.
   std::string setup(int64_t at, const std::string& rest) {
     auto [role, args] = head(rest);
     auto w = words(args);
@@ -261,6 +262,7 @@ class Transcript {
         if (w.count(key)) active += (active.empty() ? "" : ",") + w[key];
       }
     }
+    std::string pending;  // what the core asked for that setup does not answer: the file does
     std::deque<Input> todo = {in::Start{}, in::Initialized{PgInitialized{true, true}},
                               parse("zk-init v=" + std::to_string(version) + " active=" + active + " state:" + state)};
     while (!todo.empty()) {
@@ -280,20 +282,19 @@ class Transcript {
                    !std::holds_alternative<cmd::InitPostgres>(c) && !std::holds_alternative<cmd::Join>(c) &&
                    !std::holds_alternative<cmd::PrimaryApplyStarting>(c) &&
                    !std::holds_alternative<cmd::RoleApplied>(c) && !std::holds_alternative<cmd::SetTimer>(c)) {
-          ADD_FAILURE() << "setup " << rest << ": the core asked for what setup does not answer: " << describeCommand(c);
+          pending += "  " + describeCommand(c) + "\n";
         }
       }
     }
     const std::string reached = roleName(core_->peer().role());
-    const bool running = core_->runsWantedConfig() && !core_->pgBusy();
-    if (reached != role || !running) {
-      ADD_FAILURE() << "setup " << rest << ": the core is " << reached
-                    << (running ? "" : ", postgres not yet running its configuration");
+    const std::string applied = roleName(core_->appliedRole());
+    if (reached != role || applied != role) {
+      ADD_FAILURE() << "setup " << rest << ": the core is " << reached << ", postgres configured as " << applied;
     }
     const auto& now = core_->peer().clusterState();
     return "  = " + reached + " in generation " + std::to_string(now ? now->generation : -1) + " at state v" +
            std::to_string(core_->peer().stateVersion()) + ", postgres " +
-           (role == "deposed" ? "stopped" : "running as " + reached) + "\n";
+           (role == "deposed" ? "stopped" : "running as " + reached) + "\n" + pending;
   }
 
  private:
@@ -404,12 +405,14 @@ class Transcript {
                                                      : Result<FailsafeAnswer>(Error{error()});
       return in::FailsafeAnswered{lastAsk_.sentAt, lastAsk_.generation, lastAsk_.session, r};
     }
-    if (verb == "rejoined") {  // rejoined ok [rewound discarded=<the rest of the line>] | rejoined <error>
-      const bool ok = head(rest).first == "ok";
+    if (verb == "rejoined") {  // rejoined ok|<error> [rewound [discarded=<the rest of the line>]]
+      const auto rewound = rest.find(" rewound");
+      const std::string outcome = rest.substr(0, rewound);
       const auto discarded = rest.find("discarded=");
-      return in::Rejoined{lastRejoin_, RejoinFinished{ok, w.count("rewound") > 0,
-                                                      discarded == std::string::npos ? "" : rest.substr(discarded + 10),
-                                                      ok ? "" : rest}};
+      return in::Rejoined{lastRejoin_,
+                          RejoinFinished{outcome == "ok", rewound != std::string::npos,
+                                         discarded == std::string::npos ? "" : rest.substr(discarded + 10),
+                                         outcome == "ok" ? "" : outcome}};
     }
     if (verb == "upstream-stopped") return in::UpstreamStopped{lastAwait_, rest == "ended"};
     ADD_FAILURE() << "unknown input: " << line;
