@@ -57,7 +57,10 @@
 //   stream running=0|1 [from=peer] | stream untold
 //                         what postgres' WAL receiver shows in the moments from now on
 //                         (Moment::stream; untold, the default: the environment does not say).
-// Blank lines and lines starting with # are kept as they are.
+// An answer (applied, fenced, wal, written...) answers a command the core gave and no
+// answer has been given to yet, or the test fails. Blank lines and lines starting with #
+// are kept as they are.
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
@@ -177,6 +180,10 @@ class Transcript {
       return "";
     }
     if (verb == "status") return status();
+    if (const auto it = asked_.find(verb); it != asked_.end()) {  // an answer: to what was asked
+      if (it->second == 0) ADD_FAILURE() << "`" << line << "` answers nothing the core asked for";
+      it->second = std::max(it->second - 1, 0);
+    }
     std::string out;
     for (const Command& c : run(at, parse(line))) out += "  " + describeCommand(c) + "\n";
     return out;
@@ -263,6 +270,7 @@ class Transcript {
       }
     }
     std::string pending;  // what the core asked for that setup does not answer: the file does
+    --asked_["initialized"];  // answered here: the start below asks for it
     std::deque<Input> todo = {in::Start{}, in::Initialized{PgInitialized{true, true}},
                               parse("zk-init v=" + std::to_string(version) + " active=" + active + " state:" + state)};
     while (!todo.empty()) {
@@ -270,8 +278,10 @@ class Transcript {
       todo.pop_front();
       for (const Command& c : run(at, input)) {
         if (const auto* a = std::get_if<cmd::ApplyPg>(&c)) {
+          --asked_["applied"];
           todo.push_back(in::Applied{a->config, a->fromPeer, PgConfigApplied{true, "", a->config.role != PgRole::kNone}});
         } else if (const auto* p = std::get_if<cmd::PutState>(&c)) {
+          --asked_["written"];
           const int32_t next = p->expectedVersion + 1;
           todo.push_back(in::StateWritten{p->purpose, p->expectedVersion, StateWriteFinished{true, "", false, next}});
           todo.push_back(in::Delivered{ClusterStateChanged{StateNode{true, p->state.serialize(), next}}});
@@ -419,7 +429,26 @@ class Transcript {
     return in::Start{};
   }
 
+  // The input that answers a command, if it has one.
+  static std::string answerTo(const Command& c) {
+    if (std::holds_alternative<cmd::InitPostgres>(c)) return "initialized";
+    if (std::holds_alternative<cmd::ApplyPg>(c)) return "applied";
+    if (std::holds_alternative<cmd::FencePg>(c)) return "fenced";
+    if (std::holds_alternative<cmd::ReadWal>(c)) return "wal";
+    if (std::holds_alternative<cmd::ReadDataState>(c)) return "data-state";
+    if (std::holds_alternative<cmd::StopWrites>(c)) return "writes-stopped";
+    if (std::holds_alternative<cmd::ShutDownWrites>(c)) return "shut-down";
+    if (std::holds_alternative<cmd::ResumeWrites>(c)) return "writes-resumed";
+    if (std::holds_alternative<cmd::AwaitUpstreamStop>(c)) return "upstream-stopped";
+    if (std::holds_alternative<cmd::Rejoin>(c)) return "rejoined";
+    if (std::holds_alternative<cmd::SampleSync>(c)) return "sync-sampled";
+    if (std::holds_alternative<cmd::PutState>(c)) return "written";
+    if (std::holds_alternative<cmd::AskFailsafe>(c)) return "failsafe-answer";
+    return "";
+  }
+
   void remember(const Command& c) {
+    if (const std::string verb = answerTo(c); !verb.empty()) ++asked_[verb];
     if (const auto* a = std::get_if<cmd::ApplyPg>(&c)) lastApply_ = *a;
     if (const auto* p = std::get_if<cmd::PutState>(&c)) lastPut_ = *p;
     if (const auto* r = std::get_if<cmd::ResumeWrites>(&c)) lastResume_ = r->noTakeoverCanLand;
@@ -447,6 +476,7 @@ class Transcript {
   cmd::SampleSync lastSample_;
   std::deque<Event> laters_;
   std::map<TimerKey, std::string> timers_;
+  std::map<std::string, int> asked_;  // per answering input: how many of its commands await one
 };
 
 // The file as the core would write it: its input lines, each followed by the commands.
@@ -454,8 +484,11 @@ std::string replay(const std::string& path) {
   std::ifstream file(path);
   std::string line, out;
   std::unique_ptr<Transcript> t;
+  int number = 0;
   while (std::getline(file, line)) {
+    ++number;
     if (line.rfind("  ", 0) == 0) continue;  // the commands: written anew
+    SCOPED_TRACE(std::filesystem::path(path).filename().string() + ":" + std::to_string(number) + ": " + line);
     out += line + "\n";
     if (line.rfind("options", 0) == 0) {
       t = std::make_unique<Transcript>(line);
