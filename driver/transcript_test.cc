@@ -12,10 +12,11 @@
 // each on a fresh core. Then, per step, `at <monotonic ms> <input>`:
 //   start | stop
 //   initialized online=0|1 setup=0|1     answers init-postgres (after-rebuild as asked)
-//   zk-init [v=N] [active=a,b] [state: <state>]   state: gen=N primary=a [sync=b]
-//   state v=N <state>                              [async=c,d] [deposed=e] [wal=0/0]
-//   active a,b                                     [one-node-write]
-//                                                  [promote=id,role,gen[,expires at ms]]
+//   zk-init [v=N] [active=a,b] [state: <state>]
+//   state v=N <state>
+//       <state>: gen=N primary=a [sync=b] [async=c,d] [deposed=e] [wal=X/Y] [one-node-write]
+//                [promote=id,role,gen[,expires at ms]]
+//   active a,b [data=a:<system>/<timeline>/<X/Y>,b:empty] [not-streaming=c,d]
 //   connection lost|back [timeout=MS] [session=N]
 //   lease sent=MS [session=N] [timeout=MS] [interval=MS]
 //   join-refused <error>
@@ -53,7 +54,9 @@
 //                         turn; nothing else is answered.
 //   status                what the core's queries say (core.h: role, the role applied,
 //                         whether postgres runs the wanted configuration, writes stopped,
-//                         the lease's and the failsafe's ends, the counters...).
+//                         the lease's and the failsafe's ends, the counters...), and
+//                         the timers set and neither cancelled nor fired since.
+//   last-put              the last put-state's cluster state in full, as written (JSON).
 //   stream running=0|1 [from=peer] | stream untold
 //                         what postgres' WAL receiver shows in the moments from now on
 //                         (Moment::stream; untold, the default: the environment does not say).
@@ -180,6 +183,7 @@ class Transcript {
       return "";
     }
     if (verb == "status") return status();
+    if (verb == "last-put") return "  last put-state: " + lastPut_.state.serialize() + "\n";
     if (const auto it = asked_.find(verb); it != asked_.end()) {  // an answer: to what was asked
       if (it->second == 0) ADD_FAILURE() << "`" << line << "` answers nothing the core asked for";
       it->second = std::max(it->second - 1, 0);
@@ -229,7 +233,9 @@ class Transcript {
            ", write-resumes " + std::to_string(n.writeResumes) + ", shut-downs " + std::to_string(n.shutDowns) +
            ", rejoins " + std::to_string(n.rejoins) + ", rejoin-failures " + std::to_string(n.rejoinFailures) +
            ", handovers " + std::to_string(n.handovers) + ", sync-stalls " + std::to_string(n.syncStalls) + "\n";
-    return out;
+    std::string set;
+    for (const auto& [key, name] : timers_) set += (set.empty() ? "" : ", ") + name;
+    return out + "  timers set: " + (set.empty() ? "none" : set) + "\n";
   }
 
   // `setup <role> gen=N [v=N] [active=a,b] [primary=a] [sync=b] [async=c,d] [deposed=e]
@@ -352,7 +358,28 @@ class Transcript {
     if (verb == "state") {
       return in::Delivered{ClusterStateChanged{StateNode{true, stateData(rest), std::stoi(w.at("v"))}}};
     }
-    if (verb == "active") return in::Delivered{ActivePeersChanged{peers(rest)}};
+    if (verb == "active") {  // active a,b [data=a:<system>/<timeline>/<wal>,b:empty] [not-streaming=c,d]
+      const auto [list, more] = head(rest);
+      auto m = words(more);
+      ActivePeersChanged e{peers(list)};
+      std::stringstream data(m["data"]);
+      for (std::string item; std::getline(data, item, ',');) {
+        const auto colon = item.find(':');
+        PeerDataState d;
+        const std::string what = item.substr(colon + 1);
+        if (what != "empty") {
+          std::stringstream f(what);
+          std::string system, timeline, wal;
+          std::getline(f, system, '/');
+          std::getline(f, timeline, '/');
+          std::getline(f, wal);
+          d = PeerDataState{true, system, std::stoll(timeline), WalPosition::parse(wal).value(), std::nullopt};
+        }
+        e.data[item.substr(0, colon)] = d;
+      }
+      for (const PeerIdentity& p : peers(m["not-streaming"])) e.notStreaming.insert(p.id);
+      return in::Delivered{e};
+    }
     if (verb == "connection") {
       return in::Connection{CoordinatorConnection{w.count("back") > 0, w.count("session") ? std::stoll(w["session"]) : 1,
                                                   w.count("timeout") ? std::stoll(w["timeout"]) : 6000}};
