@@ -23,7 +23,7 @@
 //   health ok | health bad <detail> | gone (the postmaster is gone from now on)
 //   applied ok|<error> [offline]      answers the last apply asked for
 //   fenced ok|<error>                 answers the last fence
-//   wal <position>                    answers read-wal
+//   wal <position> | wal error <text>   answers read-wal
 //   data-state ok [setup=1] [system=S] [timeline=N] [wal=X/Y] | data-state <error>
 //   written ok v=N | written <error> [lost-race]   answers the last put-state
 //   writes-stopped ok [sessions=N] | writes-stopped <error>
@@ -400,7 +400,10 @@ class Transcript {
                          PgConfigApplied{ok, ok ? "" : error(), ok && w.count("offline") == 0}};
     }
     if (verb == "fenced") return in::Fenced{PgFenced{rest == "ok", rest == "ok" ? "" : error(), 0}};
-    if (verb == "wal") return in::WalRead{WalPositionRead{WalPosition::parse(rest).value(), ""}};
+    if (verb == "wal") {  // wal <position> | wal error <text>
+      if (head(rest).first == "error") return in::WalRead{WalPositionRead{std::nullopt, head(rest).second}};
+      return in::WalRead{WalPositionRead{WalPosition::parse(rest).value(), ""}};
+    }
     if (verb == "written") {
       const bool ok = head(rest).first == "ok";
       return in::StateWritten{lastPut_.purpose, lastPut_.expectedVersion,
