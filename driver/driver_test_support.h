@@ -1,5 +1,6 @@
-// The driver's tests' environment (driver/driver_test.cc, driver/driver_failsafe_test.cc):
-// the test answers every postgres and coordinator operation itself and moves the clock.
+// The driver's runner tests' environment (driver/driver_test.cc): the test answers every
+// postgres and coordinator operation itself and moves the clock. The core's protocols
+// are specified by transcripts instead (driver/transcript_test.cc).
 #pragma once
 
 #include <algorithm>
@@ -280,59 +281,18 @@ class DriverTest : public ::testing::Test {
     pg_.inZooKeeper = [this] { return coordinator_.member; };
     makeDriver(RejoinPolicy::kFollow);
   }
-  void makeDriver(RejoinPolicy rejoin, std::function<void(bool)> onPrimaryConnectionLoss = nullptr) {
+  void makeDriver(RejoinPolicy rejoin) {
     DriverOptions o;
     o.identity = peerId("node1");
     o.withdrawAfterMs = 10000;
     o.rejoin = rejoin;
-    o.handoverWaitMs = 5000;
-    o.onPrimaryConnectionLoss = std::move(onPrimaryConnectionLoss);
-    o.onPrimaryApplyStarting = [this] { ++primaryApplyStarts_; };
-    o.syncReplaceAfterMs = syncReplaceAfterMs_;
     o.lease.tickTimeMs = 1000;  // lease: 9000 - 1000 - 500 - 90 - 300 = 7110 ms after the send
-    o.onLeaseDeadline = [this](int64_t deadline) { leaseDeadlines_.push_back(deadline); };
     o.failsafe = failsafe_;
-    o.singleton = singleton_;
     o.failsafeDurationMs = failsafeDurationMs_;
-    o.earlierPromiseMs = earlierPromiseMs_;
     o.recordPromise = recordPromise_;
     driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_, &peers_}, o);
   }
-  // node1 is deposed in generation 3 (primary node2, sync node3) and has stopped postgres.
-  void startDeposed(const std::vector<std::string>& present = {"node2", "node3", "node1"}) {
-    ASSERT_TRUE(driver_->start());
-    pg_.inits.front()(PgInitialized{true, true});
-    pg_.inits.pop_front();
-    state_.generation = 3;
-    state_.primary = peerId("node2");
-    state_.sync = peerId("node3");
-    state_.deposed = {peerId("node1")};
-    coordinator_.deliver(ZkInitialized{stateNode(state_, 4), active(present)});
-    clock_.advance(0);
-    ASSERT_EQ(driver_->peer().role(), Role::kDeposed);
-    ASSERT_EQ(pg_.applies.size(), 1u);
-    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
-    clock_.advance(0);
-  }
-
-  // node1 starts as the async of generation 1 and runs postgres as one.
-  void startAsAsync() {
-    ASSERT_TRUE(driver_->start());
-    ASSERT_EQ(pg_.inits.size(), 1u);
-    pg_.inits.front()(PgInitialized{false, true});
-    pg_.inits.pop_front();
-    state_.generation = 1;
-    state_.primary = peerId("node2");
-    state_.sync = peerId("node3");
-    state_.async = {peerId("node1")};
-    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node3", "node1"})});
-    clock_.advance(0);
-    ASSERT_EQ(pg_.applies.size(), 1u);
-    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kAsync);
-    pg_.health(true, "");
-  }
-
   // node1 is the sync of generation 1 (primary node2, async node3), streaming and healthy.
   void startAsSync() {
     ASSERT_TRUE(driver_->start());
@@ -350,136 +310,6 @@ class DriverTest : public ::testing::Test {
     clock_.advance(0);
   }
 
-  // node1 is the primary of generation 1, node2 its sync, node3 the async.
-  void startAsPrimary() {
-    ASSERT_TRUE(driver_->start());
-    pg_.inits.front()(PgInitialized{true, true});
-    pg_.inits.pop_front();
-    state_.generation = 1;
-    state_.primary = peerId("node1");
-    state_.sync = peerId("node2");
-    state_.async = {peerId("node3")};
-    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
-    clock_.advance(0);
-    // Starting as primary: postgres runs as one once the state written back has landed.
-    EXPECT_TRUE(pg_.applies.empty());
-    ASSERT_TRUE(coordinator_.pendingWrite);
-    ASSERT_EQ(coordinator_.writeVersions.back(), 0);
-    (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
-    coordinator_.writes.clear();
-    coordinator_.writeVersions.clear();
-    coordinator_.reasons.clear();
-    clock_.advance(0);
-    ASSERT_EQ(pg_.applies.size(), 1u);
-    EXPECT_EQ(primaryApplyStarts_, 1) << "the primary's apply began unannounced (the watchdog is armed then)";
-    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-    pg_.health(true, "");
-    clock_.advance(0);
-    ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
-  }
-
-  // Answers the takeover's fence and WAL reads (postgres run 1) until it writes the state.
-  // node2, the sync, sees the primary node1 gone and takes over up to its state write.
-  void syncTakesOverUpToTheStateWrite() {
-    startAsSync();
-    coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
-    clock_.advance(0);
-    fenceAndReadTheWalUntilTheStateWrite();
-    ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
-  }
-  void fenceAndReadTheWalUntilTheStateWrite() {
-    for (int i = 0; i < 4 && coordinator_.writes.empty(); ++i) {
-      if (!pg_.fences.empty()) {
-        pg_.fences.front()(PgFenced{true, "", 1});
-        pg_.fences.pop_front();
-      } else {
-        ASSERT_FALSE(pg_.walReads.empty()) << "the takeover neither fenced nor read the WAL";
-        pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
-        pg_.walReads.pop_front();
-      }
-      clock_.advance(0);
-    }
-  }
-
-  // The sync's takeover write is answered (it landed) after the connection was lost:
-  // postgres is configured as primary, then shut down as a primary's is.
-  void takeoverLandsDuringAnOutageAndIsShutDown() {
-    ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
-    coordinator_.connection(false);
-    answerStops();
-    (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
-    clock_.advance(0);
-    ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
-    ASSERT_EQ(pg_.applies.size(), 1u);
-    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-    clock_.advance(0);
-    answerStops();
-    ASSERT_TRUE(driver_->writesStopped());
-    ASSERT_EQ(pg_.shutdowns.size(), 1u) << "a primary's postgres runs on while its session may expire";
-    std::exchange(pg_.shutdowns, {}).front()(true);
-    clock_.advance(0);
-  }
-  // Postgres is started again as primary, and writes resume.
-  void startsAgainAsPrimaryAndResumes(const std::string& when) {
-    ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started again " << when;
-    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-    clock_.advance(0);
-    answerResumes();
-    clock_.advance(0);
-    EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
-  }
-
-  // Postgres was shut down at the lease's end: a connection back is not enough, a leader
-  // round trip on the same session starts it again and resumes writes.
-  void resumesOnALeaderRoundTripOnly() {
-    coordinator_.connection(true);
-    clock_.advance(0);
-    EXPECT_TRUE(pg_.applies.empty()) << "started again without a leader round trip";
-    coordinator_.lease(clock_.monotonicMs());
-    clock_.advance(0);
-    ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after a leader round trip on the same session"));
-  }
-
-  // Answers every stop (or resumption) of writes asked for so far, successfully.
-  void answerStops() {
-    for (auto& stop : std::exchange(pg_.stops, {})) stop(0);
-  }
-  void answerResumes() {
-    for (auto& resume : std::exchange(pg_.resumes, {})) resume(true);
-  }
-  // Answers every shutdown of postgres asked for so far: it went down.
-  void answerShutdowns() {
-    for (auto& shutdown : std::exchange(pg_.shutdowns, {})) shutdown(true);
-  }
-  // node1 starts as primary and loses ZooKeeper; its own write of generation 2 (node3 its
-  // new sync) is answered during the outage and postgres is configured for it, with
-  // writes stopped again. Returns that generation's state.
-  ClusterState primaryConfiguredForGeneration2DuringAnOutage() {
-    startAsPrimary();
-    ClusterState next = state_;
-    next.generation = 2;
-    next.sync = peerId("node3");
-    next.async = {peerId("node2")};
-    coordinator_.connection(false);
-    answerStops();
-    coordinator_.deliver(ClusterStateChanged{stateNode(next, 2)});
-    clock_.advance(0);
-    EXPECT_EQ(pg_.applies.size(), 1u);
-    if (!pg_.applies.empty()) {
-      EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-    }
-    clock_.advance(0);
-    answerStops();
-    return next;
-  }
-
-  bool logged(const std::string& words) const {
-    for (const auto& l : log_.lines) {
-      if (l.find(words) != std::string::npos) return true;
-    }
-    return false;
-  }
-
   static PeerList active(const std::vector<std::string>& ids) {
     PeerList l;
     for (const auto& id : ids) l.push_back(peerId(id));
@@ -491,15 +321,10 @@ class DriverTest : public ::testing::Test {
   FakePostgres pg_;
   NullLog log_;
   FakePeerLink peers_;
-  bool failsafe_ = false;   // DriverOptions::failsafe of makeDriver
-  bool singleton_ = false;  // DriverOptions::singleton of makeDriver
-  // DriverOptions::failsafeDurationMs, earlierPromiseMs and recordPromise of makeDriver.
+  bool failsafe_ = false;  // DriverOptions::failsafe of makeDriver
+  // DriverOptions::failsafeDurationMs and recordPromise of makeDriver.
   int64_t failsafeDurationMs_ = 9000;
-  std::optional<int64_t> earlierPromiseMs_;
   std::function<Result<bool>(int64_t)> recordPromise_;
-  int primaryApplyStarts_ = 0;
-  int64_t syncReplaceAfterMs_ = 0;  // DriverOptions::syncReplaceAfterMs of makeDriver
-  std::vector<int64_t> leaseDeadlines_;
   std::unique_ptr<Driver> driver_;
   ClusterState state_;
 };
