@@ -459,22 +459,15 @@ class Transcript {
     return in::Start{};
   }
 
-  // The input that answers a command, if it has one.
+  // The input that answers a command, if it has one (by the command's first word).
   static std::string answerTo(const Command& c) {
-    if (std::holds_alternative<cmd::InitPostgres>(c)) return "initialized";
-    if (std::holds_alternative<cmd::ApplyPg>(c)) return "applied";
-    if (std::holds_alternative<cmd::FencePg>(c)) return "fenced";
-    if (std::holds_alternative<cmd::ReadWal>(c)) return "wal";
-    if (std::holds_alternative<cmd::ReadDataState>(c)) return "data-state";
-    if (std::holds_alternative<cmd::StopWrites>(c)) return "writes-stopped";
-    if (std::holds_alternative<cmd::ShutDownWrites>(c)) return "shut-down";
-    if (std::holds_alternative<cmd::ResumeWrites>(c)) return "writes-resumed";
-    if (std::holds_alternative<cmd::AwaitUpstreamStop>(c)) return "upstream-stopped";
-    if (std::holds_alternative<cmd::Rejoin>(c)) return "rejoined";
-    if (std::holds_alternative<cmd::SampleSync>(c)) return "sync-sampled";
-    if (std::holds_alternative<cmd::PutState>(c)) return "written";
-    if (std::holds_alternative<cmd::AskFailsafe>(c)) return "failsafe-answer";
-    return "";
+    static const std::map<std::string, std::string> kAnswers = {
+        {"init-postgres", "initialized"}, {"apply", "applied"}, {"fence", "fenced"}, {"read-wal", "wal"},
+        {"read-data-state", "data-state"}, {"stop-writes", "writes-stopped"}, {"shut-down-writes", "shut-down"},
+        {"resume-writes", "writes-resumed"}, {"await-upstream-stop", "upstream-stopped"}, {"rejoin", "rejoined"},
+        {"sample-sync", "sync-sampled"}, {"put-state", "written"}, {"ask-failsafe", "failsafe-answer"}};
+    const auto it = kAnswers.find(head(describeCommand(c)).first);
+    return it == kAnswers.end() ? "" : it->second;
   }
 
   void remember(const Command& c) {
