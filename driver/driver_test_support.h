@@ -1,5 +1,6 @@
-// The driver's tests' environment (driver/driver_test.cc, driver/driver_failsafe_test.cc):
-// the test answers every postgres and coordinator operation itself and moves the clock.
+// The driver's runner tests' environment (driver/driver_test.cc): the test answers every
+// postgres and coordinator operation itself and moves the clock. The core's protocols
+// are specified by transcripts instead (driver/transcript_test.cc).
 #pragma once
 
 #include <algorithm>
@@ -28,14 +29,6 @@ inline PeerIdentity peerId(const std::string& id) {
 }
 
 // Virtual time; posted work and timers run when the test advances the clock.
-//
-// The driver's clock is the daemon's CLOCK_BOOTTIME (decision 0070): it counts a suspend
-// of the host. suspend() plays one: the clock jumps at once by the span, nothing runs
-// meanwhile, and every timer due within the span is late: it runs at the next advance()
-// (advance(0): the resumed loop's first turn), in the order of its due time, with the
-// clock where it is now (never back at the due time), as the daemon's SuspendTracker
-// sets its timers again for their due boot time. Times dated before the suspend (a
-// round trip's send) keep their value: the test passes them as they were.
 class FakeClock : public Clock {
  public:
   struct Item {
@@ -61,13 +54,11 @@ class FakeClock : public Clock {
       if (next == items_.end()) break;
       Item item = std::move(*next);
       items_.erase(next);
-      now_ = std::max(now_, item.at);  // a timer late after a suspend runs now, not at its due time
+      now_ = std::max(now_, item.at);
       if (!item.live || *item.live) item.fn();
     }
     now_ = std::max(now_, until);
   }
-  // The host is suspended for `ms` and resumes: see the class comment.
-  void suspend(int64_t ms) { now_ += ms; }
   void schedule(int64_t delay, std::function<void()> fn, std::shared_ptr<bool> live) {
     items_.push_back({now_ + delay, seq_++, std::move(fn), std::move(live)});
   }
@@ -171,60 +162,30 @@ class FakePostgres : public Postgres {
     fences.push_back(std::move(done));
   }
   void readWal(std::function<void(WalPositionRead)> done) override { walReads.push_back(std::move(done)); }
-  void readDataState(std::function<void(Result<PeerDataState>)> done) override { dataReads.push_back(std::move(done)); }
   void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override {
     health = std::move(onChange);
   }
   void stopHealthCheck() override { health = nullptr; }
-  bool postmasterGone() const override { return gone; }
-  std::optional<StreamSample> streamSample() const override { return stream; }
-  void stopWrites(std::function<void(Result<int>)> done) override {
-    writesHeld = true;
-    stops.push_back(std::move(done));
+  void stopWrites(std::function<void(Result<int>)> done) override { stops.push_back(std::move(done)); }
+  void resumeWrites(std::function<void(Result<bool>)> done) override { resumes.push_back(std::move(done)); }
+  void shutDownWrites(std::function<void(Result<bool>)> done) override { shutdowns.push_back(std::move(done)); }
+  // Every operation of the interface is overridden, whether or not env.h has a default:
+  // the test answers what it cares about, and the rest waits unanswered.
+  void readDataState(std::function<void(Result<PeerDataState>)> done) override { dataReads.push_back(std::move(done)); }
+  void rejoin(const PeerIdentity&, RejoinPolicy, std::function<void(RejoinFinished)> done) override {
+    rejoins.push_back(std::move(done));
   }
-  void resumeWrites(std::function<void(Result<bool>)> done) override {
-    writesHeld = false;
-    resumes.push_back(std::move(done));
+  void awaitUpstreamStop(int64_t, std::function<void(bool)> done) override { upstreamWaits.push_back(std::move(done)); }
+  void sampleSyncStandby(const std::string&, std::function<void(Result<SyncReplicationSample>)> done) override {
+    syncSamples.push_back(std::move(done));
   }
-  void shutDownWrites(std::function<void(Result<bool>)> done) override {
-    writesHeld = true;
-    shutdowns.push_back(std::move(done));
-    shutDownAsMember.push_back(inZooKeeper && inZooKeeper());
-  }
-  void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) override {
-    if (!modelRejoin) return Postgres::rejoin(primary, policy, std::move(done));
-    rejoins.push_back({primary.id, policy, std::move(done)});
-  }
-  void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) override {
-    if (!modelHandover) return Postgres::awaitUpstreamStop(timeoutMs, std::move(done));
-    upstreamWaits.push_back(std::move(done));
-  }
-  void sampleSyncStandby(const std::string& standbyId,
-                         std::function<void(Result<SyncReplicationSample>)> done) override {
-    syncSamples.push_back({standbyId, std::move(done)});
-  }
-  // Answers every sample asked for so far with `sample`; returns how many.
-  size_t answerSyncSamples(const SyncReplicationSample& sample) {
-    auto pending = std::exchange(syncSamples, {});
-    for (auto& [id, done] : pending) done(sample);
-    return pending.size();
-  }
-  struct RejoinCall {
-    std::string primary;
-    RejoinPolicy policy;
-    std::function<void(RejoinFinished)> done;
-  };
-
-  // Whether postgres acknowledges a client's commit now: it runs as a primary (the last
-  // apply that finished), and no stop or shutdown of writes was asked since the last
-  // resume (Postgres' stops are sticky and take effect in the call).
-  bool acknowledgesWrites() const { return runsPrimary && !writesHeld; }
+  bool postmasterGone() const override { return false; }
+  std::optional<StreamSample> streamSample() const override { return std::nullopt; }
 
   // Answers the oldest apply.
   PgConfig finishApply(bool ok) {
     auto [config, done] = std::move(applies.front());
     applies.pop_front();
-    if (ok) runsPrimary = config.role == PgRole::kPrimary;
     done(PgConfigApplied{ok, ok ? "" : "failed", ok && config.role != PgRole::kNone});
     return config;
   }
@@ -233,23 +194,14 @@ class FakePostgres : public Postgres {
   std::deque<std::pair<PgConfig, std::function<void(PgConfigApplied)>>> applies;
   std::deque<std::function<void(PgFenced)>> fences;
   std::deque<std::function<void(WalPositionRead)>> walReads;
-  std::deque<std::function<void(Result<PeerDataState>)>> dataReads;
   std::function<void(bool, const std::string&)> health;
-  bool gone = false;
-  bool runsPrimary = false;  // acknowledgesWrites()
-  bool writesHeld = false;
-  std::optional<StreamSample> stream;  // nullopt: not told, as the default
   std::deque<std::function<void(Result<int>)>> stops;
   std::deque<std::function<void(Result<bool>)>> resumes;
   std::deque<std::function<void(Result<bool>)>> shutdowns;
-  // Whether the peer still held its ZooKeeper membership when each shutdown was asked for.
-  std::function<bool()> inZooKeeper;
-  std::vector<bool> shutDownAsMember;
-  bool modelRejoin = false;  // false: the default implementation (not modelled)
-  bool modelHandover = false;
+  std::deque<std::function<void(Result<PeerDataState>)>> dataReads;
+  std::deque<std::function<void(RejoinFinished)>> rejoins;
   std::deque<std::function<void(bool)>> upstreamWaits;
-  std::deque<RejoinCall> rejoins;
-  std::deque<std::pair<std::string, std::function<void(Result<SyncReplicationSample>)>>> syncSamples;
+  std::deque<std::function<void(Result<SyncReplicationSample>)>> syncSamples;
 };
 
 // The other agents: the test answers each failsafe request itself.
@@ -283,71 +235,24 @@ class NullLog : public LogSink {
 
 inline StateNode stateNode(const ClusterState& s, int32_t version) { return StateNode{true, s.serialize(), version}; }
 
-// With the fixture's session timeout 9000, round trips every 500 and lease 7110 ms after
-// the send, and a promise of 9000 ms: a failsafe permission ends 9000 - 90 - 300 = 8610
-// ms after its request's send.
-inline constexpr int64_t kPermissionMs = 8610;
-
 class DriverTest : public ::testing::Test {
  protected:
   DriverTest() {
     coordinator_.clock = &clock_;
-    pg_.inZooKeeper = [this] { return coordinator_.member; };
     makeDriver(RejoinPolicy::kFollow);
   }
-  void makeDriver(RejoinPolicy rejoin, std::function<void(bool)> onPrimaryConnectionLoss = nullptr) {
+  void makeDriver(RejoinPolicy rejoin) {
     DriverOptions o;
     o.identity = peerId("node1");
     o.withdrawAfterMs = 10000;
     o.rejoin = rejoin;
-    o.handoverWaitMs = 5000;
-    o.onPrimaryConnectionLoss = std::move(onPrimaryConnectionLoss);
-    o.onPrimaryApplyStarting = [this] { ++primaryApplyStarts_; };
-    o.syncReplaceAfterMs = syncReplaceAfterMs_;
     o.lease.tickTimeMs = 1000;  // lease: 9000 - 1000 - 500 - 90 - 300 = 7110 ms after the send
-    o.onLeaseDeadline = [this](int64_t deadline) { leaseDeadlines_.push_back(deadline); };
     o.failsafe = failsafe_;
-    o.singleton = singleton_;
     o.failsafeDurationMs = failsafeDurationMs_;
-    o.earlierPromiseMs = earlierPromiseMs_;
     o.recordPromise = recordPromise_;
     driver_.reset();
     driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_, &peers_}, o);
   }
-  // node1 is deposed in generation 3 (primary node2, sync node3) and has stopped postgres.
-  void startDeposed(const std::vector<std::string>& present = {"node2", "node3", "node1"}) {
-    ASSERT_TRUE(driver_->start());
-    pg_.inits.front()(PgInitialized{true, true});
-    pg_.inits.pop_front();
-    state_.generation = 3;
-    state_.primary = peerId("node2");
-    state_.sync = peerId("node3");
-    state_.deposed = {peerId("node1")};
-    coordinator_.deliver(ZkInitialized{stateNode(state_, 4), active(present)});
-    clock_.advance(0);
-    ASSERT_EQ(driver_->peer().role(), Role::kDeposed);
-    ASSERT_EQ(pg_.applies.size(), 1u);
-    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kNone);
-    clock_.advance(0);
-  }
-
-  // node1 starts as the async of generation 1 and runs postgres as one.
-  void startAsAsync() {
-    ASSERT_TRUE(driver_->start());
-    ASSERT_EQ(pg_.inits.size(), 1u);
-    pg_.inits.front()(PgInitialized{false, true});
-    pg_.inits.pop_front();
-    state_.generation = 1;
-    state_.primary = peerId("node2");
-    state_.sync = peerId("node3");
-    state_.async = {peerId("node1")};
-    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node2", "node3", "node1"})});
-    clock_.advance(0);
-    ASSERT_EQ(pg_.applies.size(), 1u);
-    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kAsync);
-    pg_.health(true, "");
-  }
-
   // node1 is the sync of generation 1 (primary node2, async node3), streaming and healthy.
   void startAsSync() {
     ASSERT_TRUE(driver_->start());
@@ -365,136 +270,6 @@ class DriverTest : public ::testing::Test {
     clock_.advance(0);
   }
 
-  // node1 is the primary of generation 1, node2 its sync, node3 the async.
-  void startAsPrimary() {
-    ASSERT_TRUE(driver_->start());
-    pg_.inits.front()(PgInitialized{true, true});
-    pg_.inits.pop_front();
-    state_.generation = 1;
-    state_.primary = peerId("node1");
-    state_.sync = peerId("node2");
-    state_.async = {peerId("node3")};
-    coordinator_.deliver(ZkInitialized{stateNode(state_, 0), active({"node1", "node2", "node3"})});
-    clock_.advance(0);
-    // Starting as primary: postgres runs as one once the state written back has landed.
-    EXPECT_TRUE(pg_.applies.empty());
-    ASSERT_TRUE(coordinator_.pendingWrite);
-    ASSERT_EQ(coordinator_.writeVersions.back(), 0);
-    (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
-    coordinator_.writes.clear();
-    coordinator_.writeVersions.clear();
-    coordinator_.reasons.clear();
-    clock_.advance(0);
-    ASSERT_EQ(pg_.applies.size(), 1u);
-    EXPECT_EQ(primaryApplyStarts_, 1) << "the primary's apply began unannounced (the watchdog is armed then)";
-    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-    pg_.health(true, "");
-    clock_.advance(0);
-    ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
-  }
-
-  // Answers the takeover's fence and WAL reads (postgres run 1) until it writes the state.
-  // node2, the sync, sees the primary node1 gone and takes over up to its state write.
-  void syncTakesOverUpToTheStateWrite() {
-    startAsSync();
-    coordinator_.deliver(ActivePeersChanged{active({"node1", "node3"})});
-    clock_.advance(0);
-    fenceAndReadTheWalUntilTheStateWrite();
-    ASSERT_EQ(coordinator_.writes.size(), 1u) << "no takeover";
-  }
-  void fenceAndReadTheWalUntilTheStateWrite() {
-    for (int i = 0; i < 4 && coordinator_.writes.empty(); ++i) {
-      if (!pg_.fences.empty()) {
-        pg_.fences.front()(PgFenced{true, "", 1});
-        pg_.fences.pop_front();
-      } else {
-        ASSERT_FALSE(pg_.walReads.empty()) << "the takeover neither fenced nor read the WAL";
-        pg_.walReads.front()(WalPositionRead{WalPosition::parse("0/5000000").value(), "", 1});
-        pg_.walReads.pop_front();
-      }
-      clock_.advance(0);
-    }
-  }
-
-  // The sync's takeover write is answered (it landed) after the connection was lost:
-  // postgres is configured as primary, then shut down as a primary's is.
-  void takeoverLandsDuringAnOutageAndIsShutDown() {
-    ASSERT_NO_FATAL_FAILURE(syncTakesOverUpToTheStateWrite());
-    coordinator_.connection(false);
-    answerStops();
-    (*std::exchange(coordinator_.pendingWrite, std::nullopt))(StateWriteFinished{true, "", false, 1});
-    clock_.advance(0);
-    ASSERT_EQ(driver_->peer().role(), Role::kPrimary);
-    ASSERT_EQ(pg_.applies.size(), 1u);
-    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-    clock_.advance(0);
-    answerStops();
-    ASSERT_TRUE(driver_->writesStopped());
-    ASSERT_EQ(pg_.shutdowns.size(), 1u) << "a primary's postgres runs on while its session may expire";
-    std::exchange(pg_.shutdowns, {}).front()(true);
-    clock_.advance(0);
-  }
-  // Postgres is started again as primary, and writes resume.
-  void startsAgainAsPrimaryAndResumes(const std::string& when) {
-    ASSERT_EQ(pg_.applies.size(), 1u) << "postgres was not started again " << when;
-    EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-    clock_.advance(0);
-    answerResumes();
-    clock_.advance(0);
-    EXPECT_FALSE(driver_->writesStopped()) << "the new primary's writes stayed stopped";
-  }
-
-  // Postgres was shut down at the lease's end: a connection back is not enough, a leader
-  // round trip on the same session starts it again and resumes writes.
-  void resumesOnALeaderRoundTripOnly() {
-    coordinator_.connection(true);
-    clock_.advance(0);
-    EXPECT_TRUE(pg_.applies.empty()) << "started again without a leader round trip";
-    coordinator_.lease(clock_.monotonicMs());
-    clock_.advance(0);
-    ASSERT_NO_FATAL_FAILURE(startsAgainAsPrimaryAndResumes("after a leader round trip on the same session"));
-  }
-
-  // Answers every stop (or resumption) of writes asked for so far, successfully.
-  void answerStops() {
-    for (auto& stop : std::exchange(pg_.stops, {})) stop(0);
-  }
-  void answerResumes() {
-    for (auto& resume : std::exchange(pg_.resumes, {})) resume(true);
-  }
-  // Answers every shutdown of postgres asked for so far: it went down.
-  void answerShutdowns() {
-    for (auto& shutdown : std::exchange(pg_.shutdowns, {})) shutdown(true);
-  }
-  // node1 starts as primary and loses ZooKeeper; its own write of generation 2 (node3 its
-  // new sync) is answered during the outage and postgres is configured for it, with
-  // writes stopped again. Returns that generation's state.
-  ClusterState primaryConfiguredForGeneration2DuringAnOutage() {
-    startAsPrimary();
-    ClusterState next = state_;
-    next.generation = 2;
-    next.sync = peerId("node3");
-    next.async = {peerId("node2")};
-    coordinator_.connection(false);
-    answerStops();
-    coordinator_.deliver(ClusterStateChanged{stateNode(next, 2)});
-    clock_.advance(0);
-    EXPECT_EQ(pg_.applies.size(), 1u);
-    if (!pg_.applies.empty()) {
-      EXPECT_EQ(pg_.finishApply(true).role, PgRole::kPrimary);
-    }
-    clock_.advance(0);
-    answerStops();
-    return next;
-  }
-
-  bool logged(const std::string& words) const {
-    for (const auto& l : log_.lines) {
-      if (l.find(words) != std::string::npos) return true;
-    }
-    return false;
-  }
-
   static PeerList active(const std::vector<std::string>& ids) {
     PeerList l;
     for (const auto& id : ids) l.push_back(peerId(id));
@@ -506,15 +281,10 @@ class DriverTest : public ::testing::Test {
   FakePostgres pg_;
   NullLog log_;
   FakePeerLink peers_;
-  bool failsafe_ = false;   // DriverOptions::failsafe of makeDriver
-  bool singleton_ = false;  // DriverOptions::singleton of makeDriver
-  // DriverOptions::failsafeDurationMs, earlierPromiseMs and recordPromise of makeDriver.
+  bool failsafe_ = false;  // DriverOptions::failsafe of makeDriver
+  // DriverOptions::failsafeDurationMs and recordPromise of makeDriver.
   int64_t failsafeDurationMs_ = 9000;
-  std::optional<int64_t> earlierPromiseMs_;
   std::function<Result<bool>(int64_t)> recordPromise_;
-  int primaryApplyStarts_ = 0;
-  int64_t syncReplaceAfterMs_ = 0;  // DriverOptions::syncReplaceAfterMs of makeDriver
-  std::vector<int64_t> leaseDeadlines_;
   std::unique_ptr<Driver> driver_;
   ClusterState state_;
 };
