@@ -13,28 +13,20 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "pg/command.h"
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
+#include "tests/support/test_env.h"
 
 namespace dugong::e2e {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string promiseTestLog(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class SwitchoverUnderAPromise : public ::testing::Test {
  protected:
@@ -88,7 +80,7 @@ class SwitchoverUnderAPromise : public ::testing::Test {
     std::cout << "[switchover] " << what << ": longest time between two acknowledgements "
               << gapWriter.longestGap().count() << " ms\n";
     for (int i = 0; i < h_->size(); ++i) {
-      const std::string log = promiseTestLog(h_->peer(i).logPath);
+      const std::string log = dugong::testing::fileText(h_->peer(i).logPath);
       EXPECT_EQ(log.find("holding this takeover's"), std::string::npos)
           << what << ": " << h_->peer(i).id << " held a switchover's takeover back for a promise:\n"
           << h_->logTail(i, 40);
