@@ -7,9 +7,12 @@ namespace dugong::adm {
 std::optional<std::string> roleChangedSince(const ClusterState& planned, const ClusterState& now,
                                             const std::string& id, const std::string& role) {
   const std::string held = roleInState(now, id);
+  // A sync and an async restart alike (the walk waits for either to stream again): one
+  // that the primary moved between them meanwhile is still a standby.
+  auto standby = [](const std::string& r) { return r == "sync" || r == "async"; };
   const std::string rerun = ": nothing more restarted; run `dugong-adm restart --rolling` (or --pending) again, "
                             "which plans on the roles as they are now";
-  if (held != role) {
+  if (held != role && !(standby(held) && standby(role))) {
     return "the roles changed since this restart began: " + id + " was " + role + " (generation " +
            std::to_string(planned.generation) + ") and is " + (held.empty() ? std::string("in no role") : held) +
            " now (generation " + std::to_string(now.generation) + ")" + rerun;

@@ -14,8 +14,9 @@ namespace dugong::adm {
 
 // Why `id` may not be restarted now as the `role` ("primary", "sync", "async") it held
 // when the rolling restart was planned on `planned`: the state `now` gives it another
-// role, or names another primary (a takeover, or a switchover by someone else, between
-// two steps). Nullopt when both still hold. A restart decided for a standby would
+// role (a sync that became an async or the reverse is still a standby), or names another
+// primary (a takeover, or a switchover by someone else, between two steps). Nullopt when
+// both still hold. A restart decided for a standby would
 // otherwise restart a peer that became primary in place: a write gap, and a wait for it
 // to stream that never ends.
 std::optional<std::string> roleChangedSince(const ClusterState& planned, const ClusterState& now,

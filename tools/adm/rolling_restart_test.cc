@@ -47,10 +47,21 @@ TEST(RollingRestart, AnotherPrimaryStopsTheRestartEvenWhereTheRoleIsTheSame) {
   EXPECT_NE(changed->find("the primary changed since this restart began: a (generation 1) is now b (generation 2)"),
             std::string::npos)
       << *changed;
-  // Asyncs that swapped places are still asyncs of the same primary.
+  // Asyncs that swapped places are still asyncs of the same primary; a sync that the
+  // primary replaced by an async is still a standby.
   now = planned;
   now.async = {testing::peer("d"), testing::peer("c")};
   EXPECT_FALSE(roleChangedSince(planned, now, "c", "async"));
+  now = planned;
+  now.generation = 2;
+  now.sync = testing::peer("c");
+  now.async = {testing::peer("d"), testing::peer("b")};
+  EXPECT_FALSE(roleChangedSince(planned, now, "b", "sync"));
+  EXPECT_FALSE(roleChangedSince(planned, now, "c", "async"));
+  // One that is deposed, or gone from the state, is not restarted.
+  now.async = {testing::peer("d")};
+  EXPECT_NE(roleChangedSince(planned, now, "b", "sync").value_or("").find("b was sync (generation 1) and is in no role now"),
+            std::string::npos);
 }
 
 // `restart --rolling --wait N`: a standby that has not replayed the primary's WAL within
