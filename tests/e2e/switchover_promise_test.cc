@@ -67,10 +67,20 @@ class SwitchoverUnderAPromise : public ::testing::Test {
     // A second writer for this switchover's gap alone, its ids apart from the first's.
     gapWriterIds_ += 1000000;
     CarefulWriter gapWriter(h_->multiHostConninfo(), gapWriterIds_);
+    // Its gap spans the switchover only once it has written before it: started with the
+    // switchover, its first acknowledgement may come after it, and the gap would be none.
+    EXPECT_TRUE(h_->waitFor([&] { return gapWriter.ackedSince(gapWriterIds_) >= 3; }, 60s))
+        << what << ": the gap's writer gets no acknowledgement before the switchover";
     pg::CommandSpec spec;
     spec.argv = {DUGONG_ADM_BINARY, "-z", h_->zkConnect(), "-c", h_->options().cluster, "switchover", "--wait-writable", "120"};
     spec.timeout = 180s;
-    const pg::CommandResult r = pg::runCommand(spec);
+    // A refusal writes nothing: tried again while the primary's view of its sync (its
+    // agent polls it every second) does not show the sync streaming yet.
+    pg::CommandResult r = pg::runCommand(spec);
+    for (int tries = 0; !r.ok() && r.output.find("is not streaming from") != std::string::npos && tries < 30; ++tries) {
+      std::this_thread::sleep_for(200ms);
+      r = pg::runCommand(spec);
+    }
     EXPECT_TRUE(r.ok()) << what << ": the switchover failed (exit " << r.exitCode << "):\n" << r.output;
     const bool moved = h_->waitFor([&] { return h_->writablePrimary() == h_->indexOf(sync); }, 60s);
     EXPECT_TRUE(moved) << what << ": " << sync << " is not the writable primary";
