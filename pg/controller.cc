@@ -118,6 +118,7 @@ PgConfigApplied PgController::applyNone() {
     pending_.reset();
   }
   const bool wasPrimary = isSetUp() && ranAsPrimary();
+  checkpointBeforeCleanStop();
   auto s = stop();
   if (!s) return failed(s.error(), isRunning());
   if (isSetUp()) {
@@ -135,6 +136,28 @@ PgConfigApplied PgController::applyNone() {
     if (!sig) return failed(sig.error(), false);
   }
   return succeeded(false);
+}
+
+// A primary that still accepts writes and is stopped cleanly (the clean handover of a
+// planned switchover, docs/rejoin.md) writes a checkpoint first, while it still
+// commits: the fast shutdown's checkpoint, during which nothing commits and the sync
+// waits for the end of the stream, then has little left to write. Bounded by the
+// query timeout; the stop goes ahead whatever it answers (a checkpoint changes no data).
+void PgController::checkpointBeforeCleanStop() {
+  {
+    std::lock_guard lock(stateMu_);
+    if (state_.role != "primary" || state_.readOnly) return;
+  }
+  if (writesMode() != WritesMode::kOpen || !isRunning()) return;
+  const auto started = std::chrono::steady_clock::now();
+  auto cp = localQuery("CHECKPOINT");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  if (!cp) {
+    spdlog::warn("pg: CHECKPOINT before stopping the primary failed after {} ms ({}): stopping it all the same",
+                 ms.count(), cp.error());
+    return;
+  }
+  spdlog::info("pg: CHECKPOINT before stopping the primary, while it still accepts writes, took {} ms", ms.count());
 }
 
 PgConfigApplied PgController::leftDownForShutdown(const char* when) {
@@ -309,7 +332,7 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
     want.syncId = fence.syncId;
     want.alsoSyncId = fence.alsoSyncId;
   }
-  auto w = writeConf(want);
+  auto w = writeConf(want, FloorRead::kKeep);
   if (!w) return fail(w.error());
   auto r = reload();
   if (!r) return fail(r.error());

@@ -226,15 +226,23 @@ class PgController {
   // Writes dugong.conf for `state`, with the writes mode folded in (a primary's marked
   // writes-stopped while writes are stopped or shut down), and records what it wrote as
   // state_. Serialised with every other write of it (confMu_).
-  Result<bool> writeConf(const ManagedState& state);
+  // A standby's file is written with its hot-standby floor read again from
+  // pg_control (kRead), or with the one read last (kKeep: a fence, which only reloads a
+  // running standby, and whose pg_controldata would sit on the takeover's path; any
+  // start comes after another apply, which reads it again).
+  enum class FloorRead { kRead, kKeep };
+  Result<bool> writeConf(const ManagedState& state, FloorRead floor = FloorRead::kRead);
   // writeConf of the configuration last written: the writes mode folded into it now.
   Result<bool> rewriteConfWithWritesMode();
-  Result<bool> writeConfLocked(const ManagedState& state);
+  Result<bool> writeConfLocked(const ManagedState& state, FloorRead floor = FloorRead::kRead);
   // The writes mode's verdict for a primary now (pg/plan/writes.h).
   PrimaryUnderWrites primaryUnderWrites() const { return planPrimaryUnderWrites(writesMode()); }
   // Under an apply: a start, or the apply's end, found writes shut down: postgres is
   // stopped, and the apply reports it so (ok, not running).
   PgConfigApplied leftDownForShutdown(const char* when);
+  // Before applyNone's stop: a CHECKPOINT on a running primary that accepts writes, so
+  // that its shutdown checkpoint is short (the write gap of a planned switchover).
+  void checkpointBeforeCleanStop();
   // While an apply of a primary (or a start) runs: sends `sig` to the postmaster once
   // postmaster.pid names a live one (a starting postmaster reads signals from then on,
   // before it accepts a connection), or gives up when the apply ends. True if sent.

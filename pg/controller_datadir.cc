@@ -109,9 +109,9 @@ Result<bool> PgController::writeFileAsOwner(const std::string& path, const std::
   return true;
 }
 
-Result<bool> PgController::writeConf(const ManagedState& state) {
+Result<bool> PgController::writeConf(const ManagedState& state, FloorRead floor) {
   std::lock_guard lock(confMu_);
-  return writeConfLocked(state);
+  return writeConfLocked(state, floor);
 }
 
 Result<bool> PgController::rewriteConfWithWritesMode() {
@@ -124,7 +124,7 @@ Result<bool> PgController::rewriteConfWithWritesMode() {
   return writeConfLocked(last);
 }
 
-Result<bool> PgController::writeConfLocked(const ManagedState& wanted) {
+Result<bool> PgController::writeConfLocked(const ManagedState& wanted, FloorRead floor) {
   // A stop of writes noted before this write is in it, whoever writes: no apply, fence
   // or poll lifts it (pg/plan/writes.h).
   ManagedState state = wanted;
@@ -164,7 +164,7 @@ Result<bool> PgController::writeConfLocked(const ManagedState& wanted) {
   // A standby starts only with the hot-standby settings at least its primary's, which its
   // pg_control holds (replayed, or copied by pg_rewind and pg_basebackup): read before
   // every standby's file, so that no start (a rejoin's, a rebuild's, a restart's) is below.
-  if (startsAtHotStandbyFloor(state.role)) refreshHotStandbyFloor();
+  if (startsAtHotStandbyFloor(state.role) && floor == FloorRead::kRead) refreshHotStandbyFloor();
   auto w = writeFileAsOwner(options_.dataDir + "/" + kManagedConfName,
                             renderManagedConf(effectiveOptions(state.role), state), 0600);
   if (!w) return w;

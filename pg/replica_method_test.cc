@@ -16,6 +16,7 @@
 #include "pg/controller.h"
 #include "pg/pgbackrest.h"
 #include "pg/testing/pg_test_cluster.h"
+#include "tests/support/test_env.h"
 
 namespace dugong::pg {
 namespace {
@@ -23,13 +24,6 @@ namespace {
 using namespace std::chrono_literals;
 using testing::PgTestCluster;
 using testing::PgTestNode;
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class ReplicaMethodTest : public ::testing::Test {
  protected:
@@ -78,7 +72,7 @@ class ReplicaMethodTest : public ::testing::Test {
   // The restores pgBackRest logged for `stanza` (its command lines), in order.
   std::vector<std::string> restoreCommands(const std::string& stanza) const {
     std::vector<std::string> out;
-    std::istringstream in(readFile(cluster_.dir() + "/log/" + stanza + "-restore.log"));
+    std::istringstream in(dugong::testing::fileText(cluster_.dir() + "/log/" + stanza + "-restore.log"));
     std::string line;
     while (std::getline(in, line)) {
       if (line.find("restore command begin") != std::string::npos) out.push_back(line);
@@ -112,14 +106,14 @@ TEST_F(ReplicaMethodTest, AnotherSystemsStanzaIsNotRestoredAndTheUpstreamsOwnIs)
   auto r = newStandby(b, a, "sx");
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(systemId(b), systemId(a));
-  EXPECT_EQ(readFile(b.options.dataDir + "/postgresql.auto.conf").find("archive-get"), std::string::npos);
+  EXPECT_EQ(dugong::testing::fileText(b.options.dataDir + "/postgresql.auto.conf").find("archive-get"), std::string::npos);
 
   // The stanza of a's own system: restored, then it streams from a.
   PgTestNode& c = cluster_.addNode("c");
   r = newStandby(c, a, "sa");
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(systemId(c), systemId(a));
-  EXPECT_NE(readFile(c.options.dataDir + "/postgresql.auto.conf").find("archive-get"), std::string::npos);
+  EXPECT_NE(dugong::testing::fileText(c.options.dataDir + "/postgresql.auto.conf").find("archive-get"), std::string::npos);
   EXPECT_TRUE(testing::eventually([&] { return c.value("SELECT count(*) FROM t") == "1"; }, 60s));
   EXPECT_TRUE(testing::eventually(
       [&] { return c.value("SELECT status FROM pg_stat_wal_receiver") == "streaming"; }, 60s));

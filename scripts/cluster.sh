@@ -12,17 +12,25 @@
 #
 # Everything lives under $DUGONG_DEMO_DIR (default /var/tmp/dugong-demo); the binaries
 # come from build/release, or $DUGONG_BUILD_DIR. `up` builds only when a source file is
-# newer than the binaries (or they are missing), and writes a peer's dugong.yaml only
-# when it has none: edit $DUGONG_DEMO_DIR/peerN/dugong.yaml and `restart N`. Ports:
-# ZooKeeper 2191, postgres 5441-5443, agents' HTTP 8441-8443.
+# newer than the binaries (or they are missing; DUGONG_NO_BUILD=1: never, the binaries
+# must be there), and writes a peer's dugong.yaml only when it has none: edit
+# $DUGONG_DEMO_DIR/peerN/dugong.yaml and `restart N`. Ports: ZooKeeper 2191
+# ($DUGONG_DEMO_ZK_PORT), postgres 5441-5443 (the first: $DUGONG_DEMO_PG_PORT), agents'
+# HTTP 8441-8443 ($DUGONG_DEMO_HTTP_PORT): a second cluster beside the demo (a test) sets
+# all three and its own DUGONG_DEMO_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 dir=${DUGONG_DEMO_DIR:-/var/tmp/dugong-demo}
-zk_port=2191
+zk_port=${DUGONG_DEMO_ZK_PORT:-2191}
+pg_base=${DUGONG_DEMO_PG_PORT:-5441}
+http_base=${DUGONG_DEMO_HTTP_PORT:-8441}
+pg_port() { echo $((pg_base + $1 - 1)); }      # n -> peer n's postgres port
+http_port() { echo $((http_base + $1 - 1)); }  # n -> peer n's agent's HTTP port
 peers=(1 2 3)
 build=${DUGONG_BUILD_DIR:-build/release}  # DUGONG_BUILD_DIR: an existing build, as configured
-dugong=$root/$build/agent/dugong
+case "$build" in /*) build_path=$build ;; *) build_path=$root/$build ;; esac
+dugong=$build_path/agent/dugong
 
 log() { printf '%s\n' "$*"; }
 die() { printf 'cluster.sh: %s\n' "$*" >&2; exit 1; }
@@ -36,15 +44,22 @@ http_get() {  # port path -> body; exit status 0 on HTTP 200
 # Whether the binaries are missing, or a source or build file changed since this script
 # last built them (its stamp: a test file that changes neither binary would otherwise
 # make every `up` build again).
-stamp=$root/$build/.cluster-sh-built
+stamp=$build_path/.cluster-sh-built
 build_needed() {
-  [ -x "$dugong" ] && [ -x "$root/$build/tools/adm/dugong-adm" ] && [ -f "$stamp" ] || return 0
+  [ -x "$dugong" ] && [ -x "$build_path/tools/adm/dugong-adm" ] && [ -f "$stamp" ] || return 0
   [ -n "$(find "$root" -path "$root/build" -prune -o -path "$root/.git" -prune -o -type f \
             \( -name '*.cc' -o -name '*.h' -o -name CMakeLists.txt -o -name '*.cmake' \) \
             -newer "$stamp" -print -quit)" ]
 }
 
 build_all() {
+  if [ -n "${DUGONG_NO_BUILD:-}" ]; then
+    if [ ! -x "$dugong" ] || [ ! -x "$build_path/tools/adm/dugong-adm" ]; then
+      die "DUGONG_NO_BUILD is set but $build has no dugong and dugong-adm"
+    fi
+    log "== DUGONG_NO_BUILD: using the binaries in $build as they are"
+    return
+  fi
   if ! build_needed; then
     log "== $build is up to date with the sources: not building"
     return
@@ -102,7 +117,7 @@ peer:
   ip: 127.0.0.1
 postgres:
   dataDir: $dir/peer$n/data
-  port: $((5440 + n))
+  port: $(pg_port "$n")
   # A demo on one machine: trust on loopback, no passwords (the agent warns at start).
   # In production set replicationPassword(File) and superuserPassword(File) instead.
   replicationCidr: 127.0.0.1/32
@@ -111,7 +126,7 @@ postgres:
     shared_buffers: 32MB
     max_wal_size: 256MB
 http:
-  listen: 127.0.0.1:$((8440 + n))
+  listen: 127.0.0.1:$(http_port "$n")
 health:
   withdrawAfterSeconds: 20
 # shutdown.stopPostgres is left at its default, false: a stopped agent leaves postgres
@@ -129,13 +144,13 @@ start_peer() {  # n
   write_config "$n"
   setsid "$dugong" --config "$dir/peer$n/dugong.yaml" >>"$dir/peer$n/agent.log" 2>&1 </dev/null &
   echo $! >"$dir/peer$n/pid"
-  log "peer$n: agent started (postgres port $((5440 + n)), http 127.0.0.1:$((8440 + n)), log $dir/peer$n/agent.log)"
+  log "peer$n: agent started (postgres port $(pg_port "$n"), http 127.0.0.1:$(http_port "$n"), log $dir/peer$n/agent.log)"
 }
 
-adm=$root/$build/tools/adm/dugong-adm
+adm=$build_path/tools/adm/dugong-adm
 
 peer_role() {  # n -> the role its agent reports, or nothing
-  http_get $((8440 + $1)) /state 2>/dev/null |
+  http_get "$(http_port "$1")" /state 2>/dev/null |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["peer"]["role"])' 2>/dev/null || true
 }
 
@@ -203,7 +218,8 @@ status_table() {
   fi
   printf '%-6s %-10s %-9s %-8s %-10s %s\n' PEER ROLE AGENT POSTGRES GENERATION "PRIMARY/REPLICA"
   for n in "${peers[@]}"; do
-    local port=$((8440 + n)) role="-" gen="-" pg="-" agent="down" serving="-"
+    local port role="-" gen="-" pg="-" agent="down" serving="-"
+    port=$(http_port "$n")
     if running "$dir/peer$n/pid"; then agent="running"; fi
     if body=$(http_get "$port" /state 2>/dev/null); then
       role=$(printf '%s' "$body" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peer"]["role"])' 2>/dev/null || echo '?')
@@ -225,10 +241,10 @@ up() {
   log "== waiting for a writable primary (first start runs initdb and two base backups)"
   for _ in $(seq 1 240); do
     for n in "${peers[@]}"; do
-      if http_get $((8440 + n)) /primary >/dev/null 2>&1; then
+      if http_get "$(http_port "$n")" /primary >/dev/null 2>&1; then
         # and for every other peer to stream, except a deposed one: it waits for an operator
         local streaming=0 deposed need
-        for m in "${peers[@]}"; do http_get $((8440 + m)) /replica >/dev/null 2>&1 && streaming=$((streaming + 1)); done
+        for m in "${peers[@]}"; do http_get "$(http_port "$m")" /replica >/dev/null 2>&1 && streaming=$((streaming + 1)); done
         deposed=$(deposed_peers)
         need=$(( ${#peers[@]} - 1 - $(wc -w <<<"$deposed") ))
         if [ "$streaming" -ge "$need" ]; then
@@ -236,10 +252,10 @@ up() {
           cat <<MSG
 
 The cluster is up. Point psql at whichever peer is primary:
-  psql "postgresql://postgres@127.0.0.1:5441,127.0.0.1:5442,127.0.0.1:5443/postgres?target_session_attrs=read-write"
+  psql "postgresql://postgres@127.0.0.1:$(pg_port 1),127.0.0.1:$(pg_port 2),127.0.0.1:$(pg_port 3)/postgres?target_session_attrs=read-write"
 (as root: runuser -u postgres -- psql "...")
 Status:   scripts/cluster.sh status     (dugong-adm: $adm -z 127.0.0.1:$zk_port -c demo show|history|verify)
-          curl http://127.0.0.1:8441/state   (also /primary /replica /metrics on 8441-8443)
+          curl http://127.0.0.1:$(http_port 1)/state   (also /primary /replica /metrics on $(http_port 1)-$(http_port 3))
 Stop:     scripts/cluster.sh down       Remove everything: scripts/cluster.sh clean
 MSG
           return 0

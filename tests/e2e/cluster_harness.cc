@@ -441,7 +441,10 @@ int Harness::writablePrimary() {
 
 int Harness::waitForHealthyCluster(int replicas, std::chrono::milliseconds timeout) {
   int primary = -1;
-  waitFor(
+  // The primary is asked again after the replicas, within the same look: one that
+  // stopped its writes meanwhile (e.g. a failsafe's new session right after a quorum
+  // loss) is looked at again rather than failing the wait.
+  const bool healthy = waitFor(
       [&] {
         primary = writablePrimary();
         if (primary < 0) return false;
@@ -449,10 +452,10 @@ int Harness::waitForHealthyCluster(int replicas, std::chrono::milliseconds timeo
         for (int i = 0; i < size(); ++i) {
           if (peer(i).agentPid > 0 && httpStatus(i, "/replica") == 200) ++streaming;
         }
-        return streaming >= replicas;
+        return streaming >= replicas && writablePrimary() == primary;
       },
       timeout);
-  return primary >= 0 && writablePrimary() == primary ? primary : -1;
+  return healthy ? primary : -1;
 }
 
 int Harness::indexWithRole(const std::string& role) {

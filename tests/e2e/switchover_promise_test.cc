@@ -13,28 +13,20 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "pg/command.h"
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
+#include "tests/support/test_env.h"
 
 namespace dugong::e2e {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string promiseTestLog(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class SwitchoverUnderAPromise : public ::testing::Test {
  protected:
@@ -75,10 +67,20 @@ class SwitchoverUnderAPromise : public ::testing::Test {
     // A second writer for this switchover's gap alone, its ids apart from the first's.
     gapWriterIds_ += 1000000;
     CarefulWriter gapWriter(h_->multiHostConninfo(), gapWriterIds_);
+    // Its gap spans the switchover only once it has written before it: started with the
+    // switchover, its first acknowledgement may come after it, and the gap would be none.
+    EXPECT_TRUE(h_->waitFor([&] { return gapWriter.ackedSince(gapWriterIds_) >= 3; }, 60s))
+        << what << ": the gap's writer gets no acknowledgement before the switchover";
     pg::CommandSpec spec;
     spec.argv = {DUGONG_ADM_BINARY, "-z", h_->zkConnect(), "-c", h_->options().cluster, "switchover", "--wait-writable", "120"};
     spec.timeout = 180s;
-    const pg::CommandResult r = pg::runCommand(spec);
+    // A refusal writes nothing: tried again while the primary's view of its sync (its
+    // agent polls it every second) does not show the sync streaming yet.
+    pg::CommandResult r = pg::runCommand(spec);
+    for (int tries = 0; !r.ok() && r.output.find("is not streaming from") != std::string::npos && tries < 30; ++tries) {
+      std::this_thread::sleep_for(200ms);
+      r = pg::runCommand(spec);
+    }
     EXPECT_TRUE(r.ok()) << what << ": the switchover failed (exit " << r.exitCode << "):\n" << r.output;
     const bool moved = h_->waitFor([&] { return h_->writablePrimary() == h_->indexOf(sync); }, 60s);
     EXPECT_TRUE(moved) << what << ": " << sync << " is not the writable primary";
@@ -88,7 +90,7 @@ class SwitchoverUnderAPromise : public ::testing::Test {
     std::cout << "[switchover] " << what << ": longest time between two acknowledgements "
               << gapWriter.longestGap().count() << " ms\n";
     for (int i = 0; i < h_->size(); ++i) {
-      const std::string log = promiseTestLog(h_->peer(i).logPath);
+      const std::string log = dugong::testing::fileText(h_->peer(i).logPath);
       EXPECT_EQ(log.find("holding this takeover's"), std::string::npos)
           << what << ": " << h_->peer(i).id << " held a switchover's takeover back for a promise:\n"
           << h_->logTail(i, 40);

@@ -62,13 +62,6 @@ constexpr const char* kWeekStartConnections = "100";
 constexpr const char* kWeekRaisedConnections = "150";
 constexpr const char* kWeekLoweredConnections = "90";
 
-std::string weekFileText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // How many lines of `text` contain both `a` and `b`.
 size_t weekCountLines(const std::string& text, const std::string& a, const std::string& b) {
   size_t n = 0;
@@ -154,17 +147,17 @@ class Week : public ::testing::Test {
   std::string clues(int i) {
     const E2EPeer& p = h_->peer(i);
     return "\n  " + p.id + "'s agent log:\n" +
-           weekGrep(weekFileText(p.logPath),
+           weekGrep(dugong::testing::fileText(p.logPath),
                     {"cluster configuration", "clusterConfig", "pending", "restart", "rejoin", "pg_rewind", "deposed",
                      "lower setting", "FATAL", "could not", "refused", "archive_", "archiving", "basebackup"}) +
            "  its postgres log:\n" +
-           weekGrep(weekFileText(p.pg->options.logPath()), {"FATAL", "PANIC", "ERROR", "paused", "archive"}, 8);
+           weekGrep(dugong::testing::fileText(p.pg->options.logPath()), {"FATAL", "PANIC", "ERROR", "paused", "archive"}, 8);
   }
 
   // Copies of a data directory the agents made (pg_basebackup in their logs).
   size_t agentCopies() {
     size_t n = 0;
-    for (int i = 0; i < h_->size(); ++i) n += weekCountLines(weekFileText(h_->peer(i).logPath), "pg: running", "pg_basebackup");
+    for (int i = 0; i < h_->size(); ++i) n += weekCountLines(dugong::testing::fileText(h_->peer(i).logPath), "pg: running", "pg_basebackup");
     return n;
   }
   // History records of an operator's `dugong-adm rebuild`.

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -116,6 +117,13 @@ std::string commandOutput(const std::string& command) {
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   ::pclose(p);
   return out;
+}
+
+std::string fileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace dugong::testing

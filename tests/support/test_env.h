@@ -19,6 +19,10 @@ std::pair<int, int> ephemeralPortRange();
 // Runs `command` with /bin/sh (stdin inherited) and returns its standard output.
 std::string commandOutput(const std::string& command);
 
+// The whole content of the file at `path`; empty when it cannot be read (a log not
+// written yet reads as nothing).
+std::string fileText(const std::string& path);
+
 // A self-signed certificate (RSA 2048, one day) made by Debian's openssl in `dir`
 // (cert.pem, key.pem) for `subjectAltName`, e.g. "IP:127.0.0.1" or "DNS:localhost".
 struct TestCertificate {

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <set>
 
 namespace dugong::testing {
@@ -49,6 +50,17 @@ TEST(FreeLoopbackPort, IsNeverHandedOutTwiceWhileItsHolderRuns) {
   int status = 0;
   ::waitpid(child, &status, 0);
   EXPECT_EQ(seen, 20);
+}
+
+TEST(FileText, IsTheWholeFileAndNothingForAMissingOne) {
+  ScratchDir dir("dugong-filetext");
+  const std::string path = dir.path() + "/f";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "one\ntwo, without a newline";
+  }
+  EXPECT_EQ(fileText(path), "one\ntwo, without a newline");
+  EXPECT_EQ(fileText(dir.path() + "/missing"), "");
 }
 
 }  // namespace

@@ -11,7 +11,10 @@
 // either order, a peer that then runs other hot-standby values than the configuration's
 // is reported and the command fails (tools/adm/hot_standby_rollout.h). --pending is the
 // rolling restart of only the peers whose postgres reports settings that wait for a
-// restart (pg_settings.pending_restart), in the same order.
+// restart (pg_settings.pending_restart), in the same order. Each step first reads the
+// state again: a peer whose role changed since the plan (a takeover between two steps),
+// or a new primary, stops the command rather than restart a primary as a standby
+// (tools/adm/rolling_restart.h).
 #include <unistd.h>
 
 #include <iostream>
@@ -24,6 +27,7 @@
 #include "tools/adm/commands.h"
 #include "tools/adm/hot_standby_rollout.h"
 #include "tools/adm/promote_check.h"
+#include "tools/adm/rolling_restart.h"
 #include "tools/adm/schedule.h"
 
 namespace dugong::adm {
@@ -209,12 +213,17 @@ int waitReplayedBeforeRestart(zk::Client& client, const CommonOptions& common, c
             << "): restarted before it has replayed the primary's hot-standby values, it would keep older ones\n"
             << std::flush;
   if (waitView(client, common, timeout, replayed)) return kExitOk;
-  return fail(kExitFailed, role + " " + id + " has not replayed the primary's WAL up to " + target.toString() +
-                               " within " + std::to_string(timeout.count()) + " s (it is at " +
-                               (at ? at->toString() : std::string("an unknown position")) +
-                               "): not restarted, nor the peers after it. Its replay may be paused or held back by "
-                               "a query on it (max_standby_streaming_delay): `dugong-adm verify`, then run "
-                               "`dugong-adm restart --rolling` again");
+  return fail(kExitFailed, replayBoundPassed(id, role, target, at, timeout));
+}
+
+// A step of a rolling restart planned on `planned`: `id` is restarted as `role` only
+// if it still holds that role under the same primary (tools/adm/rolling_restart.h).
+int restartStep(zk::Client& client, const CommonOptions& common, const ClusterState& planned, const std::string& id,
+                const std::string& role, std::chrono::seconds timeout) {
+  auto now = fetchView(client, common.cluster, false);
+  if (!now) return fail(kExitUnavailable, "cannot read the cluster state before restarting " + id + ": " + now.error());
+  if (auto changed = roleChangedSince(planned, now->state, id, role)) return fail(kExitFailed, *changed);
+  return restartOne(client, common, id, role, timeout);
 }
 
 // The end of a rolling restart: every peer it restarted runs the configuration's
@@ -281,7 +290,7 @@ int rollingRestart(zk::Client& client, const CommonOptions& common, const Cluste
     std::cout << "the configuration lowers " << joined(lowered) << " below what the primary runs: restarting the "
               << "primary " << s.primary.id << " first (a standby may not run lower values than its primary), then "
               << "the standbys\n";
-    if (int rc = restartOne(client, common, s.primary.id, "primary", timeout); rc != kExitOk) return rc;
+    if (int rc = restartStep(client, common, s, s.primary.id, "primary", timeout); rc != kExitOk) return rc;
     std::vector<std::string> still;
     auto runsLowered = waitView(client, common, timeout, [&](const ClusterView& v) {
       const PeerView* p = v.find(s.primary.id);
@@ -302,7 +311,7 @@ int rollingRestart(zk::Client& client, const CommonOptions& common, const Cluste
         return rc;
       }
     }
-    if (int rc = restartOne(client, common, id, role, timeout); rc != kExitOk) return rc;
+    if (int rc = restartStep(client, common, s, id, role, timeout); rc != kExitOk) return rc;
   }
   if (!lowered.empty() || !primaryToo) return rollingRestartDone(client, common, wanted, restartNeeded);
   // The switchover's own checks read the primary's view of its sync, which the primary's

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "statemachine/promote_request.h"
+#include "tools/adm/hot_standby_rollout.h"
 
 namespace dugong::adm {
 namespace {
@@ -50,6 +51,29 @@ bool checkPresent(Checker& c, const PeerView& p, const std::string& what) {
   return true;
 }
 
+// A standby whose hot-standby settings (pg/hot_standby.h) are below its primary's, as
+// both publish them (postgres.hotStandbyValues in /state): postgres pauses its replay
+// when it reaches the primary's change, and refuses to start it (operator review P12,
+// P15). Not judged when either publishes none.
+void checkHotStandbyFloor(Checker& c, const ClusterView& view, const PeerView& p, const std::string& name) {
+  const PeerView* primary = view.find(view.state.primary.id);
+  if (primary == nullptr || !primary->reachable()) return;
+  const auto theirs = runningHotStandbyValues(*primary);
+  std::string below;
+  for (const auto& [setting, value] : runningHotStandbyValues(p)) {
+    const auto at = theirs.find(setting);
+    if (at == theirs.end() || value >= at->second) continue;
+    below += (below.empty() ? "" : ", ") + setting + " = " + std::to_string(value) + ", below the primary " +
+             primary->identity.id + "'s " + std::to_string(at->second);
+  }
+  if (below.empty()) return;
+  c.problem(name + " runs " + below +
+            ": postgres pauses its replay when it reaches the primary's values, and would not start it so "
+            "(`dugong-adm restart " + p.identity.id +
+            "`: its agent raises them to the primary's values its pg_control holds; a host whose "
+            "postgres.settings set them lower must raise them)");
+}
+
 void checkStreaming(Checker& c, const ClusterView& view, const PeerView& p, bool synchronous,
                     const VerifyOptions& o) {
   const PeerView* up = view.upstreamOf(p.identity.id);
@@ -84,6 +108,7 @@ void checkStreaming(Checker& c, const ClusterView& view, const PeerView& p, bool
               " (a hot-standby setting lower than the primary's pauses it: see its postgres log; else `SELECT "
               "pg_wal_replay_resume()` on it)");
   }
+  checkHotStandbyFloor(c, view, p, name);
   auto lag = lagBytes(*up, p.identity.id);
   if (!lag) {
     c.problem(name + ": its lag behind " + up->identity.id + " is unknown");

@@ -138,6 +138,34 @@ TEST(Verify, AStandbyWhoseReplayIsPausedIsAProblem) {
   EXPECT_TRUE(problems(v).empty());
 }
 
+// A standby that runs a hot-standby setting (max_connections, max_worker_processes,
+// max_wal_senders, max_prepared_transactions, max_locks_per_transaction) lower than its
+// primary's pauses its replay once it reaches the primary's change, and refuses to start
+// afterwards (operator review P12, P15): each such setting is named with both values,
+// from the /state's postgres.hotStandbyValues. Equal or higher values are fine; a peer
+// that publishes none (an older agent) is not judged.
+TEST(Verify, AStandbyBelowThePrimarysHotStandbySettingsIsAProblem) {
+  ClusterView v = healthyView(threePeers());
+  const nlohmann::json primaryValues = {{"max_connections", 120}, {"max_wal_senders", 10},
+                                        {"max_worker_processes", 8}};
+  mutablePeer(v, "a").status["postgres"]["hotStandbyValues"] = primaryValues;
+  mutablePeer(v, "b").status["postgres"]["hotStandbyValues"] = primaryValues;
+  nlohmann::json lower = primaryValues;
+  lower["max_connections"] = 100;
+  lower["max_wal_senders"] = 12;  // higher: fine
+  mutablePeer(v, "c").status["postgres"]["hotStandbyValues"] = lower;
+  auto found = problems(v);
+  ASSERT_EQ(found.size(), 1u) << (found.empty() ? "" : found[0]);
+  EXPECT_TRUE(mentions(found, "async[0] c runs max_connections = 100, below the primary a's 120"));
+  EXPECT_TRUE(mentions(found, "pauses its replay")) << found[0];
+
+  mutablePeer(v, "c").status["postgres"]["hotStandbyValues"] = primaryValues;
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  mutablePeer(v, "c").status["postgres"].erase("hotStandbyValues");
+  mutablePeer(v, "b").status["postgres"]["hotStandbyValues"]["max_worker_processes"] = 4;
+  EXPECT_TRUE(mentions(problems(v), "sync b runs max_worker_processes = 4, below the primary a's 8"));
+}
+
 // A peer whose agent refused the cluster's configuration (a setting this host does not
 // allow, or one its postgres rejected) runs the last one it applied: the setting and the
 // reason are the problem's text, from its /state's clusterConfig.
