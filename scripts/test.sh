@@ -4,7 +4,8 @@
 # ZooKeeper, postgres, end to end, dugong-adm), then measures the line coverage of
 # statemachine/ and of the driver's core (fails under 95 % for either). Exits non-zero on the first failure.
 #
-#   scripts/test.sh            what CI runs
+#   scripts/test.sh            what CI runs (with the simulator's seeds on an optimised build of it
+#                              beside the sanitizer suite's tests)
 #   scripts/test.sh --quick    a plain build instead of the sanitizers, no coverage
 #   scripts/test.sh --full     also the 10-fault campaign (ctest label campaign), the long
 #                              cluster tests and those whose claims other tests hold
