@@ -446,7 +446,7 @@ void DriverCore::onApplied(const in::Applied& a) {
       if (!postgresShutDown_ && config.role == PgRole::kPrimary && roleAtLoss_ != Role::kPrimary) {
         shutDownWrites("it became the primary while ZooKeeper is unreachable, and its "
                        "session may expire before the connection is back");
-      } else if (!postgresShutDown_ && (withdrawn_ || (leaseInUse_ && leaseEnded_))) {
+      } else if (!postgresShutDown_ && (withdrawn_ || lease_.ended())) {
         shutDownWrites(withdrawn_ ? "this peer withdrew from ZooKeeper while it started"
                                   : "its lease ended while it started");
       } else {

@@ -169,7 +169,7 @@ class DriverCore {
   Role appliedRole() const { return roleApplied_; }
   bool postgresShutDown() const { return postgresShutDown_; }
   bool coordinatorConnected() const { return !connectionLost_; }
-  std::optional<int64_t> leaseDeadline() const { return leaseDeadline_; }
+  std::optional<int64_t> leaseDeadline() const { return lease_.deadline(); }
   std::optional<int64_t> failsafeUntil() const { return failsafeUntil_; }
   std::optional<int64_t> promisedUntil() const { return promisedUntil_; }
 
@@ -385,12 +385,7 @@ class DriverCore {
   // The lease: confirmations seen at all, its end, the last confirmed send, whether it
   // ended (writes stopped for it).
   bool coordinatorUp_ = true;
-  bool leaseInUse_ = false;
-  std::optional<int64_t> leaseDeadline_;
-  int64_t leaseSentAt_ = 0;
-  int64_t leaseSessionId_ = 0;  // the session of leaseDeadline_
-  int64_t leaseIntervalMs_ = 0;
-  bool leaseEnded_ = false;
+  Lease lease_;
   // The failsafe, as primary: the permission's end, the generation and session it was
   // asked in, the last refusal logged. As sync: the promise's end, the takeover it holds
   // back. A state write that failed leaves the outcome unknown until a state is read

@@ -19,7 +19,7 @@ bool DriverCore::failsafeHolds() const {
 bool DriverCore::failsafeInUse() const { return failsafeHolds() && !leaseValid(); }
 
 int64_t DriverCore::writeDeadline() const {
-  const int64_t lease = leaseDeadline_ ? *leaseDeadline_ : INT64_MIN / 2;
+  const int64_t lease = lease_.deadline() ? *lease_.deadline() : INT64_MIN / 2;
   return failsafeUntil_ ? std::max(lease, *failsafeUntil_) : lease;
 }
 
@@ -43,7 +43,7 @@ std::optional<std::string> DriverCore::whyNoFailsafe() const {
   if (s->oneNodeWriteMode || !s->sync) return "no sync to ask";
   if (writesStopped_ || connectionLost_ || postgresShutDown_) return "writes are stopped already";
   if (handoverFrom_) return "this peer hands over to its sync for a switchover";
-  if (!leaseInUse_) return "no lease";
+  if (!lease_.inUse()) return "no lease";
   // A write of this primary's may land (or have landed) and name another sync, which
   // promised nothing.
   if ((stateWrite_ && !stateWrite_->answered) || stateWriteUnsettled_) {
@@ -55,7 +55,7 @@ std::optional<std::string> DriverCore::whyNoFailsafe() const {
 
 // After a refusal, a request with no answer, or while no request can be made: a
 // quarter of the round trips' interval (the sync may not have missed one yet).
-int64_t DriverCore::retryMs() const { return std::max<int64_t>(leaseIntervalMs_ / 4, 25); }
+int64_t DriverCore::retryMs() const { return std::max<int64_t>(lease_.intervalMs() / 4, 25); }
 
 void DriverCore::askFailsafe() {
   // Asked when no round trip has confirmed the session for a while (onLease restarts
@@ -77,12 +77,12 @@ void DriverCore::askFailsafe() {
   const PeerIdentity sync = *s.sync;
   const int64_t sentAt = now();
   const int64_t generation = s.generation;
-  const int64_t session = leaseSessionId_;
+  const int64_t session = lease_.sessionId();
   scheduleFailsafeAsk(sentAt + (failsafeHolds() ? d / 3 : retryMs()));
   // Once per stall of the round trips (its retries are not decisions of their own).
-  if (!failsafeUntil_ && logOnce(Memo::kAskFor, std::to_string(leaseSentAt_))) {
+  if (!failsafeUntil_ && logOnce(Memo::kAskFor, std::to_string(lease_.sentAt()))) {
     log(LogLevel::kWarn, "failsafe: no round trip through the ZooKeeper leader for " +
-                             std::to_string(sentAt - leaseSentAt_) + " ms; asking " + sync.id +
+                             std::to_string(sentAt - lease_.sentAt()) + " ms; asking " + sync.id +
                              ", the sync, for a promise not to take over for " + std::to_string(d) + " ms");
   }
   emit(cmd::AskFailsafe{sync, FailsafeRequest{generation, opts_.identity.id, d}, std::max<int64_t>(d / 3, 1), sentAt,
@@ -107,7 +107,7 @@ void DriverCore::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
   }
   // Granted for the generation, session and role it was asked in, if still so: a
   // permission for anything else says nothing.
-  if (whyNoFailsafe() || generation != peer_->clusterState()->generation || session != leaseSessionId_) {
+  if (whyNoFailsafe() || generation != peer_->clusterState()->generation || session != lease_.sessionId()) {
     log(LogLevel::kInfo, "failsafe: " + sync + "'s promise came for a generation, session or role this peer no longer has: unused");
     return;
   }
@@ -124,7 +124,7 @@ void DriverCore::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
     memos_.erase(Memo::kNoAsk);
     armWriteDeadline();
   }
-  if (leaseSentAt_ < sentAt) scheduleFailsafeAsk(sentAt + d / 3);
+  if (lease_.sentAt() < sentAt) scheduleFailsafeAsk(sentAt + d / 3);
 }
 
 // The permission is forgotten (writes then stop at the lease's end, or now if it ended).
@@ -143,8 +143,8 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
   view.selfId = opts_.identity.id;
   const auto& state = peer_->clusterState();
   view.state = state ? &*state : nullptr;
-  view.leaseInUse = leaseInUse_;
-  view.reachesZooKeeper = reachesZooKeeper(leaseSentAt_, leaseIntervalMs_, now());
+  view.leaseInUse = lease_.inUse();
+  view.reachesZooKeeper = reachesZooKeeper(lease_.sentAt(), lease_.intervalMs(), now());
   view.maxDurationMs = std::min(failsafeDurationMs(), kFailsafeMaxDurationMs);
   view.takingOver = peer_->role() != Role::kSync || heldTakeover_.has_value() || pgOp_ == PgOp::kFence ||
                     pgOp_ == PgOp::kAwaitUpstreamStop ||

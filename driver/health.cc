@@ -119,7 +119,7 @@ void DriverCore::healthTick() {
   const bool gone = now_.postmasterGone && now() - lastRestartStarted_ >= opts_.restartGraceMs;
   const bool stale = lastAppliedIsStale();
   // A primary writes only under its lease (or the sync's promise).
-  const bool noLease = leaseInUse_ && !leaseValid() && !failsafeHolds();
+  const bool noLease = lease_.inUse() && !leaseValid() && !failsafeHolds();
   // Logged once per transition.
   const std::string transition = std::to_string(lastTransitionDone_);
   if (!pgBusy() && (graceOver || gone) && stale && logOnce(Memo::kStaleRestart, transition)) {
@@ -143,7 +143,7 @@ void DriverCore::healthTick() {
               (withdrawn_         ? "this peer is withdrawn from ZooKeeper"
                : connectionLost_  ? "the connection to ZooKeeper is lost"
                                   : "its lease has ended (no round trip through the ZooKeeper leader has confirmed "
-                                    "the session for " + std::to_string(now() - leaseSentAt_) + " ms)") +
+                                    "the session for " + std::to_string(now() - lease_.sentAt()) + " ms)") +
               "; it starts once the session is confirmed");
     }
   } else if (!pgBusy() && (graceOver || gone) && !stale) {

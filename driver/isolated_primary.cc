@@ -37,7 +37,7 @@ void DriverCore::onConnection(const CoordinatorConnection& c) {
     // count as present for a session timeout after the next one (an outage may have
     // expired theirs too, and they reconnect later than this peer).
     notePeersBeforeTheLoss();
-    if (leaseInUse_ && (leaseValid() || failsafeHolds())) {
+    if (lease_.inUse() && (leaseValid() || failsafeHolds())) {
       // A server restart or a leader change closes the connection a moment after the
       // leader confirmed the session: the lease says how long it surely lives on; its
       // own timers stop writes at its end unless a round trip confirms it again first.
@@ -61,7 +61,7 @@ void DriverCore::onConnection(const CoordinatorConnection& c) {
   }
   lossReported_ = false;  // the same session: no grace after it
   if (!connectionLost_) return;
-  if (leaseEnded_) {
+  if (lease_.ended()) {
     log(LogLevel::kInfo, "the connection to ZooKeeper is back with the same session " + hexSession(c.sessionId) +
                              ", but the lease has ended: writes stay stopped until a round trip through the leader "
                              "confirms the session");
@@ -201,7 +201,7 @@ bool DriverCore::primaryConfigAppliedMidStep() const {
 
 DriverCore::WritesWait DriverCore::resumeWaitsFor(bool noTakeoverCanLand) const {
   // A primary writes only under a lease: the next leader round trip decides.
-  if (leaseInUse_ && !leaseValid() && (peer_->role() == Role::kPrimary || roleAtLoss_ == Role::kPrimary)) {
+  if (lease_.inUse() && !leaseValid() && (peer_->role() == Role::kPrimary || roleAtLoss_ == Role::kPrimary)) {
     return WritesWait::kLease;
   }
   // The adapter would carry it out after the transition, on whatever was decided

@@ -23,13 +23,13 @@ int64_t leaseDeadlineMs(int64_t sentAtMs, int64_t sessionTimeoutMs, int64_t inte
 }
 
 bool DriverCore::leaseValid() const {
-  return leaseDeadline_ && now() < *leaseDeadline_ - opts_.lease.writeStopLeadMs;
+  return lease_.deadline_ && now() < *lease_.deadline_ - opts_.lease.writeStopLeadMs;
 }
 
 void DriverCore::onLease(const CoordinatorLease& l) {
   const int64_t length = leaseLengthMs(l.sessionTimeoutMs, l.intervalMs, opts_.lease);
-  if (!leaseInUse_) {
-    leaseInUse_ = true;
+  if (!lease_.inUse_) {
+    lease_.inUse_ = true;
     const int64_t tick = opts_.lease.tickTimeMs > 0 ? opts_.lease.tickTimeMs : l.sessionTimeoutMs / 2;
     log(length > opts_.lease.writeStopLeadMs ? LogLevel::kInfo : LogLevel::kError,
         "lease: a primary writes for " + std::to_string(length) + " ms after each round trip through the ZooKeeper " +
@@ -44,7 +44,7 @@ void DriverCore::onLease(const CoordinatorLease& l) {
   const int64_t deadline = l.sentAtMs + length;
   // A new session's lease replaces the old one's (the old session expired: a lease on it
   // can say nothing about the new one, nor the other way round).
-  const bool sameSession = l.sessionId == leaseSessionId_;
+  const bool sameSession = l.sessionId == lease_.sessionId_;
   if (!sameSession) {
     // Writes that went on under the failsafe past the old lease stop: that session may
     // have expired and a takeover be decided; the new one's confirmation decides.
@@ -54,14 +54,14 @@ void DriverCore::onLease(const CoordinatorLease& l) {
     }
     failsafeUntil_.reset();
     cancelTimer(TimerKind::kFailsafe);
-    leaseSessionId_ = l.sessionId;
-    leaseDeadline_.reset();
+    lease_.sessionId_ = l.sessionId;
+    lease_.deadline_.reset();
   }
-  if (leaseDeadline_ && deadline <= *leaseDeadline_) return;
+  if (lease_.deadline_ && deadline <= *lease_.deadline_) return;
   const bool onFailsafe = failsafeInUse();
-  leaseDeadline_ = deadline;
-  leaseSentAt_ = l.sentAtMs;
-  leaseIntervalMs_ = l.intervalMs;
+  lease_.deadline_ = deadline;
+  lease_.sentAt_ = l.sentAtMs;
+  lease_.intervalMs_ = l.intervalMs;
   sessionTimeoutMs_ = l.sessionTimeoutMs;
   armWriteDeadline();
   if (onFailsafe && leaseValid()) {
@@ -75,9 +75,9 @@ void DriverCore::onLease(const CoordinatorLease& l) {
                                               l.intervalMs + l.intervalMs / 4));
   }
   cancelTimer(TimerKind::kLeaseShut);
-  if (leaseEnded_ && !leaseValid()) return;  // a round trip answered too late to lift anything
-  if (leaseEnded_) {
-    leaseEnded_ = false;
+  if (lease_.ended_ && !leaseValid()) return;  // a round trip answered too late to lift anything
+  if (lease_.ended_) {
+    lease_.ended_ = false;
     // Only on the session the lease ended on: a new session resumes through its
     // confirmation (afterNewSession), never by the same-session rule.
     if (connectionLost_ && coordinatorUp_ && sameSession) {
@@ -101,13 +101,13 @@ void DriverCore::leaseEnding() {
     setTimer(TimerKind::kLease, std::max<int64_t>(sessionTimeoutMs_ / 10, 50));
     return;
   }
-  if (!leaseDeadline_) return;
-  leaseEnded_ = true;
+  if (!lease_.deadline_) return;
+  lease_.ended_ = true;
   const int64_t now = this->now();
   const int64_t left = std::max<int64_t>(writeDeadline() - now, 0);
   if (!connectionLost_) {
     isolate("no round trip through the ZooKeeper leader has confirmed the session for " +
-            std::to_string(now - leaseSentAt_) + " ms (the connection itself " + (coordinatorUp_ ? "looks up" : "is lost") +
+            std::to_string(now - lease_.sentAt_) + " ms (the connection itself " + (coordinatorUp_ ? "looks up" : "is lost") +
             "): the " + (failsafeUntil_ ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
             " ms, stopping writes now");
   }
@@ -125,7 +125,7 @@ void DriverCore::leaseEnding() {
 }
 
 void DriverCore::onLeaseShutTimer() {
-  if (!leaseEnded_ || !writesStopped_) return;
+  if (!lease_.ended_ || !writesStopped_) return;
   shutDownWrites("the lease ended: the ZooKeeper leader may expire the session soon (no round trip through it "
                  "confirmed the session in time)");
 }
