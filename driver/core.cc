@@ -88,7 +88,7 @@ void DriverCore::onInput(const Input& input) {
                  [&](const in::FailsafeAsked& a) {
                    FailsafeAnswer answer = answerFailsafe(a.request);
                    const bool record = answer.granted && opts_.recordPromise;
-                   emit(cmd::AnswerFailsafe{std::move(answer), record ? promisedUntil_ : std::nullopt});
+                   emit(cmd::AnswerFailsafe{std::move(answer), record ? failsafe_.promisedUntil() : std::nullopt});
                  },
                  [&](const in::Timer& t) {
                    // A timer cancelled or started again since: not this start's.
@@ -171,23 +171,7 @@ void DriverCore::onTimer(const TimerKey& key) {
 void DriverCore::start() {
   emit(cmd::InitPostgres{});
   emit(cmd::StartHealthCheck{});
-  if (opts_.earlierPromiseMs) {
-    // The record of the promises of earlier runs says how long the last one runs on: held
-    // whatever this run's failsafe setting and session timeout, which may differ.
-    if (*opts_.earlierPromiseMs > 0) {
-      promisedUntil_ = now() + *opts_.earlierPromiseMs;
-      log(LogLevel::kWarn, "failsafe: an earlier run of this agent promised the primary not to take over for " +
-                               std::to_string(*opts_.earlierPromiseMs) +
-                               " ms more (its record): this peer takes over from no primary before then, whatever "
-                               "its own failsafe setting");
-    }
-  } else if (opts_.failsafe && opts_.failsafeDurationMs > 0) {
-    // No record of earlier runs' promises is kept: held as if one was given now.
-    promisedUntil_ = now() + opts_.failsafeDurationMs;
-    log(LogLevel::kInfo, "failsafe: on; this peer takes over from no primary within " +
-                             std::to_string(opts_.failsafeDurationMs) +
-                             " ms of its start (an earlier run of its agent may have promised so)");
-  }
+  holdEarlierPromise();
   join();
   startSyncWatch();
   streamWatchTick();
@@ -236,7 +220,7 @@ void DriverCore::step(const Event& delivered) {
       isolate("failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
               "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
     }
-    if (failsafeUntil_) dropFailsafe("a new ZooKeeper session");
+    if (failsafe_.permittedUntil()) dropFailsafe("a new ZooKeeper session");
     // Decided on the session they were asked on, never on a new one: a resumption that
     // waited goes through the new session's confirmation instead.
     waitDropped = std::exchange(resumeWanted_, std::nullopt).has_value();
@@ -283,8 +267,8 @@ void DriverCore::step(const Event& delivered) {
     shutDownWrites("the session whose connection was lost has expired");
   }
   for (Action& a : peer_->step(now_.wallMs, event)) carryOut(std::move(a));
-  if (failsafeUntil_ && (peer_->role() != Role::kPrimary || generation() != failsafeGeneration_)) {
-    dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafeGeneration_));
+  if (failsafe_.permittedUntil() && (peer_->role() != Role::kPrimary || generation() != failsafe_.generation())) {
+    dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafe_.generation()));
   }
   if (newSessionAfterLoss || waitDropped) afterNewSession();
   maybeHandOver();
@@ -315,7 +299,7 @@ void DriverCore::carryOut(Action action) {
             if (holdTakeoverForPromise(action)) return;
             // A write may name another sync, which promised nothing: the failsafe's
             // permission does not outlive it.
-            if (failsafeUntil_) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
+            if (failsafe_.permittedUntil()) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
             stateWrite_ = StateWrite{in::WriteFor::kStateMachine};
             emit(cmd::PutState{std::move(w.state), w.expectedVersion, std::move(w.reason),
                                in::WriteFor::kStateMachine});

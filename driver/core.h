@@ -170,8 +170,8 @@ class DriverCore {
   bool postgresShutDown() const { return postgresShutDown_; }
   bool coordinatorConnected() const { return !connectionLost_; }
   std::optional<int64_t> leaseDeadline() const { return lease_.deadline(); }
-  std::optional<int64_t> failsafeUntil() const { return failsafeUntil_; }
-  std::optional<int64_t> promisedUntil() const { return promisedUntil_; }
+  std::optional<int64_t> failsafeUntil() const { return failsafe_.permittedUntil(); }
+  std::optional<int64_t> promisedUntil() const { return failsafe_.promisedUntil(); }
 
  private:
   // What a decision about writes waits for (isolated_primary.cc).
@@ -246,6 +246,7 @@ class DriverCore {
   void onLeaseShutTimer();
   bool leaseValid() const;
   // ---- core_failsafe.cc
+  void holdEarlierPromise();
   int64_t failsafeDurationMs() const;
   // The end of writes: the lease's, or the failsafe's permission if later.
   int64_t writeDeadline() const;
@@ -386,16 +387,10 @@ class DriverCore {
   // ended (writes stopped for it).
   bool coordinatorUp_ = true;
   Lease lease_;
-  // The failsafe, as primary: the permission's end, the generation and session it was
-  // asked in, the last refusal logged. As sync: the promise's end, the takeover it holds
-  // back. A state write that failed leaves the outcome unknown until a state is read
-  // again: no ask.
-  std::optional<int64_t> failsafeUntil_;
-  int64_t failsafeGeneration_ = 0;
-  int64_t failsafeSession_ = 0;
+  Failsafe failsafe_;
+  // A state write that failed leaves the outcome unknown until a state is read again (the
+  // failsafe asks for no promise meanwhile).
   bool stateWriteUnsettled_ = false;
-  std::optional<int64_t> promisedUntil_;
-  std::optional<Action> heldTakeover_;
   // The automatic rejoin: the generation last tried, the primary postgres follows since
   // a successful rejoin (until this peer is out of `deposed`), and whether that removal
   // is being written. A failed rejoin is tried again after a delay (0: not failed in

@@ -52,7 +52,7 @@ void DriverCore::maybeHandOver() {
                              " streams, so that it receives all of this primary's WAL before it takes over");
     handoverTimedOut_ = false;
     // The sync takes over without waiting for a promise once this stop ended the stream.
-    if (failsafeUntil_) dropFailsafe("this peer hands over to " + s->sync->id + " for a switchover");
+    if (failsafe_.permittedUntil()) dropFailsafe("this peer hands over to " + s->sync->id + " for a switchover");
     applyPg(PgConfig::none());
     setTimer(TimerKind::kHandover, opts_.handoverWaitMs + kHandoverSlackMs);
   } else if (handoverTimedOut_ && handoverFrom_) {

@@ -52,7 +52,7 @@ void DriverCore::onLease(const CoordinatorLease& l) {
       isolate("failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
               "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
     }
-    failsafeUntil_.reset();
+    failsafe_.forgetPermission();
     cancelTimer(TimerKind::kFailsafe);
     lease_.sessionId_ = l.sessionId;
     lease_.deadline_.reset();
@@ -108,7 +108,7 @@ void DriverCore::leaseEnding() {
   if (!connectionLost_) {
     isolate("no round trip through the ZooKeeper leader has confirmed the session for " +
             std::to_string(now - lease_.sentAt_) + " ms (the connection itself " + (coordinatorUp_ ? "looks up" : "is lost") +
-            "): the " + (failsafeUntil_ ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
+            "): the " + (failsafe_.permittedUntil() ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
             " ms, stopping writes now");
   }
   cancelTimer(TimerKind::kFailsafe);
