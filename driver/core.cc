@@ -50,10 +50,10 @@ void DriverCore::onInput(const Input& input) {
                  // before it left, or stepped late by an agent that was stopped) says
                  // nothing of the session it joins with again.
                  [&](const in::Connection& c) {
-                   if (!withdrawn_) onConnection(c.c);
+                   if (!health_.withdrawn()) onConnection(c.c);
                  },
                  [&](const in::Lease& l) {
-                   if (!withdrawn_) onLease(l.l);
+                   if (!health_.withdrawn()) onLease(l.l);
                  },
                  [&](const in::JoinRefused& j) { carryOut(Fatal{"cannot join the coordinator: " + j.error}); },
                  [&](const in::Initialized& i) {
@@ -283,7 +283,7 @@ void DriverCore::carryOut(Action action) {
       Overloaded{
           [&](WriteClusterState& w) {
             ++counters_.stateWrites;
-            if (withdrawn_) {
+            if (health_.withdrawn()) {
               ++counters_.stateWriteFailures;
               return later(StateWriteFinished{false, "not connected to ZooKeeper (withdrawn)", false, -1});
             }
@@ -308,7 +308,7 @@ void DriverCore::carryOut(Action action) {
             // A primary out of ZooKeeper keeps postgres down (see withdraw()): the state
             // machine's retry of an apply that failed around the withdrawal is refused,
             // and it tries again once the peer has joined again.
-            if (withdrawn_ && a.config.role == PgRole::kPrimary) {
+            if (health_.withdrawn() && a.config.role == PgRole::kPrimary) {
               return later(PgConfigApplied{false, "withdrawn from ZooKeeper: postgres stays down until this peer "
                                                   "has joined again",
                                            false});
@@ -430,8 +430,8 @@ void DriverCore::onApplied(const in::Applied& a) {
       if (!postgresShutDown_ && config.role == PgRole::kPrimary && roleAtLoss_ != Role::kPrimary) {
         shutDownWrites("it became the primary while ZooKeeper is unreachable, and its "
                        "session may expire before the connection is back");
-      } else if (!postgresShutDown_ && (withdrawn_ || lease_.ended())) {
-        shutDownWrites(withdrawn_ ? "this peer withdrew from ZooKeeper while it started"
+      } else if (!postgresShutDown_ && (health_.withdrawn() || lease_.ended())) {
+        shutDownWrites(health_.withdrawn() ? "this peer withdrew from ZooKeeper while it started"
                                   : "its lease ended while it started");
       } else {
         log(LogLevel::kInfo, std::string("postgres was configured as ") + pgRoleName(config.role) +

@@ -45,6 +45,8 @@
 #include "driver/command.h"
 #include "driver/defaults.h"
 #include "driver/env.h"
+#include "driver/failsafe.h"
+#include "driver/health.h"
 #include "driver/input.h"
 #include "driver/lease.h"
 #include "driver/sync_ack_watch.h"
@@ -153,10 +155,10 @@ class DriverCore {
   void step(const Moment& now, const Input& input, std::vector<Command>& out);
 
   const Peer& peer() const { return *peer_; }
-  bool healthy() const { return healthy_; }
-  const std::string& unhealthyDetail() const { return unhealthyDetail_; }
+  bool healthy() const { return health_.healthy(); }
+  const std::string& unhealthyDetail() const { return health_.detail(); }
   const std::string& lastRejoinError() const { return lastRejoinError_; }
-  bool withdrawn() const { return withdrawn_; }
+  bool withdrawn() const { return health_.withdrawn(); }
   bool stopping() const { return stopping_; }
   bool failed() const { return failed_; }
   bool pgBusy() const { return pgOp_.has_value(); }
@@ -423,14 +425,8 @@ class DriverCore {
   std::optional<PgOp> pgOp_;
   std::optional<PgConfig> queuedPeerApply_;
   std::optional<PgConfig> lastApplied_;
-  bool healthy_ = true;
-  std::optional<int64_t> unhealthySince_;
   int64_t lastTransitionDone_ = INT64_MIN / 2;
-  int64_t lastRestartStarted_ = INT64_MIN / 2;
-  std::string unhealthyDetail_;
-  bool withdrawn_ = false;
-  std::string withdrawalWhy_;               // why a withdrawn peer joins again
-  std::optional<int64_t> joinedAgainAt_;  // by joinAgainAfterWithdrawal
+  Health health_;
   bool stopping_ = false;
   bool failed_ = false;
   std::map<Memo, std::string> memos_;

@@ -169,7 +169,7 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
   view.takingOver = peer_->role() != Role::kSync || failsafe_.heldTakeover_.has_value() || pgOp_ == PgOp::kFence ||
                     pgOp_ == PgOp::kAwaitUpstreamStop ||
                     stateWriteUnanswered(in::WriteFor::kStateMachine) ||
-                    peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || withdrawn_;
+                    peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || health_.withdrawn();
   FailsafeAnswer a = decideFailsafeGrant(request, view);
   const int64_t now = this->now();
   if (!a.granted) {

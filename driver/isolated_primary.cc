@@ -400,7 +400,7 @@ void DriverCore::endPeerGrace() {
     if (!containsPeer(lastActive_, p.id)) missing.push_back(p);
   }
   activeBeforeLoss_.clear();
-  if (missing.empty() || withdrawn_) return;
+  if (missing.empty() || health_.withdrawn()) return;
   log(LogLevel::kWarn, peerIds(missing) + " did not come back within a session timeout (" +
                            std::to_string(sessionTimeoutMs_) + " ms) of the new session: treating them as gone");
   step(ActivePeersChanged{lastActive_, lastData_, lastNotStreaming_});

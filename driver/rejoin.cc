@@ -46,7 +46,7 @@ void DriverCore::startFreshStateMachine(bool feedState) {
 }
 
 void DriverCore::maybeRejoin() {
-  if (opts_.rejoin == RejoinPolicy::kManual || withdrawn_ || failed_) return;
+  if (opts_.rejoin == RejoinPolicy::kManual || health_.withdrawn() || failed_) return;
   if (peer_->role() != Role::kDeposed || pgBusy() || queuedPeerApply_) return;
   if (rejoinedTo_) return releaseAfterRejoin();
   // Only once the deposed state machine has stopped postgres.
