@@ -157,8 +157,7 @@ void DriverCore::onTimer(const TimerKey& key) {
     case TimerKind::kRejoin:
       return onRejoinTimer();
     case TimerKind::kHandover:
-      handoverTimedOut_ = true;
-      return maybeHandOver();  // now, or when the stop in flight ends
+      return onHandoverTimer();
     case TimerKind::kDataState:
       return maybePublishDataState();
     case TimerKind::kSyncWatch:
@@ -319,19 +318,11 @@ void DriverCore::carryOut(Action action) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy()) return later(PgFenced{false, "postgres is being restarted", 0});
-            const auto gen = generation();
             // A switchover waits for the old primary's stop first: a promise holds its
             // fence only if the stream did not end (onUpstreamStopped).
-            if (!switchoverRequested(true) || handoverWaitedIn_ == gen) {
-              if (holdTakeoverForPromise(action)) return;
-              return fencePg(f.newSync);
-            }
-            handoverWaitedIn_ = gen;
-            pgOp_ = PgOp::kAwaitUpstreamStop;
-            log(LogLevel::kInfo, "switchover: waiting up to " + std::to_string(opts_.handoverWaitMs) + " ms for " +
-                                     peer_->clusterState()->primary.id +
-                                     " to stop postgres, so that this peer has all of its WAL before taking over");
-            emit(cmd::AwaitUpstreamStop{opts_.handoverWaitMs, f.newSync});
+            if (awaitOldPrimaryStop(f.newSync)) return;
+            if (holdTakeoverForPromise(action)) return;
+            return fencePg(f.newSync);
           },
           [&](const ReadWal&) { emit(cmd::ReadWal{}); },
           [&](const StartTimer& t) {
@@ -517,7 +508,7 @@ void DriverCore::afterPgTransition() {
   // An abandoned switchover starts postgres again first: a resumption decided on the
   // handover's stop (role none) would find the configuration stale and leave writes
   // stopped, which no apply lifts; decided when that start ends.
-  if (handoverFrom_ && resumeWanted_ && resumeWanted_->waitsFor == WritesWait::kTransition && !queuedPeerApply_) {
+  if (handover_.handingOver() && resumeWanted_ && resumeWanted_->waitsFor == WritesWait::kTransition && !queuedPeerApply_) {
     maybeHandOver();
   }
   reconcileWrites();

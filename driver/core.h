@@ -46,6 +46,7 @@
 #include "driver/defaults.h"
 #include "driver/env.h"
 #include "driver/failsafe.h"
+#include "driver/handover.h"
 #include "driver/health.h"
 #include "driver/input.h"
 #include "driver/lease.h"
@@ -283,6 +284,8 @@ class DriverCore {
   // ---- handover.cc
   // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync).
   bool switchoverRequested(bool forSelf) const;
+  bool awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync);
+  void onHandoverTimer();
   void maybeHandOver();
   void startAgainAfterHandover();
   void onUpstreamStopped(const in::UpstreamStopped& u);
@@ -407,15 +410,7 @@ class DriverCore {
   std::optional<std::string> rejoinedTo_;
   std::string rejoinReason_;
   std::string lastRejoinError_;  // why the last automatic rejoin failed; empty once one worked
-  // The clean handover: the primary's configuration before it stopped postgres for a
-  // switchover; the generation whose takeover already waited for the old primary.
-  std::optional<PgConfig> handoverFrom_;
-  bool handoverTimedOut_ = false;  // the sync's wait is over: start postgres again once idle
-  std::string handedOverFor_;      // the promote request (JSON) last handed over for
-  std::optional<int64_t> handoverWaitedIn_;
-  // The generation whose primary's WAL stream ended while this sync waited to take over
-  // for a switchover: no promise holds that takeover (core_failsafe.cc).
-  std::optional<int64_t> handoverStreamEndedIn_;
+  Handover handover_;
   SyncAckWatch syncWatch_;
   std::optional<std::pair<int64_t, std::string>> syncWatchedFor_;  // generation, sync
   bool syncSampleInFlight_ = false;

@@ -63,7 +63,7 @@ std::optional<std::string> DriverCore::whyNoFailsafe() const {
   if (peer_->role() != Role::kPrimary || !s || s->primary.id != opts_.identity.id) return "not the primary";
   if (s->oneNodeWriteMode || !s->sync) return "no sync to ask";
   if (writesStopped_ || connectionLost_ || postgresShutDown_) return "writes are stopped already";
-  if (handoverFrom_) return "this peer hands over to its sync for a switchover";
+  if (handover_.handingOver()) return "this peer hands over to its sync for a switchover";
   if (!lease_.inUse()) return "no lease";
   // A write of this primary's may land (or have landed) and name another sync, which
   // promised nothing.
@@ -196,7 +196,7 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
 bool DriverCore::holdTakeoverForPromise(const Action& action) {
   const int64_t now = this->now();
   if (peer_->role() != Role::kSync || !failsafe_.promisedUntil_ || *failsafe_.promisedUntil_ <= now) return false;
-  if (handoverStreamEndedIn_ == generation()) return false;
+  if (handover_.streamEndedIn() == generation()) return false;
   if (const auto* w = std::get_if<WriteClusterState>(&action)) {
     const auto& s = peer_->clusterState();
     const bool takeover = w->state.primary.id == opts_.identity.id && (!s || s->primary.id != opts_.identity.id);
