@@ -50,7 +50,7 @@
 #include "driver/health.h"
 #include "driver/input.h"
 #include "driver/lease.h"
-#include "driver/sync_ack_watch.h"
+#include "driver/sync_watch.h"
 #include "statemachine/peer.h"
 
 namespace dugong::agent {
@@ -335,10 +335,6 @@ class DriverCore {
   PeerList lastActive_;
   PeerDataStates lastData_;
   std::set<std::string> lastNotStreaming_;
-  // The stream watch (sync_watch.cc): the upstream postgres was last seen streaming from
-  // in its current run ("": none since it last ran), and what was last published.
-  std::string streamedFrom_;
-  std::optional<bool> publishedStreaming_;
   // The data state published for a setup: published, or being read.
   bool dataPublished_ = false;
   bool dataReading_ = false;
@@ -411,9 +407,7 @@ class DriverCore {
   std::string rejoinReason_;
   std::string lastRejoinError_;  // why the last automatic rejoin failed; empty once one worked
   Handover handover_;
-  SyncAckWatch syncWatch_;
-  std::optional<std::pair<int64_t, std::string>> syncWatchedFor_;  // generation, sync
-  bool syncSampleInFlight_ = false;
+  SyncWatch syncWatch_;
   // Postgres: one operation at a time, whether the state machine or the driver (a restart
   // after a crash, a handover, a rejoin) asked for it; an apply of the state machine's
   // asked for meanwhile waits in queuedPeerApply_.

@@ -26,24 +26,24 @@ std::optional<std::pair<int64_t, std::string>> DriverCore::watchedSync() const {
 void DriverCore::syncWatchTick() {
   const auto watched = watchedSync();
   if (!watched) {
-    syncWatchedFor_.reset();
+    syncWatch_.watchedFor_.reset();
     return startSyncWatch();
   }
-  if (syncWatchedFor_ != watched) {
-    syncWatchedFor_ = watched;
-    syncWatch_.reset(watched->second, now());
+  if (syncWatch_.watchedFor_ != watched) {
+    syncWatch_.watchedFor_ = watched;
+    syncWatch_.ack_.reset(watched->second, now());
   }
-  if (syncSampleInFlight_) return startSyncWatch();
-  syncSampleInFlight_ = true;
+  if (syncWatch_.sampleInFlight_) return startSyncWatch();
+  syncWatch_.sampleInFlight_ = true;
   emit(cmd::SampleSync{watched->first, watched->second});
 }
 
 void DriverCore::onSyncSampled(const in::SyncSampled& s) {
-  syncSampleInFlight_ = false;
+  syncWatch_.sampleInFlight_ = false;
   const auto watched = std::make_optional(std::make_pair(s.generation, s.sync));
   // Answered for another sync, generation or role than now: no news of this one.
-  if (!s.r || watchedSync() != watched || syncWatchedFor_ != watched) return startSyncWatch();
-  auto news = syncWatch_.observe(now(), *s.r);
+  if (!s.r || watchedSync() != watched || syncWatch_.watchedFor_ != watched) return startSyncWatch();
+  auto news = syncWatch_.ack_.observe(now(), *s.r);
   startSyncWatch();
   if (!news) return;
   if (!news->acknowledging) ++counters_.syncStalls;
@@ -56,13 +56,13 @@ void DriverCore::streamWatchTick() {
   setTimer(TimerKind::kStreamWatch, opts_.healthTickMs);
   const std::string upstream = lastApplied_ && lastApplied_->upstream ? lastApplied_->upstream->id : "";
   if (!sample->running || upstream.empty()) {
-    streamedFrom_.clear();
+    syncWatch_.streamedFrom_.clear();
   } else if (sample->streamingFrom == upstream) {
-    streamedFrom_ = upstream;
+    syncWatch_.streamedFrom_ = upstream;
   }
-  const bool streams = !upstream.empty() && streamedFrom_ == upstream;
-  if (publishedStreaming_ == streams) return;
-  publishedStreaming_ = streams;
+  const bool streams = !upstream.empty() && syncWatch_.streamedFrom_ == upstream;
+  if (syncWatch_.publishedStreaming_ == streams) return;
+  syncWatch_.publishedStreaming_ = streams;
   if (streams) {
     log(LogLevel::kInfo, "publishing that postgres streams: its WAL receiver streams from " + upstream);
   } else {
