@@ -50,6 +50,7 @@
 #include "driver/health.h"
 #include "driver/input.h"
 #include "driver/lease.h"
+#include "driver/rejoin.h"
 #include "driver/sync_watch.h"
 #include "statemachine/peer.h"
 
@@ -158,7 +159,7 @@ class DriverCore {
   const Peer& peer() const { return *peer_; }
   bool healthy() const { return health_.healthy(); }
   const std::string& unhealthyDetail() const { return health_.detail(); }
-  const std::string& lastRejoinError() const { return lastRejoinError_; }
+  const std::string& lastRejoinError() const { return rejoin_.lastError(); }
   bool withdrawn() const { return health_.withdrawn(); }
   bool stopping() const { return stopping_; }
   bool failed() const { return failed_; }
@@ -335,9 +336,7 @@ class DriverCore {
   PeerList lastActive_;
   PeerDataStates lastData_;
   std::set<std::string> lastNotStreaming_;
-  // The data state published for a setup: published, or being read.
-  bool dataPublished_ = false;
-  bool dataReading_ = false;
+  DataStatePublication dataState_;
   // The isolated primary: see isolated_primary.cc.
   bool connectionLost_ = false;
   bool primaryLossTold_ = false;  // PrimaryConnectionLoss{true} was the last told
@@ -392,20 +391,7 @@ class DriverCore {
   // A state write that failed leaves the outcome unknown until a state is read again (the
   // failsafe asks for no promise meanwhile).
   bool stateWriteUnsettled_ = false;
-  // The automatic rejoin: the generation last tried, the primary postgres follows since
-  // a successful rejoin (until this peer is out of `deposed`), and whether that removal
-  // is being written. A failed rejoin is tried again after a delay (0: not failed in
-  // this generation), doubled after each failure; due once its timer fired (or, after
-  // a failed removal, looked at again).
-  std::optional<int64_t> rejoinTriedGeneration_;
-  static constexpr int64_t kRejoinFirstRetryMs = 5000;
-  static constexpr int64_t kRejoinMaxRetryMs = 300000;
-  int64_t rejoinRetryDelayMs_ = 0;
-  bool rejoinRetryDue_ = false;
-  bool rejoinTimerMarksDue_ = false;
-  std::optional<std::string> rejoinedTo_;
-  std::string rejoinReason_;
-  std::string lastRejoinError_;  // why the last automatic rejoin failed; empty once one worked
+  Rejoin rejoin_;
   Handover handover_;
   SyncWatch syncWatch_;
   // Postgres: one operation at a time, whether the state machine or the driver (a restart

@@ -360,7 +360,7 @@ void DriverCore::confirmAfterNewSession() {
 
 void DriverCore::onConfirmation(int32_t version, const StateWriteFinished& w) {
   stateWrite_.reset();
-  if (rejoinedTo_) maybeRejoin();  // leaving deposed waited for this answer
+  if (rejoin_.rejoined()) maybeRejoin();  // leaving deposed waited for this answer
   if (w.ok) {
     return resumeWritesIfUnchanged("a new session, and the state written back at version " + std::to_string(version) +
                                        " (a test-and-set): no takeover can land after it",

@@ -48,17 +48,17 @@ void DriverCore::startFreshStateMachine(bool feedState) {
 void DriverCore::maybeRejoin() {
   if (opts_.rejoin == RejoinPolicy::kManual || health_.withdrawn() || failed_) return;
   if (peer_->role() != Role::kDeposed || pgBusy() || queuedPeerApply_) return;
-  if (rejoinedTo_) return releaseAfterRejoin();
+  if (rejoin_.rejoinedTo_) return releaseAfterRejoin();
   // Only once the deposed state machine has stopped postgres.
   if (!lastApplied_ || lastApplied_->role != PgRole::kNone || !lastState_.node.exists) return;
   const auto& state = lastState_.parsed;
   if (!state || !containsPeer(state->deposed, opts_.identity.id) || state->primary.id == opts_.identity.id) return;
   if (state->oneNodeWriteMode) return;
-  if (rejoinTriedGeneration_ != state->generation) rejoinRetryDelayMs_ = 0;  // a new generation: at once
-  if (rejoinTriedGeneration_ == state->generation && (rejoinRetryDelayMs_ == 0 || !rejoinRetryDue_)) return;
+  if (rejoin_.triedGeneration_ != state->generation) rejoin_.retryDelayMs_ = 0;  // a new generation: at once
+  if (rejoin_.triedGeneration_ == state->generation && (rejoin_.retryDelayMs_ == 0 || !rejoin_.retryDue_)) return;
   if (!containsPeer(lastActive_, state->primary.id)) return;  // tried when the primary is present
-  rejoinTriedGeneration_ = state->generation;
-  rejoinRetryDue_ = false;
+  rejoin_.triedGeneration_ = state->generation;
+  rejoin_.retryDue_ = false;
   const PeerIdentity primary = state->primary;
   log(LogLevel::kInfo, std::string("rejoining automatically (rejoin: ") + rejoinPolicyName(opts_.rejoin) +
                            "): making postgres a standby of " + primary.id + ", the primary of generation " +
@@ -80,26 +80,26 @@ void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r
   }
   if (!r.ok) {
     ++counters_.rejoinFailures;
-    lastRejoinError_ = r.error;
+    rejoin_.lastError_ = r.error;
     // Tried again with a back-off while the generation lasts: a failure may be transient
     // (the new primary still promoting, a refused connection), and a peer left deposed
     // leaves a 3-peer cluster with no async to take over next.
-    rejoinRetryDelayMs_ = rejoinRetryDelayMs_ == 0 ? kRejoinFirstRetryMs
-                                                   : std::min(rejoinRetryDelayMs_ * 2, kRejoinMaxRetryMs);
+    rejoin_.retryDelayMs_ = rejoin_.retryDelayMs_ == 0 ? Rejoin::kFirstRetryMs
+                                                   : std::min(rejoin_.retryDelayMs_ * 2, Rejoin::kMaxRetryMs);
     log(LogLevel::kWarn, "not rejoined automatically, this peer stays deposed for now: " + r.error +
-                             "; trying again in " + std::to_string(rejoinRetryDelayMs_ / 1000) + " s" +
+                             "; trying again in " + std::to_string(rejoin_.retryDelayMs_ / 1000) + " s" +
                              (opts_.rejoin == RejoinPolicy::kFollow
                                   ? " (`dugong-adm rebuild` rebuilds it now; or set rejoin: rewind)"
                                   : " (`dugong-adm rebuild` rebuilds it now)"));
-    rejoinTimerMarksDue_ = true;
-    setTimer(TimerKind::kRejoin, rejoinRetryDelayMs_);
+    rejoin_.timerMarksDue_ = true;
+    setTimer(TimerKind::kRejoin, rejoin_.retryDelayMs_);
     // Postgres is stopped, as role none left it, whether or not pg_rewind ran (a rewound
     // directory whose start failed is a standby's, started as it is by the next try).
     return afterPgTransition();
   }
-  rejoinedTo_ = primary.id;
-  lastRejoinError_.clear();
-  rejoinReason_ = "rejoin " + opts_.identity.id + " (automatic, rejoin: " + rejoinPolicyName(opts_.rejoin) +
+  rejoin_.rejoinedTo_ = primary.id;
+  rejoin_.lastError_.clear();
+  rejoin_.reason_ = "rejoin " + opts_.identity.id + " (automatic, rejoin: " + rejoinPolicyName(opts_.rejoin) +
                   "): streams from " + primary.id + " without a copy, " +
                   (r.rewound ? "after pg_rewind discarded " + r.discarded : "nothing discarded");
   lastApplied_.reset();  // postgres runs as a standby now, not as the state machine left it
@@ -107,7 +107,7 @@ void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r
 }
 
 void DriverCore::onRejoinTimer() {
-  if (std::exchange(rejoinTimerMarksDue_, false)) rejoinRetryDue_ = true;
+  if (std::exchange(rejoin_.timerMarksDue_, false)) rejoin_.retryDue_ = true;
   maybeRejoin();
 }
 
@@ -117,39 +117,39 @@ void DriverCore::releaseAfterRejoin() {
   // One state write at a time: a confirmation of this peer's primacy on a new session
   // may still be in flight; looked at again once it is answered.
   if (stateWriteUnanswered(in::WriteFor::kRelease) || stateWriteUnanswered(in::WriteFor::kConfirmation) ||
-      !rejoinedTo_ || !lastState_.parsed) {
+      !rejoin_.rejoinedTo_ || !lastState_.parsed) {
     return;
   }
   ClusterState state = *lastState_.parsed;
-  auto released = releaseFromDeposed(state, opts_.identity.id, *rejoinedTo_);
+  auto released = releaseFromDeposed(state, opts_.identity.id, *rejoin_.rejoinedTo_);
   if (!released || !released.value()) {
     if (!released) {
       log(LogLevel::kWarn, "rejoined, but not leaving deposed: " + released.error() +
                                "; stopping postgres, and rejoining the new primary instead");
-      rejoinedTo_.reset();
+      rejoin_.rejoinedTo_.reset();
       applyPg(PgConfig::none());
       return;
     }
-    rejoinedTo_.reset();  // no longer deposed: someone else released it
+    rejoin_.rejoinedTo_.reset();  // no longer deposed: someone else released it
     return;
   }
   stateWrite_ = StateWrite{in::WriteFor::kRelease};
   ++counters_.stateWrites;
-  emit(cmd::PutState{state, lastState_.node.version, rejoinReason_, in::WriteFor::kRelease});
+  emit(cmd::PutState{state, lastState_.node.version, rejoin_.reason_, in::WriteFor::kRelease});
 }
 
 void DriverCore::onReleased(const StateWriteFinished& w) {
   stateWrite_.reset();
   if (w.ok) {
     ++counters_.rejoins;
-    log(LogLevel::kInfo, "left deposed: " + rejoinReason_);
-    rejoinedTo_.reset();
+    log(LogLevel::kInfo, "left deposed: " + rejoin_.reason_);
+    rejoin_.rejoinedTo_.reset();
     return;
   }
   ++counters_.stateWriteFailures;
   log(LogLevel::kInfo, "leaving deposed failed (" + w.error + "); trying again in " +
                            std::to_string(opts_.retryDelayMs) + " ms with the state read since");
-  rejoinTimerMarksDue_ = false;
+  rejoin_.timerMarksDue_ = false;
   setTimer(TimerKind::kRejoin, opts_.retryDelayMs);
 }
 
@@ -161,20 +161,20 @@ void DriverCore::onReleased(const StateWriteFinished& w) {
 void DriverCore::maybePublishDataState() {
   if (!opts_.setupFromData) return;
   if (peer_->clusterState()) {
-    if (dataPublished_) {
-      dataPublished_ = false;
+    if (dataState_.published_) {
+      dataState_.published_ = false;
       log(LogLevel::kInfo, "no longer publishing this peer's data state: the cluster has a state");
       emit(cmd::PublishDataState{std::nullopt});
     }
     return;
   }
-  if (dataPublished_ || dataReading_ || pgBusy() || !lastApplied_ || lastApplied_->role != PgRole::kNone) return;
-  dataReading_ = true;
+  if (dataState_.published_ || dataState_.reading_ || pgBusy() || !lastApplied_ || lastApplied_->role != PgRole::kNone) return;
+  dataState_.reading_ = true;
   emit(cmd::ReadDataState{});
 }
 
 void DriverCore::onDataStateRead(const Result<PeerDataState>& r) {
-  dataReading_ = false;
+  dataState_.reading_ = false;
   if (!r) {
     log(LogLevel::kError, "cannot read what the data directory holds (" + r.error() + "); trying again in " +
                               std::to_string(opts_.retryDelayMs) + " ms");
@@ -184,7 +184,7 @@ void DriverCore::onDataStateRead(const Result<PeerDataState>& r) {
   if (peer_->clusterState() || pgBusy() || !lastApplied_ || lastApplied_->role != PgRole::kNone) {
     return maybePublishDataState();  // things moved on while it was read
   }
-  dataPublished_ = true;
+  dataState_.published_ = true;
   log(LogLevel::kInfo, "no cluster state: publishing what this peer's data directory holds (" + r->describe() +
                            ") for the choice of who sets the cluster up");
   emit(cmd::PublishDataState{*r});
