@@ -215,17 +215,7 @@ void DriverCore::step(const Event& delivered) {
     stateWrite_.reset();
   }
   if (const auto* init = std::get_if<ZkInitialized>(&delivered)) {
-    if (failsafeInUse() && !connectionLost_) {
-      isolate("failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
-              "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
-    }
-    if (failsafe_.permittedUntil()) dropFailsafe("a new ZooKeeper session");
-    // Decided on the session they were asked on, never on a new one: a resumption that
-    // waited goes through the new session's confirmation instead.
-    waitDropped = std::exchange(resumeWanted_, std::nullopt).has_value();
-    // A confirmation an earlier new session owed (held back by a write in flight) is owed
-    // on this one too: nothing else would lift the stop (cluster simulator seed 41220).
-    waitDropped = std::exchange(confirmWanted_, false) || waitDropped;
+    waitDropped = leaveTheOldSession();
     noteStateRead(init->state);
     lastActive_ = init->active;
     lastData_ = init->data;
@@ -233,21 +223,7 @@ void DriverCore::step(const Event& delivered) {
     // The new session's lease comes with it (a new session id): its creation was a
     // leader's transaction.
     coordinatorUp_ = true;
-    newSessionAfterLoss = connectionLost_;
-    // Any new session after a loss, isolated or not (a standby, or a lease still valid at
-    // the loss): the peers present before it count as present for a session timeout.
-    const bool afterLoss = std::exchange(lossReported_, false) || newSessionAfterLoss;
-    if (newSessionAfterLoss) {
-      connectionLost_ = false;
-      tellPrimaryConnectionLoss(false);
-      log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost expired");
-    } else if (afterLoss) {
-      log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost (under the lease) expired");
-    }
-    if (afterLoss && !activeBeforeLoss_.empty()) {
-      peerGraceUntil_ = now() + sessionTimeoutMs_;
-      setTimer(TimerKind::kPeerGrace, sessionTimeoutMs_);
-    }
+    newSessionAfterLoss = enterTheNewSession();
   } else if (const auto* change = std::get_if<ClusterStateChanged>(&delivered)) {
     noteStateRead(change->state);
   } else if (const auto* active = std::get_if<ActivePeersChanged>(&delivered)) {
@@ -261,10 +237,7 @@ void DriverCore::step(const Event& delivered) {
     // The event being stepped now delivers the state; the active list comes first.
     if (rebuiltWhileDeposed()) startFreshStateMachine(std::holds_alternative<ClusterStateChanged>(event));
   }
-  if (newSessionAfterLoss && writesStopped_ && !postgresShutDown_ && roleAtLoss_ == Role::kPrimary) {
-    cancelTimer(TimerKind::kShutDown);
-    shutDownWrites("the session whose connection was lost has expired");
-  }
+  if (newSessionAfterLoss) shutDownAsTheLostSessionExpired();
   for (Action& a : peer_->step(now_.wallMs, event)) carryOut(std::move(a));
   if (failsafe_.permittedUntil() && (peer_->role() != Role::kPrimary || generation() != failsafe_.generation())) {
     dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafe_.generation()));
@@ -413,52 +386,7 @@ void DriverCore::onApplied(const in::Applied& a) {
   if (r.ok) {
     lastApplied_ = config;
     ++counters_.transitions;
-    if (writesStopped_ && connectionLost_) {
-      // The adapter kept the stop (or the shutdown) through this apply: postgres is as
-      // writes-stopped as before it. What is left to decide is whether it must now be down
-      // where it was only stopped: it became the primary during the outage, so no shutdown
-      // was planned at the loss and its session may expire any time now.
-      if (!postgresShutDown_ && config.role == PgRole::kPrimary && roleAtLoss_ != Role::kPrimary) {
-        shutDownWrites("it became the primary while ZooKeeper is unreachable, and its "
-                       "session may expire before the connection is back");
-      } else if (!postgresShutDown_ && (health_.withdrawn() || lease_.ended())) {
-        shutDownWrites(health_.withdrawn() ? "this peer withdrew from ZooKeeper while it started"
-                                  : "its lease ended while it started");
-      } else {
-        log(LogLevel::kInfo, std::string("postgres was configured as ") + pgRoleName(config.role) +
-                                 " while ZooKeeper is unreachable: writes stay " +
-                                 (postgresShutDown_ ? "shut down" : "stopped") +
-                                 " (the adapter keeps them so through any apply)");
-      }
-    } else if (writesStopped_ && wanted && config.role == PgRole::kPrimary && roleAtLoss_ == Role::kPrimary &&
-               peer_->role() == Role::kPrimary && (generation() == generationAtLoss_ || confirmOwed_)) {
-      // Still the primary, from a state read on the new session (of the generation at the
-      // loss, or of a newer one its own write of unknown outcome made): a takeover decided
-      // on an older read may yet land before this peer's test-and-set, so writes resume
-      // only on the confirmation. The adapter kept them stopped (or postgres down) through
-      // this apply.
-      log(LogLevel::kInfo, std::string("postgres was configured as primary before the state read on the new session "
-                                       "was confirmed: writes stay ") +
-                               (postgresShutDown_ ? "shut down" : "stopped") + " until the confirmation");
-      confirmAfterNewSession();
-    } else if (writesStopped_ && wanted && peer_->wantedPgConfig() == config) {
-      // (Not for a configuration the state machine has moved away from while it was
-      // applied, e.g. a primary's deposed meanwhile: its next apply decides.)
-      writesStopped_ = false;
-      confirmOwed_ = false;
-      const bool wasShutDown = std::exchange(postgresShutDown_, false);
-      cancelTimer(TimerKind::kWrites);
-      cancelTimer(TimerKind::kShutDown);
-      // The apply ran under the adapter's stop, which only a resume lifts; a primary left
-      // down by a shutdown is started again after it.
-      const bool startAgain = wasShutDown && config.role == PgRole::kPrimary;
-      log(LogLevel::kInfo, std::string("writes are no longer stopped: the state machine configured postgres as ") +
-                               pgRoleName(config.role) + " from the cluster state read since" +
-                               (startAgain ? "; starting postgres again (the shutdown kept it down)" : ""));
-      ++counters_.writeResumes;
-      emit(cmd::ResumeWrites{true});
-      restartAfterResume = startAgain;
-    }
+    restartAfterResume = writesAfterApply(config, wanted);
     // After the above: whether postgres is expected online may have changed, and an
     // unhealthy report heard while it was not (a crash since is no change for the health
     // check) starts the clock.
@@ -482,7 +410,7 @@ void DriverCore::onApplied(const in::Applied& a) {
 }
 
 bool DriverCore::expectPostgresOnline() const {
-  return lastApplied_ && lastApplied_->role != PgRole::kNone && !postgresShutDown_;
+  return lastApplied_ && lastApplied_->role != PgRole::kNone && !isolation_.postgresShutDown();
 }
 
 // A restart re-applies the last configuration, and only while the state machine still
@@ -508,7 +436,7 @@ void DriverCore::afterPgTransition() {
   // An abandoned switchover starts postgres again first: a resumption decided on the
   // handover's stop (role none) would find the configuration stale and leave writes
   // stopped, which no apply lifts; decided when that start ends.
-  if (handover_.handingOver() && resumeWanted_ && resumeWanted_->waitsFor == WritesWait::kTransition && !queuedPeerApply_) {
+  if (handover_.handingOver() && isolation_.resumptionWaitsFor(Isolation::WritesWait::kTransition) && !queuedPeerApply_) {
     maybeHandOver();
   }
   reconcileWrites();

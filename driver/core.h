@@ -49,6 +49,7 @@
 #include "driver/handover.h"
 #include "driver/health.h"
 #include "driver/input.h"
+#include "driver/isolation.h"
 #include "driver/lease.h"
 #include "driver/rejoin.h"
 #include "driver/sync_watch.h"
@@ -169,17 +170,15 @@ class DriverCore {
   // the last one applied is the wanted one.
   bool runsWantedConfig() const { return !pgBusy() && !lastAppliedIsStale(); }
   const DriverCounters& counters() const { return counters_; }
-  bool writesStopped() const { return writesStopped_; }
+  bool writesStopped() const { return isolation_.writesStopped(); }
   Role appliedRole() const { return roleApplied_; }
-  bool postgresShutDown() const { return postgresShutDown_; }
-  bool coordinatorConnected() const { return !connectionLost_; }
+  bool postgresShutDown() const { return isolation_.postgresShutDown(); }
+  bool coordinatorConnected() const { return !isolation_.connectionLost(); }
   std::optional<int64_t> leaseDeadline() const { return lease_.deadline(); }
   std::optional<int64_t> failsafeUntil() const { return failsafe_.permittedUntil(); }
   std::optional<int64_t> promisedUntil() const { return failsafe_.promisedUntil(); }
 
  private:
-  // What a decision about writes waits for (isolated_primary.cc).
-  enum class WritesWait { kNothing, kLease, kTransition, kStep };
   // A postgres operation: an apply (the state machine's, the driver's own, or the start
   // after a switchover that did not happen, which applies the state machine's wanted
   // configuration), the wait for the old primary's stop before a fence, the fence, a rejoin.
@@ -217,6 +216,21 @@ class DriverCore {
   void onWithdrawalOver();
   // ---- isolated_primary.cc
   void onConnection(const CoordinatorConnection& c);
+  // A new session (ZkInitialized): what the old one left is dropped before the state is
+  // noted (true: a resumption or a confirmation that waited), then the new one begins
+  // (true: the old session's connection was lost), and once the state machine is
+  // stepped a primary whose lost session expired is shut down.
+  bool leaveTheOldSession();
+  bool enterTheNewSession();
+  void shutDownAsTheLostSessionExpired();
+  // After a successful apply: whether writes stay stopped, or resume (true: start
+  // postgres again after the resume, a shutdown kept it down).
+  bool writesAfterApply(const PgConfig& config, bool wanted);
+  // A primary withdrawing from the coordinator stops writes as if its connection was lost.
+  void stopWritesForWithdrawal();
+  // A shutdown still holds at the lease's end (false: a transition since may have started
+  // postgres, which is then shut down again).
+  bool postgresStillShutDown();
   void isolate(const std::string& why);
   void notePeersBeforeTheLoss();
   void reconnected(const std::string& how);
@@ -229,7 +243,7 @@ class DriverCore {
   // noTakeoverCanLand: the lost session came back, or the state was confirmed on a new one.
   void resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand = false);
   // What holds a resumption back now (kNothing: it is decided now).
-  WritesWait resumeWaitsFor(bool noTakeoverCanLand) const;
+  Isolation::WritesWait resumeWaitsFor(bool noTakeoverCanLand) const;
   // The primary, with the configuration postgres already has, and the state machine in the
   // middle of a step or settling a write of unknown outcome: nothing but the end of that
   // lifts a stop of writes.
@@ -337,41 +351,8 @@ class DriverCore {
   PeerDataStates lastData_;
   std::set<std::string> lastNotStreaming_;
   DataStatePublication dataState_;
-  // The isolated primary: see isolated_primary.cc.
-  bool connectionLost_ = false;
-  bool primaryLossTold_ = false;  // PrimaryConnectionLoss{true} was the last told
-  bool writesStopped_ = false;
+  Isolation isolation_;
   int64_t sessionTimeoutMs_ = 0;
-  Role roleAtLoss_ = Role::kUnknown;
-  std::optional<int64_t> generationAtLoss_;
-  PeerList activeBeforeLoss_;
-  // A loss was reported or found (activeBeforeLoss_ noted), and neither the same session
-  // nor a new one has come since: a new session starts the grace.
-  bool lossReported_ = false;
-  std::optional<int64_t> peerGraceUntil_;
-  bool postgresShutDown_ = false;
-  bool shutDownInFlight_ = false;  // asked of the adapter, not answered yet
-  // What the writes timer retries: stopping writes, resuming them (noTakeoverCanLand),
-  // or the confirmation; and what the shutdown timer does: the shutdown half-way to the
-  // earliest expiry after a loss (its delay), or again after a failure.
-  enum class WritesRetry { kStop, kResume, kConfirm } writesRetry_ = WritesRetry::kStop;
-  bool writesRetryNoTakeover_ = false;
-  std::optional<int64_t> shutDownAfterLossMs_;
-  // Writes to resume (how, noTakeoverCanLand), or the state to confirm on a new session,
-  // once nothing in flight holds them back: a postgres transition, the state machine's
-  // step or state write, the lease. Level-triggered: reconcileWrites() derives at the end
-  // of each step whether what holds them back is over (resumeWaitsFor, confirmWaits).
-  struct Resumption {
-    std::string how;
-    bool noTakeoverCanLand = false;
-    WritesWait waitsFor = WritesWait::kNothing;  // what it waited for when last looked at
-  };
-  std::optional<Resumption> resumeWanted_;
-  bool confirmWanted_ = false;
-  // Writes were stopped on a new session and have not resumed since: a connection that
-  // comes back on it resumes them only through the confirmation, never by the
-  // same-session rule.
-  bool confirmOwed_ = false;
   // One cluster-state write at a time, whatever its purpose: the state machine's, the
   // confirmation after a new session, the release from deposed after a rejoin (a
   // confirmation wanted while another write is in flight waits for it; the state
@@ -383,8 +364,7 @@ class DriverCore {
     bool answered = false;
   };
   std::optional<StateWrite> stateWrite_;
-  // The lease: confirmations seen at all, its end, the last confirmed send, whether it
-  // ended (writes stopped for it).
+  // The connection as last told (the lease's log says whether it looks up).
   bool coordinatorUp_ = true;
   Lease lease_;
   Failsafe failsafe_;

@@ -62,7 +62,7 @@ std::optional<std::string> DriverCore::whyNoFailsafe() const {
   const auto& s = peer_->clusterState();
   if (peer_->role() != Role::kPrimary || !s || s->primary.id != opts_.identity.id) return "not the primary";
   if (s->oneNodeWriteMode || !s->sync) return "no sync to ask";
-  if (writesStopped_ || connectionLost_ || postgresShutDown_) return "writes are stopped already";
+  if (isolation_.writesStopped() || isolation_.connectionLost() || isolation_.postgresShutDown()) return "writes are stopped already";
   if (handover_.handingOver()) return "this peer hands over to its sync for a switchover";
   if (!lease_.inUse()) return "no lease";
   // A write of this primary's may land (or have landed) and name another sync, which
@@ -89,7 +89,7 @@ void DriverCore::askFailsafe() {
       log(LogLevel::kInfo, "failsafe: not asking the sync for a promise: " + *why);
     }
     // Looked at again while a primary's end of writes is ahead.
-    if (peer_->role() == Role::kPrimary && !writesStopped_ && writeDeadline() > now()) {
+    if (peer_->role() == Role::kPrimary && !isolation_.writesStopped() && writeDeadline() > now()) {
       scheduleFailsafeAsk(now() + retryMs());
     }
     return;

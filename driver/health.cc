@@ -52,13 +52,7 @@ void DriverCore::withdraw(int64_t downMs) {
   // a lost connection: postgres is shut down and starts again only with a session, on
   // resumption. So it joins again after withdrawAfterMs to try; if postgres then stays
   // unhealthy, it withdraws again.
-  if (!connectionLost_) {
-    connectionLost_ = true;
-    roleAtLoss_ = Role::kPrimary;
-    generationAtLoss_ = generation();
-  }
-  writesStopped_ = true;
-  cancelTimer(TimerKind::kShutDown);
+  stopWritesForWithdrawal();
   // The shutdown first (the real adapter signals the postmaster in the call, waiting for
   // no lock), then the leave that lets the sync take over at once.
   shutDownWrites("this primary withdraws from ZooKeeper, and another peer may take over at once");
@@ -131,7 +125,7 @@ void DriverCore::healthTick() {
                                         std::string(pgRoleName(peer_->wantedPgConfig().role))) +
                              " and configures it itself");
   } else if (!pgBusy() && (graceOver || gone) && !stale && lastApplied_->role == PgRole::kPrimary &&
-             (connectionLost_ || health_.withdrawn_ || noLease)) {
+             (isolation_.connectionLost() || health_.withdrawn_ || noLease)) {
     // A primary that may be cut off from ZooKeeper starts only once the session is
     // confirmed (resumption starts a shut-down one): a start takes seconds in crash
     // recovery, and the session may expire meanwhile. So does one whose lease ended
@@ -141,7 +135,7 @@ void DriverCore::healthTick() {
       log(LogLevel::kInfo,
           std::string("not restarting postgres as primary: ") +
               (health_.withdrawn_         ? "this peer is withdrawn from ZooKeeper"
-               : connectionLost_  ? "the connection to ZooKeeper is lost"
+               : isolation_.connectionLost()  ? "the connection to ZooKeeper is lost"
                                   : "its lease has ended (no round trip through the ZooKeeper leader has confirmed "
                                     "the session for " + std::to_string(now() - lease_.sentAt()) + " ms)") +
               "; it starts once the session is confirmed");

@@ -48,7 +48,7 @@ void DriverCore::onLease(const CoordinatorLease& l) {
   if (!sameSession) {
     // Writes that went on under the failsafe past the old lease stop: that session may
     // have expired and a takeover be decided; the new one's confirmation decides.
-    if (failsafeInUse() && !connectionLost_) {
+    if (failsafeInUse() && !isolation_.connectionLost()) {
       isolate("failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
               "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
     }
@@ -80,7 +80,7 @@ void DriverCore::onLease(const CoordinatorLease& l) {
     lease_.ended_ = false;
     // Only on the session the lease ended on: a new session resumes through its
     // confirmation (afterNewSession), never by the same-session rule.
-    if (connectionLost_ && coordinatorUp_ && sameSession) {
+    if (isolation_.connectionLost() && coordinatorUp_ && sameSession) {
       log(LogLevel::kInfo, "lease: a round trip through the ZooKeeper leader confirmed session " +
                                std::to_string(l.sessionId) + " again");
       reconnected("a round trip through the ZooKeeper leader confirmed the same session");
@@ -94,7 +94,7 @@ void DriverCore::onLease(const CoordinatorLease& l) {
 // at the end.
 void DriverCore::leaseEnding() {
   if (leaseValid() || failsafeHolds()) return;
-  const bool primary = peer_->role() == Role::kPrimary || (connectionLost_ && roleAtLoss_ == Role::kPrimary);
+  const bool primary = peer_->role() == Role::kPrimary || (isolation_.connectionLost() && isolation_.roleAtLoss() == Role::kPrimary);
   if (!primary) {
     // A peer that becomes the primary without a lease (its takeover write answered, its
     // new session confirmed, after the lease ended) is caught by the next look.
@@ -105,27 +105,19 @@ void DriverCore::leaseEnding() {
   lease_.ended_ = true;
   const int64_t now = this->now();
   const int64_t left = std::max<int64_t>(writeDeadline() - now, 0);
-  if (!connectionLost_) {
+  if (!isolation_.connectionLost()) {
     isolate("no round trip through the ZooKeeper leader has confirmed the session for " +
             std::to_string(now - lease_.sentAt_) + " ms (the connection itself " + (coordinatorUp_ ? "looks up" : "is lost") +
             "): the " + (failsafe_.permittedUntil() ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
             " ms, stopping writes now");
   }
   cancelTimer(TimerKind::kFailsafe);
-  // A transition in flight may be starting postgres as the primary although it was shut
-  // down before (the adapter's shutdown signals a postmaster that runs, whatever holds
-  // its apply lock): shut it down at the lease's end all the same.
-  if (postgresShutDown_ && pgBusy()) postgresShutDown_ = false;
-  // Nor does a shutdown that ended mean postgres is still down: a transition since (an
-  // abandoned switchover's start) may have started it. A postmaster that runs, with no
-  // shutdown in flight, is shut down at the lease's end.
-  if (postgresShutDown_ && !shutDownInFlight_ && !now_.postmasterGone) postgresShutDown_ = false;
-  if (postgresShutDown_) return;
+  if (postgresStillShutDown()) return;
   setTimer(TimerKind::kLeaseShut, left);
 }
 
 void DriverCore::onLeaseShutTimer() {
-  if (!lease_.ended_ || !writesStopped_) return;
+  if (!lease_.ended_ || !isolation_.writesStopped()) return;
   shutDownWrites("the lease ended: the ZooKeeper leader may expire the session soon (no round trip through it "
                  "confirmed the session in time)");
 }
