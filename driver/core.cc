@@ -217,19 +217,19 @@ void DriverCore::step(const Event& delivered) {
   if (const auto* init = std::get_if<ZkInitialized>(&delivered)) {
     waitDropped = leaveTheOldSession();
     noteStateRead(init->state);
-    lastActive_ = init->active;
-    lastData_ = init->data;
-    lastNotStreaming_ = init->notStreaming;
+    coord_.active = init->active;
+    coord_.data = init->data;
+    coord_.notStreaming = init->notStreaming;
     // The new session's lease comes with it (a new session id): its creation was a
     // leader's transaction.
-    coordinatorUp_ = true;
+    coord_.connected = true;
     newSessionAfterLoss = enterTheNewSession();
   } else if (const auto* change = std::get_if<ClusterStateChanged>(&delivered)) {
     noteStateRead(change->state);
   } else if (const auto* active = std::get_if<ActivePeersChanged>(&delivered)) {
-    lastActive_ = active->active;
-    lastData_ = active->data;
-    lastNotStreaming_ = active->notStreaming;
+    coord_.active = active->active;
+    coord_.data = active->data;
+    coord_.notStreaming = active->notStreaming;
   }
   const std::optional<Event> keeping = keepingPeersFromBeforeTheLoss(delivered);
   const Event& event = keeping ? *keeping : delivered;
@@ -325,10 +325,10 @@ void DriverCore::onStateMachineWrite(const StateWriteFinished& r) {
 }
 
 void DriverCore::noteStateRead(const StateNode& node) {
-  lastState_.node = node;
-  lastState_.parsed.reset();
+  coord_.state.node = node;
+  coord_.state.parsed.reset();
   if (!node.exists) return;
-  if (auto parsed = ClusterState::parse(node.data)) lastState_.parsed = std::move(parsed.value());
+  if (auto parsed = ClusterState::parse(node.data)) coord_.state.parsed = std::move(parsed.value());
 }
 
 bool DriverCore::stateWriteUnanswered(in::WriteFor purpose) const {
@@ -351,12 +351,12 @@ std::optional<int64_t> DriverCore::generation() const {
 // ---- postgres ------------------------------------------------------------------------
 
 void DriverCore::fencePg(const std::optional<PeerIdentity>& newSync) {
-  pgOp_ = PgOp::kFence;
+  pg_.op = PgOp::kFence;
   emit(cmd::FencePg{newSync});
 }
 
 void DriverCore::onFenced(const PgFenced& r) {
-  pgOp_.reset();
+  pg_.op.reset();
   step(r);
   afterPgTransition();  // like every other transition's end: what waited for it runs now
 }
@@ -365,10 +365,10 @@ void DriverCore::applyPg(const PgConfig& config, PgOp op) {
   const bool fromPeer = op == PgOp::kPeerApply;
   if (pgBusy()) {
     // Only a restart can be in flight when the state machine asks (it never asks twice).
-    if (fromPeer) queuedPeerApply_ = config;
+    if (fromPeer) pg_.queuedPeerApply = config;
     return;
   }
-  pgOp_ = op;
+  pg_.op = op;
   if (config.role == PgRole::kPrimary) emit(cmd::PrimaryApplyStarting{});
   emit(cmd::ApplyPg{config, fromPeer});
 }
@@ -379,12 +379,12 @@ void DriverCore::onApplied(const in::Applied& a) {
   const PgConfigApplied& r = a.r;
   // The state machine's wanted configuration: its own apply, or the start after a
   // switchover that did not happen.
-  const bool wanted = fromPeer || pgOp_ == PgOp::kStartAgain;
-  pgOp_.reset();
-  lastTransitionDone_ = now();
+  const bool wanted = fromPeer || pg_.op == PgOp::kStartAgain;
+  pg_.op.reset();
+  pg_.lastTransitionDone = now();
   bool restartAfterResume = false;
   if (r.ok) {
-    lastApplied_ = config;
+    pg_.lastApplied = config;
     ++counters_.transitions;
     restartAfterResume = writesAfterApply(config, wanted);
     // After the above: whether postgres is expected online may have changed, and an
@@ -400,17 +400,17 @@ void DriverCore::onApplied(const in::Applied& a) {
   }
   // The role is applied once postgres runs its configuration: not on an apply the state
   // machine made on the way to it (a new primary's role none first).
-  if (r.ok && fromPeer && peer_->role() != roleApplied_ && peer_->wantedPgConfig() == config) {
-    const Role previous = std::exchange(roleApplied_, peer_->role());
-    emit(cmd::RoleApplied{previous, roleApplied_});
+  if (r.ok && fromPeer && peer_->role() != pg_.roleApplied && peer_->wantedPgConfig() == config) {
+    const Role previous = std::exchange(pg_.roleApplied, peer_->role());
+    emit(cmd::RoleApplied{previous, pg_.roleApplied});
   }
   if (fromPeer) step(r);
-  if (restartAfterResume && !pgBusy() && !lastAppliedIsStale()) applyPg(*lastApplied_);
+  if (restartAfterResume && !pgBusy() && !lastAppliedIsStale()) applyPg(*pg_.lastApplied);
   afterPgTransition();
 }
 
 bool DriverCore::expectPostgresOnline() const {
-  return lastApplied_ && lastApplied_->role != PgRole::kNone && !isolation_.postgresShutDown();
+  return pg_.lastApplied && pg_.lastApplied->role != PgRole::kNone && !isolation_.postgresShutDown();
 }
 
 // A restart re-applies the last configuration, and only while the state machine still
@@ -426,7 +426,7 @@ bool DriverCore::expectPostgresOnline() const {
 // starts once the state says whether it landed (a withdrawn peer joins again to read it:
 // see withdraw()).
 bool DriverCore::lastAppliedIsStale() const {
-  return !lastApplied_ || !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion() ||
+  return !pg_.lastApplied || !(peer_->wantedPgConfig() == *pg_.lastApplied) || peer_->awaitingCompletion() ||
          peer_->keepsFence();
 }
 
@@ -436,13 +436,13 @@ void DriverCore::afterPgTransition() {
   // An abandoned switchover starts postgres again first: a resumption decided on the
   // handover's stop (role none) would find the configuration stale and leave writes
   // stopped, which no apply lifts; decided when that start ends.
-  if (handover_.handingOver() && isolation_.resumptionWaitsFor(Isolation::WritesWait::kTransition) && !queuedPeerApply_) {
+  if (handover_.handingOver() && isolation_.resumptionWaitsFor(Isolation::WritesWait::kTransition) && !pg_.queuedPeerApply) {
     maybeHandOver();
   }
   reconcileWrites();
-  if (queuedPeerApply_ && !pgBusy()) {
-    PgConfig next = *queuedPeerApply_;
-    queuedPeerApply_.reset();
+  if (pg_.queuedPeerApply && !pgBusy()) {
+    PgConfig next = *pg_.queuedPeerApply;
+    pg_.queuedPeerApply.reset();
     applyPg(next, PgOp::kPeerApply);
   }
   maybeHandOver();

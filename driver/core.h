@@ -164,14 +164,14 @@ class DriverCore {
   bool withdrawn() const { return health_.withdrawn(); }
   bool stopping() const { return stopping_; }
   bool failed() const { return failed_; }
-  bool pgBusy() const { return pgOp_.has_value(); }
-  bool applyQueued() const { return queuedPeerApply_.has_value(); }
+  bool pgBusy() const { return pg_.op.has_value(); }
+  bool applyQueued() const { return pg_.queuedPeerApply.has_value(); }
   // Postgres runs the configuration the state machine wants: no transition in flight, and
   // the last one applied is the wanted one.
   bool runsWantedConfig() const { return !pgBusy() && !lastAppliedIsStale(); }
   const DriverCounters& counters() const { return counters_; }
   bool writesStopped() const { return isolation_.writesStopped(); }
-  Role appliedRole() const { return roleApplied_; }
+  Role appliedRole() const { return pg_.roleApplied; }
   bool postgresShutDown() const { return isolation_.postgresShutDown(); }
   bool coordinatorConnected() const { return !isolation_.connectionLost(); }
   std::optional<int64_t> leaseDeadline() const { return lease_.deadline(); }
@@ -340,19 +340,24 @@ class DriverCore {
   // vector rather than a map (a node allocation per timer start, every few milliseconds).
   std::vector<std::pair<TimerKey, int64_t>> armed_;
   std::unique_ptr<Peer> peer_;
-  // What the coordinator last told us, to start a fresh state machine after a rebuild.
-  // The cluster state last read, as read and parsed once (nullopt: none, or not valid).
+  // What the coordinator last told (core.cc notes it; every protocol reads it): the
+  // cluster state last read, as read and parsed once (nullopt: none, or not valid), the
+  // peers present, their data states and those that do not stream (also to start a fresh
+  // state machine after a rebuild), the session's negotiated timeout, and whether its
+  // connection is up (as last told).
   struct ReadState {
     StateNode node;
     std::optional<ClusterState> parsed;
   };
-  ReadState lastState_;
-  PeerList lastActive_;
-  PeerDataStates lastData_;
-  std::set<std::string> lastNotStreaming_;
-  DataStatePublication dataState_;
-  Isolation isolation_;
-  int64_t sessionTimeoutMs_ = 0;
+  struct CoordinatorView {
+    ReadState state;
+    PeerList active;
+    PeerDataStates data;
+    std::set<std::string> notStreaming;
+    int64_t sessionTimeoutMs = 0;
+    bool connected = true;
+  };
+  CoordinatorView coord_;
   // One cluster-state write at a time, whatever its purpose: the state machine's, the
   // confirmation after a new session, the release from deposed after a rejoin (a
   // confirmation wanted while another write is in flight waits for it; the state
@@ -364,29 +369,35 @@ class DriverCore {
     bool answered = false;
   };
   std::optional<StateWrite> stateWrite_;
-  // The connection as last told (the lease's log says whether it looks up).
-  bool coordinatorUp_ = true;
-  Lease lease_;
-  Failsafe failsafe_;
   // A state write that failed leaves the outcome unknown until a state is read again (the
   // failsafe asks for no promise meanwhile).
   bool stateWriteUnsettled_ = false;
-  Rejoin rejoin_;
-  Handover handover_;
-  SyncWatch syncWatch_;
   // Postgres: one operation at a time, whether the state machine or the driver (a restart
   // after a crash, a handover, a rejoin) asked for it; an apply of the state machine's
-  // asked for meanwhile waits in queuedPeerApply_.
-  std::optional<PgOp> pgOp_;
-  std::optional<PgConfig> queuedPeerApply_;
-  std::optional<PgConfig> lastApplied_;
-  int64_t lastTransitionDone_ = INT64_MIN / 2;
-  Health health_;
+  // asked for meanwhile waits in queuedPeerApply. The last configuration applied, when
+  // the last transition ended, and the role last applied (for RoleApplied).
+  struct Postgres {
+    std::optional<PgOp> op;
+    std::optional<PgConfig> queuedPeerApply;
+    std::optional<PgConfig> lastApplied;
+    int64_t lastTransitionDone = INT64_MIN / 2;
+    Role roleApplied = Role::kUnknown;
+  };
+  Postgres pg_;
   bool stopping_ = false;
   bool failed_ = false;
   std::map<Memo, std::string> memos_;
   DriverCounters counters_;
-  Role roleApplied_ = Role::kUnknown;  // for RoleApplied
+  // The protocols, one class each (docs/driver.md): each file changes only its own, and
+  // asks the others' queries.
+  Lease lease_;
+  Failsafe failsafe_;
+  Isolation isolation_;
+  Health health_;
+  Handover handover_;
+  Rejoin rejoin_;
+  DataStatePublication dataState_;
+  SyncWatch syncWatch_;
 };
 
 }  // namespace dugong::agent

@@ -30,7 +30,7 @@ void DriverCore::holdEarlierPromise() {
 }
 
 int64_t DriverCore::failsafeDurationMs() const {
-  return opts_.failsafeDurationMs > 0 ? opts_.failsafeDurationMs : sessionTimeoutMs_;
+  return opts_.failsafeDurationMs > 0 ? opts_.failsafeDurationMs : coord_.sessionTimeoutMs;
 }
 
 bool DriverCore::failsafeHolds() const {
@@ -166,8 +166,8 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
   view.leaseInUse = lease_.inUse();
   view.reachesZooKeeper = reachesZooKeeper(lease_.sentAt(), lease_.intervalMs(), now());
   view.maxDurationMs = std::min(failsafeDurationMs(), kFailsafeMaxDurationMs);
-  view.takingOver = peer_->role() != Role::kSync || failsafe_.heldTakeover_.has_value() || pgOp_ == PgOp::kFence ||
-                    pgOp_ == PgOp::kAwaitUpstreamStop ||
+  view.takingOver = peer_->role() != Role::kSync || failsafe_.heldTakeover_.has_value() || pg_.op == PgOp::kFence ||
+                    pg_.op == PgOp::kAwaitUpstreamStop ||
                     stateWriteUnanswered(in::WriteFor::kStateMachine) ||
                     peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || health_.withdrawn();
   FailsafeAnswer a = decideFailsafeGrant(request, view);

@@ -22,8 +22,8 @@ bool DriverCore::switchoverRequested(bool forSelf) const {
   if (!s || !s->sync || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) return false;
   auto req = validatePromote(s->promote, *s, now_.wallMs);
   if (!req || req->role != "sync" || req->id != s->sync->id) return false;
-  if (forSelf) return peer_->role() == Role::kSync && req->id == opts_.identity.id && containsPeer(lastActive_, s->primary.id);
-  return containsPeer(lastActive_, s->sync->id);
+  if (forSelf) return peer_->role() == Role::kSync && req->id == opts_.identity.id && containsPeer(coord_.active, s->primary.id);
+  return containsPeer(coord_.active, s->sync->id);
 }
 
 // On the sync: before the fence of a switchover's takeover, wait (once per generation) for
@@ -32,7 +32,7 @@ bool DriverCore::awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync)
   const auto gen = generation();
   if (!switchoverRequested(true) || handover_.waitedIn_ == gen) return false;
   handover_.waitedIn_ = gen;
-  pgOp_ = PgOp::kAwaitUpstreamStop;
+  pg_.op = PgOp::kAwaitUpstreamStop;
   log(LogLevel::kInfo, "switchover: waiting up to " + std::to_string(opts_.handoverWaitMs) + " ms for " +
                            peer_->clusterState()->primary.id +
                            " to stop postgres, so that this peer has all of its WAL before taking over");
@@ -64,9 +64,9 @@ void DriverCore::maybeHandOver() {
   const auto& s = peer_->clusterState();
   const bool requested = switchoverRequested(false);
   const std::string request = requested ? s->promote.dump() : "";
-  if (requested && !handover_.from_ && request != handover_.request_ && lastApplied_ &&
-      lastApplied_->role == PgRole::kPrimary) {
-    handover_.from_ = *lastApplied_;
+  if (requested && !handover_.from_ && request != handover_.request_ && pg_.lastApplied &&
+      pg_.lastApplied->role == PgRole::kPrimary) {
+    handover_.from_ = *pg_.lastApplied;
     handover_.request_ = request;
     ++counters_.handovers;
     log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
@@ -92,9 +92,9 @@ void DriverCore::maybeHandOver() {
 // state machine wants it now (its sync may have changed meanwhile), also for the health
 // logic should this start fail.
 void DriverCore::startAgainAfterHandover() {
-  lastApplied_ = peer_->wantedPgConfig();
+  pg_.lastApplied = peer_->wantedPgConfig();
   handover_.from_.reset();
-  applyPg(*lastApplied_, PgOp::kStartAgain);
+  applyPg(*pg_.lastApplied, PgOp::kStartAgain);
 }
 
 // On the sync: the wait for the old primary's stop is over; the fence goes ahead. Once
@@ -107,7 +107,7 @@ void DriverCore::onUpstreamStopped(const in::UpstreamStopped& u) {
   log(LogLevel::kInfo, u.ended ? "switchover: the old primary's WAL stream ended: taking over"
                                : "switchover: the old primary's WAL stream did not end: taking over anyway");
   if (!u.ended && holdTakeoverForPromise(FencePg{u.newSync})) {
-    pgOp_.reset();  // the wait is over; the held fence is carried out again at the promise's end
+    pg_.op.reset();  // the wait is over; the held fence is carried out again at the promise's end
     afterPgTransition();
     return;
   }

@@ -64,8 +64,8 @@ void DriverCore::withdraw(int64_t downMs) {
 // A deposed peer withdrawn while its postgres was being stopped: role none has nothing
 // left to be healthy about, and out of ZooKeeper it would never rejoin the new primary.
 void DriverCore::joinAgainOnceDeposedAndStopped() {
-  if (!health_.withdrawn_ || pgBusy() || peer_->role() != Role::kDeposed || !lastApplied_ ||
-      lastApplied_->role != PgRole::kNone) {
+  if (!health_.withdrawn_ || pgBusy() || peer_->role() != Role::kDeposed || !pg_.lastApplied ||
+      pg_.lastApplied->role != PgRole::kNone) {
     return;
   }
   log(LogLevel::kInfo, "joining ZooKeeper again: this deposed peer's postgres is stopped, so its health no longer "
@@ -108,23 +108,23 @@ void DriverCore::healthTick() {
     // A withdrawn primary's postgres stays down (its shutdown is on the way): no restart.
     if (!expectPostgresOnline()) return nextHealthTick();
   }
-  const bool graceOver = down >= opts_.restartGraceMs && now() - lastTransitionDone_ >= opts_.restartGraceMs;
+  const bool graceOver = down >= opts_.restartGraceMs && now() - pg_.lastTransitionDone >= opts_.restartGraceMs;
   // No process is starting or recovering: nothing to wait for (but no restart loop).
   const bool gone = now_.postmasterGone && now() - health_.lastRestartStarted_ >= opts_.restartGraceMs;
   const bool stale = lastAppliedIsStale();
   // A primary writes only under its lease (or the sync's promise).
   const bool noLease = lease_.inUse() && !leaseValid() && !failsafeHolds();
   // Logged once per transition.
-  const std::string transition = std::to_string(lastTransitionDone_);
+  const std::string transition = std::to_string(pg_.lastTransitionDone);
   if (!pgBusy() && (graceOver || gone) && stale && logOnce(Memo::kStaleRestart, transition)) {
-    log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(lastApplied_->role) +
+    log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(pg_.lastApplied->role) +
                              (peer_->awaitingCompletion() ? ": the state machine is in the middle of a step"
                               : peer_->keepsFence()
                                   ? ": the state machine keeps the fence of a takeover whose state write may have landed"
                                   : ": the state machine now wants it as " +
                                         std::string(pgRoleName(peer_->wantedPgConfig().role))) +
                              " and configures it itself");
-  } else if (!pgBusy() && (graceOver || gone) && !stale && lastApplied_->role == PgRole::kPrimary &&
+  } else if (!pgBusy() && (graceOver || gone) && !stale && pg_.lastApplied->role == PgRole::kPrimary &&
              (isolation_.connectionLost() || health_.withdrawn_ || noLease)) {
     // A primary that may be cut off from ZooKeeper starts only once the session is
     // confirmed (resumption starts a shut-down one): a start takes seconds in crash
@@ -141,12 +141,12 @@ void DriverCore::healthTick() {
               "; it starts once the session is confirmed");
     }
   } else if (!pgBusy() && (graceOver || gone) && !stale) {
-    log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(lastApplied_->role) +
+    log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(pg_.lastApplied->role) +
                              (gone && !graceOver ? " at once: the postmaster is gone (it crashed or was killed)"
                                                  : ": it has not answered for " + std::to_string(down) + " ms"));
     ++counters_.restarts;
     health_.lastRestartStarted_ = now();
-    applyPg(*lastApplied_);
+    applyPg(*pg_.lastApplied);
   }
   nextHealthTick();
 }

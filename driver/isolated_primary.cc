@@ -28,11 +28,11 @@ auto activeListOf(E& event) -> decltype(&std::get<ActivePeersChanged>(event).act
 }  // namespace
 
 void DriverCore::onConnection(const CoordinatorConnection& c) {
-  coordinatorUp_ = c.connected;
+  coord_.connected = c.connected;
   if (!c.connected) {
     if (isolation_.connectionLost_) return;
     ++counters_.connectionLosses;
-    sessionTimeoutMs_ = c.sessionTimeoutMs;
+    coord_.sessionTimeoutMs = c.sessionTimeoutMs;
     // Whatever the role and the lease: if this session expires, the peers present now
     // count as present for a session timeout after the next one (an outage may have
     // expired theirs too, and they reconnect later than this peer).
@@ -88,7 +88,7 @@ void DriverCore::isolate(const std::string& why) {
 void DriverCore::notePeersBeforeTheLoss() {
   isolation_.lossReported_ = true;
   // Lost again within the grace of an earlier loss: those peers may still be away.
-  PeerList before = lastActive_;
+  PeerList before = coord_.active;
   if (isolation_.peerGraceUntil_) {
     for (const auto& p : isolation_.activeBeforeLoss_) {
       if (!containsPeer(before, p.id)) before.push_back(p);
@@ -195,7 +195,7 @@ void DriverCore::onShutDownTimer() {
 }
 
 bool DriverCore::primaryConfigAppliedMidStep() const {
-  return peer_->role() == Role::kPrimary && lastApplied_ && peer_->wantedPgConfig() == *lastApplied_ &&
+  return peer_->role() == Role::kPrimary && pg_.lastApplied && peer_->wantedPgConfig() == *pg_.lastApplied &&
          (peer_->keepsFence() || peer_->awaitingCompletion());
 }
 
@@ -282,7 +282,7 @@ void DriverCore::resumeWritesIfUnchanged(const std::string& how, bool noTakeover
   emit(cmd::ResumeWrites{noTakeoverCanLand});
   if (isolation_.postgresShutDown_) {
     isolation_.postgresShutDown_ = false;
-    if (startNow) applyPg(*lastApplied_);
+    if (startNow) applyPg(*pg_.lastApplied);
     noteUnhealthy();  // if that could not start now, the health check starts it
   }
 }
@@ -342,12 +342,12 @@ void DriverCore::confirmAfterNewSession() {
     return;
   }
   if (peer_->role() != Role::kPrimary || (generation() != isolation_.generationAtLoss_ && !newerApplied) ||
-      !lastState_.node.exists) {
+      !coord_.state.node.exists) {
     return resumeWritesIfUnchanged("a new session");  // logs why writes stay stopped
   }
-  const auto& state = lastState_.parsed;
+  const auto& state = coord_.state.parsed;
   if (!state) return;
-  const int32_t version = lastState_.node.version;
+  const int32_t version = coord_.state.node.version;
   stateWrite_ = StateWrite{in::WriteFor::kConfirmation};
   ++counters_.stateWrites;
   log(LogLevel::kInfo, "writes stay stopped until a test-and-set of the cluster state at version " +
@@ -404,8 +404,8 @@ bool DriverCore::enterTheNewSession() {
     log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost (under the lease) expired");
   }
   if (afterLoss && !isolation_.activeBeforeLoss_.empty()) {
-    isolation_.peerGraceUntil_ = now() + sessionTimeoutMs_;
-    setTimer(TimerKind::kPeerGrace, sessionTimeoutMs_);
+    isolation_.peerGraceUntil_ = now() + coord_.sessionTimeoutMs;
+    setTimer(TimerKind::kPeerGrace, coord_.sessionTimeoutMs);
   }
   return newSessionAfterLoss;
 }
@@ -518,13 +518,13 @@ void DriverCore::endPeerGrace() {
   isolation_.peerGraceUntil_.reset();
   PeerList missing;
   for (const auto& p : isolation_.activeBeforeLoss_) {
-    if (!containsPeer(lastActive_, p.id)) missing.push_back(p);
+    if (!containsPeer(coord_.active, p.id)) missing.push_back(p);
   }
   isolation_.activeBeforeLoss_.clear();
   if (missing.empty() || health_.withdrawn()) return;
   log(LogLevel::kWarn, peerIds(missing) + " did not come back within a session timeout (" +
-                           std::to_string(sessionTimeoutMs_) + " ms) of the new session: treating them as gone");
-  step(ActivePeersChanged{lastActive_, lastData_, lastNotStreaming_});
+                           std::to_string(coord_.sessionTimeoutMs) + " ms) of the new session: treating them as gone");
+  step(ActivePeersChanged{coord_.active, coord_.data, coord_.notStreaming});
 }
 
 }  // namespace dugong::agent

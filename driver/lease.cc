@@ -62,7 +62,7 @@ void DriverCore::onLease(const CoordinatorLease& l) {
   lease_.deadline_ = deadline;
   lease_.sentAt_ = l.sentAtMs;
   lease_.intervalMs_ = l.intervalMs;
-  sessionTimeoutMs_ = l.sessionTimeoutMs;
+  coord_.sessionTimeoutMs = l.sessionTimeoutMs;
   armWriteDeadline();
   if (onFailsafe && leaseValid()) {
     log(LogLevel::kInfo, "failsafe: a round trip through the ZooKeeper leader confirmed the session again: writes go "
@@ -80,7 +80,7 @@ void DriverCore::onLease(const CoordinatorLease& l) {
     lease_.ended_ = false;
     // Only on the session the lease ended on: a new session resumes through its
     // confirmation (afterNewSession), never by the same-session rule.
-    if (isolation_.connectionLost() && coordinatorUp_ && sameSession) {
+    if (isolation_.connectionLost() && coord_.connected && sameSession) {
       log(LogLevel::kInfo, "lease: a round trip through the ZooKeeper leader confirmed session " +
                                std::to_string(l.sessionId) + " again");
       reconnected("a round trip through the ZooKeeper leader confirmed the same session");
@@ -98,7 +98,7 @@ void DriverCore::leaseEnding() {
   if (!primary) {
     // A peer that becomes the primary without a lease (its takeover write answered, its
     // new session confirmed, after the lease ended) is caught by the next look.
-    setTimer(TimerKind::kLease, std::max<int64_t>(sessionTimeoutMs_ / 10, 50));
+    setTimer(TimerKind::kLease, std::max<int64_t>(coord_.sessionTimeoutMs / 10, 50));
     return;
   }
   if (!lease_.deadline_) return;
@@ -107,7 +107,7 @@ void DriverCore::leaseEnding() {
   const int64_t left = std::max<int64_t>(writeDeadline() - now, 0);
   if (!isolation_.connectionLost()) {
     isolate("no round trip through the ZooKeeper leader has confirmed the session for " +
-            std::to_string(now - lease_.sentAt_) + " ms (the connection itself " + (coordinatorUp_ ? "looks up" : "is lost") +
+            std::to_string(now - lease_.sentAt_) + " ms (the connection itself " + (coord_.connected ? "looks up" : "is lost") +
             "): the " + (failsafe_.permittedUntil() ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
             " ms, stopping writes now");
   }

@@ -12,8 +12,8 @@ namespace dugong::agent {
 // peer and removed it from `deposed`, the driver starts a fresh one: when the state
 // says so, or, if a transition was in flight then, as soon as it ends.
 bool DriverCore::rebuiltWhileDeposed() const {
-  if (peer_->role() != Role::kDeposed || pgBusy() || !lastState_.node.exists) return false;
-  const auto& state = lastState_.parsed;
+  if (peer_->role() != Role::kDeposed || pgBusy() || !coord_.state.node.exists) return false;
+  const auto& state = coord_.state.parsed;
   return state && !containsPeer(state->deposed, opts_.identity.id);
 }
 
@@ -23,10 +23,10 @@ void DriverCore::startFreshStateMachine(bool feedState) {
   peer_ = std::make_unique<Peer>(peerOptions());
   // What the deposed state machine asked for and a transition in flight held back goes
   // with it: run later, its answer would be taken for the fresh one's own apply.
-  if (queuedPeerApply_) {
+  if (pg_.queuedPeerApply) {
     log(LogLevel::kInfo, std::string("dropping the deposed state machine's queued configuration (") +
-                             pgRoleName(queuedPeerApply_->role) + "): the fresh state machine asks for its own");
-    queuedPeerApply_.reset();
+                             pgRoleName(pg_.queuedPeerApply->role) + "): the fresh state machine asks for its own");
+    pg_.queuedPeerApply.reset();
   }
   for (auto it = armed_.begin(); it != armed_.end();) {
     if (it->first.kind != TimerKind::kStateMachine) {
@@ -38,7 +38,7 @@ void DriverCore::startFreshStateMachine(bool feedState) {
   }
   emit(cmd::InitPostgres{true});
   if (feedState) {
-    const ZkInitialized init{lastState_.node, lastActive_, lastData_, false, lastNotStreaming_};
+    const ZkInitialized init{coord_.state.node, coord_.active, coord_.data, false, coord_.notStreaming};
     for (Action& a : peer_->step(now_.wallMs, init)) {
       carryOut(std::move(a));
     }
@@ -47,16 +47,16 @@ void DriverCore::startFreshStateMachine(bool feedState) {
 
 void DriverCore::maybeRejoin() {
   if (opts_.rejoin == RejoinPolicy::kManual || health_.withdrawn() || failed_) return;
-  if (peer_->role() != Role::kDeposed || pgBusy() || queuedPeerApply_) return;
+  if (peer_->role() != Role::kDeposed || pgBusy() || pg_.queuedPeerApply) return;
   if (rejoin_.rejoinedTo_) return releaseAfterRejoin();
   // Only once the deposed state machine has stopped postgres.
-  if (!lastApplied_ || lastApplied_->role != PgRole::kNone || !lastState_.node.exists) return;
-  const auto& state = lastState_.parsed;
+  if (!pg_.lastApplied || pg_.lastApplied->role != PgRole::kNone || !coord_.state.node.exists) return;
+  const auto& state = coord_.state.parsed;
   if (!state || !containsPeer(state->deposed, opts_.identity.id) || state->primary.id == opts_.identity.id) return;
   if (state->oneNodeWriteMode) return;
   if (rejoin_.triedGeneration_ != state->generation) rejoin_.retryDelayMs_ = 0;  // a new generation: at once
   if (rejoin_.triedGeneration_ == state->generation && (rejoin_.retryDelayMs_ == 0 || !rejoin_.retryDue_)) return;
-  if (!containsPeer(lastActive_, state->primary.id)) return;  // tried when the primary is present
+  if (!containsPeer(coord_.active, state->primary.id)) return;  // tried when the primary is present
   rejoin_.triedGeneration_ = state->generation;
   rejoin_.retryDue_ = false;
   const PeerIdentity primary = state->primary;
@@ -67,13 +67,13 @@ void DriverCore::maybeRejoin() {
                                 ? "only if its data directory can follow as it is (nothing discarded)"
                                 : "rewinding its data directory if it diverged") +
                            ", never copying it");
-  pgOp_ = PgOp::kRejoin;
+  pg_.op = PgOp::kRejoin;
   emit(cmd::Rejoin{primary, opts_.rejoin});
 }
 
 void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r) {
-  pgOp_.reset();
-  lastTransitionDone_ = now();
+  pg_.op.reset();
+  pg_.lastTransitionDone = now();
   if (r.rewound) {
     log(LogLevel::kWarn, "rejoin: pg_rewind discarded " + r.discarded + ", which " + primary.id +
                              "'s timeline does not have (rejoin: rewind)");
@@ -102,7 +102,7 @@ void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r
   rejoin_.reason_ = "rejoin " + opts_.identity.id + " (automatic, rejoin: " + rejoinPolicyName(opts_.rejoin) +
                   "): streams from " + primary.id + " without a copy, " +
                   (r.rewound ? "after pg_rewind discarded " + r.discarded : "nothing discarded");
-  lastApplied_.reset();  // postgres runs as a standby now, not as the state machine left it
+  pg_.lastApplied.reset();  // postgres runs as a standby now, not as the state machine left it
   afterPgTransition();
 }
 
@@ -117,10 +117,10 @@ void DriverCore::releaseAfterRejoin() {
   // One state write at a time: a confirmation of this peer's primacy on a new session
   // may still be in flight; looked at again once it is answered.
   if (stateWriteUnanswered(in::WriteFor::kRelease) || stateWriteUnanswered(in::WriteFor::kConfirmation) ||
-      !rejoin_.rejoinedTo_ || !lastState_.parsed) {
+      !rejoin_.rejoinedTo_ || !coord_.state.parsed) {
     return;
   }
-  ClusterState state = *lastState_.parsed;
+  ClusterState state = *coord_.state.parsed;
   auto released = releaseFromDeposed(state, opts_.identity.id, *rejoin_.rejoinedTo_);
   if (!released || !released.value()) {
     if (!released) {
@@ -135,7 +135,7 @@ void DriverCore::releaseAfterRejoin() {
   }
   stateWrite_ = StateWrite{in::WriteFor::kRelease};
   ++counters_.stateWrites;
-  emit(cmd::PutState{state, lastState_.node.version, rejoin_.reason_, in::WriteFor::kRelease});
+  emit(cmd::PutState{state, coord_.state.node.version, rejoin_.reason_, in::WriteFor::kRelease});
 }
 
 void DriverCore::onReleased(const StateWriteFinished& w) {
@@ -168,7 +168,7 @@ void DriverCore::maybePublishDataState() {
     }
     return;
   }
-  if (dataState_.published_ || dataState_.reading_ || pgBusy() || !lastApplied_ || lastApplied_->role != PgRole::kNone) return;
+  if (dataState_.published_ || dataState_.reading_ || pgBusy() || !pg_.lastApplied || pg_.lastApplied->role != PgRole::kNone) return;
   dataState_.reading_ = true;
   emit(cmd::ReadDataState{});
 }
@@ -181,7 +181,7 @@ void DriverCore::onDataStateRead(const Result<PeerDataState>& r) {
     setTimer(TimerKind::kDataState, opts_.retryDelayMs);
     return;
   }
-  if (peer_->clusterState() || pgBusy() || !lastApplied_ || lastApplied_->role != PgRole::kNone) {
+  if (peer_->clusterState() || pgBusy() || !pg_.lastApplied || pg_.lastApplied->role != PgRole::kNone) {
     return maybePublishDataState();  // things moved on while it was read
   }
   dataState_.published_ = true;

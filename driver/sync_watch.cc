@@ -15,7 +15,7 @@ void DriverCore::startSyncWatch() {
 std::optional<std::pair<int64_t, std::string>> DriverCore::watchedSync() const {
   // Only a primary that runs as one, with writes not stopped for a lost coordinator and
   // no transition in flight (a fence or a reconfiguration changes what commits wait for).
-  if (peer_->role() != Role::kPrimary || roleApplied_ != Role::kPrimary || isolation_.writesStopped() || pgBusy() || health_.withdrawn()) {
+  if (peer_->role() != Role::kPrimary || pg_.roleApplied != Role::kPrimary || isolation_.writesStopped() || pgBusy() || health_.withdrawn()) {
     return std::nullopt;
   }
   const auto& state = peer_->clusterState();
@@ -54,7 +54,7 @@ void DriverCore::streamWatchTick() {
   const std::optional<StreamSample>& sample = now_.stream;
   if (!sample) return;  // not told: nothing published, the peers count this one as streaming
   setTimer(TimerKind::kStreamWatch, opts_.healthTickMs);
-  const std::string upstream = lastApplied_ && lastApplied_->upstream ? lastApplied_->upstream->id : "";
+  const std::string upstream = pg_.lastApplied && pg_.lastApplied->upstream ? pg_.lastApplied->upstream->id : "";
   if (!sample->running || upstream.empty()) {
     syncWatch_.streamedFrom_.clear();
   } else if (sample->streamingFrom == upstream) {
