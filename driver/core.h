@@ -6,9 +6,12 @@
 // an environment (driver/env.h) for the daemon and both simulators; the transcripts of
 // driver/testdata/ step it by hand.
 //
-// It feeds the coordinator's and postgres' events into the state machine and carries
-// out its actions in order, and it adds what the state machine leaves to the agent, one
-// protocol per file (docs/driver.md):
+// It knows the values the environment reports (driver/types.h), not the environment's
+// interfaces. It feeds the coordinator's and postgres' events into the state machine and
+// carries out its actions in order, and it adds what the state machine leaves to the
+// agent, one protocol per file, whose fields are a class in the protocol's header (lease.h,
+// failsafe.h, isolation.h, health.h, handover.h, rejoin.h, sync_watch.h): the file changes
+// only its own, and asks the others' queries (docs/driver.md):
 // - core.cc: the state machine's loop, one postgres transition at a time (an apply
 //   asked for while a restart is in flight is queued; a fence asked for during a restart
 //   is refused and retried by the state machine), the driver's start and stop;
@@ -44,7 +47,6 @@
 
 #include "driver/command.h"
 #include "driver/defaults.h"
-#include "driver/env.h"
 #include "driver/failsafe.h"
 #include "driver/handover.h"
 #include "driver/health.h"
@@ -53,7 +55,9 @@
 #include "driver/lease.h"
 #include "driver/rejoin.h"
 #include "driver/sync_watch.h"
+#include "driver/types.h"
 #include "statemachine/peer.h"
+#include "statemachine/result.h"
 
 namespace dugong::agent {
 

@@ -8,7 +8,17 @@
 #include <string>
 #include <variant>
 
-#include "driver/env.h"
+#include "agent/rejoin.h"
+#include "driver/failsafe.h"
+#include "driver/sync_ack_watch.h"
+#include "driver/types.h"
+#include "statemachine/action.h"
+#include "statemachine/cluster_state.h"
+#include "statemachine/data_state.h"
+#include "statemachine/identity.h"
+#include "statemachine/pg_config.h"
+#include "statemachine/result.h"
+#include "statemachine/time_format.h"
 #include "statemachine/event.h"
 
 namespace dugong::agent {
