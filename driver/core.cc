@@ -436,7 +436,8 @@ void DriverCore::afterPgTransition() {
   // An abandoned switchover starts postgres again first: a resumption decided on the
   // handover's stop (role none) would find the configuration stale and leave writes
   // stopped, which no apply lifts; decided when that start ends.
-  if (handover_.handingOver() && isolation_.resumptionWaitsFor(Isolation::WritesWait::kTransition) && !pg_.queuedPeerApply) {
+  if (handover_.handingOver() && isolation_.resumptionWaitsFor(Isolation::WritesWait::kTransition) &&
+      !pg_.queuedPeerApply) {
     maybeHandOver();
   }
   reconcileWrites();

@@ -62,7 +62,9 @@ std::optional<std::string> DriverCore::whyNoFailsafe() const {
   const auto& s = peer_->clusterState();
   if (peer_->role() != Role::kPrimary || !s || s->primary.id != opts_.identity.id) return "not the primary";
   if (s->oneNodeWriteMode || !s->sync) return "no sync to ask";
-  if (isolation_.writesStopped() || isolation_.connectionLost() || isolation_.postgresShutDown()) return "writes are stopped already";
+  if (isolation_.writesStopped() || isolation_.connectionLost() || isolation_.postgresShutDown()) {
+    return "writes are stopped already";
+  }
   if (handover_.handingOver()) return "this peer hands over to its sync for a switchover";
   if (!lease_.inUse()) return "no lease";
   // A write of this primary's may land (or have landed) and name another sync, which
@@ -167,8 +169,7 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
   view.reachesZooKeeper = reachesZooKeeper(lease_.sentAt(), lease_.intervalMs(), now());
   view.maxDurationMs = std::min(failsafeDurationMs(), kFailsafeMaxDurationMs);
   view.takingOver = peer_->role() != Role::kSync || failsafe_.heldTakeover_.has_value() || pg_.op == PgOp::kFence ||
-                    pg_.op == PgOp::kAwaitUpstreamStop ||
-                    stateWriteUnanswered(in::WriteFor::kStateMachine) ||
+                    pg_.op == PgOp::kAwaitUpstreamStop || stateWriteUnanswered(in::WriteFor::kStateMachine) ||
                     peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || health_.withdrawn();
   FailsafeAnswer a = decideFailsafeGrant(request, view);
   const int64_t now = this->now();

@@ -18,8 +18,8 @@
 #include <optional>
 #include <string>
 
-#include "driver/failsafe.h"
 #include "agent/rejoin.h"
+#include "driver/failsafe.h"
 #include "driver/sync_ack_watch.h"
 #include "driver/types.h"
 #include "statemachine/action.h"

@@ -22,7 +22,9 @@ bool DriverCore::switchoverRequested(bool forSelf) const {
   if (!s || !s->sync || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) return false;
   auto req = validatePromote(s->promote, *s, now_.wallMs);
   if (!req || req->role != "sync" || req->id != s->sync->id) return false;
-  if (forSelf) return peer_->role() == Role::kSync && req->id == opts_.identity.id && containsPeer(coord_.active, s->primary.id);
+  if (forSelf) {
+    return peer_->role() == Role::kSync && req->id == opts_.identity.id && containsPeer(coord_.active, s->primary.id);
+  }
   return containsPeer(coord_.active, s->sync->id);
 }
 

@@ -117,13 +117,13 @@ void DriverCore::healthTick() {
   // Logged once per transition.
   const std::string transition = std::to_string(pg_.lastTransitionDone);
   if (!pgBusy() && (graceOver || gone) && stale && logOnce(Memo::kStaleRestart, transition)) {
-    log(LogLevel::kInfo, std::string("not restarting postgres as ") + pgRoleName(pg_.lastApplied->role) +
-                             (peer_->awaitingCompletion() ? ": the state machine is in the middle of a step"
-                              : peer_->keepsFence()
-                                  ? ": the state machine keeps the fence of a takeover whose state write may have landed"
-                                  : ": the state machine now wants it as " +
-                                        std::string(pgRoleName(peer_->wantedPgConfig().role))) +
-                             " and configures it itself");
+    log(LogLevel::kInfo,
+        std::string("not restarting postgres as ") + pgRoleName(pg_.lastApplied->role) +
+            (peer_->awaitingCompletion() ? ": the state machine is in the middle of a step"
+             : peer_->keepsFence()
+                 ? ": the state machine keeps the fence of a takeover whose state write may have landed"
+                 : ": the state machine now wants it as " + std::string(pgRoleName(peer_->wantedPgConfig().role))) +
+            " and configures it itself");
   } else if (!pgBusy() && (graceOver || gone) && !stale && pg_.lastApplied->role == PgRole::kPrimary &&
              (isolation_.connectionLost() || health_.withdrawn_ || noLease)) {
     // A primary that may be cut off from ZooKeeper starts only once the session is
@@ -132,13 +132,14 @@ void DriverCore::healthTick() {
     // (an agent that continues after a stop may find its postmaster gone before it
     // steps the lease's end).
     if (logOnce(Memo::kOutageRestart, transition)) {
-      log(LogLevel::kInfo,
-          std::string("not restarting postgres as primary: ") +
-              (health_.withdrawn_         ? "this peer is withdrawn from ZooKeeper"
-               : isolation_.connectionLost()  ? "the connection to ZooKeeper is lost"
-                                  : "its lease has ended (no round trip through the ZooKeeper leader has confirmed "
-                                    "the session for " + std::to_string(now() - lease_.sentAt()) + " ms)") +
-              "; it starts once the session is confirmed");
+      log(LogLevel::kInfo, std::string("not restarting postgres as primary: ") +
+                               (health_.withdrawn_ ? "this peer is withdrawn from ZooKeeper"
+                                : isolation_.connectionLost()
+                                    ? "the connection to ZooKeeper is lost"
+                                    : "its lease has ended (no round trip through the ZooKeeper leader has confirmed "
+                                      "the session for " +
+                                          std::to_string(now() - lease_.sentAt()) + " ms)") +
+                               "; it starts once the session is confirmed");
     }
   } else if (!pgBusy() && (graceOver || gone) && !stale) {
     log(LogLevel::kInfo, std::string("restarting postgres as ") + pgRoleName(pg_.lastApplied->role) +

@@ -15,11 +15,11 @@
 #include "statemachine/action.h"
 #include "statemachine/cluster_state.h"
 #include "statemachine/data_state.h"
+#include "statemachine/event.h"
 #include "statemachine/identity.h"
 #include "statemachine/pg_config.h"
 #include "statemachine/result.h"
 #include "statemachine/time_format.h"
-#include "statemachine/event.h"
 
 namespace dugong::agent {
 

@@ -138,8 +138,9 @@ void DriverCore::onWritesStopped(const Result<int>& r) {
         "writes stopped: postgres accepts no new writes, " + std::to_string(*r) + " client sessions terminated");
     return;
   }
-  log(LogLevel::kError, "stopping writes failed: " + r.error() +
-                            (isolation_.connectionLost_ ? "; trying again in " + std::to_string(opts_.retryDelayMs) + " ms" : ""));
+  log(LogLevel::kError,
+      "stopping writes failed: " + r.error() +
+          (isolation_.connectionLost_ ? "; trying again in " + std::to_string(opts_.retryDelayMs) + " ms" : ""));
   if (!isolation_.connectionLost_) return;
   isolation_.writesRetry_ = Isolation::WritesRetry::kStop;
   setTimer(TimerKind::kWrites, opts_.retryDelayMs);
@@ -201,7 +202,8 @@ bool DriverCore::primaryConfigAppliedMidStep() const {
 
 Isolation::WritesWait DriverCore::resumeWaitsFor(bool noTakeoverCanLand) const {
   // A primary writes only under a lease: the next leader round trip decides.
-  if (lease_.inUse() && !leaseValid() && (peer_->role() == Role::kPrimary || isolation_.roleAtLoss_ == Role::kPrimary)) {
+  if (lease_.inUse() && !leaseValid() &&
+      (peer_->role() == Role::kPrimary || isolation_.roleAtLoss_ == Role::kPrimary)) {
     return Isolation::WritesWait::kLease;
   }
   // The adapter would carry it out after the transition, on whatever was decided
@@ -221,8 +223,10 @@ Isolation::WritesWait DriverCore::resumeWaitsFor(bool noTakeoverCanLand) const {
 void DriverCore::reconcileWrites() {
   if (isolation_.resumeWanted_) {
     const Isolation::Resumption r = *isolation_.resumeWanted_;
-    if (resumeWaitsFor(r.noTakeoverCanLand) == Isolation::WritesWait::kNothing && stateWriteUnanswered(in::WriteFor::kConfirmation)) {
-      isolation_.resumeWanted_.reset();  // a confirmation of the state asked for since decides instead (its answer resumes)
+    if (resumeWaitsFor(r.noTakeoverCanLand) == Isolation::WritesWait::kNothing &&
+        stateWriteUnanswered(in::WriteFor::kConfirmation)) {
+      isolation_.resumeWanted_
+          .reset();  // a confirmation of the state asked for since decides instead (its answer resumes)
     } else {
       resumeWritesIfUnchanged(r.how, r.noTakeoverCanLand);
     }
@@ -274,9 +278,9 @@ void DriverCore::resumeWritesIfUnchanged(const std::string& how, bool noTakeover
   log(LogLevel::kInfo, "resuming writes: " + how + ", and this peer is still " + roleName(role) + " in generation " +
                            genName(gen) +
                            (!isolation_.postgresShutDown_ ? ""
-                            : startNow        ? "; starting postgres again"
-                                              : "; postgres starts with the state machine's next configuration, not "
-                                                "with its last one (the state machine has moved on from it)"));
+                            : startNow                    ? "; starting postgres again"
+                                       : "; postgres starts with the state machine's next configuration, not "
+                                         "with its last one (the state machine has moved on from it)"));
   // The adapter's stop (or shutdown) holds until this resume, through any apply: the
   // resume first, then the start of a postgres that was shut down.
   emit(cmd::ResumeWrites{noTakeoverCanLand});
@@ -378,8 +382,9 @@ void DriverCore::onConfirmation(int32_t version, const StateWriteFinished& w) {
 
 bool DriverCore::leaveTheOldSession() {
   if (failsafeInUse() && !isolation_.connectionLost_) {
-    isolate("failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
-            "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
+    isolate(
+        "failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
+        "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
   }
   if (failsafe_.permittedUntil()) dropFailsafe("a new ZooKeeper session");
   // Decided on the session they were asked on, never on a new one: a resumption that
@@ -426,19 +431,21 @@ bool DriverCore::writesAfterApply(const PgConfig& config, bool wanted) {
     // where it was only stopped: it became the primary during the outage, so no shutdown
     // was planned at the loss and its session may expire any time now.
     if (!isolation_.postgresShutDown_ && config.role == PgRole::kPrimary && isolation_.roleAtLoss_ != Role::kPrimary) {
-      shutDownWrites("it became the primary while ZooKeeper is unreachable, and its "
-                     "session may expire before the connection is back");
+      shutDownWrites(
+          "it became the primary while ZooKeeper is unreachable, and its "
+          "session may expire before the connection is back");
     } else if (!isolation_.postgresShutDown_ && (health_.withdrawn() || lease_.ended())) {
       shutDownWrites(health_.withdrawn() ? "this peer withdrew from ZooKeeper while it started"
-                                : "its lease ended while it started");
+                                         : "its lease ended while it started");
     } else {
       log(LogLevel::kInfo, std::string("postgres was configured as ") + pgRoleName(config.role) +
                                " while ZooKeeper is unreachable: writes stay " +
                                (isolation_.postgresShutDown_ ? "shut down" : "stopped") +
                                " (the adapter keeps them so through any apply)");
     }
-  } else if (isolation_.writesStopped_ && wanted && config.role == PgRole::kPrimary && isolation_.roleAtLoss_ == Role::kPrimary &&
-             peer_->role() == Role::kPrimary && (generation() == isolation_.generationAtLoss_ || isolation_.confirmOwed_)) {
+  } else if (isolation_.writesStopped_ && wanted && config.role == PgRole::kPrimary &&
+             isolation_.roleAtLoss_ == Role::kPrimary && peer_->role() == Role::kPrimary &&
+             (generation() == isolation_.generationAtLoss_ || isolation_.confirmOwed_)) {
     // Still the primary, from a state read on the new session (of the generation at the
     // loss, or of a newer one its own write of unknown outcome made): a takeover decided
     // on an older read may yet land before this peer's test-and-set, so writes resume
@@ -509,7 +516,8 @@ std::optional<Event> DriverCore::keepingPeersFromBeforeTheLoss(const Event& deli
   Event event = delivered;
   PeerList* list = activeListOf(event);
   list->insert(list->end(), kept.begin(), kept.end());
-  log(LogLevel::kInfo, "treating " + peerIds(kept) + " as present for " + std::to_string(*isolation_.peerGraceUntil_ - now()) +
+  log(LogLevel::kInfo, "treating " + peerIds(kept) + " as present for " +
+                           std::to_string(*isolation_.peerGraceUntil_ - now()) +
                            " ms more: present before the ZooKeeper connection was lost, and maybe not reconnected yet");
   return event;
 }

@@ -94,7 +94,8 @@ void DriverCore::onLease(const CoordinatorLease& l) {
 // at the end.
 void DriverCore::leaseEnding() {
   if (leaseValid() || failsafeHolds()) return;
-  const bool primary = peer_->role() == Role::kPrimary || (isolation_.connectionLost() && isolation_.roleAtLoss() == Role::kPrimary);
+  const bool primary =
+      peer_->role() == Role::kPrimary || (isolation_.connectionLost() && isolation_.roleAtLoss() == Role::kPrimary);
   if (!primary) {
     // A peer that becomes the primary without a lease (its takeover write answered, its
     // new session confirmed, after the lease ended) is caught by the next look.
@@ -107,8 +108,9 @@ void DriverCore::leaseEnding() {
   const int64_t left = std::max<int64_t>(writeDeadline() - now, 0);
   if (!isolation_.connectionLost()) {
     isolate("no round trip through the ZooKeeper leader has confirmed the session for " +
-            std::to_string(now - lease_.sentAt_) + " ms (the connection itself " + (coord_.connected ? "looks up" : "is lost") +
-            "): the " + (failsafe_.permittedUntil() ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
+            std::to_string(now - lease_.sentAt_) + " ms (the connection itself " +
+            (coord_.connected ? "looks up" : "is lost") + "): the " +
+            (failsafe_.permittedUntil() ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
             " ms, stopping writes now");
   }
   cancelTimer(TimerKind::kFailsafe);

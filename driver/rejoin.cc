@@ -84,13 +84,13 @@ void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r
     // Tried again with a back-off while the generation lasts: a failure may be transient
     // (the new primary still promoting, a refused connection), and a peer left deposed
     // leaves a 3-peer cluster with no async to take over next.
-    rejoin_.retryDelayMs_ = rejoin_.retryDelayMs_ == 0 ? Rejoin::kFirstRetryMs
-                                                   : std::min(rejoin_.retryDelayMs_ * 2, Rejoin::kMaxRetryMs);
-    log(LogLevel::kWarn, "not rejoined automatically, this peer stays deposed for now: " + r.error +
-                             "; trying again in " + std::to_string(rejoin_.retryDelayMs_ / 1000) + " s" +
-                             (opts_.rejoin == RejoinPolicy::kFollow
-                                  ? " (`dugong-adm rebuild` rebuilds it now; or set rejoin: rewind)"
-                                  : " (`dugong-adm rebuild` rebuilds it now)"));
+    rejoin_.retryDelayMs_ =
+        rejoin_.retryDelayMs_ == 0 ? Rejoin::kFirstRetryMs : std::min(rejoin_.retryDelayMs_ * 2, Rejoin::kMaxRetryMs);
+    log(LogLevel::kWarn,
+        "not rejoined automatically, this peer stays deposed for now: " + r.error + "; trying again in " +
+            std::to_string(rejoin_.retryDelayMs_ / 1000) + " s" +
+            (opts_.rejoin == RejoinPolicy::kFollow ? " (`dugong-adm rebuild` rebuilds it now; or set rejoin: rewind)"
+                                                   : " (`dugong-adm rebuild` rebuilds it now)"));
     rejoin_.timerMarksDue_ = true;
     setTimer(TimerKind::kRejoin, rejoin_.retryDelayMs_);
     // Postgres is stopped, as role none left it, whether or not pg_rewind ran (a rewound
@@ -100,8 +100,8 @@ void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r
   rejoin_.rejoinedTo_ = primary.id;
   rejoin_.lastError_.clear();
   rejoin_.reason_ = "rejoin " + opts_.identity.id + " (automatic, rejoin: " + rejoinPolicyName(opts_.rejoin) +
-                  "): streams from " + primary.id + " without a copy, " +
-                  (r.rewound ? "after pg_rewind discarded " + r.discarded : "nothing discarded");
+                    "): streams from " + primary.id + " without a copy, " +
+                    (r.rewound ? "after pg_rewind discarded " + r.discarded : "nothing discarded");
   pg_.lastApplied.reset();  // postgres runs as a standby now, not as the state machine left it
   afterPgTransition();
 }
@@ -168,7 +168,9 @@ void DriverCore::maybePublishDataState() {
     }
     return;
   }
-  if (dataState_.published_ || dataState_.reading_ || pgBusy() || !pg_.lastApplied || pg_.lastApplied->role != PgRole::kNone) return;
+  if (dataState_.published_ || dataState_.reading_ || pgBusy() || !pg_.lastApplied ||
+      pg_.lastApplied->role != PgRole::kNone)
+    return;
   dataState_.reading_ = true;
   emit(cmd::ReadDataState{});
 }

@@ -15,7 +15,8 @@ void DriverCore::startSyncWatch() {
 std::optional<std::pair<int64_t, std::string>> DriverCore::watchedSync() const {
   // Only a primary that runs as one, with writes not stopped for a lost coordinator and
   // no transition in flight (a fence or a reconfiguration changes what commits wait for).
-  if (peer_->role() != Role::kPrimary || pg_.roleApplied != Role::kPrimary || isolation_.writesStopped() || pgBusy() || health_.withdrawn()) {
+  if (peer_->role() != Role::kPrimary || pg_.roleApplied != Role::kPrimary || isolation_.writesStopped() || pgBusy() ||
+      health_.withdrawn()) {
     return std::nullopt;
   }
   const auto& state = peer_->clusterState();
