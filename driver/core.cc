@@ -50,10 +50,10 @@ void DriverCore::onInput(const Input& input) {
                  // before it left, or stepped late by an agent that was stopped) says
                  // nothing of the session it joins with again.
                  [&](const in::Connection& c) {
-                   if (!withdrawn_) onConnection(c.c);
+                   if (!health_.withdrawn()) onConnection(c.c);
                  },
                  [&](const in::Lease& l) {
-                   if (!withdrawn_) onLease(l.l);
+                   if (!health_.withdrawn()) onLease(l.l);
                  },
                  [&](const in::JoinRefused& j) { carryOut(Fatal{"cannot join the coordinator: " + j.error}); },
                  [&](const in::Initialized& i) {
@@ -88,7 +88,7 @@ void DriverCore::onInput(const Input& input) {
                  [&](const in::FailsafeAsked& a) {
                    FailsafeAnswer answer = answerFailsafe(a.request);
                    const bool record = answer.granted && opts_.recordPromise;
-                   emit(cmd::AnswerFailsafe{std::move(answer), record ? promisedUntil_ : std::nullopt});
+                   emit(cmd::AnswerFailsafe{std::move(answer), record ? failsafe_.promisedUntil() : std::nullopt});
                  },
                  [&](const in::Timer& t) {
                    // A timer cancelled or started again since: not this start's.
@@ -157,8 +157,7 @@ void DriverCore::onTimer(const TimerKey& key) {
     case TimerKind::kRejoin:
       return onRejoinTimer();
     case TimerKind::kHandover:
-      handoverTimedOut_ = true;
-      return maybeHandOver();  // now, or when the stop in flight ends
+      return onHandoverTimer();
     case TimerKind::kDataState:
       return maybePublishDataState();
     case TimerKind::kSyncWatch:
@@ -171,23 +170,7 @@ void DriverCore::onTimer(const TimerKey& key) {
 void DriverCore::start() {
   emit(cmd::InitPostgres{});
   emit(cmd::StartHealthCheck{});
-  if (opts_.earlierPromiseMs) {
-    // The record of the promises of earlier runs says how long the last one runs on: held
-    // whatever this run's failsafe setting and session timeout, which may differ.
-    if (*opts_.earlierPromiseMs > 0) {
-      promisedUntil_ = now() + *opts_.earlierPromiseMs;
-      log(LogLevel::kWarn, "failsafe: an earlier run of this agent promised the primary not to take over for " +
-                               std::to_string(*opts_.earlierPromiseMs) +
-                               " ms more (its record): this peer takes over from no primary before then, whatever "
-                               "its own failsafe setting");
-    }
-  } else if (opts_.failsafe && opts_.failsafeDurationMs > 0) {
-    // No record of earlier runs' promises is kept: held as if one was given now.
-    promisedUntil_ = now() + opts_.failsafeDurationMs;
-    log(LogLevel::kInfo, "failsafe: on; this peer takes over from no primary within " +
-                             std::to_string(opts_.failsafeDurationMs) +
-                             " ms of its start (an earlier run of its agent may have promised so)");
-  }
+  holdEarlierPromise();
   join();
   startSyncWatch();
   streamWatchTick();
@@ -232,45 +215,21 @@ void DriverCore::step(const Event& delivered) {
     stateWrite_.reset();
   }
   if (const auto* init = std::get_if<ZkInitialized>(&delivered)) {
-    if (failsafeInUse() && !connectionLost_) {
-      isolate("failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
-              "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
-    }
-    if (failsafeUntil_) dropFailsafe("a new ZooKeeper session");
-    // Decided on the session they were asked on, never on a new one: a resumption that
-    // waited goes through the new session's confirmation instead.
-    waitDropped = std::exchange(resumeWanted_, std::nullopt).has_value();
-    // A confirmation an earlier new session owed (held back by a write in flight) is owed
-    // on this one too: nothing else would lift the stop (cluster simulator seed 41220).
-    waitDropped = std::exchange(confirmWanted_, false) || waitDropped;
+    waitDropped = leaveTheOldSession();
     noteStateRead(init->state);
-    lastActive_ = init->active;
-    lastData_ = init->data;
-    lastNotStreaming_ = init->notStreaming;
+    coord_.active = init->active;
+    coord_.data = init->data;
+    coord_.notStreaming = init->notStreaming;
     // The new session's lease comes with it (a new session id): its creation was a
     // leader's transaction.
-    coordinatorUp_ = true;
-    newSessionAfterLoss = connectionLost_;
-    // Any new session after a loss, isolated or not (a standby, or a lease still valid at
-    // the loss): the peers present before it count as present for a session timeout.
-    const bool afterLoss = std::exchange(lossReported_, false) || newSessionAfterLoss;
-    if (newSessionAfterLoss) {
-      connectionLost_ = false;
-      tellPrimaryConnectionLoss(false);
-      log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost expired");
-    } else if (afterLoss) {
-      log(LogLevel::kWarn, "a new ZooKeeper session: the one whose connection was lost (under the lease) expired");
-    }
-    if (afterLoss && !activeBeforeLoss_.empty()) {
-      peerGraceUntil_ = now() + sessionTimeoutMs_;
-      setTimer(TimerKind::kPeerGrace, sessionTimeoutMs_);
-    }
+    coord_.connected = true;
+    newSessionAfterLoss = enterTheNewSession();
   } else if (const auto* change = std::get_if<ClusterStateChanged>(&delivered)) {
     noteStateRead(change->state);
   } else if (const auto* active = std::get_if<ActivePeersChanged>(&delivered)) {
-    lastActive_ = active->active;
-    lastData_ = active->data;
-    lastNotStreaming_ = active->notStreaming;
+    coord_.active = active->active;
+    coord_.data = active->data;
+    coord_.notStreaming = active->notStreaming;
   }
   const std::optional<Event> keeping = keepingPeersFromBeforeTheLoss(delivered);
   const Event& event = keeping ? *keeping : delivered;
@@ -278,13 +237,10 @@ void DriverCore::step(const Event& delivered) {
     // The event being stepped now delivers the state; the active list comes first.
     if (rebuiltWhileDeposed()) startFreshStateMachine(std::holds_alternative<ClusterStateChanged>(event));
   }
-  if (newSessionAfterLoss && writesStopped_ && !postgresShutDown_ && roleAtLoss_ == Role::kPrimary) {
-    cancelTimer(TimerKind::kShutDown);
-    shutDownWrites("the session whose connection was lost has expired");
-  }
+  if (newSessionAfterLoss) shutDownAsTheLostSessionExpired();
   for (Action& a : peer_->step(now_.wallMs, event)) carryOut(std::move(a));
-  if (failsafeUntil_ && (peer_->role() != Role::kPrimary || generation() != failsafeGeneration_)) {
-    dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafeGeneration_));
+  if (failsafe_.permittedUntil() && (peer_->role() != Role::kPrimary || generation() != failsafe_.generation())) {
+    dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafe_.generation()));
   }
   if (newSessionAfterLoss || waitDropped) afterNewSession();
   maybeHandOver();
@@ -299,7 +255,7 @@ void DriverCore::carryOut(Action action) {
       Overloaded{
           [&](WriteClusterState& w) {
             ++counters_.stateWrites;
-            if (withdrawn_) {
+            if (health_.withdrawn()) {
               ++counters_.stateWriteFailures;
               return later(StateWriteFinished{false, "not connected to ZooKeeper (withdrawn)", false, -1});
             }
@@ -315,7 +271,7 @@ void DriverCore::carryOut(Action action) {
             if (holdTakeoverForPromise(action)) return;
             // A write may name another sync, which promised nothing: the failsafe's
             // permission does not outlive it.
-            if (failsafeUntil_) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
+            if (failsafe_.permittedUntil()) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
             stateWrite_ = StateWrite{in::WriteFor::kStateMachine};
             emit(cmd::PutState{std::move(w.state), w.expectedVersion, std::move(w.reason),
                                in::WriteFor::kStateMachine});
@@ -324,7 +280,7 @@ void DriverCore::carryOut(Action action) {
             // A primary out of ZooKeeper keeps postgres down (see withdraw()): the state
             // machine's retry of an apply that failed around the withdrawal is refused,
             // and it tries again once the peer has joined again.
-            if (withdrawn_ && a.config.role == PgRole::kPrimary) {
+            if (health_.withdrawn() && a.config.role == PgRole::kPrimary) {
               return later(PgConfigApplied{false, "withdrawn from ZooKeeper: postgres stays down until this peer "
                                                   "has joined again",
                                            false});
@@ -335,19 +291,11 @@ void DriverCore::carryOut(Action action) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy()) return later(PgFenced{false, "postgres is being restarted", 0});
-            const auto gen = generation();
             // A switchover waits for the old primary's stop first: a promise holds its
             // fence only if the stream did not end (onUpstreamStopped).
-            if (!switchoverRequested(true) || handoverWaitedIn_ == gen) {
-              if (holdTakeoverForPromise(action)) return;
-              return fencePg(f.newSync);
-            }
-            handoverWaitedIn_ = gen;
-            pgOp_ = PgOp::kAwaitUpstreamStop;
-            log(LogLevel::kInfo, "switchover: waiting up to " + std::to_string(opts_.handoverWaitMs) + " ms for " +
-                                     peer_->clusterState()->primary.id +
-                                     " to stop postgres, so that this peer has all of its WAL before taking over");
-            emit(cmd::AwaitUpstreamStop{opts_.handoverWaitMs, f.newSync});
+            if (awaitOldPrimaryStop(f.newSync)) return;
+            if (holdTakeoverForPromise(action)) return;
+            return fencePg(f.newSync);
           },
           [&](const ReadWal&) { emit(cmd::ReadWal{}); },
           [&](const StartTimer& t) {
@@ -377,10 +325,10 @@ void DriverCore::onStateMachineWrite(const StateWriteFinished& r) {
 }
 
 void DriverCore::noteStateRead(const StateNode& node) {
-  lastState_.node = node;
-  lastState_.parsed.reset();
+  coord_.state.node = node;
+  coord_.state.parsed.reset();
   if (!node.exists) return;
-  if (auto parsed = ClusterState::parse(node.data)) lastState_.parsed = std::move(parsed.value());
+  if (auto parsed = ClusterState::parse(node.data)) coord_.state.parsed = std::move(parsed.value());
 }
 
 bool DriverCore::stateWriteUnanswered(in::WriteFor purpose) const {
@@ -403,12 +351,12 @@ std::optional<int64_t> DriverCore::generation() const {
 // ---- postgres ------------------------------------------------------------------------
 
 void DriverCore::fencePg(const std::optional<PeerIdentity>& newSync) {
-  pgOp_ = PgOp::kFence;
+  pg_.op = PgOp::kFence;
   emit(cmd::FencePg{newSync});
 }
 
 void DriverCore::onFenced(const PgFenced& r) {
-  pgOp_.reset();
+  pg_.op.reset();
   step(r);
   afterPgTransition();  // like every other transition's end: what waited for it runs now
 }
@@ -417,10 +365,10 @@ void DriverCore::applyPg(const PgConfig& config, PgOp op) {
   const bool fromPeer = op == PgOp::kPeerApply;
   if (pgBusy()) {
     // Only a restart can be in flight when the state machine asks (it never asks twice).
-    if (fromPeer) queuedPeerApply_ = config;
+    if (fromPeer) pg_.queuedPeerApply = config;
     return;
   }
-  pgOp_ = op;
+  pg_.op = op;
   if (config.role == PgRole::kPrimary) emit(cmd::PrimaryApplyStarting{});
   emit(cmd::ApplyPg{config, fromPeer});
 }
@@ -431,59 +379,14 @@ void DriverCore::onApplied(const in::Applied& a) {
   const PgConfigApplied& r = a.r;
   // The state machine's wanted configuration: its own apply, or the start after a
   // switchover that did not happen.
-  const bool wanted = fromPeer || pgOp_ == PgOp::kStartAgain;
-  pgOp_.reset();
-  lastTransitionDone_ = now();
+  const bool wanted = fromPeer || pg_.op == PgOp::kStartAgain;
+  pg_.op.reset();
+  pg_.lastTransitionDone = now();
   bool restartAfterResume = false;
   if (r.ok) {
-    lastApplied_ = config;
+    pg_.lastApplied = config;
     ++counters_.transitions;
-    if (writesStopped_ && connectionLost_) {
-      // The adapter kept the stop (or the shutdown) through this apply: postgres is as
-      // writes-stopped as before it. What is left to decide is whether it must now be down
-      // where it was only stopped: it became the primary during the outage, so no shutdown
-      // was planned at the loss and its session may expire any time now.
-      if (!postgresShutDown_ && config.role == PgRole::kPrimary && roleAtLoss_ != Role::kPrimary) {
-        shutDownWrites("it became the primary while ZooKeeper is unreachable, and its "
-                       "session may expire before the connection is back");
-      } else if (!postgresShutDown_ && (withdrawn_ || (leaseInUse_ && leaseEnded_))) {
-        shutDownWrites(withdrawn_ ? "this peer withdrew from ZooKeeper while it started"
-                                  : "its lease ended while it started");
-      } else {
-        log(LogLevel::kInfo, std::string("postgres was configured as ") + pgRoleName(config.role) +
-                                 " while ZooKeeper is unreachable: writes stay " +
-                                 (postgresShutDown_ ? "shut down" : "stopped") +
-                                 " (the adapter keeps them so through any apply)");
-      }
-    } else if (writesStopped_ && wanted && config.role == PgRole::kPrimary && roleAtLoss_ == Role::kPrimary &&
-               peer_->role() == Role::kPrimary && (generation() == generationAtLoss_ || confirmOwed_)) {
-      // Still the primary, from a state read on the new session (of the generation at the
-      // loss, or of a newer one its own write of unknown outcome made): a takeover decided
-      // on an older read may yet land before this peer's test-and-set, so writes resume
-      // only on the confirmation. The adapter kept them stopped (or postgres down) through
-      // this apply.
-      log(LogLevel::kInfo, std::string("postgres was configured as primary before the state read on the new session "
-                                       "was confirmed: writes stay ") +
-                               (postgresShutDown_ ? "shut down" : "stopped") + " until the confirmation");
-      confirmAfterNewSession();
-    } else if (writesStopped_ && wanted && peer_->wantedPgConfig() == config) {
-      // (Not for a configuration the state machine has moved away from while it was
-      // applied, e.g. a primary's deposed meanwhile: its next apply decides.)
-      writesStopped_ = false;
-      confirmOwed_ = false;
-      const bool wasShutDown = std::exchange(postgresShutDown_, false);
-      cancelTimer(TimerKind::kWrites);
-      cancelTimer(TimerKind::kShutDown);
-      // The apply ran under the adapter's stop, which only a resume lifts; a primary left
-      // down by a shutdown is started again after it.
-      const bool startAgain = wasShutDown && config.role == PgRole::kPrimary;
-      log(LogLevel::kInfo, std::string("writes are no longer stopped: the state machine configured postgres as ") +
-                               pgRoleName(config.role) + " from the cluster state read since" +
-                               (startAgain ? "; starting postgres again (the shutdown kept it down)" : ""));
-      ++counters_.writeResumes;
-      emit(cmd::ResumeWrites{true});
-      restartAfterResume = startAgain;
-    }
+    restartAfterResume = writesAfterApply(config, wanted);
     // After the above: whether postgres is expected online may have changed, and an
     // unhealthy report heard while it was not (a crash since is no change for the health
     // check) starts the clock.
@@ -497,17 +400,17 @@ void DriverCore::onApplied(const in::Applied& a) {
   }
   // The role is applied once postgres runs its configuration: not on an apply the state
   // machine made on the way to it (a new primary's role none first).
-  if (r.ok && fromPeer && peer_->role() != roleApplied_ && peer_->wantedPgConfig() == config) {
-    const Role previous = std::exchange(roleApplied_, peer_->role());
-    emit(cmd::RoleApplied{previous, roleApplied_});
+  if (r.ok && fromPeer && peer_->role() != pg_.roleApplied && peer_->wantedPgConfig() == config) {
+    const Role previous = std::exchange(pg_.roleApplied, peer_->role());
+    emit(cmd::RoleApplied{previous, pg_.roleApplied});
   }
   if (fromPeer) step(r);
-  if (restartAfterResume && !pgBusy() && !lastAppliedIsStale()) applyPg(*lastApplied_);
+  if (restartAfterResume && !pgBusy() && !lastAppliedIsStale()) applyPg(*pg_.lastApplied);
   afterPgTransition();
 }
 
 bool DriverCore::expectPostgresOnline() const {
-  return lastApplied_ && lastApplied_->role != PgRole::kNone && !postgresShutDown_;
+  return pg_.lastApplied && pg_.lastApplied->role != PgRole::kNone && !isolation_.postgresShutDown();
 }
 
 // A restart re-applies the last configuration, and only while the state machine still
@@ -523,7 +426,7 @@ bool DriverCore::expectPostgresOnline() const {
 // starts once the state says whether it landed (a withdrawn peer joins again to read it:
 // see withdraw()).
 bool DriverCore::lastAppliedIsStale() const {
-  return !lastApplied_ || !(peer_->wantedPgConfig() == *lastApplied_) || peer_->awaitingCompletion() ||
+  return !pg_.lastApplied || !(peer_->wantedPgConfig() == *pg_.lastApplied) || peer_->awaitingCompletion() ||
          peer_->keepsFence();
 }
 
@@ -533,13 +436,14 @@ void DriverCore::afterPgTransition() {
   // An abandoned switchover starts postgres again first: a resumption decided on the
   // handover's stop (role none) would find the configuration stale and leave writes
   // stopped, which no apply lifts; decided when that start ends.
-  if (handoverFrom_ && resumeWanted_ && resumeWanted_->waitsFor == WritesWait::kTransition && !queuedPeerApply_) {
+  if (handover_.handingOver() && isolation_.resumptionWaitsFor(Isolation::WritesWait::kTransition) &&
+      !pg_.queuedPeerApply) {
     maybeHandOver();
   }
   reconcileWrites();
-  if (queuedPeerApply_ && !pgBusy()) {
-    PgConfig next = *queuedPeerApply_;
-    queuedPeerApply_.reset();
+  if (pg_.queuedPeerApply && !pgBusy()) {
+    PgConfig next = *pg_.queuedPeerApply;
+    pg_.queuedPeerApply.reset();
     applyPg(next, PgOp::kPeerApply);
   }
   maybeHandOver();

@@ -6,9 +6,12 @@
 // an environment (driver/env.h) for the daemon and both simulators; the transcripts of
 // driver/testdata/ step it by hand.
 //
-// It feeds the coordinator's and postgres' events into the state machine and carries
-// out its actions in order, and it adds what the state machine leaves to the agent, one
-// protocol per file (docs/driver.md):
+// It knows the values the environment reports (driver/types.h), not the environment's
+// interfaces. It feeds the coordinator's and postgres' events into the state machine and
+// carries out its actions in order, and it adds what the state machine leaves to the
+// agent, one protocol per file, whose fields are a class in the protocol's header (lease.h,
+// failsafe.h, isolation.h, health.h, handover.h, rejoin.h, sync_watch.h): the file changes
+// only its own, and asks the others' queries (docs/driver.md):
 // - core.cc: the state machine's loop, one postgres transition at a time (an apply
 //   asked for while a restart is in flight is queued; a fence asked for during a restart
 //   is refused and retried by the state machine), the driver's start and stop;
@@ -44,11 +47,17 @@
 
 #include "driver/command.h"
 #include "driver/defaults.h"
-#include "driver/env.h"
+#include "driver/failsafe.h"
+#include "driver/handover.h"
+#include "driver/health.h"
 #include "driver/input.h"
+#include "driver/isolation.h"
 #include "driver/lease.h"
-#include "driver/sync_ack_watch.h"
+#include "driver/rejoin.h"
+#include "driver/sync_watch.h"
+#include "driver/types.h"
 #include "statemachine/peer.h"
+#include "statemachine/result.h"
 
 namespace dugong::agent {
 
@@ -75,7 +84,7 @@ struct DriverOptions {
   // the state machine waits for more peers holding data before the setup.
   bool setupFromData = false;
   int64_t setupWaitMs = 0;
-  // What a deposed peer does on its own (agent/rejoin.h).
+  // What a deposed peer does on its own (statemachine/rejoin_policy.h).
   RejoinPolicy rejoin = defaults::kRejoin;
   // A planned switchover: how long the sync waits for the old primary to stop (and its
   // WAL stream to end) before it fences itself and takes over anyway. 0: no clean
@@ -153,29 +162,27 @@ class DriverCore {
   void step(const Moment& now, const Input& input, std::vector<Command>& out);
 
   const Peer& peer() const { return *peer_; }
-  bool healthy() const { return healthy_; }
-  const std::string& unhealthyDetail() const { return unhealthyDetail_; }
-  const std::string& lastRejoinError() const { return lastRejoinError_; }
-  bool withdrawn() const { return withdrawn_; }
+  bool healthy() const { return health_.healthy(); }
+  const std::string& unhealthyDetail() const { return health_.detail(); }
+  const std::string& lastRejoinError() const { return rejoin_.lastError(); }
+  bool withdrawn() const { return health_.withdrawn(); }
   bool stopping() const { return stopping_; }
   bool failed() const { return failed_; }
-  bool pgBusy() const { return pgOp_.has_value(); }
-  bool applyQueued() const { return queuedPeerApply_.has_value(); }
+  bool pgBusy() const { return pg_.op.has_value(); }
+  bool applyQueued() const { return pg_.queuedPeerApply.has_value(); }
   // Postgres runs the configuration the state machine wants: no transition in flight, and
   // the last one applied is the wanted one.
   bool runsWantedConfig() const { return !pgBusy() && !lastAppliedIsStale(); }
   const DriverCounters& counters() const { return counters_; }
-  bool writesStopped() const { return writesStopped_; }
-  Role appliedRole() const { return roleApplied_; }
-  bool postgresShutDown() const { return postgresShutDown_; }
-  bool coordinatorConnected() const { return !connectionLost_; }
-  std::optional<int64_t> leaseDeadline() const { return leaseDeadline_; }
-  std::optional<int64_t> failsafeUntil() const { return failsafeUntil_; }
-  std::optional<int64_t> promisedUntil() const { return promisedUntil_; }
+  bool writesStopped() const { return isolation_.writesStopped(); }
+  Role appliedRole() const { return pg_.roleApplied; }
+  bool postgresShutDown() const { return isolation_.postgresShutDown(); }
+  bool coordinatorConnected() const { return !isolation_.connectionLost(); }
+  std::optional<int64_t> leaseDeadline() const { return lease_.deadline(); }
+  std::optional<int64_t> failsafeUntil() const { return failsafe_.permittedUntil(); }
+  std::optional<int64_t> promisedUntil() const { return failsafe_.promisedUntil(); }
 
  private:
-  // What a decision about writes waits for (isolated_primary.cc).
-  enum class WritesWait { kNothing, kLease, kTransition, kStep };
   // A postgres operation: an apply (the state machine's, the driver's own, or the start
   // after a switchover that did not happen, which applies the state machine's wanted
   // configuration), the wait for the old primary's stop before a fence, the fence, a rejoin.
@@ -213,6 +220,21 @@ class DriverCore {
   void onWithdrawalOver();
   // ---- isolated_primary.cc
   void onConnection(const CoordinatorConnection& c);
+  // A new session (ZkInitialized): what the old one left is dropped before the state is
+  // noted (true: a resumption or a confirmation that waited), then the new one begins
+  // (true: the old session's connection was lost), and once the state machine is
+  // stepped a primary whose lost session expired is shut down.
+  bool leaveTheOldSession();
+  bool enterTheNewSession();
+  void shutDownAsTheLostSessionExpired();
+  // After a successful apply: whether writes stay stopped, or resume (true: start
+  // postgres again after the resume, a shutdown kept it down).
+  bool writesAfterApply(const PgConfig& config, bool wanted);
+  // A primary withdrawing from the coordinator stops writes as if its connection was lost.
+  void stopWritesForWithdrawal();
+  // A shutdown still holds at the lease's end (false: a transition since may have started
+  // postgres, which is then shut down again).
+  bool postgresStillShutDown();
   void isolate(const std::string& why);
   void notePeersBeforeTheLoss();
   void reconnected(const std::string& how);
@@ -225,7 +247,7 @@ class DriverCore {
   // noTakeoverCanLand: the lost session came back, or the state was confirmed on a new one.
   void resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand = false);
   // What holds a resumption back now (kNothing: it is decided now).
-  WritesWait resumeWaitsFor(bool noTakeoverCanLand) const;
+  Isolation::WritesWait resumeWaitsFor(bool noTakeoverCanLand) const;
   // The primary, with the configuration postgres already has, and the state machine in the
   // middle of a step or settling a write of unknown outcome: nothing but the end of that
   // lifts a stop of writes.
@@ -246,6 +268,7 @@ class DriverCore {
   void onLeaseShutTimer();
   bool leaseValid() const;
   // ---- core_failsafe.cc
+  void holdEarlierPromise();
   int64_t failsafeDurationMs() const;
   // The end of writes: the lease's, or the failsafe's permission if later.
   int64_t writeDeadline() const;
@@ -280,6 +303,8 @@ class DriverCore {
   // ---- handover.cc
   // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync).
   bool switchoverRequested(bool forSelf) const;
+  bool awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync);
+  void onHandoverTimer();
   void maybeHandOver();
   void startAgainAfterHandover();
   void onUpstreamStopped(const in::UpstreamStopped& u);
@@ -319,58 +344,24 @@ class DriverCore {
   // vector rather than a map (a node allocation per timer start, every few milliseconds).
   std::vector<std::pair<TimerKey, int64_t>> armed_;
   std::unique_ptr<Peer> peer_;
-  // What the coordinator last told us, to start a fresh state machine after a rebuild.
-  // The cluster state last read, as read and parsed once (nullopt: none, or not valid).
+  // What the coordinator last told (core.cc notes it; every protocol reads it): the
+  // cluster state last read, as read and parsed once (nullopt: none, or not valid), the
+  // peers present, their data states and those that do not stream (also to start a fresh
+  // state machine after a rebuild), the session's negotiated timeout, and whether its
+  // connection is up (as last told).
   struct ReadState {
     StateNode node;
     std::optional<ClusterState> parsed;
   };
-  ReadState lastState_;
-  PeerList lastActive_;
-  PeerDataStates lastData_;
-  std::set<std::string> lastNotStreaming_;
-  // The stream watch (sync_watch.cc): the upstream postgres was last seen streaming from
-  // in its current run ("": none since it last ran), and what was last published.
-  std::string streamedFrom_;
-  std::optional<bool> publishedStreaming_;
-  // The data state published for a setup: published, or being read.
-  bool dataPublished_ = false;
-  bool dataReading_ = false;
-  // The isolated primary: see isolated_primary.cc.
-  bool connectionLost_ = false;
-  bool primaryLossTold_ = false;  // PrimaryConnectionLoss{true} was the last told
-  bool writesStopped_ = false;
-  int64_t sessionTimeoutMs_ = 0;
-  Role roleAtLoss_ = Role::kUnknown;
-  std::optional<int64_t> generationAtLoss_;
-  PeerList activeBeforeLoss_;
-  // A loss was reported or found (activeBeforeLoss_ noted), and neither the same session
-  // nor a new one has come since: a new session starts the grace.
-  bool lossReported_ = false;
-  std::optional<int64_t> peerGraceUntil_;
-  bool postgresShutDown_ = false;
-  bool shutDownInFlight_ = false;  // asked of the adapter, not answered yet
-  // What the writes timer retries: stopping writes, resuming them (noTakeoverCanLand),
-  // or the confirmation; and what the shutdown timer does: the shutdown half-way to the
-  // earliest expiry after a loss (its delay), or again after a failure.
-  enum class WritesRetry { kStop, kResume, kConfirm } writesRetry_ = WritesRetry::kStop;
-  bool writesRetryNoTakeover_ = false;
-  std::optional<int64_t> shutDownAfterLossMs_;
-  // Writes to resume (how, noTakeoverCanLand), or the state to confirm on a new session,
-  // once nothing in flight holds them back: a postgres transition, the state machine's
-  // step or state write, the lease. Level-triggered: reconcileWrites() derives at the end
-  // of each step whether what holds them back is over (resumeWaitsFor, confirmWaits).
-  struct Resumption {
-    std::string how;
-    bool noTakeoverCanLand = false;
-    WritesWait waitsFor = WritesWait::kNothing;  // what it waited for when last looked at
+  struct CoordinatorView {
+    ReadState state;
+    PeerList active;
+    PeerDataStates data;
+    std::set<std::string> notStreaming;
+    int64_t sessionTimeoutMs = 0;
+    bool connected = true;
   };
-  std::optional<Resumption> resumeWanted_;
-  bool confirmWanted_ = false;
-  // Writes were stopped on a new session and have not resumed since: a connection that
-  // comes back on it resumes them only through the confirmation, never by the
-  // same-session rule.
-  bool confirmOwed_ = false;
+  CoordinatorView coord_;
   // One cluster-state write at a time, whatever its purpose: the state machine's, the
   // confirmation after a new session, the release from deposed after a rejoin (a
   // confirmation wanted while another write is in flight waits for it; the state
@@ -382,70 +373,35 @@ class DriverCore {
     bool answered = false;
   };
   std::optional<StateWrite> stateWrite_;
-  // The lease: confirmations seen at all, its end, the last confirmed send, whether it
-  // ended (writes stopped for it).
-  bool coordinatorUp_ = true;
-  bool leaseInUse_ = false;
-  std::optional<int64_t> leaseDeadline_;
-  int64_t leaseSentAt_ = 0;
-  int64_t leaseSessionId_ = 0;  // the session of leaseDeadline_
-  int64_t leaseIntervalMs_ = 0;
-  bool leaseEnded_ = false;
-  // The failsafe, as primary: the permission's end, the generation and session it was
-  // asked in, the last refusal logged. As sync: the promise's end, the takeover it holds
-  // back. A state write that failed leaves the outcome unknown until a state is read
-  // again: no ask.
-  std::optional<int64_t> failsafeUntil_;
-  int64_t failsafeGeneration_ = 0;
-  int64_t failsafeSession_ = 0;
+  // A state write that failed leaves the outcome unknown until a state is read again (the
+  // failsafe asks for no promise meanwhile).
   bool stateWriteUnsettled_ = false;
-  std::optional<int64_t> promisedUntil_;
-  std::optional<Action> heldTakeover_;
-  // The automatic rejoin: the generation last tried, the primary postgres follows since
-  // a successful rejoin (until this peer is out of `deposed`), and whether that removal
-  // is being written. A failed rejoin is tried again after a delay (0: not failed in
-  // this generation), doubled after each failure; due once its timer fired (or, after
-  // a failed removal, looked at again).
-  std::optional<int64_t> rejoinTriedGeneration_;
-  static constexpr int64_t kRejoinFirstRetryMs = 5000;
-  static constexpr int64_t kRejoinMaxRetryMs = 300000;
-  int64_t rejoinRetryDelayMs_ = 0;
-  bool rejoinRetryDue_ = false;
-  bool rejoinTimerMarksDue_ = false;
-  std::optional<std::string> rejoinedTo_;
-  std::string rejoinReason_;
-  std::string lastRejoinError_;  // why the last automatic rejoin failed; empty once one worked
-  // The clean handover: the primary's configuration before it stopped postgres for a
-  // switchover; the generation whose takeover already waited for the old primary.
-  std::optional<PgConfig> handoverFrom_;
-  bool handoverTimedOut_ = false;  // the sync's wait is over: start postgres again once idle
-  std::string handedOverFor_;      // the promote request (JSON) last handed over for
-  std::optional<int64_t> handoverWaitedIn_;
-  // The generation whose primary's WAL stream ended while this sync waited to take over
-  // for a switchover: no promise holds that takeover (core_failsafe.cc).
-  std::optional<int64_t> handoverStreamEndedIn_;
-  SyncAckWatch syncWatch_;
-  std::optional<std::pair<int64_t, std::string>> syncWatchedFor_;  // generation, sync
-  bool syncSampleInFlight_ = false;
   // Postgres: one operation at a time, whether the state machine or the driver (a restart
   // after a crash, a handover, a rejoin) asked for it; an apply of the state machine's
-  // asked for meanwhile waits in queuedPeerApply_.
-  std::optional<PgOp> pgOp_;
-  std::optional<PgConfig> queuedPeerApply_;
-  std::optional<PgConfig> lastApplied_;
-  bool healthy_ = true;
-  std::optional<int64_t> unhealthySince_;
-  int64_t lastTransitionDone_ = INT64_MIN / 2;
-  int64_t lastRestartStarted_ = INT64_MIN / 2;
-  std::string unhealthyDetail_;
-  bool withdrawn_ = false;
-  std::string withdrawalWhy_;               // why a withdrawn peer joins again
-  std::optional<int64_t> joinedAgainAt_;  // by joinAgainAfterWithdrawal
+  // asked for meanwhile waits in queuedPeerApply. The last configuration applied, when
+  // the last transition ended, and the role last applied (for RoleApplied).
+  struct Postgres {
+    std::optional<PgOp> op;
+    std::optional<PgConfig> queuedPeerApply;
+    std::optional<PgConfig> lastApplied;
+    int64_t lastTransitionDone = INT64_MIN / 2;
+    Role roleApplied = Role::kUnknown;
+  };
+  Postgres pg_;
   bool stopping_ = false;
   bool failed_ = false;
   std::map<Memo, std::string> memos_;
   DriverCounters counters_;
-  Role roleApplied_ = Role::kUnknown;  // for RoleApplied
+  // The protocols, one class each (docs/driver.md): each file changes only its own, and
+  // asks the others' queries.
+  Lease lease_;
+  Failsafe failsafe_;
+  Isolation isolation_;
+  Health health_;
+  Handover handover_;
+  Rejoin rejoin_;
+  DataStatePublication dataState_;
+  SyncWatch syncWatch_;
 };
 
 }  // namespace dugong::agent

@@ -8,19 +8,40 @@
 
 namespace dugong::agent {
 
+// A promise an earlier run of this agent may have given is held from the start.
+void DriverCore::holdEarlierPromise() {
+  if (opts_.earlierPromiseMs) {
+    // The record of the promises of earlier runs says how long the last one runs on: held
+    // whatever this run's failsafe setting and session timeout, which may differ.
+    if (*opts_.earlierPromiseMs > 0) {
+      failsafe_.promisedUntil_ = now() + *opts_.earlierPromiseMs;
+      log(LogLevel::kWarn, "failsafe: an earlier run of this agent promised the primary not to take over for " +
+                               std::to_string(*opts_.earlierPromiseMs) +
+                               " ms more (its record): this peer takes over from no primary before then, whatever "
+                               "its own failsafe setting");
+    }
+  } else if (opts_.failsafe && opts_.failsafeDurationMs > 0) {
+    // No record of earlier runs' promises is kept: held as if one was given now.
+    failsafe_.promisedUntil_ = now() + opts_.failsafeDurationMs;
+    log(LogLevel::kInfo, "failsafe: on; this peer takes over from no primary within " +
+                             std::to_string(opts_.failsafeDurationMs) +
+                             " ms of its start (an earlier run of its agent may have promised so)");
+  }
+}
+
 int64_t DriverCore::failsafeDurationMs() const {
-  return opts_.failsafeDurationMs > 0 ? opts_.failsafeDurationMs : sessionTimeoutMs_;
+  return opts_.failsafeDurationMs > 0 ? opts_.failsafeDurationMs : coord_.sessionTimeoutMs;
 }
 
 bool DriverCore::failsafeHolds() const {
-  return failsafeUntil_ && now() < *failsafeUntil_ - opts_.lease.writeStopLeadMs;
+  return failsafe_.permittedUntil_ && now() < *failsafe_.permittedUntil_ - opts_.lease.writeStopLeadMs;
 }
 
 bool DriverCore::failsafeInUse() const { return failsafeHolds() && !leaseValid(); }
 
 int64_t DriverCore::writeDeadline() const {
-  const int64_t lease = leaseDeadline_ ? *leaseDeadline_ : INT64_MIN / 2;
-  return failsafeUntil_ ? std::max(lease, *failsafeUntil_) : lease;
+  const int64_t lease = lease_.deadline() ? *lease_.deadline() : INT64_MIN / 2;
+  return failsafe_.permittedUntil_ ? std::max(lease, *failsafe_.permittedUntil_) : lease;
 }
 
 // The timer that stops writes a little before the end of writes, and the watchdog's end.
@@ -41,9 +62,11 @@ std::optional<std::string> DriverCore::whyNoFailsafe() const {
   const auto& s = peer_->clusterState();
   if (peer_->role() != Role::kPrimary || !s || s->primary.id != opts_.identity.id) return "not the primary";
   if (s->oneNodeWriteMode || !s->sync) return "no sync to ask";
-  if (writesStopped_ || connectionLost_ || postgresShutDown_) return "writes are stopped already";
-  if (handoverFrom_) return "this peer hands over to its sync for a switchover";
-  if (!leaseInUse_) return "no lease";
+  if (isolation_.writesStopped() || isolation_.connectionLost() || isolation_.postgresShutDown()) {
+    return "writes are stopped already";
+  }
+  if (handover_.handingOver()) return "this peer hands over to its sync for a switchover";
+  if (!lease_.inUse()) return "no lease";
   // A write of this primary's may land (or have landed) and name another sync, which
   // promised nothing.
   if ((stateWrite_ && !stateWrite_->answered) || stateWriteUnsettled_) {
@@ -55,7 +78,7 @@ std::optional<std::string> DriverCore::whyNoFailsafe() const {
 
 // After a refusal, a request with no answer, or while no request can be made: a
 // quarter of the round trips' interval (the sync may not have missed one yet).
-int64_t DriverCore::retryMs() const { return std::max<int64_t>(leaseIntervalMs_ / 4, 25); }
+int64_t DriverCore::retryMs() const { return std::max<int64_t>(lease_.intervalMs() / 4, 25); }
 
 void DriverCore::askFailsafe() {
   // Asked when no round trip has confirmed the session for a while (onLease restarts
@@ -68,7 +91,7 @@ void DriverCore::askFailsafe() {
       log(LogLevel::kInfo, "failsafe: not asking the sync for a promise: " + *why);
     }
     // Looked at again while a primary's end of writes is ahead.
-    if (peer_->role() == Role::kPrimary && !writesStopped_ && writeDeadline() > now()) {
+    if (peer_->role() == Role::kPrimary && !isolation_.writesStopped() && writeDeadline() > now()) {
       scheduleFailsafeAsk(now() + retryMs());
     }
     return;
@@ -77,12 +100,12 @@ void DriverCore::askFailsafe() {
   const PeerIdentity sync = *s.sync;
   const int64_t sentAt = now();
   const int64_t generation = s.generation;
-  const int64_t session = leaseSessionId_;
+  const int64_t session = lease_.sessionId();
   scheduleFailsafeAsk(sentAt + (failsafeHolds() ? d / 3 : retryMs()));
   // Once per stall of the round trips (its retries are not decisions of their own).
-  if (!failsafeUntil_ && logOnce(Memo::kAskFor, std::to_string(leaseSentAt_))) {
+  if (!failsafe_.permittedUntil_ && logOnce(Memo::kAskFor, std::to_string(lease_.sentAt()))) {
     log(LogLevel::kWarn, "failsafe: no round trip through the ZooKeeper leader for " +
-                             std::to_string(sentAt - leaseSentAt_) + " ms; asking " + sync.id +
+                             std::to_string(sentAt - lease_.sentAt()) + " ms; asking " + sync.id +
                              ", the sync, for a promise not to take over for " + std::to_string(d) + " ms");
   }
   emit(cmd::AskFailsafe{sync, FailsafeRequest{generation, opts_.identity.id, d}, std::max<int64_t>(d / 3, 1), sentAt,
@@ -107,32 +130,31 @@ void DriverCore::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
   }
   // Granted for the generation, session and role it was asked in, if still so: a
   // permission for anything else says nothing.
-  if (whyNoFailsafe() || generation != peer_->clusterState()->generation || session != leaseSessionId_) {
+  if (whyNoFailsafe() || generation != peer_->clusterState()->generation || session != lease_.sessionId()) {
     log(LogLevel::kInfo, "failsafe: " + sync + "'s promise came for a generation, session or role this peer no longer has: unused");
     return;
   }
   const int64_t end = failsafePermissionEndMs(sentAt, d, opts_.lease.stopMarginMs);
-  if (!failsafeUntil_ || end > *failsafeUntil_) {
-    if (!failsafeUntil_) {
+  if (!failsafe_.permittedUntil_ || end > *failsafe_.permittedUntil_) {
+    if (!failsafe_.permittedUntil_) {
       log(LogLevel::kWarn, "failsafe: " + sync + " promised not to take over (" + r->reason + "): writes go on for " +
                                std::to_string(end - now) + " ms more without ZooKeeper, renewed every " +
                                std::to_string(d / 3) + " ms while the ZooKeeper leader is out of reach");
     }
-    failsafeUntil_ = end;
-    failsafeGeneration_ = generation;
-    failsafeSession_ = session;
+    failsafe_.permittedUntil_ = end;
+    failsafe_.generation_ = generation;
     memos_.erase(Memo::kNoAsk);
     armWriteDeadline();
   }
-  if (leaseSentAt_ < sentAt) scheduleFailsafeAsk(sentAt + d / 3);
+  if (lease_.sentAt() < sentAt) scheduleFailsafeAsk(sentAt + d / 3);
 }
 
 // The permission is forgotten (writes then stop at the lease's end, or now if it ended).
 void DriverCore::dropFailsafe(const std::string& why) {
   cancelTimer(TimerKind::kFailsafe);
-  if (!failsafeUntil_) return;
+  if (!failsafe_.permittedUntil_) return;
   const bool used = failsafeInUse();
-  failsafeUntil_.reset();
+  failsafe_.permittedUntil_.reset();
   if (used) log(LogLevel::kWarn, "failsafe: the permission is dropped: " + why);
   armWriteDeadline();
 }
@@ -143,13 +165,12 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
   view.selfId = opts_.identity.id;
   const auto& state = peer_->clusterState();
   view.state = state ? &*state : nullptr;
-  view.leaseInUse = leaseInUse_;
-  view.reachesZooKeeper = reachesZooKeeper(leaseSentAt_, leaseIntervalMs_, now());
+  view.leaseInUse = lease_.inUse();
+  view.reachesZooKeeper = reachesZooKeeper(lease_.sentAt(), lease_.intervalMs(), now());
   view.maxDurationMs = std::min(failsafeDurationMs(), kFailsafeMaxDurationMs);
-  view.takingOver = peer_->role() != Role::kSync || heldTakeover_.has_value() || pgOp_ == PgOp::kFence ||
-                    pgOp_ == PgOp::kAwaitUpstreamStop ||
-                    stateWriteUnanswered(in::WriteFor::kStateMachine) ||
-                    peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || withdrawn_;
+  view.takingOver = peer_->role() != Role::kSync || failsafe_.heldTakeover_.has_value() || pg_.op == PgOp::kFence ||
+                    pg_.op == PgOp::kAwaitUpstreamStop || stateWriteUnanswered(in::WriteFor::kStateMachine) ||
+                    peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || health_.withdrawn();
   FailsafeAnswer a = decideFailsafeGrant(request, view);
   const int64_t now = this->now();
   if (!a.granted) {
@@ -159,11 +180,11 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
     return a;
   }
   memos_.erase(Memo::kNoPromise);
-  const bool first = !promisedUntil_ || *promisedUntil_ <= now;
-  promisedUntil_ = extendPromise(promisedUntil_, now, request.durationMs);
+  const bool first = !failsafe_.promisedUntil_ || *failsafe_.promisedUntil_ <= now;
+  failsafe_.promisedUntil_ = extendPromise(failsafe_.promisedUntil_, now, request.durationMs);
   log(first ? LogLevel::kWarn : LogLevel::kDebug,
       "failsafe: promised " + request.primaryId + " (primary of generation " + std::to_string(request.generation) +
-          ") not to take over for " + std::to_string(*promisedUntil_ - now) +
+          ") not to take over for " + std::to_string(*failsafe_.promisedUntil_ - now) +
           " ms: this peer cannot reach ZooKeeper either, so no takeover can be written meanwhile");
   return a;
 }
@@ -175,8 +196,8 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
 // (onUpstreamStopped).
 bool DriverCore::holdTakeoverForPromise(const Action& action) {
   const int64_t now = this->now();
-  if (peer_->role() != Role::kSync || !promisedUntil_ || *promisedUntil_ <= now) return false;
-  if (handoverStreamEndedIn_ == generation()) return false;
+  if (peer_->role() != Role::kSync || !failsafe_.promisedUntil_ || *failsafe_.promisedUntil_ <= now) return false;
+  if (handover_.streamEndedIn() == generation()) return false;
   if (const auto* w = std::get_if<WriteClusterState>(&action)) {
     const auto& s = peer_->clusterState();
     const bool takeover = w->state.primary.id == opts_.identity.id && (!s || s->primary.id != opts_.identity.id);
@@ -184,18 +205,18 @@ bool DriverCore::holdTakeoverForPromise(const Action& action) {
   } else if (!std::holds_alternative<FencePg>(action)) {
     return false;
   }
-  heldTakeover_ = action;
+  failsafe_.heldTakeover_ = action;
   log(LogLevel::kWarn, std::string("failsafe: holding this takeover's ") +
                            (std::holds_alternative<FencePg>(action) ? "fence" : "state write") + " back for " +
-                           std::to_string(*promisedUntil_ - now) +
+                           std::to_string(*failsafe_.promisedUntil_ - now) +
                            " ms: this peer promised the primary not to take over before then");
-  setTimer(TimerKind::kHeldTakeover, *promisedUntil_ - now);
+  setTimer(TimerKind::kHeldTakeover, *failsafe_.promisedUntil_ - now);
   return true;
 }
 
 void DriverCore::onHeldTakeoverTimer() {
-  if (!heldTakeover_) return;
-  Action held = *std::exchange(heldTakeover_, std::nullopt);
+  if (!failsafe_.heldTakeover_) return;
+  Action held = *std::exchange(failsafe_.heldTakeover_, std::nullopt);
   log(LogLevel::kInfo, "failsafe: the promise has ended: taking over");
   carryOut(std::move(held));
 }

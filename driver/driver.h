@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "driver/core.h"
+#include "driver/env.h"
 
 namespace dugong::agent {
 

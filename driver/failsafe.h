@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "statemachine/action.h"
 #include "statemachine/cluster_state.h"
 
 namespace dugong::agent {
@@ -68,5 +69,26 @@ int64_t extendPromise(std::optional<int64_t> promisedUntilMs, int64_t receivedAt
 // however the two clocks' rates differ (within 1 %, as the lease assumes) and however
 // late the request arrived: sentAt + D - D/100 - stopMargin.
 int64_t failsafePermissionEndMs(int64_t sentAtMs, int64_t durationMs, int64_t stopMarginMs);
+
+class DriverCore;
+
+// The driver's failsafe (driver/core_failsafe.cc, which alone changes it; the other
+// protocols ask its queries). As primary: the permission's end and the generation it was
+// asked in. As sync: the promise's end, and the takeover it holds back.
+class Failsafe {
+ public:
+  std::optional<int64_t> permittedUntil() const { return permittedUntil_; }
+  int64_t generation() const { return generation_; }  // of the permission
+  std::optional<int64_t> promisedUntil() const { return promisedUntil_; }
+  // A new session's lease replaces the old one's, and with it the permission (lease.cc).
+  void forgetPermission() { permittedUntil_.reset(); }
+
+ private:
+  friend class DriverCore;  // core_failsafe.cc
+  std::optional<int64_t> permittedUntil_;
+  int64_t generation_ = 0;
+  std::optional<int64_t> promisedUntil_;
+  std::optional<Action> heldTakeover_;
+};
 
 }  // namespace dugong::agent

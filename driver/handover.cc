@@ -22,8 +22,31 @@ bool DriverCore::switchoverRequested(bool forSelf) const {
   if (!s || !s->sync || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) return false;
   auto req = validatePromote(s->promote, *s, now_.wallMs);
   if (!req || req->role != "sync" || req->id != s->sync->id) return false;
-  if (forSelf) return peer_->role() == Role::kSync && req->id == opts_.identity.id && containsPeer(lastActive_, s->primary.id);
-  return containsPeer(lastActive_, s->sync->id);
+  if (forSelf) {
+    return peer_->role() == Role::kSync && req->id == opts_.identity.id && containsPeer(coord_.active, s->primary.id);
+  }
+  return containsPeer(coord_.active, s->sync->id);
+}
+
+// On the sync: before the fence of a switchover's takeover, wait (once per generation) for
+// the old primary's stop, which ends its WAL stream; true: waiting, the fence comes after.
+bool DriverCore::awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync) {
+  const auto gen = generation();
+  if (!switchoverRequested(true) || handover_.waitedIn_ == gen) return false;
+  handover_.waitedIn_ = gen;
+  pg_.op = PgOp::kAwaitUpstreamStop;
+  log(LogLevel::kInfo, "switchover: waiting up to " + std::to_string(opts_.handoverWaitMs) + " ms for " +
+                           peer_->clusterState()->primary.id +
+                           " to stop postgres, so that this peer has all of its WAL before taking over");
+  emit(cmd::AwaitUpstreamStop{opts_.handoverWaitMs, newSync});
+  return true;
+}
+
+// The sync's wait is over: the primary starts postgres again, now or when the stop in
+// flight ends.
+void DriverCore::onHandoverTimer() {
+  handover_.timedOut_ = true;
+  maybeHandOver();
 }
 
 // On the primary: a switchover to its sync is requested: stop postgres now, while the
@@ -32,34 +55,34 @@ bool DriverCore::switchoverRequested(bool forSelf) const {
 // stop, so a primary still not deposed a little after that starts postgres again.
 void DriverCore::maybeHandOver() {
   if (peer_->role() != Role::kPrimary) {
-    handoverFrom_.reset();
+    handover_.from_.reset();
     cancelTimer(TimerKind::kHandover);
     return;
   }
   if (pgBusy()) return;
   // Not while the state machine is in the middle of a step: a start between its fence
   // and its state write would undo the fence. Looked at again after it.
-  if (handoverFrom_ && peer_->awaitingCompletion()) return;
+  if (handover_.from_ && peer_->awaitingCompletion()) return;
   const auto& s = peer_->clusterState();
   const bool requested = switchoverRequested(false);
   const std::string request = requested ? s->promote.dump() : "";
-  if (requested && !handoverFrom_ && request != handedOverFor_ && lastApplied_ &&
-      lastApplied_->role == PgRole::kPrimary) {
-    handoverFrom_ = *lastApplied_;
-    handedOverFor_ = request;
+  if (requested && !handover_.from_ && request != handover_.request_ && pg_.lastApplied &&
+      pg_.lastApplied->role == PgRole::kPrimary) {
+    handover_.from_ = *pg_.lastApplied;
+    handover_.request_ = request;
     ++counters_.handovers;
     log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
                              " streams, so that it receives all of this primary's WAL before it takes over");
-    handoverTimedOut_ = false;
+    handover_.timedOut_ = false;
     // The sync takes over without waiting for a promise once this stop ended the stream.
-    if (failsafeUntil_) dropFailsafe("this peer hands over to " + s->sync->id + " for a switchover");
+    if (failsafe_.permittedUntil()) dropFailsafe("this peer hands over to " + s->sync->id + " for a switchover");
     applyPg(PgConfig::none());
     setTimer(TimerKind::kHandover, opts_.handoverWaitMs + kHandoverSlackMs);
-  } else if (handoverTimedOut_ && handoverFrom_) {
+  } else if (handover_.timedOut_ && handover_.from_) {
     log(LogLevel::kWarn, "switchover did not happen within " + std::to_string(opts_.handoverWaitMs + kHandoverSlackMs) +
                              " ms: this peer is still the primary; starting postgres again as primary");
     startAgainAfterHandover();
-  } else if (!requested && handoverFrom_) {
+  } else if (!requested && handover_.from_) {
     log(LogLevel::kWarn, "switchover abandoned: the promote request is gone or expired and this peer is still the "
                          "primary: starting postgres again as primary");
     cancelTimer(TimerKind::kHandover);
@@ -71,9 +94,9 @@ void DriverCore::maybeHandOver() {
 // state machine wants it now (its sync may have changed meanwhile), also for the health
 // logic should this start fail.
 void DriverCore::startAgainAfterHandover() {
-  lastApplied_ = peer_->wantedPgConfig();
-  handoverFrom_.reset();
-  applyPg(*lastApplied_, PgOp::kStartAgain);
+  pg_.lastApplied = peer_->wantedPgConfig();
+  handover_.from_.reset();
+  applyPg(*pg_.lastApplied, PgOp::kStartAgain);
 }
 
 // On the sync: the wait for the old primary's stop is over; the fence goes ahead. Once
@@ -82,11 +105,11 @@ void DriverCore::startAgainAfterHandover() {
 // permission as it did (maybeHandOver). A stream that did not end may belong to a
 // primary that writes under a promise without ZooKeeper: the promise holds then.
 void DriverCore::onUpstreamStopped(const in::UpstreamStopped& u) {
-  if (u.ended) handoverStreamEndedIn_ = generation();
+  if (u.ended) handover_.streamEndedIn_ = generation();
   log(LogLevel::kInfo, u.ended ? "switchover: the old primary's WAL stream ended: taking over"
                                : "switchover: the old primary's WAL stream did not end: taking over anyway");
   if (!u.ended && holdTakeoverForPromise(FencePg{u.newSync})) {
-    pgOp_.reset();  // the wait is over; the held fence is carried out again at the promise's end
+    pg_.op.reset();  // the wait is over; the held fence is carried out again at the promise's end
     afterPgTransition();
     return;
   }

@@ -8,8 +8,18 @@
 #include <string>
 #include <variant>
 
-#include "driver/env.h"
+#include "statemachine/rejoin_policy.h"
+#include "driver/failsafe.h"
+#include "driver/sync_ack_watch.h"
+#include "driver/types.h"
+#include "statemachine/action.h"
+#include "statemachine/cluster_state.h"
+#include "statemachine/data_state.h"
 #include "statemachine/event.h"
+#include "statemachine/identity.h"
+#include "statemachine/pg_config.h"
+#include "statemachine/result.h"
+#include "statemachine/time_format.h"
 
 namespace dugong::agent {
 

@@ -23,13 +23,13 @@ int64_t leaseDeadlineMs(int64_t sentAtMs, int64_t sessionTimeoutMs, int64_t inte
 }
 
 bool DriverCore::leaseValid() const {
-  return leaseDeadline_ && now() < *leaseDeadline_ - opts_.lease.writeStopLeadMs;
+  return lease_.deadline_ && now() < *lease_.deadline_ - opts_.lease.writeStopLeadMs;
 }
 
 void DriverCore::onLease(const CoordinatorLease& l) {
   const int64_t length = leaseLengthMs(l.sessionTimeoutMs, l.intervalMs, opts_.lease);
-  if (!leaseInUse_) {
-    leaseInUse_ = true;
+  if (!lease_.inUse_) {
+    lease_.inUse_ = true;
     const int64_t tick = opts_.lease.tickTimeMs > 0 ? opts_.lease.tickTimeMs : l.sessionTimeoutMs / 2;
     log(length > opts_.lease.writeStopLeadMs ? LogLevel::kInfo : LogLevel::kError,
         "lease: a primary writes for " + std::to_string(length) + " ms after each round trip through the ZooKeeper " +
@@ -44,25 +44,25 @@ void DriverCore::onLease(const CoordinatorLease& l) {
   const int64_t deadline = l.sentAtMs + length;
   // A new session's lease replaces the old one's (the old session expired: a lease on it
   // can say nothing about the new one, nor the other way round).
-  const bool sameSession = l.sessionId == leaseSessionId_;
+  const bool sameSession = l.sessionId == lease_.sessionId_;
   if (!sameSession) {
     // Writes that went on under the failsafe past the old lease stop: that session may
     // have expired and a takeover be decided; the new one's confirmation decides.
-    if (failsafeInUse() && !connectionLost_) {
+    if (failsafeInUse() && !isolation_.connectionLost()) {
       isolate("failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
               "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
     }
-    failsafeUntil_.reset();
+    failsafe_.forgetPermission();
     cancelTimer(TimerKind::kFailsafe);
-    leaseSessionId_ = l.sessionId;
-    leaseDeadline_.reset();
+    lease_.sessionId_ = l.sessionId;
+    lease_.deadline_.reset();
   }
-  if (leaseDeadline_ && deadline <= *leaseDeadline_) return;
+  if (lease_.deadline_ && deadline <= *lease_.deadline_) return;
   const bool onFailsafe = failsafeInUse();
-  leaseDeadline_ = deadline;
-  leaseSentAt_ = l.sentAtMs;
-  leaseIntervalMs_ = l.intervalMs;
-  sessionTimeoutMs_ = l.sessionTimeoutMs;
+  lease_.deadline_ = deadline;
+  lease_.sentAt_ = l.sentAtMs;
+  lease_.intervalMs_ = l.intervalMs;
+  coord_.sessionTimeoutMs = l.sessionTimeoutMs;
   armWriteDeadline();
   if (onFailsafe && leaseValid()) {
     log(LogLevel::kInfo, "failsafe: a round trip through the ZooKeeper leader confirmed the session again: writes go "
@@ -75,12 +75,12 @@ void DriverCore::onLease(const CoordinatorLease& l) {
                                               l.intervalMs + l.intervalMs / 4));
   }
   cancelTimer(TimerKind::kLeaseShut);
-  if (leaseEnded_ && !leaseValid()) return;  // a round trip answered too late to lift anything
-  if (leaseEnded_) {
-    leaseEnded_ = false;
+  if (lease_.ended_ && !leaseValid()) return;  // a round trip answered too late to lift anything
+  if (lease_.ended_) {
+    lease_.ended_ = false;
     // Only on the session the lease ended on: a new session resumes through its
     // confirmation (afterNewSession), never by the same-session rule.
-    if (connectionLost_ && coordinatorUp_ && sameSession) {
+    if (isolation_.connectionLost() && coord_.connected && sameSession) {
       log(LogLevel::kInfo, "lease: a round trip through the ZooKeeper leader confirmed session " +
                                std::to_string(l.sessionId) + " again");
       reconnected("a round trip through the ZooKeeper leader confirmed the same session");
@@ -94,38 +94,32 @@ void DriverCore::onLease(const CoordinatorLease& l) {
 // at the end.
 void DriverCore::leaseEnding() {
   if (leaseValid() || failsafeHolds()) return;
-  const bool primary = peer_->role() == Role::kPrimary || (connectionLost_ && roleAtLoss_ == Role::kPrimary);
+  const bool primary =
+      peer_->role() == Role::kPrimary || (isolation_.connectionLost() && isolation_.roleAtLoss() == Role::kPrimary);
   if (!primary) {
     // A peer that becomes the primary without a lease (its takeover write answered, its
     // new session confirmed, after the lease ended) is caught by the next look.
-    setTimer(TimerKind::kLease, std::max<int64_t>(sessionTimeoutMs_ / 10, 50));
+    setTimer(TimerKind::kLease, std::max<int64_t>(coord_.sessionTimeoutMs / 10, 50));
     return;
   }
-  if (!leaseDeadline_) return;
-  leaseEnded_ = true;
+  if (!lease_.deadline_) return;
+  lease_.ended_ = true;
   const int64_t now = this->now();
   const int64_t left = std::max<int64_t>(writeDeadline() - now, 0);
-  if (!connectionLost_) {
+  if (!isolation_.connectionLost()) {
     isolate("no round trip through the ZooKeeper leader has confirmed the session for " +
-            std::to_string(now - leaseSentAt_) + " ms (the connection itself " + (coordinatorUp_ ? "looks up" : "is lost") +
-            "): the " + (failsafeUntil_ ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
+            std::to_string(now - lease_.sentAt_) + " ms (the connection itself " +
+            (coord_.connected ? "looks up" : "is lost") + "): the " +
+            (failsafe_.permittedUntil() ? "failsafe's permission" : "lease") + " ends in " + std::to_string(left) +
             " ms, stopping writes now");
   }
   cancelTimer(TimerKind::kFailsafe);
-  // A transition in flight may be starting postgres as the primary although it was shut
-  // down before (the adapter's shutdown signals a postmaster that runs, whatever holds
-  // its apply lock): shut it down at the lease's end all the same.
-  if (postgresShutDown_ && pgBusy()) postgresShutDown_ = false;
-  // Nor does a shutdown that ended mean postgres is still down: a transition since (an
-  // abandoned switchover's start) may have started it. A postmaster that runs, with no
-  // shutdown in flight, is shut down at the lease's end.
-  if (postgresShutDown_ && !shutDownInFlight_ && !now_.postmasterGone) postgresShutDown_ = false;
-  if (postgresShutDown_) return;
+  if (postgresStillShutDown()) return;
   setTimer(TimerKind::kLeaseShut, left);
 }
 
 void DriverCore::onLeaseShutTimer() {
-  if (!leaseEnded_ || !writesStopped_) return;
+  if (!lease_.ended_ || !isolation_.writesStopped()) return;
   shutDownWrites("the lease ended: the ZooKeeper leader may expire the session soon (no round trip through it "
                  "confirmed the session in time)");
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace dugong::agent {
 
@@ -26,5 +27,29 @@ int64_t leaseDeadlineMs(int64_t sentAtMs, int64_t sessionTimeoutMs, int64_t inte
 // How long the lease lasts after the send (the deadline's distance from sentAt); <= 0:
 // the configuration leaves no lease at all.
 int64_t leaseLengthMs(int64_t sessionTimeoutMs, int64_t intervalMs, const LeaseTerms& terms);
+
+class DriverCore;
+
+// The driver's lease (driver/lease.cc, which alone changes it; the other protocols ask
+// its queries): whether round trips are confirmed at all, the lease's end on its session,
+// the last confirmed round trip, and whether the lease ended (writes stopped for it).
+class Lease {
+ public:
+  bool inUse() const { return inUse_; }
+  bool ended() const { return inUse_ && ended_; }
+  std::optional<int64_t> deadline() const { return deadline_; }
+  int64_t sentAt() const { return sentAt_; }        // of the last confirmed round trip
+  int64_t sessionId() const { return sessionId_; }  // the session of deadline()
+  int64_t intervalMs() const { return intervalMs_; }
+
+ private:
+  friend class DriverCore;  // lease.cc
+  bool inUse_ = false;
+  std::optional<int64_t> deadline_;
+  int64_t sentAt_ = 0;
+  int64_t sessionId_ = 0;
+  int64_t intervalMs_ = 0;
+  bool ended_ = false;
+};
 
 }  // namespace dugong::agent

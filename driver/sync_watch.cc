@@ -15,7 +15,8 @@ void DriverCore::startSyncWatch() {
 std::optional<std::pair<int64_t, std::string>> DriverCore::watchedSync() const {
   // Only a primary that runs as one, with writes not stopped for a lost coordinator and
   // no transition in flight (a fence or a reconfiguration changes what commits wait for).
-  if (peer_->role() != Role::kPrimary || roleApplied_ != Role::kPrimary || writesStopped_ || pgBusy() || withdrawn_) {
+  if (peer_->role() != Role::kPrimary || pg_.roleApplied != Role::kPrimary || isolation_.writesStopped() || pgBusy() ||
+      health_.withdrawn()) {
     return std::nullopt;
   }
   const auto& state = peer_->clusterState();
@@ -26,24 +27,24 @@ std::optional<std::pair<int64_t, std::string>> DriverCore::watchedSync() const {
 void DriverCore::syncWatchTick() {
   const auto watched = watchedSync();
   if (!watched) {
-    syncWatchedFor_.reset();
+    syncWatch_.watchedFor_.reset();
     return startSyncWatch();
   }
-  if (syncWatchedFor_ != watched) {
-    syncWatchedFor_ = watched;
-    syncWatch_.reset(watched->second, now());
+  if (syncWatch_.watchedFor_ != watched) {
+    syncWatch_.watchedFor_ = watched;
+    syncWatch_.ack_.reset(watched->second, now());
   }
-  if (syncSampleInFlight_) return startSyncWatch();
-  syncSampleInFlight_ = true;
+  if (syncWatch_.sampleInFlight_) return startSyncWatch();
+  syncWatch_.sampleInFlight_ = true;
   emit(cmd::SampleSync{watched->first, watched->second});
 }
 
 void DriverCore::onSyncSampled(const in::SyncSampled& s) {
-  syncSampleInFlight_ = false;
+  syncWatch_.sampleInFlight_ = false;
   const auto watched = std::make_optional(std::make_pair(s.generation, s.sync));
   // Answered for another sync, generation or role than now: no news of this one.
-  if (!s.r || watchedSync() != watched || syncWatchedFor_ != watched) return startSyncWatch();
-  auto news = syncWatch_.observe(now(), *s.r);
+  if (!s.r || watchedSync() != watched || syncWatch_.watchedFor_ != watched) return startSyncWatch();
+  auto news = syncWatch_.ack_.observe(now(), *s.r);
   startSyncWatch();
   if (!news) return;
   if (!news->acknowledging) ++counters_.syncStalls;
@@ -54,15 +55,15 @@ void DriverCore::streamWatchTick() {
   const std::optional<StreamSample>& sample = now_.stream;
   if (!sample) return;  // not told: nothing published, the peers count this one as streaming
   setTimer(TimerKind::kStreamWatch, opts_.healthTickMs);
-  const std::string upstream = lastApplied_ && lastApplied_->upstream ? lastApplied_->upstream->id : "";
+  const std::string upstream = pg_.lastApplied && pg_.lastApplied->upstream ? pg_.lastApplied->upstream->id : "";
   if (!sample->running || upstream.empty()) {
-    streamedFrom_.clear();
+    syncWatch_.streamedFrom_.clear();
   } else if (sample->streamingFrom == upstream) {
-    streamedFrom_ = upstream;
+    syncWatch_.streamedFrom_ = upstream;
   }
-  const bool streams = !upstream.empty() && streamedFrom_ == upstream;
-  if (publishedStreaming_ == streams) return;
-  publishedStreaming_ = streams;
+  const bool streams = !upstream.empty() && syncWatch_.streamedFrom_ == upstream;
+  if (syncWatch_.publishedStreaming_ == streams) return;
+  syncWatch_.publishedStreaming_ = streams;
   if (streams) {
     log(LogLevel::kInfo, "publishing that postgres streams: its WAL receiver streams from " + upstream);
   } else {

@@ -138,7 +138,7 @@ void InvariantChecker::onStateWrite(const StateWrite& w) {
     if (w.writer == "operator" || w.writer == before.primary.id) return;
     const std::string afterText = after.serialize();
     // A deposed peer whose postgres rejoined the primary removes itself from `deposed`
-    // (agent/rejoin.h releaseFromDeposed) and changes nothing else.
+    // (statemachine/rejoin_policy.h releaseFromDeposed) and changes nothing else.
     const int self = indexOfPeer(before.deposed, w.writer);
     bool ownRelease = false;
     if (self >= 0) {

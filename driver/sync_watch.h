@@ -1,0 +1,32 @@
+// The driver's watches of replication (driver/sync_watch.cc, which alone changes them):
+// on a primary, whether its sync acknowledges commits (driver/sync_ack_watch.h decides);
+// on a standby, whether its postgres streams, as published for the choice of a new sync.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "driver/sync_ack_watch.h"
+
+namespace dugong::agent {
+
+class DriverCore;
+
+class SyncWatch {
+ public:
+  SyncWatch(int64_t replaceAfterMs, int64_t connectGraceMs) : ack_(replaceAfterMs, connectGraceMs) {}
+
+ private:
+  friend class DriverCore;  // sync_watch.cc
+  SyncAckWatch ack_;
+  std::optional<std::pair<int64_t, std::string>> watchedFor_;  // generation, sync
+  bool sampleInFlight_ = false;
+  // The upstream postgres was last seen streaming from in its current run ("": none since
+  // it last ran), and what was last published.
+  std::string streamedFrom_;
+  std::optional<bool> publishedStreaming_;
+};
+
+}  // namespace dugong::agent
