@@ -46,21 +46,23 @@ else
   echo "== Manatee conformance scenarios: ../shared/conformance/manatee not found beside the checkout; not run"
 fi
 
-run_suite() {  # name, build dir, extra cmake args...
-  local name=$1 dir=$2 start
+suite_start=0
+build_suite() {  # name, build dir, extra cmake args...
+  local name=$1 dir=$2
   shift 2
-  start=$(date +%s)
+  suite_start=$(date +%s)
   echo "== $name: configure and build ($dir)"
   cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
   ninja -C "$dir" -j "$jobs"
-  echo "== $name: built in $(( $(date +%s) - start )) s; tests"
-  if [ "$simulator" = yes ] && [ -z "$sim_pid" ] && [ "$dir" = build/asan ]; then
-    mkdir -p build
-    nice -n 10 bash -c "$(declare -f run_simulator); jobs=$jobs; set -euo pipefail; run_simulator" >build/sim.log 2>&1 &
-    sim_pid=$!
-  fi
-  (cd "$dir" && ctest "${ctest_args[@]}")
-  echo "== $name: done in $(( $(date +%s) - start )) s"
+  echo "== $name: built in $(( $(date +%s) - suite_start )) s; tests"
+}
+test_suite() {  # name, build dir
+  (cd "$2" && ctest "${ctest_args[@]}")
+  echo "== $1: done in $(( $(date +%s) - suite_start )) s"
+}
+run_suite() {  # name, build dir, extra cmake args...
+  build_suite "$@"
+  test_suite "$1" "$2"
 }
 
 # The simulator's whole seed budget (1..10000, sim/cluster/CMakeLists.txt) on an optimised
@@ -98,9 +100,15 @@ if [ -f build/asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*c
   rm -rf build/asan  # configured by another compiler (an older checkout's g++)
 fi
 find build/asan -name '*.gcda' -delete 2>/dev/null || true
-sim_pid=
-run_suite "sanitizers (ASan+UBSan)" build/asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld \
+build_suite "sanitizers (ASan+UBSan)" build/asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld \
   -DDUGONG_SANITIZE=ON -DDUGONG_COVERAGE=ON -DDUGONG_BENCH=OFF -DCMAKE_UNITY_BUILD=ON -DDUGONG_SIM_SEEDS=1000
+sim_pid=
+if [ "$simulator" = yes ]; then
+  mkdir -p build
+  ( renice -n 10 -p "$BASHPID" >/dev/null; run_simulator ) >build/sim.log 2>&1 &
+  sim_pid=$!
+fi
+test_suite "sanitizers (ASan+UBSan)" build/asan
 if [ -n "$sim_pid" ]; then
   sim_status=0
   wait "$sim_pid" || sim_status=$?

@@ -29,6 +29,7 @@
 #include "tools/adm/promote_check.h"
 #include "tools/adm/rolling_restart.h"
 #include "tools/adm/schedule.h"
+#include "tools/adm/table.h"
 
 namespace dugong::adm {
 namespace {
@@ -115,12 +116,6 @@ int restartOne(zk::Client& client, const CommonOptions& common, const std::strin
   return kExitOk;
 }
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 // The peers that have not taken the cluster configuration's `version` yet (their /state's
 // clusterConfig names neither it applied nor it refused); a peer that publishes no
 // clusterConfig cannot tell and is not waited for.
@@ -162,7 +157,7 @@ Result<ClusterView> waitUntilConfigTaken(zk::Client& client, const CommonOptions
   const int32_t version = node->version;
   auto left = notYetTaken(view, version);
   if (left.empty()) return view;
-  std::cout << "waiting for " << joined(left) << " to apply the cluster configuration version " << version
+  std::cout << "waiting for " << joinWithCommas(left) << " to apply the cluster configuration version " << version
             << " first\n"
             << std::flush;
   auto taken = waitView(client, common, timeout, [&](const ClusterView& v) {
@@ -170,7 +165,7 @@ Result<ClusterView> waitUntilConfigTaken(zk::Client& client, const CommonOptions
     return left.empty();
   });
   if (!taken) {
-    return Error{joined(left) + " did not apply the cluster configuration version " + std::to_string(version) +
+    return Error{joinWithCommas(left) + " did not apply the cluster configuration version " + std::to_string(version) +
                  " within " + std::to_string(timeout.count()) + " s (`dugong-adm verify`); nothing restarted"};
   }
   return taken;
@@ -287,7 +282,7 @@ int rollingRestart(zk::Client& client, const CommonOptions& common, const Cluste
   std::optional<WalPosition> replayTarget;
   if (primaryView) replayTarget = ownWal(*primaryView);
   if (!lowered.empty() && primaryToo) {
-    std::cout << "the configuration lowers " << joined(lowered) << " below what the primary runs: restarting the "
+    std::cout << "the configuration lowers " << joinWithCommas(lowered) << " below what the primary runs: restarting the "
               << "primary " << s.primary.id << " first (a standby may not run lower values than its primary), then "
               << "the standbys\n";
     if (int rc = restartStep(client, common, s, s.primary.id, "primary", timeout); rc != kExitOk) return rc;
@@ -301,7 +296,7 @@ int rollingRestart(zk::Client& client, const CommonOptions& common, const Cluste
     });
     if (!runsLowered) {
       return fail(kExitFailed, "the primary " + s.primary.id + " restarted but does not run the lowered " +
-                                   joined(still.empty() ? lowered : still) + " (does its host's postgres.settings "
+                                   joinWithCommas(still.empty() ? lowered : still) + " (does its host's postgres.settings "
                                    "set them?): no standby restarted");
     }
   }
@@ -386,7 +381,7 @@ int runRestart(const CommonOptions& common, const RestartArgs& a) {
     for (const auto& p : view->peers) {
       auto it = pending.find(p.identity.id);
       if (it != pending.end()) {
-        std::cout << p.identity.id << " (" << p.role << ") needs a restart: " << joined(it->second)
+        std::cout << p.identity.id << " (" << p.role << ") needs a restart: " << joinWithCommas(it->second)
                   << " changed and take effect only at a restart\n";
       } else if (p.role != "deposed" && p.role != "unassigned") {
         std::cout << p.identity.id << " (" << p.role << ") runs its configuration: not restarted\n";

@@ -18,12 +18,6 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
-  return out;
-}
-
 }  // namespace
 
 std::string formatTable(const std::vector<std::string>& headers, const std::vector<TableRow>& rows, bool withHeader) {
@@ -65,15 +59,21 @@ Result<std::vector<std::string>> parseColumns(const std::string& list, const std
     std::string name = trim(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (name.empty()) return Error{"empty column name in \"" + list + "\"; valid columns: " + join(known)};
+    if (name.empty()) return Error{"empty column name in \"" + list + "\"; valid columns: " + joinWithCommas(known)};
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      return Error{"unknown column \"" + name + "\"; valid columns: " + join(known)};
+      return Error{"unknown column \"" + name + "\"; valid columns: " + joinWithCommas(known)};
     }
     if (std::find(out.begin(), out.end(), name) != out.end()) return Error{"column \"" + name + "\" is named twice"};
     out.push_back(name);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  return out;
+}
+
+std::string joinWithCommas(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
   return out;
 }
 

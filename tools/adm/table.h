@@ -23,4 +23,7 @@ std::string formatTable(const std::vector<std::string>& headers, const std::vect
 // empty list or a repeated column is an error too.
 Result<std::vector<std::string>> parseColumns(const std::string& list, const std::vector<std::string>& known);
 
+// "a, b, c": the items joined by a comma and a space, as dugong-adm's messages list names.
+std::string joinWithCommas(const std::vector<std::string>& items);
+
 }  // namespace dugong::adm

@@ -4,6 +4,7 @@
 
 #include "statemachine/promote_request.h"
 #include "tools/adm/hot_standby_rollout.h"
+#include "tools/adm/table.h"
 
 namespace dugong::adm {
 namespace {
@@ -140,9 +141,9 @@ void checkArchiving(Checker& c, const PeerView& primary) {
 
 // The names of a JSON array, joined by commas.
 std::string joinedNames(const nlohmann::json& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + (n.is_string() ? n.get<std::string>() : n.dump());
-  return out;
+  std::vector<std::string> items;
+  for (const auto& n : names) items.push_back(n.is_string() ? n.get<std::string>() : n.dump());
+  return joinWithCommas(items);
 }
 
 std::string peerName(const PeerView& p) {
