@@ -16,6 +16,7 @@
 #include "pg/command.h"
 #include "pg/pgbackrest.h"
 #include "tests/e2e/cluster_harness.h"
+#include "tests/support/test_env.h"
 
 namespace dugong::e2e {
 namespace {
@@ -90,10 +91,7 @@ std::set<uint64_t> archivedSegments(const RepoDir& repo, const std::string& stan
 }
 
 bool logSays(Harness& h, int i, const std::string& text) {
-  std::ifstream in(h.peer(i).logPath);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str().find(text) != std::string::npos;
+  return dugong::testing::fileText(h.peer(i).logPath).find(text) != std::string::npos;
 }
 
 std::string metrics(Harness& h, int i) {

@@ -14,12 +14,11 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "statemachine/time_format.h"
 #include "tests/e2e/cluster_harness.h"
+#include "tests/support/test_env.h"
 
 namespace dugong::e2e {
 namespace {
@@ -28,13 +27,6 @@ ino_t inode(const std::string& path) {
   struct stat st{};
   ::stat(path.c_str(), &st);
   return st.st_ino;
-}
-
-std::string readAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 EpochMs wallNow() {
@@ -97,7 +89,7 @@ TEST_F(RejoinTest, AfterASwitchoverTheOldPrimaryStreamsAgainAsItIs) {
       << h_->logTail(primary, 80);
   EXPECT_EQ(inode(dataDir), before) << "the data directory was replaced";
   EXPECT_FALSE(std::filesystem::exists(dataDir + ".dugong-old"));
-  const std::string log = readAll(h_->peer(primary).logPath);
+  const std::string log = dugong::testing::fileText(h_->peer(primary).logPath);
   EXPECT_NE(log.find("switchover to " + S + " requested: stopping postgres now"), std::string::npos);
   EXPECT_NE(log.find("can follow " + S + " as it is"), std::string::npos) << "not a plain follow";
   EXPECT_EQ(log.find("pg_rewind discarded"), std::string::npos);
@@ -130,7 +122,7 @@ TEST_F(RejoinTest, RewindRejoinsAKilledPrimaryInPlaceInATlsOnlyCluster) {
       180s))
       << h_->logTail(primary, 80);
   EXPECT_EQ(inode(dataDir), before) << "copied, not rewound";
-  const std::string log = readAll(h_->peer(primary).logPath);
+  const std::string log = dugong::testing::fileText(h_->peer(primary).logPath);
   EXPECT_NE(log.find("pg_rewind discarded the WAL from"), std::string::npos);
   EXPECT_NE(log.find("left deposed: rejoin " + P + " (automatic, rejoin: rewind)"), std::string::npos);
   EXPECT_TRUE(h_->waitFor([&] { return hasRow(primary, 1) && hasRow(primary, 2); }, 30s));

@@ -36,16 +36,10 @@
 #include "pg/sql.h"
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
+#include "tests/support/test_env.h"
 
 namespace dugong::e2e {
 namespace {
-
-std::string readAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The lines of `text` that contain any of `needles` (the last `max` of them).
 std::string linesWith(const std::string& text, const std::vector<std::string>& needles, size_t max = 12) {
@@ -129,7 +123,7 @@ class SelfHealing : public ::testing::Test {
 
   // Copies of a data directory a peer's agent made (pg_basebackup runs in its log).
   size_t copies(int i) {
-    const std::string log = readAll(h_->peer(i).logPath);
+    const std::string log = dugong::testing::fileText(h_->peer(i).logPath);
     size_t n = 0;
     std::istringstream in(log);
     for (std::string line; std::getline(in, line);) {
@@ -146,8 +140,8 @@ class SelfHealing : public ::testing::Test {
 
   std::string whyNotRejoined(int i) {
     return "\n" + h_->peer(i).id + "'s agent log, the lines about the rejoin:\n" +
-           linesWith(readAll(h_->peer(i).logPath), kRejoinClues) + "its postgres log, last lines:\n" +
-           linesWith(readAll(h_->peer(i).pg->options.logPath()), {"FATAL", "LOG", "ERROR", "PANIC"}, 8);
+           linesWith(dugong::testing::fileText(h_->peer(i).logPath), kRejoinClues) + "its postgres log, last lines:\n" +
+           linesWith(dugong::testing::fileText(h_->peer(i).pg->options.logPath()), {"FATAL", "LOG", "ERROR", "PANIC"}, 8);
   }
 
   // One round: a row committed on `primary`, kill -9 of its agent and postmaster, the

@@ -4,10 +4,9 @@
 // follows a failover and never reaches a deposed peer.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "tests/ecosystem/haproxy_failover.h"
+#include "tests/support/test_env.h"
 
 namespace dugong::ecosystem {
 namespace {
@@ -16,13 +15,6 @@ using namespace std::chrono_literals;
 
 const std::string kSample = DUGONG_SOURCE_DIR "/etc/haproxy.cfg";
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 std::string joined(const std::vector<std::string>& lines) {
   std::string out;
   for (const auto& l : lines) out += l + "\n";
@@ -30,7 +22,7 @@ std::string joined(const std::vector<std::string>& lines) {
 }
 
 TEST(HaproxyConfig, RewritesTheSampleForLoopbackAndKeepsItsChecks) {
-  auto c = rewriteHaproxyConfig(readFile(kSample), {{"a", 6001, 7001}, {"b", 6002, 7002}}, 5100, 5101, "/x/h.sock",
+  auto c = rewriteHaproxyConfig(dugong::testing::fileText(kSample), {{"a", 6001, 7001}, {"b", 6002, 7002}}, 5100, 5101, "/x/h.sock",
                                 5102);
   ASSERT_TRUE(c.ok()) << c.error();
   const std::string& cfg = c.value();
