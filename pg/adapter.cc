@@ -21,6 +21,7 @@ PgAdapter::~PgAdapter() {
   control_.join();
   query_.join();
   writes_.join();
+  catchUp_.join();
 }
 
 template <class T>
@@ -178,7 +179,7 @@ void PgAdapter::scheduleWritablePoll(bool now) {
   writableTimer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
     if (ec || alive.expired()) return;
     onWorker<bool>(
-        query_, [this] { return controller_.pollWritable(); },
+        catchUp_, [this] { return controller_.pollWritable(); },
         [this](bool) {
           writablePolling_ = false;
           if (controller_.writablePending()) scheduleWritablePoll();

@@ -91,6 +91,9 @@ class PgAdapter {
   boost::asio::thread_pool control_{1};
   boost::asio::thread_pool query_{1};
   boost::asio::thread_pool writes_{1};
+  // The primary's catch-up poll alone: it opens writes, so it never waits behind a status
+  // read or a WAL read on the query worker (one took 600 ms after a promotion).
+  boost::asio::thread_pool catchUp_{1};
   boost::asio::steady_timer healthTimer_;
   boost::asio::steady_timer writableTimer_;
   std::function<void(bool, const std::string&)> onHealthChange_;

@@ -441,10 +441,11 @@ TEST_F(AdapterTest, PromotedSyncKeepsTheWalItsDeposedPrimaryNeedsToRejoin) {
   EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id = 2"), "0");
 }
 
-// A planned switchover. The primary stops cleanly while its sync
-// streams (the sync receives everything, the shutdown checkpoint included), then the
-// sync is promoted: the ex-primary follows the new timeline as it is, without a rewind
-// or a copy.
+// A planned switchover. The sync waits for its upstream's stop, and the primary stops
+// cleanly while its sync streams (the sync receives everything, the shutdown checkpoint
+// included); the sync has reserved WAL for the primary it replaces during that wait, off
+// the takeover's path. Then the sync is promoted: the ex-primary follows the new timeline
+// as it is, without a rewind or a copy.
 TEST_F(AdapterTest, CleanlyStoppedExPrimaryRejoinsThePromotedSyncAsItIs) {
   PgTestNode& a = cluster_.addNode("peer-a");
   PgTestNode& b = cluster_.addNode("peer-b");
@@ -454,8 +455,15 @@ TEST_F(AdapterTest, CleanlyStoppedExPrimaryRejoinsThePromotedSyncAsItIs) {
   ASSERT_TRUE(apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity)).ok);
   ASSERT_TRUE(eventually([&] { return writable(a); }));
   ASSERT_EQ(a.value("CREATE TABLE t (id int primary key, v text); INSERT INTO t VALUES (1, 'before')"), "");
+  ASSERT_TRUE(eventually([&] { return streamsFrom(a, b); }));
 
+  std::optional<bool> ended;
+  pb.awaitUpstreamStop(30s, [&](bool e) { ended = e; });
+  const std::string slot = "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slotNameFor(a.identity.id) + "'";
+  ASSERT_TRUE(eventually([&] { return b.value(slot) == "1"; })) << "no WAL reserved for " << a.identity.id << " during the wait";
   ASSERT_TRUE(apply(pa, PgConfig::none()).ok);
+  ASSERT_TRUE(eventually([&] { return ended.has_value(); }));
+  EXPECT_TRUE(*ended) << "the stream did not end";
   auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(b.value("INSERT INTO t VALUES (2, 'new timeline')"), "");

@@ -395,6 +395,7 @@ bool PgController::awaitUpstreamStop(std::chrono::milliseconds timeout) {
   const auto started = std::chrono::steady_clock::now();
   const auto deadline = started + timeout;
   bool sawStream = false;
+  bool reserved = false;
   for (;;) {
     auto q = localQuery("SELECT pg_is_in_recovery(), (SELECT status FROM pg_stat_wal_receiver), "
                         "pg_last_wal_receive_lsn()::text");
@@ -404,6 +405,19 @@ bool PgController::awaitUpstreamStop(std::chrono::milliseconds timeout) {
     }
     const bool streaming = q->rows[0][1] == "streaming";
     if (streaming) sawStream = true;
+    if (streaming && !reserved) {
+      // The promotion keeps WAL for the upstream it replaces (reserveWalForOldUpstream);
+      // reserved now, while this standby only waits, it is off the takeover's path, and
+      // the promotion finds it there.
+      reserved = true;
+      ManagedState now;
+      {
+        std::lock_guard lock(stateMu_);
+        now = state_;
+      }
+      reserveWalForOldUpstream(now);
+      continue;  // the stream may have ended meanwhile: looked at again at once
+    }
     if (!streaming && sawStream) {
       spdlog::info("pg: the upstream's WAL stream ended after {} ms (received up to {}): it stopped",
                    msSince(started),
@@ -418,7 +432,8 @@ bool PgController::awaitUpstreamStop(std::chrono::milliseconds timeout) {
       spdlog::warn("pg: the upstream still streams after {} ms: taking over without waiting longer", timeout.count());
       return false;
     }
-    std::this_thread::sleep_for(50ms);
+    // Every 10 ms: the takeover waits on this, and the query is three function calls.
+    std::this_thread::sleep_for(10ms);
   }
 }
 

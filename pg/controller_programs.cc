@@ -159,7 +159,8 @@ Result<bool> PgController::waitSettings(const ManagedState& state) {
                         "current_setting('synchronous_standby_names')");
     if (q && !q->rows.empty() && q->rows[0][0] == wantRo) return true;
     last = q ? "default_transaction_read_only is still " + q->rows[0][0].value_or("?") : q.error();
-    std::this_thread::sleep_for(50ms);
+    // Every 10 ms: a promotion and a primary's opening of writes wait on this.
+    std::this_thread::sleep_for(10ms);
   }
   return Error{"the new settings did not take effect: " + last};
 }

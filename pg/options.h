@@ -97,7 +97,7 @@ struct PgOptions {
   // Interval of the health check (SELECT 1) and of the primary's check whether its
   // sync has caught up.
   std::chrono::milliseconds healthInterval{1000};
-  std::chrono::milliseconds writablePollInterval{100};
+  std::chrono::milliseconds writablePollInterval{20};
   // A running standby that cannot follow its upstream (not streaming, and its log says
   // why: a timeline that forked before its position, WAL already removed) this long is
   // reported unhealthy by the health check, and the next apply (the agent's restart)

@@ -2,27 +2,32 @@
 // connection string (the multi-host one), one new connection per row with a 2 s bound,
 // and remembers which rows were acknowledged (a failed or unanswered insert is not: it
 // may or may not have committed) and the longest time between two acknowledgements.
+// With Connections::kKept it keeps its connection as an application's pool does, and
+// opens a new one (the same multi-host string) only after a failed insert.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 
+#include "pg/connection.h"
 #include "pg/sql.h"
 
 namespace dugong::e2e {
 
 class CarefulWriter {
  public:
+  enum class Connections { kPerRow, kKept };
   // `firstId`: the first row's id (two writers at once into the same table: ranges apart).
-  explicit CarefulWriter(std::string conninfo, int firstId = 1)
-      : next_(firstId), thread_([this, c = std::move(conninfo)] { run(c); }) {}
+  explicit CarefulWriter(std::string conninfo, int firstId = 1, Connections connections = Connections::kPerRow)
+      : next_(firstId), thread_([this, c = std::move(conninfo), connections] { run(c, connections); }) {}
   ~CarefulWriter() { stop(); }
   void stop() {
     stop_ = true;
@@ -44,10 +49,25 @@ class CarefulWriter {
   }
 
  private:
-  void run(const std::string& conninfo) {
+  // One insert: on a new connection, or on the kept one (opened again after a failure).
+  bool insert(const std::string& conninfo, Connections connections, std::unique_ptr<pg::Connection>& kept, int id) {
+    const std::string sql = "INSERT INTO acked VALUES (" + std::to_string(id) + ")";
+    if (connections == Connections::kPerRow) return pg::runQuery(conninfo, sql, std::chrono::seconds(2)).ok();
+    if (!kept) {
+      auto opened = pg::openForQueries(conninfo, std::chrono::seconds(2));
+      if (!opened) return false;
+      kept = std::move(opened.value());
+    }
+    const bool ok = pg::queryOn(*kept, sql, std::chrono::seconds(2)).ok();
+    if (!ok) kept.reset();
+    return ok;
+  }
+
+  void run(const std::string& conninfo, Connections connections) {
+    std::unique_ptr<pg::Connection> kept;
     while (!stop_) {
       const int id = next_++;
-      if (pg::runQuery(conninfo, "INSERT INTO acked VALUES (" + std::to_string(id) + ")", std::chrono::seconds(2))) {
+      if (insert(conninfo, connections, kept, id)) {
         std::lock_guard lock(mu_);
         acked_.insert(id);
         const auto now = std::chrono::steady_clock::now();

@@ -11,6 +11,12 @@ namespace {
 
 constexpr int kMaxSteps = 16;  // async[N] needs N + 2 requests
 constexpr auto kSettlePoll = std::chrono::milliseconds(500);
+// The upstream's agent samples pg_stat_replication once a second (its GET /state): a
+// candidate that streams may not show so in a sample taken a moment before. The first
+// step's refusal for that waits this long for a fresher sample (two samples and the
+// time to read them), looking again every kFreshStreamPoll.
+constexpr auto kFreshStreamWait = std::chrono::milliseconds(2500);
+constexpr auto kFreshStreamPoll = std::chrono::milliseconds(200);
 
 SwitchoverDone refused(SwitchoverDone d, int status, std::string error) {
   d.status = status;
@@ -46,12 +52,39 @@ FirstStep planFirst(const ClusterView& view, const SwitchoverAsk& ask) {
   return f;
 }
 
+// The candidate's upstream does not show it streaming (synchronously, for the sync) in
+// its agent's last sample: a refusal that a fresher sample may lift.
+bool streamNotSeen(const ClusterView& view, const SwitchoverAsk& ask) {
+  auto plan = planSwitchover(view.state, ask);
+  if (!plan.target) return false;
+  const PeerView* up = view.upstreamOf(plan.target->id);
+  if (!up || !up->reachable()) return false;
+  auto row = replicationRow(*up, plan.target->id);
+  if (!row || row->value("state", std::string()) != "streaming") return true;
+  return plan.target->role == "sync" && row->value("syncState", std::string()) != "sync";
+}
+
+// The first step against the cluster as it is; a refusal because the candidate's stream
+// is not seen is final only once a fresher sample still does not show it (bounded by
+// kFreshStreamWait). `view`: the view the step was planned on.
+FirstStep planFirstFresh(zk::Client& client, const std::string& cluster, const SwitchoverAsk& ask,
+                         const std::function<bool()>& stopped, std::optional<ClusterView>& view) {
+  const auto until = std::chrono::steady_clock::now() + kFreshStreamWait;
+  for (;;) {
+    auto read = fetchView(client, cluster, true);
+    if (!read) return {refused({}, 503, read.error()), std::nullopt};
+    view = std::move(read.value());
+    FirstStep f = planFirst(*view, ask);
+    if (f.request || !streamNotSeen(*view, ask) || stopped() || std::chrono::steady_clock::now() >= until) return f;
+    std::this_thread::sleep_for(kFreshStreamPoll);
+  }
+}
+
 }  // namespace
 
 SwitchoverDone checkSwitchover(zk::Client& client, const std::string& cluster, const SwitchoverAsk& ask) {
-  auto view = fetchView(client, cluster, true);
-  if (!view) return refused({}, 503, view.error());
-  FirstStep f = planFirst(*view, ask);
+  std::optional<ClusterView> view;
+  FirstStep f = planFirstFresh(client, cluster, ask, [] { return false; }, view);
   if (f.request) f.done.status = 200;
   return f.done;
 }
@@ -71,15 +104,21 @@ SwitchoverDone runSwitchover(zk::Client& client, const std::string& cluster, con
       std::this_thread::sleep_for(kSettlePoll);
       return true;
     };
-    auto view = fetchView(client, cluster, true);
-    if (!view) return refused(done, 503, view.error());
+    std::optional<ClusterView> view;
+    std::optional<FirstStep> f;
+    if (first) {
+      f = planFirstFresh(client, cluster, o.ask, stopped, view);
+      if (!f->request) return f->done;
+    } else {
+      auto read = fetchView(client, cluster, true);
+      if (!read) return refused(done, 503, read.error());
+      view = std::move(read.value());
+    }
     const ClusterState& s = view->state;
     std::optional<nlohmann::json> request;
     if (first) {
-      FirstStep f = planFirst(*view, o.ask);
-      if (!f.request) return f.done;
-      done = f.done;
-      request = f.request;
+      done = f->done;
+      request = f->request;
       say("switching over from " + s.primary.id + " to " + done.candidate + " (" + roleInState(s, done.candidate) +
           "): " + std::to_string(done.requests) + " promote request" + (done.requests == 1 ? "" : "s"));
     } else if (s.primary.id == done.candidate) {

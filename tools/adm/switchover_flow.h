@@ -6,7 +6,9 @@
 //
 // The first step is checked against the cluster as it is (planSwitchover, then the
 // promote request's own checks: frozen, streaming, lag, nofailover): a refusal there
-// changes nothing. A later step's checks are retried while the cluster settles from the
+// changes nothing. A candidate that its upstream's last sample (its agent's, once a
+// second) does not show streaming is looked at again for up to 2.5 s before that refusal
+// is final: a stream that began a moment ago is waited for, not refused. A later step's checks are retried while the cluster settles from the
 // last one (the new sync streams synchronously only once the primary has applied the
 // generation), up to settleTimeout.
 #pragma once
