@@ -80,6 +80,35 @@ TEST(Peer, InvalidStateIsReportedAndNeverActedUpon) {
   EXPECT_EQ(apply[0].config.restorePeer->id, "b");
 }
 
+// How an agent refuses a state of a format newer than it knows (docs/decisions/0079
+// section 2): here the quorum state of 0079's example, which this build does not read.
+// The error names the format and says to upgrade; the peer halts: while the state stands
+// it applies, fences, reads and writes nothing, whatever else changes; `halted` in
+// inspect() says why. Postgres keeps the configuration it had.
+TEST(Peer, AStateOfANewerFormatHaltsThePeerWithAClearError) {
+  Harness h;
+  h.start(cluster(6, "p", "me", {"d"}), {"p", "me", "d"});
+  h.applied(true);
+  ClusterState quorum = cluster(7, "p", "me", {"d"});
+  nlohmann::json j = quorum.toJson();
+  j["format"] = 2;
+  j["sync"] = nullptr;
+  j["quorum"] = {{"k", 1}, {"members", {ident("me").toJson(), ident("c").toJson()}}};
+  auto actions = h.step(ClusterStateChanged{StateNode{true, j.dump(), 1}});
+  ASSERT_EQ(actions.size(), 1u);
+  auto log = std::get<LogDecision>(actions[0]);
+  EXPECT_EQ(log.level, LogLevel::kError);
+  EXPECT_EQ(log.message,
+            "invalid cluster state (version 1): cluster state: format 2 is newer than the format 1 this dugong knows "
+            "(written by a newer version); upgrade this dugong: nothing is done with it; not acting until a valid "
+            "state is written");
+  EXPECT_EQ(h.peer.inspect()["halted"], log.message);
+  // The primary gone, a member's takeover would start here: this peer does nothing.
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "c", "d"})}).empty());
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "d"})}).empty());
+  EXPECT_FALSE(h.peer.busy());
+}
+
 TEST(Peer, DeletedStateHaltsThePeer) {
   Harness h;
   h.start(cluster(2, "b", "me", {"c"}), {"b", "me", "c"});
