@@ -229,4 +229,129 @@ QuorumDecision decideQuorumTakeover(const ClusterState& state, const TakeoverRep
   return d;
 }
 
+namespace {
+
+std::string rule(const Quorum& q) { return "ANY " + std::to_string(q.k) + " (" + peerIds(q.members) + ")"; }
+
+MembershipStep step(const ClusterState& state, MembershipStep::Kind kind, const std::string& member, Quorum next,
+                    const std::string& why) {
+  static const std::map<MembershipStep::Kind, StepOrder> kOrder = {
+      {MembershipStep::Kind::kAdd, StepOrder::kWriteThenReload},
+      {MembershipStep::Kind::kLowerK, StepOrder::kWriteThenReload},
+      {MembershipStep::Kind::kRemove, StepOrder::kReloadFenceThenWrite},
+      {MembershipStep::Kind::kRaiseK, StepOrder::kReloadFenceThenWrite},
+      {MembershipStep::Kind::kReencode, StepOrder::kWriteOnly},
+  };
+  MembershipStep out{kind, member, kOrder.at(kind), kind == MembershipStep::Kind::kRaiseK, state, ""};
+  const std::string order = out.order == StepOrder::kWriteThenReload ? "written, then reloaded"
+                                                                     : "reloaded, fenced, then written";
+  out.reason = "quorum: " + why + ": " + rule(*state.quorum) + " -> " + rule(next) + " (" + order + ")";
+  out.next.quorum = std::move(next);
+  return out;
+}
+
+}  // namespace
+
+std::optional<MembershipStep> nextMembershipStep(const ClusterState& state, const QuorumWanted& wanted,
+                                                 const QuorumPresence& presence) {
+  if (state.oneNodeWriteMode || state.frozen() || state.hasPromote()) return std::nullopt;
+  const bool quorumMode = wanted.mode == ReplicationMode::kQuorum;
+  if (!state.quorum) {
+    if (!quorumMode || !state.sync) return std::nullopt;
+    MembershipStep out{MembershipStep::Kind::kReencode, "", StepOrder::kWriteOnly, false, state, ""};
+    out.next.quorum = Quorum{1, {*state.sync}};
+    out.next.sync.reset();
+    out.reason = "quorum: the sync " + state.sync->id + " written as ANY 1 (" + state.sync->id +
+                 "), the same rule (written only)";
+    return out;
+  }
+  const Quorum& c = *state.quorum;
+  const int n = static_cast<int>(c.members.size());
+  const int targetK = quorumMode ? std::max(1, wanted.k) : 1;
+  const int targetSize = quorumMode ? std::max(1, wanted.size) : 1;
+  auto present = [&presence](const std::string& id) { return containsPeer(presence.present, id); };
+  auto acknowledges = [&](const std::string& id) {
+    return present(id) && presence.streaming.count(id) > 0 && presence.stalled.count(id) == 0;
+  };
+  auto streamingBut = [&](const std::string& x) {
+    return static_cast<int>(std::count_if(c.members.begin(), c.members.end(), [&](const PeerIdentity& m) {
+      return m.id != x && acknowledges(m.id);
+    }));
+  };
+  // A removal's fence ends once k of the others have caught up: they must stream.
+  auto canRemove = [&](const std::string& x) { return n - 1 >= c.k && streamingBut(x) >= c.k; };
+  auto without = [&](const PeerIdentity& x) {
+    Quorum q = c;
+    q.members.erase(q.members.begin() + indexOfPeer(q.members, x.id));
+    return q;
+  };
+  auto remove = [&](const PeerIdentity& x, const std::string& why) {
+    MembershipStep out = step(state, MembershipStep::Kind::kRemove, x.id, without(x), why);
+    if (present(x.id)) out.next.async.push_back(presence.present[static_cast<size_t>(indexOfPeer(presence.present, x.id))]);
+    return out;
+  };
+  const PeerIdentity* candidate = nullptr;  // the first present, streaming async that may be a member
+  for (const PeerIdentity& a : state.async) {
+    const int i = indexOfPeer(presence.present, a.id);
+    if (i < 0 || !acknowledges(a.id) || presence.present[static_cast<size_t>(i)].tags.nofailover) continue;
+    candidate = &presence.present[static_cast<size_t>(i)];
+    break;
+  }
+  auto add = [&](const std::string& why) {
+    Quorum q = c;
+    q.members.push_back(*candidate);
+    MembershipStep out = step(state, MembershipStep::Kind::kAdd, candidate->id, std::move(q), why);
+    out.next.async.erase(out.next.async.begin() + indexOfPeer(out.next.async, candidate->id));
+    return out;
+  };
+  auto withK = [&](int k) {
+    Quorum q = c;
+    q.k = k;
+    return q;
+  };
+
+  // 1. A gone member: removed first (kept, it would raise q for nothing).
+  for (const PeerIdentity& m : c.members) {
+    if (!present(m.id) && canRemove(m.id)) return remove(m, m.id + " is gone");
+  }
+  // 2. Writes stalled: fewer than k members stream.
+  if (streamingBut("") < c.k) {
+    const std::string why = "only " + std::to_string(streamingBut("")) + " of " + std::to_string(n) +
+                            " members stream, fewer than k (writes wait)";
+    if (candidate != nullptr) return add(why + "; adding " + candidate->id);
+    if (c.k > 1) return step(state, MembershipStep::Kind::kLowerK, "", withK(c.k - 1), why + ", and no async to add");
+  }
+  // 3. A present member that acknowledges nothing.
+  for (const PeerIdentity& m : c.members) {
+    if (present(m.id) && presence.stalled.count(m.id) > 0 && canRemove(m.id)) {
+      return remove(m, m.id + " acknowledges nothing; it goes last in the async chain");
+    }
+  }
+  // 4. The size, then 5. k, towards what is wanted; 6. back to sync mode.
+  if (n < targetSize && candidate != nullptr) {
+    return add(std::to_string(n) + " members, " + std::to_string(targetSize) + " wanted; adding " + candidate->id);
+  }
+  if (n > targetSize && canRemove(c.members.back().id)) {
+    return remove(c.members.back(), std::to_string(n) + " members, " + std::to_string(targetSize) + " wanted; removing " +
+                                        c.members.back().id);
+  }
+  if (c.k < targetK && c.k + 1 < n && streamingBut("") >= c.k + 1) {  // its fence needs k + 1 to catch up
+    return step(state, MembershipStep::Kind::kRaiseK, "", withK(c.k + 1),
+                "k " + std::to_string(c.k) + ", " + std::to_string(targetK) + " wanted");
+  }
+  if (c.k > targetK) {
+    return step(state, MembershipStep::Kind::kLowerK, "", withK(c.k - 1),
+                "k " + std::to_string(c.k) + ", " + std::to_string(targetK) + " wanted");
+  }
+  if (!quorumMode && n == 1) {
+    MembershipStep out{MembershipStep::Kind::kReencode, "", StepOrder::kWriteOnly, false, state, ""};
+    out.next.quorum.reset();
+    out.next.sync = c.members.front();
+    out.reason = "quorum: sync mode wanted: " + rule(c) + " written as the sync " + c.members.front().id +
+                 ", the same rule (written only)";
+    return out;
+  }
+  return std::nullopt;
+}
+
 }  // namespace dugong

@@ -24,11 +24,14 @@ std::optional<Quorum> quorumOf(const ClusterState& state);
 // q = N - k + 1: any q members and any k members of the set share at least one.
 int readQuorum(int members, int k);
 
+enum class ReplicationMode { kSync, kQuorum };
+
 // What the wanted configuration asks for (the cluster configuration's `replication`
-// block): k and the size of the set.
+// block): the mode, k and the size of the set.
 struct QuorumWanted {
   int k = 1;
   int size = 2;
+  ReplicationMode mode = ReplicationMode::kQuorum;
 };
 
 // A member's report of its WAL, read under its fence (0079 section 4.2), as the session
@@ -43,10 +46,12 @@ struct TakeoverReport {
 using TakeoverReports = std::map<std::string, TakeoverReport>;  // by member id
 
 // The peers a decision sees: those present (their election nodes, with their current
-// identities and tags) and, among them, those whose postgres streams from its upstream.
+// identities and tags) and, among them, those whose postgres streams from its upstream,
+// and the members the primary judges to acknowledge nothing (after its hysteresis).
 struct QuorumPresence {
   PeerList present;
   std::set<std::string> streaming;
+  std::set<std::string> stalled;
 };
 
 // A takeover decided: `taker` writes `next` (generation G + 1) test-and-set at the version
@@ -79,5 +84,35 @@ struct QuorumDecision {
 QuorumDecision decideQuorumTakeover(const ClusterState& state, const TakeoverReports& reports,
                                     const QuorumPresence& presence, const QuorumWanted& wanted,
                                     const std::optional<std::string>& promoteTarget = std::nullopt);
+
+// How a membership step goes (0079 section 5.1). A step that makes postgres acknowledge
+// more easily (add a member, lower k) is written, then reloaded once the write is known
+// to have landed; one that makes it acknowledge less easily (remove a member, raise k) is
+// reloaded, fenced (verified, and the k'-th flush of the new set caught up to the
+// primary's flush position at the fence), then written. A re-encoding changes neither
+// rule: written only.
+enum class StepOrder { kWriteThenReload, kReloadFenceThenWrite, kWriteOnly };
+
+struct MembershipStep {
+  enum class Kind { kAdd, kRemove, kRaiseK, kLowerK, kReencode };
+  Kind kind;
+  std::string member;          // the member added or removed; empty otherwise
+  StepOrder order;
+  bool endWalsenders = false;  // a raise: the fence ends every member's walsender (P3)
+  ClusterState next;           // the state written, the same generation
+  std::string reason;          // one line: why, and the rule before and after
+};
+
+// The primary's next membership step towards `wanted` (0079 section 5.3), one at a time:
+// a gone member removed (if N - 1 >= k and k others stream, so the fence can end); with
+// fewer than k members streaming, a streaming async added (or, with none, k lowered); a
+// member that acknowledges nothing removed, last in the async chain; the size moved
+// towards the wanted size; k towards the wanted k (a raise only while k + 1 < N and k + 1 members stream); for
+// wanted sync mode k lowered to 1 and the set shrunk to one, then re-encoded to format 1;
+// for wanted quorum mode a sync-mode state re-encoded first. None while frozen, with a
+// promote request, in one-node-write mode, or when the state is what is wanted. The
+// caller carries the step out in its order and asks again from the state as it is then.
+std::optional<MembershipStep> nextMembershipStep(const ClusterState& state, const QuorumWanted& wanted,
+                                                 const QuorumPresence& presence);
 
 }  // namespace dugong

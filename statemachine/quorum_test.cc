@@ -46,7 +46,7 @@ ClusterState quorumState(int k, const std::vector<std::string>& members, const s
 }
 
 QuorumPresence present(const std::vector<std::string>& ids, const std::set<std::string>& streaming = {}) {
-  return {peers(ids), streaming};
+  return {peers(ids), streaming, {}};
 }
 
 constexpr QuorumWanted kWanted{1, 2};
@@ -385,6 +385,335 @@ TEST(QuorumTakeover, EveryTakeoverKeepsEveryAcknowledgedCommit) {
   // Not vacuous: many takeovers, many of them with commits acknowledged in the generation.
   EXPECT_GT(takeovers, trials / 4);
   EXPECT_GT(withAcks, trials / 4);
+}
+
+// ---- Membership steps (0079 sections 5.1 and 5.3) ----
+
+QuorumPresence streamingAll(const std::vector<std::string>& ids) {
+  return {peers(ids), std::set<std::string>(ids.begin(), ids.end()), {}};
+}
+
+QuorumWanted wantedQuorum(int k, int size) { return {k, size, ReplicationMode::kQuorum}; }
+
+TEST(QuorumStep, ASyncStateIsReencodedFirstWhenQuorumIsWanted) {
+  ClusterState s = quorumState(1, {}, {"b"});
+  s.quorum.reset();
+  s.sync = ident("a");
+  auto st = nextMembershipStep(s, wantedQuorum(1, 2), streamingAll({"p", "a", "b"}));
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kReencode);
+  EXPECT_EQ(st->order, StepOrder::kWriteOnly);
+  EXPECT_FALSE(st->next.sync);
+  EXPECT_EQ(st->next.quorum->k, 1);
+  EXPECT_EQ(peerIds(st->next.quorum->members), "a");
+  EXPECT_EQ(st->next.generation, 7);
+  EXPECT_EQ(st->reason, "quorum: the sync a written as ANY 1 (a), the same rule (written only)");
+  // Sync mode wanted on a sync state: nothing to do here.
+  EXPECT_FALSE(nextMembershipStep(s, {1, 2, ReplicationMode::kSync}, streamingAll({"p", "a", "b"})));
+}
+
+TEST(QuorumStep, NoStepWhileFrozenWithAPromoteRequestInOneNodeWriteModeOrAsWanted) {
+  ClusterState s = quorumState(1, {"a", "b"}, {"c"});
+  const auto all = streamingAll({"p", "a", "b", "c"});
+  EXPECT_FALSE(nextMembershipStep(s, wantedQuorum(1, 2), all));
+  s.freeze = true;
+  EXPECT_FALSE(nextMembershipStep(s, wantedQuorum(1, 3), all));
+  s.freeze = nullptr;
+  s.promote = {{"id", "a"}};
+  EXPECT_FALSE(nextMembershipStep(s, wantedQuorum(1, 3), all));
+  ClusterState onwm = quorumState(1, {});
+  onwm.quorum.reset();
+  onwm.oneNodeWriteMode = true;
+  EXPECT_FALSE(nextMembershipStep(onwm, wantedQuorum(1, 2), all));
+}
+
+// A gone member is removed first (reloaded, fenced, written) and dropped from the state.
+TEST(QuorumStep, AGoneMemberIsRemovedFirst) {
+  const ClusterState s = quorumState(1, {"a", "b", "c"}, {"d"});
+  auto st = nextMembershipStep(s, wantedQuorum(1, 4), streamingAll({"p", "a", "c", "d"}));
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kRemove);
+  EXPECT_EQ(st->member, "b");
+  EXPECT_EQ(st->order, StepOrder::kReloadFenceThenWrite);
+  EXPECT_FALSE(st->endWalsenders);
+  EXPECT_EQ(peerIds(st->next.quorum->members), "a, c");
+  EXPECT_EQ(peerIds(st->next.async), "d");
+  EXPECT_EQ(st->reason, "quorum: b is gone: ANY 1 (a, b, c) -> ANY 1 (a, c) (reloaded, fenced, then written)");
+  EXPECT_TRUE(ClusterState::parse(st->next.serialize()).ok());
+}
+
+// k = N with a member gone: writes wait; a removal is not possible (N - 1 < k), so a
+// streaming async is added (written, then reloaded), or with none k is lowered.
+TEST(QuorumStep, WritesWaitingAddAnAsyncOrLowerK) {
+  const ClusterState s = quorumState(2, {"a", "b"}, {"c", "d"});
+  QuorumPresence now = streamingAll({"p", "a", "c", "d"});
+  now.streaming.erase("c");
+  auto st = nextMembershipStep(s, wantedQuorum(2, 3), now);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kAdd);
+  EXPECT_EQ(st->member, "d");  // c does not stream
+  EXPECT_EQ(st->order, StepOrder::kWriteThenReload);
+  EXPECT_EQ(peerIds(st->next.quorum->members), "a, b, d");
+  EXPECT_EQ(peerIds(st->next.async), "c");
+  EXPECT_EQ(st->reason,
+            "quorum: only 1 of 2 members stream, fewer than k (writes wait); adding d: ANY 2 (a, b) -> ANY 2 (a, b, d) "
+            "(written, then reloaded)");
+  // Then the gone member goes.
+  st = nextMembershipStep(st->next, wantedQuorum(2, 3), now);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kRemove);
+  EXPECT_EQ(st->member, "b");
+  // No async that may be a member: k is lowered.
+  now.present[3].tags.nofailover = true;  // d
+  st = nextMembershipStep(s, wantedQuorum(2, 3), now);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kLowerK);
+  EXPECT_EQ(st->order, StepOrder::kWriteThenReload);
+  EXPECT_EQ(st->next.quorum->k, 1);
+  EXPECT_EQ(peerIds(st->next.quorum->members), "a, b");
+}
+
+// A member that acknowledges nothing is removed once k others stream, and goes last in
+// the async chain.
+TEST(QuorumStep, AStalledMemberIsRemovedToTheEndOfTheChain) {
+  const ClusterState s = quorumState(1, {"a", "b"}, {"c"});
+  QuorumPresence now = streamingAll({"p", "a", "b", "c"});
+  now.stalled.insert("a");
+  auto st = nextMembershipStep(s, wantedQuorum(1, 2), now);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kRemove);
+  EXPECT_EQ(st->member, "a");
+  EXPECT_EQ(peerIds(st->next.quorum->members), "b");
+  EXPECT_EQ(peerIds(st->next.async), "c, a");
+  // Then c is added back up to the size.
+  st = nextMembershipStep(st->next, wantedQuorum(1, 2), now);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kAdd);
+  EXPECT_EQ(st->member, "c");
+  // The only other member stalled too: no removal (its fence could not end).
+  now.stalled.insert("b");
+  st = nextMembershipStep(s, wantedQuorum(1, 2), now);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kAdd);  // writes wait: c added first
+}
+
+// The size towards the wanted size: the first streaming async that may be a member is
+// added; a larger set loses its last member.
+TEST(QuorumStep, TheSetGrowsAndShrinksOneMemberAtATime) {
+  const ClusterState s = quorumState(1, {"a", "b"}, {"c", "d", "e"});
+  QuorumPresence now = streamingAll({"p", "a", "b", "c", "d", "e"});
+  now.present[3].tags.nofailover = true;  // c
+  auto st = nextMembershipStep(s, wantedQuorum(1, 3), now);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kAdd);
+  EXPECT_EQ(st->member, "d");
+  EXPECT_EQ(peerIds(st->next.async), "c, e");
+  EXPECT_EQ(st->reason,
+            "quorum: 2 members, 3 wanted; adding d: ANY 1 (a, b) -> ANY 1 (a, b, d) (written, then reloaded)");
+  EXPECT_FALSE(nextMembershipStep(st->next, wantedQuorum(1, 3), now));
+  st = nextMembershipStep(s, wantedQuorum(1, 1), now);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kRemove);
+  EXPECT_EQ(st->member, "b");
+  EXPECT_EQ(peerIds(st->next.async), "c, d, e, b");
+}
+
+// k raised (reloaded, the walsenders ended, fenced, then written) only while k + 1 < N
+// and k + 1 members stream; lowered (written, then reloaded).
+TEST(QuorumStep, KMovesByOneInItsOrder) {
+  const ClusterState s = quorumState(1, {"a", "b", "c"});
+  QuorumPresence now = streamingAll({"p", "a", "b", "c"});
+  auto st = nextMembershipStep(s, wantedQuorum(2, 3), now);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kRaiseK);
+  EXPECT_EQ(st->order, StepOrder::kReloadFenceThenWrite);
+  EXPECT_TRUE(st->endWalsenders);
+  EXPECT_EQ(st->next.quorum->k, 2);
+  EXPECT_EQ(st->reason, "quorum: k 1, 2 wanted: ANY 1 (a, b, c) -> ANY 2 (a, b, c) (reloaded, fenced, then written)");
+  EXPECT_FALSE(nextMembershipStep(st->next, wantedQuorum(3, 3), now));  // k + 1 = N: never raised to N
+  now.streaming.erase("b");
+  now.streaming.erase("c");
+  EXPECT_FALSE(nextMembershipStep(s, wantedQuorum(2, 3), now));  // one streams: the fence could not end
+  st = nextMembershipStep(quorumState(2, {"a", "b", "c"}), wantedQuorum(1, 3), streamingAll({"p", "a", "b", "c"}));
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->kind, MembershipStep::Kind::kLowerK);
+  EXPECT_EQ(st->order, StepOrder::kWriteThenReload);
+  EXPECT_FALSE(st->endWalsenders);
+  EXPECT_EQ(st->next.quorum->k, 1);
+}
+
+// Back to sync mode: k to 1, the set down to one, then Manatee's format.
+TEST(QuorumStep, SyncModeWantedLowersKShrinksAndReencodes) {
+  ClusterState s = quorumState(2, {"a", "b", "c"}, {"d"});
+  const QuorumWanted sync{1, 2, ReplicationMode::kSync};
+  const auto all = streamingAll({"p", "a", "b", "c", "d"});
+  std::vector<std::string> kinds;
+  while (auto st = nextMembershipStep(s, sync, all)) {
+    kinds.push_back(st->reason);
+    s = st->next;
+    ASSERT_LT(kinds.size(), 10u);
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{
+                       "quorum: 3 members, 1 wanted; removing c: ANY 2 (a, b, c) -> ANY 2 (a, b) (reloaded, fenced, "
+                       "then written)",
+                       "quorum: k 2, 1 wanted: ANY 2 (a, b) -> ANY 1 (a, b) (written, then reloaded)",
+                       "quorum: 2 members, 1 wanted; removing b: ANY 1 (a, b) -> ANY 1 (a) (reloaded, fenced, then "
+                       "written)",
+                       "quorum: sync mode wanted: ANY 1 (a) written as the sync a, the same rule (written only)"}));
+  EXPECT_EQ(s.sync->id, "a");
+  EXPECT_FALSE(s.quorum);
+  EXPECT_EQ(peerIds(s.async), "d, c, b");
+  EXPECT_EQ(s.serialize().find("format"), std::string::npos);
+}
+
+// The property of 0079 section 5.1: a random run of one generation (members that come,
+// go, stall and stream; commits written and acknowledged by postgres under the rule it
+// runs; the wanted configuration changing) whose steps are carried out in the order
+// nextMembershipStep returns keeps Q at every moment: the latest acknowledged commit is
+// flushed on at least k members of the set in ZooKeeper. Each step changes one member
+// or k by one.
+TEST(QuorumStep, StepsInTheirOrderKeepEveryAcknowledgedCommitOnKMembers) {
+  std::mt19937_64 rng(5103);
+  auto uniform = [&rng](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  auto chance = [&uniform](int percent) { return uniform(1, 100) <= percent; };
+  const std::vector<std::string> ids = {"a", "b", "c", "d", "e", "f"};
+  int steps = 0;
+  std::map<MembershipStep::Kind, int> kinds;
+  for (int run = 0; run < 100; ++run) {
+    ClusterState s = quorumState(1, {}, {"b", "c", "d", "e", "f"});
+    s.quorum.reset();
+    s.sync = ident("a");
+    s.initWal = WalPosition(0);
+    s.initTimeline = 0;
+    std::map<std::string, uint64_t> flush;
+    QuorumPresence now = streamingAll({"p", "a", "b", "c", "d", "e", "f"});
+    uint64_t top = 0;        // the primary's WAL
+    uint64_t acked = 0;      // the latest acknowledged commit
+    Quorum pg = *quorumOf(s);  // the rule postgres runs
+    QuorumWanted wanted = wantedQuorum(1, 2);
+    std::string history;     // the run so far, for a failure's message
+
+    auto streams = [&](const std::string& id) { return containsPeer(now.present, id) && now.streaming.count(id) > 0; };
+    // Q for the state in ZooKeeper now.
+    auto checkQ = [&](const std::string& when) {
+      if (acked == 0) return ::testing::AssertionSuccess();
+      const Quorum zk = *quorumOf(s);
+      const auto holders = std::count_if(zk.members.begin(), zk.members.end(),
+                                         [&](const PeerIdentity& m) { return flush[m.id] >= acked; });
+      if (holders >= zk.k) return ::testing::AssertionSuccess();
+      return ::testing::AssertionFailure() << "run " << run << ", " << when << ": commit " << acked << " on "
+                                           << holders << " members of ANY " << zk.k << " (" << peerIds(zk.members)
+                                           << "); " << history;
+    };
+    // The primary writes, the members that stream flush, postgres acknowledges under its
+    // rule: the k-th highest flush among the listed members whose walsender runs.
+    auto tick = [&] {
+      top += static_cast<uint64_t>(uniform(0, 5));
+      for (const std::string& id : ids) {
+        if (streams(id) && now.stalled.count(id) == 0) {
+          flush[id] = std::min(top, flush[id] + static_cast<uint64_t>(uniform(0, 6)));
+        }
+      }
+      std::vector<uint64_t> listed;
+      for (const PeerIdentity& m : pg.members) {
+        if (streams(m.id)) listed.push_back(flush[m.id]);
+      }
+      std::sort(listed.begin(), listed.end(), std::greater<>());
+      if (listed.size() >= static_cast<size_t>(pg.k)) acked = std::max(acked, listed[static_cast<size_t>(pg.k - 1)]);
+    };
+
+    for (int i = 0; i < 60; ++i) {
+      // The world moves: a peer goes or comes, stalls or recovers, stops streaming.
+      for (int e = static_cast<int>(uniform(0, 2)); e > 0; --e) {
+        const std::string& id = ids[static_cast<size_t>(uniform(0, 5))];
+        const int what = static_cast<int>(uniform(1, 4));
+        if (what == 1) {
+          if (containsPeer(now.present, id)) {
+            now.present.erase(now.present.begin() + indexOfPeer(now.present, id));
+          } else {
+            now.present.push_back(ident(id));
+          }
+        } else if (what == 2) {
+          if (!now.stalled.erase(id)) now.stalled.insert(id);
+        } else if (what == 3) {
+          if (!now.streaming.erase(id)) now.streaming.insert(id);
+        } else if (chance(30)) {
+          wanted = {static_cast<int>(uniform(1, 3)), static_cast<int>(uniform(2, 4)),
+                    chance(85) ? ReplicationMode::kQuorum : ReplicationMode::kSync};
+        }
+      }
+      for (int t = static_cast<int>(uniform(0, 3)); t > 0; --t) {
+        tick();
+        ASSERT_TRUE(checkQ("between steps"));
+      }
+      auto st = nextMembershipStep(s, wanted, now);
+      if (!st) continue;
+      ++steps;
+      ++kinds[st->kind];
+      history += st->reason + "; ";
+      const Quorum before = *quorumOf(s);
+      const Quorum after = *quorumOf(st->next);
+      // One member or k by one, never both; the generation and the rest unchanged.
+      const auto added = std::count_if(after.members.begin(), after.members.end(),
+                                       [&](const PeerIdentity& m) { return !containsPeer(before.members, m.id); });
+      const auto removed = std::count_if(before.members.begin(), before.members.end(),
+                                         [&](const PeerIdentity& m) { return !containsPeer(after.members, m.id); });
+      ASSERT_LE(added + removed + std::abs(after.k - before.k), 1) << st->reason;
+      ASSERT_EQ(st->next.generation, s.generation);
+      if (steps % 8 == 0) {  // a valid state: parsing costs, one in eight
+        ASSERT_TRUE(ClusterState::parse(st->next.serialize()).ok()) << st->reason;
+      }
+      switch (st->order) {
+        case StepOrder::kWriteOnly:
+          s = st->next;
+          ASSERT_TRUE(checkQ("after a re-encoding"));
+          break;
+        case StepOrder::kWriteThenReload:
+          s = st->next;
+          ASSERT_TRUE(checkQ("after the write"));
+          for (int t = static_cast<int>(uniform(0, 3)); t > 0; --t) {
+            tick();
+            ASSERT_TRUE(checkQ("written, not yet reloaded"));
+          }
+          pg = after;
+          break;
+        case StepOrder::kReloadFenceThenWrite: {
+          pg = after;
+          for (int t = static_cast<int>(uniform(0, 3)); t > 0; --t) {
+            tick();
+            ASSERT_TRUE(checkQ("reloaded, not yet written"));
+          }
+          // The fence: p0 the primary's flush now; the members of the new set that stream
+          // catch up to it, and k of them must, or the step is abandoned (the state's
+          // rule applied again).
+          const uint64_t p0 = top;
+          int caughtUp = 0;
+          for (const PeerIdentity& m : after.members) {
+            if (streams(m.id) && now.stalled.count(m.id) == 0) {
+              flush[m.id] = std::max(flush[m.id], p0);
+              ++caughtUp;
+            }
+          }
+          if (caughtUp < after.k) {
+            pg = before;
+            history += "(abandoned) ";
+            break;
+          }
+          s = st->next;
+          ASSERT_TRUE(checkQ("after the write"));
+          break;
+        }
+      }
+      tick();
+      ASSERT_TRUE(checkQ("after the step"));
+    }
+  }
+  // Not vacuous: every kind of step taken, many times.
+  EXPECT_GT(steps, 700);
+  for (auto kind : {MembershipStep::Kind::kAdd, MembershipStep::Kind::kRemove, MembershipStep::Kind::kRaiseK,
+                    MembershipStep::Kind::kLowerK, MembershipStep::Kind::kReencode}) {
+    EXPECT_GT(kinds[kind], 20) << static_cast<int>(kind);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs each mutant of the quorum rules (statemachine_test-<mutant>: quorum_test.cc built
-# with the patched file) and reports the first test that catches it. Exit status 1 if a
+# with the patched file) and reports the tests that catch it. Exit status 1 if a
 # mutant survives (every test passes). Usage: run.sh BUILD_DIR MUTANT_BINARY...
 set -uo pipefail
 dir=$1
@@ -13,7 +13,7 @@ for bin in "$@"; do
     printf '%-28s %s\n' "$name" "SURVIVED quorum_test"
     survivors=$((survivors + 1))
   else
-    failed=$(grep -m1 -E '^\[  FAILED  \] [A-Za-z]' <<<"$out" | sed -E 's/^\[  FAILED  \] //')
+    failed=$(grep -E '^\[  FAILED  \] [A-Za-z]' <<<"$out" | sed -E 's/^\[  FAILED  \] ([^ ]+).*/\1/' | paste -sd' ')
     printf '%-28s %s\n' "$name" "${failed:-a crash}"
   fi
 done
