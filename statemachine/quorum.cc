@@ -229,6 +229,28 @@ QuorumDecision decideQuorumTakeover(const ClusterState& state, const TakeoverRep
   return d;
 }
 
+MemberTakeoverStart memberTakeoverStart(const ClusterState& state, const std::string& self,
+                                        const QuorumPresence& presence,
+                                        const std::optional<std::string>& promoteTarget, bool pgReady) {
+  const std::optional<Quorum> config = quorumOf(state);
+  if (!config || !containsPeer(config->members, self)) return {};
+  std::string why;
+  if (!containsPeer(presence.present, state.primary.id)) {
+    why = "primary " + state.primary.id + " is gone";
+  } else if (promoteTarget && containsPeer(config->members, *promoteTarget)) {
+    why = "promote request for member " + *promoteTarget + " (deposing " + state.primary.id + ")";
+  } else {
+    return {};
+  }
+  if (state.frozen()) return {std::nullopt, why + ", but the cluster is frozen: no takeover"};
+  if (!pgReady) return {std::nullopt, why + ", but postgres is not running as a member"};
+  const int i = indexOfPeer(presence.present, self);
+  if (i >= 0 && presence.present[static_cast<size_t>(i)].tags.nofailover) {
+    why += "; this member is tagged nofailover: it reports, and never takes over";
+  }
+  return {why, std::nullopt};
+}
+
 namespace {
 
 std::string rule(const Quorum& q) { return "ANY " + std::to_string(q.k) + " (" + peerIds(q.members) + ")"; }

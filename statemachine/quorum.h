@@ -85,6 +85,21 @@ QuorumDecision decideQuorumTakeover(const ClusterState& state, const TakeoverRep
                                     const QuorumPresence& presence, const QuorumWanted& wanted,
                                     const std::optional<std::string>& promoteTarget = std::nullopt);
 
+// Whether member `self` starts a takeover now (0079 section 4.1): fences itself, reads its
+// WAL under the fence and publishes its report. It starts when the primary is gone from
+// ZooKeeper (after the driver's grace, unchanged) or a promote request names a member
+// (`promoteTarget`, validated by the caller), unless the cluster is frozen or its postgres
+// does not run as a member (`pgReady`). A member tagged nofailover starts too: it fences
+// and reports like the others, and decideQuorumTakeover never makes it the taker. A
+// failsafe promise holds the fence in the driver, as today.
+struct MemberTakeoverStart {
+  std::optional<std::string> why;      // set: start, for this reason
+  std::optional<std::string> blocked;  // set: a reason to start, held back by this
+};
+MemberTakeoverStart memberTakeoverStart(const ClusterState& state, const std::string& self,
+                                        const QuorumPresence& presence,
+                                        const std::optional<std::string>& promoteTarget, bool pgReady);
+
 // How a membership step goes (0079 section 5.1). A step that makes postgres acknowledge
 // more easily (add a member, lower k) is written, then reloaded once the write is known
 // to have landed; one that makes it acknowledge less easily (remove a member, raise k) is

@@ -387,6 +387,44 @@ TEST(QuorumTakeover, EveryTakeoverKeepsEveryAcknowledgedCommit) {
   EXPECT_GT(withAcks, trials / 4);
 }
 
+// ---- When a member starts a takeover (0079 section 4.1) ----
+
+TEST(QuorumMember, AMemberStartsWhenThePrimaryIsGoneOrAMemberIsToBePromoted) {
+  ClusterState s = quorumState(1, {"a", "b"}, {"c"});
+  const auto withPrimary = present({"p", "a", "b", "c"});
+  const auto withoutPrimary = present({"a", "b", "c"});
+  // The primary present, no request: nothing; an async or a stranger: never.
+  auto m = memberTakeoverStart(s, "a", withPrimary, std::nullopt, true);
+  EXPECT_FALSE(m.why);
+  EXPECT_FALSE(m.blocked);
+  EXPECT_FALSE(memberTakeoverStart(s, "c", withoutPrimary, std::nullopt, true).why);
+  EXPECT_FALSE(memberTakeoverStart(s, "c", withPrimary, "c", true).why);  // c is no member
+  m = memberTakeoverStart(s, "a", withoutPrimary, std::nullopt, true);
+  EXPECT_EQ(m.why, "primary p is gone");
+  // Every member starts on a promote request for any member, not only its target.
+  m = memberTakeoverStart(s, "a", withPrimary, "b", true);
+  EXPECT_EQ(m.why, "promote request for member b (deposing p)");
+  // Held back: frozen, postgres not a member yet.
+  m = memberTakeoverStart(s, "a", withoutPrimary, std::nullopt, false);
+  EXPECT_FALSE(m.why);
+  EXPECT_EQ(m.blocked, "primary p is gone, but postgres is not running as a member");
+  s.freeze = true;
+  m = memberTakeoverStart(s, "b", withoutPrimary, std::nullopt, true);
+  EXPECT_EQ(m.blocked, "primary p is gone, but the cluster is frozen: no takeover");
+  s.freeze = nullptr;
+  // Tagged nofailover: it fences and reports all the same.
+  auto tagged = withoutPrimary;
+  tagged.present[1].tags.nofailover = true;
+  m = memberTakeoverStart(s, "b", tagged, std::nullopt, true);
+  EXPECT_EQ(m.why, "primary p is gone; this member is tagged nofailover: it reports, and never takes over");
+  // Sync mode: the sync is the one member.
+  ClusterState sync = quorumState(1, {}, {"c"});
+  sync.quorum.reset();
+  sync.sync = ident("a");
+  EXPECT_EQ(memberTakeoverStart(sync, "a", withoutPrimary, std::nullopt, true).why, "primary p is gone");
+  EXPECT_FALSE(memberTakeoverStart(sync, "b", withoutPrimary, std::nullopt, true).why);
+}
+
 // ---- Membership steps (0079 sections 5.1 and 5.3) ----
 
 QuorumPresence streamingAll(const std::vector<std::string>& ids) {
