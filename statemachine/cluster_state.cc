@@ -21,6 +21,10 @@ nlohmann::json ClusterState::toJson() const {
   if (!freeze.is_null()) j["freeze"] = freeze;
   if (oneNodeWriteMode) j["oneNodeWriteMode"] = true;
   if (!promote.is_null()) j["promote"] = promote;
+  if (quorum) {
+    j["format"] = format();
+    j["quorum"] = {{"k", quorum->k}, {"members", peersToJson(quorum->members)}};
+  }
   return j;
 }
 
@@ -93,6 +97,7 @@ std::string ClusterState::serialize() const {
     out += key;
     out += text;
   };
+  if (quorum) field(",\"format\":", std::to_string(format()));
   if (!freeze.is_null()) field(",\"freeze\":", freeze.dump());
   field(",\"generation\":", std::to_string(generation));
   if (initTimeline > 0) field(",\"initTimeline\":", std::to_string(initTimeline));
@@ -102,6 +107,12 @@ std::string ClusterState::serialize() const {
   out += ",\"primary\":";
   appendPeer(out, primary);
   if (!promote.is_null()) field(",\"promote\":", promote.dump());
+  if (quorum) {
+    field(",\"quorum\":{\"k\":", std::to_string(quorum->k));
+    out += ",\"members\":";
+    appendPeers(out, quorum->members);
+    out += '}';
+  }
   out += ",\"sync\":";
   if (sync) {
     appendPeer(out, *sync);
@@ -113,23 +124,58 @@ std::string ClusterState::serialize() const {
 }
 
 // The state's format: an absent "format" is format 1, Manatee's fields as they are (so
-// this build writes none). A later build that changes the meaning of the state writes
-// "format": 2 or more; this build refuses such a state as invalid (a clear error, and no
-// action taken on it) rather than misread it.
-constexpr int64_t kClusterStateFormat = 1;
+// this build writes none in sync mode); format 2 is quorum mode (docs/decisions/0079).
+// A later build that changes the meaning of the state writes "format": 3 or more; this
+// build refuses such a state as invalid (a clear error, and no action taken on it)
+// rather than misread it, as builds of format 1 refuse format 2.
+constexpr int64_t kClusterStateFormat = 2;
+
+namespace {
+
+// The "quorum" field of a format-2 state: {"k": 1, "members": [<identity>, ...]}.
+Result<Quorum> quorumFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return Error{"cluster state: quorum must be an object like {\"k\": 1, \"members\": [...]}"};
+  auto members = j.find("members");
+  if (members == j.end()) return Error{"cluster state: quorum.members is missing"};
+  auto ml = peersFromJson(*members, "cluster state: quorum.members");
+  if (!ml) return Error{ml.error()};
+  Quorum q;
+  q.members = std::move(ml).value();
+  if (q.members.empty()) return Error{"cluster state: quorum.members must name at least one peer"};
+  auto k = j.find("k");
+  const auto n = static_cast<int64_t>(q.members.size());
+  if (k == j.end() || !k->is_number_integer() || k->get<int64_t>() < 1 || k->get<int64_t>() > n) {
+    return Error{"cluster state: quorum.k must be an integer from 1 to the number of members (" + std::to_string(n) +
+                 ")"};
+  }
+  q.k = static_cast<int>(k->get<int64_t>());
+  return q;
+}
+
+}  // namespace
 
 Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
   if (!j.is_object()) return Error{"cluster state: expected a JSON object"};
   ClusterState s;
+  int64_t format = 1;
   if (auto f = j.find("format"); f != j.end()) {
     if (!f->is_number_integer() || f->get<int64_t>() < 1) {
       return Error{"cluster state: format must be an integer of at least 1"};
     }
-    if (f->get<int64_t>() > kClusterStateFormat) {
-      return Error{"cluster state: format " + std::to_string(f->get<int64_t>()) + " is newer than the format " +
+    format = f->get<int64_t>();
+    if (format > kClusterStateFormat) {
+      return Error{"cluster state: format " + std::to_string(format) + " is newer than the format " +
                    std::to_string(kClusterStateFormat) +
                    " this dugong knows (written by a newer version); upgrade this dugong: nothing is done with it"};
     }
+  }
+  if (auto q = j.find("quorum"); q != j.end() && !q->is_null()) {
+    if (format != 2) return Error{"cluster state: the quorum field needs format 2"};
+    auto parsed = quorumFromJson(*q);
+    if (!parsed) return Error{parsed.error()};
+    s.quorum = std::move(parsed).value();
+  } else if (format == 2) {
+    return Error{"cluster state: format 2 needs the quorum field ({\"k\": 1, \"members\": [...]})"};
   }
 
   auto gen = j.find("generation");
@@ -148,9 +194,17 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
     s.oneNodeWriteMode = onwm->get<bool>();
   }
 
+  if (s.quorum && s.oneNodeWriteMode) {
+    return Error{"cluster state: a format 2 state cannot be in one-node-write mode (one-node-write mode has no quorum)"};
+  }
+
   auto sync = j.find("sync");
   if (sync == j.end() || sync->is_null()) {
-    if (!s.oneNodeWriteMode) return Error{"cluster state: sync may be null only in one-node-write mode"};
+    if (!s.oneNodeWriteMode && !s.quorum) {
+      return Error{"cluster state: sync may be null only in one-node-write mode or in a format 2 state"};
+    }
+  } else if (s.quorum) {
+    return Error{"cluster state: sync must be null in a format 2 state (its synchronous standbys are quorum.members)"};
   } else {
     auto sp = PeerIdentity::fromJson(*sync, "cluster state: sync");
     if (!sp) return Error{sp.error()};
@@ -193,7 +247,7 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
 
   // No peer may hold two places: that state could make two peers act on one role.
   std::vector<std::string_view> seen;  // a handful of peers: a scan costs less than a set's nodes
-  seen.reserve(2 + s.async.size() + s.deposed.size());
+  seen.reserve(2 + s.async.size() + s.deposed.size() + (s.quorum ? s.quorum->members.size() : 0));
   auto place = [&seen](const PeerIdentity& peer, const std::string& where) -> std::optional<Error> {
     if (std::find(seen.begin(), seen.end(), peer.id) != seen.end()) {
       return Error{"cluster state: peer \"" + peer.id + "\" appears more than once (again as " + where + ")"};
@@ -204,6 +258,11 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
   if (auto e = place(s.primary, "primary")) return *e;
   if (s.sync) {
     if (auto e = place(*s.sync, "sync")) return *e;
+  }
+  if (s.quorum) {
+    for (size_t i = 0; i < s.quorum->members.size(); ++i) {
+      if (auto e = place(s.quorum->members[i], "quorum.members[" + std::to_string(i) + "]")) return *e;
+    }
   }
   for (size_t i = 0; i < s.async.size(); ++i) {
     if (auto e = place(s.async[i], "async[" + std::to_string(i) + "]")) return *e;
@@ -254,6 +313,10 @@ nlohmann::json summarizeState(const ClusterState& state) {
   if (!state.freeze.is_null()) j["freeze"] = state.freeze;
   if (state.oneNodeWriteMode) j["oneNodeWriteMode"] = true;
   if (!state.promote.is_null()) j["promote"] = state.promote;
+  if (state.quorum) {
+    j["format"] = state.format();
+    j["quorum"] = {{"k", state.quorum->k}, {"members", ids(state.quorum->members)}};
+  }
   return j;
 }
 

@@ -15,10 +15,19 @@
 
 namespace dugong {
 
+// Quorum commit's synchronous set (docs/decisions/0079-quorum-commit.md): the primary's
+// postgres runs `ANY k (members)`, so a commit is acknowledged once k members flushed it,
+// and a takeover reads N - k + 1 of them. `members` are in order: the order breaks ties
+// between equal reports, and members[0] is the upstream of async[0].
+struct Quorum {
+  int k = 1;          // 1 <= k <= members.size()
+  PeerList members;   // at least one; direct standbys of the primary
+};
+
 struct ClusterState {
   int64_t generation = 1;             // starts at 1, only ever grows
   PeerIdentity primary;
-  std::optional<PeerIdentity> sync;   // absent only in one-node-write mode
+  std::optional<PeerIdentity> sync;   // absent only in one-node-write mode and in quorum mode
   PeerList async;                     // replication order: async[i] follows async[i-1]
   PeerList deposed;                   // former primaries waiting for a rebuild
   WalPosition initWal;                // the primary's WAL when the generation began
@@ -26,22 +35,31 @@ struct ClusterState {
   nlohmann::json freeze;              // null: not frozen; otherwise true or {"date","reason"}
   bool oneNodeWriteMode = false;
   nlohmann::json promote;             // null: none; kept raw, see promote_request.h
+  // Set: quorum mode, the state's format 2 ("format": 2, "quorum": {"k", "members"},
+  // "sync": null). Unset: Manatee's sync mode, format 1, Manatee's fields and bytes.
+  std::optional<Quorum> quorum;
 
   bool frozen() const { return !freeze.is_null() && freeze != false; }
   bool hasPromote() const { return !promote.is_null(); }
+  // The format this state is written in: 2 with a quorum, else 1 (written as no field).
+  int format() const { return quorum ? 2 : 1; }
 
   // Writes every field the state has; `deposed` always, `initTimeline`, `freeze`,
-  // `oneNodeWriteMode` and `promote` only when set.
+  // `oneNodeWriteMode` and `promote` only when set; `format` and `quorum` only in
+  // quorum mode, so that a sync-mode state is written as Manatee's fields exactly.
   nlohmann::json toJson() const;
   // The text of toJson().dump(), byte for byte, written without building the JSON tree
   // (the simulators write a state thousands of times a second).
   std::string serialize() const;
 
-  // Validates the schema and the rules a usable state obeys: generation is an integer
+  // Validates the schema and the rules a usable state obeys: format, when present, 1 or
+  // 2 (a newer one is refused: written by a newer dugong); generation is an integer
   // >= 1; primary is an identity; sync is an identity, or null only in one-node-write
   // mode; async and deposed are arrays of identities; no peer holds two places;
   // initWal is "hex/hex"; initTimeline, when present, an integer >= 1; freeze is a
-  // boolean or an object; oneNodeWriteMode a boolean.
+  // boolean or an object; oneNodeWriteMode a boolean. Format 2 needs `quorum` (k an
+  // integer from 1 to the number of members, members identities, at least one), a null
+  // sync and no one-node-write mode; `quorum` is refused without format 2.
   // `promote` is kept as it is: peers validate it on their own (promote_request.h).
   static Result<ClusterState> fromJson(const nlohmann::json& j);
   // Parses JSON text, then validates as fromJson does.

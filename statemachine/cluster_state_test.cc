@@ -18,6 +18,16 @@ nlohmann::json validState() {
           {"async", {peer("c")}}, {"deposed", {peer("d")}}, {"initWal", "0/16B3748"}};
 }
 
+// 0079's example of a quorum state (section 2): format 2, sync null, ANY 1 (b, c).
+nlohmann::json quorumState() {
+  nlohmann::json j = validState();
+  j["format"] = 2;
+  j["sync"] = nullptr;
+  j["async"] = {peer("e")};
+  j["quorum"] = {{"k", 1}, {"members", {peer("b"), peer("c")}}};
+  return j;
+}
+
 std::string errorOf(const nlohmann::json& j) {
   auto s = ClusterState::fromJson(j);
   return s.ok() ? "" : s.error();
@@ -94,6 +104,15 @@ TEST(ClusterState, SerializeWritesWhatDumpWrites) {
   ClusterState unfrozen = chain;
   unfrozen.freeze = false;
   states.push_back(unfrozen);
+  ClusterState quorum = frozen;
+  quorum.sync.reset();
+  quorum.quorum = Quorum{2, {identity("h"), identity("i"), identity("j")}};
+  quorum.quorum->members[1].tags.nofailover = true;
+  states.push_back(quorum);
+  ClusterState quorumEscaped = escaped;
+  quorumEscaped.sync.reset();
+  quorumEscaped.quorum = Quorum{1, {identity("m\"1")}};
+  states.push_back(quorumEscaped);
   for (const ClusterState& s : states) EXPECT_EQ(s.serialize(), s.toJson().dump());
   // Invalid UTF-8 is refused as dump() refuses it.
   ClusterState invalid = chain;
@@ -168,15 +187,134 @@ TEST(ClusterState, RejectsSchemaErrorsWithTheirReason) {
   }
 }
 
+// A format newer than this build knows is refused, whatever the rest holds, as builds of
+// format 1 refuse format 2 (peer_test.cc, Peer.AStateOfANewerFormatHaltsThePeerWithAClearError).
 TEST(ClusterState, AFormatNewerThanThisBuildIsRefused) {
   nlohmann::json j = validState();
   j["format"] = 1;
   EXPECT_EQ(errorOf(j), "");
   EXPECT_FALSE(ClusterState::fromJson(j)->toJson().contains("format"));  // format 1 writes Manatee's fields only
-  j["format"] = 2;
-  EXPECT_NE(errorOf(j).find("format 2 is newer than the format 1 this dugong knows"), std::string::npos) << errorOf(j);
+  for (const nlohmann::json& newer : {validState(), quorumState()}) {
+    j = newer;
+    j["format"] = 3;
+    EXPECT_EQ(errorOf(j),
+              "cluster state: format 3 is newer than the format 2 this dugong knows (written by a newer version); "
+              "upgrade this dugong: nothing is done with it");
+  }
   j["format"] = "x";
   EXPECT_EQ(errorOf(j), "cluster state: format must be an integer of at least 1");
+  j["format"] = 0;
+  EXPECT_EQ(errorOf(j), "cluster state: format must be an integer of at least 1");
+}
+
+// A sync-mode state is written as Manatee's fields, byte for byte as before quorum mode
+// existed: no "format", no "quorum" (the conformance scenarios compare these bytes too).
+TEST(ClusterState, SyncModeBytesAreUnchanged) {
+  nlohmann::json j = validState();
+  j["initTimeline"] = 2;
+  auto s = ClusterState::fromJson(j);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_FALSE(s->quorum.has_value());
+  EXPECT_EQ(s->format(), 1);
+  const std::string manatee =
+      "{\"async\":[{\"id\":\"c\",\"ip\":\"10.0.0.1\",\"pgUrl\":\"tcp://postgres@10.0.0.1:5432/postgres\","
+      "\"zoneId\":\"c\"}],\"deposed\":[{\"id\":\"d\",\"ip\":\"10.0.0.1\",\"pgUrl\":"
+      "\"tcp://postgres@10.0.0.1:5432/postgres\",\"zoneId\":\"d\"}],\"generation\":3,\"initTimeline\":2,"
+      "\"initWal\":\"0/016b3748\",\"primary\":{\"id\":\"a\",\"ip\":\"10.0.0.1\",\"pgUrl\":"
+      "\"tcp://postgres@10.0.0.1:5432/postgres\",\"zoneId\":\"a\"},\"sync\":{\"id\":\"b\",\"ip\":\"10.0.0.1\","
+      "\"pgUrl\":\"tcp://postgres@10.0.0.1:5432/postgres\",\"zoneId\":\"b\"}}";
+  EXPECT_EQ(s->serialize(), manatee);
+  EXPECT_EQ(s->toJson().dump(), manatee);
+  EXPECT_FALSE(summarizeState(*s).contains("format"));
+  EXPECT_FALSE(summarizeState(*s).contains("quorum"));
+  // One-node-write mode too: sync null, no quorum.
+  j["sync"] = nullptr;
+  j["oneNodeWriteMode"] = true;
+  EXPECT_EQ(ClusterState::fromJson(j)->serialize().find("format"), std::string::npos);
+  EXPECT_EQ(ClusterState::fromJson(j)->serialize().find("quorum"), std::string::npos);
+}
+
+// Format 2 (docs/decisions/0079-quorum-commit.md section 2): read, written back as it
+// was, by toJson() and serialize() alike, and summarized with the members' ids.
+TEST(ClusterState, AQuorumStateRoundTrips) {
+  nlohmann::json j = quorumState();
+  j["quorum"]["members"][1]["tags"] = {{"nofailover", true}, {"noloadbalance", false}};
+  j["initTimeline"] = 5;
+  auto s = ClusterState::fromJson(j);
+  ASSERT_TRUE(s.ok()) << s.error();
+  ASSERT_TRUE(s->quorum.has_value());
+  EXPECT_EQ(s->format(), 2);
+  EXPECT_EQ(s->quorum->k, 1);
+  EXPECT_EQ(peerIds(s->quorum->members), "b, c");
+  EXPECT_TRUE(s->quorum->members[1].tags.nofailover);
+  EXPECT_FALSE(s->sync.has_value());
+  j["initWal"] = "0/016b3748";
+  EXPECT_EQ(s->toJson(), j);
+  EXPECT_EQ(s->serialize(), j.dump());
+  auto again = ClusterState::parse(s->serialize());
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->toJson(), j);
+  // The keys in their sorted place: format after deposed, quorum after primary (and promote).
+  const std::string text = s->serialize();
+  EXPECT_LT(text.find("\"deposed\""), text.find("\"format\":2"));
+  EXPECT_LT(text.find("\"format\":2"), text.find("\"generation\""));
+  EXPECT_LT(text.find("\"primary\""), text.find("\"quorum\":{\"k\":1,\"members\":[{"));
+  EXPECT_LT(text.find("\"quorum\""), text.find("\"sync\":null"));
+  auto summary = summarizeState(*s);
+  EXPECT_EQ(summary["format"], 2);
+  EXPECT_EQ(summary["quorum"], nlohmann::json({{"k", 1}, {"members", {"b", "c"}}}));
+  EXPECT_TRUE(summary["sync"].is_null());
+  // k may equal the number of members (transiently, while the set is short of members).
+  j["quorum"]["k"] = 2;
+  EXPECT_EQ(errorOf(j), "");
+}
+
+TEST(ClusterState, AQuorumStateIsRefusedWithItsReason) {
+  struct Case {
+    std::function<void(nlohmann::json&)> mutate;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {[](auto& j) { j.erase("quorum"); }, "cluster state: format 2 needs the quorum field ({\"k\": 1, \"members\": [...]})"},
+      {[](auto& j) { j["quorum"] = nullptr; }, "cluster state: format 2 needs the quorum field"},
+      {[](auto& j) { j.erase("format"); }, "cluster state: the quorum field needs format 2"},
+      {[](auto& j) { j["format"] = 1; }, "cluster state: the quorum field needs format 2"},
+      {[](auto& j) { j["sync"] = peer("f"); },
+       "cluster state: sync must be null in a format 2 state (its synchronous standbys are quorum.members)"},
+      {[](auto& j) {
+         j["oneNodeWriteMode"] = true;
+       },
+       "cluster state: a format 2 state cannot be in one-node-write mode (one-node-write mode has no quorum)"},
+      {[](auto& j) { j["quorum"] = {peer("b")}; }, "cluster state: quorum must be an object like {\"k\": 1, \"members\": [...]}"},
+      {[](auto& j) { j["quorum"].erase("members"); }, "cluster state: quorum.members is missing"},
+      {[](auto& j) { j["quorum"]["members"] = peer("b"); }, "cluster state: quorum.members: expected an array"},
+      {[](auto& j) { j["quorum"]["members"][1] = "c"; }, "cluster state: quorum.members[1]: expected a peer identity object"},
+      {[](auto& j) { j["quorum"]["members"][0].erase("ip"); }, "cluster state: quorum.members[0].ip: expected a string"},
+      {[](auto& j) { j["quorum"]["members"] = nlohmann::json::array(); },
+       "cluster state: quorum.members must name at least one peer"},
+      {[](auto& j) { j["quorum"].erase("k"); }, "cluster state: quorum.k must be an integer from 1 to the number of members (2)"},
+      {[](auto& j) { j["quorum"]["k"] = 0; }, "cluster state: quorum.k must be an integer from 1 to the number of members (2)"},
+      {[](auto& j) { j["quorum"]["k"] = 3; }, "cluster state: quorum.k must be an integer from 1 to the number of members (2)"},
+      {[](auto& j) { j["quorum"]["k"] = 1.5; }, "cluster state: quorum.k must be an integer from 1 to the number of members (2)"},
+      {[](auto& j) { j["quorum"]["k"] = "1"; }, "cluster state: quorum.k must be an integer from 1 to the number of members (2)"},
+      {[](auto& j) { j["quorum"]["members"].push_back(peer("b")); },
+       "cluster state: peer \"b\" appears more than once (again as quorum.members[2])"},
+      {[](auto& j) { j["quorum"]["members"][1] = peer("a"); },
+       "cluster state: peer \"a\" appears more than once (again as quorum.members[1])"},
+      {[](auto& j) { j["async"].push_back(peer("c")); }, "cluster state: peer \"c\" appears more than once (again as async[1])"},
+      {[](auto& j) { j["deposed"].push_back(peer("b")); },
+       "cluster state: peer \"b\" appears more than once (again as deposed[1])"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json j = quorumState();
+    c.mutate(j);
+    std::string err = errorOf(j);
+    EXPECT_EQ(err.rfind(c.error, 0), 0u) << "got: \"" << err << "\" want: " << c.error;
+  }
+  // A sync-mode state with a null sync names both places a null sync is allowed.
+  nlohmann::json j = validState();
+  j["sync"] = nullptr;
+  EXPECT_EQ(errorOf(j), "cluster state: sync may be null only in one-node-write mode or in a format 2 state");
 }
 
 TEST(ClusterState, ParseRejectsMalformedJson) {

@@ -80,6 +80,58 @@ TEST(Peer, InvalidStateIsReportedAndNeverActedUpon) {
   EXPECT_EQ(apply[0].config.restorePeer->id, "b");
 }
 
+// How an agent refuses a state of a format newer than it knows (docs/decisions/0079
+// section 2). Before quorum mode (commit 6632277) this test fed 0079's format-2 example
+// to that build and got exactly this error for format 2 ("newer than the format 1");
+// now the same path refuses format 3. The error names the format and says to upgrade;
+// the peer halts: while the state stands it applies, fences, reads and writes nothing,
+// whatever else changes; `halted` in inspect() says why. Postgres keeps its configuration.
+TEST(Peer, AStateOfANewerFormatHaltsThePeerWithAClearError) {
+  Harness h;
+  h.start(cluster(6, "p", "me", {"d"}), {"p", "me", "d"});
+  h.applied(true);
+  ClusterState quorum = cluster(7, "p", "me", {"d"});
+  nlohmann::json j = quorum.toJson();
+  j["format"] = 3;
+  j["sync"] = nullptr;
+  j["quorum"] = {{"k", 1}, {"members", {ident("me").toJson(), ident("c").toJson()}}};
+  auto actions = h.step(ClusterStateChanged{StateNode{true, j.dump(), 1}});
+  ASSERT_EQ(actions.size(), 1u);
+  auto log = std::get<LogDecision>(actions[0]);
+  EXPECT_EQ(log.level, LogLevel::kError);
+  EXPECT_EQ(log.message,
+            "invalid cluster state (version 1): cluster state: format 3 is newer than the format 2 this dugong knows "
+            "(written by a newer version); upgrade this dugong: nothing is done with it; not acting until a valid "
+            "state is written");
+  EXPECT_EQ(h.peer.inspect()["halted"], log.message);
+  // The primary gone, a member's takeover would start here: this peer does nothing.
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "c", "d"})}).empty());
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "d"})}).empty());
+  EXPECT_FALSE(h.peer.busy());
+}
+
+// A quorum state (format 2) is read, but the peer does not run quorum mode yet: it halts
+// as on a state it cannot read, and resumes on a sync-mode state.
+TEST(Peer, AQuorumStateIsReadButNotRunYet) {
+  Harness h;
+  h.start(cluster(6, "p", "me", {"d"}), {"p", "me", "d"});
+  h.applied(true);
+  ClusterState quorum = cluster(7, "p", "me", {"d"});
+  quorum.sync.reset();
+  quorum.quorum = Quorum{1, peers({"me", "c"})};
+  auto actions = h.step(ClusterStateChanged{node(quorum, 1)});
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(std::get<LogDecision>(actions[0]).message,
+            "cluster state (version 1) is in quorum mode (format 2), which this dugong reads but does not run yet; "
+            "not acting until a sync-mode state is written");
+  ASSERT_TRUE(h.peer.haltReason().has_value());
+  EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "c", "d"})}).empty());
+  EXPECT_FALSE(h.peer.busy());
+  actions = h.step(ClusterStateChanged{node(cluster(8, "p", "me", {"d"}), 2)});
+  EXPECT_FALSE(h.peer.haltReason().has_value());
+  EXPECT_TRUE(logged(actions, "valid cluster state found again (version 2)"));
+}
+
 TEST(Peer, DeletedStateHaltsThePeer) {
   Harness h;
   h.start(cluster(2, "b", "me", {"c"}), {"b", "me", "c"});
