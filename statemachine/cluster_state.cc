@@ -154,7 +154,7 @@ Result<Quorum> quorumFromJson(const nlohmann::json& j) {
 
 }  // namespace
 
-Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
+Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j, Formats formats) {
   if (!j.is_object()) return Error{"cluster state: expected a JSON object"};
   ClusterState s;
   int64_t format = 1;
@@ -167,6 +167,10 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
       return Error{"cluster state: format " + std::to_string(format) + " is newer than the format " +
                    std::to_string(kClusterStateFormat) +
                    " this dugong knows (written by a newer version); upgrade this dugong: nothing is done with it"};
+    }
+    if (format == 2 && formats == Formats::kSyncOnly) {
+      return Error{"cluster state: format 2 (quorum mode, docs/decisions/0079) is not run by this dugong yet: "
+                   "nothing is done with it"};
     }
   }
   if (auto q = j.find("quorum"); q != j.end() && !q->is_null()) {
@@ -273,24 +277,26 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j) {
   return s;
 }
 
-Result<ClusterState> ClusterState::parse(std::string_view text) {
+Result<ClusterState> ClusterState::parse(std::string_view text, Formats formats) {
   // Every peer parses the same text after each write (N peers in one simulator process,
   // and again after a reconnect): the last few texts parsed on this thread, and their
   // results, are kept, so the same text is parsed once.
   struct Parsed {
     std::string text;
+    Formats formats = Formats::kSyncOnly;
     std::optional<Result<ClusterState>> result;
   };
   thread_local std::array<Parsed, 4> recent;
   thread_local size_t next = 0;
   for (const Parsed& p : recent) {
-    if (p.result && p.text == text) return *p.result;
+    if (p.result && p.formats == formats && p.text == text) return *p.result;
   }
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  Result<ClusterState> r = j.is_discarded() ? Result<ClusterState>(Error{"cluster state: not valid JSON"}) : fromJson(j);
+  Result<ClusterState> r = j.is_discarded() ? Result<ClusterState>(Error{"cluster state: not valid JSON"}) : fromJson(j, formats);
   Parsed& slot = recent[next];
   next = (next + 1) % recent.size();
   slot.text.assign(text);
+  slot.formats = formats;
   slot.result = std::move(r);
   return *slot.result;
 }

@@ -61,9 +61,13 @@ struct ClusterState {
   // integer from 1 to the number of members, members identities, at least one), a null
   // sync and no one-node-write mode; `quorum` is refused without format 2.
   // `promote` is kept as it is: peers validate it on their own (promote_request.h).
-  static Result<ClusterState> fromJson(const nlohmann::json& j);
+  // A format-2 state is refused unless `formats` takes quorum mode: the agent, the driver
+  // and dugong-adm run sync mode only, and refuse it as an older build does, until quorum
+  // mode runs end to end; the quorum rules (quorum.h) and their tests take it.
+  enum class Formats { kSyncOnly, kSyncAndQuorum };
+  static Result<ClusterState> fromJson(const nlohmann::json& j, Formats formats = Formats::kSyncOnly);
   // Parses JSON text, then validates as fromJson does.
-  static Result<ClusterState> parse(std::string_view text);
+  static Result<ClusterState> parse(std::string_view text, Formats formats = Formats::kSyncOnly);
 };
 
 // The state with the peers written as their ids: what the simulator and tools print.

@@ -28,8 +28,9 @@ nlohmann::json quorumState() {
   return j;
 }
 
+// What fromJson says, quorum mode taken (the rules of both formats).
 std::string errorOf(const nlohmann::json& j) {
-  auto s = ClusterState::fromJson(j);
+  auto s = ClusterState::fromJson(j, ClusterState::Formats::kSyncAndQuorum);
   return s.ok() ? "" : s.error();
 }
 
@@ -237,10 +238,11 @@ TEST(ClusterState, SyncModeBytesAreUnchanged) {
 // Format 2 (docs/decisions/0079-quorum-commit.md section 2): read, written back as it
 // was, by toJson() and serialize() alike, and summarized with the members' ids.
 TEST(ClusterState, AQuorumStateRoundTrips) {
+  constexpr auto kQuorum = ClusterState::Formats::kSyncAndQuorum;
   nlohmann::json j = quorumState();
   j["quorum"]["members"][1]["tags"] = {{"nofailover", true}, {"noloadbalance", false}};
   j["initTimeline"] = 5;
-  auto s = ClusterState::fromJson(j);
+  auto s = ClusterState::fromJson(j, kQuorum);
   ASSERT_TRUE(s.ok()) << s.error();
   ASSERT_TRUE(s->quorum.has_value());
   EXPECT_EQ(s->format(), 2);
@@ -251,7 +253,7 @@ TEST(ClusterState, AQuorumStateRoundTrips) {
   j["initWal"] = "0/016b3748";
   EXPECT_EQ(s->toJson(), j);
   EXPECT_EQ(s->serialize(), j.dump());
-  auto again = ClusterState::parse(s->serialize());
+  auto again = ClusterState::parse(s->serialize(), kQuorum);
   ASSERT_TRUE(again.ok()) << again.error();
   EXPECT_EQ(again->toJson(), j);
   // The keys in their sorted place: format after deposed, quorum after primary (and promote).
@@ -267,6 +269,21 @@ TEST(ClusterState, AQuorumStateRoundTrips) {
   // k may equal the number of members (transiently, while the set is short of members).
   j["quorum"]["k"] = 2;
   EXPECT_EQ(errorOf(j), "");
+}
+
+// Until quorum mode runs end to end, every reader but the quorum rules refuses a valid
+// format-2 state, as a build of format 1 does: the agent, the driver and dugong-adm act on
+// none (the same text is refused after it was read with quorum mode taken: the parse cache
+// keeps the two apart).
+TEST(ClusterState, AQuorumStateIsRefusedByTheSyncModeReaders) {
+  const std::string text = quorumState().dump();
+  ASSERT_TRUE(ClusterState::parse(text, ClusterState::Formats::kSyncAndQuorum).ok());
+  for (const auto& s : {ClusterState::parse(text), ClusterState::fromJson(quorumState())}) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error(),
+              "cluster state: format 2 (quorum mode, docs/decisions/0079) is not run by this dugong yet: nothing is done "
+              "with it");
+  }
 }
 
 TEST(ClusterState, AQuorumStateIsRefusedWithItsReason) {

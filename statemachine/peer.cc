@@ -115,16 +115,6 @@ void Peer::onClusterState(const StateNode& node) {
     log(LogLevel::kError, *halted_);
     return;
   }
-  if (parsed->quorum) {
-    // Read, not run: the takeover and the membership steps of quorum mode are pure
-    // functions so far (statemachine/quorum.h); until the peer runs them it acts on no
-    // quorum state, as an older agent (docs/decisions/0079-quorum-commit.md section 2).
-    halted_ = "cluster state (version " + std::to_string(node.version) +
-              ") is in quorum mode (format 2), which this dugong reads but does not run yet; not acting until a "
-              "sync-mode state is written";
-    log(LogLevel::kError, *halted_);
-    return;
-  }
   if (halted_) log(LogLevel::kInfo, "valid cluster state found again (version " + std::to_string(node.version) + ")");
   halted_.reset();
   if (!state_ || node.version != stateVersion_) {

@@ -110,9 +110,10 @@ TEST(Peer, AStateOfANewerFormatHaltsThePeerWithAClearError) {
   EXPECT_FALSE(h.peer.busy());
 }
 
-// A quorum state (format 2) is read, but the peer does not run quorum mode yet: it halts
-// as on a state it cannot read, and resumes on a sync-mode state.
-TEST(Peer, AQuorumStateIsReadButNotRunYet) {
+// A quorum state (format 2) is refused by the peer, which does not run quorum mode yet
+// (cluster_state.h, Formats): it halts as on a state it cannot read, and resumes on a
+// sync-mode state.
+TEST(Peer, AQuorumStateIsRefusedUntilQuorumModeRuns) {
   Harness h;
   h.start(cluster(6, "p", "me", {"d"}), {"p", "me", "d"});
   h.applied(true);
@@ -122,8 +123,8 @@ TEST(Peer, AQuorumStateIsReadButNotRunYet) {
   auto actions = h.step(ClusterStateChanged{node(quorum, 1)});
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(std::get<LogDecision>(actions[0]).message,
-            "cluster state (version 1) is in quorum mode (format 2), which this dugong reads but does not run yet; "
-            "not acting until a sync-mode state is written");
+            "invalid cluster state (version 1): cluster state: format 2 (quorum mode, docs/decisions/0079) is not run "
+            "by this dugong yet: nothing is done with it; not acting until a valid state is written");
   ASSERT_TRUE(h.peer.haltReason().has_value());
   EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "c", "d"})}).empty());
   EXPECT_FALSE(h.peer.busy());

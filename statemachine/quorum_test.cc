@@ -111,7 +111,7 @@ TEST(QuorumTakeover, TheMostWalTakesOverTiesByMemberOrder) {
   EXPECT_EQ(next.quorum->k, 1);
   EXPECT_EQ(peerIds(next.deposed), "p");
   EXPECT_FALSE(next.sync);
-  EXPECT_TRUE(ClusterState::parse(next.serialize()).ok());
+  EXPECT_TRUE(ClusterState::parse(next.serialize(), ClusterState::Formats::kSyncAndQuorum).ok());
   EXPECT_EQ(d.reason,
             "generation 8: b takes over with WAL 0/00001300 (3 of 3 member reports counted, 3 needed: a, b, c); "
             "initWal 0/00001300 (the position 1 counted reports reach, at least initWal); ANY 1 (a, c, e); p is "
@@ -235,7 +235,7 @@ TEST(QuorumTakeover, TheNextSetKeepsThePresentMembersAndFillsFromTheAsyncs) {
   EXPECT_EQ(peerIds(next.async), "e, f, c");
   EXPECT_EQ(peerIds(next.deposed), "x, p");
   EXPECT_TRUE(next.promote.is_null());
-  EXPECT_TRUE(ClusterState::parse(next.serialize()).ok());
+  EXPECT_TRUE(ClusterState::parse(next.serialize(), ClusterState::Formats::kSyncAndQuorum).ok());
   // Only a non-streaming async left: it is made a member rather than none.
   d = decideQuorumTakeover(quorumState(1, {"a", "b"}, {"e"}), {{"a", report(0x1200)}, {"b", report(0x1100)}},
                            present({"a", "b", "e"}), kWanted);
@@ -378,8 +378,8 @@ TEST(QuorumTakeover, EveryTakeoverKeepsEveryAcknowledgedCommit) {
     ASSERT_GE(next.quorum->k, 1) << trace();
     ASSERT_LE(next.quorum->k, static_cast<int>(next.quorum->members.size())) << trace();
     if (takeovers % 8 == 0) {  // a valid state (no peer in two places): parsing costs, one in eight
-      ASSERT_TRUE(ClusterState::parse(next.serialize()).ok()) << ClusterState::parse(next.serialize()).error() << "; "
-                                                              << trace();
+      auto parsed = ClusterState::parse(next.serialize(), ClusterState::Formats::kSyncAndQuorum);
+      ASSERT_TRUE(parsed.ok()) << parsed.error() << "; " << trace();
     }
   }
   // Not vacuous: many takeovers, many of them with commits acknowledged in the generation.
@@ -477,7 +477,7 @@ TEST(QuorumStep, AGoneMemberIsRemovedFirst) {
   EXPECT_EQ(peerIds(st->next.quorum->members), "a, c");
   EXPECT_EQ(peerIds(st->next.async), "d");
   EXPECT_EQ(st->reason, "quorum: b is gone: ANY 1 (a, b, c) -> ANY 1 (a, c) (reloaded, fenced, then written)");
-  EXPECT_TRUE(ClusterState::parse(st->next.serialize()).ok());
+  EXPECT_TRUE(ClusterState::parse(st->next.serialize(), ClusterState::Formats::kSyncAndQuorum).ok());
 }
 
 // k = N with a member gone: writes wait; a removal is not possible (N - 1 < k), so a
@@ -699,7 +699,7 @@ TEST(QuorumStep, StepsInTheirOrderKeepEveryAcknowledgedCommitOnKMembers) {
       ASSERT_LE(added + removed + std::abs(after.k - before.k), 1) << st->reason;
       ASSERT_EQ(st->next.generation, s.generation);
       if (steps % 8 == 0) {  // a valid state: parsing costs, one in eight
-        ASSERT_TRUE(ClusterState::parse(st->next.serialize()).ok()) << st->reason;
+        ASSERT_TRUE(ClusterState::parse(st->next.serialize(), ClusterState::Formats::kSyncAndQuorum).ok()) << st->reason;
       }
       switch (st->order) {
         case StepOrder::kWriteOnly:
