@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/http_api.h"
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "dugong/version.h"
 #include "zk/ensemble_conf.h"
 #include "zk/layout.h"

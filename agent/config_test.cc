@@ -407,6 +407,24 @@ TEST_F(ConfigTest, TheSampleListsEveryKeyTheCodeReads) {
   }
   for (const auto& k : code) EXPECT_TRUE(sample.count(k)) << "etc/dugong.yaml does not list " << k;
   for (const auto& k : sample) EXPECT_TRUE(code.count(k)) << "etc/dugong.yaml lists " << k << ", which the code does not read";
+  // And the man page describes each key (not the sections): docs/dugong.8 names it in a
+  // .B or .BR line.
+  std::ifstream man(DUGONG_MAN_PAGE);
+  ASSERT_TRUE(man) << DUGONG_MAN_PAGE;
+  std::set<std::string> described;
+  for (std::string line; std::getline(man, line);) {
+    if (line.rfind(".B ", 0) != 0 && line.rfind(".BR ", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(' ') + 1));
+    for (std::string w; words >> w;) {
+      std::erase(w, '"');
+      while (!w.empty() && (w.back() == ',' || w.back() == ';')) w.pop_back();
+      described.insert(w);
+    }
+  }
+  for (const auto& k : code) {
+    if (sections.count(k)) continue;
+    EXPECT_TRUE(described.count(k)) << "docs/dugong.8 does not describe " << k;
+  }
 }
 
 TEST_F(ConfigTest, HttpApiCredentialCertificateAndTags) {

@@ -12,7 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/failsafe_message.h"
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "agent/logging.h"
 
 namespace dugong::agent {

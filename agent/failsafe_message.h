@@ -16,7 +16,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "agent/http_server.h"
 #include "agent/peer_key.h"
 #include "driver/failsafe.h"

@@ -38,7 +38,7 @@
 #include "agent/http_server.h"
 #include "statemachine/peer.h"
 #include "statemachine/result.h"
-#include "tools/adm/switchover_plan.h"
+#include "ops/switchover_plan.h"
 
 namespace dugong::agent {
 

@@ -2,7 +2,7 @@
 // Debian's openssl for the test, and the request fields the API needs (method, query,
 // body, Authorization).
 #include "agent/http_server.h"
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 
 #include <thread>
 

@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/http_api.h"
-#include "tools/adm/context.h"
-#include "tools/adm/switchover_flow.h"
+#include "ops/cluster.h"
+#include "ops/switchover_flow.h"
 
 namespace dugong::agent {
 namespace {

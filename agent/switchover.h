@@ -1,5 +1,5 @@
 // POST /switchover carried out: the candidate becomes the primary through the promote
-// requests `dugong-adm switchover` writes, one step at a time (tools/adm/switchover_flow.h:
+// requests `dugong-adm switchover` writes, one step at a time (ops/switchover_flow.h:
 // an async moves up the chain to async[0], then becomes the sync, then the sync takes
 // over); a refusal of the first step changes nothing.
 //
@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "agent/http_server.h"
-#include "tools/adm/switchover_plan.h"
+#include "ops/switchover_plan.h"
 #include "zk/options.h"
 
 namespace dugong::agent {

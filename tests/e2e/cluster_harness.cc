@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "tests/e2e/initdb_template.h"
 #include "tests/support/test_env.h"
 #include "zk/testing/shared_zookeeper.h"

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "tests/e2e/cluster_harness.h"
 
 namespace dugong::e2e {

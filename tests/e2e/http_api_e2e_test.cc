@@ -18,7 +18,7 @@
 #include <optional>
 #include <thread>
 
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "dugong/version.h"
 #include "tests/e2e/cluster_harness.h"
 #include "tests/support/test_env.h"

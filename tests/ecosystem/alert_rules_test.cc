@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "tests/e2e/cluster_harness.h"
 
 namespace dugong::ecosystem {

@@ -4,12 +4,12 @@
 #include <iostream>
 #include <thread>
 
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "statemachine/promote_request.h"
 #include "statemachine/time_format.h"
 #include "tools/adm/commands.h"
-#include "tools/adm/promote_check.h"
-#include "tools/adm/promote_flow.h"
+#include "ops/promote_check.h"
+#include "ops/promote_flow.h"
 
 namespace dugong::adm {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "agent/config.h"
 #include "statemachine/rejoin_policy.h"
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "agent/instance_lock.h"
 #include "pg/command.h"
 #include "pg/controller.h"
@@ -22,7 +22,7 @@
 #include "tools/adm/commands.h"
 #include "tools/adm/rebuild_full.h"
 #include "tools/adm/rebuild_progress.h"
-#include "tools/adm/switchover_plan.h"
+#include "ops/switchover_plan.h"
 
 namespace dugong::adm {
 namespace {

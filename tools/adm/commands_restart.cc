@@ -26,7 +26,7 @@
 #include "pg/managed_conf.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/hot_standby_rollout.h"
-#include "tools/adm/promote_check.h"
+#include "ops/promote_check.h"
 #include "tools/adm/rolling_restart.h"
 #include "tools/adm/schedule.h"
 #include "tools/adm/table.h"

@@ -1,10 +1,10 @@
 // switchover [--candidate ID] [--leader ID] [--scheduled TIME]: one command makes any
-// streaming peer the primary (tools/adm/switchover_flow.h), now or at a given time.
+// streaming peer the primary (ops/switchover_flow.h), now or at a given time.
 #include <iostream>
 
 #include "tools/adm/commands.h"
 #include "tools/adm/schedule.h"
-#include "tools/adm/switchover_flow.h"
+#include "ops/switchover_flow.h"
 
 namespace dugong::adm {
 namespace {

@@ -1,6 +1,6 @@
 #include "tools/adm/history_summary.h"
 
-#include "tools/adm/promote_check.h"
+#include "ops/promote_check.h"
 
 namespace dugong::adm {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tools/adm/test_views.h"
+#include "ops/test_views.h"
 
 namespace dugong::adm {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "dugong/version.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/config_file.h"

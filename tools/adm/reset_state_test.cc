@@ -12,7 +12,7 @@
 
 #include "agent/http_server.h"
 #include "tests/support/test_env.h"
-#include "tools/adm/test_views.h"
+#include "ops/test_views.h"
 #include "zk/client.h"
 #include "zk/testing/zookeeper_server.h"
 

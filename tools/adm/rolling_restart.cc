@@ -1,6 +1,6 @@
 #include "tools/adm/rolling_restart.h"
 
-#include "tools/adm/cluster_view.h"
+#include "ops/cluster_view.h"
 
 namespace dugong::adm {
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "statemachine/time_format.h"
-#include "tools/adm/test_views.h"
+#include "ops/test_views.h"
 
 namespace dugong::adm {
 namespace {

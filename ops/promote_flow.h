@@ -1,6 +1,6 @@
 // A promote request written and followed to its outcome: what `dugong-adm promote` and
 // the agent's POST /switchover (agent/switchover.h) both do once a request has been
-// built by buildPromoteRequest (tools/adm/promote_check.h).
+// built by buildPromoteRequest (ops/promote_check.h).
 #pragma once
 
 #include <chrono>
@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/adm/context.h"
-#include "tools/adm/promote_check.h"
+#include "ops/cluster.h"
+#include "ops/promote_check.h"
 
 namespace dugong::adm {
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "statemachine/result.h"
-#include "tools/adm/cluster_view.h"
+#include "ops/cluster_view.h"
 
 namespace dugong::adm {
 

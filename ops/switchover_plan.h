@@ -5,14 +5,14 @@
 // The state machine moves a peer one place per promote request (Manatee's `promote`:
 // the sync takes over; async[0] becomes the sync; async[N] moves to async[N-1]), so a
 // switchover to async[N] is N + 2 requests, each written once the previous one has been
-// carried out (tools/adm/switchover_flow.h).
+// carried out (ops/switchover_flow.h).
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include "statemachine/cluster_state.h"
-#include "tools/adm/cluster_view.h"
+#include "ops/cluster_view.h"
 
 namespace dugong::adm {
 
@@ -41,7 +41,7 @@ struct SwitchoverTarget {
 // in one-node-write mode (409); a candidate that is the primary already (409), deposed
 // (409, it must be rebuilt first) or not in the state (404); no candidate and no sync
 // (409). Whether the candidate streams, lags, is tagged nofailover or is in ZooKeeper is
-// checked by each promote request's own checks (tools/adm/promote_check.h), against the
+// checked by each promote request's own checks (ops/promote_check.h), against the
 // peers as they are then.
 struct SwitchoverPlan {
   std::optional<SwitchoverTarget> target;

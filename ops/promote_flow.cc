@@ -1,8 +1,8 @@
-#include "tools/adm/promote_flow.h"
+#include "ops/promote_flow.h"
 
 #include <thread>
 
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 #include "statemachine/promote_request.h"
 
 namespace dugong::adm {

@@ -1,4 +1,4 @@
-#include "tools/adm/promote_check.h"
+#include "ops/promote_check.h"
 
 #include "statemachine/promote_request.h"
 #include "statemachine/time_format.h"

@@ -1,4 +1,4 @@
-#include "tools/adm/switchover_plan.h"
+#include "ops/switchover_plan.h"
 
 namespace dugong::adm {
 namespace {

@@ -1,7 +1,7 @@
 // A switchover carried out: the candidate becomes the primary through promote requests
-// (tools/adm/promote_flow.h), one at a time, each written once the previous one has been
+// (ops/promote_flow.h), one at a time, each written once the previous one has been
 // carried out: an async moves up the chain to async[0], then becomes the sync, then the
-// sync takes over (tools/adm/switchover_plan.h). `dugong-adm switchover` and the agent's
+// sync takes over (ops/switchover_plan.h). `dugong-adm switchover` and the agent's
 // POST /switchover (agent/switchover.h) both run it.
 //
 // The first step is checked against the cluster as it is (planSwitchover, then the
@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/adm/switchover_plan.h"
+#include "ops/switchover_plan.h"
 #include "zk/client.h"
 
 namespace dugong::adm {

@@ -1,4 +1,4 @@
-#include "tools/adm/cluster_view.h"
+#include "ops/cluster_view.h"
 
 #include <algorithm>
 #include <cmath>

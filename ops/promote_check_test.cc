@@ -1,9 +1,9 @@
-#include "tools/adm/promote_check.h"
+#include "ops/promote_check.h"
 
 #include <gtest/gtest.h>
 
 #include "statemachine/promote_request.h"
-#include "tools/adm/test_views.h"
+#include "ops/test_views.h"
 
 namespace dugong::adm {
 namespace {

@@ -1,8 +1,8 @@
-#include "tools/adm/switchover_plan.h"
+#include "ops/switchover_plan.h"
 
 #include <gtest/gtest.h>
 
-#include "tools/adm/test_views.h"
+#include "ops/test_views.h"
 
 namespace dugong::adm {
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/http_client.h"
+#include "ops/http_client.h"
 
 #include <memory>
 #include <optional>

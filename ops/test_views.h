@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/adm/cluster_view.h"
+#include "ops/cluster_view.h"
 
 namespace dugong::adm::testing {
 

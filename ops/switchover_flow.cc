@@ -1,10 +1,10 @@
-#include "tools/adm/switchover_flow.h"
+#include "ops/switchover_flow.h"
 
 #include <thread>
 
-#include "tools/adm/context.h"
-#include "tools/adm/promote_check.h"
-#include "tools/adm/promote_flow.h"
+#include "ops/cluster.h"
+#include "ops/promote_check.h"
+#include "ops/promote_flow.h"
 
 namespace dugong::adm {
 namespace {

@@ -1,8 +1,8 @@
-#include "tools/adm/cluster_view.h"
+#include "ops/cluster_view.h"
 
 #include <gtest/gtest.h>
 
-#include "tools/adm/test_views.h"
+#include "ops/test_views.h"
 
 namespace dugong::adm {
 namespace {
