@@ -45,7 +45,7 @@ ClusterState quorumState(int k, const std::vector<std::string>& members, const s
   return s;
 }
 
-QuorumPresence present(const std::vector<std::string>& ids, const std::set<std::string>& streaming = {}) {
+QuorumPresence quorumPresence(const std::vector<std::string>& ids, const std::set<std::string>& streaming = {}) {
   return {peers(ids), streaming, {}};
 }
 
@@ -64,14 +64,14 @@ TEST(QuorumTakeover, FewerReportsThanTheQuorumMeansNoTakeover) {
   const ClusterState s = quorumState(2, {"a", "b", "c", "d"});
   TakeoverReports reports = {{"a", report(0x1100)}, {"b", report(0x1080, 6)}, {"c", report(0x1090)}};
   reports["c"].history = TimelineHistory{5, {{1, WalPosition(0x500)}, {2, WalPosition(0x800)}, {4, WalPosition(0xF00)}}};
-  auto d = decideQuorumTakeover(s, reports, present({"a", "b", "c"}), kWanted);
+  auto d = decideQuorumTakeover(s, reports, quorumPresence({"a", "b", "c"}), kWanted);
   EXPECT_FALSE(d.takeover);
   EXPECT_EQ(d.reason,
             "generation 7: 3 of 4 member reports needed on the generation's history; have a; b reported for "
             "generation 6, c reported timeline 5 at initWal, the generation's is 3, d is gone");
   EXPECT_EQ(d.counted, std::vector<std::string>{"a"});
   // d present but silent.
-  d = decideQuorumTakeover(s, {}, present({"a", "b", "c", "d"}), kWanted);
+  d = decideQuorumTakeover(s, {}, quorumPresence({"a", "b", "c", "d"}), kWanted);
   EXPECT_NE(d.reason.find("have none; a has not reported, b has not reported"), std::string::npos) << d.reason;
 }
 
@@ -82,7 +82,7 @@ TEST(QuorumTakeover, WithoutAnInitTimelinePositionsDecide) {
   TakeoverReports reports = {{"a", report(0x1100)}, {"b", report(0x1200)}};
   reports["a"].history.timeline = 9;
   reports["a"].history.ancestors.clear();
-  auto d = decideQuorumTakeover(s, reports, present({"a", "b"}), kWanted);
+  auto d = decideQuorumTakeover(s, reports, quorumPresence({"a", "b"}), kWanted);
   EXPECT_EQ(d.counted, (std::vector<std::string>{"a", "b"}));
   // a's timeline 9 is "later" but does not keep b's history: an operator must choose.
   EXPECT_FALSE(d.takeover);
@@ -97,7 +97,7 @@ TEST(QuorumTakeover, WithoutAnInitTimelinePositionsDecide) {
 TEST(QuorumTakeover, TheMostWalTakesOverTiesByMemberOrder) {
   const ClusterState s = quorumState(1, {"a", "b", "c"}, {"e"});
   TakeoverReports reports = {{"a", report(0x1100, 7, 4)}, {"b", report(0x1300, 7, 2)}, {"c", report(0x1300, 7, 9)}};
-  auto d = decideQuorumTakeover(s, reports, present({"a", "b", "c", "e"}, {"e"}), QuorumWanted{1, 3});
+  auto d = decideQuorumTakeover(s, reports, quorumPresence({"a", "b", "c", "e"}, {"e"}), QuorumWanted{1, 3});
   ASSERT_TRUE(d.takeover) << d.reason;
   EXPECT_EQ(d.takeover->taker.id, "b");
   EXPECT_EQ(d.takeover->takerWal, WalPosition(0x1300));
@@ -123,7 +123,7 @@ TEST(QuorumTakeover, TheMostWalTakesOverTiesByMemberOrder) {
 TEST(QuorumTakeover, InitWalIsTheJthHighestReport) {
   const ClusterState s = quorumState(2, {"a", "b", "c", "d"});
   TakeoverReports reports = {{"a", report(0x1100)}, {"b", report(0x1400)}, {"c", report(0x1300)}, {"d", report(0x1200)}};
-  auto d = decideQuorumTakeover(s, reports, present({"a", "b", "c", "d"}), QuorumWanted{2, 4});
+  auto d = decideQuorumTakeover(s, reports, quorumPresence({"a", "b", "c", "d"}), QuorumWanted{2, 4});
   ASSERT_TRUE(d.takeover) << d.reason;
   EXPECT_EQ(d.takeover->taker.id, "b");
   EXPECT_EQ(d.takeover->next.initWal, WalPosition(0x1300));  // r = 4, j = 2
@@ -131,20 +131,20 @@ TEST(QuorumTakeover, InitWalIsTheJthHighestReport) {
   EXPECT_EQ(d.takeover->next.quorum->k, 2);
   EXPECT_EQ(peerIds(d.takeover->next.quorum->members), "a, c, d");
   reports.erase("c");  // r = 3 = q: j = 1
-  d = decideQuorumTakeover(s, reports, present({"a", "b", "d"}), QuorumWanted{2, 4});
+  d = decideQuorumTakeover(s, reports, quorumPresence({"a", "b", "d"}), QuorumWanted{2, 4});
   ASSERT_TRUE(d.takeover) << d.reason;
   EXPECT_EQ(d.takeover->next.initWal, WalPosition(0x1400));
   EXPECT_EQ(peerIds(d.takeover->next.quorum->members), "a, d");
   // Never below initWal: every report behind it but B.
   reports = {{"a", report(0x900)}, {"b", report(0x1000)}, {"d", report(0xF00)}};
-  d = decideQuorumTakeover(s, reports, present({"a", "b", "d"}), QuorumWanted{2, 4});
+  d = decideQuorumTakeover(s, reports, quorumPresence({"a", "b", "d"}), QuorumWanted{2, 4});
   ASSERT_TRUE(d.takeover) << d.reason;
   EXPECT_EQ(d.takeover->next.initWal, kInitWal);
 }
 
 TEST(QuorumTakeover, TheMostAdvancedMustHaveCaughtUpToInitWal) {
   const ClusterState s = quorumState(1, {"a", "b"});
-  auto d = decideQuorumTakeover(s, {{"a", report(0xF00)}, {"b", report(0xE00)}}, present({"a", "b"}), kWanted);
+  auto d = decideQuorumTakeover(s, {{"a", report(0xF00)}, {"b", report(0xE00)}}, quorumPresence({"a", "b"}), kWanted);
   EXPECT_FALSE(d.takeover);
   EXPECT_EQ(d.reason,
             "generation 7: a, the most advanced member, has not caught up: its WAL 0/00000f00 is behind initWal "
@@ -157,14 +157,14 @@ TEST(QuorumTakeover, TheMostAdvancedMustHaveCaughtUpToInitWal) {
 TEST(QuorumTakeover, AMemberPastTheForkCountsAtTheFork) {
   const ClusterState s = quorumState(2, {"a", "b", "c"});
   TakeoverReports reports = {{"a", report(0x1500)}, {"b", promoted(0x1200, 0x1040)}, {"c", promoted(0x1100, 0x1040)}};
-  auto d = decideQuorumTakeover(s, reports, present({"a", "b", "c"}), QuorumWanted{2, 3});
+  auto d = decideQuorumTakeover(s, reports, quorumPresence({"a", "b", "c"}), QuorumWanted{2, 3});
   ASSERT_TRUE(d.takeover) << d.reason;
   EXPECT_EQ(d.takeover->taker.id, "b");                       // a later timeline first
   EXPECT_EQ(d.takeover->next.initWal, WalPosition(0x1100));   // j = 2: positions 0/1200, 0/1100, 0/1040
   EXPECT_EQ(d.takeover->next.initTimeline, 4);
   // b and c gone: a alone is not q.
   reports = {{"a", report(0x1500)}, {"c", promoted(0x1100, 0x1040)}};
-  d = decideQuorumTakeover(s, reports, present({"a", "c"}), QuorumWanted{2, 3});
+  d = decideQuorumTakeover(s, reports, quorumPresence({"a", "c"}), QuorumWanted{2, 3});
   ASSERT_TRUE(d.takeover) << d.reason;
   EXPECT_EQ(d.takeover->taker.id, "c");
   EXPECT_EQ(d.takeover->next.initWal, WalPosition(0x1100));  // j = 1: c's own
@@ -175,7 +175,7 @@ TEST(QuorumTakeover, AMemberPastTheForkCountsAtTheFork) {
 TEST(QuorumTakeover, APromoteTargetTakesOverOnlyIfItHoldsTheBound) {
   const ClusterState s = quorumState(2, {"a", "b", "c", "d"});
   TakeoverReports reports = {{"a", report(0x1100)}, {"b", report(0x1400)}, {"c", report(0x1300)}, {"d", report(0x1200)}};
-  const auto all = present({"a", "b", "c", "d"});
+  const auto all = quorumPresence({"a", "b", "c", "d"});
   auto d = decideQuorumTakeover(s, reports, all, QuorumWanted{2, 4}, "c");
   ASSERT_TRUE(d.takeover) << d.reason;
   EXPECT_EQ(d.takeover->taker.id, "c");
@@ -200,7 +200,7 @@ TEST(QuorumTakeover, APromoteTargetTakesOverOnlyIfItHoldsTheBound) {
 TEST(QuorumTakeover, ATaggedMostAdvancedMemberIsPassedOverForOneThatHoldsTheBound) {
   const ClusterState s = quorumState(2, {"a", "b", "c", "d"});
   TakeoverReports reports = {{"a", report(0x1300)}, {"b", report(0x1400)}, {"c", report(0x1300)}, {"d", report(0x1200)}};
-  auto now = present({"a", "b", "c", "d"});
+  auto now = quorumPresence({"a", "b", "c", "d"});
   now.present[1].tags.nofailover = true;
   auto d = decideQuorumTakeover(s, reports, now, QuorumWanted{2, 4});
   ASSERT_TRUE(d.takeover) << d.reason;
@@ -225,7 +225,7 @@ TEST(QuorumTakeover, TheNextSetKeepsThePresentMembersAndFillsFromTheAsyncs) {
   s.promote = {{"id", "b"}};
   TakeoverReports reports = {{"a", report(0x1200)}, {"b", report(0x1100)}, {"c", report(0x1000)}};
   reports["c"].history.timeline = 8;  // off the history
-  auto now = present({"a", "b", "c", "e", "f", "g", "p"}, {"f", "g"});
+  auto now = quorumPresence({"a", "b", "c", "e", "f", "g", "p"}, {"f", "g"});
   now.present[4].tags.nofailover = true;  // f
   auto d = decideQuorumTakeover(s, reports, now, QuorumWanted{3, 3});
   ASSERT_TRUE(d.takeover) << d.reason;
@@ -238,14 +238,14 @@ TEST(QuorumTakeover, TheNextSetKeepsThePresentMembersAndFillsFromTheAsyncs) {
   EXPECT_TRUE(ClusterState::parse(next.serialize(), ClusterState::Formats::kSyncAndQuorum).ok());
   // Only a non-streaming async left: it is made a member rather than none.
   d = decideQuorumTakeover(quorumState(1, {"a", "b"}, {"e"}), {{"a", report(0x1200)}, {"b", report(0x1100)}},
-                           present({"a", "b", "e"}), kWanted);
+                           quorumPresence({"a", "b", "e"}), kWanted);
   ASSERT_TRUE(d.takeover) << d.reason;
-  d = decideQuorumTakeover(quorumState(2, {"a", "b"}, {"e"}), {{"a", report(0x1200)}}, present({"a", "e"}), kWanted);
+  d = decideQuorumTakeover(quorumState(2, {"a", "b"}, {"e"}), {{"a", report(0x1200)}}, quorumPresence({"a", "e"}), kWanted);
   ASSERT_TRUE(d.takeover) << d.reason;  // k = N = 2: q = 1
   EXPECT_EQ(peerIds(d.takeover->next.quorum->members), "e");
   EXPECT_EQ(d.takeover->next.quorum->k, 1);
   // Nobody left to acknowledge: no takeover.
-  d = decideQuorumTakeover(quorumState(2, {"a", "b"}), {{"a", report(0x1200)}}, present({"a"}), kWanted);
+  d = decideQuorumTakeover(quorumState(2, {"a", "b"}), {{"a", report(0x1200)}}, quorumPresence({"a"}), kWanted);
   EXPECT_FALSE(d.takeover);
   EXPECT_EQ(d.reason,
             "generation 7: a would leave no standby to acknowledge commits (no other member present, no async that "
@@ -259,7 +259,7 @@ TEST(QuorumTakeover, SyncModeIsTheRuleForOneMember) {
   s.quorum.reset();
   s.sync = ident("a");
   ASSERT_EQ(peerIds(quorumOf(s)->members), "a");
-  auto d = decideQuorumTakeover(s, {{"a", report(0x1200)}}, present({"a", "e", "f"}, {"f"}), QuorumWanted{2, 3});
+  auto d = decideQuorumTakeover(s, {{"a", report(0x1200)}}, quorumPresence({"a", "e", "f"}, {"f"}), QuorumWanted{2, 3});
   ASSERT_TRUE(d.takeover) << d.reason;
   const ClusterState& next = d.takeover->next;
   EXPECT_FALSE(next.quorum);
@@ -269,7 +269,7 @@ TEST(QuorumTakeover, SyncModeIsTheRuleForOneMember) {
   EXPECT_NE(d.reason.find("; sync f;"), std::string::npos) << d.reason;
   s.sync.reset();
   s.oneNodeWriteMode = true;
-  d = decideQuorumTakeover(s, {}, present({"a"}), kWanted);
+  d = decideQuorumTakeover(s, {}, quorumPresence({"a"}), kWanted);
   EXPECT_FALSE(d.takeover);
   EXPECT_EQ(d.reason, "generation 7 is in one-node-write mode: it has no members to take over");
 }
@@ -391,8 +391,8 @@ TEST(QuorumTakeover, EveryTakeoverKeepsEveryAcknowledgedCommit) {
 
 TEST(QuorumMember, AMemberStartsWhenThePrimaryIsGoneOrAMemberIsToBePromoted) {
   ClusterState s = quorumState(1, {"a", "b"}, {"c"});
-  const auto withPrimary = present({"p", "a", "b", "c"});
-  const auto withoutPrimary = present({"a", "b", "c"});
+  const auto withPrimary = quorumPresence({"p", "a", "b", "c"});
+  const auto withoutPrimary = quorumPresence({"a", "b", "c"});
   // The primary present, no request: nothing; an async or a stranger: never.
   auto m = memberTakeoverStart(s, "a", withPrimary, std::nullopt, true);
   EXPECT_FALSE(m.why);
