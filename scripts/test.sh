@@ -32,17 +32,13 @@ labels=${DUGONG_TEST_LABELS:-}
 # CMakeLists.txt; this variable overrides it), and beside them one test more than cores
 # (most tests wait on postgres, ZooKeeper or a timeout). Records 0051, 0052 and 0081.
 cluster_at_once=${DUGONG_CLUSTER_TESTS_AT_ONCE:-1}
-ctest_base=(--output-on-failure --timeout 900)
-ctest_args=("${ctest_base[@]}" -j "$((jobs + cluster_at_once))")
+ctest_args=(--output-on-failure --timeout 900 -j "$((jobs + cluster_at_once))")
 [ -n "$labels" ] && ctest_args+=(-L "$labels")
 # The 10-fault campaign (label campaign, about 100 s of real network faults) and the
 # cluster tests labelled full (the long ones, and those whose claims other tests of the
 # default run hold: docs/safety.md) run with --full or when asked for by label; they are
 # left out of the default run.
-# (ctest excludes a test only when every -LE matches: one -LE per run, built here.)
-left_out=""
-[ -z "$labels" ] && [ "$mode" != full ] && left_out="campaign|full"
-[ -n "$left_out" ] && ctest_args+=(-LE "^($left_out)$")
+[ -z "$labels" ] && [ "$mode" != full ] && ctest_args+=(-LE '^(campaign|full)$')
 
 if [ -d ../shared/conformance/manatee ]; then
   echo "== Manatee conformance scenarios: ../shared/conformance/manatee (ctest label 'scenario')"
@@ -105,53 +101,16 @@ if [ -f build/asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*c
   rm -rf build/asan  # configured by another compiler (an older checkout's g++)
 fi
 find build/asan -name '*.gcda' -delete 2>/dev/null || true
-asan_args=(-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DDUGONG_SANITIZE=ON -DDUGONG_COVERAGE=ON
-  -DDUGONG_BENCH=OFF -DCMAKE_UNITY_BUILD=ON -DDUGONG_SIM_SEEDS=1000
-  -DDUGONG_FULL_TESTS="$( { [ "$mode" = full ] || [ -n "$labels" ]; } && echo ON || echo OFF)")
-start_simulator() {
-  if [ "$simulator" = yes ]; then
-    mkdir -p build
-    ( renice -n 10 -p "$BASHPID" >/dev/null; run_simulator ) >build/sim.log 2>&1 &
-    sim_pid=$!
-  fi
-}
+build_suite "sanitizers (ASan+UBSan)" build/asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld \
+  -DDUGONG_SANITIZE=ON -DDUGONG_COVERAGE=ON -DDUGONG_BENCH=OFF -DCMAKE_UNITY_BUILD=ON -DDUGONG_SIM_SEEDS=1000 \
+  -DDUGONG_FULL_TESTS="$( { [ "$mode" = full ] || [ -n "$labels" ]; } && echo ON || echo OFF)"
 sim_pid=
-if [ -n "$labels" ]; then
-  build_suite "sanitizers (ASan+UBSan)" build/asan "${asan_args[@]}"
-  start_simulator
-  test_suite "sanitizers (ASan+UBSan)" build/asan
-else
-  # The cluster tests (labels e2e, adm, ecosystem: real agents, ZooKeeper and postgres) are
-  # the longest part and wait on servers and timeouts much of the time: their programs are
-  # built first, and they run while the rest of the suite builds beside them at a lower
-  # priority; then the other tests run, and the optimised simulator builds beside them
-  # (record 0084).
-  suite_start=$(date +%s)
-  echo "== sanitizers (ASan+UBSan): configure and build what the e2e, adm and ecosystem tests run (build/asan)"
-  cmake -S . -B build/asan -G Ninja -DDUGONG_CLUSTER_TESTS_AT_ONCE="$cluster_at_once" "${asan_args[@]}" >/dev/null
-  ninja -C build/asan -j "$jobs" tests_e2e_adm_ecosystem
-  echo "== sanitizers (ASan+UBSan): built in $(( $(date +%s) - suite_start )) s; the e2e, adm and ecosystem tests start"
-  ( cd build/asan && ctest "${ctest_base[@]}" -j "$((cluster_at_once + 1))" -L '^(e2e|adm|ecosystem|full|campaign)$' \
-      ${left_out:+-LE "^($left_out)$"} ) \
-    >build/asan/cluster-tests.log 2>&1 &
-  cluster_pid=$!
-  if ! nice -n 10 ninja -C build/asan -j "$jobs"; then
-    echo "== sanitizers (ASan+UBSan): the build FAILED; the e2e, adm and ecosystem tests are let end" >&2
-    wait "$cluster_pid" || true
-    exit 1
-  fi
-  echo "== sanitizers (ASan+UBSan): the rest built at $(( $(date +%s) - suite_start )) s; the other tests"
-  start_simulator
-  other_status=0
-  (cd build/asan && ctest "${ctest_base[@]}" -j "$((jobs + 1))" -LE '^(e2e|adm|ecosystem|full|campaign|fixture)$') ||
-    other_status=$?
-  cluster_status=0
-  wait "$cluster_pid" || cluster_status=$?
-  echo "== sanitizers (ASan+UBSan): the e2e, adm and ecosystem tests (they ran beside the build and the tests above):"
-  cat build/asan/cluster-tests.log
-  echo "== sanitizers (ASan+UBSan): done in $(( $(date +%s) - suite_start )) s"
-  [ "$other_status" = 0 ] && [ "$cluster_status" = 0 ] || { echo "== sanitizers (ASan+UBSan): FAILED" >&2; exit 1; }
+if [ "$simulator" = yes ]; then
+  mkdir -p build
+  ( renice -n 10 -p "$BASHPID" >/dev/null; run_simulator ) >build/sim.log 2>&1 &
+  sim_pid=$!
 fi
+test_suite "sanitizers (ASan+UBSan)" build/asan
 if [ -n "$sim_pid" ]; then
   sim_status=0
   wait "$sim_pid" || sim_status=$?
