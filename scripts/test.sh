@@ -30,7 +30,7 @@ jobs=$(nproc)
 labels=${DUGONG_TEST_LABELS:-}
 # Cluster tests at once (the ctest resource `cluster`, DUGONG_CLUSTER_TESTS_AT_ONCE in
 # CMakeLists.txt; this variable overrides it), and beside them one test more than cores
-# (most tests wait on postgres, ZooKeeper or a timeout). Records 0051, 0052 and 0081.
+# (most tests wait on postgres, ZooKeeper or a timeout). Records 0051, 0052 and 0084.
 cluster_at_once=${DUGONG_CLUSTER_TESTS_AT_ONCE:-1}
 ctest_args=(--output-on-failure --timeout 900 -j "$((jobs + cluster_at_once))")
 [ -n "$labels" ] && ctest_args+=(-L "$labels")
