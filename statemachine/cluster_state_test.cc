@@ -23,7 +23,7 @@ nlohmann::json quorumState() {
   nlohmann::json j = validState();
   j["format"] = 2;
   j["sync"] = nullptr;
-  j["async"] = {peer("e")};
+  j["async"] = nlohmann::json::array({peer("e")});  // not {peer("e")}: clang reads that as a copy
   j["quorum"] = {{"k", 1}, {"members", {peer("b"), peer("c")}}};
   return j;
 }
@@ -302,7 +302,7 @@ TEST(ClusterState, AQuorumStateIsRefusedWithItsReason) {
          j["oneNodeWriteMode"] = true;
        },
        "cluster state: a format 2 state cannot be in one-node-write mode (one-node-write mode has no quorum)"},
-      {[](auto& j) { j["quorum"] = {peer("b")}; }, "cluster state: quorum must be an object like {\"k\": 1, \"members\": [...]}"},
+      {[](auto& j) { j["quorum"] = nlohmann::json::array({peer("b")}); }, "cluster state: quorum must be an object like {\"k\": 1, \"members\": [...]}"},
       {[](auto& j) { j["quorum"].erase("members"); }, "cluster state: quorum.members is missing"},
       {[](auto& j) { j["quorum"]["members"] = peer("b"); }, "cluster state: quorum.members: expected an array"},
       {[](auto& j) { j["quorum"]["members"][1] = "c"; }, "cluster state: quorum.members[1]: expected a peer identity object"},
