@@ -1172,7 +1172,7 @@ TEST_F(AdapterTest, AFencedStandbysWalEndsWhereReplayEndsNotPastTheFork) {
 TEST_F(AdapterTest, DataOfAnotherSystemIsNeverReplaced) {
   PgTestNode& a = cluster_.addNode("peer-a");
   PgTestNode& b = cluster_.addNode("peer-b");
-  PgTestNode& c = cluster_.addNode("peer-c");
+  PgTestNode& c = cluster_.addNode("peer-c", PgTestCluster::System::kOwn);
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
   PgAdapter& pc = adapterFor(c);

@@ -95,7 +95,7 @@ class ReplicaMethodTest : public ::testing::Test {
 
 TEST_F(ReplicaMethodTest, AnotherSystemsStanzaIsNotRestoredAndTheUpstreamsOwnIs) {
   PgTestNode& a = cluster_.addNode("a");
-  PgTestNode& x = cluster_.addNode("x");
+  PgTestNode& x = cluster_.addNode("x", PgTestCluster::System::kOwn);
   backedUpPrimary(a, "sa");
   backedUpPrimary(x, "sx");
   ASSERT_NE(systemId(a), systemId(x));
@@ -172,7 +172,7 @@ TEST_F(ReplicaMethodTest, ARebuildOverAnOldDataDirectoryRestoresDeltaIntoACopyOf
 // one of the sync's own system restores.
 TEST_F(ReplicaMethodTest, ABootstrapFromAnotherSystemsBackupIsRefusedAndChangesNothing) {
   PgTestNode& a = cluster_.addNode("a");
-  PgTestNode& x = cluster_.addNode("x");
+  PgTestNode& x = cluster_.addNode("x", PgTestCluster::System::kOwn);
   backedUpPrimary(a, "sa");
   backedUpPrimary(x, "sx");
   const std::string systemA = systemId(a);
@@ -188,7 +188,7 @@ TEST_F(ReplicaMethodTest, ABootstrapFromAnotherSystemsBackupIsRefusedAndChangesN
 
   // b's data directory holds its own system (an interrupted operation left the marker,
   // so it does not count as set up): a's backup would overwrite it.
-  PgTestNode& b = cluster_.addNode("b");
+  PgTestNode& b = cluster_.addNode("b", PgTestCluster::System::kOwn);
   {
     PgController own(b.options);
     auto applied = own.apply(PgConfig::firstPrimary(std::nullopt));

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "pg/command.h"
+#include "pg/testing/initdb_template.h"
 
 namespace dugong::pg::testing {
 namespace fs = std::filesystem;
@@ -72,13 +73,14 @@ void PgTestCluster::stopAll() {
   for (const auto& n : nodes_) n.forceStop();
 }
 
-PgTestNode& PgTestCluster::addNode(const std::string& id) {
+PgTestNode& PgTestCluster::addNode(const std::string& id, System system) {
   PgTestNode n;
   n.id = id;
   n.port = dugong::testing::freeLoopbackPort();
   n.dir = scratch_.path() + "/" + id;
   fs::create_directories(n.dir);
   n.options.dataDir = n.dir + "/data";
+  if (system == System::kShared) n.options.binDir = binDirWithInitdbFromTemplate(n.options.binDir);
   n.options.port = n.port;
   n.options.listenAddress = "127.0.0.1";
   n.options.peerId = id;

@@ -58,8 +58,13 @@ class PgTestCluster {
   PgTestCluster(const PgTestCluster&) = delete;
   PgTestCluster& operator=(const PgTestCluster&) = delete;
 
+  // Whether a node's first primary gets a database system of its own.
+  enum class System {
+    kShared,  // its initdb is a copy of the run's template (pg/testing/initdb_template.h)
+    kOwn,     // the real initdb: for a test that needs two systems
+  };
   // A new node with a free port and its own directory. References stay valid.
-  PgTestNode& addNode(const std::string& id);
+  PgTestNode& addNode(const std::string& id, System system = System::kShared);
   const std::string& dir() const { return scratch_.path(); }
   std::deque<PgTestNode>& nodes() { return nodes_; }
   void stopAll();

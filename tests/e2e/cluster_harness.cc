@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "ops/http_client.h"
-#include "tests/e2e/initdb_template.h"
+#include "pg/testing/initdb_template.h"
 #include "tests/support/test_env.h"
 #include "zk/testing/shared_zookeeper.h"
 
@@ -102,7 +102,7 @@ class LogRelay {
 
 Harness::Harness(HarnessOptions options)
     : options_(options),
-      agentBinDir_(options.realInitdb ? pg::PgOptions{}.binDir : binDirWithInitdbFromTemplate(pg::PgOptions{}.binDir)) {
+      agentBinDir_(options.realInitdb ? pg::PgOptions{}.binDir : pg::testing::binDirWithInitdbFromTemplate(pg::PgOptions{}.binDir)) {
   pgs_ = std::make_unique<pg::testing::PgTestCluster>("dugong-e2e");
   const bool mayShare = !options_.ownZooKeeper && options_.zookeeper == dugong::testing::ZooKeeperOptions{};
   if (auto shared = mayShare ? dugong::testing::sharedZooKeeperConnect() : std::nullopt) {

@@ -52,7 +52,7 @@ struct HarnessOptions {
   // own; so does a test binary run without ctest.
   bool ownZooKeeper = false;
   // The agents run the real initdb, each new cluster a database system of its own, instead
-  // of a copy of the run's template (tests/e2e/initdb_template.h): for a test that tells
+  // of a copy of the run's template (pg/testing/initdb_template.h): for a test that tells
   // data directories apart by their system identifier.
   bool realInitdb = false;
   // ZooKeeper digest credentials for the agents (zookeeper.auth, so their nodes get
@@ -177,7 +177,7 @@ class Harness {
   void writeConfig(const E2EPeer& p) const;
 
   HarnessOptions options_;
-  std::string agentBinDir_;  // postgres' programs, initdb from a template (initdb_template.h)
+  std::string agentBinDir_;  // postgres' programs, initdb from a template (pg/testing/initdb_template.h)
   std::unique_ptr<dugong::testing::ZooKeeperCluster> zk_;  // null on the shared server
   std::string sharedServer_;  // the shared server's connect string, and this harness' chroot there
   std::string chroot_;

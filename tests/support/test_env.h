@@ -7,6 +7,11 @@
 
 namespace dugong::testing {
 
+// DUGONG_CLUSTER_FIXTURES=FIXTURES: the directory where the tests of one ctest run share
+// what is costly to make (set by the CMake stanzas): the ZooKeeper server
+// (zk/testing/shared_zookeeper.h) and the initdb template (pg/testing/initdb_template.h).
+inline constexpr const char* kClusterFixturesVariable = "DUGONG_CLUSTER_FIXTURES";
+
 // A TCP port on 127.0.0.1 that was free a moment ago, outside the kernel's range for
 // outgoing connections' local ports, and handed to no other process while this one runs
 // (a lock file under $DUGONG_TEST_TMP/dugong-test-ports, default /tmp, held until exit).

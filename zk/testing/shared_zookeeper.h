@@ -18,9 +18,9 @@
 #include <optional>
 #include <string>
 
-namespace dugong::testing {
+#include "tests/support/test_env.h"
 
-inline constexpr const char* kClusterFixturesVariable = "DUGONG_CLUSTER_FIXTURES";
+namespace dugong::testing {
 
 // The shared server's connect string, or nullopt when DUGONG_CLUSTER_FIXTURES is not set.
 // Throws std::runtime_error when it is set but names no running server.

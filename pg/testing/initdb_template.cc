@@ -1,4 +1,4 @@
-#include "tests/e2e/initdb_template.h"
+#include "pg/testing/initdb_template.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "zk/testing/shared_zookeeper.h"
+#include "tests/support/test_env.h"
 
-namespace dugong::e2e {
+namespace dugong::pg::testing {
 
 namespace {
 
@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 // directory aside) and initdb version, under a lock, into a template; then a copy of it.
 std::string initdbScript(const std::string& realInitdb, const std::string& templates) {
   return "#!/bin/bash\n"
-         "# Written by the cluster tests' harness (tests/e2e/initdb_template.h): the real initdb\n"
+         "# Written by the tests' harness (pg/testing/initdb_template.h): the real initdb\n"
          "# once per argument list into a template, then a copy of the template.\n"
          "set -euo pipefail\n"
          "real='" + realInitdb + "'\n"
@@ -77,8 +77,8 @@ std::string binDirWithInitdbFromTemplate(const std::string& realBinDir) {
   std::error_code ec;
   fs::rename(partial, bin, ec);
   if (ec) fs::remove_all(partial);  // the other process' directory won
-  if (!fs::is_directory(bin)) throw std::runtime_error("e2e: cannot make the agents' bin directory " + bin);
+  if (!fs::is_directory(bin)) throw std::runtime_error("tests: cannot make the agents' bin directory " + bin);
   return bin;
 }
 
-}  // namespace dugong::e2e
+}  // namespace dugong::pg::testing
