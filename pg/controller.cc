@@ -331,6 +331,7 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
   } else {
     want.syncId = fence.syncId;
     want.alsoSyncId = fence.alsoSyncId;
+    want.quorum.reset();  // a fence for a new sync is sync mode's: the sync and the one it had
   }
   auto w = writeConf(want, FloorRead::kKeep);
   if (!w) return fail(w.error());
@@ -353,6 +354,15 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
   return fail("the fence did not take effect: " + last);
 }
 
+namespace {
+// "'a', 'b'": a list for IN (...).
+std::string quoteLiterals(const std::vector<std::string>& values) {
+  std::string out;
+  for (const std::string& v : values) out += (out.empty() ? "" : ", ") + quoteLiteral(v);
+  return out;
+}
+}  // namespace
+
 Result<PgInstance> PgController::verifyFence(const FenceTarget& fence) {
   FenceSeen seen;
   std::optional<std::string> instance;
@@ -368,16 +378,19 @@ Result<PgInstance> PgController::verifyFence(const FenceTarget& fence) {
     instance = row[3];
   } else {
     // The setting, parsed, and what every walsender itself uses: only the new sync (and
-    // the current one) may have a sync priority, since only a walsender with one releases
-    // waiting commits.
-    std::string names = quoteLiteral(fence.syncId);
-    if (fence.alsoSyncId) names += ", " + quoteLiteral(*fence.alsoSyncId);
+    // the current one), or a quorum's members, may have a sync priority, since only a
+    // walsender with one releases waiting commits; the new sync's (every member's) must
+    // have one.
+    std::vector<std::string> mustHave{fence.syncId};
+    if (fence.quorum) mustHave = fence.quorum->members;
+    std::vector<std::string> mayHave = mustHave;
+    if (!fence.quorum && fence.alsoSyncId) mayHave.push_back(*fence.alsoSyncId);
     auto q = localQuery("SELECT current_setting('synchronous_standby_names'), "
                         "(SELECT count(*) FROM pg_stat_replication WHERE application_name NOT IN (" +
-                        names +
+                        quoteLiterals(mayHave) +
                         ") AND (sync_priority > 0 OR sync_state <> 'async')), "
-                        "(SELECT count(*) FROM pg_stat_replication WHERE application_name = " +
-                        quoteLiteral(fence.syncId) + " AND sync_priority = 0), pg_is_in_recovery(), " + kInstanceSql);
+                        "(SELECT count(*) FROM pg_stat_replication WHERE application_name IN (" +
+                        quoteLiterals(mustHave) + ") AND sync_priority = 0), pg_is_in_recovery(), " + kInstanceSql);
     if (!q) return Error{q.error()};
     const Row& row = q->rows.at(0);
     seen.syncNames = row[0].value_or("");

@@ -80,13 +80,22 @@ class PgController {
 
   // Stops acknowledging commits under the current topology, before a takeover reads
   // its initWal (statemachine/action.h, FencePg). A primary makes commits wait for
-  // `newSync` (reload of synchronous_standby_names); a standby stops streaming (reload
+  // `newSync` (reload of synchronous_standby_names; a quorum reloaded since the last
+  // apply is replaced: this fence is sync mode's); a standby stops streaming (reload
   // with an empty primary_conninfo, then waits until its WAL receiver has stopped). A
   // stopped postgres acknowledges nothing: ok. The next apply() lifts the fence.
   // Verified exactly: a primary's synchronous_standby_names, parsed, names newSync
   // alone, and no walsender but newSync's has a sync priority; a standby has an empty
   // primary_conninfo and no WAL receiver.
   PgFenced fence(const std::optional<PeerIdentity>& newSync);
+
+  // On a running primary: commits wait for any k of `quorum`'s members from now on
+  // (dugong.conf rewritten with `ANY k (...)`, reload), verified exactly as a primary's
+  // fence is (pg/plan/fence.h checkFence: the setting, parsed, and every walsender's own
+  // priority). Step 1 of a membership step's fence, and the reload of a weakening step
+  // (docs/decisions/0079-quorum-commit.md 5.2); in force until the next apply. An
+  // error says what does not hold (the file stays written: the next apply rewrites it).
+  Result<bool> reloadQuorum(const StandbyQuorum& quorum);
 
   // The WAL position: pg_current_wal_lsn() on a primary; on a fenced standby, where
   // replay ends once it waits for more WAL (pg/plan/fence.h planStandbyWalEnd), or an

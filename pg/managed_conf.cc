@@ -6,13 +6,16 @@ namespace dugong::pg {
 namespace {
 const char kStatePrefix[] = "# dugong-state: ";
 
-std::string standbyName(const std::string& id) {
-  std::string out = "\"";
-  for (char c : id) {
-    if (c == '"') out += '"';
-    out += c;
+// What commits wait for: nothing but on a primary; any k of a quorum's members; the sync
+// (and the sync it had, after a fence for a new one).
+std::string synchronousStandbyNames(const ManagedState& state) {
+  if (state.role != "primary") return "";
+  if (state.quorum) return renderQuorum(*state.quorum);
+  if (!state.syncId) return "";
+  if (state.alsoSyncId) {
+    return "FIRST 2 (" + quoteStandbyName(*state.syncId) + ", " + quoteStandbyName(*state.alsoSyncId) + ")";
   }
-  return out + "\"";
+  return quoteStandbyName(*state.syncId);
 }
 }  // namespace
 
@@ -31,6 +34,10 @@ nlohmann::json ManagedState::toJson() const {
   j["upstream"] = upstreamId ? nlohmann::json(*upstreamId) : nlohmann::json(nullptr);
   j["sync"] = syncId ? nlohmann::json(*syncId) : nlohmann::json(nullptr);
   if (alsoSyncId) j["alsoSync"] = *alsoSyncId;
+  if (quorum) {
+    j["quorumK"] = quorum->k;
+    j["quorumMembers"] = quorum->members;
+  }
   if (slotName) j["slot"] = *slotName;
   if (upstreamUrl) j["upstreamUrl"] = *upstreamUrl;
   if (wasPrimary) j["wasPrimary"] = true;
@@ -81,11 +88,7 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   out << "hot_standby = on\n";
   out << "recovery_target_timeline = 'latest'\n";
   out << "synchronous_commit = on\n";
-  out << "synchronous_standby_names = "
-      << confQuote(state.role != "primary" || !state.syncId ? ""
-                   : state.alsoSyncId ? "FIRST 2 (" + standbyName(*state.syncId) + ", " + standbyName(*state.alsoSyncId) + ")"
-                                      : standbyName(*state.syncId))
-      << "\n";
+  out << "synchronous_standby_names = " << confQuote(synchronousStandbyNames(state)) << "\n";
   out << "default_transaction_read_only = " << (state.readOnlyInEffect() ? "on" : "off") << "\n";
   out << "primary_conninfo = " << confQuote(state.role == "sync" || state.role == "async" ? state.primaryConninfo : "")
       << "\n";
@@ -115,6 +118,10 @@ Result<ManagedState> parseManagedConf(const std::string& text) {
       if (j.contains("upstream") && j["upstream"].is_string()) s.upstreamId = j["upstream"].get<std::string>();
       if (j.contains("sync") && j["sync"].is_string()) s.syncId = j["sync"].get<std::string>();
       if (j.contains("alsoSync") && j["alsoSync"].is_string()) s.alsoSyncId = j["alsoSync"].get<std::string>();
+      if (j.contains("quorumK") || j.contains("quorumMembers")) {
+        s.quorum = StandbyQuorum{j.at("quorumK").get<int>(), j.at("quorumMembers").get<std::vector<std::string>>()};
+        if (auto valid = validQuorum(*s.quorum); !valid) return Error{"dugong.conf: bad quorum: " + valid.error()};
+      }
       if (j.contains("slot") && j["slot"].is_string()) s.slotName = j["slot"].get<std::string>();
       if (j.contains("upstreamUrl") && j["upstreamUrl"].is_string()) {
         s.upstreamUrl = j["upstreamUrl"].get<std::string>();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pg/options.h"
+#include "pg/plan/standby_names.h"
 #include "statemachine/result.h"
 
 namespace dugong::pg {
@@ -23,6 +24,10 @@ struct ManagedState {
   // primary fenced for the new sync `syncId`: the sync it had, which commits also wait
   // for (both must acknowledge) until the next apply names one sync again.
   std::optional<std::string> alsoSyncId;
+  // primary, quorum mode (docs/decisions/0079-quorum-commit.md section 3): commits wait
+  // for any k of these members, `ANY k ("m1", ...)`, whatever syncId and alsoSyncId say.
+  // Recorded as quorumK and quorumMembers. REQUIRES: validQuorum(*quorum).ok().
+  std::optional<StandbyQuorum> quorum;
   bool readOnly = false;                   // primary: default_transaction_read_only
   std::optional<std::string> slotName;     // standby: its replication slot on the upstream
   std::optional<std::string> upstreamUrl;  // standby: the upstream's pgUrl (no password)

@@ -51,6 +51,51 @@ TEST(ManagedConf, PrimaryNamesItsSyncAndRecordsItsState) {
   EXPECT_TRUE(parsed->readOnly);
 }
 
+// Quorum commit (docs/decisions/0079-quorum-commit.md section 3): the primary's commits
+// wait for any k of the members, every name quoted for synchronous_standby_names and the
+// whole quoted again as a postgresql.conf string; the state line records k and the
+// members, so that a restarted agent knows what the running postgres was told.
+TEST(ManagedConf, APrimaryRunsAQuorumAndRecordsIt) {
+  ManagedState s;
+  s.role = "primary";
+  s.syncId = "peer-b";  // what the last apply named: the quorum stands instead
+  s.quorum = StandbyQuorum{1, {"peer-b", "Peer \"C\"", "it's"}};
+  std::string text = renderManagedConf(someOptions(), s);
+  EXPECT_NE(text.find("synchronous_standby_names = 'ANY 1 (\"peer-b\", \"Peer \"\"C\"\"\", \"it''s\")'\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\"quorumK\":1,\"quorumMembers\":[\"peer-b\",\"Peer \\\"C\\\"\",\"it's\"]"), std::string::npos)
+      << text;
+  auto parsed = parseManagedConf(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_EQ(parsed->quorum, s.quorum);
+  EXPECT_EQ(parsed.value(), s);
+  // k = 2 of two (a set short of members, transiently).
+  s.quorum = StandbyQuorum{2, {"peer-b", "peer-c"}};
+  text = renderManagedConf(someOptions(), s);
+  EXPECT_NE(text.find("synchronous_standby_names = 'ANY 2 (\"peer-b\", \"peer-c\")'\n"), std::string::npos) << text;
+  EXPECT_EQ(parseManagedConf(text)->quorum, s.quorum);
+  // Without one, nothing is recorded and the sync is waited for as before.
+  s.quorum.reset();
+  text = renderManagedConf(someOptions(), s);
+  EXPECT_EQ(text.find("quorum"), std::string::npos) << text;
+  EXPECT_NE(text.find("synchronous_standby_names = '\"peer-b\"'\n"), std::string::npos) << text;
+  EXPECT_EQ(parseManagedConf(text)->quorum, std::nullopt);
+  // A standby waits for nobody, whatever it recorded.
+  s.role = "sync";
+  s.quorum = StandbyQuorum{1, {"peer-b", "peer-c"}};
+  text = renderManagedConf(someOptions(), s);
+  EXPECT_NE(text.find("synchronous_standby_names = ''\n"), std::string::npos) << text;
+}
+
+TEST(ManagedConf, ABadRecordedQuorumIsAnError) {
+  const std::string head = "# dugong-state: {\"role\":\"primary\",\"readOnly\":false,";
+  EXPECT_EQ(parseManagedConf(head + "\"quorumK\":3,\"quorumMembers\":[\"b\",\"c\"]}\n").error(),
+            "dugong.conf: bad quorum: a quorum of 2 members cannot wait for 3");
+  EXPECT_FALSE(parseManagedConf(head + "\"quorumK\":1}\n").ok());
+  EXPECT_FALSE(parseManagedConf(head + "\"quorumK\":\"1\",\"quorumMembers\":[\"b\"]}\n").ok());
+}
+
 TEST(ManagedConf, StoppedWritesSlotsAndSocketAreRendered) {
   ManagedState s;
   s.role = "primary";

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "pg/plan/catch_up.h"
 #include "pg/plan/standby_names.h"
 
 namespace dugong::pg {
@@ -17,6 +18,19 @@ Result<FenceTarget> planFence(const FenceFrom& from, const std::optional<std::st
   return target;
 }
 
+namespace {
+Result<bool> checkQuorumFence(const StandbyQuorum& quorum, const FenceSeen& seen) {
+  if (!waitsForQuorum(seen.syncNames, quorum)) {
+    return Error{"synchronous_standby_names is '" + seen.syncNames + "', not " + renderQuorum(quorum)};
+  }
+  if (seen.othersWithPriority != 0) {
+    return Error{"a walsender of a standby outside " + renderQuorum(quorum) + " still has a sync priority"};
+  }
+  if (seen.syncWithoutPriority != 0) return Error{"a member's walsender has not taken the new setting yet"};
+  return true;
+}
+}  // namespace
+
 Result<bool> checkFence(const FenceTarget& fence, const FenceSeen& seen) {
   if (fence.standby) {
     if (!seen.inRecovery) return Error{"postgres is no longer in recovery"};
@@ -25,6 +39,7 @@ Result<bool> checkFence(const FenceTarget& fence, const FenceSeen& seen) {
     return true;
   }
   if (seen.inRecovery) return Error{"postgres is in recovery"};
+  if (fence.quorum) return checkQuorumFence(*fence.quorum, seen);
   std::vector<std::string> waitFor{fence.syncId};
   if (fence.alsoSyncId) waitFor.push_back(*fence.alsoSyncId);
   if (!waitsForAll(seen.syncNames, waitFor)) {
@@ -40,6 +55,7 @@ Result<bool> checkFence(const FenceTarget& fence, const FenceSeen& seen) {
 
 std::string describeFence(const FenceTarget& fence) {
   if (fence.standby) return "no longer streaming from the upstream";
+  if (fence.quorum) return "commits now wait for " + renderQuorum(*fence.quorum);
   return fence.alsoSyncId ? "commits now wait for both " + fence.syncId + " and " + *fence.alsoSyncId
                           : "commits now wait for " + fence.syncId + " alone";
 }
@@ -60,6 +76,41 @@ bool startupWaitsForWal(const std::string& waitEvent) {
 bool startupWaitsForClients(const std::string& waitEventType, const std::string& waitEvent) {
   return waitEventType == "Lock" || waitEventType == "BufferPin" || waitEvent == "RecoveryConflictSnapshot" ||
          waitEvent == "RecoveryConflictTablespace";
+}
+
+Result<QuorumFence> planQuorumFence(const std::optional<StandbyQuorum>& from, const StandbyQuorum& to) {
+  if (auto valid = validQuorum(to); !valid) return Error{"a primary is fenced for an invalid quorum: " + valid.error()};
+  QuorumFence out;
+  out.target.quorum = to;
+  // A walsender's k is its own copy of the setting, unobservable (0079 P3): when k grows,
+  // one that has not reloaded yet would release commits under the smaller k.
+  out.endWalsenders = to.k > (from ? from->k : 0);
+  return out;
+}
+
+QuorumFenceNext planQuorumFenceStep(const QuorumFence& fence, const QuorumFenceProgress& at,
+                                    const QuorumFenceSeen& seen, bool gaveUp) {
+  QuorumFenceNext next{QuorumFenceStep::kWaitForCatchUp, at};
+  if (fence.endWalsenders && seen.staleWalsenders > 0) {
+    if (!at.walsendersEnded) {
+      next.step = QuorumFenceStep::kEndWalsenders;
+      next.progress.walsendersEnded = true;
+      return next;
+    }
+    next.step = gaveUp ? QuorumFenceStep::kGaveUp : QuorumFenceStep::kWaitForWalsenders;
+    return next;
+  }
+  // Every walsender that releases commits now runs the step's rule: p0 bounds every
+  // commit acknowledged under the previous one.
+  if (!next.progress.p0) next.progress.p0 = seen.primaryFlush;
+  const int k = fence.target.quorum ? fence.target.quorum->k : 1;
+  const std::optional<uint64_t> flushed = kthLatestFlush(seen.memberFlushes, k);
+  if (flushed && *flushed >= *next.progress.p0) {
+    next.step = QuorumFenceStep::kCaughtUp;
+  } else if (gaveUp) {
+    next.step = QuorumFenceStep::kGaveUp;
+  }
+  return next;
 }
 
 }  // namespace dugong::pg

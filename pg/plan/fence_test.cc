@@ -39,9 +39,9 @@ TEST(PlanFence, TargetTable) {
 }
 
 TEST(PlanFence, CheckTable) {
-  const FenceTarget standby{true, "", {}};
-  const FenceTarget alone{false, "c", {}};
-  const FenceTarget both{false, "c", "b"};
+  const FenceTarget standby{true, "", {}, {}};
+  const FenceTarget alone{false, "c", {}, {}};
+  const FenceTarget both{false, "c", "b", {}};
   struct Row {
     const char* name;
     FenceTarget fence;
@@ -67,6 +67,170 @@ TEST(PlanFence, CheckTable) {
     EXPECT_EQ(c.ok(), r.holds) << r.name << (c.ok() ? "" : ": " + c.error());
   }
   EXPECT_EQ(describeFence(both), "commits now wait for both c and b");
+}
+
+TEST(PlanFence, QuorumTargetTable) {
+  using Q = StandbyQuorum;
+  struct Row {
+    const char* name;
+    std::optional<Q> from;
+    Q to;
+    bool endWalsenders;
+  };
+  const Row rows[] = {
+      {"a member removed: its priority 0 is observed, no walsender ended", Q{1, {"b", "c", "d"}}, Q{1, {"b", "c"}},
+       false},
+      {"k raised: a walsender's k is unobservable, every member's ended", Q{1, {"b", "c", "d"}}, Q{2, {"b", "c", "d"}},
+       true},
+      {"k lowered (a weakening reload, verified the same way)", Q{2, {"b", "c", "d"}}, Q{1, {"b", "c", "d"}}, false},
+      {"a member added (the same)", Q{1, {"b", "c"}}, Q{1, {"b", "c", "d"}}, false},
+      {"the sync re-encoded as ANY 1 (b)", Q{1, {"b"}}, Q{1, {"b"}}, false},
+      {"from the sync to k = 2", Q{1, {"b"}}, Q{2, {"b", "c"}}, true},
+      {"from no synchronous standby at all", std::nullopt, Q{1, {"b", "c"}}, true},
+  };
+  for (const Row& r : rows) {
+    auto f = planQuorumFence(r.from, r.to);
+    ASSERT_TRUE(f.ok()) << r.name << ": " << f.error();
+    EXPECT_EQ(f->target.quorum, std::optional<Q>(r.to)) << r.name;
+    EXPECT_FALSE(f->target.standby) << r.name;
+    EXPECT_TRUE(f->target.syncId.empty()) << r.name;
+    EXPECT_EQ(f->endWalsenders, r.endWalsenders) << r.name;
+  }
+  EXPECT_EQ(planQuorumFence(Q{1, {"b"}}, Q{2, {"b"}}).error(),
+            "a primary is fenced for an invalid quorum: a quorum of 1 members cannot wait for 2");
+  EXPECT_FALSE(planQuorumFence(Q{1, {"b"}}, Q{1, {"b", "B"}}).ok());
+  EXPECT_EQ(describeFence(planQuorumFence(Q{1, {"b", "c", "d"}}, Q{1, {"b", "c"}})->target),
+            "commits now wait for ANY 1 (\"b\", \"c\")");
+}
+
+TEST(PlanFence, QuorumCheckTable) {
+  FenceTarget fence;
+  fence.quorum = StandbyQuorum{1, {"b", "c"}};
+  struct Row {
+    const char* name = "";
+    FenceSeen seen{};
+    bool holds = false;
+  };
+  const std::vector<Row> rows = {
+      {.name = "ANY 1 of exactly b and c, every walsender as it should be",
+       .seen = {.syncNames = "ANY 1 (\"b\", \"c\")"},
+       .holds = true},
+      {.name = "in another order, other case", .seen = {.syncNames = "any 1 (C, b)"}, .holds = true},
+      {.name = "in recovery", .seen = {.inRecovery = true, .syncNames = "ANY 1 (\"b\", \"c\")"}},
+      {.name = "the old setting, with d", .seen = {.syncNames = "ANY 1 (\"b\", \"c\", \"d\")"}},
+      {.name = "the old k", .seen = {.syncNames = "ANY 2 (\"b\", \"c\")"}},
+      {.name = "FIRST is another rule", .seen = {.syncNames = "FIRST 1 (\"b\", \"c\")"}},
+      {.name = "the removed member's walsender still has a priority",
+       .seen = {.syncNames = "ANY 1 (\"b\", \"c\")", .othersWithPriority = 1}},
+      {.name = "a member's walsender has not taken the setting",
+       .seen = {.syncNames = "ANY 1 (\"b\", \"c\")", .syncWithoutPriority = 1}},
+  };
+  for (const Row& r : rows) {
+    auto c = checkFence(fence, r.seen);
+    EXPECT_EQ(c.ok(), r.holds) << r.name << (c.ok() ? "" : ": " + c.error());
+  }
+  EXPECT_EQ(checkFence(fence, {.syncNames = "ANY 2 (b, c)"}).error(),
+            "synchronous_standby_names is 'ANY 2 (b, c)', not ANY 1 (\"b\", \"c\")");
+}
+
+TEST(PlanFence, QuorumStepTable) {
+  const QuorumFence removal = planQuorumFence(StandbyQuorum{2, {"b", "c", "d", "e"}}, {2, {"b", "c", "d"}}).value();
+  const QuorumFence raise = planQuorumFence(StandbyQuorum{1, {"b", "c", "d"}}, {2, {"b", "c", "d"}}).value();
+  using P = QuorumFenceProgress;
+  using S = QuorumFenceStep;
+  struct Row {
+    const char* name = "";
+    QuorumFence fence{};
+    P at{};
+    QuorumFenceSeen seen{};
+    bool gaveUp = false;
+    S want{};
+    P then{};
+  };
+  const std::vector<Row> rows = {
+      {.name = "removal: p0 read at the first look, k = 2: one member there is not enough",
+       .fence = removal,
+       .seen = {.memberFlushes = {500, 400, 300}, .primaryFlush = 500},
+       .want = S::kWaitForCatchUp,
+       .then = {.p0 = 500}},
+      {.name = "removal: the second latest reached p0 (not the primary's later position)",
+       .fence = removal,
+       .at = {.p0 = 500},
+       .seen = {.memberFlushes = {600, 500, 300}, .primaryFlush = 700},
+       .want = S::kCaughtUp,
+       .then = {.p0 = 500}},
+      {.name = "removal: already there at the first look",
+       .fence = removal,
+       .seen = {.memberFlushes = {500, 500}, .primaryFlush = 500},
+       .want = S::kCaughtUp,
+       .then = {.p0 = 500}},
+      {.name = "removal: fewer than k members stream",
+       .fence = removal,
+       .at = {.p0 = 500},
+       .seen = {.memberFlushes = {900}, .primaryFlush = 900},
+       .want = S::kWaitForCatchUp,
+       .then = {.p0 = 500}},
+      {.name = "removal: needs no walsender ended, whatever started when",
+       .fence = removal,
+       .at = {.p0 = 500},
+       .seen = {.staleWalsenders = 3, .memberFlushes = {500, 500}, .primaryFlush = 500},
+       .want = S::kCaughtUp,
+       .then = {.p0 = 500}},
+      {.name = "removal: at the deadline, not caught up: abandoned",
+       .fence = removal,
+       .at = {.p0 = 500},
+       .seen = {.memberFlushes = {500, 400}, .primaryFlush = 500},
+       .gaveUp = true,
+       .want = S::kGaveUp,
+       .then = {.p0 = 500}},
+      {.name = "removal: at the deadline, caught up: caught up",
+       .fence = removal,
+       .at = {.p0 = 500},
+       .seen = {.memberFlushes = {500, 500}, .primaryFlush = 500},
+       .gaveUp = true,
+       .want = S::kCaughtUp,
+       .then = {.p0 = 500}},
+      {.name = "raise: walsenders from before the reload: end them, no p0 yet",
+       .fence = raise,
+       .seen = {.staleWalsenders = 3, .memberFlushes = {500, 500, 500}, .primaryFlush = 500},
+       .want = S::kEndWalsenders,
+       .then = {.walsendersEnded = true}},
+      {.name = "raise: ended, one still there: wait, no p0 yet",
+       .fence = raise,
+       .at = {.walsendersEnded = true},
+       .seen = {.staleWalsenders = 1, .memberFlushes = {500, 500}, .primaryFlush = 500},
+       .want = S::kWaitForWalsenders,
+       .then = {.walsendersEnded = true}},
+      {.name = "raise: still there at the deadline: abandoned",
+       .fence = raise,
+       .at = {.walsendersEnded = true},
+       .seen = {.staleWalsenders = 1, .memberFlushes = {500, 500}, .primaryFlush = 500},
+       .gaveUp = true,
+       .want = S::kGaveUp,
+       .then = {.walsendersEnded = true}},
+      {.name = "raise: every member's walsender is new: p0 read now",
+       .fence = raise,
+       .at = {.walsendersEnded = true},
+       .seen = {.memberFlushes = {520, 480}, .primaryFlush = 520},
+       .want = S::kWaitForCatchUp,
+       .then = {.walsendersEnded = true, .p0 = 520}},
+      {.name = "raise: two new walsenders' members flushed p0",
+       .fence = raise,
+       .at = {.walsendersEnded = true, .p0 = 520},
+       .seen = {.memberFlushes = {530, 520}, .primaryFlush = 530},
+       .want = S::kCaughtUp,
+       .then = {.walsendersEnded = true, .p0 = 520}},
+      {.name = "raise: no member's walsender runs from before (none streamed): no need to end any",
+       .fence = raise,
+       .seen = {.primaryFlush = 500},
+       .want = S::kWaitForCatchUp,
+       .then = {.p0 = 500}},
+  };
+  for (const Row& r : rows) {
+    const QuorumFenceNext next = planQuorumFenceStep(r.fence, r.at, r.seen, r.gaveUp);
+    EXPECT_EQ(next.step, r.want) << r.name;
+    EXPECT_EQ(next.progress, r.then) << r.name;
+  }
 }
 
 TEST(PlanFence, StandbyWalEndTable) {

@@ -147,22 +147,66 @@ bool sameName(const std::string& listed, const std::string& name) {
   }
   return true;
 }
-}  // namespace
 
-bool waitsForAll(const std::string& text, const std::vector<std::string>& names) {
-  auto parsed = parseStandbyNames(text);
-  if (!parsed || names.empty() || parsed->count != static_cast<int>(names.size()) ||
-      parsed->names.size() != names.size()) {
-    return false;
-  }
-  // Every standby listed must be acknowledged ("*" would match any standby).
+// The parsed list names exactly `names`, each once, and no "*" (which matches any standby).
+bool listsExactly(const StandbyNames& parsed, const std::vector<std::string>& names) {
+  if (names.empty() || parsed.names.size() != names.size()) return false;
   for (const std::string& name : names) {
     int matches = 0;
-    for (const std::string& listed : parsed->names) {
+    for (const std::string& listed : parsed.names) {
       if (listed == "*") return false;
       if (sameName(listed, name)) ++matches;
     }
     if (matches != 1) return false;
+  }
+  return true;
+}
+}  // namespace
+
+bool waitsForAll(const std::string& text, const std::vector<std::string>& names) {
+  auto parsed = parseStandbyNames(text);
+  // Every standby listed must be acknowledged.
+  return parsed && parsed->count == static_cast<int>(names.size()) && listsExactly(*parsed, names);
+}
+
+bool waitsForQuorum(const std::string& text, const StandbyQuorum& quorum) {
+  auto parsed = parseStandbyNames(text);
+  return parsed && validQuorum(quorum) && parsed->method == StandbyNames::Method::kAny && parsed->count == quorum.k &&
+         listsExactly(*parsed, quorum.members);
+}
+
+std::string quoteStandbyName(const std::string& name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string renderQuorum(const StandbyQuorum& quorum) {
+  std::string out = "ANY " + std::to_string(quorum.k) + " (";
+  for (size_t i = 0; i < quorum.members.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += quoteStandbyName(quorum.members[i]);
+  }
+  return out + ")";
+}
+
+Result<bool> validQuorum(const StandbyQuorum& quorum) {
+  const int n = static_cast<int>(quorum.members.size());
+  if (n == 0) return Error{"a quorum needs at least one member"};
+  if (quorum.k < 1 || quorum.k > n) {
+    return Error{"a quorum of " + std::to_string(n) + " members cannot wait for " + std::to_string(quorum.k)};
+  }
+  for (size_t i = 0; i < quorum.members.size(); ++i) {
+    if (quorum.members[i].empty()) return Error{"a quorum member has an empty name"};
+    if (quorum.members[i] == "*") return Error{"a quorum member named * would stand for any standby"};
+    for (size_t j = 0; j < i; ++j) {
+      if (sameName(quorum.members[j], quorum.members[i])) {
+        return Error{"'" + quorum.members[i] + "' is a quorum member twice"};
+      }
+    }
   }
   return true;
 }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace dugong::pg {
 namespace {
 
@@ -77,6 +79,72 @@ TEST(PlanCatchUp, Table) {
     EXPECT_EQ(c.target, r.newTarget) << r.name;
     EXPECT_EQ(c.targetSet, r.targetSet) << r.name;
     EXPECT_EQ(c.writable, r.writable) << r.name;
+  }
+}
+
+TEST(PlanCatchUp, KthFlush) {
+  EXPECT_EQ(kthLatestFlush({90, 120, 100}, 1), std::optional<uint64_t>(120));
+  EXPECT_EQ(kthLatestFlush({90, 120, 100}, 2), std::optional<uint64_t>(100));
+  EXPECT_EQ(kthLatestFlush({90, 120, 100}, 3), std::optional<uint64_t>(90));
+  EXPECT_EQ(kthLatestFlush({100, 100, 90}, 2), std::optional<uint64_t>(100));  // two have flushed 100
+  EXPECT_EQ(kthLatestFlush({90, 120}, 3), std::nullopt);
+  EXPECT_EQ(kthLatestFlush({}, 1), std::nullopt);
+  EXPECT_EQ(kthLatestFlush({90}, 0), std::nullopt);
+}
+
+TEST(PlanCatchUp, QuorumTable) {
+  struct Row {
+    const char* name = "";
+    std::optional<uint64_t> target{};
+    QuorumSeen seen{};
+    std::optional<uint64_t> newTarget{};
+    bool targetSet = false;
+    bool writable = false;
+  };
+  const std::vector<Row> rows = {
+      {.name = "no member streams synchronously: wait", .seen = {.primaryAt = 100, .k = 1}},
+      {.name = "k = 2, one member streams: no target yet",
+       .seen = {.primaryAt = 100, .k = 2, .memberFlushes = {100}}},
+      {.name = "k = 2, two stream: the target is the primary's position",
+       .seen = {.primaryAt = 100, .k = 2, .memberFlushes = {100, 90}},
+       .newTarget = 100,
+       .targetSet = true},
+      {.name = "k = 2, both there",
+       .seen = {.primaryAt = 100, .k = 2, .memberFlushes = {100, 100}},
+       .newTarget = 100,
+       .targetSet = true,
+       .writable = true},
+      {.name = "k = 2: the latest alone is not enough",
+       .target = 100,
+       .seen = {.primaryAt = 150, .k = 2, .memberFlushes = {150, 99, 50}},
+       .newTarget = 100},
+      {.name = "k = 2: the second latest reached the target (not the primary's later position)",
+       .target = 100,
+       .seen = {.primaryAt = 150, .k = 2, .memberFlushes = {50, 100, 150}},
+       .newTarget = 100,
+       .writable = true},
+      {.name = "k = 1 of two: the latest is enough",
+       .target = 100,
+       .seen = {.primaryAt = 150, .k = 1, .memberFlushes = {40, 120}},
+       .newTarget = 100,
+       .writable = true},
+      {.name = "fewer than k stream now: target kept, not writable",
+       .target = 100,
+       .seen = {.primaryAt = 150, .k = 2, .memberFlushes = {150}},
+       .newTarget = 100},
+  };
+  for (const Row& r : rows) {
+    const CatchUp c = planCatchUp(r.target, r.seen);
+    EXPECT_EQ(c.target, r.newTarget) << r.name;
+    EXPECT_EQ(c.targetSet, r.targetSet) << r.name;
+    EXPECT_EQ(c.writable, r.writable) << r.name;
+  }
+  // The sync's rule is the quorum's with one member and k = 1.
+  for (uint64_t flush : {90u, 100u, 110u}) {
+    const CatchUp sync = planCatchUp(std::nullopt, std::optional<SyncSeen>(SyncSeen{100, flush}));
+    const CatchUp quorum = planCatchUp(std::nullopt, QuorumSeen{100, 1, {flush}});
+    EXPECT_EQ(sync.target, quorum.target);
+    EXPECT_EQ(sync.writable, quorum.writable);
   }
 }
 
