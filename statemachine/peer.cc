@@ -65,6 +65,9 @@ std::vector<Action> Peer::step(EpochMs now, const Event& event) {
                  [this](const SyncAcknowledgement& e) {
                    if (zkInitialized_) onSyncAcknowledgement(e);
                  },
+                 // Quorum mode's (docs/decisions/0079-quorum-commit.md): not run yet.
+                 [](const ReportPublished&) {},
+                 [](const ReplicationWanted&) {},
              },
              event);
   out_ = nullptr;
