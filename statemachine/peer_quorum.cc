@@ -2,6 +2,7 @@
 // a member's takeover (4.1-4.5: fence, read, report, decide, write with checks, or wait
 // for the taker), and the primary's membership steps (5.1-5.3), each run by the pure
 // rules of quorum.h. Sync mode never comes here: a sync-mode state is Manatee's.
+#include <map>
 #include <utility>
 
 #include "statemachine/peer.h"
@@ -140,6 +141,9 @@ bool Peer::reportHoldsFence() {
 // time, in the order of 5.1), and the async chain behind the first member.
 void Peer::evaluateQuorumPrimary() {
   const ClusterState& s = *state_;
+  // A verdict about a peer that is no longer a member is stale (a member added again
+  // starts with none).
+  std::erase_if(quorum_.stalled, [&s](const auto& e) { return !containsPeer(s.quorum->members, e.first); });
   if (s.hasPromote()) {
     auto req = validatePromote(s.promote, s, now_);
     if (!req) {

@@ -413,7 +413,44 @@ TEST(PeerQuorum, AMemberThatAcknowledgesNothingIsRemoved) {
   auto writes = only<WriteClusterState>(h.step(PgFenced{true, "", 3}));
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_EQ(peerIds(writes[0].state.async), "c, b");
-  EXPECT_TRUE(logged(h.step(SyncAcknowledgement{"b", true, ""}), "acknowledges commits again"));
+  h.step(StateWriteFinished{true, "", false, 5});
+  EXPECT_FALSE(h.peer.inspect()["quorum"].contains("acknowledgeNothing"));  // no longer a member
+  EXPECT_TRUE(h.step(SyncAcknowledgement{"b", true, ""}).empty());         // stale
+}
+
+// A member that acknowledges again before its removal is written stays: the step's
+// fence is lifted by the state's rule.
+TEST(PeerQuorum, AMemberThatAcknowledgesAgainBeforeItsRemovalStays) {
+  Harness h;
+  h.primary(quorumState(1, {"a", "b"}, {}, "me"), {"me", "a", "b"});
+  ASSERT_TRUE(has<FencePg>(h.step(SyncAcknowledgement{"b", false, "stuck"})));
+  EXPECT_TRUE(logged(h.step(SyncAcknowledgement{"b", true, ""}), "member b acknowledges commits again"));
+  auto fenced = h.step(PgFenced{true, "", 3});
+  EXPECT_FALSE(has<WriteClusterState>(fenced));
+  EXPECT_EQ(appliedRule(fenced), "ANY 1 (a, b)");
+}
+
+// A request to promote an async waits in quorum mode (an async becomes a member by a
+// step first) and expires.
+TEST(PeerQuorum, APromoteRequestForAnAsyncIsNotCarriedOutInQuorumMode) {
+  Harness h;
+  ClusterState s = quorumState(1, {"a", "b"}, {"c"}, "me");
+  s.promote = {{"id", "c"}, {"role", "async"}, {"asyncIndex", 0}, {"generation", 7},
+               {"expireTime", "2099-01-01T00:00:00Z"}};
+  auto start = h.primary(s, {"me", "a", "b", "c"});
+  EXPECT_FALSE(has<WriteClusterState>(start));
+  EXPECT_TRUE(logged(start, "an async becomes a member by a membership step first"));
+}
+
+// A member reports only with its WAL's history.
+TEST(PeerQuorum, AMemberWhoseHistoryIsNotKnownDoesNotReport) {
+  Harness h;
+  h.member(quorumState(1, {"me", "b"}), {"p", "me", "b"});
+  h.active({"me", "b"});
+  h.step(PgFenced{true, "", 11});
+  auto read = h.step(WalPositionRead{WalPosition(0x2000), "", 11, std::nullopt});
+  EXPECT_FALSE(has<PublishReport>(read));
+  EXPECT_TRUE(logged(read, "the timelines of this member's WAL are not known"));
 }
 
 // 5.3 step 6: quorum mode wanted on a sync-mode state: the sync re-encoded as
@@ -423,6 +460,7 @@ TEST(PeerQuorum, QuorumModeWantedReencodesTheSyncModeState) {
   ClusterState s = peer_test::cluster(7, "me", "a", {"c"});
   s.initWal = WalPosition(0x1000);
   h.primary(s, {"me", "a", "c"});
+  EXPECT_EQ(h.peer.inspect()["quorum"]["mode"], "sync");
   auto wanted = h.step(ReplicationWanted{ReplicationMode::kQuorum, 1, 2});
   auto writes = only<WriteClusterState>(wanted);
   ASSERT_EQ(writes.size(), 1u);
