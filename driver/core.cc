@@ -298,6 +298,12 @@ void DriverCore::carryOut(Action action) {
             return fencePg(f.newSync);
           },
           [&](const ReadWal&) { emit(cmd::ReadWal{}); },
+          // Quorum mode's report (docs/decisions/0079-quorum-commit.md 4.2) is published by
+          // the session once the driver runs quorum mode; until then the state machine,
+          // which reads no format-2 state here (PeerOptions::quorum off), never asks.
+          [&](const PublishReport&) {
+            later(ReportPublished{false, "this driver does not publish takeover reports yet", -1});
+          },
           [&](const StartTimer& t) {
             const TimerKey key{TimerKind::kStateMachine, t.id};
             arm(key, now() + t.delayMs);

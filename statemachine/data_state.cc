@@ -2,16 +2,14 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 namespace dugong {
 
 nlohmann::json PeerDataState::toJson() const {
   if (!setUp) return {{"setUp", false}};
   nlohmann::json j = {{"setUp", true}, {"systemId", systemId}, {"timeline", timeline}, {"wal", wal.toString()}};
-  if (ancestors) {
-    j["history"] = nlohmann::json::array();
-    for (const auto& a : *ancestors) j["history"].push_back({a.timeline, a.end.toString()});
-  }
+  if (ancestors) j["history"] = ancestorsToJson(*ancestors);
   return j;
 }
 
@@ -35,17 +33,9 @@ Result<PeerDataState> PeerDataState::fromJson(const nlohmann::json& j) {
   d.timeline = j["timeline"].get<int64_t>();
   d.wal = *wal;
   if (j.contains("history")) {
-    const auto& h = j["history"];
-    if (!h.is_array()) return Error{"data state: \"history\" must be an array of [timeline, \"X/Y\"]"};
-    d.ancestors.emplace();
-    for (const auto& e : h) {
-      if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || e[0].get<int64_t>() < 1 || !e[1].is_string()) {
-        return Error{"data state: \"history\" must be an array of [timeline, \"X/Y\"]"};
-      }
-      auto end = WalPosition::parse(e[1].get<std::string>());
-      if (!end) return Error{"data state: \"history\": " + end.error()};
-      d.ancestors->push_back({e[0].get<int64_t>(), *end});
-    }
+    auto history = ancestorsFromJson(j["history"]);
+    if (!history) return Error{"data state: " + history.error()};
+    d.ancestors = std::move(history).value();
   }
   return d;
 }

@@ -35,6 +35,14 @@ std::string describeEvent(const Event& event, const std::function<std::string(co
           [&](const SyncAcknowledgement& e) {
             return "sync " + e.syncId + (e.acknowledging ? " acknowledges" : " acknowledges nothing: " + e.detail);
           },
+          [&](const ReportPublished& e) {
+            return e.ok ? "report published v" + std::to_string(e.nodeVersion) : "report publication failed: " + e.error;
+          },
+          [&](const ReplicationWanted& e) {
+            return e.mode == ReplicationMode::kSync ? std::string("replication wanted: sync")
+                                                    : "replication wanted: quorum k=" + std::to_string(e.k) +
+                                                          " size=" + std::to_string(e.size);
+          },
       },
       event);
 }

@@ -11,6 +11,8 @@
 
 #include "statemachine/data_state.h"
 #include "statemachine/identity.h"
+#include "statemachine/quorum.h"
+#include "statemachine/takeover_report.h"
 #include "statemachine/timeline_history.h"
 #include "statemachine/wal_position.h"
 
@@ -41,13 +43,19 @@ struct ZkInitialized {
   // "Choosing the new sync"). A peer that publishes nothing about it (an older agent, an
   // environment that does not tell) is not in the set: it counts as streaming.
   std::set<std::string> notStreaming = {};
+  // Quorum mode (docs/decisions/0079-quorum-commit.md 4.2): the takeover reports the
+  // active peers publish in their election nodes, by peer id, each with its node's data
+  // version (TakeoverReport::nodeVersion), which a takeover's write checks. This peer's
+  // own is among them: an agent restarted with its session finds its report here.
+  TakeoverReports reports = {};
 };
 
-// The set of peers with a live session changed. In session order.
+// The set of peers with a live session changed, or what they publish did. In session order.
 struct ActivePeersChanged {
   PeerList active;
   PeerDataStates data = {};  // as in ZkInitialized
   std::set<std::string> notStreaming = {};  // as in ZkInitialized
+  TakeoverReports reports = {};  // as in ZkInitialized
 };
 
 // The cluster-state node changed (or was deleted: exists = false).
@@ -101,12 +109,32 @@ struct WalPositionRead {
   std::optional<TimelineHistory> history = std::nullopt;
 };
 
+// The last PublishReport finished: this peer's election node holds the report asked for
+// (or none, for a withdrawal) at data version `nodeVersion`. On failure nothing is
+// assumed: the node may hold either.
+struct ReportPublished {
+  bool ok = false;
+  std::string error;         // when !ok
+  int32_t nodeVersion = -1;  // when ok
+};
+
+// What the cluster configuration wants of replication (its `replication` block, 0079
+// section 2): Manatee's one sync, or a quorum of k out of `size` members. Delivered at
+// start and on each change; absent, the primary keeps the state's mode, k and size.
+struct ReplicationWanted {
+  ReplicationMode mode = ReplicationMode::kSync;
+  int k = 1;
+  int size = 2;
+};
+
 // The primary's agent watches its sync's acknowledgements (the sync's walsender and its
 // flush position while commits wait for it) and says when that changes. A sync that keeps
 // its ZooKeeper session but acknowledges nothing (the link between the two cut, its
 // postgres hung, its disk full) stalls every commit: the primary replaces it.
+// In quorum mode there is one per member: `syncId` is the member this is about (commits do
+// not wait on one member; its verdict is whether it acknowledges, 0079 section 6.2).
 struct SyncAcknowledgement {
-  std::string syncId;          // the sync this is about
+  std::string syncId;          // the sync (quorum mode: the member) this is about
   bool acknowledging = true;
   std::string detail;          // when not: what the agent saw, for the log and the history
 };
@@ -119,7 +147,8 @@ struct TimerFired {
 };
 
 using Event = std::variant<ZkInitialized, ActivePeersChanged, ClusterStateChanged, PgInitialized, PgConfigApplied,
-                           PgFenced, StateWriteFinished, WalPositionRead, TimerFired, SyncAcknowledgement>;
+                           PgFenced, StateWriteFinished, WalPositionRead, TimerFired, SyncAcknowledgement,
+                           ReportPublished, ReplicationWanted>;
 
 // One line for a trace or a log: "active [a, b]", "write ok v7", ... `stateText` names a
 // state node (default: "v<version>", or "none").

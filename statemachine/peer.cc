@@ -44,6 +44,7 @@ std::vector<Action> Peer::step(EpochMs now, const Event& event) {
                    active_ = e.active;
                    dataStates_ = e.data;
                    notStreaming_ = e.notStreaming;
+                   if (opts_.quorum) quorum_.seen = e.reports;
                    evaluate();
                  },
                  [this](const ClusterStateChanged& e) {
@@ -65,6 +66,12 @@ std::vector<Action> Peer::step(EpochMs now, const Event& event) {
                  [this](const SyncAcknowledgement& e) {
                    if (zkInitialized_) onSyncAcknowledgement(e);
                  },
+                 [this](const ReportPublished& e) { onReportPublished(e); },
+                 [this](const ReplicationWanted& e) {
+                   if (!opts_.quorum) return;
+                   quorum_.wanted = e;
+                   evaluate();
+                 },
              },
              event);
   out_ = nullptr;
@@ -78,6 +85,17 @@ void Peer::onZkInitialized(const ZkInitialized& e) {
   active_ = e.active;
   dataStates_ = e.data;
   notStreaming_ = e.notStreaming;
+  if (opts_.quorum) {
+    quorum_.seen = e.reports;
+    // A report of this peer's that its election node still holds (an agent restarted
+    // with its session): it stands until withdrawn, before anything is applied.
+    auto mine = e.reports.find(opts_.self.id);
+    if (mine != e.reports.end() && !quorum_.mine && !quorum_.publishing) {
+      quorum_.mine = mine->second;
+      log(LogLevel::kInfo, "found this member's takeover report (" + mine->second.describe() +
+                               ") in its election node: it stands until withdrawn");
+    }
+  }
   // Read afresh by a new session: whatever its version, this is the state now (a lower
   // version than before means the node was deleted and written again meanwhile).
   stateVersion_ = -1;
@@ -108,7 +126,8 @@ void Peer::onClusterState(const StateNode& node) {
     return;
   }
   if (state_ && node.version < stateVersion_) return;  // older than what we wrote or saw
-  auto parsed = ClusterState::parse(node.data);
+  auto parsed = ClusterState::parse(node.data, opts_.quorum ? ClusterState::Formats::kSyncAndQuorum
+                                                             : ClusterState::Formats::kSyncOnly);
   if (!parsed) {
     halted_ = "invalid cluster state (version " + std::to_string(node.version) + "): " + parsed.error() +
               "; not acting until a valid state is written";
@@ -311,8 +330,9 @@ void Peer::evaluate() {
   }
   // Postgres follows the state as it is now; a write in flight changes it only once
   // confirmed (a takeover promotes postgres after its new generation is written). A
-  // takeover in progress keeps its fence; an abandoned one is lifted here.
-  if (!keepFence_) applyPg(desiredPgConfig());
+  // takeover in progress keeps its fence; an abandoned one is lifted here, once a quorum
+  // member's report is withdrawn.
+  if (!keepFence_ && !reportHoldsFence()) applyPg(desiredPgConfig());
 }
 
 void Peer::evaluateNoState() {
@@ -444,6 +464,7 @@ void Peer::evaluateSetupFromData() {
 
 void Peer::evaluateSync() {
   const ClusterState& s = *state_;
+  if (s.quorum) return evaluateMember();
   std::string why;
   if (!isActive(s.primary.id)) {
     why = "primary " + s.primary.id + " is gone";
@@ -493,6 +514,7 @@ Role Peer::roleFromState(const ClusterState& s) const {
   if (isSelf(s.primary)) return Role::kPrimary;
   if (s.oneNodeWriteMode) return Role::kUnassigned;
   if (s.sync && isSelf(*s.sync)) return Role::kSync;
+  if (s.quorum && containsPeer(s.quorum->members, opts_.self.id)) return Role::kSync;  // a member
   if (containsPeer(s.deposed, opts_.self.id)) return Role::kDeposed;
   if (containsPeer(s.async, opts_.self.id)) return Role::kAsync;
   return Role::kUnassigned;
@@ -505,8 +527,11 @@ PgConfig Peer::desiredPgConfig() const {
       // Only a new cluster's first primary may create its data directory: in any later
       // generation, or one set up from data (initWal), it holds the cluster's data, and
       // the generation's history up to initWal.
-      if (s.generation == 1 && s.initWal == WalPosition()) return PgConfig::firstPrimary(s.sync);
-      PgConfig c = PgConfig::primary(s.sync);
+      // In quorum mode commits wait for k of the members, never for none.
+      PgConfig c = s.generation == 1 && s.initWal == WalPosition() ? PgConfig::firstPrimary(s.sync)
+                                                                    : PgConfig::primary(s.sync);
+      c.quorum = s.quorum;
+      if (c.newCluster) return c;
       c.initWal = s.initWal;
       c.initTimeline = s.initTimeline;
       return c;
@@ -515,7 +540,10 @@ PgConfig Peer::desiredPgConfig() const {
       return PgConfig::standby(PgRole::kSync, s.primary, s.primary);
     case Role::kAsync: {
       int i = indexOfPeer(s.async, opts_.self.id);
-      const PeerIdentity& upstream = i == 0 ? *s.sync : s.async[static_cast<size_t>(i - 1)];
+      // In quorum mode the chain hangs from the first member.
+      const PeerIdentity& upstream = i > 0   ? s.async[static_cast<size_t>(i - 1)]
+                                     : s.quorum ? s.quorum->members.front()
+                                                : *s.sync;
       return PgConfig::standby(PgRole::kAsync, upstream, s.primary);
     }
     case Role::kUnassigned:
@@ -613,7 +641,7 @@ std::optional<WalPosition> Peer::fencedWal(const std::string& why, const std::op
   return std::nullopt;
 }
 
-void Peer::writeState(ClusterState next, const std::string& reason) {
+void Peer::writeState(ClusterState next, const std::string& reason, std::vector<ElectionNodeCheck> checks) {
   if (holdUpdates_) {
     blocked("waiting to retry a failed cluster-state write: " + reason, false);
     return;
@@ -622,7 +650,7 @@ void Peer::writeState(ClusterState next, const std::string& reason) {
   updateReason_ = reason;
   lastBlocked_.clear();
   log(LogLevel::kInfo, "writing the cluster state: " + reason);
-  out_->push_back(WriteClusterState{next, state_ ? stateVersion_ : -1, reason});
+  out_->push_back(WriteClusterState{next, state_ ? stateVersion_ : -1, reason, std::move(checks)});
   writing_ = std::move(next);
 }
 
@@ -697,8 +725,10 @@ std::string Peer::noSyncCandidate() const {
 }
 
 std::string Peer::describe(const ClusterState& s) const {
-  return "generation " + std::to_string(s.generation) + ", primary " + s.primary.id + ", sync " +
-         (s.sync ? s.sync->id : std::string("none")) + ", async " + peerIdList(s.async);
+  const std::string sync = s.quorum ? ", quorum ANY " + std::to_string(s.quorum->k) + " " + peerIdList(s.quorum->members)
+                                    : ", sync " + (s.sync ? s.sync->id : std::string("none"));
+  return "generation " + std::to_string(s.generation) + ", primary " + s.primary.id + sync + ", async " +
+         peerIdList(s.async);
 }
 
 nlohmann::json Peer::inspect() const {
@@ -731,6 +761,7 @@ nlohmann::json Peer::inspect() const {
   };
   if (auto why = haltReason()) j["halted"] = *why;
   if (stalledSync_) j["syncAcknowledgesNothing"] = {{"sync", stalledSync_->syncId}, {"detail", stalledSync_->detail}};
+  if (opts_.quorum) j["quorum"] = inspectQuorum();
   if (opts_.setupFromData && !state_) {
     nlohmann::json data = nlohmann::json::object();
     for (const auto& [id, d] : dataStates_) data[id] = d.toJson();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,6 +19,7 @@
 #include "statemachine/cluster_state.h"
 #include "statemachine/event.h"
 #include "statemachine/pg_config.h"
+#include "statemachine/quorum.h"
 #include "statemachine/time_format.h"
 
 namespace dugong {
@@ -48,6 +50,13 @@ struct PeerOptions {
   // again once two holds passed without one. A link that comes and goes costs a
   // generation per hold, the holds doubling; two faults a minute apart cost nothing.
   int64_t syncReplaceHoldMs = 5000;
+  // Quorum mode (docs/decisions/0079-quorum-commit.md, peer_quorum.cc): read format-2
+  // states (ClusterState::Formats::kSyncAndQuorum) and run their rules: a member's fence,
+  // read and report, the takeover decided from the reports, the primary's membership
+  // steps, and a sync-mode state re-encoded when ReplicationWanted asks for quorum mode.
+  // Off (the agent, until its driver publishes reports): a format-2 state halts the peer
+  // as any state this build does not run, and nothing here changes by one byte.
+  bool quorum = false;
 };
 
 class Peer {
@@ -82,8 +91,14 @@ class Peer {
   // True while a configuration from before a fence must not be applied (not by a restart
   // either): a takeover's state write failed in a way that it may have landed (a primary's
   // new sync, or this sync the new primary), and the state machine does not know yet
-  // whether it did. Before any such write, a restart only makes the takeover fence again.
-  bool keepsFence() const { return unsettledWrite_.has_value(); }
+  // whether it did; or, in quorum mode, this member's takeover report stands (published,
+  // being published or withdrawn, or found in its election node): a takeover may count
+  // it, so postgres must stream nothing until it is withdrawn. The wanted configuration
+  // (wantedPgConfig) stays the member's: this is what keeps its fence across a restart.
+  // Before any such write, a restart only makes the takeover fence again.
+  bool keepsFence() const {
+    return unsettledWrite_.has_value() || quorum_.mine.has_value() || quorum_.publishing;
+  }
 
  private:
   enum class Update { kNone, kFencing, kReadingWal, kWriting };
@@ -100,13 +115,31 @@ class Peer {
   void onWalRead(const WalPositionRead& e);
   void onTimer(const TimerFired& e);
   void onSyncAcknowledgement(const SyncAcknowledgement& e);
+  void onReportPublished(const ReportPublished& e);
 
   void evaluate();
   void evaluateNoState();
   void evaluateSetupFromData();
   void evaluatePrimary();
   void evaluateOnwmPrimary();
+  // Drops absent asyncs from the chain and appends newcomers (not the `synchronous` ones).
+  void asyncChain(const PeerList& synchronous);
   void evaluateSync();
+  // Quorum mode (peer_quorum.cc).
+  void evaluateMember();
+  void evaluateQuorumPrimary();
+  void runMembershipStep(const MembershipStep& step);
+  // Fences the primary for a step that makes postgres acknowledge less easily: true
+  // once the fence (reload, verification, catch-up) of exactly this step holds.
+  bool quorumFenced(const MembershipStep& step);
+  // Publishes `report` in this peer's election node (none: withdraws it).
+  void publishReport(std::optional<TakeoverReport> report, const std::string& why);
+  // A report standing is withdrawn before postgres is configured again: true while the
+  // configuration must wait for that (a taker, primary now, promotes meanwhile).
+  bool reportHoldsFence();
+  QuorumPresence quorumPresence() const;
+  QuorumWanted quorumWanted() const;
+  nlohmann::json inspectQuorum() const;
   Role roleFromState(const ClusterState& s) const;
   PgConfig desiredPgConfig() const;
   void applyPg(const PgConfig& desired);
@@ -129,7 +162,7 @@ class Peer {
   // reads the WAL; returns the position once both are done. Keeps the fence in place
   // for the rest of this evaluation.
   std::optional<WalPosition> fencedWal(const std::string& why, const std::optional<PeerIdentity>& newSync);
-  void writeState(ClusterState next, const std::string& reason);
+  void writeState(ClusterState next, const std::string& reason, std::vector<ElectionNodeCheck> checks = {});
   // A takeover's write of unknown outcome: write the state as read back, test-and-set at
   // the version the takeover expected, unless news came meanwhile.
   void settleUnknownWrite();
@@ -206,6 +239,22 @@ class Peer {
   int64_t stalledGeneration_ = 0;
   std::optional<EpochMs> lastStallReplacement_;
   int64_t stallHoldMs_ = 0;  // the hold after lastStallReplacement_
+
+  // The quorum protocol's fields (quorum mode, peer_quorum.cc).
+  struct QuorumProtocol {
+    TakeoverReports seen;  // the present peers' published reports, with their node versions
+    // This member's report as its election node holds it: published (nodeVersion >= 0),
+    // or one that may be there (a publication that failed, nodeVersion -1, or found there
+    // by a new session): it stands until a withdrawal is confirmed.
+    std::optional<TakeoverReport> mine;
+    bool publishing = false;                  // a PublishReport in flight
+    std::optional<TakeoverReport> publishingWhat;  // what it publishes (none: a withdrawal)
+    std::optional<ReplicationWanted> wanted;  // from the cluster configuration
+    std::map<std::string, std::string> stalled;  // members that acknowledge nothing: what was seen
+    std::string waiting;                      // why a takeover waits (inspect)
+    std::optional<MembershipStep> step;       // the membership step under way
+  };
+  QuorumProtocol quorum_;
 
   int64_t primaryGeneration_ = 0;  // the generation in which this peer last acted as primary
   // The generation this peer took over in (as its sync): once its postgres runs as that

@@ -10,6 +10,7 @@ namespace dugong {
 
 void Peer::evaluatePrimary() {
   const ClusterState& s = *state_;
+  if (s.quorum) return evaluateQuorumPrimary();
 
   if (s.hasPromote()) {
     auto req = validatePromote(s.promote, s, now_);
@@ -97,10 +98,22 @@ void Peer::evaluatePrimary() {
 
   if (historyCheck_ == s.generation && pgReady() && !checkInitWalOnOwnHistory()) return;
 
+  // Quorum mode wanted (peer_quorum.cc): the sync re-encoded as ANY 1 (sync), the same rule.
+  if (opts_.quorum && quorum_.wanted && quorum_.wanted->mode == ReplicationMode::kQuorum) {
+    if (auto step = nextMembershipStep(s, quorumWanted(), quorumPresence())) return runMembershipStep(*step);
+  }
+
   // Async chain maintenance, in this generation: drop absent asyncs, append newcomers.
+  asyncChain({*s.sync});
+}
+
+// Drops absent asyncs and appends newcomers; the sync (quorum mode: the members) hold no
+// place in the chain.
+void Peer::asyncChain(const PeerList& synchronous) {
+  const ClusterState& s = *state_;
   PeerList asyncs = presentAsyncs();
   for (const auto& p : *active_) {
-    if (isSelf(p) || p.id == s.sync->id || containsPeer(asyncs, p.id) || containsPeer(s.async, p.id) ||
+    if (isSelf(p) || containsPeer(synchronous, p.id) || containsPeer(asyncs, p.id) || containsPeer(s.async, p.id) ||
         containsPeer(s.deposed, p.id)) {
       continue;
     }
@@ -216,6 +229,19 @@ ClusterState Peer::replaceStalledSync(WalPosition wal, const PeerList& order) co
 }
 
 void Peer::onSyncAcknowledgement(const SyncAcknowledgement& e) {
+  if (role_ == Role::kPrimary && state_ && state_->quorum) {  // quorum mode: one verdict per member
+    if (!containsPeer(state_->quorum->members, e.syncId)) return;  // stale
+    const bool known = quorum_.stalled.count(e.syncId) > 0;
+    if (e.acknowledging == !known) return;  // no change
+    if (e.acknowledging) {
+      quorum_.stalled.erase(e.syncId);
+      log(LogLevel::kInfo, "member " + e.syncId + " acknowledges commits again");
+    } else {
+      quorum_.stalled[e.syncId] = e.detail;
+      log(LogLevel::kWarn, "member " + e.syncId + " acknowledges no commits: " + e.detail);
+    }
+    return evaluate();
+  }
   if (role_ != Role::kPrimary || !state_ || !state_->sync || state_->sync->id != e.syncId) return;  // stale
   if (e.acknowledging) {
     if (!stalledSync_) return;

@@ -48,6 +48,11 @@ nlohmann::json PgConfig::toJson() const {
     j["initWal"] = initWal.toString();
     j["initTimeline"] = initTimeline;
   }
+  if (quorum) {
+    nlohmann::json members = nlohmann::json::array();
+    for (const auto& m : quorum->members) members.push_back(m.toJson());
+    j["quorum"] = {{"k", quorum->k}, {"members", members}};
+  }
   return j;
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "statemachine/cluster_state.h"
 #include "statemachine/identity.h"
 #include "statemachine/wal_position.h"
 
@@ -17,7 +18,8 @@ enum class PgRole { kNone, kPrimary, kSync, kAsync };
 const char* pgRoleName(PgRole role);
 
 // primary: {upstream null, downstream = the sync (null in one-node-write mode, which
-//           means writable alone)}.
+//           means writable alone)}; in quorum mode {downstream null, quorum = the set
+//           and k: `ANY k (members)`}.
 // sync / async: {upstream = the peer to stream from, restorePeer = the primary, from
 //           which a peer with no usable data directory is rebuilt}.
 // none: postgres stopped.
@@ -39,6 +41,10 @@ struct PgConfig {
   // starting it as the primary.
   WalPosition initWal;
   int64_t initTimeline = 0;
+  // primary only, quorum mode (docs/decisions/0079-quorum-commit.md section 3): commits
+  // wait for k of these members (`synchronous_standby_names = 'ANY k (...)'`); then
+  // `downstream` is absent, and does not mean writable alone.
+  std::optional<Quorum> quorum;
 
   static PgConfig none() { return {}; }
   // The primary of an existing cluster: never bootstraps.
@@ -48,7 +54,8 @@ struct PgConfig {
   static PgConfig standby(PgRole role, PeerIdentity upstream, PeerIdentity restorePeer);
 
   // Full identities, or null; "newCluster": true only when set; "initWal" and
-  // "initTimeline" only when a timeline is recorded.
+  // "initTimeline" only when a timeline is recorded; "quorum": {"k", "members"} (full
+  // identities) only when set.
   nlohmann::json toJson() const;
   // Equal when toJson() would be: the role and every identity in full. Compared field by
   // field (the state machine compares on every evaluation).
@@ -58,9 +65,18 @@ struct PgConfig {
              (!a || (a->id == b->id && a->ip == b->ip && a->pgUrl == b->pgUrl && a->zoneId == b->zoneId &&
                      a->backupUrl == b->backupUrl));
     };
+    auto sameQuorum = [&same](const std::optional<Quorum>& a, const std::optional<Quorum>& b) {
+      if (a.has_value() != b.has_value()) return false;
+      if (!a) return true;
+      if (a->k != b->k || a->members.size() != b->members.size()) return false;
+      for (size_t i = 0; i < a->members.size(); ++i) {
+        if (!same(a->members[i], b->members[i])) return false;
+      }
+      return true;
+    };
     return role == other.role && same(upstream, other.upstream) && same(downstream, other.downstream) &&
            same(restorePeer, other.restorePeer) && newCluster == other.newCluster && initWal == other.initWal &&
-           initTimeline == other.initTimeline;
+           initTimeline == other.initTimeline && sameQuorum(quorum, other.quorum);
   }
 };
 

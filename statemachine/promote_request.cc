@@ -44,6 +44,10 @@ Result<PromoteRequest> validatePromote(const nlohmann::json& j, const ClusterSta
       return Error{"promote request: async[" + std::to_string(*r.asyncIndex) + "] is \"" + at.id + "\", not \"" +
                    r.id + "\""};
     }
+  } else if (state.quorum) {
+    if (!containsPeer(state.quorum->members, r.id)) {
+      return Error{"promote request: \"" + r.id + "\" is not a member of the synchronous set"};
+    }
   } else if (!state.sync || state.sync->id != r.id) {
     return Error{"promote request: \"" + r.id + "\" is not the sync"};
   }

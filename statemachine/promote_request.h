@@ -29,7 +29,7 @@ struct PromoteRequest {
 //   3. generation equals the state's;
 //   4. expireTime has not passed;
 //   5. for async: asyncIndex is present, in range, and async[asyncIndex] is `id`;
-//   6. for sync: `id` is the state's sync.
+//   6. for sync: `id` is the state's sync (in quorum mode, format 2: a member).
 Result<PromoteRequest> validatePromote(const nlohmann::json& promote, const ClusterState& state, EpochMs now);
 
 }  // namespace dugong

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "statemachine/cluster_state.h"
+#include "statemachine/takeover_report.h"
 #include "statemachine/timeline_history.h"
 #include "statemachine/wal_position.h"
 
@@ -33,17 +34,6 @@ struct QuorumWanted {
   int size = 2;
   ReplicationMode mode = ReplicationMode::kQuorum;
 };
-
-// A member's report of its WAL, read under its fence (0079 section 4.2), as the session
-// delivers it with the data version of the member's election node (the write checks that
-// version: a report withdrawn or changed since makes the write fail).
-struct TakeoverReport {
-  int64_t generation = 0;    // the generation it fenced itself for
-  WalPosition wal;           // its replay end under the fence
-  TimelineHistory history;   // the timelines of that WAL
-  int32_t nodeVersion = -1;  // its election node's data version
-};
-using TakeoverReports = std::map<std::string, TakeoverReport>;  // by member id
 
 // The peers a decision sees: those present (their election nodes, with their current
 // identities and tags) and, among them, those whose postgres streams from its upstream,

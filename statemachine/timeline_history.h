@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "statemachine/result.h"
 #include "statemachine/wal_position.h"
 
 namespace dugong {
@@ -33,5 +36,12 @@ struct TimelineHistory {
 
   bool operator==(const TimelineHistory&) const = default;
 };
+
+// The ancestors as published in election nodes (a data state's and a takeover report's
+// "history"): [[timeline, "X/Y"], ...], oldest first.
+nlohmann::json ancestorsToJson(const std::vector<TimelineHistory::Ancestor>& ancestors);
+// Parses that form; the error names the field ("\"history\" must be ...") for the caller
+// to prefix with what it parses.
+Result<std::vector<TimelineHistory::Ancestor>> ancestorsFromJson(const nlohmann::json& j);
 
 }  // namespace dugong
