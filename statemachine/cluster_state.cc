@@ -25,6 +25,9 @@ nlohmann::json ClusterState::toJson() const {
     j["format"] = format();
     j["quorum"] = {{"k", quorum->k}, {"members", peersToJson(quorum->members)}};
   }
+  if (format() == 3) j["format"] = 3;
+  if (standby) j["standby"] = standby->toJson();
+  if (hasDemote()) j["demote"] = demote;
   return j;
 }
 
@@ -84,20 +87,21 @@ void appendPeers(std::string& out, const PeerList& peers) {
 
 }  // namespace
 
-// The fields of toJson() in its (sorted) key order; freeze and promote, kept raw, are
-// dumped by nlohmann::json.
+// The fields of toJson() in its (sorted) key order; freeze, promote and demote, kept raw,
+// and a standby cluster's `standby`, are dumped by nlohmann::json.
 std::string ClusterState::serialize() const {
   std::string out;
   out.reserve(160 + 128 * (2 + async.size() + deposed.size()));
-  out += "{\"async\":";
-  appendPeers(out, async);
-  out += ",\"deposed\":";
-  appendPeers(out, deposed);
   auto field = [&out](const char* key, const std::string& text) {
     out += key;
     out += text;
   };
-  if (quorum) field(",\"format\":", std::to_string(format()));
+  out += "{\"async\":";
+  appendPeers(out, async);
+  if (hasDemote()) field(",\"demote\":", demote.dump());
+  out += ",\"deposed\":";
+  appendPeers(out, deposed);
+  if (quorum || format() == 3) field(",\"format\":", std::to_string(format()));
   if (!freeze.is_null()) field(",\"freeze\":", freeze.dump());
   field(",\"generation\":", std::to_string(generation));
   if (initTimeline > 0) field(",\"initTimeline\":", std::to_string(initTimeline));
@@ -113,6 +117,7 @@ std::string ClusterState::serialize() const {
     appendPeers(out, quorum->members);
     out += '}';
   }
+  if (standby) field(",\"standby\":", standby->toJson().dump());
   out += ",\"sync\":";
   if (sync) {
     appendPeer(out, *sync);
@@ -124,11 +129,12 @@ std::string ClusterState::serialize() const {
 }
 
 // The state's format: an absent "format" is format 1, Manatee's fields as they are (so
-// this build writes none in sync mode); format 2 is quorum mode (docs/decisions/0079).
-// A later build that changes the meaning of the state writes "format": 3 or more; this
-// build refuses such a state as invalid (a clear error, and no action taken on it)
-// rather than misread it, as builds of format 1 refuse format 2.
-constexpr int64_t kClusterStateFormat = 2;
+// this build writes none in sync mode); format 2 is quorum mode (docs/decisions/0079);
+// format 3 a standby cluster or a demote-cluster request (docs/decisions/0083). A later
+// build that changes the meaning of the state writes "format": 4 or more; this build
+// refuses such a state as invalid (a clear error, and no action taken on it) rather than
+// misread it, as builds of format 1 refuse format 2.
+constexpr int64_t kClusterStateFormat = 3;
 
 namespace {
 
@@ -168,9 +174,13 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j, Formats for
                    std::to_string(kClusterStateFormat) +
                    " this dugong knows (written by a newer version); upgrade this dugong: nothing is done with it"};
     }
-    if (format == 2 && formats == Formats::kSyncOnly) {
+    if (format == 2 && formats != Formats::kSyncAndQuorum) {
       return Error{"cluster state: format 2 (quorum mode, docs/decisions/0079) is not run by this dugong yet: "
                    "nothing is done with it"};
+    }
+    if (format == 3 && formats != Formats::kSyncAndStandby) {
+      return Error{"cluster state: format 3 (a standby cluster or a demote-cluster request, docs/decisions/0083) is "
+                   "not run by this dugong yet: nothing is done with it"};
     }
   }
   if (auto q = j.find("quorum"); q != j.end() && !q->is_null()) {
@@ -180,6 +190,23 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j, Formats for
     s.quorum = std::move(parsed).value();
   } else if (format == 2) {
     return Error{"cluster state: format 2 needs the quorum field ({\"k\": 1, \"members\": [...]})"};
+  }
+
+  if (auto sb = j.find("standby"); sb != j.end() && !sb->is_null()) {
+    if (format != 3) return Error{"cluster state: the standby field needs format 3"};
+    auto parsed = StandbyMode::fromJson(*sb);
+    if (!parsed) return Error{parsed.error()};
+    s.standby = std::move(parsed).value();
+  }
+  if (auto dm = j.find("demote"); dm != j.end() && !dm->is_null()) {
+    if (format != 3) return Error{"cluster state: the demote field needs format 3"};
+    if (s.standby) {
+      return Error{"cluster state: a standby state cannot carry a demote request (the cluster is a standby already)"};
+    }
+    s.demote = *dm;
+  }
+  if (format == 3 && !s.standby && !s.hasDemote()) {
+    return Error{"cluster state: format 3 needs the standby field or a demote request"};
   }
 
   auto gen = j.find("generation");
@@ -198,6 +225,9 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j, Formats for
     s.oneNodeWriteMode = onwm->get<bool>();
   }
 
+  if (s.standby && s.oneNodeWriteMode) {
+    return Error{"cluster state: a standby state cannot be in one-node-write mode (its leader takes no writes)"};
+  }
   if (s.quorum && s.oneNodeWriteMode) {
     return Error{"cluster state: a format 2 state cannot be in one-node-write mode (one-node-write mode has no quorum)"};
   }
@@ -323,6 +353,9 @@ nlohmann::json summarizeState(const ClusterState& state) {
     j["format"] = state.format();
     j["quorum"] = {{"k", state.quorum->k}, {"members", ids(state.quorum->members)}};
   }
+  if (state.format() == 3) j["format"] = 3;
+  if (state.standby) j["standby"] = state.standby->toJson();
+  if (state.hasDemote()) j["demote"] = state.demote;
   return j;
 }
 

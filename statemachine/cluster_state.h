@@ -11,6 +11,7 @@
 
 #include "statemachine/identity.h"
 #include "statemachine/result.h"
+#include "statemachine/standby.h"
 #include "statemachine/wal_position.h"
 
 namespace dugong {
@@ -38,22 +39,31 @@ struct ClusterState {
   // Set: quorum mode, the state's format 2 ("format": 2, "quorum": {"k", "members"},
   // "sync": null). Unset: Manatee's sync mode, format 1, Manatee's fields and bytes.
   std::optional<Quorum> quorum;
+  // Set: a standby cluster (docs/decisions/0083-standby-cluster.md): `primary` is its
+  // standby leader, in recovery, following `standby->source`; format 3.
+  std::optional<StandbyMode> standby;
+  // null: none; otherwise a normal cluster's demote-cluster request, kept raw like
+  // `promote` (validateDemote, standby.h); format 3.
+  nlohmann::json demote;
 
   bool frozen() const { return !freeze.is_null() && freeze != false; }
   bool hasPromote() const { return !promote.is_null(); }
-  // The format this state is written in: 2 with a quorum, else 1 (written as no field).
-  int format() const { return quorum ? 2 : 1; }
+  bool hasDemote() const { return !demote.is_null(); }
+  // The format this state is written in: 3 with `standby` or `demote`, 2 with a quorum,
+  // else 1 (written as no field).
+  int format() const { return standby || hasDemote() ? 3 : quorum ? 2 : 1; }
 
   // Writes every field the state has; `deposed` always, `initTimeline`, `freeze`,
   // `oneNodeWriteMode` and `promote` only when set; `format` and `quorum` only in
-  // quorum mode, so that a sync-mode state is written as Manatee's fields exactly.
+  // quorum mode, `format`, `standby` and `demote` only in a format-3 state, so that a
+  // sync-mode state is written as Manatee's fields exactly.
   nlohmann::json toJson() const;
   // The text of toJson().dump(), byte for byte, written without building the JSON tree
   // (the simulators write a state thousands of times a second).
   std::string serialize() const;
 
-  // Validates the schema and the rules a usable state obeys: format, when present, 1 or
-  // 2 (a newer one is refused: written by a newer dugong); generation is an integer
+  // Validates the schema and the rules a usable state obeys: format, when present, 1, 2
+  // or 3 (a newer one is refused: written by a newer dugong); generation is an integer
   // >= 1; primary is an identity; sync is an identity, or null only in one-node-write
   // mode; async and deposed are arrays of identities; no peer holds two places;
   // initWal is "hex/hex"; initTimeline, when present, an integer >= 1; freeze is a
@@ -61,10 +71,16 @@ struct ClusterState {
   // integer from 1 to the number of members, members identities, at least one), a null
   // sync and no one-node-write mode; `quorum` is refused without format 2.
   // `promote` is kept as it is: peers validate it on their own (promote_request.h).
+  // Format 3 (docs/decisions/0083 section 2.2) needs `standby` or `demote` (not both):
+  // `standby` as StandbyMode::fromJson (a known source kind with exactly its fields),
+  // not in one-node-write mode; `demote` kept raw (validateDemote). Either is refused
+  // without format 3.
   // A format-2 state is refused unless `formats` takes quorum mode: the agent, the driver
   // and dugong-adm run sync mode only, and refuse it as an older build does, until quorum
-  // mode runs end to end; the quorum rules (quorum.h) and their tests take it.
-  enum class Formats { kSyncOnly, kSyncAndQuorum };
+  // mode runs end to end; the quorum rules (quorum.h) and their tests take it. So is a
+  // format-3 state unless `formats` takes standby clusters: only standby.h's rules and
+  // their tests do, until a standby cluster runs end to end (0083 section 10.2).
+  enum class Formats { kSyncOnly, kSyncAndQuorum, kSyncAndStandby };
   static Result<ClusterState> fromJson(const nlohmann::json& j, Formats formats = Formats::kSyncOnly);
   // Parses JSON text, then validates as fromJson does.
   static Result<ClusterState> parse(std::string_view text, Formats formats = Formats::kSyncOnly);

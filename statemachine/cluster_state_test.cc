@@ -34,6 +34,42 @@ std::string errorOf(const nlohmann::json& j) {
   return s.ok() ? "" : s.error();
 }
 
+// 0083's example of a standby state (section 2.2): format 3, a dugong source with a
+// repository, the demotion point, a promote-cluster request.
+nlohmann::json standbyState() {
+  nlohmann::json j = validState();
+  j["format"] = 3;
+  j["initTimeline"] = 2;
+  j["standby"] = {{"source",
+                   {{"kind", "dugong"},
+                    {"cluster", "siteA"},
+                    {"zookeeper", "a1:2181,a2:2181,a3:2181"},
+                    {"chroot", ""},
+                    {"root", "/dugong/siteA"},
+                    {"restore", {{"stanza", "siteA"}, {"options", {{"repo1-path", "/srv/pgbackrest"}}}}}}},
+                  {"demotedAt", {{"wal", "0/4FFFF28"}, {"timeline", 2}}},
+                  {"promote",
+                   {{"by", "ops@jump1"}, {"sourceGone", false}, {"generation", 3}, {"expireTime", "2026-11-30T00:40:00Z"}}}};
+  return j;
+}
+
+// A normal state carrying a demote-cluster request: format 3 too.
+nlohmann::json demoteState() {
+  nlohmann::json j = validState();
+  j["format"] = 3;
+  j["demote"] = {{"source", {{"kind", "hosts"}, {"hosts", {"b1:5432", "[fd00::2]:5433"}}}},
+                 {"by", "ops@jump1"},
+                 {"generation", 3},
+                 {"expireTime", "2026-11-30T00:40:00Z"}};
+  return j;
+}
+
+// What fromJson says, standby clusters taken.
+std::string standbyErrorOf(const nlohmann::json& j) {
+  auto s = ClusterState::fromJson(j, ClusterState::Formats::kSyncAndStandby);
+  return s.ok() ? "" : s.error();
+}
+
 // A list of peers is written one way: ids comma-separated, in brackets in logs.
 TEST(PeerList, IsWrittenAsItsIdsInOrder) {
   PeerList peers(2);
@@ -114,6 +150,18 @@ TEST(ClusterState, SerializeWritesWhatDumpWrites) {
   quorumEscaped.sync.reset();
   quorumEscaped.quorum = Quorum{1, {identity("m\"1")}};
   states.push_back(quorumEscaped);
+  for (const nlohmann::json& j : {standbyState(), demoteState()}) {
+    auto s = ClusterState::fromJson(j, ClusterState::Formats::kSyncAndStandby);
+    ASSERT_TRUE(s.ok()) << s.error();
+    states.push_back(*s);
+  }
+  ClusterState standbyEscaped = states.back();
+  standbyEscaped.demote = nullptr;
+  standbyEscaped.standby = ClusterState::fromJson(standbyState(), ClusterState::Formats::kSyncAndStandby)->standby;
+  standbyEscaped.standby->source.cluster = "site \"A\"\n\u00e9";
+  standbyEscaped.standby->promote = nlohmann::json::array({"x\"y", 1.5});
+  standbyEscaped.primary.id = "quote\"backslash\\";
+  states.push_back(standbyEscaped);
   for (const ClusterState& s : states) EXPECT_EQ(s.serialize(), s.toJson().dump());
   // Invalid UTF-8 is refused as dump() refuses it.
   ClusterState invalid = chain;
@@ -195,12 +243,14 @@ TEST(ClusterState, AFormatNewerThanThisBuildIsRefused) {
   j["format"] = 1;
   EXPECT_EQ(errorOf(j), "");
   EXPECT_FALSE(ClusterState::fromJson(j)->toJson().contains("format"));  // format 1 writes Manatee's fields only
-  for (const nlohmann::json& newer : {validState(), quorumState()}) {
+  for (const nlohmann::json& newer : {validState(), quorumState(), standbyState()}) {
     j = newer;
-    j["format"] = 3;
-    EXPECT_EQ(errorOf(j),
-              "cluster state: format 3 is newer than the format 2 this dugong knows (written by a newer version); "
-              "upgrade this dugong: nothing is done with it");
+    j["format"] = 4;
+    const std::string refused =
+        "cluster state: format 4 is newer than the format 3 this dugong knows (written by a newer version); "
+        "upgrade this dugong: nothing is done with it";
+    EXPECT_EQ(errorOf(j), refused);
+    EXPECT_EQ(standbyErrorOf(j), refused);
   }
   j["format"] = "x";
   EXPECT_EQ(errorOf(j), "cluster state: format must be an integer of at least 1");
@@ -356,6 +406,234 @@ TEST(ClusterState, SummaryNamesPeersById) {
   EXPECT_EQ(s["promote"]["id"], "c");
   j["sync"] = nullptr;
   EXPECT_TRUE(summarizeState(*ClusterState::fromJson(j))["sync"].is_null());
+}
+
+// Format 3 (docs/decisions/0083 section 2.2): a standby state and a normal state with a
+// demote request are read, written back as they were by toJson() and serialize() alike,
+// and summarized.
+TEST(ClusterState, AStandbyStateRoundTrips) {
+  constexpr auto kStandby = ClusterState::Formats::kSyncAndStandby;
+  for (const nlohmann::json& written : {standbyState(), demoteState()}) {
+    nlohmann::json j = written;
+    auto s = ClusterState::fromJson(j, kStandby);
+    ASSERT_TRUE(s.ok()) << s.error();
+    EXPECT_EQ(s->format(), 3);
+    j["initWal"] = "0/016b3748";  // positions are written as WalPosition writes them
+    if (j.contains("standby")) j["standby"]["demotedAt"]["wal"] = "0/04ffff28";
+    EXPECT_EQ(s->toJson(), j);
+    EXPECT_EQ(s->serialize(), j.dump());
+    auto again = ClusterState::parse(s->serialize(), kStandby);
+    ASSERT_TRUE(again.ok()) << again.error();
+    EXPECT_EQ(again->toJson(), j);
+    EXPECT_EQ(summarizeState(*s)["format"], 3);
+  }
+  auto s = ClusterState::fromJson(standbyState(), kStandby);
+  ASSERT_TRUE(s->standby.has_value());
+  EXPECT_FALSE(s->hasDemote());
+  const StandbySource& source = s->standby->source;
+  EXPECT_EQ(source.kind, SourceKind::kDugong);
+  EXPECT_EQ(source.cluster, "siteA");
+  EXPECT_EQ(source.zookeeperConnect(), "a1:2181,a2:2181,a3:2181");
+  EXPECT_EQ(source.root, "/dugong/siteA");
+  ASSERT_TRUE(source.restore.has_value());
+  EXPECT_EQ(source.restore->options.at("repo1-path"), "/srv/pgbackrest");
+  ASSERT_TRUE(s->standby->demotedAt.has_value());
+  EXPECT_EQ(s->standby->demotedAt->wal, WalPosition(0x4FFFF28));
+  EXPECT_EQ(s->standby->demotedAt->timeline, 2);
+  EXPECT_TRUE(s->standby->hasPromote());
+  EXPECT_EQ(summarizeState(*s)["standby"]["source"]["cluster"], "siteA");
+  // The keys in their sorted place: demote before deposed, format after it, standby after
+  // primary and promote, before sync.
+  const std::string text = s->serialize();
+  EXPECT_LT(text.find("\"deposed\""), text.find("\"format\":3"));
+  EXPECT_LT(text.find("\"primary\""), text.find("\"standby\":{\"demotedAt\""));
+  EXPECT_LT(text.find("\"standby\""), text.find("\"sync\""));
+  auto d = ClusterState::fromJson(demoteState(), kStandby);
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_TRUE(d->hasDemote());
+  EXPECT_FALSE(d->standby.has_value());
+  const std::string dtext = d->serialize();
+  EXPECT_LT(dtext.find("\"async\""), dtext.find("\"demote\":{"));
+  EXPECT_LT(dtext.find("\"demote\""), dtext.find("\"deposed\""));
+  EXPECT_EQ(summarizeState(*d)["demote"]["by"], "ops@jump1");
+  // Without the request the same state is a normal one again: Manatee's bytes.
+  ClusterState normal = *d;
+  normal.demote = nullptr;
+  EXPECT_EQ(normal.format(), 1);
+  EXPECT_EQ(normal.serialize(), ClusterState::fromJson(validState())->serialize());
+}
+
+// Normal states keep their bytes: format 1 exactly Manatee's (SyncModeBytesAreUnchanged),
+// format 2 exactly 0079's, both read the same whichever formats the reader takes.
+TEST(ClusterState, NormalBytesAreUnchanged) {
+  const std::string manatee = ClusterState::fromJson(validState())->serialize();
+  EXPECT_EQ(ClusterState::fromJson(validState(), ClusterState::Formats::kSyncAndStandby)->serialize(), manatee);
+  EXPECT_EQ(ClusterState::fromJson(validState(), ClusterState::Formats::kSyncAndQuorum)->serialize(), manatee);
+  EXPECT_EQ(manatee.find("format"), std::string::npos);
+  EXPECT_EQ(manatee.find("standby"), std::string::npos);
+  EXPECT_EQ(manatee.find("demote"), std::string::npos);
+  const std::string quorum =
+      "{\"async\":[{\"id\":\"e\",\"ip\":\"10.0.0.1\",\"pgUrl\":\"tcp://postgres@10.0.0.1:5432/postgres\","
+      "\"zoneId\":\"e\"}],\"deposed\":[{\"id\":\"d\",\"ip\":\"10.0.0.1\",\"pgUrl\":"
+      "\"tcp://postgres@10.0.0.1:5432/postgres\",\"zoneId\":\"d\"}],\"format\":2,\"generation\":3,"
+      "\"initWal\":\"0/016b3748\",\"primary\":{\"id\":\"a\",\"ip\":\"10.0.0.1\",\"pgUrl\":"
+      "\"tcp://postgres@10.0.0.1:5432/postgres\",\"zoneId\":\"a\"},\"quorum\":{\"k\":1,\"members\":[{\"id\":\"b\","
+      "\"ip\":\"10.0.0.1\",\"pgUrl\":\"tcp://postgres@10.0.0.1:5432/postgres\",\"zoneId\":\"b\"},{\"id\":\"c\","
+      "\"ip\":\"10.0.0.1\",\"pgUrl\":\"tcp://postgres@10.0.0.1:5432/postgres\",\"zoneId\":\"c\"}]},\"sync\":null}";
+  auto q = ClusterState::fromJson(quorumState(), ClusterState::Formats::kSyncAndQuorum);
+  ASSERT_TRUE(q.ok()) << q.error();
+  EXPECT_EQ(q->serialize(), quorum);
+  EXPECT_EQ(q->toJson().dump(), quorum);
+}
+
+// Until a standby cluster runs end to end, every reader but standby.h's rules refuses a
+// valid format-3 state, as a build of format 2 would (the parse cache keeps the readers
+// apart); a quorum reader refuses it too, and a standby reader refuses format 2.
+TEST(ClusterState, AStandbyStateIsRefusedByTodaysReaders) {
+  const std::string refused =
+      "cluster state: format 3 (a standby cluster or a demote-cluster request, docs/decisions/0083) is not run by "
+      "this dugong yet: nothing is done with it";
+  for (const nlohmann::json& j : {standbyState(), demoteState()}) {
+    const std::string text = j.dump();
+    ASSERT_TRUE(ClusterState::parse(text, ClusterState::Formats::kSyncAndStandby).ok());
+    for (const auto& s : {ClusterState::parse(text), ClusterState::fromJson(j),
+                          ClusterState::parse(text, ClusterState::Formats::kSyncAndQuorum)}) {
+      ASSERT_FALSE(s.ok());
+      EXPECT_EQ(s.error(), refused);
+    }
+  }
+  EXPECT_EQ(standbyErrorOf(quorumState()),
+            "cluster state: format 2 (quorum mode, docs/decisions/0079) is not run by this dugong yet: nothing is done "
+            "with it");
+}
+
+// Every way a format-3 state can be wrong, with its reason.
+TEST(ClusterState, AStandbyStateIsRefusedWithItsReason) {
+  struct Case {
+    std::function<void(nlohmann::json&)> mutate;
+    std::string error;
+  };
+  auto source = [](nlohmann::json& j) -> nlohmann::json& { return j["standby"]["source"]; };
+  std::vector<Case> cases = {
+      {[](auto& j) { j.erase("standby"); }, "cluster state: format 3 needs the standby field or a demote request"},
+      {[](auto& j) { j["standby"] = nullptr; }, "cluster state: format 3 needs the standby field or a demote request"},
+      {[](auto& j) { j.erase("format"); }, "cluster state: the standby field needs format 3"},
+      {[](auto& j) { j["format"] = 1; }, "cluster state: the standby field needs format 3"},
+      {[](auto& j) { j["format"] = 2; }, "cluster state: format 2 (quorum mode"},
+      {[](auto& j) { j["demote"] = demoteState()["demote"]; },
+       "cluster state: a standby state cannot carry a demote request (the cluster is a standby already)"},
+      {[](auto& j) {
+         j["oneNodeWriteMode"] = true;
+         j["sync"] = nullptr;
+       },
+       "cluster state: a standby state cannot be in one-node-write mode (its leader takes no writes)"},
+      {[](auto& j) { j["sync"] = nullptr; }, "cluster state: sync may be null only in one-node-write mode"},
+      {[](auto& j) { j["quorum"] = {{"k", 1}, {"members", {peer("e")}}}; },
+       "cluster state: the quorum field needs format 2"},
+      {[](auto& j) { j["standby"] = "siteA"; }, "cluster state: standby must be an object like {\"source\": {...}}"},
+      {[](auto& j) { j["standby"]["lag"] = 5; }, "cluster state: standby: lag is not a field of the standby field"},
+      {[](auto& j) { j["standby"].erase("source"); }, "cluster state: standby.source is missing"},
+      {[&](auto& j) { source(j) = "dugong://a1:2181/dugong/siteA"; },
+       "cluster state: standby.source must be an object like {\"kind\": \"dugong\", ...}"},
+      {[&](auto& j) { source(j).erase("kind"); },
+       "cluster state: standby.source.kind must be \"dugong\", \"hosts\" or \"pgbackrest\""},
+      {[&](auto& j) { source(j)["kind"] = "etcd"; },
+       "cluster state: standby.source.kind must be \"dugong\", \"hosts\" or \"pgbackrest\""},
+      {[&](auto& j) { source(j)["hosts"] = {"h1:5432"}; },
+       "cluster state: standby.source: hosts is not a field of a dugong source"},
+      {[&](auto& j) { source(j).erase("cluster"); }, "cluster state: standby.source.cluster must be a string"},
+      {[&](auto& j) { source(j)["cluster"] = ""; }, "cluster state: standby.source.cluster must not be empty"},
+      {[&](auto& j) { source(j)["zookeeper"] = ""; }, "cluster state: standby.source.zookeeper must not be empty"},
+      {[&](auto& j) { source(j)["zookeeper"] = "a1:2181,a2"; },
+       "cluster state: standby.source.zookeeper: expected \"host:port\", got \"a2\""},
+      {[&](auto& j) { source(j)["zookeeper"] = "a1:2181,"; },
+       "cluster state: standby.source.zookeeper: expected \"host:port\", got \"\""},
+      {[&](auto& j) { source(j)["zookeeper"] = "a1:70000"; },
+       "cluster state: standby.source.zookeeper: port 70000 is out of range (1-65535) in \"a1:70000\""},
+      {[&](auto& j) { source(j)["zookeeper"] = "fd00::1:2181"; },
+       "cluster state: standby.source.zookeeper: expected \"host:port\", got \"fd00::1:2181\" (an IPv6 address goes "
+       "in brackets)"},
+      {[&](auto& j) { source(j).erase("chroot"); }, "cluster state: standby.source.chroot must be a string"},
+      {[&](auto& j) { source(j)["chroot"] = "site"; },
+       "cluster state: standby.source.chroot must be empty or an absolute path like /site, got \"site\""},
+      {[&](auto& j) { source(j)["root"] = "dugong/siteA"; },
+       "cluster state: standby.source.root must be an absolute path like /dugong/siteA, got \"dugong/siteA\""},
+      {[&](auto& j) { source(j)["root"] = "/dugong/siteA/"; },
+       "cluster state: standby.source.root must be an absolute path like /dugong/siteA, got \"/dugong/siteA/\""},
+      {[&](auto& j) { source(j)["root"] = "/dugong//siteA"; }, "cluster state: standby.source.root must be an absolute path"},
+      {[&](auto& j) { source(j)["root"] = "/dugong/../siteA"; }, "cluster state: standby.source.root must be an absolute path"},
+      {[&](auto& j) { source(j)["root"] = "/"; }, "cluster state: standby.source.root must be an absolute path"},
+      {[&](auto& j) { source(j)["restore"] = "siteA"; },
+       "cluster state: standby.source.restore must be an object like {\"stanza\": \"siteA\", \"options\": {...}}"},
+      {[&](auto& j) { source(j)["restore"].erase("stanza"); },
+       "cluster state: standby.source.restore.stanza must be a string"},
+      {[&](auto& j) { source(j)["restore"]["options"] = {{"repo1-retention-full", 2}}; },
+       "cluster state: standby.source.restore.options.repo1-retention-full must be a string"},
+      {[&](auto& j) { source(j)["restore"]["options"] = "repo1-path=/srv"; },
+       "cluster state: standby.source.restore.options must be an object of strings"},
+      {[&](auto& j) { source(j)["restore"]["path"] = "/srv"; },
+       "cluster state: standby.source.restore: path is not a field of a repository"},
+      {[&](auto& j) { source(j) = {{"kind", "hosts"}, {"hosts", nlohmann::json::array()}}; },
+       "cluster state: standby.source.hosts must name at least one host"},
+      {[&](auto& j) { source(j) = {{"kind", "hosts"}, {"hosts", "h1:5432"}}; },
+       "cluster state: standby.source.hosts must be an array of \"host:port\""},
+      {[&](auto& j) { source(j) = {{"kind", "hosts"}, {"hosts", {"h1:5432", 5432}}}; },
+       "cluster state: standby.source.hosts[1] must be a string"},
+      {[&](auto& j) { source(j) = {{"kind", "hosts"}, {"hosts", {"h1:5432", "h2"}}}; },
+       "cluster state: standby.source.hosts[1]: expected \"host:port\", got \"h2\""},
+      {[&](auto& j) { source(j) = {{"kind", "hosts"}, {"hosts", {"h 1:5432"}}}; },
+       "cluster state: standby.source.hosts[0]: expected \"host:port\", got \"h 1:5432\""},
+      {[&](auto& j) { source(j) = {{"kind", "hosts"}, {"hosts", {"[fd00::1:5432"}}}; },
+       "cluster state: standby.source.hosts[0]: expected \"host:port\""},
+      {[&](auto& j) { source(j) = {{"kind", "hosts"}, {"hosts", {"h1:0"}}}; },
+       "cluster state: standby.source.hosts[0]: port 0 is out of range"},
+      {[&](auto& j) { source(j) = {{"kind", "hosts"}, {"hosts", {"h1:5432"}}, {"root", "/x"}}; },
+       "cluster state: standby.source: root is not a field of a hosts source"},
+      {[&](auto& j) { source(j) = {{"kind", "pgbackrest"}}; },
+       "cluster state: standby.source.restore is missing: a pgbackrest source is the repository it names"},
+      {[&](auto& j) { source(j) = {{"kind", "pgbackrest"}, {"stanza", "siteA"}}; },
+       "cluster state: standby.source: stanza is not a field of a pgbackrest source"},
+      {[](auto& j) { j["standby"]["demotedAt"] = "0/4FFFF28"; },
+       "cluster state: standby.demotedAt must be an object like {\"wal\": \"0/4FFFF28\", \"timeline\": 2}"},
+      {[](auto& j) { j["standby"]["demotedAt"].erase("wal"); },
+       "cluster state: standby.demotedAt.wal must be a string like 0/4FFFF28"},
+      {[](auto& j) { j["standby"]["demotedAt"]["wal"] = "4FFFF28"; }, "cluster state: standby.demotedAt.wal: "},
+      {[](auto& j) { j["standby"]["demotedAt"]["timeline"] = 0; },
+       "cluster state: standby.demotedAt.timeline must be an integer of at least 1"},
+      {[](auto& j) { j["standby"]["demotedAt"].erase("timeline"); },
+       "cluster state: standby.demotedAt.timeline must be an integer of at least 1"},
+      {[](auto& j) { j["standby"]["demotedAt"]["lsn"] = "0/1"; },
+       "cluster state: standby.demotedAt: lsn is not a field of a demotion point"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json j = standbyState();
+    c.mutate(j);
+    std::string err = standbyErrorOf(j);
+    EXPECT_EQ(err.rfind(c.error, 0), 0u) << "got: \"" << err << "\" want: " << c.error;
+  }
+  // A demote request needs format 3; its content is the primary's to validate
+  // (validateDemote), like a promote request's.
+  nlohmann::json j = demoteState();
+  j.erase("format");
+  EXPECT_EQ(standbyErrorOf(j), "cluster state: the demote field needs format 3");
+  j = demoteState();
+  j["demote"] = "soon";
+  EXPECT_EQ(standbyErrorOf(j), "");
+  // The other kinds, and the optional fields, read and written back.
+  for (const nlohmann::json& other :
+       {nlohmann::json{{"kind", "hosts"}, {"hosts", {"h1:5432", "[::1]:5433", "10.0.0.7:6432"}}},
+        nlohmann::json{{"kind", "pgbackrest"}, {"restore", {{"stanza", "siteA"}, {"options", nlohmann::json::object()}}}},
+        nlohmann::json{{"kind", "dugong"},
+                       {"cluster", "siteA"},
+                       {"zookeeper", "a1:2181"},
+                       {"chroot", "/dugong-zk"},
+                       {"root", "/dugong/siteA"}}}) {
+    j = standbyState();
+    j["standby"] = {{"source", other}};
+    auto s = ClusterState::fromJson(j, ClusterState::Formats::kSyncAndStandby);
+    ASSERT_TRUE(s.ok()) << s.error();
+    EXPECT_EQ(s->toJson()["standby"], j["standby"]);
+  }
 }
 
 TEST(PgConfig, SerializesEveryRole) {

@@ -83,7 +83,8 @@ TEST(Peer, InvalidStateIsReportedAndNeverActedUpon) {
 // How an agent refuses a state of a format newer than it knows (docs/decisions/0079
 // section 2). Before quorum mode (commit 6632277) this test fed 0079's format-2 example
 // to that build and got exactly this error for format 2 ("newer than the format 1");
-// now the same path refuses format 3. The error names the format and says to upgrade;
+// now the same path refuses format 4 (format 3, a standby state, is refused as not run
+// yet: standby_test.cc, StandbyFormat.AFormat3StateHaltsTodaysPeers). The error names the format and says to upgrade;
 // the peer halts: while the state stands it applies, fences, reads and writes nothing,
 // whatever else changes; `halted` in inspect() says why. Postgres keeps its configuration.
 TEST(Peer, AStateOfANewerFormatHaltsThePeerWithAClearError) {
@@ -92,7 +93,7 @@ TEST(Peer, AStateOfANewerFormatHaltsThePeerWithAClearError) {
   h.applied(true);
   ClusterState quorum = cluster(7, "p", "me", {"d"});
   nlohmann::json j = quorum.toJson();
-  j["format"] = 3;
+  j["format"] = 4;
   j["sync"] = nullptr;
   j["quorum"] = {{"k", 1}, {"members", {ident("me").toJson(), ident("c").toJson()}}};
   auto actions = h.step(ClusterStateChanged{StateNode{true, j.dump(), 1}});
@@ -100,7 +101,7 @@ TEST(Peer, AStateOfANewerFormatHaltsThePeerWithAClearError) {
   auto log = std::get<LogDecision>(actions[0]);
   EXPECT_EQ(log.level, LogLevel::kError);
   EXPECT_EQ(log.message,
-            "invalid cluster state (version 1): cluster state: format 3 is newer than the format 2 this dugong knows "
+            "invalid cluster state (version 1): cluster state: format 4 is newer than the format 3 this dugong knows "
             "(written by a newer version); upgrade this dugong: nothing is done with it; not acting until a valid "
             "state is written");
   EXPECT_EQ(h.peer.inspect()["halted"], log.message);

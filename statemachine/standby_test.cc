@@ -1,0 +1,375 @@
+#include "statemachine/standby.h"
+
+#include <gtest/gtest.h>
+
+#include "statemachine/cluster_state.h"
+#include "statemachine/peer_test_support.h"
+
+namespace dugong {
+namespace {
+using peer_test::cluster;
+using peer_test::Harness;
+using peer_test::ident;
+using peer_test::kT0;
+using peer_test::peers;
+
+StandbySource dugongSource() {
+  StandbySource s;
+  s.kind = SourceKind::kDugong;
+  s.cluster = "siteA";
+  s.zookeeper = {{"a1", 2181}, {"a2", 2181}};
+  s.root = "/dugong/siteA";
+  return s;
+}
+
+ClusterState standbyCluster(int64_t gen, const std::string& leader, const std::string& sync,
+                            std::vector<std::string> async = {}) {
+  ClusterState s = cluster(gen, leader, sync, std::move(async));
+  s.standby = StandbyMode{dugongSource(), std::nullopt, nullptr};
+  return s;
+}
+
+TEST(HostPort, ParsesNamesAddressesAndBracketedIpv6) {
+  auto h = HostPort::parse("db-1.example.com:5432");
+  ASSERT_TRUE(h.ok()) << h.error();
+  EXPECT_EQ(h->host, "db-1.example.com");
+  EXPECT_EQ(h->port, 5432);
+  h = HostPort::parse("[fd00::1]:2181");
+  ASSERT_TRUE(h.ok()) << h.error();
+  EXPECT_EQ(h->host, "fd00::1");
+  EXPECT_EQ(h->toString(), "[fd00::1]:2181");
+  EXPECT_EQ(HostPort::parse("10.0.0.7:65535")->toString(), "10.0.0.7:65535");
+  for (const char* bad : {"", ":5432", "h1", "h1:", "h1:54x2", "h1:123456", "[fd00::1]", "[fd00::1]5432", "h/1:5432"}) {
+    EXPECT_FALSE(HostPort::parse(bad).ok()) << bad;
+  }
+}
+
+TEST(StandbySource, IsDescribedByItsKind) {
+  StandbySource s = dugongSource();
+  EXPECT_EQ(s.describe(), "dugong siteA (a1:2181,a2:2181/dugong/siteA)");
+  s.chroot = "/zk";
+  EXPECT_EQ(s.describe(), "dugong siteA (a1:2181,a2:2181/zk/dugong/siteA)");
+  StandbySource hosts;
+  hosts.kind = SourceKind::kHosts;
+  hosts.hosts = {{"h1", 5432}, {"::1", 5433}};
+  EXPECT_EQ(hosts.describe(), "hosts h1:5432, [::1]:5433");
+  StandbySource repo;
+  repo.kind = SourceKind::kPgbackrest;
+  repo.restore = SourceRepository{"siteA", {}};
+  EXPECT_EQ(repo.describe(), "pgbackrest stanza siteA");
+  EXPECT_EQ(sourceKindName(SourceKind::kHosts), std::string("hosts"));
+  // Written with the keys of its kind only, and read back the same.
+  for (const StandbySource& source : {s, hosts, repo}) {
+    auto back = StandbySource::fromJson(source.toJson(), "source");
+    ASSERT_TRUE(back.ok()) << back.error();
+    EXPECT_EQ(*back, source);
+  }
+  EXPECT_FALSE(hosts.toJson().contains("root"));
+  EXPECT_FALSE(s.toJson().contains("hosts"));
+}
+
+TEST(StandbyRequests, APromoteClusterRequestIsValidatedAsAPromoteRequestIs) {
+  const ClusterState state = standbyCluster(4, "b1", "b2", {"b3"});
+  const nlohmann::json valid = {
+      {"by", "ops@jump1"}, {"sourceGone", true}, {"generation", 4}, {"expireTime", formatIso8601(kT0 + 60000)}};
+  auto r = validateStandbyPromote(valid, state, kT0);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->by, "ops@jump1");
+  EXPECT_TRUE(r->sourceGone);
+  EXPECT_EQ(r->generation, 4);
+  EXPECT_EQ(r->expireTime, kT0 + 60000);
+  struct Case {
+    std::function<void(nlohmann::json&)> mutate;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {[](auto& j) { j = "now"; }, "promote-cluster request is not an object"},
+      {[](auto& j) { j["id"] = "b1"; }, "promote-cluster request: id is not a field of a promote-cluster request"},
+      {[](auto& j) { j.erase("by"); }, "promote-cluster request: by must be a string"},
+      {[](auto& j) { j["generation"] = "4"; }, "promote-cluster request: generation must be an integer"},
+      {[](auto& j) { j["expireTime"] = 5; }, "promote-cluster request: expireTime must be a string"},
+      {[](auto& j) { j["expireTime"] = "soon"; }, "promote-cluster request: expireTime: "},
+      {[](auto& j) { j.erase("sourceGone"); }, "promote-cluster request: sourceGone must be a boolean"},
+      {[](auto& j) { j["generation"] = 3; }, "promote-cluster request is for generation 3 but the cluster is at 4"},
+      {[](auto& j) { j["expireTime"] = formatIso8601(kT0 - 1); },
+       "promote-cluster request expired at " + formatIso8601(kT0 - 1)},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json j = valid;
+    c.mutate(j);
+    auto v = validateStandbyPromote(j, state, kT0);
+    ASSERT_FALSE(v.ok()) << c.error;
+    EXPECT_EQ(v.error().rfind(c.error, 0), 0u) << "got: \"" << v.error() << "\" want: " << c.error;
+  }
+  EXPECT_EQ(validateStandbyPromote(valid, cluster(4, "b1", "b2"), kT0).error(),
+            "promote-cluster request: the cluster is not a standby cluster");
+}
+
+TEST(StandbyRequests, ADemoteClusterRequestNamesAValidSource) {
+  const ClusterState state = cluster(9, "a1", "a2", {"a3"});
+  const nlohmann::json valid = {{"source", {{"kind", "hosts"}, {"hosts", {"b1:5432"}}}},
+                                {"by", "ops@jump1"},
+                                {"generation", 9},
+                                {"expireTime", formatIso8601(kT0 + 1)}};
+  auto r = validateDemote(valid, state, kT0);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->source.kind, SourceKind::kHosts);
+  EXPECT_EQ(r->source.hosts, (std::vector<HostPort>{{"b1", 5432}}));
+  EXPECT_EQ(r->generation, 9);
+  nlohmann::json j = valid;
+  j["source"]["hosts"] = {"b1"};
+  EXPECT_EQ(validateDemote(j, state, kT0).error(),
+            "demote-cluster request: source.hosts[0]: expected \"host:port\", got \"b1\"");
+  j = valid;
+  j.erase("source");
+  EXPECT_EQ(validateDemote(j, state, kT0).error(), "demote-cluster request: source is missing");
+  j = valid;
+  j["sourceGone"] = false;
+  EXPECT_EQ(validateDemote(j, state, kT0).error(),
+            "demote-cluster request: sourceGone is not a field of a demote-cluster request");
+  EXPECT_EQ(validateDemote("x", state, kT0).error(), "demote-cluster request is not an object");
+  EXPECT_EQ(validateDemote(valid, state, kT0 + 2).error(),
+            "demote-cluster request expired at " + formatIso8601(kT0 + 1));
+  EXPECT_EQ(validateDemote(valid, cluster(10, "a1", "a2"), kT0).error(),
+            "demote-cluster request is for generation 9 but the cluster is at 10");
+  EXPECT_EQ(validateDemote(valid, standbyCluster(9, "a1", "a2"), kT0).error(),
+            "demote-cluster request: the cluster is a standby cluster already");
+}
+
+TEST(SourceEndpoint, ComparesThePeerByIdAndAddress) {
+  SourceEndpoint a;
+  a.kind = SourceKind::kDugong;
+  a.peer = ident("a2");
+  a.cluster = "siteA";
+  a.slotName = "dugong_site_siteB";
+  SourceEndpoint b = a;
+  b.peer->zoneId = "elsewhere";  // not how it is reached
+  EXPECT_TRUE(a == b);
+  b.peer->pgUrl = "tcp://postgres@a2:6432/postgres";
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.peer = ident("a3");
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.peer.reset();
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.restore = SourceRepository{"siteA", {{"repo1-path", "/srv"}}};
+  EXPECT_FALSE(a == b);
+  EXPECT_EQ(a.toJson()["peer"]["id"], "a2");
+  EXPECT_EQ(a.toJson()["slot"], "dugong_site_siteB");
+  EXPECT_EQ(b.toJson()["restore"]["options"]["repo1-path"], "/srv");
+  SourceEndpoint hosts;
+  hosts.kind = SourceKind::kHosts;
+  hosts.hosts = {{"h1", 5432}};
+  EXPECT_EQ(hosts.toJson()["hosts"], nlohmann::json::array({"h1:5432"}));
+  EXPECT_FALSE(hosts.toJson().contains("peer"));
+}
+
+// promote-cluster's refusals (0083 6.1), one row per case: this cluster (siteB) is a
+// standby of siteA; what its leader sees of siteA, the flag, and the verdict.
+TEST(PromoteClusterRefusal, RefusesWhatTheDesignRefuses) {
+  const ClusterState siteB = standbyCluster(12, "b1", "b2", {"b3"});
+  // How siteA's state is seen: normal (primary a1), or demoted with its point.
+  ObservedSourceState normal;
+  normal.generation = 9;
+  normal.primary = "a1";
+  normal.sync = "a2";
+  StandbySource towardB = dugongSource();
+  towardB.cluster = "siteB";
+  towardB.root = "/dugong/siteB";
+  ObservedSourceState demoted = normal;
+  demoted.standby = StandbyMode{towardB, DemotionPoint{WalPosition(0x4FFFF28), 2}, nullptr};
+  ObservedSourceState demotedElsewhere = demoted;
+  demotedElsewhere.standby->source.cluster = "siteC";
+  demotedElsewhere.standby->source.root = "/dugong/siteC";
+  ObservedSourceState loop = demoted;
+  loop.standby->demotedAt.reset();
+  ObservedSourceState standbyOfC = demotedElsewhere;
+  standbyOfC.standby->demotedAt.reset();
+
+  auto view = [](std::optional<ObservedSourceState> st, bool present = false) {
+    PromoteClusterView v;
+    v.leaderPresent = true;
+    v.leaderRunsAsStandbyLeader = true;
+    v.leaderTimeline = 2;
+    v.cluster = "siteB";
+    v.root = "/dugong/siteB";
+    v.source.reachable = true;
+    v.source.state = std::move(st);
+    v.source.primaryPresent = present;
+    return v;
+  };
+  const std::string flag = ": if it is gone, promote-cluster --source-gone (what this cluster did not receive is lost)";
+  struct Row {
+    std::string what;
+    std::function<void(ClusterState&, PromoteClusterView&)> change;
+    std::string withoutFlag;  // "" goes ahead
+    std::string withFlag;
+    bool waits = false;       // the planned case: waits for siteA's demotion point
+  };
+  std::vector<Row> rows = {
+      {"a normal cluster", [](auto& s, auto&) { s.standby.reset(); },
+       "the cluster is not a standby cluster: there is nothing to promote",
+       "the cluster is not a standby cluster: there is nothing to promote"},
+      {"frozen", [](auto& s, auto&) { s.freeze = true; }, "the cluster is frozen: unfreeze it first",
+       "the cluster is frozen: unfreeze it first"},
+      {"leader absent", [](auto&, auto& v) { v.leaderPresent = false; },
+       "the standby leader b1 is not present: wait for its sync to take over as standby leader",
+       "the standby leader b1 is not present: wait for its sync to take over as standby leader"},
+      {"leader not running", [](auto&, auto& v) { v.leaderRunsAsStandbyLeader = false; },
+       "the standby leader b1's postgres does not run as standby leader yet: wait for it",
+       "the standby leader b1's postgres does not run as standby leader yet: wait for it"},
+      {"siteA writable and present", [&](auto&, auto& v) { v = view(normal, true); },
+       "the source siteA has a writable primary, a1 (generation 9, present): demote that site (dugong-adm "
+       "demote-cluster) or stop it first; --source-gone does not override a primary this cluster can see",
+       "the source siteA has a writable primary, a1 (generation 9, present): demote that site (dugong-adm "
+       "demote-cluster) or stop it first; --source-gone does not override a primary this cluster can see"},
+      {"siteA's /primary answers 200", [&](auto&, auto& v) { v.source.primaryWritable = true; },
+       "the source siteA has a writable primary, a1 (its /primary answers 200): demote that site",
+       "the source siteA has a writable primary, a1 (its /primary answers 200): demote that site"},
+      {"siteA between primaries", [&](auto&, auto&) {},
+       "the source siteA has no writable primary now (its primary a1 is absent; its sync may take over at any "
+       "moment), but it is not gone" + flag,
+       ""},
+      {"siteA unreachable",
+       [&](auto&, auto& v) {
+         v.source = SourceObservation{};
+         v.source.lastSeen = "unreachable since 00:12:03; its primary was a1, generation 9";
+       },
+       "the source siteA cannot be reached (unreachable since 00:12:03; its primary was a1, generation 9)" + flag, ""},
+      {"siteA's ensemble answers, no state", [&](auto&, auto& v) { v.source.state.reset(); },
+       "the source siteA has no cluster state" + flag, ""},
+      {"siteA demoted toward siteB: planned", [&](auto&, auto& v) { v = view(demoted); }, "", "", true},
+      {"siteA demoted toward siteB, its leader present (a standby leader)",
+       [&](auto&, auto& v) { v = view(demoted, true); }, "", "", true},
+      {"siteA demoted, stale: siteB promoted since",
+       [&](auto&, auto& v) {
+         v = view(demoted);
+         v.leaderTimeline = 3;
+       },
+       "the source siteA's demotion (0/04ffff28 on timeline 2) is not at the end of this cluster's history (its leader "
+       "is on timeline 3): a stale demotion" + flag,
+       ""},
+      {"siteA demoted, this leader's timeline not read",
+       [&](auto&, auto& v) {
+         v = view(demoted);
+         v.leaderTimeline.reset();
+       },
+       "the source siteA's demotion (0/04ffff28 on timeline 2) is not at the end of this cluster's history (its leader "
+       "is on a timeline not read): a stale demotion" + flag,
+       ""},
+      {"siteA demoted toward siteC", [&](auto&, auto& v) { v = view(demotedElsewhere); },
+       "the source siteA was demoted toward another cluster (dugong siteC (a1:2181,a2:2181/dugong/siteC)), which may "
+       "be writable" + flag,
+       ""},
+      {"siteA a standby of siteC, not demoted", [&](auto&, auto& v) { v = view(standbyOfC); },
+       "the source siteA is a standby cluster of dugong siteC (a1:2181,a2:2181/dugong/siteC), not demoted" + flag, ""},
+      {"siteA a standby of siteB by hand: a loop", [&](auto&, auto& v) { v = view(loop); },
+       "the source siteA is a standby cluster of this one, not demoted by demote-cluster: a loop made by hand; set "
+       "this cluster's source right first (dugong-adm standby set-source)",
+       "the source siteA is a standby cluster of this one, not demoted by demote-cluster: a loop made by hand; set "
+       "this cluster's source right first (dugong-adm standby set-source)"},
+      {"a hosts source with a writable host",
+       [&](auto& s, auto& v) {
+         s.standby->source = StandbySource{SourceKind::kHosts, "", {}, "", "", {{"h1", 5432}, {"h2", 5432}}, {}};
+         v.source.state.reset();
+         v.source.writableHosts = {{"h2", 5432}};
+       },
+       "the source hosts h1:5432, h2:5432 has a writable host, h2:5432 (not in recovery): demote that site",
+       "the source hosts h1:5432, h2:5432 has a writable host, h2:5432 (not in recovery): demote that site"},
+      {"a hosts source, none writable",
+       [&](auto& s, auto& v) {
+         s.standby->source = StandbySource{SourceKind::kHosts, "", {}, "", "", {{"h1", 5432}}, {}};
+         v.source.state.reset();
+       },
+       "the source hosts h1:5432 has no writable host now, but it is not gone" + flag, ""},
+      {"a hosts source, unreachable",
+       [&](auto& s, auto& v) {
+         s.standby->source = StandbySource{SourceKind::kHosts, "", {}, "", "", {{"h1", 5432}}, {}};
+         v.source = SourceObservation{};
+       },
+       "the source hosts h1:5432 cannot be reached" + flag, ""},
+      {"a repository",
+       [&](auto& s, auto& v) {
+         s.standby->source = StandbySource{SourceKind::kPgbackrest, "", {}, "", "", {}, SourceRepository{"siteA", {}}};
+         v.source = SourceObservation{};
+       },
+       "the source is a pgBackRest repository (stanza siteA): no primary can be seen there" + flag, ""},
+  };
+  for (const Row& row : rows) {
+    for (bool sourceGone : {false, true}) {
+      ClusterState state = siteB;
+      PromoteClusterView v = view(normal);
+      row.change(state, v);
+      const PromoteClusterVerdict verdict = promoteClusterRefusal(state, sourceGone, v);
+      const std::string& want = sourceGone ? row.withFlag : row.withoutFlag;
+      if (want.empty()) {
+        EXPECT_TRUE(verdict.ok()) << row.what << (sourceGone ? " (--source-gone)" : "") << ": " << *verdict.refusal;
+        EXPECT_EQ(verdict.waitFor.has_value(), row.waits) << row.what;
+        if (row.waits) {
+          EXPECT_EQ(*verdict.waitFor, (DemotionPoint{WalPosition(0x4FFFF28), 2})) << row.what;
+        }
+      } else {
+        ASSERT_FALSE(verdict.ok()) << row.what << (sourceGone ? " (--source-gone)" : "");
+        EXPECT_EQ(verdict.refusal->rfind(want, 0), 0u)
+            << row.what << (sourceGone ? " (--source-gone)" : "") << "\n got: " << *verdict.refusal
+            << "\nwant: " << want;
+      }
+    }
+  }
+}
+
+TEST(ObservedSourceState, KeepsWhatTheDecisionsNeed) {
+  ClusterState s = standbyCluster(5, "a1", "a2", {"a3"});
+  s.standby->demotedAt = DemotionPoint{WalPosition(0x100), 3};
+  ObservedSourceState o = ObservedSourceState::of(s);
+  EXPECT_EQ(o.generation, 5);
+  EXPECT_EQ(o.primary, "a1");
+  EXPECT_EQ(o.sync, "a2");
+  EXPECT_FALSE(o.oneNodeWriteMode);
+  ASSERT_TRUE(o.standby.has_value());
+  EXPECT_EQ(o.standby->demotedAt->timeline, 3);
+  s = cluster(6, "a1", "a2");
+  s.sync.reset();
+  s.oneNodeWriteMode = true;
+  o = ObservedSourceState::of(s);
+  EXPECT_FALSE(o.sync.has_value());
+  EXPECT_TRUE(o.oneNodeWriteMode);
+  EXPECT_FALSE(o.standby.has_value());
+}
+
+// Phase 1 (0083 section 10.2): nothing acts on a standby state. A peer of today that
+// reads one (a standby cluster's, or a normal one's demote request) halts with the
+// reason, as on a state of a newer format: no write, no fence, no apply; postgres keeps
+// what it had (in a standby cluster every postgres is a standby: a halted agent leaves a
+// read-only peer, 0083 2.3). It resumes on a state it runs.
+TEST(StandbyFormat, AFormat3StateHaltsTodaysPeers) {
+  ClusterState demoting = cluster(7, "p", "me", {"d"});
+  demoting.demote = {{"source", dugongSource().toJson()}, {"by", "ops"}, {"generation", 7},
+                     {"expireTime", formatIso8601(kT0 + 60000)}};
+  for (const ClusterState& format3 : {standbyCluster(7, "p", "me", {"d"}), demoting}) {
+    ASSERT_TRUE(ClusterState::parse(format3.serialize(), ClusterState::Formats::kSyncAndStandby).ok());
+    Harness h;
+    h.start(cluster(6, "p", "me", {"d"}), {"p", "me", "d"});
+    h.applied(true);
+    auto actions = h.step(ClusterStateChanged{peer_test::node(format3, 1)});
+    ASSERT_EQ(actions.size(), 1u);
+    const auto log = std::get<LogDecision>(actions[0]);
+    EXPECT_EQ(log.level, LogLevel::kError);
+    EXPECT_EQ(log.message,
+              "invalid cluster state (version 1): cluster state: format 3 (a standby cluster or a demote-cluster "
+              "request, docs/decisions/0083) is not run by this dugong yet: nothing is done with it; not acting until "
+              "a valid state is written");
+    EXPECT_EQ(h.peer.inspect()["halted"], log.message);
+    // Its primary gone, this sync would take over: it does nothing.
+    EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "d"})}).empty());
+    EXPECT_FALSE(h.peer.busy());
+    actions = h.step(ClusterStateChanged{peer_test::node(cluster(8, "p", "me", {"d"}), 2)});
+    EXPECT_FALSE(h.peer.haltReason().has_value());
+    EXPECT_TRUE(peer_test::logged(actions, "valid cluster state found again (version 2)"));
+  }
+}
+
+}  // namespace
+}  // namespace dugong
