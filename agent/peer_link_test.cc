@@ -81,12 +81,12 @@ class FakeSync {
 };
 
 // What the link hands the driver for one request of p1's to the fake sync.
-Result<FailsafeAnswer> ask(const AgentConfig& config, const FakeSync& sync) {
+Result<driver::FailsafeAnswer> ask(const AgentConfig& config, const FakeSync& sync) {
   boost::asio::io_context io;
   HttpPeerLink link(io, config);
-  std::optional<Result<FailsafeAnswer>> out;
-  link.askFailsafe(sync.identity(), FailsafeRequest{7, "p1", 9000}, 3000,
-                   [&out](Result<FailsafeAnswer> r) { out = std::move(r); });
+  std::optional<Result<driver::FailsafeAnswer>> out;
+  link.askFailsafe(sync.identity(), driver::FailsafeRequest{7, "p1", 9000}, 3000,
+                   [&out](Result<driver::FailsafeAnswer> r) { out = std::move(r); });
   io.run();
   if (!out) return Error{"the link never answered"};
   return *out;
@@ -95,11 +95,11 @@ Result<FailsafeAnswer> ask(const AgentConfig& config, const FakeSync& sync) {
 // An honest sync holding `key`: grants, signed for the request it received.
 FakeSync::Answer honest(const std::string& key) {
   return [key](const HttpRequest&, const FailsafeCall& call) {
-    return failsafeReply(call, FailsafeAnswer{true, "promised"}, PeerKey(key));
+    return failsafeReply(call, driver::FailsafeAnswer{true, "promised"}, PeerKey(key));
   };
 }
 
-TEST(PeerLink, AGrantSignedForThisRequestUnderTheClusterKeyIsBelieved) {
+TEST(driver::PeerLink, AGrantSignedForThisRequestUnderTheClusterKeyIsBelieved) {
   FakeSync sync(honest(kClusterKey));
   ASSERT_TRUE(sync.listening());
   auto r = ask(requesterConfig(kClusterKey), sync);
@@ -114,7 +114,7 @@ TEST(PeerLink, AGrantSignedForThisRequestUnderTheClusterKeyIsBelieved) {
   EXPECT_TRUE(acceptFailsafeCall(*call, "c1", "s1", PeerKey(kClusterKey)).ok());
 }
 
-TEST(PeerLink, AForgedGrantIsNeverBelieved) {
+TEST(driver::PeerLink, AForgedGrantIsNeverBelieved) {
   FakeSync sync([](const HttpRequest&, const FailsafeCall& call) {
     nlohmann::json j = {{"granted", true}, {"reason", "forged"}, {"nonce", call.nonce}, {"mac", std::string(64, '0')}};
     return HttpReply{200, "application/json", j.dump()};
@@ -124,7 +124,7 @@ TEST(PeerLink, AForgedGrantIsNeverBelieved) {
   EXPECT_NE(r.error().find("does not match"), std::string::npos) << r.error();
 }
 
-TEST(PeerLink, AGrantWithoutAMacIsNeverBelieved) {
+TEST(driver::PeerLink, AGrantWithoutAMacIsNeverBelieved) {
   FakeSync sync([](const HttpRequest&, const FailsafeCall&) {
     return HttpReply{200, "application/json", R"({"granted": true, "reason": "no mac"})"};
   });
@@ -133,7 +133,7 @@ TEST(PeerLink, AGrantWithoutAMacIsNeverBelieved) {
   EXPECT_NE(r.error().find("no MAC"), std::string::npos) << r.error();
 }
 
-TEST(PeerLink, AGrantUnderAnotherKeyIsNeverBelieved) {
+TEST(driver::PeerLink, AGrantUnderAnotherKeyIsNeverBelieved) {
   FakeSync sync(honest(std::string(64, 'x')));
   auto r = ask(requesterConfig(kClusterKey), sync);
   ASSERT_FALSE(r.ok() && r->granted) << "a grant under another key was believed";
@@ -142,10 +142,10 @@ TEST(PeerLink, AGrantUnderAnotherKeyIsNeverBelieved) {
 
 // The sync's genuine grant to a first request, recorded on the way and played back as
 // the answer to the next: its nonce is the first request's.
-TEST(PeerLink, AReplayedGrantIsNeverBelieved) {
+TEST(driver::PeerLink, AReplayedGrantIsNeverBelieved) {
   std::optional<HttpReply> recorded;
   FakeSync sync([&recorded](const HttpRequest&, const FailsafeCall& call) {
-    if (!recorded) recorded = failsafeReply(call, FailsafeAnswer{true, "promised"}, PeerKey(kClusterKey));
+    if (!recorded) recorded = failsafeReply(call, driver::FailsafeAnswer{true, "promised"}, PeerKey(kClusterKey));
     return *recorded;
   });
   auto first = ask(requesterConfig(kClusterKey), sync);
@@ -156,9 +156,9 @@ TEST(PeerLink, AReplayedGrantIsNeverBelieved) {
 }
 
 // Without a key on either side (every agent on one host), the messages go as they are.
-TEST(PeerLink, WithoutAKeyTheAnswerIsTakenAsItComes) {
+TEST(driver::PeerLink, WithoutAKeyTheAnswerIsTakenAsItComes) {
   FakeSync sync([](const HttpRequest&, const FailsafeCall& call) {
-    return failsafeReply(call, FailsafeAnswer{true, "promised"}, std::nullopt);
+    return failsafeReply(call, driver::FailsafeAnswer{true, "promised"}, std::nullopt);
   });
   auto r = ask(requesterConfig(std::nullopt), sync);
   ASSERT_TRUE(r.ok()) << r.error();
