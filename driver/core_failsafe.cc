@@ -168,8 +168,9 @@ FailsafeAnswer Core::answerFailsafe(const FailsafeRequest& request) {
   view.leaseInUse = lease_.inUse();
   view.reachesZooKeeper = reachesZooKeeper(lease_.sentAt(), lease_.intervalMs(), now());
   view.maxDurationMs = std::min(failsafeDurationMs(), kFailsafeMaxDurationMs);
-  view.takingOver = peer_->role() != Role::kSync || failsafe_.heldTakeover_.has_value() || pg_.op == PgOp::kFence ||
-                    pg_.op == PgOp::kAwaitUpstreamStop || stateWriteUnanswered(in::WriteFor::kStateMachine) ||
+  // Every step of a takeover is one of the state machine's in flight (awaitingCompletion):
+  // its fence, a switchover's wait before it, its state write, and either held for a promise.
+  view.takingOver = peer_->role() != Role::kSync ||
                     peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || health_.withdrawn();
   FailsafeAnswer a = decideFailsafeGrant(request, view);
   const int64_t now = this->now();
