@@ -28,7 +28,7 @@ struct Watchdog::Shared {
   // 0: connected.
   std::atomic<int64_t> connectionLostMs{0};
   // The primary's lease's end (CLOCK_BOOTTIME, ms: the driver's clock); 0: none yet.
-  std::atomic<int64_t> driver::leaseDeadlineMs{0};
+  std::atomic<int64_t> leaseDeadlineMs{0};
   // The agent loop's last beat (steady clock, ms); 0: none yet, or the loop has ended.
   std::atomic<int64_t> beatMs{0};
 };
