@@ -99,7 +99,7 @@ FakeSync::Answer honest(const std::string& key) {
   };
 }
 
-TEST(driver::PeerLink, AGrantSignedForThisRequestUnderTheClusterKeyIsBelieved) {
+TEST(PeerLink, AGrantSignedForThisRequestUnderTheClusterKeyIsBelieved) {
   FakeSync sync(honest(kClusterKey));
   ASSERT_TRUE(sync.listening());
   auto r = ask(requesterConfig(kClusterKey), sync);
@@ -114,7 +114,7 @@ TEST(driver::PeerLink, AGrantSignedForThisRequestUnderTheClusterKeyIsBelieved) {
   EXPECT_TRUE(acceptFailsafeCall(*call, "c1", "s1", PeerKey(kClusterKey)).ok());
 }
 
-TEST(driver::PeerLink, AForgedGrantIsNeverBelieved) {
+TEST(PeerLink, AForgedGrantIsNeverBelieved) {
   FakeSync sync([](const HttpRequest&, const FailsafeCall& call) {
     nlohmann::json j = {{"granted", true}, {"reason", "forged"}, {"nonce", call.nonce}, {"mac", std::string(64, '0')}};
     return HttpReply{200, "application/json", j.dump()};
@@ -124,7 +124,7 @@ TEST(driver::PeerLink, AForgedGrantIsNeverBelieved) {
   EXPECT_NE(r.error().find("does not match"), std::string::npos) << r.error();
 }
 
-TEST(driver::PeerLink, AGrantWithoutAMacIsNeverBelieved) {
+TEST(PeerLink, AGrantWithoutAMacIsNeverBelieved) {
   FakeSync sync([](const HttpRequest&, const FailsafeCall&) {
     return HttpReply{200, "application/json", R"({"granted": true, "reason": "no mac"})"};
   });
@@ -133,7 +133,7 @@ TEST(driver::PeerLink, AGrantWithoutAMacIsNeverBelieved) {
   EXPECT_NE(r.error().find("no MAC"), std::string::npos) << r.error();
 }
 
-TEST(driver::PeerLink, AGrantUnderAnotherKeyIsNeverBelieved) {
+TEST(PeerLink, AGrantUnderAnotherKeyIsNeverBelieved) {
   FakeSync sync(honest(std::string(64, 'x')));
   auto r = ask(requesterConfig(kClusterKey), sync);
   ASSERT_FALSE(r.ok() && r->granted) << "a grant under another key was believed";
@@ -142,7 +142,7 @@ TEST(driver::PeerLink, AGrantUnderAnotherKeyIsNeverBelieved) {
 
 // The sync's genuine grant to a first request, recorded on the way and played back as
 // the answer to the next: its nonce is the first request's.
-TEST(driver::PeerLink, AReplayedGrantIsNeverBelieved) {
+TEST(PeerLink, AReplayedGrantIsNeverBelieved) {
   std::optional<HttpReply> recorded;
   FakeSync sync([&recorded](const HttpRequest&, const FailsafeCall& call) {
     if (!recorded) recorded = failsafeReply(call, driver::FailsafeAnswer{true, "promised"}, PeerKey(kClusterKey));
@@ -156,7 +156,7 @@ TEST(driver::PeerLink, AReplayedGrantIsNeverBelieved) {
 }
 
 // Without a key on either side (every agent on one host), the messages go as they are.
-TEST(driver::PeerLink, WithoutAKeyTheAnswerIsTakenAsItComes) {
+TEST(PeerLink, WithoutAKeyTheAnswerIsTakenAsItComes) {
   FakeSync sync([](const HttpRequest&, const FailsafeCall& call) {
     return failsafeReply(call, driver::FailsafeAnswer{true, "promised"}, std::nullopt);
   });
