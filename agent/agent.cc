@@ -96,7 +96,7 @@ Result<bool> Agent::start() {
   requests_ = std::make_unique<RequestFollower>(
       coordinator_, *pg_, zk::Layout(config_.zk.effectiveRoot()).request(config_.identity.id),
       [this] { return clock_.wallMs(); });
-  DriverOptions options;
+  driver::DriverOptions options;
   options.identity = config_.identity;
   options.singleton = config_.singleton;
   options.withdrawAfterMs = int64_t{config_.withdrawAfterSeconds} * 1000;
@@ -138,7 +138,7 @@ Result<bool> Agent::start() {
   options.recordPromise = [this](int64_t untilMs) {
     return promises_->save(untilMs - clock_.monotonicMs(), BootClock::now());
   };
-  driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, *postgres_, log_, &peers_}, options);
+  driver_ = std::make_unique<driver::Runner>(driver::Env{clock_, coordinator_, *postgres_, log_, &peers_}, options);
   driver_->onFatal([this] {
     exitCode_ = 1;
     if (onFatal_) onFatal_();
@@ -231,7 +231,7 @@ int64_t Agent::earlierPromiseMs() {
   auto recorded = promises_->remainingAt(now);
   int64_t hold = 0;
   if (!recorded) {
-    hold = kFailsafeMaxDurationMs;
+    hold = driver::kFailsafeMaxDurationMs;
     spdlog::error("failsafe: the record of earlier promises is unreadable ({}): this peer takes over from no primary "
                   "for the longest promise, {} ms",
                   recorded.error(), hold);

@@ -101,7 +101,7 @@ class Agent {
   std::unique_ptr<ClusterConfigFollower> clusterConfig_;  // applies <root>/config to postgres
   std::unique_ptr<RequestFollower> requests_;             // restart/reload requests for this peer
   std::unique_ptr<HookRunner> hooks_;  // null: no hook configured
-  std::unique_ptr<Driver> driver_;
+  std::unique_ptr<driver::Runner> driver_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<Switchover> switchover_;
   boost::asio::steady_timer statusTimer_;  // polls postgres' status; its tick is the watchdog's beat

@@ -146,11 +146,11 @@ struct AgentConfig {
   std::optional<PeerKey> peerKey;         // http.peerKeyFile's; none: messages to peers go unauthenticated
   bool singleton = false;
   // The driver's defaults (driver/defaults.h).
-  RejoinPolicy rejoin = defaults::kRejoin;
-  int handoverWaitMs = defaults::kHandoverWaitMs;
-  int syncReplaceAfterMs = defaults::kSyncReplaceAfterMs;
-  int syncReplaceHoldMs = defaults::kSyncReplaceHoldMs;
-  int syncConnectGraceMs = defaults::kSyncConnectGraceMs;
+  RejoinPolicy rejoin = driver::defaults::kRejoin;
+  int handoverWaitMs = driver::defaults::kHandoverWaitMs;
+  int syncReplaceAfterMs = driver::defaults::kSyncReplaceAfterMs;
+  int syncReplaceHoldMs = driver::defaults::kSyncReplaceHoldMs;
+  int syncConnectGraceMs = driver::defaults::kSyncConnectGraceMs;
   // The ensemble's tickTime as the operator states it (an upper bound), for the primary's
   // lease (driver/lease.h); 0: half the negotiated session timeout, ZooKeeper's floor.
   int zkTickTimeMs = 0;

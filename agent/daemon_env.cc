@@ -20,7 +20,7 @@ namespace {
 
 // A timer due at a boot time: armed on a steady timer for the time left, and armed
 // again by the clock after a suspend (AsioClock::Timers).
-class AsioTimer : public Timer {
+class AsioTimer : public driver::Timer {
  public:
   AsioTimer(boost::asio::io_context& io, std::shared_ptr<AsioClock::Timers> timers);
   ~AsioTimer() override;
@@ -83,7 +83,7 @@ void AsioClock::checkForSuspend() const {
   });
 }
 
-std::unique_ptr<Timer> AsioClock::newTimer() { return std::make_unique<AsioTimer>(io_, timers_); }
+std::unique_ptr<driver::Timer> AsioClock::newTimer() { return std::make_unique<AsioTimer>(io_, timers_); }
 
 void AsioClock::post(std::function<void()> fn) { boost::asio::post(io_, std::move(fn)); }
 
@@ -129,7 +129,7 @@ void ZkCoordinator::keepSessionAcrossRestarts(std::optional<zk::SessionCredentia
   onNewSession_ = std::move(onNewSession);
 }
 
-Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
+Result<bool> ZkCoordinator::join(driver::CoordinatorCallbacks callbacks) {
   leave();
   // Every log line from here on carries the generation of the last cluster state seen,
   // set before the state machine is stepped with it.
@@ -147,7 +147,7 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
   for (const auto& [path, onChange] : watched_) session_->watchNode(path, onChange);
   if (callbacks.onConnection) {
     session_->setConnectionCallback([onConnection = std::move(callbacks.onConnection)](zk::ConnectionChange c) {
-      onConnection(CoordinatorConnection{c.connected, c.sessionId, c.sessionTimeoutMs});
+      onConnection(driver::CoordinatorConnection{c.connected, c.sessionId, c.sessionTimeoutMs});
     });
   }
   if (callbacks.onLease && options.lease) {
@@ -155,7 +155,7 @@ Result<bool> ZkCoordinator::join(CoordinatorCallbacks callbacks) {
       // The client dates the round trip on the steady clock; the driver's is boot time.
       const int64_t sentAtMs = clock.bootOfSteadyMs(
           std::chrono::duration_cast<std::chrono::milliseconds>(l.sentAt.time_since_epoch()).count());
-      onLease(CoordinatorLease{sentAtMs, l.sessionId, l.sessionTimeoutMs, l.intervalMs});
+      onLease(driver::CoordinatorLease{sentAtMs, l.sessionId, l.sessionTimeoutMs, l.intervalMs});
     });
   }
   if (auto ok = session_->start(); !ok) {
@@ -222,8 +222,8 @@ void ZkCoordinator::putClusterState(const ClusterState& state, int32_t expectedV
       reason);
 }
 
-CoordinatorStatus ZkCoordinator::status() const {
-  CoordinatorStatus c;
+driver::CoordinatorStatus ZkCoordinator::status() const {
+  driver::CoordinatorStatus c;
   if (!session_) return c;
   auto s = session_->status();
   c.member = true;
@@ -236,10 +236,10 @@ CoordinatorStatus ZkCoordinator::status() const {
 }
 
 void PgPostgres::sampleSyncStandby(const std::string& standbyId,
-                                   std::function<void(Result<SyncReplicationSample>)> done) {
+                                   std::function<void(Result<driver::SyncReplicationSample>)> done) {
   pg_.syncStandby(standbyId, [done = std::move(done)](Result<pg::SyncStandbyView> view) {
     if (!view) return done(Error{view.error()});
-    done(SyncReplicationSample{view->streaming, view->flushed, view->waitingCommits});
+    done(driver::SyncReplicationSample{view->streaming, view->flushed, view->waitingCommits});
   });
 }
 
@@ -250,13 +250,13 @@ void PgPostgres::stopWrites(std::function<void(Result<int>)> done) {
   });
 }
 
-void PgPostgres::rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) {
+void PgPostgres::rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(driver::RejoinFinished)> done) {
   if (policy == RejoinPolicy::kManual) {
-    return done(RejoinFinished{false, false, "", "rejoin is manual"});  // the driver never asks
+    return done(driver::RejoinFinished{false, false, "", "rejoin is manual"});  // the driver never asks
   }
   pg_.rejoin(primary, policy == RejoinPolicy::kRewind ? pg::RejoinLimit::kRewind : pg::RejoinLimit::kFollowOnly,
              [done = std::move(done)](pg::PgRejoined r) {
-               done(RejoinFinished{r.ok, r.rewound, std::move(r.discarded), std::move(r.error)});
+               done(driver::RejoinFinished{r.ok, r.rewound, std::move(r.discarded), std::move(r.error)});
              });
 }
 
@@ -277,8 +277,8 @@ void SpdlogSink::write(LogLevel level, const std::string& line) {
 
 namespace dugong::agent {
 
-void HttpPeerLink::askFailsafe(const PeerIdentity& to, const FailsafeRequest& request, int64_t timeoutMs,
-                               std::function<void(Result<FailsafeAnswer>)> done) {
+void HttpPeerLink::askFailsafe(const PeerIdentity& to, const driver::FailsafeRequest& request, int64_t timeoutMs,
+                               std::function<void(Result<driver::FailsafeAnswer>)> done) {
   if (!to.backupUrl) {
     return boost::asio::post(io_, [done = std::move(done), id = to.id] {
       done(Error{id + " publishes no HTTP address (its http.listen is \"\")"});

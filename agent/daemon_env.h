@@ -26,14 +26,14 @@ namespace dugong::agent {
 // holds back: when a suspend is seen (checkForSuspend, at each of the agent's ticks and
 // each reading of the clock), every pending timer is set again for its due boot time,
 // so that a deadline a suspend ran past fires at once.
-class AsioClock : public Clock {
+class AsioClock : public driver::Clock {
  public:
   // `suspends`: tests pass one reading their own clocks.
   explicit AsioClock(boost::asio::io_context& io,
                      std::shared_ptr<SuspendTracker> suspends = std::make_shared<SuspendTracker>());
   EpochMs wallMs() const override;
   int64_t monotonicMs() const override;
-  std::unique_ptr<Timer> newTimer() override;
+  std::unique_ptr<driver::Timer> newTimer() override;
   void post(std::function<void()> fn) override;
   // Samples for a suspend; after one, logs it and sets every pending timer again.
   void checkForSuspend() const;
@@ -49,7 +49,7 @@ class AsioClock : public Clock {
 };
 
 // Membership is one zk::Session: join opens one, leave closes it.
-class ZkCoordinator : public Coordinator {
+class ZkCoordinator : public driver::Coordinator {
  public:
   // `clock`: dates the lease's round trips in its time (outlives this).
   ZkCoordinator(boost::asio::io_context& io, zk::ZkOptions options, PeerIdentity self, const AsioClock& clock);
@@ -59,7 +59,7 @@ class ZkCoordinator : public Coordinator {
   // new session's credentials (to save them). Set before the first join.
   void keepSessionAcrossRestarts(std::optional<zk::SessionCredentials> resume,
                                  std::function<void(zk::SessionCredentials)> onNewSession);
-  Result<bool> join(CoordinatorCallbacks callbacks) override;
+  Result<bool> join(driver::CoordinatorCallbacks callbacks) override;
   void leave() override;
   // Detaches the session (zk::Session::detach): the process is about to exit.
   void leaveKeepingMembership() override;
@@ -68,7 +68,7 @@ class ZkCoordinator : public Coordinator {
   bool detached() const { return detached_; }
   void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override;
-  CoordinatorStatus status() const override;
+  driver::CoordinatorStatus status() const override;
   void publishDataState(const std::optional<PeerDataState>& data) override;
   void publishStreaming(bool streams) override;
   // Watches a node in every session from now on (zk::Session::watchNode): its content
@@ -100,14 +100,14 @@ class ZkCoordinator : public Coordinator {
 // identity's backupUrl, the agent's HTTP API: HTTPS, its certificate verified, when that
 // agent has one), authenticated by the cluster's peer key when this agent has one
 // (agent/failsafe_message.h); an answer that key does not vouch for is an error.
-class HttpPeerLink : public PeerLink {
+class HttpPeerLink : public driver::PeerLink {
  public:
   // From the agent's whole configuration: what it sends is decided here, never by the
   // caller (the bearer token of http.auth is not among it).
   HttpPeerLink(boost::asio::io_context& io, const AgentConfig& config)
       : io_(io), cluster_(config.zk.cluster), key_(config.peerKey) {}
-  void askFailsafe(const PeerIdentity& to, const FailsafeRequest& request, int64_t timeoutMs,
-                   std::function<void(Result<FailsafeAnswer>)> done) override;
+  void askFailsafe(const PeerIdentity& to, const driver::FailsafeRequest& request, int64_t timeoutMs,
+                   std::function<void(Result<driver::FailsafeAnswer>)> done) override;
 
  private:
   boost::asio::io_context& io_;
@@ -115,7 +115,7 @@ class HttpPeerLink : public PeerLink {
   std::optional<PeerKey> key_;
 };
 
-class PgPostgres : public Postgres {
+class PgPostgres : public driver::Postgres {
  public:
   // `status`: the agent's last status poll of postgres (outlives this), for streamSample.
   PgPostgres(pg::PgAdapter& adapter, const pg::PgStatus& status) : pg_(adapter), status_(status) {}
@@ -128,7 +128,7 @@ class PgPostgres : public Postgres {
   }
   void readWal(std::function<void(WalPositionRead)> done) override { pg_.readWal(std::move(done)); }
   void sampleSyncStandby(const std::string& standbyId,
-                         std::function<void(Result<SyncReplicationSample>)> done) override;
+                         std::function<void(Result<driver::SyncReplicationSample>)> done) override;
   void readDataState(std::function<void(Result<PeerDataState>)> done) override { pg_.dataState(std::move(done)); }
   void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override {
     pg_.startHealthCheck(std::move(onChange));
@@ -137,14 +137,14 @@ class PgPostgres : public Postgres {
   bool postmasterGone() const override { return pg_.postmasterGone(); }
   // From the last status poll: online, and pg_stat_wal_receiver's status "streaming"
   // under the upstream its configuration names.
-  std::optional<StreamSample> streamSample() const override {
+  std::optional<driver::StreamSample> streamSample() const override {
     const bool streaming = status_.walReceiverStatus == "streaming" && status_.upstream;
-    return StreamSample{status_.online, streaming ? *status_.upstream : std::string()};
+    return driver::StreamSample{status_.online, streaming ? *status_.upstream : std::string()};
   }
   void stopWrites(std::function<void(Result<int>)> done) override;
   void resumeWrites(std::function<void(Result<bool>)> done) override { pg_.resumeWrites(std::move(done)); }
   void shutDownWrites(std::function<void(Result<bool>)> done) override { pg_.shutDownWrites(std::move(done)); }
-  void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(RejoinFinished)> done) override;
+  void rejoin(const PeerIdentity& primary, RejoinPolicy policy, std::function<void(driver::RejoinFinished)> done) override;
   void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) override {
     pg_.awaitUpstreamStop(std::chrono::milliseconds(timeoutMs), std::move(done));
   }
@@ -154,7 +154,7 @@ class PgPostgres : public Postgres {
   const pg::PgStatus& status_;
 };
 
-class SpdlogSink : public LogSink {
+class SpdlogSink : public driver::LogSink {
  public:
   void write(LogLevel level, const std::string& line) override;
 };

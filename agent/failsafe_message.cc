@@ -21,7 +21,7 @@ std::vector<std::string> requestFields(const char* kind, const FailsafeCall& c) 
           c.nonce};
 }
 
-std::vector<std::string> answerFields(const FailsafeCall& c, const FailsafeAnswer& a) {
+std::vector<std::string> answerFields(const FailsafeCall& c, const driver::FailsafeAnswer& a) {
   auto fields = requestFields("dugong failsafe answer", c);
   fields.push_back(a.granted ? "granted" : "refused");
   fields.push_back(a.reason);
@@ -57,7 +57,7 @@ Result<FailsafeCall> parseFailsafeBody(const std::string& body) {
     return Error{expected + ", found " + j.dump()};
   }
   return FailsafeCall{j["cluster"].get<std::string>(),
-                      FailsafeRequest{j["generation"].get<int64_t>(), j["primary"].get<std::string>(),
+                      driver::FailsafeRequest{j["generation"].get<int64_t>(), j["primary"].get<std::string>(),
                                       j["durationMs"].get<int64_t>()},
                       j.value("granter", std::string()), j.value("nonce", std::string()), j.value("mac", std::string())};
 }
@@ -88,13 +88,13 @@ bool SeenNonces::firstSight(const std::string& nonce) {
   return true;
 }
 
-HttpReply failsafeReply(const FailsafeCall& call, const FailsafeAnswer& answer, const std::optional<PeerKey>& key) {
+HttpReply failsafeReply(const FailsafeCall& call, const driver::FailsafeAnswer& answer, const std::optional<PeerKey>& key) {
   nlohmann::json j = {{"granted", answer.granted}, {"reason", answer.reason}, {"nonce", call.nonce}};
   if (key) j["mac"] = key->mac(answerFields(call, answer));
   return {200, "application/json", j.dump() + "\n"};
 }
 
-Result<FailsafeAnswer> parseFailsafeReply(const HttpResponse& response, const FailsafeCall& asked,
+Result<driver::FailsafeAnswer> parseFailsafeReply(const HttpResponse& response, const FailsafeCall& asked,
                                           const std::optional<PeerKey>& key) {
   auto j = nlohmann::json::parse(response.body, nullptr, false);
   if (response.status != 200) {
@@ -106,7 +106,7 @@ Result<FailsafeAnswer> parseFailsafeReply(const HttpResponse& response, const Fa
       (j.contains("reason") && !j["reason"].is_string())) {
     return Error{"an answer without \"granted\": " + response.body};
   }
-  FailsafeAnswer answer{j["granted"].get<bool>(), j.value("reason", std::string())};
+  driver::FailsafeAnswer answer{j["granted"].get<bool>(), j.value("reason", std::string())};
   if (!key) return answer;
   const auto text = [&j](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; };
   if (text("mac").empty()) return Error{"the answer carries no MAC, and this agent has a peer key: not believed"};

@@ -26,7 +26,7 @@ namespace dugong::agent {
 
 struct FailsafeCall {
   std::string cluster;
-  FailsafeRequest request;
+  driver::FailsafeRequest request;
   std::string granter;  // the peer asked; "" from an agent of an older release
   std::string nonce;    // fresh for each request; "" likewise
   std::string mac;      // of the fields under the peer key; "" when the requester has none
@@ -57,10 +57,10 @@ class SeenNonces {
 };
 
 // The granter's reply to `call`: 200 {"granted", "reason", "nonce", "mac"}.
-HttpReply failsafeReply(const FailsafeCall& call, const FailsafeAnswer& answer, const std::optional<PeerKey>& key);
+HttpReply failsafeReply(const FailsafeCall& call, const driver::FailsafeAnswer& answer, const std::optional<PeerKey>& key);
 // The requester's reading of the reply to its request `asked`: with a key, an answer
 // without an HMAC, to another nonce, or whose HMAC does not match is an error.
-Result<FailsafeAnswer> parseFailsafeReply(const HttpResponse& response, const FailsafeCall& asked,
+Result<driver::FailsafeAnswer> parseFailsafeReply(const HttpResponse& response, const FailsafeCall& asked,
                                           const std::optional<PeerKey>& key);
 
 }  // namespace dugong::agent

@@ -12,7 +12,7 @@ const PeerKey kKey(std::string(64, 'a'));
 const PeerKey kOtherKey(std::string(64, 'b'));
 
 FailsafeCall requestCall(const std::string& nonce = "6e6f6e6365") {
-  return FailsafeCall{"c1", FailsafeRequest{7, "p1", 9000}, "s1", nonce, ""};
+  return FailsafeCall{"c1", driver::FailsafeRequest{7, "p1", 9000}, "s1", nonce, ""};
 }
 
 // The call as the granter reads it off the wire.
@@ -22,7 +22,7 @@ FailsafeCall received(const FailsafeCall& sent, const std::optional<PeerKey>& ke
   return parsed.ok() ? *parsed : FailsafeCall{};
 }
 
-HttpResponse answered(const FailsafeCall& call, const FailsafeAnswer& a, const std::optional<PeerKey>& key) {
+HttpResponse answered(const FailsafeCall& call, const driver::FailsafeAnswer& a, const std::optional<PeerKey>& key) {
   return HttpResponse{200, failsafeReply(call, a, key).body};
 }
 
@@ -52,12 +52,12 @@ TEST(FailsafeMessage, TheGranterAcceptsOnlyARequestItsKeyVouchesFor) {
 
 TEST(FailsafeMessage, TheRequesterBelievesOnlyTheAnswerToItsOwnRequestUnderItsKey) {
   const FailsafeCall mine = requestCall("aaaa");
-  const FailsafeAnswer grant{true, "promised"};
+  const driver::FailsafeAnswer grant{true, "promised"};
   auto honest = parseFailsafeReply(answered(mine, grant, kKey), mine, kKey);
   ASSERT_TRUE(honest.ok()) << honest.error();
   EXPECT_TRUE(honest->granted);
   EXPECT_EQ(honest->reason, "promised");
-  auto refusal = parseFailsafeReply(answered(mine, FailsafeAnswer{false, "reaches it"}, kKey), mine, kKey);
+  auto refusal = parseFailsafeReply(answered(mine, driver::FailsafeAnswer{false, "reaches it"}, kKey), mine, kKey);
   ASSERT_TRUE(refusal.ok()) << refusal.error();
   EXPECT_FALSE(refusal->granted);
 
@@ -70,7 +70,7 @@ TEST(FailsafeMessage, TheRequesterBelievesOnlyTheAnswerToItsOwnRequestUnderItsKe
   rewritten["nonce"] = "aaaa";
   EXPECT_FALSE(parseFailsafeReply(HttpResponse{200, rewritten.dump()}, mine, kKey).ok());
   // A refusal turned into a grant on the way.
-  auto flipped = nlohmann::json::parse(answered(mine, FailsafeAnswer{false, "reaches it"}, kKey).body);
+  auto flipped = nlohmann::json::parse(answered(mine, driver::FailsafeAnswer{false, "reaches it"}, kKey).body);
   flipped["granted"] = true;
   EXPECT_FALSE(parseFailsafeReply(HttpResponse{200, flipped.dump()}, mine, kKey).ok());
   // Under another key, without a MAC, or the request's own MAC given as the answer's.

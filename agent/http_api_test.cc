@@ -225,7 +225,7 @@ TEST(HttpApi, SwitchoverTakesPatronisLeaderKey) {
 // travel to its sync, across hosts): the request is the agent's to authenticate, by the
 // peer key (agent/failsafe_message.h). Routing only parses the body.
 TEST(HttpApi, FailsafeIsRoutedOnAWellFormedBodyWhateverTheCredential) {
-  const FailsafeCall asked{"c1", FailsafeRequest{7, "node1", 4000}, "node2", "n0nce", ""};
+  const FailsafeCall asked{"c1", driver::FailsafeRequest{7, "node1", 4000}, "node2", "n0nce", ""};
   const std::string body = failsafeBody(asked, std::nullopt);
   const std::vector<PostCase> cases = {
       {post("/failsafe", body, ""), {}, 0},

@@ -81,12 +81,12 @@ class FakeSync {
 };
 
 // What the link hands the driver for one request of p1's to the fake sync.
-Result<FailsafeAnswer> ask(const AgentConfig& config, const FakeSync& sync) {
+Result<driver::FailsafeAnswer> ask(const AgentConfig& config, const FakeSync& sync) {
   boost::asio::io_context io;
   HttpPeerLink link(io, config);
-  std::optional<Result<FailsafeAnswer>> out;
-  link.askFailsafe(sync.identity(), FailsafeRequest{7, "p1", 9000}, 3000,
-                   [&out](Result<FailsafeAnswer> r) { out = std::move(r); });
+  std::optional<Result<driver::FailsafeAnswer>> out;
+  link.askFailsafe(sync.identity(), driver::FailsafeRequest{7, "p1", 9000}, 3000,
+                   [&out](Result<driver::FailsafeAnswer> r) { out = std::move(r); });
   io.run();
   if (!out) return Error{"the link never answered"};
   return *out;
@@ -95,7 +95,7 @@ Result<FailsafeAnswer> ask(const AgentConfig& config, const FakeSync& sync) {
 // An honest sync holding `key`: grants, signed for the request it received.
 FakeSync::Answer honest(const std::string& key) {
   return [key](const HttpRequest&, const FailsafeCall& call) {
-    return failsafeReply(call, FailsafeAnswer{true, "promised"}, PeerKey(key));
+    return failsafeReply(call, driver::FailsafeAnswer{true, "promised"}, PeerKey(key));
   };
 }
 
@@ -145,7 +145,7 @@ TEST(PeerLink, AGrantUnderAnotherKeyIsNeverBelieved) {
 TEST(PeerLink, AReplayedGrantIsNeverBelieved) {
   std::optional<HttpReply> recorded;
   FakeSync sync([&recorded](const HttpRequest&, const FailsafeCall& call) {
-    if (!recorded) recorded = failsafeReply(call, FailsafeAnswer{true, "promised"}, PeerKey(kClusterKey));
+    if (!recorded) recorded = failsafeReply(call, driver::FailsafeAnswer{true, "promised"}, PeerKey(kClusterKey));
     return *recorded;
   });
   auto first = ask(requesterConfig(kClusterKey), sync);
@@ -158,7 +158,7 @@ TEST(PeerLink, AReplayedGrantIsNeverBelieved) {
 // Without a key on either side (every agent on one host), the messages go as they are.
 TEST(PeerLink, WithoutAKeyTheAnswerIsTakenAsItComes) {
   FakeSync sync([](const HttpRequest&, const FailsafeCall& call) {
-    return failsafeReply(call, FailsafeAnswer{true, "promised"}, std::nullopt);
+    return failsafeReply(call, driver::FailsafeAnswer{true, "promised"}, std::nullopt);
   });
   auto r = ask(requesterConfig(std::nullopt), sync);
   ASSERT_TRUE(r.ok()) << r.error();

@@ -51,7 +51,7 @@ Result<std::optional<int64_t>> PromiseRecord::remainingAt(const BootClock& now) 
   const int64_t until = j["promisedUntilMs"].get<int64_t>();
   // Another boot: the time since is unknown, but not negative.
   const int64_t from = j["bootId"].get<std::string>() == now.bootId ? now.ms : j["recordedAtMs"].get<int64_t>();
-  return std::optional<int64_t>{std::clamp<int64_t>(until - from, 0, kFailsafeMaxDurationMs)};
+  return std::optional<int64_t>{std::clamp<int64_t>(until - from, 0, driver::kFailsafeMaxDurationMs)};
 }
 
 }  // namespace dugong::agent

@@ -37,8 +37,8 @@ TEST_F(PromiseRecordTest, OnAnotherBootThePromiseIsHeldForItsRestAtTheRecord) {
 }
 
 TEST_F(PromiseRecordTest, AtMostTheLongestPromise) {
-  ASSERT_TRUE(record.save(10 * kFailsafeMaxDurationMs, BootClock{"boot-a", 0}).ok());
-  EXPECT_EQ(*record.remainingAt(BootClock{"boot-a", 0}), std::optional<int64_t>(kFailsafeMaxDurationMs));
+  ASSERT_TRUE(record.save(10 * driver::kFailsafeMaxDurationMs, BootClock{"boot-a", 0}).ok());
+  EXPECT_EQ(*record.remainingAt(BootClock{"boot-a", 0}), std::optional<int64_t>(driver::kFailsafeMaxDurationMs));
 }
 
 TEST_F(PromiseRecordTest, AFileThatIsNoRecordIsAnError) {

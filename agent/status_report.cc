@@ -17,13 +17,13 @@ std::optional<uint64_t> lsnBytes(const std::optional<std::string>& lsn) {
 
 }  // namespace
 
-bool isWritablePrimary(const Driver& driver, const pg::PgStatus& postgres) {
+bool isWritablePrimary(const driver::Runner& driver, const pg::PgStatus& postgres) {
   return driver.peer().role() == Role::kPrimary && driver.appliedRole() == Role::kPrimary &&
          !driver.writesStopped() && postgres.online && !postgres.inRecovery && !postgres.readOnly &&
          !postgres.writesStopped;
 }
 
-bool isStreamingReplica(const Driver& driver, const pg::PgStatus& postgres) {
+bool isStreamingReplica(const driver::Runner& driver, const pg::PgStatus& postgres) {
   const Role role = driver.peer().role();
   return (role == Role::kSync || role == Role::kAsync) && driver.runsWantedConfig() && postgres.online &&
          postgres.inRecovery && postgres.walReceiverStatus == "streaming";
@@ -132,7 +132,7 @@ std::string metricsText(const StatusSources& s) {
     metric(name, "counter", help);
     m << name << " " << v << "\n";
   };
-  const DriverCounters& c = s.driver.counters();
+  const driver::DriverCounters& c = s.driver.counters();
   counter("dugong_postgres_transitions_total", "Postgres configurations applied.", c.transitions);
   counter("dugong_postgres_transition_failures_total", "Postgres configurations that failed to apply.",
           c.transitionFailures);

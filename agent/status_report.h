@@ -18,8 +18,8 @@
 namespace dugong::agent {
 
 struct StatusSources {
-  const Driver& driver;
-  CoordinatorStatus zk;
+  const driver::Runner& driver;
+  driver::CoordinatorStatus zk;
   const pg::PgStatus& postgres;
   std::optional<HookStatus> hooks;  // nullopt: no hook configured
   nlohmann::json request;           // the last operator request (agent/request_follower.h)
@@ -35,10 +35,10 @@ struct StatusSources {
 // and passwords set up, a running postgres is not yet the cluster's primary), and not
 // while writes are stopped (ZooKeeper lost: the driver's flag is up before the status
 // poll sees postgres read-only, and stays up until the stop is lifted).
-bool isWritablePrimary(const Driver& driver, const pg::PgStatus& postgres);
+bool isWritablePrimary(const driver::Runner& driver, const pg::PgStatus& postgres);
 // The sync or an async running the configuration its role wants (no transition in
 // flight, no newer one waiting), in recovery, its WAL receiver streaming.
-bool isStreamingReplica(const Driver& driver, const pg::PgStatus& postgres);
+bool isStreamingReplica(const driver::Runner& driver, const pg::PgStatus& postgres);
 // On a standby: the WAL it has received but not yet replayed, in bytes (receive - replay).
 std::optional<uint64_t> replayBacklogBytes(const pg::PgStatus& postgres);
 

@@ -13,7 +13,7 @@
 #include "statemachine/action.h"
 #include "statemachine/peer.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 namespace cmd {
 
@@ -49,7 +49,7 @@ struct SampleSync {  // in::SyncSampled
   int64_t generation = 0;
   std::string sync;
 };
-// The driver's own stop (Driver::stop with stopPostgresOnExit): postgres stopped, then
+// The driver's own stop (Runner::stop with stopPostgresOnExit): postgres stopped, then
 // the stop is done; no input.
 struct StopPostgresAndFinish {};
 struct Finish {};  // the stop is done (postgres left as it is)
@@ -113,7 +113,7 @@ struct Log {
   LogLevel level = LogLevel::kInfo;
   std::string line;
 };
-struct Fatal {  // Driver::onFatal's callback, on a later turn of the loop
+struct Fatal {  // Runner::onFatal's callback, on a later turn of the loop
   std::string reason;
 };
 
@@ -127,4 +127,4 @@ using Command =
                  cmd::CancelTimer, cmd::Later, cmd::PrimaryApplyStarting, cmd::RoleApplied,
                  cmd::PrimaryConnectionLoss, cmd::LeaseDeadline, cmd::Log, cmd::Fatal>;
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -7,17 +7,17 @@
 
 #include "statemachine/overloaded.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
-DriverCore::DriverCore(DriverOptions options, bool peersReachable)
+Core::Core(DriverOptions options, bool peersReachable)
     : opts_(std::move(options)),
       peersReachable_(peersReachable),
       peer_(std::make_unique<Peer>(peerOptions())),
       syncWatch_(opts_.syncReplaceAfterMs, opts_.syncConnectGraceMs) {}
 
-DriverCore::~DriverCore() = default;
+Core::~Core() = default;
 
-PeerOptions DriverCore::peerOptions() const {
+PeerOptions Core::peerOptions() const {
   PeerOptions o{opts_.identity, opts_.singleton, opts_.retryDelayMs};
   o.setupFromData = opts_.setupFromData;
   o.setupWaitMs = opts_.setupWaitMs;
@@ -25,13 +25,13 @@ PeerOptions DriverCore::peerOptions() const {
   return o;
 }
 
-std::vector<Command> DriverCore::step(const Moment& now, const Input& input) {
+std::vector<Command> Core::step(const Moment& now, const Input& input) {
   std::vector<Command> out;
   step(now, input, out);
   return out;
 }
 
-void DriverCore::step(const Moment& now, const Input& input, std::vector<Command>& out) {
+void Core::step(const Moment& now, const Input& input, std::vector<Command>& out) {
   now_ = now;
   out_.clear();
   out.clear();
@@ -41,7 +41,7 @@ void DriverCore::step(const Moment& now, const Input& input, std::vector<Command
   out_.swap(out);  // out_ is left empty, as it was
 }
 
-void DriverCore::onInput(const Input& input) {
+void Core::onInput(const Input& input) {
   std::visit(Overloaded{
                  [&](const in::Start&) { start(); },
                  [&](const in::Stop&) { stop(); },
@@ -99,12 +99,12 @@ void DriverCore::onInput(const Input& input) {
              input);
 }
 
-void DriverCore::setTimer(TimerKind kind, int64_t delayMs) {
+void Core::setTimer(TimerKind kind, int64_t delayMs) {
   arm(TimerKey{kind}, now() + delayMs);
   emit(cmd::SetTimer{TimerKey{kind}, delayMs});
 }
 
-void DriverCore::cancelTimer(TimerKind kind) {
+void Core::cancelTimer(TimerKind kind) {
   if (disarm(TimerKey{kind})) emit(cmd::CancelTimer{TimerKey{kind}});
 }
 
@@ -116,7 +116,7 @@ auto firstNotBefore(std::vector<std::pair<TimerKey, int64_t>>& armed, const Time
 }
 }  // namespace
 
-void DriverCore::arm(const TimerKey& key, int64_t at) {
+void Core::arm(const TimerKey& key, int64_t at) {
   auto it = firstNotBefore(armed_, key);
   if (it != armed_.end() && it->first == key) {
     it->second = at;
@@ -125,14 +125,14 @@ void DriverCore::arm(const TimerKey& key, int64_t at) {
   }
 }
 
-bool DriverCore::disarm(const TimerKey& key) {
+bool Core::disarm(const TimerKey& key) {
   auto it = firstNotBefore(armed_, key);
   if (it == armed_.end() || it->first != key) return false;
   armed_.erase(it);
   return true;
 }
 
-void DriverCore::onTimer(const TimerKey& key) {
+void Core::onTimer(const TimerKey& key) {
   switch (key.kind) {
     case TimerKind::kStateMachine:
       return step(TimerFired{key.id});
@@ -167,7 +167,7 @@ void DriverCore::onTimer(const TimerKey& key) {
   }
 }
 
-void DriverCore::start() {
+void Core::start() {
   emit(cmd::InitPostgres{});
   emit(cmd::StartHealthCheck{});
   holdEarlierPromise();
@@ -176,12 +176,12 @@ void DriverCore::start() {
   streamWatchTick();
 }
 
-void DriverCore::join() {
+void Core::join() {
   ++counters_.joins;
   emit(cmd::Join{});
 }
 
-void DriverCore::stop() {
+void Core::stop() {
   stopping_ = true;
   log(LogLevel::kInfo, std::string("stopping: ") +
                            (opts_.keepMembershipOnStop
@@ -202,7 +202,7 @@ void DriverCore::stop() {
 
 // ---- the state machine's loop ------------------------------------------------------
 
-void DriverCore::step(const Event& delivered) {
+void Core::step(const Event& delivered) {
   bool newSessionAfterLoss = false;
   bool waitDropped = false;
   if (std::holds_alternative<ZkInitialized>(delivered) || std::holds_alternative<ClusterStateChanged>(delivered)) {
@@ -250,7 +250,7 @@ void DriverCore::step(const Event& delivered) {
   reconcileWrites();
 }
 
-void DriverCore::carryOut(Action action) {
+void Core::carryOut(Action action) {
   std::visit(
       Overloaded{
           [&](WriteClusterState& w) {
@@ -322,7 +322,7 @@ void DriverCore::carryOut(Action action) {
       action);
 }
 
-void DriverCore::onStateMachineWrite(const StateWriteFinished& r) {
+void Core::onStateMachineWrite(const StateWriteFinished& r) {
   // Over once the state machine has stepped the answer (step(Event)).
   if (stateWrite_ && stateWrite_->purpose == in::WriteFor::kStateMachine) stateWrite_->answered = true;
   if (!r.ok) ++counters_.stateWriteFailures;
@@ -330,18 +330,18 @@ void DriverCore::onStateMachineWrite(const StateWriteFinished& r) {
   later(r);
 }
 
-void DriverCore::noteStateRead(const StateNode& node) {
+void Core::noteStateRead(const StateNode& node) {
   coord_.state.node = node;
   coord_.state.parsed.reset();
   if (!node.exists) return;
   if (auto parsed = ClusterState::parse(node.data)) coord_.state.parsed = std::move(parsed.value());
 }
 
-bool DriverCore::stateWriteUnanswered(in::WriteFor purpose) const {
+bool Core::stateWriteUnanswered(in::WriteFor purpose) const {
   return stateWrite_ && stateWrite_->purpose == purpose && !stateWrite_->answered;
 }
 
-bool DriverCore::logOnce(Memo memo, const std::string& value) {
+bool Core::logOnce(Memo memo, const std::string& value) {
   auto [it, added] = memos_.try_emplace(memo, value);
   if (added) return true;
   if (it->second == value) return false;
@@ -349,25 +349,25 @@ bool DriverCore::logOnce(Memo memo, const std::string& value) {
   return true;
 }
 
-std::optional<int64_t> DriverCore::generation() const {
+std::optional<int64_t> Core::generation() const {
   if (!peer_->clusterState()) return std::nullopt;
   return peer_->clusterState()->generation;
 }
 
 // ---- postgres ------------------------------------------------------------------------
 
-void DriverCore::fencePg(const std::optional<PeerIdentity>& newSync) {
+void Core::fencePg(const std::optional<PeerIdentity>& newSync) {
   pg_.op = PgOp::kFence;
   emit(cmd::FencePg{newSync});
 }
 
-void DriverCore::onFenced(const PgFenced& r) {
+void Core::onFenced(const PgFenced& r) {
   pg_.op.reset();
   step(r);
   afterPgTransition();  // like every other transition's end: what waited for it runs now
 }
 
-void DriverCore::applyPg(const PgConfig& config, PgOp op) {
+void Core::applyPg(const PgConfig& config, PgOp op) {
   const bool fromPeer = op == PgOp::kPeerApply;
   if (pgBusy()) {
     // Only a restart can be in flight when the state machine asks (it never asks twice).
@@ -379,7 +379,7 @@ void DriverCore::applyPg(const PgConfig& config, PgOp op) {
   emit(cmd::ApplyPg{config, fromPeer});
 }
 
-void DriverCore::onApplied(const in::Applied& a) {
+void Core::onApplied(const in::Applied& a) {
   const PgConfig& config = a.config;
   const bool fromPeer = a.fromPeer;
   const PgConfigApplied& r = a.r;
@@ -415,7 +415,7 @@ void DriverCore::onApplied(const in::Applied& a) {
   afterPgTransition();
 }
 
-bool DriverCore::expectPostgresOnline() const {
+bool Core::expectPostgresOnline() const {
   return pg_.lastApplied && pg_.lastApplied->role != PgRole::kNone && !isolation_.postgresShutDown();
 }
 
@@ -431,13 +431,13 @@ bool DriverCore::expectPostgresOnline() const {
 // its streaming from the old primary, and a restart would undo either. Postgres then
 // starts once the state says whether it landed (a withdrawn peer joins again to read it:
 // see withdraw()).
-bool DriverCore::lastAppliedIsStale() const {
+bool Core::lastAppliedIsStale() const {
   return !pg_.lastApplied || !(peer_->wantedPgConfig() == *pg_.lastApplied) || peer_->awaitingCompletion() ||
          peer_->keepsFence();
 }
 
 // A postgres transition ended: what waited for it.
-void DriverCore::afterPgTransition() {
+void Core::afterPgTransition() {
   if (rebuiltWhileDeposed()) startFreshStateMachine(true);
   // An abandoned switchover starts postgres again first: a resumption decided on the
   // handover's stop (role none) would find the configuration stale and leave writes
@@ -458,4 +458,4 @@ void DriverCore::afterPgTransition() {
   maybePublishDataState();
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

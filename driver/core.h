@@ -59,7 +59,7 @@
 #include "statemachine/peer.h"
 #include "statemachine/result.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 struct DriverOptions {
   PeerIdentity identity;
@@ -146,14 +146,14 @@ struct DriverCounters {
   uint64_t syncStalls = 0;  // a sync found acknowledging nothing
 };
 
-class DriverCore {
+class Core {
  public:
   // `peersReachable`: the environment can reach the other agents (Env::peers), which
   // the failsafe needs.
-  DriverCore(DriverOptions options, bool peersReachable);
-  ~DriverCore();
-  DriverCore(const DriverCore&) = delete;
-  DriverCore& operator=(const DriverCore&) = delete;
+  Core(DriverOptions options, bool peersReachable);
+  ~Core();
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
 
   // The one entry: what happened at `now`, and what to do about it, in order.
   std::vector<Command> step(const Moment& now, const Input& input);
@@ -404,4 +404,4 @@ class DriverCore {
   SyncWatch syncWatch_;
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

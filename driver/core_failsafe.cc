@@ -6,10 +6,10 @@
 
 #include "driver/core.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 // A promise an earlier run of this agent may have given is held from the start.
-void DriverCore::holdEarlierPromise() {
+void Core::holdEarlierPromise() {
   if (opts_.earlierPromiseMs) {
     // The record of the promises of earlier runs says how long the last one runs on: held
     // whatever this run's failsafe setting and session timeout, which may differ.
@@ -29,35 +29,35 @@ void DriverCore::holdEarlierPromise() {
   }
 }
 
-int64_t DriverCore::failsafeDurationMs() const {
+int64_t Core::failsafeDurationMs() const {
   return opts_.failsafeDurationMs > 0 ? opts_.failsafeDurationMs : coord_.sessionTimeoutMs;
 }
 
-bool DriverCore::failsafeHolds() const {
+bool Core::failsafeHolds() const {
   return failsafe_.permittedUntil_ && now() < *failsafe_.permittedUntil_ - opts_.lease.writeStopLeadMs;
 }
 
-bool DriverCore::failsafeInUse() const { return failsafeHolds() && !leaseValid(); }
+bool Core::failsafeInUse() const { return failsafeHolds() && !leaseValid(); }
 
-int64_t DriverCore::writeDeadline() const {
+int64_t Core::writeDeadline() const {
   const int64_t lease = lease_.deadline() ? *lease_.deadline() : INT64_MIN / 2;
   return failsafe_.permittedUntil_ ? std::max(lease, *failsafe_.permittedUntil_) : lease;
 }
 
 // The timer that stops writes a little before the end of writes, and the watchdog's end.
-void DriverCore::armWriteDeadline() {
+void Core::armWriteDeadline() {
   const int64_t deadline = writeDeadline();
   emit(cmd::LeaseDeadline{deadline});
   setTimer(TimerKind::kLease, std::max<int64_t>(deadline - opts_.lease.writeStopLeadMs - now(), 0));
 }
 
-void DriverCore::scheduleFailsafeAsk(int64_t atMs) {
+void Core::scheduleFailsafeAsk(int64_t atMs) {
   if (!opts_.failsafe || !peersReachable_) return;
   setTimer(TimerKind::kFailsafe, std::max<int64_t>(atMs - now(), 0));
 }
 
 // Why this primary cannot ask for a promise now (nullopt: it can).
-std::optional<std::string> DriverCore::whyNoFailsafe() const {
+std::optional<std::string> Core::whyNoFailsafe() const {
   if (opts_.singleton) return "one-node-write mode: no sync to ask";
   const auto& s = peer_->clusterState();
   if (peer_->role() != Role::kPrimary || !s || s->primary.id != opts_.identity.id) return "not the primary";
@@ -78,9 +78,9 @@ std::optional<std::string> DriverCore::whyNoFailsafe() const {
 
 // After a refusal, a request with no answer, or while no request can be made: a
 // quarter of the round trips' interval (the sync may not have missed one yet).
-int64_t DriverCore::retryMs() const { return std::max<int64_t>(lease_.intervalMs() / 4, 25); }
+int64_t Core::retryMs() const { return std::max<int64_t>(lease_.intervalMs() / 4, 25); }
 
-void DriverCore::askFailsafe() {
+void Core::askFailsafe() {
   // Asked when no round trip has confirmed the session for a while (onLease restarts
   // the timer at each), and renewed while none does: the next request is planned as
   // this one leaves (a third of the promise on, or soon while none is held), whatever
@@ -112,7 +112,7 @@ void DriverCore::askFailsafe() {
                         generation, session});
 }
 
-void DriverCore::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
+void Core::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
   const int64_t sentAt = answered.sentAt;
   const int64_t generation = answered.generation;
   const int64_t session = answered.session;
@@ -150,7 +150,7 @@ void DriverCore::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
 }
 
 // The permission is forgotten (writes then stop at the lease's end, or now if it ended).
-void DriverCore::dropFailsafe(const std::string& why) {
+void Core::dropFailsafe(const std::string& why) {
   cancelTimer(TimerKind::kFailsafe);
   if (!failsafe_.permittedUntil_) return;
   const bool used = failsafeInUse();
@@ -159,7 +159,7 @@ void DriverCore::dropFailsafe(const std::string& why) {
   armWriteDeadline();
 }
 
-FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
+FailsafeAnswer Core::answerFailsafe(const FailsafeRequest& request) {
   FailsafeGranterView view;
   view.enabled = opts_.failsafe;
   view.selfId = opts_.identity.id;
@@ -168,8 +168,9 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
   view.leaseInUse = lease_.inUse();
   view.reachesZooKeeper = reachesZooKeeper(lease_.sentAt(), lease_.intervalMs(), now());
   view.maxDurationMs = std::min(failsafeDurationMs(), kFailsafeMaxDurationMs);
-  view.takingOver = peer_->role() != Role::kSync || failsafe_.heldTakeover_.has_value() || pg_.op == PgOp::kFence ||
-                    pg_.op == PgOp::kAwaitUpstreamStop || stateWriteUnanswered(in::WriteFor::kStateMachine) ||
+  // Every step of a takeover is one of the state machine's in flight (awaitingCompletion):
+  // its fence, a switchover's wait before it, its state write, and either held for a promise.
+  view.takingOver = peer_->role() != Role::kSync ||
                     peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || health_.withdrawn();
   FailsafeAnswer a = decideFailsafeGrant(request, view);
   const int64_t now = this->now();
@@ -194,7 +195,7 @@ FailsafeAnswer DriverCore::answerFailsafe(const FailsafeRequest& request) {
 // fence is the usual first step; the write is held too, for a takeover whose fence was
 // already in place. Neither is held for a switchover whose old primary's stream ended
 // (onUpstreamStopped).
-bool DriverCore::holdTakeoverForPromise(const Action& action) {
+bool Core::holdTakeoverForPromise(const Action& action) {
   const int64_t now = this->now();
   if (peer_->role() != Role::kSync || !failsafe_.promisedUntil_ || *failsafe_.promisedUntil_ <= now) return false;
   if (handover_.streamEndedIn() == generation()) return false;
@@ -214,11 +215,11 @@ bool DriverCore::holdTakeoverForPromise(const Action& action) {
   return true;
 }
 
-void DriverCore::onHeldTakeoverTimer() {
+void Core::onHeldTakeoverTimer() {
   if (!failsafe_.heldTakeover_) return;
   Action held = *std::exchange(failsafe_.heldTakeover_, std::nullopt);
   log(LogLevel::kInfo, "failsafe: the promise has ended: taking over");
   carryOut(std::move(held));
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

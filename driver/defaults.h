@@ -9,7 +9,7 @@
 
 #include "statemachine/rejoin_policy.h"
 
-namespace dugong::agent::defaults {
+namespace dugong::driver::defaults {
 
 // What a deposed peer does on its own (docs/rejoin.md): follow the new primary as it is
 // if it can, and otherwise discard what it diverged with by pg_rewind.
@@ -25,4 +25,4 @@ inline constexpr int kSyncReplaceAfterMs = 2000;
 inline constexpr int kSyncReplaceHoldMs = 5000;
 inline constexpr int kSyncConnectGraceMs = 10000;
 
-}  // namespace dugong::agent::defaults
+}  // namespace dugong::driver::defaults

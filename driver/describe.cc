@@ -2,7 +2,7 @@
 
 #include "statemachine/overloaded.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 namespace {
 
@@ -156,4 +156,4 @@ std::string describeCommand(const Command& command) {
       command);
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -6,10 +6,10 @@
 
 #include "driver/command.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 const char* timerKindName(TimerKind kind);
 std::string describeTimer(const TimerKey& key);
 std::string describeCommand(const Command& command);
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

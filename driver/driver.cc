@@ -6,15 +6,15 @@
 
 #include "statemachine/overloaded.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
-Driver::Driver(Env env, DriverOptions options)
+Runner::Runner(Env env, DriverOptions options)
     : env_(env), opts_(options), core_(std::move(options), env.peers != nullptr) {}
 
-Driver::~Driver() = default;
+Runner::~Runner() = default;
 
 template <class T, class MakeInput>
-std::function<void(T)> Driver::answer(MakeInput make, bool posted) {
+std::function<void(T)> Runner::answer(MakeInput make, bool posted) {
   return [this, alive = std::weak_ptr<int>(alive_), make = std::move(make), posted](T value) {
     if (alive.expired() || core_.stopping()) return;
     if (!posted) return feed(make(std::move(value)));
@@ -24,25 +24,25 @@ std::function<void(T)> Driver::answer(MakeInput make, bool posted) {
   };
 }
 
-bool Driver::start() {
+bool Runner::start() {
   feed(in::Start{});
   return !core_.failed();
 }
 
-void Driver::stop(std::function<void()> done) {
+void Runner::stop(std::function<void()> done) {
   if (core_.stopping()) return;
   stopped_ = std::move(done);
   feed(in::Stop{});
 }
 
-FailsafeAnswer Driver::onFailsafeRequest(const FailsafeRequest& request) {
+FailsafeAnswer Runner::onFailsafeRequest(const FailsafeRequest& request) {
   if (carryingOut_) return FailsafeAnswer{false, "the agent is busy; ask again"};
   answered_.reset();
   feed(in::FailsafeAsked{request});
   return answered_.value_or(FailsafeAnswer{false, "the agent is stopping"});
 }
 
-void Driver::resume() {
+void Runner::resume() {
   paused_ = false;
   if (carryingOut_ || pending_.empty()) return;
   Input first = std::move(pending_.front());
@@ -50,7 +50,7 @@ void Driver::resume() {
   feed(std::move(first));
 }
 
-void Driver::feed(Input input) {
+void Runner::feed(Input input) {
   if (carryingOut_ || paused_) {
     pending_.push_back(std::move(input));
     return;
@@ -80,7 +80,7 @@ void Driver::feed(Input input) {
   carryingOut_ = false;
 }
 
-void Driver::carryOut(Command command) {
+void Runner::carryOut(Command command) {
   auto& pg = env_.postgres;
   std::visit(
       Overloaded{
@@ -224,4 +224,4 @@ void Driver::carryOut(Command command) {
       command);
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

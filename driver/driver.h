@@ -17,14 +17,14 @@
 #include "driver/core.h"
 #include "driver/env.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
-class Driver {
+class Runner {
  public:
-  Driver(Env env, DriverOptions options);
-  ~Driver();
-  Driver(const Driver&) = delete;
-  Driver& operator=(const Driver&) = delete;
+  Runner(Env env, DriverOptions options);
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
 
   // Looks at postgres, starts its health check and joins the coordinator. False (and
   // a fatal error) if the coordinator refuses to join.
@@ -48,7 +48,7 @@ class Driver {
   // A postgres transition (apply or fence) is in flight.
   bool pgBusy() const { return core_.pgBusy(); }
   bool applyQueued() const { return core_.applyQueued(); }
-  // Postgres runs the configuration the state machine wants (see DriverCore).
+  // Postgres runs the configuration the state machine wants (see Core).
   bool runsWantedConfig() const { return core_.runsWantedConfig(); }
   const DriverCounters& counters() const { return core_.counters(); }
   // Writes are stopped, or being stopped, because the coordinator's connection was lost
@@ -89,16 +89,16 @@ class Driver {
 
   Env env_;
   DriverOptions opts_;
-  DriverCore core_;
+  Core core_;
   std::map<TimerKey, std::unique_ptr<Timer>> timers_;
   std::deque<Input> pending_;
   std::vector<Command> spareCommands_;  // feed's buffer of commands, between feeds
   bool carryingOut_ = false;
   bool paused_ = false;
   std::function<void()> onFatal_;
-  std::function<void()> stopped_;  // Driver::stop's `done`
+  std::function<void()> stopped_;  // Runner::stop's `done`
   std::optional<FailsafeAnswer> answered_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -8,10 +8,10 @@
 
 #include "driver/driver_test_support.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 namespace {
 
-using namespace dugong::agent::testing;  // NOLINT(google-build-using-namespace)
+using namespace dugong::driver::testing;  // NOLINT(google-build-using-namespace)
 
 // A unit test of lease.h's arithmetic: no core to step.
 TEST(LeaseDeadline, EachTermIsTakenOffTheSessionTimeout) {
@@ -90,4 +90,4 @@ TEST_F(FailsafeDriverTest, APromiseIsRecordedBeforeItIsAnsweredOrRefused) {
 }
 
 }  // namespace
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -16,7 +16,7 @@
 
 #include "driver/driver.h"
 
-namespace dugong::agent::testing {
+namespace dugong::driver::testing {
 
 
 inline PeerIdentity peerId(const std::string& id) {
@@ -251,7 +251,7 @@ class DriverTest : public ::testing::Test {
     o.failsafeDurationMs = failsafeDurationMs_;
     o.recordPromise = recordPromise_;
     driver_.reset();
-    driver_ = std::make_unique<Driver>(Env{clock_, coordinator_, pg_, log_, &peers_}, o);
+    driver_ = std::make_unique<Runner>(Env{clock_, coordinator_, pg_, log_, &peers_}, o);
   }
   // node1 is the sync of generation 1 (primary node2, async node3), streaming and healthy.
   void startAsSync() {
@@ -285,8 +285,8 @@ class DriverTest : public ::testing::Test {
   // DriverOptions::failsafeDurationMs and recordPromise of makeDriver.
   int64_t failsafeDurationMs_ = 9000;
   std::function<Result<bool>(int64_t)> recordPromise_;
-  std::unique_ptr<Driver> driver_;
+  std::unique_ptr<Runner> driver_;
   ClusterState state_;
 };
 
-}  // namespace dugong::agent::testing
+}  // namespace dugong::driver::testing

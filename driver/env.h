@@ -30,7 +30,7 @@
 #include "statemachine/result.h"
 #include "statemachine/time_format.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 // ---- clock and timers ---------------------------------------------------------------
 
@@ -107,7 +107,7 @@ class Coordinator {
   // until replaced. The peers see it in ZkInitialized/ActivePeersChanged::data.
   // Default: nothing is published (environments that model no data state).
   virtual void publishDataState(const std::optional<PeerDataState>& data) { (void)data; }
-  // Publishes whether this peer's postgres streams (DriverCore's stream watch) in the
+  // Publishes whether this peer's postgres streams (Core's stream watch) in the
   // membership now and in every later one, until replaced; the peers see the peers that
   // publish false in ZkInitialized/ActivePeersChanged::notStreaming. Default: nothing is
   // published (the peers count this one as streaming).
@@ -257,4 +257,4 @@ struct Env {
   PeerLink* peers = nullptr;
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 FailsafeAnswer decideFailsafeGrant(const FailsafeRequest& request, const FailsafeGranterView& view) {
   auto refuse = [](std::string why) { return FailsafeAnswer{false, std::move(why)}; };
@@ -53,4 +53,4 @@ int64_t failsafePermissionEndMs(int64_t sentAtMs, int64_t durationMs, int64_t st
   return sentAtMs + durationMs - clockRate - stopMarginMs;
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

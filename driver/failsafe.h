@@ -13,7 +13,7 @@
 #include "statemachine/action.h"
 #include "statemachine/cluster_state.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 // What a primary asks its sync (HTTP: POST /failsafe).
 struct FailsafeRequest {
@@ -70,7 +70,7 @@ int64_t extendPromise(std::optional<int64_t> promisedUntilMs, int64_t receivedAt
 // late the request arrived: sentAt + D - D/100 - stopMargin.
 int64_t failsafePermissionEndMs(int64_t sentAtMs, int64_t durationMs, int64_t stopMarginMs);
 
-class DriverCore;
+class Core;
 
 // The driver's failsafe (driver/core_failsafe.cc, which alone changes it; the other
 // protocols ask its queries). As primary: the permission's end and the generation it was
@@ -84,11 +84,11 @@ class Failsafe {
   void forgetPermission() { permittedUntil_.reset(); }
 
  private:
-  friend class DriverCore;  // core_failsafe.cc
+  friend class Core;  // core_failsafe.cc
   std::optional<int64_t> permittedUntil_;
   int64_t generation_ = 0;
   std::optional<int64_t> promisedUntil_;
   std::optional<Action> heldTakeover_;
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

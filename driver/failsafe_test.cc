@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dugong::agent {
+namespace dugong::driver {
 namespace {
 
 PeerIdentity peer(const std::string& id) {
@@ -120,4 +120,4 @@ TEST(FailsafeReach, ARoundTripLateByHalfAnIntervalMeansOutOfReach) {
 }
 
 }  // namespace
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -8,7 +8,7 @@
 
 #include "statemachine/promote_request.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 namespace {
 // How much longer than the sync's wait the primary keeps postgres stopped for a
@@ -16,7 +16,7 @@ namespace {
 constexpr int64_t kHandoverSlackMs = 500;
 }  // namespace
 
-bool DriverCore::switchoverRequested(bool forSelf) const {
+bool Core::switchoverRequested(bool forSelf) const {
   const auto& s = peer_->clusterState();
   if (opts_.handoverWaitMs <= 0) return false;
   if (!s || !s->sync || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) return false;
@@ -30,7 +30,7 @@ bool DriverCore::switchoverRequested(bool forSelf) const {
 
 // On the sync: before the fence of a switchover's takeover, wait (once per generation) for
 // the old primary's stop, which ends its WAL stream; true: waiting, the fence comes after.
-bool DriverCore::awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync) {
+bool Core::awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync) {
   const auto gen = generation();
   if (!switchoverRequested(true) || handover_.waitedIn_ == gen) return false;
   handover_.waitedIn_ = gen;
@@ -44,7 +44,7 @@ bool DriverCore::awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync)
 
 // The sync's wait is over: the primary starts postgres again, now or when the stop in
 // flight ends.
-void DriverCore::onHandoverTimer() {
+void Core::onHandoverTimer() {
   handover_.timedOut_ = true;
   maybeHandOver();
 }
@@ -53,7 +53,7 @@ void DriverCore::onHandoverTimer() {
 // sync still streams, so that it receives everything this primary wrote. Once per
 // request, and for a bounded time: the sync waits at most handoverWaitMs for this
 // stop, so a primary still not deposed a little after that starts postgres again.
-void DriverCore::maybeHandOver() {
+void Core::maybeHandOver() {
   if (peer_->role() != Role::kPrimary) {
     handover_.from_.reset();
     cancelTimer(TimerKind::kHandover);
@@ -93,7 +93,7 @@ void DriverCore::maybeHandOver() {
 // The switchover is over and this peer is still the primary: postgres should run as the
 // state machine wants it now (its sync may have changed meanwhile), also for the health
 // logic should this start fail.
-void DriverCore::startAgainAfterHandover() {
+void Core::startAgainAfterHandover() {
   pg_.lastApplied = peer_->wantedPgConfig();
   handover_.from_.reset();
   applyPg(*pg_.lastApplied, PgOp::kStartAgain);
@@ -104,7 +104,7 @@ void DriverCore::startAgainAfterHandover() {
 // for this switchover, as it does only once it has read the request, and gave up its
 // permission as it did (maybeHandOver). A stream that did not end may belong to a
 // primary that writes under a promise without ZooKeeper: the promise holds then.
-void DriverCore::onUpstreamStopped(const in::UpstreamStopped& u) {
+void Core::onUpstreamStopped(const in::UpstreamStopped& u) {
   if (u.ended) handover_.streamEndedIn_ = generation();
   log(LogLevel::kInfo, u.ended ? "switchover: the old primary's WAL stream ended: taking over"
                                : "switchover: the old primary's WAL stream did not end: taking over anyway");
@@ -116,4 +116,4 @@ void DriverCore::onUpstreamStopped(const in::UpstreamStopped& u) {
   fencePg(u.newSync);
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

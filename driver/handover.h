@@ -8,9 +8,9 @@
 
 #include "statemachine/pg_config.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
-class DriverCore;
+class Core;
 
 class Handover {
  public:
@@ -21,7 +21,7 @@ class Handover {
   std::optional<int64_t> streamEndedIn() const { return streamEndedIn_; }
 
  private:
-  friend class DriverCore;  // handover.cc
+  friend class Core;  // handover.cc
   // As primary: its configuration before it stopped postgres for a switchover, whether
   // the sync's wait is over (start postgres again once idle), and the promote request
   // (JSON) last handed over for.
@@ -33,4 +33,4 @@ class Handover {
   std::optional<int64_t> streamEndedIn_;
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

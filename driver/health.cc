@@ -4,9 +4,9 @@
 // withdrawAfterMs the peer leaves the coordinator until postgres is healthy again.
 #include "driver/core.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
-void DriverCore::onHealth(bool healthy, const std::string& detail) {
+void Core::onHealth(bool healthy, const std::string& detail) {
   health_.healthy_ = healthy;
   if (healthy) {
     if (health_.unhealthySince_) log(LogLevel::kInfo, "postgres is healthy again");
@@ -25,14 +25,14 @@ void DriverCore::onHealth(bool healthy, const std::string& detail) {
 }
 
 // Postgres should be running but is not answering: start the clock (once), and tick.
-void DriverCore::noteUnhealthy() {
+void Core::noteUnhealthy() {
   if (health_.healthy_ || !expectPostgresOnline() || health_.unhealthySince_) return;
   health_.unhealthySince_ = now();
   log(LogLevel::kWarn, "postgres is unhealthy: " + health_.detail_);
   healthTick();
 }
 
-void DriverCore::withdraw(int64_t downMs) {
+void Core::withdraw(int64_t downMs) {
   log(LogLevel::kError, "withdrawing from ZooKeeper: postgres has been unhealthy for " + std::to_string(downMs / 1000) +
                             " s and restarts did not help (" + health_.detail_ + ")");
   ++counters_.withdrawals;
@@ -63,7 +63,7 @@ void DriverCore::withdraw(int64_t downMs) {
 
 // A deposed peer withdrawn while its postgres was being stopped: role none has nothing
 // left to be healthy about, and out of ZooKeeper it would never rejoin the new primary.
-void DriverCore::joinAgainOnceDeposedAndStopped() {
+void Core::joinAgainOnceDeposedAndStopped() {
   if (!health_.withdrawn_ || pgBusy() || peer_->role() != Role::kDeposed || !pg_.lastApplied ||
       pg_.lastApplied->role != PgRole::kNone) {
     return;
@@ -78,12 +78,12 @@ void DriverCore::joinAgainOnceDeposedAndStopped() {
 }
 
 // If postgres then stays unhealthy, the peer withdraws again.
-void DriverCore::joinAgainAfterWithdrawal(const std::string& why) {
+void Core::joinAgainAfterWithdrawal(const std::string& why) {
   health_.withdrawalWhy_ = why;
   setTimer(TimerKind::kWithdrawal, opts_.withdrawAfterMs);
 }
 
-void DriverCore::onWithdrawalOver() {
+void Core::onWithdrawalOver() {
   if (!health_.withdrawn_) return;
   log(LogLevel::kInfo, "joining ZooKeeper again after " + std::to_string(opts_.withdrawAfterMs / 1000) +
                            " s away: " + health_.withdrawalWhy_);
@@ -95,7 +95,7 @@ void DriverCore::onWithdrawalOver() {
 // While postgres is unhealthy: restart it (re-apply its configuration) once it has
 // been down for a grace period since the last transition; withdraw from ZooKeeper
 // once it has been down for withdrawAfterMs.
-void DriverCore::healthTick() {
+void Core::healthTick() {
   if (health_.healthy_ || !health_.unhealthySince_ || !expectPostgresOnline()) {
     health_.unhealthySince_.reset();
     return;
@@ -152,6 +152,6 @@ void DriverCore::healthTick() {
   nextHealthTick();
 }
 
-void DriverCore::nextHealthTick() { setTimer(TimerKind::kHealth, opts_.healthTickMs); }
+void Core::nextHealthTick() { setTimer(TimerKind::kHealth, opts_.healthTickMs); }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -8,9 +8,9 @@
 #include <optional>
 #include <string>
 
-namespace dugong::agent {
+namespace dugong::driver {
 
-class DriverCore;
+class Core;
 
 class Health {
  public:
@@ -19,7 +19,7 @@ class Health {
   bool withdrawn() const { return withdrawn_; }
 
  private:
-  friend class DriverCore;  // health.cc
+  friend class Core;  // health.cc
   bool healthy_ = true;
   std::optional<int64_t> unhealthySince_;
   int64_t lastRestartStarted_ = INT64_MIN / 2;
@@ -29,4 +29,4 @@ class Health {
   std::optional<int64_t> joinedAgainAt_;  // by joinAgainAfterWithdrawal
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -21,7 +21,7 @@
 #include "statemachine/result.h"
 #include "statemachine/time_format.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 // The timers the core owns. kStateMachine carries the state machine's own TimerId.
 enum class TimerKind {
@@ -61,8 +61,8 @@ struct Moment {
 
 namespace in {
 
-struct Start {};  // Driver::start()
-struct Stop {};   // Driver::stop()
+struct Start {};  // Runner::start()
+struct Stop {};   // Runner::stop()
 // The coordinator's events, and those the core posted to itself (Later).
 struct Delivered {
   Event event;
@@ -151,4 +151,4 @@ using Input = std::variant<in::Start, in::Stop, in::Delivered, in::Connection, i
                            in::Health, in::SyncSampled, in::StateWritten, in::FailsafeAnswered, in::FailsafeAsked,
                            in::Timer>;
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

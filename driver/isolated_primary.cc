@@ -6,7 +6,7 @@
 
 #include "driver/core.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 // ---- the isolated primary ----------------------------------------------------------------
 
@@ -27,7 +27,7 @@ auto activeListOf(E& event) -> decltype(&std::get<ActivePeersChanged>(event).act
 }
 }  // namespace
 
-void DriverCore::onConnection(const CoordinatorConnection& c) {
+void Core::onConnection(const CoordinatorConnection& c) {
   coord_.connected = c.connected;
   if (!c.connected) {
     if (isolation_.connectionLost_) return;
@@ -72,7 +72,7 @@ void DriverCore::onConnection(const CoordinatorConnection& c) {
 }
 
 // Writes stop (and a primary tells its watchdog): ZooKeeper may be out of reach.
-void DriverCore::isolate(const std::string& why) {
+void Core::isolate(const std::string& why) {
   isolation_.connectionLost_ = true;
   isolation_.resumeWanted_.reset();  // decided again once the connection is back
   isolation_.roleAtLoss_ = peer_->role();
@@ -85,7 +85,7 @@ void DriverCore::isolate(const std::string& why) {
 
 // The peers present before a loss (reported, or found by the lease's end), for the grace
 // on the new session if the lost one expires.
-void DriverCore::notePeersBeforeTheLoss() {
+void Core::notePeersBeforeTheLoss() {
   isolation_.lossReported_ = true;
   // Lost again within the grace of an earlier loss: those peers may still be away.
   PeerList before = coord_.active;
@@ -101,7 +101,7 @@ void DriverCore::notePeersBeforeTheLoss() {
 
 // The same session is confirmed again (its connection is back, or a leader round trip
 // answered after the lease ended).
-void DriverCore::reconnected(const std::string& how) {
+void Core::reconnected(const std::string& how) {
   cancelTimer(TimerKind::kShutDown);
   cancelTimer(TimerKind::kLeaseShut);
   isolation_.connectionLost_ = false;
@@ -116,7 +116,7 @@ void DriverCore::reconnected(const std::string& how) {
   resumeWritesIfUnchanged(how, true);
 }
 
-void DriverCore::tellPrimaryConnectionLoss(bool lost) {
+void Core::tellPrimaryConnectionLoss(bool lost) {
   if (isolation_.primaryLossTold_ == lost) return;
   isolation_.primaryLossTold_ = lost;
   emit(cmd::PrimaryConnectionLoss{lost});
@@ -124,14 +124,14 @@ void DriverCore::tellPrimaryConnectionLoss(bool lost) {
 
 // Stops writes (a no-op for anything but a running primary) and keeps trying while
 // the connection stays lost.
-void DriverCore::stopWrites() {
+void Core::stopWrites() {
   isolation_.writesStopped_ = true;
   cancelTimer(TimerKind::kWrites);
   ++counters_.writeStops;
   emit(cmd::StopWrites{});
 }
 
-void DriverCore::onWritesStopped(const Result<int>& r) {
+void Core::onWritesStopped(const Result<int>& r) {
   if (!isolation_.writesStopped_) return;
   if (r) {
     log(LogLevel::kInfo,
@@ -147,7 +147,7 @@ void DriverCore::onWritesStopped(const Result<int>& r) {
 }
 
 // What the writes timer retries (one timer: a start replaces the earlier one's purpose).
-void DriverCore::onWritesTimer() {
+void Core::onWritesTimer() {
   switch (isolation_.writesRetry_) {
     case Isolation::WritesRetry::kStop:
       if (isolation_.writesStopped_ && isolation_.connectionLost_) stopWrites();
@@ -161,7 +161,7 @@ void DriverCore::onWritesTimer() {
 
 // Stopped writes leave a new session that says BEGIN READ WRITE able to commit
 // locally: once the session may expire, postgres goes down.
-void DriverCore::shutDownWrites(const std::string& why) {
+void Core::shutDownWrites(const std::string& why) {
   if (isolation_.postgresShutDown_) return;
   isolation_.postgresShutDown_ = true;
   ++counters_.shutDowns;
@@ -171,7 +171,7 @@ void DriverCore::shutDownWrites(const std::string& why) {
   emit(cmd::ShutDownWrites{});
 }
 
-void DriverCore::onShutDown(const Result<bool>& r) {
+void Core::onShutDown(const Result<bool>& r) {
   isolation_.shutDownInFlight_ = false;
   if (!isolation_.postgresShutDown_) return;
   if (r) {
@@ -186,7 +186,7 @@ void DriverCore::onShutDown(const Result<bool>& r) {
 }
 
 // Half-way to the earliest expiry after a loss, or again after a failed shutdown.
-void DriverCore::onShutDownTimer() {
+void Core::onShutDownTimer() {
   if (const auto delay = std::exchange(isolation_.shutDownAfterLossMs_, std::nullopt)) {
     if (!isolation_.connectionLost_ || !isolation_.writesStopped_) return;
     return shutDownWrites("ZooKeeper has been unreachable for " + std::to_string(*delay) +
@@ -195,12 +195,12 @@ void DriverCore::onShutDownTimer() {
   if (isolation_.writesStopped_) shutDownWrites("retrying");
 }
 
-bool DriverCore::primaryConfigAppliedMidStep() const {
+bool Core::primaryConfigAppliedMidStep() const {
   return peer_->role() == Role::kPrimary && pg_.lastApplied && peer_->wantedPgConfig() == *pg_.lastApplied &&
          (peer_->keepsFence() || peer_->awaitingCompletion());
 }
 
-Isolation::WritesWait DriverCore::resumeWaitsFor(bool noTakeoverCanLand) const {
+Isolation::WritesWait Core::resumeWaitsFor(bool noTakeoverCanLand) const {
   // A primary writes only under a lease: the next leader round trip decides.
   if (lease_.inUse() && !leaseValid() &&
       (peer_->role() == Role::kPrimary || isolation_.roleAtLoss_ == Role::kPrimary)) {
@@ -220,7 +220,7 @@ Isolation::WritesWait DriverCore::resumeWaitsFor(bool noTakeoverCanLand) const {
   return Isolation::WritesWait::kNothing;
 }
 
-void DriverCore::reconcileWrites() {
+void Core::reconcileWrites() {
   if (isolation_.resumeWanted_) {
     const Isolation::Resumption r = *isolation_.resumeWanted_;
     if (resumeWaitsFor(r.noTakeoverCanLand) == Isolation::WritesWait::kNothing &&
@@ -234,7 +234,7 @@ void DriverCore::reconcileWrites() {
   if (std::exchange(isolation_.confirmWanted_, false)) confirmAfterNewSession();
 }
 
-void DriverCore::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand) {
+void Core::resumeWritesIfUnchanged(const std::string& how, bool noTakeoverCanLand) {
   const std::optional<Isolation::Resumption> before = std::exchange(isolation_.resumeWanted_, std::nullopt);
   if (!isolation_.writesStopped_ || isolation_.connectionLost_) return;
   const Isolation::WritesWait wait = resumeWaitsFor(noTakeoverCanLand);
@@ -291,7 +291,7 @@ void DriverCore::resumeWritesIfUnchanged(const std::string& how, bool noTakeover
   }
 }
 
-void DriverCore::onWritesResumed(bool noTakeoverCanLand, const Result<bool>& r) {
+void Core::onWritesResumed(bool noTakeoverCanLand, const Result<bool>& r) {
   if (r) return;
   log(LogLevel::kError,
       "resuming writes failed: " + r.error() + "; trying again in " + std::to_string(opts_.retryDelayMs) + " ms");
@@ -310,14 +310,14 @@ void DriverCore::onWritesResumed(bool noTakeoverCanLand, const Result<bool>& r) 
 // again; writes resume. If it fails, the state changed: writes stay stopped and the
 // state read since decides (a confirmation is tried again while still primary in the
 // same generation).
-void DriverCore::afterNewSession() {
+void Core::afterNewSession() {
   if (!isolation_.writesStopped_) return;
   isolation_.confirmOwed_ = true;
   cancelTimer(TimerKind::kWrites);
   confirmAfterNewSession();
 }
 
-void DriverCore::confirmAfterNewSession() {
+void Core::confirmAfterNewSession() {
   if (!isolation_.writesStopped_ || isolation_.connectionLost_ || stateWriteUnanswered(in::WriteFor::kConfirmation) ||
       stateWriteUnanswered(in::WriteFor::kRelease)) {
     return;
@@ -362,7 +362,7 @@ void DriverCore::confirmAfterNewSession() {
                      in::WriteFor::kConfirmation});
 }
 
-void DriverCore::onConfirmation(int32_t version, const StateWriteFinished& w) {
+void Core::onConfirmation(int32_t version, const StateWriteFinished& w) {
   stateWrite_.reset();
   if (rejoin_.rejoined()) maybeRejoin();  // leaving deposed waited for this answer
   if (w.ok) {
@@ -380,7 +380,7 @@ void DriverCore::onConfirmation(int32_t version, const StateWriteFinished& w) {
 
 // ---- a new session ---------------------------------------------------------------------
 
-bool DriverCore::leaveTheOldSession() {
+bool Core::leaveTheOldSession() {
   if (failsafeInUse() && !isolation_.connectionLost_) {
     isolate(
         "failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
@@ -396,7 +396,7 @@ bool DriverCore::leaveTheOldSession() {
   return waitDropped;
 }
 
-bool DriverCore::enterTheNewSession() {
+bool Core::enterTheNewSession() {
   const bool newSessionAfterLoss = isolation_.connectionLost_;
   // Any new session after a loss, isolated or not (a standby, or a lease still valid at
   // the loss): the peers present before it count as present for a session timeout.
@@ -415,7 +415,7 @@ bool DriverCore::enterTheNewSession() {
   return newSessionAfterLoss;
 }
 
-void DriverCore::shutDownAsTheLostSessionExpired() {
+void Core::shutDownAsTheLostSessionExpired() {
   if (isolation_.writesStopped_ && !isolation_.postgresShutDown_ && isolation_.roleAtLoss_ == Role::kPrimary) {
     cancelTimer(TimerKind::kShutDown);
     shutDownWrites("the session whose connection was lost has expired");
@@ -424,7 +424,7 @@ void DriverCore::shutDownAsTheLostSessionExpired() {
 
 // ---- postgres configured while writes are stopped -------------------------------------
 
-bool DriverCore::writesAfterApply(const PgConfig& config, bool wanted) {
+bool Core::writesAfterApply(const PgConfig& config, bool wanted) {
   if (isolation_.writesStopped_ && isolation_.connectionLost_) {
     // The adapter kept the stop (or the shutdown) through this apply: postgres is as
     // writes-stopped as before it. What is left to decide is whether it must now be down
@@ -478,7 +478,7 @@ bool DriverCore::writesAfterApply(const PgConfig& config, bool wanted) {
 
 // ---- a withdrawal, and the lease's end --------------------------------------------------
 
-void DriverCore::stopWritesForWithdrawal() {
+void Core::stopWritesForWithdrawal() {
   if (!isolation_.connectionLost_) {
     isolation_.connectionLost_ = true;
     isolation_.roleAtLoss_ = Role::kPrimary;
@@ -488,7 +488,7 @@ void DriverCore::stopWritesForWithdrawal() {
   cancelTimer(TimerKind::kShutDown);
 }
 
-bool DriverCore::postgresStillShutDown() {
+bool Core::postgresStillShutDown() {
   // A transition in flight may be starting postgres as the primary although it was shut
   // down before (the adapter's shutdown signals a postmaster that runs, whatever holds
   // its apply lock): shut it down at the lease's end all the same.
@@ -504,7 +504,7 @@ bool DriverCore::postgresStillShutDown() {
 
 // During the grace after a new session, the peers present before the loss count as
 // present: after an outage every peer reconnects, some later than others.
-std::optional<Event> DriverCore::keepingPeersFromBeforeTheLoss(const Event& delivered) {
+std::optional<Event> Core::keepingPeersFromBeforeTheLoss(const Event& delivered) {
   if (!isolation_.peerGraceUntil_) return std::nullopt;
   const PeerList* active = activeListOf(delivered);
   if (!active) return std::nullopt;
@@ -522,7 +522,7 @@ std::optional<Event> DriverCore::keepingPeersFromBeforeTheLoss(const Event& deli
   return event;
 }
 
-void DriverCore::endPeerGrace() {
+void Core::endPeerGrace() {
   isolation_.peerGraceUntil_.reset();
   PeerList missing;
   for (const auto& p : isolation_.activeBeforeLoss_) {
@@ -535,4 +535,4 @@ void DriverCore::endPeerGrace() {
   step(ActivePeersChanged{coord_.active, coord_.data, coord_.notStreaming});
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -11,9 +11,9 @@
 #include "statemachine/identity.h"
 #include "statemachine/peer.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
-class DriverCore;
+class Core;
 
 class Isolation {
  public:
@@ -29,7 +29,7 @@ class Isolation {
   bool resumptionWaitsFor(WritesWait wait) const { return resumeWanted_ && resumeWanted_->waitsFor == wait; }
 
  private:
-  friend class DriverCore;  // isolated_primary.cc
+  friend class Core;  // isolated_primary.cc
   bool connectionLost_ = false;
   bool primaryLossTold_ = false;  // PrimaryConnectionLoss{true} was the last told
   bool writesStopped_ = false;
@@ -65,4 +65,4 @@ class Isolation {
   bool confirmOwed_ = false;
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

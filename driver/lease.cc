@@ -10,7 +10,7 @@
 
 #include "driver/core.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 int64_t leaseLengthMs(int64_t sessionTimeoutMs, int64_t intervalMs, const LeaseTerms& terms) {
   const int64_t tick = terms.tickTimeMs > 0 ? terms.tickTimeMs : sessionTimeoutMs / 2;
@@ -22,11 +22,11 @@ int64_t leaseDeadlineMs(int64_t sentAtMs, int64_t sessionTimeoutMs, int64_t inte
   return sentAtMs + leaseLengthMs(sessionTimeoutMs, intervalMs, terms);
 }
 
-bool DriverCore::leaseValid() const {
+bool Core::leaseValid() const {
   return lease_.deadline_ && now() < *lease_.deadline_ - opts_.lease.writeStopLeadMs;
 }
 
-void DriverCore::onLease(const CoordinatorLease& l) {
+void Core::onLease(const CoordinatorLease& l) {
   const int64_t length = leaseLengthMs(l.sessionTimeoutMs, l.intervalMs, opts_.lease);
   if (!lease_.inUse_) {
     lease_.inUse_ = true;
@@ -92,7 +92,7 @@ void DriverCore::onLease(const CoordinatorLease& l) {
 
 // A little before the lease's end: a primary stops writes now, and shuts postgres down
 // at the end.
-void DriverCore::leaseEnding() {
+void Core::leaseEnding() {
   if (leaseValid() || failsafeHolds()) return;
   const bool primary =
       peer_->role() == Role::kPrimary || (isolation_.connectionLost() && isolation_.roleAtLoss() == Role::kPrimary);
@@ -118,10 +118,10 @@ void DriverCore::leaseEnding() {
   setTimer(TimerKind::kLeaseShut, left);
 }
 
-void DriverCore::onLeaseShutTimer() {
+void Core::onLeaseShutTimer() {
   if (!lease_.ended_ || !isolation_.writesStopped()) return;
   shutDownWrites("the lease ended: the ZooKeeper leader may expire the session soon (no round trip through it "
                  "confirmed the session in time)");
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 struct LeaseTerms {
   // An upper bound of the ensemble's tickTime; 0: half the negotiated session timeout
@@ -28,7 +28,7 @@ int64_t leaseDeadlineMs(int64_t sentAtMs, int64_t sessionTimeoutMs, int64_t inte
 // the configuration leaves no lease at all.
 int64_t leaseLengthMs(int64_t sessionTimeoutMs, int64_t intervalMs, const LeaseTerms& terms);
 
-class DriverCore;
+class Core;
 
 // The driver's lease (driver/lease.cc, which alone changes it; the other protocols ask
 // its queries): whether round trips are confirmed at all, the lease's end on its session,
@@ -43,7 +43,7 @@ class Lease {
   int64_t intervalMs() const { return intervalMs_; }
 
  private:
-  friend class DriverCore;  // lease.cc
+  friend class Core;  // lease.cc
   bool inUse_ = false;
   std::optional<int64_t> deadline_;
   int64_t sentAt_ = 0;
@@ -52,4 +52,4 @@ class Lease {
   bool ended_ = false;
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -6,18 +6,18 @@
 // published for a setup of a cluster with no state.
 #include "driver/core.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 // A deposed peer's state machine ignores everything. Once an operator has rebuilt this
 // peer and removed it from `deposed`, the driver starts a fresh one: when the state
 // says so, or, if a transition was in flight then, as soon as it ends.
-bool DriverCore::rebuiltWhileDeposed() const {
+bool Core::rebuiltWhileDeposed() const {
   if (peer_->role() != Role::kDeposed || pgBusy() || !coord_.state.node.exists) return false;
   const auto& state = coord_.state.parsed;
   return state && !containsPeer(state->deposed, opts_.identity.id);
 }
 
-void DriverCore::startFreshStateMachine(bool feedState) {
+void Core::startFreshStateMachine(bool feedState) {
   log(LogLevel::kInfo, "this peer is no longer deposed (it rejoined, or an operator rebuilt it): starting a fresh state machine");
   ++counters_.freshStateMachines;
   peer_ = std::make_unique<Peer>(peerOptions());
@@ -45,7 +45,7 @@ void DriverCore::startFreshStateMachine(bool feedState) {
   }
 }
 
-void DriverCore::maybeRejoin() {
+void Core::maybeRejoin() {
   if (opts_.rejoin == RejoinPolicy::kManual || health_.withdrawn() || failed_) return;
   if (peer_->role() != Role::kDeposed || pgBusy() || pg_.queuedPeerApply) return;
   if (rejoin_.rejoinedTo_) return releaseAfterRejoin();
@@ -71,7 +71,7 @@ void DriverCore::maybeRejoin() {
   emit(cmd::Rejoin{primary, opts_.rejoin});
 }
 
-void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r) {
+void Core::onRejoined(const PeerIdentity& primary, const RejoinFinished& r) {
   pg_.op.reset();
   pg_.lastTransitionDone = now();
   if (r.rewound) {
@@ -106,14 +106,14 @@ void DriverCore::onRejoined(const PeerIdentity& primary, const RejoinFinished& r
   afterPgTransition();
 }
 
-void DriverCore::onRejoinTimer() {
+void Core::onRejoinTimer() {
   if (std::exchange(rejoin_.timerMarksDue_, false)) rejoin_.retryDue_ = true;
   maybeRejoin();
 }
 
 // Postgres follows the primary: the peer leaves `deposed` (a test-and-set of the state
 // last read, retried after a conflict), and the state change starts a fresh state machine.
-void DriverCore::releaseAfterRejoin() {
+void Core::releaseAfterRejoin() {
   // One state write at a time: a confirmation of this peer's primacy on a new session
   // may still be in flight; looked at again once it is answered.
   if (stateWriteUnanswered(in::WriteFor::kRelease) || stateWriteUnanswered(in::WriteFor::kConfirmation) ||
@@ -138,7 +138,7 @@ void DriverCore::releaseAfterRejoin() {
   emit(cmd::PutState{state, coord_.state.node.version, rejoin_.reason_, in::WriteFor::kRelease});
 }
 
-void DriverCore::onReleased(const StateWriteFinished& w) {
+void Core::onReleased(const StateWriteFinished& w) {
   stateWrite_.reset();
   if (w.ok) {
     ++counters_.rejoins;
@@ -158,7 +158,7 @@ void DriverCore::onReleased(const StateWriteFinished& w) {
 // With no cluster state, postgres is stopped (role none): what its data directory holds
 // is then final, and published for the peers that choose who sets the cluster up. Once
 // a state exists it is withdrawn, so that a later loss of the state never finds it stale.
-void DriverCore::maybePublishDataState() {
+void Core::maybePublishDataState() {
   if (!opts_.setupFromData) return;
   if (peer_->clusterState()) {
     if (dataState_.published_) {
@@ -175,7 +175,7 @@ void DriverCore::maybePublishDataState() {
   emit(cmd::ReadDataState{});
 }
 
-void DriverCore::onDataStateRead(const Result<PeerDataState>& r) {
+void Core::onDataStateRead(const Result<PeerDataState>& r) {
   dataState_.reading_ = false;
   if (!r) {
     log(LogLevel::kError, "cannot read what the data directory holds (" + r.error() + "); trying again in " +
@@ -192,4 +192,4 @@ void DriverCore::onDataStateRead(const Result<PeerDataState>& r) {
   emit(cmd::PublishDataState{*r});
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-namespace dugong::agent {
+namespace dugong::driver {
 
-class DriverCore;
+class Core;
 
 class Rejoin {
  public:
@@ -20,7 +20,7 @@ class Rejoin {
   const std::string& lastError() const { return lastError_; }
 
  private:
-  friend class DriverCore;  // rejoin.cc
+  friend class Core;  // rejoin.cc
   // A failed rejoin is tried again after a delay (0: not failed in this generation),
   // doubled after each failure, up to the maximum.
   static constexpr int64_t kFirstRetryMs = 5000;
@@ -38,9 +38,9 @@ class Rejoin {
 // The data state published for a setup: published, or being read.
 class DataStatePublication {
  private:
-  friend class DriverCore;  // rejoin.cc
+  friend class Core;  // rejoin.cc
   bool published_ = false;
   bool reading_ = false;
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -1,6 +1,6 @@
 #include "driver/sync_ack_watch.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 SyncAckWatch::SyncAckWatch(int64_t replaceAfterMs, int64_t connectGraceMs)
     : replaceAfterMs_(replaceAfterMs), connectGraceMs_(connectGraceMs) {}
@@ -63,4 +63,4 @@ std::string SyncAckWatch::stuckDetail(int64_t nowMs, const SyncReplicationSample
          (sample.flushed ? sample.flushed->toString() : std::string("unknown"));
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -17,7 +17,7 @@
 #include "statemachine/event.h"
 #include "statemachine/wal_position.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 // The primary's view of its synchronous standby at one moment.
 struct SyncReplicationSample {
@@ -57,4 +57,4 @@ class SyncAckWatch {
   bool stalled_ = false;
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

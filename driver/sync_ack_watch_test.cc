@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dugong::agent {
+namespace dugong::driver {
 namespace {
 
 constexpr int64_t kAfter = 1500;
@@ -135,4 +135,4 @@ TEST(SyncAckWatch, ResetForgetsAStallAndNothingIsSaidWithoutASync) {
 }
 
 }  // namespace
-}  // namespace dugong::agent
+}  // namespace dugong::driver

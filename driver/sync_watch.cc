@@ -5,14 +5,14 @@
 // publishes whether this peer's postgres streams, for the choice of a new sync.
 #include "driver/core.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
-void DriverCore::startSyncWatch() {
+void Core::startSyncWatch() {
   if (opts_.syncReplaceAfterMs <= 0) return;
   setTimer(TimerKind::kSyncWatch, opts_.syncSampleMs);
 }
 
-std::optional<std::pair<int64_t, std::string>> DriverCore::watchedSync() const {
+std::optional<std::pair<int64_t, std::string>> Core::watchedSync() const {
   // Only a primary that runs as one, with writes not stopped for a lost coordinator and
   // no transition in flight (a fence or a reconfiguration changes what commits wait for).
   if (peer_->role() != Role::kPrimary || pg_.roleApplied != Role::kPrimary || isolation_.writesStopped() || pgBusy() ||
@@ -24,7 +24,7 @@ std::optional<std::pair<int64_t, std::string>> DriverCore::watchedSync() const {
   return std::make_pair(state->generation, state->sync->id);
 }
 
-void DriverCore::syncWatchTick() {
+void Core::syncWatchTick() {
   const auto watched = watchedSync();
   if (!watched) {
     syncWatch_.watchedFor_.reset();
@@ -39,7 +39,7 @@ void DriverCore::syncWatchTick() {
   emit(cmd::SampleSync{watched->first, watched->second});
 }
 
-void DriverCore::onSyncSampled(const in::SyncSampled& s) {
+void Core::onSyncSampled(const in::SyncSampled& s) {
   syncWatch_.sampleInFlight_ = false;
   const auto watched = std::make_optional(std::make_pair(s.generation, s.sync));
   // Answered for another sync, generation or role than now: no news of this one.
@@ -51,7 +51,7 @@ void DriverCore::onSyncSampled(const in::SyncSampled& s) {
   step(*news);  // the state machine logs the news and its decision
 }
 
-void DriverCore::streamWatchTick() {
+void Core::streamWatchTick() {
   const std::optional<StreamSample>& sample = now_.stream;
   if (!sample) return;  // not told: nothing published, the peers count this one as streaming
   setTimer(TimerKind::kStreamWatch, opts_.healthTickMs);
@@ -76,4 +76,4 @@ void DriverCore::streamWatchTick() {
   emit(cmd::PublishStreaming{streams});
 }
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

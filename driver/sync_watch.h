@@ -10,16 +10,16 @@
 
 #include "driver/sync_ack_watch.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 
-class DriverCore;
+class Core;
 
 class SyncWatch {
  public:
   SyncWatch(int64_t replaceAfterMs, int64_t connectGraceMs) : ack_(replaceAfterMs, connectGraceMs) {}
 
  private:
-  friend class DriverCore;  // sync_watch.cc
+  friend class Core;  // sync_watch.cc
   SyncAckWatch ack_;
   std::optional<std::pair<int64_t, std::string>> watchedFor_;  // generation, sync
   bool sampleInFlight_ = false;
@@ -29,4 +29,4 @@ class SyncWatch {
   std::optional<bool> publishedStreaming_;
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

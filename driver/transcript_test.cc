@@ -76,7 +76,7 @@
 #include "driver/core.h"
 #include "driver/describe.h"
 
-namespace dugong::agent {
+namespace dugong::driver {
 namespace transcript_test {
 
 constexpr EpochMs kWallStart = 1767225600000;
@@ -165,7 +165,7 @@ class Transcript {
     if (ms("record-promise", 0) != 0) o.recordPromise = [](int64_t) -> Result<bool> { return true; };
     o.rejoin = parseRejoinPolicy(w.count("rejoin") ? w["rejoin"] : "follow").value();
     self_ = o.identity.id;
-    core_ = std::make_unique<DriverCore>(o, ms("peers-reachable", 1) != 0);
+    core_ = std::make_unique<Core>(o, ms("peers-reachable", 1) != 0);
   }
 
   // One input line (after "at <ms> "): the commands, one per line.
@@ -215,7 +215,7 @@ class Transcript {
 
   // What the core's public queries say (core.h): no input.
   std::string status() const {
-    const DriverCore& c = *core_;
+    const Core& c = *core_;
     auto yes = [](bool b) { return b ? std::string("yes") : std::string("no"); };
     auto ms = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string("none"); };
     std::string out = "  status: role " + std::string(roleName(c.peer().role())) + ", applied " +
@@ -485,7 +485,7 @@ class Transcript {
     if (const auto* t = std::get_if<cmd::CancelTimer>(&c)) timers_.erase(t->key);
   }
 
-  std::unique_ptr<DriverCore> core_;
+  std::unique_ptr<Core> core_;
   std::string self_;
   bool gone_ = false;
   std::optional<StreamSample> stream_;
@@ -582,4 +582,4 @@ TEST(Describe, EveryCommandAndTimerSaysWhatItIs) {
 }
 
 }  // namespace transcript_test
-}  // namespace dugong::agent
+}  // namespace dugong::driver

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace dugong::agent {
+namespace dugong::driver {
 
 // ---- the coordinator (ZooKeeper) ------------------------------------------------------
 
@@ -51,4 +51,4 @@ struct RejoinFinished {
   std::string error;      // when !ok: why (nothing was changed unless `rewound`)
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::driver

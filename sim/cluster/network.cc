@@ -5,8 +5,8 @@
 
 namespace dugong::clustersim::world_internal {
 
-void NodeEnv::askFailsafe(const PeerIdentity& to, const agent::FailsafeRequest& request, int64_t timeoutMs,
-                          std::function<void(Result<agent::FailsafeAnswer>)> done) {
+void NodeEnv::askFailsafe(const PeerIdentity& to, const driver::FailsafeRequest& request, int64_t timeoutMs,
+                          std::function<void(Result<driver::FailsafeAnswer>)> done) {
   w_.askFailsafe(n_, inc_, to, request, timeoutMs, std::move(done));
 }
 
@@ -25,11 +25,11 @@ int64_t World::networkDelay() { return rngNet_.chance(80) ? rngNet_.between(200,
 
 // The request reaches the asked agent unless the link is cut (or that agent is down) as
 // it travels; so does the answer. The asker hears the answer or, at its bound, an error.
-void World::askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const agent::FailsafeRequest& request,
-                        int64_t timeoutMs, std::function<void(Result<agent::FailsafeAnswer>)> done) {
+void World::askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const driver::FailsafeRequest& request,
+                        int64_t timeoutMs, std::function<void(Result<driver::FailsafeAnswer>)> done) {
   const int target = nodeOf(to.id);
   auto answered = std::make_shared<bool>(false);
-  auto finish = [this, from, inc, answered, done = std::move(done)](Result<agent::FailsafeAnswer> r) {
+  auto finish = [this, from, inc, answered, done = std::move(done)](Result<driver::FailsafeAnswer> r) {
     if (*answered) return;
     *answered = true;
     if (alive(from, inc)) done(std::move(r));
@@ -45,7 +45,7 @@ void World::askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const ag
     if (linkCut(from, target) || !node(target).up || !node(target).driver || node(target).driver->paused()) {
       return trace('N', [&] { return "failsafe request from " + asker + " lost on its way"; });
     }
-    agent::FailsafeAnswer a = node(target).driver->onFailsafeRequest(request);
+    driver::FailsafeAnswer a = node(target).driver->onFailsafeRequest(request);
     checkPromise(target, asker, a);
     trace('N', [&] {
       return node(target).identity.id + " -> " + asker + ": " + (a.granted ? "promised" : "refused") + " (" + a.reason + ")";

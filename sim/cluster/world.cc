@@ -40,7 +40,7 @@ void World::startAgent(int n) {
   nd.wronglyDeposedSince = -1;
   trace('F', [&] { return std::string(nd.identity.id + " agent starts (incarnation " + std::to_string(nd.incarnation) + ")"); });
   nd.env = std::make_unique<NodeEnv>(*this, n, nd.incarnation);
-  agent::DriverOptions o;
+  driver::DriverOptions o;
   o.identity = nd.identity;
   o.withdrawAfterMs = kWithdrawAfterMs;
   o.handoverWaitMs = kHandoverWaitMs;
@@ -70,8 +70,8 @@ void World::startAgent(int n) {
     recorded.rebootedSincePromise = false;
     return true;
   };
-  nd.driver = std::make_unique<agent::Driver>(
-      agent::Env{*nd.env, nd.env->hostCoordinator, nd.env->postgres, *nd.env, nd.env.get()}, o);
+  nd.driver = std::make_unique<driver::Runner>(
+      driver::Env{*nd.env, nd.env->hostCoordinator, nd.env->postgres, *nd.env, nd.env.get()}, o);
   NodeEnv* env = nd.env.get();
   nd.driver->onFatal([this, n, env] {
     checker_.fail(now_, "fatal", node(n).identity.id + " reported a fatal error: " + env->lastFatal);
@@ -141,7 +141,7 @@ simworld::SimPostgresHooks World::postgresHooks(int n) {
 EpochMs NodeEnv::wallMs() const { return w_.wall(); }
 int64_t NodeEnv::monotonicMs() const { return w_.hostClock(n_); }
 
-std::unique_ptr<agent::Timer> NodeEnv::newTimer() { return std::make_unique<HostTimer>(w_, n_); }
+std::unique_ptr<driver::Timer> NodeEnv::newTimer() { return std::make_unique<HostTimer>(w_, n_); }
 
 // ---------------------------------------------------------------- the hosts' clocks
 
@@ -165,9 +165,9 @@ void HostTimer::start(int64_t delayMs, std::function<void()> fired) {
                  });
 }
 
-Result<bool> HostCoordinator::join(agent::CoordinatorCallbacks callbacks) {
+Result<bool> HostCoordinator::join(driver::CoordinatorCallbacks callbacks) {
   if (callbacks.onLease) {
-    callbacks.onLease = [&w = w_, n = n_, onLease = std::move(callbacks.onLease)](agent::CoordinatorLease lease) {
+    callbacks.onLease = [&w = w_, n = n_, onLease = std::move(callbacks.onLease)](driver::CoordinatorLease lease) {
       lease.sentAtMs = w.hostClockAt(n, lease.sentAtMs);
       onLease(lease);
     };

@@ -93,18 +93,18 @@ class World;
 // The agent's ZooKeeper client as its driver sees it: the host's client of the simulated
 // ensemble, with each lease round trip dated on the host's clock (World::hostClockAt), as
 // the real client dates it on its own.
-class HostCoordinator final : public agent::Coordinator {
+class HostCoordinator final : public driver::Coordinator {
  public:
   HostCoordinator(World& world, int n, simworld::SimCoordinator& client) : w_(world), n_(n), client_(client) {}
 
-  Result<bool> join(agent::CoordinatorCallbacks callbacks) override;
+  Result<bool> join(driver::CoordinatorCallbacks callbacks) override;
   void leave() override { client_.leave(); }
   void leaveKeepingMembership() override { client_.leaveKeepingMembership(); }
   void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override {
     client_.putClusterState(state, expectedVersion, reason, std::move(done));
   }
-  agent::CoordinatorStatus status() const override { return client_.status(); }
+  driver::CoordinatorStatus status() const override { return client_.status(); }
   void publishDataState(const std::optional<PeerDataState>& data) override { client_.publishDataState(data); }
   void publishStreaming(bool streams) override { client_.publishStreaming(streams); }
 
@@ -117,7 +117,7 @@ class HostCoordinator final : public agent::Coordinator {
 // A timer of the driver (driver/env.h) on its host's clock: due when that clock reaches
 // its reading at the start plus the delay (World::atHostClock). A restart or cancel()
 // makes the earlier start a no-op.
-class HostTimer final : public agent::Timer {
+class HostTimer final : public driver::Timer {
  public:
   HostTimer(World& world, int n) : w_(world), n_(n) {}
   void start(int64_t delayMs, std::function<void()> fired) override;
@@ -133,20 +133,20 @@ class HostTimer final : public agent::Timer {
 // virtual clock, a client of the simulated ZooKeeper ensemble, the local simulated
 // postgres (sim/world/sim_postgres.h), and the trace as the log. One per
 // incarnation of the agent.
-class NodeEnv final : public agent::Clock, public agent::LogSink, public agent::PeerLink {
+class NodeEnv final : public driver::Clock, public driver::LogSink, public driver::PeerLink {
  public:
   NodeEnv(World& world, int n, uint64_t incarnation);
 
   EpochMs wallMs() const override;
   int64_t monotonicMs() const override;
-  std::unique_ptr<agent::Timer> newTimer() override;
+  std::unique_ptr<driver::Timer> newTimer() override;
   void post(std::function<void()> fn) override;
 
   void write(LogLevel level, const std::string& line) override;
 
   // The failsafe's request, through the simulated network (network.cc).
-  void askFailsafe(const PeerIdentity& to, const agent::FailsafeRequest& request, int64_t timeoutMs,
-                   std::function<void(Result<agent::FailsafeAnswer>)> done) override;
+  void askFailsafe(const PeerIdentity& to, const driver::FailsafeRequest& request, int64_t timeoutMs,
+                   std::function<void(Result<driver::FailsafeAnswer>)> done) override;
 
   simworld::SimCoordinator coordinator;
   HostCoordinator hostCoordinator;  // the driver's: `coordinator`, dated on the host's clock
@@ -162,7 +162,7 @@ class NodeEnv final : public agent::Clock, public agent::LogSink, public agent::
 struct Node {
   PeerIdentity identity;
   std::unique_ptr<NodeEnv> env;          // the agent's environment, while it runs
-  std::unique_ptr<agent::Driver> driver; // the agent's logic: the code that ships
+  std::unique_ptr<driver::Runner> driver; // the agent's logic: the code that ships
   int64_t withdrawnServingSince = -1;
   int64_t awaitingSince = -1;          // its state machine waits for a completion
   int64_t wronglyDeposedSince = -1;    // deposed in its view, not in ZooKeeper's
@@ -324,8 +324,8 @@ class World final : public simworld::TraceSink {
   void cutLink(int a, int b, int64_t until);
   bool linkCut(int a, int b) const;
   int64_t networkDelay();
-  void askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const agent::FailsafeRequest& request,
-                   int64_t timeoutMs, std::function<void(Result<agent::FailsafeAnswer>)> done);
+  void askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const driver::FailsafeRequest& request,
+                   int64_t timeoutMs, std::function<void(Result<driver::FailsafeAnswer>)> done);
 
   // ---- faults (faults/): each kind of the plan, by family ----
   void runFault(const Fault& f);  // faults.cc
@@ -402,7 +402,7 @@ class World final : public simworld::TraceSink {
   // failsafe_checks.cc
   void noteZooKeeperReach();
   void noteZooKeeperReachAtStep();
-  void checkPromise(int target, const std::string& asker, const agent::FailsafeAnswer& a);
+  void checkPromise(int target, const std::string& asker, const driver::FailsafeAnswer& a);
 
   const Scenario& sc_;
   WorldOptions opts_;

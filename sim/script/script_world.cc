@@ -112,8 +112,8 @@ void ScriptWorld::deliver(const Event& event, const std::function<void()>& call)
 // ---- the driver's environment --------------------------------------------------------
 
 
-std::unique_ptr<agent::Timer> ScriptWorld::newTimer() {
-  return std::make_unique<agent::ScheduledTimer>(q_);
+std::unique_ptr<driver::Timer> ScriptWorld::newTimer() {
+  return std::make_unique<simworld::ScheduledTimer>(q_);
 }
 
 void ScriptWorld::write(LogLevel level, const std::string& line) { log(std::string("peer   ") + levelName(level) + ": " + line); }
@@ -310,7 +310,7 @@ Result<nlohmann::json> ScriptWorld::bootstrap(const nlohmann::json& args) {
 
 Result<nlohmann::json> ScriptWorld::startPeer() {
   if (driver_) return usage("startPeer", "the peer is already started");
-  agent::DriverOptions o;
+  driver::DriverOptions o;
   o.identity = identities_.at(kNodeUnderTest);
   o.singleton = opts_.singleton;
   o.handoverWaitMs = 5000;
@@ -319,7 +319,7 @@ Result<nlohmann::json> ScriptWorld::startPeer() {
   zk_.agentStarts(kNodeUnderTestHost);
   coordinator_ = std::make_unique<simworld::SimCoordinator>(zk_, kNodeUnderTestHost);
   postgres_ = std::make_unique<simworld::SimPostgres>(fleet_, kNodeUnderTestHost, postgresHooks());
-  driver_ = std::make_unique<agent::Driver>(agent::Env{*this, *coordinator_, *postgres_, *this, nullptr}, o);
+  driver_ = std::make_unique<driver::Runner>(driver::Env{*this, *coordinator_, *postgres_, *this, nullptr}, o);
   driver_->start();
   return nlohmann::json(nullptr);
 }

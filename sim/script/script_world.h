@@ -48,7 +48,7 @@
 
 namespace dugong::sim {
 
-class ScriptWorld final : agent::Clock, agent::LogSink, simworld::TraceSink {
+class ScriptWorld final : driver::Clock, driver::LogSink, simworld::TraceSink {
  public:
   struct Options {
     bool singleton = false;   // the peer under test runs in one-node-write mode
@@ -79,7 +79,7 @@ class ScriptWorld final : agent::Clock, agent::LogSink, simworld::TraceSink {
   // The driver's environment.
   EpochMs wallMs() const override { return q_.now(); }
   int64_t monotonicMs() const override { return q_.now(); }
-  std::unique_ptr<agent::Timer> newTimer() override;
+  std::unique_ptr<driver::Timer> newTimer() override;
   void post(std::function<void()> fn) override { schedule(0, std::move(fn)); }
   void write(LogLevel level, const std::string& line) override;
   void record(char kind, std::string text) override;
@@ -139,7 +139,7 @@ class ScriptWorld final : agent::Clock, agent::LogSink, simworld::TraceSink {
   uint64_t nextCommit_ = 0;
 
   // The peer under test: its driver, on the environment above.
-  std::unique_ptr<agent::Driver> driver_;
+  std::unique_ptr<driver::Runner> driver_;
 };
 
 }  // namespace dugong::sim

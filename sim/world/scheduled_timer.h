@@ -10,13 +10,13 @@
 #include "driver/env.h"
 #include "sim/world/event_queue.h"
 
-namespace dugong::agent {
+namespace dugong::simworld {
 
-class ScheduledTimer final : public Timer {
+class ScheduledTimer final : public driver::Timer {
  public:
   // The callback (the timer's serial and `fired`) is built in the queue's slot, with no
   // call through a std::function: timers are started every few milliseconds of a simulation.
-  explicit ScheduledTimer(simworld::EventQueue& queue) : queue_(queue) {}
+  explicit ScheduledTimer(EventQueue& queue) : queue_(queue) {}
 
   void start(int64_t delayMs, std::function<void()> fired) override {
     uint64_t serial = ++*serial_;
@@ -28,8 +28,8 @@ class ScheduledTimer final : public Timer {
   void cancel() override { ++*serial_; }
 
  private:
-  simworld::EventQueue& queue_;
+  EventQueue& queue_;
   std::shared_ptr<uint64_t> serial_ = std::make_shared<uint64_t>(0);
 };
 
-}  // namespace dugong::agent
+}  // namespace dugong::simworld

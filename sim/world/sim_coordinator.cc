@@ -68,7 +68,7 @@ void ZkEnsemble::connect(int n, Run run) {
     schedule(n, [this, n, run, sid, createdAt = q_.now()] {
       const ZkClient& x = look(n);
       if (!runs(n, run) || x.session != sid || !x.agent->member_ || !x.agent->callbacks_.onLease) return;
-      x.agent->callbacks_.onLease(agent::CoordinatorLease{createdAt, static_cast<int64_t>(sid),
+      x.agent->callbacks_.onLease(driver::CoordinatorLease{createdAt, static_cast<int64_t>(sid),
                                                           model_.sessionTimeoutMs, model_.leaseIntervalMs});
     });
     q_.after(model_.leaseIntervalMs, [this, n, run, sid] { leaseLoop(n, run, sid); });
@@ -97,7 +97,7 @@ void ZkEnsemble::leaseLoop(int n, Run run, uint64_t sid) {
             !x.agent->callbacks_.onLease) {
           return;
         }
-        x.agent->callbacks_.onLease(agent::CoordinatorLease{sentAt, static_cast<int64_t>(sid), model_.sessionTimeoutMs,
+        x.agent->callbacks_.onLease(driver::CoordinatorLease{sentAt, static_cast<int64_t>(sid), model_.sessionTimeoutMs,
                                                             model_.leaseIntervalMs});
       });
     });
@@ -145,7 +145,7 @@ void ZkEnsemble::leaderChange(int64_t electionMs) {
       x.lossReported = true;
       trace_.trace('Z', [&] { return x.id + " client: connection closed by the server"; });
       x.agent->callbacks_.onConnection(
-          agent::CoordinatorConnection{false, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
+          driver::CoordinatorConnection{false, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
     });
   }
   q_.at(noLeaderUntil_, [this, closed] {
@@ -373,7 +373,7 @@ void ZkEnsemble::partition(int n, int64_t duration, int64_t reportAfterMs, int64
       x.lossReported = true;
       trace_.trace('Z', [&] { return x.id + " client: connection to ZooKeeper lost"; });
       x.agent->callbacks_.onConnection(
-          agent::CoordinatorConnection{false, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
+          driver::CoordinatorConnection{false, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
     });
   }
   q_.after(duration, [this, n, serial] {
@@ -405,7 +405,7 @@ void ZkEnsemble::heal(int n) {
         if (x.session != sid || !x.agent->member_) return;
         trace_.trace('Z', [&] { return x.id + " client: connected again, same session"; });
         x.agent->callbacks_.onConnection(
-            agent::CoordinatorConnection{true, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
+            driver::CoordinatorConnection{true, static_cast<int64_t>(sid), model_.sessionTimeoutMs});
       });
     }
     return;
@@ -434,7 +434,7 @@ SimCoordinator::~SimCoordinator() {
   c.agentRun = 0;
 }
 
-Result<bool> SimCoordinator::join(agent::CoordinatorCallbacks cb) {
+Result<bool> SimCoordinator::join(driver::CoordinatorCallbacks cb) {
   callbacks_ = std::move(cb);
   member_ = true;
   zk_.client(host_).connecting = true;
@@ -485,9 +485,9 @@ void SimCoordinator::publishStreaming(bool streams) {
   if (member_ && c.ready && !c.partitioned && zk_.sessionAlive(c.session)) zk_.notifyAll(false);
 }
 
-agent::CoordinatorStatus SimCoordinator::status() const {
+driver::CoordinatorStatus SimCoordinator::status() const {
   const ZkClient& c = zk_.look(host_);
-  return agent::CoordinatorStatus{member_, c.session != 0 && !c.partitioned, c.ready, static_cast<int64_t>(c.session),
+  return driver::CoordinatorStatus{member_, c.session != 0 && !c.partitioned, c.ready, static_cast<int64_t>(c.session),
                                   "", ""};
 }
 

@@ -209,16 +209,16 @@ class ZkEnsemble {
   Run lastRun_ = 0;
 };
 
-class SimCoordinator final : public agent::Coordinator {
+class SimCoordinator final : public driver::Coordinator {
  public:
   SimCoordinator(ZkEnsemble& ensemble, int host);
   ~SimCoordinator() override;
 
-  Result<bool> join(agent::CoordinatorCallbacks callbacks) override;
+  Result<bool> join(driver::CoordinatorCallbacks callbacks) override;
   void leave() override;
   void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override;
-  agent::CoordinatorStatus status() const override;
+  driver::CoordinatorStatus status() const override;
   // In this run's election node from now on: the peers are told at once (their watches
   // fire) unless this client is cut off, and hear it with their next news otherwise.
   void publishStreaming(bool streams) override;
@@ -232,7 +232,7 @@ class SimCoordinator final : public agent::Coordinator {
   int host_;
   ZkEnsemble::Run run_;
   bool member_ = false;
-  agent::CoordinatorCallbacks callbacks_;
+  driver::CoordinatorCallbacks callbacks_;
   uint64_t writeSerial_ = 0;
   std::function<void(StateWriteFinished)> pendingWrite_;
   int64_t writeSince_ = 0;

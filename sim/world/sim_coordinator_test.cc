@@ -49,12 +49,12 @@ struct Fixture {
     };
     return h;
   }
-  std::unique_ptr<SimCoordinator> member(int n, std::vector<agent::CoordinatorConnection>* connections = nullptr) {
+  std::unique_ptr<SimCoordinator> member(int n, std::vector<driver::CoordinatorConnection>* connections = nullptr) {
     zk.agentStarts(n);
     auto c = std::make_unique<SimCoordinator>(zk, n);
-    agent::CoordinatorCallbacks cb;
+    driver::CoordinatorCallbacks cb;
     cb.onEvent = [](Event) {};
-    cb.onConnection = [connections](agent::CoordinatorConnection conn) {
+    cb.onConnection = [connections](driver::CoordinatorConnection conn) {
       if (connections) connections->push_back(conn);
     };
     EXPECT_TRUE(c->join(std::move(cb)));
@@ -127,7 +127,7 @@ TEST(SimCoordinator, LeavingAnswersAWriteInFlightWithAFailureOnce) {
 
 TEST(SimCoordinator, ACutOffClientHearsTheLossThenItsSessionExpiresForTheOthers) {
   Fixture f;
-  std::vector<agent::CoordinatorConnection> connections;
+  std::vector<driver::CoordinatorConnection> connections;
   auto c1 = f.member(0, &connections);
   auto c2 = f.member(1);
   f.runUntil(1000);
@@ -150,7 +150,7 @@ TEST(SimCoordinator, ACutOffClientHearsTheLossThenItsSessionExpiresForTheOthers)
 // off does not silence that report.
 TEST(SimCoordinator, ACutOffClientWhoseSessionExpiresMeanwhileStillHearsTheLoss) {
   Fixture f;
-  std::vector<agent::CoordinatorConnection> connections;
+  std::vector<driver::CoordinatorConnection> connections;
   auto c1 = f.member(0, &connections);
   f.runUntil(1000);
   f.zk.partition(0, 10000);

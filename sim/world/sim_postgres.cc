@@ -66,7 +66,7 @@ void finishCrashRecovery(PgServer& pg) {
 
 }  // namespace
 
-std::optional<agent::StreamSample> SimPostgres::streamSample() const {
+std::optional<driver::StreamSample> SimPostgres::streamSample() const {
   if (!fleet_.model().tellsStreaming) return std::nullopt;
   const PgServer& s = fleet_.server(host_);
   std::string from;
@@ -74,7 +74,7 @@ std::optional<agent::StreamSample> SimPostgres::streamSample() const {
     const int u = fleet_.hostOf(s.config.upstream->id);
     if (u >= 0 && fleet_.streamsFrom(host_, u)) from = s.config.upstream->id;
   }
-  return agent::StreamSample{s.serving(), from};
+  return driver::StreamSample{s.serving(), from};
 }
 
 SimPostgres::SimPostgres(PgFleet& fleet, int host, SimPostgresHooks hooks)
@@ -443,14 +443,14 @@ void SimPostgres::answerWalRead(int64_t started, std::function<void(WalPositionR
 }
 
 void SimPostgres::sampleSyncStandby(const std::string& standbyId,
-                                    std::function<void(Result<agent::SyncReplicationSample>)> done) {
+                                    std::function<void(Result<driver::SyncReplicationSample>)> done) {
   PgServer& p = pg();
   int64_t end = std::max(now(), p.queryBusyUntil) + fleet_.model().syncSample.draw(fleet_.rng());
   p.queryBusyUntil = end;
   fleet_.queue().at(end, guarded([this, standbyId, done = std::move(done)] {
     const PgServer& pg = this->pg();
     if (!pg.serving() || pg.config.role != PgRole::kPrimary) return done(Error{"postgres is not running as primary"});
-    agent::SyncReplicationSample s;
+    driver::SyncReplicationSample s;
     const int sync = fleet_.hostOf(standbyId);
     s.streaming = sync >= 0 && fleet_.streamsFrom(sync, host_);
     if (s.streaming) s.flushed = fleet_.server(sync).wal.position();
@@ -643,7 +643,7 @@ void SimPostgres::shutDownWrites(std::function<void(Result<bool>)> done) {
 // has ended (its upstream stopped, after sending all of its WAL), false when there was
 // no stream, or still one at the deadline.
 void SimPostgres::awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) {
-  if (!fleet_.model().awaitsUpstreamStop) return agent::Postgres::awaitUpstreamStop(timeoutMs, std::move(done));
+  if (!fleet_.model().awaitsUpstreamStop) return driver::Postgres::awaitUpstreamStop(timeoutMs, std::move(done));
   fleet_.trace().trace('A', [&] { return id() + " -> wait for the upstream's WAL stream to end"; });
   pollUpstream(now() + timeoutMs, false, std::move(done));
 }
@@ -677,13 +677,13 @@ void SimPostgres::pollUpstream(int64_t deadline, bool sawStream, std::function<v
 // prefix of the primary's (pg_rewind's "no rewind required"), rewound with kRewind;
 // otherwise nothing changes.
 void SimPostgres::rejoin(const PeerIdentity& primary, RejoinPolicy policy,
-                         std::function<void(agent::RejoinFinished)> done) {
+                         std::function<void(driver::RejoinFinished)> done) {
   beginTransition("rejoin");
   fleet_.trace().trace('A', [&] { return id() + " -> rejoin as a standby of " + primary.id; });
   underApplyLock(fleet_.model().rejoin.draw(fleet_.rng()), [this, primary, policy, done = std::move(done)] {
     PgServer& pg = this->pg();
     --transitions_;
-    agent::RejoinFinished r;
+    driver::RejoinFinished r;
     const int p = fleet_.hostOf(primary.id);
     if (!pg.setUp) {
       r.error = "the data directory is not set up";

@@ -272,7 +272,7 @@ struct SimPostgresHooks {
   std::function<void(const PgConfig& config)> applyStarting;
 };
 
-class SimPostgres final : public agent::Postgres {
+class SimPostgres final : public driver::Postgres {
  public:
   SimPostgres(PgFleet& fleet, int host, SimPostgresHooks hooks);
   ~SimPostgres() override;
@@ -285,7 +285,7 @@ class SimPostgres final : public agent::Postgres {
   // standby's walsender streams too, and its flush position stays), its WAL position,
   // and the commits waiting on this primary.
   void sampleSyncStandby(const std::string& standbyId,
-                         std::function<void(Result<agent::SyncReplicationSample>)> done) override;
+                         std::function<void(Result<driver::SyncReplicationSample>)> done) override;
   void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override;
   void stopHealthCheck() override;
   // As the adapter's health check reports: no postmaster at all (crashed, killed, or
@@ -293,13 +293,13 @@ class SimPostgres final : public agent::Postgres {
   bool postmasterGone() const override { return gone_; }
   // As the agent's status poll sees it: serving, and streaming from the upstream its
   // configuration names (PgFleet::streamsFrom).
-  std::optional<agent::StreamSample> streamSample() const override;
+  std::optional<driver::StreamSample> streamSample() const override;
   void stopWrites(std::function<void(Result<int>)> done) override;
   void resumeWrites(std::function<void(Result<bool>)> done) override;
   void shutDownWrites(std::function<void(Result<bool>)> done) override;
   void awaitUpstreamStop(int64_t timeoutMs, std::function<void(bool)> done) override;
   void rejoin(const PeerIdentity& primary, RejoinPolicy policy,
-              std::function<void(agent::RejoinFinished)> done) override;
+              std::function<void(driver::RejoinFinished)> done) override;
 
   // A health check that does not poll (PgModel::healthIntervalMs 0) looks now.
   void lookAtHealth();

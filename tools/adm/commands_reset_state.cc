@@ -27,7 +27,7 @@ struct ResetArgs {
   bool yes = false;
   std::string record;
   // The longest promise, and a second for the primary's own stop.
-  int64_t promiseWaitMs = agent::kFailsafeMaxDurationMs + 1000;
+  int64_t promiseWaitMs = driver::kFailsafeMaxDurationMs + 1000;
 };
 
 // The agents of the peers the state names that answer over HTTP, though none has an
@@ -90,7 +90,7 @@ int runResetState(const CommonOptions& common, const ResetArgs& a) {
     std::cout << "no agent of cluster " << common.cluster << " runs; waiting " << a.promiseWaitMs
               << " ms before removing the state: a primary cut off from ZooKeeper may write on under its sync's "
                  "promise for up to "
-              << agent::kFailsafeMaxDurationMs << " ms after the last one was given (--promise-wait-ms)\n"
+              << driver::kFailsafeMaxDurationMs << " ms after the last one was given (--promise-wait-ms)\n"
               << std::flush;
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.promiseWaitMs);
     for (;;) {

@@ -48,7 +48,7 @@ void World::noteZooKeeperReachAtStep() {
 // A promise is given only by a peer that cannot reach ZooKeeper (docs/design.md
 // "Quorum loss: the sync's promise"): not by one whose client has confirmed round
 // trips through a leader for two intervals and their latency.
-void World::checkPromise(int target, const std::string& asker, const agent::FailsafeAnswer& a) {
+void World::checkPromise(int target, const std::string& asker, const driver::FailsafeAnswer& a) {
   noteZooKeeperReach();
   const int64_t reachedFor = now_ - zkUnreachableAt_[static_cast<size_t>(target)];
   if (a.granted && reachedFor > 2 * leaseIntervalFor(sc_.sessionTimeoutMs) + 100) {
