@@ -20,6 +20,7 @@
 #include "pg/controller.h"
 #include "pg/sql.h"
 #include "pg/testing/pg_test_cluster.h"
+#include "tests/support/test_env.h"
 
 namespace dugong::pg {
 namespace {
@@ -27,12 +28,7 @@ using namespace std::chrono_literals;
 using testing::PgTestCluster;
 using testing::PgTestNode;
 
-constexpr auto kDeadline = 90s;
-
-std::string readAll(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+constexpr auto kFactDeadline = 90s;
 
 // Runs one of postgres' programs as the postgres user.
 CommandResult runAsPostgres(const PgTestNode& n, const std::string& program, std::vector<std::string> args,
@@ -113,7 +109,7 @@ TEST(StandbyFacts, AMultiHostStandbyStreamsFromTheWritableHostAndFollowsItsPromo
   ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
   auto r = cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity));
   ASSERT_TRUE(r.ok) << r.error;
-  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable(); }, kDeadline));
+  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable(); }, kFactDeadline));
   for (PgController* s : {&cc, &cd}) {
     r = s->apply(PgConfig::standby(PgRole::kAsync, a.identity, a.identity));
     ASSERT_TRUE(r.ok) << r.error;
@@ -131,31 +127,31 @@ TEST(StandbyFacts, AMultiHostStandbyStreamsFromTheWritableHostAndFollowsItsPromo
                d.value("SELECT conninfo FROM pg_stat_wal_receiver").find("target_session_attrs=primary") !=
                    std::string::npos;
       },
-      kDeadline))
+      kFactDeadline))
       << "c: " << streamsFrom(c) << " d: " << streamsFrom(d) << " (a " << a.port << ", b " << b.port << ")";
   ASSERT_EQ(a.value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
-  ASSERT_TRUE(testing::eventually([&] { return has(c, 1) && has(d, 1); }, kDeadline));
+  ASSERT_TRUE(testing::eventually([&] { return has(c, 1) && has(d, 1); }, kFactDeadline));
 
   ASSERT_TRUE(ca.apply(PgConfig::none()).ok);  // a fast shutdown
   ASSERT_FALSE(a.postmasterPid().has_value());
   r = cb.apply(PgConfig::firstPrimary(std::nullopt));  // promoted, alone: writable at once
   ASSERT_TRUE(r.ok) << r.error;
-  ASSERT_TRUE(testing::eventually([&] { return cb.pollWritable(); }, kDeadline));
+  ASSERT_TRUE(testing::eventually([&] { return cb.pollWritable(); }, kFactDeadline));
   ASSERT_EQ(b.value("SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"), "00000002");
   ASSERT_EQ(b.value("INSERT INTO t VALUES (2)"), "");
-  EXPECT_TRUE(testing::eventually([&] { return streamsFrom(c) == at(b, 2) && streamsFrom(d) == at(b, 2); }, kDeadline))
+  EXPECT_TRUE(testing::eventually([&] { return streamsFrom(c) == at(b, 2) && streamsFrom(d) == at(b, 2); }, kFactDeadline))
       << "c: " << streamsFrom(c) << " d: " << streamsFrom(d);
-  EXPECT_TRUE(testing::eventually([&] { return has(c, 2) && has(d, 2); }, kDeadline));
+  EXPECT_TRUE(testing::eventually([&] { return has(c, 2) && has(d, 2); }, kFactDeadline));
   EXPECT_EQ(c.postmasterPid(), cPid) << "restarted";
   EXPECT_EQ(d.postmasterPid(), dPid) << "restarted";
 
   // A primary that is read-only by default: only `primary` takes it.
   ASSERT_EQ(b.value("ALTER SYSTEM SET default_transaction_read_only = on"), "");
   ASSERT_EQ(b.value("SELECT pg_reload_conf()"), "t");
-  ASSERT_TRUE(testing::eventually([&] { return b.value("SHOW default_transaction_read_only") == "on"; }, kDeadline));
+  ASSERT_TRUE(testing::eventually([&] { return b.value("SHOW default_transaction_read_only") == "on"; }, kFactDeadline));
   const std::string dSender = b.value("SELECT pid FROM pg_stat_replication WHERE application_name = 'peer-d'");
   // c may have been refused by b already, while b was a standby (a and b both refused it).
-  const size_t refusedBefore = occurrences(readAll(c.options.logPath()), "session is read-only");
+  const size_t refusedBefore = occurrences(dugong::testing::fileText(c.options.logPath()), "session is read-only");
   ASSERT_EQ(b.value("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_replication WHERE application_name IN "
                     "('peer-c', 'peer-d')"),
             "2");
@@ -165,10 +161,10 @@ TEST(StandbyFacts, AMultiHostStandbyStreamsFromTheWritableHostAndFollowsItsPromo
                                         "state = 'streaming'");
         return !now.empty() && now != dSender;
       },
-      kDeadline))
+      kFactDeadline))
       << "d (target_session_attrs=primary) did not reconnect to a primary that is read-only by default";
   EXPECT_TRUE(testing::eventually(
-      [&] { return occurrences(readAll(c.options.logPath()), "session is read-only") > refusedBefore; }, kDeadline))
+      [&] { return occurrences(dugong::testing::fileText(c.options.logPath()), "session is read-only") > refusedBefore; }, kFactDeadline))
       << "c (target_session_attrs=read-write) did not refuse a primary that is read-only by default";
   EXPECT_EQ(streamsFrom(c), "");
 }
@@ -186,21 +182,21 @@ TEST(StandbyFacts, ADivergedPrimaryIsRewoundFromAStandbySource) {
   ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
   auto r = cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity));
   ASSERT_TRUE(r.ok) << r.error;
-  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable(); }, kDeadline));
+  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable(); }, kFactDeadline));
   r = cc.apply(PgConfig::standby(PgRole::kAsync, b.identity, a.identity));
   ASSERT_TRUE(r.ok) << r.error;
   pointAt(c, replicationConninfo(c, {&b}, ""));  // no slot: b's promotion would drop it
   ASSERT_EQ(a.value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
-  ASSERT_TRUE(testing::eventually([&] { return has(c, 1); }, kDeadline));
+  ASSERT_TRUE(testing::eventually([&] { return has(c, 1); }, kFactDeadline));
 
   ASSERT_TRUE(cb.apply(PgConfig::none()).ok);
   ASSERT_EQ(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (2)"), "");
   ASSERT_TRUE(ca.apply(PgConfig::none()).ok);  // cleanly, past the fork to come
   r = cb.apply(PgConfig::firstPrimary(std::nullopt));
   ASSERT_TRUE(r.ok) << r.error;
-  ASSERT_TRUE(testing::eventually([&] { return cb.pollWritable(); }, kDeadline));
+  ASSERT_TRUE(testing::eventually([&] { return cb.pollWritable(); }, kFactDeadline));
   ASSERT_EQ(b.value("INSERT INTO t VALUES (3)"), "");
-  ASSERT_TRUE(testing::eventually([&] { return has(c, 3) && streamsFrom(c) == at(b, 2); }, kDeadline));
+  ASSERT_TRUE(testing::eventually([&] { return has(c, 3) && streamsFrom(c) == at(b, 2); }, kFactDeadline));
   ASSERT_EQ(c.value("SELECT pg_is_in_recovery()"), "t");
 
   // pg_rewind takes the source's timeline from its pg_control (the greater of its last
@@ -213,7 +209,7 @@ TEST(StandbyFacts, ADivergedPrimaryIsRewoundFromAStandbySource) {
   ASSERT_EQ(b.value("CHECKPOINT"), "");
   const std::string checkpointed = b.value("SELECT pg_current_wal_lsn()");
   ASSERT_TRUE(testing::eventually(
-      [&] { return c.value("SELECT pg_last_wal_replay_lsn() >= '" + checkpointed + "'::pg_lsn") == "t"; }, kDeadline));
+      [&] { return c.value("SELECT pg_last_wal_replay_lsn() >= '" + checkpointed + "'::pg_lsn") == "t"; }, kFactDeadline));
   ASSERT_EQ(c.value("CHECKPOINT"), "");
   ASSERT_EQ(c.value("SELECT timeline_id FROM pg_control_checkpoint()"), "2");
 
@@ -246,9 +242,9 @@ TEST(StandbyFacts, ADivergedPrimaryIsRewoundFromAStandbySource) {
   ASSERT_EQ(::chown((a.options.dataDir + "/standby.signal").c_str(), pw->pw_uid, pw->pw_gid), 0);
   CommandResult started = runAsPostgres(
       a, "pg_ctl", {"start", "-D", a.options.dataDir, "-l", a.options.logPath(), "-w", "-t", "60"});
-  ASSERT_TRUE(started.ok()) << started.output << readAll(a.options.logPath());
-  EXPECT_TRUE(testing::eventually([&] { return streamsFrom(a) == at(c, 2); }, kDeadline)) << streamsFrom(a);
-  EXPECT_TRUE(testing::eventually([&] { return has(a, 3); }, kDeadline));
+  ASSERT_TRUE(started.ok()) << started.output << dugong::testing::fileText(a.options.logPath());
+  EXPECT_TRUE(testing::eventually([&] { return streamsFrom(a) == at(c, 2); }, kFactDeadline)) << streamsFrom(a);
+  EXPECT_TRUE(testing::eventually([&] { return has(a, 3); }, kFactDeadline));
   EXPECT_TRUE(has(a, 1));
   EXPECT_FALSE(has(a, 2));
   struct stat after{};

@@ -19,12 +19,12 @@ using peer_test::peers;
 // The generation's history: timeline 3, from 2 at 0/800, from 1 at 0/500.
 const TimelineHistory kHistory{3, {{1, WalPosition(0x500)}, {2, WalPosition(0x800)}}};
 
-TakeoverReport report(uint64_t wal, int32_t version, int64_t generation = 7) {
+TakeoverReport memberReport(uint64_t wal, int32_t version, int64_t generation = 7) {
   return {generation, WalPosition(wal), kHistory, version, 0};
 }
 
 // Generation 7 of primary p: ANY k (members), asyncs, initWal 0/1000 on timeline 3.
-ClusterState quorumState(int k, const std::vector<std::string>& members, const std::vector<std::string>& asyncs = {},
+ClusterState memberQuorumState(int k, const std::vector<std::string>& members, const std::vector<std::string>& asyncs = {},
                          const std::string& primary = "p") {
   ClusterState s;
   s.generation = 7;
@@ -95,7 +95,7 @@ bool has(const std::vector<Action>& actions) {
 // nothing more. (The mutant `quorum-report-before-fence` publishes an unfenced read.)
 TEST(PeerQuorum, AMemberFencesThenReadsThenPublishesItsReport) {
   Harness h;
-  auto start = h.member(quorumState(1, {"me", "b"}, {"c"}), {"p", "me", "b", "c"});
+  auto start = h.member(memberQuorumState(1, {"me", "b"}, {"c"}), {"p", "me", "b", "c"});
   auto apply = only<ApplyPgConfig>(start);
   ASSERT_EQ(apply.size(), 1u);
   EXPECT_EQ(apply[0].config.role, PgRole::kSync);  // a member is a synchronous standby
@@ -130,7 +130,7 @@ TEST(PeerQuorum, AMemberFencesThenReadsThenPublishesItsReport) {
 // A fence that fails publishes nothing; nor does a read of another run of postgres.
 TEST(PeerQuorum, NoReportWithoutAConfirmedFenceOfTheRunThatIsRead) {
   Harness h;
-  h.member(quorumState(1, {"me", "b"}), {"p", "me", "b"});
+  h.member(memberQuorumState(1, {"me", "b"}), {"p", "me", "b"});
   h.active({"me", "b"});
   auto failed = h.step(PgFenced{false, "timeout", 0});
   EXPECT_FALSE(has<PublishReport>(failed));
@@ -146,7 +146,7 @@ TEST(PeerQuorum, NoReportWithoutAConfirmedFenceOfTheRunThatIsRead) {
 // 4.3: with fewer than q = N - k + 1 reports nobody takes over, and inspect() says why.
 TEST(PeerQuorum, TooFewReportsMeansNoTakeoverAndInspectSaysWhichAreMissing) {
   Harness h;
-  h.member(quorumState(1, {"me", "b"}, {"c"}), {"p", "me", "b", "c"});
+  h.member(memberQuorumState(1, {"me", "b"}, {"c"}), {"p", "me", "b", "c"});
   auto waiting = h.reported({"me", "c"}, 0x2000, 5);  // b is gone too
   EXPECT_FALSE(has<WriteClusterState>(waiting));
   EXPECT_FALSE(has<ApplyPgConfig>(waiting));  // the fence stays
@@ -164,10 +164,10 @@ TEST(PeerQuorum, TooFewReportsMeansNoTakeoverAndInspectSaysWhichAreMissing) {
 // its report without waiting for that.
 TEST(PeerQuorum, TheTakerWritesWithAChecksPerCountedReportAndPromotes) {
   Harness h;
-  h.member(quorumState(1, {"me", "b"}, {"c"}), {"p", "me", "b", "c"});
+  h.member(memberQuorumState(1, {"me", "b"}, {"c"}), {"p", "me", "b", "c"});
   auto mine = h.reported({"me", "b", "c"}, 0x2000, 5);
   EXPECT_FALSE(has<WriteClusterState>(mine));  // b has not reported yet
-  auto decided = h.active({"me", "b", "c"}, {{"b", report(0x1800, 3)}});
+  auto decided = h.active({"me", "b", "c"}, {{"b", memberReport(0x1800, 3)}});
   auto writes = only<WriteClusterState>(decided);
   ASSERT_EQ(writes.size(), 1u);
   const WriteClusterState& w = writes[0];
@@ -202,14 +202,14 @@ TEST(PeerQuorum, TheTakerWritesWithAChecksPerCountedReportAndPromotes) {
 // taker; then it withdraws its report, and only once that is confirmed follows it.
 TEST(PeerQuorum, ANonTakerWaitsThenWithdrawsItsReportBeforeItFollows) {
   Harness h;
-  h.member(quorumState(1, {"me", "b"}, {"c"}), {"p", "me", "b", "c"});
-  auto waiting = h.reported({"me", "b", "c"}, 0x1800, 5, {{"b", report(0x2000, 3)}});
+  h.member(memberQuorumState(1, {"me", "b"}, {"c"}), {"p", "me", "b", "c"});
+  auto waiting = h.reported({"me", "b", "c"}, 0x1800, 5, {{"b", memberReport(0x2000, 3)}});
   EXPECT_FALSE(has<WriteClusterState>(waiting));
   EXPECT_FALSE(has<ApplyPgConfig>(waiting));
   EXPECT_TRUE(logged(waiting, "waiting for b to write"));
   EXPECT_NE(h.peer.inspect()["quorum"]["waiting"].get<std::string>().find("b takes over"), std::string::npos);
 
-  ClusterState next = quorumState(1, {"me", "c"}, {}, "b");
+  ClusterState next = memberQuorumState(1, {"me", "c"}, {}, "b");
   next.generation = 8;
   next.deposed = peers({"p"});
   auto follow = h.step(ClusterStateChanged{node(next, 5)});
@@ -231,7 +231,7 @@ TEST(PeerQuorum, ANonTakerWaitsThenWithdrawsItsReportBeforeItFollows) {
 // 4.5: the primary back, the takeover is abandoned: withdraw, then lift the fence.
 TEST(PeerQuorum, ThePrimaryBackAbandonsTheTakeoverWithdrawingFirst) {
   Harness h;
-  h.member(quorumState(1, {"me", "b"}), {"p", "me", "b"});
+  h.member(memberQuorumState(1, {"me", "b"}), {"p", "me", "b"});
   h.reported({"me"}, 0x2000, 5);
   auto back = h.active({"p", "me", "b"});
   ASSERT_EQ(only<PublishReport>(back).size(), 1u);
@@ -245,13 +245,13 @@ TEST(PeerQuorum, ThePrimaryBackAbandonsTheTakeoverWithdrawingFirst) {
 // fence and decides again, after the retry's wait, on the reports as they are then.
 TEST(PeerQuorum, ALostRaceKeepsTheFenceAndDecidesAgainOnNews) {
   Harness h;
-  h.member(quorumState(1, {"me", "b"}), {"p", "me", "b"});
+  h.member(memberQuorumState(1, {"me", "b"}), {"p", "me", "b"});
   h.reported({"me", "b"}, 0x2000, 5);
-  ASSERT_EQ(only<WriteClusterState>(h.active({"me", "b"}, {{"b", report(0x1800, 3)}})).size(), 1u);
+  ASSERT_EQ(only<WriteClusterState>(h.active({"me", "b"}, {{"b", memberReport(0x1800, 3)}})).size(), 1u);
   auto lost = h.step(StateWriteFinished{false, "a checked node changed", true, -1});
   EXPECT_FALSE(has<ApplyPgConfig>(lost));
   EXPECT_FALSE(has<WriteClusterState>(lost));
-  EXPECT_FALSE(has<WriteClusterState>(h.active({"me", "b"}, {{"b", report(0x1800, 4)}})));  // b published again
+  EXPECT_FALSE(has<WriteClusterState>(h.active({"me", "b"}, {{"b", memberReport(0x1800, 4)}})));  // b published again
   auto writes = only<WriteClusterState>(h.step(TimerFired{TimerId::kRetryEvaluation}));  // after the retry's wait
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_EQ(writes[0].checks, (std::vector<ElectionNodeCheck>{{"me", 5}, {"b", 4}}));
@@ -261,8 +261,8 @@ TEST(PeerQuorum, ALostRaceKeepsTheFenceAndDecidesAgainOnNews) {
 // again without it, on the reports that remain (here too few: k = 1 of 2).
 TEST(PeerQuorum, TheBestGoneBeforeItWritesLeavesTooFewReports) {
   Harness h;
-  h.member(quorumState(1, {"me", "b"}), {"p", "me", "b"});
-  h.reported({"me", "b"}, 0x1800, 5, {{"b", report(0x2000, 3)}});
+  h.member(memberQuorumState(1, {"me", "b"}), {"p", "me", "b"});
+  h.reported({"me", "b"}, 0x1800, 5, {{"b", memberReport(0x2000, 3)}});
   auto gone = h.active({"me"});
   EXPECT_FALSE(has<WriteClusterState>(gone));
   EXPECT_TRUE(logged(gone, "b is gone"));
@@ -272,13 +272,13 @@ TEST(PeerQuorum, TheBestGoneBeforeItWritesLeavesTooFewReports) {
 // start a takeover with the primary present, and only the target may write.
 TEST(PeerQuorum, APromoteRequestForAMemberStartsATakeoverThatOnlyItsTargetWrites) {
   Harness h;
-  ClusterState s = quorumState(1, {"b", "me"}, {"c"});
+  ClusterState s = memberQuorumState(1, {"b", "me"}, {"c"});
   s.promote = {{"id", "me"}, {"role", "sync"}, {"generation", 7}, {"expireTime", "2099-01-01T00:00:00Z"}};
   EXPECT_TRUE(has<FencePg>(h.member(s, {"p", "me", "b", "c"})));
   h.step(PgFenced{true, "", 11});
   h.step(WalPositionRead{WalPosition(0x2000), "", 11, kHistory});
   h.step(ReportPublished{true, "", 5});
-  auto decided = h.active({"p", "me", "b", "c"}, {{"b", report(0x2000, 3)}});  // tied: b first in set order
+  auto decided = h.active({"p", "me", "b", "c"}, {{"b", memberReport(0x2000, 3)}});  // tied: b first in set order
   auto writes = only<WriteClusterState>(decided);
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_EQ(writes[0].state.primary.id, "me");
@@ -294,7 +294,7 @@ TEST(PeerQuorum, APromoteRequestForAMemberStartsATakeoverThatOnlyItsTargetWrites
 // 4.7, freeze: a frozen cluster's members do not fence.
 TEST(PeerQuorum, AFrozenClusterMemberDoesNotFence) {
   Harness h;
-  ClusterState s = quorumState(1, {"me", "b"});
+  ClusterState s = memberQuorumState(1, {"me", "b"});
   s.freeze = true;
   h.member(s, {"p", "me", "b"});
   auto gone = h.active({"me", "b"});
@@ -307,8 +307,8 @@ TEST(PeerQuorum, AFrozenClusterMemberDoesNotFence) {
 TEST(PeerQuorum, AReportFoundByANewStateMachineIsWithdrawnBeforeAnyApply) {
   Harness h;
   h.step(PgInitialized{true, true});
-  auto start = h.step(ZkInitialized{node(quorumState(1, {"me", "b"}), 4), peers({"p", "me", "b"}), {}, true, {},
-                                    {{"me", report(0x2000, 9)}}});
+  auto start = h.step(ZkInitialized{node(memberQuorumState(1, {"me", "b"}), 4), peers({"p", "me", "b"}), {}, true, {},
+                                    {{"me", memberReport(0x2000, 9)}}});
   EXPECT_TRUE(h.peer.keepsFence());
   EXPECT_TRUE(logged(start, "found this member's takeover report"));
   EXPECT_EQ(only<PublishReport>(start).size(), 1u);
@@ -320,7 +320,7 @@ TEST(PeerQuorum, AReportFoundByANewStateMachineIsWithdrawnBeforeAnyApply) {
 // member publishes again after the retry.
 TEST(PeerQuorum, AFailedPublicationKeepsTheFenceAndPublishesAgain) {
   Harness h;
-  h.member(quorumState(1, {"me", "b"}), {"p", "me", "b"});
+  h.member(memberQuorumState(1, {"me", "b"}), {"p", "me", "b"});
   h.active({"me", "b"});
   h.step(PgFenced{true, "", 11});
   h.step(WalPositionRead{WalPosition(0x2000), "", 11, kHistory});
@@ -339,13 +339,13 @@ TEST(PeerQuorum, AFailedPublicationKeepsTheFenceAndPublishesAgain) {
 // before it.
 TEST(PeerQuorum, TheAsyncChainHangsFromTheFirstMember) {
   Harness h;
-  auto start = h.member(quorumState(1, {"b", "c"}, {"me", "d"}), {"p", "b", "c", "me", "d"});
+  auto start = h.member(memberQuorumState(1, {"b", "c"}, {"me", "d"}), {"p", "b", "c", "me", "d"});
   EXPECT_EQ(h.peer.role(), Role::kAsync);
   auto apply = only<ApplyPgConfig>(start);
   ASSERT_EQ(apply.size(), 1u);
   EXPECT_EQ(apply[0].config.upstream->id, "b");
   Harness second(ident("d"));
-  auto d = second.member(quorumState(1, {"b", "c"}, {"me", "d"}), {"p", "b", "c", "me", "d"});
+  auto d = second.member(memberQuorumState(1, {"b", "c"}, {"me", "d"}), {"p", "b", "c", "me", "d"});
   EXPECT_EQ(only<ApplyPgConfig>(d)[0].config.upstream->id, "me");
 }
 
@@ -353,7 +353,7 @@ TEST(PeerQuorum, TheAsyncChainHangsFromTheFirstMember) {
 // reloads the new rule and fences (catch-up) first, and writes after.
 TEST(PeerQuorum, ThePrimaryRemovesAGoneMemberFencingBeforeItWrites) {
   Harness h;
-  auto start = h.primary(quorumState(1, {"a", "b", "c"}, {}, "me"), {"me", "a", "b"});
+  auto start = h.primary(memberQuorumState(1, {"a", "b", "c"}, {}, "me"), {"me", "a", "b"});
   auto fence = only<FencePg>(start);
   ASSERT_EQ(fence.size(), 1u);
   ASSERT_TRUE(fence[0].quorum);
@@ -374,7 +374,7 @@ TEST(PeerQuorum, ThePrimaryRemovesAGoneMemberFencingBeforeItWrites) {
 // planned again after the retry.
 TEST(PeerQuorum, AStepsFenceThatFailsIsUndoneByTheStatesRule) {
   Harness h;
-  h.primary(quorumState(1, {"a", "b", "c"}, {}, "me"), {"me", "a", "b"});
+  h.primary(memberQuorumState(1, {"a", "b", "c"}, {}, "me"), {"me", "a", "b"});
   auto failed = h.step(PgFenced{false, "a did not catch up", 3});
   EXPECT_EQ(appliedRule(failed), "ANY 1 (a, b, c)");
   EXPECT_FALSE(has<WriteClusterState>(failed));
@@ -386,7 +386,7 @@ TEST(PeerQuorum, AStepsFenceThatFailsIsUndoneByTheStatesRule) {
 // once the write has landed.
 TEST(PeerQuorum, ThePrimaryAddsAMemberWritingBeforeItReloads) {
   Harness h;
-  auto start = h.primary(quorumState(1, {"a"}, {"c"}, "me"), {"me", "a", "c"});
+  auto start = h.primary(memberQuorumState(1, {"a"}, {"c"}, "me"), {"me", "a", "c"});
   EXPECT_FALSE(has<WriteClusterState>(start));  // the state's own size: nothing wanted
   auto wanted = h.step(ReplicationWanted{ReplicationMode::kQuorum, 1, 2});
   auto writes = only<WriteClusterState>(wanted);
@@ -403,7 +403,7 @@ TEST(PeerQuorum, ThePrimaryAddsAMemberWritingBeforeItReloads) {
 // and goes last in the async chain.
 TEST(PeerQuorum, AMemberThatAcknowledgesNothingIsRemoved) {
   Harness h;
-  h.primary(quorumState(1, {"a", "b"}, {"c"}, "me"), {"me", "a", "b", "c"});
+  h.primary(memberQuorumState(1, {"a", "b"}, {"c"}, "me"), {"me", "a", "b", "c"});
   EXPECT_TRUE(h.step(SyncAcknowledgement{"x", false, "not a member"}).empty());
   auto stalled = h.step(SyncAcknowledgement{"b", false, "no walsender for 5 s"});
   auto fence = only<FencePg>(stalled);
@@ -422,7 +422,7 @@ TEST(PeerQuorum, AMemberThatAcknowledgesNothingIsRemoved) {
 // fence is lifted by the state's rule.
 TEST(PeerQuorum, AMemberThatAcknowledgesAgainBeforeItsRemovalStays) {
   Harness h;
-  h.primary(quorumState(1, {"a", "b"}, {}, "me"), {"me", "a", "b"});
+  h.primary(memberQuorumState(1, {"a", "b"}, {}, "me"), {"me", "a", "b"});
   ASSERT_TRUE(has<FencePg>(h.step(SyncAcknowledgement{"b", false, "stuck"})));
   EXPECT_TRUE(logged(h.step(SyncAcknowledgement{"b", true, ""}), "member b acknowledges commits again"));
   auto fenced = h.step(PgFenced{true, "", 3});
@@ -434,7 +434,7 @@ TEST(PeerQuorum, AMemberThatAcknowledgesAgainBeforeItsRemovalStays) {
 // step first) and expires.
 TEST(PeerQuorum, APromoteRequestForAnAsyncIsNotCarriedOutInQuorumMode) {
   Harness h;
-  ClusterState s = quorumState(1, {"a", "b"}, {"c"}, "me");
+  ClusterState s = memberQuorumState(1, {"a", "b"}, {"c"}, "me");
   s.promote = {{"id", "c"}, {"role", "async"}, {"asyncIndex", 0}, {"generation", 7},
                {"expireTime", "2099-01-01T00:00:00Z"}};
   auto start = h.primary(s, {"me", "a", "b", "c"});
@@ -445,7 +445,7 @@ TEST(PeerQuorum, APromoteRequestForAnAsyncIsNotCarriedOutInQuorumMode) {
 // A member reports only with its WAL's history.
 TEST(PeerQuorum, AMemberWhoseHistoryIsNotKnownDoesNotReport) {
   Harness h;
-  h.member(quorumState(1, {"me", "b"}), {"p", "me", "b"});
+  h.member(memberQuorumState(1, {"me", "b"}), {"p", "me", "b"});
   h.active({"me", "b"});
   h.step(PgFenced{true, "", 11});
   auto read = h.step(WalPositionRead{WalPosition(0x2000), "", 11, std::nullopt});
@@ -478,14 +478,14 @@ TEST(PeerQuorum, QuorumModeWantedReencodesTheSyncModeState) {
 // and removes an invalid promote request.
 TEST(PeerQuorum, ThePrimaryKeepsTheChainAndRemovesAnInvalidPromoteRequest) {
   Harness h;
-  auto start = h.primary(quorumState(1, {"a", "b"}, {"c"}, "me"), {"me", "a", "b", "c", "d"});
+  auto start = h.primary(memberQuorumState(1, {"a", "b"}, {"c"}, "me"), {"me", "a", "b", "c", "d"});
   auto writes = only<WriteClusterState>(start);
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_EQ(peerIds(writes[0].state.async), "c, d");
   h.step(StateWriteFinished{true, "", false, 5});
 
   Harness p;
-  ClusterState s = quorumState(1, {"a", "b"}, {}, "me");
+  ClusterState s = memberQuorumState(1, {"a", "b"}, {}, "me");
   s.promote = {{"id", "zz"}, {"role", "sync"}, {"generation", 7}, {"expireTime", "2099-01-01T00:00:00Z"}};
   auto removed = only<WriteClusterState>(p.primary(s, {"me", "a", "b"}));
   ASSERT_EQ(removed.size(), 1u);

@@ -52,7 +52,9 @@ bool absolutePath(const std::string& p) {
 // writer meant another kind).
 std::optional<Error> onlyKeys(const nlohmann::json& j, std::initializer_list<const char*> known, const std::string& where,
                               const std::string& what) {
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    // A named copy, not a structured binding: clang 14 cannot capture one.
+    const std::string& key = item.key();
     if (std::none_of(known.begin(), known.end(), [&key](const char* k) { return key == k; })) {
       return Error{where + ": " + key + " is not a field of " + what};
     }
