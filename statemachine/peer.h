@@ -128,6 +128,7 @@ class Peer {
   // Quorum mode (peer_quorum.cc).
   void evaluateMember();
   void evaluateQuorumPrimary();
+  void removePromote(const std::string& reason);
   void runMembershipStep(const MembershipStep& step);
   // Fences the primary for a step that makes postgres acknowledge less easily: true
   // once the fence (reload, verification, catch-up) of exactly this step holds.

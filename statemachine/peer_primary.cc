@@ -8,24 +8,25 @@
 
 namespace dugong {
 
+// The state written again without its promote request, for `reason`.
+void Peer::removePromote(const std::string& reason) {
+  ClusterState next = *state_;
+  next.promote = nullptr;
+  writeState(std::move(next), reason);
+}
+
 void Peer::evaluatePrimary() {
   const ClusterState& s = *state_;
   if (s.quorum) return evaluateQuorumPrimary();
 
   if (s.hasPromote()) {
     auto req = validatePromote(s.promote, s, now_);
-    if (!req) {
-      ClusterState next = s;
-      next.promote = nullptr;
-      return writeState(std::move(next), "removed an invalid promote request: " + req.error());
-    }
+    if (!req) return removePromote("removed an invalid promote request: " + req.error());
     if (req->role == "async" && *req->asyncIndex == 0) {
       const std::string why = "promote request for async[0] " + req->id;
       if (!maySync(s.async.front())) {
-        ClusterState next = s;
-        next.promote = nullptr;
-        return writeState(std::move(next), "removed a promote request: " + req->id +
-                                               " is tagged nofailover and is never made the sync");
+        return removePromote("removed a promote request: " + req->id +
+                             " is tagged nofailover and is never made the sync");
       } else if (s.frozen()) {
         blocked(why + ", but the cluster is frozen", false);
       } else if (!isActive(req->id)) {

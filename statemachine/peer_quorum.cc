@@ -146,11 +146,7 @@ void Peer::evaluateQuorumPrimary() {
   std::erase_if(quorum_.stalled, [&s](const auto& e) { return !containsPeer(s.quorum->members, e.first); });
   if (s.hasPromote()) {
     auto req = validatePromote(s.promote, s, now_);
-    if (!req) {
-      ClusterState next = s;
-      next.promote = nullptr;
-      return writeState(std::move(next), "removed an invalid promote request: " + req.error());
-    }
+    if (!req) return removePromote("removed an invalid promote request: " + req.error());
     if (req->role == "async") {
       return blocked("promote request for async " + req->id + ": in quorum mode an async becomes a member by a "
                      "membership step first, which this primary does not take for a request; it expires",
