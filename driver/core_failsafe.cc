@@ -119,7 +119,8 @@ void Core::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
   const Result<FailsafeAnswer>& r = answered.r;
   const int64_t d = failsafeDurationMs();
   const int64_t now = this->now();
-  const std::string sync = peer_->clusterState() && peer_->clusterState()->sync ? peer_->clusterState()->sync->id : "the sync";
+  // The peer asked, which answered: the sync of the generation asked in, not the sync now.
+  const std::string& sync = answered.from;
   if (!r || !r->granted) {
     const std::string why = !r ? "no answer (" + r.error() + ")" : "refused: " + r->reason;
     if (logOnce(Memo::kNoAsk, why)) {

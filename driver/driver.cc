@@ -173,8 +173,9 @@ void Runner::carryOut(Command command) {
             if (!env_.peers) return;
             env_.peers->askFailsafe(
                 c.to, c.request, c.timeoutMs,
-                answer<Result<FailsafeAnswer>>([s = c.sentAt, g = c.generation, n = c.session](Result<FailsafeAnswer> r) {
-                  return in::FailsafeAnswered{s, g, n, std::move(r)};
+                answer<Result<FailsafeAnswer>>(
+                    [s = c.sentAt, g = c.generation, n = c.session, from = c.to.id](Result<FailsafeAnswer> r) {
+                      return in::FailsafeAnswered{s, g, n, std::move(r), from};
                 }));
           },
           [&](cmd::AnswerFailsafe& c) {

@@ -133,6 +133,7 @@ struct StateWritten {
 struct FailsafeAnswered {
   int64_t sentAt = 0, generation = 0, session = 0;
   Result<FailsafeAnswer> r = Error{};
+  std::string from;  // the peer asked (cmd::AskFailsafe::to), which answered
 };
 struct FailsafeAsked {
   FailsafeRequest request;

@@ -443,7 +443,7 @@ class Transcript {
       Result<FailsafeAnswer> r = rest == "granted"   ? Result<FailsafeAnswer>(FailsafeAnswer{true, "promised"})
                                  : rest == "refused" ? Result<FailsafeAnswer>(FailsafeAnswer{false, "refused"})
                                                      : Result<FailsafeAnswer>(Error{error()});
-      return in::FailsafeAnswered{lastAsk_.sentAt, lastAsk_.generation, lastAsk_.session, r};
+      return in::FailsafeAnswered{lastAsk_.sentAt, lastAsk_.generation, lastAsk_.session, r, lastAsk_.to.id};
     }
     if (verb == "rejoined") {  // rejoined ok|<error> [rewound [discarded=<the rest of the line>]]
       const auto rewound = rest.find(" rewound");
