@@ -34,19 +34,9 @@ function(dugong_pch_target name optimised with_gtest)
   target_precompile_headers(${name} PRIVATE ${headers})
 endfunction()
 
-function(dugong_targets_below dir out)
-  get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
-  get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
-  foreach(sub IN LISTS subdirs)
-    dugong_targets_below(${sub} below)
-    list(APPEND targets ${below})
-  endforeach()
-  set(${out} ${targets} PARENT_SCOPE)
-endfunction()
-
 # Every C++ target of the project reuses the precompiled header that matches its flags.
 function(dugong_precompile_headers)
-  dugong_targets_below(${PROJECT_SOURCE_DIR} targets)
+  dugong_targets_under(${PROJECT_SOURCE_DIR} targets)  # cmake/layers.cmake
   foreach(target IN LISTS targets)
     get_target_property(type ${target} TYPE)
     if(NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|SHARED_LIBRARY|OBJECT_LIBRARY)$" OR target MATCHES "^dugong_pch")
