@@ -32,7 +32,8 @@
 //   (driver/sync_ack_watch.h), which replaces it;
 // - handover.cc: the clean handover of a planned switchover;
 // - rejoin.cc: the automatic rejoin of this deposed peer, a fresh state machine once it
-//   is rebuilt, and the data state published for a setup from data.
+//   is rebuilt, and the data state published for a setup from data;
+// - reports.cc: quorum mode's takeover report published in this peer's election node.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,7 @@
 #include "driver/isolation.h"
 #include "driver/lease.h"
 #include "driver/rejoin.h"
+#include "driver/reports.h"
 #include "driver/sync_watch.h"
 #include "driver/types.h"
 #include "statemachine/peer.h"
@@ -135,6 +137,10 @@ struct DriverOptions {
   // from the start if the failsafe is on.
   std::optional<int64_t> earlierPromiseMs;
   std::function<Result<bool>(int64_t promisedUntilMs)> recordPromise;
+  // Quorum mode (docs/decisions/0079-quorum-commit.md, PeerOptions::quorum): the state
+  // machine reads format-2 states and runs their rules, and the driver carries out what
+  // they ask (takeover reports, checked writes). Off: a format-2 state halts the peer.
+  bool quorum = false;
 };
 
 struct DriverCounters {
@@ -318,6 +324,9 @@ class Core {
   void onRejoinTimer();
   void maybePublishDataState();
   void onDataStateRead(const Result<PeerDataState>& r);
+  // ---- reports.cc
+  void publishReport(std::optional<TakeoverReport> report);
+  void onReportPublished(const ReportPublished& r);
 
   // The commands of the step in progress.
   void emit(Command c) { out_.push_back(std::move(c)); }
@@ -346,7 +355,8 @@ class Core {
   std::unique_ptr<Peer> peer_;
   // What the coordinator last told (core.cc notes it; every protocol reads it): the
   // cluster state last read, as read and parsed once (nullopt: none, or not valid), the
-  // peers present, their data states and those that do not stream (also to start a fresh
+  // peers present, their data states, those that do not stream and their takeover
+  // reports (also to start a fresh
   // state machine after a rebuild), the session's negotiated timeout, and whether its
   // connection is up (as last told).
   struct ReadState {
@@ -358,6 +368,7 @@ class Core {
     PeerList active;
     PeerDataStates data;
     std::set<std::string> notStreaming;
+    TakeoverReports reports;  // quorum mode: the reports the present peers publish
     int64_t sessionTimeoutMs = 0;
     bool connected = true;
   };
@@ -402,6 +413,7 @@ class Core {
   Rejoin rejoin_;
   DataStatePublication dataState_;
   SyncWatch syncWatch_;
+  ReportPublication reports_;
 };
 
 }  // namespace dugong::driver

@@ -130,6 +130,10 @@ struct StateWritten {
   int32_t version = -1;
   StateWriteFinished r;
 };
+// The coordinator's answer to cmd::PublishReport.
+struct ReportPublished {
+  dugong::ReportPublished r;
+};
 struct FailsafeAnswered {
   int64_t sentAt = 0, generation = 0, session = 0;
   Result<FailsafeAnswer> r = Error{};
@@ -149,7 +153,7 @@ struct Timer {
 using Input = std::variant<in::Start, in::Stop, in::Delivered, in::Connection, in::Lease, in::JoinRefused,
                            in::Initialized, in::Applied, in::Fenced, in::WalRead, in::DataStateRead,
                            in::WritesStopped, in::ShutDown, in::WritesResumed, in::UpstreamStopped, in::Rejoined,
-                           in::Health, in::SyncSampled, in::StateWritten, in::FailsafeAnswered, in::FailsafeAsked,
-                           in::Timer>;
+                           in::Health, in::SyncSampled, in::StateWritten, in::ReportPublished, in::FailsafeAnswered,
+                           in::FailsafeAsked, in::Timer>;
 
 }  // namespace dugong::driver

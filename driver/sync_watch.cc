@@ -62,6 +62,10 @@ void Core::streamWatchTick() {
     syncWatch_.streamedFrom_ = upstream;
   }
   const bool streams = !upstream.empty() && syncWatch_.streamedFrom_ == upstream;
+  // A takeover report may stand in the election node: publishing would change the node's
+  // version, which this member's own takeover write checks (driver/reports.h). Published
+  // once the report is withdrawn.
+  if (reports_.mayStand()) return;
   if (syncWatch_.publishedStreaming_ == streams) return;
   syncWatch_.publishedStreaming_ = streams;
   if (streams) {
