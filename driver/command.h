@@ -50,6 +50,10 @@ struct SampleSync {  // in::SyncSampled
   int64_t generation = 0;
   std::string sync;
 };
+struct SampleMembers {  // in::MembersSampled
+  int64_t generation = 0;
+  std::vector<std::string> members;
+};
 // The driver's own stop (Runner::stop with stopPostgresOnExit): postgres stopped, then
 // the stop is done; no input.
 struct StopPostgresAndFinish {};
@@ -129,7 +133,7 @@ struct Fatal {  // Runner::onFatal's callback, on a later turn of the loop
 using Command =
     std::variant<cmd::InitPostgres, cmd::StartHealthCheck, cmd::StopHealthCheck, cmd::ApplyPg, cmd::FencePg, cmd::ReadWal,
                  cmd::ReadDataState, cmd::StopWrites, cmd::ShutDownWrites, cmd::ResumeWrites, cmd::AwaitUpstreamStop,
-                 cmd::Rejoin, cmd::SampleSync, cmd::StopPostgresAndFinish, cmd::Finish, cmd::Join, cmd::Leave,
+                 cmd::Rejoin, cmd::SampleSync, cmd::SampleMembers, cmd::StopPostgresAndFinish, cmd::Finish, cmd::Join, cmd::Leave,
                  cmd::PutState, cmd::PublishDataState, cmd::PublishStreaming, cmd::PublishReport, cmd::AskFailsafe, cmd::AnswerFailsafe, cmd::SetTimer,
                  cmd::CancelTimer, cmd::Later, cmd::PrimaryApplyStarting, cmd::RoleApplied,
                  cmd::PrimaryConnectionLoss, cmd::LeaseDeadline, cmd::Log, cmd::Fatal>;

@@ -75,6 +75,7 @@ void Core::onInput(const Input& input) {
                  [&](const in::Rejoined& r) { onRejoined(r.primary, r.r); },
                  [&](const in::Health& h) { onHealth(h.healthy, h.detail); },
                  [&](const in::SyncSampled& s) { onSyncSampled(s); },
+                 [&](const in::MembersSampled& s) { onMembersSampled(s); },
                  [&](const in::StateWritten& w) {
                    switch (w.purpose) {
                      case in::WriteFor::kStateMachine:

@@ -149,7 +149,7 @@ struct DriverCounters {
   uint64_t joins = 0, withdrawals = 0, decisions = 0, freshStateMachines = 0;
   uint64_t connectionLosses = 0, writeStops = 0, writeResumes = 0, shutDowns = 0;
   uint64_t rejoins = 0, rejoinFailures = 0, handovers = 0;
-  uint64_t syncStalls = 0;  // a sync found acknowledging nothing
+  uint64_t syncStalls = 0;  // a sync (quorum mode: a member) found acknowledging nothing
 };
 
 class Core {
@@ -303,9 +303,16 @@ class Core {
   // standby that cannot follow, or one whose new upstream it has not reached, does not.
   void streamWatchTick();
   void onSyncSampled(const in::SyncSampled& s);
-  // The sync to watch now (none: not a running primary, writes stopped, a transition in
-  // flight), and the generation it is the sync of.
+  // A running primary, writes not stopped, no transition in flight: its replication is
+  // watched.
+  bool watchesReplication() const;
+  // The sync to watch now (none: replication not watched, or no sync), and the
+  // generation it is the sync of.
   std::optional<std::pair<int64_t, std::string>> watchedSync() const;
+  // Quorum mode: the members to watch now, and the generation they are members of.
+  std::optional<std::pair<int64_t, std::vector<std::string>>> watchedMembers() const;
+  void membersWatchTick(const std::pair<int64_t, std::vector<std::string>>& members);
+  void onMembersSampled(const in::MembersSampled& s);
   // ---- handover.cc
   // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync).
   bool switchoverRequested(bool forSelf) const;

@@ -119,6 +119,11 @@ std::string describeCommand(const Command& command) {
           [](const cmd::SampleSync& c) {
             return "sample-sync " + c.sync + " generation=" + std::to_string(c.generation);
           },
+          [](const cmd::SampleMembers& c) {
+            std::string ids;
+            for (const std::string& m : c.members) ids += (ids.empty() ? "" : ",") + m;
+            return "sample-members " + ids + " generation=" + std::to_string(c.generation);
+          },
           [](const cmd::StopPostgresAndFinish&) { return std::string("stop-postgres-and-finish"); },
           [](const cmd::Finish&) { return std::string("finish"); },
           [](const cmd::Join&) { return std::string("join"); },

@@ -136,6 +136,13 @@ void Runner::carryOut(Command command) {
                                                return in::SyncSampled{g, s, std::move(r)};
                                              }));
           },
+          [&](cmd::SampleMembers& c) {
+            pg.sampleQuorumMembers(c.members, answer<Result<QuorumReplicationSample>>(
+                                                  [g = c.generation, m = c.members](Result<QuorumReplicationSample> r) {
+                                                    return in::MembersSampled{g, m, std::move(r)};
+                                                  },
+                                                  true));  // the default answers inside the call
+          },
           [&](cmd::StopPostgresAndFinish&) {
             pg.apply(PgConfig::none(), [this, alive = std::weak_ptr<int>(alive_),
                                         done = std::exchange(stopped_, nullptr)](const PgConfigApplied& r) {

@@ -228,6 +228,16 @@ class Postgres {
     (void)standbyId;
     done(Error{"sampling the synchronous standby is not modelled by this environment"});
   }
+  // Quorum mode, on a primary: what it sees of the members `memberIds` now, in one look
+  // (its own flush position, then each member's walsender and flush position), for the
+  // members' acknowledgement watch (docs/decisions/0079-quorum-commit.md 6.2). The
+  // default implementation answers AT ONCE (inside the call) with an error: the driver
+  // then never finds a member acknowledging nothing.
+  virtual void sampleQuorumMembers(const std::vector<std::string>& memberIds,
+                                   std::function<void(Result<QuorumReplicationSample>)> done) {
+    (void)memberIds;
+    done(Error{"sampling the quorum's members is not modelled by this environment"});
+  }
   // A deposed peer's automatic rejoin. REQUIRES: postgres was stopped by an apply of
   // PgConfig::none() (the deposed state machine's) and nothing else runs on it. Makes
   // the stopped ex-primary an async standby of `primary` WITHOUT copying its data

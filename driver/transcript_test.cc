@@ -40,6 +40,9 @@
 //   rejoined ok|<error> [rewound [discarded=<text>]]   answers the last rejoin
 //   upstream-stopped ended|running    answers the last await-upstream-stop
 //   sync-sampled ok [streaming=1] [flushed=X/Y] [waiting=N] | sync-sampled <error>
+//   members-sampled ok primary=X/Y [<member>=<streaming 0|1>/<X/Y>...] | members-sampled <error>
+//                                     answers the last sample-members (a member not named
+//                                     has no walsender)
 // and the commands that are no input of their own:
 //   setup <role> gen=N [v=N] [active=a,b] <state's other peers>
 //                         this peer (role: primary, sync, async, deposed) already in that
@@ -364,6 +367,18 @@ class Transcript {
       sample.waitingCommits = w.count("waiting") ? std::stoi(w["waiting"]) : 0;
       return in::SyncSampled{lastSample_.generation, lastSample_.sync, sample};
     }
+    if (verb == "members-sampled") {
+      if (head(rest).first != "ok") return in::MembersSampled{lastMembers_.generation, lastMembers_.members, Error{rest}};
+      QuorumReplicationSample sample;
+      sample.primaryFlushed = WalPosition::parse(w.at("primary")).value();
+      for (const std::string& id : lastMembers_.members) {
+        if (!w.count(id)) continue;
+        const auto slash = w[id].find('/');
+        sample.members[id] = SyncReplicationSample{w[id].substr(0, slash) == "1",
+                                                   WalPosition::parse(w[id].substr(slash + 1)).value(), 0};
+      }
+      return in::MembersSampled{lastMembers_.generation, lastMembers_.members, sample};
+    }
     if (verb == "zk-init") {
       ZkInitialized e;
       auto st = rest.find("state:");
@@ -505,7 +520,7 @@ class Transcript {
         {"read-data-state", "data-state"}, {"stop-writes", "writes-stopped"}, {"shut-down-writes", "shut-down"},
         {"resume-writes", "writes-resumed"}, {"await-upstream-stop", "upstream-stopped"}, {"rejoin", "rejoined"},
         {"sample-sync", "sync-sampled"}, {"put-state", "written"}, {"ask-failsafe", "failsafe-answer"},
-        {"publish-report", "published"}};
+        {"publish-report", "published"}, {"sample-members", "members-sampled"}};
     const auto it = kAnswers.find(head(describeCommand(c)).first);
     return it == kAnswers.end() ? "" : it->second;
   }
@@ -520,6 +535,7 @@ class Transcript {
     if (const auto* a = std::get_if<cmd::AwaitUpstreamStop>(&c)) lastAwait_ = a->newSync;
     if (const auto* i = std::get_if<cmd::InitPostgres>(&c)) lastInitAfterRebuild_ = i->afterRebuild;
     if (const auto* p = std::get_if<cmd::SampleSync>(&c)) lastSample_ = *p;
+    if (const auto* p = std::get_if<cmd::SampleMembers>(&c)) lastMembers_ = *p;
     if (const auto* l = std::get_if<cmd::Later>(&c)) laters_.push_back(l->event);
     if (const auto* t = std::get_if<cmd::SetTimer>(&c)) timers_[t->key] = describeTimer(t->key);
     if (const auto* t = std::get_if<cmd::CancelTimer>(&c)) timers_.erase(t->key);
@@ -537,6 +553,7 @@ class Transcript {
   std::optional<PeerIdentity> lastAwait_;
   bool lastInitAfterRebuild_ = false;
   cmd::SampleSync lastSample_;
+  cmd::SampleMembers lastMembers_;
   std::deque<Event> laters_;
   std::map<TimerKey, std::string> timers_;
   std::map<std::string, int> asked_;  // per answering input: how many of its commands await one
