@@ -314,7 +314,10 @@ class Core {
   void membersWatchTick(const std::pair<int64_t, std::vector<std::string>>& members);
   void onMembersSampled(const in::MembersSampled& s);
   // ---- handover.cc
-  // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync).
+  // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync; in
+  // quorum mode, of a member, and `forSelf` of any member, every member waiting for the
+  // old primary's stop): its target.
+  std::optional<std::string> switchoverTarget(bool forSelf) const;
   bool switchoverRequested(bool forSelf) const;
   bool awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync);
   void onHandoverTimer();
