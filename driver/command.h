@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "driver/input.h"
 #include "statemachine/action.h"
@@ -49,6 +50,10 @@ struct SampleSync {  // in::SyncSampled
   int64_t generation = 0;
   std::string sync;
 };
+struct SampleMembers {  // in::MembersSampled
+  int64_t generation = 0;
+  std::vector<std::string> members;
+};
 // The driver's own stop (Runner::stop with stopPostgresOnExit): postgres stopped, then
 // the stop is done; no input.
 struct StopPostgresAndFinish {};
@@ -64,12 +69,18 @@ struct PutState {  // in::StateWritten
   int32_t expectedVersion = -1;
   std::string reason;
   in::WriteFor purpose = in::WriteFor::kStateMachine;
+  // A quorum takeover's counted reports (WriteClusterState::checks): the write lands only
+  // if each election node is still at that version (Coordinator::putCheckedClusterState).
+  std::vector<ElectionNodeCheck> checks = {};
 };
 struct PublishDataState {
   std::optional<PeerDataState> data;
 };
 struct PublishStreaming {
   bool streams = false;
+};
+struct PublishReport {  // in::ReportPublished
+  std::optional<TakeoverReport> report;  // nullopt: withdrawn
 };
 
 // The other agents.
@@ -122,8 +133,8 @@ struct Fatal {  // Runner::onFatal's callback, on a later turn of the loop
 using Command =
     std::variant<cmd::InitPostgres, cmd::StartHealthCheck, cmd::StopHealthCheck, cmd::ApplyPg, cmd::FencePg, cmd::ReadWal,
                  cmd::ReadDataState, cmd::StopWrites, cmd::ShutDownWrites, cmd::ResumeWrites, cmd::AwaitUpstreamStop,
-                 cmd::Rejoin, cmd::SampleSync, cmd::StopPostgresAndFinish, cmd::Finish, cmd::Join, cmd::Leave,
-                 cmd::PutState, cmd::PublishDataState, cmd::PublishStreaming, cmd::AskFailsafe, cmd::AnswerFailsafe, cmd::SetTimer,
+                 cmd::Rejoin, cmd::SampleSync, cmd::SampleMembers, cmd::StopPostgresAndFinish, cmd::Finish, cmd::Join, cmd::Leave,
+                 cmd::PutState, cmd::PublishDataState, cmd::PublishStreaming, cmd::PublishReport, cmd::AskFailsafe, cmd::AnswerFailsafe, cmd::SetTimer,
                  cmd::CancelTimer, cmd::Later, cmd::PrimaryApplyStarting, cmd::RoleApplied,
                  cmd::PrimaryConnectionLoss, cmd::LeaseDeadline, cmd::Log, cmd::Fatal>;
 

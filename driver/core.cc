@@ -22,6 +22,7 @@ PeerOptions Core::peerOptions() const {
   o.setupFromData = opts_.setupFromData;
   o.setupWaitMs = opts_.setupWaitMs;
   o.syncReplaceHoldMs = opts_.syncReplaceHoldMs;
+  o.quorum = opts_.quorum;
   return o;
 }
 
@@ -74,6 +75,7 @@ void Core::onInput(const Input& input) {
                  [&](const in::Rejoined& r) { onRejoined(r.primary, r.r); },
                  [&](const in::Health& h) { onHealth(h.healthy, h.detail); },
                  [&](const in::SyncSampled& s) { onSyncSampled(s); },
+                 [&](const in::MembersSampled& s) { onMembersSampled(s); },
                  [&](const in::StateWritten& w) {
                    switch (w.purpose) {
                      case in::WriteFor::kStateMachine:
@@ -84,6 +86,7 @@ void Core::onInput(const Input& input) {
                        return onReleased(w.r);
                    }
                  },
+                 [&](const in::ReportPublished& r) { onReportPublished(r.r); },
                  [&](const in::FailsafeAnswered& a) { onFailsafeAnswer(a); },
                  [&](const in::FailsafeAsked& a) {
                    FailsafeAnswer answer = answerFailsafe(a.request);
@@ -220,6 +223,7 @@ void Core::step(const Event& delivered) {
     coord_.active = init->active;
     coord_.data = init->data;
     coord_.notStreaming = init->notStreaming;
+    coord_.reports = init->reports;
     // The new session's lease comes with it (a new session id): its creation was a
     // leader's transaction.
     coord_.connected = true;
@@ -230,6 +234,7 @@ void Core::step(const Event& delivered) {
     coord_.active = active->active;
     coord_.data = active->data;
     coord_.notStreaming = active->notStreaming;
+    coord_.reports = active->reports;
   }
   const std::optional<Event> keeping = keepingPeersFromBeforeTheLoss(delivered);
   const Event& event = keeping ? *keeping : delivered;
@@ -274,7 +279,7 @@ void Core::carryOut(Action action) {
             if (failsafe_.permittedUntil()) dropFailsafe("this peer writes the cluster state (" + w.reason + ")");
             stateWrite_ = StateWrite{in::WriteFor::kStateMachine};
             emit(cmd::PutState{std::move(w.state), w.expectedVersion, std::move(w.reason),
-                               in::WriteFor::kStateMachine});
+                               in::WriteFor::kStateMachine, std::move(w.checks)});
           },
           [&](const ApplyPgConfig& a) {
             // A primary out of ZooKeeper keeps postgres down (see withdraw()): the state
@@ -291,6 +296,11 @@ void Core::carryOut(Action action) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy()) return later(PgFenced{false, "postgres is being restarted", 0});
+            // A quorum membership step's fence (reload, verify, catch up) is the postgres
+            // adapter's to come: refused, the state machine applies the state's rule again.
+            if (f.quorum) {
+              return later(PgFenced{false, "this driver does not carry out a quorum step's fence yet", 0});
+            }
             // A switchover waits for the old primary's stop first: a promise holds its
             // fence only if the stream did not end (onUpstreamStopped).
             if (awaitOldPrimaryStop(f.newSync)) return;
@@ -298,12 +308,7 @@ void Core::carryOut(Action action) {
             return fencePg(f.newSync);
           },
           [&](const ReadWal&) { emit(cmd::ReadWal{}); },
-          // Quorum mode's report (docs/decisions/0079-quorum-commit.md 4.2) is published by
-          // the session once the driver runs quorum mode; until then the state machine,
-          // which reads no format-2 state here (PeerOptions::quorum off), never asks.
-          [&](const PublishReport&) {
-            later(ReportPublished{false, "this driver does not publish takeover reports yet", -1});
-          },
+          [&](PublishReport& p) { publishReport(std::move(p.report)); },
           [&](const StartTimer& t) {
             const TimerKey key{TimerKind::kStateMachine, t.id};
             arm(key, now() + t.delayMs);
@@ -334,7 +339,8 @@ void Core::noteStateRead(const StateNode& node) {
   coord_.state.node = node;
   coord_.state.parsed.reset();
   if (!node.exists) return;
-  if (auto parsed = ClusterState::parse(node.data)) coord_.state.parsed = std::move(parsed.value());
+  const auto formats = opts_.quorum ? ClusterState::Formats::kSyncAndQuorum : ClusterState::Formats::kSyncOnly;
+  if (auto parsed = ClusterState::parse(node.data, formats)) coord_.state.parsed = std::move(parsed.value());
 }
 
 bool Core::stateWriteUnanswered(in::WriteFor purpose) const {

@@ -32,7 +32,8 @@
 //   (driver/sync_ack_watch.h), which replaces it;
 // - handover.cc: the clean handover of a planned switchover;
 // - rejoin.cc: the automatic rejoin of this deposed peer, a fresh state machine once it
-//   is rebuilt, and the data state published for a setup from data.
+//   is rebuilt, and the data state published for a setup from data;
+// - reports.cc: quorum mode's takeover report published in this peer's election node.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,7 @@
 #include "driver/isolation.h"
 #include "driver/lease.h"
 #include "driver/rejoin.h"
+#include "driver/reports.h"
 #include "driver/sync_watch.h"
 #include "driver/types.h"
 #include "statemachine/peer.h"
@@ -135,6 +137,10 @@ struct DriverOptions {
   // from the start if the failsafe is on.
   std::optional<int64_t> earlierPromiseMs;
   std::function<Result<bool>(int64_t promisedUntilMs)> recordPromise;
+  // Quorum mode (docs/decisions/0079-quorum-commit.md, PeerOptions::quorum): the state
+  // machine reads format-2 states and runs their rules, and the driver carries out what
+  // they ask (takeover reports, checked writes). Off: a format-2 state halts the peer.
+  bool quorum = false;
 };
 
 struct DriverCounters {
@@ -143,7 +149,7 @@ struct DriverCounters {
   uint64_t joins = 0, withdrawals = 0, decisions = 0, freshStateMachines = 0;
   uint64_t connectionLosses = 0, writeStops = 0, writeResumes = 0, shutDowns = 0;
   uint64_t rejoins = 0, rejoinFailures = 0, handovers = 0;
-  uint64_t syncStalls = 0;  // a sync found acknowledging nothing
+  uint64_t syncStalls = 0;  // a sync (quorum mode: a member) found acknowledging nothing
 };
 
 class Core {
@@ -297,11 +303,21 @@ class Core {
   // standby that cannot follow, or one whose new upstream it has not reached, does not.
   void streamWatchTick();
   void onSyncSampled(const in::SyncSampled& s);
-  // The sync to watch now (none: not a running primary, writes stopped, a transition in
-  // flight), and the generation it is the sync of.
+  // A running primary, writes not stopped, no transition in flight: its replication is
+  // watched.
+  bool watchesReplication() const;
+  // The sync to watch now (none: replication not watched, or no sync), and the
+  // generation it is the sync of.
   std::optional<std::pair<int64_t, std::string>> watchedSync() const;
+  // Quorum mode: the members to watch now, and the generation they are members of.
+  std::optional<std::pair<int64_t, std::vector<std::string>>> watchedMembers() const;
+  void membersWatchTick(const std::pair<int64_t, std::vector<std::string>>& members);
+  void onMembersSampled(const in::MembersSampled& s);
   // ---- handover.cc
-  // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync).
+  // A valid promote request of this cluster's sync (`forSelf`: of this peer, as sync; in
+  // quorum mode, of a member, and `forSelf` of any member, every member waiting for the
+  // old primary's stop): its target.
+  std::optional<std::string> switchoverTarget(bool forSelf) const;
   bool switchoverRequested(bool forSelf) const;
   bool awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync);
   void onHandoverTimer();
@@ -318,6 +334,9 @@ class Core {
   void onRejoinTimer();
   void maybePublishDataState();
   void onDataStateRead(const Result<PeerDataState>& r);
+  // ---- reports.cc
+  void publishReport(std::optional<TakeoverReport> report);
+  void onReportPublished(const ReportPublished& r);
 
   // The commands of the step in progress.
   void emit(Command c) { out_.push_back(std::move(c)); }
@@ -346,7 +365,8 @@ class Core {
   std::unique_ptr<Peer> peer_;
   // What the coordinator last told (core.cc notes it; every protocol reads it): the
   // cluster state last read, as read and parsed once (nullopt: none, or not valid), the
-  // peers present, their data states and those that do not stream (also to start a fresh
+  // peers present, their data states, those that do not stream and their takeover
+  // reports (also to start a fresh
   // state machine after a rebuild), the session's negotiated timeout, and whether its
   // connection is up (as last told).
   struct ReadState {
@@ -358,6 +378,7 @@ class Core {
     PeerList active;
     PeerDataStates data;
     std::set<std::string> notStreaming;
+    TakeoverReports reports;  // quorum mode: the reports the present peers publish
     int64_t sessionTimeoutMs = 0;
     bool connected = true;
   };
@@ -402,6 +423,7 @@ class Core {
   Rejoin rejoin_;
   DataStatePublication dataState_;
   SyncWatch syncWatch_;
+  ReportPublication reports_;
 };
 
 }  // namespace dugong::driver

@@ -10,6 +10,7 @@ std::string pgConfigText(const PgConfig& c) {
   std::string s = pgRoleName(c.role);
   if (c.upstream) s += " upstream=" + c.upstream->id;
   if (c.downstream) s += " downstream=" + c.downstream->id;
+  if (c.quorum) s += " quorum=ANY " + std::to_string(c.quorum->k) + " " + peerIdList(c.quorum->members);
   if (c.restorePeer && (!c.upstream || c.restorePeer->id != c.upstream->id)) s += " restore=" + c.restorePeer->id;
   return s;
 }
@@ -20,6 +21,7 @@ std::string stateText(const ClusterState& s) {
   if (!s.async.empty()) out += " async=" + peerIdList(s.async);
   if (!s.deposed.empty()) out += " deposed=" + peerIdList(s.deposed);
   if (s.oneNodeWriteMode) out += " one-node-write";
+  if (s.quorum) out += " quorum=ANY " + std::to_string(s.quorum->k) + " " + peerIdList(s.quorum->members);
   return out;
 }
 
@@ -117,19 +119,31 @@ std::string describeCommand(const Command& command) {
           [](const cmd::SampleSync& c) {
             return "sample-sync " + c.sync + " generation=" + std::to_string(c.generation);
           },
+          [](const cmd::SampleMembers& c) {
+            std::string ids;
+            for (const std::string& m : c.members) ids += (ids.empty() ? "" : ",") + m;
+            return "sample-members " + ids + " generation=" + std::to_string(c.generation);
+          },
           [](const cmd::StopPostgresAndFinish&) { return std::string("stop-postgres-and-finish"); },
           [](const cmd::Finish&) { return std::string("finish"); },
           [](const cmd::Join&) { return std::string("join"); },
           [](const cmd::Leave& c) { return std::string("leave") + (c.keepingMembership ? " keeping-membership" : ""); },
           [](const cmd::PutState& c) {
+            std::string checks;
+            for (const ElectionNodeCheck& k : c.checks) {
+              checks += (checks.empty() ? " checks=" : ",") + k.peerId + "@v" + std::to_string(k.version);
+            }
             return std::string("put-state ") + purposeName(c.purpose) + " at v" + std::to_string(c.expectedVersion) +
-                   " " + stateText(c.state) + ": " + c.reason;
+                   " " + stateText(c.state) + checks + ": " + c.reason;
           },
           [](const cmd::PublishDataState& c) {
             return "publish-data-state " + (c.data ? c.data->describe() : std::string("none"));
           },
           [](const cmd::PublishStreaming& c) {
             return std::string("publish-streaming ") + (c.streams ? "true" : "false");
+          },
+          [](const cmd::PublishReport& c) {
+            return "publish-report " + (c.report ? c.report->describe() : std::string("none (withdrawn)"));
           },
           [](const cmd::AskFailsafe& c) {
             return "ask-failsafe " + c.to.id + " generation=" + std::to_string(c.request.generation) +

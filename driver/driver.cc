@@ -136,6 +136,13 @@ void Runner::carryOut(Command command) {
                                                return in::SyncSampled{g, s, std::move(r)};
                                              }));
           },
+          [&](cmd::SampleMembers& c) {
+            pg.sampleQuorumMembers(c.members, answer<Result<QuorumReplicationSample>>(
+                                                  [g = c.generation, m = c.members](Result<QuorumReplicationSample> r) {
+                                                    return in::MembersSampled{g, m, std::move(r)};
+                                                  },
+                                                  true));  // the default answers inside the call
+          },
           [&](cmd::StopPostgresAndFinish&) {
             pg.apply(PgConfig::none(), [this, alive = std::weak_ptr<int>(alive_),
                                         done = std::exchange(stopped_, nullptr)](const PgConfigApplied& r) {
@@ -161,14 +168,21 @@ void Runner::carryOut(Command command) {
             }
           },
           [&](cmd::PutState& c) {
-            env_.coordinator.putClusterState(
-                c.state, c.expectedVersion, c.reason,
+            auto done =
                 answer<StateWriteFinished>([purpose = c.purpose, version = c.expectedVersion](StateWriteFinished r) {
                   return in::StateWritten{purpose, version, std::move(r)};
-                }));
+                }, !c.checks.empty());  // the default checked write answers inside the call
+            if (c.checks.empty()) return env_.coordinator.putClusterState(c.state, c.expectedVersion, c.reason, done);
+            env_.coordinator.putCheckedClusterState(c.state, c.expectedVersion, c.reason, c.checks, done);
           },
           [&](cmd::PublishDataState& c) { env_.coordinator.publishDataState(c.data); },
           [&](cmd::PublishStreaming& c) { env_.coordinator.publishStreaming(c.streams); },
+          // Answered on a later turn of the loop: the default implementation answers inside the call.
+          [&](cmd::PublishReport& c) {
+            env_.coordinator.publishReport(
+                c.report, answer<ReportPublished>([](ReportPublished r) { return in::ReportPublished{std::move(r)}; },
+                                                  true));
+          },
           [&](cmd::AskFailsafe& c) {
             if (!env_.peers) return;
             env_.peers->askFailsafe(

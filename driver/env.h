@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "driver/failsafe.h"
 #include "statemachine/rejoin_policy.h"
@@ -28,6 +29,7 @@
 #include "statemachine/identity.h"
 #include "statemachine/pg_config.h"
 #include "statemachine/result.h"
+#include "statemachine/takeover_report.h"
 #include "statemachine/time_format.h"
 
 namespace dugong::driver {
@@ -101,6 +103,18 @@ class Coordinator {
   // entry. `done` runs exactly once, also when not a member (a failure).
   virtual void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                                std::function<void(StateWriteFinished)> done) = 0;
+  // The same write, landing only if each election node in `checks` (a quorum takeover's
+  // counted reports, docs/decisions/0079-quorum-commit.md 4.4) is still there at that
+  // data version, in the same multi-op; a failed check is a lost race. The runner calls
+  // it only with checks (putClusterState otherwise). The default implementation answers
+  // AT ONCE (inside the call) with a failure: environments that model no election node
+  // versions never land a checked write.
+  virtual void putCheckedClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                                      const std::vector<ElectionNodeCheck>& checks,
+                                      std::function<void(StateWriteFinished)> done) {
+    (void)state, (void)expectedVersion, (void)reason, (void)checks;
+    done(StateWriteFinished{false, "checked writes are not modelled by this environment", false, -1});
+  }
   virtual CoordinatorStatus status() const = 0;
   // Publishes what this peer's data directory holds (nullopt: nothing) for the peers
   // that set up a cluster with no state: in the membership now and in every later one,
@@ -112,6 +126,18 @@ class Coordinator {
   // publish false in ZkInitialized/ActivePeersChanged::notStreaming. Default: nothing is
   // published (the peers count this one as streaming).
   virtual void publishStreaming(bool streams) { (void)streams; }
+  // Quorum mode: publishes this member's takeover report (nullopt: withdraws it) in its
+  // election node, beside what publishDataState and publishStreaming put there, in the
+  // membership now and in every later one until replaced; `done` says the node's data
+  // version once it holds it (ReportPublished), or that it may hold either (a failure).
+  // The peers see it in ZkInitialized/ActivePeersChanged::reports, with that version.
+  // The default implementation answers AT ONCE (inside the call) with a failure:
+  // environments that model no reports (the state machine then never takes over in
+  // quorum mode).
+  virtual void publishReport(const std::optional<TakeoverReport>& report, std::function<void(ReportPublished)> done) {
+    (void)report;
+    done(ReportPublished{false, "publishing takeover reports is not modelled by this environment", -1});
+  }
 };
 
 // ---- postgres -------------------------------------------------------------------------
@@ -201,6 +227,16 @@ class Postgres {
                                  std::function<void(Result<SyncReplicationSample>)> done) {
     (void)standbyId;
     done(Error{"sampling the synchronous standby is not modelled by this environment"});
+  }
+  // Quorum mode, on a primary: what it sees of the members `memberIds` now, in one look
+  // (its own flush position, then each member's walsender and flush position), for the
+  // members' acknowledgement watch (docs/decisions/0079-quorum-commit.md 6.2). The
+  // default implementation answers AT ONCE (inside the call) with an error: the driver
+  // then never finds a member acknowledging nothing.
+  virtual void sampleQuorumMembers(const std::vector<std::string>& memberIds,
+                                   std::function<void(Result<QuorumReplicationSample>)> done) {
+    (void)memberIds;
+    done(Error{"sampling the quorum's members is not modelled by this environment"});
   }
   // A deposed peer's automatic rejoin. REQUIRES: postgres was stopped by an apply of
   // PgConfig::none() (the deposed state machine's) and nothing else runs on it. Makes

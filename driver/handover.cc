@@ -16,17 +16,26 @@ namespace {
 constexpr int64_t kHandoverSlackMs = 500;
 }  // namespace
 
-bool Core::switchoverRequested(bool forSelf) const {
+std::optional<std::string> Core::switchoverTarget(bool forSelf) const {
   const auto& s = peer_->clusterState();
-  if (opts_.handoverWaitMs <= 0) return false;
-  if (!s || !s->sync || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) return false;
+  if (opts_.handoverWaitMs <= 0) return std::nullopt;
+  if (!s || (!s->sync && !s->quorum) || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) return std::nullopt;
   auto req = validatePromote(s->promote, *s, now_.wallMs);
-  if (!req || req->role != "sync" || req->id != s->sync->id) return false;
+  // Quorum mode: the target is any member (decision 0079 4.2).
+  const bool target = s->quorum ? containsPeer(s->quorum->members, req ? req->id : "") : req && req->id == s->sync->id;
+  if (!req || req->role != "sync" || !target) return std::nullopt;
   if (forSelf) {
-    return peer_->role() == Role::kSync && req->id == opts_.identity.id && containsPeer(coord_.active, s->primary.id);
+    // Quorum mode: every member waits, not only the target, so that all of them hold the
+    // old primary's last WAL and the target ties with the best.
+    const bool waits = s->quorum ? containsPeer(s->quorum->members, opts_.identity.id) : req->id == opts_.identity.id;
+    if (peer_->role() != Role::kSync || !waits || !containsPeer(coord_.active, s->primary.id)) return std::nullopt;
+    return req->id;
   }
-  return containsPeer(coord_.active, s->sync->id);
+  if (!containsPeer(coord_.active, req->id)) return std::nullopt;
+  return req->id;
 }
+
+bool Core::switchoverRequested(bool forSelf) const { return switchoverTarget(forSelf).has_value(); }
 
 // On the sync: before the fence of a switchover's takeover, wait (once per generation) for
 // the old primary's stop, which ends its WAL stream; true: waiting, the fence comes after.
@@ -64,18 +73,19 @@ void Core::maybeHandOver() {
   // and its state write would undo the fence. Looked at again after it.
   if (handover_.from_ && peer_->awaitingCompletion()) return;
   const auto& s = peer_->clusterState();
-  const bool requested = switchoverRequested(false);
+  const std::optional<std::string> target = switchoverTarget(false);
+  const bool requested = target.has_value();
   const std::string request = requested ? s->promote.dump() : "";
   if (requested && !handover_.from_ && request != handover_.request_ && pg_.lastApplied &&
       pg_.lastApplied->role == PgRole::kPrimary) {
     handover_.from_ = *pg_.lastApplied;
     handover_.request_ = request;
     ++counters_.handovers;
-    log(LogLevel::kInfo, "switchover to " + s->sync->id + " requested: stopping postgres now, while " + s->sync->id +
+    log(LogLevel::kInfo, "switchover to " + *target + " requested: stopping postgres now, while " + *target +
                              " streams, so that it receives all of this primary's WAL before it takes over");
     handover_.timedOut_ = false;
     // The sync takes over without waiting for a promise once this stop ended the stream.
-    if (failsafe_.permittedUntil()) dropFailsafe("this peer hands over to " + s->sync->id + " for a switchover");
+    if (failsafe_.permittedUntil()) dropFailsafe("this peer hands over to " + *target + " for a switchover");
     applyPg(PgConfig::none());
     setTimer(TimerKind::kHandover, opts_.handoverWaitMs + kHandoverSlackMs);
   } else if (handover_.timedOut_ && handover_.from_) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "statemachine/rejoin_policy.h"
 #include "driver/failsafe.h"
@@ -122,6 +123,11 @@ struct SyncSampled {
   std::string sync;
   Result<SyncReplicationSample> r = Error{};
 };
+struct MembersSampled {
+  int64_t generation = 0;
+  std::vector<std::string> members;
+  Result<QuorumReplicationSample> r = Error{};
+};
 // A cluster-state write the core asked for: the state machine's, the confirmation on a
 // new session, or leaving `deposed` after a rejoin.
 enum class WriteFor { kStateMachine, kConfirmation, kRelease };
@@ -129,6 +135,10 @@ struct StateWritten {
   WriteFor purpose = WriteFor::kStateMachine;
   int32_t version = -1;
   StateWriteFinished r;
+};
+// The coordinator's answer to cmd::PublishReport.
+struct ReportPublished {
+  dugong::ReportPublished r;
 };
 struct FailsafeAnswered {
   int64_t sentAt = 0, generation = 0, session = 0;
@@ -149,7 +159,7 @@ struct Timer {
 using Input = std::variant<in::Start, in::Stop, in::Delivered, in::Connection, in::Lease, in::JoinRefused,
                            in::Initialized, in::Applied, in::Fenced, in::WalRead, in::DataStateRead,
                            in::WritesStopped, in::ShutDown, in::WritesResumed, in::UpstreamStopped, in::Rejoined,
-                           in::Health, in::SyncSampled, in::StateWritten, in::FailsafeAnswered, in::FailsafeAsked,
-                           in::Timer>;
+                           in::Health, in::SyncSampled, in::MembersSampled, in::StateWritten, in::ReportPublished, in::FailsafeAnswered,
+                           in::FailsafeAsked, in::Timer>;
 
 }  // namespace dugong::driver

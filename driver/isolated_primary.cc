@@ -532,7 +532,7 @@ void Core::endPeerGrace() {
   if (missing.empty() || health_.withdrawn()) return;
   log(LogLevel::kWarn, peerIds(missing) + " did not come back within a session timeout (" +
                            std::to_string(coord_.sessionTimeoutMs) + " ms) of the new session: treating them as gone");
-  step(ActivePeersChanged{coord_.active, coord_.data, coord_.notStreaming});
+  step(ActivePeersChanged{coord_.active, coord_.data, coord_.notStreaming, coord_.reports});
 }
 
 }  // namespace dugong::driver

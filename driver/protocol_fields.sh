@@ -20,6 +20,7 @@ handover_ handover.cc
 rejoin_ rejoin.cc
 dataState_ rejoin.cc
 syncWatch_ sync_watch.cc
+reports_ reports.cc
 TABLE
 [ "$status" -eq 0 ] && echo "each protocol's fields are named only by its own file"
 exit "$status"

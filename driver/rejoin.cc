@@ -38,7 +38,8 @@ void Core::startFreshStateMachine(bool feedState) {
   }
   emit(cmd::InitPostgres{true});
   if (feedState) {
-    const ZkInitialized init{coord_.state.node, coord_.active, coord_.data, false, coord_.notStreaming};
+    const ZkInitialized init{coord_.state.node, coord_.active, coord_.data, false, coord_.notStreaming,
+                             coord_.reports};
     for (Action& a : peer_->step(now_.wallMs, init)) {
       carryOut(std::move(a));
     }

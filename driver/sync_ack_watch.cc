@@ -22,7 +22,9 @@ std::optional<SyncAcknowledgement> SyncAckWatch::observe(int64_t nowMs, const Sy
     lastStreamingMs_ = nowMs;
   }
   if (sample.flushed) lastFlushed_ = sample.flushed;
-  const bool stuck = sample.waitingCommits > 0 && !moved;
+  const bool behind = sample.primaryFlushed ? !sample.flushed || *sample.flushed < *sample.primaryFlushed
+                                            : sample.waitingCommits > 0;
+  const bool stuck = behind && !moved;
   if (stuck && !stuckSinceMs_) stuckSinceMs_ = nowMs;
   if (!stuck) stuckSinceMs_.reset();
   if (stalled_) {
@@ -47,6 +49,10 @@ std::optional<SyncAcknowledgement> SyncAckWatch::observe(int64_t nowMs, const Sy
 }
 
 std::string SyncAckWatch::absentDetail(int64_t nowMs, const SyncReplicationSample& sample, int64_t absentSince) const {
+  if (sample.primaryFlushed) {
+    return "no streaming walsender of " + syncId_ + " for " + std::to_string(nowMs - absentSince) + " ms (" +
+           (seenStreaming_ ? "since it last streamed" : "not seen streaming since it became a member") + ")";
+  }
   std::string waiting = sample.waitingCommits == 0 ? "no commit waiting"
                                                    : std::to_string(sample.waitingCommits) +
                                                          (sample.waitingCommits == 1 ? " commit waiting" : " commits waiting");
@@ -56,6 +62,13 @@ std::string SyncAckWatch::absentDetail(int64_t nowMs, const SyncReplicationSampl
 }
 
 std::string SyncAckWatch::stuckDetail(int64_t nowMs, const SyncReplicationSample& sample) const {
+  if (sample.primaryFlushed) {
+    const std::string behind = "the primary's flush position was ahead of " + syncId_ + "'s for " +
+                               std::to_string(nowMs - *stuckSinceMs_) + " ms (now at " + sample.primaryFlushed->toString() + ")";
+    if (!sample.streaming) return behind + " with no streaming walsender of " + syncId_;
+    return behind + " while its flush position stayed at " +
+           (sample.flushed ? sample.flushed->toString() : std::string("unknown"));
+  }
   const std::string waited = std::to_string(sample.waitingCommits) + (sample.waitingCommits == 1 ? " commit" : " commits") +
                              " waited " + std::to_string(nowMs - *stuckSinceMs_) + " ms";
   if (!sample.streaming) return waited + " with no streaming walsender of " + syncId_;

@@ -8,9 +8,15 @@
 // walsender for the connection grace is stalled whether or not commits wait: it could
 // acknowledge nothing, and a new primary held read-only until its sync caught up has no
 // commit to wait on it.
+//
+// Quorum mode (docs/decisions/0079-quorum-commit.md 6.2) judges each member by the same
+// rule, one watch per member, with "commits wait on it" replaced by "the primary's flush
+// position is ahead of its own" (SyncReplicationSample::primaryFlushed): commits do not
+// wait on one member while k others acknowledge, so waiting cannot tell.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -24,6 +30,16 @@ struct SyncReplicationSample {
   bool streaming = false;                // a walsender of the sync is in state streaming
   std::optional<WalPosition> flushed;    // the sync's flush position (absent without walsender)
   int waitingCommits = 0;                // backends waiting for synchronous replication
+  // Quorum mode: the primary's flush position at the sample; it is stuck when this is
+  // ahead of its flush position and that did not move (waitingCommits is not looked at).
+  std::optional<WalPosition> primaryFlushed = std::nullopt;
+};
+
+// Quorum mode: the primary's view of every member at one moment (one query): its own
+// flush position, and each member's walsender; a member without one is absent.
+struct QuorumReplicationSample {
+  WalPosition primaryFlushed;
+  std::map<std::string, SyncReplicationSample> members;  // by member id
 };
 
 class SyncAckWatch {

@@ -8,22 +8,26 @@
 // failsafe-ms, handover-ms, lease-tick-ms, rejoin=follow|rewind|manual, restart-grace-ms,
 // sync-replace-ms, sync-sample-ms, sync-connect-grace-ms, withdraw-ms, singleton=1,
 // setup-from-data=1, setup-wait-ms, keep-membership=1, stop-postgres-on-exit=1,
-// earlier-promise-ms, record-promise=1, peers-reachable=0); a file may hold several,
+// earlier-promise-ms, record-promise=1, peers-reachable=0, quorum=1); a file may hold several,
 // each on a fresh core. Then, per step, `at <monotonic ms> <input>`:
 //   start | stop
 //   initialized online=0|1 setup=0|1     answers init-postgres (after-rebuild as asked)
 //   zk-init [v=N] [active=a,b] [state: <state>]
 //   state v=N <state>
 //       <state>: gen=N primary=a [sync=b] [async=c,d] [deposed=e] [wal=X/Y] [one-node-write]
-//                [promote=id,role,gen[,expires at ms]]
+//                [promote=id,role,gen[,expires at ms]] [quorum=k:m1,m2 (format 2, no sync)]
+//                [timeline=N (initTimeline)]
 //   active a,b [data=a:<system>/<timeline>/<X/Y>,b:empty] [not-streaming=c,d]
+//              [reports=a:<generation>/<timeline>/<X/Y>@<node version>,...]
 //   connection lost|back [timeout=MS] [session=N]
 //   lease sent=MS [session=N] [timeout=MS] [interval=MS]
 //   join-refused <error>
 //   health ok | health bad <detail> | gone (the postmaster is gone from now on)
 //   applied ok|<error> [offline]      answers the last apply asked for
 //   fenced ok|<error>                 answers the last fence
-//   wal <position> | wal error <text>   answers read-wal
+//   wal <position> [timeline=N] | wal error <text>   answers read-wal (timeline: its
+//                                     history, that timeline with no ancestors)
+//   published ok v=N | published <error>   answers the last publish-report
 //   data-state ok [setup=1] [system=S] [timeline=N] [wal=X/Y] | data-state <error>
 //   written ok v=N | written <error> [lost-race]   answers the last put-state
 //   writes-stopped ok [sessions=N] | writes-stopped <error>
@@ -36,6 +40,9 @@
 //   rejoined ok|<error> [rewound [discarded=<text>]]   answers the last rejoin
 //   upstream-stopped ended|running    answers the last await-upstream-stop
 //   sync-sampled ok [streaming=1] [flushed=X/Y] [waiting=N] | sync-sampled <error>
+//   members-sampled ok primary=X/Y [<member>=<streaming 0|1>/<X/Y>...] | members-sampled <error>
+//                                     answers the last sample-members (a member not named
+//                                     has no walsender)
 // and the commands that are no input of their own:
 //   setup <role> gen=N [v=N] [active=a,b] <state's other peers>
 //                         this peer (role: primary, sync, async, deposed) already in that
@@ -122,6 +129,12 @@ std::string stateData(const std::string& text) {
   if (w.count("deposed")) s.deposed = peers(w["deposed"]);
   s.initWal = w.count("wal") ? WalPosition::parse(w["wal"]).value() : WalPosition{};
   s.oneNodeWriteMode = w.count("one-node-write") > 0;
+  if (w.count("quorum")) {  // quorum=k:m1,m2
+    const std::string& q = w["quorum"];
+    const auto colon = q.find(':');
+    s.quorum = Quorum{std::stoi(q.substr(0, colon)), peers(q.substr(colon + 1))};
+  }
+  if (w.count("timeline")) s.initTimeline = std::stoll(w["timeline"]);
   if (w.count("promote")) {  // promote=id,role,generation[,expires at (transcript ms)]
     std::vector<std::string> f;
     std::stringstream in(w["promote"]);
@@ -164,6 +177,7 @@ class Transcript {
     // The record itself is the runner's (driver.cc): the core only says what to record.
     if (ms("record-promise", 0) != 0) o.recordPromise = [](int64_t) -> Result<bool> { return true; };
     o.rejoin = parseRejoinPolicy(w.count("rejoin") ? w["rejoin"] : "follow").value();
+    o.quorum = ms("quorum", 0) != 0;
     self_ = o.identity.id;
     core_ = std::make_unique<Core>(o, ms("peers-reachable", 1) != 0);
   }
@@ -259,7 +273,7 @@ class Transcript {
     if (role == "primary") {
       w["primary"] = self_;
     } else if (role == "sync") {
-      w["sync"] = self_;
+      if (!w.count("quorum")) w["sync"] = self_;  // in quorum mode, a member: `quorum=` names it
     } else if (role == "async") {
       add("async");
     } else if (role == "deposed") {
@@ -274,6 +288,12 @@ class Transcript {
       for (const char* key : {"primary", "sync", "async", "deposed"}) {
         if (w.count(key)) active += (active.empty() ? "" : ",") + w[key];
       }
+      if (w.count("quorum")) active += "," + w["quorum"].substr(w["quorum"].find(':') + 1);
+      std::string unique;
+      for (const PeerIdentity& p : peers(active)) {
+        if (!containsPeer(peers(unique), p.id)) unique += (unique.empty() ? "" : ",") + p.id;
+      }
+      active = unique;
     }
     std::string pending;  // what the core asked for that setup does not answer: the file does
     --asked_["initialized"];  // answered here: the start below asks for it
@@ -347,6 +367,18 @@ class Transcript {
       sample.waitingCommits = w.count("waiting") ? std::stoi(w["waiting"]) : 0;
       return in::SyncSampled{lastSample_.generation, lastSample_.sync, sample};
     }
+    if (verb == "members-sampled") {
+      if (head(rest).first != "ok") return in::MembersSampled{lastMembers_.generation, lastMembers_.members, Error{rest}};
+      QuorumReplicationSample sample;
+      sample.primaryFlushed = WalPosition::parse(w.at("primary")).value();
+      for (const std::string& id : lastMembers_.members) {
+        if (!w.count(id)) continue;
+        const auto slash = w[id].find('/');
+        sample.members[id] = SyncReplicationSample{w[id].substr(0, slash) == "1",
+                                                   WalPosition::parse(w[id].substr(slash + 1)).value(), 0};
+      }
+      return in::MembersSampled{lastMembers_.generation, lastMembers_.members, sample};
+    }
     if (verb == "zk-init") {
       ZkInitialized e;
       auto st = rest.find("state:");
@@ -378,6 +410,22 @@ class Transcript {
         e.data[item.substr(0, colon)] = d;
       }
       for (const PeerIdentity& p : peers(m["not-streaming"])) e.notStreaming.insert(p.id);
+      std::stringstream reports(m["reports"]);  // a:<generation>/<timeline>/<X/Y>@<node version>
+      for (std::string item; std::getline(reports, item, ',');) {
+        const auto colon = item.find(':');
+        const auto at = item.find('@');
+        std::stringstream f(item.substr(colon + 1, at - colon - 1));
+        std::string generation, timeline, wal;
+        std::getline(f, generation, '/');
+        std::getline(f, timeline, '/');
+        std::getline(f, wal);
+        TakeoverReport r;
+        r.generation = std::stoll(generation);
+        r.history.timeline = std::stoll(timeline);
+        r.wal = WalPosition::parse(wal).value();
+        r.nodeVersion = std::stoi(item.substr(at + 1));
+        e.reports[item.substr(0, colon)] = r;
+      }
       return in::Delivered{e};
     }
     if (verb == "connection") {
@@ -402,7 +450,13 @@ class Transcript {
     if (verb == "fenced") return in::Fenced{PgFenced{rest == "ok", rest == "ok" ? "" : error(), 0}};
     if (verb == "wal") {  // wal <position> | wal error <text>
       if (head(rest).first == "error") return in::WalRead{WalPositionRead{std::nullopt, head(rest).second}};
-      return in::WalRead{WalPositionRead{WalPosition::parse(rest).value(), ""}};
+      WalPositionRead r{WalPosition::parse(head(rest).first).value(), ""};
+      if (w.count("timeline")) r.history = TimelineHistory{std::stoll(w["timeline"]), {}};
+      return in::WalRead{r};
+    }
+    if (verb == "published") {  // published ok v=N | published <error>
+      const bool ok = head(rest).first == "ok";
+      return in::ReportPublished{ReportPublished{ok, ok ? "" : error(), ok ? std::stoi(w.at("v")) : -1}};
     }
     if (verb == "written") {
       const bool ok = head(rest).first == "ok";
@@ -465,7 +519,8 @@ class Transcript {
         {"init-postgres", "initialized"}, {"apply", "applied"}, {"fence", "fenced"}, {"read-wal", "wal"},
         {"read-data-state", "data-state"}, {"stop-writes", "writes-stopped"}, {"shut-down-writes", "shut-down"},
         {"resume-writes", "writes-resumed"}, {"await-upstream-stop", "upstream-stopped"}, {"rejoin", "rejoined"},
-        {"sample-sync", "sync-sampled"}, {"put-state", "written"}, {"ask-failsafe", "failsafe-answer"}};
+        {"sample-sync", "sync-sampled"}, {"put-state", "written"}, {"ask-failsafe", "failsafe-answer"},
+        {"publish-report", "published"}, {"sample-members", "members-sampled"}};
     const auto it = kAnswers.find(head(describeCommand(c)).first);
     return it == kAnswers.end() ? "" : it->second;
   }
@@ -480,6 +535,7 @@ class Transcript {
     if (const auto* a = std::get_if<cmd::AwaitUpstreamStop>(&c)) lastAwait_ = a->newSync;
     if (const auto* i = std::get_if<cmd::InitPostgres>(&c)) lastInitAfterRebuild_ = i->afterRebuild;
     if (const auto* p = std::get_if<cmd::SampleSync>(&c)) lastSample_ = *p;
+    if (const auto* p = std::get_if<cmd::SampleMembers>(&c)) lastMembers_ = *p;
     if (const auto* l = std::get_if<cmd::Later>(&c)) laters_.push_back(l->event);
     if (const auto* t = std::get_if<cmd::SetTimer>(&c)) timers_[t->key] = describeTimer(t->key);
     if (const auto* t = std::get_if<cmd::CancelTimer>(&c)) timers_.erase(t->key);
@@ -497,6 +553,7 @@ class Transcript {
   std::optional<PeerIdentity> lastAwait_;
   bool lastInitAfterRebuild_ = false;
   cmd::SampleSync lastSample_;
+  cmd::SampleMembers lastMembers_;
   std::deque<Event> laters_;
   std::map<TimerKey, std::string> timers_;
   std::map<std::string, int> asked_;  // per answering input: how many of its commands await one

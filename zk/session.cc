@@ -59,12 +59,15 @@ void Session::Impl::onWatch(const WatchNotice& n) {
   }
 }
 
-void Session::Impl::putClusterState(const ClusterState& state, int32_t expectedVersion, WriteCallback done, std::string reason) {
-  auto failNow = [&](std::string error) {
+void Session::Impl::putClusterState(const ClusterState& state, int32_t expectedVersion,
+                                    const std::vector<ElectionNodeCheck>& checks, WriteCallback done,
+                                    std::string reason) {
+  auto failNow = [&](std::string error, bool lostRace = false) {
     log_->warn("zk: cluster-state write (expected version {}) refused: {}", expectedVersion, error);
-    boost::asio::post(io_, [done = std::move(done), error = std::move(error)] {
+    boost::asio::post(io_, [done = std::move(done), error = std::move(error), lostRace] {
       StateWriteFinished f;
       f.error = error;
+      f.lostRace = lostRace;
       done(f);
     });
   };
@@ -75,6 +78,15 @@ void Session::Impl::putClusterState(const ClusterState& state, int32_t expectedV
   if (expectedVersion < -1) return failNow("invalid expected version " + std::to_string(expectedVersion));
 
   auto call = newCall([this](Reply r) { onWriteReply(std::move(r)); });
+  for (const ElectionNodeCheck& c : checks) {
+    auto node = nodeOfPeer_.find(c.peerId);
+    // Not present as far as this session knows: its report is gone, as a failed check.
+    if (node == nodeOfPeer_.end()) return failNow("lost the race: " + c.peerId + " has no election node", true);
+    call->checkPaths.push_back(layout_.election() + "/" + node->second);
+    call->checkPeers.push_back(c.peerId);
+  }
+  call->ops.resize(2 + checks.size());
+  call->results.resize(call->ops.size());
   call->stateBytes = state.serialize();
   call->historyBytes = historyRecord(nowMs(), call->stateBytes, reason);
   call->statePath = layout_.state();
@@ -90,6 +102,9 @@ void Session::Impl::putClusterState(const ClusterState& state, int32_t expectedV
   zoo_create_op_init(&call->ops[1], call->historyPrefix.c_str(), call->historyBytes.data(),
                      static_cast<int>(call->historyBytes.size()), acl, ZOO_PERSISTENT_SEQUENTIAL,
                      call->historyPathBuf.data(), static_cast<int>(call->historyPathBuf.size()));
+  for (size_t i = 0; i < checks.size(); ++i) {
+    zoo_check_op_init(&call->ops[2 + i], call->checkPaths[i].c_str(), checks[i].version);
+  }
 
   auto pending = std::make_unique<PendingWrite>();
   pending->id = ++writeCounter_;
@@ -97,11 +112,13 @@ void Session::Impl::putClusterState(const ClusterState& state, int32_t expectedV
   pending->bytes = call->stateBytes;
   pending->done = std::move(done);
   pending->reason = reason;
+  pending->checkPeers = call->checkPeers;
   pending->deadline = std::make_unique<boost::asio::steady_timer>(io_);
   pendingWrite_ = std::move(pending);
 
   Call* raw = call.get();
-  int rc = zoo_amulti(zh_, 2, raw->ops, raw->results, onMultiCompletion, call.release());
+  int rc = zoo_amulti(zh_, static_cast<int>(raw->ops.size()), raw->ops.data(), raw->results.data(), onMultiCompletion,
+                      call.release());
   ++requestsSent_;
   if (rc != ZOK) {
     // The client did not take the request: no completion will come.
@@ -109,7 +126,8 @@ void Session::Impl::putClusterState(const ClusterState& state, int32_t expectedV
     completeWrite(failure("the write could not be sent: " + describeRc(rc)));
     return;
   }
-  log_->info("zk: writing cluster state (expected version {}): {}", expectedVersion,
+  log_->info("zk: writing cluster state (expected version {}{}): {}", expectedVersion,
+             checks.empty() ? "" : ", checking the election nodes of " + std::to_string(checks.size()) + " members",
              reason.empty() ? "no reason given" : reason);
 }
 
@@ -121,6 +139,10 @@ void Session::Impl::watchNode(const std::string& path, std::function<void(StateN
 void Session::Impl::setDataState(std::optional<PeerDataState> data) {
   dataState_ = std::move(data);
   syncElectionData();
+}
+
+void Session::publishReport(std::optional<TakeoverReport> report, std::function<void(ReportPublished)> done) {
+  impl_->publishReport(std::move(report), std::move(done));
 }
 
 void Session::Impl::setStreaming(bool streams) {
@@ -208,6 +230,16 @@ void Session::Impl::onWriteReply(Reply r) {
     f.newVersion = w.expectedVersion == -1 ? 0 : r.stat.version;
     log_->info("zk: wrote cluster state version {} (history {})", f.newVersion, r.path);
     return completeWrite(f);
+  }
+  // A check that failed (the ops before the failing one answer ZOK, those after
+  // ZRUNTIMEINCONSISTENCY): the counted report was withdrawn, changed, or went.
+  for (size_t i = 2; i < r.opErrors.size() && i - 2 < w.checkPeers.size(); ++i) {
+    const int e = r.opErrors[i];
+    if (e != ZBADVERSION && e != ZNONODE) continue;
+    std::string why = "the election node of " + w.checkPeers[i - 2] +
+                      (e == ZNONODE ? " is gone" : " changed since its report was counted");
+    log_->warn("zk: cluster-state write lost the race: {}", why);
+    return completeWrite(failure("lost the race: " + why, true));
   }
   int first = r.opErrors.empty() ? r.rc : r.opErrors[0];
   if (first == ZBADVERSION || first == ZNODEEXISTS || first == ZNONODE) {
@@ -333,7 +365,13 @@ Result<bool> Session::start() { return impl_->start(); }
 
 void Session::putClusterState(const ClusterState& state, int32_t expectedVersion, WriteCallback done,
                               std::string reason) {
-  impl_->putClusterState(state, expectedVersion, std::move(done), std::move(reason));
+  impl_->putClusterState(state, expectedVersion, {}, std::move(done), std::move(reason));
+}
+
+void Session::putCheckedClusterState(const ClusterState& state, int32_t expectedVersion,
+                                     const std::vector<ElectionNodeCheck>& checks, WriteCallback done,
+                                     std::string reason) {
+  impl_->putClusterState(state, expectedVersion, checks, std::move(done), std::move(reason));
 }
 
 SessionStatus Session::status() const { return impl_->status(); }

@@ -24,13 +24,16 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
+#include "statemachine/action.h"
 #include "statemachine/cluster_state.h"
 #include "statemachine/event.h"
 #include "statemachine/identity.h"
 #include "statemachine/result.h"
+#include "statemachine/takeover_report.h"
 #include "zk/options.h"
 
 namespace dugong::zk {
@@ -104,6 +107,14 @@ class Session {
   //   happen within options.unknownOutcomeTimeoutMs, an "outcome unknown" failure.
   void putClusterState(const ClusterState& state, int32_t expectedVersion, WriteCallback done,
                        std::string reason = {});
+  // The same write with `checks` in the same multi-op (a quorum takeover's counted
+  // reports, docs/decisions/0079-quorum-commit.md 4.4): one check per peer, on the
+  // election node its reports come from, at that data version. A check that fails (the
+  // node changed, or went with its session) fails the write as a lost race, naming the
+  // peer; so does a peer with no election node in this session's view, at once.
+  void putCheckedClusterState(const ClusterState& state, int32_t expectedVersion,
+                              const std::vector<ElectionNodeCheck>& checks, WriteCallback done,
+                              std::string reason = {});
 
   // `onChange` runs on the io_context for each loss and regain of the connection of an
   // initialised session (never for the first connection, nor for a new session after
@@ -130,6 +141,17 @@ class Session {
   // Publishes in the election node whether this peer's postgres streams ("streaming"),
   // for the choice of a new sync (ZkInitialized::notStreaming).
   void setStreaming(bool streams);
+  // Quorum mode: publishes this member's takeover report in its election node ("report",
+  // beside its identity, "data" and "streaming"; nullopt: withdrawn) until replaced, in
+  // the node of this session and of every later one. `done` runs on the io_context
+  // exactly once (unless the Session is destroyed): ok with the node's data version once
+  // the node holds it; a failure when no session is set up and connected, when the
+  // write failed (the node may hold either; it is written again on reconnection), or
+  // when a later call replaced it. Every session delivers the peers' reports, each with
+  // its node's data version, in ZkInitialized and ActivePeersChanged (`reports`). A
+  // session re-attached by a restarted agent (options.resume) keeps the report and the
+  // streaming flag its node holds until this run publishes its own.
+  void publishReport(std::optional<TakeoverReport> report, std::function<void(ReportPublished)> done);
 
   // Watches the node at `path` (absolute: e.g. Layout::config()): `onChange` runs on the
   // io_context with its content (exists=false when absent) once each session is set up

@@ -106,15 +106,18 @@ struct Call {
   std::shared_ptr<OutstandingCalls> outstanding;  // of the handle it was sent on, if any
   std::function<void(Reply)> done;  // runs on the io_context if the session lives
 
-  // Buffers of a multi-op, which must live until the completion.
+  // Buffers of a multi-op, which must live until the completion: the state's set (or
+  // create), its history record, then the checks of election nodes.
   std::string stateBytes;
   std::string historyBytes;
   std::string statePath;
   std::string historyPrefix;
+  std::vector<std::string> checkPaths;
+  std::vector<std::string> checkPeers;  // the peer each check is of
   std::vector<char> historyPathBuf = std::vector<char>(512);
   Stat setStat{};
-  zoo_op_t ops[2]{};
-  zoo_op_result_t results[2]{};
+  std::vector<zoo_op_t> ops;
+  std::vector<zoo_op_result_t> results;
 };
 
 inline void OutstandingCalls::freeAll() {
@@ -271,7 +274,8 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
 
   void onWatch(const WatchNotice& n);
 
-  void putClusterState(const ClusterState& state, int32_t expectedVersion, WriteCallback done, std::string reason);
+  void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::vector<ElectionNodeCheck>& checks,
+                       WriteCallback done, std::string reason);
 
   void setConnectionCallback(std::function<void(ConnectionChange)> onChange) { onConnection_ = std::move(onChange); }
   void setLeaseCallback(std::function<void(LeaseConfirmation)> onLease) { onLease_ = std::move(onLease); }
@@ -280,6 +284,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
 
   void setDataState(std::optional<PeerDataState> data);
   void setStreaming(bool streams);
+  void publishReport(std::optional<TakeoverReport> report, std::function<void(ReportPublished)> done);
   void setSessionCallback(std::function<void(SessionCredentials)> onSession) { onSession_ = std::move(onSession); }
 
   SessionStatus status() const;
@@ -294,6 +299,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
     int32_t expectedVersion = -1;
     std::string bytes;
     std::string reason;
+    std::vector<std::string> checkPeers;  // the peers whose election nodes it checks, in order
     WriteCallback done;
     bool unknown = false;    // the outcome was lost with the connection
     bool resolving = false;  // a read to resolve it is in flight
@@ -422,14 +428,20 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
       PeerList peers;
       PeerDataStates data;
       std::set<std::string> notStreaming;
+      TakeoverReports reports;
+      std::map<std::string, std::string> nodeOfPeer;
       for (const auto& n : names) {
         auto it = identities_.find(n);
         if (it == identities_.end() || !it->second || containsPeer(peers, it->second->id)) continue;
         peers.push_back(*it->second);
+        nodeOfPeer[it->second->id] = n;
         if (auto d = dataStates_.find(n); d != dataStates_.end()) data[it->second->id] = d->second;
         if (notStreamingNodes_.count(n)) notStreaming.insert(it->second->id);
+        if (auto r = reportNodes_.find(n); r != reportNodes_.end()) reports[it->second->id] = r->second;
       }
       notStreaming_ = std::move(notStreaming);
+      reports_ = std::move(reports);
+      nodeOfPeer_ = std::move(nodeOfPeer);
       return done(ZOK, dedupeById(peers), std::move(data));
     }
     if (zh_ == nullptr) return done(ZCLOSING, PeerList{}, PeerDataStates{});
@@ -446,6 +458,7 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
           auto parsed = nlohmann::json::parse(r.data, nullptr, false);
           dataStates_.erase(name);
           notStreamingNodes_.erase(name);
+          readReport(name, parsed, r);
           if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("streaming") &&
               parsed["streaming"].is_boolean() && !parsed["streaming"].get<bool>()) {
             notStreamingNodes_.insert(name);
@@ -473,7 +486,14 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
         [&](Call* c) { return zoo_aget(zh_, path.c_str(), 1, onDataCompletion, c); });
   }
 
-  // This peer's election node: its identity, and its data state while it publishes one.
+  // A takeover report in election node `name` as read (`r`: its data and version), noted
+  // with the node's data version; this peer's own node also tells what it holds.
+  void readReport(const std::string& name, const nlohmann::json& parsed, const Reply& r);
+  // The answer to the publication of the report that waits for one, posted.
+  void answerReport(ReportPublished answer);
+
+  // This peer's election node: its identity, its data state while it publishes one,
+  // whether it streams, and its takeover report while one stands.
   std::string electionBytes() const;
 
   // Brings this peer's election node up to date with the data state to publish; tried
@@ -525,7 +545,13 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   PeerIdentity self_;
   std::optional<PeerDataState> dataState_;  // published in the election node
   std::optional<bool> streaming_;           // published in the election node
+  std::optional<TakeoverReport> report_;    // published in the election node
+  // This run published a report (or withdrew one): until then, the report and the
+  // streaming flag a re-attached node holds are kept (readReport).
+  bool reportTold_ = false;
+  std::function<void(ReportPublished)> reportDone_;  // the publication waiting for its answer
   std::string electionBytesSent_;           // what the election node holds, as far as known
+  int32_t electionVersion_ = -1;            // the version at which it holds them
   bool dataSyncInFlight_ = false;
   EventCallback onEvent_;
   std::function<void(ConnectionChange)> onConnection_;
@@ -577,6 +603,12 @@ class Session::Impl : public std::enable_shared_from_this<Session::Impl> {
   std::set<std::string> notStreaming_;
   std::set<std::string> knownNotStreaming_;
   std::map<std::string, PeerDataState> dataStates_;                // election node -> published data
+  std::map<std::string, TakeoverReport> reportNodes_;              // election node -> its report
+  // As of the last readIdentities: the present peers' reports, and each peer's election
+  // node (the one its identity and reports are read from: the first in session order).
+  TakeoverReports reports_;
+  TakeoverReports knownReports_;
+  std::map<std::string, std::string> nodeOfPeer_;
   Refresh stateRefresh_;
   Refresh activeRefresh_;
 

@@ -1,7 +1,9 @@
 // A restarted agent keeps its ZooKeeper session (Session::detach, ZkOptions::resume),
 // and no Session destructor closes its handle on the caller's thread. Real ZooKeeper.
 #include <atomic>
+#include <functional>
 #include <future>
+#include <set>
 #include <thread>
 
 #include <sys/wait.h>
@@ -39,8 +41,10 @@ class SessionRestartTest : public ::testing::Test {
 
 // What an agent restart does: a process joins, detaches and exits; its successor
 // re-attaches. The first process is a fork of this one (forked before any session or
-// thread exists here), so its exit is a real process exit.
-SessionCredentials runPeerThatDetachesAndExits(const std::string& connect) {
+// thread exists here), so its exit is a real process exit. `beforeDetach` runs in it once
+// it is initialized (false: it failed).
+SessionCredentials runPeerThatDetachesAndExits(
+    const std::string& connect, const std::function<bool(Peer&, boost::asio::io_context&)>& beforeDetach = nullptr) {
   int fds[2];
   EXPECT_EQ(::pipe(fds), 0);
   pid_t pid = ::fork();
@@ -52,6 +56,7 @@ SessionCredentials runPeerThatDetachesAndExits(const std::string& connect) {
     if (!p.session().start().ok() || !p.waitInit()) ::_exit(1);
     auto c = p.session().credentials();
     if (!c) ::_exit(2);
+    if (beforeDetach && !beforeDetach(p, childIo)) ::_exit(4);
     std::string out = std::to_string(c->sessionId) + " " + c->password;
     p.session().detach();
     if (::write(fds[1], out.data(), out.size()) != static_cast<ssize_t>(out.size())) ::_exit(3);
@@ -143,6 +148,41 @@ TEST_F(SessionRestartTest, DestroyingASessionEndsItOffTheCallersThread) {
   EXPECT_TRUE(waitedForRelease.load());
   // The session did end: b sees a leave at once (not after the timeout).
   EXPECT_TRUE(runUntil(io, [&] { return b->active() == std::vector<std::string>{"b"}; }));
+}
+
+// Quorum mode: the takeover report and the streaming flag of a re-attached node stay as
+// they are until the new run publishes its own (rewriting the node would withdraw the
+// report behind the state machine's back, and change the version its write checks).
+TEST_F(SessionRestartTest, AReattachedSessionKeepsTheTakeoverReportItsNodeHolds) {
+  TakeoverReport report;
+  report.generation = 4;
+  report.wal = WalPosition::parse("0/5000060").value();
+  report.history.timeline = 2;
+  report.instance = 7;
+  const SessionCredentials saved =
+      runPeerThatDetachesAndExits(zk->connectString(), [&](Peer& p, boost::asio::io_context& childIo) {
+        p.session().setStreaming(false);
+        std::optional<ReportPublished> published;
+        p.session().publishReport(report, [&](ReportPublished r) { published = r; });
+        return runUntil(childIo, [&] { return published.has_value(); }) && published->ok;
+      });
+  ASSERT_NE(saved.sessionId, 0);
+
+  auto again = startPeer("a", saved);
+  ASSERT_TRUE(again->session().status().resumed);
+  const ZkInitialized init = again->all<ZkInitialized>().at(0);
+  ASSERT_EQ(init.reports.count("a"), 1u);
+  const int32_t version = init.reports.at("a").nodeVersion;
+  TakeoverReport seen = init.reports.at("a");
+  seen.nodeVersion = -1;
+  EXPECT_EQ(seen, report);
+  EXPECT_EQ(init.notStreaming, std::set<std::string>{"a"});
+  // Published again as it stands: the node is not written, its version is the one read.
+  std::optional<ReportPublished> republished;
+  again->session().publishReport(report, [&](ReportPublished r) { republished = r; });
+  ASSERT_TRUE(runUntil(io, [&] { return republished.has_value(); }));
+  EXPECT_TRUE(republished->ok) << republished->error;
+  EXPECT_EQ(republished->nodeVersion, version);
 }
 
 }  // namespace

@@ -62,9 +62,14 @@ void Session::Impl::resetSessionState() {
   electionNode_.clear();
   electionBytesSent_.clear();
   dataSyncInFlight_ = false;
+  electionVersion_ = -1;
   identities_.clear();
   dataStates_.clear();
   notStreamingNodes_.clear();
+  reportNodes_.clear();
+  // A publication in flight was dropped with the session; the report is published in the
+  // new session's node.
+  if (reportDone_) answerReport(ReportPublished{false, "the ZooKeeper session was lost", -1});
   ++setupRun_;
   if (pendingWrite_) pendingWrite_->resolving = false;
   stateRefresh_ = Refresh{stateRefresh_.token + 1};
@@ -277,6 +282,7 @@ void Session::Impl::createElectionNode(uint64_t run) {
         if (r.rc != ZOK) return setupFailed(run, "creating the election node", r.rc);
         electionNode_ = r.path;
         electionBytesSent_ = bytes;
+        electionVersion_ = 0;
         log_->info("zk: joined the election as {}", electionNode_);
         readInitial(run);
       },
@@ -299,9 +305,10 @@ void Session::Impl::readInitial(uint64_t run) {
       knownActive_ = active;
       knownData_ = data;
       knownNotStreaming_ = notStreaming_;
+      knownReports_ = reports_;
       log_->info("zk: initialized: state {} (version {}), active peers {}",
                  state.exists ? "present" : "absent", state.version, peerIdList(active));
-      onEvent_(ZkInitialized{state, active, data, resumed_, notStreaming_});
+      onEvent_(ZkInitialized{state, active, data, resumed_, notStreaming_, reports_});
       syncElectionData();
       resolveUnknownWrite();
       // A watch that fired during setup may have been for data newer than what we read.
@@ -344,12 +351,15 @@ void Session::Impl::readActive(std::function<void(int, PeerList, PeerDataStates)
         auto names = sortElectionNodes(std::move(r.strings));
         std::map<std::string, std::optional<PeerIdentity>> kept;
         std::map<std::string, PeerDataState> keptData;
+        std::map<std::string, TakeoverReport> keptReports;
         for (const auto& n : names) {
           if (auto it = identities_.find(n); it != identities_.end()) kept.insert(*it);
           if (auto it = dataStates_.find(n); it != dataStates_.end() && kept.count(n)) keptData.insert(*it);
+          if (auto it = reportNodes_.find(n); it != reportNodes_.end() && kept.count(n)) keptReports.insert(*it);
         }
         identities_ = std::move(kept);
         dataStates_ = std::move(keptData);
+        reportNodes_ = std::move(keptReports);
         readIdentities(std::move(names), 0, std::move(done));
       },
       [&](Call* c) { return zoo_aget_children(zh_, dir.c_str(), 1, onStringsCompletion, c); });
@@ -359,26 +369,76 @@ std::string Session::Impl::electionBytes() const {
   nlohmann::json j = self_.toJson();
   if (dataState_) j["data"] = dataState_->toJson();
   if (streaming_) j["streaming"] = *streaming_;
+  if (report_) j["report"] = report_->toJson();
   return j.dump();
+}
+
+void Session::Impl::readReport(const std::string& name, const nlohmann::json& parsed, const Reply& r) {
+  reportNodes_.erase(name);
+  const bool object = !parsed.is_discarded() && parsed.is_object();
+  if (object && parsed.contains("report")) {
+    auto report = TakeoverReport::fromJson(parsed["report"]);
+    if (report) {
+      TakeoverReport noted = *report;
+      noted.nodeVersion = r.stat.version;
+      reportNodes_[name] = noted;
+    } else {
+      log_->warn("zk: election node {} holds an invalid takeover report ({}); not counted", name, report.error());
+    }
+  }
+  if (electionNode_ != layout_.election() + "/" + name || dataSyncInFlight_) return;
+  // This peer's own node, with no write of it in flight: what it holds now. A node this
+  // run has not written yet (re-attached after an agent restart) keeps its report and
+  // streaming flag until this run publishes its own: rewriting it would withdraw the
+  // report behind the state machine's back, or change the version its write checks.
+  if (!reportTold_ && object) {
+    if (auto it = reportNodes_.find(name); it != reportNodes_.end()) report_ = it->second;
+    if (!streaming_ && parsed.contains("streaming") && parsed["streaming"].is_boolean()) {
+      streaming_ = parsed["streaming"].get<bool>();
+    }
+  }
+  electionBytesSent_ = r.data;
+  electionVersion_ = r.stat.version;
+}
+
+void Session::Impl::publishReport(std::optional<TakeoverReport> report, std::function<void(ReportPublished)> done) {
+  if (reportDone_) answerReport(ReportPublished{false, "replaced by a later publication", -1});
+  if (report) report->nodeVersion = -1;
+  report_ = std::move(report);
+  reportTold_ = true;
+  reportDone_ = std::move(done);
+  if (stopped_ || zh_ == nullptr || !connected_ || !initialized_ || electionNode_.empty()) {
+    return answerReport(ReportPublished{false, "not connected to ZooKeeper: published once connected", -1});
+  }
+  syncElectionData();
+}
+
+void Session::Impl::answerReport(ReportPublished answer) {
+  if (!reportDone_) return;
+  boost::asio::post(io_, [done = std::exchange(reportDone_, nullptr), answer = std::move(answer)] { done(answer); });
 }
 
 void Session::Impl::syncElectionData() {
   if (zh_ == nullptr || !connected_ || !initialized_ || electionNode_.empty() || dataSyncInFlight_) return;
   std::string bytes = electionBytes();
-  if (bytes == electionBytesSent_) return;
+  if (bytes == electionBytesSent_) return answerReport(ReportPublished{true, "", electionVersion_});
   dataSyncInFlight_ = true;
   std::string path = electionNode_;
   request(
       [this, bytes](Reply r) {
         dataSyncInFlight_ = false;
         if (r.rc != ZOK) {
-          log_->info("zk: publishing this peer's data state failed ({}); tried again on reconnection",
+          log_->info("zk: publishing this peer's election node failed ({}); tried again on reconnection",
                      describeRc(r.rc));
-          return;
+          return answerReport(ReportPublished{false, "writing the election node failed: " + describeRc(r.rc) +
+                                                         " (it may hold either; written again on reconnection)",
+                                              -1});
         }
         electionBytesSent_ = bytes;
-        log_->info("zk: published this peer's data state: {}; streaming: {}", dataState_ ? dataState_->describe() : "none",
-                   streaming_ ? (*streaming_ ? "yes" : "no") : "not published");
+        electionVersion_ = r.stat.version;
+        log_->info("zk: published this peer's data state: {}; streaming: {}; takeover report: {} (node version {})",
+                   dataState_ ? dataState_->describe() : "none", streaming_ ? (*streaming_ ? "yes" : "no") : "not published",
+                   report_ ? report_->describe() : "none", electionVersion_);
         syncElectionData();  // changed again meanwhile
       },
       [&](Call* c) {
@@ -456,14 +516,17 @@ void Session::Impl::refreshActive() {
     if (token != activeRefresh_.token) return;
     activeRefresh_.inFlight = false;
     if (rc == ZOK) {
-      if (!samePeers(active, knownActive_) || data != knownData_ || notStreaming_ != knownNotStreaming_) {
-        log_->info("zk: active peers changed: {} -> {}{}{}", peerIdList(knownActive_), peerIdList(active),
+      if (!samePeers(active, knownActive_) || data != knownData_ || notStreaming_ != knownNotStreaming_ ||
+          reports_ != knownReports_) {
+        log_->info("zk: active peers changed: {} -> {}{}{}{}", peerIdList(knownActive_), peerIdList(active),
                    data != knownData_ ? " (published data states changed)" : "",
-                   notStreaming_ != knownNotStreaming_ ? " (published streaming changed)" : "");
+                   notStreaming_ != knownNotStreaming_ ? " (published streaming changed)" : "",
+                   reports_ != knownReports_ ? " (published takeover reports changed)" : "");
         knownActive_ = active;
         knownData_ = data;
         knownNotStreaming_ = notStreaming_;
-        onEvent_(ActivePeersChanged{active, data, notStreaming_});
+        knownReports_ = reports_;
+        onEvent_(ActivePeersChanged{active, data, notStreaming_, reports_});
       }
     } else {
       log_->info("zk: re-reading the election failed ({}); retried on reconnection", describeRc(rc));
