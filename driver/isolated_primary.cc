@@ -381,11 +381,8 @@ void Core::onConfirmation(int32_t version, const StateWriteFinished& w) {
 // ---- a new session ---------------------------------------------------------------------
 
 bool Core::leaveTheOldSession() {
-  if (failsafeInUse() && !isolation_.connectionLost_) {
-    isolate(
-        "failsafe: a new ZooKeeper session while writing under the sync's promise: the old session may have "
-        "expired, and a takeover be decided; stopping writes until the state is confirmed on the new one");
-  }
+  // Writes under the failsafe are stopped by onLease (lease.cc), not here: both coordinators
+  // tell a new session's first lease before its state (docs/simulation.md, the guards).
   if (failsafe_.permittedUntil()) dropFailsafe("a new ZooKeeper session");
   // Decided on the session they were asked on, never on a new one: a resumption that
   // waited goes through the new session's confirmation instead.
