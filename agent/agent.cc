@@ -356,6 +356,7 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
   s.postgresOnline = status_.online;
   s.writablePrimary = isWritablePrimary(*driver_, status_);
   s.streamingReplica = isStreamingReplica(*driver_, status_);
+  s.streamingStandbyLeader = isStreamingStandbyLeader(*driver_, status_);
   s.replayBacklogBytes = replayBacklogBytes(status_);
   s.noloadbalance = config_.identity.tags.noloadbalance;
   s.state = [this] { return stateJson(statusSources()); };
