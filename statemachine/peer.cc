@@ -410,8 +410,10 @@ void Peer::evaluateSetupFromData() {
     s.primary = opts_.self;
     s.sync = others->front();
     s.async.assign(others->begin() + 1, others->end());
+    if (opts_.standbySource) s.standby = StandbyMode{*opts_.standbySource, std::nullopt, nullptr};
     return writeState(std::move(s), "initial setup of a new cluster (no present peer holds data): " + opts_.self.id +
-                                        " is primary, " + others->front().id + " is sync");
+                                        (opts_.standbySource ? " is standby leader, " : " is primary, ") +
+                                        others->front().id + " is sync" + standbySetup());
   }
   if (!setupWaitSince_) setupWaitSince_ = now_;  // the first time a present peer holds data
   std::map<std::string, PeerList> systems;

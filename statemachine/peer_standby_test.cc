@@ -242,8 +242,21 @@ TEST(PeerStandby, ANewClusterIsSetUpAsAStandbyClusterOfTheConfiguredSource) {
   EXPECT_EQ(c.role, PgRole::kStandbyLeader);
   EXPECT_TRUE(c.newCluster);
 
-  // Set up from data: the same, with the most advanced holder as leader.
+  // The agent's way (setupFromData), every present peer empty: the same.
   o.setupFromData = true;
+  Peer empty(o);
+  empty.step(peer_test::kT0, PgInitialized{false, false});
+  PeerDataStates none;
+  none["me"] = PeerDataState{};
+  none["s"] = PeerDataState{};
+  writes = only<WriteClusterState>(empty.step(peer_test::kT0 + 1, ZkInitialized{StateNode{}, peers({"me", "s"}), none}));
+  ASSERT_EQ(writes.size(), 1u);
+  ASSERT_TRUE(writes[0].state.standby.has_value());
+  EXPECT_EQ(writes[0].state.initWal, WalPosition());
+  EXPECT_EQ(writes[0].reason, "initial setup of a new cluster (no present peer holds data): me is standby leader, s "
+                              "is sync; a standby cluster of hosts h1:5432, h2:5432 (dugong.yaml standby.source)");
+
+  // Set up from data: the same, with the most advanced holder as leader.
   Peer d(o);
   PeerDataStates data;
   data["me"] = PeerDataState{};
