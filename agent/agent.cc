@@ -112,6 +112,7 @@ Result<bool> Agent::start() {
   // restarted), so the setup waits that long for them when any present peer holds data.
   options.setupFromData = true;
   options.setupWaitMs = config_.zk.sessionTimeoutMs;
+  options.standbySource = config_.standbySource;
   if (!config_.onRoleChangeHook.empty() || !config_.onStartHook.empty() || !config_.onStopHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }

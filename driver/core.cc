@@ -22,6 +22,7 @@ PeerOptions Core::peerOptions() const {
   o.setupFromData = opts_.setupFromData;
   o.setupWaitMs = opts_.setupWaitMs;
   o.syncReplaceHoldMs = opts_.syncReplaceHoldMs;
+  o.standbySource = opts_.standbySource;
   return o;
 }
 
