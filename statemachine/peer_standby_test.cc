@@ -28,6 +28,24 @@ PgConfig onlyApply(const std::vector<Action>& actions) {
   return applies.empty() ? PgConfig::none() : applies[0].config;
 }
 
+// Once the fence holds: the WAL read under it (`wal`, on `history`), then the one state
+// written, before any apply.
+WriteClusterState fencedWrite(StandbyHarness& h, WalPosition wal, const TimelineHistory& history) {
+  EXPECT_EQ(only<ReadWal>(h.step(PgFenced{true, ""})).size(), 1u);
+  auto actions = h.step(WalPositionRead{wal, "", 0, history});
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  auto writes = only<WriteClusterState>(actions);
+  EXPECT_EQ(writes.size(), 1u);
+  return writes.empty() ? WriteClusterState{} : writes[0];
+}
+
+// standbyShape: "generation primary sync [asyncs] deposed [...] initWal/initTimeline standby-or-not".
+std::string standbyShape(const ClusterState& s) {
+  return std::to_string(s.generation) + " " + s.primary.id + " " + (s.sync ? s.sync->id : "-") + " " +
+         peerIdList(s.async) + " deposed " + peerIdList(s.deposed) + " " + s.initWal.toString() + "/" +
+         std::to_string(s.initTimeline) + (s.standby ? " standby" : " normal");
+}
+
 // The state's primary in a standby state is its standby leader: postgres in recovery,
 // following the source's hosts (no slot on them), never a primary; only generation 1 with
 // no initWal makes its data directory (from the source). Its sync and asyncs cascade as
@@ -95,25 +113,12 @@ TEST(PeerStandby, TheLeaderReplacesAGoneSyncAtItsReplayEnd) {
   auto fences = only<FencePg>(actions);
   ASSERT_EQ(fences.size(), 1u);
   EXPECT_FALSE(fences[0].newSync.has_value());
-  ASSERT_EQ(only<ReadWal>(h.step(PgFenced{true, ""})).size(), 1u);
   TimelineHistory history;
   history.timeline = 2;
   history.ancestors = {{1, WalPosition(50)}};
-  actions = h.step(WalPositionRead{WalPosition(300), "", 0, history});
-  auto writes = only<WriteClusterState>(actions);
-  ASSERT_EQ(writes.size(), 1u);
-  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
-  const ClusterState& next = writes[0].state;
-  EXPECT_EQ(next.generation, 3);
-  EXPECT_EQ(next.primary.id, "me");
-  EXPECT_EQ(next.sync->id, "a");
-  ASSERT_EQ(next.async.size(), 1u);
-  EXPECT_EQ(next.async[0].id, "b");
-  EXPECT_TRUE(next.deposed.empty());
-  EXPECT_EQ(next.initWal, WalPosition(300));
-  EXPECT_EQ(next.initTimeline, 2);
-  ASSERT_TRUE(next.standby.has_value());
-  EXPECT_EQ(writes[0].reason, "generation 3: sync s is gone; a becomes sync of the standby cluster");
+  const WriteClusterState write = fencedWrite(h, WalPosition(300), history);
+  EXPECT_EQ(standbyShape(write.state), "3 me a [b] deposed [] " + WalPosition(300).toString() + "/2 standby");
+  EXPECT_EQ(write.reason, "generation 3: sync s is gone; a becomes sync of the standby cluster");
   actions = h.step(StateWriteFinished{true, "", false, 5});
   EXPECT_EQ(h.peer.role(), Role::kStandbyLeader);
   EXPECT_EQ(onlyApply(actions).role, PgRole::kStandbyLeader);
@@ -138,24 +143,12 @@ TEST(PeerStandby, TheSyncTakesOverAsStandbyLeaderWithoutDeposingOrPromoting) {
   auto fences = only<FencePg>(actions);
   ASSERT_EQ(fences.size(), 1u);
   EXPECT_FALSE(fences[0].newSync.has_value());
-  ASSERT_EQ(only<ReadWal>(h.step(PgFenced{true, ""})).size(), 1u);
-  actions = h.step(WalPositionRead{WalPosition(160), "", 0, history});
-  auto writes = only<WriteClusterState>(actions);
-  ASSERT_EQ(writes.size(), 1u);
-  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
-  const ClusterState& next = writes[0].state;
-  EXPECT_EQ(next.generation, 5);
-  EXPECT_EQ(next.primary.id, "s");
-  EXPECT_EQ(next.sync->id, "a");
-  ASSERT_EQ(next.async.size(), 1u);
-  EXPECT_EQ(next.async[0].id, "b");
-  EXPECT_TRUE(next.deposed.empty()) << "a standby leader wrote nothing: it is not deposed";
-  EXPECT_EQ(next.initWal, WalPosition(160));
-  EXPECT_EQ(next.initTimeline, 1);
-  ASSERT_TRUE(next.standby.has_value());
-  EXPECT_EQ(next.standby->source, twoHosts());
-  EXPECT_EQ(writes[0].reason, "generation 5: primary old is gone; s takes over as standby leader with WAL 0/000000a0, "
-                              "a becomes sync, old is not deposed (a standby leader wrote nothing)");
+  const WriteClusterState write = fencedWrite(h, WalPosition(160), history);
+  EXPECT_EQ(standbyShape(write.state), "5 s a [b] deposed [] " + WalPosition(160).toString() + "/1 standby")
+      << "a standby leader wrote nothing: it is not deposed";
+  EXPECT_EQ(write.state.standby->source, twoHosts());
+  EXPECT_EQ(write.reason, "generation 5: primary old is gone; s takes over as standby leader with WAL 0/000000a0, "
+                         "a becomes sync, old is not deposed (a standby leader wrote nothing)");
   actions = h.step(StateWriteFinished{true, "", false, 10});
   EXPECT_EQ(h.peer.role(), Role::kStandbyLeader);
   PgConfig c = onlyApply(actions);
@@ -164,7 +157,7 @@ TEST(PeerStandby, TheSyncTakesOverAsStandbyLeaderWithoutDeposingOrPromoting) {
 
   // The old leader back: appended to the chain as a newcomer.
   h.applied(true);
-  writes = only<WriteClusterState>(h.step(ActivePeersChanged{peers({"s", "a", "b", "old"})}));
+  auto writes = only<WriteClusterState>(h.step(ActivePeersChanged{peers({"s", "a", "b", "old"})}));
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_EQ(peerIdList(writes[0].state.async), "[b, old]");
 }
