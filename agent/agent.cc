@@ -112,6 +112,7 @@ Result<bool> Agent::start() {
   // restarted), so the setup waits that long for them when any present peer holds data.
   options.setupFromData = true;
   options.setupWaitMs = config_.zk.sessionTimeoutMs;
+  options.standbySource = config_.standbySource;
   if (!config_.onRoleChangeHook.empty() || !config_.onStartHook.empty() || !config_.onStopHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }
@@ -356,6 +357,7 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
   s.postgresOnline = status_.online;
   s.writablePrimary = isWritablePrimary(*driver_, status_);
   s.streamingReplica = isStreamingReplica(*driver_, status_);
+  s.streamingStandbyLeader = isStreamingStandbyLeader(*driver_, status_);
   s.replayBacklogBytes = replayBacklogBytes(status_);
   s.noloadbalance = config_.identity.tags.noloadbalance;
   s.state = [this] { return stateJson(statusSources()); };

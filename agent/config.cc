@@ -387,6 +387,18 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   // ---- end of the HTTP API and tags ----
 
   top.get("singleton", &c.singleton);
+  Section standby = top.child("standby");
+  std::string standbySource;
+  standby.get("source", &standbySource);
+  standby.rejectUnknown();
+  if (!standbySource.empty()) {
+    if (auto source = parseSourceUrl(standbySource)) {
+      c.standbySource = std::move(source).value();
+    } else {
+      standby.fail("standby.source", source.error());
+    }
+    if (c.singleton) standby.fail("standby.source", "a one-node-write (singleton) peer cannot be a standby cluster");
+  }
   Section switchover = top.child("switchover");
   switchover.getInt("handoverWaitMs", &c.handoverWaitMs, 0, 600000);
   switchover.rejectUnknown();

@@ -199,6 +199,11 @@ Routed route(const HttpRequest& r, const ApiStatus& s, const ApiAccess& access) 
   if (r.path == "/async") {
     return {replicaCheck("streamingAsync", replica && s.role == Role::kAsync, s, maxLag), std::nullopt};
   }
+  if (r.path == "/standby-leader" || r.path == "/standby_leader") {
+    const bool leader = s.streamingStandbyLeader && s.role == Role::kStandbyLeader;
+    return {jsonReply(leader ? 200 : 503, {{"streamingStandbyLeader", leader}, {"role", roleName(s.role)}}),
+            std::nullopt};
+  }
   if (r.path == "/read-only") {
     if (s.writablePrimary) return {jsonReply(200, {{"readOnly", true}, {"role", roleName(s.role)}}), std::nullopt};
     return {replicaCheck("readOnly", replica, s, maxLag), std::nullopt};
@@ -206,7 +211,7 @@ Routed route(const HttpRequest& r, const ApiStatus& s, const ApiAccess& access) 
   if (r.path == "/state") return {{200, kJson, s.state().dump(2) + "\n"}, std::nullopt};
   if (r.path == "/metrics") return {{200, "text/plain; version=0.0.4; charset=utf-8", s.metrics()}, std::nullopt};
   return {jsonError(404, "not found: try /ping, /liveness, /health, /readiness, /primary, /replica, /read-only, /sync, "
-                         "/async, /state, /metrics, POST /switchover, POST /restart, POST /reload, POST /failsafe"),
+                         "/async, /standby-leader, /state, /metrics, POST /switchover, POST /restart, POST /reload, POST /failsafe"),
           std::nullopt};
 }
 

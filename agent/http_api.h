@@ -12,6 +12,9 @@
 //   GET /read-only   200 on the writable primary or a /replica   [lag, noloadbalance]
 //   GET /sync        200 on the streaming sync                   [lag, noloadbalance]
 //   GET /async       200 on a streaming async                    [lag, noloadbalance]
+//   GET /standby-leader (and /standby_leader, Patroni's spelling)   200 on a standby
+//                    cluster's leader while it streams from its source (docs/decisions/
+//                    0083-standby-cluster.md 9.1); it counts as a /replica too
 //   GET /state, /metrics   the status document, Prometheus metrics
 //   POST /switchover {"leader": PRIMARY, "candidate": ID} (either or both; no candidate:
 //                    the sync)   needs the credential (see checkCredential)
@@ -47,7 +50,8 @@ struct ApiStatus {
   Role role = Role::kUnknown;
   bool postgresOnline = false;
   bool writablePrimary = false;
-  bool streamingReplica = false;
+  bool streamingReplica = false;  // a streaming sync, async or standby leader
+  bool streamingStandbyLeader = false;  // a standby cluster's leader streaming from its source
   std::optional<uint64_t> replayBacklogBytes;  // a standby's received-but-not-replayed WAL
   bool noloadbalance = false;
   std::function<nlohmann::json()> state;  // the /state document

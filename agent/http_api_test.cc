@@ -106,6 +106,37 @@ TEST(HttpApi, ReadEndpointsAnswerByRoleLagAndTags) {
   }
 }
 
+// A standby cluster's leader (docs/decisions/0083 9.1): never /primary (it is in
+// recovery), /standby-leader (and Patroni's /standby_leader) while it streams from its
+// source, and a replica for reads; every other peer answers 503 there.
+TEST(HttpApi, AStandbyLeaderIsNoPrimary) {
+  ApiStatus leader = standby(Role::kStandbyLeader, 0);
+  leader.streamingStandbyLeader = true;
+  ApiStatus notStreaming = leader;
+  notStreaming.streamingReplica = false;
+  notStreaming.streamingStandbyLeader = false;
+  const std::vector<Case> cases = {
+      {"/primary", leader, 503},
+      {"/standby-leader", leader, 200},
+      {"/standby_leader", leader, 200},
+      {"/standby-leader", notStreaming, 503},
+      {"/standby-leader", primary(), 503},
+      {"/standby-leader", standby(Role::kSync, 0), 503},
+      {"/replica", leader, 200},
+      {"/read-only", leader, 200},
+      {"/readiness", leader, 200},
+      {"/sync", leader, 503},
+      {"/async", leader, 503},
+      {"/primary", notStreaming, 503},
+  };
+  for (const auto& c : cases) {
+    auto r = route(get(c.target), c.status, {});
+    EXPECT_EQ(r.reply.status, c.code) << c.target << " as " << roleName(c.status.role) << ": " << r.reply.body;
+  }
+  auto r = route(get("/primary"), leader, {});
+  EXPECT_EQ(nlohmann::json::parse(r.reply.body)["role"], "standby-leader");
+}
+
 TEST(HttpApi, ErrorsAreJsonWithAReason) {
   auto r = route(get("/replica?lag=12 parsecs"), standby(Role::kSync, 0), {});
   ASSERT_EQ(r.reply.status, 400);

@@ -25,8 +25,12 @@ bool isWritablePrimary(const driver::Runner& driver, const pg::PgStatus& postgre
 
 bool isStreamingReplica(const driver::Runner& driver, const pg::PgStatus& postgres) {
   const Role role = driver.peer().role();
-  return (role == Role::kSync || role == Role::kAsync) && driver.runsWantedConfig() && postgres.online &&
-         postgres.inRecovery && postgres.walReceiverStatus == "streaming";
+  return (role == Role::kSync || role == Role::kAsync || role == Role::kStandbyLeader) && driver.runsWantedConfig() &&
+         postgres.online && postgres.inRecovery && postgres.walReceiverStatus == "streaming";
+}
+
+bool isStreamingStandbyLeader(const driver::Runner& driver, const pg::PgStatus& postgres) {
+  return driver.peer().role() == Role::kStandbyLeader && isStreamingReplica(driver, postgres);
 }
 
 std::optional<uint64_t> replayBacklogBytes(const pg::PgStatus& postgres) {
@@ -57,7 +61,8 @@ nlohmann::json stateJson(const StatusSources& s) {
         {"transitionInFlight", s.driver.pgBusy()},
         {"detail", s.driver.healthy() ? "" : s.driver.unhealthyDetail()},
         {"writablePrimary", isWritablePrimary(s.driver, s.postgres)},
-        {"streamingReplica", isStreamingReplica(s.driver, s.postgres)}}},
+        {"streamingReplica", isStreamingReplica(s.driver, s.postgres)},
+        {"streamingStandbyLeader", isStreamingStandbyLeader(s.driver, s.postgres)}}},
       {"rejoin",
        {{"failures", s.driver.counters().rejoinFailures}, {"lastError", s.driver.lastRejoinError()}}},
       {"hooks", s.hooks ? s.hooks->toJson() : nlohmann::json()},
@@ -82,7 +87,8 @@ std::string metricsText(const StatusSources& s) {
   metric("dugong_build_info", "gauge", "Always 1; the version of the running agent in its label.");
   m << "dugong_build_info{version=\"" << kVersion << "\"} 1\n";
   metric("dugong_role", "gauge", "1 for this peer's current role.");
-  for (Role r : {Role::kUnknown, Role::kUnassigned, Role::kPrimary, Role::kSync, Role::kAsync, Role::kDeposed}) {
+  for (Role r : {Role::kUnknown, Role::kUnassigned, Role::kPrimary, Role::kSync, Role::kAsync, Role::kDeposed,
+                 Role::kStandbyLeader}) {
     m << "dugong_role{role=\"" << roleName(r) << "\"} " << (s.driver.peer().role() == r ? 1 : 0) << "\n";
   }
   metric("dugong_generation", "gauge", "Generation of the last cluster state seen.");

@@ -36,9 +36,13 @@ struct StatusSources {
 // while writes are stopped (ZooKeeper lost: the driver's flag is up before the status
 // poll sees postgres read-only, and stays up until the stop is lifted).
 bool isWritablePrimary(const driver::Runner& driver, const pg::PgStatus& postgres);
-// The sync or an async running the configuration its role wants (no transition in
-// flight, no newer one waiting), in recovery, its WAL receiver streaming.
+// The sync, an async or a standby cluster's leader running the configuration its role
+// wants (no transition in flight, no newer one waiting), in recovery, its WAL receiver
+// streaming.
 bool isStreamingReplica(const driver::Runner& driver, const pg::PgStatus& postgres);
+// A standby cluster's leader streaming from its source (docs/decisions/0083 9.1), as
+// isStreamingReplica.
+bool isStreamingStandbyLeader(const driver::Runner& driver, const pg::PgStatus& postgres);
 // On a standby: the WAL it has received but not yet replayed, in bytes (receive - replay).
 std::optional<uint64_t> replayBacklogBytes(const pg::PgStatus& postgres);
 

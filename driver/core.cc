@@ -23,6 +23,7 @@ PeerOptions Core::peerOptions() const {
   o.setupWaitMs = opts_.setupWaitMs;
   o.syncReplaceHoldMs = opts_.syncReplaceHoldMs;
   o.quorum = opts_.quorum;
+  o.standbySource = opts_.standbySource;
   return o;
 }
 

@@ -58,6 +58,7 @@
 #include "driver/reports.h"
 #include "driver/sync_watch.h"
 #include "driver/types.h"
+#include "statemachine/standby.h"
 #include "statemachine/peer.h"
 #include "statemachine/result.h"
 
@@ -86,6 +87,7 @@ struct DriverOptions {
   // the state machine waits for more peers holding data before the setup.
   bool setupFromData = false;
   int64_t setupWaitMs = 0;
+  std::optional<StandbySource> standbySource;  // PeerOptions::standbySource
   // What a deposed peer does on its own (statemachine/rejoin_policy.h).
   RejoinPolicy rejoin = defaults::kRejoin;
   // A planned switchover: how long the sync waits for the old primary to stop (and its

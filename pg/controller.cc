@@ -87,6 +87,7 @@ PgConfigApplied PgController::apply(const PgConfig& config) {
       case PgRole::kPrimary: out = applyPrimary(config); break;
       case PgRole::kSync:
       case PgRole::kAsync: out = applyStandby(config, RebuildRules{options_.useRewind, true}, nullptr); break;
+      case PgRole::kStandbyLeader: out = applyStandbyLeader(config); break;
     }
   }
   if (out.ok) {

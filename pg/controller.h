@@ -343,6 +343,9 @@ class PgController {
   Result<std::string> localSystemId();
   CommandResult rewind(const PeerIdentity& source);
   Result<bool> basebackup(const PeerIdentity& source);
+  // pg_basebackup into the data directory (the old one kept aside until it works) from
+  // what `connect` names (-h/-p, or -d with a connection string), `from` in messages.
+  Result<bool> basebackupFrom(const std::string& from, std::vector<std::string> connect);
   // --- pgBackRest (pg/pgbackrest.h): replica methods (pg/replica_method.cc) and the
   // bootstrap from a backup (pg/backup_bootstrap.cc)
   // The cluster's backup settings (defaults when the section is absent or invalid).
@@ -376,6 +379,14 @@ class PgController {
   // --- roles
   PgConfigApplied applyNone();
   PgConfigApplied applyPrimary(const PgConfig& config);
+  // A standby cluster's leader (pg/controller_standby_leader.cc, docs/decisions/0083
+  // 3.1, 4.1): in recovery, streaming from its source; made from the source by
+  // pg_basebackup when it is a new cluster's first leader with no data directory.
+  PgConfigApplied applyStandbyLeader(const PgConfig& config);
+  // A connection string to a `hosts` source: every host, target_session_attrs=primary
+  // (0083 P5), the replication role; with its password for primary_conninfo, without
+  // it for a command line (the password goes by PGPASSWORD, clientEnv()).
+  Result<std::string> sourceConninfo(const SourceEndpoint& source, bool withPassword) const;
 
   // --- connections
   std::string localConninfo() const;

@@ -385,6 +385,10 @@ Divergence PgController::rewindIfDiverged(const PeerIdentity& source, std::strin
 Result<bool> PgController::basebackup(const PeerIdentity& source) {
   auto url = parsePgUrl(source.pgUrl);
   if (!url) return Error{"restore peer " + source.id + ": " + url.error()};
+  return basebackupFrom(source.id, {"-h", url->host, "-p", std::to_string(url->port), "-U", options_.replicationUser});
+}
+
+Result<bool> PgController::basebackupFrom(const std::string& from, std::vector<std::string> connect) {
   std::error_code ec;
   bool keptOld = false;
   if (auto kept = keepAsideUnfinishedRewind(); !kept) return kept;
@@ -399,12 +403,12 @@ Result<bool> PgController::basebackup(const PeerIdentity& source) {
   setMarker("basebackup");
   auto prep = prepareDataDir(/*wipe=*/true);
   if (!prep) return prep;
-  auto r = run("pg_basebackup",
-               {"-D", options_.dataDir, "-h", url->host, "-p", std::to_string(url->port), "-U",
-                options_.replicationUser, "-X", "stream", "-c", "fast", "-w", "--label=dugong-rebuild"},
-               options_.basebackupTimeout, clientEnv());
+  std::vector<std::string> args = {"-D", options_.dataDir};
+  args.insert(args.end(), connect.begin(), connect.end());
+  for (const char* a : {"-X", "stream", "-c", "fast", "-w", "--label=dugong-rebuild"}) args.emplace_back(a);
+  auto r = run("pg_basebackup", std::move(args), options_.basebackupTimeout, clientEnv());
   if (!r.ok()) {
-    std::string err = "pg_basebackup from " + source.id + " " + r.describe() + ": " + oneLine(lastLines(r.output, 3));
+    std::string err = "pg_basebackup from " + from + " " + r.describe() + ": " + oneLine(lastLines(r.output, 3));
     if (keptOld) {
       fs::remove_all(options_.dataDir, ec);
       fs::rename(oldDataDir(), options_.dataDir, ec);

@@ -38,6 +38,7 @@ nlohmann::json ManagedState::toJson() const {
     j["quorumK"] = quorum->k;
     j["quorumMembers"] = quorum->members;
   }
+  if (source) j["source"] = *source;
   if (slotName) j["slot"] = *slotName;
   if (upstreamUrl) j["upstreamUrl"] = *upstreamUrl;
   if (wasPrimary) j["wasPrimary"] = true;
@@ -90,9 +91,8 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   out << "synchronous_commit = on\n";
   out << "synchronous_standby_names = " << confQuote(synchronousStandbyNames(state)) << "\n";
   out << "default_transaction_read_only = " << (state.readOnlyInEffect() ? "on" : "off") << "\n";
-  out << "primary_conninfo = " << confQuote(state.role == "sync" || state.role == "async" ? state.primaryConninfo : "")
-      << "\n";
-  const bool standby = state.role == "sync" || state.role == "async";
+  const bool standby = state.streams();
+  out << "primary_conninfo = " << confQuote(standby ? state.primaryConninfo : "") << "\n";
   out << "primary_slot_name = " << confQuote(standby && state.slotName ? *state.slotName : "") << "\n";
   out << "max_slot_wal_keep_size = " << confQuote(options.maxSlotWalKeepSize) << "\n";
   if (standby && state.replayUnhindered) {
@@ -122,6 +122,7 @@ Result<ManagedState> parseManagedConf(const std::string& text) {
         s.quorum = StandbyQuorum{j.at("quorumK").get<int>(), j.at("quorumMembers").get<std::vector<std::string>>()};
         if (auto valid = validQuorum(*s.quorum); !valid) return Error{"dugong.conf: bad quorum: " + valid.error()};
       }
+      if (j.contains("source") && j["source"].is_string()) s.source = j["source"].get<std::string>();
       if (j.contains("slot") && j["slot"].is_string()) s.slotName = j["slot"].get<std::string>();
       if (j.contains("upstreamUrl") && j["upstreamUrl"].is_string()) {
         s.upstreamUrl = j["upstreamUrl"].get<std::string>();
@@ -132,7 +133,7 @@ Result<ManagedState> parseManagedConf(const std::string& text) {
     } catch (const nlohmann::json::exception& e) {
       return Error{std::string("dugong.conf: bad state line: ") + e.what()};
     }
-    if (s.role != "none" && s.role != "primary" && s.role != "sync" && s.role != "async") {
+    if (s.role != "none" && s.role != "primary" && !s.streams()) {
       return Error{"dugong.conf: unknown role '" + s.role + "'"};
     }
     return s;

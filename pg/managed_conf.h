@@ -17,9 +17,14 @@
 namespace dugong::pg {
 
 struct ManagedState {
-  std::string role = "none";               // none, primary, sync, async
+  // none, primary, sync, async, standby-leader (a standby cluster's leader, following a
+  // source outside the cluster: docs/decisions/0083-standby-cluster.md 3.1)
+  std::string role = "none";
   std::optional<std::string> upstreamId;   // standby: the peer streamed from
-  std::string primaryConninfo;             // standby: how to reach it
+  std::string primaryConninfo;             // standby, standby-leader: how to reach it
+  // standby-leader: what it follows, as SourceEndpoint::describe() names it ("hosts
+  // h1:5432, h2:5432"), so that a restarted agent knows what runs.
+  std::optional<std::string> source;
   std::optional<std::string> syncId;       // primary: the sync's application name
   // primary fenced for the new sync `syncId`: the sync it had, which commits also wait
   // for (both must acknowledge) until the next apply names one sync again.
@@ -45,6 +50,8 @@ struct ManagedState {
   // next apply.
   bool replayUnhindered = false;
   bool readOnlyInEffect() const { return readOnly || writesStopped; }
+  // In recovery, streaming from an upstream or a source: sync, async, standby-leader.
+  bool streams() const { return role == "sync" || role == "async" || role == "standby-leader"; }
 
   nlohmann::json toJson() const;  // without the conninfo (it may hold a password)
   bool operator==(const ManagedState&) const = default;

@@ -167,6 +167,36 @@ TEST(ManagedConf, AFencedStandbyReplaysUnhindered) {
   EXPECT_EQ(renderManagedConf(o, s).find("recovery_min_apply_delay = 0"), std::string::npos) << "a standby's only";
 }
 
+// A standby cluster's leader (docs/decisions/0083-standby-cluster.md 3.1): in recovery,
+// streaming from its source's hosts (the conninfo, which may hold a password, is not
+// recorded; what it follows is), no slot, nothing synchronous, following timeline
+// switches (P1). Recorded so that a restarted agent knows what runs.
+TEST(ManagedConf, AStandbyLeaderStreamsFromItsSource) {
+  ManagedState s;
+  s.role = "standby-leader";
+  s.primaryConninfo = "host=h1,h2 port=5432,5433 target_session_attrs=primary password=pw";
+  s.source = "hosts h1:5432, h2:5433";
+  std::string text = renderManagedConf(someOptions(), s);
+  EXPECT_NE(text.find("primary_conninfo = 'host=h1,h2 port=5432,5433 target_session_attrs=primary password=pw'\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("primary_slot_name = ''\n"), std::string::npos);
+  EXPECT_NE(text.find("synchronous_standby_names = ''\n"), std::string::npos);
+  EXPECT_NE(text.find("recovery_target_timeline = 'latest'\n"), std::string::npos);
+  auto parsed = parseManagedConf(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_EQ(parsed->role, "standby-leader");
+  EXPECT_EQ(parsed->source, std::optional<std::string>("hosts h1:5432, h2:5433"));
+  EXPECT_EQ(parsed->primaryConninfo, "");
+  EXPECT_EQ(text.find("pw"), text.rfind("pw")) << "the password only in primary_conninfo";
+  // Fenced (the leader replacing its sync reads where its replay ends), as a standby is.
+  s.primaryConninfo.clear();
+  s.replayUnhindered = true;
+  text = renderManagedConf(someOptions(), s);
+  EXPECT_NE(text.find("primary_conninfo = ''\n"), std::string::npos);
+  EXPECT_NE(text.find("recovery_min_apply_delay = 0\n"), std::string::npos);
+}
+
 TEST(ManagedConf, RejectsForeignFiles) {
   EXPECT_FALSE(parseManagedConf("port = 5432\n").ok());
   EXPECT_FALSE(parseManagedConf("# dugong-state: {not json\n").ok());

@@ -21,6 +21,8 @@ const char* roleName(Role role) {
       return "async";
     case Role::kDeposed:
       return "deposed";
+    case Role::kStandbyLeader:
+      return "standby-leader";
     case Role::kUnknown:
       break;
   }
@@ -127,7 +129,9 @@ void Peer::onClusterState(const StateNode& node) {
   }
   if (state_ && node.version < stateVersion_) return;  // older than what we wrote or saw
   auto parsed = ClusterState::parse(node.data, opts_.quorum ? ClusterState::Formats::kSyncAndQuorum
-                                                             : ClusterState::Formats::kSyncOnly);
+                                                             : ClusterState::Formats::kSyncAndStandby);
+  // A format-3 state of a kind this build does not run is refused as one it cannot read.
+  if (auto notRun = parsed ? standbyStateNotRun(parsed.value()) : std::nullopt) parsed = Error{*notRun};
   if (!parsed) {
     halted_ = "invalid cluster state (version " + std::to_string(node.version) + "): " + parsed.error() +
               "; not acting until a valid state is written";
@@ -320,6 +324,9 @@ void Peer::evaluate() {
     case Role::kSync:
       evaluateSync();
       break;
+    case Role::kStandbyLeader:
+      evaluateStandbyLeader();
+      break;
     case Role::kDeposed:
       applyPg(PgConfig::none());
       return;
@@ -366,7 +373,9 @@ void Peer::evaluateNoState() {
   s.primary = opts_.self;
   s.sync = others->front();
   s.async.assign(others->begin() + 1, others->end());
-  writeState(std::move(s), "initial setup: " + opts_.self.id + " is primary, " + others->front().id + " is sync");
+  if (opts_.standbySource) s.standby = StandbyMode{*opts_.standbySource, std::nullopt, nullptr};
+  writeState(std::move(s), "initial setup: " + opts_.self.id + (opts_.standbySource ? " is standby leader" : " is primary") +
+                               ", " + others->front().id + " is sync" + standbySetup());
 }
 
 // A cluster with no state (new, or its state lost) is set up from what the present
@@ -401,8 +410,10 @@ void Peer::evaluateSetupFromData() {
     s.primary = opts_.self;
     s.sync = others->front();
     s.async.assign(others->begin() + 1, others->end());
+    if (opts_.standbySource) s.standby = StandbyMode{*opts_.standbySource, std::nullopt, nullptr};
     return writeState(std::move(s), "initial setup of a new cluster (no present peer holds data): " + opts_.self.id +
-                                        " is primary, " + others->front().id + " is sync");
+                                        (opts_.standbySource ? " is standby leader, " : " is primary, ") +
+                                        others->front().id + " is sync" + standbySetup());
   }
   if (!setupWaitSince_) setupWaitSince_ = now_;  // the first time a present peer holds data
   std::map<std::string, PeerList> systems;
@@ -458,8 +469,10 @@ void Peer::evaluateSetupFromData() {
   s.sync = others->front();
   s.async.assign(others->begin() + 1, others->end());
   s.initWal = best.wal;
+  if (opts_.standbySource) s.standby = StandbyMode{*opts_.standbySource, std::nullopt, nullptr};
   writeState(std::move(s), "setup from the most advanced data: " + opts_.self.id + " (" + best.describe() +
-                               ") is primary, " + others->front().id + " is sync; peers holding data: " + peerIdList(holding));
+                               (opts_.standbySource ? ") is standby leader, " : ") is primary, ") + others->front().id +
+                               " is sync; peers holding data: " + peerIdList(holding) + standbySetup());
 }
 
 void Peer::evaluateSync() {
@@ -475,7 +488,8 @@ void Peer::evaluateSync() {
       return;
     }
     if (req->role != "sync") return;
-    why = "promote request for this sync (deposing " + s.primary.id + ")";
+    why = "promote request for this sync (" + (s.standby ? "standby leader " + s.primary.id + " becomes an async"
+                                                        : "deposing " + s.primary.id) + ")";
   } else {
     return;
   }
@@ -502,6 +516,13 @@ void Peer::evaluateSync() {
     fencedWal(why, std::nullopt);
     return;
   }
+  if (s.standby) {
+    ClusterState next = standbyTakeover(*wal);
+    return writeState(next, "generation " + std::to_string(next.generation) + ": " + why + "; " + opts_.self.id +
+                                " takes over as standby leader with WAL " + wal->toString() + ", " + next.sync->id +
+                                " becomes sync, " + s.primary.id + " is not deposed (a standby leader wrote nothing)" +
+                                passedOver(presentAsyncs(), *withSyncFirst(presentAsyncs())));
+  }
   ClusterState next = syncTakeover(*wal);
   historyCheck_ = next.initTimeline != 0 ? next.generation : 0;
   writeState(next, "generation " + std::to_string(next.generation) + ": " + why + "; " + opts_.self.id +
@@ -511,7 +532,7 @@ void Peer::evaluateSync() {
 }
 
 Role Peer::roleFromState(const ClusterState& s) const {
-  if (isSelf(s.primary)) return Role::kPrimary;
+  if (isSelf(s.primary)) return s.standby ? Role::kStandbyLeader : Role::kPrimary;
   if (s.oneNodeWriteMode) return Role::kUnassigned;
   if (s.sync && isSelf(*s.sync)) return Role::kSync;
   if (s.quorum && containsPeer(s.quorum->members, opts_.self.id)) return Role::kSync;  // a member
@@ -536,6 +557,9 @@ PgConfig Peer::desiredPgConfig() const {
       c.initTimeline = s.initTimeline;
       return c;
     }
+    case Role::kStandbyLeader:
+      // Only a new standby cluster's first leader makes its data directory (from the source).
+      return PgConfig::standbyLeader(hostsEndpoint(s.standby->source), s.generation == 1 && s.initWal == WalPosition());
     case Role::kSync:
       return PgConfig::standby(PgRole::kSync, s.primary, s.primary);
     case Role::kAsync: {
@@ -564,6 +588,7 @@ void Peer::applyPg(const PgConfig& desired) {
   if (fence_ == Fence::kFenced) fence_ = Fence::kDirty;
   std::string what = std::string("configuring postgres as ") + pgRoleName(desired.role);
   if (desired.upstream) what += ", streaming from " + desired.upstream->id;
+  if (desired.source) what += ", following the source " + desired.source->describe();
   if (desired.role == PgRole::kPrimary) {
     what += desired.downstream ? ", synchronous standby " + desired.downstream->id : ", writable alone";
   }
@@ -581,6 +606,7 @@ ClusterState Peer::nextGeneration(WalPosition wal) const {
   next.initTimeline = freshHistory_ ? freshHistory_->timelineAt(wal) : 0;
   next.freeze = nullptr;
   next.promote = nullptr;
+  if (next.standby) next.standby->promote = nullptr;
   next.oneNodeWriteMode = false;
   return next;
 }
@@ -762,6 +788,7 @@ nlohmann::json Peer::inspect() const {
   if (auto why = haltReason()) j["halted"] = *why;
   if (stalledSync_) j["syncAcknowledgesNothing"] = {{"sync", stalledSync_->syncId}, {"detail", stalledSync_->detail}};
   if (opts_.quorum) j["quorum"] = inspectQuorum();
+  if (state_ && state_->standby) j["standby"] = {{"source", state_->standby->source.describe()}};
   if (opts_.setupFromData && !state_) {
     nlohmann::json data = nlohmann::json::object();
     for (const auto& [id, d] : dataStates_) data[id] = d.toJson();

@@ -24,7 +24,10 @@
 
 namespace dugong {
 
-enum class Role { kUnknown, kUnassigned, kPrimary, kSync, kAsync, kDeposed };
+// kStandbyLeader: the state's `primary` in a standby state (docs/decisions/0083 3.1): in
+// recovery, following the standby cluster's source; never promoted while the state says
+// standby. A role of its own: every path that makes a primary writable keys on kPrimary.
+enum class Role { kUnknown, kUnassigned, kPrimary, kSync, kAsync, kDeposed, kStandbyLeader };
 const char* roleName(Role role);
 
 struct PeerOptions {
@@ -57,6 +60,11 @@ struct PeerOptions {
   // Off (the agent, until its driver publishes reports): a format-2 state halts the peer
   // as any state this build does not run, and nothing here changes by one byte.
   bool quorum = false;
+  // A standby cluster's source (docs/decisions/0083 4.1, dugong.yaml's standby.source): a
+  // cluster with no state is set up as a standby cluster of it (generation 1 a standby
+  // state, its first peer the standby leader) instead of a normal one. Ignored once a
+  // state exists.
+  std::optional<StandbySource> standbySource = std::nullopt;
 };
 
 class Peer {
@@ -125,6 +133,11 @@ class Peer {
   // Drops absent asyncs from the chain and appends newcomers (not the `synchronous` ones).
   void asyncChain(const PeerList& synchronous);
   void evaluateSync();
+  // A standby cluster's (peer_standby.cc, docs/decisions/0083 3.4).
+  void evaluateStandbyLeader();
+  ClusterState standbyTakeover(WalPosition wal) const;
+  // "; a standby cluster of hosts h1:5432" for a setup with opts_.standbySource, else "".
+  std::string standbySetup() const;
   // Quorum mode (peer_quorum.cc).
   void evaluateMember();
   void evaluateQuorumPrimary();

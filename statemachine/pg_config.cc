@@ -10,6 +10,8 @@ const char* pgRoleName(PgRole role) {
       return "sync";
     case PgRole::kAsync:
       return "async";
+    case PgRole::kStandbyLeader:
+      return "standby-leader";
     case PgRole::kNone:
       break;
   }
@@ -37,6 +39,14 @@ PgConfig PgConfig::standby(PgRole role, PeerIdentity upstream, PeerIdentity rest
   return c;
 }
 
+PgConfig PgConfig::standbyLeader(SourceEndpoint source, bool newCluster) {
+  PgConfig c;
+  c.role = PgRole::kStandbyLeader;
+  c.source = std::move(source);
+  c.newCluster = newCluster;
+  return c;
+}
+
 nlohmann::json PgConfig::toJson() const {
   auto peer = [](const std::optional<PeerIdentity>& p) { return p ? p->toJson() : nlohmann::json(nullptr); };
   nlohmann::json j = {{"role", pgRoleName(role)},
@@ -53,6 +63,7 @@ nlohmann::json PgConfig::toJson() const {
     for (const auto& m : quorum->members) members.push_back(m.toJson());
     j["quorum"] = {{"k", quorum->k}, {"members", members}};
   }
+  if (source) j["source"] = source->toJson();
   return j;
 }
 

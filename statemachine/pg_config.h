@@ -13,7 +13,7 @@
 
 namespace dugong {
 
-enum class PgRole { kNone, kPrimary, kSync, kAsync };
+enum class PgRole { kNone, kPrimary, kSync, kAsync, kStandbyLeader };
 
 const char* pgRoleName(PgRole role);
 
@@ -22,15 +22,20 @@ const char* pgRoleName(PgRole role);
 //           and k: `ANY k (members)`}.
 // sync / async: {upstream = the peer to stream from, restorePeer = the primary, from
 //           which a peer with no usable data directory is rebuilt}.
+// standby-leader (docs/decisions/0083-standby-cluster.md 3.1): a standby whose upstream is
+//           outside the cluster, `source`; never promoted. `newCluster`: the first
+//           leader of a new standby cluster, which makes its data directory from the
+//           source (pg_basebackup) when it has none, never by initdb.
 // none: postgres stopped.
 struct PgConfig {
   PgRole role = PgRole::kNone;
   std::optional<PeerIdentity> upstream;
   std::optional<PeerIdentity> downstream;
   std::optional<PeerIdentity> restorePeer;
-  // primary only: the first primary of a new cluster (generation 1 with no initWal: set
-  // up with no data, or one-node-write mode set up), which creates its data directory
-  // (initdb, or the bootstrap from a backup) when it has none. Any other primary's data
+  // primary (and standby-leader) only: the first primary of a new cluster (generation 1
+  // with no initWal: set up with no data, or one-node-write mode set up), which creates
+  // its data directory (initdb, or the bootstrap from a backup; a standby leader's from
+  // its source) when it has none. Any other primary's data
   // directory holds the cluster's data: found missing, the adapter refuses (the peer
   // halts), never putting an empty database system in its place.
   bool newCluster = false;
@@ -45,6 +50,8 @@ struct PgConfig {
   // wait for k of these members (`synchronous_standby_names = 'ANY k (...)'`); then
   // `downstream` is absent, and does not mean writable alone.
   std::optional<Quorum> quorum;
+  // standby-leader only: what it streams from.
+  std::optional<SourceEndpoint> source;
 
   static PgConfig none() { return {}; }
   // The primary of an existing cluster: never bootstraps.
@@ -52,6 +59,8 @@ struct PgConfig {
   // The first primary of a new cluster (newCluster).
   static PgConfig firstPrimary(std::optional<PeerIdentity> downstream);
   static PgConfig standby(PgRole role, PeerIdentity upstream, PeerIdentity restorePeer);
+  // The standby leader of a standby cluster, streaming from `source`.
+  static PgConfig standbyLeader(SourceEndpoint source, bool newCluster);
 
   // Full identities, or null; "newCluster": true only when set; "initWal" and
   // "initTimeline" only when a timeline is recorded; "quorum": {"k", "members"} (full
@@ -76,7 +85,7 @@ struct PgConfig {
     };
     return role == other.role && same(upstream, other.upstream) && same(downstream, other.downstream) &&
            same(restorePeer, other.restorePeer) && newCluster == other.newCluster && initWal == other.initWal &&
-           initTimeline == other.initTimeline && sameQuorum(quorum, other.quorum);
+           initTimeline == other.initTimeline && sameQuorum(quorum, other.quorum) && source == other.source;
   }
 };
 

@@ -360,11 +360,72 @@ nlohmann::json SourceEndpoint::toJson() const {
   return j;
 }
 
+std::string SourceEndpoint::describe() const {
+  std::string out = sourceKindName(kind);
+  if (!cluster.empty()) out += " " + cluster;
+  if (peer) out += " peer " + peer->id;
+  if (!hosts.empty()) out += " " + joined(hosts, ", ");
+  if (restore) out += " (restoring from stanza " + restore->stanza + ")";
+  return out;
+}
+
 bool SourceEndpoint::operator==(const SourceEndpoint& o) const {
   const bool samePeer = peer.has_value() == o.peer.has_value() &&
                         (!peer || (peer->id == o.peer->id && peer->pgUrl == o.peer->pgUrl));
   return kind == o.kind && samePeer && cluster == o.cluster && hosts == o.hosts && restore == o.restore &&
          slotName == o.slotName;
+}
+
+std::optional<std::string> standbyStateNotRun(const ClusterState& state) {
+  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 2 runs a standby cluster of a "
+                             "hosts source): nothing is done with it";
+  if (state.hasDemote()) return "cluster state: a demote-cluster request" + notYet;
+  if (!state.standby) return std::nullopt;
+  const StandbySource& source = state.standby->source;
+  if (source.kind != SourceKind::kHosts) {
+    return "cluster state: a standby cluster of a " + std::string(sourceKindName(source.kind)) + " source (" +
+           source.describe() + ")" + notYet;
+  }
+  if (source.restore) {
+    return "cluster state: a standby cluster restoring from a repository (standby.source.restore, stanza " +
+           source.restore->stanza + ")" + notYet;
+  }
+  if (state.standby->hasPromote()) return "cluster state: a promote-cluster request (standby.promote)" + notYet;
+  return std::nullopt;
+}
+
+SourceEndpoint hostsEndpoint(const StandbySource& source) {
+  SourceEndpoint e;
+  e.kind = SourceKind::kHosts;
+  e.hosts = source.hosts;
+  e.restore = source.restore;
+  return e;
+}
+
+Result<StandbySource> parseSourceUrl(const std::string& url) {
+  const std::string expected = "expected \"hosts://host:port[,host:port...]\", got \"" + url + "\"";
+  for (const char* kind : {"dugong://", "pgbackrest://"}) {
+    if (url.rfind(kind, 0) == 0) {
+      return Error{"a " + std::string(kind).substr(0, std::string(kind).size() - 3) +
+                   " source is not run by this dugong yet (docs/decisions/0083, phase 2 runs a hosts source): " +
+                   expected};
+    }
+  }
+  const std::string prefix = "hosts://";
+  if (url.rfind(prefix, 0) != 0) return Error{expected};
+  StandbySource s;
+  s.kind = SourceKind::kHosts;
+  const std::string list = url.substr(prefix.size());
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    auto h = HostPort::parse(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (!h) return Error{h.error() + " in " + expected};
+    s.hosts.push_back(std::move(h).value());
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return s;
 }
 
 ObservedSourceState ObservedSourceState::of(const ClusterState& state) {

@@ -3,8 +3,9 @@
 // streams from (`SourceEndpoint`, 3.1), the operator's requests (`standby.promote`,
 // `demote`) and the refusals of promote-cluster (6.1). Pure: no I/O, time passed in.
 //
-// Phase 1 (0083 section 10.2): the format only. Nothing acts on a standby state yet:
-// every reader but this file's and the tests refuses format 3 (cluster_state.h, Formats).
+// Phase 2 (0083 section 10.2): the peer runs a standby state of a `hosts` source
+// (standbyStateNotRun says what it does not run yet); every other reader but this file's
+// and the tests refuses format 3 (cluster_state.h, Formats).
 #pragma once
 
 #include <cstdint>
@@ -144,10 +145,31 @@ struct SourceEndpoint {
   std::string slotName;              // on the source: dugong_site_<this cluster>
 
   nlohmann::json toJson() const;
+  // "hosts h1:5432, h2:5432", "dugong siteA peer a2": how logs name it.
+  std::string describe() const;
   // Compared field by field (a peer by its id and its pgUrl: a moved peer is a new
   // endpoint).
   bool operator==(const SourceEndpoint& o) const;
 };
+
+// What this build runs of a format-3 state (0083 10.2, phase 2): a standby state of a
+// `hosts` source with no `restore`. Anything else (a `dugong` or `pgbackrest` source, a
+// `restore` repository, a promote-cluster request, a demote request) is refused with the
+// reason, on which the peer halts as it does on a state it cannot read: no write, no
+// fence, no apply. nullopt: it runs.
+std::optional<std::string> standbyStateNotRun(const ClusterState& state);
+
+// What the standby leader of a `hosts` source streams from (0083 3.1): the hosts, by one
+// multi-host primary_conninfo with target_session_attrs=primary (P5). No slot: a slot on
+// servers dugong does not manage would outlive this cluster and hold their WAL with nobody
+// to drop it, and would be missing on the source's next primary after its own failover
+// (decision 0083, "Phase 2 as built"). REQUIRES: source.kind == kHosts.
+SourceEndpoint hostsEndpoint(const StandbySource& source);
+
+// `standby.source` of dugong.yaml (0083 2.4): "hosts://h1:5432,h2:5432" (IPv6 in
+// brackets). The two other kinds' forms ("dugong://...", "pgbackrest://...") are refused
+// as not run by this dugong yet; anything else with what was expected.
+Result<StandbySource> parseSourceUrl(const std::string& url);
 
 // What the decisions need of the source's state, as read from its ensemble (0083 3.3).
 struct ObservedSourceState {

@@ -339,28 +339,48 @@ TEST(ObservedSourceState, KeepsWhatTheDecisionsNeed) {
   EXPECT_FALSE(o.standby.has_value());
 }
 
-// Phase 1 (0083 section 10.2): nothing acts on a standby state. A peer of today that
-// reads one (a standby cluster's, or a normal one's demote request) halts with the
-// reason, as on a state of a newer format: no write, no fence, no apply; postgres keeps
-// what it had (in a standby cluster every postgres is a standby: a halted agent leaves a
-// read-only peer, 0083 2.3). It resumes on a state it runs.
-TEST(StandbyFormat, AFormat3StateHaltsTodaysPeers) {
+// Phase 2 (0083 section 10.2) runs a standby state of a `hosts` source only. A peer that
+// reads any other format-3 state (a dugong or pgbackrest source, a `restore` repository,
+// a promote-cluster request, a normal state's demote request) halts with the reason, as
+// on a state of a newer format: no write, no fence, no apply; postgres keeps what it had
+// (in a standby cluster every postgres is a standby: a halted agent leaves a read-only
+// peer, 0083 2.3). It resumes on a state it runs.
+TEST(StandbyFormat, AFormat3StateThisBuildDoesNotRunHaltsThePeer) {
+  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 2 runs a standby cluster "
+                             "of a hosts source): nothing is done with it";
   ClusterState demoting = cluster(7, "p", "me", {"d"});
   demoting.demote = {{"source", dugongSource().toJson()}, {"by", "ops"}, {"generation", 7},
                      {"expireTime", formatIso8601(kT0 + 60000)}};
-  for (const ClusterState& format3 : {standbyCluster(7, "p", "me", {"d"}), demoting}) {
-    ASSERT_TRUE(ClusterState::parse(format3.serialize(), ClusterState::Formats::kSyncAndStandby).ok());
+  ClusterState repository = standbyCluster(7, "p", "me", {"d"});
+  repository.standby->source = StandbySource{};
+  repository.standby->source.kind = SourceKind::kPgbackrest;
+  repository.standby->source.restore = SourceRepository{"siteA", {}};
+  ClusterState hostsRestoring = standbyCluster(7, "p", "me", {"d"});
+  hostsRestoring.standby->source = *parseSourceUrl("hosts://h1:5432");
+  hostsRestoring.standby->source.restore = SourceRepository{"siteA", {}};
+  ClusterState promoting = standbyCluster(7, "p", "me", {"d"});
+  promoting.standby->source = *parseSourceUrl("hosts://h1:5432");
+  promoting.standby->promote = {{"by", "ops"}, {"sourceGone", true}, {"generation", 7},
+                                {"expireTime", formatIso8601(kT0 + 60000)}};
+  const std::vector<std::pair<ClusterState, std::string>> cases = {
+      {standbyCluster(7, "p", "me", {"d"}),
+       "a standby cluster of a dugong source (dugong siteA (a1:2181,a2:2181/dugong/siteA))"},
+      {demoting, "a demote-cluster request"},
+      {repository, "a standby cluster of a pgbackrest source (pgbackrest stanza siteA)"},
+      {hostsRestoring, "a standby cluster restoring from a repository (standby.source.restore, stanza siteA)"},
+      {promoting, "a promote-cluster request (standby.promote)"},
+  };
+  for (const auto& [format3, what] : cases) {
+    ASSERT_TRUE(ClusterState::parse(format3.serialize(), ClusterState::Formats::kSyncAndStandby).ok()) << what;
     Harness h;
     h.start(cluster(6, "p", "me", {"d"}), {"p", "me", "d"});
     h.applied(true);
     auto actions = h.step(ClusterStateChanged{peer_test::node(format3, 1)});
-    ASSERT_EQ(actions.size(), 1u);
+    ASSERT_EQ(actions.size(), 1u) << what;
     const auto log = std::get<LogDecision>(actions[0]);
     EXPECT_EQ(log.level, LogLevel::kError);
-    EXPECT_EQ(log.message,
-              "invalid cluster state (version 1): cluster state: format 3 (a standby cluster or a demote-cluster "
-              "request, docs/decisions/0083) is not run by this dugong yet: nothing is done with it; not acting until "
-              "a valid state is written");
+    EXPECT_EQ(log.message, "invalid cluster state (version 1): cluster state: " + what + notYet +
+                               "; not acting until a valid state is written");
     EXPECT_EQ(h.peer.inspect()["halted"], log.message);
     // Its primary gone, this sync would take over: it does nothing.
     EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "d"})}).empty());
@@ -368,6 +388,38 @@ TEST(StandbyFormat, AFormat3StateHaltsTodaysPeers) {
     actions = h.step(ClusterStateChanged{peer_test::node(cluster(8, "p", "me", {"d"}), 2)});
     EXPECT_FALSE(h.peer.haltReason().has_value());
     EXPECT_TRUE(peer_test::logged(actions, "valid cluster state found again (version 2)"));
+  }
+}
+
+TEST(StandbySource, ParsesTheHostsFormOfDugongYaml) {
+  auto s = parseSourceUrl("hosts://db1:5432,[fd00::2]:5433");
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->kind, SourceKind::kHosts);
+  ASSERT_EQ(s->hosts.size(), 2u);
+  EXPECT_EQ(s->hosts[1].host, "fd00::2");
+  EXPECT_EQ(s->hosts[1].port, 5433);
+  EXPECT_EQ(s->describe(), "hosts db1:5432, [fd00::2]:5433");
+  EXPECT_EQ(hostsEndpoint(*s).describe(), "hosts db1:5432, [fd00::2]:5433");
+  EXPECT_EQ(hostsEndpoint(*s).slotName, "");
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"db1:5432", "expected \"hosts://host:port[,host:port...]\", got \"db1:5432\""},
+      {"hosts://", "expected \"host:port\", got \"\" in expected \"hosts://host:port[,host:port...]\", got "
+                   "\"hosts://\""},
+      {"hosts://db1:5432,", "expected \"host:port\", got \"\" in expected \"hosts://host:port[,host:port...]\", "
+                            "got \"hosts://db1:5432,\""},
+      {"hosts://db1:70000", "port 70000 is out of range (1-65535) in \"db1:70000\" in expected "
+                            "\"hosts://host:port[,host:port...]\", got \"hosts://db1:70000\""},
+      {"dugong://a1:2181/dugong/siteA",
+       "a dugong source is not run by this dugong yet (docs/decisions/0083, phase 2 runs a hosts source): expected "
+       "\"hosts://host:port[,host:port...]\", got \"dugong://a1:2181/dugong/siteA\""},
+      {"pgbackrest://siteA",
+       "a pgbackrest source is not run by this dugong yet (docs/decisions/0083, phase 2 runs a hosts source): "
+       "expected \"hosts://host:port[,host:port...]\", got \"pgbackrest://siteA\""},
+  };
+  for (const auto& [url, error] : refused) {
+    auto r = parseSourceUrl(url);
+    ASSERT_FALSE(r.ok()) << url;
+    EXPECT_EQ(r.error(), error) << url;
   }
 }
 

@@ -1,0 +1,144 @@
+// A standby cluster's leader (docs/decisions/0083-standby-cluster.md 3.1, 4.1): postgres
+// in recovery, streaming from the cluster's source, never promoted. Phase 2 runs a
+// `hosts` source: one multi-host primary_conninfo with target_session_attrs=primary (P5),
+// which finds the source's writable host and follows it across its promotions (P1), no
+// slot on the source's hosts (decision 0083, "Phase 2 as built").
+#include "pg/controller.h"
+#include "pg/controller_support.h"
+#include "pg/plan/transition.h"
+
+#include <spdlog/spdlog.h>
+
+namespace dugong::pg {
+
+Result<std::string> PgController::sourceConninfo(const SourceEndpoint& source, bool withPassword) const {
+  if (source.kind != SourceKind::kHosts || source.hosts.empty()) {
+    return Error{"a standby leader follows a hosts source only in this dugong (docs/decisions/0083), not " +
+                 source.describe()};
+  }
+  std::string hosts, ports;
+  for (const HostPort& h : source.hosts) {
+    hosts += (hosts.empty() ? "" : ",") + h.host;
+    ports += (ports.empty() ? "" : ",") + std::to_string(h.port);
+  }
+  // `primary`, not `read-write`: a primary that is read-only by default (as a dugong
+  // primary is until its sync has caught up) is refused by read-write (0083 P5).
+  std::map<std::string, std::string> p = {{"host", hosts},
+                                          {"port", ports},
+                                          {"user", options_.replicationUser},
+                                          {"application_name", options_.peerId},
+                                          {"target_session_attrs", "primary"},
+                                          {"connect_timeout", "5"},
+                                          {"keepalives_idle", "5"},
+                                          {"keepalives_interval", "2"},
+                                          {"keepalives_count", "3"}};
+  if (withPassword && options_.replicationPassword) p["password"] = *options_.replicationPassword;
+  p.merge(clientTlsParams(options_.tls));
+  return buildConninfo(p);
+}
+
+PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
+  {
+    std::lock_guard lock(stateMu_);
+    pending_.reset();
+  }
+  if (!config.source) return failed("a standby leader needs a source", isRunning());
+  const SourceEndpoint& source = *config.source;
+  auto conninfo = sourceConninfo(source, true);
+  if (!conninfo) return failed(conninfo.error(), isRunning());
+  ManagedState previous;
+  {
+    std::lock_guard lock(stateMu_);
+    previous = state_;
+  }
+  ManagedState want;
+  want.role = "standby-leader";
+  want.primaryConninfo = conninfo.value();
+  want.source = source.describe();
+  want.readOnly = false;
+
+  bool running = isRunning();
+  if (!isSetUp()) {
+    if (!config.newCluster) {
+      return refused("a standby leader of a later generation found no data directory in " + options_.dataDir +
+                         ": only a new standby cluster's first leader makes one from its source. If its file "
+                         "system is not mounted, put it back and restart the agent; otherwise stop this agent so "
+                         "that its sync takes over, then rebuild this peer (dugong-adm rebuild)",
+                     running);
+    }
+    if (running) {
+      if (auto s = stop(); !s) return failed(s.error(), isRunning());
+    }
+    auto command = sourceConninfo(source, false);
+    if (!command) return failed(command.error(), false);
+    spdlog::info("pg: the first standby leader of a new standby cluster, with no data directory yet: copying it "
+                 "from the source, {} (pg_basebackup from its writable host)",
+                 source.describe());
+    auto b = basebackupFrom(source.describe(), {"-d", command.value()});
+    if (!b) return failed(b.error(), false);
+    // At once: a copy of a primary without it would start writable, and would be
+    // refused below by the next apply (an agent that dies before the start).
+    auto sig = writeFileAsOwner(options_.dataDir + "/standby.signal", "", 0600);
+    if (!sig) return failed(sig.error(), false);
+    running = false;
+  } else {
+    // The source must serve the database system this data directory holds: a standby of
+    // another system never streams, and nothing here replaces data.
+    auto local = localSystemId();
+    auto remote = runQuery(conninfo.value() + " " + buildConninfo({{"replication", "true"}}), "IDENTIFY_SYSTEM",
+                           options_.queryTimeout);
+    if (!remote || remote->rows.empty() || !remote->rows[0][0]) {
+      spdlog::warn("pg: cannot read the system identifier of the source {} ({}): following it all the same; a "
+                   "source of another system is refused by its walsender",
+                   source.describe(), remote ? std::string("no answer") : remote.error());
+    } else if (local && *remote->rows[0][0] != local.value()) {
+      return refused("refusing to follow the source " + source.describe() + ": this data directory (" +
+                         options_.dataDir + ") holds database system " + local.value() + ", and the source " +
+                         "serves another one, " + *remote->rows[0][0] + ". Nothing was changed. Name the right "
+                         "source, or move this data directory away so that the next setup copies it from the "
+                         "source",
+                     running);
+    }
+  }
+
+  StandbyFacts facts;
+  facts.running = running;
+  facts.setUp = true;
+  facts.hasStandbySignal = hasStandbySignal();
+  facts.wasPrimary = previous.wasPrimary;
+  facts.sameUpstream = previous.role == want.role && previous.primaryConninfo == want.primaryConninfo;
+  facts.inRecovery = !running;
+  if (running) {
+    auto q = localQuery("SELECT pg_is_in_recovery()");
+    if (!q) return failed("cannot ask postgres whether it is in recovery: " + q.error(), true);
+    facts.inRecovery = q->rows[0][0] == "t";
+  }
+  if (facts.wasPrimary || (running && !facts.inRecovery) || (!running && !facts.hasStandbySignal)) {
+    // A demotion (demote-cluster, 0083 section 5) stops writes and rewinds first: not
+    // built. A stopped data directory without standby.signal would start writable.
+    return refused("this data directory last ran as a primary (it may hold WAL the source does not have): a "
+                       "standby leader is never made of it by this dugong (demote-cluster, docs/decisions/0083 "
+                       "section 5, is not built). Nothing was changed",
+                   running);
+  }
+  auto w = writeConf(want);
+  if (!w) return failed(w.error(), running);
+  if (running) {
+    // primary_conninfo is reloadable: the WAL receiver restarts on a new one.
+    auto r = reload();
+    if (!r) return failed(r.error(), true);
+    spdlog::info("pg: {} the source {} as standby leader",
+                 planStandby(facts) == StandbyStep::kRoleOnly ? "still following" : "now following",
+                 source.describe());
+    return succeeded(true);
+  }
+  auto sig = writeFileAsOwner(options_.dataDir + "/standby.signal", "", 0600);
+  if (!sig) return failed(sig.error(), false);
+  auto st = start();
+  if (!st) return failed(st.error(), isRunning());
+  discardOldDataDir();
+  spdlog::info("pg: started as standby leader, following the source {}", source.describe());
+  return succeeded(true);
+}
+
+}  // namespace dugong::pg

@@ -1,0 +1,127 @@
+// The adapter's standby leader (docs/decisions/0083-standby-cluster.md 3.1, 4.1) on real
+// postgres: made from a `hosts` source by pg_basebackup, it streams from the source's
+// writable host through the multi-host primary_conninfo it renders (P5), and follows the
+// source's promotion without a restart (P1), as does the sync cascading from it.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "pg/controller.h"
+#include "pg/testing/pg_test_cluster.h"
+#include "tests/support/test_env.h"
+
+namespace dugong::pg {
+namespace {
+using namespace std::chrono_literals;
+using testing::PgTestCluster;
+using testing::PgTestNode;
+
+constexpr auto kLeaderDeadline = 90s;
+
+SourceEndpoint hostsOf(const std::vector<const PgTestNode*>& nodes) {
+  SourceEndpoint e;
+  e.kind = SourceKind::kHosts;
+  for (const PgTestNode* n : nodes) e.hosts.push_back(HostPort{"127.0.0.1", n->port});
+  return e;
+}
+
+// "port/timeline" of the server `n`'s WAL receiver streams from, "" when not streaming.
+std::string leaderStreamsFrom(const PgTestNode& n) {
+  auto r = n.sql("SELECT sender_port, received_tli FROM pg_stat_wal_receiver WHERE status = 'streaming'");
+  if (!r || r->rows.empty()) return "";
+  return r->rows[0][0].value_or("?") + "/" + r->rows[0][1].value_or("?");
+}
+
+bool holdsRow(const PgTestNode& n, int id) {
+  return n.value("SELECT count(*) FROM t WHERE id = " + std::to_string(id)) == "1";
+}
+
+// a: a plain primary; b: its standby, listed first in the source. The standby leader l,
+// with no data directory, is copied from a (the writable host) and streams from it; s,
+// its sync, cascades from l. a stopped and b promoted: l and s follow b onto timeline 2
+// with the same postmasters, and stay in recovery throughout. No slot on the source.
+TEST(StandbyLeaderTest, AMultiHostSourceFollowsTheWritableHost) {
+  PgTestCluster cluster("dugong-pg-leader");
+  PgTestNode& a = cluster.addNode("src-a");
+  PgTestNode& b = cluster.addNode("src-b");
+  PgTestNode& l = cluster.addNode("peer-l");
+  PgTestNode& s = cluster.addNode("peer-s");
+  PgController ca(a.options), cb(b.options), cl(l.options), cs(s.options);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
+  auto r = cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable(); }, kLeaderDeadline));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
+
+  const PgConfig leader = PgConfig::standbyLeader(hostsOf({&b, &a}), true);
+  r = cl.apply(leader);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.online);
+  const std::string onA = std::to_string(a.port) + "/1";
+  ASSERT_TRUE(testing::eventually([&] { return leaderStreamsFrom(l) == onA; }, kLeaderDeadline))
+      << leaderStreamsFrom(l) << " (a " << a.port << ", b " << b.port << ")";
+  EXPECT_NE(l.value("SELECT conninfo FROM pg_stat_wal_receiver").find("target_session_attrs=primary"),
+            std::string::npos);
+  EXPECT_EQ(l.value("SHOW primary_slot_name"), "");
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%peer_l%'"), "0");
+  ASSERT_TRUE(testing::eventually([&] { return holdsRow(l, 1); }, kLeaderDeadline));
+  EXPECT_EQ(l.value("SELECT system_identifier FROM pg_control_system()"),
+            a.value("SELECT system_identifier FROM pg_control_system()"));
+
+  r = cs.apply(PgConfig::standby(PgRole::kSync, l.identity, l.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(testing::eventually([&] { return holdsRow(s, 1); }, kLeaderDeadline));
+
+  // Applied again, unchanged: a reload, the same postmaster.
+  const auto lPid = l.postmasterPid(), sPid = s.postmasterPid();
+  ASSERT_TRUE(lPid && sPid);
+  r = cl.apply(leader);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(l.postmasterPid(), lPid);
+
+  // The source fails over: a stopped, b promoted and written to.
+  ASSERT_TRUE(ca.apply(PgConfig::none()).ok);
+  r = cb.apply(PgConfig::firstPrimary(std::nullopt));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(testing::eventually([&] { return cb.pollWritable(); }, kLeaderDeadline));
+  ASSERT_EQ(b.value("INSERT INTO t VALUES (2)"), "");
+  const std::string onB = std::to_string(b.port) + "/2";
+  EXPECT_TRUE(testing::eventually([&] { return leaderStreamsFrom(l) == onB; }, kLeaderDeadline)) << leaderStreamsFrom(l);
+  EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 2) && holdsRow(s, 2); }, kLeaderDeadline));
+  EXPECT_EQ(l.postmasterPid(), lPid) << "restarted";
+  EXPECT_EQ(s.postmasterPid(), sPid) << "restarted";
+  EXPECT_EQ(l.value("SELECT pg_is_in_recovery()"), "t");
+  EXPECT_EQ(s.value("SELECT pg_is_in_recovery()"), "t");
+  EXPECT_EQ(l.value("SELECT received_tli FROM pg_stat_wal_receiver"), "2");
+}
+
+// Only a new standby cluster's first leader makes its data directory from the source: a
+// leader of a later generation that finds none refuses (the peer halts), and a source of
+// another database system is refused too. Nothing is changed either way.
+TEST(StandbyLeaderTest, ALeaderRefusesWhatItMustNotMakeOrFollow) {
+  PgTestCluster cluster("dugong-pg-leader");
+  PgTestNode& a = cluster.addNode("src-a");
+  PgTestNode& other = cluster.addNode("other", PgTestCluster::System::kOwn);
+  PgTestNode& l = cluster.addNode("peer-l");
+  PgController ca(a.options), co(other.options), cl(l.options);
+  auto r = cl.apply(PgConfig::standbyLeader(hostsOf({&a}), false));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.refused);
+  EXPECT_NE(r.error.find("a standby leader of a later generation found no data directory"), std::string::npos)
+      << r.error;
+
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(std::nullopt)).ok);
+  ASSERT_TRUE(co.apply(PgConfig::firstPrimary(std::nullopt)).ok);
+  r = cl.apply(PgConfig::standbyLeader(hostsOf({&a}), true));
+  ASSERT_TRUE(r.ok) << r.error;
+  const auto pid = l.postmasterPid();
+  r = cl.apply(PgConfig::standbyLeader(hostsOf({&other}), false));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.refused);
+  EXPECT_NE(r.error.find("and the source serves another one"), std::string::npos) << r.error;
+  EXPECT_EQ(l.postmasterPid(), pid);
+  EXPECT_EQ(l.value("SELECT pg_is_in_recovery()"), "t");
+}
+
+}  // namespace
+}  // namespace dugong::pg

@@ -1,0 +1,271 @@
+// A standby cluster's peers (docs/decisions/0083-standby-cluster.md 3.1, 3.4, 4.1): the
+// standby leader of a `hosts` source, its chain, its sync's takeover, and the setup of a
+// new standby cluster.
+#include <gtest/gtest.h>
+
+#include "statemachine/peer_test_support.h"
+
+namespace dugong {
+namespace {
+using peer_test::cluster;
+using StandbyHarness = peer_test::Harness;
+using peer_test::ident;
+using peer_test::only;
+using peer_test::peers;
+
+StandbySource twoHosts() { return *parseSourceUrl("hosts://h1:5432,h2:5432"); }
+
+ClusterState hostsStandby(int64_t gen, const std::string& leader, const std::string& sync,
+                          std::vector<std::string> async = {}) {
+  ClusterState s = cluster(gen, leader, sync, std::move(async));
+  s.standby = StandbyMode{twoHosts(), std::nullopt, nullptr};
+  return s;
+}
+
+PgConfig onlyApply(const std::vector<Action>& actions) {
+  auto applies = only<ApplyPgConfig>(actions);
+  EXPECT_EQ(applies.size(), 1u);
+  return applies.empty() ? PgConfig::none() : applies[0].config;
+}
+
+// Once the fence holds: the WAL read under it (`wal`, on `history`), then the one state
+// written, before any apply.
+WriteClusterState fencedWrite(StandbyHarness& h, WalPosition wal, const TimelineHistory& history) {
+  EXPECT_EQ(only<ReadWal>(h.step(PgFenced{true, ""})).size(), 1u);
+  auto actions = h.step(WalPositionRead{wal, "", 0, history});
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  auto writes = only<WriteClusterState>(actions);
+  EXPECT_EQ(writes.size(), 1u);
+  return writes.empty() ? WriteClusterState{} : writes[0];
+}
+
+// standbyShape: "generation primary sync [asyncs] deposed [...] initWal/initTimeline standby-or-not".
+std::string standbyShape(const ClusterState& s) {
+  return std::to_string(s.generation) + " " + s.primary.id + " " + (s.sync ? s.sync->id : "-") + " " +
+         peerIdList(s.async) + " deposed " + peerIdList(s.deposed) + " " + s.initWal.toString() + "/" +
+         std::to_string(s.initTimeline) + (s.standby ? " standby" : " normal");
+}
+
+// The state's primary in a standby state is its standby leader: postgres in recovery,
+// following the source's hosts (no slot on them), never a primary; only generation 1 with
+// no initWal makes its data directory (from the source). Its sync and asyncs cascade as
+// today's.
+TEST(PeerStandby, TheLeaderFollowsTheSourceAndItsPeersCascadeFromIt) {
+  StandbyHarness h;
+  auto actions = h.start(hostsStandby(1, "me", "s", {"a"}), {"me", "s", "a"});
+  EXPECT_EQ(h.peer.role(), Role::kStandbyLeader);
+  PgConfig c = onlyApply(actions);
+  EXPECT_EQ(c.role, PgRole::kStandbyLeader);
+  ASSERT_TRUE(c.source.has_value());
+  EXPECT_EQ(*c.source, hostsEndpoint(twoHosts()));
+  EXPECT_TRUE(c.newCluster);
+  EXPECT_FALSE(c.upstream.has_value());
+  EXPECT_TRUE(peer_test::logged(actions, "configuring postgres as standby-leader, following the source hosts h1:5432, "
+                                         "h2:5432"));
+  EXPECT_EQ(h.peer.inspect()["role"], "standby-leader");
+  EXPECT_EQ(h.peer.inspect()["standby"]["source"], "hosts h1:5432, h2:5432");
+  h.applied(true);
+  EXPECT_FALSE(h.peer.busy());
+
+  ClusterState later = hostsStandby(3, "me", "s", {"a"});
+  later.initWal = WalPosition(500);
+  StandbyHarness h3;
+  c = onlyApply(h3.start(later, {"me", "s", "a"}));
+  EXPECT_EQ(c.role, PgRole::kStandbyLeader);
+  EXPECT_FALSE(c.newCluster) << "a later leader never makes a data directory it finds missing";
+
+  StandbyHarness sync(false, ident("s"));
+  c = onlyApply(sync.start(later, {"me", "s", "a"}));
+  EXPECT_EQ(sync.peer.role(), Role::kSync);
+  EXPECT_EQ(c, PgConfig::standby(PgRole::kSync, ident("me"), ident("me")));
+  StandbyHarness async(false, ident("a"));
+  c = onlyApply(async.start(later, {"me", "s", "a"}));
+  EXPECT_EQ(c, PgConfig::standby(PgRole::kAsync, ident("s"), ident("me")));
+}
+
+// The leader keeps its chain as a primary does: a newcomer is appended, an absent async
+// dropped; the standby state (its source) is kept in the write.
+TEST(PeerStandby, TheLeaderKeepsItsChain) {
+  StandbyHarness h;
+  h.start(hostsStandby(2, "me", "s", {"a"}), {"me", "s", "a"}, false, false, 4);
+  h.applied(true);
+  auto writes = only<WriteClusterState>(h.step(ActivePeersChanged{peers({"me", "s", "n"})}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.generation, 2);
+  ASSERT_EQ(writes[0].state.async.size(), 1u);
+  EXPECT_EQ(writes[0].state.async[0].id, "n");
+  ASSERT_TRUE(writes[0].state.standby.has_value());
+  EXPECT_EQ(writes[0].state.standby->source, twoHosts());
+  EXPECT_EQ(writes[0].state.format(), 3);
+}
+
+// A gone sync is replaced by the first present async, in a new generation whose initWal
+// is where the leader's replay ends under the standby fence (not the received position,
+// which may end inside a record); the fence is lifted by applying the leader's
+// configuration again. No commit waits for the new sync: the fence names none.
+TEST(PeerStandby, TheLeaderReplacesAGoneSyncAtItsReplayEnd) {
+  StandbyHarness h;
+  ClusterState s = hostsStandby(2, "me", "s", {"a", "b"});
+  s.initWal = WalPosition(100);
+  h.start(s, {"me", "s", "a", "b"}, false, false, 4);
+  h.applied(true);
+  auto actions = h.step(ActivePeersChanged{peers({"me", "a", "b"})});
+  auto fences = only<FencePg>(actions);
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_FALSE(fences[0].newSync.has_value());
+  TimelineHistory history;
+  history.timeline = 2;
+  history.ancestors = {{1, WalPosition(50)}};
+  const WriteClusterState write = fencedWrite(h, WalPosition(300), history);
+  EXPECT_EQ(standbyShape(write.state), "3 me a [b] deposed [] " + WalPosition(300).toString() + "/2 standby");
+  EXPECT_EQ(write.reason, "generation 3: sync s is gone; a becomes sync of the standby cluster");
+  actions = h.step(StateWriteFinished{true, "", false, 5});
+  EXPECT_EQ(h.peer.role(), Role::kStandbyLeader);
+  EXPECT_EQ(onlyApply(actions).role, PgRole::kStandbyLeader);
+}
+
+// The leader gone, its sync takes over as standby leader under today's conditions and in
+// today's order (fence: stop streaming; read where replay ends; write G+1; apply), with
+// the standby state kept, the old leader not deposed (it wrote nothing), and no promotion:
+// its postgres is configured as standby leader, following the source.
+TEST(PeerStandby, TheSyncTakesOverAsStandbyLeaderWithoutDeposingOrPromoting) {
+  StandbyHarness h(false, ident("s"));
+  ClusterState s = hostsStandby(4, "old", "s", {"a", "b"});
+  s.initWal = WalPosition(100);
+  s.initTimeline = 1;
+  h.start(s, {"old", "s", "a", "b"}, false, false, 9);
+  h.applied(true);
+  auto actions = h.step(ActivePeersChanged{peers({"s", "a", "b"})});
+  ASSERT_EQ(only<ReadWal>(actions).size(), 1u);
+  TimelineHistory history;
+  history.timeline = 1;
+  actions = h.step(WalPositionRead{WalPosition(150), "", 0, history});
+  auto fences = only<FencePg>(actions);
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_FALSE(fences[0].newSync.has_value());
+  const WriteClusterState write = fencedWrite(h, WalPosition(160), history);
+  EXPECT_EQ(standbyShape(write.state), "5 s a [b] deposed [] " + WalPosition(160).toString() + "/1 standby")
+      << "a standby leader wrote nothing: it is not deposed";
+  EXPECT_EQ(write.state.standby->source, twoHosts());
+  EXPECT_EQ(write.reason, "generation 5: primary old is gone; s takes over as standby leader with WAL 0/000000a0, "
+                         "a becomes sync, old is not deposed (a standby leader wrote nothing)");
+  actions = h.step(StateWriteFinished{true, "", false, 10});
+  EXPECT_EQ(h.peer.role(), Role::kStandbyLeader);
+  PgConfig c = onlyApply(actions);
+  EXPECT_EQ(c.role, PgRole::kStandbyLeader) << "never promoted";
+  EXPECT_FALSE(c.newCluster);
+
+  // The old leader back: appended to the chain as a newcomer.
+  h.applied(true);
+  auto writes = only<WriteClusterState>(h.step(ActivePeersChanged{peers({"s", "a", "b", "old"})}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(peerIdList(writes[0].state.async), "[b, old]");
+}
+
+// Rule 3 and the initWal condition hold in a standby cluster as in a normal one.
+TEST(PeerStandby, TheSyncKeepsTodaysTakeoverConditions) {
+  StandbyHarness h(false, ident("s"));
+  ClusterState s = hostsStandby(4, "old", "s");
+  h.start(s, {"old", "s"});
+  h.applied(true);
+  auto actions = h.step(ActivePeersChanged{peers({"s"})});
+  EXPECT_TRUE(only<ReadWal>(actions).empty());
+  EXPECT_TRUE(peer_test::logged(actions, "primary old is gone, but no async is present to become the new sync"));
+
+  StandbyHarness behind(false, ident("s"));
+  s = hostsStandby(4, "old", "s", {"a"});
+  s.initWal = WalPosition(1000);
+  behind.start(s, {"old", "s", "a"});
+  behind.applied(true);
+  behind.step(ActivePeersChanged{peers({"s", "a"})});
+  actions = behind.step(WalPositionRead{WalPosition(900), ""});
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(peer_test::logged(actions, "this peer has not caught up: its WAL " + WalPosition(900).toString() +
+                                             " is behind initWal " + WalPosition(1000).toString()));
+}
+
+// A switchover inside the standby cluster: the sync's promote request; the leader
+// present, it becomes an async (appended by the new leader), not deposed.
+TEST(PeerStandby, APromoteRequestOfTheSyncMakesItStandbyLeader) {
+  StandbyHarness h(false, ident("s"));
+  ClusterState s = hostsStandby(4, "old", "s", {"a"});
+  s.promote = {{"id", "s"}, {"role", "sync"}, {"generation", 4},
+               {"expireTime", formatIso8601(peer_test::kT0 + 60000)}};
+  h.start(s, {"old", "s", "a"}, false, false, 2);
+  auto actions = h.applied(true);
+  ASSERT_EQ(only<ReadWal>(actions).size(), 1u);
+  actions = h.step(WalPositionRead{WalPosition(10), ""});
+  ASSERT_EQ(only<FencePg>(actions).size(), 1u);
+  h.step(PgFenced{true, ""});
+  auto writes = only<WriteClusterState>(h.step(WalPositionRead{WalPosition(20), ""}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.primary.id, "s");
+  EXPECT_TRUE(writes[0].state.deposed.empty());
+  EXPECT_TRUE(writes[0].state.promote.is_null());
+  EXPECT_NE(writes[0].reason.find("promote request for this sync (standby leader old becomes an async)"),
+            std::string::npos)
+      << writes[0].reason;
+}
+
+// dugong.yaml's standby.source (0083 4.1): a new cluster is set up as a standby cluster
+// of it, by the first peer in session order, with empty peers (initWal empty: its leader
+// makes its data directory from the source); from data, the most advanced holder leads.
+TEST(PeerStandby, ANewClusterIsSetUpAsAStandbyClusterOfTheConfiguredSource) {
+  PeerOptions o{ident("me"), false, 1000};
+  o.standbySource = twoHosts();
+  Peer p(o);
+  p.step(peer_test::kT0, PgInitialized{false, false});
+  auto actions = p.step(peer_test::kT0 + 1, ZkInitialized{StateNode{}, peers({"me", "s", "a"})});
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  const ClusterState& s = writes[0].state;
+  EXPECT_EQ(s.generation, 1);
+  EXPECT_EQ(s.primary.id, "me");
+  EXPECT_EQ(s.sync->id, "s");
+  ASSERT_TRUE(s.standby.has_value());
+  EXPECT_EQ(s.standby->source, twoHosts());
+  EXPECT_EQ(s.format(), 3);
+  EXPECT_EQ(s.initWal, WalPosition());
+  EXPECT_EQ(writes[0].reason, "initial setup: me is standby leader, s is sync; a standby cluster of hosts h1:5432, "
+                              "h2:5432 (dugong.yaml standby.source)");
+  p.step(peer_test::kT0 + 2, StateWriteFinished{true, "", false, 0});
+  EXPECT_EQ(p.role(), Role::kStandbyLeader);
+  actions = p.step(peer_test::kT0 + 3, PgConfigApplied{true, "", false});  // role none, applied before the state
+  PgConfig c = onlyApply(actions);
+  EXPECT_EQ(c.role, PgRole::kStandbyLeader);
+  EXPECT_TRUE(c.newCluster);
+
+  // The agent's way (setupFromData), every present peer empty: the same.
+  o.setupFromData = true;
+  Peer empty(o);
+  empty.step(peer_test::kT0, PgInitialized{false, false});
+  PeerDataStates none;
+  none["me"] = PeerDataState{};
+  none["s"] = PeerDataState{};
+  writes = only<WriteClusterState>(empty.step(peer_test::kT0 + 1, ZkInitialized{StateNode{}, peers({"me", "s"}), none}));
+  ASSERT_EQ(writes.size(), 1u);
+  ASSERT_TRUE(writes[0].state.standby.has_value());
+  EXPECT_EQ(writes[0].state.initWal, WalPosition());
+  EXPECT_EQ(writes[0].reason, "initial setup of a new cluster (no present peer holds data): me is standby leader, s "
+                              "is sync; a standby cluster of hosts h1:5432, h2:5432 (dugong.yaml standby.source)");
+
+  // Set up from data: the same, with the most advanced holder as leader.
+  Peer d(o);
+  PeerDataStates data;
+  data["me"] = PeerDataState{};
+  data["me"].setUp = true;
+  data["me"].systemId = "7";
+  data["me"].wal = WalPosition(900);
+  data["me"].timeline = 1;
+  data["s"] = PeerDataState{};
+  d.step(peer_test::kT0, PgInitialized{false, true});
+  actions = d.step(peer_test::kT0 + 1, ZkInitialized{StateNode{}, peers({"me", "s"}), data});
+  writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u) << peer_test::only<LogDecision>(actions).back().message;
+  ASSERT_TRUE(writes[0].state.standby.has_value());
+  EXPECT_EQ(writes[0].state.initWal, WalPosition(900));
+  EXPECT_NE(writes[0].reason.find(") is standby leader, s is sync"), std::string::npos) << writes[0].reason;
+}
+
+}  // namespace
+}  // namespace dugong
