@@ -38,19 +38,16 @@ Result<std::string> PgController::sourceConninfo(const SourceEndpoint& source, b
 }
 
 PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
+  ManagedState previous;
   {
     std::lock_guard lock(stateMu_);
     pending_.reset();
+    previous = state_;
   }
   if (!config.source) return failed("a standby leader needs a source", isRunning());
   const SourceEndpoint& source = *config.source;
   auto conninfo = sourceConninfo(source, true);
   if (!conninfo) return failed(conninfo.error(), isRunning());
-  ManagedState previous;
-  {
-    std::lock_guard lock(stateMu_);
-    previous = state_;
-  }
   ManagedState want;
   want.role = "standby-leader";
   want.primaryConninfo = conninfo.value();
