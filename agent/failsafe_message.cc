@@ -7,18 +7,25 @@
 namespace dugong::agent {
 namespace {
 
-const char* const kRequestKeys[] = {"cluster", "generation", "primary", "durationMs", "granter", "nonce", "mac"};
+const char* const kRequestKeys[] = {"cluster", "generation", "primary", "durationMs", "granter",
+                                    "nonce",   "mac",        "release", "promote"};
 
 // What the request's HMAC covers; the answer's adds its decision. The first field tells
 // a request from an answer, so that neither can stand for the other.
+// A release adds its two fields (a request for a promise is covered as before).
 std::vector<std::string> requestFields(const char* kind, const FailsafeCall& c) {
-  return {kind,
-          c.cluster,
-          c.request.primaryId,
-          c.granter,
-          std::to_string(c.request.generation),
-          std::to_string(c.request.durationMs),
-          c.nonce};
+  std::vector<std::string> fields{kind,
+                                  c.cluster,
+                                  c.request.primaryId,
+                                  c.granter,
+                                  std::to_string(c.request.generation),
+                                  std::to_string(c.request.durationMs),
+                                  c.nonce};
+  if (c.request.release) {
+    fields.emplace_back("release");
+    fields.push_back(c.request.promote);
+  }
+  return fields;
 }
 
 std::vector<std::string> answerFields(const FailsafeCall& c, const driver::FailsafeAnswer& a) {
@@ -34,6 +41,10 @@ std::string failsafeBody(const FailsafeCall& call, const std::optional<PeerKey>&
   nlohmann::json j = {{"cluster", call.cluster},       {"generation", call.request.generation},
                       {"primary", call.request.primaryId}, {"durationMs", call.request.durationMs},
                       {"granter", call.granter},       {"nonce", call.nonce}};
+  if (call.request.release) {
+    j["release"] = true;
+    j["promote"] = call.request.promote;
+  }
   if (key) j["mac"] = key->mac(requestFields("dugong failsafe request", call));
   return j.dump();
 }
@@ -41,14 +52,14 @@ std::string failsafeBody(const FailsafeCall& call, const std::optional<PeerKey>&
 Result<FailsafeCall> parseFailsafeBody(const std::string& body) {
   const std::string expected =
       "expected {\"cluster\": name, \"generation\": n, \"primary\": id, \"durationMs\": n, \"granter\": id, "
-      "\"nonce\": hex, \"mac\": hex}";
+      "\"nonce\": hex, \"mac\": hex[, \"release\": true, \"promote\": the promote request]}";
   auto j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Error{"the body is not a JSON object: " + expected};
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : kRequestKeys) known = known || key == k;
     if (!known) return Error{"unknown key \"" + key + "\" (" + expected + ")"};
-    if (key != "generation" && key != "durationMs" && !value.is_string()) {
+    if (key == "release" ? !value.is_boolean() : key != "generation" && key != "durationMs" && !value.is_string()) {
       return Error{"\"" + key + "\" is not a string (" + expected + ")"};
     }
   }
@@ -56,10 +67,13 @@ Result<FailsafeCall> parseFailsafeBody(const std::string& body) {
       !j["generation"].is_number_integer() || !j.contains("durationMs") || !j["durationMs"].is_number_integer()) {
     return Error{expected + ", found " + j.dump()};
   }
-  return FailsafeCall{j["cluster"].get<std::string>(),
-                      driver::FailsafeRequest{j["generation"].get<int64_t>(), j["primary"].get<std::string>(),
-                                      j["durationMs"].get<int64_t>()},
-                      j.value("granter", std::string()), j.value("nonce", std::string()), j.value("mac", std::string())};
+  driver::FailsafeRequest request{j["generation"].get<int64_t>(), j["primary"].get<std::string>(),
+                                  j["durationMs"].get<int64_t>()};
+  if (j.value("release", false)) {
+    request = driver::FailsafeRequest::releaseFor(request.generation, request.primaryId, j.value("promote", std::string()));
+  }
+  return FailsafeCall{j["cluster"].get<std::string>(), std::move(request), j.value("granter", std::string()),
+                      j.value("nonce", std::string()), j.value("mac", std::string())};
 }
 
 Result<bool> acceptFailsafeCall(const FailsafeCall& call, const std::string& cluster, const std::string& selfId,

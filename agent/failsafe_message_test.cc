@@ -50,6 +50,32 @@ TEST(FailsafeMessage, TheGranterAcceptsOnlyARequestItsKeyVouchesFor) {
   EXPECT_FALSE(acceptFailsafeCall(received(requestCall(), std::nullopt), "c2", "s1", std::nullopt).ok());
 }
 
+// A release travels with its promote request, both under the MAC: a request for a
+// promise cannot be turned into a release on the way, nor a release moved to another
+// switchover.
+TEST(FailsafeMessage, AReleaseArrivesAsSentAndItsFieldsAreUnderTheMac) {
+  FailsafeCall release = requestCall();
+  release.request = driver::FailsafeRequest::releaseFor(7, "p1", R"({"id":"s1","role":"sync"})");
+  const FailsafeCall got = received(release, kKey);
+  EXPECT_TRUE(got.request.release);
+  EXPECT_EQ(got.request.promote, release.request.promote);
+  EXPECT_EQ(got.request.durationMs, 0);
+  EXPECT_TRUE(acceptFailsafeCall(got, "c1", "s1", kKey).ok());
+  for (auto change : {+[](FailsafeCall& c) { c.request.promote = R"({"id":"s2","role":"sync"})"; },
+                      +[](FailsafeCall& c) { c.request.release = false; }}) {
+    FailsafeCall c = got;
+    change(c);
+    EXPECT_FALSE(acceptFailsafeCall(c, "c1", "s1", kKey).ok()) << failsafeBody(c, std::nullopt);
+  }
+  FailsafeCall grant = received(requestCall(), kKey);
+  grant.request.release = true;
+  EXPECT_FALSE(acceptFailsafeCall(grant, "c1", "s1", kKey).ok());
+  // A release flag that is not a boolean is refused with the expected form.
+  auto bad = parseFailsafeBody(R"({"cluster":"c1","generation":7,"primary":"p1","durationMs":0,"release":"yes"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("release"), std::string::npos) << bad.error();
+}
+
 TEST(FailsafeMessage, TheRequesterBelievesOnlyTheAnswerToItsOwnRequestUnderItsKey) {
   const FailsafeCall mine = requestCall("aaaa");
   const driver::FailsafeAnswer grant{true, "promised"};

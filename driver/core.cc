@@ -91,8 +91,10 @@ void Core::onInput(const Input& input) {
                  [&](const in::FailsafeAnswered& a) { onFailsafeAnswer(a); },
                  [&](const in::FailsafeAsked& a) {
                    FailsafeAnswer answer = answerFailsafe(a.request);
-                   const bool record = answer.granted && opts_.recordPromise;
-                   emit(cmd::AnswerFailsafe{std::move(answer), record ? failsafe_.promisedUntil() : std::nullopt});
+                   // A promise given is recorded until its end; a release, as ended now.
+                   std::optional<int64_t> record;
+                   if (answer.granted && opts_.recordPromise) record = a.request.release ? now() : failsafe_.promisedUntil();
+                   emit(cmd::AnswerFailsafe{std::move(answer), record});
                  },
                  [&](const in::Timer& t) {
                    // A timer cancelled or started again since: not this start's.

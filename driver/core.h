@@ -290,7 +290,10 @@ class Core {
   std::optional<std::string> whyNoFailsafe() const;
   void onFailsafeAnswer(const in::FailsafeAnswered& a);
   void dropFailsafe(const std::string& why);
+  FailsafeGranterView granterView() const;
   FailsafeAnswer answerFailsafe(const FailsafeRequest& request);
+  // A release from the primary that stopped postgres for a switchover to this peer.
+  FailsafeAnswer releaseFailsafe(const FailsafeRequest& request);
   // A sync's takeover (its fence, or a state write that makes it the primary) held back
   // by its promise until the promise ends; false: go ahead now.
   bool holdTakeoverForPromise(const Action& action);
@@ -321,6 +324,10 @@ class Core {
   // old primary's stop): its target.
   std::optional<std::string> switchoverTarget(bool forSelf) const;
   bool switchoverRequested(bool forSelf) const;
+  // In sync mode, a valid promote request naming this peer, the sync (its JSON text;
+  // empty: none), whether or not the primary is still there to hand over.
+  std::string switchoverToSelf() const;
+  void releaseSyncForHandover(const ClusterState& s);
   bool awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync);
   void onHandoverTimer();
   void maybeHandOver();

@@ -121,6 +121,13 @@ void Core::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
   const int64_t now = this->now();
   // The peer asked, which answered: the sync of the generation asked in, not the sync now.
   const std::string& sync = answered.from;
+  if (answered.release) {
+    if (!r || !r->granted) {
+      log(LogLevel::kInfo, "switchover: " + sync + " did not take the release (" + (r ? r->reason : r.error()) +
+                               "): a promise it gave holds its takeover until it ends");
+    }
+    return;
+  }
   if (!r || !r->granted) {
     const std::string why = !r ? "no answer (" + r.error() + ")" : "refused: " + r->reason;
     if (logOnce(Memo::kNoAsk, why)) {
@@ -160,7 +167,7 @@ void Core::dropFailsafe(const std::string& why) {
   armWriteDeadline();
 }
 
-FailsafeAnswer Core::answerFailsafe(const FailsafeRequest& request) {
+FailsafeGranterView Core::granterView() const {
   FailsafeGranterView view;
   view.enabled = opts_.failsafe;
   view.selfId = opts_.identity.id;
@@ -173,7 +180,13 @@ FailsafeAnswer Core::answerFailsafe(const FailsafeRequest& request) {
   // its fence, a switchover's wait before it, its state write, and either held for a promise.
   view.takingOver = peer_->role() != Role::kSync ||
                     peer_->keepsFence() || peer_->awaitingCompletion() || stopping_ || health_.withdrawn();
-  FailsafeAnswer a = decideFailsafeGrant(request, view);
+  view.switchoverToSelf = switchoverToSelf();
+  return view;
+}
+
+FailsafeAnswer Core::answerFailsafe(const FailsafeRequest& request) {
+  if (request.release) return releaseFailsafe(request);
+  FailsafeAnswer a = decideFailsafeGrant(request, granterView());
   const int64_t now = this->now();
   if (!a.granted) {
     // Once per reason: a primary asks again every quarter of an interval while refused.
@@ -188,6 +201,22 @@ FailsafeAnswer Core::answerFailsafe(const FailsafeRequest& request) {
       "failsafe: promised " + request.primaryId + " (primary of generation " + std::to_string(request.generation) +
           ") not to take over for " + std::to_string(*failsafe_.promisedUntil_ - now) +
           " ms: this peer cannot reach ZooKeeper either, so no takeover can be written meanwhile");
+  return a;
+}
+
+FailsafeAnswer Core::releaseFailsafe(const FailsafeRequest& request) {
+  FailsafeAnswer a = decideFailsafeRelease(request, granterView());
+  if (!a.granted) {
+    log(LogLevel::kInfo, "failsafe: the release from " + request.primaryId + " changes nothing: " + a.reason);
+    return a;
+  }
+  const int64_t now = this->now();
+  if (failsafe_.promisedUntil_ && *failsafe_.promisedUntil_ > now) {
+    log(LogLevel::kInfo, "failsafe: " + request.primaryId + " stopped postgres to hand over to this peer and released it from its promise (" +
+                             std::to_string(*failsafe_.promisedUntil_ - now) + " ms left): no takeover waits for it");
+  }
+  failsafe_.promisedUntil_.reset();
+  if (failsafe_.heldTakeover_) setTimer(TimerKind::kHeldTakeover, 0);
   return a;
 }
 

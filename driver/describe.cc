@@ -146,9 +146,10 @@ std::string describeCommand(const Command& command) {
             return "publish-report " + (c.report ? c.report->describe() : std::string("none (withdrawn)"));
           },
           [](const cmd::AskFailsafe& c) {
-            return "ask-failsafe " + c.to.id + " generation=" + std::to_string(c.request.generation) +
-                   " duration=" + std::to_string(c.request.durationMs) + "ms timeout=" + std::to_string(c.timeoutMs) +
-                   "ms";
+            const std::string what = c.request.release ? std::string(" release")
+                                                       : " duration=" + std::to_string(c.request.durationMs) + "ms";
+            return "ask-failsafe " + c.to.id + " generation=" + std::to_string(c.request.generation) + what +
+                   " timeout=" + std::to_string(c.timeoutMs) + "ms";
           },
           [](const cmd::AnswerFailsafe& c) {
             return std::string("answer-failsafe ") + (c.answer.granted ? "granted: " : "refused: ") + c.answer.reason;

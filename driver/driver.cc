@@ -188,8 +188,9 @@ void Runner::carryOut(Command command) {
             env_.peers->askFailsafe(
                 c.to, c.request, c.timeoutMs,
                 answer<Result<FailsafeAnswer>>(
-                    [s = c.sentAt, g = c.generation, n = c.session, from = c.to.id](Result<FailsafeAnswer> r) {
-                      return in::FailsafeAnswered{s, g, n, std::move(r), from};
+                    [s = c.sentAt, g = c.generation, n = c.session, from = c.to.id,
+                     release = c.request.release](Result<FailsafeAnswer> r) {
+                      return in::FailsafeAnswered{s, g, n, std::move(r), from, release};
                 }));
           },
           [&](cmd::AnswerFailsafe& c) {

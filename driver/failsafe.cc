@@ -4,6 +4,24 @@
 
 namespace dugong::driver {
 
+namespace {
+// Why `request` does not come from the primary of the generation the asked peer sees,
+// with that peer its sync (nullopt: it does).
+std::optional<std::string> notFromThePrimaryOfItsSync(const FailsafeRequest& request, const FailsafeGranterView& view) {
+  if (!view.state) return "this peer has read no cluster state";
+  const ClusterState& s = *view.state;
+  const std::string gen = std::to_string(s.generation);
+  if (s.generation != request.generation) {
+    return "this peer sees generation " + gen + ", not " + std::to_string(request.generation);
+  }
+  if (!s.sync || s.sync->id != view.selfId) return "this peer is not the sync of generation " + gen;
+  if (s.primary.id != request.primaryId) {
+    return request.primaryId + " is not the primary of generation " + gen + " (" + s.primary.id + " is)";
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 FailsafeAnswer decideFailsafeGrant(const FailsafeRequest& request, const FailsafeGranterView& view) {
   auto refuse = [](std::string why) { return FailsafeAnswer{false, std::move(why)}; };
   if (!view.enabled) return refuse("the failsafe is off on this peer (zookeeper.failsafe)");
@@ -17,17 +35,9 @@ FailsafeAnswer decideFailsafeGrant(const FailsafeRequest& request, const Failsaf
                   " ms, its session timeout), which a restart of its agent without the record of its promises "
                   "would hold for; give every peer the same zookeeper.sessionTimeoutMs");
   }
-  if (!view.state) return refuse("this peer has read no cluster state");
-  const ClusterState& s = *view.state;
-  const std::string gen = std::to_string(s.generation);
-  if (s.generation != request.generation) {
-    return refuse("this peer sees generation " + gen + ", not " + std::to_string(request.generation));
-  }
-  if (!s.sync || s.sync->id != view.selfId) return refuse("this peer is not the sync of generation " + gen);
-  if (s.primary.id != request.primaryId) {
-    return refuse(request.primaryId + " is not the primary of generation " + gen + " (" + s.primary.id + " is)");
-  }
+  if (auto why = notFromThePrimaryOfItsSync(request, view)) return refuse(*why);
   if (view.takingOver) return refuse("this peer is taking over already");
+  if (!view.switchoverToSelf.empty()) return refuse("a switchover to this peer is requested: it takes over");
   if (!view.leaseInUse) {
     return refuse("this peer cannot tell whether it reaches ZooKeeper (no round trips through the leader)");
   }
@@ -37,6 +47,17 @@ FailsafeAnswer decideFailsafeGrant(const FailsafeRequest& request, const Failsaf
   }
   return FailsafeAnswer{true, "no takeover by " + view.selfId + " for " + std::to_string(request.durationMs) +
                                   " ms from the request's arrival: it cannot reach ZooKeeper either"};
+}
+
+FailsafeAnswer decideFailsafeRelease(const FailsafeRequest& request, const FailsafeGranterView& view) {
+  auto refuse = [](std::string why) { return FailsafeAnswer{false, std::move(why)}; };
+  if (auto why = notFromThePrimaryOfItsSync(request, view)) return refuse(*why);
+  if (view.switchoverToSelf.empty()) return refuse("this peer sees no switchover to itself requested");
+  if (view.switchoverToSelf != request.promote) {
+    return refuse("the switchover this peer sees requested is not the one released for");
+  }
+  return FailsafeAnswer{true, view.selfId + " is free of its promises to " + request.primaryId +
+                                  ", which stopped postgres to hand over"};
 }
 
 bool reachesZooKeeper(int64_t lastSentAtMs, int64_t intervalMs, int64_t nowMs) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "statemachine/action.h"
 #include "statemachine/cluster_state.h"
@@ -17,9 +18,24 @@ namespace dugong::driver {
 
 // What a primary asks its sync (HTTP: POST /failsafe).
 struct FailsafeRequest {
+  FailsafeRequest() = default;
+  FailsafeRequest(int64_t gen, std::string primary, int64_t duration)
+      : generation(gen), primaryId(std::move(primary)), durationMs(duration) {}
+  static FailsafeRequest releaseFor(int64_t gen, std::string primary, std::string promoteRequest) {
+    FailsafeRequest r(gen, std::move(primary), 0);
+    r.release = true;
+    r.promote = std::move(promoteRequest);
+    return r;
+  }
+
   int64_t generation = 0;
   std::string primaryId;
   int64_t durationMs = 0;  // the promise asked for: no takeover for this long after receipt
+  // Instead a release (durationMs 0): the primary stopped postgres to hand over to its
+  // sync for the promote request `promote` (its JSON text), writes no more under any
+  // promise, and frees the sync from every promise it holds (decideFailsafeRelease).
+  bool release = false;
+  std::string promote;
 };
 
 struct FailsafeAnswer {
@@ -49,6 +65,10 @@ struct FailsafeGranterView {
   // timeout). A longer request is refused, not granted for less: a primary of an older
   // release times its permission from the length it asked for.
   int64_t maxDurationMs = kFailsafeMaxDurationMs;
+  // The promote request of a switchover to this peer that it sees valid (its JSON text;
+  // empty: none). Such a peer promises nothing (it is about to take over), and believes
+  // a release only for that request.
+  std::string switchoverToSelf;
 };
 
 // Whether a peer whose last confirmed round trip through the leader was sent at
@@ -58,6 +78,17 @@ bool reachesZooKeeper(int64_t lastSentAtMs, int64_t intervalMs, int64_t nowMs);
 
 // The sync's decision on a request.
 FailsafeAnswer decideFailsafeGrant(const FailsafeRequest& request, const FailsafeGranterView& view);
+
+// The sync's decision on a release: it frees this peer from its promises only when it
+// comes from the primary of the generation it sees, with itself the sync, for the
+// switchover to itself that it sees requested. Whatever this peer promised, and whenever
+// (an earlier run of its agent included), it promised it to that primary: only the sync
+// of a generation promises, and only its own takeover can end the generation of a
+// primary it promised (a sync replacement keeps the primary). And no promise it gave is
+// newer than the release: it gives none while it sees that request, and the primary asks
+// for none while it hands over for it (docs/isolated-primary.md, "A planned switchover
+// is not held").
+FailsafeAnswer decideFailsafeRelease(const FailsafeRequest& request, const FailsafeGranterView& view);
 
 // The promise after a grant received at `receivedAtMs` (the sync's monotonic clock):
 // it only ever extends.

@@ -14,6 +14,8 @@ namespace {
 // How much longer than the sync's wait the primary keeps postgres stopped for a
 // switchover that does not happen.
 constexpr int64_t kHandoverSlackMs = 500;
+// How long the primary waits for its sync's answer to a release (only logged).
+constexpr int64_t kReleaseTimeoutMs = 1000;
 }  // namespace
 
 std::optional<std::string> Core::switchoverTarget(bool forSelf) const {
@@ -36,6 +38,15 @@ std::optional<std::string> Core::switchoverTarget(bool forSelf) const {
 }
 
 bool Core::switchoverRequested(bool forSelf) const { return switchoverTarget(forSelf).has_value(); }
+
+std::string Core::switchoverToSelf() const {
+  const auto& s = peer_->clusterState();
+  if (!s || !s->sync || s->sync->id != opts_.identity.id || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) {
+    return "";
+  }
+  auto req = validatePromote(s->promote, *s, now_.wallMs);
+  return req && req->role == "sync" && req->id == opts_.identity.id ? s->promote.dump() : "";
+}
 
 // On the sync: before the fence of a switchover's takeover, wait (once per generation) for
 // the old primary's stop, which ends its WAL stream; true: waiting, the fence comes after.
@@ -97,7 +108,24 @@ void Core::maybeHandOver() {
                          "primary: starting postgres again as primary");
     cancelTimer(TimerKind::kHandover);
     startAgainAfterHandover();
+  } else if (handover_.from_ && request == handover_.request_ && handover_.releasedFor_ != request && s->sync &&
+             pg_.lastApplied && pg_.lastApplied->role == PgRole::kNone) {
+    releaseSyncForHandover(*s);
   }
+}
+
+// On the primary, once postgres stopped for a switchover: it writes no more, under any
+// promise, so the sync is released from its promises and takes over at once, whether or
+// not it saw the stream end (a sync whose agent just started may see no stream at all).
+// Sent whatever this peer's failsafe setting: the sync may hold a promise an earlier run
+// of its own agent recorded. Once per request; the answer is only logged.
+void Core::releaseSyncForHandover(const ClusterState& s) {
+  const PeerIdentity& sync = *s.sync;
+  handover_.releasedFor_ = handover_.request_;
+  log(LogLevel::kInfo, "switchover: postgres stopped; releasing " + sync.id +
+                           " from any promise not to take over, so that no promise holds its takeover back");
+  emit(cmd::AskFailsafe{sync, FailsafeRequest::releaseFor(s.generation, opts_.identity.id, handover_.request_),
+                        kReleaseTimeoutMs, now(), s.generation, lease_.sessionId()});
 }
 
 // The switchover is over and this peer is still the primary: postgres should run as the

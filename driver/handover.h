@@ -28,6 +28,8 @@ class Handover {
   std::optional<PgConfig> from_;
   bool timedOut_ = false;
   std::string request_;
+  // The promote request (JSON) whose stop released the sync from its promises.
+  std::string releasedFor_;
   // As sync: the generation whose takeover already waited for the old primary's stop.
   std::optional<int64_t> waitedIn_;
   std::optional<int64_t> streamEndedIn_;

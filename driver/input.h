@@ -144,6 +144,7 @@ struct FailsafeAnswered {
   int64_t sentAt = 0, generation = 0, session = 0;
   Result<FailsafeAnswer> r = Error{};
   std::string from;  // the peer asked (cmd::AskFailsafe::to), which answered
+  bool release = false;  // the answer to a release (FailsafeRequest::release)
 };
 struct FailsafeAsked {
   FailsafeRequest request;

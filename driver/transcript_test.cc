@@ -36,6 +36,7 @@
 //                                     (its name as set-timer says)
 //   later                             the oldest `later` event not yet delivered
 //   failsafe-asked primary=a generation=N duration=MS
+//   failsafe-released primary=a generation=N promote=id,role,gen[,expires] (a release)
 //   failsafe-answer granted|refused|<error>    answers the last ask-failsafe
 //   rejoined ok|<error> [rewound [discarded=<text>]]   answers the last rejoin
 //   upstream-stopped ended|running    answers the last await-upstream-stop
@@ -79,6 +80,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "driver/core.h"
 #include "driver/describe.h"
@@ -119,6 +121,16 @@ std::map<std::string, std::string> words(const std::string& text) {
   return out;
 }
 
+// promote=id,role,generation[,expires at (transcript ms)]: the promote request's JSON.
+nlohmann::json promoteJson(const std::string& text) {
+  std::vector<std::string> f;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) f.push_back(part);
+  nlohmann::json promote = {{"id", f.at(0)}, {"role", f.at(1)}, {"generation", std::stoll(f.at(2))}};
+  if (f.size() > 3) promote["expireTime"] = std::to_string(kWallStart + std::stoll(f[3]));
+  return promote;
+}
+
 std::string stateData(const std::string& text) {
   auto w = words(text);
   ClusterState s;
@@ -135,13 +147,7 @@ std::string stateData(const std::string& text) {
     s.quorum = Quorum{std::stoi(q.substr(0, colon)), peers(q.substr(colon + 1))};
   }
   if (w.count("timeline")) s.initTimeline = std::stoll(w["timeline"]);
-  if (w.count("promote")) {  // promote=id,role,generation[,expires at (transcript ms)]
-    std::vector<std::string> f;
-    std::stringstream in(w["promote"]);
-    for (std::string part; std::getline(in, part, ',');) f.push_back(part);
-    s.promote = {{"id", f.at(0)}, {"role", f.at(1)}, {"generation", std::stoll(f.at(2))}};
-    if (f.size() > 3) s.promote["expireTime"] = std::to_string(kWallStart + std::stoll(f[3]));
-  }
+  if (w.count("promote")) s.promote = promoteJson(w["promote"]);
   return s.serialize();
 }
 
@@ -493,11 +499,16 @@ class Transcript {
       return in::FailsafeAsked{
           FailsafeRequest{std::stoll(w.at("generation")), w.at("primary"), std::stoll(w.at("duration"))}};
     }
+    if (verb == "failsafe-released") {  // primary=.. generation=.. promote=id,role,gen[,expires] (as in a state)
+      return in::FailsafeAsked{
+          FailsafeRequest::releaseFor(std::stoll(w.at("generation")), w.at("primary"), promoteJson(w.at("promote")).dump())};
+    }
     if (verb == "failsafe-answer") {
       Result<FailsafeAnswer> r = rest == "granted"   ? Result<FailsafeAnswer>(FailsafeAnswer{true, "promised"})
                                  : rest == "refused" ? Result<FailsafeAnswer>(FailsafeAnswer{false, "refused"})
                                                      : Result<FailsafeAnswer>(Error{error()});
-      return in::FailsafeAnswered{lastAsk_.sentAt, lastAsk_.generation, lastAsk_.session, r, lastAsk_.to.id};
+      return in::FailsafeAnswered{lastAsk_.sentAt, lastAsk_.generation, lastAsk_.session, r, lastAsk_.to.id,
+                                  lastAsk_.request.release};
     }
     if (verb == "rejoined") {  // rejoined ok|<error> [rewound [discarded=<the rest of the line>]]
       const auto rewound = rest.find(" rewound");

@@ -36,8 +36,8 @@ void World::askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const dr
   };
   const std::string asker = node(from).identity.id;
   trace('N', [&] {
-    return asker + " -> " + to.id + ": failsafe request (generation " + std::to_string(request.generation) + ", " +
-           std::to_string(request.durationMs) + " ms)";
+    return asker + " -> " + to.id + ": failsafe " + (request.release ? "release" : "request") + " (generation " +
+           std::to_string(request.generation) + ", " + std::to_string(request.durationMs) + " ms)";
   });
   after(timeoutMs, [finish] { finish(Error{"no answer in time"}); });
   if (target < 0) return;
@@ -46,7 +46,7 @@ void World::askFailsafe(int from, uint64_t inc, const PeerIdentity& to, const dr
       return trace('N', [&] { return "failsafe request from " + asker + " lost on its way"; });
     }
     driver::FailsafeAnswer a = node(target).driver->onFailsafeRequest(request);
-    checkPromise(target, asker, a);
+    if (!request.release) checkPromise(target, asker, a);
     trace('N', [&] {
       return node(target).identity.id + " -> " + asker + ": " + (a.granted ? "promised" : "refused") + " (" + a.reason + ")";
     });
