@@ -611,6 +611,55 @@ TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
   EXPECT_EQ(inode(c.options.dataDir), before);
 }
 
+// An async copied from the primary before its upstream, the sync, was copied: the sync
+// never had the WAL the async needs next ("requested WAL segment ... has already been
+// removed"). Its WAL receiver is refused every 200 ms (wal_retrieve_retry_interval), and
+// each refused receiver shows 'streaming' for a few milliseconds. It is never reported
+// streaming, and the health check finds that it cannot follow (the clock of
+// repairStandbyAfter is not reset by each refused receiver), and the next apply repairs
+// it. Seen in CI (SwitchoverUnderAPromise): an async that never streamed counted as
+// streaming by /replica, and never repaired.
+TEST_F(AdapterTest, AStandbyWhoseUpstreamNeverHadItsWalIsNotStreamingAndIsRepaired) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& b = cluster_.addNode("peer-b");
+  PgTestNode& c = cluster_.addNode("peer-c");
+  c.options.repairStandbyAfter = 2s;
+  PgAdapter& pa = adapterFor(a);
+  PgAdapter& pb = adapterFor(b);
+  PgAdapter& pc = adapterFor(c);
+  ASSERT_TRUE(apply(pa, PgConfig::firstPrimary(b.identity)).ok);
+  // c is copied from a to stream from b, which is not set up yet.
+  auto r = apply(pc, PgConfig::standby(PgRole::kAsync, b.identity, a.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  // a moves on by three segments; then b is copied, and has none of them.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(a.value("CHECKPOINT"), "");
+    ASSERT_FALSE(a.value("SELECT pg_switch_wal()").empty());
+  }
+  r = apply(pb, PgConfig::standby(PgRole::kSync, a.identity, a.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(eventually([&] { return streamsFrom(a, b); }));
+  ASSERT_TRUE(eventually([&] {
+    std::stringstream log;
+    log << std::ifstream(c.options.logPath()).rdbuf();
+    return log.str().find("has already been removed") != std::string::npos;
+  })) << "c's receiver is not refused by b";
+  int streaming = 0;
+  for (int i = 0; i < 300; ++i) {
+    streaming += status(pc).walReceiverStatus == "streaming";
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(streaming, 0) << "a standby refused every 200 ms was reported streaming";
+  std::vector<std::pair<bool, std::string>> changes;
+  pc.startHealthCheck([&](bool healthy, const std::string& detail) { changes.emplace_back(healthy, detail); });
+  ASSERT_TRUE(testing::runUntil(loop_, [&] { return !changes.empty() && !changes.back().first; }, 60s))
+      << "a standby whose upstream never had its WAL looks healthy";
+  EXPECT_NE(changes.back().second.find("has already been removed"), std::string::npos) << changes.back().second;
+  r = apply(pc, PgConfig::standby(PgRole::kAsync, b.identity, a.identity));  // the agent's restart
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(eventually([&] { return streamsFrom(b, c); }));
+}
+
 TEST_F(AdapterTest, KilledPostgresIsReportedUnhealthyAndRestartedByTheNextApply) {
   PgTestNode& a = cluster_.addNode("peer-a");
   PgAdapter& pa = adapterFor(a);

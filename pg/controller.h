@@ -31,6 +31,7 @@
 #include "pg/slot_drop_queue.h"
 #include "pg/sql.h"
 #include "pg/sync_standby.h"
+#include "pg/wal_receiver_watch.h"
 #include "statemachine/event.h"
 #include "statemachine/pg_config.h"
 
@@ -446,6 +447,7 @@ class PgController {
   std::optional<std::chrono::steady_clock::time_point> notStreamingSince_;
   std::string streamProblem_;
   std::optional<std::chrono::steady_clock::time_point> streamReported_;  // logged (healthCheck)
+  WalReceiverWatch receiverWatch_;  // both samplers' (guarded by stateMu_)
   // Inactive slots of peers other than the sync, and since when each has been seen so
   // (dropStaleSlots; under applyMu_).
   std::map<std::string, std::chrono::steady_clock::time_point> inactiveSlotsSince_;

@@ -21,7 +21,8 @@ Result<bool> PgController::healthCheck() {
   // pg_current_logfile(): where postgres writes its log when logging_collector is on
   // (NULL when off: then stderr, the file pg_ctl -l names).
   auto q = runQuery(localConninfo(),
-                    "SELECT pg_is_in_recovery(), (SELECT status FROM pg_stat_wal_receiver), pg_current_logfile()",
+                    "SELECT pg_is_in_recovery(), (SELECT status FROM pg_stat_wal_receiver), pg_current_logfile(), "
+                    "(SELECT pid FROM pg_stat_wal_receiver)",
                     options_.queryTimeout);
   if (!q) return Error{q.error()};
   std::string upstream;
@@ -37,7 +38,13 @@ Result<bool> PgController::healthCheck() {
     }
   }
   const auto& row = q->rows.at(0);
-  const bool notStreaming = !upstream.empty() && row[0] == "t" && row[1] != "streaming";
+  bool streams = false;
+  {
+    std::lock_guard lock(stateMu_);
+    streams = receiverWatch_.streams(row[1], row.size() > 3 ? row[3] : std::nullopt, std::chrono::steady_clock::now());
+  }
+  // A receiver its upstream refuses at once is not streaming, however it looked when sampled.
+  const bool notStreaming = !upstream.empty() && row[0] == "t" && !streams;
   // Why not: the server log's tail, read once.
   std::string serverLog = options_.logPath();
   if (row.size() > 2 && row[2] && !row[2]->empty()) {
@@ -112,7 +119,8 @@ PgStatus PgController::status() {
       std::string(archiverStatusSql()) +
       // A standby's replay paused (by pg_wal_replay_pause(), or at a parameter change
       // below the primary's hot-standby values).
-      ", CASE WHEN pg_is_in_recovery() THEN pg_get_wal_replay_pause_state() <> 'not paused' END");
+      ", CASE WHEN pg_is_in_recovery() THEN pg_get_wal_replay_pause_state() <> 'not paused' END, "
+      "(SELECT pid FROM pg_stat_wal_receiver)");
   if (!q) {
     s.error = q.error();
     return s;
@@ -131,6 +139,12 @@ PgStatus PgController::status() {
     s.timeline = std::stoi(*r[7]);
   }
   s.walReceiverStatus = r[8];
+  {
+    // 'streaming' only for a receiver that has streamed a while (pg/wal_receiver_watch.h).
+    std::lock_guard lock(stateMu_);
+    const bool streams = receiverWatch_.streams(r[8], r[14], std::chrono::steady_clock::now());
+    if (r[8] == "streaming" && !streams) s.walReceiverStatus = "starting";
+  }
   s.archiver = parseArchiverStatus(r[12]);
   if (r[13]) s.replayPaused = *r[13] == "t";
   {
