@@ -123,8 +123,8 @@ void Core::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
   const std::string& sync = answered.from;
   if (answered.release) {
     if (!r || !r->granted) {
-      log(LogLevel::kInfo, "switchover: " + sync + " did not take the release (" + (r ? r->reason : r.error()) +
-                               "): a promise it gave holds its takeover until it ends");
+      log(LogLevel::kInfo, "switchover: " + sync + " did not take the release: " + (r ? r->reason : r.error()) +
+                               " (a promise it still holds ends on its own)");
     }
     return;
   }
