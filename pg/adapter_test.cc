@@ -615,15 +615,17 @@ TEST_F(AdapterTest, StandbyPastATimelineForkIsReportedAndRepaired) {
 // never had the WAL the async needs next ("requested WAL segment ... has already been
 // removed"). Its WAL receiver is refused every 200 ms (wal_retrieve_retry_interval), and
 // each refused receiver shows 'streaming' for a few milliseconds. It is never reported
-// streaming, and the health check finds that it cannot follow (the clock of
-// repairStandbyAfter is not reset by each refused receiver), and the next apply repairs
-// it. Seen in CI (SwitchoverUnderAPromise): an async that never streamed counted as
+// streaming, and the health check finds that it cannot follow (no clock is reset by each
+// refused receiver), at once since the copy is new and waiting cannot help, and the next
+// apply repairs it. Seen in CI (SwitchoverUnderAPromise): an async that never streamed counted as
 // streaming by /replica, and never repaired.
 TEST_F(AdapterTest, AStandbyWhoseUpstreamNeverHadItsWalIsNotStreamingAndIsRepaired) {
   PgTestNode& a = cluster_.addNode("peer-a");
   PgTestNode& b = cluster_.addNode("peer-b");
   PgTestNode& c = cluster_.addNode("peer-c");
-  c.options.repairStandbyAfter = 2s;
+  // Not the general wait: a copy refused by the upstream that was copied after it is
+  // repaired within seconds (nothing else would ever let it stream).
+  c.options.repairStandbyAfter = 3600s;
   PgAdapter& pa = adapterFor(a);
   PgAdapter& pb = adapterFor(b);
   PgAdapter& pc = adapterFor(c);

@@ -448,6 +448,11 @@ class PgController {
   std::string streamProblem_;
   std::optional<std::chrono::steady_clock::time_point> streamReported_;  // logged (healthCheck)
   WalReceiverWatch receiverWatch_;  // both samplers' (guarded by stateMu_)
+  // The data directory was copied from the restore peer while the upstream (another
+  // peer) could not be reached: the upstream, copied later, may never have had the WAL
+  // this copy needs next. Its refusal is then repaired without waiting repairStandbyAfter
+  // (guarded by stateMu_; cleared once it streams).
+  bool copiedBeforeUpstream_ = false;
   // Inactive slots of peers other than the sync, and since when each has been seen so
   // (dropStaleSlots; under applyMu_).
   std::map<std::string, std::chrono::steady_clock::time_point> inactiveSlotsSince_;

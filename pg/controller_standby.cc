@@ -124,6 +124,12 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
                  first.why, restore.id);
     auto b = createReplica(restore);
     if (!b) return failed(b.error(), false);
+    {
+      // Its upstream, unreachable now and copied later, may start past the WAL this copy
+      // needs next.
+      std::lock_guard lock(stateMu_);
+      copiedBeforeUpstream_ = upstream.id != restore.id && !want.slotName;
+    }
   } else if (first.step == RebuildStep::kCompare) {
     std::string detail;
     std::string discarded;

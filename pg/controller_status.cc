@@ -14,6 +14,11 @@ namespace dugong::pg {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
+namespace {
+// How long a copy that its later-copied upstream refuses waits for its repair.
+constexpr std::chrono::seconds kRepairCopyBeforeUpstreamAfter{3};
+}  // namespace
+
 Result<bool> PgController::healthCheck() {
   // A fresh connection, not a kept one: the check is that postgres still takes new
   // sessions. A hung postmaster (or one that stopped forking) leaves existing backends
@@ -63,6 +68,7 @@ Result<bool> PgController::healthCheck() {
     notStreamingSince_.reset();
     streamReported_.reset();
     streamProblem_.clear();
+    if (streams) copiedBeforeUpstream_ = false;
     return true;
   }
   const auto now = std::chrono::steady_clock::now();
@@ -77,7 +83,12 @@ Result<bool> PgController::healthCheck() {
     const auto why = lineWith(logTail, "FATAL:");
     spdlog::warn("pg: this standby is {}{}", streamProblem_, why ? "; its server log says: " + *why : "");
   }
-  if (!evidence || secs < options_.repairStandbyAfter) return true;
+  // A copy taken from the primary while its upstream was down, refused by that upstream
+  // for WAL it never had: waiting changes nothing, and the copy is new (docs/postgres.md).
+  const bool neverHadIt = copiedBeforeUpstream_ && evidence && evidence->find("has already been removed") != std::string::npos;
+  const auto after = neverHadIt ? std::min<std::chrono::seconds>(options_.repairStandbyAfter, kRepairCopyBeforeUpstreamAfter)
+                                : options_.repairStandbyAfter;
+  if (!evidence || now - *notStreamingSince_ < after) return true;
   repairFor_ = *evidence;
   return Error{"this standby cannot follow its upstream " + upstream + " (" + streamProblem_ +
                "); the next apply repairs it by pg_rewind, else pg_basebackup"};
