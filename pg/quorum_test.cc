@@ -149,7 +149,9 @@ TEST_F(QuorumPgTest, AnyOneOfTwoAcknowledgesThroughEitherMemberAndWaitsOnlyWitho
     EXPECT_TRUE(seen->members.at("peer-s2").streaming);
     ASSERT_TRUE(seen->members.at("peer-s2").flushed);
     EXPECT_GT(*seen->members.at("peer-s2").flushed, before);
-    if (seen->members.at("peer-s1").flushed) EXPECT_LE(*seen->members.at("peer-s1").flushed, before);
+    if (seen->members.at("peer-s1").flushed) {
+      EXPECT_LE(*seen->members.at("peer-s1").flushed, before);
+    }
     EXPECT_FALSE(seen->members.at("peer-x").streaming);
     EXPECT_FALSE(seen->members.at("peer-x").flushed);
   }
