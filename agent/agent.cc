@@ -113,6 +113,10 @@ Result<bool> Agent::start() {
   options.setupFromData = true;
   options.setupWaitMs = config_.zk.sessionTimeoutMs;
   options.standbySource = config_.standbySource;
+  // Quorum mode (docs/decisions/0079-quorum-commit.md): the state machine reads format 2,
+  // and what this agent wants reaches it with each state it is told of.
+  options.quorum = config_.replication.mode == ReplicationMode::kQuorum;
+  if (options.quorum) coordinator_.deliverReplicationWanted(config_.replication);
   if (!config_.onRoleChangeHook.empty() || !config_.onStartHook.empty() || !config_.onStopHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }

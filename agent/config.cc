@@ -410,6 +410,28 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   if (c.syncReplaceAfterMs > 0 && c.syncReplaceAfterMs < 500) {
     sync.fail("sync", "replaceAfterMs: at least 500 (or 0: never); a shorter bound replaces a sync that is merely busy");
   }
+  // ---- replication (docs/decisions/0079-quorum-commit.md) ----
+  {
+    Section replication = top.child("replication");
+    std::string mode = "sync";
+    ReplicationWanted wanted{ReplicationMode::kQuorum, 1, 2};
+    replication.get("mode", &mode);
+    replication.getInt("k", &wanted.k, 1, 64);
+    replication.getInt("size", &wanted.size, 2, 64);
+    replication.rejectUnknown();
+    if (wanted.k >= wanted.size) {
+      replication.fail("replication", "k (" + std::to_string(wanted.k) + ") must be below size (" +
+                                          std::to_string(wanted.size) +
+                                          "): with k = size every member's failure stalls writes");
+    }
+    if (mode == "quorum") {
+      c.replication = wanted;
+      if (c.singleton) replication.fail("replication.mode", "quorum: a one-node-write (singleton) peer has no standby");
+    } else if (mode != "sync") {
+      replication.fail("replication.mode", "expected sync or quorum, found \"" + mode + "\"");
+    }
+  }
+  // ---- end of replication ----
   std::string rejoin = rejoinPolicyName(c.rejoin);
   top.get("rejoin", &rejoin);
   Section health = top.child("health");

@@ -85,6 +85,12 @@
 //     replaceHoldMs: 5000               # no second such replacement within this long (doubling
 //                                       # while they keep coming, up to 64 times)
 //     connectGraceMs: 10000             # a sync's time without streaming before it counts
+//   replication:                        # docs/decisions/0079-quorum-commit.md
+//     mode: sync                        # sync: Manatee's one sync; quorum: commits wait for
+//                                       # any k of a set of `size` standbys (ANY k (...)),
+//                                       # every agent of the cluster set alike
+//     k: 1                              # quorum mode: 1 <= k < size
+//     size: 2                           # quorum mode: 2 to 64
 //   rejoin: rewind                      # a deposed ex-primary: rewind (pg_rewind a diverged
 //                                       # one, or follow as it is), follow (only as it is),
 //                                       # manual (dugong-adm rebuild)
@@ -118,6 +124,7 @@
 #include "statemachine/rejoin_policy.h"
 #include "driver/defaults.h"
 #include "pg/options.h"
+#include "statemachine/event.h"
 #include "statemachine/identity.h"
 #include "statemachine/result.h"
 #include "statemachine/standby.h"
@@ -157,6 +164,9 @@ struct AgentConfig {
   int syncReplaceAfterMs = driver::defaults::kSyncReplaceAfterMs;
   int syncReplaceHoldMs = driver::defaults::kSyncReplaceHoldMs;
   int syncConnectGraceMs = driver::defaults::kSyncConnectGraceMs;
+  // replication (0079): the mode, k and set size this agent runs and, as its cluster's
+  // primary, moves the cluster state to (DriverOptions::quorum, ReplicationWanted).
+  ReplicationWanted replication;
   // The ensemble's tickTime as the operator states it (an upper bound), for the primary's
   // lease (driver/lease.h); 0: half the negotiated session timeout, ZooKeeper's floor.
   int zkTickTimeMs = 0;

@@ -173,6 +173,35 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(c->syncConnectGraceMs, 5000);
 }
 
+// replication (docs/decisions/0079-quorum-commit.md): sync mode by default; quorum with
+// k and size (1 <= k < size); anything else refused with the key named.
+TEST_F(ConfigTest, ReplicationModeQuorumWithKAndSize) {
+  auto byDefault = parseConfig(valid(), "d.yaml");
+  ASSERT_TRUE(byDefault.ok()) << byDefault.error();
+  EXPECT_EQ(byDefault->replication.mode, ReplicationMode::kSync);
+  auto quorum = parseConfig(valid() + "replication:\n  mode: quorum\n  k: 2\n  size: 4\n", "d.yaml");
+  ASSERT_TRUE(quorum.ok()) << quorum.error();
+  EXPECT_EQ(quorum->replication.mode, ReplicationMode::kQuorum);
+  EXPECT_EQ(quorum->replication.k, 2);
+  EXPECT_EQ(quorum->replication.size, 4);
+  auto defaults = parseConfig(valid() + "replication:\n  mode: quorum\n", "d.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.error();
+  EXPECT_EQ(defaults->replication.k, 1);
+  EXPECT_EQ(defaults->replication.size, 2);
+
+  EXPECT_EQ(errorOf(valid() + "replication:\n  mode: quorum\n  k: 2\n  size: 2\n"),
+            "d.yaml: replication: k (2) must be below size (2): with k = size every member's failure stalls writes");
+  EXPECT_EQ(errorOf(valid() + "replication:\n  mode: raft\n"),
+            "d.yaml: replication.mode: expected sync or quorum, found \"raft\"");
+  EXPECT_NE(errorOf(valid() + "replication:\n  mode: quorum\n  k: 0\n").find("replication.k: expected an integer from 1"),
+            std::string::npos);
+  EXPECT_NE(errorOf(valid() + "replication:\n  mode: quorum\n  size: 1\n").find("replication.size: expected an integer from 2"),
+            std::string::npos);
+  EXPECT_EQ(errorOf(valid() + "singleton: true\nreplication:\n  mode: quorum\n"),
+            "d.yaml: replication.mode: quorum: a one-node-write (singleton) peer has no standby");
+  EXPECT_NE(errorOf(valid() + "replication:\n  quorum: 1\n").find("replication.quorum: unknown key"), std::string::npos);
+}
+
 TEST_F(ConfigTest, ErrorsNameTheFileAndTheKey) {
   struct Case {
     std::string yaml, error;

@@ -133,10 +133,14 @@ Result<bool> ZkCoordinator::join(driver::CoordinatorCallbacks callbacks) {
   leave();
   // Every log line from here on carries the generation of the last cluster state seen,
   // set before the state machine is stepped with it.
-  auto onEvent = [onEvent = std::move(callbacks.onEvent)](Event event) {
-    if (const auto* init = std::get_if<ZkInitialized>(&event)) noteGeneration(init->state);
-    if (const auto* changed = std::get_if<ClusterStateChanged>(&event)) noteGeneration(changed->state);
+  auto onEvent = [onEvent = std::move(callbacks.onEvent), wanted = replicationWanted_](Event event) {
+    const auto* init = std::get_if<ZkInitialized>(&event);
+    const auto* changed = std::get_if<ClusterStateChanged>(&event);
+    if (init) noteGeneration(init->state);
+    if (changed) noteGeneration(changed->state);
+    const bool newsOfTheState = init || changed;
     onEvent(std::move(event));
+    if (wanted && newsOfTheState) onEvent(*wanted);
   };
   zk::ZkOptions options = options_;
   options.resume = std::exchange(resume_, std::nullopt);  // a rejoin after a withdrawal opens a new one
@@ -182,11 +186,13 @@ void ZkCoordinator::publishStreaming(bool streams) {
 
 void ZkCoordinator::leave() {
   failPendingWrite("left ZooKeeper before the write's outcome was known");
+  failPendingReport("left ZooKeeper before the takeover report's publication was known");
   session_.reset();
 }
 
 void ZkCoordinator::leaveKeepingMembership() {
   failPendingWrite("the agent is stopping before the write's outcome was known");
+  failPendingReport("the agent is stopping before the takeover report's publication was known");
   if (!session_) return;
   session_->detach();
   detached_ = true;
@@ -200,8 +206,29 @@ void ZkCoordinator::failPendingWrite(const std::string& why) {
   pendingWrite_ = nullptr;
 }
 
+void ZkCoordinator::failPendingReport(const std::string& why) {
+  if (!pendingReport_) return;
+  ++reportSerial_;
+  boost::asio::post(io_, [done = std::exchange(pendingReport_, nullptr), why] {
+    done(ReportPublished{false, why + " (the election node may hold either)", -1});
+  });
+}
+
+std::function<void(StateWriteFinished)> ZkCoordinator::writeAnswer() {
+  return [this, alive = std::weak_ptr<int>(alive_), serial = writeSerial_](StateWriteFinished r) {
+    if (alive.expired() || serial != writeSerial_ || !pendingWrite_) return;
+    std::exchange(pendingWrite_, nullptr)(std::move(r));
+  };
+}
+
 void ZkCoordinator::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                                     std::function<void(StateWriteFinished)> done) {
+  putCheckedClusterState(state, expectedVersion, reason, {}, std::move(done));
+}
+
+void ZkCoordinator::putCheckedClusterState(const ClusterState& state, int32_t expectedVersion,
+                                           const std::string& reason, const std::vector<ElectionNodeCheck>& checks,
+                                           std::function<void(StateWriteFinished)> done) {
   if (!session_) {
     boost::asio::post(io_, [done = std::move(done)] {
       done(StateWriteFinished{false, "not a member of the ZooKeeper cluster", false, -1});
@@ -210,16 +237,28 @@ void ZkCoordinator::putClusterState(const ClusterState& state, int32_t expectedV
   }
   failPendingWrite("superseded by a newer write");
   pendingWrite_ = std::move(done);
-  const uint64_t serial = ++writeSerial_;
-  session_->putClusterState(
-      state, expectedVersion,
-      [this, alive = std::weak_ptr<int>(alive_), serial](StateWriteFinished r) {
-        if (alive.expired() || serial != writeSerial_ || !pendingWrite_) return;
-        auto answer = std::move(pendingWrite_);
-        pendingWrite_ = nullptr;
-        answer(std::move(r));
-      },
-      reason);
+  ++writeSerial_;
+  if (checks.empty()) return session_->putClusterState(state, expectedVersion, writeAnswer(), reason);
+  session_->putCheckedClusterState(state, expectedVersion, checks, writeAnswer(), reason);
+}
+
+void ZkCoordinator::publishReport(const std::optional<TakeoverReport>& report,
+                                  std::function<void(ReportPublished)> done) {
+  if (!session_) {
+    boost::asio::post(io_, [done = std::move(done)] {
+      done(ReportPublished{false, "not a member of the ZooKeeper cluster", -1});
+    });
+    return;
+  }
+  // Answered once: by the session, by a later publication (this one's answer is then
+  // dropped) or by leave().
+  failPendingReport("replaced by a later publication");
+  pendingReport_ = std::move(done);
+  session_->publishReport(report, [this, alive = std::weak_ptr<int>(alive_),
+                                   serial = ++reportSerial_](ReportPublished r) {
+    if (alive.expired() || serial != reportSerial_ || !pendingReport_) return;
+    std::exchange(pendingReport_, nullptr)(std::move(r));
+  });
 }
 
 driver::CoordinatorStatus ZkCoordinator::status() const {
@@ -240,6 +279,16 @@ void PgPostgres::sampleSyncStandby(const std::string& standbyId,
   pg_.syncStandby(standbyId, [done = std::move(done)](Result<pg::SyncStandbyView> view) {
     if (!view) return done(Error{view.error()});
     done(driver::SyncReplicationSample{view->streaming, view->flushed, view->waitingCommits});
+  });
+}
+
+void PgPostgres::sampleQuorumMembers(const std::vector<std::string>& memberIds,
+                                     std::function<void(Result<driver::QuorumReplicationSample>)> done) {
+  pg_.quorumMembers(memberIds, [done = std::move(done)](Result<pg::QuorumMembersView> view) {
+    if (!view) return done(Error{view.error()});
+    driver::QuorumReplicationSample sample{view->primaryFlushed, {}};
+    for (const auto& [id, m] : view->members) sample.members[id] = driver::SyncReplicationSample{m.streaming, m.flushed};
+    done(std::move(sample));
   });
 }
 

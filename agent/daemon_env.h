@@ -68,9 +68,27 @@ class ZkCoordinator : public driver::Coordinator {
   bool detached() const { return detached_; }
   void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override;
+  // Quorum mode (docs/decisions/0079-quorum-commit.md 4.4): zk::Session::putCheckedClusterState,
+  // answered exactly once like putClusterState (the same write in flight: a newer write
+  // or leave() answers it with a failure).
+  void putCheckedClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                              const std::vector<ElectionNodeCheck>& checks,
+                              std::function<void(StateWriteFinished)> done) override;
   driver::CoordinatorStatus status() const override;
   void publishDataState(const std::optional<PeerDataState>& data) override;
   void publishStreaming(bool streams) override;
+  // Quorum mode (0079 4.2): zk::Session::publishReport on this membership's session. A
+  // publication in flight is answered with a failure by leave() (the node may hold
+  // either, as for a state write). The report lives in the session (kept across an
+  // expiry, and by a restarted agent that re-attaches); a join after leave() opens a new
+  // election node that holds none, as the driver expects of a withdrawn peer.
+  void publishReport(const std::optional<TakeoverReport>& report,
+                     std::function<void(ReportPublished)> done) override;
+  // Quorum mode: `wanted` is stepped after each ZkInitialized and ClusterStateChanged
+  // (so that a state machine the driver starts afresh has it too). Set before join.
+  // Until the cluster configuration carries a `replication` block (0079 section 2), the
+  // agent's configuration is what the primary moves the state towards.
+  void deliverReplicationWanted(ReplicationWanted wanted) { replicationWanted_ = wanted; }
   // Watches a node in every session from now on (zk::Session::watchNode): its content
   // after each session's setup and at each change. Not part of the driver's Coordinator:
   // the cluster configuration and requests are the daemon's, not the state machine's.
@@ -78,6 +96,9 @@ class ZkCoordinator : public driver::Coordinator {
 
  private:
   void failPendingWrite(const std::string& why);
+  void failPendingReport(const std::string& why);
+  // The answer to a write of the session, unless a newer write or leave() answered it.
+  std::function<void(StateWriteFinished)> writeAnswer();
 
   boost::asio::io_context& io_;
   zk::ZkOptions options_;
@@ -89,10 +110,14 @@ class ZkCoordinator : public driver::Coordinator {
   bool detached_ = false;
   std::optional<PeerDataState> dataState_;  // published in every session's election node
   std::optional<bool> streaming_;           // likewise
+  std::optional<ReplicationWanted> replicationWanted_;
   std::vector<std::pair<std::string, std::function<void(StateNode)>>> watched_;
   // The write in flight: answered exactly once, by the session or by leave().
   uint64_t writeSerial_ = 0;
   std::function<void(StateWriteFinished)> pendingWrite_;
+  // The report publication in flight: likewise.
+  uint64_t reportSerial_ = 0;
+  std::function<void(ReportPublished)> pendingReport_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
@@ -129,6 +154,9 @@ class PgPostgres : public driver::Postgres {
   void readWal(std::function<void(WalPositionRead)> done) override { pg_.readWal(std::move(done)); }
   void sampleSyncStandby(const std::string& standbyId,
                          std::function<void(Result<driver::SyncReplicationSample>)> done) override;
+  // One look at every member (pg::PgController::quorumMembers).
+  void sampleQuorumMembers(const std::vector<std::string>& memberIds,
+                           std::function<void(Result<driver::QuorumReplicationSample>)> done) override;
   void readDataState(std::function<void(Result<PeerDataState>)> done) override { pg_.dataState(std::move(done)); }
   void startHealthCheck(std::function<void(bool, const std::string&)> onChange) override {
     pg_.startHealthCheck(std::move(onChange));

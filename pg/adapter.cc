@@ -90,6 +90,12 @@ void PgAdapter::syncStandby(std::string standbyName, std::function<void(Result<S
       query_, [this, name = std::move(standbyName)] { return controller_.syncStandby(name); }, std::move(done));
 }
 
+void PgAdapter::quorumMembers(std::vector<std::string> memberNames,
+                              std::function<void(Result<QuorumMembersView>)> done) {
+  onWorker<Result<QuorumMembersView>>(
+      query_, [this, names = std::move(memberNames)] { return controller_.quorumMembers(names); }, std::move(done));
+}
+
 void PgAdapter::stopWrites(std::function<void(Result<WritesStopped>)> done) {
   // In effect for any configuration written from now on, before the worker runs.
   controller_.noteStopWrites();

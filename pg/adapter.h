@@ -45,6 +45,8 @@ class PgAdapter {
   void readWal(std::function<void(WalPositionRead)> done);
   // See PgController::syncStandby. On the query worker.
   void syncStandby(std::string standbyName, std::function<void(Result<SyncStandbyView>)> done);
+  // See PgController::quorumMembers. On the query worker.
+  void quorumMembers(std::vector<std::string> memberNames, std::function<void(Result<QuorumMembersView>)> done);
   void dataState(std::function<void(Result<PeerDataState>)> done);
   // See PgController::awaitUpstreamStop. On the control worker, before a fence.
   void awaitUpstreamStop(std::chrono::milliseconds timeout, std::function<void(bool)> done);

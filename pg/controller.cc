@@ -184,9 +184,10 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
   ManagedState want;
   want.role = "primary";
   if (config.downstream) want.syncId = config.downstream->id;
-  // Read-only until the sync has caught up (pg/plan/transition.h).
+  want.quorum = standbyQuorum(config.quorum);
+  // Read-only until the sync (quorum mode: k members) has caught up (pg/plan/transition.h).
   PrimaryFacts facts;
-  facts.hasDownstream = config.downstream.has_value();
+  facts.hasDownstream = config.downstream.has_value() || want.quorum.has_value();
   facts.wasWritablePrimary = previous.role == "primary" && !previous.readOnly;
   want.readOnly = planPrimary(facts).readOnly;
 
@@ -296,7 +297,7 @@ PgConfigApplied PgController::applyPrimary(const PgConfig& config) {
   if (want.readOnly) {
     // Stale slots are dropped once writable (pollWritable): not on a failover's path.
     std::lock_guard lock(stateMu_);
-    pending_ = Pending{*want.syncId, std::nullopt};
+    pending_ = Pending{want.syncId.value_or(""), std::nullopt, want.quorum};
   } else {
     dropStaleSlots(want.syncId);
   }

@@ -30,6 +30,7 @@
 #include "pg/replication_slots.h"
 #include "pg/slot_drop_queue.h"
 #include "pg/sql.h"
+#include "pg/quorum_members.h"
 #include "pg/sync_standby.h"
 #include "pg/wal_receiver_watch.h"
 #include "statemachine/event.h"
@@ -109,6 +110,8 @@ class PgController {
   WalPositionRead readWal();
   // On a primary: what it sees of its synchronous standby (pg/sync_standby.h).
   Result<SyncStandbyView> syncStandby(const std::string& standbyName) const;
+  // On a quorum primary: what it sees of its members, in one look (pg/quorum_members.h).
+  Result<QuorumMembersView> quorumMembers(const std::vector<std::string>& memberNames) const;
   // What the data directory holds, from pg_controldata (postgres should be stopped, so
   // that it is final): system identifier, and the furthest of the latest checkpoint and
   // the minimum recovery point (a standby's replay), with its timeline.
@@ -210,11 +213,20 @@ class PgController {
   struct Pending {
     std::string syncId;
     std::optional<uint64_t> targetLsn;
+    // Quorum mode: writable once k of these members have caught up (syncId unused).
+    std::optional<StandbyQuorum> quorum = std::nullopt;
     // When the wait was last reported in the log (pollWritable, every 10 s).
     std::chrono::steady_clock::time_point reported = std::chrono::steady_clock::now();
   };
   // Logs what pg_stat_replication shows of the sync the primary still waits for.
   void reportSyncWait(const Pending& pending);
+  // Quorum mode, one look of pollWritable (controller_quorum.cc): whether k members
+  // streaming with sync_state 'quorum' have caught up (pg/plan/catch_up.h); sets the
+  // target at the first look where k stream. *flushed: the k-th latest flush, for the log.
+  bool quorumCaughtUp(const Pending& pending, std::string* flushed);
+  // The pg adapter's form of a primary's quorum (PgConfig::quorum): the members'
+  // application names, which are their peer ids.
+  static std::optional<StandbyQuorum> standbyQuorum(const std::optional<Quorum>& quorum);
 
   // --- the data directory
   // Whether it holds a database (pg/plan/transition.h); *error says what could not be

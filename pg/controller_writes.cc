@@ -239,26 +239,32 @@ bool PgController::pollWritable() {
     pending = *pending_;
     state = state_;
   }
-  auto q = localQuery("SELECT pg_current_wal_lsn()::text, flush_lsn::text FROM pg_stat_replication "
-                      "WHERE application_name = " + quoteLiteral(pending.syncId) +
-                      " AND state = 'streaming' AND sync_state = 'sync'");
-  if (!q || q->rows.empty() || !q->rows[0][0] || !q->rows[0][1]) {
-    if (std::chrono::steady_clock::now() - pending.reported >= 10s) reportSyncWait(pending);
-    return false;
+  std::string flushed;
+  if (pending.quorum) {
+    if (!quorumCaughtUp(pending, &flushed)) return false;
+  } else {
+    auto q = localQuery("SELECT pg_current_wal_lsn()::text, flush_lsn::text FROM pg_stat_replication "
+                        "WHERE application_name = " + quoteLiteral(pending.syncId) +
+                        " AND state = 'streaming' AND sync_state = 'sync'");
+    if (!q || q->rows.empty() || !q->rows[0][0] || !q->rows[0][1]) {
+      if (std::chrono::steady_clock::now() - pending.reported >= 10s) reportSyncWait(pending);
+      return false;
+    }
+    auto current = WalPosition::parse(*q->rows[0][0]);
+    auto flush = WalPosition::parse(*q->rows[0][1]);
+    if (!current || !flush) return false;
+    // When it becomes writable (pg/plan/catch_up.h).
+    const CatchUp step = planCatchUp(pending.targetLsn, SyncSeen{current->value(), flush->value()});
+    if (step.targetSet) {
+      pending.targetLsn = step.target;
+      std::lock_guard lock(stateMu_);
+      if (pending_) pending_->targetLsn = pending.targetLsn;
+      spdlog::info("pg: sync {} streams synchronously; waiting for it to reach {}", pending.syncId,
+                   current->toString());
+    }
+    if (!step.writable) return false;
+    flushed = flush->toString();
   }
-  auto current = WalPosition::parse(*q->rows[0][0]);
-  auto flush = WalPosition::parse(*q->rows[0][1]);
-  if (!current || !flush) return false;
-  // When it becomes writable (pg/plan/catch_up.h).
-  const CatchUp step = planCatchUp(pending.targetLsn, SyncSeen{current->value(), flush->value()});
-  if (step.targetSet) {
-    pending.targetLsn = step.target;
-    std::lock_guard lock(stateMu_);
-    if (pending_) pending_->targetLsn = pending.targetLsn;
-    spdlog::info("pg: sync {} streams synchronously; waiting for it to reach {}", pending.syncId,
-                 current->toString());
-  }
-  if (!step.writable) return false;
   if (testHook_) testHook_("pollWritable:beforeWrite");
   state.readOnly = false;
   auto w = writeConf(state);
@@ -272,8 +278,9 @@ bool PgController::pollWritable() {
     std::lock_guard lock(stateMu_);
     pending_.reset();
   }
-  spdlog::info("pg: sync {} has caught up (flush {}): the primary is writable", pending.syncId, flush->toString());
-  dropStaleSlots(pending.syncId);
+  const std::string who = pending.quorum ? renderQuorum(*pending.quorum) : "sync " + pending.syncId;
+  spdlog::info("pg: {} has caught up (flush {}): the primary is writable", who, flushed);
+  dropStaleSlots(pending.quorum ? std::nullopt : std::optional<std::string>(pending.syncId));
   return true;
 }
 

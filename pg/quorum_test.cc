@@ -5,7 +5,8 @@
 // other's WAL receiver is stopped; with both stopped it waits (wait_event SyncRep) and is
 // released when one comes back; pg_stat_replication's flush_lsn is each standby's own
 // (the member sample reads it per member); a reload that lowers k releases a commit that
-// waited under the higher k.
+// waited under the higher k. The agent's member sample (PgController::quorumMembers) reads
+// the same per-member flush positions in one look.
 #include <signal.h>
 
 #include <deque>
@@ -139,8 +140,34 @@ TEST_F(QuorumPgTest, AnyOneOfTwoAcknowledgesThroughEitherMemberAndWaitsOnlyWitho
     EXPECT_LE(flushOf(a, s1), before);
     EXPECT_GT(flushOf(a, s2), before);
     EXPECT_EQ(syncStateOf(a, s1), "quorum/1");  // still a candidate: it streams, it only says nothing
+    // The member sample (PgController::quorumMembers, the agent's member watch) shows the
+    // same in one look: s2 streams with its flush past the commit; s1's flush, while its
+    // walsender lasts (until wal_sender_timeout), stays at or before it; a name no standby
+    // has, no walsender.
+    auto seen = ca.quorumMembers({"peer-s1", "peer-s2", "peer-x"});
+    ASSERT_TRUE(seen.ok()) << seen.error();
+    EXPECT_TRUE(seen->members.at("peer-s2").streaming);
+    ASSERT_TRUE(seen->members.at("peer-s2").flushed);
+    EXPECT_GT(*seen->members.at("peer-s2").flushed, before);
+    if (seen->members.at("peer-s1").flushed) {
+      EXPECT_LE(*seen->members.at("peer-s1").flushed, before);
+    }
+    EXPECT_FALSE(seen->members.at("peer-x").streaming);
+    EXPECT_FALSE(seen->members.at("peer-x").flushed);
   }
   ASSERT_TRUE(testing::eventually([&] { return s1.value("SELECT count(*) FROM t WHERE id = 2") == "1"; }, 60s));
+  // Both streaming again and idle: the sample shows each member caught up with the
+  // primary's flush position.
+  EXPECT_TRUE(testing::eventually(
+      [&] {
+        auto look = ca.quorumMembers({"peer-s1", "peer-s2"});
+        if (!look) return false;
+        for (const auto& [name, m] : look->members) {
+          if (!m.streaming || m.flushed != look->primaryFlushed) return false;
+        }
+        return true;
+      },
+      60s));
 
   // Both hung: a commit waits for replication, and is released when one comes back.
   {
@@ -188,6 +215,21 @@ TEST_F(QuorumPgTest, AnyOneOfTwoAcknowledgesThroughEitherMemberAndWaitsOnlyWitho
   ASSERT_TRUE(f.ok) << f.error;
   EXPECT_TRUE(waitsForAll(a.value("SHOW synchronous_standby_names"), {"peer-s2", "peer-s1"}))
       << a.value("SHOW synchronous_standby_names");
+
+  // The state machine's apply of a quorum primary (PgConfig::quorum, the daemon's) runs
+  // ANY k of its members; a primary that was writable stays writable, its commits now
+  // acknowledged by any one member.
+  PgConfig quorumPrimary = PgConfig::primary(std::nullopt);
+  quorumPrimary.quorum = Quorum{1, {s1.identity, s2.identity}};
+  PgConfigApplied applied = ca.apply(quorumPrimary);
+  ASSERT_TRUE(applied.ok) << applied.error;
+  EXPECT_EQ(a.value("SHOW synchronous_standby_names"), "ANY 1 (\"peer-s1\", \"peer-s2\")");
+  EXPECT_TRUE(ca.pollWritable());
+  {
+    StoppedReceiver hung(s2);
+    ASSERT_TRUE(hung.stop());
+    EXPECT_EQ(a.value("INSERT INTO t VALUES (5)", 20s), "");
+  }
 }
 
 }  // namespace

@@ -89,6 +89,16 @@ void Peer::onZkInitialized(const ZkInitialized& e) {
   notStreaming_ = e.notStreaming;
   if (opts_.quorum) {
     quorum_.seen = e.reports;
+    // A report that stood in the node of a session that ended was written into this
+    // session's new node by the session, at a version its publication was not answered
+    // with: it counts as unpublished (still standing, so the fence stays) until this
+    // member publishes it again, or its own takeover write would check the old node's
+    // version and fail every time.
+    if (!e.sessionKept && quorum_.mine && quorum_.mine->nodeVersion >= 0) {
+      quorum_.mine->nodeVersion = -1;
+      log(LogLevel::kInfo, "a new ZooKeeper session: this member's takeover report (" + quorum_.mine->describe() +
+                               ") counts as unpublished until it is published again");
+    }
     // A report of this peer's that its election node still holds (an agent restarted
     // with its session): it stands until withdrawn, before anything is applied.
     auto mine = e.reports.find(opts_.self.id);

@@ -335,6 +335,50 @@ TEST(PeerQuorum, AFailedPublicationKeepsTheFenceAndPublishesAgain) {
   EXPECT_TRUE(publish[0].report);
 }
 
+// A report that stands across a session expiry: the new session writes it into its new
+// election node, whose version is not the one the old node's publication was answered
+// with. The report counts as unpublished until published again, so the member's write
+// checks its new node's version, not the old one (which would fail every time).
+TEST(PeerQuorum, AReportStandingAcrossANewSessionIsPublishedAgainBeforeItIsCounted) {
+  Harness h;
+  h.member(memberQuorumState(1, {"me", "b"}), {"p", "me", "b"});
+  h.reported({"me", "b"}, 0x2000, 5);  // b has not reported yet
+  EXPECT_EQ(h.peer.inspect()["quorum"]["mine"]["wal"], WalPosition(0x2000).toString());
+  // The session expired; the new one (not kept) holds the report at its node's version 1.
+  auto renewed = h.step(ZkInitialized{node(memberQuorumState(1, {"me", "b"}), 4), peers({"me", "b"}), {}, false, {},
+                                      {{"me", memberReport(0x2000, 1)}, {"b", memberReport(0x1800, 3)}}});
+  for (const auto& w : only<WriteClusterState>(renewed)) {
+    EXPECT_NE(w.checks, (std::vector<ElectionNodeCheck>{{"me", 5}, {"b", 3}})) << "a check of the old node's version";
+  }
+  EXPECT_FALSE(has<WriteClusterState>(renewed));
+  EXPECT_TRUE(h.peer.keepsFence());  // the report stands meanwhile
+  EXPECT_FALSE(has<ApplyPgConfig>(renewed));
+  // Published again (its fence and its read are those of the same run of postgres).
+  std::vector<Action> read = renewed;
+  if (has<ReadWal>(read)) read = h.step(WalPositionRead{WalPosition(0x2000), "", 11, kHistory});
+  auto publish = only<PublishReport>(read);
+  ASSERT_EQ(publish.size(), 1u);
+  ASSERT_TRUE(publish[0].report);
+  EXPECT_EQ(publish[0].report->wal, WalPosition(0x2000));
+  auto writes = only<WriteClusterState>(h.step(ReportPublished{true, "", 2}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].checks, (std::vector<ElectionNodeCheck>{{"me", 2}, {"b", 3}}));
+}
+
+// A session re-attached by a restarted agent is the same session and node: a report this
+// run published keeps its version there.
+TEST(PeerQuorum, AReportKeepsItsVersionInAKeptSession) {
+  Harness h;
+  h.member(memberQuorumState(1, {"me", "b"}), {"p", "me", "b"});
+  h.reported({"me", "b"}, 0x2000, 5);
+  auto kept = h.step(ZkInitialized{node(memberQuorumState(1, {"me", "b"}), 4), peers({"me", "b"}), {}, true, {},
+                                   {{"me", memberReport(0x2000, 5)}, {"b", memberReport(0x1800, 3)}}});
+  EXPECT_FALSE(has<PublishReport>(kept));
+  auto writes = only<WriteClusterState>(kept);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].checks, (std::vector<ElectionNodeCheck>{{"me", 5}, {"b", 3}}));
+}
+
 // An async of a format-2 state streams from the first member (async[0]) or the async
 // before it.
 TEST(PeerQuorum, TheAsyncChainHangsFromTheFirstMember) {
