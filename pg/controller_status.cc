@@ -131,6 +131,7 @@ PgStatus PgController::status() {
     s.timeline = std::stoi(*r[7]);
   }
   s.walReceiverStatus = r[8];
+  if (s.role == "standby-leader") s.source = sampleSourceLag();
   s.archiver = parseArchiverStatus(r[12]);
   if (r[13]) s.replayPaused = *r[13] == "t";
   {
