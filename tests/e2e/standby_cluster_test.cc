@@ -110,7 +110,9 @@ TEST(StandbyClusterE2E, ADugongStandbyClusterFollowsAPlainPostgresPrimary) {
       << lag.dump();
   EXPECT_EQ(lag["sourcePrimary"], sourceHost);
   EXPECT_EQ(lag["streamingFrom"], sourceHost);
-  EXPECT_EQ((*h.status(leader))["standby"]["cluster"], "standby cluster of " + of);
+  auto leaderState = h.status(leader);
+  ASSERT_TRUE(leaderState.has_value());
+  EXPECT_EQ((*leaderState)["standby"]["cluster"], "standby cluster of " + of);
   EXPECT_NE(metrics(h, leader).find("\ndugong_standby_source_lag_bytes 0\n"), std::string::npos) << metrics(h, leader);
   EXPECT_NE(metrics(h, leader).find("\ndugong_standby_source_receiving 1\n"), std::string::npos);
   auto shown = adm(h, {"show"});
@@ -142,12 +144,14 @@ TEST(StandbyClusterE2E, ADugongStandbyClusterFollowsAPlainPostgresPrimary) {
 
   // promote-cluster: refused while the source's primary can be reached, even with the flag.
   ASSERT_TRUE(h.waitFor([&] { return leaderLag(h, next).is_object() && leaderLag(h, next)["lagBytes"] == 0; }, 60s));
-  const std::string stateBefore = h.zkState()->serialize();
+  const auto stateRead = h.zkState();
+  ASSERT_TRUE(stateRead.has_value());
+  const std::string stateBefore = stateRead->serialize();
   auto refused = adm(h, {"promote-cluster", "--source-gone"});
   EXPECT_EQ(refused.exitCode, 2) << refused.output;
   EXPECT_NE(refused.output.find("refused: the source " + of + " has a writable host, " + sourceHost), std::string::npos)
       << refused.output;
-  EXPECT_EQ(h.zkState()->serialize(), stateBefore);
+  EXPECT_EQ(h.zkState().value_or(ClusterState{}).serialize(), stateBefore);
 
   // The source stopped: without the flag, refused with what was last seen.
   ASSERT_TRUE(sourcePg.apply(PgConfig::none()).ok);
@@ -161,7 +165,7 @@ TEST(StandbyClusterE2E, ADugongStandbyClusterFollowsAPlainPostgresPrimary) {
   EXPECT_EQ(refused.exitCode, 2) << refused.output;
   EXPECT_NE(refused.output.find("the source " + of + " cannot be reached"), std::string::npos) << refused.output;
   EXPECT_NE(refused.output.find("at least 0.0 MB"), std::string::npos) << refused.output;
-  EXPECT_EQ(h.zkState()->serialize(), stateBefore);
+  EXPECT_EQ(h.zkState().value_or(ClusterState{}).serialize(), stateBefore);
   auto stalled = adm(h, {"verify"});
   EXPECT_EQ(stalled.exitCode, 1) << stalled.output;
   EXPECT_NE(stalled.output.find("does not receive from " + of), std::string::npos) << stalled.output;
