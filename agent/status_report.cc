@@ -15,6 +15,18 @@ std::optional<uint64_t> lsnBytes(const std::optional<std::string>& lsn) {
   return w->value();
 }
 
+// A standby cluster (docs/decisions/0083 3.5): "standby cluster of <source>", its leader,
+// and on the leader its lag to the source. Null in a normal cluster.
+nlohmann::json standbyJson(const StatusSources& s) {
+  const auto& state = s.driver.peer().clusterState();
+  if (!state || !state->standby) return nullptr;
+  return {{"of", state->standby->source.describe()},
+          {"cluster", "standby cluster of " + state->standby->source.describe()},
+          {"leader", state->primary.id},
+          {"promote", state->standby->promote},
+          {"lag", s.postgres.source ? s.postgres.source->toJson() : nlohmann::json(nullptr)}};
+}
+
 }  // namespace
 
 bool isWritablePrimary(const driver::Runner& driver, const pg::PgStatus& postgres) {
@@ -53,6 +65,7 @@ nlohmann::json stateJson(const StatusSources& s) {
   }
   return {
       {"peer", s.driver.peer().inspect()},
+      {"standby", standbyJson(s)},
       {"postgres", s.postgres.toJson()},
       {"zookeeper", zk},
       {"health",
@@ -134,6 +147,25 @@ std::string metricsText(const StatusSources& s) {
   }
   metric("dugong_replay_lag_seconds", "gauge", "On a standby: age of the last replayed transaction.");
   if (s.postgres.replayLagSeconds) m << "dugong_replay_lag_seconds " << *s.postgres.replayLagSeconds << "\n";
+  if (const auto& src = s.postgres.source) {
+    // A standby cluster's leader: its lag to the source (docs/decisions/0083 3.5).
+    metric("dugong_standby_source_lag_bytes", "gauge",
+           "On a standby cluster's leader: WAL the source has that it has not received (the last measure while the "
+           "source does not answer).");
+    if (src->lagBytes) m << "dugong_standby_source_lag_bytes " << *src->lagBytes << "\n";
+    metric("dugong_standby_source_replay_lag_bytes", "gauge",
+           "On a standby cluster's leader: WAL the source has that it has not replayed.");
+    if (src->replayLagBytes) m << "dugong_standby_source_replay_lag_bytes " << *src->replayLagBytes << "\n";
+    metric("dugong_standby_source_lag_seconds", "gauge",
+           "On a standby cluster's leader: age of the last replayed transaction while replay is behind the source; 0 "
+           "when caught up.");
+    if (src->lagSeconds) m << "dugong_standby_source_lag_seconds " << *src->lagSeconds << "\n";
+    metric("dugong_standby_source_receiving", "gauge", "On a standby cluster's leader: 1 while its WAL receiver streams.");
+    m << "dugong_standby_source_receiving " << (src->receiving() ? 1 : 0) << "\n";
+    metric("dugong_standby_source_reachable", "gauge",
+           "On a standby cluster's leader: 1 when the source answered its last position read.");
+    m << "dugong_standby_source_reachable " << (src->sourceAnswered() ? 1 : 0) << "\n";
+  }
   auto counter = [&](const char* name, const char* help, uint64_t v) {
     metric(name, "counter", help);
     m << name << " " << v << "\n";

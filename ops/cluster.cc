@@ -18,14 +18,14 @@ Result<std::unique_ptr<zk::Client>> connectZk(const zk::ZkOptions& options, std:
   return std::move(c).value();
 }
 
-Result<StateRead> readClusterState(zk::Client& client) {
+Result<StateRead> readClusterState(zk::Client& client, ClusterState::Formats formats) {
   auto node = client.readState();
   if (!node) return Error{"reading the cluster state: " + node.error()};
   if (!node->exists) {
     return Error{"no cluster at " + client.layout().root() + ": " + client.layout().state() +
                  " does not exist (check -c/--cluster and --root)"};
   }
-  auto s = ClusterState::parse(node->data);
+  auto s = ClusterState::parse(node->data, formats);
   if (!s) return Error{"the cluster state at " + client.layout().state() + " is invalid: " + s.error()};
   return StateRead{*s, node->version};
 }
@@ -36,8 +36,8 @@ EpochMs nowMs() {
 }
 
 Result<ClusterView> fetchView(zk::Client& client, const std::string& cluster, bool agents,
-                              std::chrono::milliseconds agentTimeout) {
-  auto st = readClusterState(client);
+                              std::chrono::milliseconds agentTimeout, ClusterState::Formats formats) {
+  auto st = readClusterState(client, formats);
   if (!st) return Error{st.error()};
   auto active = client.activePeers();
   if (!active) return Error{"listing the active peers: " + active.error()};
@@ -78,9 +78,9 @@ Result<ClusterView> fetchView(zk::Client& client, const std::string& cluster, bo
 }
 
 Result<UpdateResult> updateState(zk::Client& client, const std::function<Result<bool>(ClusterState&)>& change,
-                                 const std::string& reason, int attempts) {
+                                 const std::string& reason, int attempts, ClusterState::Formats formats) {
   for (int attempt = 1; attempt <= attempts; ++attempt) {
-    auto st = readClusterState(client);
+    auto st = readClusterState(client, formats);
     if (!st) return Error{st.error()};
     ClusterState next = st->state;
     auto decision = change(next);
@@ -90,7 +90,7 @@ Result<UpdateResult> updateState(zk::Client& client, const std::function<Result<
     if (w.ok) return UpdateResult{true, next, w.newVersion, attempt};
     if (!w.lostRace) {
       // The outcome may be unknown: look whether our state is what is there now.
-      auto again = readClusterState(client);
+      auto again = readClusterState(client, formats);
       if (again && again->state.serialize() == next.serialize() && again->version == st->version + 1) {
         return UpdateResult{true, next, again->version, attempt};
       }

@@ -25,13 +25,16 @@ struct StateRead {
   int32_t version = -1;
 };
 // Reads and validates the state. A missing state node is an error naming the path
-// ("no cluster at /dugong/x: ..."), as is an invalid state.
-Result<StateRead> readClusterState(zk::Client& client);
+// ("no cluster at /dugong/x: ..."), as is an invalid state. `formats`: what the caller
+// reads (a standby cluster's format 3 only where the command knows it, docs/decisions/0083).
+Result<StateRead> readClusterState(zk::Client& client,
+                                   ClusterState::Formats formats = ClusterState::Formats::kSyncOnly);
 
 // The cluster as ZooKeeper and (with `agents`) the peers' agents see it now. Agents are
 // asked in parallel, each bounded by `agentTimeout`.
 Result<ClusterView> fetchView(zk::Client& client, const std::string& cluster, bool agents,
-                              std::chrono::milliseconds agentTimeout = std::chrono::seconds(3));
+                              std::chrono::milliseconds agentTimeout = std::chrono::seconds(3),
+                              ClusterState::Formats formats = ClusterState::Formats::kSyncOnly);
 
 // Wall-clock now, in ms since the epoch.
 EpochMs nowMs();
@@ -48,6 +51,7 @@ struct UpdateResult {
   int attempts = 0;
 };
 Result<UpdateResult> updateState(zk::Client& client, const std::function<Result<bool>(ClusterState&)>& change,
-                                 const std::string& reason, int attempts = 5);
+                                 const std::string& reason, int attempts = 5,
+                                 ClusterState::Formats formats = ClusterState::Formats::kSyncOnly);
 
 }  // namespace dugong::adm

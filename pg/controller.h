@@ -400,6 +400,10 @@ class PgController {
   // (0083 P5), the replication role; with its password for primary_conninfo, without
   // it for a command line (the password goes by PGPASSWORD, clientEnv()).
   Result<std::string> sourceConninfo(const SourceEndpoint& source, bool withPassword) const;
+  // A standby leader's lag to its source (pg/source_lag.h), sampled at each status():
+  // IDENTIFY_SYSTEM of the source over the leader's replication conninfo, and the leader's
+  // received and replayed positions. nullopt unless a standby leader was applied.
+  std::optional<SourceLag> sampleSourceLag();
 
   // --- connections
   std::string localConninfo() const;
@@ -453,6 +457,10 @@ class PgController {
   mutable std::mutex stateMu_;    // guards state_ and pending_
   ManagedState state_;
   std::optional<Pending> pending_;
+  // The source the last standby-leader apply followed, and its last lag sample (both
+  // under stateMu_; pg/source_lag.h).
+  std::optional<SourceEndpoint> standbySource_;
+  std::optional<SourceLag> sourceLag_;
   std::optional<FenceTarget> fence_;  // in effect since the last fence(), until the next apply()
   // A standby that does not stream: since when, why (for status), and whether the next
   // apply repairs it (guarded by stateMu_).

@@ -7,6 +7,8 @@
 #include "pg/controller_support.h"
 #include "pg/plan/transition.h"
 
+#include <chrono>
+
 #include <spdlog/spdlog.h>
 
 namespace dugong::pg {
@@ -120,6 +122,10 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
   }
   auto w = writeConf(want);
   if (!w) return failed(w.error(), running);
+  {
+    std::lock_guard lock(stateMu_);
+    standbySource_ = source;
+  }
   if (running) {
     // primary_conninfo is reloadable: the WAL receiver restarts on a new one.
     auto r = reload();
@@ -136,6 +142,65 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
   discardOldDataDir();
   spdlog::info("pg: started as standby leader, following the source {}", source.describe());
   return succeeded(true);
+}
+
+std::optional<SourceLag> PgController::sampleSourceLag() {
+  std::optional<SourceEndpoint> source;
+  std::optional<SourceLag> previous;
+  {
+    std::lock_guard lock(stateMu_);
+    source = standbySource_;
+    previous = sourceLag_;
+  }
+  if (!source) return std::nullopt;
+  LeaderReplay leader;
+  auto q = localQuery(
+      "SELECT pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, "
+      "(SELECT received_tli FROM pg_stat_wal_receiver), (SELECT status FROM pg_stat_wal_receiver), "
+      "(SELECT sender_host || ':' || sender_port FROM pg_stat_wal_receiver), "
+      "EXTRACT(EPOCH FROM (clock_timestamp() - pg_last_xact_replay_timestamp()))::float8, "
+      "pg_last_xact_replay_timestamp()::text");
+  if (q && !q->rows.empty()) {
+    const Row& r = q->rows[0];
+    leader.receivedLsn = r[0];
+    leader.replayedLsn = r[1];
+    if (r[2]) leader.receivedTimeline = std::stoll(*r[2]);
+    leader.walReceiverStatus = r[3];
+    leader.senderHost = r[4];
+    if (r[5]) leader.lastReplayAgeSeconds = std::stod(*r[5]);
+    leader.lastReplayTimestamp = r[6];
+  }
+  // The source's flush position over the leader's own replication conninfo, host by host
+  // with target_session_attrs=primary: the one that answers is the writable host the
+  // receiver reaches. IDENTIFY_SYSTEM (its timeline and xlogpos) needs no database access
+  // for the replication role.
+  SourceRead read;
+  for (const HostPort& host : source->hosts) {
+    SourceEndpoint one = *source;
+    one.hosts = {host};
+    auto conninfo = sourceConninfo(one, true);
+    if (!conninfo) {
+      read.error = conninfo.error();
+      break;
+    }
+    auto remote = runQuery(conninfo.value() + " " + buildConninfo({{"replication", "true"}, {"connect_timeout", "2"}}),
+                           "IDENTIFY_SYSTEM", options_.queryTimeout);
+    if (!remote) {
+      read.error += (read.error.empty() ? "" : "; ") + host.toString() + ": " + remote.error();
+    } else if (remote->rows.empty() || remote->rows[0].size() < 3 || !remote->rows[0][1] || !remote->rows[0][2]) {
+      read.error += (read.error.empty() ? "" : "; ") + host.toString() + ": IDENTIFY_SYSTEM gave no position";
+    } else {
+      read = SourceRead{"", host.toString(), remote->rows[0][2], std::stoll(*remote->rows[0][1])};
+      break;
+    }
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  SourceLag lag = computeSourceLag(source->describe(), leader, read, previous ? &*previous : nullptr, now);
+  std::lock_guard lock(stateMu_);
+  sourceLag_ = lag;
+  return lag;
 }
 
 }  // namespace dugong::pg

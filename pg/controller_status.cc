@@ -156,6 +156,7 @@ PgStatus PgController::status() {
     const bool streams = receiverWatch_.streams(r[8], r[14], std::chrono::steady_clock::now());
     if (r[8] == "streaming" && !streams) s.walReceiverStatus = "starting";
   }
+  if (s.role == "standby-leader") s.source = sampleSourceLag();
   s.archiver = parseArchiverStatus(r[12]);
   if (r[13]) s.replayPaused = *r[13] == "t";
   {

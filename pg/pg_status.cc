@@ -38,6 +38,7 @@ nlohmann::json PgStatus::toJson() const {
                       {"sampledAt", sampledAtMs},
                       {"hotStandbyValues", hotStandbyValues}};
   j["archiver"] = archiver ? archiver->toJson() : nlohmann::json(nullptr);
+  j["source"] = source ? source->toJson() : nlohmann::json(nullptr);
   if (!error.empty()) j["error"] = error;
   return j;
 }

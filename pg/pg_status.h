@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pg/pg_archiver.h"
+#include "pg/source_lag.h"
 
 namespace dugong::pg {
 
@@ -58,6 +59,8 @@ struct PgStatus {
   std::map<std::string, long> hotStandbyValues;
   // WAL archiving (pg_stat_archiver), when archive_mode is not off.
   std::optional<ArchiverStatus> archiver;
+  // A standby cluster's leader: its lag to the source (docs/decisions/0083 3.5).
+  std::optional<SourceLag> source;
 
   nlohmann::json toJson() const;
 };

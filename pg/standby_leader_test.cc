@@ -123,5 +123,80 @@ TEST(StandbyLeaderTest, ALeaderRefusesWhatItMustNotMakeOrFollow) {
   EXPECT_EQ(l.value("SELECT pg_is_in_recovery()"), "t");
 }
 
+// The leader's lag to its source (docs/decisions/0083 3.5), as status() samples it: none
+// while it streams an idle source; replay paused, the source written: received at the
+// source's position, replay behind it by bytes and seconds; the receiver fenced, the
+// source written: received behind and not moving while the source moves (a stall, what
+// `dugong-adm verify` flags); the source stopped: the last lag measured is kept, as "at
+// least", with the source's error.
+TEST(StandbyLeaderTest, ItsLagToTheSourceIsMeasuredAndKeptWhenTheSourceStops) {
+  PgTestCluster cluster("dugong-pg-leader");
+  PgTestNode& a = cluster.addNode("src-a");
+  PgTestNode& l = cluster.addNode("peer-l");
+  PgController ca(a.options), cl(l.options);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(std::nullopt)).ok);
+  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable(); }, kLeaderDeadline));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
+  auto r = cl.apply(PgConfig::standbyLeader(hostsOf({&a}), true));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(testing::eventually([&] { return holdsRow(l, 1); }, kLeaderDeadline));
+  EXPECT_FALSE(ca.status().source.has_value()) << "a primary has no source";
+
+  PgStatus st;
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        st = cl.status();
+        return st.source && st.source->lagBytes == std::optional<uint64_t>(0) && st.source->receiving();
+      },
+      kLeaderDeadline))
+      << (st.source ? st.source->toJson().dump() : "no source");
+  EXPECT_TRUE(st.source->sourceAnswered());
+  EXPECT_TRUE(st.source->sourceWal.has_value());
+  EXPECT_EQ(st.source->sourceTimeline, std::optional<int64_t>(1));
+  EXPECT_EQ(st.source->lagSeconds, std::optional<double>(0.0));
+  EXPECT_EQ(st.source->leader.senderHost, "127.0.0.1:" + std::to_string(a.port));
+  EXPECT_EQ(st.source->sourcePrimary, "127.0.0.1:" + std::to_string(a.port));
+  EXPECT_EQ(st.toJson()["source"]["lagBytes"], 0);
+
+  // Replay paused: what arrives is received, not replayed.
+  ASSERT_EQ(l.value("SELECT pg_wal_replay_pause()"), "");
+  ASSERT_EQ(a.value("INSERT INTO t SELECT generate_series(2, 1000)"), "");
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        st = cl.status();
+        return st.source && st.source->lagBytes == std::optional<uint64_t>(0) && st.source->replayLagBytes &&
+               *st.source->replayLagBytes > 0;
+      },
+      kLeaderDeadline))
+      << (st.source ? st.source->toJson().dump() : "no source");
+  ASSERT_TRUE(st.source->lagSeconds.has_value());
+  EXPECT_GT(*st.source->lagSeconds, 0.0);
+  ASSERT_EQ(l.value("SELECT pg_wal_replay_resume()"), "");
+
+  // No receiver (the fence a promotion lays): the source moves, received does not.
+  ASSERT_TRUE(cl.fence(std::nullopt).ok);
+  ASSERT_EQ(a.value("INSERT INTO t SELECT generate_series(1001, 2000)"), "");
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        st = cl.status();
+        return st.source && st.source->receivingStalledSinceMs != 0;
+      },
+      kLeaderDeadline))
+      << (st.source ? st.source->toJson().dump() : "no source");
+  EXPECT_FALSE(st.source->receiving());
+  ASSERT_TRUE(st.source->lagBytes.has_value());
+  const uint64_t lagBeforeStop = *st.source->lagBytes;
+  EXPECT_GT(lagBeforeStop, 0u);
+
+  // The source stopped: its last answer is kept, and the lag measured then.
+  ASSERT_TRUE(ca.apply(PgConfig::none()).ok);
+  st = cl.status();
+  ASSERT_TRUE(st.source.has_value());
+  EXPECT_FALSE(st.source->sourceAnswered());
+  EXPECT_EQ(st.source->lagBytes, std::optional<uint64_t>(lagBeforeStop));
+  EXPECT_EQ(st.source->describe().rfind("at least ", 0), 0u) << st.source->describe();
+  EXPECT_EQ(st.source->receivingStalledSinceMs, 0) << "not known while the source does not answer";
+}
+
 }  // namespace
 }  // namespace dugong::pg

@@ -267,5 +267,83 @@ TEST(PeerStandby, ANewClusterIsSetUpAsAStandbyClusterOfTheConfiguredSource) {
   EXPECT_NE(writes[0].reason.find(") is standby leader, s is sync"), std::string::npos) << writes[0].reason;
 }
 
+// promote-cluster (0083 6.2; phase 3 as built): the leader fences (stops streaming from
+// the source), reads where its replay ends, and writes the next generation as a normal
+// state (no standby field: Manatee's bytes) naming itself primary with the same sync and
+// asyncs; only after the write does it apply the primary configuration, which promotes.
+TEST(PeerStandby, PromoteClusterWritesANormalGenerationThenPromotes) {
+  StandbyHarness h;
+  ClusterState s = hostsStandby(5, "me", "s", {"a"});
+  s.initWal = WalPosition(100);
+  s.initTimeline = 1;
+  h.start(s, {"me", "s", "a"}, false, false, 7);
+  h.applied(true);
+  ClusterState asked = s;
+  asked.standby->promote = {{"by", "ops@jump1"}, {"sourceGone", true}, {"generation", 5},
+                            {"expireTime", formatIso8601(peer_test::kT0 + 60000)}};
+  auto actions = h.step(ClusterStateChanged{peer_test::node(asked, 8)});
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  auto fences = only<FencePg>(actions);
+  ASSERT_EQ(fences.size(), 1u);
+  EXPECT_FALSE(fences[0].newSync.has_value()) << "the standby fence: no more WAL from the source";
+  TimelineHistory history;
+  history.timeline = 1;
+  const WriteClusterState write = fencedWrite(h, WalPosition(900), history);
+  EXPECT_EQ(standbyShape(write.state), "6 me s [a] deposed [] " + WalPosition(900).toString() + "/1 normal");
+  EXPECT_EQ(write.state.format(), 1);
+  EXPECT_EQ(write.expectedVersion, 8);
+  EXPECT_EQ(write.reason, "generation 6: promote-cluster requested by ops@jump1 (--source-gone): no longer a standby "
+                          "cluster of hosts h1:5432, h2:5432; me is primary with WAL " +
+                              WalPosition(900).toString() + " and promotes, s stays sync");
+  actions = h.step(StateWriteFinished{true, "", false, 9});
+  EXPECT_EQ(h.peer.role(), Role::kPrimary);
+  PgConfig c = onlyApply(actions);
+  EXPECT_EQ(c.role, PgRole::kPrimary);
+  EXPECT_EQ(c.initWal, WalPosition(900));
+}
+
+// An expired promote-cluster request is removed in the same generation (the leader keeps
+// following); a frozen standby cluster is not promoted; one behind initWal is not either.
+TEST(PeerStandby, PromoteClusterRefusesWhatItMustNotCarryOut) {
+  StandbyHarness h;
+  ClusterState s = hostsStandby(5, "me", "s", {"a"});
+  h.start(s, {"me", "s", "a"}, false, false, 7);
+  h.applied(true);
+  ClusterState expired = s;
+  expired.standby->promote = {{"by", "ops"}, {"sourceGone", false}, {"generation", 5},
+                              {"expireTime", formatIso8601(peer_test::kT0 - 1000)}};
+  auto writes = only<WriteClusterState>(h.step(ClusterStateChanged{peer_test::node(expired, 8)}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(standbyShape(writes[0].state), "5 me s [a] deposed [] " + WalPosition().toString() + "/0 standby");
+  EXPECT_FALSE(writes[0].state.standby->hasPromote());
+  EXPECT_NE(writes[0].reason.find("removed an invalid promote-cluster request"), std::string::npos) << writes[0].reason;
+
+  StandbyHarness frozen;
+  ClusterState f = hostsStandby(5, "me", "s", {"a"});
+  f.freeze = true;
+  f.standby->promote = {{"by", "ops"}, {"sourceGone", true}, {"generation", 5},
+                        {"expireTime", formatIso8601(peer_test::kT0 + 60000)}};
+  auto actions = frozen.start(f, {"me", "s", "a"}, false, false, 7);
+  const auto more = frozen.applied(true);
+  actions.insert(actions.end(), more.begin(), more.end());
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(peer_test::logged(actions, "promote-cluster requested by ops (--source-gone), but the cluster is frozen: "
+                                         "not promoted"));
+
+  StandbyHarness behind;
+  ClusterState b = hostsStandby(5, "me", "s", {"a"});
+  b.initWal = WalPosition(1000);
+  b.standby->promote = f.standby->promote;
+  behind.start(b, {"me", "s", "a"}, false, false, 7);
+  behind.applied(true);
+  TimelineHistory history;
+  history.timeline = 1;
+  EXPECT_EQ(only<ReadWal>(behind.step(PgFenced{true, ""})).size(), 1u);
+  actions = behind.step(WalPositionRead{WalPosition(900), "", 0, history});
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_EQ(onlyApply(actions).role, PgRole::kStandbyLeader) << "the fence lifted: it follows the source again";
+}
+
 }  // namespace
 }  // namespace dugong

@@ -377,8 +377,8 @@ bool SourceEndpoint::operator==(const SourceEndpoint& o) const {
 }
 
 std::optional<std::string> standbyStateNotRun(const ClusterState& state) {
-  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 2 runs a standby cluster of a "
-                             "hosts source): nothing is done with it";
+  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 3 runs a standby cluster of a "
+                             "hosts source and its promote-cluster): nothing is done with it";
   if (state.hasDemote()) return "cluster state: a demote-cluster request" + notYet;
   if (!state.standby) return std::nullopt;
   const StandbySource& source = state.standby->source;
@@ -390,7 +390,6 @@ std::optional<std::string> standbyStateNotRun(const ClusterState& state) {
     return "cluster state: a standby cluster restoring from a repository (standby.source.restore, stanza " +
            source.restore->stanza + ")" + notYet;
   }
-  if (state.standby->hasPromote()) return "cluster state: a promote-cluster request (standby.promote)" + notYet;
   return std::nullopt;
 }
 

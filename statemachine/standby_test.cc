@@ -339,15 +339,15 @@ TEST(ObservedSourceState, KeepsWhatTheDecisionsNeed) {
   EXPECT_FALSE(o.standby.has_value());
 }
 
-// Phase 2 (0083 section 10.2) runs a standby state of a `hosts` source only. A peer that
-// reads any other format-3 state (a dugong or pgbackrest source, a `restore` repository,
-// a promote-cluster request, a normal state's demote request) halts with the reason, as
+// Phase 3 (0083 "Phase 3 as built") runs a standby state of a `hosts` source only, and
+// its promote-cluster request. A peer that reads any other format-3 state (a dugong or
+// pgbackrest source, a `restore` repository, a normal state's demote request) halts with the reason, as
 // on a state of a newer format: no write, no fence, no apply; postgres keeps what it had
 // (in a standby cluster every postgres is a standby: a halted agent leaves a read-only
 // peer, 0083 2.3). It resumes on a state it runs.
 TEST(StandbyFormat, AFormat3StateThisBuildDoesNotRunHaltsThePeer) {
-  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 2 runs a standby cluster "
-                             "of a hosts source): nothing is done with it";
+  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 3 runs a standby cluster "
+                             "of a hosts source and its promote-cluster): nothing is done with it";
   ClusterState demoting = cluster(7, "p", "me", {"d"});
   demoting.demote = {{"source", dugongSource().toJson()}, {"by", "ops"}, {"generation", 7},
                      {"expireTime", formatIso8601(kT0 + 60000)}};
@@ -358,17 +358,12 @@ TEST(StandbyFormat, AFormat3StateThisBuildDoesNotRunHaltsThePeer) {
   ClusterState hostsRestoring = standbyCluster(7, "p", "me", {"d"});
   hostsRestoring.standby->source = *parseSourceUrl("hosts://h1:5432");
   hostsRestoring.standby->source.restore = SourceRepository{"siteA", {}};
-  ClusterState promoting = standbyCluster(7, "p", "me", {"d"});
-  promoting.standby->source = *parseSourceUrl("hosts://h1:5432");
-  promoting.standby->promote = {{"by", "ops"}, {"sourceGone", true}, {"generation", 7},
-                                {"expireTime", formatIso8601(kT0 + 60000)}};
   const std::vector<std::pair<ClusterState, std::string>> cases = {
       {standbyCluster(7, "p", "me", {"d"}),
        "a standby cluster of a dugong source (dugong siteA (a1:2181,a2:2181/dugong/siteA))"},
       {demoting, "a demote-cluster request"},
       {repository, "a standby cluster of a pgbackrest source (pgbackrest stanza siteA)"},
       {hostsRestoring, "a standby cluster restoring from a repository (standby.source.restore, stanza siteA)"},
-      {promoting, "a promote-cluster request (standby.promote)"},
   };
   for (const auto& [format3, what] : cases) {
     ASSERT_TRUE(ClusterState::parse(format3.serialize(), ClusterState::Formats::kSyncAndStandby).ok()) << what;

@@ -6,8 +6,14 @@
 // source reach every peer; no peer answers /primary 200 or leaves recovery; the leader
 // answers /standby-leader 200. The leader's host killed (agent, watchdog, postgres): its
 // sync takes over as standby leader, and rows keep arriving.
+// Phase 3: what the operator sees (the lag in /state, /metrics, `dugong-adm show` and
+// `verify`), and promote-cluster: refused while the source's primary is reachable (even
+// with --source-gone), refused without the flag once the source is stopped, then with
+// --source-gone the cluster becomes a normal, writable one holding every row it received.
 #include <gtest/gtest.h>
 
+#include "ops/http_client.h"
+#include "pg/command.h"
 #include "pg/controller.h"
 #include "tests/e2e/cluster_harness.h"
 
@@ -17,6 +23,26 @@ namespace {
 bool holdsRow(Harness& h, int i, int id) {
   auto r = h.sql(i, "SELECT count(*) FROM t WHERE id = " + std::to_string(id), 2s);
   return r && !r->rows.empty() && r->rows[0][0] == "1";
+}
+
+pg::CommandResult adm(const Harness& h, std::vector<std::string> args) {
+  pg::CommandSpec spec;
+  spec.argv = {DUGONG_ADM_BINARY, "--zk", h.zkConnect(), "-c", h.options().cluster};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.timeout = std::chrono::seconds(180);
+  return pg::runCommand(spec);
+}
+
+std::string metrics(Harness& h, int i) {
+  auto r = agent::httpGet("http://127.0.0.1:" + std::to_string(h.peer(i).httpPort) + "/metrics");
+  return r ? r->body : "";
+}
+
+// The leader's lag sample in its /state (standby.lag), or null.
+nlohmann::json leaderLag(Harness& h, int i) {
+  auto st = h.status(i);
+  if (!st || !st->contains("standby") || !(*st)["standby"].is_object()) return nullptr;
+  return (*st)["standby"]["lag"];
 }
 
 // The index of the peer that is standby leader and streams from the source, or -1.
@@ -70,6 +96,37 @@ TEST(StandbyClusterE2E, ADugongStandbyClusterFollowsAPlainPostgresPrimary) {
   EXPECT_TRUE(h.waitFor([&] { return holdsRow(h, 0, 2) && holdsRow(h, 1, 2) && holdsRow(h, 2, 2); }, 60s))
       << h.describe();
 
+  // What the operator sees: the lag, in bytes and seconds, and the source's primary.
+  const std::string sourceHost = "127.0.0.1:" + std::to_string(source.port);
+  const std::string of = "hosts " + sourceHost;
+  nlohmann::json lag;
+  EXPECT_TRUE(h.waitFor(
+      [&] {
+        lag = leaderLag(h, leader);
+        return lag.is_object() && lag["lagBytes"] == 0 && lag["lagSeconds"] == 0.0 &&
+               lag["walReceiverStatus"] == "streaming";
+      },
+      60s))
+      << lag.dump();
+  EXPECT_EQ(lag["sourcePrimary"], sourceHost);
+  EXPECT_EQ(lag["streamingFrom"], sourceHost);
+  auto leaderState = h.status(leader);
+  ASSERT_TRUE(leaderState.has_value());
+  EXPECT_EQ((*leaderState)["standby"]["cluster"], "standby cluster of " + of);
+  EXPECT_NE(metrics(h, leader).find("\ndugong_standby_source_lag_bytes 0\n"), std::string::npos) << metrics(h, leader);
+  EXPECT_NE(metrics(h, leader).find("\ndugong_standby_source_receiving 1\n"), std::string::npos);
+  auto shown = adm(h, {"show"});
+  EXPECT_EQ(shown.exitCode, 0) << shown.output;
+  EXPECT_NE(shown.output.find("standby cluster of " + of + ", standby leader " + h.peer(leader).id), std::string::npos)
+      << shown.output;
+  EXPECT_NE(shown.output.find(sourceHost + ", the leader streams from it"), std::string::npos) << shown.output;
+  EXPECT_NE(shown.output.find("0.0 MB and 0.0 s behind " + of), std::string::npos) << shown.output;
+  EXPECT_NE(shown.output.find("standby-leader"), std::string::npos) << shown.output;
+  auto verified = adm(h, {"verify", "-v"});
+  EXPECT_EQ(verified.exitCode, 0) << verified.output;
+  EXPECT_NE(verified.output.find("standby leader " + h.peer(leader).id + " streams from " + of), std::string::npos)
+      << verified.output;
+
   // The leader's host lost: its sync takes over as standby leader, deposing nobody.
   h.killAgentAndWatchdog(leader);
   h.killPostgres(leader);
@@ -84,6 +141,57 @@ TEST(StandbyClusterE2E, ADugongStandbyClusterFollowsAPlainPostgresPrimary) {
     EXPECT_TRUE(h.waitFor([&] { return holdsRow(h, i, 3); }, 60s)) << h.peer(i).id << "\n" << h.describe();
   }
   expectNothingWritable(h);
+
+  // promote-cluster: refused while the source's primary can be reached, even with the flag.
+  ASSERT_TRUE(h.waitFor([&] { return leaderLag(h, next).is_object() && leaderLag(h, next)["lagBytes"] == 0; }, 60s));
+  // The harness reads no format 3: a refusal is checked by the history (no write).
+  const size_t writesBefore = h.history().size();
+  ASSERT_GT(writesBefore, 0u);
+  auto refused = adm(h, {"promote-cluster", "--source-gone"});
+  EXPECT_EQ(refused.exitCode, 2) << refused.output;
+  EXPECT_NE(refused.output.find("refused: the source " + of + " has a writable host, " + sourceHost), std::string::npos)
+      << refused.output;
+  EXPECT_EQ(h.history().size(), writesBefore) << "a refusal writes nothing";
+
+  // The source stopped: without the flag, refused with what was last seen.
+  ASSERT_TRUE(sourcePg.apply(PgConfig::none()).ok);
+  ASSERT_TRUE(h.waitFor(
+      [&] {
+        const nlohmann::json l = leaderLag(h, next);
+        return l.is_object() && l["sourceReachable"] == false;
+      },
+      60s));
+  refused = adm(h, {"promote-cluster"});
+  EXPECT_EQ(refused.exitCode, 2) << refused.output;
+  EXPECT_NE(refused.output.find("the source " + of + " cannot be reached"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("at least 0.0 MB"), std::string::npos) << refused.output;
+  EXPECT_EQ(h.history().size(), writesBefore) << "a refusal writes nothing";
+  auto stalled = adm(h, {"verify"});
+  EXPECT_EQ(stalled.exitCode, 1) << stalled.output;
+  EXPECT_NE(stalled.output.find("does not receive from " + of), std::string::npos) << stalled.output;
+
+  // --source-gone: a normal cluster, writable, with every row it received.
+  auto promoted = adm(h, {"promote-cluster", "--source-gone", "--wait", "120"});
+  std::cout << promoted.output;
+  ASSERT_EQ(promoted.exitCode, 0) << promoted.output;
+  EXPECT_NE(promoted.output.find("lag before the promotion: at least 0.0 MB and"), std::string::npos) << promoted.output;
+  ASSERT_TRUE(h.waitFor([&] { return h.httpStatus(next, "/primary") == 200; }, 60s)) << h.describe();
+  auto state = h.zkState();
+  ASSERT_TRUE(state.has_value());
+  EXPECT_FALSE(state->standby.has_value());
+  EXPECT_EQ(state->primary.id, h.peer(next).id);
+  for (int id = 1; id <= 3; ++id) EXPECT_TRUE(holdsRow(h, next, id)) << id;
+  auto w = h.sql(next, "INSERT INTO t VALUES (4)", 5s);
+  EXPECT_TRUE(w.ok()) << w.error();
+  for (int i = 0; i < h.size(); ++i) {
+    if (i == leader || i == next) continue;
+    EXPECT_TRUE(h.waitFor([&] { return holdsRow(h, i, 4); }, 60s)) << h.peer(i).id << " follows the new timeline";
+  }
+  shown = adm(h, {"show"});
+  EXPECT_EQ(shown.output.find("standby cluster of"), std::string::npos) << shown.output;
+  auto history = adm(h, {"history"});
+  EXPECT_NE(history.output.find("promote-cluster: no longer a standby cluster of " + of), std::string::npos)
+      << history.output;
 }
 
 }  // namespace

@@ -36,6 +36,8 @@ void addRestartCommands(CLI::App& app, const CommonOptions& common, Commands& ou
 void addRebuildCommand(CLI::App& app, const CommonOptions& common, Commands& out);
 // reset-state
 void addResetStateCommand(CLI::App& app, const CommonOptions& common, Commands& out);
+// promote-cluster (docs/decisions/0083)
+void addStandbyCommands(CLI::App& app, const CommonOptions& common, Commands& out);
 // set-onwm, zk-state, zk-active
 void addDeveloperCommands(CLI::App& app, const CommonOptions& common, Commands& out);
 

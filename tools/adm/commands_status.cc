@@ -7,6 +7,7 @@
 #include "statemachine/data_state.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/history_summary.h"
+#include "tools/adm/standby_view.h"
 #include "tools/adm/table.h"
 #include "tools/adm/verify.h"
 
@@ -114,10 +115,11 @@ int runShow(const CommonOptions& common, bool verbose) {
   auto client = connectOrFail(common, code);
   if (!client) return code;
   if (auto st = client->readState(); st && !st->exists && !common.json) return showNoState(*client);
-  auto view = fetchView(*client, common.cluster, true);
+  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), ClusterState::Formats::kSyncAndStandby);
   if (!view) return fail(kExitUnavailable, view.error());
   const ClusterState& s = view->state;
   auto rows = statusRows(*view);
+  labelStandbyLeader(*view, rows);
   auto findings = verifyCluster(*view);
   const auto& columns = verbose ? pgStatusWideColumns() : pgStatusDefaultColumns();
   // Settings changed that each peer's postgres runs only after a restart.
@@ -144,18 +146,22 @@ int runShow(const CommonOptions& common, bool verbose) {
       if (f.problem) out["problems"].push_back(f.text);
     }
     if (verbose) out["checks"] = findingsJson(findings);
+    out["standby"] = standbyShowJson(*view);
     std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
   std::vector<TableRow> head = {
       {"cluster", view->cluster.empty() ? view->root : view->cluster + " (" + view->root + ")"},
       {"generation", std::to_string(s.generation) + " (state version " + std::to_string(view->version) + ")"},
-      {"mode", s.oneNodeWriteMode ? "one-node-write (the primary writes alone)" : "normal"},
+      {"mode", s.oneNodeWriteMode ? "one-node-write (the primary writes alone)"
+               : s.standby        ? "standby cluster (follows a source, accepts no writes)"
+                                  : "normal"},
       {"freeze", freezeLine(s)},
       {"promote", s.hasPromote() ? s.promote.dump() : "none"},
       {"initWal", s.initWal.toString() + (s.initTimeline > 0 ? " on timeline " + std::to_string(s.initTimeline) : "")},
       {"pending", pendingText.empty() ? "none" : "restart: " + pendingText + " (dugong-adm restart --rolling)"},
   };
+  for (auto& [label, text] : standbyShowLines(*view)) head.push_back({label, text});
   if (verbose) {
     const std::string active = peerIds(view->active);
     head.push_back({"in zookeeper", active.empty() ? "(none)" : active});
@@ -185,9 +191,12 @@ int runTable(const CommonOptions& common, const TableArgs& a, const std::vector<
       std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(a.period * 1000)));
       if (!common.json) std::cout << "\n";
     }
-    auto view = fetchView(*client, common.cluster, true);
+    auto view =
+        fetchView(*client, common.cluster, true, std::chrono::seconds(3), ClusterState::Formats::kSyncAndStandby);
     if (!view) return fail(kExitUnavailable, view.error());
-    auto rows = filterRole(statusRows(*view), a.role);
+    auto all = statusRows(*view);
+    labelStandbyLeader(*view, all);
+    auto rows = filterRole(std::move(all), a.role);
     if (common.json) {
       std::cout << rowsJson(rows, columns).dump(times == 1 ? 2 : -1) << "\n";
     } else {
@@ -297,7 +306,7 @@ int runVerify(const CommonOptions& common, bool verbose, uint64_t maxLag) {
   int code = kExitOk;
   auto client = connectOrFail(common, code);
   if (!client) return code;
-  auto view = fetchView(*client, common.cluster, true);
+  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), ClusterState::Formats::kSyncAndStandby);
   if (!view) return fail(kExitUnavailable, view.error());
   VerifyOptions o;
   o.maxLagBytes = maxLag;

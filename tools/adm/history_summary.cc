@@ -30,7 +30,9 @@ std::string describePromote(const nlohmann::json& p) {
 }
 
 void setUp(const ClusterState& s, std::vector<std::string>& out) {
-  std::string line = "cluster set up: primary " + s.primary.id;
+  std::string line = s.standby ? "standby cluster of " + s.standby->source.describe() + " set up: standby leader " +
+                                     s.primary.id
+                               : "cluster set up: primary " + s.primary.id;
   if (s.oneNodeWriteMode) {
     line += " in one-node-write mode";
   } else {
@@ -52,6 +54,22 @@ std::vector<std::string> summarizeChange(const std::optional<ClusterState>& befo
   }
   const ClusterState& b = *before;
   const ClusterState& a = after;
+
+  // A standby cluster (docs/decisions/0083): promote-cluster, its request, and the standby
+  // leader's own takeovers (written below as a primary's are).
+  if (b.standby && !a.standby) {
+    out.push_back("promote-cluster: no longer a standby cluster of " + b.standby->source.describe() + "; " +
+                  a.primary.id + " is primary");
+  } else if (!b.standby && a.standby) {
+    out.push_back("now a standby cluster of " + a.standby->source.describe());
+  }
+  if (a.standby && a.standby->hasPromote() && (!b.standby || b.standby->promote != a.standby->promote)) {
+    out.push_back("promote-cluster requested: " + a.standby->promote.dump());
+  }
+  if (b.standby && b.standby->hasPromote() && a.standby && !a.standby->hasPromote() &&
+      b.generation == a.generation) {
+    out.push_back("promote-cluster request removed");
+  }
 
   if (b.oneNodeWriteMode != a.oneNodeWriteMode) {
     out.push_back(a.oneNodeWriteMode ? "one-node-write mode on" : "one-node-write mode off");
@@ -138,7 +156,7 @@ HistoryItem decodeHistoryRecord(int64_t sequence, const std::string& data) {
   if (auto t = j.find("time"); t != j.end() && t->is_string()) item.time = t->get<std::string>();
   if (auto r = j.find("reason"); r != j.end() && r->is_string()) item.reason = r->get<std::string>();
   item.raw = j.value("state", nlohmann::json(nullptr));
-  auto s = ClusterState::fromJson(item.raw);
+  auto s = ClusterState::fromJson(item.raw, ClusterState::Formats::kSyncAndStandby);
   if (s) {
     item.state = *s;
   } else {

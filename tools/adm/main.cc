@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   addRebuildCommand(app, common, commands);
   addResetStateCommand(app, common, commands);
   addDeveloperCommands(app, common, commands);
+  addStandbyCommands(app, common, commands);
   auto* version = app.add_subcommand("version", "print the version of dugong-adm and exit");
   commands.push_back({version,
                       [] {

@@ -4,6 +4,7 @@
 
 #include "statemachine/promote_request.h"
 #include "tools/adm/hot_standby_rollout.h"
+#include "tools/adm/standby_view.h"
 #include "tools/adm/table.h"
 
 namespace dugong::adm {
@@ -199,7 +200,10 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
                 "): remove it with `dugong-adm clear-promote`");
   }
 
-  if (const PeerView* primary = view.find(s.primary.id)) {
+  if (isStandbyCluster(view)) {
+    // Its "primary" is a standby leader: in recovery, receiving from the source.
+    for (auto& [problem, text] : verifyStandbyLeader(view)) problem ? c.problem(text) : c.ok(text);
+  } else if (const PeerView* primary = view.find(s.primary.id)) {
     if (checkPresent(c, *primary, "primary")) {
       c.check(pgWritable(*primary), "primary " + primary->identity.id + " is writable",
               "primary " + primary->identity.id + " is not writable");
@@ -208,7 +212,8 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
   }
   for (const auto& p : view.peers) {
     if (p.role == "sync" || p.role == "async") {
-      if (checkPresent(c, p, p.roleLabel(true))) checkStreaming(c, view, p, p.role == "sync", o);
+      // Nothing in a standby cluster is synchronous (docs/decisions/0083 P2).
+      if (checkPresent(c, p, p.roleLabel(true))) checkStreaming(c, view, p, p.role == "sync" && !s.standby, o);
     } else if (p.role == "deposed" && !p.reachable()) {
       // A deposed peer rejoins by itself only while its agent runs.
       c.problem("deposed peer " + p.identity.id + " does not serve and its agent does not answer" +

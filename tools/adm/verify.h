@@ -25,7 +25,9 @@ struct Finding {
 //     not a problem), a promote request that is invalid or expired (a pending valid one
 //     is noted);
 //   - the primary: in ZooKeeper, its agent answers, postgres online and writable, and
-//     (archive_mode on) its WAL archiving not failing;
+//     (archive_mode on) its WAL archiving not failing; in a standby cluster its standby
+//     leader instead, by verifyStandbyLeader (tools/adm/standby_view.h): receiving from
+//     the source, not stalled, the source's position read, and the sync not synchronous;
 //   - the sync: in ZooKeeper, its agent answers, postgres online, and the primary
 //     reports it streaming with sync_state "sync";
 //   - that there is an async at all (without one the sync cannot take over);

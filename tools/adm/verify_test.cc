@@ -291,5 +291,65 @@ TEST(Verify, OneNodeWriteModeNeedsNoSync) {
   EXPECT_TRUE(problems(v).empty());
 }
 
+// A standby cluster of a hosts source (docs/decisions/0083, phase 3): its leader is
+// checked as standby leader, receiving from the source, not as a writable primary.
+ClusterView standbyView() {
+  ClusterState s = threePeers();
+  StandbyMode mode;
+  mode.source.kind = SourceKind::kHosts;
+  mode.source.hosts = {HostPort{"10.0.0.5", 5432}};
+  s.standby = mode;
+  ClusterView v = healthyView(s);
+  for (auto& p : v.peers) {
+    const PeerView* down = v.downstreamOf(p.identity.id);
+    nlohmann::json rows = nlohmann::json::array();
+    if (down) rows.push_back(replRow(down->identity.id, "async", "0/5000000"));
+    p.status = standbyStatus("0/5000000", rows);
+  }
+  mutablePeer(v, "a").status["postgres"]["source"] = {
+      {"source", "hosts 10.0.0.5:5432"}, {"sampledAt", v.now},         {"walReceiverStatus", "streaming"},
+      {"streamingFrom", "10.0.0.5:5432"}, {"sourceReachable", true},    {"sourceWal", "0/5000000"},
+      {"receivedLsn", "0/5000000"},      {"receivingStalledSince", 0}, {"lagBytes", 0},
+      {"summary", "0.0 MB and 0.0 s behind hosts 10.0.0.5:5432"}};
+  return v;
+}
+
+TEST(Verify, AStandbyClusterStreamingFromItsSourceHasNoProblem) {
+  ClusterView v = standbyView();
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  std::vector<std::string> oks;
+  for (const auto& f : verifyCluster(v)) oks.push_back(f.text);
+  EXPECT_TRUE(mentions(oks, "standby leader a streams from hosts 10.0.0.5:5432 at 10.0.0.5:5432"));
+  EXPECT_TRUE(mentions(oks, "sync b streams from a"));
+}
+
+TEST(Verify, AStandbyLeaderThatStoppedReceivingIsAProblem) {
+  ClusterView v = standbyView();
+  mutablePeer(v, "a").status["postgres"]["source"]["walReceiverStatus"] = nullptr;
+  auto p = problems(v);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("standby leader a does not receive from hosts 10.0.0.5:5432: no WAL receiver"),
+            std::string::npos)
+      << p[0];
+
+  // A receiver, but received not moving for 45 s while the source moves.
+  v = standbyView();
+  mutablePeer(v, "a").status["postgres"]["source"]["receivingStalledSince"] = v.now - 45'000;
+  p = problems(v);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("standby leader a has received nothing for 45 s while hosts 10.0.0.5:5432 moved on"),
+            std::string::npos)
+      << p[0];
+  // 10 s: not yet.
+  mutablePeer(v, "a").status["postgres"]["source"]["receivingStalledSince"] = v.now - 10'000;
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+
+  // A writable "standby leader" is the worst of all.
+  v = standbyView();
+  mutablePeer(v, "a").status["postgres"]["inRecovery"] = false;
+  mutablePeer(v, "a").status["postgres"]["readOnly"] = false;
+  EXPECT_TRUE(mentions(problems(v), "runs postgres out of recovery"));
+}
+
 }  // namespace
 }  // namespace dugong::adm

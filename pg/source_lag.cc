@@ -1,0 +1,122 @@
+#include "pg/source_lag.h"
+
+#include <cstdio>
+
+#include "statemachine/time_format.h"
+#include "statemachine/wal_position.h"
+
+namespace dugong::pg {
+namespace {
+
+template <class T>
+nlohmann::json orNull(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+std::optional<uint64_t> bytesOf(const std::optional<std::string>& lsn) {
+  if (!lsn) return std::nullopt;
+  auto w = WalPosition::parse(*lsn);
+  if (!w) return std::nullopt;
+  return w->value();
+}
+
+std::optional<uint64_t> behind(const std::optional<uint64_t>& ahead, const std::optional<uint64_t>& pos) {
+  if (!ahead || !pos) return std::nullopt;
+  return *ahead > *pos ? *ahead - *pos : 0;
+}
+
+}  // namespace
+
+SourceLag computeSourceLag(const std::string& source, const LeaderReplay& leader, const SourceRead& read,
+                           const SourceLag* previous, int64_t nowMs) {
+  SourceLag l;
+  l.source = source;
+  l.sampledAtMs = nowMs;
+  l.leader = leader;
+  if (previous && previous->source != source) previous = nullptr;  // another source: nothing carries over
+  if (read.error.empty() && read.wal) {
+    l.sourceWal = read.wal;
+    l.sourceTimeline = read.timeline;
+    l.sourcePrimary = read.host;
+    l.sourceSeenAtMs = nowMs;
+  } else {
+    l.sourceError = read.error.empty() ? "no WAL position in its answer" : read.error;
+    if (previous) {
+      l.sourceWal = previous->sourceWal;
+      l.sourceTimeline = previous->sourceTimeline;
+      l.sourcePrimary = previous->sourcePrimary;
+      l.sourceSeenAtMs = previous->sourceSeenAtMs;
+    }
+  }
+  // The receiver's timeline, else the last one seen (a fenced or stopped receiver has none).
+  std::optional<int64_t> receivedTimeline = leader.receivedTimeline;
+  if (!receivedTimeline && previous) receivedTimeline = previous->leader.receivedTimeline;
+  l.leader.receivedTimeline = receivedTimeline;
+  const auto sourceBytes = bytesOf(l.sourceWal);
+  const auto received = bytesOf(leader.receivedLsn);
+  const auto replayed = bytesOf(leader.replayedLsn);
+  if (!sourceBytes) {
+    l.unknownWhy = "the source's position was never read: " + l.sourceError;
+  } else if (!received && !replayed) {
+    l.unknownWhy = "this leader has received nothing yet";
+  } else if (l.sourceTimeline && receivedTimeline && *l.sourceTimeline != *receivedTimeline) {
+    l.unknownWhy = "the source is on timeline " + std::to_string(*l.sourceTimeline) + ", this leader received on " +
+                   std::to_string(*receivedTimeline);
+  } else {
+    // A leader restarted without a receiver has received nothing since: its replay is
+    // what it holds.
+    l.lagBytes = behind(sourceBytes, received ? received : replayed);
+    l.replayLagBytes = behind(sourceBytes, replayed ? replayed : received);
+  }
+  if (l.replayLagBytes) {
+    l.lagSeconds = *l.replayLagBytes == 0 ? 0.0 : leader.lastReplayAgeSeconds.value_or(0.0);
+  }
+  // A stall: the source answered ahead of what was received, and received has not moved
+  // since the previous sample.
+  const bool ahead = l.sourceAnswered() && l.lagBytes && *l.lagBytes > 0;
+  if (ahead && previous && received && bytesOf(previous->leader.receivedLsn) == received) {
+    l.receivingStalledSinceMs = previous->receivingStalledSinceMs ? previous->receivingStalledSinceMs
+                                                                  : previous->sampledAtMs;
+  }
+  return l;
+}
+
+std::string SourceLag::describe() const {
+  if (!lagBytes) return "lag to " + source + " unknown: " + unknownWhy;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.1f MB and %.1f s", static_cast<double>(*lagBytes) / (1024.0 * 1024.0),
+                lagSeconds.value_or(0.0));
+  std::string text = std::string(sourceAnswered() ? "" : "at least ") + buf + " behind " + source + " (" +
+                     (sourcePrimary.empty() ? std::string() : "its primary " + sourcePrimary + ", ") + "its WAL at " +
+                     sourceWal.value_or("?") + " on timeline " +
+                     (sourceTimeline ? std::to_string(*sourceTimeline) : std::string("?")) + ", read at " +
+                     formatIso8601(sourceSeenAtMs) + "; received " + leader.receivedLsn.value_or("-") +
+                     ", replayed " + leader.replayedLsn.value_or("-") + ")";
+  if (!sourceAnswered()) text += "; the source does not answer now: " + sourceError;
+  return text;
+}
+
+nlohmann::json SourceLag::toJson() const {
+  return {{"source", source},
+          {"sampledAt", sampledAtMs},
+          {"sourceWal", orNull(sourceWal)},
+          {"sourceTimeline", orNull(sourceTimeline)},
+          {"sourcePrimary", sourcePrimary.empty() ? nlohmann::json(nullptr) : nlohmann::json(sourcePrimary)},
+          {"sourceSeenAt", sourceSeenAtMs},
+          {"sourceReachable", sourceAnswered()},
+          {"sourceError", sourceError.empty() ? nlohmann::json(nullptr) : nlohmann::json(sourceError)},
+          {"receivedLsn", orNull(leader.receivedLsn)},
+          {"replayedLsn", orNull(leader.replayedLsn)},
+          {"receivedTimeline", orNull(leader.receivedTimeline)},
+          {"walReceiverStatus", orNull(leader.walReceiverStatus)},
+          {"streamingFrom", orNull(leader.senderHost)},
+          {"lastReplayTimestamp", orNull(leader.lastReplayTimestamp)},
+          {"lagBytes", orNull(lagBytes)},
+          {"replayLagBytes", orNull(replayLagBytes)},
+          {"lagSeconds", orNull(lagSeconds)},
+          {"lagUnknown", unknownWhy.empty() ? nlohmann::json(nullptr) : nlohmann::json(unknownWhy)},
+          {"receivingStalledSince", receivingStalledSinceMs},
+          {"summary", describe()}};
+}
+
+}  // namespace dugong::pg

@@ -1,0 +1,178 @@
+// promote-cluster (docs/decisions/0083 section 6; "Phase 3 as built"): a standby cluster
+// becomes a normal cluster. dugong-adm judges what the standby cluster sees of its source
+// (promoteClusterRefusal, on its leader's last position read of the source), says what
+// was received and how far behind, writes the request `standby.promote` test-and-set,
+// and follows: the leader fences, reads, writes the next generation as a normal state,
+// then promotes (statemachine/peer_standby.cc).
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "ops/http_client.h"
+#include "statemachine/standby.h"
+#include "statemachine/time_format.h"
+#include "tools/adm/commands.h"
+#include "tools/adm/standby_view.h"
+
+namespace dugong::adm {
+namespace {
+
+struct PromoteClusterArgs {
+  bool sourceGone = false;
+  int waitSeconds = 120;
+};
+
+// A leader's lag sample older than this is not an observation of the source now.
+constexpr int64_t kFreshSampleMs = 10'000;
+
+// What this standby cluster sees of its source, from its leader's /state (the agent
+// samples it every second, pg/source_lag.h): a hosts source answered its last position
+// read through target_session_attrs=primary only from a writable host.
+PromoteClusterView observe(const ClusterView& view) {
+  PromoteClusterView pv;
+  pv.cluster = view.cluster;
+  pv.root = view.root;
+  const PeerView* leader = view.find(view.state.primary.id);
+  pv.leaderPresent = leader && leader->active;
+  if (!leader || !leader->reachable()) return pv;
+  const nlohmann::json& st = leader->status;
+  const nlohmann::json pg = st.value("postgres", nlohmann::json::object());
+  pv.leaderRunsAsStandbyLeader = st.value("peer", nlohmann::json::object()).value("role", "") == "standby-leader" &&
+                                 pg.value("role", "") == "standby-leader" && pg.value("online", false) &&
+                                 pg.value("inRecovery", false);
+  if (pg.contains("timeline") && pg["timeline"].is_number_integer()) pv.leaderTimeline = pg["timeline"].get<int64_t>();
+  const nlohmann::json lag = leaderLag(view);
+  if (!lag.is_object()) {
+    pv.source.lastSeen = "the leader publishes no position of the source";
+    return pv;
+  }
+  pv.source.lastSeen = lag.value("summary", "");
+  const int64_t sampledAt = lag.value("sampledAt", int64_t{0});
+  const bool fresh = view.now - sampledAt <= kFreshSampleMs;
+  pv.source.reachable = fresh && lag.value("sourceReachable", false);
+  if (!fresh) pv.source.lastSeen += " (sampled " + std::to_string((view.now - sampledAt) / 1000) + " s ago)";
+  if (pv.source.reachable) {
+    const std::string host = lag.value("sourcePrimary", "");
+    auto hp = HostPort::parse(host);
+    pv.source.writableHosts.push_back(hp ? *hp : HostPort{host.empty() ? "?" : host, 0});
+  }
+  return pv;
+}
+
+std::string lagText(const ClusterView& view) {
+  const nlohmann::json lag = leaderLag(view);
+  return lag.is_object() ? lag.value("summary", "") : std::string("lag unknown: the leader publishes none");
+}
+
+// The leader's /primary: 200 once its promoted postgres takes writes.
+bool leaderWritable(const ClusterState& s) {
+  auto url = agentUrl(s.primary);
+  if (!url) return false;
+  auto r = agent::httpGet(*url + "/primary", std::chrono::seconds(2));
+  return r && r->status == 200;
+}
+
+int runPromoteCluster(const CommonOptions& common, const PromoteClusterArgs& a) {
+  if (a.waitSeconds < 1) return fail(kExitUsage, "--wait must be at least 1 second");
+  int code = kExitOk;
+  auto client = connectOrFail(common, code);
+  if (!client) return code;
+  constexpr auto kFormats = ClusterState::Formats::kSyncAndStandby;
+  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), kFormats);
+  if (!view) return fail(kExitUnavailable, view.error());
+  const ClusterState& s = view->state;
+  if (!s.standby) {
+    return fail(kExitUsage, "refused: " + (view->cluster.empty() ? view->root : view->cluster) +
+                                " is not a standby cluster: there is nothing to promote. Nothing was changed");
+  }
+  const std::string of = s.standby->source.describe();
+  const std::string lag = lagText(*view);
+  const std::string header = "promote-cluster of " + (view->cluster.empty() ? view->root : view->cluster) +
+                             " (source " + of + (a.sourceGone ? ", --source-gone" : "") + "): standby leader " +
+                             s.primary.id + " is " + lag;
+  if (s.standby->hasPromote()) {
+    return fail(kExitUsage, "refused: a promote-cluster request is pending already (" + s.standby->promote.dump() +
+                                "). Nothing was changed");
+  }
+  const PromoteClusterVerdict verdict = promoteClusterRefusal(s, a.sourceGone, observe(*view));
+  if (verdict.refusal) return fail(kExitUsage, header + "\nrefused: " + *verdict.refusal + ". Nothing was changed");
+  if (verdict.waitFor) {
+    // The planned case (a demoted dugong source) needs demote-cluster: not built.
+    return fail(kExitUsage, header + "\nrefused: a promote-cluster after the source's demotion is not run by this "
+                                     "dugong yet (docs/decisions/0083). Nothing was changed");
+  }
+  std::cout << header << "\n" << std::flush;
+
+  const EpochMs expire = nowMs() + static_cast<EpochMs>(a.waitSeconds) * 1000;
+  auto written = updateState(
+      *client,
+      [&](ClusterState& next) -> Result<bool> {
+        if (!next.standby || next.generation != s.generation || next.primary.id != s.primary.id) {
+          return Error{"the cluster state changed while writing (generation " + std::to_string(next.generation) +
+                       "): run promote-cluster again to judge it anew"};
+        }
+        if (next.standby->hasPromote()) return Error{"a promote-cluster request appeared meanwhile"};
+        next.standby->promote = {{"by", operatorReason("promote-cluster")},
+                                 {"sourceGone", a.sourceGone},
+                                 {"generation", next.generation},
+                                 {"expireTime", formatIso8601(expire)}};
+        return true;
+      },
+      operatorReason(std::string("promote-cluster") + (a.sourceGone ? " --source-gone" : "") + ": " + lag), 5,
+      kFormats);
+  if (!written) return fail(kExitFailed, "writing the promote-cluster request: " + written.error());
+  std::cout << "request written (state version " << written->version << "); waiting up to " << a.waitSeconds
+            << " s for " << s.primary.id << " to promote\n"
+            << std::flush;
+  std::string last;
+  while (nowMs() < expire) {
+    auto st = readClusterState(*client, kFormats);
+    if (st && !st->state.standby && st->state.generation > s.generation) {
+      const std::string line = "generation " + std::to_string(st->state.generation) + " written: no longer a " +
+                               "standby cluster of " + of + "; " + st->state.primary.id + " is primary, initWal " +
+                               st->state.initWal.toString() + "; waiting for it to take writes";
+      if (line != last) std::cout << line << "\n" << std::flush;
+      last = line;
+      if (leaderWritable(st->state)) {
+        if (common.json) {
+          std::cout << nlohmann::json({{"ok", true},
+                                       {"generation", st->state.generation},
+                                       {"primary", st->state.primary.id},
+                                       {"initWal", st->state.initWal.toString()},
+                                       {"lagBeforePromotion", lag}})
+                           .dump(2)
+                    << "\n";
+        } else {
+          std::cout << st->state.primary.id << " is primary and takes writes; lag before the promotion: " << lag
+                    << "\n";
+        }
+        return kExitOk;
+      }
+    } else if (st && st->state.standby && !st->state.standby->hasPromote()) {
+      return fail(kExitFailed, "the promote-cluster request was removed (expired or invalid) and the cluster is "
+                               "still a standby cluster: see the leader's log");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return fail(kExitFailed, "not promoted within " + std::to_string(a.waitSeconds) +
+                               " s (the request expires now): see `dugong-adm show` and the leader's log");
+}
+
+}  // namespace
+
+void addStandbyCommands(CLI::App& app, const CommonOptions& common, Commands& out) {
+  auto a = std::make_shared<PromoteClusterArgs>();
+  auto* sub = app.add_subcommand(
+      "promote-cluster",
+      "make a standby cluster a normal, writable cluster: its standby leader stops following the source, begins a "
+      "new generation and promotes. Refused while the source has a writable primary this cluster can reach; "
+      "otherwise needs --source-gone (what was not received from the source is lost: the lag is printed first)");
+  sub->add_flag("--source-gone", a->sourceGone,
+                "the source is gone for good: promote although it cannot be reached (never while it can be seen "
+                "writable)");
+  sub->add_option("--wait", a->waitSeconds, "seconds to wait for the promotion (the request expires then)")
+      ->capture_default_str();
+  out.push_back({sub, [&common, a] { return runPromoteCluster(common, *a); }});
+}
+
+}  // namespace dugong::adm
