@@ -69,7 +69,8 @@ SourceLag computeSourceLag(const std::string& source, const LeaderReplay& leader
     l.replayLagBytes = behind(sourceBytes, replayed ? replayed : received);
   }
   if (l.replayLagBytes) {
-    l.lagSeconds = *l.replayLagBytes == 0 ? 0.0 : leader.lastReplayAgeSeconds.value_or(0.0);
+    // Unknown while nothing was replayed since postgres started (no replay timestamp).
+    l.lagSeconds = *l.replayLagBytes == 0 ? std::optional<double>(0.0) : leader.lastReplayAgeSeconds;
   }
   // A stall: the source answered ahead of what was received, and received has not moved
   // since the previous sample.
@@ -84,8 +85,12 @@ SourceLag computeSourceLag(const std::string& source, const LeaderReplay& leader
 std::string SourceLag::describe() const {
   if (!lagBytes) return "lag to " + source + " unknown: " + unknownWhy;
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%.1f MB and %.1f s", static_cast<double>(*lagBytes) / (1024.0 * 1024.0),
-                lagSeconds.value_or(0.0));
+  if (lagSeconds) {
+    std::snprintf(buf, sizeof buf, "%.1f MB and %.1f s", static_cast<double>(*lagBytes) / (1024.0 * 1024.0),
+                  *lagSeconds);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MB and an unknown time", static_cast<double>(*lagBytes) / (1024.0 * 1024.0));
+  }
   std::string text = std::string(sourceAnswered() ? "" : "at least ") + buf + " behind " + source + " (" +
                      (sourcePrimary.empty() ? std::string() : "its primary " + sourcePrimary + ", ") + "its WAL at " +
                      sourceWal.value_or("?") + " on timeline " +

@@ -33,13 +33,20 @@ TEST(SourceLag, BytesBehindTheSourceAndSecondsOnlyWhileReplayIsBehind) {
   EXPECT_EQ(l.lagSeconds, std::optional<double>(0.0));
   EXPECT_EQ(l.toJson()["summary"], "0.0 MB and 0.0 s behind hosts 10.0.0.5:5432 (its primary 10.0.0.5:5432, its WAL at "
                                    "0/5000000 on timeline 3, read at 1970-01-01T00:00:01.000Z; received 0/5000000, replayed 0/5000000)");
+  // Behind, with nothing replayed since postgres started (no replay timestamp): the
+  // seconds are unknown, not 0.
+  LeaderReplay fresh = streaming("0/5000000", "0/3000000");
+  fresh.lastReplayAgeSeconds.reset();
+  l = computeSourceLag(kSource, fresh, at("0/5000000"), nullptr, 1000);
+  EXPECT_FALSE(l.lagSeconds.has_value());
+  EXPECT_EQ(l.describe().rfind("0.0 MB and an unknown time behind", 0), 0u) << l.describe();
 }
 
 TEST(SourceLag, AnotherTimelineOrNothingReadIsUnknown) {
   auto l = computeSourceLag(kSource, streaming("0/3000000", "0/3000000"), at("0/5000000", 4), nullptr, 1000);
   EXPECT_FALSE(l.lagBytes.has_value());
   EXPECT_EQ(l.unknownWhy, "the source is on timeline 4, this leader received on 3");
-  l = computeSourceLag(kSource, streaming("0/3000000", "0/3000000"), SourceRead{"connection refused", {}, {}}, nullptr,
+  l = computeSourceLag(kSource, streaming("0/3000000", "0/3000000"), SourceRead{"connection refused", {}, {}, {}}, nullptr,
                        1000);
   EXPECT_FALSE(l.lagBytes.has_value());
   EXPECT_EQ(l.unknownWhy, "the source's position was never read: connection refused");
@@ -51,7 +58,7 @@ TEST(SourceLag, AnUnreachableSourceKeepsTheLastLagAsAtLeast) {
   LeaderReplay gone = streaming("0/3000000", "0/3000000");
   gone.walReceiverStatus.reset();
   gone.receivedTimeline.reset();
-  auto l = computeSourceLag(kSource, gone, SourceRead{"timeout expired", {}, {}}, &first, 5000);
+  auto l = computeSourceLag(kSource, gone, SourceRead{"timeout expired", {}, {}, {}}, &first, 5000);
   EXPECT_FALSE(l.sourceAnswered());
   EXPECT_EQ(l.sourceWal, std::optional<std::string>("0/3100000"));
   EXPECT_EQ(l.sourceSeenAtMs, 1000);
@@ -61,7 +68,7 @@ TEST(SourceLag, AnUnreachableSourceKeepsTheLastLagAsAtLeast) {
   EXPECT_EQ(l.receivingStalledSinceMs, 0);
   EXPECT_EQ(l.describe().rfind("at least 1.0 MB and 2.5 s behind", 0), 0u) << l.describe();
   // Another source: nothing carries over.
-  l = computeSourceLag("hosts 10.0.0.6:5432", gone, SourceRead{"timeout expired", {}, {}}, &first, 5000);
+  l = computeSourceLag("hosts 10.0.0.6:5432", gone, SourceRead{"timeout expired", {}, {}, {}}, &first, 5000);
   EXPECT_FALSE(l.sourceWal.has_value());
 }
 
