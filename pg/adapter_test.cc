@@ -187,10 +187,12 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   EXPECT_TRUE(status(pc).replayPaused);
   ASSERT_EQ(c.value("SELECT pg_wal_replay_resume()"), "");
   EXPECT_FALSE(status(pc).replayPaused);
+  // A receiver counts as streaming once it has streamed steadily for a moment
+  // (WalReceiverWatch), so the status is read until it does.
+  ASSERT_TRUE(eventually([&] { return status(pc).walReceiverStatus == "streaming"; })) << status(pc).toJson().dump();
   PgStatus sc = status(pc);
   EXPECT_TRUE(sc.inRecovery);
   EXPECT_EQ(sc.upstream, std::optional<std::string>("peer-b"));
-  EXPECT_EQ(sc.walReceiverStatus, std::optional<std::string>("streaming"));
   PgStatus sb = status(pb);
   ASSERT_EQ(sb.replication.size(), 1u);
   EXPECT_EQ(sb.replication[0].applicationName, "peer-c");
