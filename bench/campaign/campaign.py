@@ -75,10 +75,15 @@ def make_system(name, topo, peers, zk, workdir, client, args):
     if name == "dugong":
         return Dugong(peers, zk, os.path.join(workdir, name), client, args.build_dir, topo.prefix,
                       args.session_timeout_ms)
+    if name == "dugong-quorum":
+        # ANY 1 of the other peers but one with 3 peers (ANY 1 of 2), ANY 2 of 4 with 5.
+        k, size = (1, 2) if len(peers) == 3 else (2, 4)
+        return Dugong(peers, zk, os.path.join(workdir, name), client, args.build_dir, f"{topo.prefix}q",
+                      args.session_timeout_ms, quorum=(k, size))
     if name in PATRONI_VARIANTS:
         return Patroni(peers, zk, os.path.join(workdir, name), client, f"{topo.prefix}-{name}",
                        **PATRONI_VARIANTS[name])
-    raise SystemExit(f"unknown system '{name}' (dugong, {', '.join(PATRONI_VARIANTS)})")
+    raise SystemExit(f"unknown system '{name}' (dugong, dugong-quorum, {', '.join(PATRONI_VARIANTS)})")
 
 
 def preflight(systems):
@@ -228,7 +233,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the campaign")
     r.add_argument("--systems", default="dugong",
-                   help="comma-separated, run one after another on the same ensemble: dugong, "
+                   help="comma-separated, run one after another on the same ensemble: dugong, dugong-quorum, "
                         + ", ".join(PATRONI_VARIANTS))
     r.add_argument("--faults", type=int, default=100)
     r.add_argument("--seed", type=int)

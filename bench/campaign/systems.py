@@ -125,15 +125,19 @@ class System:
 class Dugong(System):
     kind = "dugong"
 
-    def __init__(self, peers, zk, workdir, client_host, build_dir, cluster, session_timeout_ms):
+    def __init__(self, peers, zk, workdir, client_host, build_dir, cluster, session_timeout_ms, quorum=None):
         super().__init__(peers, zk, workdir, client_host)
+        # Quorum commit (issue 42): (k, size) for `replication: {mode: quorum, k, size}`;
+        # None: Manatee's one sync.
+        self.quorum = quorum
         self.dugong = os.path.join(build_dir, "agent", "dugong")
         self.adm_bin = os.path.join(build_dir, "tools", "adm", "dugong-adm")
         self.peer_key = secrets.token_hex(32)
         self.cluster = cluster
         self.session_timeout_ms = session_timeout_ms
         self.detect_seconds = session_timeout_ms / 1000.0
-        self.label = f"dugong (session {session_timeout_ms} ms)"
+        self.label = f"dugong (session {session_timeout_ms} ms)" if quorum is None else \
+            f"dugong quorum ANY {quorum[0]} of {quorum[1]} (session {session_timeout_ms} ms)"
 
     def config_path(self, i):
         return os.path.join(self.peer_dir(i), "dugong.yaml")
@@ -180,6 +184,8 @@ shutdown:
 log:
   level: info
 """)
+            if self.quorum:
+                f.write(f"replication:\n  mode: quorum\n  k: {self.quorum[0]}\n  size: {self.quorum[1]}\n")
 
     def start_agent(self, i):
         self.agents[i] = self.peers[i].popen([self.dugong, "--config", self.config_path(i)],
@@ -210,8 +216,9 @@ log:
         return [self.index_of(p["id"]) for p in cs.get("deposed", [])]
 
     def sync_index(self):
+        """The sync; in quorum mode the first member (the one a tie goes to)."""
         cs = self.state() or {}
-        s = cs.get("sync")
+        s = cs.get("sync") or ((cs.get("quorum") or {}).get("members") or [None])[0]
         return self.index_of(s["id"]) if s else None
 
     def needs_operator(self):
