@@ -13,6 +13,8 @@
 // - then the primary's host killed (agent, watchdog, postmaster): a member takes over in
 //   one new generation (its takeover reports counted and checked in ZooKeeper), and every
 //   acknowledged row is on it.
+// - what the operator sees: GET /quorum on the primary (the set, k, each member's flush),
+//   /sync on each member, /state's peer.quorum.
 // The longest time between two acknowledgements around each fault is printed, never
 // asserted (a benchmark's number: 0079 "Numbers").
 #include <gtest/gtest.h>
@@ -24,6 +26,7 @@
 #include <string>
 #include <thread>
 
+#include "ops/http_client.h"
 #include "statemachine/cluster_state.h"
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
@@ -105,6 +108,33 @@ TEST_F(QuorumE2E, AMembersPostgresKilledCostsNoGenerationAndThePrimaryKilledLose
   const int primary = indexOf(s->primary);
   const int killed = indexOf(s->quorum->members[0]);
   const int other = indexOf(s->quorum->members[1]);
+  // What the operator sees: GET /quorum on the primary names the set, k and each member's
+  // flush position; /sync answers on every member; /state carries the mode, k and set.
+  std::optional<nlohmann::json> quorum;
+  ASSERT_TRUE(h_->waitFor(
+      [&] {
+        auto r = agent::httpGet("http://127.0.0.1:" + std::to_string(h_->peer(primary).httpPort) + "/quorum", 2s);
+        if (!r || r->status != 200) return false;
+        quorum = nlohmann::json::parse(r->body, nullptr, false);
+        for (const auto& m : quorum->value("members", nlohmann::json::array())) {
+          if (!m.value("streaming", false) || !m["flushLsn"].is_string()) return false;
+        }
+        return true;
+      },
+      30s))
+      << "GET /quorum on the primary";
+  EXPECT_EQ((*quorum)["k"], 1);
+  EXPECT_EQ((*quorum)["members"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ((*quorum)["members"][i]["id"], s->quorum->members[i].id);
+  for (int m : {indexOf(s->quorum->members[0]), indexOf(s->quorum->members[1])}) {
+    EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(m, "/sync") == 200; }, 30s)) << h_->peer(m).id << " /sync";
+    EXPECT_EQ(h_->httpStatus(m, "/quorum"), 503);
+  }
+  auto shown = h_->status(primary);
+  ASSERT_TRUE(shown);
+  EXPECT_EQ((*shown)["peer"]["quorum"]["mode"], "quorum");
+  EXPECT_EQ((*shown)["peer"]["quorum"]["k"], 1);
+  EXPECT_EQ((*shown)["peer"]["quorum"]["members"].size(), 2u);
   ASSERT_TRUE(h_->sql(primary, "CREATE TABLE acked (id int PRIMARY KEY)").ok());
   CarefulWriter writer(h_->multiHostConninfo());
   ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(1) >= 10; }, 60s)) << "the writer gets no acknowledgement";
