@@ -958,5 +958,43 @@ TEST(AdmConfigSet, RefusedValuesLeaveTheStoredConfigurationUnchanged) {
   EXPECT_EQ(stored(), beforeTypo);
 }
 
+// `show` of a quorum-mode cluster (docs/decisions/0079, phase 4) against a real ZooKeeper,
+// no agents: the format-2 state is read, and the mode, k and set are shown (text and JSON).
+TEST(AdmShow, AQuorumStateIsShownWithItsModeKAndSet) {
+  auto server = dugong::testing::ZooKeeperCluster::standalone();
+  zk::ZkOptions options;
+  options.connectString = server->connectString();
+  options.cluster = "admquorum";
+  auto zk = zk::Client::connect(options, 20s);
+  ASSERT_TRUE(zk) << zk.error();
+  auto id = [](const std::string& name) {
+    PeerIdentity p;
+    p.id = name;
+    p.ip = "127.0.0.1";
+    p.pgUrl = "tcp://postgres@127.0.0.1:5432/postgres";
+    p.zoneId = "z";
+    return p;
+  };
+  ClusterState s;
+  s.generation = 4;
+  s.primary = id("db1");
+  s.quorum = Quorum{1, {id("db2"), id("db3")}};
+  s.async = {id("db4")};
+  s.initWal = WalPosition::parse("0/5000110").value();
+  s.initTimeline = 2;
+  ASSERT_TRUE((*zk)->putState(s, -1, "adm test").ok);
+  const std::string common = "-z " + server->connectString() + " -c admquorum show";
+  AdmRun text = adm(common);
+  EXPECT_EQ(text.code, 0) << text.out;
+  EXPECT_TRUE(has(text.out, "quorum: ANY 1 (db2, db3): a commit waits for 1 of 2 members, a takeover reads 2 of them"))
+      << text.out;
+  AdmRun json = adm("--json " + common);
+  ASSERT_EQ(json.code, 0) << json.out;
+  auto j = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json.out;
+  EXPECT_EQ(j["replication"], nlohmann::json({{"mode", "quorum"}, {"k", 1}, {"members", {"db2", "db3"}}, {"readQuorum", 2}}))
+      << json.out;
+}
+
 }  // namespace
 }  // namespace dugong::e2e
