@@ -301,11 +301,13 @@ void Core::carryOut(Action action) {
             if (pgBusy()) return later(PgFenced{false, "postgres is being restarted", 0});
             // A quorum membership step's fence (reload, verify, catch up), bounded as a
             // sync's stall is: a member of the new rule that does not catch up within
-            // sync.replaceAfterMs fails it, and the state machine applies the state's rule
-            // again (docs/decisions/0079-quorum-commit.md 5.2).
+            // sync.replaceAfterMs (its default when 0, "never replace") fails it, and the
+            // state machine applies the state's rule again (docs/decisions/0079 5.2).
             if (f.quorum) {
               pg_.op = PgOp::kFence;
-              return emit(cmd::FencePg{std::nullopt, f.quorum, f.endWalsenders, opts_.syncReplaceAfterMs});
+              const int64_t bound =
+                  opts_.syncReplaceAfterMs > 0 ? opts_.syncReplaceAfterMs : defaults::kSyncReplaceAfterMs;
+              return emit(cmd::FencePg{std::nullopt, f.quorum, f.endWalsenders, bound});
             }
             // A switchover waits for the old primary's stop first: a promise holds its
             // fence only if the stream did not end (onUpstreamStopped).
