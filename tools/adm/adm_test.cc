@@ -24,6 +24,7 @@
 #include "agent/instance_lock.h"
 #include "pg/cluster_config.h"
 #include "pg/connection.h"
+#include "zk/test_util.h"
 #include "pg/sql.h"
 #include "statemachine/time_format.h"
 #include "tests/e2e/careful_writer.h"
@@ -879,16 +880,21 @@ TEST_F(AdmTest, RebuildFullCopiesAStandbyAfresh) {
   EXPECT_EQ(h_->zkState()->generation, 1);
 }
 
+// A client of `cluster` on a ZooKeeper the test started, no agents.
+Result<std::unique_ptr<zk::Client>> clientOf(dugong::testing::ZooKeeperCluster& server, const std::string& cluster) {
+  zk::ZkOptions options;
+  options.connectString = server.connectString();
+  options.cluster = cluster;
+  return zk::Client::connect(options, 20s);
+}
+
 // `config set` against a real ZooKeeper and the real postgres binary, no agents: what
 // postgres refuses (operator review P6-P8) and what no host allowed (issue 41) is
 // refused with the reason and nothing written, the stored node byte for byte as before;
 // a value is stored exactly; what this host's dugong.yaml allows is accepted.
 TEST(AdmConfigSet, RefusedValuesLeaveTheStoredConfigurationUnchanged) {
   auto server = dugong::testing::ZooKeeperCluster::standalone();
-  zk::ZkOptions options;
-  options.connectString = server->connectString();
-  options.cluster = "admconfig";
-  auto zk = zk::Client::connect(options, 20s);
+  auto zk = clientOf(*server, "admconfig");
   ASSERT_TRUE(zk) << zk.error();
   auto stored = [&] {
     auto n = (*zk)->readConfig();
@@ -962,19 +968,9 @@ TEST(AdmConfigSet, RefusedValuesLeaveTheStoredConfigurationUnchanged) {
 // no agents: the format-2 state is read, and the mode, k and set are shown (text and JSON).
 TEST(AdmShow, AQuorumStateIsShownWithItsModeKAndSet) {
   auto server = dugong::testing::ZooKeeperCluster::standalone();
-  zk::ZkOptions options;
-  options.connectString = server->connectString();
-  options.cluster = "admquorum";
-  auto zk = zk::Client::connect(options, 20s);
+  auto zk = clientOf(*server, "admquorum");
   ASSERT_TRUE(zk) << zk.error();
-  auto id = [](const std::string& name) {
-    PeerIdentity p;
-    p.id = name;
-    p.ip = "127.0.0.1";
-    p.pgUrl = "tcp://postgres@127.0.0.1:5432/postgres";
-    p.zoneId = "z";
-    return p;
-  };
+  auto id = [](const std::string& name) { return zk::test::peer(name); };
   ClusterState s;
   s.generation = 4;
   s.primary = id("db1");
