@@ -364,6 +364,7 @@ void Agent::handle(const HttpRequest& request, HttpServer::Respond respond) {
   s.streamingStandbyLeader = isStreamingStandbyLeader(*driver_, status_);
   s.replayBacklogBytes = replayBacklogBytes(status_);
   s.noloadbalance = config_.identity.tags.noloadbalance;
+  s.quorum = apiQuorum(s.role, driver_->peer().clusterState(), status_);
   s.state = [this] { return stateJson(statusSources()); };
   s.metrics = [this] { return metricsText(statusSources()); };
   Routed routed = route(request, s, ApiAccess{config_.httpSecret});

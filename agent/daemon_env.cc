@@ -292,6 +292,13 @@ void PgPostgres::sampleQuorumMembers(const std::vector<std::string>& memberIds,
   });
 }
 
+void PgPostgres::fenceQuorum(const Quorum& quorum, bool endWalsenders, int64_t timeoutMs,
+                             std::function<void(PgFenced)> done) {
+  pg::StandbyQuorum to{quorum.k, {}};
+  for (const PeerIdentity& m : quorum.members) to.members.push_back(m.id);  // application_name = peer id
+  pg_.fenceQuorum(std::move(to), endWalsenders, std::chrono::milliseconds(timeoutMs), std::move(done));
+}
+
 void PgPostgres::stopWrites(std::function<void(Result<int>)> done) {
   pg_.stopWrites([done = std::move(done)](Result<pg::WritesStopped> r) {
     if (!r) return done(Error{r.error()});

@@ -151,6 +151,9 @@ class PgPostgres : public driver::Postgres {
   void fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) override {
     pg_.fence(newSync, std::move(done));
   }
+  // A membership step's fence (pg::PgController::fenceQuorum).
+  void fenceQuorum(const Quorum& quorum, bool endWalsenders, int64_t timeoutMs,
+                   std::function<void(PgFenced)> done) override;
   void readWal(std::function<void(WalPositionRead)> done) override { pg_.readWal(std::move(done)); }
   void sampleSyncStandby(const std::string& standbyId,
                          std::function<void(Result<driver::SyncReplicationSample>)> done) override;

@@ -7,6 +7,8 @@
 #include <charconv>
 #include <map>
 
+#include "statemachine/quorum.h"
+
 namespace dugong::agent {
 namespace {
 
@@ -119,7 +121,46 @@ Routed failsafe(const HttpRequest& r) {
   return out;
 }
 
+// GET /quorum: the set on its primary (200), or why this peer has none to show (503).
+HttpReply quorumReply(const ApiStatus& s) {
+  if (!s.quorum || !s.writablePrimary) {
+    return jsonReply(503, {{"role", roleName(s.role)}, {"quorumPrimary", false}});
+  }
+  auto orNull = [](const std::optional<std::string>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json members = nlohmann::json::array();
+  for (const ApiQuorumMember& m : s.quorum->members) {
+    members.push_back({{"id", m.id},
+                       {"streaming", m.state == "streaming"},
+                       {"state", orNull(m.state)},
+                       {"syncState", orNull(m.syncState)},
+                       {"flushLsn", orNull(m.flushLsn)}});
+  }
+  return jsonReply(200, {{"role", roleName(s.role)},
+                         {"quorumPrimary", true},
+                         {"mode", "quorum"},
+                         {"k", s.quorum->k},
+                         {"readQuorum", s.quorum->readQuorum},
+                         {"primaryLsn", orNull(s.quorum->primaryLsn)},
+                         {"members", members}});
+}
+
 }  // namespace
+
+std::optional<ApiQuorum> apiQuorum(Role role, const std::optional<ClusterState>& state, const pg::PgStatus& postgres) {
+  if (role != Role::kPrimary || !state || !state->quorum) return std::nullopt;
+  ApiQuorum q{state->quorum->k, readQuorum(static_cast<int>(state->quorum->members.size()), state->quorum->k), {},
+              postgres.currentLsn};
+  for (const PeerIdentity& m : state->quorum->members) {
+    ApiQuorumMember member{m.id, std::nullopt, std::nullopt, std::nullopt};
+    for (const pg::ReplicationRow& r : postgres.replication) {
+      // Several walsenders of one name (one ending): the streaming one.
+      if (r.applicationName != m.id || (member.state == "streaming" && r.state != "streaming")) continue;
+      member = {m.id, r.state, r.syncState, r.flushLsn};
+    }
+    q.members.push_back(std::move(member));
+  }
+  return q;
+}
 
 HttpReply jsonError(int status, const std::string& reason) { return jsonReply(status, {{"error", reason}}); }
 
@@ -208,10 +249,11 @@ Routed route(const HttpRequest& r, const ApiStatus& s, const ApiAccess& access) 
     if (s.writablePrimary) return {jsonReply(200, {{"readOnly", true}, {"role", roleName(s.role)}}), std::nullopt};
     return {replicaCheck("readOnly", replica, s, maxLag), std::nullopt};
   }
+  if (r.path == "/quorum") return {quorumReply(s), std::nullopt};
   if (r.path == "/state") return {{200, kJson, s.state().dump(2) + "\n"}, std::nullopt};
   if (r.path == "/metrics") return {{200, "text/plain; version=0.0.4; charset=utf-8", s.metrics()}, std::nullopt};
   return {jsonError(404, "not found: try /ping, /liveness, /health, /readiness, /primary, /replica, /read-only, /sync, "
-                         "/async, /standby-leader, /state, /metrics, POST /switchover, POST /restart, POST /reload, POST /failsafe"),
+                         "/async, /quorum, /standby-leader, /state, /metrics, POST /switchover, POST /restart, POST /reload, POST /failsafe"),
           std::nullopt};
 }
 

@@ -10,7 +10,11 @@
 //   GET /primary     200 on the writable primary
 //   GET /replica     200 on a streaming sync or async            [lag, noloadbalance]
 //   GET /read-only   200 on the writable primary or a /replica   [lag, noloadbalance]
-//   GET /sync        200 on the streaming sync                   [lag, noloadbalance]
+//   GET /sync        200 on the streaming sync, in quorum mode on every streaming member
+//                    of the set                                  [lag, noloadbalance]
+//   GET /quorum      200 on the writable primary of a quorum-mode cluster: the set, k,
+//                    the read quorum and each member's walsender and flush position
+//                    (docs/decisions/0079-quorum-commit.md 6.5); 503 elsewhere
 //   GET /async       200 on a streaming async                    [lag, noloadbalance]
 //   GET /standby-leader (and /standby_leader, Patroni's spelling)   200 on a standby
 //                    cluster's leader while it streams from its source (docs/decisions/
@@ -34,16 +38,36 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/failsafe_message.h"
 #include "agent/http_server.h"
+#include "pg/pg_status.h"
 #include "statemachine/peer.h"
 #include "statemachine/result.h"
 #include "ops/switchover_plan.h"
 
 namespace dugong::agent {
+
+// What the primary of a quorum-mode cluster shows of its set (GET /quorum): the state's
+// set and k, and per member its row of pg_stat_replication, if any.
+struct ApiQuorumMember {
+  std::string id;
+  std::optional<std::string> state;      // pg_stat_replication.state (streaming, catchup, ...); none: no walsender
+  std::optional<std::string> syncState;  // quorum, potential, async
+  std::optional<std::string> flushLsn;
+};
+struct ApiQuorum {
+  int k = 0;
+  int readQuorum = 0;
+  std::vector<ApiQuorumMember> members;
+  std::optional<std::string> primaryLsn;  // the primary's pg_current_wal_lsn() of the same status poll
+};
+// The set of a format-2 state as this peer's postgres shows it, when this peer is its
+// primary; nullopt otherwise (another role, sync mode, no state).
+std::optional<ApiQuorum> apiQuorum(Role role, const std::optional<ClusterState>& state, const pg::PgStatus& postgres);
 
 // What the endpoints decide on, taken on the agent's loop for each request.
 struct ApiStatus {
@@ -54,6 +78,7 @@ struct ApiStatus {
   bool streamingStandbyLeader = false;  // a standby cluster's leader streaming from its source
   std::optional<uint64_t> replayBacklogBytes;  // a standby's received-but-not-replayed WAL
   bool noloadbalance = false;
+  std::optional<ApiQuorum> quorum;  // apiQuorum()
   std::function<nlohmann::json()> state;  // the /state document
   std::function<std::string()> metrics;   // the /metrics text
 };

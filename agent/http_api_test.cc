@@ -137,6 +137,69 @@ TEST(HttpApi, AStandbyLeaderIsNoPrimary) {
   EXPECT_EQ(nlohmann::json::parse(r.reply.body)["role"], "standby-leader");
 }
 
+// Quorum mode (docs/decisions/0079 6.5): GET /quorum on the writable primary gives the
+// state's set and k with each member's walsender as postgres shows it; every other peer,
+// and a primary in sync mode, answers 503. /sync answers on a streaming member (a member's
+// role is sync).
+TEST(HttpApi, QuorumAnswersOnTheQuorumPrimaryWithTheSetKAndEachMembersFlush) {
+  PeerIdentity a, b, c;
+  a.id = "a";
+  b.id = "b";
+  c.id = "c";
+  ClusterState state;
+  state.generation = 3;
+  state.primary = a;
+  state.quorum = Quorum{1, {b, c}};
+  pg::PgStatus postgres;
+  postgres.currentLsn = "0/5000200";
+  // b streams; c's walsender ends while a new one catches up (the streaming one counts
+  // only if there is one); d is no member.
+  postgres.replication = {{"b", "streaming", "quorum", "0/5000200", "0/5000200", "0/5000200", "0/5000100"},
+                          {"c", "catchup", "potential", "0/5000000", std::nullopt, "0/4FFFF00", std::nullopt},
+                          {"d", "streaming", "async", "0/5000200", "0/5000200", "0/5000200", "0/5000200"}};
+  ApiStatus p = primary();
+  p.quorum = apiQuorum(Role::kPrimary, state, postgres);
+  ASSERT_TRUE(p.quorum);
+  auto r = route(get("/quorum"), p, {});
+  ASSERT_EQ(r.reply.status, 200) << r.reply.body;
+  const nlohmann::json expected = {
+      {"role", "primary"},
+      {"quorumPrimary", true},
+      {"mode", "quorum"},
+      {"k", 1},
+      {"readQuorum", 2},
+      {"primaryLsn", "0/5000200"},
+      {"members",
+       {{{"id", "b"}, {"streaming", true}, {"state", "streaming"}, {"syncState", "quorum"}, {"flushLsn", "0/5000200"}},
+        {{"id", "c"}, {"streaming", false}, {"state", "catchup"}, {"syncState", "potential"}, {"flushLsn", "0/4FFFF00"}}}}};
+  EXPECT_EQ(nlohmann::json::parse(r.reply.body), expected);
+  // A member with no walsender at all: nulls.
+  postgres.replication.erase(postgres.replication.begin() + 1);
+  p.quorum = apiQuorum(Role::kPrimary, state, postgres);
+  auto gone = nlohmann::json::parse(route(get("/quorum"), p, {}).reply.body);
+  EXPECT_EQ(gone["members"][1], nlohmann::json({{"id", "c"}, {"streaming", false}, {"state", nullptr},
+                                                {"syncState", nullptr}, {"flushLsn", nullptr}}));
+  // Not the quorum primary: no set to show.
+  EXPECT_FALSE(apiQuorum(Role::kSync, state, postgres));
+  ClusterState syncMode = state;
+  syncMode.quorum.reset();
+  syncMode.sync = b;
+  EXPECT_FALSE(apiQuorum(Role::kPrimary, syncMode, postgres));
+  ApiStatus member = standby(Role::kSync, 0);
+  member.quorum = apiQuorum(Role::kSync, state, postgres);
+  ApiStatus readOnly = down(Role::kPrimary);
+  readOnly.quorum = p.quorum;
+  const std::vector<Case> cases = {
+      {"/quorum", primary(), 503},  // sync mode
+      {"/quorum", member, 503},     // a member
+      {"/quorum", readOnly, 503},   // not writable
+      {"/sync", member, 200},
+  };
+  for (const auto& k : cases) {
+    EXPECT_EQ(route(get(k.target), k.status, {}).reply.status, k.code) << k.target << " as " << roleName(k.status.role);
+  }
+}
+
 TEST(HttpApi, ErrorsAreJsonWithAReason) {
   auto r = route(get("/replica?lag=12 parsecs"), standby(Role::kSync, 0), {});
   ASSERT_EQ(r.reply.status, 400);

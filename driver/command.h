@@ -30,6 +30,10 @@ struct ApplyPg {  // in::Applied
 };
 struct FencePg {  // in::Fenced
   std::optional<PeerIdentity> newSync;
+  // A primary's membership step (Postgres::fenceQuorum), bounded by timeoutMs.
+  std::optional<Quorum> quorum = std::nullopt;
+  bool endWalsenders = false;
+  int64_t timeoutMs = 0;
 };
 struct ReadWal {};        // in::WalRead
 struct ReadDataState {};  // in::DataStateRead

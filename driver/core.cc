@@ -299,10 +299,15 @@ void Core::carryOut(Action action) {
             // The state machine fences only with no transition of its own in flight; a
             // restart after a crash may be: the fence then fails and is retried.
             if (pgBusy()) return later(PgFenced{false, "postgres is being restarted", 0});
-            // A quorum membership step's fence (reload, verify, catch up) is the postgres
-            // adapter's to come: refused, the state machine applies the state's rule again.
+            // A quorum membership step's fence (reload, verify, catch up), bounded as a
+            // sync's stall is: a member of the new rule that does not catch up within
+            // sync.replaceAfterMs (its default when 0, "never replace") fails it, and the
+            // state machine applies the state's rule again (docs/decisions/0079 5.2).
             if (f.quorum) {
-              return later(PgFenced{false, "this driver does not carry out a quorum step's fence yet", 0});
+              pg_.op = PgOp::kFence;
+              const int64_t bound =
+                  opts_.syncReplaceAfterMs > 0 ? opts_.syncReplaceAfterMs : defaults::kSyncReplaceAfterMs;
+              return emit(cmd::FencePg{std::nullopt, f.quorum, f.endWalsenders, bound});
             }
             // A switchover waits for the old primary's stop first: a promise holds its
             // fence only if the stream did not end (onUpstreamStopped).

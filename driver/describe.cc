@@ -6,11 +6,13 @@ namespace dugong::driver {
 
 namespace {
 
+std::string quorumText(const Quorum& q) { return "quorum=ANY " + std::to_string(q.k) + " " + peerIdList(q.members); }
+
 std::string pgConfigText(const PgConfig& c) {
   std::string s = pgRoleName(c.role);
   if (c.upstream) s += " upstream=" + c.upstream->id;
   if (c.downstream) s += " downstream=" + c.downstream->id;
-  if (c.quorum) s += " quorum=ANY " + std::to_string(c.quorum->k) + " " + peerIdList(c.quorum->members);
+  if (c.quorum) s += " " + quorumText(*c.quorum);
   if (c.restorePeer && (!c.upstream || c.restorePeer->id != c.upstream->id)) s += " restore=" + c.restorePeer->id;
   return s;
 }
@@ -21,7 +23,7 @@ std::string stateText(const ClusterState& s) {
   if (!s.async.empty()) out += " async=" + peerIdList(s.async);
   if (!s.deposed.empty()) out += " deposed=" + peerIdList(s.deposed);
   if (s.oneNodeWriteMode) out += " one-node-write";
-  if (s.quorum) out += " quorum=ANY " + std::to_string(s.quorum->k) + " " + peerIdList(s.quorum->members);
+  if (s.quorum) out += " " + quorumText(*s.quorum);
   return out;
 }
 
@@ -103,7 +105,14 @@ std::string describeCommand(const Command& command) {
           [](const cmd::ApplyPg& c) {
             return "apply " + pgConfigText(c.config) + (c.fromPeer ? "" : " (the driver's own)");
           },
-          [](const cmd::FencePg& c) { return "fence" + (c.newSync ? " new-sync=" + c.newSync->id : std::string()); },
+          [](const cmd::FencePg& c) {
+            std::string s = "fence" + (c.newSync ? " new-sync=" + c.newSync->id : std::string());
+            if (c.quorum) {
+              s += " " + quorumText(*c.quorum) + (c.endWalsenders ? " end-walsenders" : "") + " within " +
+                   std::to_string(c.timeoutMs) + "ms";
+            }
+            return s;
+          },
           [](const cmd::ReadWal&) { return std::string("read-wal"); },
           [](const cmd::ReadDataState&) { return std::string("read-data-state"); },
           [](const cmd::StopWrites&) { return std::string("stop-writes"); },

@@ -99,6 +99,11 @@ void Runner::carryOut(Command command) {
                      }));
           },
           [&](cmd::FencePg& c) {
+            if (c.quorum) {
+              // Posted: the default implementation answers inside the call.
+              return pg.fenceQuorum(*c.quorum, c.endWalsenders, c.timeoutMs,
+                                    answer<PgFenced>([](PgFenced r) { return in::Fenced{std::move(r)}; }, true));
+            }
             pg.fence(c.newSync, answer<PgFenced>([](PgFenced r) { return in::Fenced{std::move(r)}; }));
           },
           [&](cmd::ReadWal&) {

@@ -151,6 +151,22 @@ class Postgres {
   virtual void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) = 0;
   // FencePg (statemachine/action.h).
   virtual void fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) = 0;
+  // FencePg with a quorum (statemachine/action.h): a primary's membership step that makes
+  // postgres acknowledge less easily (docs/decisions/0079-quorum-commit.md 5.2). Reloads
+  // `ANY k (members)` of `quorum` and verifies it; with `endWalsenders` (k raised) ends
+  // the members' walsenders and waits until every streaming member's was started after
+  // the reload took effect; then waits until the k-th latest flush among the members
+  // reaches the primary's flush position read after that. Fails (ok=false) if that has
+  // not happened within `timeoutMs`: the rule reloaded stays until the next apply (the
+  // state machine applies the state's rule again). The default implementation answers
+  // AT ONCE (inside the call) with a failure: environments that model no quorum step.
+  virtual void fenceQuorum(const Quorum& quorum, bool endWalsenders, int64_t timeoutMs,
+                           std::function<void(PgFenced)> done) {
+    (void)quorum;
+    (void)endWalsenders;
+    (void)timeoutMs;
+    done(PgFenced{false, "a quorum step's fence is not modelled by this environment", 0});
+  }
   virtual void readWal(std::function<void(WalPositionRead)> done) = 0;
   // What the data directory holds (set up or empty; system identifier, timeline and
   // WAL position), for a setup of a cluster with no state. Read while postgres is

@@ -19,6 +19,7 @@
 //                [timeline=N (initTimeline)]
 //   active a,b [data=a:<system>/<timeline>/<X/Y>,b:empty] [not-streaming=c,d]
 //              [reports=a:<generation>/<timeline>/<X/Y>@<node version>,...]
+//   wanted sync|quorum k=N size=N        the replication the agent is configured for
 //   connection lost|back [timeout=MS] [session=N]
 //   lease sent=MS [session=N] [timeout=MS] [interval=MS]
 //   join-refused <error>
@@ -395,6 +396,10 @@ class Transcript {
     }
     if (verb == "state") {
       return in::Delivered{ClusterStateChanged{StateNode{true, stateData(rest), std::stoi(w.at("v"))}}};
+    }
+    if (verb == "wanted") {  // wanted sync|quorum k=N size=N
+      return in::Delivered{ReplicationWanted{head(rest).first == "quorum" ? ReplicationMode::kQuorum : ReplicationMode::kSync,
+                                             std::stoi(w.at("k")), std::stoi(w.at("size"))}};
     }
     if (verb == "active") {  // active a,b [data=a:<system>/<timeline>/<wal>,b:empty] [not-streaming=c,d]
       const auto [list, more] = head(rest);

@@ -55,6 +55,14 @@ void PgAdapter::fence(std::optional<PeerIdentity> newSync, std::function<void(Pg
       control_, [this, newSync = std::move(newSync)] { return controller_.fence(newSync); }, std::move(done));
 }
 
+void PgAdapter::fenceQuorum(StandbyQuorum to, bool endWalsenders, std::chrono::milliseconds timeout,
+                            std::function<void(PgFenced)> done) {
+  onWorker<PgFenced>(
+      control_,
+      [this, to = std::move(to), endWalsenders, timeout] { return controller_.fenceQuorum(to, endWalsenders, timeout); },
+      std::move(done));
+}
+
 void PgAdapter::awaitUpstreamStop(std::chrono::milliseconds timeout, std::function<void(bool)> done) {
   onWorker<bool>(control_, [this, timeout] { return controller_.awaitUpstreamStop(timeout); }, std::move(done));
 }

@@ -42,6 +42,9 @@ class PgAdapter {
   void apply(PgConfig config, std::function<void(PgConfigApplied)> done);
   // See PgController::fence. Runs on the control worker, after any apply.
   void fence(std::optional<PeerIdentity> newSync, std::function<void(PgFenced)> done);
+  // See PgController::fenceQuorum. On the control worker, like a fence.
+  void fenceQuorum(StandbyQuorum to, bool endWalsenders, std::chrono::milliseconds timeout,
+                   std::function<void(PgFenced)> done);
   void readWal(std::function<void(WalPositionRead)> done);
   // See PgController::syncStandby. On the query worker.
   void syncStandby(std::string standbyName, std::function<void(Result<SyncStandbyView>)> done);

@@ -99,6 +99,19 @@ class PgController {
   // error says what does not hold (the file stays written: the next apply rewrites it).
   Result<bool> reloadQuorum(const StandbyQuorum& quorum);
 
+  // A primary's membership step that makes postgres acknowledge less easily (a member
+  // removed, k raised), before the step is written (FencePg with a quorum,
+  // docs/decisions/0079-quorum-commit.md 5.2, pg/plan/fence.h planQuorumFenceStep):
+  // reloadQuorum(`to`); when k grows (from what postgres runs, or `endWalsenders`) every
+  // member's walsender is ended and the fence waits until no member streams through one
+  // started before the reload was verified; then p0, the primary's flush position, is
+  // read, and the fence holds once the k-th latest flush among `to`'s members streaming
+  // synchronously has reached it: every commit acknowledged so far is on k members of
+  // `to`. Fails when that has not happened within `timeout` (also when postgres is no
+  // running primary); `to` stays reloaded until the next apply either way (the state
+  // machine applies the state's rule after a failure).
+  PgFenced fenceQuorum(const StandbyQuorum& to, bool endWalsenders, std::chrono::milliseconds timeout);
+
   // The WAL position: pg_current_wal_lsn() on a primary; on a fenced standby, where
   // replay ends once it waits for more WAL (pg/plan/fence.h planStandbyWalEnd), or an
   // error when replay has not ended within promoteTimeout (the received position may lie
@@ -224,6 +237,15 @@ class PgController {
   // streaming with sync_state 'quorum' have caught up (pg/plan/catch_up.h); sets the
   // target at the first look where k stream. *flushed: the k-th latest flush, for the log.
   bool quorumCaughtUp(const Pending& pending, std::string* flushed);
+  // reloadQuorum under the apply lock, verifying until `deadline`; returns the postgres
+  // run verified.
+  Result<PgInstance> reloadQuorumLocked(const StandbyQuorum& quorum, std::chrono::steady_clock::time_point deadline);
+  // One look of fenceQuorum (pg/plan/fence.h QuorumFenceSeen), in one statement:
+  // walsenders of `quorum`'s members started at or before `verifiedAt`, then the flushes
+  // of the members streaming synchronously (with `newWalsendersOnly`, through walsenders
+  // started after it), then the primary's flush position.
+  Result<QuorumFenceSeen> lookAtQuorumFence(const StandbyQuorum& quorum, const std::string& verifiedAt,
+                                            bool newWalsendersOnly) const;
   // The pg adapter's form of a primary's quorum (PgConfig::quorum): the members'
   // application names, which are their peer ids.
   static std::optional<StandbyQuorum> standbyQuorum(const std::optional<Quorum>& quorum);

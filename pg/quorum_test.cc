@@ -232,5 +232,65 @@ TEST_F(QuorumPgTest, AnyOneOfTwoAcknowledgesThroughEitherMemberAndWaitsOnlyWitho
   }
 }
 
+// A membership step's fence (PgController::fenceQuorum, 0079 5.2), on postgres itself: a
+// removal reloads the smaller set and holds once a remaining member has flushed the
+// primary's position, with the removed member hung; a raise of k ends the members'
+// walsenders and holds once both stream again through walsenders started after the
+// reload; a step whose new set cannot catch up fails at its bound, and the state's rule,
+// applied again, acknowledges commits as before.
+TEST_F(QuorumPgTest, AStepsFenceHoldsOnceTheNewRuleIsCaughtUpAndFailsAtItsBoundWhenItCannotBe) {
+  PgTestNode& a = cluster_.addNode("peer-a");
+  PgTestNode& s1 = cluster_.addNode("peer-s1");
+  PgTestNode& s2 = cluster_.addNode("peer-s2");
+  PgController& ca = primaryWithStandbys(a, {&s1, &s2});
+  PgConfig state = PgConfig::primary(std::nullopt);  // the state's rule: ANY 1 (s1, s2)
+  state.quorum = Quorum{1, {s1.identity, s2.identity}};
+  PgConfigApplied applied = ca.apply(state);
+  ASSERT_TRUE(applied.ok) << applied.error;
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key)"), "");
+  ASSERT_TRUE(testing::eventually([&] { return streamsFrom(a, s1) && streamsFrom(a, s2); }, 60s));
+
+  // s2 hung and removed: the fence holds through s1; s2's walsender no longer counts.
+  {
+    StoppedReceiver hung(s2);
+    ASSERT_TRUE(hung.stop());
+    ASSERT_EQ(a.value("INSERT INTO t VALUES (1)", 20s), "");
+    PgFenced f = ca.fenceQuorum(StandbyQuorum{1, {"peer-s1"}}, false, 20s);
+    ASSERT_TRUE(f.ok) << f.error;
+    EXPECT_EQ(a.value("SHOW synchronous_standby_names"), "ANY 1 (\"peer-s1\")");
+    const std::string s2State = syncStateOf(a, s2);
+    EXPECT_TRUE(s2State.empty() || s2State == "async/0") << s2State;
+  }
+
+  // Both back in the set (a weakening reload), then k raised to 2: the fence ends both
+  // walsenders (from k = 1), and holds once both stream through new ones.
+  ASSERT_TRUE(ca.reloadQuorum(StandbyQuorum{1, {"peer-s1", "peer-s2"}}).ok());
+  ASSERT_TRUE(testing::eventually([&] { return streamsFrom(a, s1) && streamsFrom(a, s2); }, 60s));
+  const std::string before = a.value("SELECT clock_timestamp()");
+  PgFenced raised = ca.fenceQuorum(StandbyQuorum{2, {"peer-s1", "peer-s2"}}, false, 30s);
+  ASSERT_TRUE(raised.ok) << raised.error;
+  EXPECT_EQ(a.value("SHOW synchronous_standby_names"), "ANY 2 (\"peer-s1\", \"peer-s2\")");
+  EXPECT_EQ(a.value("SELECT count(*) FROM pg_stat_replication WHERE backend_start <= '" + before + "'"), "0");
+  EXPECT_EQ(a.value("INSERT INTO t VALUES (2)", 20s), "");
+
+  // Back to ANY 1 (s1, s2); s2 hung and WAL written that it lacks: a step to ANY 1 (s2)
+  // cannot catch up, and fails at its bound. The state's rule applied again: commits are
+  // acknowledged through s1 as before.
+  ASSERT_TRUE(ca.reloadQuorum(StandbyQuorum{1, {"peer-s1", "peer-s2"}}).ok());
+  ASSERT_TRUE(testing::eventually([&] { return streamsFrom(a, s1) && streamsFrom(a, s2); }, 60s));
+  {
+    StoppedReceiver hung(s2);
+    ASSERT_TRUE(hung.stop());
+    ASSERT_EQ(a.value("INSERT INTO t VALUES (3)", 20s), "");
+    PgFenced f = ca.fenceQuorum(StandbyQuorum{1, {"peer-s2"}}, false, 1s);
+    EXPECT_FALSE(f.ok);
+    EXPECT_NE(f.error.find("gave up"), std::string::npos) << f.error;
+    applied = ca.apply(state);
+    ASSERT_TRUE(applied.ok) << applied.error;
+    EXPECT_EQ(a.value("SHOW synchronous_standby_names"), "ANY 1 (\"peer-s1\", \"peer-s2\")");
+    EXPECT_EQ(a.value("INSERT INTO t VALUES (4)", 20s), "");
+  }
+}
+
 }  // namespace
 }  // namespace dugong::pg

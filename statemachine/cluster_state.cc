@@ -160,6 +160,29 @@ Result<Quorum> quorumFromJson(const nlohmann::json& j) {
 
 }  // namespace
 
+namespace {
+// A format-2 state read in sync mode: a quorum-mode cluster, and what an agent's
+// configuration needs to run it (k and size from the state's set, if it can be read).
+std::string quorumRefused(const nlohmann::json& j) {
+  std::string shape = "format 2";
+  std::string k = "K", size = "N";
+  auto q = j.find("quorum");
+  if (q != j.end() && q->is_object() && q->contains("k") && (*q)["k"].is_number_integer() && q->contains("members") &&
+      (*q)["members"].is_array()) {
+    k = std::to_string((*q)["k"].get<int64_t>());
+    size = std::to_string((*q)["members"].size());
+    shape += ", ANY " + k + " of " + size + " members:";
+  } else {
+    shape += ",";
+  }
+  return "cluster state: a quorum-mode cluster (" + shape +
+         " docs/decisions/0079), which a reader in sync mode does not run; for an agent, set `replication: {mode: "
+         "quorum, k: " + k + ", size: " + size +
+         "}` in its configuration, as on the cluster's other agents, and restart it: nothing is done with it "
+         "meanwhile";
+}
+}  // namespace
+
 Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j, Formats formats) {
   if (!j.is_object()) return Error{"cluster state: expected a JSON object"};
   ClusterState s;
@@ -174,10 +197,7 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j, Formats for
                    std::to_string(kClusterStateFormat) +
                    " this dugong knows (written by a newer version); upgrade this dugong: nothing is done with it"};
     }
-    if (format == 2 && formats != Formats::kSyncAndQuorum) {
-      return Error{"cluster state: format 2 (quorum mode, docs/decisions/0079) is not run by this dugong yet: "
-                   "nothing is done with it"};
-    }
+    if (format == 2 && formats != Formats::kSyncAndQuorum) return Error{quorumRefused(j)};
     if (format == 3 && formats != Formats::kSyncAndStandby) {
       return Error{"cluster state: format 3 (a standby cluster or a demote-cluster request, docs/decisions/0083) is "
                    "not run by this dugong yet: nothing is done with it"};

@@ -321,19 +321,28 @@ TEST(ClusterState, AQuorumStateRoundTrips) {
   EXPECT_EQ(errorOf(j), "");
 }
 
-// Until quorum mode runs end to end, every reader but the quorum rules refuses a valid
-// format-2 state, as a build of format 1 does: the agent, the driver and dugong-adm act on
-// none (the same text is refused after it was read with quorum mode taken: the parse cache
-// keeps the two apart).
+// An agent in sync mode (and every reader but the quorum rules) refuses a valid format-2
+// state, and says that the cluster runs quorum mode and what the agent's configuration
+// needs, k and size from the state (the same text is refused after it was read with
+// quorum mode taken: the parse cache keeps the two apart).
+const std::string kQuorumRefused =
+    "cluster state: a quorum-mode cluster (format 2, ANY 1 of 2 members: docs/decisions/0079), which a reader in "
+    "sync mode does not run; for an agent, set `replication: {mode: quorum, k: 1, size: 2}` in its configuration, "
+    "as on the cluster's other agents, and restart it: nothing is done with it meanwhile";
 TEST(ClusterState, AQuorumStateIsRefusedByTheSyncModeReaders) {
   const std::string text = quorumState().dump();
   ASSERT_TRUE(ClusterState::parse(text, ClusterState::Formats::kSyncAndQuorum).ok());
   for (const auto& s : {ClusterState::parse(text), ClusterState::fromJson(quorumState())}) {
     ASSERT_FALSE(s.ok());
-    EXPECT_EQ(s.error(),
-              "cluster state: format 2 (quorum mode, docs/decisions/0079) is not run by this dugong yet: nothing is done "
-              "with it");
+    EXPECT_EQ(s.error(), kQuorumRefused);
   }
+  // A set whose k or members cannot be read: what to set, without numbers.
+  nlohmann::json odd = quorumState();
+  odd["quorum"] = "three";
+  EXPECT_EQ(ClusterState::fromJson(odd).error(),
+            "cluster state: a quorum-mode cluster (format 2, docs/decisions/0079), which a reader in sync mode does not "
+            "run; for an agent, set `replication: {mode: quorum, k: K, size: N}` in its configuration, as on the "
+            "cluster's other agents, and restart it: nothing is done with it meanwhile");
 }
 
 TEST(ClusterState, AQuorumStateIsRefusedWithItsReason) {
@@ -502,9 +511,7 @@ TEST(ClusterState, AStandbyStateIsRefusedByTodaysReaders) {
       EXPECT_EQ(s.error(), refused);
     }
   }
-  EXPECT_EQ(standbyErrorOf(quorumState()),
-            "cluster state: format 2 (quorum mode, docs/decisions/0079) is not run by this dugong yet: nothing is done "
-            "with it");
+  EXPECT_EQ(standbyErrorOf(quorumState()), kQuorumRefused);
 }
 
 // Every way a format-3 state can be wrong, with its reason.
@@ -519,7 +526,7 @@ TEST(ClusterState, AStandbyStateIsRefusedWithItsReason) {
       {[](auto& j) { j["standby"] = nullptr; }, "cluster state: format 3 needs the standby field or a demote request"},
       {[](auto& j) { j.erase("format"); }, "cluster state: the standby field needs format 3"},
       {[](auto& j) { j["format"] = 1; }, "cluster state: the standby field needs format 3"},
-      {[](auto& j) { j["format"] = 2; }, "cluster state: format 2 (quorum mode"},
+      {[](auto& j) { j["format"] = 2; }, "cluster state: a quorum-mode cluster (format 2,"},
       {[](auto& j) { j["demote"] = demoteState()["demote"]; },
        "cluster state: a standby state cannot carry a demote request (the cluster is a standby already)"},
       {[](auto& j) {

@@ -7,9 +7,14 @@
 // - one member's postmaster killed (SIGKILL; its agent restarts it): rows are acknowledged
 //   while that member has no walsender on the primary (in sync mode commits would wait for
 //   it), no new generation is written, and the member streams again;
+// - that member's host killed (agent, watchdog, postmaster): rows are acknowledged, the
+//   primary removes it from the set (a fenced membership step, 0079 5.2) with no new
+//   generation, and adds it back once its agent runs again and it streams;
 // - then the primary's host killed (agent, watchdog, postmaster): a member takes over in
 //   one new generation (its takeover reports counted and checked in ZooKeeper), and every
 //   acknowledged row is on it.
+// - what the operator sees: GET /quorum on the primary (the set, k, each member's flush),
+//   /sync on each member, /state's peer.quorum.
 // The longest time between two acknowledgements around each fault is printed, never
 // asserted (a benchmark's number: 0079 "Numbers").
 #include <gtest/gtest.h>
@@ -21,6 +26,7 @@
 #include <string>
 #include <thread>
 
+#include "ops/http_client.h"
 #include "statemachine/cluster_state.h"
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
@@ -102,6 +108,33 @@ TEST_F(QuorumE2E, AMembersPostgresKilledCostsNoGenerationAndThePrimaryKilledLose
   const int primary = indexOf(s->primary);
   const int killed = indexOf(s->quorum->members[0]);
   const int other = indexOf(s->quorum->members[1]);
+  // What the operator sees: GET /quorum on the primary names the set, k and each member's
+  // flush position; /sync answers on every member; /state carries the mode, k and set.
+  std::optional<nlohmann::json> quorum;
+  ASSERT_TRUE(h_->waitFor(
+      [&] {
+        auto r = agent::httpGet("http://127.0.0.1:" + std::to_string(h_->peer(primary).httpPort) + "/quorum", 2s);
+        if (!r || r->status != 200) return false;
+        quorum = nlohmann::json::parse(r->body, nullptr, false);
+        for (const auto& m : quorum->value("members", nlohmann::json::array())) {
+          if (!m.value("streaming", false) || !m["flushLsn"].is_string()) return false;
+        }
+        return true;
+      },
+      30s))
+      << "GET /quorum on the primary";
+  EXPECT_EQ((*quorum)["k"], 1);
+  EXPECT_EQ((*quorum)["members"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ((*quorum)["members"][i]["id"], s->quorum->members[i].id);
+  for (int m : {indexOf(s->quorum->members[0]), indexOf(s->quorum->members[1])}) {
+    EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(m, "/sync") == 200; }, 30s)) << h_->peer(m).id << " /sync";
+    EXPECT_EQ(h_->httpStatus(m, "/quorum"), 503);
+  }
+  auto shown = h_->status(primary);
+  ASSERT_TRUE(shown);
+  EXPECT_EQ((*shown)["peer"]["quorum"]["mode"], "quorum");
+  EXPECT_EQ((*shown)["peer"]["quorum"]["k"], 1);
+  EXPECT_EQ((*shown)["peer"]["quorum"]["members"].size(), 2u);
   ASSERT_TRUE(h_->sql(primary, "CREATE TABLE acked (id int PRIMARY KEY)").ok());
   CarefulWriter writer(h_->multiHostConninfo());
   ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(1) >= 10; }, 60s)) << "the writer gets no acknowledgement";
@@ -138,7 +171,45 @@ TEST_F(QuorumE2E, AMembersPostgresKilledCostsNoGenerationAndThePrimaryKilledLose
     EXPECT_EQ(after->primary.id, h_->peer(primary).id);
   }
 
-  // 2. The primary's host killed: the members fence, report, and the one with the most
+  // 2. The member's host killed (agent, watchdog, postmaster): once its session has
+  // ended, the primary removes it from the set by a fenced step (reloaded, caught up,
+  // then written) in the same generation, while writes go on through the other member;
+  // its agent started again, it streams and is added back, still in that generation.
+  {
+    ASSERT_TRUE(waitForQuorum(2, 60s)) << "the set is not whole again before the member's host is killed";
+    CarefulWriter gap(h_->multiHostConninfo(), 3000000);
+    ASSERT_TRUE(h_->waitFor([&] { return gap.ackedSince(3000000) >= 3; }, 60s));
+    const int fromId = writer.nextId();
+    h_->killAgentAndWatchdog(killed);
+    h_->killPostgres(killed);
+    std::optional<ClusterState> without;
+    ASSERT_TRUE(h_->waitFor(
+        [&] {
+          without = state();
+          return without && without->quorum && !containsPeer(without->quorum->members, h_->peer(killed).id);
+        },
+        60s))
+        << "the dead member " << h_->peer(killed).id << " is not removed from the set: " << stateText() << "\n"
+        << h_->logTail(primary);
+    const size_t ackedUntilRemoved = writer.ackedSince(fromId);
+    EXPECT_EQ(without->generation, generation) << "a new generation was written for a member's failure";
+    EXPECT_EQ(without->primary.id, h_->peer(primary).id);
+    EXPECT_EQ(without->quorum->members.size(), 1u);
+    EXPECT_GT(ackedUntilRemoved, 0u) << "no commit was acknowledged between the kill and the removal";
+    h_->startAgent(killed);
+    auto back = waitForQuorum(2, 120s);
+    ASSERT_TRUE(back) << h_->peer(killed).id << " is not added back: " << stateText() << "\n" << h_->logTail(killed);
+    EXPECT_EQ(back->generation, generation);
+    EXPECT_TRUE(containsPeer(back->quorum->members, h_->peer(killed).id));
+    gap.stop();
+    std::cout << "[quorum] member " << h_->peer(killed).id << "'s host killed: removed from the set in generation "
+              << without->generation << " with " << ackedUntilRemoved
+              << " rows acknowledged meanwhile, added back once it streamed again; longest gap between "
+                 "acknowledgements "
+              << gap.longestGap().count() << " ms" << std::endl;
+  }
+
+  // 3. The primary's host killed: the members fence, report, and the one with the most
   // WAL takes over in one new generation.
   ASSERT_TRUE(waitForQuorum(2, 60s)) << "the set is not whole again before the primary's kill";
   CarefulWriter gap(h_->multiHostConninfo(), 2000000);

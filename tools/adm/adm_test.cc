@@ -24,6 +24,7 @@
 #include "agent/instance_lock.h"
 #include "pg/cluster_config.h"
 #include "pg/connection.h"
+#include "zk/test_util.h"
 #include "pg/sql.h"
 #include "statemachine/time_format.h"
 #include "tests/e2e/careful_writer.h"
@@ -879,16 +880,21 @@ TEST_F(AdmTest, RebuildFullCopiesAStandbyAfresh) {
   EXPECT_EQ(h_->zkState()->generation, 1);
 }
 
+// A client of `cluster` on a ZooKeeper the test started, no agents.
+Result<std::unique_ptr<zk::Client>> clientOf(dugong::testing::ZooKeeperCluster& server, const std::string& cluster) {
+  zk::ZkOptions options;
+  options.connectString = server.connectString();
+  options.cluster = cluster;
+  return zk::Client::connect(options, 20s);
+}
+
 // `config set` against a real ZooKeeper and the real postgres binary, no agents: what
 // postgres refuses (operator review P6-P8) and what no host allowed (issue 41) is
 // refused with the reason and nothing written, the stored node byte for byte as before;
 // a value is stored exactly; what this host's dugong.yaml allows is accepted.
 TEST(AdmConfigSet, RefusedValuesLeaveTheStoredConfigurationUnchanged) {
   auto server = dugong::testing::ZooKeeperCluster::standalone();
-  zk::ZkOptions options;
-  options.connectString = server->connectString();
-  options.cluster = "admconfig";
-  auto zk = zk::Client::connect(options, 20s);
+  auto zk = clientOf(*server, "admconfig");
   ASSERT_TRUE(zk) << zk.error();
   auto stored = [&] {
     auto n = (*zk)->readConfig();
@@ -956,6 +962,34 @@ TEST(AdmConfigSet, RefusedValuesLeaveTheStoredConfigurationUnchanged) {
   EXPECT_EQ(typoRun.code, 2) << typoRun.out;
   EXPECT_TRUE(has(typoRun.out, "'archive_comand' is not something")) << typoRun.out;
   EXPECT_EQ(stored(), beforeTypo);
+}
+
+// `show` of a quorum-mode cluster (docs/decisions/0079, phase 4) against a real ZooKeeper,
+// no agents: the format-2 state is read, and the mode, k and set are shown (text and JSON).
+TEST(AdmShow, AQuorumStateIsShownWithItsModeKAndSet) {
+  auto server = dugong::testing::ZooKeeperCluster::standalone();
+  auto zk = clientOf(*server, "admquorum");
+  ASSERT_TRUE(zk) << zk.error();
+  auto id = [](const std::string& name) { return zk::test::peer(name); };
+  ClusterState s;
+  s.generation = 4;
+  s.primary = id("db1");
+  s.quorum = Quorum{1, {id("db2"), id("db3")}};
+  s.async = {id("db4")};
+  s.initWal = WalPosition::parse("0/5000110").value();
+  s.initTimeline = 2;
+  ASSERT_TRUE((*zk)->putState(s, -1, "adm test").ok);
+  const std::string common = "-z " + server->connectString() + " -c admquorum show";
+  AdmRun text = adm(common);
+  EXPECT_EQ(text.code, 0) << text.out;
+  EXPECT_TRUE(has(text.out, "quorum: ANY 1 (db2, db3): a commit waits for 1 of 2 members, a takeover reads 2 of them"))
+      << text.out;
+  AdmRun json = adm("--json " + common);
+  ASSERT_EQ(json.code, 0) << json.out;
+  auto j = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json.out;
+  EXPECT_EQ(j["replication"], nlohmann::json({{"mode", "quorum"}, {"k", 1}, {"members", {"db2", "db3"}}, {"readQuorum", 2}}))
+      << json.out;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "statemachine/data_state.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/history_summary.h"
+#include "tools/adm/quorum_view.h"
 #include "tools/adm/standby_view.h"
 #include "tools/adm/table.h"
 #include "tools/adm/verify.h"
@@ -114,12 +115,16 @@ int runShow(const CommonOptions& common, bool verbose) {
   int code = kExitOk;
   auto client = connectOrFail(common, code);
   if (!client) return code;
-  if (auto st = client->readState(); st && !st->exists && !common.json) return showNoState(*client);
-  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), ClusterState::Formats::kSyncAndStandby);
+  auto st = client->readState();
+  if (st && !st->exists && !common.json) return showNoState(*client);
+  // A quorum-mode state (format 2) is shown too.
+  const auto formats = formatsToShow(st && st->exists ? st->data : "", ClusterState::Formats::kSyncAndStandby);
+  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), formats);
   if (!view) return fail(kExitUnavailable, view.error());
   const ClusterState& s = view->state;
   auto rows = statusRows(*view);
   labelStandbyLeader(*view, rows);
+  labelQuorumMembers(s, rows);
   auto findings = verifyCluster(*view);
   const auto& columns = verbose ? pgStatusWideColumns() : pgStatusDefaultColumns();
   // Settings changed that each peer's postgres runs only after a restart.
@@ -138,6 +143,7 @@ int runShow(const CommonOptions& common, bool verbose) {
     nlohmann::json out = {{"cluster", view->cluster},       {"root", view->root},
                           {"version", view->version},       {"generation", s.generation},
                           {"mode", s.oneNodeWriteMode ? "one-node-write" : "normal"},
+                          {"replication", replicationJson(s)},
                           {"frozen", s.frozen()},           {"freeze", s.freeze},
                           {"promote", s.promote},           {"initWal", s.initWal.toString()},
                           {"state", s.toJson()},            {"peers", rowsJson(rows, allColumns())},
@@ -156,6 +162,7 @@ int runShow(const CommonOptions& common, bool verbose) {
       {"mode", s.oneNodeWriteMode ? "one-node-write (the primary writes alone)"
                : s.standby        ? "standby cluster (follows a source, accepts no writes)"
                                   : "normal"},
+      {"replication", replicationLine(s)},
       {"freeze", freezeLine(s)},
       {"promote", s.hasPromote() ? s.promote.dump() : "none"},
       {"initWal", s.initWal.toString() + (s.initTimeline > 0 ? " on timeline " + std::to_string(s.initTimeline) : "")},

@@ -230,13 +230,24 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
                      : " could not rejoin by itself: " + failed + "; its agent tries again") +
                 "; otherwise `dugong-adm rebuild` on that peer, or `dugong-adm reap " + p.identity.id +
                 "` if it is gone for good");
+    } else if (p.role == "unassigned" && s.quorum && containsPeer(s.quorum->members, p.identity.id)) {
+      // A member of a quorum-mode set (docs/decisions/0079): present, its agent and
+      // postgres up (its stream is not checked here yet).
+      checkPresent(c, p, "member");
     } else if (p.role == "unassigned") {
       c.problem("peer " + p.identity.id + " is in ZooKeeper but has no role in the state yet");
     }
     checkClusterConfig(c, p);
     checkPendingRestart(c, p);
   }
-  if (!s.oneNodeWriteMode && !s.sync) c.problem("the state has no sync");
+  if (!s.oneNodeWriteMode && !s.sync && !s.quorum) c.problem("the state has no sync");
+  if (s.quorum) {
+    // A member whose agent is gone is not listed among the peers (ops/cluster_view.h).
+    for (const auto& m : s.quorum->members) {
+      const PeerView* p = view.find(m.id);
+      if (!p || !p->active) c.problem("member " + m.id + " is not in ZooKeeper (its agent is down or cut off)");
+    }
+  }
   if (!s.oneNodeWriteMode && s.sync && s.async.empty()) {
     c.problem("there is no async: if the primary fails, the sync cannot take over (an async must be present to "
               "become the new sync)");

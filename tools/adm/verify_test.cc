@@ -37,6 +37,27 @@ TEST(Verify, AHealthyClusterHasNoProblemAndPassedChecksAreListed) {
   EXPECT_TRUE(mentions(oks, "async[1] d streams from c"));
 }
 
+// Quorum mode (docs/decisions/0079): no sync is no problem; a member present is checked
+// as a peer of the state (not "no role yet"), a member gone is a problem.
+TEST(Verify, AQuorumStateNeedsNoSyncAndEachMemberPresent) {
+  ClusterState s = threePeers({"c"});
+  s.sync.reset();
+  s.quorum = Quorum{1, {peer("b"), peer("d")}};
+  ClusterView v = healthyView(s);
+  PeerView b;
+  b.identity = peer("b");
+  b.role = "unassigned";
+  b.active = true;
+  b.status = standbyStatus("0/3000000", nlohmann::json::array());
+  v.peers.push_back(b);
+  v.active.push_back(peer("b"));
+  auto found = problems(v);
+  EXPECT_FALSE(mentions(found, "the state has no sync"));
+  EXPECT_FALSE(mentions(found, "peer b is in ZooKeeper but has no role")) << found[0];
+  EXPECT_TRUE(mentions(found, "member d is not in ZooKeeper"));
+  EXPECT_FALSE(mentions(found, "member b is not in ZooKeeper"));
+}
+
 TEST(Verify, WalArchivingThatFailsOnThePrimaryIsAProblem) {
   ClusterView v = healthyView(threePeers());
   EXPECT_TRUE(problems(v).empty());  // archive_mode off: no archiver, nothing checked
