@@ -15,6 +15,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -37,6 +38,8 @@ PATRONI_VARIANTS = {
     # Patroni's answer to a DCS outage (3.0+): the leader keeps its role while every member
     # confirms over its REST API.
     "patroni-failsafe": dict(ttl=20, loop_wait=1, retry_timeout=3, strict=False, failsafe=True),
+    # Beside dugong-quorum (issue 42): Debian's Patroni (3.0.2) predates its quorum mode.
+    "patroni-sync2": dict(ttl=20, loop_wait=1, retry_timeout=3, strict=False, sync_count=2),
 }
 
 
@@ -94,6 +97,9 @@ def preflight(systems):
     if any(s.startswith("patroni") for s in systems):
         need += ["patroni", "patronictl"]
     missing = [n for n in need if shutil.which(n) is None]
+    if any(s.startswith("patroni") for s in systems) and \
+            subprocess.run(["/usr/bin/python3", "-c", "import kazoo"], capture_output=True).returncode != 0:
+        missing.append("python3-kazoo (Patroni's ZooKeeper client)")
     if missing:
         raise SystemExit(f"campaign: missing programs: {', '.join(missing)}")
     probe = f"{topology.NAME_ROOT}probe{os.getpid() % 100000}"

@@ -276,14 +276,18 @@ class Patroni(System):
     kind = "patroni"
 
     def __init__(self, peers, zk, workdir, client_host, scope, ttl, loop_wait, retry_timeout, strict,
-                 failsafe=False):
+                 failsafe=False, sync_count=1):
         super().__init__(peers, zk, workdir, client_host)
         self.scope = scope
         self.ttl, self.loop_wait, self.retry_timeout, self.strict = ttl, loop_wait, retry_timeout, strict
         self.failsafe = failsafe
+        # synchronous_node_count: Debian's Patroni 3.0.2 has no quorum mode; 2 is its nearest
+        # to dugong's quorum variant (every commit then waits for both standbys).
+        self.sync_count = sync_count
         self.detect_seconds = ttl
         self.label = (f"Patroni (ttl {ttl}, loop_wait {loop_wait}, retry_timeout {retry_timeout}"
-                      f"{', synchronous_mode_strict' if strict else ''}{', failsafe_mode' if failsafe else ''})")
+                      f"{', synchronous_mode_strict' if strict else ''}{', failsafe_mode' if failsafe else ''}"
+                      f"{f', synchronous_node_count {sync_count}' if sync_count != 1 else ''})")
 
     def config_path(self, i):
         return os.path.join(self.peer_dir(i), "patroni.yml")
@@ -311,6 +315,7 @@ bootstrap:
     maximum_lag_on_failover: 1048576
     synchronous_mode: true
     synchronous_mode_strict: {str(self.strict).lower()}
+    synchronous_node_count: {self.sync_count}
     failsafe_mode: {str(self.failsafe).lower()}
     postgresql:
       use_pg_rewind: true
