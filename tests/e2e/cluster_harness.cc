@@ -392,13 +392,18 @@ bool Harness::reconnectClient() {
   return true;
 }
 
-std::optional<ClusterState> Harness::zkState() {
+std::optional<ClusterState> Harness::zkState(ClusterState::Formats formats) {
   auto node = client_->readState();
   if (!node && reconnectClient()) node = client_->readState();
   if (!node || !node->exists) return std::nullopt;
-  auto s = ClusterState::parse(node->data);
+  auto s = ClusterState::parse(node->data, formats);
   if (!s) return std::nullopt;
   return s.value();
+}
+
+std::string Harness::zkStateText() {
+  auto node = client_->readState();
+  return node && node->exists ? node->data : "none";
 }
 
 std::vector<zk::HistoryEntry> Harness::history() {

@@ -128,7 +128,9 @@ class Harness {
   std::string role(int i);  // "" when the agent does not answer
 
   // The cluster state in ZooKeeper (nullopt if absent or unreadable).
-  std::optional<ClusterState> zkState();
+  std::optional<ClusterState> zkState(ClusterState::Formats formats = ClusterState::Formats::kSyncOnly);
+  // The state node's text as it is ("none" when absent or unreadable), for failure messages.
+  std::string zkStateText();
   // The cluster's history in ZooKeeper (one entry per state write; empty on error).
   std::vector<zk::HistoryEntry> history();
   // A test-and-set update of the state in ZooKeeper, as an operator would make.

@@ -30,7 +30,6 @@
 #include "statemachine/cluster_state.h"
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
-#include "zk/client.h"
 
 namespace dugong::e2e {
 namespace {
@@ -46,26 +45,13 @@ class QuorumE2E : public ::testing::Test {
     h_ = std::make_unique<Harness>(o);
     h_->startAll();
     ASSERT_GE(h_->waitForHealthyCluster(2, 180s), 0) << h_->describe();
-    auto client = zk::Client::connect(h_->zkOptions(), 20s);
-    ASSERT_TRUE(client.ok()) << client.error();
-    zk_ = std::move(client).value();
   }
   void TearDown() override {
-    if (HasFailure() && h_) std::cerr << h_->describe() << "format-2 state: " << stateText() << "\n";
+    if (HasFailure() && h_) std::cerr << h_->describe() << "format-2 state: " << h_->zkStateText() << "\n";
   }
 
-  // The state in ZooKeeper, read as quorum mode reads it (the harness' reader refuses
-  // format 2, as every sync-mode reader does).
-  std::optional<ClusterState> state() {
-    auto node = zk_->readState();
-    if (!node || !node->exists) return std::nullopt;
-    auto s = ClusterState::parse(node->data, ClusterState::Formats::kSyncAndQuorum);
-    return s ? std::optional<ClusterState>(s.value()) : std::nullopt;
-  }
-  std::string stateText() {
-    auto node = zk_ ? zk_->readState() : Error{"no client"};
-    return node && node->exists ? node->data : "none";
-  }
+  // The state in ZooKeeper, read as quorum mode reads it (format 2).
+  std::optional<ClusterState> state() { return h_->zkState(ClusterState::Formats::kSyncAndQuorum); }
   int indexOf(const PeerIdentity& p) { return h_->indexOf(p.id); }
   bool streamsTo(int primary, int standby) {
     auto r = h_->sql(primary, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND application_name = '" +
@@ -97,7 +83,6 @@ class QuorumE2E : public ::testing::Test {
   std::set<int> rowsOn(int peer) { return h_->intColumn(peer, "SELECT id FROM acked"); }
 
   std::unique_ptr<Harness> h_;
-  std::unique_ptr<zk::Client> zk_;
 };
 
 // The one default case (about a minute): a member's postgres killed, then the primary.
@@ -189,7 +174,7 @@ TEST_F(QuorumE2E, AMembersPostgresKilledCostsNoGenerationAndThePrimaryKilledLose
           return without && without->quorum && !containsPeer(without->quorum->members, h_->peer(killed).id);
         },
         60s))
-        << "the dead member " << h_->peer(killed).id << " is not removed from the set: " << stateText() << "\n"
+        << "the dead member " << h_->peer(killed).id << " is not removed from the set: " << h_->zkStateText() << "\n"
         << h_->logTail(primary);
     const size_t ackedUntilRemoved = writer.ackedSince(fromId);
     EXPECT_EQ(without->generation, generation) << "a new generation was written for a member's failure";
@@ -198,7 +183,7 @@ TEST_F(QuorumE2E, AMembersPostgresKilledCostsNoGenerationAndThePrimaryKilledLose
     EXPECT_GT(ackedUntilRemoved, 0u) << "no commit was acknowledged between the kill and the removal";
     h_->startAgent(killed);
     auto back = waitForQuorum(2, 120s);
-    ASSERT_TRUE(back) << h_->peer(killed).id << " is not added back: " << stateText() << "\n" << h_->logTail(killed);
+    ASSERT_TRUE(back) << h_->peer(killed).id << " is not added back: " << h_->zkStateText() << "\n" << h_->logTail(killed);
     EXPECT_EQ(back->generation, generation);
     EXPECT_TRUE(containsPeer(back->quorum->members, h_->peer(killed).id));
     gap.stop();

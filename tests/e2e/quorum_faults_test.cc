@@ -31,7 +31,6 @@
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
 #include "tests/support/loopback_cut.h"
-#include "zk/client.h"
 
 namespace dugong::e2e {
 namespace {
@@ -55,12 +54,9 @@ class QuorumFaults : public ::testing::TestWithParam<QuorumShape> {
     h_ = std::make_unique<Harness>(o);
     h_->startAll();
     ASSERT_GE(h_->waitForHealthyCluster(shape.peers - 1, 240s), 0) << h_->describe();
-    auto client = zk::Client::connect(h_->zkOptions(), 20s);
-    ASSERT_TRUE(client.ok()) << client.error();
-    zk_ = std::move(client).value();
     auto s = waitForQuorum(shape, 180s);
     ASSERT_TRUE(s) << "the primary does not run ANY " << shape.k << " of " << shape.size << " members\n"
-                   << stateText();
+                   << h_->zkStateText();
     state_ = *s;
     primary_ = h_->indexOf(state_.primary.id);
     ASSERT_TRUE(h_->sql(primary_, "CREATE TABLE acked (id int PRIMARY KEY)").ok());
@@ -71,20 +67,11 @@ class QuorumFaults : public ::testing::TestWithParam<QuorumShape> {
     cuts_.clear();
     for (pid_t pid : stopped_) ::kill(pid, SIGCONT);
     if (writer_) writer_->stop();
-    if (HasFailure() && h_) std::cerr << h_->describe() << "state: " << stateText() << "\n";
+    if (HasFailure() && h_) std::cerr << h_->describe() << "state: " << h_->zkStateText() << "\n";
   }
 
   // The state in ZooKeeper, read as quorum mode reads it (format 2).
-  std::optional<ClusterState> state() {
-    auto node = zk_->readState();
-    if (!node || !node->exists) return std::nullopt;
-    auto s = ClusterState::parse(node->data, ClusterState::Formats::kSyncAndQuorum);
-    return s ? std::optional<ClusterState>(s.value()) : std::nullopt;
-  }
-  std::string stateText() {
-    auto node = zk_ ? zk_->readState() : Error{"no client"};
-    return node && node->exists ? node->data : "none";
-  }
+  std::optional<ClusterState> state() { return h_->zkState(ClusterState::Formats::kSyncAndQuorum); }
   std::string one(int peer, const std::string& query) {
     auto r = h_->sql(peer, query, 2s);
     return r && r->rows.size() == 1 && r->rows[0][0] ? *r->rows[0][0] : "";
@@ -204,7 +191,6 @@ class QuorumFaults : public ::testing::TestWithParam<QuorumShape> {
   }
 
   std::unique_ptr<Harness> h_;
-  std::unique_ptr<zk::Client> zk_;
   ClusterState state_;
   int primary_ = -1;
   std::unique_ptr<CarefulWriter> writer_;
