@@ -217,7 +217,7 @@ TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
 
   AdmRun show = cmd("show");
   EXPECT_EQ(show.code, 0) << show.out;
-  EXPECT_TRUE(has(show.out, "generation  1")) << show.out;
+  EXPECT_TRUE(has(show.out, "generation   1")) << show.out;
   EXPECT_TRUE(has(show.out, "not frozen")) << show.out;
   EXPECT_TRUE(has(show.out, "ROLE")) << show.out;
 
@@ -323,7 +323,7 @@ TEST_F(AdmTest, StatusCommandsVerifyAndPromoteOfTheSyncUnderWrites) {
   EXPECT_TRUE(has(history2.out, "sync " + S + " took over as primary from " + P)) << history2.out;
   // show tells the timeline of the new generation's initWal.
   AdmRun show2 = cmd("show");
-  EXPECT_TRUE(has(show2.out, "initWal     " + after->initWal.toString() + " on timeline 1")) << show2.out;
+  EXPECT_TRUE(has(show2.out, "initWal      " + after->initWal.toString() + " on timeline 1")) << show2.out;
 }
 
 // Freeze keeps a dead primary's sync from taking over; unfreeze lets it; the deposed
@@ -694,7 +694,7 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
     EXPECT_EQ(paused->rows[0][0].value_or(""), "not paused") << "peer " << i;
   }
   AdmRun shown = cmd("show");
-  EXPECT_TRUE(has(shown.out, "pending     none")) << shown.out;
+  EXPECT_TRUE(has(shown.out, "pending      none")) << shown.out;
 
   const int firstAfter = writer.nextId();
   ASSERT_TRUE(h_->waitFor([&] { return writer.ackedSince(firstAfter) > 0; }, 60s));
