@@ -128,7 +128,8 @@ TEST(StandbyLeaderTest, ALeaderRefusesWhatItMustNotMakeOrFollow) {
 // source's position, replay behind it by bytes and seconds; the receiver fenced, the
 // source written: received behind and not moving while the source moves (a stall, what
 // `dugong-adm verify` flags); the source stopped: the last lag measured is kept, as "at
-// least", with the source's error.
+// least", with the source's error. Each fence also tells what it saw of the source (the
+// leader's own promote-cluster check): the writable host, then none.
 TEST(StandbyLeaderTest, ItsLagToTheSourceIsMeasuredAndKeptWhenTheSourceStops) {
   PgTestCluster cluster("dugong-pg-leader");
   PgTestNode& a = cluster.addNode("src-a");
@@ -175,8 +176,14 @@ TEST(StandbyLeaderTest, ItsLagToTheSourceIsMeasuredAndKeptWhenTheSourceStops) {
       << (st.source ? st.source->toJson().dump() : "no source");
   ASSERT_EQ(l.value("SELECT pg_wal_replay_resume()"), "");
 
-  // No receiver (the fence a promotion lays): the source moves, received does not.
-  ASSERT_TRUE(cl.fence(std::nullopt).ok);
+  // No receiver (the fence a promotion lays): the source moves, received does not. The
+  // fence asked the source once streaming stopped (the leader's own promote-cluster
+  // check, 0083 6.2 step 1): a reaches it as a writable host.
+  const PgFenced fenced = cl.fence(std::nullopt);
+  ASSERT_TRUE(fenced.ok) << fenced.error;
+  ASSERT_TRUE(fenced.source.has_value());
+  EXPECT_TRUE(fenced.source->reachable);
+  EXPECT_EQ(fenced.source->writableHosts, (std::vector<HostPort>{HostPort{"127.0.0.1", a.port}}));
   ASSERT_EQ(a.value("INSERT INTO t SELECT generate_series(1001, 2000)"), "");
   ASSERT_TRUE(testing::eventually(
       [&] {
@@ -198,6 +205,14 @@ TEST(StandbyLeaderTest, ItsLagToTheSourceIsMeasuredAndKeptWhenTheSourceStops) {
   EXPECT_EQ(st.source->lagBytes, std::optional<uint64_t>(lagBeforeStop));
   EXPECT_EQ(st.source->describe().rfind("at least ", 0), 0u) << st.source->describe();
   EXPECT_EQ(st.source->receivingStalledSinceMs, 0) << "not known while the source does not answer";
+
+  // Fenced again with the source stopped: no writable host reached, and why.
+  const PgFenced again = cl.fence(std::nullopt);
+  ASSERT_TRUE(again.ok) << again.error;
+  ASSERT_TRUE(again.source.has_value());
+  EXPECT_FALSE(again.source->reachable);
+  EXPECT_TRUE(again.source->writableHosts.empty());
+  EXPECT_NE(again.source->lastSeen.find("no host answered as a primary"), std::string::npos) << again.source->lastSeen;
 }
 
 }  // namespace
