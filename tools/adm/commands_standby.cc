@@ -73,6 +73,25 @@ bool leaderWritable(const ClusterState& s) {
   return r && r->status == 200;
 }
 
+constexpr auto kFormats = ClusterState::Formats::kSyncAndStandby;
+
+// What promote-cluster and demote-cluster start from: a ZooKeeper client and the view
+// (format 3 read). nullopt, `code` set and the error printed, when either fails.
+struct Opened {
+  std::unique_ptr<zk::Client> client;
+  ClusterView view;
+};
+std::optional<Opened> openView(const CommonOptions& common, int& code) {
+  auto client = connectOrFail(common, code);
+  if (!client) return std::nullopt;
+  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), kFormats);
+  if (!view) {
+    code = fail(kExitUnavailable, view.error());
+    return std::nullopt;
+  }
+  return Opened{std::move(client), std::move(view).value()};
+}
+
 // Why the request was removed: the reason of the last history record, which the leader
 // wrote with the state that removed it (its own check of the source refused, or the
 // request expired or was invalid).
@@ -87,11 +106,10 @@ std::string removalReason(zk::Client& client) {
 int runPromoteCluster(const CommonOptions& common, const PromoteClusterArgs& a) {
   if (a.waitSeconds < 1) return fail(kExitUsage, "--wait must be at least 1 second");
   int code = kExitOk;
-  auto client = connectOrFail(common, code);
-  if (!client) return code;
-  constexpr auto kFormats = ClusterState::Formats::kSyncAndStandby;
-  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), kFormats);
-  if (!view) return fail(kExitUnavailable, view.error());
+  auto opened = openView(common, code);
+  if (!opened) return code;
+  zk::Client* client = opened->client.get();
+  const ClusterView* view = &opened->view;
   const ClusterState& s = view->state;
   if (!s.standby) {
     return fail(kExitUsage, "refused: " + (view->cluster.empty() ? view->root : view->cluster) +
@@ -229,11 +247,10 @@ int runDemoteCluster(const CommonOptions& common, const DemoteClusterArgs& a) {
   auto source = parseSourceUrl(a.source);
   if (!source) return fail(kExitUsage, "--source: " + source.error());
   int code = kExitOk;
-  auto client = connectOrFail(common, code);
-  if (!client) return code;
-  constexpr auto kFormats = ClusterState::Formats::kSyncAndStandby;
-  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), kFormats);
-  if (!view) return fail(kExitUnavailable, view.error());
+  auto opened = openView(common, code);
+  if (!opened) return code;
+  zk::Client* client = opened->client.get();
+  const ClusterView* view = &opened->view;
   const ClusterState& s = view->state;
   const std::string name = view->cluster.empty() ? view->root : view->cluster;
   if (auto refusal = demoteClusterRefusal(s, *source, observeForDemotion(*view))) {
