@@ -108,23 +108,22 @@ int runPromoteCluster(const CommonOptions& common, const PromoteClusterArgs& a) 
   int code = kExitOk;
   auto opened = openView(common, code);
   if (!opened) return code;
-  zk::Client* client = opened->client.get();
-  const ClusterView* view = &opened->view;
-  const ClusterState& s = view->state;
+  auto& [client, view] = *opened;
+  const ClusterState& s = view.state;
   if (!s.standby) {
-    return fail(kExitUsage, "refused: " + (view->cluster.empty() ? view->root : view->cluster) +
+    return fail(kExitUsage, "refused: " + (view.cluster.empty() ? view.root : view.cluster) +
                                 " is not a standby cluster: there is nothing to promote. Nothing was changed");
   }
   const std::string of = s.standby->source.describe();
-  const std::string lag = lagText(*view);
-  const std::string header = "promote-cluster of " + (view->cluster.empty() ? view->root : view->cluster) +
+  const std::string lag = lagText(view);
+  const std::string header = "promote-cluster of " + (view.cluster.empty() ? view.root : view.cluster) +
                              " (source " + of + (a.sourceGone ? ", --source-gone" : "") + "): standby leader " +
                              s.primary.id + " is " + lag;
   if (s.standby->hasPromote()) {
     return fail(kExitUsage, "refused: a promote-cluster request is pending already (" + s.standby->promote.dump() +
                                 "). Nothing was changed");
   }
-  const PromoteClusterVerdict verdict = promoteClusterRefusal(s, a.sourceGone, observe(*view));
+  const PromoteClusterVerdict verdict = promoteClusterRefusal(s, a.sourceGone, observe(view));
   if (verdict.refusal) return fail(kExitUsage, header + "\nrefused: " + *verdict.refusal + ". Nothing was changed");
   if (verdict.waitFor) {
     // The planned case (a demoted dugong source) needs demote-cluster: not built.
@@ -249,11 +248,10 @@ int runDemoteCluster(const CommonOptions& common, const DemoteClusterArgs& a) {
   int code = kExitOk;
   auto opened = openView(common, code);
   if (!opened) return code;
-  zk::Client* client = opened->client.get();
-  const ClusterView* view = &opened->view;
-  const ClusterState& s = view->state;
-  const std::string name = view->cluster.empty() ? view->root : view->cluster;
-  if (auto refusal = demoteClusterRefusal(s, *source, observeForDemotion(*view))) {
+  auto& [client, view] = *opened;
+  const ClusterState& s = view.state;
+  const std::string name = view.cluster.empty() ? view.root : view.cluster;
+  if (auto refusal = demoteClusterRefusal(s, *source, observeForDemotion(view))) {
     return fail(kExitUsage, "demote-cluster of " + name + " toward " + source->describe() + "\nrefused: " +
                                 *refusal + ". Nothing was changed");
   }
