@@ -346,9 +346,11 @@ PgFenced PgController::fence(const std::optional<PeerIdentity>& newSync) {
     auto v = verifyFence(fence);
     if (v) {
       spdlog::info("pg: fenced: {}", describeFence(fence));
+      PgFenced done{true, "", v.value()};
+      if (fence.standby && want.role == "standby-leader") done.source = observeSourceAfterFence();
       std::lock_guard lock(stateMu_);
       fence_ = fence;
-      return PgFenced{true, "", v.value()};
+      return done;
     }
     last = v.error();
     std::this_thread::sleep_for(20ms);
@@ -475,6 +477,7 @@ WalPositionRead PgController::readWal() {
     }
     fencedRun = v.value();
   }
+  if (!fence && !isRunning()) return readStoppedWal();  // a demoted primary (controller_demotion.cc)
   auto position = readWalEnd(fence && fence->standby);
   if (!position) {
     out.error = position.error();

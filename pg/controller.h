@@ -426,6 +426,19 @@ class PgController {
   // IDENTIFY_SYSTEM of the source over the leader's replication conninfo, and the leader's
   // received and replayed positions. nullopt unless a standby leader was applied.
   std::optional<SourceLag> sampleSourceLag();
+  // A standby leader's source, asked host by host with target_session_attrs=primary
+  // (IDENTIFY_SYSTEM over the leader's replication conninfo): the one that answers is its
+  // writable host.
+  SourceRead readSource(const SourceEndpoint& source) const;
+  // After a standby leader's fence (streaming stopped): what its promote-cluster check
+  // needs of the source (PgFenced::source). nullopt when this postgres is no standby leader.
+  std::optional<SourceObservation> observeSourceAfterFence();
+  // demote-cluster (pg/controller_demotion.cc): where a primary shut down cleanly ended
+  // its WAL (its shutdown checkpoint), for readWal() of a stopped postgres; and the
+  // demoted standby leader's comparison with the source, rewound if it diverged (an
+  // answer to return when it cannot go on; nullopt: it can follow now, postgres stopped).
+  WalPositionRead readStoppedWal();
+  std::optional<PgConfigApplied> rewindForDemotion(const SourceEndpoint& source, bool running);
 
   // --- connections
   std::string localConninfo() const;

@@ -113,12 +113,20 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
     facts.inRecovery = q->rows[0][0] == "t";
   }
   if (facts.wasPrimary || (running && !facts.inRecovery) || (!running && !facts.hasStandbySignal)) {
-    // A demotion (demote-cluster, 0083 section 5) stops writes and rewinds first: not
-    // built. A stopped data directory without standby.signal would start writable.
-    return refused("this data directory last ran as a primary (it may hold WAL the source does not have): a "
-                       "standby leader is never made of it by this dugong (demote-cluster, docs/decisions/0083 "
-                       "section 5, is not built). Nothing was changed",
-                   running);
+    // A stopped data directory without standby.signal would start writable. Only the
+    // generation a demote-cluster began makes a standby leader of a former primary: its
+    // history compared with the source's, rewound if it forked (controller_demotion.cc).
+    if (!config.demoted) {
+      return refused("this data directory last ran as a primary (it may hold WAL the source does not have): a "
+                         "standby leader is made of it only by demote-cluster (docs/decisions/0083 section 5). "
+                         "Nothing was changed",
+                     running);
+    }
+    if (auto stopped = rewindForDemotion(source, running)) return *stopped;
+    running = false;
+    facts.running = false;
+    facts.wasPrimary = false;
+    facts.inRecovery = true;
   }
   auto w = writeConf(want);
   if (!w) return failed(w.error(), running);
@@ -170,13 +178,24 @@ std::optional<SourceLag> PgController::sampleSourceLag() {
     if (r[5]) leader.lastReplayAgeSeconds = std::stod(*r[5]);
     leader.lastReplayTimestamp = r[6];
   }
-  // The source's flush position over the leader's own replication conninfo, host by host
-  // with target_session_attrs=primary: the one that answers is the writable host the
-  // receiver reaches. IDENTIFY_SYSTEM (its timeline and xlogpos) needs no database access
-  // for the replication role.
+  SourceRead read = readSource(*source);
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  SourceLag lag = computeSourceLag(source->describe(), leader, read, previous ? &*previous : nullptr, now);
+  std::lock_guard lock(stateMu_);
+  sourceLag_ = lag;
+  return lag;
+}
+
+// The source's flush position over the leader's own replication conninfo, host by host
+// with target_session_attrs=primary: the one that answers is the writable host the
+// receiver reaches. IDENTIFY_SYSTEM (its timeline and xlogpos) needs no database access
+// for the replication role.
+SourceRead PgController::readSource(const SourceEndpoint& source) const {
   SourceRead read;
-  for (const HostPort& host : source->hosts) {
-    SourceEndpoint one = *source;
+  for (const HostPort& host : source.hosts) {
+    SourceEndpoint one = source;
     one.hosts = {host};
     auto conninfo = sourceConninfo(one, true);
     if (!conninfo) {
@@ -190,17 +209,33 @@ std::optional<SourceLag> PgController::sampleSourceLag() {
     } else if (remote->rows.empty() || remote->rows[0].size() < 3 || !remote->rows[0][1] || !remote->rows[0][2]) {
       read.error += (read.error.empty() ? "" : "; ") + host.toString() + ": IDENTIFY_SYSTEM gave no position";
     } else {
-      read = SourceRead{"", host.toString(), remote->rows[0][2], std::stoll(*remote->rows[0][1])};
-      break;
+      return SourceRead{"", host.toString(), remote->rows[0][2], std::stoll(*remote->rows[0][1])};
     }
   }
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  SourceLag lag = computeSourceLag(source->describe(), leader, read, previous ? &*previous : nullptr, now);
-  std::lock_guard lock(stateMu_);
-  sourceLag_ = lag;
-  return lag;
+  return read;
+}
+
+// The leader's own check before it promotes (0083 6.2 step 1; phase 4 as built): asked
+// after its fence, so nothing streams from the source any more. A host that answers with
+// target_session_attrs=primary is not in recovery: a writable host this leader reaches.
+std::optional<SourceObservation> PgController::observeSourceAfterFence() {
+  std::optional<SourceEndpoint> source;
+  {
+    std::lock_guard lock(stateMu_);
+    source = standbySource_;
+  }
+  if (!source) return std::nullopt;
+  const SourceRead read = readSource(*source);
+  SourceObservation seen;
+  if (read.error.empty()) {
+    seen.reachable = true;
+    if (auto host = HostPort::parse(read.host)) seen.writableHosts.push_back(host.value());
+    spdlog::warn("pg: standby leader fenced; its source {} has a writable host, {}", source->describe(), read.host);
+  } else {
+    seen.lastSeen = "no host answered as a primary: " + read.error;
+    spdlog::info("pg: standby leader fenced; no host of its source {} answered as a primary", source->describe());
+  }
+  return seen;
 }
 
 }  // namespace dugong::pg

@@ -128,7 +128,8 @@ TEST(StandbyLeaderTest, ALeaderRefusesWhatItMustNotMakeOrFollow) {
 // source's position, replay behind it by bytes and seconds; the receiver fenced, the
 // source written: received behind and not moving while the source moves (a stall, what
 // `dugong-adm verify` flags); the source stopped: the last lag measured is kept, as "at
-// least", with the source's error.
+// least", with the source's error. Each fence also tells what it saw of the source (the
+// leader's own promote-cluster check): the writable host, then none.
 TEST(StandbyLeaderTest, ItsLagToTheSourceIsMeasuredAndKeptWhenTheSourceStops) {
   PgTestCluster cluster("dugong-pg-leader");
   PgTestNode& a = cluster.addNode("src-a");
@@ -175,8 +176,14 @@ TEST(StandbyLeaderTest, ItsLagToTheSourceIsMeasuredAndKeptWhenTheSourceStops) {
       << (st.source ? st.source->toJson().dump() : "no source");
   ASSERT_EQ(l.value("SELECT pg_wal_replay_resume()"), "");
 
-  // No receiver (the fence a promotion lays): the source moves, received does not.
-  ASSERT_TRUE(cl.fence(std::nullopt).ok);
+  // No receiver (the fence a promotion lays): the source moves, received does not. The
+  // fence asked the source once streaming stopped (the leader's own promote-cluster
+  // check, 0083 6.2 step 1): a reaches it as a writable host.
+  const PgFenced fenced = cl.fence(std::nullopt);
+  ASSERT_TRUE(fenced.ok) << fenced.error;
+  ASSERT_TRUE(fenced.source.has_value());
+  EXPECT_TRUE(fenced.source->reachable);
+  EXPECT_EQ(fenced.source->writableHosts, (std::vector<HostPort>{HostPort{"127.0.0.1", a.port}}));
   ASSERT_EQ(a.value("INSERT INTO t SELECT generate_series(1001, 2000)"), "");
   ASSERT_TRUE(testing::eventually(
       [&] {
@@ -198,6 +205,67 @@ TEST(StandbyLeaderTest, ItsLagToTheSourceIsMeasuredAndKeptWhenTheSourceStops) {
   EXPECT_EQ(st.source->lagBytes, std::optional<uint64_t>(lagBeforeStop));
   EXPECT_EQ(st.source->describe().rfind("at least ", 0), 0u) << st.source->describe();
   EXPECT_EQ(st.source->receivingStalledSinceMs, 0) << "not known while the source does not answer";
+
+  // Fenced again with the source stopped: no writable host reached, and why.
+  const PgFenced again = cl.fence(std::nullopt);
+  ASSERT_TRUE(again.ok) << again.error;
+  ASSERT_TRUE(again.source.has_value());
+  EXPECT_FALSE(again.source->reachable);
+  EXPECT_TRUE(again.source->writableHosts.empty());
+  EXPECT_NE(again.source->lastSeen.find("no host answered as a primary"), std::string::npos) << again.source->lastSeen;
+}
+
+// demote-cluster on the postgres side (docs/decisions/0083 5.2, phase 4): a, the old site's
+// primary, wrote row 99 after b (its standby, the new site) was promoted and wrote row 2.
+// a stopped for the demotion (role none), its WAL end is read from pg_control (its shutdown
+// checkpoint, timeline 1); as standby leader of b without PgConfig::demoted it is refused
+// (a former primary); with it, pg_rewind from b's writable host discards row 99, and a
+// streams from b on timeline 2, in recovery, holding row 2.
+TEST(StandbyLeaderTest, ADemotedPrimaryIsRewoundFromItsNewSourceAndFollowsIt) {
+  PgTestCluster cluster("dugong-pg-leader");
+  PgTestNode& a = cluster.addNode("site-a");
+  PgTestNode& b = cluster.addNode("site-b");
+  PgController ca(a.options), cb(b.options);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(b.identity)).ok);
+  auto r = cb.apply(PgConfig::standby(PgRole::kSync, a.identity, a.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable(); }, kLeaderDeadline));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
+  ASSERT_TRUE(testing::eventually([&] { return holdsRow(b, 1); }, kLeaderDeadline));
+
+  // b promoted (the other site's promote-cluster), then both written: a forks.
+  r = cb.apply(PgConfig::firstPrimary(std::nullopt));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(testing::eventually([&] { return cb.pollWritable(); }, kLeaderDeadline));
+  ASSERT_EQ(b.value("INSERT INTO t VALUES (2)"), "");
+  ASSERT_EQ(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (99)"), "");
+
+  // The demotion's stop and read.
+  r = ca.apply(PgConfig::none());
+  ASSERT_TRUE(r.ok) << r.error;
+  const WalPositionRead end = ca.readWal();
+  ASSERT_TRUE(end.position.has_value()) << end.error;
+  ASSERT_TRUE(end.history.has_value());
+  EXPECT_EQ(end.history->timeline, 1);
+
+  PgConfig leader = PgConfig::standbyLeader(hostsOf({&b}), false);
+  r = ca.apply(leader);
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.refused);
+  EXPECT_NE(r.error.find("last ran as a primary"), std::string::npos) << r.error;
+
+  leader.demoted = true;
+  r = ca.apply(leader);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.online);
+  ASSERT_TRUE(testing::eventually([&] { return leaderStreamsFrom(a) == std::to_string(b.port) + "/2"; },
+                                  kLeaderDeadline))
+      << leaderStreamsFrom(a);
+  EXPECT_TRUE(holdsRow(a, 2));
+  EXPECT_FALSE(holdsRow(a, 99)) << "what a wrote past the fork is discarded";
+  EXPECT_EQ(a.value("SELECT pg_is_in_recovery()"), "t");
+  ASSERT_EQ(b.value("INSERT INTO t VALUES (3)"), "");
+  EXPECT_TRUE(testing::eventually([&] { return holdsRow(a, 3); }, kLeaderDeadline));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "statemachine/data_state.h"
 #include "statemachine/identity.h"
 #include "statemachine/quorum.h"
+#include "statemachine/standby.h"
 #include "statemachine/takeover_report.h"
 #include "statemachine/timeline_history.h"
 #include "statemachine/wal_position.h"
@@ -89,6 +90,12 @@ struct PgFenced {
   bool ok = false;
   std::string error;      // when !ok
   PgInstance instance = 0;  // the run that is fenced (0: postgres is not running)
+  // A standby leader's fence (it stops streaming from its source) also asks the source,
+  // once streaming has stopped, what the leader's own promote-cluster check needs (0083
+  // 6.2 step 1; phase 4 as built): whether it reached a writable host. Unset where the
+  // fence did not ask (not a standby leader; a world that cannot tell): a promote-cluster
+  // then counts the source as not reached, which only `--source-gone` lets through.
+  std::optional<SourceObservation> source = std::nullopt;
 };
 
 // The last WriteClusterState finished.

@@ -185,6 +185,7 @@ void Peer::onPgApplied(const PgConfigApplied& e) {
 void Peer::onPgFenced(const PgFenced& e) {
   if (update_ != Update::kFencing) return;
   update_ = Update::kNone;
+  fencedSource_ = e.ok ? e.source : std::nullopt;
   if (e.ok) {
     fence_ = Fence::kFenced;
     fencedInstance_ = e.instance;
@@ -294,7 +295,10 @@ void Peer::evaluate() {
   }
 
   Role next = roleFromState(s);
-  if (role_ == Role::kPrimary && next != Role::kPrimary && s.generation > primaryGeneration_) {
+  // A primary named standby leader of a later generation demoted itself (demote-cluster):
+  // not deposed.
+  const bool demoted = next == Role::kStandbyLeader && s.standby->demotedAt;
+  if (role_ == Role::kPrimary && next != Role::kPrimary && !demoted && s.generation > primaryGeneration_) {
     log(LogLevel::kWarn, "deposed: generation " + std::to_string(s.generation) + " names " + s.primary.id +
                              " as primary; stopping postgres until this peer is rebuilt");
     next = Role::kDeposed;
@@ -422,6 +426,7 @@ PgConfig Peer::desiredPgConfig() const {
   const ClusterState& s = *state_;
   switch (role_) {
     case Role::kPrimary: {
+      if (demoting()) return PgConfig::none();  // demote-cluster: down before the standby state (0083 5.2)
       // Only a new cluster's first primary may create its data directory: in any later
       // generation, or one set up from data (initWal), it holds the cluster's data, and
       // the generation's history up to initWal.
@@ -434,9 +439,15 @@ PgConfig Peer::desiredPgConfig() const {
       c.initTimeline = s.initTimeline;
       return c;
     }
-    case Role::kStandbyLeader:
+    case Role::kStandbyLeader: {
       // Only a new standby cluster's first leader makes its data directory (from the source).
-      return PgConfig::standbyLeader(hostsEndpoint(s.standby->source), s.generation == 1 && s.initWal == WalPosition());
+      PgConfig c =
+          PgConfig::standbyLeader(hostsEndpoint(s.standby->source), s.generation == 1 && s.initWal == WalPosition());
+      // The generation a demotion began (0083 5.2): its data directory last ran as this
+      // site's primary, and is rewound from the source if it diverged.
+      c.demoted = s.standby->demotedAt && s.standby->demotedAt->wal == s.initWal;
+      return c;
+    }
     case Role::kSync:
       return PgConfig::standby(PgRole::kSync, s.primary, s.primary);
     case Role::kAsync: {

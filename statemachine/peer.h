@@ -136,6 +136,12 @@ class Peer {
   // A standby cluster's (peer_standby.cc, docs/decisions/0083 3.4).
   void evaluateStandbyLeader();
   ClusterState standbyTakeover(WalPosition wal) const;
+  PromoteClusterView promoteClusterView(WalPosition wal) const;
+  // demote-cluster (0083 5.2; peer_standby.cc): the primary carries out a demote request.
+  void evaluateDemotion();
+  // Whether this primary's postgres is to be down for a demotion: a valid demote request
+  // in the state, or one whose stop is done (carried out whatever its expiry then).
+  bool demoting() const;
   // "; a standby cluster of hosts h1:5432" for a setup with opts_.standbySource, else "".
   std::string standbySetup() const;
   // Quorum mode (peer_quorum.cc).
@@ -231,6 +237,9 @@ class Peer {
   Fence fence_ = Fence::kNone;
   std::string fencedFor_;
   PgInstance fencedInstance_ = 0;
+  // What a standby leader's fence saw of the source (PgFenced::source), for its own
+  // promote-cluster check; valid while fence_ is kFenced.
+  std::optional<SourceObservation> fencedSource_;
   bool keepFence_ = false;  // this evaluation is in the middle of a takeover
 
   Update update_ = Update::kNone;

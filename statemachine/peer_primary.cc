@@ -18,6 +18,7 @@ void Peer::removePromote(const std::string& reason) {
 void Peer::evaluatePrimary() {
   const ClusterState& s = *state_;
   if (s.quorum) return evaluateQuorumPrimary();
+  if (s.hasDemote()) return evaluateDemotion();  // demote-cluster (peer_standby.cc)
 
   if (s.hasPromote()) {
     auto req = validatePromote(s.promote, s, now_);

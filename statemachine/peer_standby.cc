@@ -48,14 +48,14 @@ void Peer::evaluateStandbyLeader() {
                                                  passedOver(presentAsyncs(), *candidates));
   }
   if (s.standby->hasPromote()) {
-    // promote-cluster (0083 6.2; phase 3 as built): the leader stops streaming from the
-    // source (the standby fence), reads where its replay ends, and writes the next
-    // generation as a normal state naming itself primary with the same sync and asyncs;
-    // its primary apply then promotes postgres, as a sync's takeover does, and its peers
-    // follow the new timeline. The write comes BEFORE the promotion: a standby state never
-    // names a peer that may write (N1). What the source shows was judged by dugong-adm
-    // before it wrote the request (promoteClusterRefusal); this leader does not observe
-    // the source.
+    // promote-cluster (0083 6.2): the leader stops streaming from the source (the standby
+    // fence, which also asks the source: PgFenced::source), reads where its replay ends,
+    // checks the source itself (dugong-adm judged an older observation: the source may
+    // have changed since), and writes the next generation as a normal state naming itself
+    // primary with the same sync and asyncs; its primary apply then promotes postgres, as
+    // a sync's takeover does, and its peers follow the new timeline. The check and the
+    // write come BEFORE the promotion: a standby state never names a peer that may write
+    // (N1), and no site is made writable beside a source this leader sees writable (N2).
     auto req = validateStandbyPromote(s.standby->promote, s, now_);
     if (!req) {
       ClusterState next = s;
@@ -66,6 +66,24 @@ void Peer::evaluateStandbyLeader() {
     if (s.frozen()) return blocked(asked + ", but the cluster is frozen: not promoted", false);
     auto wal = fencedReplayEnd(asked);
     if (!wal) return;
+    const PromoteClusterVerdict verdict = promoteClusterRefusal(s, req->sourceGone, promoteClusterView(*wal));
+    if (!verdict.ok()) {
+      // Refused: the request is removed in the same generation with the reason (the
+      // history's record and the log say why; dugong-adm reports it), and the fence is
+      // lifted: the leader follows the source again.
+      keepFence_ = false;
+      ClusterState next = s;
+      next.standby->promote = nullptr;
+      return writeState(std::move(next), asked + ", refused by standby leader " + opts_.self.id + ": " +
+                                             *verdict.refusal);
+    }
+    if (verdict.waitFor && !(verdict.waitFor->wal < *wal)) {
+      // The planned case: the source's demotion point not replayed past yet (0083 6.2 step 2).
+      keepFence_ = false;
+      return blocked(asked + ": waiting to replay past the source's demotion point " +
+                         verdict.waitFor->wal.toString() + " (replayed " + wal->toString() + ")",
+                     true);
+    }
     ClusterState next = nextGeneration(*wal);
     next.standby.reset();
     return writeState(std::move(next), "generation " + std::to_string(s.generation + 1) + ": " + asked +
@@ -79,6 +97,70 @@ void Peer::evaluateStandbyLeader() {
     blocked("a promote request for an async is in the state: a standby leader does not carry it out yet", false);
   }
   asyncChain({*s.sync});
+}
+
+// demote-cluster (0083 5.2; phase 4 as built): a normal cluster's primary carries out a
+// demote request in this order: postgres stops (a fast shutdown while its sync still
+// streams: writes end, and the sync receives the shutdown checkpoint), the WAL is read
+// where it ended (the shutdown checkpoint), the next generation is written as a standby
+// state naming this peer standby leader with the same sync and asyncs, initWal and
+// `demotedAt` that position, and only then postgres starts in recovery from the new
+// source (rewound first if its history forked: PgConfig::demoted). No instant exists at
+// which the standby state is written and this postgres accepts writes; once postgres is
+// down for it the request is carried out whatever its expiry (postgres does not run as
+// primary again in between).
+bool Peer::demoting() const {
+  const ClusterState& s = *state_;
+  if (!s.hasDemote()) return false;
+  if (pgApplied_ && pgApplied_->role == PgRole::kNone) return true;
+  return validateDemote(s.demote, s, now_).ok() && !s.frozen();
+}
+
+void Peer::evaluateDemotion() {
+  const ClusterState& s = *state_;
+  const bool stopped = pgApplied_ && pgApplied_->role == PgRole::kNone && !pgOnline_;
+  // Stopped for it, the request's expiry no longer counts (0: never expired).
+  auto req = validateDemote(s.demote, s, stopped ? 0 : now_);
+  if (!req) {
+    ClusterState next = s;
+    next.demote = nullptr;
+    return writeState(std::move(next), "removed an invalid demote-cluster request: " + req.error());
+  }
+  const std::string asked = "demote-cluster requested by " + req->by + " (source " + req->source.describe() + ")";
+  if (!stopped) {
+    if (s.frozen()) return blocked(asked + ", but the cluster is frozen: not demoted", false);
+    // evaluate() applies PgConfig::none() (desiredPgConfig: demoting()).
+    return blocked(asked + ": stopping postgres (its writes end; its sync receives all it wrote) before the "
+                           "standby state is written",
+                   false);
+  }
+  auto wal = walForTakeover(asked);
+  if (!wal) return;
+  if (!freshHistory_) {
+    return blocked(asked + ", but the timeline of its WAL at " + wal->toString() + " is not known: not demoted",
+                   true);
+  }
+  const DemotionPoint point{*wal, freshHistory_->timelineAt(*wal)};
+  ClusterState next = nextGeneration(*wal);
+  next.demote = nullptr;
+  next.standby = StandbyMode{req->source, point, nullptr};
+  return writeState(std::move(next), "generation " + std::to_string(s.generation + 1) + ": " + asked +
+                                         ": a standby cluster of " + req->source.describe() + "; " + opts_.self.id +
+                                         " is standby leader, its WAL ended at " + wal->toString() + " on timeline " +
+                                         std::to_string(point.timeline) + ", " + s.sync->id + " stays sync");
+}
+
+// This cluster as its leader sees it under the standby fence, at replay end `wal`: itself
+// present and running as standby leader (fencedReplayEnd waited for both), its timeline
+// there, and what its fence saw of the source (not reached when the fence did not ask).
+PromoteClusterView Peer::promoteClusterView(WalPosition wal) const {
+  PromoteClusterView view;
+  view.leaderPresent = true;
+  view.leaderRunsAsStandbyLeader = true;
+  if (freshHistory_) view.leaderTimeline = freshHistory_->timelineAt(wal);
+  view.source = fencedSource_.value_or(
+      SourceObservation{false, "its standby leader's fence did not ask it", std::nullopt, false, std::nullopt, {}});
+  return view;
 }
 
 // As a normal takeover (the sync becomes the leader, the first present async that may be

@@ -345,5 +345,169 @@ TEST(PeerStandby, PromoteClusterRefusesWhatItMustNotCarryOut) {
   EXPECT_EQ(onlyApply(actions).role, PgRole::kStandbyLeader) << "the fence lifted: it follows the source again";
 }
 
+// The leader's own check before it promotes (0083 6.2 step 1; phase 4 as built): its
+// fence asks the source (PgFenced::source), and a source with a writable host it reaches
+// refuses the request even with --source-gone (dugong-adm judged an older observation);
+// without --source-gone, a source its fence did not reach refuses it too. The request is
+// removed in the same generation with the reason, and the fence lifted.
+TEST(PeerStandby, PromoteClusterIsRefusedByTheLeaderWhenItsOwnCheckOfTheSourceRefuses) {
+  struct Row {
+    std::string name;
+    bool sourceGone;
+    std::optional<SourceObservation> seen;
+    std::string reason;  // empty: promoted
+  };
+  SourceObservation writable;
+  writable.reachable = true;
+  writable.writableHosts = {HostPort{"h2", 5432}};
+  SourceObservation unreachable;
+  unreachable.lastSeen = "no host answered";
+  const std::vector<Row> rows = {
+      {"writable, --source-gone", true, writable,
+       "promote-cluster requested by ops (--source-gone), refused by standby leader me: the source hosts h1:5432, "
+       "h2:5432 has a writable host, h2:5432 (not in recovery): demote that site (dugong-adm demote-cluster) or stop "
+       "it first; --source-gone does not override a primary this cluster can see"},
+      {"writable", false, writable, "refused by standby leader me: the source hosts h1:5432, h2:5432 has a writable host"},
+      {"unreachable", false, unreachable,
+       "promote-cluster requested by ops, refused by standby leader me: the source hosts h1:5432, h2:5432 cannot be "
+       "reached (no host answered): if it is gone, promote-cluster --source-gone (what this cluster did not receive "
+       "is lost)"},
+      {"not asked", false, std::nullopt, "cannot be reached (its standby leader's fence did not ask it)"},
+      {"unreachable, --source-gone", true, unreachable, ""},
+      {"not asked, --source-gone", true, std::nullopt, ""},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    StandbyHarness h;
+    ClusterState s = hostsStandby(5, "me", "s", {"a"});
+    h.start(s, {"me", "s", "a"}, false, false, 7);
+    h.applied(true);
+    s.standby->promote = {{"by", "ops"}, {"sourceGone", row.sourceGone}, {"generation", 5},
+                          {"expireTime", formatIso8601(peer_test::kT0 + 60000)}};
+    ASSERT_EQ(only<FencePg>(h.step(ClusterStateChanged{peer_test::node(s, 8)})).size(), 1u);
+    PgFenced fenced{true, ""};
+    fenced.source = row.seen;
+    EXPECT_EQ(only<ReadWal>(h.step(fenced)).size(), 1u);
+    TimelineHistory history;
+    history.timeline = 1;
+    auto actions = h.step(WalPositionRead{WalPosition(900), "", 0, history});
+    auto writes = only<WriteClusterState>(actions);
+    ASSERT_EQ(writes.size(), 1u);
+    if (row.reason.empty()) {
+      EXPECT_FALSE(writes[0].state.standby.has_value()) << writes[0].reason;
+      EXPECT_TRUE(only<ApplyPgConfig>(actions).empty()) << "promoted only after the write";
+      continue;
+    }
+    EXPECT_NE(writes[0].reason.find(row.reason), std::string::npos) << writes[0].reason;
+    EXPECT_EQ(standbyShape(writes[0].state), "5 me s [a] deposed [] " + WalPosition().toString() + "/0 standby")
+        << "the same generation, still a standby cluster";
+    EXPECT_FALSE(writes[0].state.standby->hasPromote());
+    EXPECT_EQ(writes[0].expectedVersion, 8);
+    EXPECT_EQ(onlyApply(actions).role, PgRole::kStandbyLeader) << "the fence lifted: it follows the source again";
+    actions = h.step(StateWriteFinished{true, "", false, 9});
+    EXPECT_TRUE(only<FencePg>(actions).empty());
+    EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+    EXPECT_EQ(h.peer.role(), Role::kStandbyLeader);
+  }
+}
+
+nlohmann::json demoteRequest(EpochMs expire) {
+  return {{"source", twoHosts().toJson()}, {"by", "ops@jump1"}, {"generation", 5}, {"expireTime", formatIso8601(expire)}};
+}
+
+// `s` (generation 5, "me" primary) running, then the same state with a demote request
+// expiring `expireIn` ms from now, as version 9: the actions of that step.
+std::vector<Action> demoteAsked(StandbyHarness& h, const ClusterState& s, int64_t expireIn) {
+  h.startAsPrimary(s, {"me", "s", "a"}, 7);
+  h.applied(true);
+  ClusterState asked = s;
+  asked.demote = demoteRequest(h.now + expireIn);
+  return h.step(ClusterStateChanged{peer_test::node(asked, 9)});
+}
+
+// demote-cluster (0083 5.2; phase 4 as built): the primary stops postgres (a fast shutdown
+// while its sync streams), reads where its WAL ended, writes the next generation as a
+// standby state naming itself standby leader (demotedAt = initWal = that position, on its
+// timeline; the request dropped), and only then starts postgres as standby leader of the
+// new source, allowed to rewind its data directory (PgConfig::demoted). Once postgres is
+// down for it, an expired request is carried out all the same; the sync runs the state
+// as it is.
+TEST(PeerStandby, DemoteClusterStopsPostgresThenWritesAStandbyStateThenFollowsTheSource) {
+  StandbyHarness h;
+  const ClusterState s = cluster(5, "me", "s", {"a"});
+  auto actions = demoteAsked(h, s, 60000);
+  ClusterState asked = s;
+  asked.demote = demoteRequest(h.now - 1 + 60000);
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty()) << "nothing written before postgres is down";
+  EXPECT_TRUE(only<ReadWal>(actions).empty());
+  EXPECT_EQ(onlyApply(actions).role, PgRole::kNone);
+  EXPECT_TRUE(peer_test::logged(actions, "demote-cluster requested by ops@jump1 (source hosts h1:5432, h2:5432): "
+                                         "stopping postgres"));
+  h.now += 120000;  // the request expires meanwhile: postgres is down for it, it goes on
+  actions = h.step(PgConfigApplied{true, "", false});
+  ASSERT_EQ(only<ReadWal>(actions).size(), 1u);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  TimelineHistory history;
+  history.timeline = 2;
+  actions = h.step(WalPositionRead{WalPosition(5000), "", 0, history});
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty()) << "postgres starts only after the write";
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  const ClusterState& next = writes[0].state;
+  EXPECT_EQ(standbyShape(next), "6 me s [a] deposed [] " + WalPosition(5000).toString() + "/2 standby");
+  EXPECT_EQ(next.standby->source, twoHosts());
+  EXPECT_EQ(next.standby->demotedAt, (DemotionPoint{WalPosition(5000), 2}));
+  EXPECT_FALSE(next.hasDemote());
+  EXPECT_EQ(next.format(), 3);
+  EXPECT_EQ(writes[0].expectedVersion, 9);
+  EXPECT_EQ(writes[0].reason, "generation 6: demote-cluster requested by ops@jump1 (source hosts h1:5432, h2:5432): a "
+                              "standby cluster of hosts h1:5432, h2:5432; me is standby leader, its WAL ended at " +
+                                  WalPosition(5000).toString() + " on timeline 2, s stays sync");
+  actions = h.step(StateWriteFinished{true, "", false, 10});
+  EXPECT_EQ(h.peer.role(), Role::kStandbyLeader) << "not deposed: it demoted itself";
+  PgConfig c = onlyApply(actions);
+  EXPECT_EQ(c.role, PgRole::kStandbyLeader);
+  EXPECT_EQ(*c.source, hostsEndpoint(twoHosts()));
+  EXPECT_TRUE(c.demoted) << "the generation the demotion began: a former primary's data directory, rewound if need be";
+  EXPECT_FALSE(c.newCluster);
+
+  // Its sync runs the normal state with the request as it is (nothing to do: its primary is
+  // present), then the standby state, streaming from its leader as before.
+  StandbyHarness sync(false, ident("s"));
+  sync.start(s, {"me", "s", "a"}, false, false, 7);
+  sync.applied(true);
+  actions = sync.step(ClusterStateChanged{peer_test::node(asked, 9)});
+  EXPECT_FALSE(sync.peer.haltReason().has_value());
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  actions = sync.step(ClusterStateChanged{peer_test::node(next, 10)});
+  EXPECT_EQ(sync.peer.role(), Role::kSync);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty()) << "the same upstream: nothing to apply";
+}
+
+// A demote request the primary does not carry out: an expired one (before postgres is
+// down for it) is removed in the same generation; on a frozen cluster it waits, postgres
+// running as primary.
+TEST(PeerStandby, DemoteClusterRefusesWhatItMustNotCarryOut) {
+  StandbyHarness h;
+  auto actions = demoteAsked(h, cluster(5, "me", "s", {"a"}), -1000);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  auto writes = only<WriteClusterState>(actions);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.generation, 5);
+  EXPECT_FALSE(writes[0].state.hasDemote());
+  EXPECT_EQ(writes[0].state.format(), 1);
+  EXPECT_NE(writes[0].reason.find("removed an invalid demote-cluster request: "), std::string::npos)
+      << writes[0].reason;
+
+  StandbyHarness frozen;
+  ClusterState f = cluster(5, "me", "s", {"a"});
+  f.freeze = true;
+  actions = demoteAsked(frozen, f, 60000);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty()) << "postgres keeps running as primary";
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(peer_test::logged(actions, "but the cluster is frozen: not demoted"));
+}
+
 }  // namespace
 }  // namespace dugong

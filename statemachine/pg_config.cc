@@ -64,6 +64,7 @@ nlohmann::json PgConfig::toJson() const {
     j["quorum"] = {{"k", quorum->k}, {"members", members}};
   }
   if (source) j["source"] = source->toJson();
+  if (demoted) j["demoted"] = true;
   return j;
 }
 

@@ -52,6 +52,10 @@ struct PgConfig {
   std::optional<Quorum> quorum;
   // standby-leader only: what it streams from.
   std::optional<SourceEndpoint> source;
+  // standby-leader only: the generation a demote-cluster began (0083 5.2): its data
+  // directory last ran as this site's primary (the adapter refuses that otherwise), and
+  // is rewound with pg_rewind from the source's writable host if it diverged.
+  bool demoted = false;
 
   static PgConfig none() { return {}; }
   // The primary of an existing cluster: never bootstraps.
@@ -85,7 +89,8 @@ struct PgConfig {
     };
     return role == other.role && same(upstream, other.upstream) && same(downstream, other.downstream) &&
            same(restorePeer, other.restorePeer) && newCluster == other.newCluster && initWal == other.initWal &&
-           initTimeline == other.initTimeline && sameQuorum(quorum, other.quorum) && source == other.source;
+           initTimeline == other.initTimeline && sameQuorum(quorum, other.quorum) && source == other.source &&
+           demoted == other.demoted;
   }
 };
 

@@ -377,9 +377,23 @@ bool SourceEndpoint::operator==(const SourceEndpoint& o) const {
 }
 
 std::optional<std::string> standbyStateNotRun(const ClusterState& state) {
-  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 3 runs a standby cluster of a "
-                             "hosts source and its promote-cluster): nothing is done with it";
-  if (state.hasDemote()) return "cluster state: a demote-cluster request" + notYet;
+  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 4 runs a standby cluster of a "
+                             "hosts source, its promote-cluster and demote-cluster toward one): nothing is done with "
+                             "it";
+  if (state.hasDemote()) {
+    // A request whose source does not parse is the primary's to remove (validateDemote).
+    auto source = state.demote.is_object() && state.demote.contains("source")
+                      ? StandbySource::fromJson(state.demote["source"], "demote.source")
+                      : Result<StandbySource>(Error{"no source"});
+    if (source && source->kind != SourceKind::kHosts) {
+      return "cluster state: a demote-cluster request toward a " + std::string(sourceKindName(source->kind)) +
+             " source (" + source->describe() + ")" + notYet;
+    }
+    if (source && source->restore) {
+      return "cluster state: a demote-cluster request toward a source with a repository (restore, stanza " +
+             source->restore->stanza + ")" + notYet;
+    }
+  }
   if (!state.standby) return std::nullopt;
   const StandbySource& source = state.standby->source;
   if (source.kind != SourceKind::kHosts) {
@@ -522,6 +536,38 @@ PromoteClusterVerdict promoteClusterRefusal(const ClusterState& state, bool sour
   }
   if (sourceGone) return PromoteClusterVerdict{};
   return refuse(needsFlag + ": if it is gone, promote-cluster --source-gone (what this cluster did not receive is lost)");
+}
+
+std::optional<std::string> demoteClusterRefusal(const ClusterState& state, const StandbySource& source,
+                                                const DemoteClusterView& view) {
+  if (state.standby) {
+    return "the cluster is a standby cluster of " + state.standby->source.describe() +
+           " already: there is nothing to demote";
+  }
+  if (state.hasDemote()) return "a demote-cluster request is pending already (" + state.demote.dump() + ")";
+  if (state.frozen()) return "the cluster is frozen: unfreeze it first";
+  if (state.oneNodeWriteMode) return "the cluster is in one-node-write mode: it has no sync to hand its WAL to";
+  if (state.quorum) return "the cluster is in quorum mode: a quorum cluster is not demoted by this dugong";
+  if (source.kind != SourceKind::kHosts || source.restore) {
+    return "a demotion toward " + source.describe() + " is not run by this dugong yet (docs/decisions/0083, phase 4 "
+           "demotes toward a hosts source with no repository)";
+  }
+  for (const HostPort& h : source.hosts) {
+    for (const HostPort& own : view.ownHosts) {
+      if (h == own) return "the source names " + h.toString() + ", a peer of this cluster: it would follow itself";
+    }
+  }
+  if (!view.primaryPresent) {
+    return "the primary " + state.primary.id + " is not present: wait for the cluster to be healthy (its sync "
+           "takes over first)";
+  }
+  const std::string sync = state.sync ? state.sync->id : "none";
+  if (!view.syncPresent) return "the sync " + sync + " is not present: wait for a healthy sync";
+  if (!view.syncStreams) {
+    return "the sync " + sync + " does not stream synchronously (" + view.syncDetail +
+           "): the demotion hands the primary's last WAL to it; wait for it to catch up";
+  }
+  return std::nullopt;
 }
 
 }  // namespace dugong

@@ -239,4 +239,25 @@ struct PromoteClusterVerdict {
 // `state` is this cluster's state.
 PromoteClusterVerdict promoteClusterRefusal(const ClusterState& state, bool sourceGone, const PromoteClusterView& view);
 
+// A normal cluster as dugong-adm sees it when it decides on a demote-cluster (0083 5.1).
+struct DemoteClusterView {
+  bool primaryPresent = false;  // the primary has an election node
+  bool syncPresent = false;     // the sync has one
+  // The primary's walsender to the sync streams synchronously (pg_stat_replication, from
+  // the primary's /state); `syncDetail` says what was seen when not.
+  bool syncStreams = false;
+  std::string syncDetail;
+  std::vector<HostPort> ownHosts;  // this cluster's peers' postgres, host:port (their pgUrl)
+};
+
+// The refusals of demote-cluster (0083 5.1; phase 4 as built), in this order, each with
+// what to do: the cluster is a standby cluster already; a demote request is pending; it is
+// frozen, in one-node-write mode, or in quorum mode; the source is not a `hosts` source
+// with no repository (not run yet); the source names a peer of this cluster (it would
+// follow itself); its primary is not present; its sync is not present, or does not stream
+// synchronously (the sync must receive the primary's last WAL, its shutdown checkpoint).
+// A source that cannot be reached is not refused: the demoted cluster waits for it.
+std::optional<std::string> demoteClusterRefusal(const ClusterState& state, const StandbySource& source,
+                                                const DemoteClusterView& view);
+
 }  // namespace dugong

@@ -1,5 +1,7 @@
 #include "statemachine/standby.h"
 
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "statemachine/cluster_state.h"
@@ -339,15 +341,17 @@ TEST(ObservedSourceState, KeepsWhatTheDecisionsNeed) {
   EXPECT_FALSE(o.standby.has_value());
 }
 
-// Phase 3 (0083 "Phase 3 as built") runs a standby state of a `hosts` source only, and
-// its promote-cluster request. A peer that reads any other format-3 state (a dugong or
-// pgbackrest source, a `restore` repository, a normal state's demote request) halts with the reason, as
+// Phase 4 (0083 "Phase 4 as built") runs a standby state of a `hosts` source only, its
+// promote-cluster request, and a demote request toward a `hosts` source. A peer that reads
+// any other format-3 state (a dugong or pgbackrest source, a `restore` repository, a
+// demote request toward either) halts with the reason, as
 // on a state of a newer format: no write, no fence, no apply; postgres keeps what it had
 // (in a standby cluster every postgres is a standby: a halted agent leaves a read-only
 // peer, 0083 2.3). It resumes on a state it runs.
 TEST(StandbyFormat, AFormat3StateThisBuildDoesNotRunHaltsThePeer) {
-  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 3 runs a standby cluster "
-                             "of a hosts source and its promote-cluster): nothing is done with it";
+  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 4 runs a standby cluster "
+                             "of a hosts source, its promote-cluster and demote-cluster toward one): nothing is done "
+                             "with it";
   ClusterState demoting = cluster(7, "p", "me", {"d"});
   demoting.demote = {{"source", dugongSource().toJson()}, {"by", "ops"}, {"generation", 7},
                      {"expireTime", formatIso8601(kT0 + 60000)}};
@@ -361,7 +365,7 @@ TEST(StandbyFormat, AFormat3StateThisBuildDoesNotRunHaltsThePeer) {
   const std::vector<std::pair<ClusterState, std::string>> cases = {
       {standbyCluster(7, "p", "me", {"d"}),
        "a standby cluster of a dugong source (dugong siteA (a1:2181,a2:2181/dugong/siteA))"},
-      {demoting, "a demote-cluster request"},
+      {demoting, "a demote-cluster request toward a dugong source (dugong siteA (a1:2181,a2:2181/dugong/siteA))"},
       {repository, "a standby cluster of a pgbackrest source (pgbackrest stanza siteA)"},
       {hostsRestoring, "a standby cluster restoring from a repository (standby.source.restore, stanza siteA)"},
   };
@@ -415,6 +419,64 @@ TEST(StandbySource, ParsesTheHostsFormOfDugongYaml) {
     auto r = parseSourceUrl(url);
     ASSERT_FALSE(r.ok()) << url;
     EXPECT_EQ(r.error(), error) << url;
+  }
+}
+
+// demote-cluster's refusals (0083 5.1; phase 4 as built), each row one reason, in the
+// order dugong-adm checks them; a healthy normal cluster demoted toward a hosts source
+// (reachable or not: not checked) is not refused.
+TEST(DemoteClusterRefusal, RefusesWhatTheDesignRefuses) {
+  const StandbySource siteB = *parseSourceUrl("hosts://b1:5432,b2:5432");
+  DemoteClusterView healthy;
+  healthy.primaryPresent = true;
+  healthy.syncPresent = true;
+  healthy.syncStreams = true;
+  healthy.ownHosts = {HostPort{"a1", 5432}, HostPort{"a2", 5432}};
+  const ClusterState normal = cluster(5, "p", "s", {"a"});
+  EXPECT_EQ(demoteClusterRefusal(normal, siteB, healthy), std::nullopt);
+
+  struct Row {
+    std::string name;
+    std::function<void(ClusterState&, StandbySource&, DemoteClusterView&)> change;
+    std::string refusal;
+  };
+  const std::vector<Row> rows = {
+      {"standby already", [](ClusterState& s, StandbySource&, DemoteClusterView&) {
+         s.standby = StandbyMode{*parseSourceUrl("hosts://c1:5432"), std::nullopt, nullptr};
+       }, "the cluster is a standby cluster of hosts c1:5432 already: there is nothing to demote"},
+      {"pending", [](ClusterState& s, StandbySource& src, DemoteClusterView&) {
+         s.demote = {{"source", src.toJson()}, {"by", "ops"}, {"generation", 5}, {"expireTime", "x"}};
+       }, "a demote-cluster request is pending already"},
+      {"frozen", [](ClusterState& s, StandbySource&, DemoteClusterView&) { s.freeze = true; },
+       "the cluster is frozen: unfreeze it first"},
+      {"one-node-write", [](ClusterState& s, StandbySource&, DemoteClusterView&) { s.oneNodeWriteMode = true; },
+       "the cluster is in one-node-write mode"},
+      {"quorum", [](ClusterState& s, StandbySource&, DemoteClusterView&) { s.quorum = Quorum{1, {ident("s")}}; },
+       "the cluster is in quorum mode"},
+      {"dugong source", [](ClusterState&, StandbySource& src, DemoteClusterView&) { src = dugongSource(); },
+       "a demotion toward dugong siteA (a1:2181,a2:2181/dugong/siteA) is not run by this dugong yet"},
+      {"a repository", [](ClusterState&, StandbySource& src, DemoteClusterView&) {
+         src.restore = SourceRepository{"siteB", {}};
+       }, "is not run by this dugong yet"},
+      {"itself", [](ClusterState&, StandbySource& src, DemoteClusterView&) { src.hosts.push_back({"a2", 5432}); },
+       "the source names a2:5432, a peer of this cluster: it would follow itself"},
+      {"no primary", [](ClusterState&, StandbySource&, DemoteClusterView& v) { v.primaryPresent = false; },
+       "the primary p is not present"},
+      {"no sync", [](ClusterState&, StandbySource&, DemoteClusterView& v) { v.syncPresent = false; },
+       "the sync s is not present: wait for a healthy sync"},
+      {"sync behind", [](ClusterState&, StandbySource&, DemoteClusterView& v) {
+         v.syncStreams = false;
+         v.syncDetail = "catchup";
+       }, "the sync s does not stream synchronously (catchup)"},
+  };
+  for (const Row& row : rows) {
+    ClusterState s = normal;
+    StandbySource src = siteB;
+    DemoteClusterView v = healthy;
+    row.change(s, src, v);
+    auto refusal = demoteClusterRefusal(s, src, v);
+    ASSERT_TRUE(refusal.has_value()) << row.name;
+    EXPECT_NE(refusal->find(row.refusal), std::string::npos) << row.name << ": " << *refusal;
   }
 }
 

@@ -2,8 +2,9 @@
 // becomes a normal cluster. dugong-adm judges what the standby cluster sees of its source
 // (promoteClusterRefusal, on its leader's last position read of the source), says what
 // was received and how far behind, writes the request `standby.promote` test-and-set,
-// and follows: the leader fences, reads, writes the next generation as a normal state,
-// then promotes (statemachine/peer_standby.cc).
+// and follows: the leader fences, asks the source itself and judges again (phase 4: a
+// refusal removes the request, its reason in the history), reads, writes the next
+// generation as a normal state, then promotes (statemachine/peer_standby.cc).
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -72,29 +73,57 @@ bool leaderWritable(const ClusterState& s) {
   return r && r->status == 200;
 }
 
+constexpr auto kFormats = ClusterState::Formats::kSyncAndStandby;
+
+// What promote-cluster and demote-cluster start from: a ZooKeeper client and the view
+// (format 3 read). nullopt, `code` set and the error printed, when either fails.
+struct Opened {
+  std::unique_ptr<zk::Client> client;
+  ClusterView view;
+};
+std::optional<Opened> openView(const CommonOptions& common, int& code) {
+  auto client = connectOrFail(common, code);
+  if (!client) return std::nullopt;
+  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), kFormats);
+  if (!view) {
+    code = fail(kExitUnavailable, view.error());
+    return std::nullopt;
+  }
+  return Opened{std::move(client), std::move(view).value()};
+}
+
+// Why the request was removed: the reason of the last history record, which the leader
+// wrote with the state that removed it (its own check of the source refused, or the
+// request expired or was invalid).
+std::string removalReason(zk::Client& client) {
+  auto records = client.history();
+  if (!records || records->empty()) return "see the leader's log";
+  auto j = nlohmann::json::parse(records->back().data, nullptr, false);
+  const std::string reason = j.is_object() ? j.value("reason", "") : "";
+  return reason.empty() ? std::string("see the leader's log") : reason;
+}
+
 int runPromoteCluster(const CommonOptions& common, const PromoteClusterArgs& a) {
   if (a.waitSeconds < 1) return fail(kExitUsage, "--wait must be at least 1 second");
   int code = kExitOk;
-  auto client = connectOrFail(common, code);
-  if (!client) return code;
-  constexpr auto kFormats = ClusterState::Formats::kSyncAndStandby;
-  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), kFormats);
-  if (!view) return fail(kExitUnavailable, view.error());
-  const ClusterState& s = view->state;
+  auto opened = openView(common, code);
+  if (!opened) return code;
+  auto& [client, view] = *opened;
+  const ClusterState& s = view.state;
   if (!s.standby) {
-    return fail(kExitUsage, "refused: " + (view->cluster.empty() ? view->root : view->cluster) +
+    return fail(kExitUsage, "refused: " + (view.cluster.empty() ? view.root : view.cluster) +
                                 " is not a standby cluster: there is nothing to promote. Nothing was changed");
   }
   const std::string of = s.standby->source.describe();
-  const std::string lag = lagText(*view);
-  const std::string header = "promote-cluster of " + (view->cluster.empty() ? view->root : view->cluster) +
+  const std::string lag = lagText(view);
+  const std::string header = "promote-cluster of " + (view.cluster.empty() ? view.root : view.cluster) +
                              " (source " + of + (a.sourceGone ? ", --source-gone" : "") + "): standby leader " +
                              s.primary.id + " is " + lag;
   if (s.standby->hasPromote()) {
     return fail(kExitUsage, "refused: a promote-cluster request is pending already (" + s.standby->promote.dump() +
                                 "). Nothing was changed");
   }
-  const PromoteClusterVerdict verdict = promoteClusterRefusal(s, a.sourceGone, observe(*view));
+  const PromoteClusterVerdict verdict = promoteClusterRefusal(s, a.sourceGone, observe(view));
   if (verdict.refusal) return fail(kExitUsage, header + "\nrefused: " + *verdict.refusal + ". Nothing was changed");
   if (verdict.waitFor) {
     // The planned case (a demoted dugong source) needs demote-cluster: not built.
@@ -149,13 +178,152 @@ int runPromoteCluster(const CommonOptions& common, const PromoteClusterArgs& a) 
         return kExitOk;
       }
     } else if (st && st->state.standby && !st->state.standby->hasPromote()) {
-      return fail(kExitFailed, "the promote-cluster request was removed (expired or invalid) and the cluster is "
-                               "still a standby cluster: see the leader's log");
+      return fail(kExitFailed, "the promote-cluster request was removed and the cluster is still a standby "
+                               "cluster: " + removalReason(*client));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return fail(kExitFailed, "not promoted within " + std::to_string(a.waitSeconds) +
                                " s (the request expires now): see `dugong-adm show` and the leader's log");
+}
+
+struct DemoteClusterArgs {
+  std::string source;
+  int waitSeconds = 120;
+};
+
+// "127.0.0.1:5432" of a peer's pgUrl ("tcp://postgres@127.0.0.1:5432/postgres").
+std::optional<HostPort> pgHostPort(const PeerIdentity& p) {
+  const size_t at = p.pgUrl.find('@');
+  const size_t start = at == std::string::npos ? p.pgUrl.find("://") + 3 : at + 1;
+  const size_t slash = p.pgUrl.find('/', start);
+  auto h = HostPort::parse(p.pgUrl.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+  if (!h) return std::nullopt;
+  return h.value();
+}
+
+// What demote-cluster's refusals need, from the view: presence, the primary's walsender
+// to its sync (its /state's replication rows), this cluster's postgres addresses.
+DemoteClusterView observeForDemotion(const ClusterView& view) {
+  DemoteClusterView dv;
+  const ClusterState& s = view.state;
+  const PeerView* primary = view.find(s.primary.id);
+  dv.primaryPresent = primary && primary->active;
+  const PeerView* sync = s.sync ? view.find(s.sync->id) : nullptr;
+  dv.syncPresent = sync && sync->active;
+  if (!primary || !primary->reachable()) {
+    dv.syncDetail = "its primary's agent does not answer";
+  } else if (auto row = s.sync ? replicationRow(*primary, s.sync->id) : std::nullopt; !row) {
+    dv.syncDetail = "not streaming from the primary";
+  } else {
+    const std::string state = row->value("state", std::string());
+    const std::string syncState = row->value("syncState", std::string());
+    dv.syncStreams = state == "streaming" && syncState == "sync";
+    dv.syncDetail = "state " + state + ", sync_state " + syncState;
+  }
+  for (const PeerView& p : view.peers) {
+    if (auto h = pgHostPort(p.identity)) dv.ownHosts.push_back(*h);
+  }
+  return dv;
+}
+
+// The standby leader's /standby-leader: 200 once it streams from its source.
+bool leaderStreams(const ClusterState& s) {
+  auto url = agentUrl(s.primary);
+  if (!url) return false;
+  auto r = agent::httpGet(*url + "/standby-leader", std::chrono::seconds(2));
+  return r && r->status == 200;
+}
+
+// demote-cluster (0083 5.1; phase 4 as built): a healthy normal cluster becomes a standby
+// cluster of `--source`. dugong-adm refuses what demoteClusterRefusal refuses, writes the
+// request `demote` test-and-set, and follows: the primary stops postgres, writes the
+// standby state (its WAL's end as `demotedAt`), and starts as standby leader of the
+// source, rewound if its history forked (statemachine/peer_standby.cc,
+// pg/controller_demotion.cc).
+int runDemoteCluster(const CommonOptions& common, const DemoteClusterArgs& a) {
+  if (a.waitSeconds < 1) return fail(kExitUsage, "--wait must be at least 1 second");
+  auto source = parseSourceUrl(a.source);
+  if (!source) return fail(kExitUsage, "--source: " + source.error());
+  int code = kExitOk;
+  auto opened = openView(common, code);
+  if (!opened) return code;
+  auto& [client, view] = *opened;
+  const ClusterState& s = view.state;
+  const std::string name = view.cluster.empty() ? view.root : view.cluster;
+  if (auto refusal = demoteClusterRefusal(s, *source, observeForDemotion(view))) {
+    return fail(kExitUsage, "demote-cluster of " + name + " toward " + source->describe() + "\nrefused: " +
+                                *refusal + ". Nothing was changed");
+  }
+  std::cout << "demote-cluster of " << name << " (generation " << s.generation << ", primary " << s.primary.id
+            << ", sync " << s.sync->id << ") toward " << source->describe() << "\n"
+            << std::flush;
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds = [&started] {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                                 started)
+                              .count() /
+                          1000.0)
+        .substr(0, 5);
+  };
+  const EpochMs expire = nowMs() + static_cast<EpochMs>(a.waitSeconds) * 1000;
+  auto written = updateState(
+      *client,
+      [&](ClusterState& next) -> Result<bool> {
+        if (next.standby || next.generation != s.generation || next.primary.id != s.primary.id) {
+          return Error{"the cluster state changed while writing (generation " + std::to_string(next.generation) +
+                       "): run demote-cluster again to judge it anew"};
+        }
+        if (next.hasDemote()) return Error{"a demote-cluster request appeared meanwhile"};
+        next.demote = {{"source", source->toJson()},
+                       {"by", operatorReason("demote-cluster")},
+                       {"generation", next.generation},
+                       {"expireTime", formatIso8601(expire)}};
+        return true;
+      },
+      operatorReason("demote-cluster toward " + source->describe()), 5, kFormats);
+  if (!written) return fail(kExitFailed, "writing the demote-cluster request: " + written.error());
+  std::cout << "request written (state version " << written->version << "); waiting up to " << a.waitSeconds
+            << " s for " << s.primary.id << " to stop, write the standby state and follow the source\n"
+            << std::flush;
+  bool announced = false;
+  while (nowMs() < expire) {
+    auto st = readClusterState(*client, kFormats);
+    if (st && st->state.standby && st->state.standby->demotedAt && st->state.generation > s.generation) {
+      const ClusterState& d = st->state;
+      if (!announced) {
+        std::cout << "generation " << d.generation << " written after " << seconds() << " s: a standby cluster of "
+                  << d.standby->source.describe() << "; " << d.primary.id << " is standby leader, its WAL ended at "
+                  << d.standby->demotedAt->wal.toString() << " on timeline " << d.standby->demotedAt->timeline
+                  << "; waiting for it to stream from the source\n"
+                  << std::flush;
+        announced = true;
+      }
+      if (leaderStreams(d)) {
+        if (common.json) {
+          std::cout << nlohmann::json({{"ok", true},
+                                       {"generation", d.generation},
+                                       {"leader", d.primary.id},
+                                       {"demotedAt", d.standby->demotedAt->wal.toString()},
+                                       {"timeline", d.standby->demotedAt->timeline},
+                                       {"seconds", std::stod(seconds())}})
+                           .dump(2)
+                    << "\n";
+        } else {
+          std::cout << d.primary.id << " is standby leader and streams from " << d.standby->source.describe()
+                    << " (" << seconds() << " s after the request)\n";
+        }
+        return kExitOk;
+      }
+    } else if (st && !st->state.standby && !st->state.hasDemote()) {
+      return fail(kExitFailed, "the demote-cluster request was removed and the cluster is still a normal cluster: " +
+                                   removalReason(*client));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return fail(kExitFailed, "not demoted and following within " + std::to_string(a.waitSeconds) +
+                               " s: see `dugong-adm show` and the primary's log (once postgres is down for it, the "
+                               "demotion goes on after the request's expiry)");
 }
 
 }  // namespace
@@ -173,6 +341,17 @@ void addStandbyCommands(CLI::App& app, const CommonOptions& common, Commands& ou
   sub->add_option("--wait", a->waitSeconds, "seconds to wait for the promotion (the request expires then)")
       ->capture_default_str();
   out.push_back({sub, [&common, a] { return runPromoteCluster(common, *a); }});
+
+  auto d = std::make_shared<DemoteClusterArgs>();
+  auto* demote = app.add_subcommand(
+      "demote-cluster",
+      "make a healthy normal cluster a standby cluster of SOURCE (the old site after the other's promote-cluster): "
+      "its primary stops writes and postgres, writes the standby state, and follows the source as standby leader, "
+      "rewound with pg_rewind if its history forked (what it wrote past the fork is discarded); its peers follow it");
+  demote->add_option("--source", d->source, "what to follow: hosts://host:port[,host:port...]")->required();
+  demote->add_option("--wait", d->waitSeconds, "seconds to wait for the demotion (the request expires then)")
+      ->capture_default_str();
+  out.push_back({demote, [&common, d] { return runDemoteCluster(common, *d); }});
 }
 
 }  // namespace dugong::adm
