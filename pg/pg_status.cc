@@ -1,17 +1,14 @@
 #include "pg/pg_status.h"
 
+#include "pg/json_or_null.h"
+
 namespace dugong::pg {
-namespace {
-template <class T>
-nlohmann::json orNull(const std::optional<T>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-}  // namespace
 
 nlohmann::json ReplicationRow::toJson() const {
-  return {{"applicationName", applicationName}, {"state", state},          {"syncState", syncState},
-          {"sentLsn", orNull(sentLsn)},         {"writeLsn", orNull(writeLsn)}, {"flushLsn", orNull(flushLsn)},
-          {"replayLsn", orNull(replayLsn)}};
+  return {{"applicationName", applicationName},  {"state", state},
+          {"syncState", syncState},              {"sentLsn", jsonOrNull(sentLsn)},
+          {"writeLsn", jsonOrNull(writeLsn)},    {"flushLsn", jsonOrNull(flushLsn)},
+          {"replayLsn", jsonOrNull(replayLsn)}};
 }
 
 nlohmann::json PgStatus::toJson() const {
@@ -19,20 +16,20 @@ nlohmann::json PgStatus::toJson() const {
   for (const auto& r : replication) rows.push_back(r.toJson());
   nlohmann::json j = {{"online", online},
                       {"role", role},
-                      {"upstream", orNull(upstream)},
-                      {"sync", orNull(sync)},
+                      {"upstream", jsonOrNull(upstream)},
+                      {"sync", jsonOrNull(sync)},
                       {"inRecovery", inRecovery},
                       {"readOnly", readOnly},
                       {"waitingForSync", waitingForSync},
                       {"writesStopped", writesStopped},
-                      {"timeline", orNull(timeline)},
-                      {"currentLsn", orNull(currentLsn)},
-                      {"receiveLsn", orNull(receiveLsn)},
-                      {"replayLsn", orNull(replayLsn)},
-                      {"replayLagSeconds", orNull(replayLagSeconds)},
-                      {"walReceiverStatus", orNull(walReceiverStatus)},
+                      {"timeline", jsonOrNull(timeline)},
+                      {"currentLsn", jsonOrNull(currentLsn)},
+                      {"receiveLsn", jsonOrNull(receiveLsn)},
+                      {"replayLsn", jsonOrNull(replayLsn)},
+                      {"replayLagSeconds", jsonOrNull(replayLagSeconds)},
+                      {"walReceiverStatus", jsonOrNull(walReceiverStatus)},
                       {"replayPaused", replayPaused},
-                      {"streamProblem", orNull(streamProblem)},
+                      {"streamProblem", jsonOrNull(streamProblem)},
                       {"replication", rows},
                       {"pendingRestart", pendingRestart},
                       {"sampledAt", sampledAtMs},

@@ -2,16 +2,12 @@
 
 #include <cstdio>
 
+#include "pg/json_or_null.h"
 #include "statemachine/time_format.h"
 #include "statemachine/wal_position.h"
 
 namespace dugong::pg {
 namespace {
-
-template <class T>
-nlohmann::json orNull(const std::optional<T>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
 
 std::optional<uint64_t> bytesOf(const std::optional<std::string>& lsn) {
   if (!lsn) return std::nullopt;
@@ -104,21 +100,21 @@ std::string SourceLag::describe() const {
 nlohmann::json SourceLag::toJson() const {
   return {{"source", source},
           {"sampledAt", sampledAtMs},
-          {"sourceWal", orNull(sourceWal)},
-          {"sourceTimeline", orNull(sourceTimeline)},
+          {"sourceWal", jsonOrNull(sourceWal)},
+          {"sourceTimeline", jsonOrNull(sourceTimeline)},
           {"sourcePrimary", sourcePrimary.empty() ? nlohmann::json(nullptr) : nlohmann::json(sourcePrimary)},
           {"sourceSeenAt", sourceSeenAtMs},
           {"sourceReachable", sourceAnswered()},
           {"sourceError", sourceError.empty() ? nlohmann::json(nullptr) : nlohmann::json(sourceError)},
-          {"receivedLsn", orNull(leader.receivedLsn)},
-          {"replayedLsn", orNull(leader.replayedLsn)},
-          {"receivedTimeline", orNull(leader.receivedTimeline)},
-          {"walReceiverStatus", orNull(leader.walReceiverStatus)},
-          {"streamingFrom", orNull(leader.senderHost)},
-          {"lastReplayTimestamp", orNull(leader.lastReplayTimestamp)},
-          {"lagBytes", orNull(lagBytes)},
-          {"replayLagBytes", orNull(replayLagBytes)},
-          {"lagSeconds", orNull(lagSeconds)},
+          {"receivedLsn", jsonOrNull(leader.receivedLsn)},
+          {"replayedLsn", jsonOrNull(leader.replayedLsn)},
+          {"receivedTimeline", jsonOrNull(leader.receivedTimeline)},
+          {"walReceiverStatus", jsonOrNull(leader.walReceiverStatus)},
+          {"streamingFrom", jsonOrNull(leader.senderHost)},
+          {"lastReplayTimestamp", jsonOrNull(leader.lastReplayTimestamp)},
+          {"lagBytes", jsonOrNull(lagBytes)},
+          {"replayLagBytes", jsonOrNull(replayLagBytes)},
+          {"lagSeconds", jsonOrNull(lagSeconds)},
           {"lagUnknown", unknownWhy.empty() ? nlohmann::json(nullptr) : nlohmann::json(unknownWhy)},
           {"receivingStalledSince", receivingStalledSinceMs},
           {"summary", describe()}};
