@@ -3,17 +3,12 @@
 #include <sstream>
 
 #include "dugong/version.h"
-#include "statemachine/wal_position.h"
+#include "pg/lsn_bytes.h"
 
 namespace dugong::agent {
 namespace {
 
-std::optional<uint64_t> lsnBytes(const std::optional<std::string>& lsn) {
-  if (!lsn) return std::nullopt;
-  auto w = WalPosition::parse(*lsn);
-  if (!w) return std::nullopt;
-  return w->value();
-}
+using pg::lsnBytes;
 
 // A standby cluster (docs/decisions/0083 3.5): "standby cluster of <source>", its leader,
 // and on the leader its lag to the source. Null in a normal cluster.

@@ -3,18 +3,11 @@
 #include <cstdio>
 
 #include "pg/json_or_null.h"
+#include "pg/lsn_bytes.h"
 #include "statemachine/time_format.h"
-#include "statemachine/wal_position.h"
 
 namespace dugong::pg {
 namespace {
-
-std::optional<uint64_t> bytesOf(const std::optional<std::string>& lsn) {
-  if (!lsn) return std::nullopt;
-  auto w = WalPosition::parse(*lsn);
-  if (!w) return std::nullopt;
-  return w->value();
-}
 
 std::optional<uint64_t> behind(const std::optional<uint64_t>& ahead, const std::optional<uint64_t>& pos) {
   if (!ahead || !pos) return std::nullopt;
@@ -48,9 +41,9 @@ SourceLag computeSourceLag(const std::string& source, const LeaderReplay& leader
   std::optional<int64_t> receivedTimeline = leader.receivedTimeline;
   if (!receivedTimeline && previous) receivedTimeline = previous->leader.receivedTimeline;
   l.leader.receivedTimeline = receivedTimeline;
-  const auto sourceBytes = bytesOf(l.sourceWal);
-  const auto received = bytesOf(leader.receivedLsn);
-  const auto replayed = bytesOf(leader.replayedLsn);
+  const auto sourceBytes = lsnBytes(l.sourceWal);
+  const auto received = lsnBytes(leader.receivedLsn);
+  const auto replayed = lsnBytes(leader.replayedLsn);
   if (!sourceBytes) {
     l.unknownWhy = "the source's position was never read: " + l.sourceError;
   } else if (!received && !replayed) {
@@ -71,7 +64,7 @@ SourceLag computeSourceLag(const std::string& source, const LeaderReplay& leader
   // A stall: the source answered ahead of what was received, and received has not moved
   // since the previous sample.
   const bool ahead = l.sourceAnswered() && l.lagBytes && *l.lagBytes > 0;
-  if (ahead && previous && received && bytesOf(previous->leader.receivedLsn) == received) {
+  if (ahead && previous && received && lsnBytes(previous->leader.receivedLsn) == received) {
     l.receivingStalledSinceMs = previous->receivingStalledSinceMs ? previous->receivingStalledSinceMs
                                                                   : previous->sampledAtMs;
   }

@@ -6,6 +6,21 @@
 #include "statemachine/peer.h"
 
 namespace dugong {
+namespace {
+
+// Generation 1 of a new cluster: `self` its primary (its standby leader with a source),
+// `others` after it, sync first.
+ClusterState firstState(const PeerIdentity& self, const PeerList& others, const std::optional<StandbySource>& source) {
+  ClusterState s;
+  s.generation = 1;
+  s.primary = self;
+  s.sync = others.front();
+  s.async.assign(others.begin() + 1, others.end());
+  if (source) s.standby = StandbyMode{*source, std::nullopt, nullptr};
+  return s;
+}
+
+}  // namespace
 
 void Peer::evaluateNoState() {
   if (role_ != Role::kUnassigned) {
@@ -33,13 +48,7 @@ void Peer::evaluateNoState() {
   }
   auto others = withSyncFirst(PeerList(active.begin() + 1, active.end()));
   if (!others) return blocked("no cluster state; every other peer is tagged nofailover: none can be the sync", false);
-  ClusterState s;
-  s.generation = 1;
-  s.primary = opts_.self;
-  s.sync = others->front();
-  s.async.assign(others->begin() + 1, others->end());
-  if (opts_.standbySource) s.standby = StandbyMode{*opts_.standbySource, std::nullopt, nullptr};
-  writeState(std::move(s), "initial setup: " + opts_.self.id + (opts_.standbySource ? " is standby leader" : " is primary") +
+  writeState(firstState(opts_.self, *others, opts_.standbySource), "initial setup: " + opts_.self.id + (opts_.standbySource ? " is standby leader" : " is primary") +
                                ", " + others->front().id + " is sync" + standbySetup());
 }
 
@@ -70,13 +79,7 @@ void Peer::evaluateSetupFromData() {
     }
     auto others = withSyncFirst(PeerList(active.begin() + 1, active.end()));
     if (!others) return blocked("no cluster state; every other peer is tagged nofailover: none can be the sync", false);
-    ClusterState s;
-    s.generation = 1;
-    s.primary = opts_.self;
-    s.sync = others->front();
-    s.async.assign(others->begin() + 1, others->end());
-    if (opts_.standbySource) s.standby = StandbyMode{*opts_.standbySource, std::nullopt, nullptr};
-    return writeState(std::move(s), "initial setup of a new cluster (no present peer holds data): " + opts_.self.id +
+    return writeState(firstState(opts_.self, *others, opts_.standbySource), "initial setup of a new cluster (no present peer holds data): " + opts_.self.id +
                                         (opts_.standbySource ? " is standby leader, " : " is primary, ") +
                                         others->front().id + " is sync" + standbySetup());
   }
@@ -128,13 +131,8 @@ void Peer::evaluateSetupFromData() {
   order.insert(order.end(), empty.begin(), empty.end());
   auto others = withSyncFirst(PeerList(order.begin() + 1, order.end()));
   if (!others) return blocked("no cluster state; every other peer is tagged nofailover: none can be the sync", false);
-  ClusterState s;
-  s.generation = 1;
-  s.primary = opts_.self;
-  s.sync = others->front();
-  s.async.assign(others->begin() + 1, others->end());
+  ClusterState s = firstState(opts_.self, *others, opts_.standbySource);
   s.initWal = best.wal;
-  if (opts_.standbySource) s.standby = StandbyMode{*opts_.standbySource, std::nullopt, nullptr};
   writeState(std::move(s), "setup from the most advanced data: " + opts_.self.id + " (" + best.describe() +
                                (opts_.standbySource ? ") is standby leader, " : ") is primary, ") + others->front().id +
                                " is sync; peers holding data: " + peerIdList(holding) + standbySetup());
