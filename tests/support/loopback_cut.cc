@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ int dropRule(const char* verb, int from, int to) {
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 127;
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 127;
 }
