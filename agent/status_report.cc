@@ -3,7 +3,9 @@
 #include <sstream>
 
 #include "dugong/version.h"
+#include "agent/http_api.h"
 #include "pg/lsn_bytes.h"
+#include "statemachine/quorum.h"
 
 namespace dugong::agent {
 namespace {
@@ -85,6 +87,38 @@ nlohmann::json stateJson(const StatusSources& s) {
   };
 }
 
+std::string replicationMetricsText(Role role, bool writablePrimary, const std::optional<ClusterState>& state,
+                                   const pg::PgStatus& postgres) {
+  std::ostringstream m;
+  auto metric = [&m](const char* name, const char* help) {
+    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
+  };
+  if (!state) return m.str();
+  const bool quorum = state->quorum.has_value();
+  metric("dugong_replication_mode", "1 for the replication mode of the last cluster state seen.");
+  m << "dugong_replication_mode{mode=\"sync\"} " << (quorum ? 0 : 1) << "\n";
+  m << "dugong_replication_mode{mode=\"quorum\"} " << (quorum ? 1 : 0) << "\n";
+  if (!quorum) return m.str();
+  const int members = static_cast<int>(state->quorum->members.size());
+  metric("dugong_quorum_k", "Quorum mode: the members each commit waits for.");
+  m << "dugong_quorum_k " << state->quorum->k << "\n";
+  metric("dugong_quorum_members", "Quorum mode: the members of the synchronous set.");
+  m << "dugong_quorum_members " << members << "\n";
+  metric("dugong_quorum_read_quorum", "Quorum mode: the members a takeover fences and reads.");
+  m << "dugong_quorum_read_quorum " << readQuorum(members, state->quorum->k) << "\n";
+  if (!writablePrimary) return m.str();
+  int acknowledging = 0;
+  if (auto q = apiQuorum(role, state, postgres)) {
+    for (const ApiQuorumMember& member : q->members) {
+      acknowledging += member.state == "streaming" && member.syncState == "quorum" ? 1 : 0;
+    }
+  }
+  metric("dugong_quorum_acknowledging_members",
+         "On the quorum primary: members streaming with sync_state quorum; under dugong_quorum_k, commits wait.");
+  m << "dugong_quorum_acknowledging_members " << acknowledging << "\n";
+  return m.str();
+}
+
 std::string metricsText(const StatusSources& s) {
   std::ostringstream m;
   auto metric = [&m](const char* name, const char* type, const char* help) {
@@ -126,6 +160,8 @@ std::string metricsText(const StatusSources& s) {
       m << "dugong_archive_last_archived_age_seconds " << *a->lastArchivedAgeSeconds << "\n";
     }
   }
+  m << replicationMetricsText(s.driver.peer().role(), isWritablePrimary(s.driver, s.postgres),
+                              s.driver.peer().clusterState(), s.postgres);
   metric("dugong_wal_position_bytes", "gauge", "WAL positions of the local postgres, as byte offsets.");
   for (auto [kind, lsn] : {std::pair{"current", &s.postgres.currentLsn}, {"receive", &s.postgres.receiveLsn},
                            {"replay", &s.postgres.replayLsn}}) {

@@ -13,7 +13,9 @@
 #include "driver/env.h"
 #include "agent/hooks.h"
 #include "pg/pg_status.h"
+#include "statemachine/cluster_state.h"
 #include "statemachine/identity.h"
+#include "statemachine/peer.h"
 
 namespace dugong::agent {
 
@@ -49,5 +51,11 @@ std::optional<uint64_t> replayBacklogBytes(const pg::PgStatus& postgres);
 nlohmann::json stateJson(const StatusSources& s);
 // Prometheus text format 0.0.4.
 std::string metricsText(const StatusSources& s);
+// Its replication gauges (docs/decisions/0079 6.5): the mode of the last cluster state
+// seen; in quorum mode k, the set's size, the members a takeover reads, and on the
+// writable primary the members that acknowledge commits now (streaming, sync_state
+// "quorum"): fewer than k and commits wait.
+std::string replicationMetricsText(Role role, bool writablePrimary, const std::optional<ClusterState>& state,
+                                   const pg::PgStatus& postgres);
 
 }  // namespace dugong::agent

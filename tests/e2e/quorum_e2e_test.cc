@@ -115,6 +115,22 @@ TEST_F(QuorumE2E, AMembersPostgresKilledCostsNoGenerationAndThePrimaryKilledLose
     EXPECT_TRUE(h_->waitFor([&] { return h_->httpStatus(m, "/sync") == 200; }, 30s)) << h_->peer(m).id << " /sync";
     EXPECT_EQ(h_->httpStatus(m, "/quorum"), 503);
   }
+  // /metrics on the primary: the mode, k, the set, and both members acknowledging (the
+  // quorum alerts of etc/prometheus/dugong-rules.yml rest on these; the ecosystem test's
+  // sync-mode cluster does not serve them).
+  std::string metrics;
+  EXPECT_TRUE(h_->waitFor(
+      [&] {
+        auto r = agent::httpGet("http://127.0.0.1:" + std::to_string(h_->peer(primary).httpPort) + "/metrics", 2s);
+        metrics = r && r->status == 200 ? r->body : "";
+        return metrics.find("dugong_quorum_acknowledging_members 2\n") != std::string::npos;
+      },
+      30s))
+      << metrics;
+  for (const char* line : {"dugong_replication_mode{mode=\"quorum\"} 1\n", "dugong_quorum_k 1\n",
+                           "dugong_quorum_members 2\n", "dugong_quorum_read_quorum 2\n"}) {
+    EXPECT_NE(metrics.find(line), std::string::npos) << line;
+  }
   auto shown = h_->status(primary);
   ASSERT_TRUE(shown);
   EXPECT_EQ((*shown)["peer"]["quorum"]["mode"], "quorum");
