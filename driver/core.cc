@@ -316,7 +316,10 @@ void Core::carryOut(Action action) {
             return fencePg(f.newSync);
           },
           [&](const ReadWal&) { emit(cmd::ReadWal{}); },
-          [&](PublishReport& p) { publishReport(std::move(p.report)); },
+          [&](PublishReport& p) {
+            if (holdTakeoverForPromise(action)) return;
+            publishReport(std::move(p.report));
+          },
           [&](const StartTimer& t) {
             const TimerKey key{TimerKind::kStateMachine, t.id};
             arm(key, now() + t.delayMs);

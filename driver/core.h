@@ -290,6 +290,7 @@ class Core {
   std::optional<std::string> whyNoFailsafe() const;
   void onFailsafeAnswer(const in::FailsafeAnswered& a);
   void dropFailsafe(const std::string& why);
+  std::optional<int64_t> failsafeGrantsEnd() const;
   FailsafeGranterView granterView() const;
   FailsafeAnswer answerFailsafe(const FailsafeRequest& request);
   // A release from the primary that stopped postgres for a switchover to this peer.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "driver/core.h"
+#include "statemachine/quorum.h"
 
 namespace dugong::driver {
 
@@ -61,7 +62,7 @@ std::optional<std::string> Core::whyNoFailsafe() const {
   if (opts_.singleton) return "one-node-write mode: no sync to ask";
   const auto& s = peer_->clusterState();
   if (peer_->role() != Role::kPrimary || !s || s->primary.id != opts_.identity.id) return "not the primary";
-  if (s->oneNodeWriteMode || !s->sync) return "no sync to ask";
+  if (s->oneNodeWriteMode || (!s->sync && !s->quorum)) return "no sync to ask";
   if (isolation_.writesStopped() || isolation_.connectionLost() || isolation_.postgresShutDown()) {
     return "writes are stopped already";
   }
@@ -97,19 +98,41 @@ void Core::askFailsafe() {
     return;
   }
   const ClusterState& s = *peer_->clusterState();
-  const PeerIdentity sync = *s.sync;
+  // Quorum mode: every member, k of which must promise (failsafe.h, kthLatestGrant).
+  const PeerList asked = s.quorum ? s.quorum->members : PeerList{*s.sync};
   const int64_t sentAt = now();
   const int64_t generation = s.generation;
   const int64_t session = lease_.sessionId();
   scheduleFailsafeAsk(sentAt + (failsafeHolds() ? d / 3 : retryMs()));
   // Once per stall of the round trips (its retries are not decisions of their own).
   if (!failsafe_.permittedUntil_ && logOnce(Memo::kAskFor, std::to_string(lease_.sentAt()))) {
+    const std::string whom = s.quorum ? "the members " + peerIds(asked) + " (" + std::to_string(s.quorum->k) +
+                                            " of them must promise: a takeover reads " +
+                                            std::to_string(readQuorum(static_cast<int>(asked.size()), s.quorum->k)) +
+                                            ")"
+                                      : asked.front().id + ", the sync,";
     log(LogLevel::kWarn, "failsafe: no round trip through the ZooKeeper leader for " +
-                             std::to_string(sentAt - lease_.sentAt()) + " ms; asking " + sync.id +
-                             ", the sync, for a promise not to take over for " + std::to_string(d) + " ms");
+                             std::to_string(sentAt - lease_.sentAt()) + " ms; asking " + whom +
+                             " for a promise not to take over for " + std::to_string(d) + " ms");
   }
-  emit(cmd::AskFailsafe{sync, FailsafeRequest{generation, opts_.identity.id, d}, std::max<int64_t>(d / 3, 1), sentAt,
-                        generation, session});
+  for (const PeerIdentity& to : asked) {
+    emit(cmd::AskFailsafe{to, FailsafeRequest{generation, opts_.identity.id, d}, std::max<int64_t>(d / 3, 1), sentAt,
+                          generation, session});
+  }
+}
+
+// The permission the grants held for this generation and session give: the k-th latest
+// of the asked peers' (the sync's alone in sync mode).
+std::optional<int64_t> Core::failsafeGrantsEnd() const {
+  const ClusterState& s = *peer_->clusterState();
+  const PeerList asked = s.quorum ? s.quorum->members : PeerList{*s.sync};
+  std::vector<int64_t> ends;
+  for (const auto& [id, grant] : failsafe_.grants_) {
+    if (containsPeer(asked, id) && grant.generation == s.generation && grant.session == lease_.sessionId()) {
+      ends.push_back(grant.endMs);
+    }
+  }
+  return kthLatestGrant(std::move(ends), s.quorum ? s.quorum->k : 1);
 }
 
 void Core::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
@@ -142,7 +165,18 @@ void Core::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
     log(LogLevel::kInfo, "failsafe: " + sync + "'s promise came for a generation, session or role this peer no longer has: unused");
     return;
   }
-  const int64_t end = failsafePermissionEndMs(sentAt, d, opts_.lease.stopMarginMs);
+  const int64_t granted = failsafePermissionEndMs(sentAt, d, opts_.lease.stopMarginMs);
+  Failsafe::Grant& grant = failsafe_.grants_[sync];
+  if (grant.generation != generation || grant.session != session) grant = {granted, generation, session};
+  grant.endMs = std::max(grant.endMs, granted);
+  const std::optional<int64_t> kth = failsafeGrantsEnd();
+  if (!kth) {
+    const int k = peer_->clusterState()->quorum ? peer_->clusterState()->quorum->k : 1;
+    log(LogLevel::kInfo, "failsafe: " + sync + " promised not to take over (" + r->reason + "); " +
+                             std::to_string(k) + " members' promises are needed before writes go on past the lease");
+    return;  // asked again at the retry planned with this request
+  }
+  const int64_t end = *kth;
   if (!failsafe_.permittedUntil_ || end > *failsafe_.permittedUntil_) {
     if (!failsafe_.permittedUntil_) {
       log(LogLevel::kWarn, "failsafe: " + sync + " promised not to take over (" + r->reason + "): writes go on for " +
@@ -160,6 +194,7 @@ void Core::onFailsafeAnswer(const in::FailsafeAnswered& answered) {
 // The permission is forgotten (writes then stop at the lease's end, or now if it ended).
 void Core::dropFailsafe(const std::string& why) {
   cancelTimer(TimerKind::kFailsafe);
+  failsafe_.grants_.clear();
   if (!failsafe_.permittedUntil_) return;
   const bool used = failsafeInUse();
   failsafe_.permittedUntil_.reset();
@@ -229,16 +264,22 @@ bool Core::holdTakeoverForPromise(const Action& action) {
   const int64_t now = this->now();
   if (peer_->role() != Role::kSync || !failsafe_.promisedUntil_ || *failsafe_.promisedUntil_ <= now) return false;
   if (handover_.streamEndedIn() == generation()) return false;
+  const char* what = "fence";
   if (const auto* w = std::get_if<WriteClusterState>(&action)) {
     const auto& s = peer_->clusterState();
     const bool takeover = w->state.primary.id == opts_.identity.id && (!s || s->primary.id != opts_.identity.id);
     if (!takeover) return false;
+    what = "state write";
+  } else if (const auto* p = std::get_if<PublishReport>(&action)) {
+    // Quorum mode: a member's report is counted towards another member's takeover; one
+    // whose fence was in place already publishes it without a new fence.
+    if (!p->report) return false;
+    what = "report";
   } else if (!std::holds_alternative<FencePg>(action)) {
     return false;
   }
   failsafe_.heldTakeover_ = action;
-  log(LogLevel::kWarn, std::string("failsafe: holding this takeover's ") +
-                           (std::holds_alternative<FencePg>(action) ? "fence" : "state write") + " back for " +
+  log(LogLevel::kWarn, std::string("failsafe: holding this takeover's ") + what + " back for " +
                            std::to_string(*failsafe_.promisedUntil_ - now) +
                            " ms: this peer promised the primary not to take over before then");
   setTimer(TimerKind::kHeldTakeover, *failsafe_.promisedUntil_ - now);

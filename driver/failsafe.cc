@@ -1,6 +1,7 @@
 #include "driver/failsafe.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace dugong::driver {
 
@@ -14,7 +15,15 @@ std::optional<std::string> notFromThePrimaryOfItsSync(const FailsafeRequest& req
   if (s.generation != request.generation) {
     return "this peer sees generation " + gen + ", not " + std::to_string(request.generation);
   }
-  if (!s.sync || s.sync->id != view.selfId) return "this peer is not the sync of generation " + gen;
+  // Quorum mode: any member of the set can take over, and each promises as the sync does
+  // (docs/decisions/0079 4.7).
+  if (s.quorum) {
+    if (!containsPeer(s.quorum->members, view.selfId)) {
+      return "this peer is not a member of generation " + gen + "'s synchronous set";
+    }
+  } else if (!s.sync || s.sync->id != view.selfId) {
+    return "this peer is not the sync of generation " + gen;
+  }
   if (s.primary.id != request.primaryId) {
     return request.primaryId + " is not the primary of generation " + gen + " (" + s.primary.id + " is)";
   }
@@ -67,6 +76,12 @@ bool reachesZooKeeper(int64_t lastSentAtMs, int64_t intervalMs, int64_t nowMs) {
 int64_t extendPromise(std::optional<int64_t> promisedUntilMs, int64_t receivedAtMs, int64_t durationMs) {
   const int64_t next = receivedAtMs + durationMs;
   return promisedUntilMs ? std::max(*promisedUntilMs, next) : next;
+}
+
+std::optional<int64_t> kthLatestGrant(std::vector<int64_t> ends, int k) {
+  if (k < 1 || ends.size() < static_cast<size_t>(k)) return std::nullopt;
+  std::sort(ends.begin(), ends.end(), std::greater<>());
+  return ends[static_cast<size_t>(k) - 1];
 }
 
 int64_t failsafePermissionEndMs(int64_t sentAtMs, int64_t durationMs, int64_t stopMarginMs) {

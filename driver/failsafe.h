@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "statemachine/action.h"
 #include "statemachine/cluster_state.h"
@@ -101,6 +103,13 @@ int64_t extendPromise(std::optional<int64_t> promisedUntilMs, int64_t receivedAt
 // late the request arrived: sentAt + D - D/100 - stopMargin.
 int64_t failsafePermissionEndMs(int64_t sentAtMs, int64_t durationMs, int64_t stopMarginMs);
 
+// Quorum mode (docs/decisions/0079 4.7): the primary asks every member of the set, and
+// may write while k of them promise: its permission ends at the k-th latest of the
+// per-member ends (each failsafePermissionEndMs of its own request), nullopt with fewer
+// than k grants. k promising members leave N - k, fewer than the N - k + 1 fenced
+// reports a takeover needs. In sync mode k is 1 and the one member is the sync.
+std::optional<int64_t> kthLatestGrant(std::vector<int64_t> ends, int k);
+
 class Core;
 
 // The driver's failsafe (driver/core_failsafe.cc, which alone changes it; the other
@@ -112,12 +121,23 @@ class Failsafe {
   int64_t generation() const { return generation_; }  // of the permission
   std::optional<int64_t> promisedUntil() const { return promisedUntil_; }
   // A new session's lease replaces the old one's, and with it the permission (lease.cc).
-  void forgetPermission() { permittedUntil_.reset(); }
+  void forgetPermission() {
+    permittedUntil_.reset();
+    grants_.clear();
+  }
 
  private:
   friend class Core;  // core_failsafe.cc
   std::optional<int64_t> permittedUntil_;
   int64_t generation_ = 0;
+  // Per peer asked (the sync, or each member in quorum mode): the permission its grants
+  // give, for the generation and session they were asked in.
+  struct Grant {
+    int64_t endMs = 0;
+    int64_t generation = 0;
+    int64_t session = 0;
+  };
+  std::map<std::string, Grant> grants_;
   std::optional<int64_t> promisedUntil_;
   std::optional<Action> heldTakeover_;
 };

@@ -94,6 +94,24 @@ TEST_F(FailsafeGrantTest, NoPromiseWhenOffOrWithoutAStateOrOutOfBounds) {
   EXPECT_FALSE(ask().granted);
 }
 
+// Quorum mode (docs/decisions/0079 4.7): any member can take over, so every member of the
+// generation's set promises as the sync does; a peer outside the set does not.
+TEST_F(FailsafeGrantTest, InQuorumModeEachMemberOfTheSetPromisesAndNoOtherPeer) {
+  state_.sync.reset();
+  state_.async.clear();
+  state_.quorum = Quorum{2, {peer("node2"), peer("node3"), peer("node4")}};
+  for (const char* member : {"node2", "node3", "node4"}) {
+    view_.selfId = member;
+    EXPECT_TRUE(ask().granted) << member << ": " << ask().reason;
+  }
+  view_.selfId = "node5";
+  const FailsafeAnswer a = ask();
+  EXPECT_FALSE(a.granted);
+  EXPECT_EQ(a.reason, "this peer is not a member of generation 4's synchronous set");
+  view_.selfId = "node3";
+  EXPECT_FALSE(ask(4, "node2").granted);
+}
+
 TEST(FailsafePromise, OnlyEverExtends) {
   EXPECT_EQ(extendPromise(std::nullopt, 1000, 9000), 10000);
   EXPECT_EQ(extendPromise(10000, 4000, 9000), 13000);
@@ -117,6 +135,20 @@ TEST(FailsafePermission, EndsBeforeThePromiseTimedFromTheSend) {
 TEST(FailsafeReach, ARoundTripLateByHalfAnIntervalMeansOutOfReach) {
   EXPECT_TRUE(reachesZooKeeper(1000, 400, 1000 + 599));
   EXPECT_FALSE(reachesZooKeeper(1000, 400, 1000 + 600));
+}
+
+// The primary's permission in quorum mode is the k-th latest of its members' grants: until
+// then at least k members promise, which leaves N - k, fewer than the N - k + 1 reports a
+// takeover needs. In sync mode (k = 1), the sync's.
+TEST(FailsafePermission, KthGrant) {
+  EXPECT_EQ(kthLatestGrant({}, 1), std::nullopt);
+  EXPECT_EQ(kthLatestGrant({5000}, 1), 5000);
+  EXPECT_EQ(kthLatestGrant({5000}, 2), std::nullopt);
+  EXPECT_EQ(kthLatestGrant({5000, 7000}, 1), 7000);
+  EXPECT_EQ(kthLatestGrant({5000, 7000}, 2), 5000);
+  EXPECT_EQ(kthLatestGrant({7000, 3000, 5000}, 2), 5000);
+  EXPECT_EQ(kthLatestGrant({7000, 3000, 5000}, 3), 3000);
+  EXPECT_EQ(kthLatestGrant({7000, 3000, 5000}, 0), std::nullopt);
 }
 
 }  // namespace

@@ -41,6 +41,9 @@ bool Core::switchoverRequested(bool forSelf) const { return switchoverTarget(for
 
 std::string Core::switchoverToSelf() const {
   const auto& s = peer_->clusterState();
+  // Quorum mode: every member takes part in a switchover's takeover (its report), so
+  // each counts the switchover as its own.
+  if (s && s->quorum) return switchoverRequested(true) ? s->promote.dump() : "";
   if (!s || !s->sync || s->sync->id != opts_.identity.id || !s->hasPromote() || s->frozen() || s->oneNodeWriteMode) {
     return "";
   }
@@ -108,7 +111,7 @@ void Core::maybeHandOver() {
                          "primary: starting postgres again as primary");
     cancelTimer(TimerKind::kHandover);
     startAgainAfterHandover();
-  } else if (handover_.from_ && request == handover_.request_ && handover_.releasedFor_ != request && s->sync &&
+  } else if (handover_.from_ && request == handover_.request_ && handover_.releasedFor_ != request && (s->sync || s->quorum) &&
              pg_.lastApplied && pg_.lastApplied->role == PgRole::kNone) {
     releaseSyncForHandover(*s);
   }
@@ -120,12 +123,15 @@ void Core::maybeHandOver() {
 // Sent whatever this peer's failsafe setting: the sync may hold a promise an earlier run
 // of its own agent recorded. Once per request; the answer is only logged.
 void Core::releaseSyncForHandover(const ClusterState& s) {
-  const PeerIdentity& sync = *s.sync;
+  // Quorum mode: every member (each one's report counts towards the takeover).
+  const PeerList released = s.quorum ? s.quorum->members : PeerList{*s.sync};
   handover_.releasedFor_ = handover_.request_;
-  log(LogLevel::kInfo, "switchover: postgres stopped; releasing " + sync.id +
+  log(LogLevel::kInfo, "switchover: postgres stopped; releasing " + peerIds(released) +
                            " from any promise not to take over, so that no promise holds its takeover back");
-  emit(cmd::AskFailsafe{sync, FailsafeRequest::releaseFor(s.generation, opts_.identity.id, handover_.request_),
-                        kReleaseTimeoutMs, now(), s.generation, lease_.sessionId()});
+  for (const PeerIdentity& to : released) {
+    emit(cmd::AskFailsafe{to, FailsafeRequest::releaseFor(s.generation, opts_.identity.id, handover_.request_),
+                          kReleaseTimeoutMs, now(), s.generation, lease_.sessionId()});
+  }
 }
 
 // The switchover is over and this peer is still the primary: postgres should run as the

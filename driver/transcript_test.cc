@@ -38,7 +38,7 @@
 //   later                             the oldest `later` event not yet delivered
 //   failsafe-asked primary=a generation=N duration=MS
 //   failsafe-released primary=a generation=N promote=id,role,gen[,expires] (a release)
-//   failsafe-answer granted|refused|<error>    answers the last ask-failsafe
+//   failsafe-answer [from=<peer>] granted|refused|<error>   answers the last ask-failsafe (of that peer)
 //   rejoined ok|<error> [rewound [discarded=<text>]]   answers the last rejoin
 //   upstream-stopped ended|running    answers the last await-upstream-stop
 //   sync-sampled ok [streaming=1] [flushed=X/Y] [waiting=N] | sync-sampled <error>
@@ -508,12 +508,18 @@ class Transcript {
       return in::FailsafeAsked{
           FailsafeRequest::releaseFor(std::stoll(w.at("generation")), w.at("primary"), promoteJson(w.at("promote")).dump())};
     }
-    if (verb == "failsafe-answer") {
-      Result<FailsafeAnswer> r = rest == "granted"   ? Result<FailsafeAnswer>(FailsafeAnswer{true, "promised"})
-                                 : rest == "refused" ? Result<FailsafeAnswer>(FailsafeAnswer{false, "refused"})
-                                                     : Result<FailsafeAnswer>(Error{error()});
-      return in::FailsafeAnswered{lastAsk_.sentAt, lastAsk_.generation, lastAsk_.session, r, lastAsk_.to.id,
-                                  lastAsk_.request.release};
+    if (verb == "failsafe-answer") {  // [from=<peer>] granted|refused|<error>
+      cmd::AskFailsafe ask = lastAsk_;
+      std::string answer = rest;
+      if (rest.rfind("from=", 0) == 0) {
+        const auto [from, tail] = head(rest.substr(5));
+        ask = asks_.at(from);
+        answer = tail;
+      }
+      Result<FailsafeAnswer> r = answer == "granted"   ? Result<FailsafeAnswer>(FailsafeAnswer{true, "promised"})
+                                 : answer == "refused" ? Result<FailsafeAnswer>(FailsafeAnswer{false, "refused"})
+                                                       : Result<FailsafeAnswer>(Error{answer});
+      return in::FailsafeAnswered{ask.sentAt, ask.generation, ask.session, r, ask.to.id, ask.request.release};
     }
     if (verb == "rejoined") {  // rejoined ok|<error> [rewound [discarded=<the rest of the line>]]
       const auto rewound = rest.find(" rewound");
@@ -546,7 +552,7 @@ class Transcript {
     if (const auto* a = std::get_if<cmd::ApplyPg>(&c)) lastApply_ = *a;
     if (const auto* p = std::get_if<cmd::PutState>(&c)) lastPut_ = *p;
     if (const auto* r = std::get_if<cmd::ResumeWrites>(&c)) lastResume_ = r->noTakeoverCanLand;
-    if (const auto* a = std::get_if<cmd::AskFailsafe>(&c)) lastAsk_ = *a;
+    if (const auto* a = std::get_if<cmd::AskFailsafe>(&c)) asks_[a->to.id] = lastAsk_ = *a;
     if (const auto* r = std::get_if<cmd::Rejoin>(&c)) lastRejoin_ = r->primary;
     if (const auto* a = std::get_if<cmd::AwaitUpstreamStop>(&c)) lastAwait_ = a->newSync;
     if (const auto* i = std::get_if<cmd::InitPostgres>(&c)) lastInitAfterRebuild_ = i->afterRebuild;
@@ -565,6 +571,7 @@ class Transcript {
   cmd::PutState lastPut_;
   bool lastResume_ = false;
   cmd::AskFailsafe lastAsk_;
+  std::map<std::string, cmd::AskFailsafe> asks_;  // the last ask of each peer asked
   PeerIdentity lastRejoin_;
   std::optional<PeerIdentity> lastAwait_;
   bool lastInitAfterRebuild_ = false;
