@@ -2,8 +2,10 @@
 
 namespace dugong::e2e {
 
-ZkMaintenanceCluster::ZkMaintenanceCluster(int sessionTimeoutMs, bool noLease, bool noFailsafe) {
+ZkMaintenanceCluster::ZkMaintenanceCluster(int sessionTimeoutMs, bool noLease, bool noFailsafe,
+                                           const std::string& extraConfig) {
   HarnessOptions o;
+  o.extraConfig = extraConfig;
   o.peers = 3;
   o.sessionTimeoutMs = sessionTimeoutMs;
   o.zookeeper.servers = 3;
@@ -54,7 +56,9 @@ std::string ZkMaintenanceCluster::postmasterStart() {
 template <class Fault>
 MaintenanceOutcome ZkMaintenanceCluster::measure(Fault fault) {
   MaintenanceOutcome out;
-  const auto state = h_->zkState();
+  // Read as quorum mode reads it too (format 2), so that a quorum cluster's generation
+  // is compared, not two unreadable states.
+  const auto state = h_->zkState(ClusterState::Formats::kSyncAndQuorum);
   const int64_t generation = state ? state->generation : -1;
   const std::string started = postmasterStart();
   {
@@ -72,7 +76,7 @@ MaintenanceOutcome ZkMaintenanceCluster::measure(Fault fault) {
     out.rows = acked_;
     out.rowsLate = lateRows_;
   }
-  const auto after = h_->zkState();
+  const auto after = h_->zkState(ClusterState::Formats::kSyncAndQuorum);
   out.newGeneration = !after || after->generation != generation;
   out.postgresRestarted = postmasterStart() != started;
   out.samePrimary = h_->writablePrimary() == primary_;

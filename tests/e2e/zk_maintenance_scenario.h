@@ -33,8 +33,10 @@ struct MaintenanceOutcome {
 class ZkMaintenanceCluster {
  public:
   // `noLease`: zookeeper.lease: false (no lease); `noFailsafe`:
-  // zookeeper.failsafe: off.
-  explicit ZkMaintenanceCluster(int sessionTimeoutMs = 4000, bool noLease = false, bool noFailsafe = false);
+  // zookeeper.failsafe: off; `extraConfig`: appended to every agent's configuration
+  // (e.g. a `replication:` block for quorum mode).
+  explicit ZkMaintenanceCluster(int sessionTimeoutMs = 4000, bool noLease = false, bool noFailsafe = false,
+                                const std::string& extraConfig = "");
   ~ZkMaintenanceCluster();
   Harness& harness() { return *h_; }
   // Starts the cluster and its writer; false (and a message in error()) on failure.

@@ -46,5 +46,27 @@ TEST(ZooKeeperMaintenance, ALeaderKillARollingRestartAndAQuorumLossCostNoPostgre
   if (HasFailure()) std::cerr << cluster.harness().describe();
 }
 
+// Quorum mode (docs/decisions/0079 "Phase 5c as built"): the same quorum loss, with the
+// failsafe's permission from the members of ANY 1 (two members). Before, a format-2
+// primary asked nobody and stopped writes at its lease's end: no row past it.
+TEST(ZooKeeperMaintenance, InQuorumModeTheMembersPromisesKeepWritesOnThroughAQuorumLoss) {
+  ZkMaintenanceCluster cluster(4000, false, false, "replication:\n  mode: quorum\n  k: 1\n  size: 2\n");
+  ASSERT_TRUE(cluster.start()) << cluster.error() << "\n" << cluster.harness().describe();
+  Harness& h = cluster.harness();
+  ASSERT_TRUE(h.waitFor(
+      [&] {
+        auto s = h.zkState(ClusterState::Formats::kSyncAndQuorum);
+        return s && s->quorum && s->quorum->members.size() == 2 && h.waitForHealthyCluster(2, std::chrono::seconds(1)) >= 0;
+      },
+      std::chrono::seconds(120)))
+      << "no ANY 1 of 2 members\n" << h.describe();
+  const MaintenanceOutcome quorum = cluster.quorumLoss(std::chrono::seconds(5));
+  std::cout << "zookeeper quorum loss of 5 s in quorum mode (session 4000 ms): longest write gap " << quorum.maxGapMs
+            << " ms (" << quorum.rowsLate << " rows in its last second)\n";
+  expectFree(quorum, "quorum loss");
+  EXPECT_GT(quorum.rowsLate, 0) << "no row acknowledged in the quorum loss's last second, past the lease's end";
+  if (HasFailure()) std::cerr << h.describe();
+}
+
 }  // namespace
 }  // namespace dugong::e2e
