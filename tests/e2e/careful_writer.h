@@ -47,6 +47,18 @@ class CarefulWriter {
     std::lock_guard lock(mu_);
     return std::chrono::duration_cast<std::chrono::milliseconds>(longestGap_);
   }
+  // When the longest gap ended (its acknowledgement); none before two acknowledgements.
+  std::optional<std::chrono::steady_clock::time_point> longestGapEnd() {
+    std::lock_guard lock(mu_);
+    return longestGapEnd_;
+  }
+  // The longest gap measured from now on (the next one still counts from the last
+  // acknowledgement).
+  void resetLongestGap() {
+    std::lock_guard lock(mu_);
+    longestGap_ = {};
+    longestGapEnd_.reset();
+  }
 
  private:
   // One insert: on a new connection, or on the kept one (opened again after a failure).
@@ -71,7 +83,10 @@ class CarefulWriter {
         std::lock_guard lock(mu_);
         acked_.insert(id);
         const auto now = std::chrono::steady_clock::now();
-        if (lastAck_) longestGap_ = std::max(longestGap_, now - *lastAck_);
+        if (lastAck_ && now - *lastAck_ > longestGap_) {
+          longestGap_ = now - *lastAck_;
+          longestGapEnd_ = now;
+        }
         lastAck_ = now;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -84,6 +99,7 @@ class CarefulWriter {
   std::set<int> acked_;
   std::optional<std::chrono::steady_clock::time_point> lastAck_;
   std::chrono::steady_clock::duration longestGap_{};
+  std::optional<std::chrono::steady_clock::time_point> longestGapEnd_;
   std::thread thread_;  // last: starts once the members above exist
 };
 

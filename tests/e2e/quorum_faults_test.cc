@@ -148,11 +148,19 @@ class QuorumFaults : public ::testing::TestWithParam<QuorumShape> {
     // Straight to the primary: a multi-host string that lists a hung member first waits
     // out its connect timeout on every row, which is the client's routing, not a commit
     // waiting.
-    CarefulWriter gap(h_->peer(primary_).pg->conninfo(), nextGapIds_);
+    // Its connection kept, as an application's pool keeps it (a new connection per row
+    // adds a login, 50-100 ms here, to every gap).
+    CarefulWriter gap(h_->peer(primary_).pg->conninfo(), nextGapIds_, CarefulWriter::Connections::kKept);
     const int gapIds = nextGapIds_;
     nextGapIds_ += 1000000;
     ASSERT_TRUE(h_->waitFor([&] { return gap.ackedSince(gapIds) >= 3; }, 60s)) << what << ": no acknowledgement before";
+    // The control: the same writer's longest gap over 3 s with no fault, on this host now.
+    gap.resetLongestGap();
+    std::this_thread::sleep_for(3s);
+    const auto control = gap.longestGap();
     const std::string flushedBefore = one(primary_, "SELECT pg_current_wal_lsn()");
+    gap.resetLongestGap();
+    const auto began = std::chrono::steady_clock::now();
     start();
     const int fromId = gap.nextId();
     // 3 s of writes during the fault: more than the 2 s a primary's sync watch gives a
@@ -171,7 +179,13 @@ class QuorumFaults : public ::testing::TestWithParam<QuorumShape> {
     acked_.merge(gap.acked());
     std::cout << "[quorum] " << what << " (" << h_->peer(victim).id << "): " << ackedDuring
               << " rows acknowledged in 3 s; longest gap between acknowledgements " << gap.longestGap().count()
-              << " ms (the victim's flush position on the primary " << (victimFlush.empty() ? "gone" : victimFlush)
+              << " ms, ending "
+              << (gap.longestGapEnd() ? std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                           *gap.longestGapEnd() - began)
+                                                           .count())
+                                      : std::string("?"))
+              << " ms after the fault began (3 s before it, no fault: " << control.count()
+              << " ms) (the victim's flush position on the primary " << (victimFlush.empty() ? "gone" : victimFlush)
               << ", the primary's at the start " << flushedBefore << ")" << std::endl;
     EXPECT_GT(ackedDuring, 10u) << what << ": writes stalled";
     auto after = state();
