@@ -513,6 +513,9 @@ class PgController {
   std::map<std::string, std::chrono::steady_clock::time_point> inactiveSlotsSince_;
   std::chrono::steady_clock::time_point lastSlotSweep_{};  // under stateMu_
   std::string repairFor_;  // non-empty: the next standby apply repairs, for this reason
+  // The standby's configuration says so (PgConfig::repairAtOnce, a demotion's generation):
+  // a standby that cannot follow is repaired without waiting repairStandbyAfter.
+  bool repairAtOnce_ = false;
   std::function<void(const std::string&)> testHook_;
   // Last: destroyed first, while what its drops use still exists.
   SlotDropQueue slotDrops_{[this](const std::string& conninfo, const std::string& slot) {

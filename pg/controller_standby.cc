@@ -40,6 +40,7 @@ PgConfigApplied PgController::applyStandby(const PgConfig& config, const Rebuild
   {
     std::lock_guard lock(stateMu_);
     repair = std::exchange(repairFor_, "");
+    repairAtOnce_ = config.repairAtOnce;
   }
   // Which step (pg/plan/transition.h): asked first as if it were in recovery, before a
   // slot or a system identifier is read; then again, with the facts known.

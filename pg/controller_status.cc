@@ -86,8 +86,11 @@ Result<bool> PgController::healthCheck() {
   // A copy taken from the primary while its upstream was down, refused by that upstream
   // for WAL it never had: waiting changes nothing, and the copy is new (docs/postgres.md).
   const bool neverHadIt = copiedBeforeUpstream_ && evidence && evidence->find("has already been removed") != std::string::npos;
-  const auto after = neverHadIt ? std::min<std::chrono::seconds>(options_.repairStandbyAfter, kRepairCopyBeforeUpstreamAfter)
-                                : options_.repairStandbyAfter;
+  // In a demotion's generation (PgConfig::repairAtOnce) the fork is known: its WAL forked
+  // with the old primary's, which its own apply rewound.
+  const auto after = repairAtOnce_ ? std::chrono::seconds(0)
+                     : neverHadIt  ? std::min<std::chrono::seconds>(options_.repairStandbyAfter, kRepairCopyBeforeUpstreamAfter)
+                                   : options_.repairStandbyAfter;
   if (!evidence || now - *notStreamingSince_ < after) return true;
   repairFor_ = *evidence;
   return Error{"this standby cannot follow its upstream " + upstream + " (" + streamProblem_ +

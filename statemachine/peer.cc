@@ -422,6 +422,14 @@ Role Peer::roleFromState(const ClusterState& s) const {
   return Role::kUnassigned;
 }
 
+namespace {
+// The generation a demote-cluster began (0083 5.2): its initWal is where the old primary's
+// WAL ended (`demotedAt`).
+bool demotionGeneration(const ClusterState& s) {
+  return s.standby && s.standby->demotedAt && s.standby->demotedAt->wal == s.initWal;
+}
+}  // namespace
+
 PgConfig Peer::desiredPgConfig() const {
   const ClusterState& s = *state_;
   switch (role_) {
@@ -445,18 +453,23 @@ PgConfig Peer::desiredPgConfig() const {
           PgConfig::standbyLeader(hostsEndpoint(s.standby->source), s.generation == 1 && s.initWal == WalPosition());
       // The generation a demotion began (0083 5.2): its data directory last ran as this
       // site's primary, and is rewound from the source if it diverged.
-      c.demoted = s.standby->demotedAt && s.standby->demotedAt->wal == s.initWal;
+      c.demoted = demotionGeneration(s);
       return c;
     }
-    case Role::kSync:
-      return PgConfig::standby(PgRole::kSync, s.primary, s.primary);
+    case Role::kSync: {
+      PgConfig c = PgConfig::standby(PgRole::kSync, s.primary, s.primary);
+      c.repairAtOnce = demotionGeneration(s);  // its WAL forked with the old primary's
+      return c;
+    }
     case Role::kAsync: {
       int i = indexOfPeer(s.async, opts_.self.id);
       // In quorum mode the chain hangs from the first member.
       const PeerIdentity& upstream = i > 0   ? s.async[static_cast<size_t>(i - 1)]
                                      : s.quorum ? s.quorum->members.front()
                                                 : *s.sync;
-      return PgConfig::standby(PgRole::kAsync, upstream, s.primary);
+      PgConfig c = PgConfig::standby(PgRole::kAsync, upstream, s.primary);
+      c.repairAtOnce = demotionGeneration(s);
+      return c;
     }
     case Role::kUnassigned:
     case Role::kDeposed:

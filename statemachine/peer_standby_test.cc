@@ -482,7 +482,20 @@ TEST(PeerStandby, DemoteClusterStopsPostgresThenWritesAStandbyStateThenFollowsTh
   EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
   actions = sync.step(ClusterStateChanged{peer_test::node(next, 10)});
   EXPECT_EQ(sync.peer.role(), Role::kSync);
-  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty()) << "the same upstream: nothing to apply";
+  // The same upstream, repaired at once if it cannot follow: its WAL forked with the old
+  // primary's, which is rewound (PgConfig::repairAtOnce).
+  PgConfig syncConfig = onlyApply(actions);
+  EXPECT_EQ(syncConfig.role, PgRole::kSync);
+  EXPECT_EQ(syncConfig.upstream->id, "me");
+  EXPECT_TRUE(syncConfig.repairAtOnce);
+  EXPECT_FALSE(c.repairAtOnce) << "the leader is rewound by its own apply";
+  // The next generation is not the demotion's: the usual wait again.
+  ClusterState later = next;
+  later.generation = 7;
+  later.initWal = WalPosition(6000);
+  sync.applied(true);
+  actions = sync.step(ClusterStateChanged{peer_test::node(later, 11)});
+  EXPECT_FALSE(onlyApply(actions).repairAtOnce);
 }
 
 // A demote request the primary does not carry out: an expired one (before postgres is

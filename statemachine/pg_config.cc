@@ -65,6 +65,7 @@ nlohmann::json PgConfig::toJson() const {
   }
   if (source) j["source"] = source->toJson();
   if (demoted) j["demoted"] = true;
+  if (repairAtOnce) j["repairAtOnce"] = true;
   return j;
 }
 

@@ -56,6 +56,11 @@ struct PgConfig {
   // directory last ran as this site's primary (the adapter refuses that otherwise), and
   // is rewound with pg_rewind from the source's writable host if it diverged.
   bool demoted = false;
+  // sync and async only: the generation a demote-cluster began (0083 5.2). Their WAL
+  // diverged with the old primary's, which is rewound onto the new source's history: a
+  // standby that cannot follow its upstream (the server log's evidence of a fork) is
+  // repaired at once instead of after postgres.repairStandbyAfterSeconds.
+  bool repairAtOnce = false;
 
   static PgConfig none() { return {}; }
   // The primary of an existing cluster: never bootstraps.
@@ -90,7 +95,7 @@ struct PgConfig {
     return role == other.role && same(upstream, other.upstream) && same(downstream, other.downstream) &&
            same(restorePeer, other.restorePeer) && newCluster == other.newCluster && initWal == other.initWal &&
            initTimeline == other.initTimeline && sameQuorum(quorum, other.quorum) && source == other.source &&
-           demoted == other.demoted;
+           demoted == other.demoted && repairAtOnce == other.repairAtOnce;
   }
 };
 

@@ -230,9 +230,10 @@ TEST(StandbyClusterE2E, TheOldSiteDemotedAfterPromoteClusterFollowsTheNewSiteByR
   ao.peers = 2;
   ao.cluster = "sitea";
   // A's sync received the WAL its primary wrote past the fork: it cannot follow the rewound
-  // leader, and today's repair of a standby that cannot follow waits this long first
-  // (repairAtOnce of 0083 5.2 is not built).
-  ao.postgresConfig = "  repairStandbyAfterSeconds: 5\n";
+  // leader. In the demotion's generation it is repaired at once (PgConfig::repairAtOnce,
+  // 0083 5.2), not after repairStandbyAfterSeconds: an hour here, so that only that rule
+  // repairs it within the test (before it, the test set 5 s).
+  ao.postgresConfig = "  repairStandbyAfterSeconds: 3600\n";
   Harness a(ao);
   a.startAll();
   const int ap = a.waitForHealthyCluster(1, 180s);
