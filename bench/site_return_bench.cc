@@ -154,6 +154,17 @@ int main(int argc, char** argv) {
     a.killAgentAndWatchdog(i);
     a.killPostgres(i);
   }
+  // Promoted once B's leader has seen its source gone (its sample is a second old at most).
+  if (!b.waitFor(
+          [&] {
+            auto st = b.status(bl);
+            return st && (*st)["standby"].is_object() && (*st)["standby"]["lag"].is_object() &&
+                   (*st)["standby"]["lag"]["sourceReachable"] == false;
+          },
+          60s)) {
+    std::cerr << "B's leader still reaches A\n";
+    return 1;
+  }
   start = Clock::now();
   auto promoted = adm(b, bo.cluster, {"promote-cluster", "--source-gone", "--wait", "600"});
   if (!promoted.ok()) {
