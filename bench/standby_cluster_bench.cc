@@ -5,8 +5,8 @@
 // standby.lag) is sampled every 250 ms; the time until it has caught up after the load;
 // then the source stopped (immediate) and `dugong-adm promote-cluster --source-gone`,
 // timed from the command to the first acknowledged insert through the cluster's
-// multi-host string. Prints each measure. The time for an old site to follow again needs
-// demote-cluster (not built yet).
+// multi-host string. Prints each measure. The time for an old site to follow again:
+// bench/site_return_bench.
 //   standby_cluster_bench [--size-mb 1024] [--seconds 30] [--clients 4]
 #include <algorithm>
 #include <chrono>
