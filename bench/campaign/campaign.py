@@ -120,14 +120,16 @@ def cmd_run(args):
         deadline = time.mktime(time.struct_time((t.tm_year, t.tm_mon, t.tm_mday, hh, mm, 0, 0, 0, 0))) - time.timezone
         if deadline < time.time():
             deadline += 86400
-    items = sched.make(seed, args.faults, args.ops_every, args.kinds.split(",") if args.kinds else None)
+    items = sched.make(seed, args.faults, args.ops_every, args.kinds.split(",") if args.kinds else None,
+                       args.ops.split(",") if args.ops else None)
     index = claim_index(args.index)
     systems = args.systems.split(",")
     replay = (f"bench/campaign/campaign.py run --seed {seed} --faults {args.faults} --peers {args.peers} "
               f"--systems {args.systems} --session-timeout-ms {args.session_timeout_ms} --ops-every {args.ops_every}"
               + (f" --operator-grace {args.operator_grace:g}" if args.operator_grace else "")
               + (f" --min-hold {args.min_hold:g}" if args.min_hold else "")
-              + (f" --kinds {args.kinds}" if args.kinds else ""))
+              + (f" --kinds {args.kinds}" if args.kinds else "")
+              + (f" --ops {args.ops}" if args.ops else ""))
     print(f"campaign: seed {seed} (replay: {replay})", flush=True)
     print(f"campaign: {args.faults} faults, {len(items) - args.faults} operator actions, {args.peers} peers, "
           f"subnet 10.213.{index}.0/24, names {topology.NAME_ROOT}{index}-*", flush=True)
@@ -246,6 +248,8 @@ def main():
     r.add_argument("--peers", type=int, default=3, choices=[3, 5])
     r.add_argument("--kinds", help="only these fault kinds, comma-separated (default: every kind)")
     r.add_argument("--ops-every", type=int, default=4, help="an operator action after every N faults (0: none)")
+    r.add_argument("--ops", default="", help="only these operator actions, comma-separated, in turn "
+                                             "(default: op_switchover, op_freeze and op_rebuild in a seeded order)")
     r.add_argument("--session-timeout-ms", type=int, default=4000, help="dugong's ZooKeeper session timeout")
     r.add_argument("--min-hold", type=float, default=0,
                    help="hold every lasting fault at least this many seconds (e.g. a host back a minute later)")

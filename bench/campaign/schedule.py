@@ -28,13 +28,17 @@ PEER_FAULTS = {"kill_postgres", "kill_agent", "kill_host", "stop_agent", "cut_zk
                "kill_primary_host"}
 
 
-def make(seed, faults, ops_every, kinds=None):
+def make(seed, faults, ops_every, kinds=None, operator=None):
     """The first `faults` faults of the seed's endless schedule (a shorter run is a prefix of a longer
     one), with an operator action after every `ops_every` faults. Each batch of len(FAULTS) faults holds
-    every kind once, in a random order; `kinds` (a subset of FAULTS) keeps only those kinds in each batch."""
+    every kind once, in a random order; `kinds` (a subset of FAULTS) keeps only those kinds in each batch;
+    `operator` (a subset of OPERATOR) only those operator actions, in turn."""
     unknown = set(kinds or []) - set(FAULTS) - set(ON_REQUEST)
     if unknown:
         raise ValueError(f"unknown fault kinds: {', '.join(sorted(unknown))} (known: {', '.join(FAULTS + ON_REQUEST)})")
+    unknown_ops = set(operator or []) - set(OPERATOR)
+    if unknown_ops:
+        raise ValueError(f"unknown operator actions: {', '.join(sorted(unknown_ops))} (known: {', '.join(OPERATOR)})")
     rng = random.Random(seed)
     items, ops, n = [], [], 0
     while n < faults:
@@ -58,5 +62,7 @@ def make(seed, faults, ops_every, kinds=None):
                 if not ops:
                     ops = OPERATOR[:]
                     rng.shuffle(ops)
+                    if operator:
+                        ops = [o for o in ops if o in operator]
                 items.append({"n": n, "kind": ops.pop(), "role": "replica", "pick": rng.random(), "extra": 0})
     return items
