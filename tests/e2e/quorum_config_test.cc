@@ -16,11 +16,15 @@
 // - size raised to 3, more than the peers that may be members: written, with a warning;
 //   k = size refused;
 // - `replication.mode=sync` again: the state is Manatee's format 1 again, with a sync.
+// And with four peers (label full): the set grown to 3 by `replication.size=3`, k raised to
+// 2 by `replication.k=2` (a fenced step), then both back (k lowered, a member removed),
+// each in the same generation, and the primary's postgres running each rule.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "pg/command.h"
@@ -34,9 +38,11 @@ using namespace std::chrono_literals;
 
 class QuorumConfig : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { start(3); }
+  void start(int peers) {
     HarnessOptions o;
     o.cluster = "qconfig";
+    o.peers = peers;
     o.extraConfig = "replication:\n  mode: quorum\n  k: 1\n  size: 2\n";
     h_ = std::make_unique<Harness>(o);
   }
@@ -148,6 +154,35 @@ TEST_F(QuorumConfig, ConfigSetSwitchesASyncClusterToQuorumChangesTheSizeAndSwitc
   s = waitForRule(0, 1, 90s);
   ASSERT_TRUE(s) << "not back to a sync-mode state";
   EXPECT_TRUE(h_->zkState(ClusterState::Formats::kSyncOnly)) << "a format-1 reader refuses " << h_->zkStateText();
+}
+
+class QuorumConfigFourPeers : public QuorumConfig {
+ protected:
+  void SetUp() override { start(4); }
+};
+
+TEST_F(QuorumConfigFourPeers, SizeAndKAreChangedOneStepAtATimeInTheSameGeneration) {
+  auto set = adm({"config", "set", "replication.mode=quorum", "replication.k=1", "replication.size=2"});
+  ASSERT_TRUE(set.ok()) << set.output;
+  h_->startAll();
+  ASSERT_GE(h_->waitForHealthyCluster(3, 180s), 0);
+  auto s = waitForRule(2, 1, 120s);
+  ASSERT_TRUE(s) << "no ANY 1 of 2 members";
+  const int64_t generation = s->generation;
+  for (const auto& [args, members, k] : std::vector<std::tuple<std::vector<std::string>, size_t, int>>{
+           {{"replication.size=3"}, 3, 1},
+           {{"replication.k=2"}, 3, 2},
+           {{"replication.k=1", "replication.size=2"}, 2, 1}}) {
+    std::vector<std::string> argv = {"config", "set"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = adm(argv);
+    ASSERT_TRUE(r.ok()) << r.output;
+    EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+    s = waitForRule(members, k, 120s);
+    ASSERT_TRUE(s) << "no ANY " << k << " of " << members << " members after " << args[0];
+    EXPECT_EQ(s->generation, generation) << "a membership step needs no new generation";
+    EXPECT_TRUE(h_->waitFor([&] { return adm({"verify"}).ok(); }, 60s)) << adm({"verify", "-v"}).output;
+  }
 }
 
 }  // namespace
