@@ -6,7 +6,8 @@
 //
 // What is asserted:
 // - refused before anything is written (exit 2, one line, the configuration unchanged):
-//   replication.k without a mode when there is no block yet, k not below size;
+//   replication.k without a mode when there is no block yet, k not below size, an
+//   unknown mode, one key of the block unset alone;
 // - `replication.mode=sync` in the cluster configuration: the cluster is set up in sync
 //   mode (format 1, a sync), and each agent says it delivered the cluster's setting;
 // - `config set replication.mode=quorum replication.k=1 replication.size=2`: the state
@@ -97,6 +98,7 @@ TEST_F(QuorumConfig, ConfigSetSwitchesASyncClusterToQuorumChangesTheSizeAndSwitc
   expectRefused({"config", "set", "replication.mode=quorum", "replication.k=2", "replication.size=2"},
                 "replication.k (2) must be below replication.size (2)");
   expectRefused({"config", "set", "replication.mode=raft"}, "expected sync or quorum");
+  expectRefused({"config", "set", "--unset", "replication.k"}, "--unset replication removes the whole block");
   auto sync = adm({"config", "set", "replication.mode=sync"});
   ASSERT_TRUE(sync.ok()) << sync.output;
   EXPECT_NE(configShown().find("\"format\": 2"), std::string::npos) << configShown();

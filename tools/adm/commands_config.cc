@@ -261,34 +261,45 @@ int runSet(const CommonOptions& common, const ConfigArgs& a) {
   pg::ClusterConfig next = before->config;
   std::string what = "config set";
   for (const auto& k : a.unset) {  // first: `--unset replication replication.mode=sync` starts afresh
-    if (k == "replication" || k.rfind(kReplicationPrefix, 0) == 0) next.replication.reset();
+    if (k == "replication") {
+      next.replication.reset();
+    } else if (k.rfind(kReplicationPrefix, 0) == 0) {
+      return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + k +
+                                  " is not unset alone: --unset replication removes the whole block");
+    }
   }
+  std::vector<std::pair<std::string, std::string>> assignments;
   for (const auto& text : a.assignments) {
     auto kv = pg::parseAssignment(text);
     if (!kv) return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + kv.error());
+    assignments.push_back(std::move(kv).value());
+  }
+  const bool namesMode = std::any_of(assignments.begin(), assignments.end(),
+                                     [](const auto& kv) { return kv.first == kReplicationPrefix + "mode"; });
+  for (size_t i = 0; i < assignments.size(); ++i) {
+    const auto& [name, value] = assignments[i];
+    const std::string& text = a.assignments[i];
     // backup.KEY: the backup section (pg/pgbackrest.h), not a postgres setting;
     // replication.KEY: the replication block (docs/decisions/0079).
-    if (kv->first.rfind(kReplicationPrefix, 0) == 0) {
-      const std::string key = kv->first.substr(kReplicationPrefix.size());
-      if (!next.replication && key != "mode" &&
-          std::none_of(a.assignments.begin(), a.assignments.end(),
-                       [](const std::string& t) { return t.rfind("replication.mode=", 0) == 0; })) {
+    if (name.rfind(kReplicationPrefix, 0) == 0) {
+      const std::string key = name.substr(kReplicationPrefix.size());
+      if (!next.replication && !namesMode) {
         return fail(kExitUsage, "refused, the cluster configuration is unchanged: the cluster configuration has no "
                                 "replication block yet: name replication.mode too (sync or quorum)");
       }
       if (!next.replication) next.replication = pg::ClusterReplication{};
-      if (auto ok = pg::setReplicationField(*next.replication, key, kv->second); !ok) {
+      if (auto ok = pg::setReplicationField(*next.replication, key, value); !ok) {
         return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + ok.error());
       }
-    } else if (kv->first.rfind(kBackupPrefix, 0) == 0) {
-      next.backup[kv->first.substr(kBackupPrefix.size())] = kv->second;
+    } else if (name.rfind(kBackupPrefix, 0) == 0) {
+      next.backup[name.substr(kBackupPrefix.size())] = value;
     } else {
-      next.settings[kv->first] = kv->second;
+      next.settings[name] = value;
     }
     what += " " + text;
   }
   for (const auto& k : a.unset) {
-    if (k == "replication" || k.rfind(kReplicationPrefix, 0) == 0) {
+    if (k == "replication") {
       // done above
     } else if (k.rfind(kBackupPrefix, 0) == 0) {
       next.backup.erase(k.substr(kBackupPrefix.size()));

@@ -173,8 +173,7 @@ void checkQuorumRule(Checker& c, const ClusterView& view, const PeerView& primar
     if (!step.empty()) {
       c.ok(name + ": " + what + " while a membership step is in flight (" + step + ")");
     } else {
-      c.problem(name + ": " + what + " (`dugong-adm restart " + primary.identity.id +
-                "` applies the state's again; its log says why it did not)");
+      c.problem(name + ": " + what + " (its agent applies the state's rule; its log says why it has not)");
     }
   };
   if (!applied.is_object() || !applied.contains("quorum") || !applied["quorum"].is_object()) {
