@@ -89,10 +89,14 @@ Result<bool> Agent::start() {
   });
   pg_ = std::move(pg).value();
   postgres_ = std::make_unique<PgPostgres>(*pg_, status_);
+  // Quorum mode (docs/decisions/0079-quorum-commit.md): the state machine reads format 2,
+  // and the follower delivers what is wanted of replication (the cluster configuration's
+  // replication block, else this host's).
+  const bool quorum = config_.replication.mode == ReplicationMode::kQuorum;
   clusterConfig_ = std::make_unique<ClusterConfigFollower>(
       coordinator_, *pg_, zk::Layout(config_.zk.effectiveRoot()).config(),
       pg::HostAllowance{.allowUnsafe = config_.clusterConfigAllowUnsafe, .superuser = config_.pg.superuser},
-      config_.pg.settings);
+      config_.pg.settings, quorum ? std::optional<ReplicationWanted>(config_.replication) : std::nullopt);
   requests_ = std::make_unique<RequestFollower>(
       coordinator_, *pg_, zk::Layout(config_.zk.effectiveRoot()).request(config_.identity.id),
       [this] { return clock_.wallMs(); });
@@ -113,10 +117,7 @@ Result<bool> Agent::start() {
   options.setupFromData = true;
   options.setupWaitMs = config_.zk.sessionTimeoutMs;
   options.standbySource = config_.standbySource;
-  // Quorum mode (docs/decisions/0079-quorum-commit.md): the state machine reads format 2,
-  // and what this agent wants reaches it with each state it is told of.
-  options.quorum = config_.replication.mode == ReplicationMode::kQuorum;
-  if (options.quorum) coordinator_.deliverReplicationWanted(config_.replication);
+  options.quorum = quorum;
   if (!config_.onRoleChangeHook.empty() || !config_.onStartHook.empty() || !config_.onStopHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }

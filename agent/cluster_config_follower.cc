@@ -7,8 +7,14 @@
 namespace dugong::agent {
 
 ClusterConfigFollower::ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgAdapter& pg, std::string path,
-                                             pg::HostAllowance host, std::map<std::string, std::string> hostSettings)
-    : pg_(pg), path_(std::move(path)), host_(std::move(host)), hostSettings_(std::move(hostSettings)) {
+                                             pg::HostAllowance host, std::map<std::string, std::string> hostSettings,
+                                             std::optional<ReplicationWanted> hostReplication)
+    : pg_(pg),
+      path_(std::move(path)),
+      host_(std::move(host)),
+      hostSettings_(std::move(hostSettings)),
+      coordinator_(coordinator),
+      hostReplication_(hostReplication) {
   std::weak_ptr<int> alive = alive_;
   coordinator.watchNode(path_, [this, alive](StateNode node) {
     if (!alive.expired()) onNode(std::move(node));
@@ -16,10 +22,41 @@ ClusterConfigFollower::ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgA
 }
 
 nlohmann::json ClusterConfigFollower::statusJson() const {
+  nlohmann::json replication;
+  if (replicationDelivered_) {
+    const auto& [w, from] = *replicationDelivered_;
+    replication = pg::ClusterReplication{w.mode, w.k, w.size}.toJson();
+    replication["from"] = from;
+  }
   return {{"appliedVersion", appliedVersion_ >= 0 ? nlohmann::json(appliedVersion_) : nlohmann::json()},
           {"appliedAt", appliedVersion_ >= 0 ? nlohmann::json(appliedAtMs_) : nlohmann::json()},
           {"shadowed", shadowed_},
-          {"refused", refusal_.empty() ? nlohmann::json() : nlohmann::json(refusal_)}};
+          {"refused", refusal_.empty() ? nlohmann::json() : nlohmann::json(refusal_)},
+          {"replication", replication}};
+}
+
+void ClusterConfigFollower::deliverReplication(int32_t version, const std::optional<pg::ClusterReplication>& cluster) {
+  if (!hostReplication_) {  // sync mode: this state machine reads no format 2
+    if (cluster && cluster->mode == ReplicationMode::kQuorum) {
+      spdlog::warn("cluster configuration version {} asks for quorum mode ({}); this agent runs sync mode "
+                   "(dugong.yaml replication.mode) and reads no quorum state: set replication.mode: quorum there "
+                   "and restart it",
+                   version, cluster->describe());
+    }
+    return;
+  }
+  const ReplicationWanted wanted = cluster ? cluster->wanted() : *hostReplication_;
+  const std::string from = cluster ? "cluster" : "host";
+  if (replicationDelivered_) {
+    const auto& [w, f] = *replicationDelivered_;
+    if (w.mode == wanted.mode && w.k == wanted.k && w.size == wanted.size && f == from) return;
+  }
+  replicationDelivered_ = {wanted, from};
+  spdlog::info("replication wanted: {} (from {})",
+               pg::ClusterReplication{wanted.mode, wanted.k, wanted.size}.describe(),
+               cluster ? "the cluster configuration, version " + std::to_string(version)
+                       : std::string("this host's dugong.yaml: the cluster configuration has no replication block"));
+  coordinator_.deliverReplicationWanted(wanted);
 }
 
 void ClusterConfigFollower::refuse(int32_t version, const std::string& why) {
@@ -49,6 +86,7 @@ void ClusterConfigFollower::onNode(StateNode node) {
     }
     config = std::move(parsed).value();
   }
+  deliverReplication(node.version, config.replication);
   pg::PgOptions host;
   host.settings = hostSettings_;
   shadowed_ = pg::shadowedSettings(host, config);

@@ -8,6 +8,16 @@
 // this host's own postgres.settings override are logged once per version. One application at a time; a version that
 // arrives meanwhile is applied next (only the newest).
 //
+// Replication (docs/decisions/0079-quorum-commit.md section 2): an agent that runs quorum
+// mode (its dugong.yaml's replication.mode: quorum, so its state machine reads format 2)
+// hands the state machine what is wanted of replication (ReplicationWanted, through
+// ZkCoordinator::deliverReplicationWanted) at each version it accepts: the cluster
+// configuration's replication block when it has one, which wins as every cluster-wide
+// setting does (one primary moves the whole cluster's state), else this host's
+// dugong.yaml block (the fallback). Nothing is delivered before the node is first read,
+// so the primary keeps the state's mode meanwhile. An agent in sync mode delivers
+// nothing, and logs once per version a cluster configuration that asks for quorum mode.
+//
 // Threading: on the agent's io_context, like everything in the agent.
 #pragma once
 
@@ -28,9 +38,12 @@ namespace dugong::agent {
 class ClusterConfigFollower {
  public:
   // REQUIRES: `coordinator` and `pg` outlive this object.
-  // `host`: what this host's dugong.yaml allows; `hostSettings`: its postgres.settings.
+  // `host`: what this host's dugong.yaml allows; `hostSettings`: its postgres.settings;
+  // `hostReplication`: its replication block when it runs quorum mode (nullopt: sync mode,
+  // nothing delivered).
   ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgAdapter& pg, std::string path, pg::HostAllowance host,
-                        std::map<std::string, std::string> hostSettings);
+                        std::map<std::string, std::string> hostSettings,
+                        std::optional<ReplicationWanted> hostReplication = std::nullopt);
   ClusterConfigFollower(const ClusterConfigFollower&) = delete;
   ClusterConfigFollower& operator=(const ClusterConfigFollower&) = delete;
 
@@ -40,11 +53,13 @@ class ClusterConfigFollower {
   const std::string& refusal() const { return refusal_; }
   // For /state: {"appliedVersion": N or null, "appliedAt": ms or null, "refused":
   // "version M: why" or null, "shadowed": the cluster's settings this host's own
-  // postgres.settings override (operator review P5)}.
+  // postgres.settings override (operator review P5), "replication": {"mode", "k", "size",
+  // "from": "cluster" or "host"} as last delivered, or null}.
   nlohmann::json statusJson() const;
 
  private:
   void onNode(StateNode node);
+  void deliverReplication(int32_t version, const std::optional<pg::ClusterReplication>& cluster);
   void applyNext();
   void refuse(int32_t version, const std::string& why);
 
@@ -52,6 +67,9 @@ class ClusterConfigFollower {
   std::string path_;
   pg::HostAllowance host_;
   std::map<std::string, std::string> hostSettings_;
+  ZkCoordinator& coordinator_;
+  std::optional<ReplicationWanted> hostReplication_;
+  std::optional<std::pair<ReplicationWanted, std::string>> replicationDelivered_;  // and from where
   std::string refusal_;  // why refusedVersion_ was refused; "" once a version as new is applied
   int32_t refusedVersion_ = -1;
   std::optional<std::pair<int32_t, pg::ClusterConfig>> next_;  // waiting for the one in flight

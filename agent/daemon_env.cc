@@ -133,14 +133,17 @@ Result<bool> ZkCoordinator::join(driver::CoordinatorCallbacks callbacks) {
   leave();
   // Every log line from here on carries the generation of the last cluster state seen,
   // set before the state machine is stepped with it.
-  auto onEvent = [onEvent = std::move(callbacks.onEvent), wanted = replicationWanted_](Event event) {
+  replication_->step = nullptr;
+  auto onEvent = [onEvent = std::move(callbacks.onEvent), delivery = replication_](Event event) {
     const auto* init = std::get_if<ZkInitialized>(&event);
     const auto* changed = std::get_if<ClusterStateChanged>(&event);
     if (init) noteGeneration(init->state);
     if (changed) noteGeneration(changed->state);
     const bool newsOfTheState = init || changed;
     onEvent(std::move(event));
-    if (wanted && newsOfTheState) onEvent(*wanted);
+    if (!newsOfTheState) return;
+    if (!delivery->step) delivery->step = onEvent;
+    if (delivery->wanted) onEvent(*delivery->wanted);
   };
   zk::ZkOptions options = options_;
   options.resume = std::exchange(resume_, std::nullopt);  // a rejoin after a withdrawal opens a new one
@@ -184,13 +187,25 @@ void ZkCoordinator::publishStreaming(bool streams) {
   if (session_) session_->setStreaming(streams);
 }
 
+void ZkCoordinator::deliverReplicationWanted(ReplicationWanted wanted) {
+  replication_->wanted = wanted;
+  if (!replication_->step) return;  // stepped with the next news of the state
+  // Posted: never stepped from inside another step of the state machine.
+  boost::asio::post(io_, [delivery = std::weak_ptr<ReplicationDelivery>(replication_)] {
+    auto d = delivery.lock();
+    if (d && d->step && d->wanted) d->step(*d->wanted);
+  });
+}
+
 void ZkCoordinator::leave() {
+  replication_->step = nullptr;
   failPendingWrite("left ZooKeeper before the write's outcome was known");
   failPendingReport("left ZooKeeper before the takeover report's publication was known");
   session_.reset();
 }
 
 void ZkCoordinator::leaveKeepingMembership() {
+  replication_->step = nullptr;
   failPendingWrite("the agent is stopping before the write's outcome was known");
   failPendingReport("the agent is stopping before the takeover report's publication was known");
   if (!session_) return;

@@ -85,10 +85,11 @@ class ZkCoordinator : public driver::Coordinator {
   void publishReport(const std::optional<TakeoverReport>& report,
                      std::function<void(ReportPublished)> done) override;
   // Quorum mode: `wanted` is stepped after each ZkInitialized and ClusterStateChanged
-  // (so that a state machine the driver starts afresh has it too). Set before join.
-  // Until the cluster configuration carries a `replication` block (0079 section 2), the
-  // agent's configuration is what the primary moves the state towards.
-  void deliverReplicationWanted(ReplicationWanted wanted) { replicationWanted_ = wanted; }
+  // (so that a state machine the driver starts afresh has it too), and at once when it
+  // changes while the session has told the state machine of a state. The agent's
+  // cluster-configuration follower delivers it: the cluster configuration's `replication`
+  // block, else this host's dugong.yaml's (0079 section 2, agent/cluster_config_follower.h).
+  void deliverReplicationWanted(ReplicationWanted wanted);
   // Watches a node in every session from now on (zk::Session::watchNode): its content
   // after each session's setup and at each change. Not part of the driver's Coordinator:
   // the cluster configuration and requests are the daemon's, not the state machine's.
@@ -110,7 +111,13 @@ class ZkCoordinator : public driver::Coordinator {
   bool detached_ = false;
   std::optional<PeerDataState> dataState_;  // published in every session's election node
   std::optional<bool> streaming_;           // likewise
-  std::optional<ReplicationWanted> replicationWanted_;
+  // What is wanted of replication, and how to step it into the state machine of the
+  // session joined (set by join once the session told it of a state; cleared by leave).
+  struct ReplicationDelivery {
+    std::optional<ReplicationWanted> wanted;
+    std::function<void(Event)> step;
+  };
+  std::shared_ptr<ReplicationDelivery> replication_ = std::make_shared<ReplicationDelivery>();
   std::vector<std::pair<std::string, std::function<void(StateNode)>>> watched_;
   // The write in flight: answered exactly once, by the session or by leave().
   uint64_t writeSerial_ = 0;

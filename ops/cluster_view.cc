@@ -45,6 +45,7 @@ nlohmann::json orNull(const std::optional<std::string>& s) { return s ? nlohmann
 
 std::string PeerView::roleLabel(bool withIndex) const {
   if (role == "async" && withIndex) return "async[" + std::to_string(asyncIndex) + "]";
+  if (member() && withIndex) return "member";
   return role;
 }
 
@@ -55,9 +56,21 @@ const PeerView* ClusterView::find(const std::string& id) const {
   return nullptr;
 }
 
+namespace {
+
+// The peer the async chain hangs from: the sync, or the first member of a quorum set.
+const PeerIdentity* chainHead(const ClusterState& s) {
+  if (s.sync) return &*s.sync;
+  if (s.quorum && !s.quorum->members.empty()) return &s.quorum->members.front();
+  return nullptr;
+}
+
+}  // namespace
+
 const PeerView* ClusterView::downstreamOf(const std::string& id) const {
-  if (id == state.primary.id) return state.sync ? find(state.sync->id) : nullptr;
-  std::string prev = state.sync ? state.sync->id : std::string();
+  const PeerIdentity* head = chainHead(state);
+  if (id == state.primary.id) return head ? find(head->id) : nullptr;
+  std::string prev = head ? head->id : std::string();
   for (const auto& a : state.async) {
     if (prev == id) return find(a.id);
     prev = a.id;
@@ -67,15 +80,19 @@ const PeerView* ClusterView::downstreamOf(const std::string& id) const {
 
 const PeerView* ClusterView::upstreamOf(const std::string& id) const {
   if (state.sync && state.sync->id == id) return find(state.primary.id);
+  if (state.quorum && containsPeer(state.quorum->members, id)) return find(state.primary.id);
   int i = indexOfPeer(state.async, id);
   if (i < 0) return nullptr;
-  if (i == 0) return state.sync ? find(state.sync->id) : nullptr;
+  if (i == 0) {
+    const PeerIdentity* head = chainHead(state);
+    return head ? find(head->id) : nullptr;
+  }
   return find(state.async[static_cast<size_t>(i - 1)].id);
 }
 
 std::vector<PeerView> listPeers(const ClusterState& state, const PeerList& active) {
   std::vector<PeerView> out;
-  auto add = [&](const PeerIdentity& id, const std::string& role, int index) {
+  auto add = [&](const PeerIdentity& id, const std::string& role, int index) -> PeerView& {
     PeerView v;
     int a = indexOfPeer(active, id.id);
     v.identity = a >= 0 ? active[static_cast<size_t>(a)] : id;
@@ -83,9 +100,15 @@ std::vector<PeerView> listPeers(const ClusterState& state, const PeerList& activ
     v.asyncIndex = index;
     v.active = a >= 0;
     out.push_back(std::move(v));
+    return out.back();
   };
   add(state.primary, "primary", -1);
   if (state.sync) add(*state.sync, "sync", -1);
+  if (state.quorum) {
+    for (size_t i = 0; i < state.quorum->members.size(); ++i) {
+      add(state.quorum->members[i], "sync", -1).memberIndex = static_cast<int>(i);
+    }
+  }
   for (size_t i = 0; i < state.async.size(); ++i) add(state.async[i], "async", static_cast<int>(i));
   for (const auto& d : state.deposed) add(d, "deposed", -1);
   for (const auto& p : active) {
@@ -149,6 +172,25 @@ std::optional<nlohmann::json> replicationRow(const PeerView& upstream, const std
     if (at(r, "applicationName") == downstreamId) return r;
   }
   return std::nullopt;
+}
+
+const PeerView* quorumWaitedMember(const ClusterView& view) {
+  const ClusterState& s = view.state;
+  const PeerView* primary = view.find(s.primary.id);
+  if (!s.quorum || primary == nullptr) return nullptr;
+  std::vector<std::pair<WalPosition, const PeerView*>> acknowledging;
+  for (const auto& m : s.quorum->members) {
+    auto row = replicationRow(*primary, m.id);
+    if (!row || at(*row, "state") != "streaming" || at(*row, "syncState") != "quorum") continue;
+    const PeerView* p = view.find(m.id);
+    if (auto flush = lsn(at(*row, "flushLsn")); flush && p) acknowledging.emplace_back(*flush, p);
+  }
+  const size_t k = static_cast<size_t>(s.quorum->k);
+  if (k < 1 || acknowledging.size() < k) return nullptr;
+  // Latest first; ties keep the set's order.
+  std::stable_sort(acknowledging.begin(), acknowledging.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  return acknowledging[k - 1].second;
 }
 
 std::optional<uint64_t> lagBytes(const PeerView& upstream, const std::string& downstreamId) {
@@ -224,7 +266,9 @@ std::vector<StatusRow> statusRows(const ClusterView& view) {
     auto wal = ownWal(p);
     c["wal"] = wal ? nlohmann::json(wal->toString()) : nlohmann::json(nullptr);
     for (const char* k : {"repl", "sent", "write", "flush", "replay", "lagbytes"}) c[k] = nullptr;
-    if (const PeerView* down = view.downstreamOf(p.identity.id)) {
+    const PeerView* down = p.role == "primary" && view.state.quorum ? quorumWaitedMember(view)
+                                                                      : view.downstreamOf(p.identity.id);
+    if (down != nullptr) {
       if (auto row = replicationRow(p, down->identity.id)) {
         c["repl"] = orNull(text(at(*row, "syncState")));
         c["sent"] = orNull(text(at(*row, "sentLsn")));

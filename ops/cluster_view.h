@@ -22,9 +22,11 @@ std::string roleInState(const ClusterState& state, const std::string& id);
 struct PeerView {
   PeerIdentity identity;
   // From the cluster state: "primary", "sync", "async", "deposed", or "unassigned"
-  // (active in ZooKeeper but not in the state).
+  // (active in ZooKeeper but not in the state). A member of a quorum-mode set (format 2,
+  // docs/decisions/0079) is a "sync" with its memberIndex.
   std::string role;
   int asyncIndex = -1;      // for "async"
+  int memberIndex = -1;     // for a member of the quorum set: its place in quorum.members
   bool active = false;      // has an election node (a live ZooKeeper session)
   // The agent's GET /state body; null when the agent did not answer (then agentError
   // says why) or has no status URL (backupUrl).
@@ -32,7 +34,9 @@ struct PeerView {
   std::string agentError;
 
   bool reachable() const { return status.is_object(); }
-  // Role as printed in tables: "async" carries its index ("async[1]") only when asked.
+  bool member() const { return memberIndex >= 0; }
+  // Role as printed in tables: "async" carries its index ("async[1]") only when asked;
+  // a quorum member is "sync", or "member" when asked for the detail.
   std::string roleLabel(bool withIndex) const;
 };
 
@@ -42,12 +46,15 @@ struct ClusterView {
   ClusterState state;
   int32_t version = -1;
   PeerList active;  // session order
-  std::vector<PeerView> peers;  // primary, sync, asyncs in order, deposed, then unassigned
+  // primary, sync (or the quorum members in set order), asyncs in order, deposed, then
+  // unassigned
+  std::vector<PeerView> peers;
   EpochMs now = 0;
 
   const PeerView* find(const std::string& id) const;
   // The peer streaming from `id` in the replication chain (primary -> sync -> async[0]
-  // -> async[1] ...), or nullptr.
+  // -> async[1] ...), or nullptr. In quorum mode every member streams from the primary
+  // and the chain hangs from the first member: the primary's downstream is that member.
   const PeerView* downstreamOf(const std::string& id) const;
   // The peer `id` streams from, or nullptr (the primary, deposed and unassigned peers).
   const PeerView* upstreamOf(const std::string& id) const;
@@ -55,6 +62,8 @@ struct ClusterView {
 
 // The peers in display order, without agent statuses (status null). The identity of a
 // peer comes from its election node when it is active (fresher), else from the state.
+// Every member of a quorum-mode set is listed, present or not (a member whose agent is
+// gone has a row, inactive).
 std::vector<PeerView> listPeers(const ClusterState& state, const PeerList& active);
 
 // Why `p` has an election node, in words for a refusal: its agent runs (it answered
@@ -78,6 +87,10 @@ std::optional<std::string> walReceiverStatus(const PeerView& p);
 std::string lastRejoinError(const PeerView& p);
 // The row of `upstream`'s pg_stat_replication whose application_name is `downstreamId`.
 std::optional<nlohmann::json> replicationRow(const PeerView& upstream, const std::string& downstreamId);
+// In a quorum-mode view: the member whose stream the primary's commits wait for (the
+// k-th latest flush among the members its pg_stat_replication shows streaming with
+// sync_state quorum), or nullptr (sync mode, the primary silent, fewer than k such).
+const PeerView* quorumWaitedMember(const ClusterView& view);
 // Bytes by which `downstream` replays behind `upstream` (upstream's own WAL minus the
 // replay position in upstream's replication row for it), or nullopt when unknown.
 std::optional<uint64_t> lagBytes(const PeerView& upstream, const std::string& downstreamId);
@@ -95,7 +108,9 @@ const std::vector<std::string>& pgStatusWideColumns();
 
 // One row per peer; cells by column name. REPL, SENT, WRITE, FLUSH, REPLAY and
 // LAGBYTES describe replication from this peer to its downstream (as manatee-adm
-// pg-status does); LAG is this peer's own replay lag; PG is "ok", "fail" (postgres not
+// pg-status does); a quorum-mode primary's row, the stream its commits wait for: the
+// member with the k-th latest flush among those streaming with sync_state quorum
+// (quorumWaitedMember); LAG is this peer's own replay lag; PG is "ok", "fail" (postgres not
 // accepting connections) or "unknown" (agent did not answer).
 struct StatusRow {
   std::string role;

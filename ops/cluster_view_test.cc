@@ -35,6 +35,46 @@ TEST(ClusterView, KnowsTheReplicationChain) {
   EXPECT_EQ(v.upstreamOf("d")->identity.id, "c");
 }
 
+// Quorum mode (docs/decisions/0079): every member is listed as a sync with its place in
+// the set, present or not, and the async chain hangs from the first member.
+TEST(ListPeers, ListsEveryQuorumMemberPresentOrNot) {
+  ClusterState s = quorumPeers(1, {"b", "d"}, {"c"});
+  PeerList active = {peer("a"), peer("b"), peer("c"), peer("e")};
+  auto peers = listPeers(s, active);
+  std::vector<std::string> got;
+  for (const auto& p : peers) {
+    got.push_back(p.identity.id + ":" + p.roleLabel(false) + "/" + p.roleLabel(true) + (p.active ? "+" : "-") +
+                  std::to_string(p.memberIndex));
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"a:primary/primary+-1", "b:sync/member+0", "d:sync/member-1",
+                                           "c:async/async[0]+-1", "e:unassigned/unassigned+-1"}));
+}
+
+TEST(ClusterView, KnowsTheQuorumChainAndTheMemberCommitsWaitFor) {
+  ClusterView v = healthyView(quorumPeers(1, {"b", "d"}, {"c"}));
+  EXPECT_EQ(v.upstreamOf("b")->identity.id, "a");
+  EXPECT_EQ(v.upstreamOf("d")->identity.id, "a");
+  EXPECT_EQ(v.upstreamOf("c")->identity.id, "b");
+  EXPECT_EQ(v.downstreamOf("a")->identity.id, "b");
+  EXPECT_EQ(v.downstreamOf("b")->identity.id, "c");
+  EXPECT_EQ(v.downstreamOf("d"), nullptr);
+  // ANY 1: the latest flush; ANY 2: the second latest; a member not streaming with
+  // sync_state quorum is not counted.
+  PeerView& a = mutablePeer(v, "a");
+  a.status["postgres"]["replication"][0]["flushLsn"] = "0/4000000";
+  EXPECT_EQ(quorumWaitedMember(v)->identity.id, "d");
+  v.state.quorum->k = 2;
+  EXPECT_EQ(quorumWaitedMember(v)->identity.id, "b");
+  a.status["postgres"]["replication"][0]["syncState"] = "async";
+  EXPECT_EQ(quorumWaitedMember(v), nullptr);
+  v.state.quorum->k = 1;
+  EXPECT_EQ(quorumWaitedMember(v)->identity.id, "d");
+  auto rows = statusRows(v);
+  EXPECT_EQ(rows[0].cell("repl"), "quorum");  // the primary's row: the stream to d
+  EXPECT_EQ(rows[0].cell("flush"), "0/5000000");
+  EXPECT_EQ(rows[1].cell("repl"), "async");  // b's row: its stream to c
+}
+
 TEST(AgentStatus, ReadsPositionsAndToleratesGarbage) {
   ClusterView v = healthyView(threePeers());
   PeerView& a = mutablePeer(v, "a");

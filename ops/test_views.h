@@ -52,7 +52,28 @@ inline nlohmann::json standbyStatus(const std::string& lsn, nlohmann::json rows,
             {"replication", std::move(rows)}}}};
 }
 
-// A healthy view of `state`: every peer active and answering, all streaming at 0/5000000.
+// A format-2 (quorum-mode) state: primary a, ANY k of `members`, asyncs `asyncs`.
+inline ClusterState quorumPeers(int k, const std::vector<std::string>& members,
+                                const std::vector<std::string>& asyncs = {}) {
+  ClusterState s = threePeers(asyncs);
+  s.sync.reset();
+  Quorum q;
+  q.k = k;
+  for (const auto& id : members) q.members.push_back(peer(id));
+  s.quorum = q;
+  return s;
+}
+
+// The rule a primary's agent applied to its postgres (its /state's peer.pg.applied).
+inline nlohmann::json appliedQuorum(int k, const std::vector<std::string>& members) {
+  nlohmann::json ids = nlohmann::json::array();
+  for (const auto& id : members) ids.push_back(peer(id).toJson());
+  return {{"role", "primary"}, {"quorum", {{"k", k}, {"members", ids}}}};
+}
+
+// A healthy view of `state`: every peer active and answering, all streaming at 0/5000000
+// (in quorum mode every member streams from the primary with sync_state quorum, and the
+// primary's agent applied the state's rule).
 inline ClusterView healthyView(const ClusterState& state) {
   ClusterView v;
   v.cluster = "test";
@@ -62,14 +83,24 @@ inline ClusterView healthyView(const ClusterState& state) {
   v.now = 1700000000000;
   v.active.push_back(state.primary);
   if (state.sync) v.active.push_back(*state.sync);
+  if (state.quorum) v.active.insert(v.active.end(), state.quorum->members.begin(), state.quorum->members.end());
   for (const auto& a : state.async) v.active.push_back(a);
   v.peers = listPeers(state, v.active);
   const std::string lsn = "0/5000000";
   for (auto& p : v.peers) {
-    const PeerView* down = v.downstreamOf(p.identity.id);
     nlohmann::json rows = nlohmann::json::array();
-    if (down) rows.push_back(replRow(down->identity.id, p.role == "primary" ? "sync" : "async", lsn));
+    if (p.role == "primary" && state.quorum) {
+      for (const auto& m : state.quorum->members) rows.push_back(replRow(m.id, "quorum", lsn));
+    } else if (const PeerView* down = v.downstreamOf(p.identity.id)) {
+      rows.push_back(replRow(down->identity.id, p.role == "primary" ? "sync" : "async", lsn));
+    }
     p.status = p.role == "primary" ? primaryStatus(lsn, rows) : standbyStatus(lsn, rows);
+  }
+  if (state.quorum) {
+    std::vector<std::string> ids;
+    for (const auto& m : state.quorum->members) ids.push_back(m.id);
+    v.peers.front().status["peer"]["pg"]["applied"] = appliedQuorum(state.quorum->k, ids);
+    v.peers.front().status["peer"]["quorum"] = {{"mode", "quorum"}, {"step", nullptr}};
   }
   return v;
 }

@@ -8,9 +8,60 @@
 
 namespace dugong::pg {
 
+nlohmann::json ClusterReplication::toJson() const {
+  return {{"mode", mode == ReplicationMode::kQuorum ? "quorum" : "sync"}, {"k", k}, {"size", size}};
+}
+
+std::string ClusterReplication::describe() const {
+  if (mode == ReplicationMode::kQuorum) {
+    return "quorum: a commit waits for " + std::to_string(k) + " of a set of " + std::to_string(size) + " members";
+  }
+  return "sync (Manatee's one sync; k " + std::to_string(k) + " and size " + std::to_string(size) +
+         " kept for quorum mode)";
+}
+
+const std::vector<std::string>& replicationKeys() {
+  static const std::vector<std::string> keys = {"mode", "k", "size"};
+  return keys;
+}
+
+Result<bool> setReplicationField(ClusterReplication& r, const std::string& key, const std::string& value) {
+  if (key == "mode") {
+    if (value != "sync" && value != "quorum") {
+      return Error{"replication.mode: expected sync or quorum, found \"" + value + "\""};
+    }
+    r.mode = value == "quorum" ? ReplicationMode::kQuorum : ReplicationMode::kSync;
+    return true;
+  }
+  if (key != "k" && key != "size") {
+    return Error{"replication." + key + ": unknown (replication.mode, replication.k and replication.size are known)"};
+  }
+  int n = 0;
+  size_t used = 0;
+  try {
+    n = std::stoi(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size()) return Error{"replication." + key + ": expected a whole number, found \"" + value + "\""};
+  (key == "k" ? r.k : r.size) = n;
+  return true;
+}
+
+Result<bool> validateReplication(const ClusterReplication& r) {
+  if (r.k < 1 || r.k > 64) return Error{"replication.k: " + std::to_string(r.k) + " is outside 1..64"};
+  if (r.size < 2 || r.size > 64) return Error{"replication.size: " + std::to_string(r.size) + " is outside 2..64"};
+  if (r.k >= r.size) {
+    return Error{"replication.k (" + std::to_string(r.k) + ") must be below replication.size (" +
+                 std::to_string(r.size) + "): with k = size every member's failure stalls writes"};
+  }
+  return true;
+}
+
 std::string ClusterConfig::serialize() const {
-  nlohmann::json j = {{"format", format}, {"settings", settings}, {"hba", hba}};
+  nlohmann::json j = {{"format", format()}, {"settings", settings}, {"hba", hba}};
   if (!backup.empty()) j["backup"] = backup;
+  if (replication) j["replication"] = replication->toJson();
   return j.dump(2) + "\n";
 }
 
@@ -19,10 +70,10 @@ Result<ClusterConfig> ClusterConfig::parse(std::string_view bytes) {
   if (j.is_discarded() || !j.is_object()) return Error{"the cluster configuration is not a JSON object"};
   ClusterConfig c;
   try {
-    c.format = j.value("format", 0);
-    if (c.format < 1) return Error{"the cluster configuration has no format (a positive integer)"};
-    if (c.format > kClusterConfigFormat) {
-      return Error{"the cluster configuration has format " + std::to_string(c.format) + ", newer than the format " +
+    const int format = j.value("format", 0);
+    if (format < 1) return Error{"the cluster configuration has no format (a positive integer)"};
+    if (format > kClusterConfigFormat) {
+      return Error{"the cluster configuration has format " + std::to_string(format) + ", newer than the format " +
                    std::to_string(kClusterConfigFormat) +
                    " this dugong knows; it was written by a newer version: upgrade this dugong first"};
     }
@@ -39,9 +90,24 @@ Result<ClusterConfig> ClusterConfig::parse(std::string_view bytes) {
       if (!v.is_string()) return Error{"cluster configuration: backup." + k + " is not a string"};
       c.backup[k] = v.get<std::string>();
     }
+    if (auto r = j.find("replication"); r != j.end()) {
+      if (format < 2) return Error{"cluster configuration: the replication field needs format 2"};
+      if (!r->is_object()) return Error{"cluster configuration: replication must be an object"};
+      ClusterReplication rep;
+      for (const auto& [k, v] : r->items()) {
+        if (k == "mode" && !v.is_string()) return Error{"cluster configuration: replication.mode is not a string"};
+        if (k != "mode" && !v.is_number_integer()) {
+          return Error{"cluster configuration: replication." + k + " is not a whole number"};
+        }
+        auto set = setReplicationField(rep, k, k == "mode" ? v.get<std::string>() : std::to_string(v.get<int64_t>()));
+        if (!set) return Error{"cluster configuration: " + set.error()};
+      }
+      c.replication = rep;
+    }
     for (const auto& [k, v] : j.items()) {
-      if (k != "format" && k != "settings" && k != "hba" && k != "backup") {
-        return Error{"cluster configuration: unknown field '" + k + "' (known: format, settings, hba, backup)"};
+      if (k != "format" && k != "settings" && k != "hba" && k != "backup" && k != "replication") {
+        return Error{"cluster configuration: unknown field '" + k + "' (known: format, settings, hba, backup, "
+                     "replication)"};
       }
     }
   } catch (const nlohmann::json::exception& e) {
@@ -53,6 +119,9 @@ Result<ClusterConfig> ClusterConfig::parse(std::string_view bytes) {
 Result<bool> validateClusterConfig(const ClusterConfig& config) {
   if (auto ok = validateSettings(config.settings); !ok) return ok;
   if (auto b = BackupSettings::parse(config.backup); !b) return Error{b.error()};
+  if (config.replication) {
+    if (auto ok = validateReplication(*config.replication); !ok) return ok;
+  }
   return validateHbaLines(config.hba);
 }
 

@@ -10,29 +10,65 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "pg/options.h"
+#include "statemachine/event.h"
+#include "statemachine/quorum.h"
 #include "statemachine/result.h"
 
 namespace dugong::pg {
 
-// The format this build writes and reads. A node of a newer format is refused: its
-// meaning is unknown to this build, so nothing is applied from it.
-inline constexpr int kClusterConfigFormat = 1;
+// The newest format this build reads. A node of a newer format is refused: its meaning
+// is unknown to this build, so nothing is applied from it. Format 1: settings, hba,
+// backup. Format 2 adds `replication` (docs/decisions/0079-quorum-commit.md section 2),
+// and is written only when the configuration has one: a configuration without it keeps
+// format 1, which an agent of an earlier release still reads.
+inline constexpr int kClusterConfigFormat = 2;
+
+// The cluster-wide replication setting: Manatee's one sync, or quorum commit with a set
+// of `size` members of which a commit waits for `k` (ReplicationWanted, what the primary
+// moves the cluster state to, one step at a time). k and size are kept in sync mode too
+// (the next switch to quorum mode uses them) and checked alike: 1 <= k < size <= 64.
+struct ClusterReplication {
+  ReplicationMode mode = ReplicationMode::kSync;
+  int k = 1;
+  int size = 2;
+
+  ReplicationWanted wanted() const { return ReplicationWanted{mode, k, size}; }
+  // {"k": 1, "mode": "quorum", "size": 2}
+  nlohmann::json toJson() const;
+  // "quorum, k 1 of a set of 2" / "sync (k 1, size 2 kept for quorum mode)"
+  std::string describe() const;
+  bool operator==(const ClusterReplication&) const = default;
+};
+
+// The keys `dugong-adm config set` takes for it, after "replication.".
+const std::vector<std::string>& replicationKeys();  // mode, k, size
+// Sets one field from its text ("quorum", "2"): the key and the value checked, not yet
+// the whole (validateReplication).
+Result<bool> setReplicationField(ClusterReplication& r, const std::string& key, const std::string& value);
+// 1 <= k < size <= 64 (with k = size every member's failure stalls writes).
+Result<bool> validateReplication(const ClusterReplication& r);
 
 struct ClusterConfig {
-  int format = kClusterConfigFormat;
   std::map<std::string, std::string> settings;
   std::vector<std::string> hba;
   // Backups with pgBackRest (pg/pgbackrest.h BackupSettings): archive, stanza,
   // replica-methods and pgBackRest's repository options. Absent from the JSON when empty.
   std::map<std::string, std::string> backup;
+  // The replication setting (format 2); absent: each agent's dugong.yaml `replication`
+  // block decides (the fallback), and the primary keeps the state's mode, k and size
+  // until its agent says otherwise.
+  std::optional<ClusterReplication> replication;
 
-  // {"format": 1, "settings": {...}, "hba": [...], "backup": {...}}, keys sorted: the same
-  // configuration always has the same bytes.
+  // The format its bytes have: 2 with a replication block, else 1.
+  int format() const { return replication ? 2 : 1; }
+  // {"format": 1, "settings": {...}, "hba": [...], "backup": {...}, "replication": {...}},
+  // keys sorted: the same configuration always has the same bytes.
   std::string serialize() const;
   // Refuses what is not JSON, a field of the wrong type, and a newer format.
   static Result<ClusterConfig> parse(std::string_view bytes);
@@ -41,7 +77,8 @@ struct ClusterConfig {
 
 // The rules `dugong --check` applies to postgres.settings and postgres.hba, for the
 // cluster's: names, managed settings, values on one line, wal_level replica or logical;
-// and the backup section's (BackupSettings::parse).
+// the backup section's (BackupSettings::parse); and the replication block's
+// (validateReplication).
 Result<bool> validateClusterConfig(const ClusterConfig& config);
 
 // This host's options with the cluster's configuration folded in (see the precedence

@@ -1,6 +1,7 @@
 #include "pg/cluster_config.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "pg/settings_catalog.h"
 
@@ -18,13 +19,75 @@ TEST(ClusterConfig, RoundTripsWithStableBytes) {
 }
 
 TEST(ClusterConfig, RefusesANewerFormatAndBadFields) {
-  auto newer = ClusterConfig::parse(R"({"format": 2, "settings": {}})");
+  auto newer = ClusterConfig::parse(R"({"format": 3, "settings": {}})");
   ASSERT_FALSE(newer);
   EXPECT_NE(newer.error().find("newer"), std::string::npos) << newer.error();
   EXPECT_FALSE(ClusterConfig::parse("not json"));
   EXPECT_FALSE(ClusterConfig::parse(R"({"format": 1, "settings": {"work_mem": 4}})"));
   EXPECT_FALSE(ClusterConfig::parse(R"({"format": 1, "extra": true})"));
   EXPECT_FALSE(ClusterConfig::parse(R"({"settings": {}})"));
+}
+
+// The replication block (docs/decisions/0079 section 2): format 2, written only with it,
+// so that a configuration without one keeps the bytes an earlier release reads.
+TEST(ClusterConfig, AReplicationBlockIsFormat2AndOnlyIt) {
+  ClusterConfig c;
+  c.settings = {{"work_mem", "8MB"}};
+  EXPECT_EQ(c.format(), 1);
+  EXPECT_EQ(nlohmann::json::parse(c.serialize())["format"], 1);
+  EXPECT_FALSE(nlohmann::json::parse(c.serialize()).contains("replication"));
+  c.replication = ClusterReplication{ReplicationMode::kQuorum, 1, 2};
+  EXPECT_EQ(c.format(), 2);
+  const auto j = nlohmann::json::parse(c.serialize());
+  EXPECT_EQ(j["format"], 2);
+  EXPECT_EQ(j["replication"], nlohmann::json({{"mode", "quorum"}, {"k", 1}, {"size", 2}}));
+  auto parsed = ClusterConfig::parse(c.serialize());
+  ASSERT_TRUE(parsed) << parsed.error();
+  EXPECT_EQ(parsed.value(), c);
+  EXPECT_EQ(parsed->serialize(), c.serialize());
+  EXPECT_EQ(parsed->replication->wanted().mode, ReplicationMode::kQuorum);
+  // A format-2 node without the block reads; the block in a format-1 node does not.
+  EXPECT_TRUE(ClusterConfig::parse(R"({"format": 2, "settings": {}})"));
+  for (const auto& [bytes, why] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"format": 1, "replication": {"mode": "quorum", "k": 1, "size": 2}})", "needs format 2"},
+           {R"({"format": 2, "replication": "quorum"})", "must be an object"},
+           {R"({"format": 2, "replication": {"mode": "raft"}})", "expected sync or quorum"},
+           {R"({"format": 2, "replication": {"mode": 2}})", "replication.mode is not a string"},
+           {R"({"format": 2, "replication": {"k": "1"}})", "replication.k is not a whole number"},
+           {R"({"format": 2, "replication": {"quorum": 1}})", "replication.quorum: unknown"}}) {
+    auto bad = ClusterConfig::parse(bytes);
+    ASSERT_FALSE(bad) << bytes;
+    EXPECT_NE(bad.error().find(why), std::string::npos) << bad.error();
+  }
+}
+
+TEST(ClusterConfig, ReplicationFieldsAndTheirRule) {
+  ClusterReplication r;
+  EXPECT_EQ(r.mode, ReplicationMode::kSync);  // the default stays Manatee's
+  ASSERT_TRUE(setReplicationField(r, "mode", "quorum"));
+  ASSERT_TRUE(setReplicationField(r, "k", "2"));
+  ASSERT_TRUE(setReplicationField(r, "size", "3"));
+  EXPECT_EQ(r, (ClusterReplication{ReplicationMode::kQuorum, 2, 3}));
+  EXPECT_TRUE(validateReplication(r));
+  EXPECT_FALSE(setReplicationField(r, "mode", "Quorum"));
+  EXPECT_FALSE(setReplicationField(r, "k", "two"));
+  EXPECT_FALSE(setReplicationField(r, "k", "2x"));
+  EXPECT_FALSE(setReplicationField(r, "k", ""));
+  EXPECT_FALSE(setReplicationField(r, "members", "3"));
+  for (const auto& [bad, why] : std::vector<std::pair<ClusterReplication, std::string>>{
+           {{ReplicationMode::kQuorum, 2, 2}, "must be below replication.size"},
+           {{ReplicationMode::kQuorum, 3, 2}, "must be below replication.size"},
+           {{ReplicationMode::kSync, 2, 2}, "must be below"},  // checked in sync mode too
+           {{ReplicationMode::kQuorum, 0, 2}, "replication.k: 0 is outside 1..64"},
+           {{ReplicationMode::kQuorum, 1, 65}, "replication.size: 65 is outside 2..64"},
+           {{ReplicationMode::kQuorum, 1, 1}, "replication.size: 1 is outside 2..64"}}) {
+    auto v = validateReplication(bad);
+    ASSERT_FALSE(v) << bad.describe();
+    EXPECT_NE(v.error().find(why), std::string::npos) << v.error();
+    ClusterConfig c;
+    c.replication = bad;
+    EXPECT_FALSE(validateClusterConfig(c));  // the agent refuses what dugong-adm would
+  }
 }
 
 TEST(ClusterConfig, ValidatedWithTheRulesOfCheck) {

@@ -5,7 +5,8 @@
 // guarantee, no unsafe hba line, unless clusterConfig.allowUnsafe lists it); and each
 // value as the local postgres binary checks it at its start (pg/settings_catalog.h). A
 // refused change writes nothing. A write is a test-and-set on the version read, with a
-// history record.
+// history record. The replication block (replication.mode, .k, .size: docs/decisions/
+// 0079) is checked against the cluster too (tools/adm/replication_change.h).
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -23,11 +24,14 @@
 #include "pg/settings_catalog.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/config_file.h"
+#include "tools/adm/quorum_view.h"
+#include "tools/adm/replication_change.h"
 
 namespace dugong::adm {
 namespace {
 
 const std::string kBackupPrefix = "backup.";
+const std::string kReplicationPrefix = "replication.";
 
 struct ConfigArgs {
   std::vector<std::string> assignments;  // KEY=VALUE
@@ -108,6 +112,35 @@ Result<std::vector<std::string>> validateAgainstPostgres(const pg::ClusterConfig
   return restartOnly;
 }
 
+// A change of the replication block checked against the cluster as it is now: its state
+// (one-node-write mode), the present peers (their election nodes) and their agents.
+Result<ReplicationCheck> checkReplicationAgainstCluster(zk::Client& client, const CommonOptions& common,
+                                                        const pg::ClusterConfig& before,
+                                                        const pg::ClusterConfig& next) {
+  if (before.replication == next.replication) return ReplicationCheck{};
+  auto nodes = client.electionNodes();
+  if (!nodes) return Error{"reading the election: " + nodes.error()};
+  std::map<std::string, std::string> electionData;
+  for (const auto& e : *nodes) {
+    if (e.identity) electionData[e.identity->id] = e.data;
+  }
+  auto st = client.readState();
+  if (!st) return Error{"reading the cluster state: " + st.error()};
+  ReplicationFacts facts;
+  if (st->exists) {
+    auto view = fetchView(client, common.cluster, true, std::chrono::seconds(3),
+                          formatsToShow(st->data, ClusterState::Formats::kSyncAndStandby));
+    if (!view) return Error{view.error()};
+    facts = replicationFacts(*view, electionData);
+  } else {  // no cluster yet: the peers already present, by their election nodes only
+    for (const auto& e : *nodes) {
+      if (!e.identity) continue;
+      facts.present.push_back(PresentPeer{*e.identity, publishedStateFormat(e.data), std::nullopt});
+    }
+  }
+  return checkReplicationChange(before.replication, next.replication, facts);
+}
+
 // Validates `next` and writes it at the version read; prints what changed.
 int writeConfig(const CommonOptions& common, zk::Client& client, const ConfigRead& before,
                 const pg::ClusterConfig& next, const ConfigArgs& a, const std::string& what) {
@@ -117,9 +150,13 @@ int writeConfig(const CommonOptions& common, zk::Client& client, const ConfigRea
   if (!restartOnly) {
     return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + restartOnly.error());
   }
+  auto replication = checkReplicationAgainstCluster(client, common, before.config, next);
+  if (!replication) {
+    return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + replication.error());
+  }
   auto changed = pg::changedSettings(before.config.settings, next.settings);
   if (before.version >= 0 && changed.empty() && before.config.hba == next.hba &&
-      before.config.backup == next.backup) {
+      before.config.backup == next.backup && before.config.replication == next.replication) {
     std::cout << "the cluster configuration already says so; nothing written\n";
     return kExitOk;
   }
@@ -138,15 +175,25 @@ int writeConfig(const CommonOptions& common, zk::Client& client, const ConfigRea
       if (k == r) pending.push_back(k);
     }
   }
+  for (const auto& warning : replication->warnings) std::cerr << "warning: " << warning << "\n";
   if (common.json) {
     std::cout << nlohmann::json({{"ok", true}, {"version", w.newVersion}, {"changed", changed},
                                  {"needRestart", pending}, {"hbaChanged", before.config.hba != next.hba},
-                                 {"shadowedHere", shadowed}})
+                                 {"shadowedHere", shadowed},
+                                 {"replication", next.replication ? next.replication->toJson() : nlohmann::json()},
+                                 {"warnings", replication->warnings}})
                      .dump(2)
               << "\n";
     return kExitOk;
   }
   std::cout << "cluster configuration written (version " << w.newVersion << "): every agent reloads postgres\n";
+  if (before.config.replication != next.replication) {
+    std::cout << "replication: "
+              << (next.replication ? next.replication->describe()
+                                   : std::string("none in the cluster configuration: each agent's dugong.yaml "
+                                                 "replication block decides"))
+              << "; the primary moves the cluster state there one step at a time (dugong-adm show)\n";
+  }
   for (const auto& k : changed) {
     auto it = next.settings.find(k);
     std::cout << "  " << k << " = " << (it == next.settings.end() ? "(default)" : pg::confQuote(it->second)) << "\n";
@@ -212,21 +259,49 @@ int runSet(const CommonOptions& common, const ConfigArgs& a) {
   auto before = readConfig(*client);
   if (!before) return fail(kExitFailed, before.error());
   pg::ClusterConfig next = before->config;
-  next.format = pg::kClusterConfigFormat;
   std::string what = "config set";
+  for (const auto& k : a.unset) {  // first: `--unset replication replication.mode=sync` starts afresh
+    if (k == "replication") {
+      next.replication.reset();
+    } else if (k.rfind(kReplicationPrefix, 0) == 0) {
+      return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + k +
+                                  " is not unset alone: --unset replication removes the whole block");
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> assignments;
   for (const auto& text : a.assignments) {
     auto kv = pg::parseAssignment(text);
     if (!kv) return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + kv.error());
-    // backup.KEY: the backup section (pg/pgbackrest.h), not a postgres setting.
-    if (kv->first.rfind(kBackupPrefix, 0) == 0) {
-      next.backup[kv->first.substr(kBackupPrefix.size())] = kv->second;
+    assignments.push_back(std::move(kv).value());
+  }
+  const bool namesMode = std::any_of(assignments.begin(), assignments.end(),
+                                     [](const auto& kv) { return kv.first == kReplicationPrefix + "mode"; });
+  for (size_t i = 0; i < assignments.size(); ++i) {
+    const auto& [name, value] = assignments[i];
+    const std::string& text = a.assignments[i];
+    // backup.KEY: the backup section (pg/pgbackrest.h), not a postgres setting;
+    // replication.KEY: the replication block (docs/decisions/0079).
+    if (name.rfind(kReplicationPrefix, 0) == 0) {
+      const std::string key = name.substr(kReplicationPrefix.size());
+      if (!next.replication && !namesMode) {
+        return fail(kExitUsage, "refused, the cluster configuration is unchanged: the cluster configuration has no "
+                                "replication block yet: name replication.mode too (sync or quorum)");
+      }
+      if (!next.replication) next.replication = pg::ClusterReplication{};
+      if (auto ok = pg::setReplicationField(*next.replication, key, value); !ok) {
+        return fail(kExitUsage, "refused, the cluster configuration is unchanged: " + ok.error());
+      }
+    } else if (name.rfind(kBackupPrefix, 0) == 0) {
+      next.backup[name.substr(kBackupPrefix.size())] = value;
     } else {
-      next.settings[kv->first] = kv->second;
+      next.settings[name] = value;
     }
     what += " " + text;
   }
   for (const auto& k : a.unset) {
-    if (k.rfind(kBackupPrefix, 0) == 0) {
+    if (k == "replication") {
+      // done above
+    } else if (k.rfind(kBackupPrefix, 0) == 0) {
       next.backup.erase(k.substr(kBackupPrefix.size()));
     } else {
       next.settings.erase(k);
@@ -317,8 +392,11 @@ void addConfigCommands(CLI::App& app, const CommonOptions& common, Commands& out
   set->add_option("KEY=VALUE", a->assignments,
                   "postgres settings to set, the value kept exactly (a trailing space included) or written "
                   "in single quotes ('%m [%p] ', '' for a quote inside); backup.KEY=VALUE sets the backup "
-                  "section (archive=on, repo1-path=..., replica-methods=pgbackrest,basebackup)");
-  set->add_option("--unset", a->unset, "settings to remove (back to the default)");
+                  "section (archive=on, repo1-path=..., replica-methods=pgbackrest,basebackup); "
+                  "replication.mode=sync|quorum, replication.k=K, replication.size=N the cluster's replication "
+                  "(1 <= k < size; quorum: a commit waits for k of a set of size members)");
+  set->add_option("--unset", a->unset, "settings to remove (back to the default); --unset replication removes "
+                                       "the replication block (each agent's dugong.yaml decides again)");
   set->add_option("--add-hba", a->addHba, "a pg_hba.conf line to append");
   set->add_option("--remove-hba", a->removeHba, "a pg_hba.conf line to remove");
   binDir(set);

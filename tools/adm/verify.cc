@@ -76,8 +76,18 @@ void checkHotStandbyFloor(Checker& c, const ClusterView& view, const PeerView& p
             "postgres.settings set them lower must raise them)");
 }
 
-void checkStreaming(Checker& c, const ClusterView& view, const PeerView& p, bool synchronous,
+// What a standby's upstream must report as its sync_state: "sync" for Manatee's sync,
+// "quorum" for a member of an `ANY k (...)` set, nothing for an async. `step`: the
+// membership step the primary has in flight ("" none): a member's sync_state that
+// differs while one runs is the step's doing, noted, not a problem.
+struct Synchronous {
+  std::string syncState;
+  std::string step;
+};
+
+void checkStreaming(Checker& c, const ClusterView& view, const PeerView& p, const Synchronous& expected,
                     const VerifyOptions& o) {
+  const bool synchronous = !expected.syncState.empty();
   const PeerView* up = view.upstreamOf(p.identity.id);
   const std::string name = p.roleLabel(true) + " " + p.identity.id;
   if (!up) {
@@ -99,11 +109,17 @@ void checkStreaming(Checker& c, const ClusterView& view, const PeerView& p, bool
     c.problem(name + " is connected to " + up->identity.id + " but " + (state.empty() ? "not streaming" : state));
     return;
   }
-  if (synchronous && syncState != "sync") {
-    c.problem(name + " streams from " + up->identity.id + " but not synchronously (sync_state " + syncState + ")");
+  if (synchronous && syncState != expected.syncState && !expected.step.empty()) {
+    c.ok(name + " streams from " + up->identity.id + " with sync_state " + syncState +
+         " while a membership step is in flight (" + expected.step + ")");
+  } else if (synchronous && syncState != expected.syncState) {
+    c.problem(name + " streams from " + up->identity.id + " but not synchronously (sync_state " + syncState +
+              (expected.syncState == "sync" ? "" : ", not " + expected.syncState) + ")");
     return;
+  } else {
+    c.ok(name + " streams from " + up->identity.id + (synchronous ? " synchronously" : "") +
+         (expected.syncState == "quorum" ? " (sync_state quorum)" : ""));
   }
-  c.ok(name + " streams from " + up->identity.id + (synchronous ? " synchronously" : ""));
   if (replayPaused(p)) {
     c.problem(name + ": its replay is paused: it receives WAL but applies none" +
               std::string(synchronous ? ", and a takeover by it waits until replay ends" : "") +
@@ -119,6 +135,84 @@ void checkStreaming(Checker& c, const ClusterView& view, const PeerView& p, bool
             name + " lags " + std::to_string(*lag) + " bytes behind " + up->identity.id + " (more than " +
                 std::to_string(o.maxLagBytes) + ")");
   }
+}
+
+// The membership step a quorum-mode primary has in flight (its /state's
+// peer.quorum.step), "" when none or not said.
+std::string stepInFlight(const PeerView& primary) {
+  if (!primary.reachable()) return "";
+  const nlohmann::json peer = primary.status.value("peer", nlohmann::json::object());
+  if (!peer.is_object() || !peer.contains("quorum") || !peer["quorum"].is_object()) return "";
+  const nlohmann::json& step = peer["quorum"].contains("step") ? peer["quorum"]["step"] : nlohmann::json();
+  return step.is_string() ? step.get<std::string>() : "";
+}
+
+// "ANY 1 (b, d)".
+std::string ruleText(int k, const std::vector<std::string>& ids) {
+  return "ANY " + std::to_string(k) + " (" + joinWithCommas(ids) + ")";
+}
+
+// The rule the primary's postgres runs against the state's (0079 section 6.5): the rule
+// its agent last applied and verified (its /state's peer.pg.applied.quorum; the
+// synchronous_standby_names the agent rendered from it), and pg_stat_replication's
+// sync_state per name, postgres's own account of the names it counts: a member
+// streaming with sync_state other than quorum (checked per member), or a peer outside
+// the set counted as one. A difference while a membership step is in flight is the
+// step's (noted); otherwise a problem. Then whether k members acknowledge at all.
+void checkQuorumRule(Checker& c, const ClusterView& view, const PeerView& primary, const std::string& step) {
+  const Quorum& q = *view.state.quorum;
+  std::vector<std::string> wanted;
+  for (const auto& m : q.members) wanted.push_back(m.id);
+  const std::string name = "primary " + primary.identity.id;
+  const std::string stateRule = ruleText(q.k, wanted);
+  if (!primary.reachable()) return;  // checkPresent said so
+  const nlohmann::json peer = primary.status.value("peer", nlohmann::json::object());
+  const nlohmann::json pg = peer.is_object() ? peer.value("pg", nlohmann::json::object()) : nlohmann::json::object();
+  const nlohmann::json applied = pg.is_object() ? pg.value("applied", nlohmann::json()) : nlohmann::json();
+  auto differs = [&](const std::string& what) {
+    if (!step.empty()) {
+      c.ok(name + ": " + what + " while a membership step is in flight (" + step + ")");
+    } else {
+      c.problem(name + ": " + what + " (its agent applies the state's rule; its log says why it has not)");
+    }
+  };
+  if (!applied.is_object() || !applied.contains("quorum") || !applied["quorum"].is_object()) {
+    differs("its postgres runs no quorum rule (its agent applied " +
+            (applied.is_object() ? applied.value("role", std::string("no role")) + " without one"
+                                 : std::string("nothing yet")) +
+            "), the state says " + stateRule);
+  } else {
+    const nlohmann::json& a = applied["quorum"];
+    std::vector<std::string> ids;
+    for (const auto& m : a.value("members", nlohmann::json::array())) {
+      ids.push_back(m.is_object() ? m.value("id", std::string("?")) : m.dump());
+    }
+    const std::string runs = ruleText(a.value("k", 0), ids);
+    if (runs == stateRule) {
+      c.ok(name + "'s postgres runs the state's rule " + stateRule);
+    } else {
+      differs("its postgres runs " + runs + ", the state says " + stateRule);
+    }
+  }
+  const nlohmann::json postgres = primary.status.value("postgres", nlohmann::json::object());
+  const nlohmann::json rows =
+      postgres.is_object() ? postgres.value("replication", nlohmann::json::array()) : nlohmann::json::array();
+  int acknowledging = 0;
+  for (const auto& r : rows.is_array() ? rows : nlohmann::json::array()) {
+    const std::string app = r.value("applicationName", std::string());
+    const std::string syncState = r.value("syncState", std::string());
+    const bool isMember = containsPeer(q.members, app);
+    if (isMember && syncState == "quorum" && r.value("state", std::string()) == "streaming") ++acknowledging;
+    if (!isMember && syncState != "async" && !syncState.empty()) {
+      differs("its postgres counts " + app + "'s acknowledgements (sync_state " + syncState + "), which is not a member");
+    }
+  }
+  c.check(acknowledging >= q.k,
+          name + ": " + std::to_string(acknowledging) + " of the " + std::to_string(q.members.size()) +
+              " members acknowledge, a commit waits for " + std::to_string(q.k),
+          name + ": only " + std::to_string(acknowledging) + " of the " + std::to_string(q.members.size()) +
+              " members stream with sync_state quorum, and a commit waits for " + std::to_string(q.k) +
+              ": commits stall until the primary adds a member or one streams again");
 }
 
 // WAL archiving on the primary (pg_stat_archiver in its /state), when archive_mode is on.
@@ -208,12 +302,18 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
       c.check(pgWritable(*primary), "primary " + primary->identity.id + " is writable",
               "primary " + primary->identity.id + " is not writable");
       checkArchiving(c, *primary);
+      if (s.quorum) checkQuorumRule(c, view, *primary, stepInFlight(*primary));
     }
   }
+  const PeerView* primary = view.find(s.primary.id);
+  const std::string step = s.quorum && primary ? stepInFlight(*primary) : "";
   for (const auto& p : view.peers) {
     if (p.role == "sync" || p.role == "async") {
-      // Nothing in a standby cluster is synchronous (docs/decisions/0083 P2).
-      if (checkPresent(c, p, p.roleLabel(true))) checkStreaming(c, view, p, p.role == "sync" && !s.standby, o);
+      // Nothing in a standby cluster is synchronous (docs/decisions/0083 P2); a member of
+      // a quorum set streams with sync_state quorum (docs/decisions/0079).
+      Synchronous expected;
+      if (p.role == "sync" && !s.standby) expected = {p.member() ? "quorum" : "sync", p.member() ? step : ""};
+      if (checkPresent(c, p, p.roleLabel(true))) checkStreaming(c, view, p, expected, o);
     } else if (p.role == "deposed" && !p.reachable()) {
       // A deposed peer rejoins by itself only while its agent runs.
       c.problem("deposed peer " + p.identity.id + " does not serve and its agent does not answer" +
@@ -230,10 +330,6 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
                      : " could not rejoin by itself: " + failed + "; its agent tries again") +
                 "; otherwise `dugong-adm rebuild` on that peer, or `dugong-adm reap " + p.identity.id +
                 "` if it is gone for good");
-    } else if (p.role == "unassigned" && s.quorum && containsPeer(s.quorum->members, p.identity.id)) {
-      // A member of a quorum-mode set (docs/decisions/0079): present, its agent and
-      // postgres up (its stream is not checked here yet).
-      checkPresent(c, p, "member");
     } else if (p.role == "unassigned") {
       c.problem("peer " + p.identity.id + " is in ZooKeeper but has no role in the state yet");
     }
@@ -241,13 +337,6 @@ std::vector<Finding> verifyCluster(const ClusterView& view, const VerifyOptions&
     checkPendingRestart(c, p);
   }
   if (!s.oneNodeWriteMode && !s.sync && !s.quorum) c.problem("the state has no sync");
-  if (s.quorum) {
-    // A member whose agent is gone is not listed among the peers (ops/cluster_view.h).
-    for (const auto& m : s.quorum->members) {
-      const PeerView* p = view.find(m.id);
-      if (!p || !p->active) c.problem("member " + m.id + " is not in ZooKeeper (its agent is down or cut off)");
-    }
-  }
   if (!s.oneNodeWriteMode && s.sync && s.async.empty()) {
     c.problem("there is no async: if the primary fails, the sync cannot take over (an async must be present to "
               "become the new sync)");

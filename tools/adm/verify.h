@@ -30,6 +30,12 @@ struct Finding {
 //     the source, not stalled, the source's position read, and the sync not synchronous;
 //   - the sync: in ZooKeeper, its agent answers, postgres online, and the primary
 //     reports it streaming with sync_state "sync";
+//   - in quorum mode (a format-2 state, docs/decisions/0079), instead of the sync: each
+//     member as a sync, streaming with sync_state "quorum"; the rule the primary's
+//     postgres runs (its agent's applied rule, and no peer outside the set counted)
+//     against the state's; and that k members acknowledge. While the primary has a
+//     membership step in flight (its /state's peer.quorum.step), a difference the step
+//     makes is noted as such, not a problem;
 //   - that there is an async at all (without one the sync cannot take over);
 //   - that the sync is not tagged nofailover, and that some async is not (else
 //     nobody could take over);

@@ -37,25 +37,86 @@ TEST(Verify, AHealthyClusterHasNoProblemAndPassedChecksAreListed) {
   EXPECT_TRUE(mentions(oks, "async[1] d streams from c"));
 }
 
-// Quorum mode (docs/decisions/0079): no sync is no problem; a member present is checked
-// as a peer of the state (not "no role yet"), a member gone is a problem.
-TEST(Verify, AQuorumStateNeedsNoSyncAndEachMemberPresent) {
-  ClusterState s = threePeers({"c"});
-  s.sync.reset();
-  s.quorum = Quorum{1, {peer("b"), peer("d")}};
-  ClusterView v = healthyView(s);
-  PeerView b;
-  b.identity = peer("b");
-  b.role = "unassigned";
-  b.active = true;
-  b.status = standbyStatus("0/3000000", nlohmann::json::array());
-  v.peers.push_back(b);
-  v.active.push_back(peer("b"));
+std::vector<std::string> oks(const ClusterView& v) {
+  std::vector<std::string> out;
+  for (const auto& f : verifyCluster(v)) {
+    if (!f.problem) out.push_back(f.text);
+  }
+  return out;
+}
+
+PeerView& primaryOf(ClusterView& v) { return mutablePeer(v, v.state.primary.id); }
+
+// Quorum mode (docs/decisions/0079 6.5): no sync is no problem; each member is checked as
+// a synchronous standby whose stream shows sync_state quorum; the primary runs the
+// state's rule and k members acknowledge.
+TEST(Verify, AHealthyQuorumClusterHasNoProblemAndEachMembersStreamIsChecked) {
+  ClusterView v = healthyView(quorumPeers(1, {"b", "d"}, {"c"}));
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  auto passed = oks(v);
+  EXPECT_TRUE(mentions(passed, "member b streams from a synchronously (sync_state quorum)"));
+  EXPECT_TRUE(mentions(passed, "member d streams from a synchronously (sync_state quorum)"));
+  EXPECT_TRUE(mentions(passed, "async[0] c streams from b"));
+  EXPECT_TRUE(mentions(passed, "primary a's postgres runs the state's rule ANY 1 (b, d)"));
+  EXPECT_TRUE(mentions(passed, "primary a: 2 of the 2 members acknowledge, a commit waits for 1"));
+}
+
+TEST(Verify, AMemberWhoseAgentIsGoneIsAProblemAndHasARow) {
+  ClusterView v = healthyView(quorumPeers(1, {"b", "d"}, {"c"}));
+  v.active.erase(v.active.begin() + indexOfPeer(v.active, "d"));
+  v.peers = listPeers(v.state, v.active);  // d's row stays, inactive
+  ClusterView fresh = healthyView(v.state);
+  for (auto& p : v.peers) p.status = fresh.find(p.identity.id)->status;
+  mutablePeer(v, "d").status = nullptr;
+  primaryOf(v).status["postgres"]["replication"] = nlohmann::json::array({replRow("b", "quorum", "0/5000000")});
+  ASSERT_NE(v.find("d"), nullptr);
+  EXPECT_FALSE(v.find("d")->active);
   auto found = problems(v);
+  EXPECT_TRUE(mentions(found, "member d is not in ZooKeeper (its agent is down or cut off)"));
+  EXPECT_FALSE(mentions(found, "member b"));
   EXPECT_FALSE(mentions(found, "the state has no sync"));
-  EXPECT_FALSE(mentions(found, "peer b is in ZooKeeper but has no role")) << found[0];
-  EXPECT_TRUE(mentions(found, "member d is not in ZooKeeper"));
-  EXPECT_FALSE(mentions(found, "member b is not in ZooKeeper"));
+  EXPECT_FALSE(mentions(found, "no role"));
+  EXPECT_TRUE(mentions(oks(v), "primary a: 1 of the 2 members acknowledge, a commit waits for 1"));
+}
+
+TEST(Verify, AMemberNotStreamingWithSyncStateQuorumIsAProblemUnlessAStepIsInFlight) {
+  ClusterView v = healthyView(quorumPeers(1, {"b", "d"}));
+  primaryOf(v).status["postgres"]["replication"][1]["syncState"] = "async";
+  auto found = problems(v);
+  ASSERT_EQ(found.size(), 1u) << found[0];
+  EXPECT_TRUE(mentions(found, "member d streams from a but not synchronously (sync_state async, not quorum)"));
+  // The primary removing d (reloaded ANY 1 (b) first, written after): the step's doing.
+  primaryOf(v).status["peer"]["quorum"]["step"] = "quorum: d acknowledges nothing; removing it from ANY 1 (b, d)";
+  primaryOf(v).status["peer"]["pg"]["applied"] = appliedQuorum(1, {"b"});
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  EXPECT_TRUE(mentions(oks(v), "member d streams from a with sync_state async while a membership step is in flight "
+                               "(quorum: d acknowledges nothing"));
+  EXPECT_TRUE(mentions(oks(v), "primary a: its postgres runs ANY 1 (b), the state says ANY 1 (b, d) while a "
+                               "membership step is in flight"));
+}
+
+TEST(Verify, APrimaryRunningAnotherRuleThanTheStatesIsAProblem) {
+  ClusterView v = healthyView(quorumPeers(1, {"b", "d"}));
+  primaryOf(v).status["peer"]["pg"]["applied"] = appliedQuorum(2, {"b", "d"});
+  EXPECT_TRUE(mentions(problems(v), "primary a: its postgres runs ANY 2 (b, d), the state says ANY 1 (b, d)"));
+  // A sync-mode apply (no quorum in it): the rule is not the state's.
+  primaryOf(v).status["peer"]["pg"]["applied"] = {{"role", "primary"}};
+  EXPECT_TRUE(mentions(problems(v), "primary a: its postgres runs no quorum rule (its agent applied primary without "
+                                    "one), the state says ANY 1 (b, d)"));
+  // Postgres counting a peer outside the set.
+  v = healthyView(quorumPeers(1, {"b", "d"}, {"c"}));
+  primaryOf(v).status["postgres"]["replication"].push_back(replRow("c", "quorum", "0/5000000"));
+  EXPECT_TRUE(mentions(problems(v), "its postgres counts c's acknowledgements (sync_state quorum), which is not a "
+                                    "member"));
+}
+
+TEST(Verify, FewerThanKMembersAcknowledgingIsAProblem) {
+  ClusterView v = healthyView(quorumPeers(2, {"b", "d", "e"}));
+  EXPECT_TRUE(problems(v).empty()) << problems(v)[0];
+  primaryOf(v).status["postgres"]["replication"][0]["state"] = "catchup";
+  primaryOf(v).status["postgres"]["replication"][2]["state"] = "catchup";
+  EXPECT_TRUE(mentions(problems(v), "primary a: only 1 of the 3 members stream with sync_state quorum, and a commit "
+                                    "waits for 2: commits stall"));
 }
 
 TEST(Verify, WalArchivingThatFailsOnThePrimaryIsAProblem) {
