@@ -561,13 +561,14 @@ TEST_F(AdmTest, ClusterConfigurationReloadAndRollingRestartUnderWrites) {
   // effect; dugong-adm neither shows nor overwrites it.
   const auto current = (*zk)->readConfig();
   ASSERT_TRUE(current.ok() && current->exists);
-  ASSERT_TRUE((*zk)->putConfigBytes(R"({"format": 2, "settings": {"log_min_duration_statement": "999"}})",
+  // (Format 2 is the replication block's, decision 0079 "Phase 5b": 3 is the newer one.)
+  ASSERT_TRUE((*zk)->putConfigBytes(R"({"format": 3, "settings": {"log_min_duration_statement": "999"}})",
                                     current->version, "test: a newer format")
                   .ok);
   EXPECT_TRUE(h_->waitFor(
       [&] {
         for (int i = 0; i < 3; ++i) {
-          if (!has(h_->logTail(i, 400), "format 2, newer than the format 1")) return false;
+          if (!has(h_->logTail(i, 400), "format 3, newer than the format 2")) return false;
         }
         return true;
       },
