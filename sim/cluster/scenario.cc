@@ -310,6 +310,19 @@ Scenario makeScenario(uint64_t seed) {
                                    : suspended.between(s.sessionTimeoutMs + 200, 3 * s.sessionTimeoutMs);
     });
   }
+  // Quorum mode in 40 % of the seeds, from a stream of its own: 3 peers with ANY 1 of 2,
+  // or 5 peers with ANY 1 or 2 of 4, or ANY 1 of 3 (one async left in the chain). Such a
+  // seed runs 3 or 5 peers whatever the draw above said: its faults hit peer `peer` modulo
+  // that number.
+  Rng quorum(seed ^ 0x0c0a11ed5e7b00f5ULL);
+  if (quorum.chance(400)) {
+    static constexpr std::array<std::array<int, 3>, 4> kShapes = {{{3, 2, 1}, {5, 4, 1}, {5, 4, 2}, {5, 3, 1}}};
+    const auto& shape = kShapes[static_cast<size_t>(quorum.between(0, 3))];
+    s.peers = shape[0];
+    s.quorumSize = shape[1];
+    s.quorumK = shape[2];
+    for (Fault& f : s.faults) f.peer %= s.peers;
+  }
   return s;
 }
 

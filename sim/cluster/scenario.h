@@ -120,6 +120,11 @@ struct Scenario {
   // The agents' `rejoin`: rewind (the default) in half the seeds, follow (Manatee's
   // conservative choice) in the others; from a stream of its own.
   bool rejoinRewind = false;
+  // Quorum mode (docs/decisions/0079-quorum-commit.md section 7): the agents run
+  // `replication: {mode: quorum, k, size}` when quorumK > 0; sync mode (Manatee's) when 0.
+  // From a stream of its own: a seed not drawn quorum keeps its plan and its run.
+  int quorumK = 0;
+  int quorumSize = 0;
   EpochMs start = 0;           // virtual wall clock at time 0
   int64_t faultPhaseMs = 0;    // faults happen in [0, faultPhaseMs)
   int64_t convergeBoundMs = 0;  // after the faults stop, read-write again within this

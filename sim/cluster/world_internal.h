@@ -107,6 +107,14 @@ class HostCoordinator final : public driver::Coordinator {
   driver::CoordinatorStatus status() const override { return client_.status(); }
   void publishDataState(const std::optional<PeerDataState>& data) override { client_.publishDataState(data); }
   void publishStreaming(bool streams) override { client_.publishStreaming(streams); }
+  void putCheckedClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                              const std::vector<ElectionNodeCheck>& checks,
+                              std::function<void(StateWriteFinished)> done) override {
+    client_.putCheckedClusterState(state, expectedVersion, reason, checks, std::move(done));
+  }
+  void publishReport(const std::optional<TakeoverReport>& report, std::function<void(ReportPublished)> done) override {
+    client_.publishReport(report, std::move(done));
+  }
 
  private:
   World& w_;
@@ -399,6 +407,13 @@ class World final : public simworld::TraceSink {
   // commit_checks.cc
   void checkLocalAck(int n, uint64_t id);
   void checkAckHasSync(int n, const WalMark& mark);
+  // Quorum mode (docs/decisions/0079-quorum-commit.md section 7): Q, an acknowledged
+  // commit beyond the generation's initWal on k members of the set in ZooKeeper, checked
+  // at each acknowledgement and at each write that keeps the generation (ack-off-quorum);
+  // a new quorum generation's primary holds every acknowledged commit as its write lands
+  // (takeover-without-commit).
+  void checkAckOnQuorum(const std::string& what, const WalMark& mark);
+  void checkQuorumWrite(bool newGeneration);
   // failsafe_checks.cc
   void noteZooKeeperReach();
   void noteZooKeeperReachAtStep();
@@ -429,6 +444,8 @@ class World final : public simworld::TraceSink {
 
   // Client.
   uint64_t nextCommit_ = 0;
+  // The latest commit acknowledged by a primary of a quorum generation, and that generation.
+  std::optional<std::pair<int64_t, WalMark>> lastQuorumAck_;
   // Records of restored copies (restore-stale-sync): ids no client commit ever has.
   static constexpr uint64_t kNeverAcknowledged = 1ULL << 62;
   uint64_t staleRecords_ = 0;
