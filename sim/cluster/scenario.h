@@ -92,8 +92,18 @@ enum class FaultKind {
                  // counted the span (CLOCK_BOOTTIME) and the agent's timers are late. By `variant`: the
                  // primary's host (two times in three), and its network back up to 2 session timeouts
                  // after the resume (one time in two). Drawn apart (scenario.cc)
+  // Quorum mode only (docs/decisions/0079-quorum-commit.md section 7; faults/quorum.cc),
+  // drawn apart (scenario.cc):
+  kLaggingMemberPrimaryDies,  // a member's stream held for `duration` (0.2-5 s); the primary's host
+                              // dies during the hold: the members hold different WAL
+  kBestMemberDies,  // the primary's host dies; then the member with the most WAL dies right after
+                    // its report is published or (`variant` odd) right after its takeover write
+                    // lands; both restart after `duration`
+  kStepInterrupted,  // the next membership step's fence holds; the primary (`variant` even) or a
+                     // member of the step's set dies before the step is written; restarts after
+                     // `duration`
 };
-constexpr int kFaultKinds = 27;
+constexpr int kFaultKinds = 30;
 const char* faultName(FaultKind kind);
 
 struct Fault {

@@ -131,6 +131,7 @@ simworld::SimPostgresHooks World::postgresHooks(int n) {
     checker_.fail(now_, invariant, detail);
   };
   h.fenced = [this, n] { crashPgAfterFence(n); };
+  h.quorumFenced = [this, n](const std::vector<std::string>& members) { stepFenced(n, members); };
   h.applyStarting = [this, n](const PgConfig& cfg) {
     if (cfg.role == PgRole::kPrimary && node(n).driver->peer().clusterState()) {
       node(n).generationTag = node(n).driver->peer().clusterState()->generation;
@@ -232,6 +233,7 @@ simworld::ZkHooks World::zkHooks() {
   h.written = [this](const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
                      const std::string& reason) { stateWritten(writer, issuedAt, writerWal, reason); };
   h.violation = [this](const std::string& invariant, const std::string& detail) { checker_.fail(now_, invariant, detail); };
+  h.reportPublished = [this](int n) { reportPublished(n); };
   return h;
 }
 

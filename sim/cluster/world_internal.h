@@ -338,10 +338,21 @@ class World final : public simworld::TraceSink {
   // ---- faults (faults/): each kind of the plan, by family ----
   void runFault(const Fault& f);  // faults.cc
   void beginQuietPhase();
-  // The nodes the state names primary and sync (-1 for none).
+  // The nodes the state names primary and sync (-1 for none); in quorum mode the first
+  // member stands for the sync, so that the faults aimed at the sync hit a member.
   std::pair<int, int> primaryAndSync() const {
-    return {state_ ? nodeOf(state_->primary.id) : -1, state_ && state_->sync ? nodeOf(state_->sync->id) : -1};
+    const int primary = state_ ? nodeOf(state_->primary.id) : -1;
+    if (state_ && state_->quorum && !state_->quorum->members.empty()) {
+      return {primary, nodeOf(state_->quorum->members.front().id)};
+    }
+    return {primary, state_ && state_->sync ? nodeOf(state_->sync->id) : -1};
   }
+  // quorum.cc
+  void laggingMemberPrimaryDies(const Fault& f);
+  void bestMemberDies(const Fault& f);
+  void armStepInterrupted(const Fault& f);
+  void reportPublished(int n);
+  void stepFenced(int n, const std::vector<std::string>& members);
   // crashes.cc
   void crashPeer(const Fault& f);
   void crashAgent(const Fault& f);
@@ -466,6 +477,13 @@ class World final : public simworld::TraceSink {
     int64_t cutFor;
   };
   std::vector<CutAfterWrite> cutAfterWrite_;
+  // best-member-dies and step-interrupted armed: how long the peer they kill stays down.
+  struct QuorumCrash {
+    int64_t downFor = 0;
+    bool primary = false;  // step-interrupted: the primary (else a member of the step's set)
+  };
+  std::optional<QuorumCrash> bestMemberDies_;
+  std::optional<QuorumCrash> stepInterrupted_;
   // Links between two hosts cut until then (the failsafe's requests and answers are
   // lost; the standby's replication stalls), by (lower, higher) node index.
   std::map<std::pair<int, int>, int64_t> linkCutUntil_;

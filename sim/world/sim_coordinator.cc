@@ -46,6 +46,7 @@ bool ZkEnsemble::syncElectionNode(int n) {
   s.report = c.agent->report_;
   s.streaming = c.agent->streaming_;
   ++s.nodeVersion;
+  if (s.report && hooks_.reportPublished) hooks_.reportPublished(n);
   if (s.report) {
     trace_.trace('Z', [&] {
       return c.id + " election node (version " + std::to_string(s.nodeVersion) + ") holds the report " +

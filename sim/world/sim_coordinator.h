@@ -69,6 +69,8 @@ struct ZkHooks {
   std::function<void(const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
                      const std::string& reason)>
       written;
+  // Host n's election node now holds a takeover report (quorum mode).
+  std::function<void(int n)> reportPublished;
   // The driver broke the coordinator's contract (a write while one is in flight).
   std::function<void(const std::string& invariant, const std::string& detail)> violation;
 };

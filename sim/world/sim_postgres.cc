@@ -533,6 +533,7 @@ void SimPostgres::endQuorumFence(const std::shared_ptr<QuorumFenceRun>& run, PgF
   --transitions_;
   if (!r.ok) fleet_.trace().trace('P', [&] { return id() + " quorum fence failed: " + r.error; });
   if (r.ok && hooks_.fenced) hooks_.fenced();
+  if (r.ok && hooks_.quorumFenced) hooks_.quorumFenced(run->fence.target.quorum->members);
   auto done = std::move(run->done);
   hooks_.deliver(r, [&] { done(r); });
 }

@@ -302,6 +302,8 @@ struct SimPostgresHooks {
   std::function<void(const std::string& invariant, const std::string& detail)> violation;
   // A fence succeeded, before the driver hears of it.
   std::function<void()> fenced;
+  // A quorum step's fence held, for `members` (before the driver hears of it).
+  std::function<void(const std::vector<std::string>& members)> quorumFenced;
   // An apply starts carrying out `config` (after waiting for the apply lock).
   std::function<void(const PgConfig& config)> applyStarting;
 };
