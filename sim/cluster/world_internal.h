@@ -320,6 +320,15 @@ class World final : public simworld::TraceSink {
   // ---- postgres (sim/world/sim_postgres.h) ----
   simworld::SimPostgresHooks postgresHooks(int n);
   bool attachedSync(int primary) const { return fleet_.attachedSync(primary); }
+  // Whether primary n's postgres can acknowledge a commit now: alone, through its sync, or
+  // (quorum mode) through k members streaming with a sync priority.
+  bool canAcknowledge(int n) {
+    const PgServer& pg = node(n).pg;
+    if (pg.config.quorum && pg.quorum) {
+      return fleet_.memberFlushes(n, pg.quorum->members).size() >= static_cast<size_t>(pg.quorum->k);
+    }
+    return !pg.config.downstream || attachedSync(n);
+  }
 
   // ---- the client (client.cc) ----
   bool writable(int n) const;

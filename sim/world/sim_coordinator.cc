@@ -450,8 +450,9 @@ void ZkEnsemble::heal(int n) {
   if (c.session != 0 && it != sessions_.end() && it->second.alive) {
     it->second.connected = true;
     ++it->second.disconnects;
-    // What the agent published meanwhile is written on the reconnection.
-    if (c.ready && c.agent->member_ && syncElectionNode(n)) notifyAll(false);
+    // A report published meanwhile is written on the reconnection (a streaming flag is
+    // heard with the next news, as before quorum mode: sync mode's runs are unchanged).
+    if (c.ready && c.agent->member_ && it->second.report != c.agent->report_ && syncElectionNode(n)) notifyAll(false);
     if (c.needResync && c.ready) {  // the watches fire for what changed meanwhile
       c.needResync = false;
       deliver(n, ActivePeersChanged{activePeers(), {}, notStreaming(), reports()});
