@@ -529,21 +529,7 @@ void SimCoordinator::leave() {
 
 void SimCoordinator::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                                      std::function<void(StateWriteFinished)> done) {
-  if (pendingWrite_ && zk_.hooks_.violation) {
-    zk_.hooks_.violation("two-writes", zk_.look(host_).id + " wrote while a write was in flight");
-  }
-  pendingWrite_ = std::move(done);
-  writeSince_ = zk_.q_.now();
-  uint64_t serial = ++writeSerial_;
-  if (!member_) {
-    zk_.q_.after(0, [&zk = zk_, n = host_, serial, run = run_] {
-      if (zk.runs(n, run)) {
-        zk.answerWrite(n, serial, StateWriteFinished{false, "not a member of the ZooKeeper cluster", false, -1});
-      }
-    });
-    return;
-  }
-  zk_.write(host_, serial, state, expectedVersion, reason);
+  putCheckedClusterState(state, expectedVersion, reason, {}, std::move(done));
 }
 
 void SimCoordinator::putCheckedClusterState(const ClusterState& state, int32_t expectedVersion,
