@@ -26,11 +26,16 @@ void World::replicate() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
     PgServer& pg = node(n).pg;
+    if (pg.quorum) fleet_.refreshWalsenders(n);  // quorum mode: each walsender's rule, its start
     if (pg.waiting.empty() || !node(n).up || node(n).suspended || !pg.serving() || pg.config.role != PgRole::kPrimary) {
       continue;
     }
     size_t acked = 0;
-    if (pg.config.downstream && attachedSync(n)) {
+    if (pg.config.quorum) {
+      // Quorum mode: what the walsenders release, each under the rule it runs now.
+      const size_t released = fleet_.quorumReleased(n);
+      while (acked < pg.waiting.size() && pg.waiting[acked].index < released) ++acked;
+    } else if (pg.config.downstream && attachedSync(n)) {
       const Wal& sync = node(nodeOf(pg.config.downstream->id)).pg.wal;
       while (acked < pg.waiting.size() && sync.contains(pg.waiting[acked])) ++acked;
       if (pg.alsoSync) {  // fenced: the sync it had must have it too
@@ -45,7 +50,7 @@ void World::replicate() {
         }
       }
     }
-    if (!pg.config.downstream || opts_.testingAckBeforeSync) acked = pg.waiting.size();
+    if ((!pg.config.downstream && !pg.config.quorum) || opts_.testingAckBeforeSync) acked = pg.waiting.size();
     if (acked == 0) continue;
     // ack() leaves `waiting` as it is; what it acknowledged goes after (or on a violation).
     auto ackedEnd = pg.waiting.begin() + static_cast<std::ptrdiff_t>(acked);
@@ -107,10 +112,17 @@ void World::ack(int n, const WalMark& mark) {
   trace('C', [&] { return std::string("ack c" + std::to_string(mark.commitId) + " by " + nd.identity.id + " (generation " +
                  std::to_string(gen) + ")"); });
   static const std::string kAlone;
+  static const std::string kQuorum = "its quorum";
   checker_.onAck(now_, nd.identity.id, gen, mark, nd.pg.wal, deposed, primary,
-                 nd.pg.config.downstream ? nd.pg.config.downstream->id : kAlone);
+                 nd.pg.config.quorum       ? kQuorum
+                 : nd.pg.config.downstream ? nd.pg.config.downstream->id
+                                           : kAlone);
   if (quiet_ && state_ && state_->primary.id == nd.identity.id) ackedSinceQuiet_ = true;
   checkAckHasSync(n, mark);
+  if (state_ && state_->quorum && state_->primary.id == nd.identity.id && !deposed) {
+    lastQuorumAck_ = {state_->generation, mark};
+    checkAckOnQuorum("acknowledged", mark);
+  }
 }
 
 }  // namespace dugong::clustersim::world_internal

@@ -2,6 +2,7 @@
 // and the invariant checker catching hand-made violations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -29,6 +30,18 @@ ClusterState state(int64_t gen, const std::string& primary, const std::string& s
 // Absence oracle for hand-made histories: the listed peers were gone at some point.
 AbsenceOracle absent(std::set<std::string> gone) {
   return [gone](const std::string& id, EpochMs, EpochMs) { return gone.count(id) > 0; };
+}
+
+// A quorum state (format 2): ANY k of `members`, no sync.
+ClusterState quorumState(int64_t gen, const std::string& primary, int k, std::initializer_list<std::string> members,
+                         uint64_t initWal = 0) {
+  ClusterState s = state(gen, primary, "x", {}, initWal);
+  s.sync.reset();
+  Quorum q;
+  q.k = k;
+  for (const auto& m : members) q.members.push_back(peer(m));
+  s.quorum = q;
+  return s;
 }
 
 bool caught(const InvariantChecker& c, const std::string& invariant) {
@@ -374,6 +387,76 @@ TEST(Invariants, CatchesAPrimaryTakeoverWhileTheSyncIsPresent) {
   InvariantChecker c(absent({}));
   c.onStateWrite({5, 5, "a", state(1, "a", "b", {"c"}), state(2, "a", "c", {}), WalPosition(0)});
   EXPECT_TRUE(caught(c, "bad-takeover"));
+}
+
+// Quorum mode: within a generation the primary changes its set one member, or k by one,
+// at a time (or re-encodes its sync); anything more, or by another writer, is caught.
+TEST(InvariantChecker, QuorumSetChangesOneStepAtATimeByThePrimary) {
+  InvariantChecker c(absent({}));
+  c.onStateWrite({1, 1, "a", std::nullopt, state(1, "a", "b", {"c", "d"}), {}});
+  c.onStateWrite({2, 2, "a", state(1, "a", "b", {"c", "d"}), quorumState(1, "a", 1, {"b"}), {}});
+  c.onStateWrite({3, 3, "a", quorumState(1, "a", 1, {"b"}), quorumState(1, "a", 1, {"b", "c"}), {}});
+  c.onStateWrite({4, 4, "a", quorumState(1, "a", 1, {"b", "c"}), quorumState(1, "a", 2, {"b", "c"}), {}});
+  c.onStateWrite({5, 5, "a", quorumState(1, "a", 2, {"b", "c"}), quorumState(1, "a", 2, {"c", "b"}), {}});
+  EXPECT_TRUE(c.ok()) << c.violations().front().detail;
+  c.onStateWrite({6, 6, "a", quorumState(1, "a", 2, {"b", "c"}), quorumState(1, "a", 2, {"d"}), {}});
+  EXPECT_TRUE(caught(c, "same-generation-change"));
+  InvariantChecker k(absent({}));
+  k.onStateWrite({1, 1, "a", quorumState(1, "a", 1, {"b", "c", "d"}), quorumState(1, "a", 3, {"b", "c", "d"}), {}});
+  EXPECT_TRUE(caught(k, "same-generation-change"));
+  InvariantChecker other(absent({}));
+  other.onStateWrite({1, 1, "b", quorumState(1, "a", 1, {"b", "c"}), quorumState(1, "a", 1, {"b"}), {}});
+  EXPECT_TRUE(caught(other, "same-generation-change"));
+}
+
+// A quorum takeover: by a member of G's set, the old primary gone and deposed, the new set
+// from G's members and asyncs; a commit acknowledged in G beyond G+1's initWal is not
+// excused by any "sync" of a quorum generation (ack-beyond-initwal).
+TEST(InvariantChecker, QuorumTakeoverByAMemberAndNoSyncExcuse) {
+  InvariantChecker c(absent({"a"}));
+  const ClusterState g1 = quorumState(1, "a", 1, {"b", "c"});
+  c.onStateWrite({1, 1, "a", std::nullopt, g1, {}});
+  Wal w;
+  w.append(1);
+  const WalMark m = w.append(2);
+  c.onAck(2, "a", 1, m, w, false, std::string("a"), "its quorum");
+  ClusterState g2 = quorumState(2, "b", 1, {"c"}, 0x80);
+  g2.deposed.push_back(peer("a"));
+  c.onStateWrite({10, 9, "b", g1, g2, WalPosition(0x100)});
+  EXPECT_FALSE(caught(c, "bad-takeover")) << c.violations().front().detail;
+  EXPECT_TRUE(caught(c, "ack-beyond-initwal"));
+  InvariantChecker d(absent({"a"}));
+  d.onStateWrite({1, 1, "a", std::nullopt, g1, {}});
+  ClusterState byOutsider = quorumState(2, "d", 1, {"c"});
+  byOutsider.deposed.push_back(peer("a"));
+  d.onStateWrite({10, 9, "d", g1, byOutsider, WalPosition(0x100)});
+  EXPECT_TRUE(caught(d, "bad-takeover"));
+}
+
+// A quorum seed without faults: the primary re-encodes its sync and steps the set up to
+// the wanted size and k, in one generation, and the run passes.
+TEST(ClusterSim, AQuorumSeedWithoutFaultsReachesItsWantedSetAndK) {
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 40 && checked < 3; ++seed) {
+    const Scenario s = makeScenario(seed);
+    if (s.quorumK == 0) continue;
+    WorldOptions o;
+    o.onlyFaults = std::set<int>{};
+    const RunResult r = runScenario(s, o);
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << (r.violation ? r.violation->detail : "");
+    EXPECT_EQ(r.generations, 1);
+    std::string last;
+    for (const TraceLine& line : r.trace) {
+      if (line.kind == 'Z' && line.text.rfind("state v", 0) == 0) last = line.text;
+    }
+    const std::string want = "\"quorum\":{\"k\":" + std::to_string(s.quorumK) + ",\"members\":[";
+    const size_t at = last.find(want);
+    ASSERT_NE(at, std::string::npos) << "seed " << seed << ": " << last;
+    const std::string members = last.substr(at + want.size(), last.find(']', at) - at - want.size());
+    EXPECT_EQ(std::count(members.begin(), members.end(), ',') + 1, s.quorumSize) << "seed " << seed << ": " << last;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
 }
 
 }  // namespace

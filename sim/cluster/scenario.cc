@@ -66,6 +66,12 @@ const char* faultName(FaultKind kind) {
       return "partial-record-takeover";
     case FaultKind::kSuspendHost:
       return "suspend-host";
+    case FaultKind::kLaggingMemberPrimaryDies:
+      return "lagging-member-primary-dies";
+    case FaultKind::kBestMemberDies:
+      return "best-member-dies";
+    case FaultKind::kStepInterrupted:
+      return "step-interrupted";
   }
   return "?";
 }
@@ -97,6 +103,11 @@ std::string Fault::describe() const {
       return s + " (node" + std::to_string(peer + 1) + " keeps its own value)";
     case FaultKind::kPartialRecordTakeover:
       return s + " (the sync's replay " + std::to_string(duration) + " ms behind)";
+    case FaultKind::kLaggingMemberPrimaryDies:
+      return s + " (a member held for " + std::to_string(duration) + " ms)";
+    case FaultKind::kBestMemberDies:
+    case FaultKind::kStepInterrupted:
+      return s + " (restarts after " + std::to_string(duration) + " ms)";
     case FaultKind::kQuorumLoss: {
       static const char* const kHow[] = {"", ", the primary-sync link cut a while", ", the primary cut off after it",
                                          ", the link cut and the primary cut off after it",
@@ -142,6 +153,9 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kRaiseMaxConnections, 0},  // drawn apart
     {FaultKind::kPartialRecordTakeover, 0},  // drawn apart
     {FaultKind::kSuspendHost, 0},  // drawn apart
+    {FaultKind::kLaggingMemberPrimaryDies, 0},  // drawn apart, quorum seeds only
+    {FaultKind::kBestMemberDies, 0},  // drawn apart, quorum seeds only
+    {FaultKind::kStepInterrupted, 0},  // drawn apart, quorum seeds only
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -309,6 +323,25 @@ Scenario makeScenario(uint64_t seed) {
       return suspended.chance(333) ? suspended.between(50, s.sessionTimeoutMs / 2)
                                    : suspended.between(s.sessionTimeoutMs + 200, 3 * s.sessionTimeoutMs);
     });
+  }
+  // Quorum mode in 40 % of the seeds, from a stream of its own: 3 peers with ANY 1 of 2,
+  // or 5 peers with ANY 1 or 2 of 4, or ANY 1 of 3 (one async left in the chain). Such a
+  // seed runs 3 or 5 peers whatever the draw above said: its faults hit peer `peer` modulo
+  // that number.
+  Rng quorum(seed ^ 0x0c0a11ed5e7b00f5ULL);
+  if (quorum.chance(400)) {
+    static constexpr std::array<std::array<int, 3>, 4> kShapes = {{{3, 2, 1}, {5, 4, 1}, {5, 4, 2}, {5, 3, 1}}};
+    const auto& shape = kShapes[static_cast<size_t>(quorum.between(0, 3))];
+    s.peers = shape[0];
+    s.quorumSize = shape[1];
+    s.quorumK = shape[2];
+    for (Fault& f : s.faults) f.peer %= s.peers;
+    // Its own faults, from a stream of their own too.
+    if (quorum.chance(600)) {
+      addPeerFault(s, quorum, FaultKind::kLaggingMemberPrimaryDies, [&] { return quorum.between(200, 5000); });
+    }
+    if (quorum.chance(400)) addPeerFault(s, quorum, FaultKind::kBestMemberDies, [&] { return quorum.between(300, 12000); });
+    if (quorum.chance(400)) addPeerFault(s, quorum, FaultKind::kStepInterrupted, [&] { return quorum.between(300, 12000); });
   }
   return s;
 }

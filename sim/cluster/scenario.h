@@ -92,8 +92,18 @@ enum class FaultKind {
                  // counted the span (CLOCK_BOOTTIME) and the agent's timers are late. By `variant`: the
                  // primary's host (two times in three), and its network back up to 2 session timeouts
                  // after the resume (one time in two). Drawn apart (scenario.cc)
+  // Quorum mode only (docs/decisions/0079-quorum-commit.md section 7; faults/quorum.cc),
+  // drawn apart (scenario.cc):
+  kLaggingMemberPrimaryDies,  // a member's stream held for `duration` (0.2-5 s); the primary's host
+                              // dies during the hold: the members hold different WAL
+  kBestMemberDies,  // the primary's host dies; then the member with the most WAL dies right after
+                    // its report is published or (`variant` odd) right after its takeover write
+                    // lands; both restart after `duration`
+  kStepInterrupted,  // the next membership step's fence holds; the primary (`variant` even) or a
+                     // member of the step's set dies before the step is written; restarts after
+                     // `duration`
 };
-constexpr int kFaultKinds = 27;
+constexpr int kFaultKinds = 30;
 const char* faultName(FaultKind kind);
 
 struct Fault {
@@ -120,6 +130,11 @@ struct Scenario {
   // The agents' `rejoin`: rewind (the default) in half the seeds, follow (Manatee's
   // conservative choice) in the others; from a stream of its own.
   bool rejoinRewind = false;
+  // Quorum mode (docs/decisions/0079-quorum-commit.md section 7): the agents run
+  // `replication: {mode: quorum, k, size}` when quorumK > 0; sync mode (Manatee's) when 0.
+  // From a stream of its own: a seed not drawn quorum keeps its plan and its run.
+  int quorumK = 0;
+  int quorumSize = 0;
   EpochMs start = 0;           // virtual wall clock at time 0
   int64_t faultPhaseMs = 0;    // faults happen in [0, faultPhaseMs)
   int64_t convergeBoundMs = 0;  // after the faults stop, read-write again within this

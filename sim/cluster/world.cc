@@ -46,6 +46,7 @@ void World::startAgent(int n) {
   o.handoverWaitMs = kHandoverWaitMs;
   o.rejoin = sc_.rejoinRewind ? RejoinPolicy::kRewind : RejoinPolicy::kFollow;
   o.syncReplaceAfterMs = kSyncReplaceAfterMs;
+  o.quorum = sc_.quorumK > 0;
   nd.primaryConnectionLostAt = -1;
   o.onPrimaryConnectionLoss = [this, n](bool lost) { node(n).primaryConnectionLostAt = lost ? now_ : -1; };
   nd.leaseDeadline = -1;
@@ -130,6 +131,7 @@ simworld::SimPostgresHooks World::postgresHooks(int n) {
     checker_.fail(now_, invariant, detail);
   };
   h.fenced = [this, n] { crashPgAfterFence(n); };
+  h.quorumFenced = [this, n](const std::vector<std::string>& members) { stepFenced(n, members); };
   h.applyStarting = [this, n](const PgConfig& cfg) {
     if (cfg.role == PgRole::kPrimary && node(n).driver->peer().clusterState()) {
       node(n).generationTag = node(n).driver->peer().clusterState()->generation;
@@ -166,6 +168,16 @@ void HostTimer::start(int64_t delayMs, std::function<void()> fired) {
 }
 
 Result<bool> HostCoordinator::join(driver::CoordinatorCallbacks callbacks) {
+  // Quorum mode: the agent's configuration `replication` is stepped into the driver after
+  // each news of the state (agent/daemon_env.cc ZkCoordinator::join).
+  if (w_.sc_.quorumK > 0) {
+    const ReplicationWanted wanted{ReplicationMode::kQuorum, w_.sc_.quorumK, w_.sc_.quorumSize};
+    callbacks.onEvent = [wanted, onEvent = std::move(callbacks.onEvent)](Event event) {
+      const bool news = std::holds_alternative<ZkInitialized>(event) || std::holds_alternative<ClusterStateChanged>(event);
+      onEvent(std::move(event));
+      if (news) onEvent(wanted);
+    };
+  }
   if (callbacks.onLease) {
     callbacks.onLease = [&w = w_, n = n_, onLease = std::move(callbacks.onLease)](driver::CoordinatorLease lease) {
       lease.sentAtMs = w.hostClockAt(n, lease.sentAtMs);
@@ -209,7 +221,7 @@ simworld::ZkHooks World::zkHooks() {
     }
   };
   h.admit = [this](const std::string& writer, const std::string& data) {
-    auto parsed = ClusterState::parse(data);
+    auto parsed = ClusterState::parse(data, ClusterState::Formats::kSyncAndQuorum);
     if (!parsed) {
       checker_.fail(now_, "invalid-write", writer + " wrote an invalid cluster state: " + parsed.error());
       return false;
@@ -221,6 +233,7 @@ simworld::ZkHooks World::zkHooks() {
   h.written = [this](const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
                      const std::string& reason) { stateWritten(writer, issuedAt, writerWal, reason); };
   h.violation = [this](const std::string& invariant, const std::string& detail) { checker_.fail(now_, invariant, detail); };
+  h.reportPublished = [this](int n) { reportPublished(n); };
   return h;
 }
 
@@ -245,6 +258,7 @@ void World::stateWritten(const std::string& writer, int64_t issuedAt, std::optio
   });
   bool newGeneration = !sw.before || sw.before->generation != state_->generation;
   checker_.onStateWrite(sw);
+  checkQuorumWrite(newGeneration);
   if (newGeneration && sw.before && sw.before->hasPromote()) promotedGenerations_.insert(state_->generation);
   if (newGeneration) crashAfterWrite(writer);
   if (newGeneration) cutAfterWrite(writer);
@@ -269,8 +283,10 @@ RunResult World::run() {
   trace('Q', [&] { return std::string("seed " + std::to_string(sc_.seed) + ": " + std::to_string(sc_.peers) + " peers, session timeout " +
                  std::to_string(sc_.sessionTimeoutMs) + " ms, tickTime " + std::to_string(sc_.tickTimeMs) +
                  (sc_.lease ? (sc_.failsafe ? " ms, leases, failsafe" : " ms, leases") : " ms, no leases") +
-                 (sc_.rejoinRewind ? ", rejoin: rewind" : "") + ", faults for " + std::to_string(sc_.faultPhaseMs) +
-                 " ms"); });
+                 (sc_.rejoinRewind ? ", rejoin: rewind" : "") +
+                 (sc_.quorumK > 0 ? ", quorum ANY " + std::to_string(sc_.quorumK) + " of " + std::to_string(sc_.quorumSize)
+                                  : std::string()) +
+                 ", faults for " + std::to_string(sc_.faultPhaseMs) + " ms"); });
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
     after(rngAgent_.between(0, 500), [this, n] { startAgent(n); });

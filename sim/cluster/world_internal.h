@@ -107,6 +107,14 @@ class HostCoordinator final : public driver::Coordinator {
   driver::CoordinatorStatus status() const override { return client_.status(); }
   void publishDataState(const std::optional<PeerDataState>& data) override { client_.publishDataState(data); }
   void publishStreaming(bool streams) override { client_.publishStreaming(streams); }
+  void putCheckedClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                              const std::vector<ElectionNodeCheck>& checks,
+                              std::function<void(StateWriteFinished)> done) override {
+    client_.putCheckedClusterState(state, expectedVersion, reason, checks, std::move(done));
+  }
+  void publishReport(const std::optional<TakeoverReport>& report, std::function<void(ReportPublished)> done) override {
+    client_.publishReport(report, std::move(done));
+  }
 
  private:
   World& w_;
@@ -312,6 +320,15 @@ class World final : public simworld::TraceSink {
   // ---- postgres (sim/world/sim_postgres.h) ----
   simworld::SimPostgresHooks postgresHooks(int n);
   bool attachedSync(int primary) const { return fleet_.attachedSync(primary); }
+  // Whether primary n's postgres can acknowledge a commit now: alone, through its sync, or
+  // (quorum mode) through k members streaming with a sync priority.
+  bool canAcknowledge(int n) {
+    const PgServer& pg = node(n).pg;
+    if (pg.config.quorum && pg.quorum) {
+      return fleet_.memberFlushes(n, pg.quorum->members).size() >= static_cast<size_t>(pg.quorum->k);
+    }
+    return !pg.config.downstream || attachedSync(n);
+  }
 
   // ---- the client (client.cc) ----
   bool writable(int n) const;
@@ -330,10 +347,21 @@ class World final : public simworld::TraceSink {
   // ---- faults (faults/): each kind of the plan, by family ----
   void runFault(const Fault& f);  // faults.cc
   void beginQuietPhase();
-  // The nodes the state names primary and sync (-1 for none).
+  // The nodes the state names primary and sync (-1 for none); in quorum mode the first
+  // member stands for the sync, so that the faults aimed at the sync hit a member.
   std::pair<int, int> primaryAndSync() const {
-    return {state_ ? nodeOf(state_->primary.id) : -1, state_ && state_->sync ? nodeOf(state_->sync->id) : -1};
+    const int primary = state_ ? nodeOf(state_->primary.id) : -1;
+    if (state_ && state_->quorum && !state_->quorum->members.empty()) {
+      return {primary, nodeOf(state_->quorum->members.front().id)};
+    }
+    return {primary, state_ && state_->sync ? nodeOf(state_->sync->id) : -1};
   }
+  // quorum.cc
+  void laggingMemberPrimaryDies(const Fault& f);
+  void bestMemberDies(const Fault& f);
+  void armStepInterrupted(const Fault& f);
+  void reportPublished(int n);
+  void stepFenced(int n, const std::vector<std::string>& members);
   // crashes.cc
   void crashPeer(const Fault& f);
   void crashAgent(const Fault& f);
@@ -399,6 +427,13 @@ class World final : public simworld::TraceSink {
   // commit_checks.cc
   void checkLocalAck(int n, uint64_t id);
   void checkAckHasSync(int n, const WalMark& mark);
+  // Quorum mode (docs/decisions/0079-quorum-commit.md section 7): Q, an acknowledged
+  // commit beyond the generation's initWal on k members of the set in ZooKeeper, checked
+  // at each acknowledgement and at each write that keeps the generation (ack-off-quorum);
+  // a new quorum generation's primary holds every acknowledged commit as its write lands
+  // (takeover-without-commit).
+  void checkAckOnQuorum(const std::string& what, const WalMark& mark);
+  void checkQuorumWrite(bool newGeneration);
   // failsafe_checks.cc
   void noteZooKeeperReach();
   void noteZooKeeperReachAtStep();
@@ -429,6 +464,8 @@ class World final : public simworld::TraceSink {
 
   // Client.
   uint64_t nextCommit_ = 0;
+  // The latest commit acknowledged by a primary of a quorum generation, and that generation.
+  std::optional<std::pair<int64_t, WalMark>> lastQuorumAck_;
   // Records of restored copies (restore-stale-sync): ids no client commit ever has.
   static constexpr uint64_t kNeverAcknowledged = 1ULL << 62;
   uint64_t staleRecords_ = 0;
@@ -449,6 +486,13 @@ class World final : public simworld::TraceSink {
     int64_t cutFor;
   };
   std::vector<CutAfterWrite> cutAfterWrite_;
+  // best-member-dies and step-interrupted armed: how long the peer they kill stays down.
+  struct QuorumCrash {
+    int64_t downFor = 0;
+    bool primary = false;  // step-interrupted: the primary (else a member of the step's set)
+  };
+  std::optional<QuorumCrash> bestMemberDies_;
+  std::optional<QuorumCrash> stepInterrupted_;
   // Links between two hosts cut until then (the failsafe's requests and answers are
   // lost; the standby's replication stalls), by (lower, higher) node index.
   std::map<std::pair<int, int>, int64_t> linkCutUntil_;

@@ -3,9 +3,11 @@
 // rebuild, a restart in place). The adapter of each agent run is sim_postgres.cc.
 #include "sim/world/sim_postgres.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "pg/plan/catch_up.h"
 #include "pg/plan/hot_standby.h"
 
 namespace dugong::simworld {
@@ -83,11 +85,83 @@ bool PgFleet::attachedSync(int primary) const {
   return d >= 0 && streamsFrom(d, primary);
 }
 
+void PgFleet::refreshWalsenders(int primary) {
+  PgServer& p = server(primary);
+  const int64_t now = q_.now();
+  for (int s = 0; s < size(); ++s) {
+    if (s == primary) continue;
+    const PgServer& standby = server(s);
+    const bool streams = now >= standby.reconnectAt && streamsFrom(s, primary);
+    auto it = p.walsenders.find(standby.id);
+    if (!streams) {
+      if (it != p.walsenders.end()) p.walsenders.erase(it);
+      continue;
+    }
+    if (it == p.walsenders.end()) {
+      PgServer::Walsender w;
+      w.startedAt = now;
+      w.rule = p.quorum;
+      if (!w.rule && p.config.downstream) w.rule = pg::StandbyQuorum{1, {p.config.downstream->id}};
+      it = p.walsenders.emplace(standby.id, std::move(w)).first;
+    }
+    PgServer::Walsender& w = it->second;
+    if (w.next && now >= w.nextAt) {
+      w.rule = std::move(w.next);
+      w.next.reset();
+    }
+  }
+}
+
+void PgFleet::reloadQuorum(int primary, const std::optional<pg::StandbyQuorum>& rule) {
+  PgServer& p = server(primary);
+  refreshWalsenders(primary);
+  p.quorum = rule;
+  for (auto& [id, w] : p.walsenders) {
+    w.next = rule;
+    w.nextAt = q_.now() + rng_.between(0, 20);
+  }
+}
+
+bool PgFleet::prioritized(const PgServer& primary, const std::string& id) {
+  auto it = primary.walsenders.find(id);
+  if (it == primary.walsenders.end() || !it->second.rule) return false;
+  const auto& members = it->second.rule->members;
+  return std::find(members.begin(), members.end(), id) != members.end();
+}
+
+size_t PgFleet::quorumReleased(int primary) {
+  refreshWalsenders(primary);
+  const PgServer& p = server(primary);
+  std::vector<uint64_t> flushes;
+  for (const auto& [id, w] : p.walsenders) {
+    if (prioritized(p, id)) flushes.push_back(server(hostOf(id)).wal.size());
+  }
+  uint64_t released = 0;
+  for (const auto& [id, w] : p.walsenders) {
+    if (!prioritized(p, id)) continue;
+    if (auto kth = pg::kthLatestFlush(flushes, w.rule->k)) released = std::max(released, *kth);
+  }
+  return static_cast<size_t>(released);
+}
+
+std::vector<uint64_t> PgFleet::memberFlushes(int primary, const std::vector<std::string>& members,
+                                             std::optional<int64_t> after) {
+  refreshWalsenders(primary);
+  const PgServer& p = server(primary);
+  std::vector<uint64_t> out;
+  for (const std::string& id : members) {
+    auto it = p.walsenders.find(id);
+    if (it == p.walsenders.end() || !prioritized(p, id) || (after && it->second.startedAt <= *after)) continue;
+    out.push_back(server(hostOf(id)).wal.position().value());
+  }
+  return out;
+}
+
 void PgFleet::stream() {
   const int64_t now = q_.now();
   for (PgServer* s : servers_) {
     PgServer& pg = *s;
-    if (!pg.serving() || !pg.isStandby() || !pg.config.upstream || now < pg.stalledUntil) continue;
+    if (!pg.serving() || !pg.isStandby() || !pg.config.upstream || now < pg.stalledUntil || now < pg.reconnectAt) continue;
     int u = hostOf(pg.config.upstream->id);
     if (u < 0 || !server(u).serving()) continue;
     const Wal& up = server(u).wal;

@@ -25,6 +25,58 @@ std::set<std::string> ZkEnsemble::notStreaming() const {
   return out;
 }
 
+TakeoverReports ZkEnsemble::reports() const {
+  TakeoverReports out;
+  election_.forEachFirst([&](const std::string& peer, uint64_t sid) {
+    const Session& s = sessions_.at(sid);
+    if (!s.report) return;
+    TakeoverReport r = *s.report;
+    r.nodeVersion = s.nodeVersion;
+    out.emplace(peer, std::move(r));
+  });
+  return out;
+}
+
+bool ZkEnsemble::syncElectionNode(int n) {
+  const ZkClient& c = look(n);
+  auto it = sessions_.find(c.session);
+  if (!c.agent || c.session == 0 || it == sessions_.end() || !it->second.alive) return false;
+  Session& s = it->second;
+  if (s.report == c.agent->report_ && s.streaming == c.agent->streaming_) return false;
+  s.report = c.agent->report_;
+  s.streaming = c.agent->streaming_;
+  ++s.nodeVersion;
+  if (s.report && hooks_.reportPublished) hooks_.reportPublished(n);
+  if (s.report) {
+    trace_.trace('Z', [&] {
+      return c.id + " election node (version " + std::to_string(s.nodeVersion) + ") holds the report " +
+             s.report->describe();
+    });
+  }
+  return true;
+}
+
+std::string ZkEnsemble::failedCheck(const std::vector<ElectionNodeCheck>& checks) const {
+  for (const ElectionNodeCheck& check : checks) {
+    const uint64_t sid = election_.firstSessionOf(check.peerId);
+    if (sid == 0) return "the election node of " + check.peerId + " is gone";
+    if (sessions_.at(sid).nodeVersion != check.version) {
+      return "the election node of " + check.peerId + " changed since its report was counted (version " +
+             std::to_string(sessions_.at(sid).nodeVersion) + ", counted " + std::to_string(check.version) + ")";
+    }
+  }
+  return "";
+}
+
+void ZkEnsemble::answerReport(int n, uint64_t serial, ReportPublished r) {
+  if (!look(n).agent) return;
+  SimCoordinator& a = *look(n).agent;
+  if (a.reportSerial_ != serial || !a.pendingReport_) return;
+  auto done = std::move(a.pendingReport_);
+  a.pendingReport_ = nullptr;
+  hooks_.deliver(n, r, [&] { done(r); });
+}
+
 void ZkEnsemble::agentStarts(int n) {
   ZkClient& c = client(n);
   c.session = 0;
@@ -53,7 +105,7 @@ void ZkEnsemble::connect(int n, Run run) {
   }
   c.connecting = false;
   uint64_t sid = nextSession_++;
-  sessions_[sid] = Session{n, true, true, 0};
+  sessions_[sid] = Session{n, true, true, 0, 0, c.agent->report_, c.agent->streaming_};
   c.session = sid;
   c.needResync = false;
   uint64_t seq = election_.join(sid, c.id);
@@ -73,7 +125,7 @@ void ZkEnsemble::connect(int n, Run run) {
     });
     q_.after(model_.leaseIntervalMs, [this, n, run, sid] { leaseLoop(n, run, sid); });
   }
-  deliver(n, ZkInitialized{stateNode(), activePeers(), {}, false, notStreaming()});
+  deliver(n, ZkInitialized{stateNode(), activePeers(), {}, false, notStreaming(), reports()});
 }
 
 // A `sync` sent every leaseIntervalMs while the session lives: answered, with its send
@@ -207,7 +259,7 @@ void ZkEnsemble::closeSessionOf(int n) {
 
 void ZkEnsemble::joinWithoutClient(const std::string& id) {
   uint64_t sid = nextSession_++;
-  sessions_[sid] = Session{-1, true, true, 0};
+  sessions_[sid] = Session{-1, true, true, 0, 0, std::nullopt, std::nullopt};
   withoutClient_[id].push_back(sid);
   election_.join(sid, id);
   recomputeActive();
@@ -289,13 +341,13 @@ void ZkEnsemble::notifyAll(bool state) {
       deliver(told[k], ClusterStateChanged{stateNode()});
     } else {
       deliver(told[k],
-              ActivePeersChanged{k + 1 < told.size() ? PeerList(active) : std::move(active), {}, notStreaming()});
+              ActivePeersChanged{k + 1 < told.size() ? PeerList(active) : std::move(active), {}, notStreaming(), reports()});
     }
   }
 }
 
 void ZkEnsemble::write(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion,
-                       const std::string& reason) {
+                       const std::string& reason, std::vector<ElectionNodeCheck> checks) {
   ZkClient& c = client(n);
   trace_.trace('A', [&] {
     return c.id + " -> write generation " + std::to_string(state.generation) + " expecting v" +
@@ -318,13 +370,13 @@ void ZkEnsemble::write(int n, uint64_t serial, const ClusterState& state, int32_
                          ? model_.slowToServer.draw(rng_)
                          : model_.toServer.draw(rng_);
   q_.after(toServer, [this, n, serial, sid, issued, wal, data = std::move(data), expectedVersion, reason,
-                       writer = std::move(writer)] {
+                       writer = std::move(writer), checks = std::move(checks)] {
     auto it = sessions_.find(sid);
     // A request sent just before a partition may or may not have reached the server.
     bool reached = it != sessions_.end() && it->second.alive && (it->second.connected || rng_.chance(500)) &&
                    !leaderless();
     StateWriteFinished res{false, "connection loss", false, -1};
-    if (reached) res = cas(writer, data, expectedVersion, issued, wal, reason);
+    if (reached) res = cas(writer, data, expectedVersion, issued, wal, reason, checks);
     q_.after(model_.fromServer.draw(rng_), [this, n, serial, sid, res] {
       if (!look(n).agent) return;
       StateWriteFinished r = res;
@@ -339,13 +391,19 @@ void ZkEnsemble::write(int n, uint64_t serial, const ClusterState& state, int32_
 }
 
 StateWriteFinished ZkEnsemble::cas(const std::string& writer, const std::string& data, int32_t expectedVersion,
-                                   int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason) {
+                                   int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason,
+                                   const std::vector<ElectionNodeCheck>& checks) {
   if (!zk_.accepts(expectedVersion)) {
     trace_.trace('Z', [&] {
       return "write by " + writer + " expecting v" + std::to_string(expectedVersion) + " lost the race (at v" +
              std::to_string(zk_.version()) + ")";
     });
     return StateWriteFinished{false, "bad version", true, -1};
+  }
+  // A multi-op: the set, then one check per counted report; all or nothing.
+  if (const std::string failed = failedCheck(checks); !failed.empty()) {
+    trace_.trace('Z', [&] { return "write by " + writer + " lost the race: " + failed; });
+    return StateWriteFinished{false, failed, true, -1};
   }
   if (hooks_.admit && !hooks_.admit(writer, data)) return StateWriteFinished{false, "invalid", false, -1};
   zk_.put(data);
@@ -392,9 +450,12 @@ void ZkEnsemble::heal(int n) {
   if (c.session != 0 && it != sessions_.end() && it->second.alive) {
     it->second.connected = true;
     ++it->second.disconnects;
+    // A report published meanwhile is written on the reconnection (a streaming flag is
+    // heard with the next news, as before quorum mode: sync mode's runs are unchanged).
+    if (c.ready && c.agent->member_ && it->second.report != c.agent->report_ && syncElectionNode(n)) notifyAll(false);
     if (c.needResync && c.ready) {  // the watches fire for what changed meanwhile
       c.needResync = false;
-      deliver(n, ActivePeersChanged{activePeers(), {}, notStreaming()});
+      deliver(n, ActivePeersChanged{activePeers(), {}, notStreaming(), reports()});
       deliver(n, ClusterStateChanged{stateNode()});
     }
     // As the real client: the regain after the state read again (deliveries keep order).
@@ -457,10 +518,23 @@ void SimCoordinator::leave() {
       if (zk.runs(n, run)) zk.answerWrite(n, serial, StateWriteFinished{false, "left ZooKeeper", false, -1});
     });
   }
+  if (pendingReport_) {
+    zk_.q_.after(0, [&zk = zk_, n = host_, serial = reportSerial_, run = run_] {
+      if (zk.runs(n, run)) {
+        zk.answerReport(n, serial, ReportPublished{false, "left ZooKeeper: the election node may hold either", -1});
+      }
+    });
+  }
 }
 
 void SimCoordinator::putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                                      std::function<void(StateWriteFinished)> done) {
+  putCheckedClusterState(state, expectedVersion, reason, {}, std::move(done));
+}
+
+void SimCoordinator::putCheckedClusterState(const ClusterState& state, int32_t expectedVersion,
+                                            const std::string& reason, const std::vector<ElectionNodeCheck>& checks,
+                                            std::function<void(StateWriteFinished)> done) {
   if (pendingWrite_ && zk_.hooks_.violation) {
     zk_.hooks_.violation("two-writes", zk_.look(host_).id + " wrote while a write was in flight");
   }
@@ -475,14 +549,58 @@ void SimCoordinator::putClusterState(const ClusterState& state, int32_t expected
     });
     return;
   }
-  zk_.write(host_, serial, state, expectedVersion, reason);
+  zk_.write(host_, serial, state, expectedVersion, reason, checks);
+}
+
+void SimCoordinator::publishReport(const std::optional<TakeoverReport>& report,
+                                   std::function<void(ReportPublished)> done) {
+  const int n = host_;
+  if (pendingReport_) {
+    zk_.schedule(n, [&zk = zk_, n, replaced = std::move(pendingReport_)] {
+      const ReportPublished r{false, "replaced by a later publication", -1};
+      zk.hooks_.deliver(n, r, [&] { replaced(r); });
+    });
+    pendingReport_ = nullptr;
+  }
+  report_ = report;
+  if (report_) report_->nodeVersion = -1;
+  pendingReport_ = std::move(done);
+  const uint64_t serial = ++reportSerial_;
+  zk_.trace_.trace('A', [&] {
+    return zk_.look(n).id + " -> publish " + (report_ ? "the report " + report_->describe() : std::string("no report"));
+  });
+  const ZkClient& c = zk_.look(n);
+  if (!member_ || !c.ready || c.partitioned || !zk_.sessionAlive(c.session)) {
+    zk_.schedule(n, [&zk = zk_, n, serial] {
+      zk.answerReport(n, serial, ReportPublished{false, "not connected to ZooKeeper: published once connected", -1});
+    });
+    return;
+  }
+  const uint64_t sid = c.session;
+  zk_.q_.after(zk_.model_.toServer.draw(zk_.rng_), [&zk = zk_, n, serial, sid] {
+    auto it = zk.sessions_.find(sid);
+    const bool reached = it != zk.sessions_.end() && it->second.alive && it->second.connected && !zk.leaderless() &&
+                         zk.look(n).session == sid;
+    if (reached && zk.syncElectionNode(n)) zk.notifyAll(false);
+    const int32_t version = reached ? it->second.nodeVersion : -1;
+    zk.q_.after(zk.model_.fromServer.draw(zk.rng_), [&zk, n, serial, sid, reached, version] {
+      ReportPublished r{true, "", version};
+      if (!reached || zk.look(n).session != sid || !zk.sessionAlive(sid) || zk.look(n).partitioned) {
+        r = ReportPublished{false, "writing the election node failed: connection loss (it may hold either)", -1};
+      }
+      zk.schedule(n, [&zk, n, serial, r] { zk.answerReport(n, serial, r); });
+    });
+  });
 }
 
 void SimCoordinator::publishStreaming(bool streams) {
   if (streaming_ == streams) return;
   streaming_ = streams;
   const ZkClient& c = zk_.look(host_);
-  if (member_ && c.ready && !c.partitioned && zk_.sessionAlive(c.session)) zk_.notifyAll(false);
+  if (member_ && c.ready && !c.partitioned && zk_.sessionAlive(c.session)) {
+    zk_.syncElectionNode(host_);
+    zk_.notifyAll(false);
+  }
 }
 
 driver::CoordinatorStatus SimCoordinator::status() const {

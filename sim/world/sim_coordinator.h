@@ -69,6 +69,8 @@ struct ZkHooks {
   std::function<void(const std::string& writer, int64_t issuedAt, std::optional<WalPosition> writerWal,
                      const std::string& reason)>
       written;
+  // Host n's election node now holds a takeover report (quorum mode).
+  std::function<void(int n)> reportPublished;
   // The driver broke the coordinator's contract (a write while one is in flight).
   std::function<void(const std::string& invariant, const std::string& detail)> violation;
 };
@@ -123,13 +125,17 @@ class ZkEnsemble {
   PeerList activePeers() const;
   // The active peers whose running agent publishes that its postgres does not stream.
   std::set<std::string> notStreaming() const;
+  // The takeover reports the active peers' election nodes hold (quorum mode), each from
+  // the peer's first node, with that node's data version (docs/decisions/0079 4.2).
+  TakeoverReports reports() const;
   // A leader is elected (no election under way, the quorum not lost): writes can land.
   bool hasLeader() const { return !leaderless(); }
 
   // A test-and-set of the cluster state, at once (an operator's, or a write that
   // reached the leader).
   StateWriteFinished cas(const std::string& writer, const std::string& data, int32_t expectedVersion,
-                         int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason);
+                         int64_t issuedAt, std::optional<WalPosition> writerWal, const std::string& reason,
+                         const std::vector<ElectionNodeCheck>& checks = {});
   // A peer with no client in the simulation (a scripted peer) joins or leaves.
   void joinWithoutClient(const std::string& id);
   void leaveWithoutClient(const std::string& id);
@@ -163,6 +169,11 @@ class ZkEnsemble {
     bool alive = true;
     bool connected = true;
     uint64_t disconnects = 0;
+    // Its election node's data: the version (created at 0, +1 for every set of its data,
+    // as ZooKeeper counts) and the takeover report it holds (quorum mode).
+    int32_t nodeVersion = 0;
+    std::optional<TakeoverReport> report;
+    std::optional<bool> streaming;
   };
 
   // A run of an agent: callbacks scheduled for it run only while it is host n's
@@ -182,7 +193,14 @@ class ZkEnsemble {
   void deliver(int n, Event ev);
   void answerWrite(int n, uint64_t serial, StateWriteFinished r);
   void notifyAll(bool state);
-  void write(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion, const std::string& reason);
+  void write(int n, uint64_t serial, const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+             std::vector<ElectionNodeCheck> checks = {});
+  // The failed check of a takeover's write, or empty when every checked node is as counted.
+  std::string failedCheck(const std::vector<ElectionNodeCheck>& checks) const;
+  // Sets host n's current election node's data to what its agent publishes (a report),
+  // when it differs: a set, which bumps the node's version and fires the watches.
+  bool syncElectionNode(int n);
+  void answerReport(int n, uint64_t serial, ReportPublished r);
   Run runOf(int n) const { return look(n).agentRun; }
   bool runs(int n, Run run) const { return run != 0 && look(n).agentRun == run; }
   bool sessionAlive(uint64_t sid) const {
@@ -218,7 +236,17 @@ class SimCoordinator final : public driver::Coordinator {
   void leave() override;
   void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override;
+  // The same write, landing only if each checked election node still has the version
+  // counted (ZooKeeper's multi-op with check ops, zk/session.cc): else a lost race.
+  void putCheckedClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
+                              const std::vector<ElectionNodeCheck>& checks,
+                              std::function<void(StateWriteFinished)> done) override;
   driver::CoordinatorStatus status() const override;
+  // The report, a field of this run's election node (kept across this run's sessions and
+  // written into each new session's node, as zk::Session keeps it): a set that reaches
+  // the leader, answered with the node's new version; a failure when not connected (then
+  // written on the next reconnection or session).
+  void publishReport(const std::optional<TakeoverReport>& report, std::function<void(ReportPublished)> done) override;
   // In this run's election node from now on: the peers are told at once (their watches
   // fire) unless this client is cut off, and hear it with their next news otherwise.
   void publishStreaming(bool streams) override;
@@ -237,6 +265,9 @@ class SimCoordinator final : public driver::Coordinator {
   std::function<void(StateWriteFinished)> pendingWrite_;
   int64_t writeSince_ = 0;
   std::optional<bool> streaming_;  // published in the election node
+  std::optional<TakeoverReport> report_;  // published in the election node (quorum mode)
+  uint64_t reportSerial_ = 0;
+  std::function<void(ReportPublished)> pendingReport_;
 };
 
 }  // namespace dugong::simworld

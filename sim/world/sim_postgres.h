@@ -29,12 +29,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "driver/env.h"
+#include "pg/plan/standby_names.h"
 #include "pg/plan/writes.h"
 #include "sim/world/event_queue.h"
 #include "sim/world/rng.h"
@@ -125,6 +127,24 @@ struct PgServer {
   // A primary fenced for a new sync (config.downstream): the sync it had, which commits
   // also wait for until the next apply (the adapter's FIRST 2 of both).
   std::optional<PeerIdentity> alsoSync;
+  // Quorum mode (docs/decisions/0079-quorum-commit.md section 7). A primary's `ANY k
+  // (members)` as its configuration file says now (nullopt: no quorum; a sync x is the
+  // rule {1, [x]} to its walsenders), and its walsenders, one per standby streaming from
+  // it: each runs the rule it read last. A reload reaches each walsender after a drawn
+  // delay; its sync priority (whether its rule names it) is observable, its k is not
+  // (P3); a walsender started later starts with the file's rule. A commit is released
+  // once the k-th latest flush among the standbys with a priority has reached it, k
+  // being any such walsender's own (PgFleet::quorumReleased).
+  struct Walsender {
+    int64_t startedAt = 0;
+    std::optional<pg::StandbyQuorum> rule;
+    std::optional<pg::StandbyQuorum> next;  // a reload it has not processed yet
+    int64_t nextAt = 0;
+  };
+  std::optional<pg::StandbyQuorum> quorum;
+  std::map<std::string, Walsender> walsenders;  // by standby id
+  // As a standby: its walsender was ended (pg_terminate_backend); it connects again then.
+  int64_t reconnectAt = 0;
   // The adapter's managed configuration (pg/controller.cc): a primary with a sync is
   // read-only until its writable poll saw the sync stream synchronously up to the WAL
   // position of the poll's first look; a primary that was writable stays writable when
@@ -217,6 +237,20 @@ class PgFleet {
   bool streamsFrom(int standby, int upstream) const;
   // A primary's synchronous standby streams from it.
   bool attachedSync(int primary) const;
+  // Quorum mode (PgServer::quorum): the walsenders of `primary` as they are now (one per
+  // standby streaming from it, each having processed the reloads due by now).
+  void refreshWalsenders(int primary);
+  // A reload of `primary`'s configuration to `rule`: each walsender takes it 0-20 ms later.
+  void reloadQuorum(int primary, const std::optional<pg::StandbyQuorum>& rule);
+  // Whether standby `id`'s walsender of `primary` has a sync priority (its rule names it).
+  static bool prioritized(const PgServer& primary, const std::string& id);
+  // The WAL records released to the commits waiting on `primary`: the greatest, over the
+  // walsenders with a priority, of the k-th latest flush (k their own) among those.
+  size_t quorumReleased(int primary);
+  // The flushes (in records) of the standbys with a priority (sync_state 'quorum') among
+  // `members`, through walsenders started after `after` when given.
+  std::vector<uint64_t> memberFlushes(int primary, const std::vector<std::string>& members,
+                                      std::optional<int64_t> after = std::nullopt);
   // Standbys receive WAL from their upstreams (one replication tick). A standby that
   // diverged from its upstream cannot follow it (its log says so).
   void stream();
@@ -268,6 +302,8 @@ struct SimPostgresHooks {
   std::function<void(const std::string& invariant, const std::string& detail)> violation;
   // A fence succeeded, before the driver hears of it.
   std::function<void()> fenced;
+  // A quorum step's fence held, for `members` (before the driver hears of it).
+  std::function<void(const std::vector<std::string>& members)> quorumFenced;
   // An apply starts carrying out `config` (after waiting for the apply lock).
   std::function<void(const PgConfig& config)> applyStarting;
 };
@@ -280,6 +316,14 @@ class SimPostgres final : public driver::Postgres {
   void init(std::function<void(PgInitialized)> done) override;
   void apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) override;
   void fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) override;
+  // A quorum step's fence, as the adapter's PgController::fenceQuorum carries it out with
+  // the same planners (pg/plan/fence.h): the reload verified by checkFence, then
+  // planQuorumFenceStep look by look, under the apply lock, within `timeoutMs`.
+  void fenceQuorum(const Quorum& quorum, bool endWalsenders, int64_t timeoutMs,
+                   std::function<void(PgFenced)> done) override;
+  // On the query worker: the primary's flush position, then each member's walsender.
+  void sampleQuorumMembers(const std::vector<std::string>& memberIds,
+                           std::function<void(Result<driver::QuorumReplicationSample>)> done) override;
   void readWal(std::function<void(WalPositionRead)> done) override;
   // On the query worker: the sync's walsender streams from this primary (a stalled
   // standby's walsender streams too, and its flush position stays), its WAL position,
@@ -337,6 +381,11 @@ class SimPostgres final : public driver::Postgres {
   void schedulePoll();
   void pollWritable(uint64_t epoch);
   void pollUpstream(int64_t deadline, bool sawStream, std::function<void(bool)> done);
+  // fenceQuorum's verification of its reload (step 1), then its looks (steps 2-4).
+  struct QuorumFenceRun;
+  void verifyQuorumReload(std::shared_ptr<QuorumFenceRun> run);
+  void lookAtQuorumFence(std::shared_ptr<QuorumFenceRun> run);
+  void endQuorumFence(const std::shared_ptr<QuorumFenceRun>& run, PgFenced r);
 
   PgFleet& fleet_;
   int host_;

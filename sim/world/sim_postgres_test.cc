@@ -238,5 +238,43 @@ TEST(SimPostgres, APollingHealthCheckFindsACrashedPostmasterAndNothingRestartsIt
   EXPECT_TRUE(restarted->ok) << "the driver's restart starts it once it is no longer broken";
 }
 
+// Quorum mode: a commit is released once the k-th latest flush among the standbys whose
+// walsender has a priority reaches it, k being each walsender's own copy: after a reload
+// that raises k, the walsenders release under the old k until each has taken the new
+// rule (0-20 ms later), the staleness a step's fence must end (docs/decisions/0079 5.2).
+TEST(SimPostgres, QuorumReleaseFollowsEachWalsendersRuleAndAReloadReachesThemLater) {
+  EventQueue q;
+  Rng rng{7};
+  Lines lines;
+  PgServer p, s1, s2;
+  PgFleet fleet(q, rng, rng, lines, fixedModel(0));
+  p.id = "node1";
+  s1.id = "node2";
+  s2.id = "node3";
+  for (PgServer* x : {&p, &s1, &s2}) {
+    fleet.add(*x);
+    x->running = true;
+    x->setUp = true;
+  }
+  p.config.role = PgRole::kPrimary;
+  for (PgServer* x : {&s1, &s2}) x->config = PgConfig::standby(PgRole::kSync, peer("node1"), peer("node1"));
+  for (uint64_t c = 1; c <= 3; ++c) p.wal.append(c);
+  s1.wal.copyFrom(p.wal, 3);
+  s2.wal.copyFrom(p.wal, 1);
+  p.quorum = pg::StandbyQuorum{1, {"node2", "node3"}};
+  EXPECT_EQ(fleet.quorumReleased(0), 3u);  // ANY 1: node2's flush
+  fleet.reloadQuorum(0, pg::StandbyQuorum{2, {"node2", "node3"}});
+  EXPECT_EQ(fleet.quorumReleased(0), 3u);  // both walsenders still run ANY 1
+  q.at(21, [] {});
+  q.runNext();
+  EXPECT_EQ(fleet.quorumReleased(0), 1u);  // ANY 2: the second latest, node3's
+  EXPECT_EQ(fleet.memberFlushes(0, {"node2", "node3"}).size(), 2u);
+  fleet.reloadQuorum(0, pg::StandbyQuorum{1, {"node2"}});
+  q.at(42, [] {});
+  q.runNext();
+  EXPECT_EQ(fleet.memberFlushes(0, {"node2", "node3"}).size(), 1u);  // node3's priority is gone
+  EXPECT_EQ(fleet.quorumReleased(0), 3u);
+}
+
 }  // namespace sim_postgres_test
 }  // namespace dugong::simworld

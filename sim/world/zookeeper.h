@@ -58,6 +58,24 @@ class ZkElection {
   bool holds(const std::string& peer) const {
     return std::any_of(nodes_.begin(), nodes_.end(), [&peer](const Node& e) { return e.peer == peer; });
   }
+  // The session of `peer`'s first election node (in session order), or 0 for none: the
+  // node a peer's reports are read from, and a takeover's write checks.
+  uint64_t firstSessionOf(const std::string& peer) const {
+    for (const Node& e : nodes_) {
+      if (e.peer == peer) return e.session;
+    }
+    return 0;
+  }
+  // Calls fn(peer, session) for each peer's first election node, in session order.
+  template <class F>
+  void forEachFirst(F fn) const {
+    std::vector<const std::string*> seen;
+    for (const Node& e : nodes_) {
+      if (std::any_of(seen.begin(), seen.end(), [&e](const std::string* p) { return *p == e.peer; })) continue;
+      seen.push_back(&e.peer);
+      fn(e.peer, e.session);
+    }
+  }
   // The active peers, in the order of their first election node.
   std::vector<std::string> active() const {
     std::vector<std::string> out;

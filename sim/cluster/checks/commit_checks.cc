@@ -59,4 +59,53 @@ void World::checkAckHasSync(int n, const WalMark& mark) {
   }
 }
 
+// Q (docs/decisions/0079-quorum-commit.md section 1), checked directly: a commit the
+// current quorum generation's primary acknowledged beyond its initWal is in the WAL of at
+// least k members of the set ZooKeeper holds now (the WAL is one history: the latest
+// acknowledged stands for every one before it). A member whose data directory a fault
+// replaced by an older copy (restore-stale-sync) counts as holding it: the fault, not the
+// protocol, lost that copy, and its report is not counted (off the generation's history).
+void World::checkAckOnQuorum(const std::string& what, const WalMark& mark) {
+  if (!opts_.checkTakeoverRules || !state_ || !state_->quorum) return;
+  if (mark.index < state_->initWal.value() / Wal::kRecordBytes) return;
+  int holding = 0;
+  std::string lacking;
+  for (const PeerIdentity& m : state_->quorum->members) {
+    const int h = nodeOf(m.id);
+    if (h >= 0 && (node(h).pg.wal.contains(mark) || node(h).restoredFromStaleCopy)) {
+      ++holding;
+    } else {
+      lacking += (lacking.empty() ? "" : ", ") + m.id;
+    }
+  }
+  if (holding >= state_->quorum->k) return;
+  checker_.fail(now_, "ack-off-quorum",
+                state_->primary.id + " " + what + " c" + std::to_string(mark.commitId) + " (WAL record " +
+                    std::to_string(mark.index) + ") in generation " + std::to_string(state_->generation) +
+                    ", beyond its initWal, but only " + std::to_string(holding) + " of the set's members hold it, fewer than k = " +
+                    std::to_string(state_->quorum->k) + " (" + lacking + " lack it; state " +
+                    summarizeState(*state_).dump() + "): a takeover reading " +
+                    std::to_string(state_->quorum->members.size() - static_cast<size_t>(state_->quorum->k) + 1) +
+                    " members may miss it");
+}
+
+void World::checkQuorumWrite(bool newGeneration) {
+  if (!opts_.checkTakeoverRules || !state_ || !state_->quorum) return;
+  if (!newGeneration) {
+    if (lastQuorumAck_ && lastQuorumAck_->first == state_->generation) {
+      checkAckOnQuorum("acknowledged (before this write of the set)", lastQuorumAck_->second);
+    }
+    return;
+  }
+  const auto frontier = checker_.frontier();
+  if (!frontier || statePrimary_ < 0) return;
+  if (!node(statePrimary_).pg.wal.contains(*frontier)) {
+    checker_.fail(now_, "takeover-without-commit",
+                  state_->primary.id + " took over as primary of generation " + std::to_string(state_->generation) +
+                      " (" + summarizeState(*state_).dump() + ") without the acknowledged commit c" +
+                      std::to_string(frontier->commitId) + " (WAL record " + std::to_string(frontier->index) +
+                      "); its WAL has " + std::to_string(node(statePrimary_).pg.wal.size()) + " records");
+  }
+}
+
 }  // namespace dugong::clustersim::world_internal

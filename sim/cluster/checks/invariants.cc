@@ -7,6 +7,43 @@
 namespace dugong::clustersim {
 namespace {
 
+// The set and k of a quorum state, the members compared as a set (nullopt: none).
+bool sameQuorum(const ClusterState& a, const ClusterState& b) {
+  if (a.quorum.has_value() != b.quorum.has_value()) return false;
+  if (!a.quorum) return true;
+  if (a.quorum->k != b.quorum->k || a.quorum->members.size() != b.quorum->members.size()) return false;
+  for (const PeerIdentity& m : a.quorum->members) {
+    if (!containsPeer(b.quorum->members, m.id)) return false;
+  }
+  return true;
+}
+
+// How many of `a`'s members `b` lacks.
+size_t missingFrom(const PeerList& a, const PeerList& b) {
+  size_t n = 0;
+  for (const PeerIdentity& m : a) n += containsPeer(b, m.id) ? 0 : 1;
+  return n;
+}
+
+// One membership step of 0079 5.1: a sync re-encoded as ANY 1 of it (or back), one member
+// added or removed at the same k, or k changed by one over the same set.
+bool isMembershipStep(const ClusterState& before, const ClusterState& after) {
+  if (before.sync && after.quorum && !before.quorum) {
+    return after.quorum->k == 1 && after.quorum->members.size() == 1 && after.quorum->members[0].id == before.sync->id;
+  }
+  if (before.quorum && after.sync && !after.quorum) {
+    return before.quorum->k == 1 && before.quorum->members.size() == 1 &&
+           before.quorum->members[0].id == after.sync->id;
+  }
+  if (!before.quorum || !after.quorum) return false;
+  const PeerList& from = before.quorum->members;
+  const PeerList& to = after.quorum->members;
+  const size_t removed = missingFrom(from, to);
+  const size_t added = missingFrom(to, from);
+  if (before.quorum->k == after.quorum->k) return removed + added == 1;
+  return removed + added == 0 && (after.quorum->k == before.quorum->k + 1 || after.quorum->k + 1 == before.quorum->k);
+}
+
 std::string commitName(const WalMark& m) {
   return "c" + std::to_string(m.commitId) + " (WAL record " + std::to_string(m.index) + ")";
 }
@@ -112,7 +149,10 @@ void InvariantChecker::onStateWrite(const StateWrite& w) {
   }
   if (!generationStart_.count(after.generation)) generationStart_[after.generation] = w.at;
   if (takeoverRules_ && !covers_.count(after.generation)) {
-    covers_[after.generation] = {after.initWal.value() / Wal::kRecordBytes, after.sync ? after.sync->id : ""};
+    // A quorum generation (format 2) has no sync whose acknowledgement excuses a commit
+    // beyond its initWal (docs/decisions/0079-quorum-commit.md, W): no standby has this name.
+    covers_[after.generation] = {after.initWal.value() / Wal::kRecordBytes,
+                                 after.quorum ? std::string(kNoSyncInQuorumMode) : after.sync ? after.sync->id : ""};
     for (const auto& [key, furthest] : furthestAck_) checkAckCoveredByInitWal(w.at, furthest, after.generation);
   }
   if (after.generation > lastGeneration_) lastGeneration_ = after.generation;
@@ -127,11 +167,17 @@ void InvariantChecker::onStateWrite(const StateWrite& w) {
   const ClusterState& before = *w.before;
   if (after.generation == before.generation) {
     bool samePlaces = after.primary.id == before.primary.id && after.initWal == before.initWal &&
-                      (after.sync ? after.sync->id : "") == (before.sync ? before.sync->id : "");
-    if (!samePlaces) {
+                      (after.sync ? after.sync->id : "") == (before.sync ? before.sync->id : "") &&
+                      sameQuorum(before, after);
+    // Quorum mode: the primary's membership steps, one member or k by one at a time, or
+    // the re-encoding of a sync (docs/decisions/0079-quorum-commit.md 5.1).
+    const bool primarysStep = w.writer == before.primary.id && after.primary.id == before.primary.id &&
+                              after.initWal == before.initWal && isMembershipStep(before, after);
+    if (!samePlaces && !primarysStep) {
       fail(w.at, "same-generation-change",
-           w.writer + " changed the primary, sync or initWal without a new generation " +
-               std::to_string(after.generation));
+           w.writer + " changed the primary, sync, set or initWal without a new generation " +
+               std::to_string(after.generation) + " (" + summarizeState(before).dump() + " -> " +
+               summarizeState(after).dump() + ")");
     }
     // The operator and the primary may rewrite their generation; most writes are theirs,
     // and the serializations below would dominate the checks of a run.
@@ -170,18 +216,35 @@ void InvariantChecker::takeoverChecks(const StateWrite& w) {
   if (w.writer == "operator") return bad("the operator declared a generation");
   if (after.primary.id != w.writer) return bad("the writer is not the new primary");
   bool wasPrimary = before.primary.id == w.writer;
-  bool wasSync = before.sync && before.sync->id == w.writer;
-  if (!wasPrimary && !wasSync) return bad("the writer was neither primary nor sync of generation " +
+  // Quorum mode: a member of G's set takes over as the sync does (0079 4.7).
+  bool wasSync = (before.sync && before.sync->id == w.writer) ||
+                 (before.quorum && containsPeer(before.quorum->members, w.writer));
+  if (!wasPrimary && !wasSync) return bad("the writer was neither primary nor sync (or member) of generation " +
                                           std::to_string(before.generation));
   if (before.frozen()) return bad("the cluster was frozen");
   if (before.oneNodeWriteMode) return;  // leaving one-node-write mode: any other peer may be sync
-  if (!after.sync || !containsPeer(before.async, after.sync->id)) return bad("the new sync was not an async");
+  if (after.quorum) {
+    // The next set: G's members and asyncs, never the old primary (0079 4.3).
+    for (const PeerIdentity& m : after.quorum->members) {
+      const bool fromG = containsPeer(before.async, m.id) || (before.sync && before.sync->id == m.id) ||
+                         (before.quorum && containsPeer(before.quorum->members, m.id));
+      if (!fromG || m.id == before.primary.id) return bad("the new member " + m.id + " was no member nor async of G");
+    }
+  } else if (!after.sync || !containsPeer(before.async, after.sync->id)) {
+    return bad("the new sync was not an async");
+  }
+  if (wasPrimary && before.quorum) {
+    // Only decision 0072's rewrite at its own position: the same set and k.
+    if (!sameQuorum(before, after)) return bad("the primary of a quorum generation changed its set in a new generation");
+    return;
+  }
 
   auto start = generationStart_.find(before.generation);
   EpochMs from = start == generationStart_.end() ? 0 : start->second;
   auto promote = before.hasPromote() ? validatePromote(before.promote, before, w.issuedAt)
                                      : Result<PromoteRequest>(Error{"no promote request"});
   if (wasPrimary) {
+    if (!before.sync) return bad("a new generation by the primary without a sync");
     bool syncGone = before.sync && wasAbsent_(before.sync->id, from, w.issuedAt);
     bool promoted = promote.ok() && promote->role == "async" && promote->asyncIndex == 0 &&
                     promote->id == after.sync->id;

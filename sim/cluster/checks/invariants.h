@@ -38,6 +38,10 @@ namespace dugong::clustersim {
 using simworld::Wal;
 using simworld::WalMark;
 
+// The sync of a quorum generation in the initWal coverage rule: no standby's name, so
+// that no acknowledgement is excused (docs/decisions/0079-quorum-commit.md, W).
+inline constexpr const char* kNoSyncInQuorumMode = "(quorum: no sync)";
+
 struct Violation {
   std::string invariant;  // short name, stable: used to compare runs when shrinking
   std::string detail;

@@ -30,8 +30,7 @@ void World::checkStep() {
     if (!nd.up) continue;
     // Until its postgres stops, a deposed peer may still take commits; it must not be
     // able to acknowledge one (no sync streams from it, or it is not writable).
-    if (nd.driver->peer().role() == Role::kDeposed && writable(n) &&
-        (!nd.pg.config.downstream || attachedSync(n))) {
+    if (nd.driver->peer().role() == Role::kDeposed && writable(n) && canAcknowledge(n)) {
       checker_.onDeposedWritable(now_, nd.identity.id);
     }
     // A withdrawn peer rejoins once its postgres answers again (a fresh connection too,

@@ -10,6 +10,7 @@
 //   operator.cc        freeze, unfreeze, promote-valid, promote-invalid, rebuild-deposed,
 //                      raise-max-connections
 //   suspend.cc         suspend-host
+//   quorum.cc          lagging-member-primary-dies, best-member-dies, step-interrupted
 #include "sim/cluster/world_internal.h"
 
 namespace dugong::clustersim::world_internal {
@@ -72,6 +73,12 @@ void World::runFault(const Fault& f) {
       return partialRecordTakeover(f);
     case FaultKind::kSuspendHost:
       return suspendHost(f);
+    case FaultKind::kLaggingMemberPrimaryDies:
+      return laggingMemberPrimaryDies(f);
+    case FaultKind::kBestMemberDies:
+      return bestMemberDies(f);
+    case FaultKind::kStepInterrupted:
+      return armStepInterrupted(f);
   }
 }
 

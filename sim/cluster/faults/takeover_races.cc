@@ -125,6 +125,11 @@ void World::restoreStaleSync(const Fault& f) {
   if (primary < 0 || sync < 0 || !node(primary).up || !node(sync).up) {
     return trace('F', [&] { return f.describe() + ": skipped, no primary and sync up"; });
   }
+  // Not in quorum mode yet: a restored first member feeds the async chain another
+  // history, and a later takeover may make such an async a member, whose kept fence then
+  // leaves it withdrawn (seed 280, docs/decisions/0079-quorum-commit.md "Phase 5 as
+  // built", left).
+  if (sc_.quorumK > 0) return trace('F', [&] { return f.describe() + ": skipped in quorum mode"; });
   const Wal& primaryWal = fleet_.server(primary).wal;
   const size_t initRecords = static_cast<size_t>(state_->initWal.value() / primaryWal.recordBytes());
   if (initRecords == 0 || primaryWal.size() < initRecords) {
