@@ -78,6 +78,13 @@ std::optional<PgConfigApplied> PgController::rewindForDemotion(const SourceEndpo
                    from.id, discarded);
       return std::nullopt;
     case Divergence::kAhead:
+      if (source.kind == SourceKind::kDugong) {
+        // A dugong source's peer is the other site's sync, a standby itself: in the planned
+        // switch (0083 5.3) it may not have received this site's shutdown checkpoint yet.
+        return failed("this demoted data directory is ahead of the source peer (" + detail +
+                          "): waiting for it to receive this site's last WAL (postgres stays stopped)",
+                      false);
+      }
       return refused("this demoted data directory is ahead of the source on the same timeline (" + detail +
                          "): it cannot follow, and only a copy helps (dugong-adm rebuild). Nothing was changed",
                      false);

@@ -350,16 +350,16 @@ void Peer::evaluate() {
     case Role::kUnknown:
       break;
   }
-  // Postgres follows the state as it is now; a write in flight changes it only once
-  // confirmed (a takeover promotes postgres after its new generation is written). A
-  // takeover in progress keeps its fence; an abandoned one is lifted here, once a quorum
-  // member's report is withdrawn.
   // A standby leader of a dugong source whose upstream is not known yet: postgres as it is.
   if (role_ == Role::kStandbyLeader && !standbyEndpoint()) {
     return blocked("standby leader of " + s.standby->source.describe() + ": waiting to read the source's state to "
                    "choose its upstream (postgres is left as it is)",
                    false);
   }
+  // Postgres follows the state as it is now; a write in flight changes it only once
+  // confirmed (a takeover promotes postgres after its new generation is written). A
+  // takeover in progress keeps its fence; an abandoned one is lifted here, once a quorum
+  // member's report is withdrawn.
   if (!keepFence_ && !reportHoldsFence()) applyPg(desiredPgConfig());
 }
 

@@ -249,7 +249,6 @@ class Peer {
   // source cannot be read: an unreachable source changes nothing in postgres).
   std::optional<SourceObserved> sourceSeen_;
   std::optional<PeerIdentity> sourceUpstream_;
-  std::string sourceRefused_;  // why the last observation's upstream was refused, logged once
   bool keepFence_ = false;  // this evaluation is in the middle of a takeover
 
   Update update_ = Update::kNone;

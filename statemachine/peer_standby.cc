@@ -179,25 +179,19 @@ PromoteClusterView Peer::promoteClusterView(WalPosition wal) const {
 
 // What this agent's session to a dugong source saw (0083 3.3): the upstream is chosen
 // again from each state read (sourceUpstream: the source's sync); while the source
-// cannot be read, or names this peer, the last choice stays (postgres is not touched).
+// cannot be read the last choice stays (postgres is not touched).
 // A new upstream is a new wanted configuration for the standby leader: a reload of
 // primary_conninfo.
 void Peer::onSourceObserved(const SourceObserved& e) {
   sourceSeen_ = e;
   if (e.seen.reachable && e.seen.state) {
-    auto up = sourceUpstream(*e.seen.state, opts_.self.id);
-    if (!up) {
-      if (up.error() != sourceRefused_) log(LogLevel::kWarn, "the source's upstream is refused: " + up.error());
-      sourceRefused_ = up.error();
-    } else {
-      sourceRefused_.clear();
-      if (!sourceUpstream_ || sourceUpstream_->id != up->id || sourceUpstream_->pgUrl != up->pgUrl) {
-        log(LogLevel::kInfo, "the source's generation " + std::to_string(e.seen.state->generation) + " names " +
-                                 up->id + (e.seen.state->sync ? " sync" : " primary") +
-                                 ": a standby leader of this cluster streams from it (" + up->pgUrl + ")" +
-                                 (sourceUpstream_ ? ", was " + sourceUpstream_->id : std::string()));
-        sourceUpstream_ = std::move(up).value();
-      }
+    PeerIdentity up = sourceUpstream(*e.seen.state);
+    if (!sourceUpstream_ || sourceUpstream_->id != up.id || sourceUpstream_->pgUrl != up.pgUrl) {
+      log(LogLevel::kInfo, "the source's generation " + std::to_string(e.seen.state->generation) + " names " + up.id +
+                               (e.seen.state->sync ? " sync" : " primary") +
+                               ": a standby leader of this cluster streams from it (" + up.pgUrl + ")" +
+                               (sourceUpstream_ ? ", was " + sourceUpstream_->id : std::string()));
+      sourceUpstream_ = std::move(up);
     }
   }
   if (!zkInitialized_ || !state_ || role_ == Role::kDeposed) return;

@@ -556,11 +556,6 @@ TEST(PeerStandby, ADugongSourcesLeaderStreamsFromTheSourcesSyncAndFollowsIt) {
   h.applied(true);
   EXPECT_TRUE(only<ApplyPgConfig>(h.step(seen(peer_test::cluster(10, "a2", "a3", {})))).empty());
 
-  // A source state naming this peer's id is refused: the last upstream stays.
-  actions = h.step(seen(peer_test::cluster(11, "a3", "me", {})));
-  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
-  EXPECT_TRUE(peer_test::logged(actions, "the source's upstream is refused"));
-
   // The sync and asyncs cascade inside the site whatever the source does.
   StandbyHarness sync(false, ident("s"));
   EXPECT_EQ(onlyApply(sync.start(s, {"me", "s", "a"})), PgConfig::standby(PgRole::kSync, ident("me"), ident("me")));

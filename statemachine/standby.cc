@@ -473,14 +473,7 @@ ObservedSourceState ObservedSourceState::of(const ClusterState& state) {
   return o;
 }
 
-Result<PeerIdentity> sourceUpstream(const ObservedSourceState& observed, const std::string& selfId) {
-  for (const std::string* id : {&observed.primary, observed.sync ? &*observed.sync : nullptr}) {
-    if (id && *id == selfId) {
-      return Error{"the source's state (generation " + std::to_string(observed.generation) + ") names a peer " + selfId +
-                   ", this peer's id: its application_name would be the source's own peer's; give the two sites' "
-                   "peers different ids"};
-    }
-  }
+PeerIdentity sourceUpstream(const ObservedSourceState& observed) {
   return observed.syncPeer ? *observed.syncPeer : observed.primaryPeer;
 }
 

@@ -196,10 +196,12 @@ struct ObservedSourceState {
 // source's sync (every commit the source acknowledged is there, and the source's next
 // primary is its sync, so the leader's WAL stays a prefix of the source's next history);
 // its primary when it has no sync (one-node-write mode). A source that is itself a
-// standby cluster the same way: its leader's sync, else its leader. Refused: a source
-// state naming a peer with this peer's id `selfId` (its application_name would match the
-// source's synchronous_standby_names, 3.3).
-Result<PeerIdentity> sourceUpstream(const ObservedSourceState& observed, const std::string& selfId);
+// standby cluster the same way: its leader's sync, else its leader. Two sites may use the
+// same peer ids (3.3 refused a source naming this peer's id, since the leader's
+// application_name would then match the source's synchronous_standby_names): the leader's
+// application_name toward a dugong source is "<its id>/standby-leader", which no dugong
+// peer id can be (an id is part of an election node's name: no '/'), so nothing is refused.
+PeerIdentity sourceUpstream(const ObservedSourceState& observed);
 
 // What the standby leader (or dugong-adm, before it writes the request) observes when it
 // decides on a promote-cluster (0083 6.1), each on its own observation: the source may
