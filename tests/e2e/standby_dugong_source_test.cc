@@ -20,6 +20,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "pg/command.h"
 #include "tests/e2e/careful_writer.h"
@@ -193,7 +194,19 @@ TEST_F(StandbyDugongSource, FollowsTheSourcesNewSyncAcrossItsFailoverWithoutACop
 // Returns the ms from the demote command to the first row acknowledged on `to`.
 long switchSites(Harness& from, Harness& to, std::unique_ptr<CarefulWriter>& writer, std::set<int>& acked) {
   const auto started = Clock::now();
-  auto demoted = adm(from, {"demote-cluster", "--source", dugongUrl(to), "--wait", "180"});
+  // Refused (exit 2) while a site is not healthy yet (its sync's walsender not published
+  // by its primary's agent, an agent briefly away under load): asked again.
+  auto untilNotRefused = [](const std::function<pg::CommandResult()>& run) {
+    pg::CommandResult r = run();
+    const auto until = Clock::now() + 90s;
+    while (r.exitCode == 2 && Clock::now() < until) {
+      std::cout << "refused, asking again: " << r.output;
+      std::this_thread::sleep_for(2s);
+      r = run();
+    }
+    return r;
+  };
+  auto demoted = untilNotRefused([&] { return adm(from, {"demote-cluster", "--source", dugongUrl(to), "--wait", "180"}); });
   std::cout << demoted.output;
   EXPECT_EQ(demoted.exitCode, 0) << demoted.output;
   writer->stop();
@@ -201,7 +214,7 @@ long switchSites(Harness& from, Harness& to, std::unique_ptr<CarefulWriter>& wri
   const int next = writer->nextId() + 1000;
   expectNoPeerWritable(from, "after demote-cluster");
   expectNoPeerWritable(to, "before promote-cluster");
-  auto promoted = adm(to, {"promote-cluster", "--wait", "180"});
+  auto promoted = untilNotRefused([&] { return adm(to, {"promote-cluster", "--wait", "180"}); });
   std::cout << promoted.output;
   EXPECT_EQ(promoted.exitCode, 0) << promoted.output;
   EXPECT_NE(promoted.output.find("lossless: the source was demoted toward this cluster"), std::string::npos)
