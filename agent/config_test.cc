@@ -524,7 +524,7 @@ TEST_F(ConfigTest, TheFailsafeAcrossHostsNeedsThePeerKey) {
   EXPECT_NE(errorOf(noKey + "  peerKeyFile: " + dir_.path() + "/none\n").find("cannot read"), std::string::npos);
 }
 
-// standby.source (docs/decisions/0083 4.1): the hosts form only, and not on a singleton.
+// standby.source (docs/decisions/0083 4.1): the hosts and dugong forms, not on a singleton.
 TEST_F(ConfigTest, AStandbySourceNamesPlainPostgresHosts) {
   auto c = parseConfig(valid() + "standby:\n  source: hosts://db1:5432,db2:5433\n", "d.yaml");
   ASSERT_TRUE(c.ok()) << c.error();
@@ -534,10 +534,12 @@ TEST_F(ConfigTest, AStandbySourceNamesPlainPostgresHosts) {
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_FALSE(c->standbySource.has_value());
   EXPECT_EQ(errorOf(valid() + "standby:\n  source: db1:5432\n"),
-            "d.yaml: standby.source: expected \"hosts://host:port[,host:port...]\", got \"db1:5432\"");
-  EXPECT_EQ(errorOf(valid() + "standby:\n  source: dugong://a1:2181/dugong/siteA\n"),
-            "d.yaml: standby.source: a dugong source is not run by this dugong yet (docs/decisions/0083, phase 2 runs "
-            "a hosts source): expected \"hosts://host:port[,host:port...]\", got \"dugong://a1:2181/dugong/siteA\"");
+            "d.yaml: standby.source: expected \"hosts://host:port[,host:port...]\" or "
+            "\"dugong://zkhost:port[,zkhost:port...]/root\", got \"db1:5432\"");
+  c = parseConfig(valid() + "standby:\n  source: dugong://a1:2181,a2:2181/dugong/siteA\n", "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_TRUE(c->standbySource.has_value());
+  EXPECT_EQ(c->standbySource->describe(), "dugong siteA (a1:2181,a2:2181/dugong/siteA)");
   EXPECT_EQ(errorOf(valid() + "singleton: true\nstandby:\n  source: hosts://db1:5432\n"),
             "d.yaml: standby.source: a one-node-write (singleton) peer cannot be a standby cluster");
 }

@@ -134,16 +134,19 @@ Result<bool> ZkCoordinator::join(driver::CoordinatorCallbacks callbacks) {
   // Every log line from here on carries the generation of the last cluster state seen,
   // set before the state machine is stepped with it.
   replication_->step = nullptr;
-  auto onEvent = [onEvent = std::move(callbacks.onEvent), delivery = replication_](Event event) {
+  deliver_ = callbacks.onEvent;
+  auto onEvent = [this, onEvent = std::move(callbacks.onEvent), delivery = replication_](Event event) {
     const auto* init = std::get_if<ZkInitialized>(&event);
     const auto* changed = std::get_if<ClusterStateChanged>(&event);
     if (init) noteGeneration(init->state);
     if (changed) noteGeneration(changed->state);
     const bool newsOfTheState = init || changed;
+    if (newsOfTheState) followSource(init ? init->state : changed->state);
     onEvent(std::move(event));
     if (!newsOfTheState) return;
     if (!delivery->step) delivery->step = onEvent;
     if (delivery->wanted) onEvent(*delivery->wanted);
+    if (sourceSeen_) onEvent(*sourceSeen_);
   };
   zk::ZkOptions options = options_;
   options.resume = std::exchange(resume_, std::nullopt);  // a rejoin after a withdrawal opens a new one
@@ -177,6 +180,34 @@ void ZkCoordinator::watchNode(const std::string& path, std::function<void(StateN
   if (session_) session_->watchNode(path, std::move(onChange));
 }
 
+void ZkCoordinator::followSource(const StateNode& node) {
+  std::optional<StandbySource> source;
+  if (node.exists) {
+    auto state = ClusterState::parse(node.data, ClusterState::Formats::kSyncAndStandby);
+    if (state && state->standby && state->standby->source.kind == SourceKind::kDugong) source = state->standby->source;
+  }
+  if (sourceWatch_ && source && sourceWatch_->source() == *source) return;
+  if (sourceWatch_) spdlog::info("no longer reading the standby source {}", sourceWatch_->source().describe());
+  sourceWatch_.reset();
+  sourceSeen_.reset();
+  if (!source) return;
+  spdlog::info("reading the standby source {} (read-only, once a second)", source->describe());
+  SourceObserved named;
+  named.cluster = options_.cluster;
+  named.chroot = options_.chroot;
+  named.root = options_.effectiveRoot();
+  std::weak_ptr<int> alive = alive_;
+  sourceWatch_ = std::make_unique<zk::SourceWatch>(
+      *source, std::nullopt, 1000, [this, alive, named, io = &io_](SourceObservation seen) {
+        boost::asio::post(*io, [this, alive, named, seen = std::move(seen)]() mutable {
+          if (alive.expired()) return;
+          named.seen = std::move(seen);
+          sourceSeen_ = named;
+          if (deliver_) deliver_(named);
+        });
+      });
+}
+
 void ZkCoordinator::publishDataState(const std::optional<PeerDataState>& data) {
   dataState_ = data;
   if (session_) session_->setDataState(data);
@@ -199,6 +230,7 @@ void ZkCoordinator::deliverReplicationWanted(ReplicationWanted wanted) {
 
 void ZkCoordinator::leave() {
   replication_->step = nullptr;
+  deliver_ = nullptr;
   failPendingWrite("left ZooKeeper before the write's outcome was known");
   failPendingReport("left ZooKeeper before the takeover report's publication was known");
   session_.reset();

@@ -18,6 +18,7 @@
 #include "pg/adapter.h"
 #include "zk/options.h"
 #include "zk/session.h"
+#include "zk/source_watch.h"
 
 namespace dugong::agent {
 
@@ -96,6 +97,11 @@ class ZkCoordinator : public driver::Coordinator {
   void watchNode(const std::string& path, std::function<void(StateNode)> onChange);
 
  private:
+  // A standby cluster of a `dugong` source (0083 3.3; phase 5 as built): while the state
+  // this session read names one, a zk::SourceWatch reads the source's ensemble, and each
+  // observation is stepped as SourceObserved (and again after each ZkInitialized and
+  // ClusterStateChanged, so that a fresh state machine has it); another state stops it.
+  void followSource(const StateNode& state);
   void failPendingWrite(const std::string& why);
   void failPendingReport(const std::string& why);
   // The answer to a write of the session, unless a newer write or leave() answered it.
@@ -119,6 +125,9 @@ class ZkCoordinator : public driver::Coordinator {
   };
   std::shared_ptr<ReplicationDelivery> replication_ = std::make_shared<ReplicationDelivery>();
   std::vector<std::pair<std::string, std::function<void(StateNode)>>> watched_;
+  std::function<void(Event)> deliver_;  // the driver's onEvent while joined
+  std::unique_ptr<zk::SourceWatch> sourceWatch_;
+  std::optional<SourceObserved> sourceSeen_;
   // The write in flight: answered exactly once, by the session or by leave().
   uint64_t writeSerial_ = 0;
   std::function<void(StateWriteFinished)> pendingWrite_;

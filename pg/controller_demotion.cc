@@ -58,6 +58,21 @@ std::optional<PgConfigApplied> PgController::rewindForDemotion(const SourceEndpo
     if (auto s = stop(); !s) return failed(s.error(), isRunning());
   }
   const SourceRead writable = readSource(source);
+  if (source.kind == SourceKind::kDugong && writable.error.empty() && writable.wal && writable.timeline) {
+    // A dugong source's peer is the other site's sync, in recovery (pg_rewind's check of
+    // what is ahead needs a source out of recovery). The planned switch (0083 5.3): it
+    // streamed this site's WAL, so on this site's timeline and at or past where this
+    // site's WAL ended it holds this history: nothing to compare or rewind.
+    const WalPositionRead end = readStoppedWal();
+    auto theirs = WalPosition::parse(*writable.wal);
+    if (end.position && end.history && theirs && *writable.timeline == end.history->timeline &&
+        !(theirs.value() < *end.position)) {
+      spdlog::info("pg: demoted: the source peer {} holds this site's WAL up to {} on timeline {} (it is at {}): "
+                   "this data directory follows it as it is (no rewind)",
+                   writable.host, end.position->toString(), end.history->timeline, *writable.wal);
+      return std::nullopt;
+    }
+  }
   if (!writable.error.empty()) {
     return failed("the source " + source.describe() + " has no writable host to compare this demoted data "
                       "directory with (" + writable.error + "): postgres stays stopped until one answers",
@@ -78,6 +93,13 @@ std::optional<PgConfigApplied> PgController::rewindForDemotion(const SourceEndpo
                    from.id, discarded);
       return std::nullopt;
     case Divergence::kAhead:
+      if (source.kind == SourceKind::kDugong) {
+        // A dugong source's peer is the other site's sync, a standby itself: in the planned
+        // switch (0083 5.3) it may not have received this site's shutdown checkpoint yet.
+        return failed("this demoted data directory is ahead of the source peer (" + detail +
+                          "): waiting for it to receive this site's last WAL (postgres stays stopped)",
+                      false);
+      }
       return refused("this demoted data directory is ahead of the source on the same timeline (" + detail +
                          "): it cannot follow, and only a copy helps (dugong-adm rebuild). Nothing was changed",
                      false);

@@ -14,26 +14,39 @@
 namespace dugong::pg {
 
 Result<std::string> PgController::sourceConninfo(const SourceEndpoint& source, bool withPassword) const {
-  if (source.kind != SourceKind::kHosts || source.hosts.empty()) {
-    return Error{"a standby leader follows a hosts source only in this dugong (docs/decisions/0083), not " +
-                 source.describe()};
-  }
   std::string hosts, ports;
-  for (const HostPort& h : source.hosts) {
-    hosts += (hosts.empty() ? "" : ",") + h.host;
-    ports += (ports.empty() ? "" : ",") + std::to_string(h.port);
+  std::map<std::string, std::string> p;
+  std::string applicationName = options_.peerId;
+  if (source.kind == SourceKind::kDugong && source.peer) {
+    // A dugong source (0083 3.2): the one source peer chosen (its sync), in recovery, so
+    // no target_session_attrs; its host and port from the pgUrl it publishes. The name it
+    // shows there cannot be a dugong peer id (no '/' in one), so the source's
+    // synchronous_standby_names never counts this leader, whatever the two sites' ids.
+    auto url = parsePgUrl(source.peer->pgUrl);
+    if (!url) return Error{"the source peer " + source.peer->id + "'s pgUrl: " + url.error()};
+    hosts = url->host;
+    ports = std::to_string(url->port);
+    applicationName = options_.peerId + "/standby-leader";
+  } else if (source.kind == SourceKind::kHosts && !source.hosts.empty()) {
+    for (const HostPort& h : source.hosts) {
+      hosts += (hosts.empty() ? "" : ",") + h.host;
+      ports += (ports.empty() ? "" : ",") + std::to_string(h.port);
+    }
+    p["target_session_attrs"] = "primary";
+  } else {
+    return Error{"a standby leader follows a hosts source or a dugong source's peer in this dugong (docs/decisions/"
+                 "0083), not " + source.describe()};
   }
   // `primary`, not `read-write`: a primary that is read-only by default (as a dugong
   // primary is until its sync has caught up) is refused by read-write (0083 P5).
-  std::map<std::string, std::string> p = {{"host", hosts},
-                                          {"port", ports},
-                                          {"user", options_.replicationUser},
-                                          {"application_name", options_.peerId},
-                                          {"target_session_attrs", "primary"},
-                                          {"connect_timeout", "5"},
-                                          {"keepalives_idle", "5"},
-                                          {"keepalives_interval", "2"},
-                                          {"keepalives_count", "3"}};
+  p.merge(std::map<std::string, std::string>{{"host", hosts},
+                                              {"port", ports},
+                                              {"user", options_.replicationUser},
+                                              {"application_name", applicationName},
+                                              {"connect_timeout", "5"},
+                                              {"keepalives_idle", "5"},
+                                              {"keepalives_interval", "2"},
+                                              {"keepalives_count", "3"}});
   if (withPassword && options_.replicationPassword) p["password"] = *options_.replicationPassword;
   p.merge(clientTlsParams(options_.tls));
   return buildConninfo(p);
@@ -194,9 +207,17 @@ std::optional<SourceLag> PgController::sampleSourceLag() {
 // for the replication role.
 SourceRead PgController::readSource(const SourceEndpoint& source) const {
   SourceRead read;
-  for (const HostPort& host : source.hosts) {
+  std::vector<HostPort> hosts = source.hosts;
+  if (source.kind == SourceKind::kDugong && source.peer) {
+    // A dugong source: the peer streamed from (the source's sync, in recovery): its
+    // IDENTIFY_SYSTEM gives where its WAL ends (0083 3.5: the lag adds the sync's flush).
+    auto url = parsePgUrl(source.peer->pgUrl);
+    if (!url) return SourceRead{url.error(), "", std::nullopt, std::nullopt};
+    hosts = {HostPort{url->host, url->port}};
+  }
+  for (const HostPort& host : hosts) {
     SourceEndpoint one = source;
-    one.hosts = {host};
+    if (one.kind == SourceKind::kHosts) one.hosts = {host};
     auto conninfo = sourceConninfo(one, true);
     if (!conninfo) {
       read.error = conninfo.error();
@@ -224,7 +245,8 @@ std::optional<SourceObservation> PgController::observeSourceAfterFence() {
     std::lock_guard lock(stateMu_);
     source = standbySource_;
   }
-  if (!source) return std::nullopt;
+  // A dugong source is judged on the agent's read of its ensemble (SourceObserved).
+  if (!source || source->kind != SourceKind::kHosts) return std::nullopt;
   const SourceRead read = readSource(*source);
   SourceObservation seen;
   if (read.error.empty()) {

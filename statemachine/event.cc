@@ -43,6 +43,14 @@ std::string describeEvent(const Event& event, const std::function<std::string(co
                                                     : "replication wanted: quorum k=" + std::to_string(e.k) +
                                                           " size=" + std::to_string(e.size);
           },
+          [&](const SourceObserved& e) {
+            if (!e.seen.reachable) return "source unreachable: " + e.seen.lastSeen;
+            if (!e.seen.state) return std::string("source reachable, no state");
+            const ObservedSourceState& st = *e.seen.state;
+            return "source generation " + std::to_string(st.generation) + (st.standby ? " (standby)" : "") +
+                   " primary " + st.primary + (e.seen.primaryPresent ? " (present)" : " (absent)") + " sync " +
+                   st.sync.value_or("none");
+          },
       },
       event);
 }

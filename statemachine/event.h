@@ -146,6 +146,19 @@ struct SyncAcknowledgement {
   std::string detail;          // when not: what the agent saw, for the log and the history
 };
 
+// A standby cluster of a `dugong` source (docs/decisions/0083 3.3; phase 5 as built): what
+// this agent's read-only session to the source's ensemble saw (`reachable`, the source's
+// state, whether its primary has an election node), and how this cluster is named in its
+// own ensemble, which a source demoted toward it names in its standby.source (0083 6.1,
+// the planned case). Delivered by the agent at each change of what it sees and after
+// each ZkInitialized and ClusterStateChanged (so that a fresh state machine has it).
+struct SourceObserved {
+  SourceObservation seen;
+  std::string cluster;
+  std::string chroot;
+  std::string root;
+};
+
 enum class TimerId { kRetryEvaluation, kRetryPgApply };
 const char* timerName(TimerId id);
 
@@ -155,7 +168,7 @@ struct TimerFired {
 
 using Event = std::variant<ZkInitialized, ActivePeersChanged, ClusterStateChanged, PgInitialized, PgConfigApplied,
                            PgFenced, StateWriteFinished, WalPositionRead, TimerFired, SyncAcknowledgement,
-                           ReportPublished, ReplicationWanted>;
+                           ReportPublished, ReplicationWanted, SourceObserved>;
 
 // One line for a trace or a log: "active [a, b]", "write ok v7", ... `stateText` names a
 // state node (default: "v<version>", or "none").

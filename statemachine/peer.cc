@@ -74,6 +74,7 @@ std::vector<Action> Peer::step(EpochMs now, const Event& event) {
                    quorum_.wanted = e;
                    evaluate();
                  },
+                 [this](const SourceObserved& e) { onSourceObserved(e); },
              },
              event);
   out_ = nullptr;
@@ -349,6 +350,12 @@ void Peer::evaluate() {
     case Role::kUnknown:
       break;
   }
+  // A standby leader of a dugong source whose upstream is not known yet: postgres as it is.
+  if (role_ == Role::kStandbyLeader && !standbyEndpoint()) {
+    return blocked("standby leader of " + s.standby->source.describe() + ": waiting to read the source's state to "
+                   "choose its upstream (postgres is left as it is)",
+                   false);
+  }
   // Postgres follows the state as it is now; a write in flight changes it only once
   // confirmed (a takeover promotes postgres after its new generation is written). A
   // takeover in progress keeps its fence; an abandoned one is lifted here, once a quorum
@@ -449,8 +456,8 @@ PgConfig Peer::desiredPgConfig() const {
     }
     case Role::kStandbyLeader: {
       // Only a new standby cluster's first leader makes its data directory (from the source).
-      PgConfig c =
-          PgConfig::standbyLeader(hostsEndpoint(s.standby->source), s.generation == 1 && s.initWal == WalPosition());
+      PgConfig c = PgConfig::standbyLeader(standbyEndpoint().value_or(hostsEndpoint(s.standby->source)),
+                                           s.generation == 1 && s.initWal == WalPosition());
       // The generation a demotion began (0083 5.2): its data directory last ran as this
       // site's primary, and is rewound from the source if it diverged.
       c.demoted = demotionGeneration(s);
@@ -687,6 +694,8 @@ nlohmann::json Peer::inspect() const {
       {"pending", pending},
   };
   if (auto why = haltReason()) j["halted"] = *why;
+  if (sourceUpstream_) j["sourceUpstream"] = sourceUpstream_->toJson();
+  if (sourceSeen_) j["sourceSeen"] = describeEvent(*sourceSeen_);
   if (stalledSync_) j["syncAcknowledgesNothing"] = {{"sync", stalledSync_->syncId}, {"detail", stalledSync_->detail}};
   if (opts_.quorum) j["quorum"] = inspectQuorum();
   if (state_ && state_->standby) j["standby"] = {{"source", state_->standby->source.describe()}};

@@ -136,6 +136,10 @@ class Peer {
   // A standby cluster's (peer_standby.cc, docs/decisions/0083 3.4).
   void evaluateStandbyLeader();
   ClusterState standbyTakeover(WalPosition wal) const;
+  void onSourceObserved(const SourceObserved& e);
+  // The standby leader's endpoint; unset for a `dugong` source whose upstream is not
+  // known yet (postgres is then left as it is).
+  std::optional<SourceEndpoint> standbyEndpoint() const;
   PromoteClusterView promoteClusterView(WalPosition wal) const;
   // demote-cluster (0083 5.2; peer_standby.cc): the primary carries out a demote request.
   void evaluateDemotion();
@@ -240,6 +244,11 @@ class Peer {
   // What a standby leader's fence saw of the source (PgFenced::source), for its own
   // promote-cluster check; valid while fence_ is kFenced.
   std::optional<SourceObservation> fencedSource_;
+  // A standby cluster of a `dugong` source (0083 3.3, peer_standby.cc): the last
+  // observation of the source, and the source peer the leader streams from (kept while the
+  // source cannot be read: an unreachable source changes nothing in postgres).
+  std::optional<SourceObserved> sourceSeen_;
+  std::optional<PeerIdentity> sourceUpstream_;
   bool keepFence_ = false;  // this evaluation is in the middle of a takeover
 
   Update update_ = Update::kNone;

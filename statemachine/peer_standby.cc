@@ -158,9 +158,51 @@ PromoteClusterView Peer::promoteClusterView(WalPosition wal) const {
   view.leaderPresent = true;
   view.leaderRunsAsStandbyLeader = true;
   if (freshHistory_) view.leaderTimeline = freshHistory_->timelineAt(wal);
-  view.source = fencedSource_.value_or(
-      SourceObservation{false, "its standby leader's fence did not ask it", std::nullopt, false, std::nullopt, {}});
+  const SourceObservation notAsked{false, "its standby leader's fence did not ask it", std::nullopt, false,
+                                   std::nullopt, {}};
+  if (state_->standby->source.kind == SourceKind::kDugong) {
+    // A dugong source is judged on what this agent's session to its ensemble saw last
+    // (0083 3.3): its state, whether its primary is present.
+    const SourceObservation notSeen{false, "this agent has not read the source's ensemble yet", std::nullopt, false,
+                                    std::nullopt, {}};
+    view.source = sourceSeen_ ? sourceSeen_->seen : notSeen;
+    if (sourceSeen_) {
+      view.cluster = sourceSeen_->cluster;
+      view.chroot = sourceSeen_->chroot;
+      view.root = sourceSeen_->root;
+    }
+    return view;
+  }
+  view.source = fencedSource_.value_or(notAsked);
   return view;
+}
+
+// What this agent's session to a dugong source saw (0083 3.3): the upstream is chosen
+// again from each state read (sourceUpstream: the source's sync); while the source
+// cannot be read the last choice stays (postgres is not touched).
+// A new upstream is a new wanted configuration for the standby leader: a reload of
+// primary_conninfo.
+void Peer::onSourceObserved(const SourceObserved& e) {
+  sourceSeen_ = e;
+  if (e.seen.reachable && e.seen.state) {
+    PeerIdentity up = sourceUpstream(*e.seen.state);
+    if (!sourceUpstream_ || sourceUpstream_->id != up.id || sourceUpstream_->pgUrl != up.pgUrl) {
+      log(LogLevel::kInfo, "the source's generation " + std::to_string(e.seen.state->generation) + " names " + up.id +
+                               (e.seen.state->sync ? " sync" : " primary") +
+                               ": a standby leader of this cluster streams from it (" + up.pgUrl + ")" +
+                               (sourceUpstream_ ? ", was " + sourceUpstream_->id : std::string()));
+      sourceUpstream_ = std::move(up);
+    }
+  }
+  if (!zkInitialized_ || !state_ || role_ == Role::kDeposed) return;
+  evaluate();
+}
+
+std::optional<SourceEndpoint> Peer::standbyEndpoint() const {
+  const StandbySource& source = state_->standby->source;
+  if (source.kind != SourceKind::kDugong) return hostsEndpoint(source);
+  if (!sourceUpstream_) return std::nullopt;
+  return dugongEndpoint(source, *sourceUpstream_);
 }
 
 // As a normal takeover (the sync becomes the leader, the first present async that may be

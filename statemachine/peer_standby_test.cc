@@ -524,3 +524,57 @@ TEST(PeerStandby, DemoteClusterRefusesWhatItMustNotCarryOut) {
 
 }  // namespace
 }  // namespace dugong
+
+namespace dugong {
+namespace {
+
+// A standby cluster of a dugong source (0083 3.2, 3.3; phase 5 as built): the leader
+// streams from the source peer sourceUpstream names in the last state its agent read of
+// the source (the source's sync), leaves postgres as it is until one was read, reloads
+// toward the source's new sync when the source's state names another one, and changes
+// nothing while the source cannot be read.
+TEST(PeerStandby, ADugongSourcesLeaderStreamsFromTheSourcesSyncAndFollowsIt) {
+  const StandbySource siteA = *parseSourceUrl("dugong://z1:2181/dugong/siteA");
+  ClusterState s = peer_test::cluster(3, "me", "s", {"a"});
+  s.standby = StandbyMode{siteA, std::nullopt, nullptr};
+  s.initWal = WalPosition(500);
+  auto seen = [](const ClusterState& source) {
+    SourceObservation o;
+    o.reachable = true;
+    o.state = ObservedSourceState::of(source);
+    o.primaryPresent = true;
+    return SourceObserved{o, "siteB", "", "/dugong/siteB"};
+  };
+  StandbyHarness h;
+  auto actions = h.start(s, {"me", "s", "a"});
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty()) << "no upstream known yet: postgres is left as it is";
+  EXPECT_TRUE(peer_test::logged(actions, "waiting to read the source's state to choose its upstream"));
+
+  actions = h.step(seen(peer_test::cluster(9, "a1", "a2", {"a3"})));
+  PgConfig c = onlyApply(actions);
+  EXPECT_EQ(c, PgConfig::standbyLeader(dugongEndpoint(siteA, ident("a2")), false));
+  EXPECT_EQ(c.source->describe(), "dugong siteA peer a2");
+  EXPECT_TRUE(peer_test::logged(actions, "the source's generation 9 names a2 sync"));
+  EXPECT_EQ(h.peer.inspect()["sourceUpstream"]["id"], "a2");
+  h.applied(true);
+
+  SourceObserved gone;
+  gone.seen.lastSeen = "connection refused";
+  EXPECT_TRUE(only<ApplyPgConfig>(h.step(gone)).empty()) << "an unreachable source changes nothing in postgres";
+  EXPECT_EQ(h.peer.inspect()["sourceUpstream"]["id"], "a2");
+
+  // The source failed over: a2 is its primary, a3 its sync: a reload toward a3.
+  c = onlyApply(h.step(seen(peer_test::cluster(10, "a2", "a3", {}))));
+  EXPECT_EQ(*c.source, dugongEndpoint(siteA, ident("a3")));
+  h.applied(true);
+  EXPECT_TRUE(only<ApplyPgConfig>(h.step(seen(peer_test::cluster(10, "a2", "a3", {})))).empty());
+
+  // The sync and asyncs cascade inside the site whatever the source does.
+  StandbyHarness sync(false, ident("s"));
+  EXPECT_EQ(onlyApply(sync.start(s, {"me", "s", "a"})), PgConfig::standby(PgRole::kSync, ident("me"), ident("me")));
+  sync.applied(true);
+  EXPECT_TRUE(only<ApplyPgConfig>(sync.step(seen(peer_test::cluster(9, "a1", "a2", {})))).empty());
+}
+
+}  // namespace
+}  // namespace dugong

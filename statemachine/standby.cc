@@ -377,33 +377,24 @@ bool SourceEndpoint::operator==(const SourceEndpoint& o) const {
 }
 
 std::optional<std::string> standbyStateNotRun(const ClusterState& state) {
-  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 4 runs a standby cluster of a "
-                             "hosts source, its promote-cluster and demote-cluster toward one): nothing is done with "
-                             "it";
+  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 5 runs a standby cluster of a "
+                             "hosts or dugong source, its promote-cluster and demote-cluster toward one): nothing is "
+                             "done with it";
+  auto runs = [](const StandbySource& source) { return source.kind != SourceKind::kPgbackrest && !source.restore; };
+  auto why = [](const StandbySource& source) {
+    return source.restore ? "a source with a repository (restore, stanza " + source.restore->stanza + ")"
+                          : "a " + std::string(sourceKindName(source.kind)) + " source (" + source.describe() + ")";
+  };
   if (state.hasDemote()) {
     // A request whose source does not parse is the primary's to remove (validateDemote).
     auto source = state.demote.is_object() && state.demote.contains("source")
                       ? StandbySource::fromJson(state.demote["source"], "demote.source")
                       : Result<StandbySource>(Error{"no source"});
-    if (source && source->kind != SourceKind::kHosts) {
-      return "cluster state: a demote-cluster request toward a " + std::string(sourceKindName(source->kind)) +
-             " source (" + source->describe() + ")" + notYet;
-    }
-    if (source && source->restore) {
-      return "cluster state: a demote-cluster request toward a source with a repository (restore, stanza " +
-             source->restore->stanza + ")" + notYet;
-    }
+    if (source && !runs(*source)) return "cluster state: a demote-cluster request toward " + why(*source) + notYet;
   }
   if (!state.standby) return std::nullopt;
   const StandbySource& source = state.standby->source;
-  if (source.kind != SourceKind::kHosts) {
-    return "cluster state: a standby cluster of a " + std::string(sourceKindName(source.kind)) + " source (" +
-           source.describe() + ")" + notYet;
-  }
-  if (source.restore) {
-    return "cluster state: a standby cluster restoring from a repository (standby.source.restore, stanza " +
-           source.restore->stanza + ")" + notYet;
-  }
+  if (!runs(source)) return "cluster state: a standby cluster of " + why(source) + notYet;
   return std::nullopt;
 }
 
@@ -415,29 +406,58 @@ SourceEndpoint hostsEndpoint(const StandbySource& source) {
   return e;
 }
 
-Result<StandbySource> parseSourceUrl(const std::string& url) {
-  const std::string expected = "expected \"hosts://host:port[,host:port...]\", got \"" + url + "\"";
-  for (const char* kind : {"dugong://", "pgbackrest://"}) {
-    if (url.rfind(kind, 0) == 0) {
-      return Error{"a " + std::string(kind).substr(0, std::string(kind).size() - 3) +
-                   " source is not run by this dugong yet (docs/decisions/0083, phase 2 runs a hosts source): " +
-                   expected};
-    }
-  }
-  const std::string prefix = "hosts://";
-  if (url.rfind(prefix, 0) != 0) return Error{expected};
-  StandbySource s;
-  s.kind = SourceKind::kHosts;
-  const std::string list = url.substr(prefix.size());
+SourceEndpoint dugongEndpoint(const StandbySource& source, const PeerIdentity& upstream) {
+  SourceEndpoint e;
+  e.kind = SourceKind::kDugong;
+  e.peer = upstream;
+  e.cluster = source.cluster;
+  e.restore = source.restore;
+  return e;
+}
+
+namespace {
+
+// "h1:5432,h2:5432" into `out`; the first error with `expected`.
+std::optional<Error> parseHostList(const std::string& list, const std::string& expected, std::vector<HostPort>* out) {
   size_t start = 0;
   while (true) {
     const size_t comma = list.find(',', start);
     auto h = HostPort::parse(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (!h) return Error{h.error() + " in " + expected};
-    s.hosts.push_back(std::move(h).value());
-    if (comma == std::string::npos) break;
+    out->push_back(std::move(h).value());
+    if (comma == std::string::npos) return std::nullopt;
     start = comma + 1;
   }
+}
+
+}  // namespace
+
+Result<StandbySource> parseSourceUrl(const std::string& url) {
+  const std::string expected = "expected \"hosts://host:port[,host:port...]\" or "
+                               "\"dugong://zkhost:port[,zkhost:port...]/root\", got \"" + url + "\"";
+  if (url.rfind("pgbackrest://", 0) == 0) {
+    return Error{"a pgbackrest source is not run by this dugong yet (docs/decisions/0083, phase 5 runs a hosts or "
+                 "dugong source): " + expected};
+  }
+  StandbySource s;
+  const std::string hostsPrefix = "hosts://";
+  const std::string dugongPrefix = "dugong://";
+  if (url.rfind(hostsPrefix, 0) == 0) {
+    s.kind = SourceKind::kHosts;
+    if (auto e = parseHostList(url.substr(hostsPrefix.size()), expected, &s.hosts)) return *e;
+    return s;
+  }
+  if (url.rfind(dugongPrefix, 0) != 0) return Error{expected};
+  s.kind = SourceKind::kDugong;
+  const std::string rest = url.substr(dugongPrefix.size());
+  const size_t slash = rest.find('/');
+  if (slash == std::string::npos) return Error{"no root after the ensemble in " + expected};
+  if (auto e = parseHostList(rest.substr(0, slash), expected, &s.zookeeper)) return *e;
+  s.root = rest.substr(slash);
+  s.cluster = s.root.substr(s.root.rfind('/') + 1);
+  // The state's own rules (an absolute root, no empty, "." or ".." part, not "/").
+  auto checked = StandbySource::fromJson(s.toJson(), "standby.source");
+  if (!checked) return Error{checked.error() + " in " + expected};
   return s;
 }
 
@@ -448,7 +468,13 @@ ObservedSourceState ObservedSourceState::of(const ClusterState& state) {
   if (state.sync) o.sync = state.sync->id;
   o.oneNodeWriteMode = state.oneNodeWriteMode;
   o.standby = state.standby;
+  o.primaryPeer = state.primary;
+  o.syncPeer = state.sync;
   return o;
+}
+
+PeerIdentity sourceUpstream(const ObservedSourceState& observed) {
+  return observed.syncPeer ? *observed.syncPeer : observed.primaryPeer;
 }
 
 namespace {
@@ -548,9 +574,9 @@ std::optional<std::string> demoteClusterRefusal(const ClusterState& state, const
   if (state.frozen()) return "the cluster is frozen: unfreeze it first";
   if (state.oneNodeWriteMode) return "the cluster is in one-node-write mode: it has no sync to hand its WAL to";
   if (state.quorum) return "the cluster is in quorum mode: a quorum cluster is not demoted by this dugong";
-  if (source.kind != SourceKind::kHosts || source.restore) {
-    return "a demotion toward " + source.describe() + " is not run by this dugong yet (docs/decisions/0083, phase 4 "
-           "demotes toward a hosts source with no repository)";
+  if (source.kind == SourceKind::kPgbackrest || source.restore) {
+    return "a demotion toward " + source.describe() + " is not run by this dugong yet (docs/decisions/0083, phase 5 "
+           "demotes toward a hosts or dugong source with no repository)";
   }
   for (const HostPort& h : source.hosts) {
     for (const HostPort& own : view.ownHosts) {

@@ -152,11 +152,11 @@ struct SourceEndpoint {
   bool operator==(const SourceEndpoint& o) const;
 };
 
-// What this build runs of a format-3 state (0083 10.2, phase 2): a standby state of a
-// `hosts` source with no `restore`. Anything else (a `dugong` or `pgbackrest` source, a
-// `restore` repository, a promote-cluster request, a demote request) is refused with the
-// reason, on which the peer halts as it does on a state it cannot read: no write, no
-// fence, no apply. nullopt: it runs.
+// What this build runs of a format-3 state (0083 10.2; phase 5 as built): a standby state
+// of a `hosts` or `dugong` source with no `restore`, its promote-cluster, and a demote
+// request toward either. Anything else (a `pgbackrest` source, a `restore` repository) is
+// refused with the reason, on which the peer halts as it does on a state it cannot read:
+// no write, no fence, no apply. nullopt: it runs.
 std::optional<std::string> standbyStateNotRun(const ClusterState& state);
 
 // What the standby leader of a `hosts` source streams from (0083 3.1): the hosts, by one
@@ -166,9 +166,17 @@ std::optional<std::string> standbyStateNotRun(const ClusterState& state);
 // (decision 0083, "Phase 2 as built"). REQUIRES: source.kind == kHosts.
 SourceEndpoint hostsEndpoint(const StandbySource& source);
 
+// What the standby leader of a `dugong` source streams from (0083 3.1, 3.2): the source
+// peer `upstream` (sourceUpstream's choice), as the source's state names it (its pgUrl),
+// and the source's cluster name. No slot (as for `hosts`; decision 0083 "Phase 5 as
+// built"). REQUIRES: source.kind == kDugong.
+SourceEndpoint dugongEndpoint(const StandbySource& source, const PeerIdentity& upstream);
+
 // `standby.source` of dugong.yaml (0083 2.4): "hosts://h1:5432,h2:5432" (IPv6 in
-// brackets). The two other kinds' forms ("dugong://...", "pgbackrest://...") are refused
-// as not run by this dugong yet; anything else with what was expected.
+// brackets), or "dugong://zk1:2181[,zk2:2181...]/root/of/the/source" (the source's
+// ensemble and root; its cluster name is the root's last component, no chroot). The
+// `pgbackrest://` form is refused as not run by this dugong yet; anything else with what
+// was expected.
 Result<StandbySource> parseSourceUrl(const std::string& url);
 
 // What the decisions need of the source's state, as read from its ensemble (0083 3.3).
@@ -178,8 +186,22 @@ struct ObservedSourceState {
   std::optional<std::string> sync;     // its id
   bool oneNodeWriteMode = false;
   std::optional<StandbyMode> standby;  // set: the source is itself a standby cluster
+  // The peers as the state names them (their pgUrl is where the leader streams from).
+  PeerIdentity primaryPeer;
+  std::optional<PeerIdentity> syncPeer;
   static ObservedSourceState of(const ClusterState& state);
 };
+
+// Which source peer a standby leader of a `dugong` source streams from (0083 3.2): the
+// source's sync (every commit the source acknowledged is there, and the source's next
+// primary is its sync, so the leader's WAL stays a prefix of the source's next history);
+// its primary when it has no sync (one-node-write mode). A source that is itself a
+// standby cluster the same way: its leader's sync, else its leader. Two sites may use the
+// same peer ids (3.3 refused a source naming this peer's id, since the leader's
+// application_name would then match the source's synchronous_standby_names): the leader's
+// application_name toward a dugong source is "<its id>/standby-leader", which no dugong
+// peer id can be (an id is part of an election node's name: no '/'), so nothing is refused.
+PeerIdentity sourceUpstream(const ObservedSourceState& observed);
 
 // What the standby leader (or dugong-adm, before it writes the request) observes when it
 // decides on a promote-cluster (0083 6.1), each on its own observation: the source may
@@ -252,8 +274,8 @@ struct DemoteClusterView {
 
 // The refusals of demote-cluster (0083 5.1; phase 4 as built), in this order, each with
 // what to do: the cluster is a standby cluster already; a demote request is pending; it is
-// frozen, in one-node-write mode, or in quorum mode; the source is not a `hosts` source
-// with no repository (not run yet); the source names a peer of this cluster (it would
+// frozen, in one-node-write mode, or in quorum mode; the source is a `pgbackrest` source
+// or has a repository (not run yet); a `hosts` source names a peer of this cluster (it would
 // follow itself); its primary is not present; its sync is not present, or does not stream
 // synchronously (the sync must receive the primary's last WAL, its shutdown checkpoint).
 // A source that cannot be reached is not refused: the demoted cluster waits for it.

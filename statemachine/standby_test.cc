@@ -341,19 +341,21 @@ TEST(ObservedSourceState, KeepsWhatTheDecisionsNeed) {
   EXPECT_FALSE(o.standby.has_value());
 }
 
-// Phase 4 (0083 "Phase 4 as built") runs a standby state of a `hosts` source only, its
-// promote-cluster request, and a demote request toward a `hosts` source. A peer that reads
-// any other format-3 state (a dugong or pgbackrest source, a `restore` repository, a
-// demote request toward either) halts with the reason, as
-// on a state of a newer format: no write, no fence, no apply; postgres keeps what it had
-// (in a standby cluster every postgres is a standby: a halted agent leaves a read-only
-// peer, 0083 2.3). It resumes on a state it runs.
+// Phase 5 (0083 "Phase 5 as built") runs a standby state of a `hosts` or `dugong`
+// source, its promote-cluster request, and a demote request toward either. A peer that
+// reads any other format-3 state (a pgbackrest source, a `restore` repository, a demote
+// request toward either) halts with the reason, as on a state of a newer format: no
+// write, no fence, no apply; postgres keeps what it had (in a standby cluster every
+// postgres is a standby: a halted agent leaves a read-only peer, 0083 2.3). It resumes on
+// a state it runs.
 TEST(StandbyFormat, AFormat3StateThisBuildDoesNotRunHaltsThePeer) {
-  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 4 runs a standby cluster "
-                             "of a hosts source, its promote-cluster and demote-cluster toward one): nothing is done "
-                             "with it";
+  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 5 runs a standby cluster "
+                             "of a hosts or dugong source, its promote-cluster and demote-cluster toward one): "
+                             "nothing is done with it";
+  StandbySource dugongRestoring = dugongSource();
+  dugongRestoring.restore = SourceRepository{"siteA", {}};
   ClusterState demoting = cluster(7, "p", "me", {"d"});
-  demoting.demote = {{"source", dugongSource().toJson()}, {"by", "ops"}, {"generation", 7},
+  demoting.demote = {{"source", dugongRestoring.toJson()}, {"by", "ops"}, {"generation", 7},
                      {"expireTime", formatIso8601(kT0 + 60000)}};
   ClusterState repository = standbyCluster(7, "p", "me", {"d"});
   repository.standby->source = StandbySource{};
@@ -363,11 +365,9 @@ TEST(StandbyFormat, AFormat3StateThisBuildDoesNotRunHaltsThePeer) {
   hostsRestoring.standby->source = *parseSourceUrl("hosts://h1:5432");
   hostsRestoring.standby->source.restore = SourceRepository{"siteA", {}};
   const std::vector<std::pair<ClusterState, std::string>> cases = {
-      {standbyCluster(7, "p", "me", {"d"}),
-       "a standby cluster of a dugong source (dugong siteA (a1:2181,a2:2181/dugong/siteA))"},
-      {demoting, "a demote-cluster request toward a dugong source (dugong siteA (a1:2181,a2:2181/dugong/siteA))"},
-      {repository, "a standby cluster of a pgbackrest source (pgbackrest stanza siteA)"},
-      {hostsRestoring, "a standby cluster restoring from a repository (standby.source.restore, stanza siteA)"},
+      {demoting, "a demote-cluster request toward a source with a repository (restore, stanza siteA)"},
+      {repository, "a standby cluster of a source with a repository (restore, stanza siteA)"},
+      {hostsRestoring, "a standby cluster of a source with a repository (restore, stanza siteA)"},
   };
   for (const auto& [format3, what] : cases) {
     ASSERT_TRUE(ClusterState::parse(format3.serialize(), ClusterState::Formats::kSyncAndStandby).ok()) << what;
@@ -400,26 +400,47 @@ TEST(StandbySource, ParsesTheHostsFormOfDugongYaml) {
   EXPECT_EQ(s->describe(), "hosts db1:5432, [fd00::2]:5433");
   EXPECT_EQ(hostsEndpoint(*s).describe(), "hosts db1:5432, [fd00::2]:5433");
   EXPECT_EQ(hostsEndpoint(*s).slotName, "");
+  // What every refusal ends with.
+  auto expected = [](const std::string& url) {
+    return "expected \"hosts://host:port[,host:port...]\" or \"dugong://zkhost:port[,zkhost:port...]/root\", "
+           "got \"" + url + "\"";
+  };
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"db1:5432", "expected \"hosts://host:port[,host:port...]\", got \"db1:5432\""},
-      {"hosts://", "expected \"host:port\", got \"\" in expected \"hosts://host:port[,host:port...]\", got "
-                   "\"hosts://\""},
-      {"hosts://db1:5432,", "expected \"host:port\", got \"\" in expected \"hosts://host:port[,host:port...]\", "
-                            "got \"hosts://db1:5432,\""},
-      {"hosts://db1:70000", "port 70000 is out of range (1-65535) in \"db1:70000\" in expected "
-                            "\"hosts://host:port[,host:port...]\", got \"hosts://db1:70000\""},
-      {"dugong://a1:2181/dugong/siteA",
-       "a dugong source is not run by this dugong yet (docs/decisions/0083, phase 2 runs a hosts source): expected "
-       "\"hosts://host:port[,host:port...]\", got \"dugong://a1:2181/dugong/siteA\""},
-      {"pgbackrest://siteA",
-       "a pgbackrest source is not run by this dugong yet (docs/decisions/0083, phase 2 runs a hosts source): "
-       "expected \"hosts://host:port[,host:port...]\", got \"pgbackrest://siteA\""},
+      {"db1:5432", expected("db1:5432")},
+      {"hosts://", "expected \"host:port\", got \"\" in " + expected("hosts://")},
+      {"hosts://db1:5432,", "expected \"host:port\", got \"\" in " + expected("hosts://db1:5432,")},
+      {"hosts://db1:70000", "port 70000 is out of range (1-65535) in \"db1:70000\" in " + expected("hosts://db1:70000")},
+      {"pgbackrest://siteA", "a pgbackrest source is not run by this dugong yet (docs/decisions/0083, phase 5 runs a "
+                             "hosts or dugong source): " + expected("pgbackrest://siteA")},
+      {"dugong://a1:2181", "no root after the ensemble in " + expected("dugong://a1:2181")},
+      {"dugong://a1:2181/", "standby.source.cluster must not be empty in " + expected("dugong://a1:2181/")},
+      {"dugong://a1/dugong/siteA", "expected \"host:port\", got \"a1\" in " + expected("dugong://a1/dugong/siteA")},
+      {"dugong://a1:2181/dugong//siteA", "standby.source.root must be an absolute path like /dugong/siteA, got "
+                                         "\"/dugong//siteA\" in " + expected("dugong://a1:2181/dugong//siteA")},
   };
   for (const auto& [url, error] : refused) {
     auto r = parseSourceUrl(url);
     ASSERT_FALSE(r.ok()) << url;
     EXPECT_EQ(r.error(), error) << url;
   }
+}
+
+// The dugong form (0083 2.4; phase 5 as built): the ensemble, then the root; the cluster
+// name is the root's last component; no chroot.
+TEST(StandbySource, ParsesTheDugongFormOfDugongYaml) {
+  auto s = parseSourceUrl("dugong://a1:2181,[fd00::3]:2182/dugong/siteA");
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->kind, SourceKind::kDugong);
+  EXPECT_EQ(s->zookeeperConnect(), "a1:2181,[fd00::3]:2182");
+  EXPECT_EQ(s->root, "/dugong/siteA");
+  EXPECT_EQ(s->cluster, "siteA");
+  EXPECT_EQ(s->chroot, "");
+  EXPECT_EQ(s->describe(), "dugong siteA (a1:2181,[fd00::3]:2182/dugong/siteA)");
+  // What the state stores, read back.
+  auto back = StandbySource::fromJson(s->toJson(), "x");
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, *s);
+  EXPECT_EQ(parseSourceUrl("dugong://z:1/one")->cluster, "one");
 }
 
 // demote-cluster's refusals (0083 5.1; phase 4 as built), each row one reason, in the
@@ -453,8 +474,11 @@ TEST(DemoteClusterRefusal, RefusesWhatTheDesignRefuses) {
        "the cluster is in one-node-write mode"},
       {"quorum", [](ClusterState& s, StandbySource&, DemoteClusterView&) { s.quorum = Quorum{1, {ident("s")}}; },
        "the cluster is in quorum mode"},
-      {"dugong source", [](ClusterState&, StandbySource& src, DemoteClusterView&) { src = dugongSource(); },
-       "a demotion toward dugong siteA (a1:2181,a2:2181/dugong/siteA) is not run by this dugong yet"},
+      {"pgbackrest source", [](ClusterState&, StandbySource& src, DemoteClusterView&) {
+         src = StandbySource{};
+         src.kind = SourceKind::kPgbackrest;
+         src.restore = SourceRepository{"siteB", {}};
+       }, "a demotion toward pgbackrest stanza siteB is not run by this dugong yet"},
       {"a repository", [](ClusterState&, StandbySource& src, DemoteClusterView&) {
          src.restore = SourceRepository{"siteB", {}};
        }, "is not run by this dugong yet"},
@@ -478,6 +502,30 @@ TEST(DemoteClusterRefusal, RefusesWhatTheDesignRefuses) {
     ASSERT_TRUE(refusal.has_value()) << row.name;
     EXPECT_NE(refusal->find(row.refusal), std::string::npos) << row.name << ": " << *refusal;
   }
+}
+
+}  // namespace
+}  // namespace dugong
+
+namespace dugong {
+namespace {
+
+// Which source peer the standby leader of a dugong source streams from (0083 3.2): the
+// source's sync; its primary without one; a standby source's leader's sync likewise.
+TEST(SourceUpstream, IsTheSourcesSyncElseItsPrimary) {
+  ClusterState normal = cluster(9, "a1", "a2", {"a3"});
+  PeerIdentity up = sourceUpstream(ObservedSourceState::of(normal));
+  EXPECT_EQ(up.id, "a2");
+  EXPECT_EQ(up.pgUrl, ident("a2").pgUrl);
+
+  ClusterState onwm = cluster(9, "a1", "a2", {});
+  onwm.sync.reset();
+  onwm.oneNodeWriteMode = true;
+  EXPECT_EQ(sourceUpstream(ObservedSourceState::of(onwm)).id, "a1");
+
+  ClusterState demoted = standbyCluster(10, "a1", "a2", {"a3"});
+  demoted.standby->demotedAt = DemotionPoint{WalPosition(900), 2};
+  EXPECT_EQ(sourceUpstream(ObservedSourceState::of(demoted)).id, "a2");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "statemachine/time_format.h"
 #include "tools/adm/commands.h"
 #include "tools/adm/standby_view.h"
+#include "zk/source_watch.h"
 
 namespace dugong::adm {
 namespace {
@@ -26,13 +27,33 @@ struct PromoteClusterArgs {
 // A leader's lag sample older than this is not an observation of the source now.
 constexpr int64_t kFreshSampleMs = 10'000;
 
+// A dugong source as dugong-adm sees it now (0083 6.1; phase 5 as built): its state and
+// election children read over a session of its own to the source's ensemble (read-only),
+// as the agents' zk::SourceWatch reads them.
+SourceObservation observeDugongSource(const StandbySource& source, int timeoutSeconds) {
+  zk::ZkOptions o;
+  o.connectString = source.zookeeperConnect();
+  o.chroot = source.chroot;
+  o.cluster = source.cluster;
+  o.root = source.root;
+  o.lease = false;
+  const std::string now = formatIso8601(nowMs());
+  auto client = zk::Client::connect(o, std::chrono::seconds(timeoutSeconds));
+  if (!client) return zk::observeSource(Error{client.error()}, Error{client.error()}, "", now);
+  auto state = (*client)->readState();
+  auto present = (*client)->activePeers();
+  return zk::observeSource(state, present, "", now);
+}
+
 // What this standby cluster sees of its source, from its leader's /state (the agent
 // samples it every second, pg/source_lag.h): a hosts source answered its last position
-// read through target_session_attrs=primary only from a writable host.
-PromoteClusterView observe(const ClusterView& view) {
+// read through target_session_attrs=primary only from a writable host. A dugong source
+// is read from its ensemble by dugong-adm itself (observeDugongSource).
+PromoteClusterView observe(const ClusterView& view, const CommonOptions& common) {
   PromoteClusterView pv;
   pv.cluster = view.cluster;
   pv.root = view.root;
+  if (const size_t slash = common.zk.find('/'); slash != std::string::npos) pv.chroot = common.zk.substr(slash);
   const PeerView* leader = view.find(view.state.primary.id);
   pv.leaderPresent = leader && leader->active;
   if (!leader || !leader->reachable()) return pv;
@@ -42,6 +63,10 @@ PromoteClusterView observe(const ClusterView& view) {
                                  pg.value("role", "") == "standby-leader" && pg.value("online", false) &&
                                  pg.value("inRecovery", false);
   if (pg.contains("timeline") && pg["timeline"].is_number_integer()) pv.leaderTimeline = pg["timeline"].get<int64_t>();
+  if (view.state.standby && view.state.standby->source.kind == SourceKind::kDugong) {
+    pv.source = observeDugongSource(view.state.standby->source, common.timeoutSeconds);
+    return pv;
+  }
   const nlohmann::json lag = leaderLag(view);
   if (!lag.is_object()) {
     pv.source.lastSeen = "the leader publishes no position of the source";
@@ -123,14 +148,17 @@ int runPromoteCluster(const CommonOptions& common, const PromoteClusterArgs& a) 
     return fail(kExitUsage, "refused: a promote-cluster request is pending already (" + s.standby->promote.dump() +
                                 "). Nothing was changed");
   }
-  const PromoteClusterVerdict verdict = promoteClusterRefusal(s, a.sourceGone, observe(view));
+  const PromoteClusterVerdict verdict = promoteClusterRefusal(s, a.sourceGone, observe(view, common));
   if (verdict.refusal) return fail(kExitUsage, header + "\nrefused: " + *verdict.refusal + ". Nothing was changed");
+  std::cout << header << "\n";
   if (verdict.waitFor) {
-    // The planned case (a demoted dugong source) needs demote-cluster: not built.
-    return fail(kExitUsage, header + "\nrefused: a promote-cluster after the source's demotion is not run by this "
-                                     "dugong yet (docs/decisions/0083). Nothing was changed");
+    // The planned case (0083 5.3, 6.2 step 2): the leader promotes once its replay passed
+    // the source's demotion point; nothing the source acknowledged is lost.
+    std::cout << "lossless: the source was demoted toward this cluster at " << verdict.waitFor->wal.toString()
+              << " on timeline " << verdict.waitFor->timeline << "; " << s.primary.id
+              << " promotes once it has replayed past it\n";
   }
-  std::cout << header << "\n" << std::flush;
+  std::cout << std::flush;
 
   const EpochMs expire = nowMs() + static_cast<EpochMs>(a.waitSeconds) * 1000;
   auto written = updateState(
@@ -348,7 +376,9 @@ void addStandbyCommands(CLI::App& app, const CommonOptions& common, Commands& ou
       "make a healthy normal cluster a standby cluster of SOURCE (the old site after the other's promote-cluster): "
       "its primary stops writes and postgres, writes the standby state, and follows the source as standby leader, "
       "rewound with pg_rewind if its history forked (what it wrote past the fork is discarded); its peers follow it");
-  demote->add_option("--source", d->source, "what to follow: hosts://host:port[,host:port...]")->required();
+  demote->add_option("--source", d->source,
+                     "what to follow: hosts://host:port[,host:port...] or dugong://zkhost:port[,...]/root")
+      ->required();
   demote->add_option("--wait", d->waitSeconds, "seconds to wait for the demotion (the request expires then)")
       ->capture_default_str();
   out.push_back({demote, [&common, d] { return runDemoteCluster(common, *d); }});

@@ -46,6 +46,23 @@ nlohmann::json leaderLag(const ClusterView& view) {
   return source != pg->end() && source->is_object() ? *source : nlohmann::json(nullptr);
 }
 
+namespace {
+
+// A dugong source: the source peer the leader's agent says it streams from (its /state
+// peer.sourceUpstream, 0083 3.2), and what it last saw of the source; "" otherwise.
+std::string sourceUpstreamText(const ClusterView& view) {
+  const PeerView* leader = leaderOf(view);
+  if (view.state.standby->source.kind != SourceKind::kDugong) return "";
+  if (!leader || !leader->reachable()) return "unknown: the leader does not answer";
+  const nlohmann::json peer = leader->status.value("peer", nlohmann::json::object());
+  const nlohmann::json up = peer.value("sourceUpstream", nlohmann::json(nullptr));
+  const std::string seen = str(peer, "sourceSeen");
+  const std::string id = up.is_object() ? str(up, "id") : "";
+  return (id.empty() ? std::string("none chosen yet") : id) + (seen.empty() ? "" : " (" + seen + ")");
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> standbyShowLines(const ClusterView& view) {
   if (!isStandbyCluster(view)) return {};
   const StandbyMode& mode = *view.state.standby;
@@ -53,7 +70,11 @@ std::vector<std::pair<std::string, std::string>> standbyShowLines(const ClusterV
   std::vector<std::pair<std::string, std::string>> out;
   out.push_back({"standby", "standby cluster of " + mode.source.describe() + ", standby leader " +
                                 view.state.primary.id + " (nothing here accepts writes)"});
-  out.push_back({"source primary", sourcePrimaryText(lag)});
+  if (const std::string up = sourceUpstreamText(view); !up.empty()) {
+    out.push_back({"source peer followed", up});
+  } else {
+    out.push_back({"source primary", sourcePrimaryText(lag)});
+  }
   out.push_back({"lag", lag.is_object() ? str(lag, "summary") : "unknown: the leader publishes no lag"});
   if (mode.hasPromote()) out.push_back({"promote-cluster", mode.promote.dump()});
   return out;

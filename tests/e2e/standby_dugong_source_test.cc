@@ -1,0 +1,275 @@
+// A standby cluster of a `dugong` source (issue 43; docs/decisions/0083-standby-cluster.md
+// 3.2, 3.3, 5.3; phase 5 as built): two clusters of 3 peers, each with its own ZooKeeper,
+// on loopback; the standby cluster's source is `dugong://<the source's ensemble>/<root>`:
+// every agent reads the source's state, and the standby leader streams from the source's
+// sync. A careful writer writes to the writable site throughout.
+// - Failover: the source's primary host killed (agent, watchdog, postmaster): the source's
+//   sync takes over and a new sync is named; the standby leader moves to it (a reload),
+//   with no copy; every acknowledged row reaches every standby peer; no standby peer ever
+//   answers /primary 200.
+// - The planned switch of sites and back (0083 5.3): `demote-cluster --source
+//   dugong://siteB` on A, then `promote-cluster` (no --source-gone) on B; A follows B with
+//   no copy and no rewind; then the same with the sites swapped. No acknowledged row is
+//   lost; the time from the first command to the first acknowledged write on the other
+//   site is printed (never asserted).
+// Label full (two clusters: a few minutes each).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "pg/command.h"
+#include "tests/e2e/careful_writer.h"
+#include "tests/e2e/cluster_harness.h"
+#include "tests/support/test_env.h"
+
+namespace dugong::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+pg::CommandResult adm(const Harness& h, std::vector<std::string> args) {
+  pg::CommandSpec spec;
+  spec.argv = {DUGONG_ADM_BINARY, "--zk", h.zkConnect(), "-c", h.options().cluster};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.timeout = std::chrono::seconds(240);
+  return pg::runCommand(spec);
+}
+
+// "dugong://127.0.0.1:port/dugong/<cluster>": a harness with a ZooKeeper of its own.
+std::string dugongUrl(const Harness& h) { return "dugong://" + h.zkConnect() + "/dugong/" + h.options().cluster; }
+
+long msSince(Clock::time_point t) {
+  return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+}
+
+// How many times `needle` appears in peer i's agent log.
+size_t countInLog(Harness& h, int i, const std::string& needle) {
+  const std::string log = dugong::testing::fileText(h.peer(i).logPath);
+  size_t n = 0;
+  for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+  return n;
+}
+
+bool holds(Harness& h, int peer, int id) {
+  auto r = h.sql(peer, "SELECT count(*) FROM acked WHERE id = " + std::to_string(id), 2s);
+  return r && !r->rows.empty() && r->rows[0][0] == "1";
+}
+
+// The standby leader (its /standby-leader answers 200), or -1.
+int standbyLeader(Harness& h) {
+  for (int i = 0; i < h.size(); ++i) {
+    if (h.agentRunning(i) && h.httpStatus(i, "/standby-leader") == 200) return i;
+  }
+  return -1;
+}
+
+// The source peer the agent says a standby leader of it streams from (/state
+// peer.sourceUpstream.id), or "".
+std::string sourceUpstream(Harness& h, int i) {
+  auto st = h.status(i);
+  if (!st || !st->contains("peer") || !(*st)["peer"].contains("sourceUpstream")) return "";
+  return (*st)["peer"]["sourceUpstream"].value("id", "");
+}
+
+void expectNoPeerWritable(Harness& h, const std::string& why) {
+  for (int i = 0; i < h.size(); ++i) {
+    if (!h.agentRunning(i)) continue;
+    EXPECT_NE(h.httpStatus(i, "/primary"), 200) << h.peer(i).id << " " << why;
+  }
+}
+
+class StandbyDugongSource : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (writer_) writer_->stop();
+    if (HasFailure()) {
+      if (a_) std::cerr << "site a:\n" << a_->describe();
+      if (b_) std::cerr << "site b:\n" << b_->describe();
+    }
+  }
+  // Site a, normal, with table acked and rows written; site b, a standby cluster of
+  // dugong://a, its three peers holding a's rows.
+  void startSites() {
+    HarnessOptions ao;
+    ao.cluster = "site-a";
+    ao.ownZooKeeper = true;
+    a_ = std::make_unique<Harness>(ao);
+    a_->startAll();
+    const int ap = a_->waitForHealthyCluster(2, 180s);
+    ASSERT_GE(ap, 0) << a_->describe();
+    ASSERT_TRUE(a_->sql(ap, "CREATE TABLE acked (id int PRIMARY KEY)").ok());
+    writer_ = std::make_unique<CarefulWriter>(a_->multiHostConninfo());
+    ASSERT_TRUE(a_->waitFor([&] { return writer_->ackedSince(1) >= 10; }, 60s));
+
+    HarnessOptions bo;
+    bo.cluster = "site-b";
+    bo.ownZooKeeper = true;
+    bo.extraConfig = "standby:\n  source: " + dugongUrl(*a_) + "\n";
+    b_ = std::make_unique<Harness>(bo);
+    b_->startAll();
+    int leader = -1;
+    ASSERT_TRUE(b_->waitFor([&] { return (leader = standbyLeader(*b_)) >= 0; }, 240s)) << "no standby leader";
+    const int early = writer_->nextId() - 1;
+    for (int i = 0; i < b_->size(); ++i) {
+      ASSERT_TRUE(b_->waitFor([&] { return holds(*b_, i, early); }, 180s)) << b_->peer(i).id << " lacks row " << early;
+    }
+  }
+  // Every row in `acked` on every running peer of h.
+  void expectAllRows(Harness& h, const std::set<int>& acked) {
+    for (int i = 0; i < h.size(); ++i) {
+      if (!h.agentRunning(i)) continue;
+      ASSERT_TRUE(h.waitFor([&] { return holds(h, i, *acked.rbegin()); }, 180s))
+          << h.peer(i).id << " lacks the last acknowledged row " << *acked.rbegin() << "\n" << h.logTail(i, 40);
+      const std::set<int> present = h.intColumn(i, "SELECT id FROM acked");
+      size_t missing = 0;
+      for (int id : acked) missing += present.count(id) == 0;
+      EXPECT_EQ(missing, 0u) << missing << " of " << acked.size() << " acknowledged rows are not on " << h.peer(i).id;
+    }
+  }
+
+  std::unique_ptr<Harness> a_;
+  std::unique_ptr<Harness> b_;
+  std::unique_ptr<CarefulWriter> writer_;
+};
+
+TEST_F(StandbyDugongSource, FollowsTheSourcesNewSyncAcrossItsFailoverWithoutACopy) {
+  ASSERT_NO_FATAL_FAILURE(startSites());
+  Harness& a = *a_;
+  Harness& b = *b_;
+  const int leader = standbyLeader(b);
+  ASSERT_GE(leader, 0);
+  auto as = a.zkState();
+  ASSERT_TRUE(as.has_value() && as->sync.has_value()) << a.zkStateText();
+  const std::string sourceSync = as->sync->id;
+  EXPECT_TRUE(b.waitFor([&] { return sourceUpstream(b, leader) == sourceSync; }, 30s))
+      << "the leader streams from the source's sync " << sourceSync << ", says /state: " << sourceUpstream(b, leader);
+  expectNoPeerWritable(b, "before the failover");
+  std::vector<size_t> copiesBefore;
+  for (int i = 0; i < b.size(); ++i) copiesBefore.push_back(countInLog(b, i, "pg_basebackup finished"));
+
+  const int sourcePrimary = a.writablePrimary();
+  ASSERT_GE(sourcePrimary, 0);
+  const auto killed = Clock::now();
+  a.killAgentAndWatchdog(sourcePrimary);
+  a.killPostgres(sourcePrimary);
+  int newPrimary = -1;
+  ASSERT_TRUE(a.waitFor([&] { return (newPrimary = a.writablePrimary()) >= 0 && newPrimary != sourcePrimary; }, 120s))
+      << "the source does not fail over";
+  as = a.zkState();
+  ASSERT_TRUE(as.has_value() && as->sync.has_value()) << a.zkStateText();
+  const std::string newSync = as->sync->id;
+  EXPECT_NE(newSync, sourceSync);
+  const int afterFailover = writer_->nextId();
+  ASSERT_TRUE(a.waitFor([&] { return writer_->ackedSince(afterFailover) >= 1; }, 60s));
+  const int probe = *writer_->acked().lower_bound(afterFailover);
+  ASSERT_TRUE(b.waitFor([&] { return holds(b, leader, probe); }, 120s))
+      << "the standby leader does not receive what the new source primary wrote\n" << b.logTail(leader, 60);
+  std::cout << "[standby] the source's primary " << a.peer(sourcePrimary).id << " killed; "
+            << a.peer(newPrimary).id << " took over, " << newSync << " is its sync; the standby leader "
+            << b.peer(leader).id << " held a row written on the new primary " << msSince(killed)
+            << " ms after the kill" << std::endl;
+  EXPECT_TRUE(b.waitFor([&] { return sourceUpstream(b, leader) == newSync; }, 30s))
+      << "the leader moves to the source's new sync " << newSync << ", says /state: " << sourceUpstream(b, leader);
+  auto shown = adm(b, {"show"});
+  std::cout << shown.output;
+  EXPECT_NE(shown.output.find("source peer followed"), std::string::npos) << shown.output;
+  EXPECT_NE(shown.output.find(newSync), std::string::npos) << shown.output;
+  writer_->stop();
+  ASSERT_NO_FATAL_FAILURE(expectAllRows(b, writer_->acked()));
+  for (int i = 0; i < b.size(); ++i) {
+    EXPECT_EQ(countInLog(b, i, "pg_basebackup finished"), copiesBefore[static_cast<size_t>(i)])
+        << b.peer(i).id << " was copied again";
+  }
+  expectNoPeerWritable(b, "after the failover");
+}
+
+// One switch: `from` (normal, written to by writer_) demoted toward `to` (a standby of
+// `from`), then `to` promoted without --source-gone; writer_ then writes to `to`.
+// Returns the ms from the demote command to the first row acknowledged on `to`.
+long switchSites(Harness& from, Harness& to, std::unique_ptr<CarefulWriter>& writer, std::set<int>& acked) {
+  const auto started = Clock::now();
+  // Refused (exit 2) while a site is not healthy yet (its sync's walsender not published
+  // by its primary's agent, an agent briefly away under load): asked again.
+  auto untilNotRefused = [](const std::function<pg::CommandResult()>& run) {
+    pg::CommandResult r = run();
+    const auto until = Clock::now() + 90s;
+    while (r.exitCode == 2 && Clock::now() < until) {
+      std::cout << "refused, asking again: " << r.output;
+      std::this_thread::sleep_for(2s);
+      r = run();
+    }
+    return r;
+  };
+  auto demoted = untilNotRefused([&] { return adm(from, {"demote-cluster", "--source", dugongUrl(to), "--wait", "180"}); });
+  std::cout << demoted.output;
+  EXPECT_EQ(demoted.exitCode, 0) << demoted.output;
+  writer->stop();
+  for (int id : writer->acked()) acked.insert(id);
+  const int next = writer->nextId() + 1000;
+  expectNoPeerWritable(from, "after demote-cluster");
+  expectNoPeerWritable(to, "before promote-cluster");
+  auto promoted = untilNotRefused([&] { return adm(to, {"promote-cluster", "--wait", "180"}); });
+  std::cout << promoted.output;
+  EXPECT_EQ(promoted.exitCode, 0) << promoted.output;
+  EXPECT_NE(promoted.output.find("lossless: the source was demoted toward this cluster"), std::string::npos)
+      << promoted.output;
+  writer = std::make_unique<CarefulWriter>(to.multiHostConninfo(), next);
+  if (!to.waitFor([&] { return writer->ackedSince(next) >= 1; }, 120s)) {
+    ADD_FAILURE() << "no write acknowledged on the promoted site";
+    return -1;
+  }
+  return msSince(started);
+}
+
+TEST_F(StandbyDugongSource, APlannedSwitchOfSitesAndBackLosesNothingAndCopiesNothing) {
+  ASSERT_NO_FATAL_FAILURE(startSites());
+  Harness& a = *a_;
+  Harness& b = *b_;
+  std::vector<size_t> copiesA, copiesB;
+  for (int i = 0; i < 3; ++i) {
+    copiesA.push_back(countInLog(a, i, "pg_basebackup finished"));
+    copiesB.push_back(countInLog(b, i, "pg_basebackup finished"));
+  }
+  std::set<int> acked;
+
+  // A -> B.
+  const long toB = switchSites(a, b, writer_, acked);
+  ASSERT_FALSE(HasFailure()) << a.logTail(a.writablePrimary() >= 0 ? a.writablePrimary() : 0, 60);
+  std::cout << "[switch] demote-cluster on site-a to the first write acknowledged on site-b: " << toB << " ms"
+            << std::endl;
+  const int onB = *writer_->acked().begin();
+  const int aLeader = standbyLeader(a);
+  ASSERT_TRUE(a.waitFor([&] { return standbyLeader(a) >= 0 && holds(a, standbyLeader(a), onB); }, 120s))
+      << "site-a does not follow site-b\n" << a.describe();
+  std::cout << "[switch] site-a's leader " << (aLeader >= 0 ? a.peer(aLeader).id : "?")
+            << " holds site-b's first row" << std::endl;
+
+  // B -> A.
+  const long toA = switchSites(b, a, writer_, acked);
+  ASSERT_FALSE(HasFailure());
+  std::cout << "[switch] demote-cluster on site-b to the first write acknowledged on site-a: " << toA << " ms"
+            << std::endl;
+  ASSERT_TRUE(a.waitFor([&] { return writer_->ackedSince(*writer_->acked().begin()) >= 5; }, 60s));
+  writer_->stop();
+  for (int id : writer_->acked()) acked.insert(id);
+
+  ASSERT_NO_FATAL_FAILURE(expectAllRows(a, acked));
+  ASSERT_NO_FATAL_FAILURE(expectAllRows(b, acked));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(countInLog(a, i, "pg_basebackup finished"), copiesA[static_cast<size_t>(i)]) << a.peer(i).id << " copied";
+    EXPECT_EQ(countInLog(b, i, "pg_basebackup finished"), copiesB[static_cast<size_t>(i)]) << b.peer(i).id << " copied";
+    EXPECT_EQ(countInLog(a, i, "bin/pg_rewind"), 0u) << a.peer(i).id << " rewound";
+    EXPECT_EQ(countInLog(b, i, "bin/pg_rewind"), 0u) << b.peer(i).id << " rewound";
+  }
+  expectNoPeerWritable(b, "at the end");
+  std::cout << "[switch] " << acked.size() << " acknowledged rows, all on every peer of both sites" << std::endl;
+}
+
+}  // namespace
+}  // namespace dugong::e2e
