@@ -99,7 +99,7 @@ void Core::askFailsafe() {
   }
   const ClusterState& s = *peer_->clusterState();
   // Quorum mode: every member, k of which must promise (failsafe.h, kthLatestGrant).
-  const PeerList asked = s.quorum ? s.quorum->members : PeerList{*s.sync};
+  const PeerList asked = promisers(s);
   const int64_t sentAt = now();
   const int64_t generation = s.generation;
   const int64_t session = lease_.sessionId();
@@ -125,7 +125,7 @@ void Core::askFailsafe() {
 // of the asked peers' (the sync's alone in sync mode).
 std::optional<int64_t> Core::failsafeGrantsEnd() const {
   const ClusterState& s = *peer_->clusterState();
-  const PeerList asked = s.quorum ? s.quorum->members : PeerList{*s.sync};
+  const PeerList asked = promisers(s);
   std::vector<int64_t> ends;
   for (const auto& [id, grant] : failsafe_.grants_) {
     if (containsPeer(asked, id) && grant.generation == s.generation && grant.session == lease_.sessionId()) {

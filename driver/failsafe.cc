@@ -84,6 +84,8 @@ std::optional<int64_t> kthLatestGrant(std::vector<int64_t> ends, int k) {
   return ends[static_cast<size_t>(k) - 1];
 }
 
+PeerList promisers(const ClusterState& state) { return state.quorum ? state.quorum->members : PeerList{*state.sync}; }
+
 int64_t failsafePermissionEndMs(int64_t sentAtMs, int64_t durationMs, int64_t stopMarginMs) {
   const int64_t clockRate = (durationMs + 99) / 100;
   return sentAtMs + durationMs - clockRate - stopMarginMs;

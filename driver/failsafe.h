@@ -109,6 +109,10 @@ int64_t failsafePermissionEndMs(int64_t sentAtMs, int64_t durationMs, int64_t st
 // than k grants. k promising members leave N - k, fewer than the N - k + 1 fenced
 // reports a takeover needs. In sync mode k is 1 and the one member is the sync.
 std::optional<int64_t> kthLatestGrant(std::vector<int64_t> ends, int k);
+// The peers a primary asks for promises, and releases at a switchover: those that can
+// take over from it, the sync, or in quorum mode every member of the set.
+// REQUIRES: `state` has a sync or a set.
+PeerList promisers(const ClusterState& state);
 
 class Core;
 

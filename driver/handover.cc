@@ -124,7 +124,7 @@ void Core::maybeHandOver() {
 // of its own agent recorded. Once per request; the answer is only logged.
 void Core::releaseSyncForHandover(const ClusterState& s) {
   // Quorum mode: every member (each one's report counts towards the takeover).
-  const PeerList released = s.quorum ? s.quorum->members : PeerList{*s.sync};
+  const PeerList released = promisers(s);
   handover_.releasedFor_ = handover_.request_;
   log(LogLevel::kInfo, "switchover: postgres stopped; releasing " + peerIds(released) +
                            " from any promise not to take over, so that no promise holds its takeover back");

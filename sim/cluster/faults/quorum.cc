@@ -9,8 +9,10 @@ namespace dugong::clustersim::world_internal {
 // fault's duration; the primary's host dies during the hold, so that the members hold
 // different WAL when they fence and report.
 void World::laggingMemberPrimaryDies(const Fault& f) {
-  const auto [p, first] = primaryAndSync();
-  if (p < 0 || first < 0 || !state_->quorum) return;
+  // Not a structured binding: clang 14 (the sanitizer build) does not capture one.
+  const std::pair<int, int> roles = primaryAndSync();
+  const int p = roles.first;
+  if (p < 0 || roles.second < 0 || !state_->quorum) return;
   const PeerList& members = state_->quorum->members;
   const int m = nodeOf(members[f.variant % members.size()].id);
   if (m < 0) return;
@@ -29,8 +31,10 @@ void World::laggingMemberPrimaryDies(const Fault& f) {
 // The primary's host dies; the member with the most WAL then dies as soon as its report is
 // published (reportPublished), or as its takeover write lands (crash-after-write).
 void World::bestMemberDies(const Fault& f) {
-  const auto [p, first] = primaryAndSync();
-  if (p < 0 || first < 0 || !state_->quorum) return;
+  // Not a structured binding: clang 14 (the sanitizer build) does not capture one.
+  const std::pair<int, int> roles = primaryAndSync();
+  const int p = roles.first;
+  if (p < 0 || roles.second < 0 || !state_->quorum) return;
   trace('F', [&] {
     return "the primary " + node(p).identity.id + "'s host dies; the member with the most WAL dies after its " +
            (f.variant % 2 ? "write" : "report");
