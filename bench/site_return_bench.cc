@@ -22,6 +22,7 @@
 #include "pg/command.h"
 #include "pg/sql.h"
 #include "pg/testing/pg_test_cluster.h"
+#include "bench/standby_bench_support.h"
 #include "tests/e2e/cluster_harness.h"
 
 namespace {
@@ -36,20 +37,14 @@ struct Options {
   int clients = 4;
 };
 
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-dugong::pg::CommandResult run(std::vector<std::string> argv, std::chrono::seconds timeout) {
-  dugong::pg::CommandSpec spec;
-  spec.argv = std::move(argv);
-  spec.timeout = timeout;
-  spec.env = {{"PGPASSWORD", dugong::pg::testing::kTestSuperuserPassword}};
-  return dugong::pg::runCommand(spec);
-}
+using dugong::bench::secondsSince;
+using dugong::bench::runWithPassword;
+using dugong::bench::standbyLeader;
 
 dugong::pg::CommandResult adm(const Harness& h, const std::string& cluster, std::vector<std::string> args) {
   std::vector<std::string> argv = {DUGONG_ADM_BINARY, "--zk", h.zkConnect(), "-c", cluster};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run(argv, 900s);
+  return runWithPassword(argv, 900s);
 }
 
 std::vector<std::string> pgbench(Harness& h, int i) {
@@ -60,14 +55,6 @@ std::string hostsOf(Harness& h) {
   std::string out = "hosts://";
   for (int i = 0; i < h.size(); ++i) out += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(h.peer(i).pg->port);
   return out;
-}
-
-// The standby leader (its /standby-leader answers 200), or -1.
-int standbyLeader(Harness& h) {
-  for (int i = 0; i < h.size(); ++i) {
-    if (h.httpStatus(i, "/standby-leader") == 200) return i;
-  }
-  return -1;
 }
 
 bool holdsRow(Harness& h, int i, int id) {
@@ -118,7 +105,7 @@ int main(int argc, char** argv) {
   auto start = Clock::now();
   std::vector<std::string> init = pgbench(a, ap);
   init.insert(init.end(), {"-i", "-q", "-s", std::to_string(scale), "postgres"});
-  if (auto r = run(init, 3600s); !r.ok()) {
+  if (auto r = runWithPassword(init, 3600s); !r.ok()) {
     std::cerr << "pgbench -i: " << r.output << "\n";
     return 1;
   }
@@ -176,7 +163,7 @@ int main(int argc, char** argv) {
   std::cout << "promote-cluster --source-gone on B: writable after " << secondsSince(start) << " s" << std::endl;
   std::vector<std::string> load = pgbench(b, bp);
   load.insert(load.end(), {"-n", "-c", std::to_string(o.clients), "-j", "1", "-T", std::to_string(o.seconds), "postgres"});
-  const auto loaded = run(load, std::chrono::seconds(o.seconds + 120));
+  const auto loaded = runWithPassword(load, std::chrono::seconds(o.seconds + 120));
   std::string tps = "?";
   if (auto at = loaded.output.find("tps = "); at != std::string::npos) {
     tps = loaded.output.substr(at + 6, loaded.output.find(' ', at + 6) - at - 6);

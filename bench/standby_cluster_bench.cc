@@ -22,6 +22,7 @@
 #include "pg/controller.h"
 #include "pg/sql.h"
 #include "pg/testing/pg_test_cluster.h"
+#include "bench/standby_bench_support.h"
 #include "tests/e2e/cluster_harness.h"
 
 namespace {
@@ -36,26 +37,12 @@ struct Options {
   int clients = 4;
 };
 
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-dugong::pg::CommandResult run(std::vector<std::string> argv, std::chrono::seconds timeout) {
-  dugong::pg::CommandSpec spec;
-  spec.argv = std::move(argv);
-  spec.timeout = timeout;
-  spec.env = {{"PGPASSWORD", dugong::pg::testing::kTestSuperuserPassword}};
-  return dugong::pg::runCommand(spec);
-}
+using dugong::bench::secondsSince;
+using dugong::bench::runWithPassword;
+using dugong::bench::standbyLeader;
 
 std::vector<std::string> pgbenchArgs(const dugong::pg::testing::PgTestNode& source) {
   return {"/usr/bin/pgbench", "-h", "127.0.0.1", "-p", std::to_string(source.port), "-U", "postgres"};
-}
-
-// The standby leader (its /standby-leader answers 200), or -1.
-int standbyLeader(Harness& h) {
-  for (int i = 0; i < h.size(); ++i) {
-    if (h.httpStatus(i, "/standby-leader") == 200) return i;
-  }
-  return -1;
 }
 
 nlohmann::json lagOf(Harness& h, int leader) {
@@ -108,7 +95,7 @@ int main(int argc, char** argv) {
   auto start = Clock::now();
   std::vector<std::string> init = pgbenchArgs(source);
   init.insert(init.end(), {"-i", "-q", "-s", std::to_string(scale), "postgres"});
-  if (auto r = run(init, 3600s); !r.ok()) {
+  if (auto r = runWithPassword(init, 3600s); !r.ok()) {
     std::cerr << "pgbench -i: " << r.output << "\n";
     return 1;
   }
@@ -141,7 +128,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> load = pgbenchArgs(source);
   load.insert(load.end(), {"-n", "-c", std::to_string(o.clients), "-j", "1", "-T", std::to_string(o.seconds), "postgres"});
   dugong::pg::CommandResult loaded;
-  std::thread bench([&] { loaded = run(load, std::chrono::seconds(o.seconds + 120)); });
+  std::thread bench([&] { loaded = runWithPassword(load, std::chrono::seconds(o.seconds + 120)); });
   std::vector<double> bytes, seconds;
   const auto loadStart = Clock::now();
   while (secondsSince(loadStart) < o.seconds) {

@@ -308,6 +308,10 @@ struct SimPostgresHooks {
   std::function<void(const PgConfig& config)> applyStarting;
 };
 
+// The members' application names, their peer ids (agent/daemon_env.cc's conversion):
+// the rule a quorum primary's model postgres runs.
+pg::StandbyQuorum standbyQuorum(const Quorum& quorum);
+
 class SimPostgres final : public driver::Postgres {
  public:
   SimPostgres(PgFleet& fleet, int host, SimPostgresHooks hooks);
