@@ -89,14 +89,14 @@ Result<bool> Agent::start() {
   });
   pg_ = std::move(pg).value();
   postgres_ = std::make_unique<PgPostgres>(*pg_, status_);
-  // Quorum mode (docs/decisions/0079-quorum-commit.md): the state machine reads format 2,
-  // and the follower delivers what is wanted of replication (the cluster configuration's
-  // replication block, else this host's).
-  const bool quorum = config_.replication.mode == ReplicationMode::kQuorum;
+  // The follower delivers what is wanted of replication (the cluster configuration's
+  // replication block, else this host's), which the state machine, reading every format
+  // and running quorum mode's rules (options.quorum below; docs/decisions/0079, 0089),
+  // moves the state to as primary.
   clusterConfig_ = std::make_unique<ClusterConfigFollower>(
       coordinator_, *pg_, zk::Layout(config_.zk.effectiveRoot()).config(),
       pg::HostAllowance{.allowUnsafe = config_.clusterConfigAllowUnsafe, .superuser = config_.pg.superuser},
-      config_.pg.settings, quorum ? std::optional<ReplicationWanted>(config_.replication) : std::nullopt);
+      config_.pg.settings, config_.replication);
   requests_ = std::make_unique<RequestFollower>(
       coordinator_, *pg_, zk::Layout(config_.zk.effectiveRoot()).request(config_.identity.id),
       [this] { return clock_.wallMs(); });
@@ -117,7 +117,7 @@ Result<bool> Agent::start() {
   options.setupFromData = true;
   options.setupWaitMs = config_.zk.sessionTimeoutMs;
   options.standbySource = config_.standbySource;
-  options.quorum = quorum;
+  options.quorum = true;
   if (!config_.onRoleChangeHook.empty() || !config_.onStartHook.empty() || !config_.onStopHook.empty()) {
     hooks_ = std::make_unique<HookRunner>(config_.hookTimeoutSeconds);
   }

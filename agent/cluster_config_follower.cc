@@ -36,15 +36,7 @@ nlohmann::json ClusterConfigFollower::statusJson() const {
 }
 
 void ClusterConfigFollower::deliverReplication(int32_t version, const std::optional<pg::ClusterReplication>& cluster) {
-  if (!hostReplication_) {  // sync mode: this state machine reads no format 2
-    if (cluster && cluster->mode == ReplicationMode::kQuorum) {
-      spdlog::warn("cluster configuration version {} asks for quorum mode ({}); this agent runs sync mode "
-                   "(dugong.yaml replication.mode) and reads no quorum state: set replication.mode: quorum there "
-                   "and restart it",
-                   version, cluster->describe());
-    }
-    return;
-  }
+  if (!cluster && !hostReplication_) return;  // no wish: the state's mode is kept
   const ReplicationWanted wanted = cluster ? cluster->wanted() : *hostReplication_;
   const std::string from = cluster ? "cluster" : "host";
   if (replicationDelivered_) {

@@ -8,15 +8,13 @@
 // this host's own postgres.settings override are logged once per version. One application at a time; a version that
 // arrives meanwhile is applied next (only the newest).
 //
-// Replication (docs/decisions/0079-quorum-commit.md section 2): an agent that runs quorum
-// mode (its dugong.yaml's replication.mode: quorum, so its state machine reads format 2)
-// hands the state machine what is wanted of replication (ReplicationWanted, through
+// Replication (docs/decisions/0079-quorum-commit.md section 2, 0089): every agent hands
+// the state machine what is wanted of replication (ReplicationWanted, through
 // ZkCoordinator::deliverReplicationWanted) at each version it accepts: the cluster
 // configuration's replication block when it has one, which wins as every cluster-wide
 // setting does (one primary moves the whole cluster's state), else this host's
-// dugong.yaml block (the fallback). Nothing is delivered before the node is first read,
-// so the primary keeps the state's mode meanwhile. An agent in sync mode delivers
-// nothing, and logs once per version a cluster configuration that asks for quorum mode.
+// dugong.yaml block when it has one (the fallback). Nothing is delivered before the node
+// is first read, nor when neither has a block, so the primary keeps the state's mode.
 //
 // Threading: on the agent's io_context, like everything in the agent.
 #pragma once
@@ -39,8 +37,7 @@ class ClusterConfigFollower {
  public:
   // REQUIRES: `coordinator` and `pg` outlive this object.
   // `host`: what this host's dugong.yaml allows; `hostSettings`: its postgres.settings;
-  // `hostReplication`: its replication block when it runs quorum mode (nullopt: sync mode,
-  // nothing delivered).
+  // `hostReplication`: its replication block (nullopt: none).
   ClusterConfigFollower(ZkCoordinator& coordinator, pg::PgAdapter& pg, std::string path, pg::HostAllowance host,
                         std::map<std::string, std::string> hostSettings,
                         std::optional<ReplicationWanted> hostReplication = std::nullopt);

@@ -69,6 +69,8 @@ class Section {
   }
 
   std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  // The section is in the file, as a mapping.
+  bool present() const { return node_ && node_.IsMap(); }
 
   void fail(const std::string& where, const std::string& what) {
     if (error_->empty()) *error_ = where + ": " + what;
@@ -411,8 +413,8 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
     sync.fail("sync", "replaceAfterMs: at least 500 (or 0: never); a shorter bound replaces a sync that is merely busy");
   }
   // ---- replication (docs/decisions/0079-quorum-commit.md) ----
-  {
-    Section replication = top.child("replication");
+  // Absent: no wish of this host's (the cluster configuration's, else the state's mode).
+  if (Section replication = top.child("replication"); replication.present()) {
     std::string mode = "sync";
     ReplicationWanted wanted{ReplicationMode::kQuorum, 1, 2};
     replication.get("mode", &mode);
@@ -427,7 +429,9 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
     if (mode == "quorum") {
       c.replication = wanted;
       if (c.singleton) replication.fail("replication.mode", "quorum: a one-node-write (singleton) peer has no standby");
-    } else if (mode != "sync") {
+    } else if (mode == "sync") {
+      c.replication = ReplicationWanted{};
+    } else {
       replication.fail("replication.mode", "expected sync or quorum, found \"" + mode + "\"");
     }
   }

@@ -85,10 +85,11 @@
 //     replaceHoldMs: 5000               # no second such replacement within this long (doubling
 //                                       # while they keep coming, up to 64 times)
 //     connectGraceMs: 10000             # a sync's time without streaming before it counts
-//   replication:                        # docs/decisions/0079-quorum-commit.md
+//   replication:                        # docs/decisions/0079-quorum-commit.md; absent: no
+//                                       # wish (set the cluster's with dugong-adm config set)
 //     mode: sync                        # sync: Manatee's one sync; quorum: commits wait for
-//                                       # any k of a set of `size` standbys (ANY k (...)),
-//                                       # every agent of the cluster set alike
+//                                       # any k of a set of `size` standbys (ANY k (...)); the
+//                                       # cluster configuration's replication block wins
 //     k: 1                              # quorum mode: 1 <= k < size
 //     size: 2                           # quorum mode: 2 to 64
 //   rejoin: rewind                      # a deposed ex-primary: rewind (pg_rewind a diverged
@@ -164,9 +165,11 @@ struct AgentConfig {
   int syncReplaceAfterMs = driver::defaults::kSyncReplaceAfterMs;
   int syncReplaceHoldMs = driver::defaults::kSyncReplaceHoldMs;
   int syncConnectGraceMs = driver::defaults::kSyncConnectGraceMs;
-  // replication (0079): the mode, k and set size this agent runs and, as its cluster's
-  // primary, moves the cluster state to (DriverOptions::quorum, ReplicationWanted).
-  ReplicationWanted replication;
+  // replication (0079, 0089): this host's wish for the mode, k and set size, which the
+  // agent, as its cluster's primary, moves the state to when the cluster configuration has
+  // no replication block (ReplicationWanted). Unset: no wish. Every agent reads every
+  // format of the state whatever this says.
+  std::optional<ReplicationWanted> replication;
   // The ensemble's tickTime as the operator states it (an upper bound), for the primary's
   // lease (driver/lease.h); 0: half the negotiated session timeout, ZooKeeper's floor.
   int zkTickTimeMs = 0;

@@ -173,21 +173,27 @@ TEST_F(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(c->syncConnectGraceMs, 5000);
 }
 
-// replication (docs/decisions/0079-quorum-commit.md): sync mode by default; quorum with
-// k and size (1 <= k < size); anything else refused with the key named.
+// replication (docs/decisions/0079-quorum-commit.md, 0089): no wish by default (the
+// cluster configuration's, else the state's mode is kept); sync, or quorum with k and size
+// (1 <= k < size); anything else refused with the key named.
 TEST_F(ConfigTest, ReplicationModeQuorumWithKAndSize) {
   auto byDefault = parseConfig(valid(), "d.yaml");
   ASSERT_TRUE(byDefault.ok()) << byDefault.error();
-  EXPECT_EQ(byDefault->replication.mode, ReplicationMode::kSync);
+  EXPECT_FALSE(byDefault->replication.has_value());
+  auto sync = parseConfig(valid() + "replication:\n  mode: sync\n", "d.yaml");
+  ASSERT_TRUE(sync.ok()) << sync.error();
+  ASSERT_TRUE(sync->replication.has_value());
+  EXPECT_EQ(sync->replication->mode, ReplicationMode::kSync);
   auto quorum = parseConfig(valid() + "replication:\n  mode: quorum\n  k: 2\n  size: 4\n", "d.yaml");
   ASSERT_TRUE(quorum.ok()) << quorum.error();
-  EXPECT_EQ(quorum->replication.mode, ReplicationMode::kQuorum);
-  EXPECT_EQ(quorum->replication.k, 2);
-  EXPECT_EQ(quorum->replication.size, 4);
+  ASSERT_TRUE(quorum->replication.has_value());
+  EXPECT_EQ(quorum->replication->mode, ReplicationMode::kQuorum);
+  EXPECT_EQ(quorum->replication->k, 2);
+  EXPECT_EQ(quorum->replication->size, 4);
   auto defaults = parseConfig(valid() + "replication:\n  mode: quorum\n", "d.yaml");
   ASSERT_TRUE(defaults.ok()) << defaults.error();
-  EXPECT_EQ(defaults->replication.k, 1);
-  EXPECT_EQ(defaults->replication.size, 2);
+  EXPECT_EQ(defaults->replication->k, 1);
+  EXPECT_EQ(defaults->replication->size, 2);
 
   EXPECT_EQ(errorOf(valid() + "replication:\n  mode: quorum\n  k: 2\n  size: 2\n"),
             "d.yaml: replication: k (2) must be below size (2): with k = size every member's failure stalls writes");

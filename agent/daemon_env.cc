@@ -183,7 +183,7 @@ void ZkCoordinator::watchNode(const std::string& path, std::function<void(StateN
 void ZkCoordinator::followSource(const StateNode& node) {
   std::optional<StandbySource> source;
   if (node.exists) {
-    auto state = ClusterState::parse(node.data, ClusterState::Formats::kSyncAndStandby);
+    auto state = ClusterState::parse(node.data, ClusterState::Formats::kAll);
     if (state && state->standby && state->standby->source.kind == SourceKind::kDugong) source = state->standby->source;
   }
   if (sourceWatch_ && source && sourceWatch_->source() == *source) return;

@@ -350,7 +350,7 @@ void Core::noteStateRead(const StateNode& node) {
   coord_.state.node = node;
   coord_.state.parsed.reset();
   if (!node.exists) return;
-  const auto formats = opts_.quorum ? ClusterState::Formats::kSyncAndQuorum : ClusterState::Formats::kSyncOnly;
+  const auto formats = opts_.quorum ? ClusterState::Formats::kAll : ClusterState::Formats::kSyncAndStandby;
   if (auto parsed = ClusterState::parse(node.data, formats)) coord_.state.parsed = std::move(parsed.value());
 }
 

@@ -140,8 +140,9 @@ struct DriverOptions {
   std::optional<int64_t> earlierPromiseMs;
   std::function<Result<bool>(int64_t promisedUntilMs)> recordPromise;
   // Quorum mode (docs/decisions/0079-quorum-commit.md, PeerOptions::quorum): the state
-  // machine reads format-2 states and runs their rules, and the driver carries out what
-  // they ask (takeover reports, checked writes). Off: a format-2 state halts the peer.
+  // machine reads every format and runs format 2's rules, and the driver carries out what
+  // they ask (takeover reports, checked writes). The agent always sets it (0089). Off: a
+  // format-2 state halts the peer.
   bool quorum = false;
 };
 

@@ -9,6 +9,7 @@ namespace dugong::adm {
 std::string roleInState(const ClusterState& s, const std::string& id) {
   if (s.primary.id == id) return "primary";
   if (s.sync && s.sync->id == id) return "sync";
+  if (s.quorum && containsPeer(s.quorum->members, id)) return "sync";  // a member (0079)
   if (containsPeer(s.async, id)) return "async";
   if (containsPeer(s.deposed, id)) return "deposed";
   return "";

@@ -128,13 +128,6 @@ std::string ClusterState::serialize() const {
   return out;
 }
 
-// The state's format: an absent "format" is format 1, Manatee's fields as they are (so
-// this build writes none in sync mode); format 2 is quorum mode (docs/decisions/0079);
-// format 3 a standby cluster or a demote-cluster request (docs/decisions/0083). A later
-// build that changes the meaning of the state writes "format": 4 or more; this build
-// refuses such a state as invalid (a clear error, and no action taken on it) rather than
-// misread it, as builds of format 1 refuse format 2.
-constexpr int64_t kClusterStateFormat = 3;
 
 namespace {
 
@@ -161,25 +154,18 @@ Result<Quorum> quorumFromJson(const nlohmann::json& j) {
 }  // namespace
 
 namespace {
-// A format-2 state read in sync mode: a quorum-mode cluster, and what an agent's
-// configuration needs to run it (k and size from the state's set, if it can be read).
+// A format-2 state read by a reader that does not take quorum mode: a quorum-mode
+// cluster, with k and size from the state's set if it can be read.
 std::string quorumRefused(const nlohmann::json& j) {
-  std::string shape = "format 2";
-  std::string k = "K", size = "N";
+  std::string shape = "format 2,";
   auto q = j.find("quorum");
   if (q != j.end() && q->is_object() && q->contains("k") && (*q)["k"].is_number_integer() && q->contains("members") &&
       (*q)["members"].is_array()) {
-    k = std::to_string((*q)["k"].get<int64_t>());
-    size = std::to_string((*q)["members"].size());
-    shape += ", ANY " + k + " of " + size + " members:";
-  } else {
-    shape += ",";
+    shape = "format 2, ANY " + std::to_string((*q)["k"].get<int64_t>()) + " of " +
+            std::to_string((*q)["members"].size()) + " members:";
   }
   return "cluster state: a quorum-mode cluster (" + shape +
-         " docs/decisions/0079), which a reader in sync mode does not run; for an agent, set `replication: {mode: "
-         "quorum, k: " + k + ", size: " + size +
-         "}` in its configuration, as on the cluster's other agents, and restart it: nothing is done with it "
-         "meanwhile";
+         " docs/decisions/0079), which this reader does not run: nothing is done with it";
 }
 }  // namespace
 
@@ -197,8 +183,8 @@ Result<ClusterState> ClusterState::fromJson(const nlohmann::json& j, Formats for
                    std::to_string(kClusterStateFormat) +
                    " this dugong knows (written by a newer version); upgrade this dugong: nothing is done with it"};
     }
-    if (format == 2 && formats != Formats::kSyncAndQuorum) return Error{quorumRefused(j)};
-    if (format == 3 && formats != Formats::kSyncAndStandby) {
+    if (format == 2 && formats != Formats::kSyncAndQuorum && formats != Formats::kAll) return Error{quorumRefused(j)};
+    if (format == 3 && formats != Formats::kSyncAndStandby && formats != Formats::kAll) {
       return Error{"cluster state: format 3 (a standby cluster or a demote-cluster request, docs/decisions/0083) is "
                    "not run by this dugong yet: nothing is done with it"};
     }

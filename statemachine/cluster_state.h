@@ -25,6 +25,14 @@ struct Quorum {
   PeerList members;   // at least one; direct standbys of the primary
 };
 
+// The state's format: an absent "format" is format 1, Manatee's fields as they are (so
+// this build writes none in sync mode); format 2 is quorum mode (docs/decisions/0079);
+// format 3 a standby cluster or a demote-cluster request (docs/decisions/0083). A later
+// build that changes the meaning of the state writes "format": 4 or more; this build
+// refuses such a state as invalid (a clear error, and no action taken on it) rather than
+// misread it, as builds of format 1 refuse format 2.
+constexpr int64_t kClusterStateFormat = 3;
+
 struct ClusterState {
   int64_t generation = 1;             // starts at 1, only ever grows
   PeerIdentity primary;
@@ -75,12 +83,12 @@ struct ClusterState {
   // `standby` as StandbyMode::fromJson (a known source kind with exactly its fields),
   // not in one-node-write mode; `demote` kept raw (validateDemote). Either is refused
   // without format 3.
-  // A format-2 state is refused unless `formats` takes quorum mode: the agent, the driver
-  // and dugong-adm run sync mode only, and refuse it as an older build does, until quorum
-  // mode runs end to end; the quorum rules (quorum.h) and their tests take it. So is a
-  // format-3 state unless `formats` takes standby clusters: only standby.h's rules and
-  // their tests do, until a standby cluster runs end to end (0083 section 10.2).
-  enum class Formats { kSyncOnly, kSyncAndQuorum, kSyncAndStandby };
+  // A format-2 state is refused unless `formats` takes quorum mode, a format-3 state
+  // unless it takes standby clusters, as an older build refuses them. The agent's state
+  // machine and driver take every format (kAll, docs/decisions/0089): a cluster changes
+  // mode, or becomes a standby cluster, with no change to its agents' configuration.
+  // The narrower readers are for the rules and tools that run one kind of state.
+  enum class Formats { kSyncOnly, kSyncAndQuorum, kSyncAndStandby, kAll };
   static Result<ClusterState> fromJson(const nlohmann::json& j, Formats formats = Formats::kSyncOnly);
   // Parses JSON text, then validates as fromJson does.
   static Result<ClusterState> parse(std::string_view text, Formats formats = Formats::kSyncOnly);

@@ -321,14 +321,12 @@ TEST(ClusterState, AQuorumStateRoundTrips) {
   EXPECT_EQ(errorOf(j), "");
 }
 
-// An agent in sync mode (and every reader but the quorum rules) refuses a valid format-2
-// state, and says that the cluster runs quorum mode and what the agent's configuration
-// needs, k and size from the state (the same text is refused after it was read with
+// A reader that does not take quorum mode refuses a valid format-2 state, and says that
+// the cluster runs quorum mode, with k and size from the state (the same text is refused after it was read with
 // quorum mode taken: the parse cache keeps the two apart).
 const std::string kQuorumRefused =
-    "cluster state: a quorum-mode cluster (format 2, ANY 1 of 2 members: docs/decisions/0079), which a reader in "
-    "sync mode does not run; for an agent, set `replication: {mode: quorum, k: 1, size: 2}` in its configuration, "
-    "as on the cluster's other agents, and restart it: nothing is done with it meanwhile";
+    "cluster state: a quorum-mode cluster (format 2, ANY 1 of 2 members: docs/decisions/0079), which this reader "
+    "does not run: nothing is done with it";
 TEST(ClusterState, AQuorumStateIsRefusedByTheSyncModeReaders) {
   const std::string text = quorumState().dump();
   ASSERT_TRUE(ClusterState::parse(text, ClusterState::Formats::kSyncAndQuorum).ok());
@@ -340,9 +338,8 @@ TEST(ClusterState, AQuorumStateIsRefusedByTheSyncModeReaders) {
   nlohmann::json odd = quorumState();
   odd["quorum"] = "three";
   EXPECT_EQ(ClusterState::fromJson(odd).error(),
-            "cluster state: a quorum-mode cluster (format 2, docs/decisions/0079), which a reader in sync mode does not "
-            "run; for an agent, set `replication: {mode: quorum, k: K, size: N}` in its configuration, as on the "
-            "cluster's other agents, and restart it: nothing is done with it meanwhile");
+            "cluster state: a quorum-mode cluster (format 2, docs/decisions/0079), which this reader does not run: "
+            "nothing is done with it");
 }
 
 TEST(ClusterState, AQuorumStateIsRefusedWithItsReason) {
@@ -512,6 +509,23 @@ TEST(ClusterState, AStandbyStateIsRefusedByTodaysReaders) {
     }
   }
   EXPECT_EQ(standbyErrorOf(quorumState()), kQuorumRefused);
+}
+
+// The agent's reader (the state machine's and the driver's, docs/decisions/0089) takes
+// every format this build runs: a cluster switches to quorum mode, or becomes a standby
+// cluster, without a change to any agent's configuration.
+TEST(ClusterState, TheAgentsReaderTakesEveryFormat) {
+  constexpr auto kAll = ClusterState::Formats::kAll;
+  for (const nlohmann::json& j : {validState(), quorumState(), standbyState(), demoteState()}) {
+    auto s = ClusterState::parse(j.dump(), kAll);
+    ASSERT_TRUE(s.ok()) << s.error();
+    EXPECT_EQ(s->serialize(), ClusterState::fromJson(j, kAll)->serialize());
+  }
+  EXPECT_EQ(ClusterState::parse(quorumState().dump(), kAll)->format(), 2);
+  EXPECT_EQ(ClusterState::parse(standbyState().dump(), kAll)->format(), 3);
+  nlohmann::json newer = validState();
+  newer["format"] = kClusterStateFormat + 1;
+  EXPECT_NE(ClusterState::fromJson(newer, kAll).error().find("is newer than the format"), std::string::npos);
 }
 
 // Every way a format-3 state can be wrong, with its reason.

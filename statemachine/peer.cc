@@ -139,7 +139,7 @@ void Peer::onClusterState(const StateNode& node) {
     return;
   }
   if (state_ && node.version < stateVersion_) return;  // older than what we wrote or saw
-  auto parsed = ClusterState::parse(node.data, opts_.quorum ? ClusterState::Formats::kSyncAndQuorum
+  auto parsed = ClusterState::parse(node.data, opts_.quorum ? ClusterState::Formats::kAll
                                                              : ClusterState::Formats::kSyncAndStandby);
   // A format-3 state of a kind this build does not run is refused as one it cannot read.
   if (auto notRun = parsed ? standbyStateNotRun(parsed.value()) : std::nullopt) parsed = Error{*notRun};

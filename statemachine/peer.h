@@ -53,12 +53,13 @@ struct PeerOptions {
   // again once two holds passed without one. A link that comes and goes costs a
   // generation per hold, the holds doubling; two faults a minute apart cost nothing.
   int64_t syncReplaceHoldMs = 5000;
-  // Quorum mode (docs/decisions/0079-quorum-commit.md, peer_quorum.cc): read format-2
-  // states (ClusterState::Formats::kSyncAndQuorum) and run their rules: a member's fence,
-  // read and report, the takeover decided from the reports, the primary's membership
-  // steps, and a sync-mode state re-encoded when ReplicationWanted asks for quorum mode.
-  // Off (the agent, until its driver publishes reports): a format-2 state halts the peer
-  // as any state this build does not run, and nothing here changes by one byte.
+  // Quorum mode (docs/decisions/0079-quorum-commit.md, peer_quorum.cc): read every format
+  // (ClusterState::Formats::kAll) and run format 2's rules: a member's fence, read and
+  // report, the takeover decided from the reports, the primary's membership steps, and a
+  // sync-mode state re-encoded when ReplicationWanted asks for quorum mode. The agent
+  // always sets it (docs/decisions/0089). Off (the sync-mode simulations and tests): a
+  // format-2 state halts the peer as any state it does not run, and nothing here changes
+  // by one byte.
   bool quorum = false;
   // A standby cluster's source (docs/decisions/0083 4.1, dugong.yaml's standby.source): a
   // cluster with no state is set up as a standby cluster of it (generation 1 a standby

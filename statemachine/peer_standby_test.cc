@@ -83,6 +83,22 @@ TEST(PeerStandby, TheLeaderFollowsTheSourceAndItsPeersCascadeFromIt) {
   EXPECT_EQ(c, PgConfig::standby(PgRole::kAsync, ident("s"), ident("me")));
 }
 
+// Every agent reads every format (docs/decisions/0089): a peer that runs the quorum rules
+// runs a standby cluster too, as the standby leader and as its sync.
+TEST(PeerStandby, APeerThatRunsTheQuorumRulesRunsAStandbyCluster) {
+  PeerOptions o{ident("me"), false, 1000};
+  o.quorum = true;
+  StandbyHarness h(o);
+  auto actions = h.start(hostsStandby(1, "me", "s", {"a"}), {"me", "s", "a"});
+  EXPECT_FALSE(h.peer.inspect().contains("halted")) << h.peer.inspect().dump();
+  EXPECT_EQ(h.peer.role(), Role::kStandbyLeader);
+  EXPECT_EQ(onlyApply(actions).role, PgRole::kStandbyLeader);
+  o.self = ident("s");
+  StandbyHarness sync(o);
+  EXPECT_EQ(onlyApply(sync.start(hostsStandby(3, "me", "s", {"a"}), {"me", "s", "a"})),
+            PgConfig::standby(PgRole::kSync, ident("me"), ident("me")));
+}
+
 // The leader keeps its chain as a primary does: a newcomer is appended, an absent async
 // dropped; the standby state (its source) is kept in the write.
 TEST(PeerStandby, TheLeaderKeepsItsChain) {

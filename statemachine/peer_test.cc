@@ -111,9 +111,9 @@ TEST(Peer, AStateOfANewerFormatHaltsThePeerWithAClearError) {
   EXPECT_FALSE(h.peer.busy());
 }
 
-// A quorum state (format 2) is refused by a peer in sync mode (cluster_state.h, Formats),
-// which says what its agent must be configured with: it halts as on a state it cannot
-// read, and resumes on a sync-mode state.
+// A quorum state (format 2) is refused by a peer without PeerOptions::quorum (the agent
+// always sets it, 0089; cluster_state.h, Formats): it halts as on a state it cannot read,
+// and resumes on a sync-mode state.
 TEST(Peer, AQuorumStateIsRefusedUntilQuorumModeRuns) {
   Harness h;
   h.start(cluster(6, "p", "me", {"d"}), {"p", "me", "d"});
@@ -125,9 +125,8 @@ TEST(Peer, AQuorumStateIsRefusedUntilQuorumModeRuns) {
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(std::get<LogDecision>(actions[0]).message,
             "invalid cluster state (version 1): cluster state: a quorum-mode cluster (format 2, ANY 1 of 2 members: "
-            "docs/decisions/0079), which a reader in sync mode does not run; for an agent, set `replication: {mode: "
-            "quorum, k: 1, size: 2}` in its configuration, as on the cluster's other agents, and restart it: nothing "
-            "is done with it meanwhile; not acting until a valid state is written");
+            "docs/decisions/0079), which this reader does not run: nothing is done with it; not acting until a valid "
+            "state is written");
   ASSERT_TRUE(h.peer.haltReason().has_value());
   EXPECT_TRUE(h.step(ActivePeersChanged{peers({"me", "c", "d"})}).empty());
   EXPECT_FALSE(h.peer.busy());

@@ -59,6 +59,7 @@ inline ClusterState cluster(int64_t gen, const std::string& primary, const std::
 struct Harness {
   explicit Harness(bool singleton = false, PeerIdentity self = ident("me"))
       : peer(PeerOptions{std::move(self), singleton, 1000}) {}
+  explicit Harness(PeerOptions options) : peer(std::move(options)) {}
   std::vector<Action> step(const Event& e) { return peer.step(now++, e); }
   std::vector<Action> start(std::optional<ClusterState> s, std::vector<std::string> active, bool online = false,
                             bool setUp = false, int32_t version = 0) {

@@ -465,11 +465,13 @@ ObservedSourceState ObservedSourceState::of(const ClusterState& state) {
   ObservedSourceState o;
   o.generation = state.generation;
   o.primary = state.primary.id;
-  if (state.sync) o.sync = state.sync->id;
   o.oneNodeWriteMode = state.oneNodeWriteMode;
   o.standby = state.standby;
   o.primaryPeer = state.primary;
   o.syncPeer = state.sync;
+  // A quorum-mode source (0079): its first member stands for its sync (0089).
+  if (state.quorum && !state.quorum->members.empty()) o.syncPeer = state.quorum->members.front();
+  if (o.syncPeer) o.sync = o.syncPeer->id;
   return o;
 }
 

@@ -195,7 +195,9 @@ struct ObservedSourceState {
 // Which source peer a standby leader of a `dugong` source streams from (0083 3.2): the
 // source's sync (every commit the source acknowledged is there, and the source's next
 // primary is its sync, so the leader's WAL stays a prefix of the source's next history);
-// its primary when it has no sync (one-node-write mode). A source that is itself a
+// its primary when it has no sync (one-node-write mode). A quorum-mode source (0089): its
+// first member (ObservedSourceState::of), which holds no WAL past the next primary of a
+// takeover that read it (the most advanced of the members read). A source that is itself a
 // standby cluster the same way: its leader's sync, else its leader. Two sites may use the
 // same peer ids (3.3 refused a source naming this peer's id, since the leader's
 // application_name would then match the source's synchronous_standby_names): the leader's

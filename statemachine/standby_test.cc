@@ -526,6 +526,15 @@ TEST(SourceUpstream, IsTheSourcesSyncElseItsPrimary) {
   ClusterState demoted = standbyCluster(10, "a1", "a2", {"a3"});
   demoted.standby->demotedAt = DemotionPoint{WalPosition(900), 2};
   EXPECT_EQ(sourceUpstream(ObservedSourceState::of(demoted)).id, "a2");
+
+  // A quorum-mode source (docs/decisions/0089): its first member, whose WAL a takeover
+  // that reads it never passes by.
+  ClusterState quorum = cluster(9, "a1", "a2", {});
+  quorum.sync.reset();
+  quorum.quorum = Quorum{1, {ident("a3"), ident("a2")}};
+  const ObservedSourceState seen = ObservedSourceState::of(quorum);
+  EXPECT_EQ(sourceUpstream(seen).id, "a3");
+  EXPECT_EQ(seen.sync, "a3");
 }
 
 }  // namespace

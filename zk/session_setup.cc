@@ -367,6 +367,7 @@ void Session::Impl::readActive(std::function<void(int, PeerList, PeerDataStates)
 
 std::string Session::Impl::electionBytes() const {
   nlohmann::json j = self_.toJson();
+  j["stateFormat"] = kClusterStateFormat;  // every format up to it is read (docs/decisions/0089)
   if (dataState_) j["data"] = dataState_->toJson();
   if (streaming_) j["streaming"] = *streaming_;
   if (report_) j["report"] = report_->toJson();

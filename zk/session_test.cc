@@ -41,12 +41,16 @@ TEST_F(SessionTest, FirstInitHasNoStateAndItselfAsTheOnlyPeer) {
   EXPECT_TRUE(st.initialized);
   EXPECT_EQ(st.electionNode.rfind("/dugong/c1/election/a-", 0), 0u) << st.electionNode;
 
-  // The node holds the identity JSON and belongs to the session.
+  // The node holds the identity JSON and the newest state format this build reads (every
+  // format up to it: dugong-adm's check before `config set replication.mode=quorum`,
+  // docs/decisions/0089), and belongs to the session.
   auto c = client(zk->connectString(), "c1");
   auto nodes = c->electionNodes();
   ASSERT_TRUE(nodes.ok()) << nodes.error();
   ASSERT_EQ(nodes->size(), 1u);
-  EXPECT_EQ(nlohmann::json::parse(nodes->at(0).data), peer("a").toJson());
+  nlohmann::json expected = peer("a").toJson();
+  expected["stateFormat"] = 3;
+  EXPECT_EQ(nlohmann::json::parse(nodes->at(0).data), expected);
   EXPECT_EQ(nodes->at(0).ephemeralOwner, st.sessionId);
 }
 

@@ -24,7 +24,7 @@ SourceObservation observeSource(const Result<StateNode>& state, const Result<Pee
     seen.lastSeen = "no cluster state";
     return seen;
   }
-  auto parsed = ClusterState::parse(state->data, ClusterState::Formats::kSyncAndStandby);
+  auto parsed = ClusterState::parse(state->data, ClusterState::Formats::kAll);
   if (!parsed) {
     seen.lastSeen = "its cluster state cannot be read: " + parsed.error();
     return seen;

@@ -1,8 +1,10 @@
 // The cluster-wide replication setting with real agents, ZooKeeper and postgres (issue 42,
-// docs/decisions/0079-quorum-commit.md "Phase 5b as built"): three peers whose agents run
-// quorum mode (dugong.yaml `replication: {mode: quorum, k: 1, size: 2}`, so their state
-// machines read format 2), and a cluster configuration that says otherwise, written with
-// `dugong-adm config set` before they start: the cluster's setting wins.
+// docs/decisions/0079-quorum-commit.md "Phase 5b as built", 0089): three peers whose
+// dugong.yaml says nothing of replication (every agent reads every format of the state),
+// and a cluster configuration written with `dugong-adm config set` before they start,
+// switched to quorum mode and back while they run. With four peers (label full), the
+// agents' dugong.yaml says `replication: {mode: sync}` and the cluster's quorum setting
+// wins.
 //
 // What is asserted:
 // - refused before anything is written (exit 2, one line, the configuration unchanged):
@@ -10,6 +12,7 @@
 //   unknown mode, one key of the block unset alone;
 // - `replication.mode=sync` in the cluster configuration: the cluster is set up in sync
 //   mode (format 1, a sync), and each agent says it delivered the cluster's setting;
+// - every agent publishes the newest state format it reads ("stateFormat": 3);
 // - `config set replication.mode=quorum replication.k=1 replication.size=2`: the state
 //   becomes format 2 with ANY 1 of 2 members, in the same generation or the next, run by
 //   the primary's postgres; `dugong-adm verify` finds no problem, `peers` and `pg-status`
@@ -31,6 +34,7 @@
 #include "pg/command.h"
 #include "statemachine/cluster_state.h"
 #include "tests/e2e/cluster_harness.h"
+#include "zk/client.h"
 
 namespace dugong::e2e {
 namespace {
@@ -39,12 +43,12 @@ using namespace std::chrono_literals;
 
 class QuorumConfig : public ::testing::Test {
  protected:
-  void SetUp() override { start(3); }
-  void start(int peers) {
+  void SetUp() override { start(3, ""); }
+  void start(int peers, const std::string& extraConfig) {
     HarnessOptions o;
     o.cluster = "qconfig";
     o.peers = peers;
-    o.extraConfig = "replication:\n  mode: quorum\n  k: 1\n  size: 2\n";
+    o.extraConfig = extraConfig;
     h_ = std::make_unique<Harness>(o);
   }
   void TearDown() override {
@@ -103,7 +107,7 @@ TEST_F(QuorumConfig, ConfigSetSwitchesASyncClusterToQuorumChangesTheSizeAndSwitc
   ASSERT_TRUE(sync.ok()) << sync.output;
   EXPECT_NE(configShown().find("\"format\": 2"), std::string::npos) << configShown();
 
-  // The cluster's sync mode wins over the agents' quorum: a Manatee cluster.
+  // Agents configured with nothing of replication: a Manatee cluster.
   h_->startAll();
   ASSERT_GE(h_->waitForHealthyCluster(2, 180s), 0);
   auto s = waitForRule(0, 1, 60s);
@@ -122,6 +126,12 @@ TEST_F(QuorumConfig, ConfigSetSwitchesASyncClusterToQuorumChangesTheSizeAndSwitc
   s = state();
   ASSERT_TRUE(s);
   EXPECT_FALSE(s->quorum) << "sync mode wanted, yet " << h_->zkStateText();
+  auto client = zk::Client::connect(h_->zkOptions(), 20s);
+  ASSERT_TRUE(client.ok()) << client.error();
+  auto nodes = (*client)->electionNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.error();
+  ASSERT_EQ(nodes->size(), 3u);
+  for (const auto& n : *nodes) EXPECT_EQ(nlohmann::json::parse(n.data).value("stateFormat", 0), 3) << n.data;
   const int64_t generation = s->generation;
 
   // To quorum mode: ANY 1 of 2, in the same generation or the next.
@@ -160,7 +170,7 @@ TEST_F(QuorumConfig, ConfigSetSwitchesASyncClusterToQuorumChangesTheSizeAndSwitc
 
 class QuorumConfigFourPeers : public QuorumConfig {
  protected:
-  void SetUp() override { start(4); }
+  void SetUp() override { start(4, "replication:\n  mode: sync\n"); }
 };
 
 TEST_F(QuorumConfigFourPeers, SizeAndKAreChangedOneStepAtATimeInTheSameGeneration) {

@@ -79,13 +79,6 @@ void printFindings(const std::vector<Finding>& findings, bool verbose) {
             << "\n";
 }
 
-// What a status command reads: a quorum-mode state (format 2) too, and a standby
-// cluster's (format 3). Unreadable: what the reader then refuses says why.
-ClusterState::Formats formatsOfCluster(zk::Client& client) {
-  auto st = client.readState();
-  return formatsToShow(st && st->exists ? st->data : "", ClusterState::Formats::kSyncAndStandby);
-}
-
 // No cluster state: what the present peers published about their data directories,
 // from which the agents set the cluster up (docs/design.md "A lost cluster state").
 int showNoState(zk::Client& client) {
@@ -124,8 +117,7 @@ int runShow(const CommonOptions& common, bool verbose) {
   if (!client) return code;
   auto st = client->readState();
   if (st && !st->exists && !common.json) return showNoState(*client);
-  const auto formats = formatsToShow(st && st->exists ? st->data : "", ClusterState::Formats::kSyncAndStandby);
-  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), formats);
+  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), ClusterState::Formats::kAll);
   if (!view) return fail(kExitUnavailable, view.error());
   const ClusterState& s = view->state;
   auto rows = statusRows(*view);
@@ -204,7 +196,7 @@ int runTable(const CommonOptions& common, const TableArgs& a, const std::vector<
       std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(a.period * 1000)));
       if (!common.json) std::cout << "\n";
     }
-    auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), formatsOfCluster(*client));
+    auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), ClusterState::Formats::kAll);
     if (!view) return fail(kExitUnavailable, view.error());
     auto all = statusRows(*view);
     labelStandbyLeader(*view, all);
@@ -319,7 +311,7 @@ int runVerify(const CommonOptions& common, bool verbose, uint64_t maxLag) {
   int code = kExitOk;
   auto client = connectOrFail(common, code);
   if (!client) return code;
-  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), formatsOfCluster(*client));
+  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), ClusterState::Formats::kAll);
   if (!view) return fail(kExitUnavailable, view.error());
   VerifyOptions o;
   o.maxLagBytes = maxLag;

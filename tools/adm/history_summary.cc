@@ -29,12 +29,17 @@ std::string describePromote(const nlohmann::json& p) {
   return str("id") + " as " + role + " (generation " + str("generation") + ", expires " + str("expireTime") + ")";
 }
 
+std::string quorumSet(const Quorum& q) { return "ANY " + std::to_string(q.k) + " (" + ids(q.members) + ")"; }
+
 void setUp(const ClusterState& s, std::vector<std::string>& out) {
   std::string line = s.standby ? "standby cluster of " + s.standby->source.describe() + " set up: standby leader " +
                                      s.primary.id
                                : "cluster set up: primary " + s.primary.id;
   if (s.oneNodeWriteMode) {
     line += " in one-node-write mode";
+  } else if (s.quorum) {
+    line += ", quorum " + quorumSet(*s.quorum);
+    if (!s.async.empty()) line += ", asyncs " + ids(s.async);
   } else {
     line += ", sync " + (s.sync ? s.sync->id : std::string("(none)"));
     if (!s.async.empty()) line += ", asyncs " + ids(s.async);
@@ -86,9 +91,17 @@ std::vector<std::string> summarizeChange(const std::optional<ClusterState>& befo
   for (const auto& d : a.deposed) {
     if (!containsPeer(b.deposed, d.id)) out.push_back(d.id + " is deposed");
   }
+  // Quorum mode (docs/decisions/0079): a member is a sync; a change of mode or of the set.
+  if (!b.quorum && a.quorum) {
+    out.push_back("quorum mode: " + quorumSet(*a.quorum));
+  } else if (b.quorum && !a.quorum) {
+    out.push_back("sync mode: sync " + (a.sync ? a.sync->id : std::string("(none)")));
+  } else if (b.quorum && a.quorum && (b.quorum->k != a.quorum->k || peerIds(b.quorum->members) != peerIds(a.quorum->members))) {
+    out.push_back("quorum set: " + quorumSet(*b.quorum) + " -> " + quorumSet(*a.quorum));
+  }
   const std::string bSync = b.sync ? b.sync->id : "";
   const std::string aSync = a.sync ? a.sync->id : "";
-  if (bSync != aSync && !aSync.empty()) {
+  if (bSync != aSync && !aSync.empty() && roleInState(b, aSync) != "sync") {
     std::string was = roleInState(b, aSync);
     std::string line = was.empty() ? aSync + " became sync" : was + " " + aSync + " became sync";
     if (!bSync.empty()) line += " (was sync " + bSync + ")";
@@ -104,7 +117,8 @@ std::vector<std::string> summarizeChange(const std::optional<ClusterState>& befo
   }
   // The async chain: additions and removals of peers that were and are asyncs or nothing.
   for (const auto& p : a.async) {
-    if (!containsPeer(b.async, p.id) && p.id != bSync) out.push_back("async " + p.id + " added");
+    const bool wasSync = p.id == bSync || (b.quorum && containsPeer(b.quorum->members, p.id));
+    if (!containsPeer(b.async, p.id) && !wasSync) out.push_back("async " + p.id + " added");
   }
   for (const auto& p : b.async) {
     if (!containsPeer(a.async, p.id) && roleInState(a, p.id).empty()) out.push_back("async " + p.id + " removed");
@@ -156,7 +170,7 @@ HistoryItem decodeHistoryRecord(int64_t sequence, const std::string& data) {
   if (auto t = j.find("time"); t != j.end() && t->is_string()) item.time = t->get<std::string>();
   if (auto r = j.find("reason"); r != j.end() && r->is_string()) item.reason = r->get<std::string>();
   item.raw = j.value("state", nlohmann::json(nullptr));
-  auto s = ClusterState::fromJson(item.raw, ClusterState::Formats::kSyncAndStandby);
+  auto s = ClusterState::fromJson(item.raw, ClusterState::Formats::kAll);
   if (s) {
     item.state = *s;
   } else {

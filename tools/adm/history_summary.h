@@ -22,6 +22,8 @@ namespace dugong::adm {
 //   "promote requested: B as sync (generation 3, expires T)" / "promote request carried
 //   out" (the peer holds the place it was promoted to) / "promote request removed"
 //   "one-node-write mode on" / "one-node-write mode off"
+//   "quorum mode: ANY 1 (B, C)" / "quorum set: ANY 1 (B, C) -> ANY 2 (B, C)" / "sync mode:
+//   sync B" (a member of the set is a sync: no line of its own)
 // and "no change" when nothing an operator cares about changed.
 std::vector<std::string> summarizeChange(const std::optional<ClusterState>& before, const ClusterState& after);
 

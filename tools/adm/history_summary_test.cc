@@ -104,6 +104,20 @@ TEST(HistorySummary, NoChange) {
   EXPECT_EQ(summaryLine(s, w), "initWal now 0/04000000");
 }
 
+// Quorum mode (docs/decisions/0079): a record of a format-2 state is read, and a change of
+// mode or of the set is said as such, a member being a sync (docs/decisions/0089).
+TEST(HistorySummary, QuorumModeAndBack) {
+  const ClusterState sync = threePeers();        // primary a, sync b, async c
+  const ClusterState one = quorumPeers(1, {"b", "c"});
+  ClusterState two = quorumPeers(2, {"b", "c"});
+  EXPECT_EQ(summaryLine(sync, one), "quorum mode: ANY 1 (b, c)");
+  EXPECT_EQ(summaryLine(one, two), "quorum set: ANY 1 (b, c) -> ANY 2 (b, c)");
+  EXPECT_EQ(summaryLine(one, sync), "sync mode: sync b");
+  auto item = decodeHistoryRecord(7, nlohmann::json({{"time", "t"}, {"state", one.toJson()}}).dump());
+  ASSERT_TRUE(item.state.has_value()) << item.error;
+  EXPECT_EQ(summarizeHistory({item})[0], "cluster set up: primary a, quorum ANY 1 (b, c)");
+}
+
 TEST(HistoryRecords, DecodeAndSummarizeSkippingInvalidStates) {
   ClusterState first = threePeers();
   ClusterState second = first;

@@ -4,13 +4,6 @@
 
 namespace dugong::adm {
 
-ClusterState::Formats formatsToShow(const std::string& data, ClusterState::Formats otherwise) {
-  auto j = nlohmann::json::parse(data, nullptr, false);
-  if (!j.is_object()) return otherwise;
-  auto f = j.find("format");
-  return f != j.end() && *f == 2 ? ClusterState::Formats::kSyncAndQuorum : otherwise;
-}
-
 std::string replicationLine(const ClusterState& state) {
   if (!state.quorum) return "sync";
   const Quorum& q = *state.quorum;

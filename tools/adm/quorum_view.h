@@ -14,10 +14,6 @@
 
 namespace dugong::adm {
 
-// The format a reader needs for the state `data` as stored: kSyncAndQuorum for a
-// format-2 state, else `otherwise` (unparseable text: `otherwise`, whose reader says why).
-ClusterState::Formats formatsToShow(const std::string& data, ClusterState::Formats otherwise);
-
 // `show`'s "replication" line: "quorum: ANY 1 (db2, db3): a commit waits for 1 of 2
 // members, a takeover reads 2 of them"; "sync" for a state of sync mode.
 std::string replicationLine(const ClusterState& state);

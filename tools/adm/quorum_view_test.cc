@@ -45,13 +45,5 @@ TEST(QuorumView, EachMembersRowIsASynchronousStandbyWithItsPlaceInTheSet) {
   EXPECT_EQ(syncRows[0].role, "unassigned");
 }
 
-TEST(QuorumView, AFormatTwoStateIsReadAsQuorumModeAndAnyOtherAsTheCommandReadsIt) {
-  const ClusterState::Formats standby = ClusterState::Formats::kSyncAndStandby;
-  EXPECT_EQ(formatsToShow(quorumState().serialize(), standby), ClusterState::Formats::kSyncAndQuorum);
-  EXPECT_EQ(formatsToShow(threePeers().serialize(), standby), standby);
-  EXPECT_EQ(formatsToShow("not json", standby), standby);
-  EXPECT_EQ(formatsToShow(R"({"format": 3})", standby), standby);
-}
-
 }  // namespace
 }  // namespace dugong::adm

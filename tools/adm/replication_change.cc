@@ -60,8 +60,8 @@ Result<ReplicationCheck> checkReplicationChange(const std::optional<pg::ClusterR
     return Error{"mode quorum needs every present peer to read cluster-state format 2, and " + joinWithCommas(old) +
                  (old.size() == 1 ? " does" : " do") +
                  " not (no \"stateFormat\": 2 in its election node, and its agent does not run quorum mode): it "
-                 "would halt on the first quorum state; set `replication: {mode: quorum}` in its dugong.yaml (or "
-                 "upgrade it) and restart its agent first"};
+                 "would halt on the first quorum state; upgrade it (an older dugong reads format 2 only with "
+                 "`replication: {mode: quorum}` in its dugong.yaml) and restart its agent first"};
   }
   if (!unknown.empty()) {
     return Error{"mode quorum needs every present peer to read cluster-state format 2, and whether " +
