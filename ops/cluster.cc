@@ -86,6 +86,9 @@ Result<UpdateResult> updateState(zk::Client& client, const std::function<Result<
     auto decision = change(next);
     if (!decision) return Error{decision.error()};
     if (!*decision) return UpdateResult{false, st->state, st->version, attempt};
+    if (auto valid = ClusterState::parse(next.serialize(), formats); !valid) {
+      return Error{"the change would leave a state that peers refuse (" + valid.error() + "); nothing was written"};
+    }
     auto w = client.putState(next, st->version, reason);
     if (w.ok) return UpdateResult{true, next, w.newVersion, attempt};
     if (!w.lostRace) {

@@ -26,15 +26,15 @@ struct StateRead {
 };
 // Reads and validates the state. A missing state node is an error naming the path
 // ("no cluster at /dugong/x: ..."), as is an invalid state. `formats`: what the caller
-// reads (a standby cluster's format 3 only where the command knows it, docs/decisions/0083).
+// reads; every format by default (docs/decisions/0089).
 Result<StateRead> readClusterState(zk::Client& client,
-                                   ClusterState::Formats formats = ClusterState::Formats::kSyncOnly);
+                                   ClusterState::Formats formats = ClusterState::Formats::kAll);
 
 // The cluster as ZooKeeper and (with `agents`) the peers' agents see it now. Agents are
 // asked in parallel, each bounded by `agentTimeout`.
 Result<ClusterView> fetchView(zk::Client& client, const std::string& cluster, bool agents,
                               std::chrono::milliseconds agentTimeout = std::chrono::seconds(3),
-                              ClusterState::Formats formats = ClusterState::Formats::kSyncOnly);
+                              ClusterState::Formats formats = ClusterState::Formats::kAll);
 
 // Wall-clock now, in ms since the epoch.
 EpochMs nowMs();
@@ -43,7 +43,9 @@ EpochMs nowMs();
 // a copy: an error refuses (nothing is written), false means there is nothing to do,
 // true writes the copy with the version read. A lost race re-reads and tries again, up
 // to `attempts` times. A write whose outcome is unknown (connection lost) is resolved by
-// re-reading: if the state now equals the one written, it counts as written.
+// re-reading: if the state now equals the one written, it counts as written. A change
+// that leaves a state its readers refuse (a quorum or standby state put in one-node-write
+// mode, say) is refused with their reason, and nothing is written.
 struct UpdateResult {
   bool written = false;  // false: `change` said there was nothing to do
   ClusterState state;    // the state now in ZooKeeper (as written, or as read)
@@ -52,6 +54,6 @@ struct UpdateResult {
 };
 Result<UpdateResult> updateState(zk::Client& client, const std::function<Result<bool>(ClusterState&)>& change,
                                  const std::string& reason, int attempts = 5,
-                                 ClusterState::Formats formats = ClusterState::Formats::kSyncOnly);
+                                 ClusterState::Formats formats = ClusterState::Formats::kAll);
 
 }  // namespace dugong::adm

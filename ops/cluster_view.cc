@@ -14,6 +14,12 @@ std::string roleInState(const ClusterState& s, const std::string& id) {
   if (containsPeer(s.deposed, id)) return "deposed";
   return "";
 }
+
+const PeerIdentity* firstSync(const ClusterState& s) {
+  if (s.sync) return &*s.sync;
+  if (s.quorum && !s.quorum->members.empty()) return &s.quorum->members.front();
+  return nullptr;
+}
 namespace {
 
 const nlohmann::json& at(const nlohmann::json& j, const char* key) {
@@ -60,16 +66,11 @@ const PeerView* ClusterView::find(const std::string& id) const {
 namespace {
 
 // The peer the async chain hangs from: the sync, or the first member of a quorum set.
-const PeerIdentity* chainHead(const ClusterState& s) {
-  if (s.sync) return &*s.sync;
-  if (s.quorum && !s.quorum->members.empty()) return &s.quorum->members.front();
-  return nullptr;
-}
 
 }  // namespace
 
 const PeerView* ClusterView::downstreamOf(const std::string& id) const {
-  const PeerIdentity* head = chainHead(state);
+  const PeerIdentity* head = firstSync(state);
   if (id == state.primary.id) return head ? find(head->id) : nullptr;
   std::string prev = head ? head->id : std::string();
   for (const auto& a : state.async) {
@@ -85,7 +86,7 @@ const PeerView* ClusterView::upstreamOf(const std::string& id) const {
   int i = indexOfPeer(state.async, id);
   if (i < 0) return nullptr;
   if (i == 0) {
-    const PeerIdentity* head = chainHead(state);
+    const PeerIdentity* head = firstSync(state);
     return head ? find(head->id) : nullptr;
   }
   return find(state.async[static_cast<size_t>(i - 1)].id);

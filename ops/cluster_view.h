@@ -16,8 +16,15 @@
 
 namespace dugong::adm {
 
-// The role `id` holds in `state`: "primary", "sync", "async", "deposed", or "" (none).
+// The role `id` holds in `state`: "primary", "sync" (in quorum mode, any member),
+// "async", "deposed", or "" (none).
 std::string roleInState(const ClusterState& state, const std::string& id);
+// The sync, or in quorum mode the first member (0079): the head of the async chain and
+// the peer a switchover or a rolling restart makes primary unless told otherwise. nullptr
+// in one-node-write mode.
+const PeerIdentity* firstSync(const ClusterState& state);
+// The sync_state a synchronous standby's stream shows: "quorum" in quorum mode, else "sync".
+inline const char* synchronousState(const ClusterState& state) { return state.quorum ? "quorum" : "sync"; }
 
 struct PeerView {
   PeerIdentity identity;

@@ -30,7 +30,21 @@ Result<nlohmann::json> buildPromoteRequest(const ClusterView& view, const Promot
   }
 
   nlohmann::json req = {{"id", a.id}, {"role", a.role}};
-  if (a.role == "sync") {
+  if (a.role == "sync" && s.quorum) {
+    // Quorum mode (0079): any member; the set after it holds the other present members
+    // and present untagged asyncs (decideQuorumTakeover), and must not be empty.
+    if (!containsPeer(s.quorum->members, a.id)) {
+      return Error{a.id + " is not a member of the synchronous set (" + peerIds(s.quorum->members) + ")"};
+    }
+    if (noFailover(view, a.id)) return Error{a.id + " is tagged nofailover: it never takes over"};
+    bool filled = false;
+    for (const auto& m : s.quorum->members) filled |= m.id != a.id && containsPeer(view.active, m.id);
+    for (const auto& p : s.async) filled |= containsPeer(view.active, p.id) && !noFailover(view, p.id);
+    if (!filled) {
+      return Error{"no other member or async is in ZooKeeper to join the synchronous set, so " + a.id +
+                   " would not take over"};
+    }
+  } else if (a.role == "sync") {
     if (!s.sync || s.sync->id != a.id) {
       return Error{a.id + " is not the sync (the sync is " + (s.sync ? s.sync->id : std::string("nobody")) + ")"};
     }
@@ -76,7 +90,7 @@ Result<nlohmann::json> buildPromoteRequest(const ClusterView& view, const Promot
   if (!row || row->value("state", std::string()) != "streaming") {
     return Error{a.id + " is not streaming from " + up->identity.id};
   }
-  if (a.role == "sync" && row->value("syncState", std::string()) != "sync") {
+  if (a.role == "sync" && row->value("syncState", std::string()) != synchronousState(s)) {
     return Error{a.id + " does not stream synchronously from " + up->identity.id};
   }
   auto lag = lagBytes(*up, a.id);

@@ -35,6 +35,24 @@ TEST(PromoteCheck, SyncRequestIsValidForThePeers) {
   EXPECT_TRUE(validatePromote(*r, v.state, v.now).ok());
 }
 
+// Quorum mode (docs/decisions/0079): any member is promoted as a sync (its stream's
+// sync_state is "quorum"), when another member or an async can fill the set after it;
+// a peer that is no member is refused.
+TEST(PromoteCheck, AQuorumMemberIsPromotedAsASync) {
+  ClusterView v = healthyView(quorumPeers(1, {"b", "d"}, {"c"}));
+  for (const char* id : {"b", "d"}) {
+    auto r = buildPromoteRequest(v, args(id, "sync"));
+    ASSERT_TRUE(r.ok()) << id << ": " << r.error();
+    EXPECT_TRUE(validatePromote(*r, v.state, v.now).ok()) << id;
+  }
+  EXPECT_EQ(refusal(v, args("c", "sync")), "c is not a member of the synchronous set (b, d)");
+  ClusterView alone = healthyView(quorumPeers(1, {"b"}));
+  EXPECT_EQ(refusal(alone, args("b", "sync")),
+            "no other member or async is in ZooKeeper to join the synchronous set, so b would not take over");
+  mutablePeer(v, "a").status["postgres"]["replication"][1]["syncState"] = "async";
+  EXPECT_EQ(refusal(v, args("d", "sync")), "d does not stream synchronously from a");
+}
+
 TEST(PromoteCheck, AsyncIndexIsFoundOrChecked) {
   ClusterView v = healthyView(threePeers({"c", "d"}));
   auto r = buildPromoteRequest(v, args("d", "async"));

@@ -33,7 +33,8 @@ struct FirstStep {
 FirstStep planFirst(const ClusterView& view, const SwitchoverAsk& ask) {
   FirstStep f;
   auto plan = planSwitchover(view.state, ask);
-  f.done.candidate = ask.candidate.value_or(view.state.sync ? view.state.sync->id : "");
+  const PeerIdentity* sync = firstSync(view.state);
+  f.done.candidate = ask.candidate.value_or(sync ? sync->id : "");
   if (!plan.target) {
     f.done = refused(f.done, plan.refusal.status, plan.refusal.reason);
     return f;
@@ -61,7 +62,7 @@ bool streamNotSeen(const ClusterView& view, const SwitchoverAsk& ask) {
   if (!up || !up->reachable()) return false;
   auto row = replicationRow(*up, plan.target->id);
   if (!row || row->value("state", std::string()) != "streaming") return true;
-  return plan.target->role == "sync" && row->value("syncState", std::string()) != "sync";
+  return plan.target->role == "sync" && row->value("syncState", std::string()) != synchronousState(view.state);
 }
 
 // The first step against the cluster as it is; a refusal because the candidate's stream

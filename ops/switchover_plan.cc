@@ -19,8 +19,9 @@ SwitchoverPlan planSwitchover(const ClusterState& s, const SwitchoverAsk& ask) {
     return refuse(409, "the cluster is in one-node-write mode: there is no peer to switch over to");
   }
   if (!ask.candidate) {
-    if (!s.sync) return refuse(409, "there is no sync to switch over to");
-    return {SwitchoverTarget{s.sync->id, "sync", 1}, {}};
+    const PeerIdentity* sync = firstSync(s);
+    if (sync == nullptr) return refuse(409, "there is no sync to switch over to");
+    return {SwitchoverTarget{sync->id, "sync", 1}, {}};
   }
   const std::string& id = *ask.candidate;
   const std::string role = roleInState(s, id);
@@ -29,6 +30,9 @@ SwitchoverPlan planSwitchover(const ClusterState& s, const SwitchoverAsk& ask) {
   if (role.empty()) {
     std::string known = s.primary.id + " (primary)";
     if (s.sync) known += ", " + s.sync->id + " (sync)";
+    if (s.quorum) {
+      for (const auto& m : s.quorum->members) known += ", " + m.id + " (sync)";
+    }
     for (const auto& a : s.async) known += ", " + a.id + " (async)";
     return refuse(404, "no peer " + id + " in the cluster; its peers are " + known);
   }

@@ -21,6 +21,24 @@ TEST(SwitchoverPlan, WithoutACandidateTheSyncTakesOverInOneRequest) {
   EXPECT_EQ(p.target->requests, 1);
 }
 
+// Quorum mode (docs/decisions/0079): without a candidate, the first member; any member
+// is a sync, one request.
+TEST(SwitchoverPlan, InQuorumModeTheFirstMemberOrTheOneNamedTakesOverInOneRequest) {
+  const ClusterState s = quorumPeers(1, {"b", "d"}, {"c"});
+  auto p = planSwitchover(s, ask(std::nullopt));
+  ASSERT_TRUE(p.target) << p.refusal.reason;
+  EXPECT_EQ(p.target->id, "b");
+  EXPECT_EQ(p.target->role, "sync");
+  EXPECT_EQ(p.target->requests, 1);
+  p = planSwitchover(s, ask("d"));
+  ASSERT_TRUE(p.target) << p.refusal.reason;
+  EXPECT_EQ(p.target->role, "sync");
+  EXPECT_EQ(p.target->requests, 1);
+  p = planSwitchover(s, ask("x"));
+  ASSERT_FALSE(p.target);
+  EXPECT_EQ(p.refusal.reason, "no peer x in the cluster; its peers are a (primary), b (sync), d (sync), c (async)");
+}
+
 TEST(SwitchoverPlan, AsyncNTakesNPlusTwoRequests) {
   const ClusterState s = threePeers({"c", "d", "e"});
   for (auto [id, n] : {std::pair{"c", 2}, {"d", 3}, {"e", 4}}) {

@@ -16,13 +16,15 @@
 // - `config set replication.mode=quorum replication.k=1 replication.size=2`: the state
 //   becomes format 2 with ANY 1 of 2 members, in the same generation or the next, run by
 //   the primary's postgres; `dugong-adm verify` finds no problem, `peers` and `pg-status`
-//   show each member as "sync (member i of 2)";
+//   show each member as "sync (member i of 2)"; `dugong-adm switchover` (no candidate)
+//   makes the first member the primary, with a row written before, still in quorum mode;
 // - size raised to 3, more than the peers that may be members: written, with a warning;
 //   k = size refused;
 // - `replication.mode=sync` again: the state is Manatee's format 1 again, with a sync.
 // And with four peers (label full): the set grown to 3 by `replication.size=3`, k raised to
 // 2 by `replication.k=2` (a fenced step), then both back (k lowered, a member removed),
-// each in the same generation, and the primary's postgres running each rule.
+// each in the same generation, and the primary's postgres running each rule; then
+// `dugong-adm restart --rolling` in quorum mode.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -151,6 +153,22 @@ TEST_F(QuorumConfig, ConfigSetSwitchesASyncClusterToQuorumChangesTheSizeAndSwitc
   EXPECT_TRUE(pgStatus.ok()) << pgStatus.output;
   EXPECT_NE(pgStatus.output.find("quorum"), std::string::npos) << pgStatus.output;
 
+  // A switchover in quorum mode, in one command with no candidate: the first member
+  // becomes the primary, a row written before is there, and the cluster stays in quorum
+  // mode (docs/decisions/0089; before, "there is no sync to switch over to").
+  const std::string oldPrimary = s->primary.id, firstMember = s->quorum->members.front().id;
+  ASSERT_TRUE(h_->sql(h_->indexOf(oldPrimary), "CREATE TABLE before_switchover (v int); "
+                                               "INSERT INTO before_switchover VALUES (42)", 10s).ok());
+  auto switchover = adm({"switchover"});
+  ASSERT_TRUE(switchover.ok()) << switchover.output;
+  s = waitForRule(2, 1, 90s);
+  ASSERT_TRUE(s) << "not in quorum mode after the switchover: " << h_->zkStateText();
+  EXPECT_EQ(s->primary.id, firstMember) << switchover.output;
+  auto row = h_->sql(h_->indexOf(s->primary.id), "SELECT v FROM before_switchover", 10s);
+  ASSERT_TRUE(row.ok() && row->rows.size() == 1 && row->rows[0][0]) << (row.ok() ? "no row" : row.error());
+  EXPECT_EQ(*row->rows[0][0], "42");
+  EXPECT_TRUE(h_->waitFor([&] { return adm({"verify"}).ok(); }, 90s)) << adm({"verify", "-v"}).output;
+
   // A size larger than the peers that may be members: written, with a warning; k = size
   // refused.
   auto size3 = adm({"config", "set", "replication.size=3"});
@@ -195,6 +213,15 @@ TEST_F(QuorumConfigFourPeers, SizeAndKAreChangedOneStepAtATimeInTheSameGeneratio
     EXPECT_EQ(s->generation, generation) << "a membership step needs no new generation";
     EXPECT_TRUE(h_->waitFor([&] { return adm({"verify"}).ok(); }, 60s)) << adm({"verify", "-v"}).output;
   }
+  // A rolling restart in quorum mode: the asyncs, the members, then a switchover to the
+  // first member (before 0089: "no sync in the cluster state").
+  const std::string oldPrimary = s->primary.id;
+  auto rolling = adm({"restart", "--rolling"});
+  ASSERT_TRUE(rolling.ok()) << rolling.output;
+  s = waitForRule(2, 1, 120s);
+  ASSERT_TRUE(s) << "not in quorum mode after the rolling restart: " << h_->zkStateText();
+  EXPECT_NE(s->primary.id, oldPrimary) << rolling.output;
+  EXPECT_TRUE(h_->waitFor([&] { return adm({"verify"}).ok(); }, 90s)) << adm({"verify", "-v"}).output;
 }
 
 }  // namespace

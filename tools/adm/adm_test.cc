@@ -991,6 +991,26 @@ TEST(AdmShow, AQuorumStateIsShownWithItsModeKAndSet) {
   ASSERT_FALSE(j.is_discarded()) << json.out;
   EXPECT_EQ(j["replication"], nlohmann::json({{"mode", "quorum"}, {"k", 1}, {"members", {"db2", "db3"}}, {"readQuorum", 2}}))
       << json.out;
+
+  // The commands that write the state read format 2 too (docs/decisions/0089): freeze is
+  // written and keeps the set; one-node-write mode, which a quorum state cannot be in, is
+  // refused with the readers' reason and nothing is written.
+  AdmRun freeze = adm("-z " + server->connectString() + " -c admquorum freeze -r maintenance");
+  EXPECT_EQ(freeze.code, 0) << freeze.out;
+  auto frozen = (*zk)->readState();
+  ASSERT_TRUE(frozen && frozen->exists);
+  auto parsed = ClusterState::parse(frozen->data, ClusterState::Formats::kAll);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_TRUE(parsed->frozen());
+  ASSERT_TRUE(parsed->quorum.has_value());
+  EXPECT_EQ(peerIds(parsed->quorum->members), "db2, db3");
+  AdmRun onwm = adm("-z " + server->connectString() + " -c admquorum set-onwm -m on -y");
+  EXPECT_NE(onwm.code, 0) << onwm.out;
+  EXPECT_TRUE(has(onwm.out, "a format 2 state cannot be in one-node-write mode")) << onwm.out;
+  EXPECT_TRUE(has(onwm.out, "nothing was written")) << onwm.out;
+  auto after = (*zk)->readState();
+  ASSERT_TRUE(after && after->exists);
+  EXPECT_EQ(after->data, frozen->data);
 }
 
 }  // namespace

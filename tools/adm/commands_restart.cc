@@ -253,7 +253,13 @@ int rollingRestartDone(zk::Client& client, const CommonOptions& common, const Wa
 int rollingRestart(zk::Client& client, const CommonOptions& common, const ClusterView& view,
                    std::chrono::seconds timeout, const std::function<bool(const std::string&)>& restartNeeded) {
   const ClusterState& s = view.state;
-  if (!s.sync) return fail(kExitFailed, "no sync in the cluster state: a rolling restart needs one to switch over to");
+  // The sync, or in quorum mode the first member (0079): restarted last of the standbys,
+  // and the primary's successor when the primary restarts too.
+  const PeerIdentity* successor = firstSync(s);
+  if (successor == nullptr) {
+    return fail(kExitFailed, "no sync in the cluster state: a rolling restart needs one to switch over to");
+  }
+  const std::string next = successor->id;
   for (const auto& p : view.peers) {
     if (p.role != "deposed" && p.role != "unassigned" && !p.reachable()) {
       return fail(kExitFailed, "the agent of " + p.identity.id + " does not answer (" + p.agentError +
@@ -274,7 +280,12 @@ int rollingRestart(zk::Client& client, const CommonOptions& common, const Cluste
   for (auto it = s.async.rbegin(); it != s.async.rend(); ++it) {
     if (restartNeeded(it->id)) standbys.emplace_back(it->id, "async");
   }
-  if (restartNeeded(s.sync->id)) standbys.emplace_back(s.sync->id, "sync");
+  if (s.quorum) {  // the other members, then the first
+    for (auto it = s.quorum->members.rbegin(); it != s.quorum->members.rend(); ++it) {
+      if (it->id != next && restartNeeded(it->id)) standbys.emplace_back(it->id, "sync");
+    }
+  }
+  if (restartNeeded(next)) standbys.emplace_back(next, "sync");
   const bool primaryToo = restartNeeded(s.primary.id);
   // What each standby replays before its restart: the primary's WAL as it is now (any
   // change of its values is behind it), or, when the primary restarts first, its WAL
@@ -313,7 +324,7 @@ int rollingRestart(zk::Client& client, const CommonOptions& common, const Cluste
   // agent polls every second: wait until they pass rather than fail on a view from before
   // the sync's restart (the sync streams again in its own status a moment earlier).
   PromoteArgs check;
-  check.id = s.sync->id;
+  check.id = next;
   check.role = "sync";
   std::string refusal;
   auto ready = waitView(client, common, timeout, [&](const ClusterView& v) {
@@ -321,10 +332,10 @@ int rollingRestart(zk::Client& client, const CommonOptions& common, const Cluste
     if (!r) refusal = r.error();
     return r.ok();
   });
-  if (!ready) return fail(kExitFailed, "not switching over to the sync " + s.sync->id + ": " + refusal);
-  std::cout << "switching over to the sync " << s.sync->id << "; the old primary " << s.primary.id
+  if (!ready) return fail(kExitFailed, "not switching over to the sync " + next + ": " + refusal);
+  std::cout << "switching over to the sync " << next << "; the old primary " << s.primary.id
             << " restarts as a standby\n" << std::flush;
-  if (int rc = promotePeer(common, s.sync->id, "sync"); rc != kExitOk) return rc;
+  if (int rc = promotePeer(common, next, "sync"); rc != kExitOk) return rc;
   const std::string old = s.primary.id;
   auto back = waitView(client, common, timeout, [&](const ClusterView& v) { return streaming(v, old); });
   if (!back) return fail(kExitFailed, "the old primary " + old + " is not streaming again: " + back.error());
