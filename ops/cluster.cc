@@ -77,6 +77,16 @@ Result<ClusterView> fetchView(zk::Client& client, const std::string& cluster, bo
   return v;
 }
 
+Result<std::map<std::string, std::string>> readElectionData(zk::Client& client) {
+  auto nodes = client.electionNodes();
+  if (!nodes) return Error{"reading the election: " + nodes.error()};
+  std::map<std::string, std::string> data;
+  for (const auto& e : *nodes) {
+    if (e.identity) data[e.identity->id] = e.data;
+  }
+  return data;
+}
+
 Result<UpdateResult> updateState(zk::Client& client, const std::function<Result<bool>(ClusterState&)>& change,
                                  const std::string& reason, int attempts, ClusterState::Formats formats) {
   for (int attempt = 1; attempt <= attempts; ++attempt) {

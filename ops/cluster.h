@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,6 +36,10 @@ Result<StateRead> readClusterState(zk::Client& client,
 Result<ClusterView> fetchView(zk::Client& client, const std::string& cluster, bool agents,
                               std::chrono::milliseconds agentTimeout = std::chrono::seconds(3),
                               ClusterState::Formats formats = ClusterState::Formats::kAll);
+
+// What each present peer's election node holds, by peer id (nodes whose identity does
+// not parse are left out).
+Result<std::map<std::string, std::string>> readElectionData(zk::Client& client);
 
 // Wall-clock now, in ms since the epoch.
 EpochMs nowMs();

@@ -128,7 +128,7 @@ Result<ReplicationCheck> checkReplicationAgainstCluster(zk::Client& client, cons
   if (!st) return Error{"reading the cluster state: " + st.error()};
   ReplicationFacts facts;
   if (st->exists) {
-    auto view = fetchView(client, common.cluster, true, std::chrono::seconds(3), ClusterState::Formats::kAll);
+    auto view = fetchView(client, common.cluster, true);
     if (!view) return Error{view.error()};
     facts = replicationFacts(*view, electionData);
   } else {  // no cluster yet: the peers already present, by their election nodes only

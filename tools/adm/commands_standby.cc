@@ -13,7 +13,9 @@
 #include "statemachine/standby.h"
 #include "statemachine/time_format.h"
 #include "tools/adm/commands.h"
+#include "tools/adm/replication_change.h"
 #include "tools/adm/standby_view.h"
+#include "tools/adm/table.h"
 #include "zk/source_watch.h"
 
 namespace dugong::adm {
@@ -98,10 +100,7 @@ bool leaderWritable(const ClusterState& s) {
   return r && r->status == 200;
 }
 
-constexpr auto kFormats = ClusterState::Formats::kSyncAndStandby;
-
-// What promote-cluster and demote-cluster start from: a ZooKeeper client and the view
-// (format 3 read). nullopt, `code` set and the error printed, when either fails.
+// What promote-cluster and demote-cluster start from: a ZooKeeper client and the view. nullopt, `code` set and the error printed, when either fails.
 struct Opened {
   std::unique_ptr<zk::Client> client;
   ClusterView view;
@@ -109,7 +108,7 @@ struct Opened {
 std::optional<Opened> openView(const CommonOptions& common, int& code) {
   auto client = connectOrFail(common, code);
   if (!client) return std::nullopt;
-  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3), kFormats);
+  auto view = fetchView(*client, common.cluster, true, std::chrono::seconds(3));
   if (!view) {
     code = fail(kExitUnavailable, view.error());
     return std::nullopt;
@@ -175,15 +174,14 @@ int runPromoteCluster(const CommonOptions& common, const PromoteClusterArgs& a) 
                                  {"expireTime", formatIso8601(expire)}};
         return true;
       },
-      operatorReason(std::string("promote-cluster") + (a.sourceGone ? " --source-gone" : "") + ": " + lag), 5,
-      kFormats);
+      operatorReason(std::string("promote-cluster") + (a.sourceGone ? " --source-gone" : "") + ": " + lag), 5);
   if (!written) return fail(kExitFailed, "writing the promote-cluster request: " + written.error());
   std::cout << "request written (state version " << written->version << "); waiting up to " << a.waitSeconds
             << " s for " << s.primary.id << " to promote\n"
             << std::flush;
   std::string last;
   while (nowMs() < expire) {
-    auto st = readClusterState(*client, kFormats);
+    auto st = readClusterState(*client);
     if (st && !st->state.standby && st->state.generation > s.generation) {
       const std::string line = "generation " + std::to_string(st->state.generation) + " written: no longer a " +
                                "standby cluster of " + of + "; " + st->state.primary.id + " is primary, initWal " +
@@ -279,7 +277,17 @@ int runDemoteCluster(const CommonOptions& common, const DemoteClusterArgs& a) {
   auto& [client, view] = *opened;
   const ClusterState& s = view.state;
   const std::string name = view.cluster.empty() ? view.root : view.cluster;
-  if (auto refusal = demoteClusterRefusal(s, *source, observeForDemotion(view))) {
+  auto refusal = demoteClusterRefusal(s, *source, observeForDemotion(view));
+  if (!refusal) {  // a standby state is format 3: an older agent would halt on it (0089)
+    auto election = readElectionData(*client);
+    if (!election) return fail(kExitUnavailable, election.error());
+    if (auto old = peersNotReading(view.active, *election, 3); !old.empty()) {
+      refusal = joinWithCommas(old) + (old.size() == 1 ? " publishes" : " publish") +
+                " no \"stateFormat\" of 3 in the election (an agent older than this dugong): it would halt on the "
+                "standby state; upgrade it first";
+    }
+  }
+  if (refusal) {
     return fail(kExitUsage, "demote-cluster of " + name + " toward " + source->describe() + "\nrefused: " +
                                 *refusal + ". Nothing was changed");
   }
@@ -309,14 +317,14 @@ int runDemoteCluster(const CommonOptions& common, const DemoteClusterArgs& a) {
                        {"expireTime", formatIso8601(expire)}};
         return true;
       },
-      operatorReason("demote-cluster toward " + source->describe()), 5, kFormats);
+      operatorReason("demote-cluster toward " + source->describe()), 5);
   if (!written) return fail(kExitFailed, "writing the demote-cluster request: " + written.error());
   std::cout << "request written (state version " << written->version << "); waiting up to " << a.waitSeconds
             << " s for " << s.primary.id << " to stop, write the standby state and follow the source\n"
             << std::flush;
   bool announced = false;
   while (nowMs() < expire) {
-    auto st = readClusterState(*client, kFormats);
+    auto st = readClusterState(*client);
     if (st && st->state.standby && st->state.standby->demotedAt && st->state.generation > s.generation) {
       const ClusterState& d = st->state;
       if (!announced) {

@@ -11,6 +11,16 @@ int publishedStateFormat(const std::string& electionData) {
   return f != j.end() && f->is_number_integer() ? f->get<int>() : 0;
 }
 
+std::vector<std::string> peersNotReading(const PeerList& active, const std::map<std::string, std::string>& electionData,
+                                         int format) {
+  std::vector<std::string> out;
+  for (const auto& p : active) {
+    auto d = electionData.find(p.id);
+    if (d == electionData.end() || publishedStateFormat(d->second) < format) out.push_back(p.id);
+  }
+  return out;
+}
+
 std::optional<bool> agentRunsQuorum(const nlohmann::json& status) {
   if (!status.is_object()) return std::nullopt;
   auto peer = status.find("peer");

@@ -36,6 +36,10 @@ struct ReplicationFacts {
 
 // "stateFormat" of an election node's JSON (0 when absent or not a whole number).
 int publishedStateFormat(const std::string& electionData);
+// The present peers (`active`) whose election node publishes no "stateFormat" of at least
+// `format`: agents older than a state a command would write (they would halt on it).
+std::vector<std::string> peersNotReading(const PeerList& active, const std::map<std::string, std::string>& electionData,
+                                         int format);
 // Whether an agent's /state says it runs quorum mode (nullopt: no status).
 std::optional<bool> agentRunsQuorum(const nlohmann::json& status);
 // The facts from a view of the cluster (its state, present peers and agents' statuses)

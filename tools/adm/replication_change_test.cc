@@ -96,6 +96,8 @@ TEST(ReplicationChange, FactsComeFromElectionNodesAndAgents) {
   EXPECT_EQ(publishedStateFormat(R"({"id": "b"})"), 0);
   EXPECT_EQ(publishedStateFormat(R"({"stateFormat": "2"})"), 0);
   EXPECT_EQ(publishedStateFormat("not json"), 0);
+  const std::map<std::string, std::string> published = {{"a", R"({"stateFormat": 3})"}, {"b", R"({"stateFormat": 2})"}};
+  EXPECT_EQ(peersNotReading({peer("a"), peer("b"), peer("c")}, published, 3), (std::vector<std::string>{"b", "c"}));
   EXPECT_EQ(agentRunsQuorum(nullptr), std::nullopt);
   EXPECT_EQ(agentRunsQuorum({{"peer", {{"role", "sync"}}}}), false);
   EXPECT_EQ(agentRunsQuorum({{"peer", {{"quorum", {{"mode", "sync"}}}}}}), true);
