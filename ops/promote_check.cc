@@ -59,6 +59,9 @@ Result<nlohmann::json> buildPromoteRequest(const ClusterView& view, const Promot
       return Error{"every async in ZooKeeper is tagged nofailover: none can become the new sync, so the sync would not "
                    "take over"};
     }
+  } else if (s.quorum && indexOfPeer(s.async, a.id) >= 0) {  // no async promotion in quorum mode (0079)
+    return Error{a.id + " is an async, which in quorum mode takes over only once it is a member of the synchronous "
+                        "set (" + peerIds(s.quorum->members) + "): promote a member, or raise replication.size first"};
   } else {
     int i = indexOfPeer(s.async, a.id);
     if (i < 0) return Error{a.id + " is not an async"};

@@ -46,6 +46,9 @@ TEST(PromoteCheck, AQuorumMemberIsPromotedAsASync) {
     EXPECT_TRUE(validatePromote(*r, v.state, v.now).ok()) << id;
   }
   EXPECT_EQ(refusal(v, args("c", "sync")), "c is not a member of the synchronous set (b, d)");
+  EXPECT_EQ(refusal(v, args("c", "async")), "c is an async, which in quorum mode takes over only once it is a member "
+                                            "of the synchronous set (b, d): promote a member, or raise "
+                                            "replication.size first");
   ClusterView alone = healthyView(quorumPeers(1, {"b"}));
   EXPECT_EQ(refusal(alone, args("b", "sync")),
             "no other member or async is in ZooKeeper to join the synchronous set, so b would not take over");

@@ -37,6 +37,11 @@ SwitchoverPlan planSwitchover(const ClusterState& s, const SwitchoverAsk& ask) {
     return refuse(404, "no peer " + id + " in the cluster; its peers are " + known);
   }
   if (role == "sync") return {SwitchoverTarget{id, "sync", 1}, {}};
+  if (s.quorum) {  // the primary carries out no async's promotion in quorum mode (0079)
+    return refuse(409, id + " is an async, which in quorum mode takes over only once it is a member of the "
+                            "synchronous set (" + peerIds(s.quorum->members) +
+                            "): switch over to a member, or raise replication.size first");
+  }
   return {SwitchoverTarget{id, "async", indexOfPeer(s.async, id) + 2}, {}};
 }
 

@@ -34,6 +34,11 @@ TEST(SwitchoverPlan, InQuorumModeTheFirstMemberOrTheOneNamedTakesOverInOneReques
   ASSERT_TRUE(p.target) << p.refusal.reason;
   EXPECT_EQ(p.target->role, "sync");
   EXPECT_EQ(p.target->requests, 1);
+  p = planSwitchover(s, ask("c"));  // an async: only once a member (peer_quorum.cc)
+  ASSERT_FALSE(p.target);
+  EXPECT_EQ(p.refusal.status, 409);
+  EXPECT_EQ(p.refusal.reason, "c is an async, which in quorum mode takes over only once it is a member of the "
+                              "synchronous set (b, d): switch over to a member, or raise replication.size first");
   p = planSwitchover(s, ask("x"));
   ASSERT_FALSE(p.target);
   EXPECT_EQ(p.refusal.reason, "no peer x in the cluster; its peers are a (primary), b (sync), d (sync), c (async)");
