@@ -46,7 +46,7 @@ void World::startAgent(int n) {
   o.handoverWaitMs = kHandoverWaitMs;
   o.rejoin = sc_.rejoinRewind ? RejoinPolicy::kRewind : RejoinPolicy::kFollow;
   o.syncReplaceAfterMs = kSyncReplaceAfterMs;
-  o.quorum = sc_.quorumK > 0;
+  o.quorum = true;
   nd.primaryConnectionLostAt = -1;
   o.onPrimaryConnectionLoss = [this, n](bool lost) { node(n).primaryConnectionLostAt = lost ? now_ : -1; };
   nd.leaseDeadline = -1;
