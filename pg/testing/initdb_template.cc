@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <system_error>
 
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 
 // The `initdb` of the agents' bin directory: the real one once per argument list (the data
 // directory aside) and initdb version, under a lock, into a template; then a copy of it.
-std::string initdbScript(const std::string& realInitdb, const std::string& templates) {
+std::string initdbFromTemplateScript(const std::string& realInitdb, const std::string& templates) {
   return "#!/bin/bash\n"
          "# Written by the tests' harness (pg/testing/initdb_template.h): the real initdb\n"
          "# once per argument list into a template, then a copy of the template.\n"
@@ -39,7 +40,7 @@ std::string initdbScript(const std::string& realInitdb, const std::string& templ
          "flock 9\n"
          "if [[ ! -d $template ]]; then\n"
          "  rm -rf \"$template.partial\"\n"
-         "  \"$real\" -D \"$template.partial\" \"${rest[@]}\"\n"
+         "  \"$real\" -D \"$template.partial\" \"${rest[@]}\" --no-sync\n"
          "  mv \"$template.partial\" \"$template\"\n"
          "fi\n"
          "flock -u 9\n"
@@ -49,18 +50,32 @@ std::string initdbScript(const std::string& realInitdb, const std::string& templ
          "echo \"initdb: $data copied from the template $template, made by $real with the same arguments\"\n";
 }
 
+// A program of the bin directory that runs the real one with its arguments and --no-sync
+// (last: `--version` is only read as the first argument).
+std::string noSyncScript(const std::string& real) {
+  return "#!/bin/bash\n"
+         "# Written by the tests' harness (pg/testing/initdb_template.h): the real program,\n"
+         "# without its fsync of the files it wrote (no test crashes the host).\n"
+         "exec '" + real + "' \"$@\" --no-sync\n";
+}
+
 }  // namespace
 
-std::string binDirWithInitdbFromTemplate(const std::string& realBinDir) {
+std::string testBinDir(const std::string& realBinDir, Initdb initdb) {
   const char* fixtures = std::getenv(dugong::testing::kClusterFixturesVariable);
   if (fixtures == nullptr || *fixtures == '\0') return realBinDir;
   const std::string templates = std::string(fixtures) + "/initdb";
   // The agents run initdb as the postgres user: the directory is everybody's (sticky).
   fs::create_directories(templates);
   ::chmod(templates.c_str(), 01777);
-  const std::string initdb = initdbScript(realBinDir + "/initdb", templates);
-  const std::string bin =
-      templates + "/bin-" + std::to_string(std::hash<std::string>{}(realBinDir + "\n" + initdb));
+  const std::map<std::string, std::string> scripts = {
+      {"initdb", initdb == Initdb::kFromTemplate ? initdbFromTemplateScript(realBinDir + "/initdb", templates)
+                                                  : noSyncScript(realBinDir + "/initdb")},
+      {"pg_basebackup", noSyncScript(realBinDir + "/pg_basebackup")},
+  };
+  std::string all = realBinDir;
+  for (const auto& [program, text] : scripts) all += "\n" + program + "\n" + text;
+  const std::string bin = templates + "/bin-" + std::to_string(std::hash<std::string>{}(all));
   if (fs::is_directory(bin)) return bin;
   // Made aside and renamed: another test process may make the same at the same time.
   const std::string partial = bin + ".partial-" + std::to_string(::getpid());
@@ -68,11 +83,13 @@ std::string binDirWithInitdbFromTemplate(const std::string& realBinDir) {
   fs::create_directories(partial);
   for (const auto& entry : fs::directory_iterator(realBinDir)) {
     const std::string program = entry.path().filename().string();
-    if (program != "initdb") fs::create_symlink(entry.path(), partial + "/" + program);
+    if (!scripts.count(program)) fs::create_symlink(entry.path(), partial + "/" + program);
   }
-  const std::string script = partial + "/initdb";
-  std::ofstream(script) << initdb;
-  ::chmod(script.c_str(), 0755);
+  for (const auto& [program, text] : scripts) {
+    const std::string script = partial + "/" + program;
+    std::ofstream(script) << text;
+    ::chmod(script.c_str(), 0755);
+  }
   ::chmod(partial.c_str(), 0755);
   std::error_code ec;
   fs::rename(partial, bin, ec);

@@ -61,7 +61,7 @@ class PgTestCluster {
   // Whether a node's first primary gets a database system of its own.
   enum class System {
     kShared,  // its initdb is a copy of the run's template (pg/testing/initdb_template.h)
-    kOwn,     // the real initdb: for a test that needs two systems
+    kOwn,     // the real initdb (with --no-sync): for a test that needs two systems
   };
   // A new node with a free port and its own directory. References stay valid.
   PgTestNode& addNode(const std::string& id, System system = System::kShared);

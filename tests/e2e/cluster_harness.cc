@@ -102,7 +102,8 @@ class LogRelay {
 
 Harness::Harness(HarnessOptions options)
     : options_(options),
-      agentBinDir_(options.realInitdb ? pg::PgOptions{}.binDir : pg::testing::binDirWithInitdbFromTemplate(pg::PgOptions{}.binDir)) {
+      agentBinDir_(pg::testing::testBinDir(
+          pg::PgOptions{}.binDir, options.realInitdb ? pg::testing::Initdb::kReal : pg::testing::Initdb::kFromTemplate)) {
   pgs_ = std::make_unique<pg::testing::PgTestCluster>("dugong-e2e");
   const bool mayShare = !options_.ownZooKeeper && options_.zookeeper == dugong::testing::ZooKeeperOptions{};
   if (auto shared = mayShare ? dugong::testing::sharedZooKeeperConnect() : std::nullopt) {

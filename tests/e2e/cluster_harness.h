@@ -51,9 +51,9 @@ struct HarnessOptions {
   // them. Options other than the defaults (an ensemble, cuttable links) always get their
   // own; so does a test binary run without ctest.
   bool ownZooKeeper = false;
-  // The agents run the real initdb, each new cluster a database system of its own, instead
-  // of a copy of the run's template (pg/testing/initdb_template.h): for a test that tells
-  // data directories apart by their system identifier.
+  // The agents run the real initdb (with --no-sync), each new cluster a database system of
+  // its own, instead of a copy of the run's template (pg/testing/initdb_template.h): for a
+  // test that tells data directories apart by their system identifier.
   bool realInitdb = false;
   // ZooKeeper digest credentials for the agents (zookeeper.auth, so their nodes get
   // ACLs) and for the harness' own client.
