@@ -106,14 +106,14 @@ bool World::standbyFollowing() const {
 // A finding of the simulator (0083 "Phase 6 as built"): a standby leader whose agent
 // starts (or whose postgres stopped, or a sync that takes over) while its source is gone
 // has read no source state in this run, so it chooses no upstream, leaves its postgres as
-// it is (stopped, or running as a sync), and neither carries
+// it is (stopped, running as a sync, or running unapplied by this run), and neither carries
 // out promote-cluster ("waiting for postgres to run as standby leader first") nor
 // replaces a gone sync. Until the state machine starts such a leader without an
 // upstream, the run counts it as left to an operator, with the leader's words.
 std::optional<std::string> World::leaderWaitsForAGoneSource() const {
   if (!source_ || !source_->gone() || !state_ || !state_->standby || statePrimary_ < 0) return std::nullopt;
   const Node& leader = node(statePrimary_);
-  if (!leader.up || (leader.pg.running && leader.pg.config.role == PgRole::kStandbyLeader)) return std::nullopt;
+  if (!leader.up) return std::nullopt;
   if (leader.driver->peer().inspect().contains("sourceUpstream")) return std::nullopt;
   return leader.identity.id + ", standby leader, has no upstream chosen (its source is gone since " +
          std::to_string(sourceGoneAt_) + " ms) and leaves its postgres as it is (" +
