@@ -387,6 +387,7 @@ RunResult World::run() {
                  (sc_.rejoinRewind ? ", rejoin: rewind" : "") +
                  (sc_.quorumK > 0 ? ", quorum ANY " + std::to_string(sc_.quorumK) + " of " + std::to_string(sc_.quorumSize)
                                   : std::string()) +
+                 (sc_.standby ? ", a standby cluster of a scripted dugong source" : "") +
                  ", faults for " + std::to_string(sc_.faultPhaseMs) + " ms"); });
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
@@ -427,8 +428,9 @@ RunResult World::run() {
     }
     if (now_ > deadline) {
       checker_.fail(now_, "liveness",
-                    "not read-write " + std::to_string(sc_.convergeBoundMs) + " ms after the faults stopped; " +
-                        diagnose());
+                    std::string(state_ && state_->standby ? "a standby cluster not following its source's upstream "
+                                                          : "not read-write ") +
+                        std::to_string(sc_.convergeBoundMs) + " ms after the faults stopped; " + diagnose());
       break;
     }
   }

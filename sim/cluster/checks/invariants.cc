@@ -296,6 +296,14 @@ void InvariantChecker::standbyTakeoverChecks(const StateWrite& w, bool wasPrimar
     auto req = before.standby->hasPromote() ? validateStandbyPromote(before.standby->promote, before, w.issuedAt)
                                             : Result<StandbyPromoteRequest>(Error{"no promote-cluster request"});
     if (!req) return fails("bad-takeover", "a normal generation after a standby one: " + req.error());
+    // promote-cluster's initWal is where the leader's WAL ends under its fence: never past
+    // the whole records it holds (a received position may end inside a record, which its
+    // promotion gives up: the new timeline would fork before initWal).
+    if (!w.writerWal || *w.writerWal < after.initWal) {
+      return fails("standby-received-backwards",
+                   "promote-cluster's initWal " + after.initWal.toString() + " is past the leader's WAL " +
+                       (w.writerWal ? w.writerWal->toString() : std::string("(unknown)")) + " (a partial record)");
+    }
     return;
   }
   if (!after.sync || !containsPeer(before.async, after.sync->id)) return fails("bad-takeover", "the new sync was not an async");

@@ -34,7 +34,8 @@ void World::checkStandby() {
       const PgServer& pg = nd.pg;
       if ((pg.running && pg.config.role == PgRole::kPrimary) || pg.promoting) {
         checker_.fail(now_, "standby-writable",
-                      nd.identity.id + "'s postgres runs out of recovery (" + describeConfig(pg.config) +
+                      nd.identity.id + "'s postgres runs out of recovery (" +
+                          (pg.promoting ? "being promoted from " : "") + describeConfig(pg.config) +
                           ") while the cluster state is a standby state of generation " +
                           std::to_string(state_->generation));
         return;

@@ -45,6 +45,17 @@ void World::healSource() {
 // promote-cluster --source-gone: dugong-adm writes standby.promote (its own refusals
 // pass: the source does not answer), the leader carries it out.
 void World::promoteCluster(const Fault& f) {
+  // The site goes mid-stream: a leader behind its source peer may have received the
+  // first bytes of a record whose rest never comes (a received position inside a record,
+  // past where its replay, and its promotion, end).
+  for (Node& nd : nodes_) {
+    PgServer& pg = nd.pg;
+    if (!pg.serving() || pg.config.role != PgRole::kStandbyLeader || !pg.config.upstream) continue;
+    const int u = source_->hostOf(pg.config.upstream->id);
+    if (u < 0 || fleet_.server(u).wal.size() <= pg.wal.size() || !rngSource_.chance(500)) continue;
+    pg.partialBytes = pg.wal.recordBytes() / 2;
+    trace('F', [&] { return nd.identity.id + " received part of a record from " + pg.config.upstream->id + " as the source went"; });
+  }
   source_->stopForGood();
   sourceGoneAt_ = now_;
   after(static_cast<int64_t>(f.variant % 4000), [this] { opPromoteCluster(); });
