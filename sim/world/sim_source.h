@@ -37,7 +37,9 @@ namespace dugong::simworld {
 
 // How the scripted source behaves (a seeded range each).
 struct SourceModel {
-  Latency recordsPerTick = {0, 3};     // the primary's write rate, per replication tick
+  // The primary's write rate, records per replication tick (10 ms): about as often as the
+  // client commits on a normal cluster's primary (a larger WAL costs every copy and read).
+  Latency recordsPerTick = {0, 1};
   Latency failoverDelay = {300, 4000};  // the primary's host dies -> its sync is promoted
   Latency hostBack = {1000, 8000};      // a dead primary's host back as the async
 };
