@@ -85,6 +85,10 @@ void SimSource::tick() {
   if (!p.running) return;
   const int64_t n = model_.recordsPerTick.draw(rng_);
   for (int64_t i = 0; i < n; ++i) waiting_.push_back(p.wal.append(nextRecord_++));
+  acknowledgeWhatTheSyncHolds();
+}
+
+void SimSource::acknowledgeWhatTheSyncHolds() {
   if (!current_.sync) return;
   const PgServer& sync = server(current_.sync->id);
   size_t acked = 0;
@@ -174,8 +178,7 @@ bool SimSource::switchover() {
   const int async = indexOf(current_.async.front().id);
   if (!pg(old).running || !pg(sync).running || !pg(async).running) return false;
   fleet_.cleanStop(first_ + old);  // its walsenders send everything first
-  // Everything written was received by the sync: acknowledged.
-  tick();
+  acknowledgeWhatTheSyncHolds();    // all it wrote
   current_.generation += 1;
   current_.primary = identity(sync);
   current_.sync = identity(async);

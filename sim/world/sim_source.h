@@ -102,6 +102,7 @@ class SimSource {
   void publish(const std::string& why);
   void promote(int i);
   void rejoinAsAsync(int i);
+  void acknowledgeWhatTheSyncHolds();
 
   PgFleet& fleet_;
   Rng& rng_;

@@ -2,6 +2,7 @@
 // survives its failover, switchover and sync replacement, and its state says who streams
 // from whom.
 #include "sim/world/sim_source.h"
+#include "sim/world/trace_lines.h"
 
 #include <gtest/gtest.h>
 
@@ -11,14 +12,7 @@
 namespace dugong::simworld {
 namespace sim_source_test {
 
-class Lines final : public TraceSink {
- public:
-  Lines() : TraceSink(true) {}
-  std::vector<std::string> lines;
-
- protected:
-  void record(char kind, std::string text) override { lines.push_back(std::string(1, kind) + " " + text); }
-};
+using Lines = TraceLines;
 
 struct Fixture {
   Fixture() : fleet(q, rng, rng, lines, PgModel{}), source(fleet, rng, lines, SourceModel{{1, 3}, {500, 500}, {1000, 1000}}) {
