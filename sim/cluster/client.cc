@@ -22,6 +22,7 @@ void World::replicate() {
     fleet_.stream();
     for (const auto& [pg, stalledUntil] : held) pg->stalledUntil = stalledUntil;
   }
+  if (source_) source_->tick();  // a standby seed's source writes
   // Primaries acknowledge what their sync has (a suspended one nothing, until it resumes).
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);

@@ -129,6 +129,7 @@ TEST(ClusterSim, WithoutFaultsTheClusterBecomesReadWrite) {
   WorldOptions o;
   o.onlyFaults = std::set<int>{};
   for (uint64_t seed = 1; seed <= 5; ++seed) {
+    if (makeScenario(seed).standby) continue;  // never read-write (AStandbySeedWithoutFaults...)
     RunResult r = runSeed(seed, o);
     EXPECT_TRUE(r.ok) << (r.violation ? r.violation->detail : "");
     EXPECT_TRUE(r.faultsPlanned.empty());
@@ -457,6 +458,58 @@ TEST(ClusterSim, AQuorumSeedWithoutFaultsReachesItsWantedSetAndK) {
     ++checked;
   }
   EXPECT_EQ(checked, 3);
+}
+
+}  // namespace
+}  // namespace dugong::clustersim
+
+namespace dugong::clustersim {
+namespace {
+
+// A standby seed (decision 0083 8.2) with no fault: the cluster follows its source, never
+// acknowledges a commit, and its leader streams from the source's sync.
+TEST(ClusterSim, AStandbySeedWithoutFaultsFollowsItsSourceAndWritesNothing) {
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 40 && checked < 3; ++seed) {
+    const Scenario s = makeScenario(seed);
+    if (!s.standby) continue;
+    WorldOptions o;
+    o.onlyFaults = std::set<int>{};
+    o.trace = true;
+    const RunResult r = runScenario(s, o);
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << (r.violation ? r.violation->detail : "");
+    EXPECT_EQ(r.acks, 0) << "seed " << seed;
+    EXPECT_EQ(r.generations, 1) << "seed " << seed;
+    bool follows = false;
+    for (const TraceLine& line : r.trace) {
+      follows = follows || (line.kind == 'Q' && line.text.rfind("following the source again", 0) == 0);
+    }
+    EXPECT_TRUE(follows) << "seed " << seed;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+}
+
+// About 30 % of the seeds are standby seeds, never in quorum mode, their source's faults
+// within the fault phase.
+TEST(ClusterSim, AboutAThirdOfTheSeedsRunAStandbyClusterNeverInQuorumMode) {
+  int standby = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const Scenario s = makeScenario(seed);
+    if (!s.standby) continue;
+    ++standby;
+    EXPECT_EQ(s.quorumK, 0) << "seed " << seed;
+    for (const Fault& f : s.faults) {
+      const bool source = f.kind == FaultKind::kSourceFailover || f.kind == FaultKind::kSourceSwitchover ||
+                          f.kind == FaultKind::kSourceSyncReplaced || f.kind == FaultKind::kSourceCut ||
+                          f.kind == FaultKind::kPromoteCluster;
+      if (source) {
+        EXPECT_LT(f.at, s.faultPhaseMs) << "seed " << seed;
+      }
+    }
+  }
+  EXPECT_GT(standby, 40);
+  EXPECT_LT(standby, 80);
 }
 
 }  // namespace

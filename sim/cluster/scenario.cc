@@ -72,6 +72,16 @@ const char* faultName(FaultKind kind) {
       return "best-member-dies";
     case FaultKind::kStepInterrupted:
       return "step-interrupted";
+    case FaultKind::kSourceFailover:
+      return "source-failover";
+    case FaultKind::kSourceSwitchover:
+      return "source-switchover";
+    case FaultKind::kSourceSyncReplaced:
+      return "source-sync-replaced";
+    case FaultKind::kSourceCut:
+      return "source-cut";
+    case FaultKind::kPromoteCluster:
+      return "promote-cluster";
   }
   return "?";
 }
@@ -84,7 +94,14 @@ std::string Fault::describe() const {
     case FaultKind::kPromoteValid:
     case FaultKind::kPromoteInvalid:
     case FaultKind::kRebuildDeposed:
+    case FaultKind::kSourceFailover:
+    case FaultKind::kSourceSwitchover:
+    case FaultKind::kSourceSyncReplaced:
       return s;
+    case FaultKind::kSourceCut:
+      return s + " (healed after " + std::to_string(duration) + " ms)";
+    case FaultKind::kPromoteCluster:
+      return s + " (--source-gone " + std::to_string(variant % 4000) + " ms after the source site is gone)";
     case FaultKind::kCrashAfterWrite:
       return s + " (restarts after " + std::to_string(duration) + " ms)";
     case FaultKind::kCrashPgAfterFence:
@@ -156,6 +173,11 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kLaggingMemberPrimaryDies, 0},  // drawn apart, quorum seeds only
     {FaultKind::kBestMemberDies, 0},  // drawn apart, quorum seeds only
     {FaultKind::kStepInterrupted, 0},  // drawn apart, quorum seeds only
+    {FaultKind::kSourceFailover, 0},  // drawn apart, standby seeds only
+    {FaultKind::kSourceSwitchover, 0},
+    {FaultKind::kSourceSyncReplaced, 0},
+    {FaultKind::kSourceCut, 0},
+    {FaultKind::kPromoteCluster, 0},
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -342,6 +364,30 @@ Scenario makeScenario(uint64_t seed) {
     }
     if (quorum.chance(400)) addPeerFault(s, quorum, FaultKind::kBestMemberDies, [&] { return quorum.between(300, 12000); });
     if (quorum.chance(400)) addPeerFault(s, quorum, FaultKind::kStepInterrupted, [&] { return quorum.between(300, 12000); });
+  }
+  // A standby cluster of a scripted source in half the seeds not drawn quorum (30 % of
+  // all), from a stream of its own (docs/decisions/0083-standby-cluster.md 8.2), with the
+  // source's own faults from that stream too.
+  Rng standby(seed ^ 0x57a4db1ec0de0083ULL);
+  if (s.quorumK == 0 && standby.chance(500)) {
+    s.standby = true;
+    auto add = [&](FaultKind kind, int64_t duration, int64_t from, int64_t to) {
+      Fault f;
+      f.index = static_cast<int>(s.faults.size());
+      f.kind = kind;
+      f.duration = duration;
+      f.at = standby.between(from, std::max<int64_t>(from, to));
+      f.variant = standby.next();
+      s.faults.push_back(f);
+    };
+    const int64_t end = s.faultPhaseMs - 1000;
+    const int failovers = static_cast<int>(standby.between(0, 3));
+    for (int i = 0; i < failovers; ++i) add(FaultKind::kSourceFailover, 0, 2000, end);
+    if (standby.chance(400)) add(FaultKind::kSourceSwitchover, 0, 2000, end);
+    if (standby.chance(400)) add(FaultKind::kSourceSyncReplaced, 0, 2000, end);
+    if (standby.chance(300)) add(FaultKind::kSourceCut, standby.between(500, 15000), 2000, end);
+    // promote-cluster in the second half of the fault phase, one run in four.
+    if (standby.chance(250)) add(FaultKind::kPromoteCluster, 0, s.faultPhaseMs / 2, end);
   }
   return s;
 }

@@ -102,8 +102,17 @@ enum class FaultKind {
   kStepInterrupted,  // the next membership step's fence holds; the primary (`variant` even) or a
                      // member of the step's set dies before the step is written; restarts after
                      // `duration`
+  // Standby seeds only (docs/decisions/0083-standby-cluster.md 8.2; faults/standby.cc),
+  // drawn apart, from the standby stream:
+  kSourceFailover,      // the source's primary host dies; its sync is promoted after a drawn delay
+  kSourceSwitchover,    // the source switches over to its sync (a clean stop of its primary)
+  kSourceSyncReplaced,  // the source's async becomes its sync, the old sync its async
+  kSourceCut,           // the source's hosts and its ensemble unreachable from this cluster's hosts
+                        // for `duration` (source-heal after it)
+  kPromoteCluster,      // the source cut off for good (its site gone), then `variant` % 4000 ms
+                        // later the operator's promote-cluster --source-gone
 };
-constexpr int kFaultKinds = 30;
+constexpr int kFaultKinds = 35;
 const char* faultName(FaultKind kind);
 
 struct Fault {
@@ -135,6 +144,11 @@ struct Scenario {
   // From a stream of its own: a seed not drawn quorum keeps its plan and its run.
   int quorumK = 0;
   int quorumSize = 0;
+  // A standby cluster (docs/decisions/0083-standby-cluster.md 8.2): the cluster under test
+  // follows a scripted dugong source (sim/world/sim_source.h). From a stream of its own,
+  // never with quorum mode (a standby state in quorum mode is not designed): a seed not
+  // drawn standby keeps its plan and its run.
+  bool standby = false;
   EpochMs start = 0;           // virtual wall clock at time 0
   int64_t faultPhaseMs = 0;    // faults happen in [0, faultPhaseMs)
   int64_t convergeBoundMs = 0;  // after the faults stop, read-write again within this

@@ -46,7 +46,8 @@ void World::startAgent(int n) {
   o.handoverWaitMs = kHandoverWaitMs;
   o.rejoin = sc_.rejoinRewind ? RejoinPolicy::kRewind : RejoinPolicy::kFollow;
   o.syncReplaceAfterMs = kSyncReplaceAfterMs;
-  o.quorum = true;
+  o.quorum = true;  // as the agent (0089)
+  if (sc_.standby) o.standbySource = simworld::SimSource::standbySource();
   nd.primaryConnectionLostAt = -1;
   o.onPrimaryConnectionLoss = [this, n](bool lost) { node(n).primaryConnectionLostAt = lost ? now_ : -1; };
   nd.leaseDeadline = -1;
@@ -178,6 +179,22 @@ Result<bool> HostCoordinator::join(driver::CoordinatorCallbacks callbacks) {
       if (news) onEvent(wanted);
     };
   }
+  if (w_.source_) {
+    // A standby seed: the source's observation after each news of the state, as
+    // ZkCoordinator::join delivers it (agent/daemon_env.cc).
+    deliver_ = std::make_shared<std::function<void(Event)>>(std::move(callbacks.onEvent));
+    callbacks.onEvent = [this, deliver = deliver_](Event event) {
+      const auto* init = std::get_if<ZkInitialized>(&event);
+      const auto* changed = std::get_if<ClusterStateChanged>(&event);
+      const bool news = init || changed;
+      if (news) followSource(init ? init->state : changed->state);
+      (*deliver)(std::move(event));
+      if (news && sourceSeen_) {
+        w_.trace('E', [&] { return w_.node(n_).identity.id + " <- " + w_.describeEvent(*sourceSeen_); });
+        (*deliver)(*sourceSeen_);
+      }
+    };
+  }
   if (callbacks.onLease) {
     callbacks.onLease = [&w = w_, n = n_, onLease = std::move(callbacks.onLease)](driver::CoordinatorLease lease) {
       lease.sentAtMs = w.hostClockAt(n, lease.sentAtMs);
@@ -185,6 +202,88 @@ Result<bool> HostCoordinator::join(driver::CoordinatorCallbacks callbacks) {
     };
   }
   return client_.join(std::move(callbacks));
+}
+
+// ZkCoordinator::followSource: starts (or stops) reading the source when the state heard
+// names a dugong source (or no longer does).
+void HostCoordinator::followSource(const StateNode& node) {
+  bool follows = false;
+  if (node.exists) {
+    auto state = ClusterState::parse(node.data, ClusterState::Formats::kSyncAndStandby);
+    follows = state && state->standby && state->standby->source.kind == SourceKind::kDugong;
+  }
+  if (follows == following_) return;
+  following_ = follows;
+  ++followSerial_;
+  sourceSeen_.reset();
+  lastKey_.clear();
+  lastGood_.clear();
+  since_.clear();
+  if (!follows) return;
+  // The source watch's thread connects first (zk::Client::connect), then reads.
+  const uint64_t serial = followSerial_;
+  w_.atHostClock(n_, w_.hostClock(n_) + w_.rngSource_.between(20, 300),
+                 [this, alive = std::weak_ptr<bool>(alive_), serial] {
+                   if (!alive.expired()) lookAtSource(serial);
+                 });
+}
+
+// One read of the source's ensemble (zk/source_watch.cc SourceWatch::run): the state
+// node and the election's children, or the error of a read that times out (2 s) while the
+// source is cut off from this host; then the next read a second later.
+void HostCoordinator::lookAtSource(uint64_t serial) {
+  if (serial != followSerial_) return;
+  const simworld::SimSource& src = *w_.source_;
+  const bool reachable = !src.isCut() && !src.gone() && !w_.node(n_).suspended;
+  const int64_t took = reachable ? w_.rngSource_.between(4, 50) : 2000;
+  SourceObservation seen;
+  std::string data;  // the state's bytes read, for the comparison with the previous read
+  if (reachable) {
+    data = src.stateNode().data();
+    // What zk::observeSource makes of the two reads (sim/ may not link zk/): the state as
+    // the agents parse it, and whether its primary holds an election node.
+    seen.reachable = true;
+    auto parsed = ClusterState::parse(data, ClusterState::Formats::kSyncAndStandby);
+    if (parsed) {
+      seen.state = ObservedSourceState::of(parsed.value());
+      seen.primaryPresent = src.present(parsed->primary.id);
+    } else {
+      seen.lastSeen = "its cluster state cannot be read: " + parsed.error();
+    }
+  }
+  w_.atHostClock(n_, w_.hostClock(n_) + took,
+                 [this, alive = std::weak_ptr<bool>(alive_), serial, reachable, seen = std::move(seen),
+                  data = std::move(data)]() mutable {
+                   if (alive.expired() || serial != followSerial_) return;
+                   if (!reachable) {
+                     if (since_.empty()) since_ = formatIso8601(w_.wall());
+                     seen.lastSeen = "unreachable since " + since_ + ": connection timed out" +
+                                     (lastGood_.empty() ? "" : "; last seen " + lastGood_);
+                   } else {
+                     since_.clear();
+                   }
+                   sourceSeen(std::move(seen), data);
+                   w_.atHostClock(n_, w_.hostClock(n_) + 1000, [this, alive, serial] {
+                     if (!alive.expired()) lookAtSource(serial);
+                   });
+                 });
+}
+
+void HostCoordinator::sourceSeen(SourceObservation seen, const std::string& data) {
+  if (seen.reachable && seen.state) {
+    lastGood_ = "its primary " + seen.state->primary + ", generation " + std::to_string(seen.state->generation);
+  }
+  const std::string key = std::string(seen.reachable ? "1" : "0") + data + (seen.primaryPresent ? "p" : "-");
+  if (!lastKey_.empty() && key == lastKey_) return;
+  lastKey_ = key;
+  SourceObserved named;
+  named.seen = std::move(seen);
+  named.cluster = "standby";
+  named.root = "/dugong/standby";
+  sourceSeen_ = named;
+  if (!deliver_) return;  // left: stepped with the next news of the state
+  auto deliver = deliver_;
+  w_.intoDriver(n_, named, [&] { (*deliver)(named); });
 }
 
 void NodeEnv::post(std::function<void()> fn) {
@@ -221,7 +320,8 @@ simworld::ZkHooks World::zkHooks() {
     }
   };
   h.admit = [this](const std::string& writer, const std::string& data) {
-    auto parsed = ClusterState::parse(data, ClusterState::Formats::kSyncAndQuorum);
+    auto parsed = ClusterState::parse(data, sc_.standby ? ClusterState::Formats::kSyncAndStandby
+                                                        : ClusterState::Formats::kSyncAndQuorum);
     if (!parsed) {
       checker_.fail(now_, "invalid-write", writer + " wrote an invalid cluster state: " + parsed.error());
       return false;
@@ -259,6 +359,7 @@ void World::stateWritten(const std::string& writer, int64_t issuedAt, std::optio
   bool newGeneration = !sw.before || sw.before->generation != state_->generation;
   checker_.onStateWrite(sw);
   checkQuorumWrite(newGeneration);
+  standbyStateWritten(sw.before);
   if (newGeneration && sw.before && sw.before->hasPromote()) promotedGenerations_.insert(state_->generation);
   if (newGeneration) crashAfterWrite(writer);
   if (newGeneration) cutAfterWrite(writer);
@@ -286,6 +387,7 @@ RunResult World::run() {
                  (sc_.rejoinRewind ? ", rejoin: rewind" : "") +
                  (sc_.quorumK > 0 ? ", quorum ANY " + std::to_string(sc_.quorumK) + " of " + std::to_string(sc_.quorumSize)
                                   : std::string()) +
+                 (sc_.standby ? ", a standby cluster of a scripted dugong source" : "") +
                  ", faults for " + std::to_string(sc_.faultPhaseMs) + " ms"); });
   for (size_t i = 0; i < nodes_.size(); ++i) {
     int n = static_cast<int>(i);
@@ -312,7 +414,8 @@ RunResult World::run() {
     if (checker_.ok()) checkStep();
     if (!checker_.ok()) break;
     if (convergedAt_ && now_ >= *convergedAt_ + kSettleAfterConvergedMs && !deposedNotRejoined()) break;
-    if (now_ > deadline && (leftToAnOperator_ = haltedOnAReplacedCopy())) {
+    if (now_ > deadline &&
+        ((leftToAnOperator_ = haltedOnAReplacedCopy()) || (leftToAnOperator_ = leaderWaitsForAGoneSource()))) {
       trace('Q', [&] { return "not read-write, left to an operator: " + *leftToAnOperator_; });
       break;
     }
@@ -325,8 +428,9 @@ RunResult World::run() {
     }
     if (now_ > deadline) {
       checker_.fail(now_, "liveness",
-                    "not read-write " + std::to_string(sc_.convergeBoundMs) + " ms after the faults stopped; " +
-                        diagnose());
+                    std::string(state_ && state_->standby ? "a standby cluster not following its source's upstream "
+                                                          : "not read-write ") +
+                        std::to_string(sc_.convergeBoundMs) + " ms after the faults stopped; " + diagnose());
       break;
     }
   }

@@ -19,6 +19,7 @@
 #include "sim/world/rng.h"
 #include "sim/world/sim_coordinator.h"
 #include "sim/world/sim_postgres.h"
+#include "sim/world/sim_source.h"
 #include "sim/world/trace_sink.h"
 #include "sim/world/wal.h"
 #include "sim/world/event_queue.h"
@@ -98,7 +99,10 @@ class HostCoordinator final : public driver::Coordinator {
   HostCoordinator(World& world, int n, simworld::SimCoordinator& client) : w_(world), n_(n), client_(client) {}
 
   Result<bool> join(driver::CoordinatorCallbacks callbacks) override;
-  void leave() override { client_.leave(); }
+  void leave() override {
+    deliver_.reset();
+    client_.leave();
+  }
   void leaveKeepingMembership() override { client_.leaveKeepingMembership(); }
   void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override {
@@ -117,9 +121,26 @@ class HostCoordinator final : public driver::Coordinator {
   }
 
  private:
+  // A standby cluster of the scripted source (sim/world/sim_source.h), as the agent's
+  // ZkCoordinator::followSource reads a dugong source (agent/daemon_env.cc,
+  // zk/source_watch.h): while the state it heard is a standby state of a dugong source,
+  // a read-only look at the source's ensemble once a second (its state node and
+  // election), an observation that differs from the previous one stepped as
+  // SourceObserved, and the last one again after each ZkInitialized and
+  // ClusterStateChanged.
+  void followSource(const StateNode& node);
+  void lookAtSource(uint64_t serial);
+  void sourceSeen(SourceObservation seen, const std::string& data);
+
   World& w_;
   int n_;
   simworld::SimCoordinator& client_;
+  std::shared_ptr<std::function<void(Event)>> deliver_;
+  std::optional<SourceObserved> sourceSeen_;
+  bool following_ = false;
+  uint64_t followSerial_ = 0;  // bumps when the following starts or stops
+  std::string lastKey_, lastGood_, since_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 // A timer of the driver (driver/env.h) on its host's clock: due when that clock reaches
@@ -249,6 +270,11 @@ class World final : public simworld::TraceSink {
       fleet_.add(n.pg);
       zk_.addHost(n.identity.id);
     }
+    rngSource_ = root.fork(7);
+    if (scenario.standby) {
+      source_ = std::make_unique<simworld::SimSource>(fleet_, rngSource_, *this);
+      fleet_.searchOtherHosts();
+    }
   }
 
   // The agents go first: their adapters and clients deregister from the host's postgres
@@ -362,6 +388,11 @@ class World final : public simworld::TraceSink {
   void armStepInterrupted(const Fault& f);
   void reportPublished(int n);
   void stepFenced(int n, const std::vector<std::string>& members);
+  // standby.cc
+  void sourceFault(const Fault& f);
+  void healSource();
+  void promoteCluster(const Fault& f);
+  void opPromoteCluster();
   // crashes.cc
   void crashPeer(const Fault& f);
   void crashAgent(const Fault& f);
@@ -434,6 +465,11 @@ class World final : public simworld::TraceSink {
   // (takeover-without-commit).
   void checkAckOnQuorum(const std::string& what, const WalMark& mark);
   void checkQuorumWrite(bool newGeneration);
+  // standby_checks.cc
+  void checkStandby();
+  void standbyStateWritten(const std::optional<ClusterState>& before);
+  bool standbyFollowing() const;
+  std::optional<std::string> leaderWaitsForAGoneSource() const;
   // failsafe_checks.cc
   void noteZooKeeperReach();
   void noteZooKeeperReachAtStep();
@@ -448,6 +484,13 @@ class World final : public simworld::TraceSink {
   int64_t now_ = 0;  // q_.now(), kept here for brevity
   simworld::PgFleet fleet_;  // every node's postgres
   simworld::ZkEnsemble zk_;  // the ZooKeeper ensemble and every node's client (outlives the nodes)
+  // A standby seed's scripted source (its hosts in fleet_ after the nodes'), and its own
+  // random stream (the other seeds draw nothing from it).
+  Rng rngSource_{0};
+  std::unique_ptr<simworld::SimSource> source_;
+  int64_t sourceGoneAt_ = -1;        // promote-cluster: when the source site went
+  bool promoteClusterAsked_ = false;  // the operator wrote standby.promote
+  std::optional<WalPosition> promotedAtWal_;  // the initWal of the generation promote-cluster wrote
   std::vector<Node> nodes_;
   std::vector<TraceLine> trace_;
   uint64_t hash_ = 1469598103934665603ULL;

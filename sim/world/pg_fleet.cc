@@ -22,7 +22,7 @@ std::string startWithHotStandbyFloor(PgServer& pg, PgRole role) {
       pg::hotStandbyStartSettings(pgRoleName(role), {{"max_connections", std::to_string(pg.ownMaxConnections)}},
                                   {{"max_connections", pg.controlMaxConnections}}, {});
   const long value = std::stol(settings.at("max_connections"));
-  const bool standby = role == PgRole::kSync || role == PgRole::kAsync;
+  const bool standby = role == PgRole::kSync || role == PgRole::kAsync || role == PgRole::kStandbyLeader;
   if (standby && value < pg.controlMaxConnections) {
     return "hot standby is not possible because of insufficient parameter settings: max_connections = " +
            std::to_string(value) + " is a lower setting than on the primary server, where its value was " +

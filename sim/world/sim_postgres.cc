@@ -113,7 +113,12 @@ void SimPostgres::beginTransition(const char* what) {
 void SimPostgres::apply(const PgConfig& config, std::function<void(PgConfigApplied)> done) {
   beginTransition("reconfiguration");
   pendingApply_ = std::move(done);
-  carryOut(config);
+  // A standby leader of a dugong source (docs/decisions/0083) streams from the source peer
+  // its endpoint names, as a standby from its upstream (pg/controller_standby_leader.cc:
+  // primary_conninfo to that peer's host and port).
+  PgConfig model = config;
+  if (model.role == PgRole::kStandbyLeader && model.source && model.source->peer) model.upstream = model.source->peer;
+  carryOut(model);
 }
 
 void SimPostgres::carryOut(const PgConfig& cfg) {
@@ -132,8 +137,11 @@ void SimPostgres::carryOut(const PgConfig& cfg) {
   // A standby apply after the health check found that it cannot follow repairs it:
   // stop, pg_rewind (else pg_basebackup), start; the adapter forgets the repair either way.
   // The steps are the pg adapter's own planners' (pg/plan/transition.h).
-  const bool standbyRole = cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync;
-  pg.repairing = standbyRole && std::exchange(pg.repairFor, false);
+  const bool leader = cfg.role == PgRole::kStandbyLeader;
+  const bool standbyRole = cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync || leader;
+  // The adapter repairs a sync or an async, never a standby leader (0083 "Phase 2 as
+  // built": left for later).
+  pg.repairing = standbyRole && !leader && std::exchange(pg.repairFor, false);
   bool reload = false;
   bool promotion = false;
   if (standbyRole) {
@@ -218,6 +226,8 @@ void SimPostgres::finishApply(PgConfig cfg) {
       error = plan.why;
       refusedApply = plan.step == pg::PrimaryDirStep::kRefuse;
     }
+  } else if (cfg.role == PgRole::kStandbyLeader && !reload) {
+    error = startStandbyLeader(cfg, &refusedApply);
   } else if (cfg.role != PgRole::kNone && !reload) {
     // What the pg adapter does for a standby that is not running as one (applyStandby),
     // as its rebuild planner (pg/plan/rebuild.h) decides: copy, compare (pg_rewind), or
@@ -336,7 +346,7 @@ void SimPostgres::finishApply(PgConfig cfg) {
     trace.trace('P', [&] { return id() + " postgres promoted to timeline " + std::to_string(pg.wal.timeline()); });
   }
   if (cfg.role == PgRole::kPrimary) pg.standbySignal = false;
-  if (cfg.role == PgRole::kSync || cfg.role == PgRole::kAsync) pg.standbySignal = true;
+  if (pg.isStandby()) pg.standbySignal = true;
   trace.trace('P', [&] {
     return id() + " postgres now " + describeConfig(cfg) + (pg.running ? ", running" : ", stopped") + ", WAL " +
            std::to_string(pg.wal.size());
@@ -344,6 +354,38 @@ void SimPostgres::finishApply(PgConfig cfg) {
   if (fleet_.model().healthIntervalMs == 0) checkHealth();
   PgConfigApplied r{true, "", pg.running};
   hooks_.deliver(r, [&] { done(r); });
+}
+
+// What the adapter's applyStandbyLeader does with a standby leader that is not running
+// as one (pg/controller_standby_leader.cc): a new standby cluster's first leader with no
+// data directory copies it from its source peer (pg_basebackup); a later one refuses; a
+// data directory that last ran as a primary is refused unless a demotion began (not
+// modelled: the simulated source is scripted); then postgres starts in recovery. The
+// error, or empty (`refused`: the peer halts for an operator).
+std::string SimPostgres::startStandbyLeader(const PgConfig& cfg, bool* refused) {
+  PgServer& pg = this->pg();
+  const int from = fleet_.hostOf(cfg.upstream ? cfg.upstream->id : "");
+  if (!pg.setUp) {
+    if (!cfg.newCluster) {
+      *refused = true;
+      return "a standby leader of a later generation found no data directory";
+    }
+    if (from < 0 || !fleet_.server(from).serving()) return "the source peer does not answer: no pg_basebackup";
+    pg.wal = fleet_.server(from).wal;
+    pg.controlMaxConnections = fleet_.server(from).controlMaxConnections;
+    pg.setUp = true;
+    pg.rewindWalGone = false;
+    pg.stoppedUncleanly = false;
+    pg.standbySignal = true;
+    fleet_.trace().trace('P', [&] {
+      return id() + " postgres copied from the source peer " + fleet_.server(from).id + " (" +
+             std::to_string(pg.wal.size()) + " records)";
+    });
+  } else if (!pg.standbySignal && !cfg.demoted) {
+    *refused = true;
+    return "this data directory last ran as a primary: a standby leader is made of it only by demote-cluster";
+  }
+  return startWithHotStandbyFloor(pg, cfg.role);
 }
 
 void SimPostgres::fence(const std::optional<PeerIdentity>& newSync, std::function<void(PgFenced)> done) {
@@ -507,7 +549,10 @@ void SimPostgres::look(uint64_t pollSerial) {
   PgServer& pg = this->pg();
   // A standby that has not streamed for repairStandbyAfter, with its log saying why it
   // cannot, is unhealthy: the driver's health restart then repairs it.
-  const bool cannotFollow = pg.serving() && pg.isStandby() && pg.cannotFollowSince >= 0 &&
+  // Of a sync or an async only: the adapter's check has no upstream peer for a standby
+  // leader (pg/controller_status.cc).
+  const bool cannotFollow = pg.serving() && pg.isStandby() && pg.config.role != PgRole::kStandbyLeader &&
+                            pg.cannotFollowSince >= 0 &&
                             now() - pg.cannotFollowSince >= m.repairAfterMs;
   if (cannotFollow) pg.repairFor = true;
   const bool refused = pg.serving() && now() < pg.refusesNewConnectionsUntil;

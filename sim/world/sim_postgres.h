@@ -188,7 +188,12 @@ struct PgServer {
   uint64_t adapterRun = 0;
 
   bool serving() const { return running && (!transitioning || reloading); }
-  bool isStandby() const { return config.role == PgRole::kSync || config.role == PgRole::kAsync; }
+  // A standby leader (a standby cluster's, docs/decisions/0083) is a standby too: in
+  // recovery, streaming from its source peer (`config.upstream`, set by the adapter from
+  // the configuration's source endpoint).
+  bool isStandby() const {
+    return config.role == PgRole::kSync || config.role == PgRole::kAsync || config.role == PgRole::kStandbyLeader;
+  }
   // The agent (and its adapter's workers) went: no transition, lock or poll is left.
   void adapterGone();
 };
@@ -230,8 +235,13 @@ class PgFleet {
   int hostOf(const std::string& id) const {
     if (!hostOf_) return findHost(id);
     const int n = hostOf_(id);
+    if (n < 0 && searchOthers_) return findHost(id);
     return n < size() ? n : -1;
   }
+
+  // Hosts whose ids `byId` does not know (a standby cluster's scripted source,
+  // sim_source.h) are found by their ids from now on.
+  void searchOtherHosts() { searchOthers_ = true; }
 
   // A standby's WAL receiver streams from `upstream`.
   bool streamsFrom(int standby, int upstream) const;
@@ -289,6 +299,7 @@ class PgFleet {
 
   PgModel model_;
   HostOf hostOf_;
+  bool searchOthers_ = false;
   std::vector<PgServer*> servers_;
   uint64_t lastAdapterRun_ = 0;
   int64_t lastTimeline_ = 1;  // initdb's
@@ -374,6 +385,7 @@ class SimPostgres final : public driver::Postgres {
   void answerWalRead(int64_t started, std::function<void(WalPositionRead)> done);
   void beginTransition(const char* what);
   void carryOut(const PgConfig& config);
+  std::string startStandbyLeader(const PgConfig& cfg, bool* refused);
   void finishApply(PgConfig config);
   // Runs `fn` once the apply lock is free, holding it for `latency` ms.
   template <class F>

@@ -2,6 +2,7 @@
 // contract (exactly-once callbacks, none after the adapter is gone, one transition at a
 // time checked).
 #include "sim/world/sim_postgres.h"
+#include "sim/world/trace_lines.h"
 
 #include <gtest/gtest.h>
 
@@ -13,14 +14,7 @@
 namespace dugong::simworld {
 namespace sim_postgres_test {
 
-class Lines final : public TraceSink {
- public:
-  Lines() : TraceSink(true) {}
-  std::vector<std::string> lines;
-
- protected:
-  void record(char kind, std::string text) override { lines.push_back(std::string(1, kind) + " " + text); }
-};
+using Lines = TraceLines;
 
 PeerIdentity peer(const std::string& id) {
   PeerIdentity p;

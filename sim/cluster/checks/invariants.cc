@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "statemachine/promote_request.h"
+#include "statemachine/standby.h"
 
 namespace dugong::clustersim {
 namespace {
@@ -222,6 +223,7 @@ void InvariantChecker::takeoverChecks(const StateWrite& w) {
   if (!wasPrimary && !wasSync) return bad("the writer was neither primary nor sync (or member) of generation " +
                                           std::to_string(before.generation));
   if (before.frozen()) return bad("the cluster was frozen");
+  if (before.standby) return standbyTakeoverChecks(w, wasPrimary);
   if (before.oneNodeWriteMode) return;  // leaving one-node-write mode: any other peer may be sync
   if (after.quorum) {
     // The next set: G's members and asyncs, never the old primary (0079 4.3).
@@ -269,6 +271,62 @@ void InvariantChecker::takeoverChecks(const StateWrite& w) {
                " had not reached initWal " + before.initWal.toString());
   }
   if (after.initWal < before.initWal) return bad("initWal went backwards");
+}
+
+// A new generation of a standby cluster (docs/decisions/0083-standby-cluster.md 8.3): a
+// standby generation is written by its leader replacing a gone sync, or by its sync
+// taking over as leader (the old leader's session gone, or a valid promote of the sync),
+// deposing nobody (the old leader wrote nothing); a normal generation after a standby one
+// only by the leader carrying out a valid standby.promote. N3 (standby-received-backwards):
+// initWal never goes back, and a taker has reached the previous generation's initWal.
+void InvariantChecker::standbyTakeoverChecks(const StateWrite& w, bool wasPrimary) {
+  const ClusterState& before = *w.before;
+  const ClusterState& after = w.after;
+  const std::string g = std::to_string(after.generation);
+  auto fails = [&](const char* invariant, const std::string& why) {
+    fail(w.at, invariant, w.writer + " wrote generation " + g + " (" + summarizeState(after).dump() + ") over " +
+                              summarizeState(before).dump() + ": " + why);
+  };
+  if (after.initWal < before.initWal) {
+    return fails("standby-received-backwards", "initWal " + after.initWal.toString() + " is behind the previous " +
+                                                   "generation's " + before.initWal.toString());
+  }
+  if (!after.standby) {
+    if (!wasPrimary) return fails("bad-takeover", "a normal generation after a standby one, not by its standby leader");
+    auto req = before.standby->hasPromote() ? validateStandbyPromote(before.standby->promote, before, w.issuedAt)
+                                            : Result<StandbyPromoteRequest>(Error{"no promote-cluster request"});
+    if (!req) return fails("bad-takeover", "a normal generation after a standby one: " + req.error());
+    // promote-cluster's initWal is where the leader's WAL ends under its fence: never past
+    // the whole records it holds (a received position may end inside a record, which its
+    // promotion gives up: the new timeline would fork before initWal).
+    if (!w.writerWal || *w.writerWal < after.initWal) {
+      return fails("standby-received-backwards",
+                   "promote-cluster's initWal " + after.initWal.toString() + " is past the leader's WAL " +
+                       (w.writerWal ? w.writerWal->toString() : std::string("(unknown)")) + " (a partial record)");
+    }
+    return;
+  }
+  if (!after.sync || !containsPeer(before.async, after.sync->id)) return fails("bad-takeover", "the new sync was not an async");
+  auto start = generationStart_.find(before.generation);
+  const EpochMs from = start == generationStart_.end() ? 0 : start->second;
+  if (wasPrimary) {
+    if (before.sync && !wasAbsent_(before.sync->id, from, w.issuedAt)) {
+      return fails("bad-takeover", "the standby leader replaced its sync " + before.sync->id + ", which never left");
+    }
+    return;
+  }
+  auto promote = before.hasPromote() ? validatePromote(before.promote, before, w.issuedAt)
+                                     : Result<PromoteRequest>(Error{"no promote request"});
+  const bool promoted = promote.ok() && promote->role == "sync" && promote->id == w.writer;
+  if (!promoted && !wasAbsent_(before.primary.id, from, w.issuedAt)) {
+    return fails("bad-takeover", "the standby leader " + before.primary.id + " never left and no valid promote of the sync existed");
+  }
+  if (containsPeer(after.deposed, before.primary.id)) return fails("bad-takeover", "a standby takeover deposed the old leader");
+  if (!w.writerWal || *w.writerWal < before.initWal) {
+    return fails("standby-received-backwards",
+                 "the taker's WAL " + (w.writerWal ? w.writerWal->toString() : std::string("(unknown)")) +
+                     " had not reached initWal " + before.initWal.toString() + ": received WAL given up");
+  }
 }
 
 }  // namespace dugong::clustersim

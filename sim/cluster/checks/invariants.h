@@ -113,6 +113,7 @@ class InvariantChecker {
   };
 
   void takeoverChecks(const StateWrite& w);
+  void standbyTakeoverChecks(const StateWrite& w, bool wasPrimary);
   void checkAckCoveredByInitWal(EpochMs at, const AckRecord& ack, int64_t generation);
 
   // A generation's initWal (in WAL records) and sync, for the initWal coverage rule.

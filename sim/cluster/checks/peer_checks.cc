@@ -78,6 +78,16 @@ void World::checkStep() {
     }
   }
   if (!state_) return;
+  if (source_ && timingCheck) checkStandby();
+  if (state_->standby) {
+    // A standby cluster is never read-write: it converges once it follows its source.
+    if (quiet_ && !convergedAt_ && !state_->frozen() && standbyFollowing()) {
+      convergedAt_ = now_;
+      trace('Q', [&] { return "following the source again after " + std::to_string(now_ - quietStart_) +
+                              " ms, standby leader " + state_->primary.id; });
+    }
+    return;
+  }
   int p = statePrimary_;
   const PgServer& pg = node(p).pg;
   if (pg.serving() && pg.config.role == PgRole::kPrimary) {

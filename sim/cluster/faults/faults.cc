@@ -11,6 +11,8 @@
 //                      raise-max-connections
 //   suspend.cc         suspend-host
 //   quorum.cc          lagging-member-primary-dies, best-member-dies, step-interrupted
+//   standby.cc         source-failover, source-switchover, source-sync-replaced, source-cut
+//                      (and its heal), promote-cluster
 #include "sim/cluster/world_internal.h"
 
 namespace dugong::clustersim::world_internal {
@@ -79,6 +81,12 @@ void World::runFault(const Fault& f) {
       return bestMemberDies(f);
     case FaultKind::kStepInterrupted:
       return armStepInterrupted(f);
+    case FaultKind::kSourceFailover:
+    case FaultKind::kSourceSwitchover:
+    case FaultKind::kSourceSyncReplaced:
+    case FaultKind::kSourceCut:
+    case FaultKind::kPromoteCluster:
+      return sourceFault(f);
   }
 }
 
@@ -100,6 +108,7 @@ void World::beginQuietPhase() {
     if (zk_.client(n).partitioned) zk_.heal(n);
     if (!nd.up) startAgent(n);
   }
+  healSource();
   after(0, [this] { operatorQuietTick(); });
 }
 

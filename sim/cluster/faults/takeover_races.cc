@@ -119,6 +119,9 @@ void World::cutAfterWrite(const std::string& writer) {
 // cluster with no primary: its takeover must see that its WAL, however far it runs, is
 // not the generation's history (its position alone would pass).
 void World::restoreStaleSync(const Fault& f) {
+  // A standby seed's peers hold the source's history: a copy of another one is a history
+  // the source never had, which standby-ahead-of-source-sync flags by construction.
+  if (source_) return trace('F', [&] { return f.describe() + ": skipped in a standby cluster"; });
   const auto roles = primaryAndSync();  // by name: clang 14 captures no structured binding
   const int primary = roles.first;
   const int sync = roles.second;

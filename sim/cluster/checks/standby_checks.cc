@@ -1,0 +1,125 @@
+// The invariants of a standby cluster (docs/decisions/0083-standby-cluster.md 8.3), checked
+// in standby seeds only, against the world's view of the scripted source
+// (sim/world/sim_source.h):
+//  - standby-writable (N1): while ZooKeeper holds a standby state, no peer of this cluster
+//    runs postgres out of recovery (role primary, or being promoted);
+//  - standby-ahead-of-source-sync (N4): while the source is there, no peer's WAL diverged
+//    from the source's history, but after a source failover that came within
+//    kSourceChangeWindowMs of a change of the source's sync (the race N4 allows: the
+//    leader may still stream from the old sync, ahead of the new one);
+//  - site-switch-lost-commit (N5, the --source-gone part): once the new primary of a
+//    promote-cluster runs as primary, every commit the source acknowledged at or before
+//    the promotion's initWal (what the leader reported received) is in its WAL;
+//  - standby-received-backwards (N3) is checked with each new generation (invariants.cc,
+//    takeoverChecks);
+//  - liveness: once the faults stop, the leader streams from the source's current
+//    upstream (its sync, else its primary) and every other peer of the state streams
+//    from its upstream (standbyFollowing).
+#include "sim/cluster/world_internal.h"
+
+namespace dugong::clustersim::world_internal {
+
+namespace {
+
+// A source failover this soon after a change of its sync may leave the leader on a fork
+// (N4's race): the leader sees the change within a poll (1 s) and a reload.
+constexpr int64_t kSourceChangeWindowMs = 2000;
+
+}  // namespace
+
+void World::checkStandby() {
+  if (!source_ || !state_) return;
+  if (state_->standby) {
+    for (const Node& nd : nodes_) {
+      const PgServer& pg = nd.pg;
+      if ((pg.running && pg.config.role == PgRole::kPrimary) || pg.promoting) {
+        checker_.fail(now_, "standby-writable",
+                      nd.identity.id + "'s postgres runs out of recovery (" +
+                          (pg.promoting ? "being promoted from " : "") + describeConfig(pg.config) +
+                          ") while the cluster state is a standby state of generation " +
+                          std::to_string(state_->generation));
+        return;
+      }
+    }
+    if (!source_->gone() && !source_->failingOver() && !source_->lastFailoverInWindow(kSourceChangeWindowMs)) {
+      const Wal& history = source_->history();
+      for (const Node& nd : nodes_) {
+        // A copy of another history put in place by restore-stale-sync diverged by design.
+        if (!nd.pg.setUp || nd.restoredFromStaleCopy || !nd.pg.wal.divergedFrom(history)) continue;
+        checker_.fail(now_, "standby-ahead-of-source-sync",
+                      nd.identity.id + "'s WAL (" + std::to_string(nd.pg.wal.size()) + " records, " +
+                          nd.pg.wal.history().describe() + ") diverged from the source's history (" +
+                          std::to_string(history.size()) + " records, " + history.history().describe() +
+                          "): it holds WAL the source's sync did not have");
+        return;
+      }
+    }
+    return;
+  }
+  // A normal cluster after promote-cluster: its primary holds what the source had
+  // acknowledged up to the promotion's initWal.
+  if (!promotedAtWal_ || statePrimary_ < 0) return;
+  const PgServer& pg = node(statePrimary_).pg;
+  if (!pg.serving() || pg.config.role != PgRole::kPrimary) return;
+  const auto& acked = source_->acknowledged();
+  const uint64_t records = promotedAtWal_->value() / pg.wal.recordBytes();
+  auto it = std::upper_bound(acked.begin(), acked.end(), records,
+                             [](uint64_t r, const WalMark& m) { return r < m.index + 1; });
+  if (it == acked.begin()) return;
+  const WalMark& last = *std::prev(it);
+  if (pg.wal.contains(last)) return;
+  checker_.fail(now_, "site-switch-lost-commit",
+                state_->primary.id + ", primary after promote-cluster --source-gone at " + promotedAtWal_->toString() +
+                    ", lacks the source's acknowledged commit at record " + std::to_string(last.index) +
+                    " (its WAL: " + std::to_string(pg.wal.size()) + " records, " + pg.wal.history().describe() + ")");
+}
+
+void World::standbyStateWritten(const std::optional<ClusterState>& before) {
+  if (!source_ || !before || !before->standby || state_->standby) return;
+  if (before->generation == state_->generation) return;
+  promotedAtWal_ = state_->initWal;
+  trace('Q', [&] { return "promote-cluster: generation " + std::to_string(state_->generation) + " is a normal cluster from " +
+                          state_->initWal.toString(); });
+}
+
+// Liveness of a standby cluster: the leader streams from the source's current upstream
+// (0083 3.2: its sync, else its primary), every other peer of the state from its upstream.
+bool World::standbyFollowing() const {
+  if (!source_ || !state_ || !state_->standby || source_->gone() || source_->isCut() || source_->failingOver()) {
+    return false;
+  }
+  const ClusterState& src = source_->state();
+  const std::string& upstream = src.sync ? src.sync->id : src.primary.id;
+  if (statePrimary_ < 0 || !fleet_.streamsFrom(statePrimary_, source_->hostOf(upstream))) return false;
+  std::vector<std::string> followers;
+  if (state_->sync) followers.push_back(state_->sync->id);
+  for (const PeerIdentity& a : state_->async) followers.push_back(a.id);
+  for (const std::string& id : followers) {
+    const int n = nodeOf(id);
+    const PgServer& pg = node(n).pg;
+    if (!pg.config.upstream) return false;
+    const int u = nodeOf(pg.config.upstream->id);
+    if (u < 0 || !fleet_.streamsFrom(n, u)) return false;
+  }
+  return true;
+}
+
+// A finding of the simulator (0083 "Phase 6 as built"): a standby leader whose agent
+// starts (or whose postgres stopped, or a sync that takes over) while its source is gone
+// has read no source state in this run, so it chooses no upstream, leaves its postgres as
+// it is (stopped, running as a sync, or running unapplied by this run), and neither carries
+// out promote-cluster ("waiting for postgres to run as standby leader first") nor
+// replaces a gone sync. Until the state machine starts such a leader without an
+// upstream, the run counts it as left to an operator, with the leader's words.
+std::optional<std::string> World::leaderWaitsForAGoneSource() const {
+  if (!source_ || !source_->gone() || !state_ || !state_->standby || statePrimary_ < 0) return std::nullopt;
+  const Node& leader = node(statePrimary_);
+  if (!leader.up) return std::nullopt;
+  if (leader.driver->peer().inspect().contains("sourceUpstream")) return std::nullopt;
+  return leader.identity.id + ", standby leader, has no upstream chosen (its source is gone since " +
+         std::to_string(sourceGoneAt_) + " ms) and leaves its postgres as it is (" +
+         (leader.pg.running ? describeConfig(leader.pg.config) : std::string("stopped")) +
+         "): promote-cluster waits for ever";
+}
+
+}  // namespace dugong::clustersim::world_internal
