@@ -265,7 +265,7 @@ void Core::carryOut(Action action) {
             ++counters_.stateWrites;
             if (health_.withdrawn()) {
               ++counters_.stateWriteFailures;
-              return later(StateWriteFinished{false, "not connected to ZooKeeper (withdrawn)", false, -1});
+              return later(StateWriteFinished{false, "not connected to ZooKeeper (withdrawn): not sent", false, -1, true});
             }
             if (stateWrite_ && stateWrite_->purpose != in::WriteFor::kStateMachine) {
               ++counters_.stateWriteFailures;
@@ -274,7 +274,7 @@ void Core::carryOut(Action action) {
                   stateWrite_->purpose == in::WriteFor::kConfirmation
                       ? "a test-and-set confirming the state after a new session is in flight"
                       : "a test-and-set taking this peer out of deposed after its rejoin is in flight",
-                  false, -1});
+                  false, -1, true});
             }
             if (holdTakeoverForPromise(action)) return;
             // A write may name another sync, which promised nothing: the failsafe's

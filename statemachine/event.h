@@ -104,6 +104,9 @@ struct StateWriteFinished {
   std::string error;        // when !ok
   bool lostRace = false;    // another writer changed the state first
   int32_t newVersion = -1;  // when ok
+  // Refused by the driver before it reached ZooKeeper (withdrawn, or another write of
+  // its own in flight): it did not land, as a lost race.
+  bool notSent = false;
 };
 
 // The last ReadWal finished.

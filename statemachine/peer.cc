@@ -216,8 +216,9 @@ void Peer::onWriteFinished(const StateWriteFinished& e) {
     // A takeover's write that did not lose the race may have been applied all the same
     // (the request reached ZooKeeper before the connection went): until that is known,
     // postgres keeps its fence, or a sync would stream from the old primary again. A lost
-    // race proves only that this write did not land; an earlier one still may have.
-    if (!e.lostRace && fence_ != Fence::kNone && !unsettledWrite_) unsettledWrite_ = stateVersion_;
+    // race proves only that this write did not land; an earlier one still may have. So
+    // does a write the driver never sent (notSent).
+    if (!e.lostRace && !e.notSent && fence_ != Fence::kNone && !unsettledWrite_) unsettledWrite_ = stateVersion_;
     log(LogLevel::kWarn, std::string("cluster-state write failed (") + updateReason_ + "): " +
                              (e.lostRace ? "another writer changed the state first" : e.error) +
                              "; waiting for the current state before trying again");
