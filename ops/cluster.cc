@@ -77,11 +77,9 @@ Result<ClusterView> fetchView(zk::Client& client, const std::string& cluster, bo
   return v;
 }
 
-Result<std::map<std::string, std::string>> readElectionData(zk::Client& client) {
-  auto nodes = client.electionNodes();
-  if (!nodes) return Error{"reading the election: " + nodes.error()};
+std::map<std::string, std::string> electionDataById(const std::vector<zk::ElectionEntry>& nodes) {
   std::map<std::string, std::string> data;
-  for (const auto& e : *nodes) {
+  for (const auto& e : nodes) {
     if (e.identity) data[e.identity->id] = e.data;
   }
   return data;

@@ -39,7 +39,7 @@ Result<ClusterView> fetchView(zk::Client& client, const std::string& cluster, bo
 
 // What each present peer's election node holds, by peer id (nodes whose identity does
 // not parse are left out).
-Result<std::map<std::string, std::string>> readElectionData(zk::Client& client);
+std::map<std::string, std::string> electionDataById(const std::vector<zk::ElectionEntry>& nodes);
 
 // Wall-clock now, in ms since the epoch.
 EpochMs nowMs();

@@ -120,10 +120,7 @@ Result<ReplicationCheck> checkReplicationAgainstCluster(zk::Client& client, cons
   if (before.replication == next.replication) return ReplicationCheck{};
   auto nodes = client.electionNodes();
   if (!nodes) return Error{"reading the election: " + nodes.error()};
-  std::map<std::string, std::string> electionData;
-  for (const auto& e : *nodes) {
-    if (e.identity) electionData[e.identity->id] = e.data;
-  }
+  const std::map<std::string, std::string> electionData = electionDataById(*nodes);
   auto st = client.readState();
   if (!st) return Error{"reading the cluster state: " + st.error()};
   ReplicationFacts facts;

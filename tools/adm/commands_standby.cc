@@ -279,9 +279,9 @@ int runDemoteCluster(const CommonOptions& common, const DemoteClusterArgs& a) {
   const std::string name = view.cluster.empty() ? view.root : view.cluster;
   auto refusal = demoteClusterRefusal(s, *source, observeForDemotion(view));
   if (!refusal) {  // a standby state is format 3: an older agent would halt on it (0089)
-    auto election = readElectionData(*client);
-    if (!election) return fail(kExitUnavailable, election.error());
-    if (auto old = peersNotReading(view.active, *election, 3); !old.empty()) {
+    auto nodes = client->electionNodes();
+    if (!nodes) return fail(kExitUnavailable, "reading the election: " + nodes.error());
+    if (auto old = peersNotReading(view.active, electionDataById(*nodes), 3); !old.empty()) {
       refusal = joinWithCommas(old) + (old.size() == 1 ? " publishes" : " publish") +
                 " no \"stateFormat\" of 3 in the election (an agent older than this dugong): it would halt on the "
                 "standby state; upgrade it first";
