@@ -4,13 +4,15 @@
 # ZooKeeper, postgres, end to end, dugong-adm), then measures the line coverage of
 # statemachine/ and of the driver's core (fails under 95 % for either). Exits non-zero on the first failure.
 #
-#   scripts/test.sh            what CI runs (with the simulator's seeds on an optimised build of it
-#                              beside the sanitizer suite's tests)
+#   scripts/test.sh            what CI runs: one sanitizer build; the cluster tests (ctest
+#                              label cluster) start once what they need is built, and the
+#                              rest of the build and the other tests go on beside them
 #   scripts/test.sh --quick    a plain build instead of the sanitizers, no coverage
 #   scripts/test.sh --full     also the 10-fault campaign (ctest label campaign), the long
 #                              cluster tests and those whose claims other tests hold
-#                              (label full, docs/safety.md), and a plain
-#                              optimised build running the whole suite
+#                              (label full, docs/safety.md), the simulator's seeds 1..10000
+#                              on an optimised build of it, and a plain optimised build
+#                              running the whole suite
 #   DUGONG_TEST_LABELS=statemachine|scenario|sim|zk|pg|agent|e2e|adm  only those ctest labels
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,9 +68,10 @@ run_suite() {  # name, build dir, extra cmake args...
 }
 
 # The simulator's whole seed budget (1..10000, sim/cluster/CMakeLists.txt) on an optimised
-# build of the simulator alone: about 15 s of CPU there against 550 s in the sanitizer
-# build, which runs seeds 1..1000 (DUGONG_SIM_SEEDS) so that the sanitizers still see the
-# simulated paths. Built and run beside the sanitizer suite's tests, niced like them.
+# build of the simulator alone (about 180 CPU-seconds to build, 25 to run), with --full
+# or when the label sim is asked for; the sanitizer build runs seeds 1..2000
+# (DUGONG_SIM_SEEDS, about 26 CPU-seconds a thousand) in every run (record 0090).
+# Built and run beside the sanitizer suite's tests, niced like them.
 run_simulator() {
   local start
   start=$(date +%s)
@@ -81,7 +84,7 @@ run_simulator() {
   echo "== simulator (optimised): done in $(( $(date +%s) - start )) s"
 }
 simulator=no
-[ "$mode" != quick ] && { [ -z "$labels" ] || [[ "|$labels|" == *"|sim|"* ]]; } && simulator=yes
+if [ "$mode" = full ] || [[ "|$labels|" == *"|sim|"* ]]; then simulator=yes; fi
 
 if [ "$mode" = quick ]; then
   run_suite "plain" build/test
@@ -102,16 +105,46 @@ if [ -f build/asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*c
   rm -rf build/asan  # configured by another compiler (an older checkout's g++)
 fi
 find build/asan -name '*.gcda' -delete 2>/dev/null || true
-build_suite "sanitizers (ASan+UBSan)" build/asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld \
-  -DDUGONG_SANITIZE=ON -DDUGONG_COVERAGE=ON -DDUGONG_BENCH=OFF -DCMAKE_UNITY_BUILD=ON -DDUGONG_PCH=ON -DDUGONG_SIM_SEEDS=1000 \
-  -DDUGONG_FULL_TESTS="$( { [ "$mode" = full ] || [ -n "$labels" ]; } && echo ON || echo OFF)"
+asan_args=(-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DDUGONG_SANITIZE=ON -DDUGONG_COVERAGE=ON
+  -DDUGONG_BENCH=OFF -DCMAKE_UNITY_BUILD=ON -DDUGONG_PCH=ON -DDUGONG_SIM_SEEDS=2000
+  -DDUGONG_FULL_TESTS="$( { [ "$mode" = full ] || [ -n "$labels" ]; } && echo ON || echo OFF)")
 sim_pid=
 if [ "$simulator" = yes ]; then
   mkdir -p build
   ( renice -n 10 -p "$BASHPID" >/dev/null; run_simulator ) >build/sim.log 2>&1 &
   sim_pid=$!
 fi
-test_suite "sanitizers (ASan+UBSan)" build/asan
+if [ "$mode" = full ] || [ -n "$labels" ]; then
+  run_suite "sanitizers (ASan+UBSan)" build/asan "${asan_args[@]}"
+else
+  # The cluster tests run one at a time (they time real failovers) and wait more than
+  # they compute: they start as soon as their binaries are built (the target
+  # dugong_cluster_tests), and the rest of the build and the other tests fill the cores
+  # beside them at nice 10 (record 0090). Each half's output is printed as it ends.
+  suite_start=$(date +%s)
+  echo "== sanitizers (ASan+UBSan): configure and build what the cluster tests need (build/asan)"
+  cmake -S . -B build/asan -G Ninja -DDUGONG_CLUSTER_TESTS_AT_ONCE="$cluster_at_once" "${asan_args[@]}" >/dev/null
+  ninja -C build/asan -j "$jobs" dugong_cluster_tests
+  echo "== sanitizers (ASan+UBSan): built in $(( $(date +%s) - suite_start )) s; the cluster tests, and beside them the rest"
+  (cd build/asan && ctest --output-on-failure --timeout 900 -j "$cluster_at_once" -L '^cluster$' -LE '^(full|campaign)$') \
+    >build/cluster-tests.log 2>&1 &
+  cluster_pid=$!
+  (
+    renice -n 10 -p "$BASHPID" >/dev/null
+    ninja -C build/asan -j "$jobs" && echo "== the rest built at $(( $(date +%s) - suite_start )) s" &&
+      cd build/asan && ctest --output-on-failure --timeout 900 -j "$((jobs + 1))" -LE '^(cluster|full|campaign)$'
+  ) >build/other-tests.log 2>&1 &
+  other_pid=$!
+  other_status=0 cluster_status=0
+  wait "$other_pid" || other_status=$?
+  echo "== the other tests (ended at $(( $(date +%s) - suite_start )) s):"
+  cat build/other-tests.log
+  wait "$cluster_pid" || cluster_status=$?
+  echo "== the cluster tests (ended at $(( $(date +%s) - suite_start )) s):"
+  cat build/cluster-tests.log
+  [ "$other_status" = 0 ] && [ "$cluster_status" = 0 ] || { echo "== sanitizers (ASan+UBSan): FAILED" >&2; exit 1; }
+  echo "== sanitizers (ASan+UBSan): done in $(( $(date +%s) - suite_start )) s"
+fi
 if [ -n "$sim_pid" ]; then
   sim_status=0
   wait "$sim_pid" || sim_status=$?

@@ -179,9 +179,18 @@ TEST(StandbyClusterE2E, ADugongStandbyClusterFollowsAPlainPostgresPrimary) {
   EXPECT_NE(refused.output.find("the source " + of + " cannot be reached"), std::string::npos) << refused.output;
   EXPECT_NE(refused.output.find("at least 0.0 MB"), std::string::npos) << refused.output;
   EXPECT_EQ(h.history().size(), writesBefore) << "a refusal writes nothing";
-  auto stalled = adm(h, {"verify"});
+  // The leader's stream may still be up in the sample that saw the source refuse
+  // connections (a source shutting down streams its last WAL): verify says so once the
+  // next sample shows the stream ended.
+  pg::CommandResult stalled;
+  EXPECT_TRUE(h.waitFor(
+      [&] {
+        stalled = adm(h, {"verify"});
+        return stalled.output.find("does not receive from " + of) != std::string::npos;
+      },
+      30s))
+      << stalled.output;
   EXPECT_EQ(stalled.exitCode, 1) << stalled.output;
-  EXPECT_NE(stalled.output.find("does not receive from " + of), std::string::npos) << stalled.output;
 
   // --source-gone: a normal cluster, writable, with every row it received.
   auto promoted = adm(h, {"promote-cluster", "--source-gone", "--wait", "120"});
