@@ -16,10 +16,13 @@
 //   state v=N <state>
 //       <state>: gen=N primary=a [sync=b] [async=c,d] [deposed=e] [wal=X/Y] [one-node-write]
 //                [promote=id,role,gen[,expires at ms]] [quorum=k:m1,m2 (format 2, no sync)]
-//                [timeline=N (initTimeline)]
+//                [timeline=N (initTimeline)] [standby=<source url> (format 3)]
+//                [promote-cluster=by,<source gone 0|1>,gen,<expires at ms>]
 //   active a,b [data=a:<system>/<timeline>/<X/Y>,b:empty] [not-streaming=c,d]
 //              [reports=a:<generation>/<timeline>/<X/Y>@<node version>,...]
 //   wanted sync|quorum k=N size=N        the replication the agent is configured for
+//   source unreachable | source gen=N primary=a [sync=b]   what the agent read of a
+//                                     dugong source's ensemble (SourceObserved)
 //   connection lost|back [timeout=MS] [session=N]
 //   lease sent=MS [session=N] [timeout=MS] [interval=MS]
 //   join-refused <error>
@@ -149,6 +152,16 @@ std::string stateData(const std::string& text) {
   }
   if (w.count("timeline")) s.initTimeline = std::stoll(w["timeline"]);
   if (w.count("promote")) s.promote = promoteJson(w["promote"]);
+  if (w.count("standby")) s.standby = StandbyMode{parseSourceUrl(w["standby"]).value(), std::nullopt, nullptr};
+  if (w.count("promote-cluster")) {  // promote-cluster=by,gone (0|1),generation,expires at (transcript ms)
+    std::vector<std::string> f;
+    std::stringstream in(w["promote-cluster"]);
+    for (std::string part; std::getline(in, part, ',');) f.push_back(part);
+    s.standby->promote = {{"by", f.at(0)},
+                          {"sourceGone", f.at(1) == "1"},
+                          {"generation", std::stoll(f.at(2))},
+                          {"expireTime", std::to_string(kWallStart + std::stoll(f.at(3)))}};
+  }
   return s.serialize();
 }
 
@@ -396,6 +409,23 @@ class Transcript {
     }
     if (verb == "state") {
       return in::Delivered{ClusterStateChanged{StateNode{true, stateData(rest), std::stoi(w.at("v"))}}};
+    }
+    if (verb == "source") {  // source unreachable | source gen=N primary=a [sync=b] (its ensemble read)
+      SourceObserved o;
+      o.cluster = "standby";
+      o.root = "/dugong/standby";
+      if (rest == "unreachable") {
+        o.seen.lastSeen = "unreachable";
+      } else {
+        ClusterState src;
+        src.generation = std::stoll(w.at("gen"));
+        src.primary = peer(w.at("primary"));
+        if (w.count("sync")) src.sync = peer(w["sync"]);
+        o.seen.reachable = true;
+        o.seen.state = ObservedSourceState::of(src);
+        o.seen.primaryPresent = true;
+      }
+      return in::Delivered{o};
     }
     if (verb == "wanted") {  // wanted sync|quorum k=N size=N
       return in::Delivered{ReplicationWanted{head(rest).first == "quorum" ? ReplicationMode::kQuorum : ReplicationMode::kSync,

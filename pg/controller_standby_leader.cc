@@ -60,13 +60,38 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
     previous = state_;
   }
   if (!config.source) return failed("a standby leader needs a source", isRunning());
-  const SourceEndpoint& source = *config.source;
-  auto conninfo = sourceConninfo(source, true);
+  // A dugong source with no source peer chosen by the agent yet (it has read no state of
+  // the source since it started: 0083 "Phase 7 as built"): the source peer the last apply
+  // followed as this source's leader, else none (in recovery, no primary_conninfo).
+  std::optional<SourceEndpoint> last;
+  if (previous.role == "standby-leader" && previous.sourceCluster) {
+    SourceEndpoint e;
+    e.kind = SourceKind::kDugong;
+    e.cluster = *previous.sourceCluster;
+    if (previous.sourcePeerId && previous.sourcePeerUrl) {
+      PeerIdentity p;
+      p.id = *previous.sourcePeerId;
+      p.pgUrl = *previous.sourcePeerUrl;
+      e.peer = p;
+    }
+    last = e;
+  }
+  const SourceEndpoint source = planLeaderEndpoint(*config.source, last);
+  const bool streams = source.kind != SourceKind::kDugong || source.peer.has_value();
+  Result<std::string> conninfo = std::string();
+  if (streams) conninfo = sourceConninfo(source, true);
   if (!conninfo) return failed(conninfo.error(), isRunning());
   ManagedState want;
   want.role = "standby-leader";
   want.primaryConninfo = conninfo.value();
   want.source = source.describe();
+  if (source.kind == SourceKind::kDugong) {
+    want.sourceCluster = source.cluster;
+    if (source.peer) {
+      want.sourcePeerId = source.peer->id;
+      want.sourcePeerUrl = source.peer->pgUrl;
+    }
+  }
   want.readOnly = false;
 
   bool running = isRunning();
@@ -77,6 +102,11 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
                          "system is not mounted, put it back and restart the agent; otherwise stop this agent so "
                          "that its sync takes over, then rebuild this peer (dugong-adm rebuild)",
                      running);
+    }
+    if (!streams) {
+      return failed("the first standby leader of a new standby cluster has no data directory and no source peer "
+                    "chosen to copy it from yet: waiting for the source's state",
+                    running);
     }
     if (running) {
       if (auto s = stop(); !s) return failed(s.error(), isRunning());
@@ -93,7 +123,7 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
     auto sig = writeFileAsOwner(options_.dataDir + "/standby.signal", "", 0600);
     if (!sig) return failed(sig.error(), false);
     running = false;
-  } else {
+  } else if (streams) {
     // The source must serve the database system this data directory holds: a standby of
     // another system never streams, and nothing here replaces data.
     auto local = localSystemId();
@@ -140,6 +170,11 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
     facts.running = false;
     facts.wasPrimary = false;
     facts.inRecovery = true;
+  }
+  if (!streams) {
+    spdlog::warn("pg: standby leader of {} with no source peer chosen yet and none followed before as its leader: in "
+                 "recovery, replaying what it has, streaming from nothing until the agent reads the source's state",
+                 source.describe());
   }
   auto w = writeConf(want);
   if (!w) return failed(w.error(), running);

@@ -39,6 +39,9 @@ nlohmann::json ManagedState::toJson() const {
     j["quorumMembers"] = quorum->members;
   }
   if (source) j["source"] = *source;
+  if (sourceCluster) j["sourceCluster"] = *sourceCluster;
+  if (sourcePeerId) j["sourcePeer"] = *sourcePeerId;
+  if (sourcePeerUrl) j["sourcePeerUrl"] = *sourcePeerUrl;
   if (slotName) j["slot"] = *slotName;
   if (upstreamUrl) j["upstreamUrl"] = *upstreamUrl;
   if (wasPrimary) j["wasPrimary"] = true;
@@ -123,6 +126,10 @@ Result<ManagedState> parseManagedConf(const std::string& text) {
         if (auto valid = validQuorum(*s.quorum); !valid) return Error{"dugong.conf: bad quorum: " + valid.error()};
       }
       if (j.contains("source") && j["source"].is_string()) s.source = j["source"].get<std::string>();
+      for (auto [key, field] : {std::pair{"sourceCluster", &s.sourceCluster}, std::pair{"sourcePeer", &s.sourcePeerId},
+                                std::pair{"sourcePeerUrl", &s.sourcePeerUrl}}) {
+        if (j.contains(key) && j[key].is_string()) *field = j[key].get<std::string>();
+      }
       if (j.contains("slot") && j["slot"].is_string()) s.slotName = j["slot"].get<std::string>();
       if (j.contains("upstreamUrl") && j["upstreamUrl"].is_string()) {
         s.upstreamUrl = j["upstreamUrl"].get<std::string>();

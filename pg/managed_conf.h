@@ -25,6 +25,13 @@ struct ManagedState {
   // standby-leader: what it follows, as SourceEndpoint::describe() names it ("hosts
   // h1:5432, h2:5432"), so that a restarted agent knows what runs.
   std::optional<std::string> source;
+  // standby-leader of a dugong source: its cluster name, and the source peer it streams
+  // from (id and pgUrl; none: no source peer chosen), so that a restarted agent with no
+  // source peer chosen yet keeps following it (docs/decisions/0083 "Phase 7 as built",
+  // pg::planLeaderEndpoint).
+  std::optional<std::string> sourceCluster;
+  std::optional<std::string> sourcePeerId;
+  std::optional<std::string> sourcePeerUrl;
   std::optional<std::string> syncId;       // primary: the sync's application name
   // primary fenced for the new sync `syncId`: the sync it had, which commits also wait
   // for (both must acknowledge) until the next apply names one sync again.

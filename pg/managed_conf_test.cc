@@ -197,6 +197,28 @@ TEST(ManagedConf, AStandbyLeaderStreamsFromItsSource) {
   EXPECT_NE(text.find("recovery_min_apply_delay = 0\n"), std::string::npos);
 }
 
+// A leader of a dugong source records the source peer it streams from (0083 "Phase 7 as
+// built"): a restarted agent that has not read the source yet keeps following it.
+TEST(ManagedConf, AStandbyLeaderOfADugongSourceRecordsItsSourcePeer) {
+  ManagedState s;
+  s.role = "standby-leader";
+  s.primaryConninfo = "host=10.0.0.2 port=5432 password=pw";
+  s.source = "dugong siteA peer a2";
+  s.sourceCluster = "siteA";
+  s.sourcePeerId = "a2";
+  s.sourcePeerUrl = "tcp://postgres@10.0.0.2:5432/postgres";
+  auto parsed = parseManagedConf(renderManagedConf(someOptions(), s));
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_EQ(parsed->sourceCluster, std::optional<std::string>("siteA"));
+  EXPECT_EQ(parsed->sourcePeerId, std::optional<std::string>("a2"));
+  EXPECT_EQ(parsed->sourcePeerUrl, std::optional<std::string>("tcp://postgres@10.0.0.2:5432/postgres"));
+  s.sourcePeerId.reset();
+  s.sourcePeerUrl.reset();
+  parsed = parseManagedConf(renderManagedConf(someOptions(), s));
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_FALSE(parsed->sourcePeerId.has_value()) << "no source peer chosen";
+}
+
 TEST(ManagedConf, RejectsForeignFiles) {
   EXPECT_FALSE(parseManagedConf("port = 5432\n").ok());
   EXPECT_FALSE(parseManagedConf("# dugong-state: {not json\n").ok());

@@ -123,6 +123,54 @@ TEST(StandbyLeaderTest, ALeaderRefusesWhatItMustNotMakeOrFollow) {
   EXPECT_EQ(l.value("SELECT pg_is_in_recovery()"), "t");
 }
 
+// A dugong source's leader with no source peer chosen (0083 "Phase 7 as built"): a
+// restarted agent (a new controller on the same data directory) that has not read the
+// source keeps streaming from the source peer it followed, with the same postmaster; a
+// sync of the standby cluster that becomes leader with none chosen stops streaming from
+// the old leader (a peer of its own cluster) and stays in recovery with no
+// primary_conninfo; both then follow the source peer named.
+TEST(StandbyLeaderTest, ADugongSourcesLeaderWithNoSourcePeerChosenKeepsTheLastOrNone) {
+  PgTestCluster cluster("dugong-pg-leader");
+  PgTestNode& a = cluster.addNode("src-a");
+  PgTestNode& l = cluster.addNode("peer-l");
+  PgTestNode& s = cluster.addNode("peer-s");
+  PgController ca(a.options), cs(s.options);
+  ASSERT_TRUE(ca.apply(PgConfig::firstPrimary(std::nullopt)).ok);
+  ASSERT_TRUE(testing::eventually([&] { return ca.pollWritable(); }, kLeaderDeadline));
+  ASSERT_EQ(a.value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
+  const StandbySource siteA = *parseSourceUrl("dugong://127.0.0.1:2181/dugong/siteA");
+  {
+    PgController cl(l.options);
+    auto r = cl.apply(PgConfig::standbyLeader(dugongEndpoint(siteA, a.identity), true));
+    ASSERT_TRUE(r.ok) << r.error;
+  }
+  const std::string onA = std::to_string(a.port) + "/1";
+  ASSERT_TRUE(testing::eventually([&] { return leaderStreamsFrom(l) == onA; }, kLeaderDeadline));
+  const auto pid = l.postmasterPid();
+  PgController restarted(l.options);
+  auto r = restarted.apply(PgConfig::standbyLeader(dugongEndpoint(siteA, std::nullopt), false));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.online);
+  EXPECT_EQ(l.postmasterPid(), pid);
+  ASSERT_EQ(a.value("INSERT INTO t VALUES (2)"), "");
+  EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 2); }, kLeaderDeadline)) << "still streaming from a";
+  EXPECT_EQ(leaderStreamsFrom(l), onA);
+
+  r = cs.apply(PgConfig::standby(PgRole::kSync, l.identity, l.identity));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(testing::eventually([&] { return holdsRow(s, 2); }, kLeaderDeadline));
+  r = cs.apply(PgConfig::standbyLeader(dugongEndpoint(siteA, std::nullopt), false));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(s.value("SHOW primary_conninfo"), "");
+  EXPECT_EQ(s.value("SELECT pg_is_in_recovery()"), "t");
+  EXPECT_TRUE(holdsRow(s, 2));
+  r = cs.apply(PgConfig::standbyLeader(dugongEndpoint(siteA, a.identity), false));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(a.value("INSERT INTO t VALUES (3)"), "");
+  EXPECT_TRUE(testing::eventually([&] { return holdsRow(s, 3); }, kLeaderDeadline));
+  EXPECT_EQ(s.value("SELECT pg_is_in_recovery()"), "t");
+}
+
 // The leader's lag to its source (docs/decisions/0083 3.5), as status() samples it: none
 // while it streams an idle source; replay paused, the source written: received at the
 // source's position, replay behind it by bytes and seconds; the receiver fenced, the

@@ -351,17 +351,21 @@ void Peer::evaluate() {
     case Role::kUnknown:
       break;
   }
-  // A standby leader of a dugong source whose upstream is not known yet: postgres as it is.
-  if (role_ == Role::kStandbyLeader && !standbyEndpoint()) {
-    return blocked("standby leader of " + s.standby->source.describe() + ": waiting to read the source's state to "
-                   "choose its upstream (postgres is left as it is)",
+  // A new standby cluster's first leader with no data directory copies it from the source
+  // peer its agent chose: none chosen yet, it waits for the source's state (0083 "Phase 7
+  // as built"; any other leader runs with no source peer chosen).
+  const PgConfig wanted = desiredPgConfig();
+  if (role_ == Role::kStandbyLeader && wanted.newCluster && wanted.source && wanted.source->kind == SourceKind::kDugong &&
+      !wanted.source->peer && !pgSetUp_ && !(pgApplied_ && pgApplied_->role == PgRole::kStandbyLeader)) {
+    return blocked("the first standby leader of " + s.standby->source.describe() + ", with no data directory: waiting "
+                   "to read the source's state to choose the peer to copy it from",
                    false);
   }
   // Postgres follows the state as it is now; a write in flight changes it only once
   // confirmed (a takeover promotes postgres after its new generation is written). A
   // takeover in progress keeps its fence; an abandoned one is lifted here, once a quorum
   // member's report is withdrawn.
-  if (!keepFence_ && !reportHoldsFence()) applyPg(desiredPgConfig());
+  if (!keepFence_ && !reportHoldsFence()) applyPg(wanted);
 }
 
 void Peer::evaluateSync() {
@@ -457,8 +461,7 @@ PgConfig Peer::desiredPgConfig() const {
     }
     case Role::kStandbyLeader: {
       // Only a new standby cluster's first leader makes its data directory (from the source).
-      PgConfig c = PgConfig::standbyLeader(standbyEndpoint().value_or(hostsEndpoint(s.standby->source)),
-                                           s.generation == 1 && s.initWal == WalPosition());
+      PgConfig c = PgConfig::standbyLeader(standbyEndpoint(), s.generation == 1 && s.initWal == WalPosition());
       // The generation a demotion began (0083 5.2): its data directory last ran as this
       // site's primary, and is rewound from the source if it diverged.
       c.demoted = demotionGeneration(s);
@@ -498,6 +501,10 @@ void Peer::applyPg(const PgConfig& desired) {
   std::string what = std::string("configuring postgres as ") + pgRoleName(desired.role);
   if (desired.upstream) what += ", streaming from " + desired.upstream->id;
   if (desired.source) what += ", following the source " + desired.source->describe();
+  if (desired.source && desired.source->kind == SourceKind::kDugong && !desired.source->peer) {
+    what += " (no state of the source read yet to choose its peer: the one it followed last as its standby leader, "
+            "else none: in recovery, replaying what it has)";
+  }
   if (desired.role == PgRole::kPrimary) {
     what += desired.downstream ? ", synchronous standby " + desired.downstream->id : ", writable alone";
   }

@@ -138,9 +138,10 @@ class Peer {
   void evaluateStandbyLeader();
   ClusterState standbyTakeover(WalPosition wal) const;
   void onSourceObserved(const SourceObserved& e);
-  // The standby leader's endpoint; unset for a `dugong` source whose upstream is not
-  // known yet (postgres is then left as it is).
-  std::optional<SourceEndpoint> standbyEndpoint() const;
+  // The standby leader's endpoint; for a `dugong` source whose upstream is not known yet
+  // (no state of the source read since this agent started), one with no source peer: the
+  // pg adapter keeps the one it followed last as this source's standby leader, else none.
+  SourceEndpoint standbyEndpoint() const;
   PromoteClusterView promoteClusterView(WalPosition wal) const;
   // demote-cluster (0083 5.2; peer_standby.cc): the primary carries out a demote request.
   void evaluateDemotion();
@@ -247,7 +248,8 @@ class Peer {
   std::optional<SourceObservation> fencedSource_;
   // A standby cluster of a `dugong` source (0083 3.3, peer_standby.cc): the last
   // observation of the source, and the source peer the leader streams from (kept while the
-  // source cannot be read: an unreachable source changes nothing in postgres).
+  // source cannot be read: an unreachable source changes nothing in postgres; unset until
+  // a state of the source is read, when postgres runs with no source peer chosen).
   std::optional<SourceObserved> sourceSeen_;
   std::optional<PeerIdentity> sourceUpstream_;
   bool keepFence_ = false;  // this evaluation is in the middle of a takeover

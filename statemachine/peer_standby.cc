@@ -198,11 +198,16 @@ void Peer::onSourceObserved(const SourceObserved& e) {
   evaluate();
 }
 
-std::optional<SourceEndpoint> Peer::standbyEndpoint() const {
+// A leader with no upstream chosen yet (0083 "Phase 7 as built": its agent started, or
+// it took over, while the source could not be read) runs all the same: postgres in
+// recovery, never promoted, following at most the source peer it followed last as this
+// source's standby leader (the pg adapter's choice), so that it is ready: a gone sync is
+// replaced and promote-cluster --source-gone is carried out. Waiting for the source's
+// state would wait for ever in the case --source-gone is for.
+SourceEndpoint Peer::standbyEndpoint() const {
   const StandbySource& source = state_->standby->source;
   if (source.kind != SourceKind::kDugong) return hostsEndpoint(source);
-  if (!sourceUpstream_) return std::nullopt;
-  return dugongEndpoint(source, *sourceUpstream_);
+  return dugongEndpoint(source, sourceUpstream_);
 }
 
 // As a normal takeover (the sync becomes the leader, the first present async that may be

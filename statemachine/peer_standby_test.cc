@@ -546,9 +546,9 @@ namespace {
 
 // A standby cluster of a dugong source (0083 3.2, 3.3; phase 5 as built): the leader
 // streams from the source peer sourceUpstream names in the last state its agent read of
-// the source (the source's sync), leaves postgres as it is until one was read, reloads
-// toward the source's new sync when the source's state names another one, and changes
-// nothing while the source cannot be read.
+// the source (the source's sync), runs with no source peer chosen until one was read
+// (phase 7 as built), reloads toward the source's new sync when the source's state names
+// another one, and changes nothing while the source cannot be read.
 TEST(PeerStandby, ADugongSourcesLeaderStreamsFromTheSourcesSyncAndFollowsIt) {
   const StandbySource siteA = *parseSourceUrl("dugong://z1:2181/dugong/siteA");
   ClusterState s = peer_test::cluster(3, "me", "s", {"a"});
@@ -563,8 +563,9 @@ TEST(PeerStandby, ADugongSourcesLeaderStreamsFromTheSourcesSyncAndFollowsIt) {
   };
   StandbyHarness h;
   auto actions = h.start(s, {"me", "s", "a"});
-  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty()) << "no upstream known yet: postgres is left as it is";
-  EXPECT_TRUE(peer_test::logged(actions, "waiting to read the source's state to choose its upstream"));
+  EXPECT_EQ(onlyApply(actions), PgConfig::standbyLeader(dugongEndpoint(siteA, std::nullopt), false))
+      << "no upstream known yet: in recovery with the source peer it followed last, if any";
+  h.applied(true);
 
   actions = h.step(seen(peer_test::cluster(9, "a1", "a2", {"a3"})));
   PgConfig c = onlyApply(actions);
@@ -590,6 +591,145 @@ TEST(PeerStandby, ADugongSourcesLeaderStreamsFromTheSourcesSyncAndFollowsIt) {
   EXPECT_EQ(onlyApply(sync.start(s, {"me", "s", "a"})), PgConfig::standby(PgRole::kSync, ident("me"), ident("me")));
   sync.applied(true);
   EXPECT_TRUE(only<ApplyPgConfig>(sync.step(seen(peer_test::cluster(9, "a1", "a2", {})))).empty());
+}
+
+}  // namespace
+}  // namespace dugong
+
+namespace dugong {
+namespace {
+
+const StandbySource kSiteA = *parseSourceUrl("dugong://z1:2181/dugong/siteA");
+
+ClusterState dugongStandby(int64_t gen, const std::string& leader, const std::string& sync,
+                           std::vector<std::string> async = {}) {
+  ClusterState s = cluster(gen, leader, sync, std::move(async));
+  s.standby = StandbyMode{kSiteA, std::nullopt, nullptr};
+  s.initWal = WalPosition(100);
+  s.initTimeline = 1;
+  return s;
+}
+
+SourceObserved unreachable() {
+  SourceObserved o;
+  o.seen.lastSeen = "unreachable since 00:12:03";
+  o.cluster = "siteB";
+  o.root = "/dugong/siteB";
+  return o;
+}
+
+TimelineHistory timeline1() {
+  TimelineHistory h;
+  h.timeline = 1;
+  return h;
+}
+
+// 0083 "Phase 7 as built": a leader whose agent starts while its source cannot be read
+// (the site gone) has chosen no source peer; it runs all the same, in recovery with no
+// source peer chosen (the pg adapter keeps the one it followed last as this source's
+// leader, else none), never as a primary, so that promote-cluster --source-gone is
+// carried out: before this rule it waited for ever ("waiting for postgres to run as
+// standby leader first").
+TEST(PeerStandby, ALeaderStartedWithItsSourceUnreachableRunsAndIsPromotedWithSourceGone) {
+  ClusterState s = dugongStandby(5, "me", "s", {"a"});
+  const PgConfig c = PgConfig::standbyLeader(dugongEndpoint(kSiteA, std::nullopt), false);
+  StandbyHarness fresh;
+  auto actions = fresh.start(s, {"me", "s", "a"}, true, true, 7);
+  EXPECT_EQ(onlyApply(actions), c);
+  EXPECT_TRUE(peer_test::logged(actions, "following the source dugong siteA (no state of the source read yet"));
+  EXPECT_TRUE(only<ApplyPgConfig>(fresh.step(unreachable())).empty()) << "an unreachable source changes nothing";
+  fresh.applied(true);
+  EXPECT_FALSE(fresh.peer.inspect().contains("sourceUpstream"));
+
+  ClusterState asked = s;
+  asked.standby->promote = {{"by", "ops@jump1"}, {"sourceGone", true}, {"generation", 5},
+                            {"expireTime", formatIso8601(peer_test::kT0 + 60000)}};
+  actions = fresh.step(ClusterStateChanged{peer_test::node(asked, 8)});
+  EXPECT_FALSE(peer_test::logged(actions, "waiting for postgres to run as standby leader first"));
+  ASSERT_EQ(only<FencePg>(actions).size(), 1u);
+  const WriteClusterState write = fencedWrite(fresh, WalPosition(900), timeline1());
+  EXPECT_EQ(standbyShape(write.state), "6 me s [a] deposed [] " + WalPosition(900).toString() + "/1 normal");
+  EXPECT_EQ(write.reason, "generation 6: promote-cluster requested by ops@jump1 (--source-gone): no longer a standby "
+                          "cluster of dugong siteA (z1:2181/dugong/siteA); me is primary with WAL " +
+                              WalPosition(900).toString() + " and promotes, s stays sync");
+  actions = fresh.step(StateWriteFinished{true, "", false, 9});
+  EXPECT_EQ(onlyApply(actions).role, PgRole::kPrimary);
+
+  // Without --source-gone the unreachable source is not enough: refused, the fence lifted.
+  StandbyHarness planned;
+  planned.start(s, {"me", "s", "a"}, true, true, 7);
+  planned.step(unreachable());
+  planned.applied(true);
+  asked.standby->promote["sourceGone"] = false;
+  ASSERT_EQ(only<FencePg>(planned.step(ClusterStateChanged{peer_test::node(asked, 8)})).size(), 1u);
+  ASSERT_EQ(only<ReadWal>(planned.step(PgFenced{true, ""})).size(), 1u);
+  auto writes = only<WriteClusterState>(planned.step(WalPositionRead{WalPosition(900), "", 0, timeline1()}));
+  ASSERT_EQ(writes.size(), 1u);
+  const WriteClusterState& refused = writes[0];
+  EXPECT_EQ(refused.state.generation, 5);
+  EXPECT_TRUE(refused.state.standby.has_value()) << refused.reason;
+  EXPECT_NE(refused.reason.find("refused by standby leader me"), std::string::npos) << refused.reason;
+}
+
+// A new standby cluster's first leader with no data directory has nothing to run: it
+// waits for the source's state to choose the source peer to copy it from.
+TEST(PeerStandby, ANewStandbyClustersFirstLeaderWithNoDataWaitsForTheSourcesState) {
+  ClusterState s = dugongStandby(1, "me", "s", {"a"});
+  s.initWal = WalPosition();
+  s.initTimeline = 0;
+  StandbyHarness h;
+  auto actions = h.start(s, {"me", "s", "a"}, false, false, 0);
+  EXPECT_TRUE(only<ApplyPgConfig>(actions).empty());
+  EXPECT_TRUE(peer_test::logged(actions, "with no data directory: waiting to read the source's state"));
+  EXPECT_TRUE(only<ApplyPgConfig>(h.step(unreachable())).empty());
+  SourceObservation o;
+  o.reachable = true;
+  o.state = ObservedSourceState::of(cluster(9, "a1", "a2", {"a3"}));
+  EXPECT_EQ(onlyApply(h.step(SourceObserved{o, "siteB", "", "/dugong/siteB"})),
+            PgConfig::standbyLeader(dugongEndpoint(kSiteA, ident("a2")), true));
+
+  // Its data directory there (copied by an earlier run), it runs with none chosen.
+  StandbyHarness copied;
+  EXPECT_EQ(onlyApply(copied.start(s, {"me", "s", "a"}, false, true, 0)),
+            PgConfig::standbyLeader(dugongEndpoint(kSiteA, std::nullopt), true));
+}
+
+// A sync that takes over while the source cannot be read (its agent never read it) runs as
+// standby leader with no source peer chosen: never streaming from a peer of its own cluster
+// (the pg adapter follows only a source peer), and ready, so that its gone sync is replaced.
+TEST(PeerStandby, ASyncTakingOverWithItsSourceUnreachableRunsAsLeaderAndReplacesAGoneSync) {
+  StandbyHarness h(false, ident("s"));
+  ClusterState s = dugongStandby(4, "old", "s", {"a", "b"});
+  h.start(s, {"old", "s", "a", "b"}, false, false, 9);
+  h.step(unreachable());
+  h.applied(true);
+  ASSERT_EQ(only<ReadWal>(h.step(ActivePeersChanged{peers({"s", "a", "b"})})).size(), 1u);
+  ASSERT_EQ(only<FencePg>(h.step(WalPositionRead{WalPosition(150), "", 0, timeline1()})).size(), 1u);
+  const WriteClusterState write = fencedWrite(h, WalPosition(160), timeline1());
+  EXPECT_EQ(standbyShape(write.state), "5 s a [b] deposed [] " + WalPosition(160).toString() + "/1 standby");
+  auto actions = h.step(StateWriteFinished{true, "", false, 10});
+  EXPECT_EQ(h.peer.role(), Role::kStandbyLeader);
+  PgConfig c = onlyApply(actions);
+  EXPECT_EQ(c, PgConfig::standbyLeader(dugongEndpoint(kSiteA, std::nullopt), false));
+  EXPECT_FALSE(c.upstream.has_value()) << "not the old leader: only a source peer is followed";
+  h.applied(true);
+
+  // Its new sync gone: replaced at its fenced replay end, as a leader that read the source.
+  actions = h.step(ActivePeersChanged{peers({"s", "b"})});
+  ASSERT_EQ(only<FencePg>(actions).size(), 1u);
+  const WriteClusterState replaced = fencedWrite(h, WalPosition(170), timeline1());
+  EXPECT_EQ(standbyShape(replaced.state), "6 s b [] deposed [] " + WalPosition(170).toString() + "/1 standby");
+  EXPECT_EQ(replaced.reason, "generation 6: sync a is gone; b becomes sync of the standby cluster");
+
+  // The source read at last: the leader streams from its sync.
+  h.step(StateWriteFinished{true, "", false, 11});
+  h.applied(true);
+  SourceObservation o;
+  o.reachable = true;
+  o.state = ObservedSourceState::of(cluster(9, "a1", "a2", {"a3"}));
+  o.primaryPresent = true;
+  c = onlyApply(h.step(SourceObserved{o, "siteB", "", "/dugong/siteB"}));
+  EXPECT_EQ(*c.source, dugongEndpoint(kSiteA, ident("a2")));
 }
 
 }  // namespace

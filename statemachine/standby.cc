@@ -406,7 +406,7 @@ SourceEndpoint hostsEndpoint(const StandbySource& source) {
   return e;
 }
 
-SourceEndpoint dugongEndpoint(const StandbySource& source, const PeerIdentity& upstream) {
+SourceEndpoint dugongEndpoint(const StandbySource& source, const std::optional<PeerIdentity>& upstream) {
   SourceEndpoint e;
   e.kind = SourceKind::kDugong;
   e.peer = upstream;

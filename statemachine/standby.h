@@ -169,8 +169,11 @@ SourceEndpoint hostsEndpoint(const StandbySource& source);
 // What the standby leader of a `dugong` source streams from (0083 3.1, 3.2): the source
 // peer `upstream` (sourceUpstream's choice), as the source's state names it (its pgUrl),
 // and the source's cluster name. No slot (as for `hosts`; decision 0083 "Phase 5 as
-// built"). REQUIRES: source.kind == kDugong.
-SourceEndpoint dugongEndpoint(const StandbySource& source, const PeerIdentity& upstream);
+// built"). No upstream (its agent has read no state of the source since it started:
+// 0083 "Phase 7 as built"): the source peer the leader's postgres followed last as
+// standby leader of this source, else none (in recovery, replaying what it has); the pg
+// adapter decides which (pg::planLeaderEndpoint). REQUIRES: source.kind == kDugong.
+SourceEndpoint dugongEndpoint(const StandbySource& source, const std::optional<PeerIdentity>& upstream);
 
 // `standby.source` of dugong.yaml (0083 2.4): "hosts://h1:5432,h2:5432" (IPv6 in
 // brackets), or "dugong://zk1:2181[,zk2:2181...]/root/of/the/source" (the source's

@@ -57,6 +57,13 @@ StandbyStep planStandby(const StandbyFacts& facts) {
   return StandbyStep::kRestart;
 }
 
+SourceEndpoint planLeaderEndpoint(const SourceEndpoint& wanted, const std::optional<SourceEndpoint>& last) {
+  if (wanted.kind != SourceKind::kDugong || wanted.peer) return wanted;
+  SourceEndpoint out = wanted;
+  if (last && last->kind == SourceKind::kDugong && last->cluster == wanted.cluster) out.peer = last->peer;
+  return out;
+}
+
 const char* standbyStepName(StandbyStep s) {
   switch (s) {
     case StandbyStep::kRoleOnly: return "role-only";

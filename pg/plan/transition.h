@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "statemachine/standby.h"
 #include "statemachine/timeline_history.h"
 #include "statemachine/wal_position.h"
 
@@ -91,5 +92,14 @@ enum class StandbyStep {
 StandbyStep planStandby(const StandbyFacts& facts);
 
 const char* standbyStepName(StandbyStep s);
+
+// What a standby leader follows (docs/decisions/0083 "Phase 7 as built"). A `dugong`
+// endpoint with no source peer (the agent has read no state of the source since it
+// started, or since it took over): the source peer of `last`, the endpoint its last apply
+// followed as standby leader, when that was the same source cluster's; else none (postgres
+// runs in recovery with no primary_conninfo, replaying what it has). Never a peer of its
+// own cluster (a sync that took over streamed from the old leader: `last` is then none),
+// never another source's. Any other endpoint is followed as it is.
+SourceEndpoint planLeaderEndpoint(const SourceEndpoint& wanted, const std::optional<SourceEndpoint>& last);
 
 }  // namespace dugong::pg

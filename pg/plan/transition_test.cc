@@ -127,5 +127,39 @@ TEST(PlanTransition, StandbyTable) {
   }
 }
 
+// A leader with no source peer chosen (0083 "Phase 7 as built") keeps the one it followed
+// last as this source's standby leader, and follows nothing else.
+TEST(PlanTransition, LeaderEndpointTable) {
+  const StandbySource siteA = *parseSourceUrl("dugong://z1:2181/dugong/siteA");
+  const StandbySource siteC = *parseSourceUrl("dugong://z1:2181/dugong/siteC");
+  const StandbySource hosts = *parseSourceUrl("hosts://h1:5432");
+  PeerIdentity a2;
+  a2.id = "a2";
+  a2.pgUrl = "tcp://postgres@10.0.0.2:5432/postgres";
+  PeerIdentity a3 = a2;
+  a3.id = "a3";
+  const SourceEndpoint unchosen = dugongEndpoint(siteA, std::nullopt);
+  struct Row {
+    const char* name;
+    SourceEndpoint wanted;
+    std::optional<SourceEndpoint> last;
+    std::optional<std::string> follows;  // the source peer's id
+  };
+  const Row rows[] = {
+      {"chosen: as wanted", dugongEndpoint(siteA, a3), dugongEndpoint(siteA, a2), "a3"},
+      {"unchosen, last of this source: kept", unchosen, dugongEndpoint(siteA, a2), "a2"},
+      {"unchosen, never a leader (a sync that took over): none", unchosen, std::nullopt, std::nullopt},
+      {"unchosen, last of another source: none", unchosen, dugongEndpoint(siteC, a2), std::nullopt},
+      {"unchosen, last a hosts source: none", unchosen, hostsEndpoint(hosts), std::nullopt},
+      {"unchosen, last unchosen too: none", unchosen, unchosen, std::nullopt},
+  };
+  for (const Row& r : rows) {
+    const SourceEndpoint got = planLeaderEndpoint(r.wanted, r.last);
+    EXPECT_EQ(got.peer ? std::optional<std::string>(got.peer->id) : std::nullopt, r.follows) << r.name;
+    EXPECT_EQ(got.cluster, "siteA") << r.name;
+  }
+  EXPECT_EQ(planLeaderEndpoint(hostsEndpoint(hosts), dugongEndpoint(siteA, a2)), hostsEndpoint(hosts));
+}
+
 }  // namespace
 }  // namespace dugong::pg

@@ -415,7 +415,7 @@ RunResult World::run() {
     if (!checker_.ok()) break;
     if (convergedAt_ && now_ >= *convergedAt_ + kSettleAfterConvergedMs && !deposedNotRejoined()) break;
     if (now_ > deadline &&
-        ((leftToAnOperator_ = haltedOnAReplacedCopy()) || (leftToAnOperator_ = leaderWaitsForAGoneSource()))) {
+        (leftToAnOperator_ = haltedOnAReplacedCopy())) {
       trace('Q', [&] { return "not read-write, left to an operator: " + *leftToAnOperator_; });
       break;
     }

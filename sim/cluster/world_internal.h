@@ -469,7 +469,6 @@ class World final : public simworld::TraceSink {
   void checkStandby();
   void standbyStateWritten(const std::optional<ClusterState>& before);
   bool standbyFollowing() const;
-  std::optional<std::string> leaderWaitsForAGoneSource() const;
   // failsafe_checks.cc
   void noteZooKeeperReach();
   void noteZooKeeperReachAtStep();
@@ -488,7 +487,6 @@ class World final : public simworld::TraceSink {
   // random stream (the other seeds draw nothing from it).
   Rng rngSource_{0};
   std::unique_ptr<simworld::SimSource> source_;
-  int64_t sourceGoneAt_ = -1;        // promote-cluster: when the source site went
   bool promoteClusterAsked_ = false;  // the operator wrote standby.promote
   std::optional<WalPosition> promotedAtWal_;  // the initWal of the generation promote-cluster wrote
   std::vector<Node> nodes_;

@@ -115,9 +115,16 @@ void SimPostgres::apply(const PgConfig& config, std::function<void(PgConfigAppli
   pendingApply_ = std::move(done);
   // A standby leader of a dugong source (docs/decisions/0083) streams from the source peer
   // its endpoint names, as a standby from its upstream (pg/controller_standby_leader.cc:
-  // primary_conninfo to that peer's host and port).
+  // primary_conninfo to that peer's host and port); with none named, the one its last
+  // apply followed as this source's leader, else none (pg/plan/transition.h).
   PgConfig model = config;
-  if (model.role == PgRole::kStandbyLeader && model.source && model.source->peer) model.upstream = model.source->peer;
+  if (model.role == PgRole::kStandbyLeader && model.source) {
+    const PgServer& p = pg();
+    std::optional<SourceEndpoint> last;
+    if (p.config.role == PgRole::kStandbyLeader) last = p.config.source;
+    model.source = pg::planLeaderEndpoint(*model.source, last);
+    if (model.source->peer) model.upstream = model.source->peer;
+  }
   carryOut(model);
 }
 

@@ -104,22 +104,4 @@ bool World::standbyFollowing() const {
   return true;
 }
 
-// A finding of the simulator (0083 "Phase 6 as built"): a standby leader whose agent
-// starts (or whose postgres stopped, or a sync that takes over) while its source is gone
-// has read no source state in this run, so it chooses no upstream, leaves its postgres as
-// it is (stopped, running as a sync, or running unapplied by this run), and neither carries
-// out promote-cluster ("waiting for postgres to run as standby leader first") nor
-// replaces a gone sync. Until the state machine starts such a leader without an
-// upstream, the run counts it as left to an operator, with the leader's words.
-std::optional<std::string> World::leaderWaitsForAGoneSource() const {
-  if (!source_ || !source_->gone() || !state_ || !state_->standby || statePrimary_ < 0) return std::nullopt;
-  const Node& leader = node(statePrimary_);
-  if (!leader.up) return std::nullopt;
-  if (leader.driver->peer().inspect().contains("sourceUpstream")) return std::nullopt;
-  return leader.identity.id + ", standby leader, has no upstream chosen (its source is gone since " +
-         std::to_string(sourceGoneAt_) + " ms) and leaves its postgres as it is (" +
-         (leader.pg.running ? describeConfig(leader.pg.config) : std::string("stopped")) +
-         "): promote-cluster waits for ever";
-}
-
 }  // namespace dugong::clustersim::world_internal

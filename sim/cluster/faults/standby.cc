@@ -3,6 +3,8 @@
 // is cut off from this cluster's hosts and healed, or goes for good before the operator's
 // promote-cluster --source-gone. The existing faults hit the standby cluster's peers as
 // they hit a normal cluster's (its leader is the state's primary).
+#include <algorithm>
+
 #include "sim/cluster/world_internal.h"
 
 namespace dugong::clustersim::world_internal {
@@ -45,6 +47,13 @@ void World::healSource() {
 // promote-cluster --source-gone: dugong-adm writes standby.promote (its own refusals
 // pass: the source does not answer), the leader carries it out.
 void World::promoteCluster(const Fault& f) {
+  // A site lost before the standby cluster holds any copy of it leaves nothing to promote
+  // (no design survives it; 0083 "Phase 7 as built"): not a fault the runs inject.
+  if (std::none_of(nodes_.begin(), nodes_.end(), [](const Node& nd) { return nd.pg.setUp; })) {
+    return trace('F', [&] {
+      return std::string("promote-cluster skipped: no peer of the standby cluster has copied the source yet");
+    });
+  }
   // The site goes mid-stream: a leader behind its source peer may have received the
   // first bytes of a record whose rest never comes (a received position inside a record,
   // past where its replay, and its promotion, end).
@@ -57,7 +66,6 @@ void World::promoteCluster(const Fault& f) {
     trace('F', [&] { return nd.identity.id + " received part of a record from " + pg.config.upstream->id + " as the source went"; });
   }
   source_->stopForGood();
-  sourceGoneAt_ = now_;
   after(static_cast<int64_t>(f.variant % 4000), [this] { opPromoteCluster(); });
 }
 
