@@ -120,7 +120,9 @@ else
   # The cluster tests run one at a time (they time real failovers) and wait more than
   # they compute: they start as soon as their binaries are built (the target
   # dugong_cluster_tests), and the rest of the build and the other tests fill the cores
-  # beside them at nice 10 (record 0090). Each half's output is printed as it ends.
+  # beside them at nice 10 (record 0090); the other tests two more at once than cores
+  # (the postgres adapter tests wait on their servers). Each half's output is printed as
+  # it ends.
   suite_start=$(date +%s)
   echo "== sanitizers (ASan+UBSan): configure and build what the cluster tests need (build/asan)"
   cmake -S . -B build/asan -G Ninja -DDUGONG_CLUSTER_TESTS_AT_ONCE="$cluster_at_once" "${asan_args[@]}" >/dev/null
@@ -132,7 +134,7 @@ else
   (
     renice -n 10 -p "$BASHPID" >/dev/null
     ninja -C build/asan -j "$jobs" && echo "== the rest built at $(( $(date +%s) - suite_start )) s" &&
-      cd build/asan && ctest --output-on-failure --timeout 900 -j "$((jobs + 1))" -LE '^(cluster|full|campaign)$'
+      cd build/asan && ctest --output-on-failure --timeout 900 -j "$((jobs + 2))" -LE '^(cluster|full|campaign)$'
   ) >build/other-tests.log 2>&1 &
   other_pid=$!
   other_status=0 cluster_status=0
