@@ -13,7 +13,7 @@
 #                              (label full, docs/safety.md), the simulator's seeds 1..10000
 #                              on an optimised build of it, and a plain optimised build
 #                              running the whole suite
-#   DUGONG_TEST_LABELS=statemachine|scenario|sim|zk|pg|agent|e2e|adm  only those ctest labels
+#   DUGONG_TEST_LABELS=statemachine|scenario|sim|zk|pg|agent|e2e|adm|ecosystem|cluster  only those ctest labels
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
