@@ -128,21 +128,30 @@ else
   cmake -S . -B build/asan -G Ninja -DDUGONG_CLUSTER_TESTS_AT_ONCE="$cluster_at_once" "${asan_args[@]}" >/dev/null
   ninja -C build/asan -j "$jobs" dugong_cluster_tests
   echo "== sanitizers (ASan+UBSan): built in $(( $(date +%s) - suite_start )) s; the cluster tests, and beside them the rest"
-  (cd build/asan && ctest --output-on-failure --timeout 900 -j "$cluster_at_once" -L '^cluster$' -LE '^(full|campaign)$') \
-    >build/cluster-tests.log 2>&1 &
+  (
+    status=0
+    cd build/asan && ctest --output-on-failure --timeout 900 -j "$cluster_at_once" -L '^cluster$' -LE '^(full|campaign)$' ||
+      status=$?
+    echo "== the cluster tests ended at $(( $(date +%s) - suite_start )) s"
+    exit "$status"
+  ) >build/cluster-tests.log 2>&1 &
   cluster_pid=$!
   (
     renice -n 10 -p "$BASHPID" >/dev/null
-    ninja -C build/asan -j "$jobs" && echo "== the rest built at $(( $(date +%s) - suite_start )) s" &&
-      cd build/asan && ctest --output-on-failure --timeout 900 -j "$((jobs + 2))" -LE '^(cluster|full|campaign)$'
+    status=0
+    { ninja -C build/asan -j "$jobs" && echo "== the rest built at $(( $(date +%s) - suite_start )) s" &&
+      cd build/asan && ctest --output-on-failure --timeout 900 -j "$((jobs + 2))" -LE '^(cluster|full|campaign)$'; } ||
+      status=$?
+    echo "== the other tests ended at $(( $(date +%s) - suite_start )) s"
+    exit "$status"
   ) >build/other-tests.log 2>&1 &
   other_pid=$!
   other_status=0 cluster_status=0
   wait "$other_pid" || other_status=$?
-  echo "== the other tests (ended at $(( $(date +%s) - suite_start )) s):"
+  echo "== the other tests (the rest of the build, then ctest -LE cluster):"
   cat build/other-tests.log
   wait "$cluster_pid" || cluster_status=$?
-  echo "== the cluster tests (ended at $(( $(date +%s) - suite_start )) s):"
+  echo "== the cluster tests (ctest -L cluster):"
   cat build/cluster-tests.log
   [ "$other_status" = 0 ] && [ "$cluster_status" = 0 ] || { echo "== sanitizers (ASan+UBSan): FAILED" >&2; exit 1; }
   echo "== sanitizers (ASan+UBSan): done in $(( $(date +%s) - suite_start )) s"
