@@ -63,20 +63,7 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
   // A dugong source with no source peer chosen by the agent yet (it has read no state of
   // the source since it started: 0083 "Phase 7 as built"): the source peer the last apply
   // followed as this source's leader, else none (in recovery, no primary_conninfo).
-  std::optional<SourceEndpoint> last;
-  if (previous.role == "standby-leader" && previous.sourceCluster) {
-    SourceEndpoint e;
-    e.kind = SourceKind::kDugong;
-    e.cluster = *previous.sourceCluster;
-    if (previous.sourcePeerId && previous.sourcePeerUrl) {
-      PeerIdentity p;
-      p.id = *previous.sourcePeerId;
-      p.pgUrl = *previous.sourcePeerUrl;
-      e.peer = p;
-    }
-    last = e;
-  }
-  const SourceEndpoint source = planLeaderEndpoint(*config.source, last);
+  const SourceEndpoint source = planLeaderEndpoint(*config.source, leaderSourceFollowed(previous));
   const bool streams = source.kind != SourceKind::kDugong || source.peer.has_value();
   Result<std::string> conninfo = std::string();
   if (streams) conninfo = sourceConninfo(source, true);
@@ -85,13 +72,7 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
   want.role = "standby-leader";
   want.primaryConninfo = conninfo.value();
   want.source = source.describe();
-  if (source.kind == SourceKind::kDugong) {
-    want.sourceCluster = source.cluster;
-    if (source.peer) {
-      want.sourcePeerId = source.peer->id;
-      want.sourcePeerUrl = source.peer->pgUrl;
-    }
-  }
+  recordLeaderSource(want, source);
   want.readOnly = false;
 
   bool running = isRunning();

@@ -107,6 +107,29 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   return out.str();
 }
 
+void recordLeaderSource(ManagedState& state, const SourceEndpoint& source) {
+  if (source.kind != SourceKind::kDugong) return;
+  state.sourceCluster = source.cluster;
+  if (source.peer) {
+    state.sourcePeerId = source.peer->id;
+    state.sourcePeerUrl = source.peer->pgUrl;
+  }
+}
+
+std::optional<SourceEndpoint> leaderSourceFollowed(const ManagedState& state) {
+  if (state.role != "standby-leader" || !state.sourceCluster) return std::nullopt;
+  SourceEndpoint e;
+  e.kind = SourceKind::kDugong;
+  e.cluster = *state.sourceCluster;
+  if (state.sourcePeerId && state.sourcePeerUrl) {
+    PeerIdentity p;
+    p.id = *state.sourcePeerId;
+    p.pgUrl = *state.sourcePeerUrl;
+    e.peer = p;
+  }
+  return e;
+}
+
 Result<ManagedState> parseManagedConf(const std::string& text) {
   std::istringstream in(text);
   std::string line;

@@ -12,6 +12,7 @@
 
 #include "pg/options.h"
 #include "pg/plan/standby_names.h"
+#include "statemachine/standby.h"
 #include "statemachine/result.h"
 
 namespace dugong::pg {
@@ -70,6 +71,13 @@ inline constexpr const char* kIncludeLine = "include 'dugong.conf'  # added by d
 // The settings dugong writes unless `options.settings` names them (quoted as in the
 // file), e.g. max_wal_senders 10, or 20 with wal_level logical.
 std::map<std::string, std::string> defaultSettings(const PgOptions& options);
+
+// The dugong source a standby leader follows, kept in its state line (sourceCluster,
+// sourcePeer, sourcePeerUrl; no peer: none chosen) and read back by the next apply
+// (docs/decisions/0083 "Phase 7 as built"). Any other endpoint records nothing.
+void recordLeaderSource(ManagedState& state, const SourceEndpoint& source);
+// The dugong source a state line says a standby leader followed; none for another role.
+std::optional<SourceEndpoint> leaderSourceFollowed(const ManagedState& state);
 
 // The file's text for these options and this state.
 std::string renderManagedConf(const PgOptions& options, const ManagedState& state);
