@@ -187,8 +187,12 @@ void ZkCoordinator::followSource(const StateNode& node) {
     if (state && state->standby && state->standby->source.kind == SourceKind::kDugong) source = state->standby->source;
   }
   if (sourceWatch_ && source && sourceWatch_->source() == *source) return;
-  if (sourceWatch_) spdlog::info("no longer reading the standby source {}", sourceWatch_->source().describe());
-  sourceWatch_.reset();
+  std::erase_if(retiredSourceWatches_, [](const auto& w) { return w->ended(); });
+  if (sourceWatch_) {
+    spdlog::info("no longer reading the standby source {}", sourceWatch_->source().describe());
+    sourceWatch_->stop();
+    retiredSourceWatches_.push_back(std::move(sourceWatch_));
+  }
   sourceSeen_.reset();
   if (!source) return;
   spdlog::info("reading the standby source {} (read-only, once a second)", source->describe());

@@ -127,6 +127,10 @@ class ZkCoordinator : public driver::Coordinator {
   std::vector<std::pair<std::string, std::function<void(StateNode)>>> watched_;
   std::function<void(Event)> deliver_;  // the driver's onEvent while joined
   std::unique_ptr<zk::SourceWatch> sourceWatch_;
+  // Watches no longer followed, stopped but perhaps still in a read of an unreachable
+  // ensemble: joined once ended (or by the destructor), never on the event loop's
+  // critical path (a join there held the loop for seconds past the watchdog's bound).
+  std::vector<std::unique_ptr<zk::SourceWatch>> retiredSourceWatches_;
   std::optional<SourceObserved> sourceSeen_;
   // The write in flight: answered exactly once, by the session or by leave().
   uint64_t writeSerial_ = 0;

@@ -72,7 +72,13 @@ SourceLag computeSourceLag(const std::string& source, const LeaderReplay& leader
 }
 
 std::string SourceLag::describe() const {
-  if (!lagBytes) return "lag to " + source + " unknown: " + unknownWhy;
+  if (!lagBytes) {
+    // What the leader holds, all the same: what a promotion with the source gone keeps.
+    const bool holds = leader.receivedLsn || leader.replayedLsn;
+    return "lag to " + source + " unknown: " + unknownWhy +
+           (holds ? "; received " + leader.receivedLsn.value_or("-") + ", replayed " + leader.replayedLsn.value_or("-")
+                  : "");
+  }
   char buf[96];
   if (lagSeconds) {
     std::snprintf(buf, sizeof buf, "%.1f MB and %.1f s", static_cast<double>(*lagBytes) / (1024.0 * 1024.0),

@@ -49,15 +49,30 @@ SourceWatch::SourceWatch(StandbySource source, std::optional<DigestAuth> auth, i
 }
 
 SourceWatch::~SourceWatch() {
+  stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SourceWatch::stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+}
+
+bool SourceWatch::ended() const {
+  std::lock_guard lock(mu_);
+  return ended_;
 }
 
 void SourceWatch::run() {
+  watch();
+  std::lock_guard lock(mu_);
+  ended_ = true;
+}
+
+void SourceWatch::watch() {
   ZkOptions options;
   options.connectString = source_.zookeeperConnect();
   options.chroot = source_.chroot;
@@ -99,6 +114,9 @@ void SourceWatch::run() {
     // What changes the decisions: reachable or not, the state's bytes, its primary's presence.
     const std::string key = std::string(seen.reachable ? "1" : "0") + (reachable && state->exists ? state->data : "") +
                             (seen.primaryPresent ? "p" : "-");
+    // Under the lock, so that nothing is seen after stop() has returned.
+    std::unique_lock lock(mu_);
+    if (stopping_) return;
     if (first || key != lastKey) {
       first = false;
       lastKey = key;
@@ -110,7 +128,6 @@ void SourceWatch::run() {
       }
       onSeen_(seen);
     }
-    std::unique_lock lock(mu_);
     if (cv_.wait_for(lock, std::chrono::milliseconds(intervalMs_), [this] { return stopping_; })) return;
   }
 }

@@ -39,22 +39,31 @@ class SourceWatch {
   // state's bytes, whether its primary is present).
   SourceWatch(StandbySource source, std::optional<DigestAuth> auth, int intervalMs,
               std::function<void(SourceObservation)> onSeen);
-  ~SourceWatch();  // stops the thread (bounded by a read's timeout) and joins it
+  ~SourceWatch();  // stop(), then joins the thread (bounded by a read's timeout)
   SourceWatch(const SourceWatch&) = delete;
   SourceWatch& operator=(const SourceWatch&) = delete;
+
+  // Asks the thread to stop and returns at once, without waiting for the read in
+  // progress (a connection to an unreachable ensemble waits up to twice the interval):
+  // the agent's event loop calls it. `onSeen` is never called once it has returned.
+  void stop();
+  // The thread has returned: the destructor joins it at once.
+  bool ended() const;
 
   const StandbySource& source() const { return source_; }
 
  private:
   void run();
+  void watch();
 
   StandbySource source_;
   std::optional<DigestAuth> auth_;
   int intervalMs_;
   std::function<void(SourceObservation)> onSeen_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool ended_ = false;
   std::thread thread_;
 };
 

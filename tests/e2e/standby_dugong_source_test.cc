@@ -7,6 +7,8 @@
 //   sync takes over and a new sync is named; the standby leader moves to it (a reload),
 //   with no copy; every acknowledged row reaches every standby peer; no standby peer ever
 //   answers /primary 200.
+// - A leader restarted with the source gone (0083 "Phase 7 as built"): it keeps running in
+//   recovery and promote-cluster --source-gone makes the standby cluster writable.
 // - The planned switch of sites and back (0083 5.3): `demote-cluster --source
 //   dugong://siteB` on A, then `promote-cluster` (no --source-gone) on B; A follows B with
 //   no copy and no rewind; then the same with the sites swapped. No acknowledged row is
@@ -187,6 +189,64 @@ TEST_F(StandbyDugongSource, FollowsTheSourcesNewSyncAcrossItsFailoverWithoutACop
         << b.peer(i).id << " was copied again";
   }
   expectNoPeerWritable(b, "after the failover");
+}
+
+// 0083 "Phase 7 as built": site a lost entirely (its agents, postmasters and ZooKeeper
+// killed), then the standby leader's agent restarted, so that it starts with no
+// observation of its source. It keeps its postgres running in recovery (the same
+// postmaster; never writable), and `promote-cluster --source-gone` makes site b writable
+// with every row a acknowledged before the loss; b's other peers follow on the new
+// timeline.
+TEST_F(StandbyDugongSource, ALeaderRestartedWithItsSourceGoneKeepsRunningAndIsPromoted) {
+  ASSERT_NO_FATAL_FAILURE(startSites());
+  Harness& a = *a_;
+  Harness& b = *b_;
+  const int leader = standbyLeader(b);
+  ASSERT_GE(leader, 0);
+  writer_->stop();
+  const std::set<int> acked = writer_->acked();
+  ASSERT_NO_FATAL_FAILURE(expectAllRows(b, acked));
+
+  for (int i = 0; i < a.size(); ++i) {
+    a.killAgentAndWatchdog(i);
+    a.killPostgres(i);
+  }
+  for (int s = 0; s < a.zookeeper().size(); ++s) a.zookeeper().kill(s);
+  const std::string pidFile = b.peer(leader).pg->options.dataDir + "/postmaster.pid";
+  const std::string postmasterBefore = dugong::testing::fileText(pidFile).substr(0, 16);
+  b.stopAgent(leader);
+  b.startAgent(leader);
+  ASSERT_TRUE(b.waitFor([&] { return b.role(leader) == "standby-leader"; }, 60s)) << b.logTail(leader, 40);
+  EXPECT_EQ(dugong::testing::fileText(pidFile).substr(0, 16), postmasterBefore)
+      << "the restarted agent keeps its postgres as it runs";
+  auto inRecovery = b.sql(leader, "SELECT pg_is_in_recovery()", 5s);
+  ASSERT_TRUE(inRecovery.ok()) << inRecovery.error();
+  EXPECT_EQ(inRecovery->rows[0][0], "t");
+  expectNoPeerWritable(b, "with the source gone, before promote-cluster");
+  // What it holds is said, though the source's position cannot be read.
+  std::string lag;
+  EXPECT_TRUE(b.waitFor(
+      [&] {
+        auto st = b.status(leader);
+        if (!st || !st->contains("standby") || !(*st)["standby"].is_object()) return false;
+        const nlohmann::json l = (*st)["standby"].value("lag", nlohmann::json(nullptr));
+        lag = l.is_object() ? l.value("summary", "") : "";
+        return !lag.empty();
+      },
+      30s));
+  EXPECT_NE(lag.find("; received 0/"), std::string::npos) << lag;
+
+  auto promoted = adm(b, {"promote-cluster", "--source-gone", "--wait", "120"});
+  std::cout << promoted.output;
+  ASSERT_EQ(promoted.exitCode, 0) << promoted.output << b.logTail(leader, 60);
+  EXPECT_NE(promoted.output.find("standby leader " + b.peer(leader).id + ": lag to "), std::string::npos)
+      << promoted.output;
+  EXPECT_NE(promoted.output.find("; received 0/"), std::string::npos) << promoted.output;
+  ASSERT_TRUE(b.waitFor([&] { return b.httpStatus(leader, "/primary") == 200; }, 60s)) << b.describe();
+  ASSERT_TRUE(b.sql(leader, "INSERT INTO acked VALUES (1000000)", 5s).ok());
+  std::set<int> all = acked;
+  all.insert(1000000);
+  ASSERT_NO_FATAL_FAILURE(expectAllRows(b, all));
 }
 
 // One switch: `from` (normal, written to by writer_) demoted toward `to` (a standby of

@@ -142,7 +142,7 @@ int runPromoteCluster(const CommonOptions& common, const PromoteClusterArgs& a) 
   const std::string lag = lagText(view);
   const std::string header = "promote-cluster of " + (view.cluster.empty() ? view.root : view.cluster) +
                              " (source " + of + (a.sourceGone ? ", --source-gone" : "") + "): standby leader " +
-                             s.primary.id + " is " + lag;
+                             s.primary.id + ": " + lag;
   if (s.standby->hasPromote()) {
     return fail(kExitUsage, "refused: a promote-cluster request is pending already (" + s.standby->promote.dump() +
                                 "). Nothing was changed");

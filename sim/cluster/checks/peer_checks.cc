@@ -35,11 +35,15 @@ void World::checkStep() {
     }
     // A withdrawn peer rejoins once its postgres answers again (a fresh connection too,
     // as the agent's health check opens one), unless its agent is stopped (it acts once
-    // it continues: the bound runs from then).
+    // it continues: the bound runs from then). One that withdrew keeping the fence of a
+    // takeover joins again after withdrawAfterMs whatever its health (driver/health.cc):
+    // its postgres, fenced, is not restarted, so a standby that cannot follow its
+    // upstream stays unhealthy until the state it then reads reconfigures it.
     if (nd.driver->withdrawn() && !nd.driver->paused() && nd.pg.serving() &&
         now_ >= nd.pg.refusesNewConnectionsUntil) {
       if (nd.withdrawnServingSince < 0) nd.withdrawnServingSince = now_;
-      if (now_ - nd.withdrawnServingSince > kRejoinBoundMs) {
+      const int64_t bound = nd.driver->peer().keepsFence() ? kWithdrawAfterMs + kRejoinBoundMs : kRejoinBoundMs;
+      if (now_ - nd.withdrawnServingSince > bound) {
         checker_.fail(now_, "withdrawn-stuck",
                       nd.identity.id + " stays withdrawn although its postgres has answered for " +
                           std::to_string(now_ - nd.withdrawnServingSince) + " ms");
