@@ -268,9 +268,12 @@ TEST_P(QuorumFaults, ThePrimaryKilledWhileMembersLagBehindHeldLinksLosesNoAcknow
   }
   if (HasFatalFailure()) return;
   // Rows acknowledged after the links were held: on the other members only. Well within
-  // the primary's wal_sender_timeout (10 s), which would end the held connections.
+  // the primary's wal_sender_timeout (10 s), which would end the held connections. Five:
+  // under a load average of 20 (other builds and tests beside it) the writer, a new
+  // connection per row, got fewer than 20 in 5 s in 2 of 4 runs, while the primary
+  // replaced the held members, as it does after syncReplaceAfterMs (2 s).
   const int fromId = writer_->nextId();
-  ASSERT_TRUE(h_->waitFor([&] { return writer_->ackedSince(fromId) >= 20; }, 5s)) << "writes stalled";
+  ASSERT_TRUE(h_->waitFor([&] { return writer_->ackedSince(fromId) >= 5; }, 5s)) << "writes stalled";
   const std::string end = one(primary_, "SELECT pg_current_wal_lsn()");
   for (int i = 0; i < lagging; ++i) {
     const int m = member(static_cast<size_t>(i));
