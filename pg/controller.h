@@ -422,6 +422,11 @@ class PgController {
   // (0083 P5), the replication role; with its password for primary_conninfo, without
   // it for a command line (the password goes by PGPASSWORD, clientEnv()).
   Result<std::string> sourceConninfo(const SourceEndpoint& source, bool withPassword) const;
+  // A new standby cluster's first leader from its source's repository (0083 4.1):
+  // `pgbackrest restore --type=standby` of the stanza's newest backup into an empty data
+  // directory, with pgBackRest's own restore_command taken out of postgresql.auto.conf
+  // (dugong.conf's is the managed one).
+  Result<bool> restoreLeaderFromRepository(const SourceRepository& repo);
   // A standby leader's lag to its source (pg/source_lag.h), sampled at each status():
   // IDENTIFY_SYSTEM of the source over the leader's replication conninfo, and the leader's
   // received and replayed positions. nullopt unless a standby leader was applied.

@@ -36,6 +36,16 @@ bool validForEveryCommand(const std::string& key) {
 
 std::string quoteForShell(const std::string& s) { return "'" + s + "'"; }
 
+// An argv as one line for postgres to run by the shell (archive_command, restore_command).
+std::string shellLine(const std::vector<std::string>& argv) {
+  std::string cmd;
+  for (const auto& a : argv) {
+    const bool plain = a.find_first_of(" \t\"\\$`;&|<>()*?[]#~") == std::string::npos;
+    cmd += (cmd.empty() ? "" : " ") + (plain ? a : quoteForShell(a));
+  }
+  return cmd;
+}
+
 }  // namespace
 
 const char* replicaMethodName(ReplicaMethod m) {
@@ -107,12 +117,26 @@ std::vector<std::string> pgBackRestArgv(const std::string& stanza, const std::ma
 
 std::map<std::string, std::string> archiveSettings(const BackupSettings& backup, const PgOptions& host) {
   if (!backup.archive) return {};
-  std::string cmd;
-  for (const auto& a : pgBackRestArgv(backup.stanza, backup.options, host, "archive-push")) {
-    const bool plain = a.find_first_of(" \t\"\\$`;&|<>()*?[]#~") == std::string::npos;
-    cmd += (cmd.empty() ? "" : " ") + (plain ? a : quoteForShell(a));
+  return {{"archive_mode", "on"},
+          {"archive_command", shellLine(pgBackRestArgv(backup.stanza, backup.options, host, "archive-push")) + " %p"}};
+}
+
+Result<bool> validateSourceRepository(const SourceRepository& repo) {
+  if (repo.stanza.empty()) return Error{"the repository's stanza is empty"};
+  for (const char* own : {"archive", "stanza", "replica-methods"}) {
+    if (repo.options.count(own)) {
+      return Error{std::string("options.") + own + ": a key of the backup section, not a pgBackRest repository "
+                   "option"};
+    }
   }
-  return {{"archive_mode", "on"}, {"archive_command", cmd + " %p"}};
+  std::map<std::string, std::string> section = repo.options;
+  section["stanza"] = repo.stanza;
+  if (auto s = BackupSettings::parse(section); !s) return Error{s.error()};
+  return true;
+}
+
+std::string restoreCommand(const SourceRepository& repo, const PgOptions& host) {
+  return shellLine(pgBackRestArgv(repo.stanza, repo.options, host, "archive-get")) + " %f \"%p\"";
 }
 
 CommandResult runPgBackRest(const std::vector<std::string>& argv, const PgOptions& host,

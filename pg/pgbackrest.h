@@ -14,6 +14,7 @@
 #include "pg/command.h"
 #include "pg/options.h"
 #include "statemachine/result.h"
+#include "statemachine/standby.h"
 
 namespace dugong::pg {
 
@@ -53,6 +54,17 @@ std::map<std::string, std::string> archiveSettings(const BackupSettings& backup,
 std::vector<std::string> pgBackRestArgv(const std::string& stanza, const std::map<std::string, std::string>& options,
                                         const PgOptions& host, const std::string& command,
                                         const std::vector<std::string>& extra = {});
+
+// A standby cluster's source repository (docs/decisions/0083 2.1, `restore`): the stanza
+// and its options by the backup section's rules (BackupSettings::parse: a stanza of
+// lowercase letters, digits and '-'; options valid for every command; no newline or
+// single quote), and none of the backup section's own keys. The error names the key.
+Result<bool> validateSourceRepository(const SourceRepository& repo);
+
+// The standby leader's restore_command for a source repository (0083 3.1, P6): the argv
+// of `pgbackrest archive-get` for this host (pgBackRestArgv), as one shell line with
+// `%f "%p"`, quoted as archive_command is. REQUIRES: validateSourceRepository(repo).
+std::string restoreCommand(const SourceRepository& repo, const PgOptions& host);
 
 // Runs an argv from pgBackRestArgv as host.osUser, bounded by `timeout`.
 CommandResult runPgBackRest(const std::vector<std::string>& argv, const PgOptions& host,
