@@ -420,6 +420,9 @@ TEST_F(ConfigTest, TheSampleListsEveryKeyTheCodeReads) {
       return errorOf(valid("", "  replicationPassword: r3pl\n  bootstrap:\n    bogus: 1\n"));
     }
     if (section == "postgres.tls") return errorOf(valid("", "  replicationPassword: r3pl\n  tls:\n    bogus: 1\n"));
+    if (section == "standby.restore") {
+      return errorOf(valid() + "standby:\n  source: pgbackrest://sitea\n  restore:\n    bogus: 1\n");
+    }
     if (section == "http") return errorOf(valid() + "  bogus: 1\n");
     if (section == "http.auth") return errorOf(valid() + "  auth:\n    bogus: 1\n");
     if (section == "peer") {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -80,12 +81,18 @@ TEST(StandbyRepository, TheLeadersRestoreCommandIsManagedAndAFenceEmptiesIt) {
 
 class StandbyRepositoryTest : public ::testing::Test {
  protected:
+  // The repository's directories, owned by postgres; the source archiving into stanza
+  // sa with a full backup; the leader's node, with no data directory.
   void SetUp() override {
     const passwd* pw = ::getpwnam("postgres");
     for (const std::string sub : {"/repo", "/log", "/lock"}) {
       std::filesystem::create_directories(cluster_.dir() + sub);
       if (pw) (void)::chown((cluster_.dir() + sub).c_str(), pw->pw_uid, pw->pw_gid);
     }
+    source_ = &cluster_.addNode("src-a");
+    leader_ = &cluster_.addNode("peer-l");
+    sourceController_ = std::make_unique<PgController>(source_->options);
+    archivingSource(*sourceController_, *source_, "sa");
   }
   void TearDown() override { cluster_.stopAll(); }
 
@@ -121,6 +128,9 @@ class StandbyRepositoryTest : public ::testing::Test {
   }
 
   PgTestCluster cluster_{"dugong-pg-repository"};
+  PgTestNode* source_ = nullptr;
+  PgTestNode* leader_ = nullptr;
+  std::unique_ptr<PgController> sourceController_;
 };
 
 // P6 through the adapter, for a `pgbackrest` source: the leader, with no data directory,
@@ -131,10 +141,8 @@ class StandbyRepositoryTest : public ::testing::Test {
 // same postmaster and it keeps replaying; under a fence (promote-cluster's first step) its
 // restore_command is empty.
 TEST_F(StandbyRepositoryTest, ALeaderRestoredFromTheRepositoryReplaysWhatTheSourceArchives) {
-  PgTestNode& a = cluster_.addNode("src-a");
-  PgTestNode& l = cluster_.addNode("peer-l");
-  PgController ca(a.options);
-  archivingSource(ca, a, "sa");
+  PgTestNode& a = *source_;
+  PgTestNode& l = *leader_;
   SourceEndpoint repo;
   repo.kind = SourceKind::kPgbackrest;
   repo.restore = SourceRepository{"sa", repoOptions()};
@@ -178,10 +186,8 @@ TEST_F(StandbyRepositoryTest, ALeaderRestoredFromTheRepositoryReplaysWhatTheSour
 // repository first (the replica methods' order), then streams from the source's writable
 // host with the repository's archive-get as its restore_command too.
 TEST_F(StandbyRepositoryTest, AStreamingSourcesLeaderIsRestoredFromItsRepositoryFirstThenStreams) {
-  PgTestNode& a = cluster_.addNode("src-a");
-  PgTestNode& l = cluster_.addNode("peer-l");
-  PgController ca(a.options);
-  archivingSource(ca, a, "sa");
+  PgTestNode& a = *source_;
+  PgTestNode& l = *leader_;
   SourceEndpoint hosts;
   hosts.kind = SourceKind::kHosts;
   hosts.hosts = {HostPort{"127.0.0.1", a.port}};
