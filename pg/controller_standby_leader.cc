@@ -213,6 +213,7 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
   {
     std::lock_guard lock(stateMu_);
     standbySource_ = source;
+    repositoryRead_.reset();
   }
   if (running) {
     // primary_conninfo and restore_command are reloadable: the WAL receiver restarts on a
@@ -300,7 +301,7 @@ std::optional<SourceLag> PgController::sampleSourceLag() {
     if (r[5]) leader.lastReplayAgeSeconds = std::stod(*r[5]);
     leader.lastReplayTimestamp = r[6];
   }
-  SourceRead read = readSource(*source);
+  SourceRead read = source->kind == SourceKind::kPgbackrest ? readRepository(*source) : readSource(*source);
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
@@ -317,9 +318,7 @@ std::optional<SourceLag> PgController::sampleSourceLag() {
 SourceRead PgController::readSource(const SourceEndpoint& source) const {
   SourceRead read;
   if (source.kind == SourceKind::kPgbackrest) {
-    // 0083 3.5 names the archive's newest segment (pgbackrest info, once a minute): not
-    // built (decision 0083, "Phase 8 as built", left).
-    read.error = "a repository source's position is not read by this dugong";
+    read.error = "a repository source has no host to ask (readRepository reads its archive)";
     return read;
   }
   std::vector<HostPort> hosts = source.hosts;
@@ -348,6 +347,35 @@ SourceRead PgController::readSource(const SourceEndpoint& source) const {
       return SourceRead{"", host.toString(), remote->rows[0][2], std::stoll(*remote->rows[0][1])};
     }
   }
+  return read;
+}
+
+SourceRead PgController::readRepository(const SourceEndpoint& source) {
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(stateMu_);
+    if (repositoryRead_ && now - repositoryReadAt_ < std::chrono::minutes(1)) return *repositoryRead_;
+  }
+  SourceRead read;
+  const SourceRepository& repo = *source.restore;
+  read.host = "stanza " + repo.stanza;
+  auto info = stanzaInfo(repo.stanza, repo.options);
+  auto size = localQuery("SELECT setting FROM pg_settings WHERE name = 'wal_segment_size'");
+  if (!info) {
+    read.error = info.error();
+  } else if (info->archiveMax.empty()) {
+    read.error = "the archive of stanza " + repo.stanza + " holds no WAL segment";
+  } else if (!size || size->rows.empty() || !size->rows[0][0]) {
+    read.error = "wal_segment_size: " + (size ? std::string("no answer") : size.error());
+  } else if (auto end = archivedSegmentEnd(info->archiveMax, std::stoull(*size->rows[0][0])); !end) {
+    read.error = end.error();
+  } else {
+    read.wal = end->wal;
+    read.timeline = end->timeline;
+  }
+  std::lock_guard lock(stateMu_);
+  repositoryRead_ = read;
+  repositoryReadAt_ = now;
   return read;
 }
 

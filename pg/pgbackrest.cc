@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -178,6 +179,8 @@ Result<StanzaInfo> parseStanzaInfo(const std::string& text, const std::string& s
       out.status = s.contains("status") ? s["status"].value("message", "") : "";
       const auto& db = s.value("db", nlohmann::json::array());
       if (!db.empty()) out.systemId = std::to_string(db.back().value("system-id", uint64_t{0}));
+      const auto& archive = s.value("archive", nlohmann::json::array());
+      if (!archive.empty()) out.archiveMax = archive.back().value("max", "");
       const auto& backups = s.value("backup", nlohmann::json::array());
       if (backups.empty()) return out;
       const auto& latest = backups.back();
@@ -197,6 +200,23 @@ Result<StanzaInfo> parseStanzaInfo(const std::string& text, const std::string& s
     return Error{std::string("pgbackrest info: ") + e.what()};
   }
   return Error{"pgbackrest info lists no stanza '" + stanza + "'"};
+}
+
+Result<ArchivedEnd> archivedSegmentEnd(const std::string& segment, uint64_t segmentBytes) {
+  const bool hex = segment.size() == 24 && std::all_of(segment.begin(), segment.end(), [](char c) {
+    return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+  });
+  if (!hex) return Error{"not a WAL segment name: \"" + segment + "\""};
+  if (segmentBytes == 0 || (uint64_t{1} << 32) % segmentBytes != 0) {
+    return Error{"not a WAL segment size: " + std::to_string(segmentBytes)};
+  }
+  const uint64_t log = std::stoull(segment.substr(8, 8), nullptr, 16);
+  const uint64_t seg = std::stoull(segment.substr(16, 8), nullptr, 16);
+  if (seg >= (uint64_t{1} << 32) / segmentBytes) return Error{"not a WAL segment name: \"" + segment + "\""};
+  const uint64_t end = (log << 32) + (seg + 1) * segmentBytes;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%X/%X", static_cast<unsigned>(end >> 32), static_cast<unsigned>(end & 0xFFFFFFFFu));
+  return ArchivedEnd{buf, static_cast<int64_t>(std::stoull(segment.substr(0, 8), nullptr, 16))};
 }
 
 std::optional<std::string> bootstrapRefusal(const BootstrapSystems& s) {

@@ -83,8 +83,21 @@ struct StanzaInfo {
   // list): another than systemId when the stanza was upgraded or recreated since.
   std::string latestBackupSystemId;
   std::string status;  // pgBackRest's status message ("ok", "no valid backups", ...)
+  // The newest WAL segment in the archive of the stanza's current database (the last of
+  // its "archive" list's "max"), e.g. 000000010000000000000005; "" when none.
+  std::string archiveMax;
 };
 Result<StanzaInfo> parseStanzaInfo(const std::string& json, const std::string& stanza);
+
+// Where the WAL of an archived segment ends (a standby cluster's lag to a repository
+// source, docs/decisions/0083 3.5): the position just past `segment` (24 hex digits:
+// timeline, log, segment number) for segments of `segmentBytes`, as "X/Y", and its
+// timeline. Pure.
+struct ArchivedEnd {
+  std::string wal;
+  int64_t timeline = 0;
+};
+Result<ArchivedEnd> archivedSegmentEnd(const std::string& segment, uint64_t segmentBytes);
 
 // A new cluster's first data directory from a backup (postgres.bootstrap in the agent's
 // configuration): the stanza and repository to restore from, and where to stop.

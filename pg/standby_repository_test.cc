@@ -79,6 +79,30 @@ TEST(StandbyRepository, TheLeadersRestoreCommandIsManagedAndAFenceEmptiesIt) {
   EXPECT_EQ(text.find("restore_command"), std::string::npos) << "only the leader restores from the source";
 }
 
+// The lag to a repository source (0083 3.5): the end of the archive's newest segment, by
+// `pgbackrest info`'s "archive" list.
+TEST(StandbyRepository, TheSourcesPositionIsTheEndOfTheNewestArchivedSegment) {
+  auto info = parseStanzaInfo(R"([{"name": "sa", "status": {"message": "ok"},
+      "db": [{"id": 1, "system-id": 7}],
+      "archive": [{"database": {"id": 1}, "id": "15-1", "min": "000000010000000000000001",
+                   "max": "000000020000000A000000FF"}],
+      "backup": [{"label": "20261201-015001F", "database": {"id": 1}}]}])",
+                              "sa");
+  ASSERT_TRUE(info.ok()) << info.error();
+  EXPECT_EQ(info->archiveMax, "000000020000000A000000FF");
+  auto end = archivedSegmentEnd(info->archiveMax, 16 * 1024 * 1024);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->wal, "B/0") << "past the last segment of log A";
+  EXPECT_EQ(end->timeline, 2);
+  EXPECT_EQ(archivedSegmentEnd("000000010000000000000005", 16 * 1024 * 1024)->wal, "0/6000000");
+  EXPECT_EQ(archivedSegmentEnd("000000010000000000000005", 64 * 1024 * 1024)->wal, "0/18000000");
+  EXPECT_FALSE(archivedSegmentEnd("000000010000000000000100", 16 * 1024 * 1024).ok()) << "no 257th segment of 16 MB";
+  EXPECT_FALSE(archivedSegmentEnd("00000001000000000000000", 16 * 1024 * 1024).ok());
+  EXPECT_FALSE(archivedSegmentEnd("00000001000000000000000G", 16 * 1024 * 1024).ok());
+  EXPECT_FALSE(archivedSegmentEnd("000000010000000000000005", 3).ok());
+  EXPECT_EQ(parseStanzaInfo(R"([{"name": "sa", "db": [], "archive": []}])", "sa")->archiveMax, "");
+}
+
 class StandbyRepositoryTest : public ::testing::Test {
  protected:
   // The repository's directories, owned by postgres; the source archiving into stanza
@@ -175,6 +199,19 @@ TEST_F(StandbyRepositoryTest, ALeaderRestoredFromTheRepositoryReplaysWhatTheSour
   writeAndArchive(a, 3);
   EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 3); }, kDeadline));
   EXPECT_EQ(l.value("SELECT pg_is_in_recovery()"), "t");
+  // The lag (0083 3.5): the archive's newest segment (read once a minute) against what
+  // was replayed; once the segment that ends in the source's switch is replayed, nothing.
+  std::optional<SourceLag> lag;
+  EXPECT_TRUE(testing::eventually(
+      [&] {
+        lag = restarted.status().source;
+        return lag && lag->lagBytes == std::optional<uint64_t>(0);
+      },
+      kDeadline))
+      << (lag ? lag->describe() + " " + lag->toJson().dump() : std::string("no lag sampled"));
+  ASSERT_TRUE(lag && lag->sourceWal);
+  EXPECT_EQ(lag->sourcePrimary, "stanza sa");
+  EXPECT_EQ(lag->sourceError, "");
 
   auto fenced = restarted.fence(std::nullopt);
   ASSERT_TRUE(fenced.ok) << fenced.error;
