@@ -28,7 +28,7 @@ using namespace std::chrono_literals;
 using testing::PgTestCluster;
 using testing::PgTestNode;
 
-constexpr auto kDeadline = 90s;
+constexpr auto kRepositoryDeadline = 90s;
 
 TEST(StandbyRepository, TheRestoreCommandIsArchiveGetOfTheSourcesStanza) {
   PgOptions host;
@@ -184,10 +184,10 @@ TEST_F(StandbyRepositoryTest, ALeaderRestoredFromTheRepositoryReplaysWhatTheSour
   EXPECT_NE(command.find(" archive-get %f \"%p\""), std::string::npos) << command;
   EXPECT_EQ(dugong::testing::fileText(l.options.dataDir + "/postgresql.auto.conf").find("restore_command"),
             std::string::npos);
-  EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 1); }, kDeadline));
+  EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 1); }, kRepositoryDeadline));
 
   writeAndArchive(a, 2);
-  EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 2); }, kDeadline)) << "restored from the archive";
+  EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 2); }, kRepositoryDeadline)) << "restored from the archive";
   EXPECT_NE(l.value("INSERT INTO t VALUES (9)").find("read-only"), std::string::npos);
 
   const auto pid = l.postmasterPid();
@@ -197,7 +197,7 @@ TEST_F(StandbyRepositoryTest, ALeaderRestoredFromTheRepositoryReplaysWhatTheSour
   EXPECT_EQ(l.postmasterPid(), pid) << "the same postmaster";
   EXPECT_EQ(l.value("SELECT pg_is_in_recovery()"), "t");
   writeAndArchive(a, 3);
-  EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 3); }, kDeadline));
+  EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 3); }, kRepositoryDeadline));
   EXPECT_EQ(l.value("SELECT pg_is_in_recovery()"), "t");
   // The lag (0083 3.5): the archive's newest segment (read once a minute) against what
   // was replayed; once the segment that ends in the source's switch is replayed, nothing.
@@ -207,7 +207,7 @@ TEST_F(StandbyRepositoryTest, ALeaderRestoredFromTheRepositoryReplaysWhatTheSour
         lag = restarted.status().source;
         return lag && lag->lagBytes == std::optional<uint64_t>(0);
       },
-      kDeadline))
+      kRepositoryDeadline))
       << (lag ? lag->describe() + " " + lag->toJson().dump() : std::string("no lag sampled"));
   ASSERT_TRUE(lag && lag->sourceWal);
   EXPECT_EQ(lag->sourcePrimary, "stanza sa");
@@ -238,9 +238,9 @@ TEST_F(StandbyRepositoryTest, AStreamingSourcesLeaderIsRestoredFromItsRepository
       << "restored from the repository, not copied by pg_basebackup";
   EXPECT_NE(l.value("SHOW restore_command").find("archive-get"), std::string::npos);
   ASSERT_EQ(a.value("INSERT INTO t VALUES (2)"), "");
-  EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 2); }, kDeadline)) << "streamed: not archived yet";
+  EXPECT_TRUE(testing::eventually([&] { return holdsRow(l, 2); }, kRepositoryDeadline)) << "streamed: not archived yet";
   EXPECT_TRUE(testing::eventually(
-      [&] { return l.value("SELECT status FROM pg_stat_wal_receiver") == "streaming"; }, kDeadline));
+      [&] { return l.value("SELECT status FROM pg_stat_wal_receiver") == "streaming"; }, kRepositoryDeadline));
   EXPECT_NE(l.value("SELECT conninfo FROM pg_stat_wal_receiver").find("target_session_attrs=primary"),
             std::string::npos);
   EXPECT_EQ(l.value("SELECT pg_is_in_recovery()"), "t");
