@@ -392,6 +392,14 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
   Section standby = top.child("standby");
   std::string standbySource;
   standby.get("source", &standbySource);
+  // standby.restore (0083 2.1, "Phase 8 as built"): the source's pgBackRest repository,
+  // its options as backup.* takes them; the stanza is a pgbackrest:// source's own.
+  Section restore = standby.child("restore");
+  std::string restoreStanza;
+  std::map<std::string, std::string> restoreOptions;
+  restore.get("stanza", &restoreStanza);
+  restore.get("options", &restoreOptions);
+  restore.rejectUnknown();
   standby.rejectUnknown();
   if (!standbySource.empty()) {
     if (auto source = parseSourceUrl(standbySource)) {
@@ -400,6 +408,28 @@ Result<AgentConfig> parseConfig(const std::string& yamlText, const std::string& 
       standby.fail("standby.source", source.error());
     }
     if (c.singleton) standby.fail("standby.source", "a one-node-write (singleton) peer cannot be a standby cluster");
+  }
+  if (restore.present()) {
+    if (!c.standbySource) {
+      if (standbySource.empty()) standby.fail("standby.restore", "needs standby.source");
+    } else if (c.standbySource->kind == SourceKind::kPgbackrest) {
+      if (!restoreStanza.empty() && restoreStanza != c.standbySource->restore->stanza) {
+        standby.fail("standby.restore.stanza", "the pgbackrest:// source names stanza " +
+                                                   c.standbySource->restore->stanza + ", not " + restoreStanza +
+                                                   " (leave it out)");
+      }
+      c.standbySource->restore->options = restoreOptions;
+    } else if (restoreStanza.empty()) {
+      standby.fail("standby.restore.stanza", "is required with a " +
+                                                 std::string(sourceKindName(c.standbySource->kind)) + " source");
+    } else {
+      c.standbySource->restore = SourceRepository{restoreStanza, restoreOptions};
+    }
+  }
+  if (c.standbySource && c.standbySource->restore) {
+    if (auto valid = pg::validateSourceRepository(*c.standbySource->restore); !valid) {
+      standby.fail("standby.restore", valid.error());
+    }
   }
   Section switchover = top.child("switchover");
   switchover.getInt("handoverWaitMs", &c.handoverWaitMs, 0, 600000);

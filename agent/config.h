@@ -155,9 +155,10 @@ struct AgentConfig {
   std::optional<PeerKey> peerKey;         // http.peerKeyFile's; none: messages to peers go unauthenticated
   bool singleton = false;
   // standby.source (docs/decisions/0083-standby-cluster.md 2.4, 4.1): a cluster with no
-  // state is set up as a standby cluster of this source. "hosts://h1:5432,h2:5432" or
-  // "dugong://zk1:2181,zk2:2181/dugong/siteA"; the pgbackrest:// form is refused as not run
-  // by this dugong yet. Ignored once a state exists.
+  // state is set up as a standby cluster of this source. "hosts://h1:5432,h2:5432",
+  // "dugong://zk1:2181,zk2:2181/dugong/siteA" or "pgbackrest://sitea"; standby.restore
+  // {stanza, options} its repository (options as backup.* takes them; the stanza is a
+  // pgbackrest:// source's own, required for the others). Ignored once a state exists.
   std::optional<StandbySource> standbySource;
   // The driver's defaults (driver/defaults.h).
   RejoinPolicy rejoin = driver::defaults::kRejoin;

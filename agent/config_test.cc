@@ -420,6 +420,9 @@ TEST_F(ConfigTest, TheSampleListsEveryKeyTheCodeReads) {
       return errorOf(valid("", "  replicationPassword: r3pl\n  bootstrap:\n    bogus: 1\n"));
     }
     if (section == "postgres.tls") return errorOf(valid("", "  replicationPassword: r3pl\n  tls:\n    bogus: 1\n"));
+    if (section == "standby.restore") {
+      return errorOf(valid() + "standby:\n  source: pgbackrest://sitea\n  restore:\n    bogus: 1\n");
+    }
     if (section == "http") return errorOf(valid() + "  bogus: 1\n");
     if (section == "http.auth") return errorOf(valid() + "  auth:\n    bogus: 1\n");
     if (section == "peer") {
@@ -540,14 +543,60 @@ TEST_F(ConfigTest, AStandbySourceNamesPlainPostgresHosts) {
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_FALSE(c->standbySource.has_value());
   EXPECT_EQ(errorOf(valid() + "standby:\n  source: db1:5432\n"),
-            "d.yaml: standby.source: expected \"hosts://host:port[,host:port...]\" or "
-            "\"dugong://zkhost:port[,zkhost:port...]/root\", got \"db1:5432\"");
+            "d.yaml: standby.source: expected \"hosts://host:port[,host:port...]\", "
+            "\"dugong://zkhost:port[,zkhost:port...]/root\" or \"pgbackrest://stanza\", got \"db1:5432\"");
   c = parseConfig(valid() + "standby:\n  source: dugong://a1:2181,a2:2181/dugong/siteA\n", "d.yaml");
   ASSERT_TRUE(c.ok()) << c.error();
   ASSERT_TRUE(c->standbySource.has_value());
   EXPECT_EQ(c->standbySource->describe(), "dugong siteA (a1:2181,a2:2181/dugong/siteA)");
   EXPECT_EQ(errorOf(valid() + "singleton: true\nstandby:\n  source: hosts://db1:5432\n"),
             "d.yaml: standby.source: a one-node-write (singleton) peer cannot be a standby cluster");
+}
+
+// A pgBackRest repository as the source, or as a streaming source's `restore`
+// (docs/decisions/0083 "Phase 8 as built"): standby.restore's options by backup.*'s
+// rules; every refusal names the key.
+TEST_F(ConfigTest, AStandbySourceMayBeARepositoryOrHaveOne) {
+  auto c = parseConfig(valid() + "standby:\n  source: pgbackrest://sitea\n  restore:\n    options:\n"
+                                 "      repo1-path: /srv/pgbackrest\n",
+                       "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_TRUE(c->standbySource && c->standbySource->restore);
+  EXPECT_EQ(c->standbySource->kind, SourceKind::kPgbackrest);
+  EXPECT_EQ(c->standbySource->restore->stanza, "sitea");
+  EXPECT_EQ(c->standbySource->restore->options, (std::map<std::string, std::string>{{"repo1-path", "/srv/pgbackrest"}}));
+  c = parseConfig(valid() + "standby:\n  source: hosts://db1:5432\n  restore:\n    stanza: sitea\n    options:\n"
+                            "      repo1-path: /srv/pgbackrest\n",
+                  "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->standbySource->describe(), "hosts db1:5432");
+  ASSERT_TRUE(c->standbySource->restore.has_value());
+  EXPECT_EQ(c->standbySource->restore->stanza, "sitea");
+  c = parseConfig(valid() + "standby:\n  source: pgbackrest://sitea\n", "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_TRUE(c->standbySource->restore->options.empty());
+
+  const std::string hosts = valid() + "standby:\n  source: hosts://db1:5432\n";
+  const std::string repo = valid() + "standby:\n  source: pgbackrest://sitea\n";
+  EXPECT_EQ(errorOf(valid() + "standby:\n  source: pgbackrest://\n"),
+            "d.yaml: standby.source: no stanza in expected \"hosts://host:port[,host:port...]\", "
+            "\"dugong://zkhost:port[,zkhost:port...]/root\" or \"pgbackrest://stanza\", got \"pgbackrest://\"");
+  EXPECT_EQ(errorOf(repo + "  restore:\n    options:\n      repo1-retention-full: 2\n"),
+            "d.yaml: standby.restore: backup.repo1-retention-full: not a key of the backup section (archive, stanza, "
+            "replica-methods) nor a pgBackRest repository option valid for every command (repo1-path, repo1-type, "
+            "..., log-path, log-level-file, lock-path)");
+  EXPECT_EQ(errorOf(repo + "  restore:\n    options:\n      archive: on\n"),
+            "d.yaml: standby.restore: options.archive: a key of the backup section, not a pgBackRest repository option");
+  EXPECT_EQ(errorOf(repo + "  restore:\n    stanza: siteb\n"),
+            "d.yaml: standby.restore.stanza: the pgbackrest:// source names stanza sitea, not siteb (leave it out)");
+  EXPECT_EQ(errorOf(valid() + "standby:\n  source: pgbackrest://SiteA\n"),
+            "d.yaml: standby.restore: backup.stanza: letters, digits and '-' only, got 'SiteA'");
+  EXPECT_EQ(errorOf(hosts + "  restore:\n    options:\n      repo1-path: /srv/pgbackrest\n"),
+            "d.yaml: standby.restore.stanza: is required with a hosts source");
+  EXPECT_EQ(errorOf(hosts + "  restore:\n    stanza: sitea\n    where: x\n"),
+            "d.yaml: standby.restore.where: unknown key (known here: options, stanza)");
+  EXPECT_EQ(errorOf(valid() + "standby:\n  restore:\n    stanza: sitea\n"),
+            "d.yaml: standby.restore: needs standby.source");
 }
 
 TEST(Config, MissingFileIsAClearError) {

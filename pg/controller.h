@@ -422,6 +422,11 @@ class PgController {
   // (0083 P5), the replication role; with its password for primary_conninfo, without
   // it for a command line (the password goes by PGPASSWORD, clientEnv()).
   Result<std::string> sourceConninfo(const SourceEndpoint& source, bool withPassword) const;
+  // A new standby cluster's first leader from its source's repository (0083 4.1):
+  // `pgbackrest restore --type=standby` of the stanza's newest backup into an empty data
+  // directory, with pgBackRest's own restore_command taken out of postgresql.auto.conf
+  // (dugong.conf's is the managed one).
+  Result<bool> restoreLeaderFromRepository(const SourceRepository& repo);
   // A standby leader's lag to its source (pg/source_lag.h), sampled at each status():
   // IDENTIFY_SYSTEM of the source over the leader's replication conninfo, and the leader's
   // received and replayed positions. nullopt unless a standby leader was applied.
@@ -430,6 +435,9 @@ class PgController {
   // (IDENTIFY_SYSTEM over the leader's replication conninfo): the one that answers is its
   // writable host.
   SourceRead readSource(const SourceEndpoint& source) const;
+  // A `pgbackrest` source's position (0083 3.5): the end of the archive's newest segment
+  // (pgbackrest info), read at most once a minute; the last read in between.
+  SourceRead readRepository(const SourceEndpoint& source);
   // After a standby leader's fence (streaming stopped): what its promote-cluster check
   // needs of the source (PgFenced::source). nullopt when this postgres is no standby leader.
   std::optional<SourceObservation> observeSourceAfterFence();
@@ -496,6 +504,9 @@ class PgController {
   // under stateMu_; pg/source_lag.h).
   std::optional<SourceEndpoint> standbySource_;
   std::optional<SourceLag> sourceLag_;
+  // readRepository's last read and when (reset by each standby-leader apply).
+  std::optional<SourceRead> repositoryRead_;
+  std::chrono::steady_clock::time_point repositoryReadAt_{};
   std::optional<FenceTarget> fence_;  // in effect since the last fence(), until the next apply()
   // A standby that does not stream: since when, why (for status), and whether the next
   // apply repairs it (guarded by stateMu_).

@@ -1,13 +1,19 @@
 // A standby cluster's leader (docs/decisions/0083-standby-cluster.md 3.1, 4.1): postgres
-// in recovery, streaming from the cluster's source, never promoted. Phase 2 runs a
-// `hosts` source: one multi-host primary_conninfo with target_session_attrs=primary (P5),
-// which finds the source's writable host and follows it across its promotions (P1), no
-// slot on the source's hosts (decision 0083, "Phase 2 as built").
+// in recovery, streaming from the cluster's source, never promoted. A `hosts` source: one
+// multi-host primary_conninfo with target_session_attrs=primary (P5), which finds the
+// source's writable host and follows it across its promotions (P1), no slot on the
+// source's hosts (decision 0083, "Phase 2 as built"). A `pgbackrest` source streams from
+// nothing: restore_command = pgbackrest archive-get of its stanza (P6); a `hosts` or
+// `dugong` source with `restore` has both (decision 0083, "Phase 8 as built").
 #include "pg/controller.h"
 #include "pg/controller_support.h"
+#include "pg/pgbackrest.h"
 #include "pg/plan/transition.h"
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -64,7 +70,16 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
   // the source since it started: 0083 "Phase 7 as built"): the source peer the last apply
   // followed as this source's leader, else none (in recovery, no primary_conninfo).
   const SourceEndpoint source = planLeaderEndpoint(*config.source, leaderSourceFollowed(previous));
-  const bool streams = source.kind != SourceKind::kDugong || source.peer.has_value();
+  const bool streams = source.kind == SourceKind::kHosts || (source.kind == SourceKind::kDugong && source.peer);
+  if (source.kind == SourceKind::kPgbackrest && !source.restore) {
+    return failed("a pgbackrest source names no stanza", isRunning());
+  }
+  if (source.restore) {
+    // Checked again before a command runs with them (0083 2.2): they came from the state.
+    if (auto valid = validateSourceRepository(*source.restore); !valid) {
+      return failed("the source's repository (stanza " + source.restore->stanza + "): " + valid.error(), isRunning());
+    }
+  }
   Result<std::string> conninfo = std::string();
   if (streams) conninfo = sourceConninfo(source, true);
   if (!conninfo) return failed(conninfo.error(), isRunning());
@@ -72,6 +87,7 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
   want.role = "standby-leader";
   want.primaryConninfo = conninfo.value();
   want.source = source.describe();
+  if (source.restore) want.restoreCommand = restoreCommand(*source.restore, options_);
   recordLeaderSource(want, source);
   want.readOnly = false;
 
@@ -84,7 +100,7 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
                          "that its sync takes over, then rebuild this peer (dugong-adm rebuild)",
                      running);
     }
-    if (!streams) {
+    if (!streams && !source.restore) {
       return failed("the first standby leader of a new standby cluster has no data directory and no source peer "
                     "chosen to copy it from yet: waiting for the source's state",
                     running);
@@ -92,13 +108,31 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
     if (running) {
       if (auto s = stop(); !s) return failed(s.error(), isRunning());
     }
-    auto command = sourceConninfo(source, false);
-    if (!command) return failed(command.error(), false);
-    spdlog::info("pg: the first standby leader of a new standby cluster, with no data directory yet: copying it "
-                 "from the source, {} (pg_basebackup from its writable host)",
-                 source.describe());
-    auto b = basebackupFrom(source.describe(), {"-d", command.value()});
-    if (!b) return failed(b.error(), false);
+    // The repository first, as the replica methods do (0083 4.1); a streaming source's
+    // copy by pg_basebackup when it fails.
+    std::string restoreFailure;
+    if (source.restore) {
+      if (auto r = restoreLeaderFromRepository(*source.restore); !r) restoreFailure = r.error();
+    }
+    if (source.restore && restoreFailure.empty()) {
+      // restored
+    } else if (!streams) {
+      return failed("the first standby leader of a new standby cluster, restoring from " + source.describe() + ": " +
+                        restoreFailure,
+                    false);
+    } else {
+      if (!restoreFailure.empty()) {
+        spdlog::warn("pg: restoring from the source's repository failed ({}): copying from the source instead",
+                     restoreFailure);
+      }
+      auto command = sourceConninfo(source, false);
+      if (!command) return failed(command.error(), false);
+      spdlog::info("pg: the first standby leader of a new standby cluster, with no data directory yet: copying it "
+                   "from the source, {} (pg_basebackup from its writable host)",
+                   source.describe());
+      auto b = basebackupFrom(source.describe(), {"-d", command.value()});
+      if (!b) return failed(b.error(), false);
+    }
     // At once: a copy of a primary without it would start writable, and would be
     // refused below by the next apply (an agent that dies before the start).
     auto sig = writeFileAsOwner(options_.dataDir + "/standby.signal", "", 0600);
@@ -122,6 +156,22 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
                          "source",
                      running);
     }
+  } else if (source.kind == SourceKind::kPgbackrest) {
+    // The same for a repository: its stanza must hold this data directory's system
+    // (pgbackrest archive-get would refuse each segment of another one).
+    auto local = localSystemId();
+    auto info = stanzaInfo(source.restore->stanza, source.restore->options);
+    if (!info || info->systemId.empty()) {
+      spdlog::warn("pg: cannot read the system identifier of the source {} ({}): restoring from it all the same; "
+                   "archive-get refuses another system's WAL",
+                   source.describe(), info ? std::string("none listed") : info.error());
+    } else if (local && info->systemId != local.value()) {
+      return refused("refusing to restore from the source " + source.describe() + ": this data directory (" +
+                         options_.dataDir + ") holds database system " + local.value() + ", and the stanza " +
+                         "holds another one, " + info->systemId + ". Nothing was changed. Name the right stanza, "
+                         "or move this data directory away so that the next setup restores it from the stanza",
+                     running);
+    }
   }
 
   StandbyFacts facts;
@@ -129,7 +179,8 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
   facts.setUp = true;
   facts.hasStandbySignal = hasStandbySignal();
   facts.wasPrimary = previous.wasPrimary;
-  facts.sameUpstream = previous.role == want.role && previous.primaryConninfo == want.primaryConninfo;
+  facts.sameUpstream = previous.role == want.role && previous.primaryConninfo == want.primaryConninfo &&
+                       previous.restoreCommand == want.restoreCommand;
   facts.inRecovery = !running;
   if (running) {
     auto q = localQuery("SELECT pg_is_in_recovery()");
@@ -152,7 +203,7 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
     facts.wasPrimary = false;
     facts.inRecovery = true;
   }
-  if (!streams) {
+  if (!streams && source.kind == SourceKind::kDugong) {
     spdlog::warn("pg: standby leader of {} with no source peer chosen yet and none followed before as its leader: in "
                  "recovery, replaying what it has, streaming from nothing until the agent reads the source's state",
                  source.describe());
@@ -162,9 +213,11 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
   {
     std::lock_guard lock(stateMu_);
     standbySource_ = source;
+    repositoryRead_.reset();
   }
   if (running) {
-    // primary_conninfo is reloadable: the WAL receiver restarts on a new one.
+    // primary_conninfo and restore_command are reloadable: the WAL receiver restarts on a
+    // new one.
     auto r = reload();
     if (!r) return failed(r.error(), true);
     spdlog::info("pg: {} the source {} as standby leader",
@@ -179,6 +232,47 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
   discardOldDataDir();
   spdlog::info("pg: started as standby leader, following the source {}", source.describe());
   return succeeded(true);
+}
+
+// The first leader of a new standby cluster from the source's repository (0083 4.1): the
+// stanza's newest backup, `pgbackrest restore --type=standby` into an empty data
+// directory. pgBackRest writes its own restore_command into postgresql.auto.conf, which
+// would override dugong.conf's (and survive a fence): it is taken out, so that the managed
+// one is the only one.
+Result<bool> PgController::restoreLeaderFromRepository(const SourceRepository& repo) {
+  auto info = stanzaInfo(repo.stanza, repo.options);
+  if (!info) return Error{info.error()};
+  if (info->latestBackup.empty()) {
+    return Error{"the repository has no backup of stanza " + repo.stanza + " (" + info->status + ")"};
+  }
+  setMarker("pgbackrest restore (standby leader)");
+  if (auto prep = prepareDataDir(/*wipe=*/true); !prep) return prep;
+  auto argv = pgBackRestArgv(repo.stanza, repo.options, options_, "restore", {"--type=standby"});
+  spdlog::info("pg: the first standby leader of a new standby cluster, with no data directory yet: restoring backup "
+               "{} of stanza {}: {}",
+               info->latestBackup, repo.stanza, describeArgv(argv));
+  auto r = runPgBackRest(argv, options_, options_.basebackupTimeout);
+  if (!r.ok()) {
+    std::error_code ec;
+    std::filesystem::remove_all(options_.dataDir, ec);
+    if (!ec) clearMarker();
+    return Error{"pgbackrest restore " + r.describe() + ": " + pgBackRestFailure(r.output)};
+  }
+  const std::string autoConf = options_.dataDir + "/postgresql.auto.conf";
+  std::ifstream in(autoConf);
+  std::ostringstream kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t") != std::string::npos &&
+        line.compare(line.find_first_not_of(" \t"), 15, "restore_command") == 0) {
+      continue;
+    }
+    kept << line << "\n";
+  }
+  if (auto w = writeFileAsOwner(autoConf, kept.str(), 0600); !w) return Error{w.error()};
+  clearMarker();
+  spdlog::info("pg: pgbackrest restore finished in {} ms", r.elapsed.count());
+  return true;
 }
 
 std::optional<SourceLag> PgController::sampleSourceLag() {
@@ -207,7 +301,7 @@ std::optional<SourceLag> PgController::sampleSourceLag() {
     if (r[5]) leader.lastReplayAgeSeconds = std::stod(*r[5]);
     leader.lastReplayTimestamp = r[6];
   }
-  SourceRead read = readSource(*source);
+  SourceRead read = source->kind == SourceKind::kPgbackrest ? readRepository(*source) : readSource(*source);
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
@@ -223,6 +317,10 @@ std::optional<SourceLag> PgController::sampleSourceLag() {
 // for the replication role.
 SourceRead PgController::readSource(const SourceEndpoint& source) const {
   SourceRead read;
+  if (source.kind == SourceKind::kPgbackrest) {
+    read.error = "a repository source has no host to ask (readRepository reads its archive)";
+    return read;
+  }
   std::vector<HostPort> hosts = source.hosts;
   if (source.kind == SourceKind::kDugong && source.peer) {
     // A dugong source: the peer streamed from (the source's sync, in recovery): its
@@ -249,6 +347,35 @@ SourceRead PgController::readSource(const SourceEndpoint& source) const {
       return SourceRead{"", host.toString(), remote->rows[0][2], std::stoll(*remote->rows[0][1])};
     }
   }
+  return read;
+}
+
+SourceRead PgController::readRepository(const SourceEndpoint& source) {
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(stateMu_);
+    if (repositoryRead_ && now - repositoryReadAt_ < std::chrono::minutes(1)) return *repositoryRead_;
+  }
+  SourceRead read;
+  const SourceRepository& repo = *source.restore;
+  read.host = "stanza " + repo.stanza;
+  auto info = stanzaInfo(repo.stanza, repo.options);
+  auto size = localQuery("SELECT setting FROM pg_settings WHERE name = 'wal_segment_size'");
+  if (!info) {
+    read.error = info.error();
+  } else if (info->archiveMax.empty()) {
+    read.error = "the archive of stanza " + repo.stanza + " holds no WAL segment";
+  } else if (!size || size->rows.empty() || !size->rows[0][0]) {
+    read.error = "wal_segment_size: " + (size ? std::string("no answer") : size.error());
+  } else if (auto end = archivedSegmentEnd(info->archiveMax, std::stoull(*size->rows[0][0])); !end) {
+    read.error = end.error();
+  } else {
+    read.wal = end->wal;
+    read.timeline = end->timeline;
+  }
+  std::lock_guard lock(stateMu_);
+  repositoryRead_ = read;
+  repositoryReadAt_ = now;
   return read;
 }
 

@@ -98,6 +98,13 @@ std::string renderManagedConf(const PgOptions& options, const ManagedState& stat
   out << "primary_conninfo = " << confQuote(standby ? state.primaryConninfo : "") << "\n";
   out << "primary_slot_name = " << confQuote(standby && state.slotName ? *state.slotName : "") << "\n";
   out << "max_slot_wal_keep_size = " << confQuote(options.maxSlotWalKeepSize) << "\n";
+  if (state.role == "standby-leader" && !state.restoreCommand.empty()) {
+    // Managed, never from the settings (the cluster configuration's guard refuses it).
+    out << "restore_command = " << confQuote(state.replayUnhindered ? "" : state.restoreCommand) << "\n";
+    // A leader restoring only (no stream) asks the repository once a second, not at the
+    // 200 ms a stream's reconnection is retried at.
+    if (state.primaryConninfo.empty()) out << "wal_retrieve_retry_interval = '1s'\n";
+  }
   if (standby && state.replayUnhindered) {
     out << "recovery_min_apply_delay = 0\n";
     out << "max_standby_streaming_delay = 0\n";

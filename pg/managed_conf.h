@@ -33,6 +33,11 @@ struct ManagedState {
   std::optional<std::string> sourceCluster;
   std::optional<std::string> sourcePeerId;
   std::optional<std::string> sourcePeerUrl;
+  // standby-leader with a source repository (0083 3.1, P6): its restore_command,
+  // `pgbackrest archive-get` of the source's stanza (pg::restoreCommand); "" for none.
+  // Not in the state line (as the conninfo); emptied in effect while replayUnhindered
+  // (a fence: nothing more is restored, as nothing more is streamed).
+  std::string restoreCommand;
   std::optional<std::string> syncId;       // primary: the sync's application name
   // primary fenced for the new sync `syncId`: the sync it had, which commits also wait
   // for (both must acknowledge) until the next apply names one sync again.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,16 @@ bool validForEveryCommand(const std::string& key) {
 }
 
 std::string quoteForShell(const std::string& s) { return "'" + s + "'"; }
+
+// An argv as one line for postgres to run by the shell (archive_command, restore_command).
+std::string shellLine(const std::vector<std::string>& argv) {
+  std::string cmd;
+  for (const auto& a : argv) {
+    const bool plain = a.find_first_of(" \t\"\\$`;&|<>()*?[]#~") == std::string::npos;
+    cmd += (cmd.empty() ? "" : " ") + (plain ? a : quoteForShell(a));
+  }
+  return cmd;
+}
 
 }  // namespace
 
@@ -107,12 +118,26 @@ std::vector<std::string> pgBackRestArgv(const std::string& stanza, const std::ma
 
 std::map<std::string, std::string> archiveSettings(const BackupSettings& backup, const PgOptions& host) {
   if (!backup.archive) return {};
-  std::string cmd;
-  for (const auto& a : pgBackRestArgv(backup.stanza, backup.options, host, "archive-push")) {
-    const bool plain = a.find_first_of(" \t\"\\$`;&|<>()*?[]#~") == std::string::npos;
-    cmd += (cmd.empty() ? "" : " ") + (plain ? a : quoteForShell(a));
+  return {{"archive_mode", "on"},
+          {"archive_command", shellLine(pgBackRestArgv(backup.stanza, backup.options, host, "archive-push")) + " %p"}};
+}
+
+Result<bool> validateSourceRepository(const SourceRepository& repo) {
+  if (repo.stanza.empty()) return Error{"the repository's stanza is empty"};
+  for (const char* own : {"archive", "stanza", "replica-methods"}) {
+    if (repo.options.count(own)) {
+      return Error{std::string("options.") + own + ": a key of the backup section, not a pgBackRest repository "
+                   "option"};
+    }
   }
-  return {{"archive_mode", "on"}, {"archive_command", cmd + " %p"}};
+  std::map<std::string, std::string> section = repo.options;
+  section["stanza"] = repo.stanza;
+  if (auto s = BackupSettings::parse(section); !s) return Error{s.error()};
+  return true;
+}
+
+std::string restoreCommand(const SourceRepository& repo, const PgOptions& host) {
+  return shellLine(pgBackRestArgv(repo.stanza, repo.options, host, "archive-get")) + " %f \"%p\"";
 }
 
 CommandResult runPgBackRest(const std::vector<std::string>& argv, const PgOptions& host,
@@ -154,6 +179,8 @@ Result<StanzaInfo> parseStanzaInfo(const std::string& text, const std::string& s
       out.status = s.contains("status") ? s["status"].value("message", "") : "";
       const auto& db = s.value("db", nlohmann::json::array());
       if (!db.empty()) out.systemId = std::to_string(db.back().value("system-id", uint64_t{0}));
+      const auto& archive = s.value("archive", nlohmann::json::array());
+      if (!archive.empty()) out.archiveMax = archive.back().value("max", "");
       const auto& backups = s.value("backup", nlohmann::json::array());
       if (backups.empty()) return out;
       const auto& latest = backups.back();
@@ -173,6 +200,23 @@ Result<StanzaInfo> parseStanzaInfo(const std::string& text, const std::string& s
     return Error{std::string("pgbackrest info: ") + e.what()};
   }
   return Error{"pgbackrest info lists no stanza '" + stanza + "'"};
+}
+
+Result<ArchivedEnd> archivedSegmentEnd(const std::string& segment, uint64_t segmentBytes) {
+  const bool hex = segment.size() == 24 && std::all_of(segment.begin(), segment.end(), [](char c) {
+    return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+  });
+  if (!hex) return Error{"not a WAL segment name: \"" + segment + "\""};
+  if (segmentBytes == 0 || (uint64_t{1} << 32) % segmentBytes != 0) {
+    return Error{"not a WAL segment size: " + std::to_string(segmentBytes)};
+  }
+  const uint64_t log = std::stoull(segment.substr(8, 8), nullptr, 16);
+  const uint64_t seg = std::stoull(segment.substr(16, 8), nullptr, 16);
+  if (seg >= (uint64_t{1} << 32) / segmentBytes) return Error{"not a WAL segment name: \"" + segment + "\""};
+  const uint64_t end = (log << 32) + (seg + 1) * segmentBytes;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%X/%X", static_cast<unsigned>(end >> 32), static_cast<unsigned>(end & 0xFFFFFFFFu));
+  return ArchivedEnd{buf, static_cast<int64_t>(std::stoull(segment.substr(0, 8), nullptr, 16))};
 }
 
 std::optional<std::string> bootstrapRefusal(const BootstrapSystems& s) {

@@ -14,6 +14,7 @@
 #include "pg/command.h"
 #include "pg/options.h"
 #include "statemachine/result.h"
+#include "statemachine/standby.h"
 
 namespace dugong::pg {
 
@@ -54,6 +55,17 @@ std::vector<std::string> pgBackRestArgv(const std::string& stanza, const std::ma
                                         const PgOptions& host, const std::string& command,
                                         const std::vector<std::string>& extra = {});
 
+// A standby cluster's source repository (docs/decisions/0083 2.1, `restore`): the stanza
+// and its options by the backup section's rules (BackupSettings::parse: a stanza of
+// lowercase letters, digits and '-'; options valid for every command; no newline or
+// single quote), and none of the backup section's own keys. The error names the key.
+Result<bool> validateSourceRepository(const SourceRepository& repo);
+
+// The standby leader's restore_command for a source repository (0083 3.1, P6): the argv
+// of `pgbackrest archive-get` for this host (pgBackRestArgv), as one shell line with
+// `%f "%p"`, quoted as archive_command is. REQUIRES: validateSourceRepository(repo).
+std::string restoreCommand(const SourceRepository& repo, const PgOptions& host);
+
 // Runs an argv from pgBackRestArgv as host.osUser, bounded by `timeout`.
 CommandResult runPgBackRest(const std::vector<std::string>& argv, const PgOptions& host,
                             std::chrono::milliseconds timeout);
@@ -71,8 +83,21 @@ struct StanzaInfo {
   // list): another than systemId when the stanza was upgraded or recreated since.
   std::string latestBackupSystemId;
   std::string status;  // pgBackRest's status message ("ok", "no valid backups", ...)
+  // The newest WAL segment in the archive of the stanza's current database (the last of
+  // its "archive" list's "max"), e.g. 000000010000000000000005; "" when none.
+  std::string archiveMax;
 };
 Result<StanzaInfo> parseStanzaInfo(const std::string& json, const std::string& stanza);
+
+// Where the WAL of an archived segment ends (a standby cluster's lag to a repository
+// source, docs/decisions/0083 3.5): the position just past `segment` (24 hex digits:
+// timeline, log, segment number) for segments of `segmentBytes`, as "X/Y", and its
+// timeline. Pure.
+struct ArchivedEnd {
+  std::string wal;
+  int64_t timeline = 0;
+};
+Result<ArchivedEnd> archivedSegmentEnd(const std::string& segment, uint64_t segmentBytes);
 
 // A new cluster's first data directory from a backup (postgres.bootstrap in the agent's
 // configuration): the stanza and repository to restore from, and where to stop.

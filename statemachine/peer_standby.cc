@@ -205,9 +205,7 @@ void Peer::onSourceObserved(const SourceObserved& e) {
 // replaced and promote-cluster --source-gone is carried out. Waiting for the source's
 // state would wait for ever in the case --source-gone is for.
 SourceEndpoint Peer::standbyEndpoint() const {
-  const StandbySource& source = state_->standby->source;
-  if (source.kind != SourceKind::kDugong) return hostsEndpoint(source);
-  return dugongEndpoint(source, sourceUpstream_);
+  return sourceEndpoint(state_->standby->source, sourceUpstream_);
 }
 
 // As a normal takeover (the sync becomes the leader, the first present async that may be

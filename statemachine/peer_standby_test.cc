@@ -734,3 +734,64 @@ TEST(PeerStandby, ASyncTakingOverWithItsSourceUnreachableRunsAsLeaderAndReplaces
 
 }  // namespace
 }  // namespace dugong
+
+namespace dugong {
+namespace {
+
+// A standby cluster of a pgBackRest repository (0083 2.1, 4.1; "Phase 8 as built"): the
+// leader's wanted configuration restores from the source's stanza and streams from
+// nothing; the first leader with no data directory applies at once (it waits for no
+// source's state: the repository is read by the pg adapter, `pgbackrest restore
+// --type=standby`); a sync that takes over applies the same endpoint, never a promotion.
+TEST(PeerStandby, ARepositorySourcesLeaderRestoresFromItsStanza) {
+  StandbySource repo = *parseSourceUrl("pgbackrest://sitea");
+  repo.restore->options = {{"repo1-path", "/srv/pgbackrest"}};
+  ClusterState s = cluster(1, "me", "s", {"a"});
+  s.standby = StandbyMode{repo, std::nullopt, nullptr};
+  s.initWal = WalPosition();
+  s.initTimeline = 0;
+  StandbyHarness h;
+  auto actions = h.start(s, {"me", "s", "a"}, false, false, 0);
+  EXPECT_FALSE(h.peer.inspect().contains("halted")) << h.peer.inspect().dump();
+  PgConfig c = onlyApply(actions);
+  EXPECT_EQ(c, PgConfig::standbyLeader(sourceEndpoint(repo, std::nullopt), true));
+  ASSERT_TRUE(c.source && c.source->restore);
+  EXPECT_EQ(c.source->kind, SourceKind::kPgbackrest);
+  EXPECT_EQ(c.source->restore->options.at("repo1-path"), "/srv/pgbackrest");
+  EXPECT_TRUE(peer_test::logged(actions, "following the source pgbackrest (restoring from stanza sitea)"));
+
+  ClusterState later = cluster(4, "old", "s", {"a", "b"});
+  later.standby = StandbyMode{repo, std::nullopt, nullptr};
+  later.initWal = WalPosition(100);
+  later.initTimeline = 1;
+  StandbyHarness sync(false, ident("s"));
+  sync.start(later, {"old", "s", "a", "b"}, false, false, 9);
+  sync.applied(true);
+  ASSERT_EQ(only<ReadWal>(sync.step(ActivePeersChanged{peers({"s", "a", "b"})})).size(), 1u);
+  TimelineHistory history;
+  history.timeline = 1;
+  ASSERT_EQ(only<FencePg>(sync.step(WalPositionRead{WalPosition(150), "", 0, history})).size(), 1u);
+  const WriteClusterState write = fencedWrite(sync, WalPosition(160), history);
+  EXPECT_EQ(write.state.standby->source, repo);
+  c = onlyApply(sync.step(StateWriteFinished{true, "", false, 10}));
+  EXPECT_EQ(c, PgConfig::standbyLeader(sourceEndpoint(repo, std::nullopt), false)) << "never promoted";
+}
+
+// A `hosts` or `dugong` source with `restore`: the leader streams as before and its
+// endpoint carries the repository too (restore_command, 0083 P6).
+TEST(PeerStandby, AStreamingSourcesRestoreIsInTheLeadersEndpoint) {
+  StandbySource hosts = twoHosts();
+  hosts.restore = SourceRepository{"sitea", {{"repo1-path", "/srv/pgbackrest"}}};
+  ClusterState s = hostsStandby(3, "me", "s", {"a"});
+  s.standby->source = hosts;
+  s.initWal = WalPosition(500);
+  StandbyHarness h;
+  PgConfig c = onlyApply(h.start(s, {"me", "s", "a"}));
+  ASSERT_TRUE(c.source.has_value());
+  EXPECT_EQ(c.source->kind, SourceKind::kHosts);
+  EXPECT_EQ(c.source->restore, hosts.restore);
+  EXPECT_EQ(c.source->hosts, hosts.hosts);
+}
+
+}  // namespace
+}  // namespace dugong

@@ -377,25 +377,19 @@ bool SourceEndpoint::operator==(const SourceEndpoint& o) const {
 }
 
 std::optional<std::string> standbyStateNotRun(const ClusterState& state) {
-  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 5 runs a standby cluster of a "
-                             "hosts or dugong source, its promote-cluster and demote-cluster toward one): nothing is "
-                             "done with it";
-  auto runs = [](const StandbySource& source) { return source.kind != SourceKind::kPgbackrest && !source.restore; };
-  auto why = [](const StandbySource& source) {
-    return source.restore ? "a source with a repository (restore, stanza " + source.restore->stanza + ")"
-                          : "a " + std::string(sourceKindName(source.kind)) + " source (" + source.describe() + ")";
-  };
-  if (state.hasDemote()) {
-    // A request whose source does not parse is the primary's to remove (validateDemote).
-    auto source = state.demote.is_object() && state.demote.contains("source")
-                      ? StandbySource::fromJson(state.demote["source"], "demote.source")
-                      : Result<StandbySource>(Error{"no source"});
-    if (source && !runs(*source)) return "cluster state: a demote-cluster request toward " + why(*source) + notYet;
-  }
-  if (!state.standby) return std::nullopt;
-  const StandbySource& source = state.standby->source;
-  if (!runs(source)) return "cluster state: a standby cluster of " + why(source) + notYet;
-  return std::nullopt;
+  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 8 runs a standby cluster of "
+                             "any source, its promote-cluster, and demote-cluster toward a hosts or dugong source with "
+                             "no repository): nothing is done with it";
+  // A demotion toward a repository (its rewind against an archive, 0083 5.2) is not built.
+  if (!state.hasDemote()) return std::nullopt;
+  // A request whose source does not parse is the primary's to remove (validateDemote).
+  auto source = state.demote.is_object() && state.demote.contains("source")
+                    ? StandbySource::fromJson(state.demote["source"], "demote.source")
+                    : Result<StandbySource>(Error{"no source"});
+  if (!source || (source->kind != SourceKind::kPgbackrest && !source->restore)) return std::nullopt;
+  const std::string why = source->restore ? "a source with a repository (restore, stanza " + source->restore->stanza + ")"
+                                          : "a pgbackrest source (" + source->describe() + ")";
+  return "cluster state: a demote-cluster request toward " + why + notYet;
 }
 
 SourceEndpoint hostsEndpoint(const StandbySource& source) {
@@ -404,6 +398,22 @@ SourceEndpoint hostsEndpoint(const StandbySource& source) {
   e.hosts = source.hosts;
   e.restore = source.restore;
   return e;
+}
+
+SourceEndpoint repositoryEndpoint(const StandbySource& source) {
+  SourceEndpoint e;
+  e.kind = SourceKind::kPgbackrest;
+  e.restore = source.restore;
+  return e;
+}
+
+SourceEndpoint sourceEndpoint(const StandbySource& source, const std::optional<PeerIdentity>& upstream) {
+  switch (source.kind) {
+    case SourceKind::kDugong: return dugongEndpoint(source, upstream);
+    case SourceKind::kHosts: return hostsEndpoint(source);
+    case SourceKind::kPgbackrest: return repositoryEndpoint(source);
+  }
+  return hostsEndpoint(source);
 }
 
 SourceEndpoint dugongEndpoint(const StandbySource& source, const std::optional<PeerIdentity>& upstream) {
@@ -433,11 +443,25 @@ std::optional<Error> parseHostList(const std::string& list, const std::string& e
 }  // namespace
 
 Result<StandbySource> parseSourceUrl(const std::string& url) {
-  const std::string expected = "expected \"hosts://host:port[,host:port...]\" or "
-                               "\"dugong://zkhost:port[,zkhost:port...]/root\", got \"" + url + "\"";
-  if (url.rfind("pgbackrest://", 0) == 0) {
-    return Error{"a pgbackrest source is not run by this dugong yet (docs/decisions/0083, phase 5 runs a hosts or "
-                 "dugong source): " + expected};
+  const std::string expected = "expected \"hosts://host:port[,host:port...]\", "
+                               "\"dugong://zkhost:port[,zkhost:port...]/root\" or \"pgbackrest://stanza\", got \"" +
+                               url + "\"";
+  const std::string repositoryPrefix = "pgbackrest://";
+  if (url.rfind(repositoryPrefix, 0) == 0) {
+    // The stanza only: its repository options are not part of the form (dugong.yaml's
+    // standby.restore.options, checked by pgBackRest's rules in the agent).
+    const std::string stanza = url.substr(repositoryPrefix.size());
+    if (stanza.empty()) return Error{"no stanza in " + expected};
+    if (!std::all_of(stanza.begin(), stanza.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+        })) {
+      return Error{"the stanza \"" + stanza + "\" has a character other than a letter, a digit, '-' or '_' in " +
+                   expected};
+    }
+    StandbySource s;
+    s.kind = SourceKind::kPgbackrest;
+    s.restore = SourceRepository{stanza, {}};
+    return s;
   }
   StandbySource s;
   const std::string hostsPrefix = "hosts://";

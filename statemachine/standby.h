@@ -3,7 +3,7 @@
 // streams from (`SourceEndpoint`, 3.1), the operator's requests (`standby.promote`,
 // `demote`) and the refusals of promote-cluster (6.1). Pure: no I/O, time passed in.
 //
-// Phase 2 (0083 section 10.2): the peer runs a standby state of a `hosts` source
+// Phase 8 (0083 section 10.2): the peer runs a standby state of every kind of source
 // (standbyStateNotRun says what it does not run yet); every other reader but this file's
 // and the tests refuses format 3 (cluster_state.h, Formats).
 #pragma once
@@ -152,11 +152,11 @@ struct SourceEndpoint {
   bool operator==(const SourceEndpoint& o) const;
 };
 
-// What this build runs of a format-3 state (0083 10.2; phase 5 as built): a standby state
-// of a `hosts` or `dugong` source with no `restore`, its promote-cluster, and a demote
-// request toward either. Anything else (a `pgbackrest` source, a `restore` repository) is
-// refused with the reason, on which the peer halts as it does on a state it cannot read:
-// no write, no fence, no apply. nullopt: it runs.
+// What this build runs of a format-3 state (0083 10.2; phase 8 as built): a standby state
+// of any source, with or without a `restore` repository, its promote-cluster, and a
+// demote request toward a `hosts` or `dugong` source with no repository. A demote request
+// toward a repository is refused with the reason, on which the peer halts as it does on a
+// state it cannot read: no write, no fence, no apply. nullopt: it runs.
 std::optional<std::string> standbyStateNotRun(const ClusterState& state);
 
 // What the standby leader of a `hosts` source streams from (0083 3.1): the hosts, by one
@@ -175,11 +175,21 @@ SourceEndpoint hostsEndpoint(const StandbySource& source);
 // adapter decides which (pg::planLeaderEndpoint). REQUIRES: source.kind == kDugong.
 SourceEndpoint dugongEndpoint(const StandbySource& source, const std::optional<PeerIdentity>& upstream);
 
+// What the standby leader of a `pgbackrest` source follows (0083 2.1, 3.1): no stream,
+// WAL restored from the source's stanza (restore_command = pgbackrest archive-get, P6).
+// REQUIRES: source.kind == kPgbackrest.
+SourceEndpoint repositoryEndpoint(const StandbySource& source);
+
+// The standby leader's endpoint of any kind of source: dugongEndpoint (with `upstream`),
+// hostsEndpoint or repositoryEndpoint; each carries the source's `restore`, if any.
+SourceEndpoint sourceEndpoint(const StandbySource& source, const std::optional<PeerIdentity>& upstream);
+
 // `standby.source` of dugong.yaml (0083 2.4): "hosts://h1:5432,h2:5432" (IPv6 in
-// brackets), or "dugong://zk1:2181[,zk2:2181...]/root/of/the/source" (the source's
-// ensemble and root; its cluster name is the root's last component, no chroot). The
-// `pgbackrest://` form is refused as not run by this dugong yet; anything else with what
-// was expected.
+// brackets), "dugong://zk1:2181[,zk2:2181...]/root/of/the/source" (the source's ensemble
+// and root; its cluster name is the root's last component, no chroot), or
+// "pgbackrest://<stanza>" (letters, digits, '-', '_'; a source that is its `restore`,
+// with no options: dugong.yaml's standby.restore gives them, agent/config.cc). Anything
+// else is refused with what was expected.
 Result<StandbySource> parseSourceUrl(const std::string& url);
 
 // What the decisions need of the source's state, as read from its ensemble (0083 3.3).

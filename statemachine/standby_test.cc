@@ -341,33 +341,23 @@ TEST(ObservedSourceState, KeepsWhatTheDecisionsNeed) {
   EXPECT_FALSE(o.standby.has_value());
 }
 
-// Phase 5 (0083 "Phase 5 as built") runs a standby state of a `hosts` or `dugong`
-// source, its promote-cluster request, and a demote request toward either. A peer that
-// reads any other format-3 state (a pgbackrest source, a `restore` repository, a demote
-// request toward either) halts with the reason, as on a state of a newer format: no
-// write, no fence, no apply; postgres keeps what it had (in a standby cluster every
-// postgres is a standby: a halted agent leaves a read-only peer, 0083 2.3). It resumes on
-// a state it runs.
+// Phase 8 (0083 "Phase 8 as built") runs a standby state of every kind of source, with or
+// without a `restore` repository, its promote-cluster request, and a demote request
+// toward a `hosts` or `dugong` source with no repository. A peer that reads a demote
+// request toward a repository halts with the reason, as on a state of a newer format: no
+// write, no fence, no apply; postgres keeps what it had (0083 2.3). It resumes on a state
+// it runs.
 TEST(StandbyFormat, AFormat3StateThisBuildDoesNotRunHaltsThePeer) {
-  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 5 runs a standby cluster "
-                             "of a hosts or dugong source, its promote-cluster and demote-cluster toward one): "
-                             "nothing is done with it";
+  const std::string notYet = " is not run by this dugong yet (docs/decisions/0083, phase 8 runs a standby cluster "
+                             "of any source, its promote-cluster, and demote-cluster toward a hosts or dugong source "
+                             "with no repository): nothing is done with it";
   StandbySource dugongRestoring = dugongSource();
   dugongRestoring.restore = SourceRepository{"siteA", {}};
   ClusterState demoting = cluster(7, "p", "me", {"d"});
   demoting.demote = {{"source", dugongRestoring.toJson()}, {"by", "ops"}, {"generation", 7},
                      {"expireTime", formatIso8601(kT0 + 60000)}};
-  ClusterState repository = standbyCluster(7, "p", "me", {"d"});
-  repository.standby->source = StandbySource{};
-  repository.standby->source.kind = SourceKind::kPgbackrest;
-  repository.standby->source.restore = SourceRepository{"siteA", {}};
-  ClusterState hostsRestoring = standbyCluster(7, "p", "me", {"d"});
-  hostsRestoring.standby->source = *parseSourceUrl("hosts://h1:5432");
-  hostsRestoring.standby->source.restore = SourceRepository{"siteA", {}};
   const std::vector<std::pair<ClusterState, std::string>> cases = {
       {demoting, "a demote-cluster request toward a source with a repository (restore, stanza siteA)"},
-      {repository, "a standby cluster of a source with a repository (restore, stanza siteA)"},
-      {hostsRestoring, "a standby cluster of a source with a repository (restore, stanza siteA)"},
   };
   for (const auto& [format3, what] : cases) {
     ASSERT_TRUE(ClusterState::parse(format3.serialize(), ClusterState::Formats::kSyncAndStandby).ok()) << what;
@@ -390,6 +380,70 @@ TEST(StandbyFormat, AFormat3StateThisBuildDoesNotRunHaltsThePeer) {
   }
 }
 
+// A standby state of a `pgbackrest` source, and of a `hosts` or `dugong` source with a
+// `restore` repository, is run (0083 "Phase 8 as built"): nothing in it halts the peer.
+TEST(StandbyFormat, ARepositorySourceAndARestoreAreRun) {
+  ClusterState repository = standbyCluster(7, "p", "me", {"d"});
+  repository.standby->source = *parseSourceUrl("pgbackrest://sitea");
+  ClusterState hostsRestoring = standbyCluster(7, "p", "me", {"d"});
+  hostsRestoring.standby->source = *parseSourceUrl("hosts://h1:5432");
+  hostsRestoring.standby->source.restore = SourceRepository{"sitea", {{"repo1-path", "/srv/pgbackrest"}}};
+  ClusterState dugongRestoring = standbyCluster(7, "p", "me", {"d"});
+  dugongRestoring.standby->source = dugongSource();
+  dugongRestoring.standby->source.restore = SourceRepository{"sitea", {}};
+  for (const ClusterState& s : {repository, hostsRestoring, dugongRestoring}) {
+    auto parsed = ClusterState::parse(s.serialize(), ClusterState::Formats::kSyncAndStandby);
+    ASSERT_TRUE(parsed.ok()) << parsed.error();
+    EXPECT_EQ(standbyStateNotRun(parsed.value()), std::nullopt) << s.standby->source.describe();
+  }
+}
+
+// The pgbackrest form of dugong.yaml (0083 2.4): "pgbackrest://<stanza>"; the repository
+// options come from dugong.yaml's standby.restore (agent/config.cc), checked there by
+// pgBackRest's rules. Its endpoint restores from the stanza and streams from nothing.
+TEST(StandbySource, ParsesThePgbackrestFormOfDugongYaml) {
+  auto s = parseSourceUrl("pgbackrest://site-a");
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->kind, SourceKind::kPgbackrest);
+  ASSERT_TRUE(s->restore.has_value());
+  EXPECT_EQ(s->restore->stanza, "site-a");
+  EXPECT_TRUE(s->restore->options.empty());
+  EXPECT_EQ(s->describe(), "pgbackrest stanza site-a");
+  auto back = StandbySource::fromJson(s->toJson(), "x");
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, *s);
+  const SourceEndpoint e = sourceEndpoint(*s, std::nullopt);
+  EXPECT_EQ(e.kind, SourceKind::kPgbackrest);
+  EXPECT_EQ(e.restore, s->restore);
+  EXPECT_FALSE(e.peer.has_value());
+  EXPECT_TRUE(e.hosts.empty());
+  EXPECT_EQ(e.slotName, "");
+  EXPECT_EQ(e.describe(), "pgbackrest (restoring from stanza site-a)");
+  // The other kinds, by the same function, keep their restore.
+  StandbySource hosts = *parseSourceUrl("hosts://h1:5432");
+  hosts.restore = SourceRepository{"sitea", {}};
+  EXPECT_EQ(sourceEndpoint(hosts, std::nullopt), hostsEndpoint(hosts));
+  EXPECT_EQ(sourceEndpoint(hosts, std::nullopt).describe(), "hosts h1:5432 (restoring from stanza sitea)");
+  const StandbySource siteA = dugongSource();
+  EXPECT_EQ(sourceEndpoint(siteA, std::nullopt), dugongEndpoint(siteA, std::nullopt));
+  auto expected = [](const std::string& url) {
+    return "expected \"hosts://host:port[,host:port...]\", \"dugong://zkhost:port[,zkhost:port...]/root\" or "
+           "\"pgbackrest://stanza\", got \"" + url + "\"";
+  };
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"pgbackrest://", "no stanza in " + expected("pgbackrest://")},
+      {"pgbackrest://site a", "the stanza \"site a\" has a character other than a letter, a digit, '-' or '_' in " +
+                                  expected("pgbackrest://site a")},
+      {"pgbackrest://sitea/x", "the stanza \"sitea/x\" has a character other than a letter, a digit, '-' or '_' in " +
+                                   expected("pgbackrest://sitea/x")},
+  };
+  for (const auto& [url, error] : refused) {
+    auto r = parseSourceUrl(url);
+    ASSERT_FALSE(r.ok()) << url;
+    EXPECT_EQ(r.error(), error) << url;
+  }
+}
+
 TEST(StandbySource, ParsesTheHostsFormOfDugongYaml) {
   auto s = parseSourceUrl("hosts://db1:5432,[fd00::2]:5433");
   ASSERT_TRUE(s.ok()) << s.error();
@@ -402,16 +456,14 @@ TEST(StandbySource, ParsesTheHostsFormOfDugongYaml) {
   EXPECT_EQ(hostsEndpoint(*s).slotName, "");
   // What every refusal ends with.
   auto expected = [](const std::string& url) {
-    return "expected \"hosts://host:port[,host:port...]\" or \"dugong://zkhost:port[,zkhost:port...]/root\", "
-           "got \"" + url + "\"";
+    return "expected \"hosts://host:port[,host:port...]\", \"dugong://zkhost:port[,zkhost:port...]/root\" or "
+           "\"pgbackrest://stanza\", got \"" + url + "\"";
   };
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"db1:5432", expected("db1:5432")},
       {"hosts://", "expected \"host:port\", got \"\" in " + expected("hosts://")},
       {"hosts://db1:5432,", "expected \"host:port\", got \"\" in " + expected("hosts://db1:5432,")},
       {"hosts://db1:70000", "port 70000 is out of range (1-65535) in \"db1:70000\" in " + expected("hosts://db1:70000")},
-      {"pgbackrest://siteA", "a pgbackrest source is not run by this dugong yet (docs/decisions/0083, phase 5 runs a "
-                             "hosts or dugong source): " + expected("pgbackrest://siteA")},
       {"dugong://a1:2181", "no root after the ensemble in " + expected("dugong://a1:2181")},
       {"dugong://a1:2181/", "standby.source.cluster must not be empty in " + expected("dugong://a1:2181/")},
       {"dugong://a1/dugong/siteA", "expected \"host:port\", got \"a1\" in " + expected("dugong://a1/dugong/siteA")},
