@@ -39,7 +39,16 @@ bool isStreamingReplica(const driver::Runner& driver, const pg::PgStatus& postgr
 }
 
 bool isStreamingStandbyLeader(const driver::Runner& driver, const pg::PgStatus& postgres) {
-  return driver.peer().role() == Role::kStandbyLeader && isStreamingReplica(driver, postgres);
+  if (driver.peer().role() != Role::kStandbyLeader) return false;
+  const auto& state = driver.peer().clusterState();
+  const SourceKind kind = state && state->standby ? state->standby->source.kind : SourceKind::kHosts;
+  return leaderFollowsSource(kind, isStreamingReplica(driver, postgres), driver.runsWantedConfig(), postgres);
+}
+
+bool leaderFollowsSource(SourceKind kind, bool streamingReplica, bool runsWantedConfig, const pg::PgStatus& postgres) {
+  if (kind != SourceKind::kPgbackrest) return streamingReplica;
+  return runsWantedConfig && postgres.online && postgres.inRecovery && postgres.source &&
+         postgres.source->sourceAnswered();
 }
 
 std::optional<uint64_t> replayBacklogBytes(const pg::PgStatus& postgres) {

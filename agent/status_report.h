@@ -42,9 +42,12 @@ bool isWritablePrimary(const driver::Runner& driver, const pg::PgStatus& postgre
 // wants (no transition in flight, no newer one waiting), in recovery, its WAL receiver
 // streaming.
 bool isStreamingReplica(const driver::Runner& driver, const pg::PgStatus& postgres);
-// A standby cluster's leader streaming from its source (docs/decisions/0083 9.1), as
-// isStreamingReplica.
+// A standby cluster's leader following its source (docs/decisions/0083 9.1): streaming
+// from it, as isStreamingReplica; from a pgBackRest repository, which streams nothing,
+// running its wanted configuration in recovery with the repository read by its last lag
+// sample (leaderFollowsSource).
 bool isStreamingStandbyLeader(const driver::Runner& driver, const pg::PgStatus& postgres);
+bool leaderFollowsSource(SourceKind kind, bool streamingReplica, bool runsWantedConfig, const pg::PgStatus& postgres);
 // On a standby: the WAL it has received but not yet replayed, in bytes (receive - replay).
 std::optional<uint64_t> replayBacklogBytes(const pg::PgStatus& postgres);
 

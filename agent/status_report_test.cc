@@ -58,5 +58,30 @@ TEST(StatusReport, ReplicationGaugesGiveTheModeKTheSetAndTheMembersAcknowledging
   EXPECT_EQ(replicationMetricsText(Role::kPrimary, true, std::nullopt, postgres), "");
 }
 
+// /standby-leader's predicate (0083 9.1, "Phase 8 as built"): a leader of a streaming
+// source follows it while its WAL receiver streams; one of a repository, which streams
+// nothing, while it runs in recovery and its last lag sample read the repository.
+TEST(StatusReport, AStandbyLeaderFollowsARepositoryWithoutAStream) {
+  pg::PgStatus postgres;
+  postgres.online = true;
+  postgres.inRecovery = true;
+  EXPECT_FALSE(leaderFollowsSource(SourceKind::kPgbackrest, false, true, postgres)) << "no sample of the repository yet";
+  pg::SourceLag read;
+  postgres.source = read;
+  EXPECT_TRUE(leaderFollowsSource(SourceKind::kPgbackrest, false, true, postgres));
+  EXPECT_FALSE(leaderFollowsSource(SourceKind::kPgbackrest, false, false, postgres)) << "not its wanted configuration";
+  postgres.source->sourceError = "pgbackrest info: the repository cannot be read";
+  EXPECT_FALSE(leaderFollowsSource(SourceKind::kPgbackrest, false, true, postgres));
+  postgres.source.reset();
+  postgres.inRecovery = false;
+  EXPECT_FALSE(leaderFollowsSource(SourceKind::kPgbackrest, false, true, postgres)) << "out of recovery";
+  // A streaming source: the stream, as for any replica.
+  postgres.inRecovery = true;
+  postgres.source = read;
+  EXPECT_FALSE(leaderFollowsSource(SourceKind::kHosts, false, true, postgres));
+  EXPECT_TRUE(leaderFollowsSource(SourceKind::kHosts, true, true, postgres));
+  EXPECT_TRUE(leaderFollowsSource(SourceKind::kDugong, true, true, postgres));
+}
+
 }  // namespace
 }  // namespace dugong::agent
