@@ -116,7 +116,7 @@ class AdapterTest : public ::testing::Test {
     return st.st_ino;
   }
 
-  PgTestCluster cluster_{"dugong-pg-test"};
+  PgTestCluster cluster_{"dugong-pg-test", PgTestCluster::Connections::kKept};
   boost::asio::io_context loop_;
   std::vector<std::unique_ptr<PgAdapter>> adapters_;  // destroyed before the cluster
   PgConfigApplied r_;

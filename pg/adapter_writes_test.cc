@@ -143,7 +143,7 @@ class AdapterWritesTest : public ::testing::Test {
     return testing::runUntil(loop_, [&] { return std::chrono::steady_clock::now() >= end; }, d + 1s);
   }
 
-  PgTestCluster cluster_{"dugong-pg-writes"};
+  PgTestCluster cluster_{"dugong-pg-writes", PgTestCluster::Connections::kKept};
   boost::asio::io_context loop_;
   std::unique_ptr<PgAdapter> adapter_;
 

@@ -29,7 +29,7 @@ using testing::PgTestNode;
 class ConnectionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    cluster_ = new PgTestCluster("dugong-conn");
+    cluster_ = new PgTestCluster("dugong-conn", PgTestCluster::Connections::kKept);
     node_ = &cluster_->addNode("conn");
     loop_ = new boost::asio::io_context();
     auto created = PgAdapter::create(*loop_, node_->options);

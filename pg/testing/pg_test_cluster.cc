@@ -46,7 +46,8 @@ class KeptConnections {
       std::lock_guard lock(mu_);
       ++opened_;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(started + timeout - Connection::Clock::now());
+    // The query's deadline counts from the call, as runQuery's does.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(started + timeout - Connection::Clock::now());
     auto r = queryOn(*conn, sql, std::max(left, std::chrono::milliseconds(1)));
     if (!r && reused && PQstatus(conn->native()) == CONNECTION_BAD) {
       // The session had ended before the query reached it (a server that stopped a
@@ -160,7 +161,8 @@ void PgTestNode::forceStop() const {
   }
 }
 
-PgTestCluster::PgTestCluster(const std::string& prefix) : scratch_(prefix) {}
+PgTestCluster::PgTestCluster(const std::string& prefix, Connections connections)
+    : scratch_(prefix), connections_(connections) {}
 
 PgTestCluster::~PgTestCluster() { stopAll(); }
 
@@ -202,7 +204,7 @@ PgTestNode& PgTestCluster::addNode(const std::string& id, System system) {
   n.identity.ip = "127.0.0.1";
   n.identity.pgUrl = "tcp://postgres@127.0.0.1:" + std::to_string(n.port) + "/postgres";
   n.identity.zoneId = "test";
-  n.kept = std::make_shared<KeptConnections>();
+  if (connections_ == Connections::kKept) n.kept = std::make_shared<KeptConnections>();
   nodes_.push_back(std::move(n));
   return nodes_.back();
 }
