@@ -27,7 +27,7 @@ using testing::ZooKeeperCluster;
 class SessionRestartTest : public ::testing::Test {
  protected:
   void TearDown() override { detail::setBeforeCloseHookForTest(nullptr); }
-  std::string connect() { return zk ? connect() : shared.connectString(); }
+  std::string connect() { return zk ? zk->connectString() : shared.connectString(); }
 
   std::unique_ptr<Peer> startPeer(const std::string& id, std::optional<SessionCredentials> resume = std::nullopt) {
     auto o = options(connect(), "c1", 6000);

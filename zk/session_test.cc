@@ -18,7 +18,7 @@ using testing::ZooKeeperCluster;
 // when it stops, pauses or cuts its server, on one of its own: it sets `zk` first.
 class SessionTest : public ::testing::Test {
  protected:
-  std::string connect() { return zk ? connect() : shared.connectString(); }
+  std::string connect() { return zk ? zk->connectString() : shared.connectString(); }
 
   std::unique_ptr<Peer> startPeer(const std::string& id, int sessionTimeoutMs = 4000) {
     auto p = std::make_unique<Peer>(io, options(connect(), "c1", sessionTimeoutMs), id);
