@@ -327,7 +327,9 @@ TEST_P(RebuildTest, DivergedExPrimaryIsRebuilt) {
   ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
   std::string blocked = a.value("INSERT INTO t VALUES (2, 'lost')", 1s);
   ASSERT_NE(blocked.find("timed out"), std::string::npos) << blocked;
-  ASSERT_EQ(a.value("SELECT v FROM t WHERE id = 2"), "lost");  // visible locally only
+  // Visible locally once the cancel sent at the timeout has ended the commit's wait (a
+  // moment later: until then the commit is not visible to other sessions).
+  ASSERT_TRUE(testing::eventually([&] { return a.value("SELECT v FROM t WHERE id = 2") == "lost"; }, 10s));
 
   // The sync takes over alone (one-node-write mode) and writes on its new timeline.
   auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
@@ -371,7 +373,9 @@ TEST_F(AdapterTest, KilledDivergedExPrimaryIsRewoundNotCopied) {
   ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
   std::string blocked = a.value("INSERT INTO t VALUES (2, 'lost')", 1s);
   ASSERT_NE(blocked.find("timed out"), std::string::npos) << blocked;
-  ASSERT_EQ(a.value("SELECT v FROM t WHERE id = 2"), "lost");
+  // Visible locally once the cancel sent at the timeout has ended the commit's wait (a
+  // moment later: until then the commit is not visible to other sessions).
+  ASSERT_TRUE(testing::eventually([&] { return a.value("SELECT v FROM t WHERE id = 2") == "lost"; }, 10s));
   ASSERT_TRUE(a.signalPostmaster(SIGKILL));
 
   auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
