@@ -93,7 +93,10 @@ class AdapterTest : public ::testing::Test {
     return testing::runUntil(loop_, condition, kConditionDeadline);
   }
 
-  static bool writable(const PgTestNode& n) { return n.value("SHOW default_transaction_read_only") == "off"; }
+  // Whether a new session may write (record 0091: on a connection of its own).
+  static bool writable(const PgTestNode& n) {
+    return n.valueOnNewConnection("SHOW default_transaction_read_only") == "off";
+  }
   static bool inRecovery(const PgTestNode& n) { return n.value("SELECT pg_is_in_recovery()") == "t"; }
   // `a` the primary, `b` its sync, streaming, and `a` writable.
   static void startPrimaryWithSync(const PgTestNode& a, PgController& ca, const PgTestNode& b, PgController& cb) {
@@ -113,7 +116,7 @@ class AdapterTest : public ::testing::Test {
     return st.st_ino;
   }
 
-  PgTestCluster cluster_{"dugong-pg-test"};
+  PgTestCluster cluster_{"dugong-pg-test", PgTestCluster::Connections::kKept};
   boost::asio::io_context loop_;
   std::vector<std::unique_ptr<PgAdapter>> adapters_;  // destroyed before the cluster
   PgConfigApplied r_;
@@ -141,7 +144,8 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   EXPECT_EQ(a.value("SHOW synchronous_standby_names"), "\"peer-b\"");
   EXPECT_EQ(a.value("SHOW synchronous_commit"), "on");
   EXPECT_FALSE(writable(a));
-  EXPECT_NE(a.value("CREATE TABLE t (id int primary key, v text)").find("read-only transaction"), std::string::npos);
+  EXPECT_NE(a.valueOnNewConnection("CREATE TABLE t (id int primary key, v text)").find("read-only transaction"),
+            std::string::npos);
   PgStatus sa = status(pa);
   EXPECT_TRUE(sa.online);
   EXPECT_TRUE(sa.readOnly);
@@ -323,7 +327,9 @@ TEST_P(RebuildTest, DivergedExPrimaryIsRebuilt) {
   ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
   std::string blocked = a.value("INSERT INTO t VALUES (2, 'lost')", 1s);
   ASSERT_NE(blocked.find("timed out"), std::string::npos) << blocked;
-  ASSERT_EQ(a.value("SELECT v FROM t WHERE id = 2"), "lost");  // visible locally only
+  // Visible locally once the cancel sent at the timeout has ended the commit's wait (a
+  // moment later: until then the commit is not visible to other sessions).
+  ASSERT_TRUE(testing::eventually([&] { return a.value("SELECT v FROM t WHERE id = 2") == "lost"; }, 10s));
 
   // The sync takes over alone (one-node-write mode) and writes on its new timeline.
   auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
@@ -367,7 +373,9 @@ TEST_F(AdapterTest, KilledDivergedExPrimaryIsRewoundNotCopied) {
   ASSERT_TRUE(apply(pb, PgConfig::none()).ok);
   std::string blocked = a.value("INSERT INTO t VALUES (2, 'lost')", 1s);
   ASSERT_NE(blocked.find("timed out"), std::string::npos) << blocked;
-  ASSERT_EQ(a.value("SELECT v FROM t WHERE id = 2"), "lost");
+  // Visible locally once the cancel sent at the timeout has ended the commit's wait (a
+  // moment later: until then the commit is not visible to other sessions).
+  ASSERT_TRUE(testing::eventually([&] { return a.value("SELECT v FROM t WHERE id = 2") == "lost"; }, 10s));
   ASSERT_TRUE(a.signalPostmaster(SIGKILL));
 
   auto r = apply(pb, PgConfig::firstPrimary(std::nullopt));
@@ -760,7 +768,7 @@ TEST_F(AdapterTest, TlsOnlyClusterAndAWrongCaRefused) {
   ASSERT_TRUE(r_.ok) << r_.error;
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE type = 'host'"), "0");
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE type = 'hostssl'"), "4");
-  EXPECT_EQ(a.value("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"), "t");
+  EXPECT_EQ(a.valueOnNewConnection("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"), "t");
   auto plain = runQuery(a.conninfo() + " sslmode=disable", "SELECT 1", 5s);
   ASSERT_FALSE(plain.ok());
   EXPECT_NE(plain.error().find("no encryption"), std::string::npos) << plain.error();
@@ -1340,7 +1348,8 @@ TEST_F(AdapterTest, StopWritesLeavesNoWayToGetACommitAcknowledged) {
   auto rw = runQuery(readWrite, "SELECT 1", 5s);
   ASSERT_FALSE(rw.ok());
   EXPECT_NE(rw.error().find("read-only"), std::string::npos) << rw.error();
-  EXPECT_NE(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (4)").find("read-only transaction"),
+  EXPECT_NE(a.valueOnNewConnection("SET synchronous_commit = local; INSERT INTO t VALUES (4)")
+                .find("read-only transaction"),
             std::string::npos);
   EXPECT_TRUE(status(pa).writesStopped);
   EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id IN (1, 3, 4, 6)"), "0");
@@ -1388,8 +1397,9 @@ TEST_F(AdapterTest, ShutDownWritesLeavesNoSessionThatCanCommit) {
   // Started by hand, it is still write-stopped.
   auto started = pgCtl(a, {"start"});
   ASSERT_TRUE(started.ok()) << started.describe() << started.output;
-  EXPECT_EQ(a.value("SHOW default_transaction_read_only"), "on");
-  EXPECT_NE(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (3)").find("read-only transaction"),
+  EXPECT_EQ(a.valueOnNewConnection("SHOW default_transaction_read_only"), "on");
+  EXPECT_NE(a.valueOnNewConnection("SET synchronous_commit = local; INSERT INTO t VALUES (3)")
+                .find("read-only transaction"),
             std::string::npos);
   ASSERT_TRUE(pgCtl(a, {"stop", "-m", "fast"}).ok());
   // An apply does not lift the shutdown: postgres stays stopped.

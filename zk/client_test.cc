@@ -15,8 +15,9 @@ using namespace test;
 using testing::ZooKeeperCluster;
 
 TEST(ClientTest, ReadsWhatAnEmptyClusterHas) {
-  auto zk = ZooKeeperCluster::standalone();
-  auto c = client(zk->connectString(), "empty");
+  CaseZooKeeper zk;  // the run's shared server, a root of its own
+  const std::string connect = zk.connectString();
+  auto c = client(connect, "empty");
   auto st = c->readState();
   ASSERT_TRUE(st.ok()) << st.error();
   EXPECT_FALSE(st->exists);
@@ -29,8 +30,9 @@ TEST(ClientTest, ReadsWhatAnEmptyClusterHas) {
 }
 
 TEST(ClientTest, ConcurrentTestAndSetWritersLoseNoUpdate) {
-  auto zk = ZooKeeperCluster::standalone();
-  ASSERT_TRUE(client(zk->connectString(), "c1")->putState(state(1), -1).ok);
+  CaseZooKeeper zk;  // the run's shared server, a root of its own
+  const std::string connect = zk.connectString();
+  ASSERT_TRUE(client(connect, "c1")->putState(state(1), -1).ok);
   // Four writers each raise the generation 15 times with read-modify-write loops.
   constexpr int kWriters = 4;
   constexpr int kEach = 15;
@@ -38,7 +40,7 @@ TEST(ClientTest, ConcurrentTestAndSetWritersLoseNoUpdate) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kWriters; ++t) {
     threads.emplace_back([&] {
-      auto c = Client::connect(options(zk->connectString(), "c1"));
+      auto c = Client::connect(options(connect, "c1"));
       if (!c.ok()) {
         ++errors;
         return;
@@ -70,7 +72,7 @@ TEST(ClientTest, ConcurrentTestAndSetWritersLoseNoUpdate) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(wins.load(), kWriters * kEach);
-  auto c = client(zk->connectString(), "c1");
+  auto c = client(connect, "c1");
   auto final = c->readState();
   ASSERT_TRUE(final.ok());
   // Every win raised the generation by exactly one: no update was lost.

@@ -9,14 +9,12 @@ namespace dugong::zk {
 namespace {
 
 using namespace test;
-using testing::ZooKeeperCluster;
 
 class SessionQuorumTest : public ::testing::Test {
  protected:
-  void SetUp() override { zk = ZooKeeperCluster::standalone(); }
 
   std::unique_ptr<Peer> startPeer(const std::string& id) {
-    auto p = std::make_unique<Peer>(io, options(zk->connectString(), "q1"), id);
+    auto p = std::make_unique<Peer>(io, options(zk.connectString(), "q1"), id);
     p->start();
     EXPECT_TRUE(p->waitInit()) << id << " was not initialized";
     return p;
@@ -56,7 +54,7 @@ class SessionQuorumTest : public ::testing::Test {
   }
 
   boost::asio::io_context io;
-  std::unique_ptr<ZooKeeperCluster> zk;
+  CaseZooKeeper zk;  // the run's shared server, a root of its own
 };
 
 TEST_F(SessionQuorumTest, AReportIsSeenByEveryPeerWithItsNodeVersionAndCanBeWithdrawn) {
@@ -107,7 +105,7 @@ TEST_F(SessionQuorumTest, AStateWriteFailsWhenACheckedElectionNodeChanged) {
   EXPECT_FALSE(lost.ok);
   EXPECT_TRUE(lost.lostRace) << lost.error;
   EXPECT_NE(lost.error.find("the election node of b changed"), std::string::npos) << lost.error;
-  auto c = client(zk->connectString(), "q1");
+  auto c = client(zk.connectString(), "q1");
   auto read = c->readState();
   ASSERT_TRUE(read.ok()) << read.error();
   EXPECT_EQ(read->version, 0);  // nothing written, no history record either

@@ -21,13 +21,16 @@ namespace {
 using namespace test;
 using testing::ZooKeeperCluster;
 
+// A case works on the run's shared server under a root of its own (CaseZooKeeper), or,
+// when it forks (a client's threads must not exist then), on one of its own: it sets
+// `zk` first.
 class SessionRestartTest : public ::testing::Test {
  protected:
-  void SetUp() override { zk = ZooKeeperCluster::standalone(); }
   void TearDown() override { detail::setBeforeCloseHookForTest(nullptr); }
+  std::string connect() { return zk ? zk->connectString() : shared.connectString(); }
 
   std::unique_ptr<Peer> startPeer(const std::string& id, std::optional<SessionCredentials> resume = std::nullopt) {
-    auto o = options(zk->connectString(), "c1", 6000);
+    auto o = options(connect(), "c1", 6000);
     o.resume = std::move(resume);
     auto p = std::make_unique<Peer>(io, o, id);
     p->start();
@@ -36,6 +39,7 @@ class SessionRestartTest : public ::testing::Test {
   }
 
   boost::asio::io_context io;
+  CaseZooKeeper shared;
   std::unique_ptr<ZooKeeperCluster> zk;
 };
 
@@ -79,14 +83,15 @@ SessionCredentials runPeerThatDetachesAndExits(
 }
 
 TEST_F(SessionRestartTest, ADetachedSessionOutlivesItsProcessAndIsReattachedWithItsOwnElectionNode) {
-  const SessionCredentials saved = runPeerThatDetachesAndExits(zk->connectString());
+  zk = ZooKeeperCluster::standalone();  // forks
+  const SessionCredentials saved = runPeerThatDetachesAndExits(connect());
   ASSERT_NE(saved.sessionId, 0);
   ASSERT_EQ(saved.password.size(), 16u);
 
   // The process that held it is gone, but the session and its node are not.
   auto other = startPeer("b");
   EXPECT_EQ(other->active(), (std::vector<std::string>{"a", "b"}));
-  auto c = client(zk->connectString(), "c1");
+  auto c = client(connect(), "c1");
   auto nodes = c->electionNodes();
   ASSERT_TRUE(nodes.ok()) << nodes.error();
   ASSERT_EQ(nodes->size(), 2u);
@@ -95,7 +100,7 @@ TEST_F(SessionRestartTest, ADetachedSessionOutlivesItsProcessAndIsReattachedWith
 
   // The successor re-attaches: same session, same node; b sees no change.
   std::optional<SessionCredentials> reported;
-  auto o = options(zk->connectString(), "c1", 6000);
+  auto o = options(connect(), "c1", 6000);
   o.resume = saved;
   auto again = std::make_unique<Peer>(io, o, "a");
   again->session().setSessionCallback([&](SessionCredentials cr) { reported = cr; });
@@ -154,13 +159,14 @@ TEST_F(SessionRestartTest, DestroyingASessionEndsItOffTheCallersThread) {
 // they are until the new run publishes its own (rewriting the node would withdraw the
 // report behind the state machine's back, and change the version its write checks).
 TEST_F(SessionRestartTest, AReattachedSessionKeepsTheTakeoverReportItsNodeHolds) {
+  zk = ZooKeeperCluster::standalone();  // forks
   TakeoverReport report;
   report.generation = 4;
   report.wal = WalPosition::parse("0/5000060").value();
   report.history.timeline = 2;
   report.instance = 7;
   const SessionCredentials saved =
-      runPeerThatDetachesAndExits(zk->connectString(), [&](Peer& p, boost::asio::io_context& childIo) {
+      runPeerThatDetachesAndExits(connect(), [&](Peer& p, boost::asio::io_context& childIo) {
         p.session().setStreaming(false);
         std::optional<ReportPublished> published;
         p.session().publishReport(report, [&](ReportPublished r) { published = r; });

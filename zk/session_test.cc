@@ -14,18 +14,21 @@ namespace {
 using namespace test;
 using testing::ZooKeeperCluster;
 
+// A case works on the run's shared server under a root of its own (CaseZooKeeper), or,
+// when it stops, pauses or cuts its server, on one of its own: it sets `zk` first.
 class SessionTest : public ::testing::Test {
  protected:
-  void SetUp() override { zk = ZooKeeperCluster::standalone(); }
+  std::string connect() { return zk ? zk->connectString() : shared.connectString(); }
 
   std::unique_ptr<Peer> startPeer(const std::string& id, int sessionTimeoutMs = 4000) {
-    auto p = std::make_unique<Peer>(io, options(zk->connectString(), "c1", sessionTimeoutMs), id);
+    auto p = std::make_unique<Peer>(io, options(connect(), "c1", sessionTimeoutMs), id);
     p->start();
     EXPECT_TRUE(p->waitInit()) << id << " was not initialized";
     return p;
   }
 
   boost::asio::io_context io;
+  CaseZooKeeper shared;
   std::unique_ptr<ZooKeeperCluster> zk;
 };
 
@@ -44,7 +47,7 @@ TEST_F(SessionTest, FirstInitHasNoStateAndItselfAsTheOnlyPeer) {
   // The node holds the identity JSON and the newest state format this build reads (every
   // format up to it: dugong-adm's check before `config set replication.mode=quorum`,
   // docs/decisions/0089), and belongs to the session.
-  auto c = client(zk->connectString(), "c1");
+  auto c = client(connect(), "c1");
   auto nodes = c->electionNodes();
   ASSERT_TRUE(nodes.ok()) << nodes.error();
   ASSERT_EQ(nodes->size(), 1u);
@@ -75,7 +78,7 @@ TEST_F(SessionTest, ElectionOrderIsSessionOrderAcrossSessions) {
   EXPECT_EQ(m->active(), (std::vector<std::string>{"z", "a", "m"}));
   ASSERT_TRUE(runUntil(io, [&] { return a->active() == std::vector<std::string>{"z", "a", "m"}; }));
 
-  auto peers = client(zk->connectString(), "c1")->activePeers();
+  auto peers = client(connect(), "c1")->activePeers();
   ASSERT_TRUE(peers.ok());
   EXPECT_EQ(ids(*peers), (std::vector<std::string>{"z", "a", "m"}));
 }
@@ -86,9 +89,9 @@ TEST_F(SessionTest, NoEventWhenAWatchFiresButThePeersDidNotChange) {
   // Children of the election dir that are not peers fire the child watch but change
   // no peer: one whose name is not "<id>-<seq>", one whose data is not an identity.
   // (A Client rooted there creates them as its persistent nodes.)
-  ASSERT_TRUE(client(zk->connectString(), "c1")->ensureLayout().ok());
+  ASSERT_TRUE(client(connect(), "c1")->ensureLayout().ok());
   for (const char* junk : {"/dugong/c1/election/junk", "/dugong/c1/election/x-0000000099"}) {
-    ZkOptions o = options(zk->connectString(), "");
+    ZkOptions o = options(connect(), "");
     o.root = junk;
     auto c = Client::connect(o);
     ASSERT_TRUE(c.ok());
@@ -110,7 +113,7 @@ TEST_F(SessionTest, NoEventWhenAWatchFiresButThePeersDidNotChange) {
 
 TEST_F(SessionTest, ManyQuickChangesLoseNoFinalState) {
   auto a = startPeer("a");
-  auto c = client(zk->connectString(), "c1");
+  auto c = client(connect(), "c1");
   ASSERT_TRUE(c->putState(state(1), -1).ok);
   int32_t version = 0;
   for (int g = 2; g <= 150; ++g) {
@@ -161,7 +164,7 @@ TEST_F(SessionTest, ConcurrentTestAndSetWritersExactlyOneWinsPerVersion) {
     EXPECT_EQ(winners, 1) << "round " << round;
   }
   EXPECT_EQ(version, 4);  // created at 0, then four updates
-  auto history = client(zk->connectString(), "c1")->history();
+  auto history = client(connect(), "c1")->history();
   ASSERT_TRUE(history.ok());
   EXPECT_EQ(history->size(), 5u);  // one record per winning write, none for the losers
 }
@@ -182,7 +185,7 @@ TEST_F(SessionTest, HistoryIsWrittenWithTheStateInOneMultiOp) {
   EXPECT_FALSE(create.ok);
   EXPECT_TRUE(create.lostRace);
 
-  auto c = client(zk->connectString(), "c1");
+  auto c = client(connect(), "c1");
   auto history = c->history();
   ASSERT_TRUE(history.ok()) << history.error();
   ASSERT_EQ(history->size(), 2u);
@@ -201,7 +204,7 @@ TEST_F(SessionTest, HistoryIsWrittenWithTheStateInOneMultiOp) {
 }
 
 TEST_F(SessionTest, MalformedStateIsDeliveredAsBytesThatFailToParseClearly) {
-  auto c = client(zk->connectString(), "c1");
+  auto c = client(connect(), "c1");
   ASSERT_TRUE(c->putStateBytes("{\"generation\": 1, oops", -1).ok);
   auto a = startPeer("a");
   auto init = a->all<ZkInitialized>().at(0);
@@ -226,7 +229,7 @@ TEST_F(SessionTest, MalformedStateIsDeliveredAsBytesThatFailToParseClearly) {
 TEST_F(SessionTest, StateCreatedAfterInitIsDeliveredOnce) {
   auto b = startPeer("b");
   EXPECT_FALSE(b->state().exists);
-  auto c = client(zk->connectString(), "c1");
+  auto c = client(connect(), "c1");
   ASSERT_TRUE(c->putState(state(1), -1).ok);
   ASSERT_TRUE(runUntil(io, [&] { return b->state().exists; }));
   EXPECT_EQ(b->state().version, 0);
@@ -240,14 +243,14 @@ TEST_F(SessionTest, StateCreatedAfterInitIsDeliveredOnce) {
 // a tool (a test-and-set with a history record), delivered once each; a lost race
 // writes nothing.
 TEST_F(SessionTest, AWatchedNodeIsDeliveredAtEachChange) {
-  auto p = std::make_unique<Peer>(io, options(zk->connectString(), "c1"), "a");
+  auto p = std::make_unique<Peer>(io, options(connect(), "c1"), "a");
   std::vector<StateNode> seen;
   p->session().watchNode(Layout("/dugong/c1").config(), [&](StateNode n) { seen.push_back(std::move(n)); });
   p->start();
   ASSERT_TRUE(p->waitInit());
   ASSERT_TRUE(runUntil(io, [&] { return seen.size() == 1; }));
   EXPECT_FALSE(seen[0].exists);
-  auto c = client(zk->connectString(), "c1");
+  auto c = client(connect(), "c1");
   ASSERT_TRUE(c->putConfigBytes("v1", -1, "first").ok);
   ASSERT_TRUE(runUntil(io, [&] { return seen.size() == 2; }));
   EXPECT_EQ(seen[1].data, "v1");
@@ -265,6 +268,7 @@ TEST_F(SessionTest, AWatchedNodeIsDeliveredAtEachChange) {
 }
 
 TEST_F(SessionTest, ServerRestartIsNotExpiryWritesFailFastMeanwhile) {
+  zk = ZooKeeperCluster::standalone();  // stopped, paused or cut
   auto a = startPeer("a", 10000);
   auto b = startPeer("b", 10000);
   ASSERT_TRUE(a->put(state(1), -1).ok);
@@ -307,7 +311,7 @@ TEST_F(SessionTest, ExpiryForcedFromOutsideRecoversWithANewNodeAndAFreshInit) {
   auto creds = a->session().credentials();
   ASSERT_TRUE(creds.has_value());
 
-  auto closed = closeSessionFromOutside(zk->connectString(), creds->sessionId, creds->password);
+  auto closed = closeSessionFromOutside(connect(), creds->sessionId, creds->password);
   ASSERT_TRUE(closed.ok()) << closed.error();
 
   // b is told that a left, then that a is back (after a's new session).
@@ -325,7 +329,7 @@ TEST_F(SessionTest, ExpiryForcedFromOutsideRecoversWithANewNodeAndAFreshInit) {
   for (auto& ch : b->all<ActivePeersChanged>()) sawLeave = sawLeave || ids(ch.active) == std::vector<std::string>{"b"};
   EXPECT_TRUE(sawLeave);
   // The old node is gone; exactly one node for a.
-  auto nodes = client(zk->connectString(), "c1")->electionNodes();
+  auto nodes = client(connect(), "c1")->electionNodes();
   ASSERT_TRUE(nodes.ok());
   ASSERT_EQ(nodes->size(), 2u);
   EXPECT_EQ("/dugong/c1/election/" + nodes->at(1).node, after.electionNode);
@@ -334,6 +338,7 @@ TEST_F(SessionTest, ExpiryForcedFromOutsideRecoversWithANewNodeAndAFreshInit) {
 }
 
 TEST_F(SessionTest, WriteInterruptedByAHungServerIsResolvedByReadingTheState) {
+  zk = ZooKeeperCluster::standalone();  // stopped, paused or cut
   auto a = startPeer("a", 2000);
   ASSERT_TRUE(a->put(state(1), -1).ok);
   std::optional<StateWriteFinished> result;
@@ -345,7 +350,7 @@ TEST_F(SessionTest, WriteInterruptedByAHungServerIsResolvedByReadingTheState) {
   ASSERT_TRUE(runUntil(io, [&] { return !a->session().status().connected || result.has_value(); }));
   zk->resume(0);
   ASSERT_TRUE(runUntil(io, [&] { return result.has_value(); }));
-  auto now = client(zk->connectString(), "c1")->readState();
+  auto now = client(connect(), "c1")->readState();
   ASSERT_TRUE(now.ok());
   // Whatever happened, the report matches ZooKeeper.
   if (result->ok) {
@@ -362,6 +367,7 @@ TEST_F(SessionTest, WriteInterruptedByAHungServerIsResolvedByReadingTheState) {
 // expects. Interrupted before it reached ZooKeeper, it was reported applied, at the old
 // version, because the bytes read back matched: a takeover at that version could still land.
 TEST_F(SessionTest, AnInterruptedUnchangedRewriteThatNeverReachedZooKeeperIsNotReportedApplied) {
+  zk = ZooKeeperCluster::standalone();  // stopped, paused or cut
   dugong::testing::TcpProxy proxy("127.0.0.1", zk->clientPort(0));
   Peer a(io, options("127.0.0.1:" + std::to_string(proxy.port()), "c1", 6000), "a");
   a.start();
@@ -376,7 +382,7 @@ TEST_F(SessionTest, AnInterruptedUnchangedRewriteThatNeverReachedZooKeeperIsNotR
   ASSERT_TRUE(runUntil(io, [&] { return result.has_value(); }));
   // Only a session that survived resolves the write by reading (an expiry fails it anyway).
   ASSERT_EQ(a.session().status().sessionsLost, lostBefore) << "the session expired: the test proves nothing";
-  auto now = client(zk->connectString(), "c1")->readState();
+  auto now = client(connect(), "c1")->readState();
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->version, 0);
   EXPECT_FALSE(result->ok) << "reported applied at version " << result->newVersion << " while ZooKeeper is at "
@@ -387,6 +393,7 @@ TEST_F(SessionTest, AnInterruptedUnchangedRewriteThatNeverReachedZooKeeperIsNotR
 // primary that resumes writes on it decides on the state of now, never on the one from
 // before the loss (a promotion carried out meanwhile).
 TEST_F(SessionTest, TheRegainOfTheSameSessionIsReportedAfterTheStateIsReadAgain) {
+  zk = ZooKeeperCluster::standalone();  // stopped, paused or cut
   dugong::testing::TcpProxy proxy("127.0.0.1", zk->clientPort(0));
   Peer a(io, options("127.0.0.1:" + std::to_string(proxy.port()), "c1", 8000), "a");
   a.start();
@@ -398,7 +405,7 @@ TEST_F(SessionTest, TheRegainOfTheSameSessionIsReportedAfterTheStateIsReadAgain)
   a.session().setConnectionCallback([&](ConnectionChange c) { changes.emplace_back(c.connected, a.state().version); });
   proxy.cut();
   ASSERT_TRUE(runUntil(io, [&] { return !changes.empty(); }));
-  ASSERT_TRUE(client(zk->connectString(), "c1")->putState(state(2), 0).ok);
+  ASSERT_TRUE(client(connect(), "c1")->putState(state(2), 0).ok);
   proxy.heal();
   ASSERT_TRUE(runUntil(io, [&] { return changes.size() >= 2; }));
   ASSERT_EQ(a.session().status().sessionsLost, lostBefore) << "the session expired: the test proves nothing";
@@ -413,7 +420,7 @@ TEST_F(SessionTest, TheRegainOfTheSameSessionIsReportedAfterTheStateIsReadAgain)
 // are closed one after another right after requests were sent.
 TEST_F(SessionTest, ClosingWhileAnswersArriveLeavesNoRequestBehind) {
   for (int i = 0; i < 40; ++i) {
-    Peer a(io, options(zk->connectString(), "c1", 8000), "a");
+    Peer a(io, options(connect(), "c1", 8000), "a");
     a.start();
     ASSERT_TRUE(a.waitInit());
     a.session().putClusterState(state(i + 1), i - 1, [](const StateWriteFinished&) {}, "closing");
@@ -428,7 +435,7 @@ TEST_F(SessionTest, ClosingWhileAnswersArriveLeavesNoRequestBehind) {
 }
 
 TEST_F(SessionTest, DigestAuthLetsOnlyTheConfiguredIdentityWrite) {
-  ZkOptions secured = options(zk->connectString(), "sec");
+  ZkOptions secured = options(connect(), "sec");
   secured.auth = DigestAuth{"dugong", "s3cret"};
   Peer a(io, secured, "a");
   a.start();
@@ -436,7 +443,7 @@ TEST_F(SessionTest, DigestAuthLetsOnlyTheConfiguredIdentityWrite) {
   ASSERT_TRUE(a.put(state(1), -1).ok);
 
   // Anyone may read.
-  auto anon = client(zk->connectString(), "sec");
+  auto anon = client(connect(), "sec");
   auto read = anon->readState();
   ASSERT_TRUE(read.ok()) << read.error();
   EXPECT_EQ(read->data, state(1).serialize());
@@ -459,7 +466,7 @@ TEST_F(SessionTest, DigestAuthLetsOnlyTheConfiguredIdentityWrite) {
 }
 
 TEST_F(SessionTest, InvalidOptionsAreReportedNotRetried) {
-  ZkOptions o = options(zk->connectString(), "");
+  ZkOptions o = options(connect(), "");
   Peer p(io, o, "a");
   auto r = p.session().start();
   ASSERT_FALSE(r.ok());
@@ -473,6 +480,7 @@ TEST_F(SessionTest, InvalidOptionsAreReportedNotRetried) {
 // same session (no new ZkInitialized): a primary stops writes on the first and may
 // resume on the second.
 TEST_F(SessionTest, ConnectionLossAndRegainOfTheSameSessionAreReported) {
+  zk = ZooKeeperCluster::standalone();  // stopped, paused or cut
   auto a = startPeer("a", 6000);
   std::vector<ConnectionChange> changes;
   a->session().setConnectionCallback([&](ConnectionChange c) { changes.push_back(c); });
@@ -494,7 +502,7 @@ TEST_F(SessionTest, ConnectionLossAndRegainOfTheSameSessionAreReported) {
 // A state node deleted and created again starts at version 0: running peers see both.
 TEST_F(SessionTest, DeletedAndRecreatedStateIsSeen) {
   auto a = startPeer("a");
-  auto c = client(zk->connectString(), "c1");
+  auto c = client(connect(), "c1");
   ASSERT_TRUE(c->putState(state(1), -1).ok);
   ASSERT_TRUE(c->putState(state(2), 0).ok);
   ASSERT_TRUE(runUntil(io, [&] { return a->state().exists && a->state().version == 1; }));

@@ -1,10 +1,14 @@
-// Helpers for the zk tests: identities and states, and an event recorder that runs
-// the io_context until a condition holds (bounded, never a fixed sleep).
+// Helpers for the zk tests: identities and states, an event recorder that runs the
+// io_context until a condition holds (bounded, never a fixed sleep), and the ZooKeeper a
+// case works on.
 #pragma once
+
+#include <unistd.h>
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,6 +20,7 @@
 #include "statemachine/event.h"
 #include "zk/client.h"
 #include "zk/session.h"
+#include "zk/testing/shared_zookeeper.h"
 #include "zk/testing/zookeeper_server.h"
 
 namespace dugong::zk::test {
@@ -59,9 +64,12 @@ inline bool runUntil(boost::asio::io_context& io, const std::function<bool()>& p
   return true;
 }
 
+// `connect` may name a chroot after the servers ("host:port/chroot", CaseZooKeeper).
 inline ZkOptions options(const std::string& connect, const std::string& cluster, int sessionTimeoutMs = 4000) {
   ZkOptions o;
-  o.connectString = connect;
+  const auto slash = connect.find('/');
+  o.connectString = connect.substr(0, slash);
+  if (slash != std::string::npos) o.chroot = connect.substr(slash);
   o.cluster = cluster;
   o.sessionTimeoutMs = sessionTimeoutMs;
   o.backoffInitialMs = 50;
@@ -132,6 +140,46 @@ class Peer {
  private:
   boost::asio::io_context& io_;
   std::unique_ptr<Session> session_;
+};
+
+// The ZooKeeper of a case that neither stops, pauses, restarts nor cuts its server (record
+// 0091). In a ctest run, the run's one server (the fixture zk_zookeeper of
+// zk/CMakeLists.txt sets DUGONG_CLUSTER_FIXTURES; zk/testing/shared_zookeeper.h), under a
+// chroot of the case's own, named after the case and its process; run by hand, a
+// standalone server of the case's own, started at the first connectString(). A case
+// that disturbs its server starts one of its own (ZooKeeperCluster) instead.
+class CaseZooKeeper {
+ public:
+  // "host:port/chroot" (options() and client() take it), or the own server's.
+  const std::string& connectString() {
+    if (connect_.empty()) connect_ = open();
+    return connect_;
+  }
+
+ private:
+  std::string open() {
+    const auto shared = dugong::testing::sharedZooKeeperConnect();
+    if (!shared) {
+      own_ = testing::ZooKeeperCluster::standalone();
+      return own_->connectString();
+    }
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "case";
+    for (char& ch : name) {
+      if (ch == '/') ch = '.';
+    }
+    const std::string chroot = "/" + name + "-" + std::to_string(::getpid());
+    ZkOptions maker;
+    maker.connectString = *shared;
+    maker.root = chroot;
+    auto made = Client::connect(maker, kWait);
+    auto layout = made ? made.value()->ensureLayout() : Result<bool>(Error{made.error()});
+    if (!layout) throw std::runtime_error("cannot make " + chroot + " on the shared ZooKeeper: " + layout.error());
+    return *shared + chroot;
+  }
+
+  std::unique_ptr<testing::ZooKeeperCluster> own_;
+  std::string connect_;
 };
 
 inline std::unique_ptr<Client> client(const std::string& connect, const std::string& cluster) {
