@@ -93,10 +93,7 @@ class AdapterTest : public ::testing::Test {
     return testing::runUntil(loop_, condition, kConditionDeadline);
   }
 
-  // Whether a new session may write (record 0091: on a connection of its own).
-  static bool writable(const PgTestNode& n) {
-    return n.valueOnNewConnection("SHOW default_transaction_read_only") == "off";
-  }
+  static bool writable(const PgTestNode& n) { return n.value("SHOW default_transaction_read_only") == "off"; }
   static bool inRecovery(const PgTestNode& n) { return n.value("SELECT pg_is_in_recovery()") == "t"; }
   // `a` the primary, `b` its sync, streaming, and `a` writable.
   static void startPrimaryWithSync(const PgTestNode& a, PgController& ca, const PgTestNode& b, PgController& cb) {
@@ -116,7 +113,7 @@ class AdapterTest : public ::testing::Test {
     return st.st_ino;
   }
 
-  PgTestCluster cluster_{"dugong-pg-test", PgTestCluster::Connections::kKept};
+  PgTestCluster cluster_{"dugong-pg-test"};
   boost::asio::io_context loop_;
   std::vector<std::unique_ptr<PgAdapter>> adapters_;  // destroyed before the cluster
   PgConfigApplied r_;
@@ -144,8 +141,7 @@ TEST_F(AdapterTest, PrimaryWithSyncAndCascadingAsyncThroughPromotion) {
   EXPECT_EQ(a.value("SHOW synchronous_standby_names"), "\"peer-b\"");
   EXPECT_EQ(a.value("SHOW synchronous_commit"), "on");
   EXPECT_FALSE(writable(a));
-  EXPECT_NE(a.valueOnNewConnection("CREATE TABLE t (id int primary key, v text)").find("read-only transaction"),
-            std::string::npos);
+  EXPECT_NE(a.value("CREATE TABLE t (id int primary key, v text)").find("read-only transaction"), std::string::npos);
   PgStatus sa = status(pa);
   EXPECT_TRUE(sa.online);
   EXPECT_TRUE(sa.readOnly);
@@ -768,7 +764,7 @@ TEST_F(AdapterTest, TlsOnlyClusterAndAWrongCaRefused) {
   ASSERT_TRUE(r_.ok) << r_.error;
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE type = 'host'"), "0");
   EXPECT_EQ(a.value("SELECT count(*) FROM pg_hba_file_rules WHERE type = 'hostssl'"), "4");
-  EXPECT_EQ(a.valueOnNewConnection("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"), "t");
+  EXPECT_EQ(a.value("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"), "t");
   auto plain = runQuery(a.conninfo() + " sslmode=disable", "SELECT 1", 5s);
   ASSERT_FALSE(plain.ok());
   EXPECT_NE(plain.error().find("no encryption"), std::string::npos) << plain.error();
@@ -1348,8 +1344,7 @@ TEST_F(AdapterTest, StopWritesLeavesNoWayToGetACommitAcknowledged) {
   auto rw = runQuery(readWrite, "SELECT 1", 5s);
   ASSERT_FALSE(rw.ok());
   EXPECT_NE(rw.error().find("read-only"), std::string::npos) << rw.error();
-  EXPECT_NE(a.valueOnNewConnection("SET synchronous_commit = local; INSERT INTO t VALUES (4)")
-                .find("read-only transaction"),
+  EXPECT_NE(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (4)").find("read-only transaction"),
             std::string::npos);
   EXPECT_TRUE(status(pa).writesStopped);
   EXPECT_EQ(a.value("SELECT count(*) FROM t WHERE id IN (1, 3, 4, 6)"), "0");
@@ -1397,9 +1392,8 @@ TEST_F(AdapterTest, ShutDownWritesLeavesNoSessionThatCanCommit) {
   // Started by hand, it is still write-stopped.
   auto started = pgCtl(a, {"start"});
   ASSERT_TRUE(started.ok()) << started.describe() << started.output;
-  EXPECT_EQ(a.valueOnNewConnection("SHOW default_transaction_read_only"), "on");
-  EXPECT_NE(a.valueOnNewConnection("SET synchronous_commit = local; INSERT INTO t VALUES (3)")
-                .find("read-only transaction"),
+  EXPECT_EQ(a.value("SHOW default_transaction_read_only"), "on");
+  EXPECT_NE(a.value("SET synchronous_commit = local; INSERT INTO t VALUES (3)").find("read-only transaction"),
             std::string::npos);
   ASSERT_TRUE(pgCtl(a, {"stop", "-m", "fast"}).ok());
   // An apply does not lift the shutdown: postgres stays stopped.

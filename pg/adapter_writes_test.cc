@@ -143,7 +143,7 @@ class AdapterWritesTest : public ::testing::Test {
     return testing::runUntil(loop_, [&] { return std::chrono::steady_clock::now() >= end; }, d + 1s);
   }
 
-  PgTestCluster cluster_{"dugong-pg-writes", PgTestCluster::Connections::kKept};
+  PgTestCluster cluster_{"dugong-pg-writes"};
   boost::asio::io_context loop_;
   std::unique_ptr<PgAdapter> adapter_;
 
@@ -180,7 +180,7 @@ TEST_F(AdapterWritesTest, AStopDuringAPrimarysStartTakesEffectAtOnceAndTheApplyK
   ASSERT_TRUE(testing::runUntil(loop_, [&] { return client.attempts() > attemptsAtApply + 50; }, kDeadline));
   client.stop();
   EXPECT_LE(client.acked(), sentBeforeStop) << "an INSERT sent after stopWrites returned was acknowledged";
-  EXPECT_EQ(a.valueOnNewConnection("SHOW default_transaction_read_only"), "on") << "the apply lifted the stop";
+  EXPECT_EQ(a.value("SHOW default_transaction_read_only"), "on") << "the apply lifted the stop";
 
   std::optional<Result<bool>> resumed;
   pa.resumeWrites([&](Result<bool> r) { resumed = std::move(r); });
@@ -313,7 +313,7 @@ TEST_F(AdapterWritesTest, AStopDuringAFenceTakesEffectAtOnce) {
   ASSERT_TRUE(testing::runUntil(loop_, [&] { return client.attempts() > attemptsAtFence + 50; }, kDeadline));
   client.stop();
   EXPECT_LE(client.acked(), sentBeforeStop) << "an INSERT sent after stopWrites returned was acknowledged";
-  EXPECT_EQ(a.valueOnNewConnection("SHOW default_transaction_read_only"), "on");
+  EXPECT_EQ(a.value("SHOW default_transaction_read_only"), "on");
 }
 
 

@@ -12,7 +12,7 @@ namespace dugong::pg {
 namespace {
 
 TEST(ClusterConfigApply, AVersionPostgresRefusesIsNotApplied) {
-  testing::PgTestCluster cluster("dugong-pg-config", testing::PgTestCluster::Connections::kKept);
+  testing::PgTestCluster cluster("dugong-pg-config");
   testing::PgTestNode& node = cluster.addNode("n1");
   PgController c(node.options);
   ASSERT_TRUE(c.apply(PgConfig::firstPrimary(std::nullopt)).ok);

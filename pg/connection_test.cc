@@ -29,7 +29,7 @@ using testing::PgTestNode;
 class ConnectionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    cluster_ = new PgTestCluster("dugong-conn", PgTestCluster::Connections::kKept);
+    cluster_ = new PgTestCluster("dugong-conn");
     node_ = &cluster_->addNode("conn");
     loop_ = new boost::asio::io_context();
     auto created = PgAdapter::create(*loop_, node_->options);
@@ -296,41 +296,6 @@ TEST_F(ConnectionTest, ThePoolGivesEachConcurrentQueryItsOwnSession) {
   b = r->rows.at(0).at(1).value_or("");
   ASSERT_FALSE(a.empty());
   EXPECT_NE(a, b);
-}
-
-// The test fixture's kept connection (PgTestNode::sql, record 0091): one backend serves
-// the node's queries, and what one query set is gone for the next; a transaction left
-// open is rolled back with its connection; a session the server ended is replaced
-// without an error; a SHOW and sqlOnNewConnection get a session of their own.
-TEST_F(ConnectionTest, TheFixturesKeptConnectionLeavesNothingOfAQueryToTheNext) {
-  PgTestNode node = *node_;  // a copy shares the kept connections
-  const std::string pid = node.value("SELECT pg_backend_pid()");
-  const size_t opened = node_->connectionsOpened();
-  EXPECT_EQ(node_->value("SELECT pg_backend_pid()"), pid);
-  EXPECT_EQ(node_->connectionsOpened(), opened);
-  EXPECT_NE(node_->valueOnNewConnection("SELECT pg_backend_pid()"), pid);
-  // Session settings, prepared statements and advisory locks end with their query.
-  EXPECT_EQ(node_->value("SET work_mem = '1234kB'; PREPARE p AS SELECT 1; SELECT pg_advisory_lock(91)"), "");
-  EXPECT_EQ(node_->value("SELECT current_setting('work_mem') <> '1234kB' AND "
-                         "(SELECT count(*) FROM pg_prepared_statements) = 0 AND "
-                         "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory') = 0"),
-            "t");
-  EXPECT_EQ(node_->value("SELECT pg_backend_pid()"), pid);
-  // A transaction left open is rolled back: its connection is closed.
-  EXPECT_EQ(node_->value("BEGIN; CREATE TABLE left_open (i int)"), "");
-  EXPECT_EQ(node_->value("SELECT to_regclass('left_open') IS NULL"), "t");
-  const std::string next = node_->value("SELECT pg_backend_pid()");
-  EXPECT_NE(next, pid);
-  // The server ends the kept session: the next query gets a new one, not an error.
-  ASSERT_EQ(node_->valueOnNewConnection("SELECT pg_terminate_backend(" + next + ", 5000)"), "t");
-  const std::string after = node_->value("SELECT pg_backend_pid()");
-  EXPECT_NE(after, next);
-  EXPECT_EQ(after.find("ERROR"), std::string::npos) << after;
-  // A SHOW asks a new session.
-  EXPECT_NE(node_->value("SHOW port"), "");
-  const size_t before = node_->connectionsOpened();
-  EXPECT_EQ(node_->value("SELECT pg_backend_pid()"), after);
-  EXPECT_EQ(node_->connectionsOpened(), before);
 }
 
 TEST(Conninfo, LibpqReadsWhatBuildConninfoWrites) {

@@ -110,7 +110,7 @@ class QuorumPgTest : public ::testing::Test {
     return primary;
   }
 
-  PgTestCluster cluster_{"dugong-pg-quorum", PgTestCluster::Connections::kKept};
+  PgTestCluster cluster_{"dugong-pg-quorum"};
   std::deque<PgController> controllers_;  // destroyed before the cluster
 };
 

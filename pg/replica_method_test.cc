@@ -88,7 +88,7 @@ class ReplicaMethodTest : public ::testing::Test {
     return out;
   }
 
-  PgTestCluster cluster_{"dugong-replica-method", PgTestCluster::Connections::kKept};
+  PgTestCluster cluster_{"dugong-replica-method"};
   std::vector<std::unique_ptr<PgController>> controllers_;
   void TearDown() override { cluster_.stopAll(); }
 };

@@ -100,7 +100,7 @@ bool has(const PgTestNode& n, int id) {
 // is until its sync has caught up): `read-write` refuses it ("session is read-only"),
 // `primary` does not.
 TEST(StandbyFacts, AMultiHostStandbyStreamsFromTheWritableHostAndFollowsItsPromotion) {
-  PgTestCluster cluster("dugong-pg-facts", PgTestCluster::Connections::kKept);
+  PgTestCluster cluster("dugong-pg-facts");
   PgTestNode& a = cluster.addNode("peer-a");
   PgTestNode& b = cluster.addNode("peer-b");
   PgTestNode& c = cluster.addNode("peer-c");
@@ -174,7 +174,7 @@ TEST(StandbyFacts, AMultiHostStandbyStreamsFromTheWritableHostAndFollowsItsPromo
 // pg_rewind with --source-server pointing at c (a standby) rewinds a in place: a, started
 // as a standby of c, has rows 1 and 3, not 2, on timeline 2.
 TEST(StandbyFacts, ADivergedPrimaryIsRewoundFromAStandbySource) {
-  PgTestCluster cluster("dugong-pg-facts", PgTestCluster::Connections::kKept);
+  PgTestCluster cluster("dugong-pg-facts");
   PgTestNode& a = cluster.addNode("peer-a");
   PgTestNode& b = cluster.addNode("peer-b");
   PgTestNode& c = cluster.addNode("peer-c");

@@ -41,7 +41,7 @@ bool holdsRow(const PgTestNode& n, int id) {
 // its sync, cascades from l. a stopped and b promoted: l and s follow b onto timeline 2
 // with the same postmasters, and stay in recovery throughout. No slot on the source.
 TEST(StandbyLeaderTest, AMultiHostSourceFollowsTheWritableHost) {
-  PgTestCluster cluster("dugong-pg-leader", PgTestCluster::Connections::kKept);
+  PgTestCluster cluster("dugong-pg-leader");
   PgTestNode& a = cluster.addNode("src-a");
   PgTestNode& b = cluster.addNode("src-b");
   PgTestNode& l = cluster.addNode("peer-l");
@@ -99,7 +99,7 @@ TEST(StandbyLeaderTest, AMultiHostSourceFollowsTheWritableHost) {
 // leader of a later generation that finds none refuses (the peer halts), and a source of
 // another database system is refused too. Nothing is changed either way.
 TEST(StandbyLeaderTest, ALeaderRefusesWhatItMustNotMakeOrFollow) {
-  PgTestCluster cluster("dugong-pg-leader", PgTestCluster::Connections::kKept);
+  PgTestCluster cluster("dugong-pg-leader");
   PgTestNode& a = cluster.addNode("src-a");
   PgTestNode& other = cluster.addNode("other", PgTestCluster::System::kOwn);
   PgTestNode& l = cluster.addNode("peer-l");
@@ -130,7 +130,7 @@ TEST(StandbyLeaderTest, ALeaderRefusesWhatItMustNotMakeOrFollow) {
 // the old leader (a peer of its own cluster) and stays in recovery with no
 // primary_conninfo; both then follow the source peer named.
 TEST(StandbyLeaderTest, ADugongSourcesLeaderWithNoSourcePeerChosenKeepsTheLastOrNone) {
-  PgTestCluster cluster("dugong-pg-leader", PgTestCluster::Connections::kKept);
+  PgTestCluster cluster("dugong-pg-leader");
   PgTestNode& a = cluster.addNode("src-a");
   PgTestNode& l = cluster.addNode("peer-l");
   PgTestNode& s = cluster.addNode("peer-s");
@@ -179,7 +179,7 @@ TEST(StandbyLeaderTest, ADugongSourcesLeaderWithNoSourcePeerChosenKeepsTheLastOr
 // least", with the source's error. Each fence also tells what it saw of the source (the
 // leader's own promote-cluster check): the writable host, then none.
 TEST(StandbyLeaderTest, ItsLagToTheSourceIsMeasuredAndKeptWhenTheSourceStops) {
-  PgTestCluster cluster("dugong-pg-leader", PgTestCluster::Connections::kKept);
+  PgTestCluster cluster("dugong-pg-leader");
   PgTestNode& a = cluster.addNode("src-a");
   PgTestNode& l = cluster.addNode("peer-l");
   PgController ca(a.options), cl(l.options);
@@ -270,7 +270,7 @@ TEST(StandbyLeaderTest, ItsLagToTheSourceIsMeasuredAndKeptWhenTheSourceStops) {
 // (a former primary); with it, pg_rewind from b's writable host discards row 99, and a
 // streams from b on timeline 2, in recovery, holding row 2.
 TEST(StandbyLeaderTest, ADemotedPrimaryIsRewoundFromItsNewSourceAndFollowsIt) {
-  PgTestCluster cluster("dugong-pg-leader", PgTestCluster::Connections::kKept);
+  PgTestCluster cluster("dugong-pg-leader");
   PgTestNode& a = cluster.addNode("site-a");
   PgTestNode& b = cluster.addNode("site-b");
   PgController ca(a.options), cb(b.options);

@@ -1,20 +1,14 @@
 #include "pg/testing/pg_test_cluster.h"
 
-#include <libpq-fe.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <map>
-#include <mutex>
 #include <thread>
-#include <vector>
 
 #include "pg/command.h"
-#include "pg/connection.h"
 #include "pg/testing/initdb_template.h"
 
 namespace dugong::pg::testing {
@@ -30,104 +24,16 @@ std::string PgTestNode::conninfo() const {
                         {"application_name", "dugong-test"}});
 }
 
-// Idle connections by the timeout they were opened for (statement_timeout is set at the
-// start of a session), at most a few each; a query takes one or opens one, and gives it
-// back only if it ended normally and its session could be reset.
-class KeptConnections {
- public:
-  Result<QueryResult> query(const std::string& conninfo, const std::string& sql, std::chrono::milliseconds timeout) {
-    const auto started = Connection::Clock::now();
-    auto conn = take(timeout);
-    const bool reused = conn != nullptr;
-    if (!reused) {
-      auto fresh = openForQueries(conninfo, timeout);
-      if (!fresh) return Error{fresh.error()};
-      conn = std::move(fresh).value();
-      std::lock_guard lock(mu_);
-      ++opened_;
-    }
-    // The query's deadline counts from the call, as runQuery's does.
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(started + timeout - Connection::Clock::now());
-    auto r = queryOn(*conn, sql, std::max(left, std::chrono::milliseconds(1)));
-    if (!r && reused && PQstatus(conn->native()) == CONNECTION_BAD) {
-      // The session had ended before the query reached it (a server that stopped a
-      // moment ago): what a new connection would have met is the answer.
-      return query(conninfo, sql, timeout);
-    }
-    if (r && conn->ready() && queryOn(*conn, "DISCARD ALL", timeout).ok() && conn->ready()) {
-      giveBack(timeout, std::move(conn));
-    }
-    return r;
-  }
-
-  void closeIdle() {
-    std::map<long, std::vector<std::unique_ptr<Connection>>> closing;
-    {
-      std::lock_guard lock(mu_);
-      closing.swap(idle_);
-    }
-  }
-
-  size_t opened() const {
-    std::lock_guard lock(mu_);
-    return opened_;
-  }
-
- private:
-  static constexpr size_t kKeep = 3;
-
-  std::unique_ptr<Connection> take(std::chrono::milliseconds timeout) {
-    std::lock_guard lock(mu_);
-    auto& idle = idle_[timeout.count()];
-    while (!idle.empty()) {
-      auto c = std::move(idle.back());
-      idle.pop_back();
-      if (c->ready()) return c;
-    }
-    return nullptr;
-  }
-
-  void giveBack(std::chrono::milliseconds timeout, std::unique_ptr<Connection> c) {
-    std::lock_guard lock(mu_);
-    auto& idle = idle_[timeout.count()];
-    if (idle.size() < kKeep) idle.push_back(std::move(c));
-  }
-
-  mutable std::mutex mu_;
-  std::map<long, std::vector<std::unique_ptr<Connection>>> idle_;
-  size_t opened_ = 0;
-};
-
 Result<QueryResult> PgTestNode::sql(const std::string& text, std::chrono::milliseconds timeout) const {
-  if (!kept || text.rfind("SHOW ", 0) == 0) return sqlOnNewConnection(text, timeout);
-  return kept->query(conninfo(), text, timeout);
-}
-
-Result<QueryResult> PgTestNode::sqlOnNewConnection(const std::string& text, std::chrono::milliseconds timeout) const {
   return runQuery(conninfo(), text, timeout);
 }
 
-namespace {
-std::string firstValue(const Result<QueryResult>& r) {
+std::string PgTestNode::value(const std::string& text, std::chrono::milliseconds timeout) const {
+  auto r = sql(text, timeout);
   if (!r) return "ERROR: " + r.error();
   if (r->rows.empty() || r->rows[0].empty()) return "";
   return r->rows[0][0].value_or("NULL");
 }
-}  // namespace
-
-std::string PgTestNode::value(const std::string& text, std::chrono::milliseconds timeout) const {
-  return firstValue(sql(text, timeout));
-}
-
-std::string PgTestNode::valueOnNewConnection(const std::string& text, std::chrono::milliseconds timeout) const {
-  return firstValue(sqlOnNewConnection(text, timeout));
-}
-
-void PgTestNode::disconnect() const {
-  if (kept) kept->closeIdle();
-}
-
-size_t PgTestNode::connectionsOpened() const { return kept ? kept->opened() : 0; }
 
 std::optional<pid_t> PgTestNode::postmasterPid() const {
   std::ifstream in(options.dataDir + "/postmaster.pid");
@@ -142,13 +48,11 @@ std::optional<pid_t> PgTestNode::postmasterPid() const {
 }
 
 bool PgTestNode::signalPostmaster(int signal) const {
-  disconnect();
   auto pid = postmasterPid();
   return pid && ::kill(*pid, signal) == 0;
 }
 
 void PgTestNode::forceStop() const {
-  disconnect();
   if (!postmasterPid()) return;
   CommandSpec spec;
   spec.argv = {options.binDir + "/pg_ctl", "stop", "-D", options.dataDir, "-m", "immediate", "-w", "-t", "20"};
@@ -161,8 +65,7 @@ void PgTestNode::forceStop() const {
   }
 }
 
-PgTestCluster::PgTestCluster(const std::string& prefix, Connections connections)
-    : scratch_(prefix), connections_(connections) {}
+PgTestCluster::PgTestCluster(const std::string& prefix) : scratch_(prefix) {}
 
 PgTestCluster::~PgTestCluster() { stopAll(); }
 
@@ -204,7 +107,6 @@ PgTestNode& PgTestCluster::addNode(const std::string& id, System system) {
   n.identity.ip = "127.0.0.1";
   n.identity.pgUrl = "tcp://postgres@127.0.0.1:" + std::to_string(n.port) + "/postgres";
   n.identity.zoneId = "test";
-  if (connections_ == Connections::kKept) n.kept = std::make_shared<KeptConnections>();
   nodes_.push_back(std::move(n));
   return nodes_.back();
 }

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <deque>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 
@@ -30,9 +29,6 @@ namespace dugong::pg::testing {
 inline constexpr const char* kTestSuperuserPassword = "test superuser 'pw'";
 inline constexpr const char* kTestReplicationPassword = "test-replication-pw";
 
-// The connections a node's sql() keeps between its queries (pg_test_cluster.cc).
-class KeptConnections;
-
 struct PgTestNode {
   std::string id;
   int port = 0;
@@ -42,54 +38,22 @@ struct PgTestNode {
 
   // Superuser connection string to this node (TCP, with the superuser's password).
   std::string conninfo() const;
-  // Runs `sql` on this node (bounded by `timeout`, also as statement_timeout); in a
-  // cluster made with Connections::kKept, on a connection kept for the node between
-  // queries (record 0091): a new backend and its
-  // SCRAM login cost the server about 25 ms of CPU, and tests poll. What a new
-  // connection would see, this one sees too:
-  // - its session is reset after each query (DISCARD ALL): no SET, no prepared
-  //   statement, no advisory lock outlives the query; one that leaves a transaction open
-  //   is closed (so it is rolled back, as before);
-  // - one that failed, timed out, or that the server ended or wrote to (a stop, a
-  //   restart, a terminate) is dropped, and the query goes to a new connection; a query
-  //   whose kept connection turns out to be lost is sent once more on a new one;
-  // - a query starting with SHOW goes to a new connection: it asks what the server's
-  //   settings are, and a kept session takes a reload a moment after the server does;
-  // - several threads may query at once: each query has a connection of its own.
-  // A claim about a new session (a login, pg_hba, TLS, whether a new session may write)
-  // uses sqlOnNewConnection.
+  // Runs `sql` on this node (bounded by `timeout`, also as statement_timeout).
   Result<QueryResult> sql(const std::string& sql,
                           std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
   // The first value of the first row, or the error text prefixed with "ERROR: ".
   std::string value(const std::string& sql, std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
-  // As sql() and value(), on a connection opened for this query and closed after it.
-  Result<QueryResult> sqlOnNewConnection(const std::string& sql,
-                                         std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
-  std::string valueOnNewConnection(const std::string& sql,
-                                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
-  // Closes the kept connections that are idle (forceStop and signalPostmaster do it
-  // first: a stopped or killed server has no client of the test attached).
-  void disconnect() const;
-  // How many connections sql() opened so far (for the fixture's own test).
-  size_t connectionsOpened() const;
   // The postmaster's pid from postmaster.pid, if it is alive.
   std::optional<pid_t> postmasterPid() const;
   // Sends `signal` to the postmaster; false if there is none.
   bool signalPostmaster(int signal) const;
   // pg_ctl stop -m immediate, then SIGKILL if a postmaster is left. Never fails.
   void forceStop() const;
-
-  // Shared by copies of the node (addNode sets it with Connections::kKept; null: none kept).
-  std::shared_ptr<KeptConnections> kept;
 };
 
 class PgTestCluster {
  public:
-  // Whether the nodes' sql() keeps a connection per node (PgTestNode::sql) or opens one
-  // per query. The adapter tests keep them (record 0091); the end-to-end harness does not
-  // say, so its queries open one each, as before.
-  enum class Connections { kNewEach, kKept };
-  explicit PgTestCluster(const std::string& prefix = "dugong-pg", Connections connections = Connections::kNewEach);
+  explicit PgTestCluster(const std::string& prefix = "dugong-pg");
   ~PgTestCluster();
   PgTestCluster(const PgTestCluster&) = delete;
   PgTestCluster& operator=(const PgTestCluster&) = delete;
@@ -107,7 +71,6 @@ class PgTestCluster {
 
  private:
   dugong::testing::ScratchDir scratch_;
-  Connections connections_;
   std::deque<PgTestNode> nodes_;
 };
 
