@@ -111,16 +111,18 @@ PgConfigApplied PgController::applyStandbyLeader(const PgConfig& config) {
     // The repository first, as the replica methods do (0083 4.1); a streaming source's
     // copy by pg_basebackup when it fails.
     std::string restoreFailure;
+    bool restored = false;
     if (source.restore) {
-      if (auto r = restoreLeaderFromRepository(*source.restore); !r) restoreFailure = r.error();
+      auto r = restoreLeaderFromRepository(*source.restore);
+      restored = r.ok();
+      if (!r) restoreFailure = r.error();
     }
-    if (source.restore && restoreFailure.empty()) {
-      // restored
-    } else if (!streams) {
+    if (!restored && !streams) {
       return failed("the first standby leader of a new standby cluster, restoring from " + source.describe() + ": " +
                         restoreFailure,
                     false);
-    } else {
+    }
+    if (!restored) {
       if (!restoreFailure.empty()) {
         spdlog::warn("pg: restoring from the source's repository failed ({}): copying from the source instead",
                      restoreFailure);
@@ -317,10 +319,6 @@ std::optional<SourceLag> PgController::sampleSourceLag() {
 // for the replication role.
 SourceRead PgController::readSource(const SourceEndpoint& source) const {
   SourceRead read;
-  if (source.kind == SourceKind::kPgbackrest) {
-    read.error = "a repository source has no host to ask (readRepository reads its archive)";
-    return read;
-  }
   std::vector<HostPort> hosts = source.hosts;
   if (source.kind == SourceKind::kDugong && source.peer) {
     // A dugong source: the peer streamed from (the source's sync, in recovery): its

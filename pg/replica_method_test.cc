@@ -4,7 +4,6 @@
 // (the standby then keeps pgBackRest's restore_command) and streams; a rebuild over an
 // old data directory restores --delta into a copy of it; and the bootstrap from a backup
 // (pg/backup_bootstrap.cc) refuses another system's backup without changing anything.
-#include <pwd.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -28,11 +27,7 @@ using testing::PgTestNode;
 class ReplicaMethodTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const passwd* pw = ::getpwnam("postgres");
-    for (const std::string sub : {"/repo", "/log", "/lock"}) {
-      std::filesystem::create_directories(cluster_.dir() + sub);
-      if (pw) (void)::chown((cluster_.dir() + sub).c_str(), pw->pw_uid, pw->pw_gid);
-    }
+    cluster_.makePgBackRestDirs();
   }
   std::map<std::string, std::string> backupSection(const std::string& stanza, bool archive) const {
     return {{"archive", archive ? "on" : "off"},

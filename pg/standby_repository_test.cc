@@ -7,10 +7,8 @@
 // archives after the restore, is read-only, keeps running the same way under a restarted
 // controller, and stops restoring under a fence; a streaming source with `restore` is
 // restored from the repository first, then streams.
-#include <pwd.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -108,11 +106,7 @@ class StandbyRepositoryTest : public ::testing::Test {
   // The repository's directories, owned by postgres; the source archiving into stanza
   // sa with a full backup; the leader's node, with no data directory.
   void SetUp() override {
-    const passwd* pw = ::getpwnam("postgres");
-    for (const std::string sub : {"/repo", "/log", "/lock"}) {
-      std::filesystem::create_directories(cluster_.dir() + sub);
-      if (pw) (void)::chown((cluster_.dir() + sub).c_str(), pw->pw_uid, pw->pw_gid);
-    }
+    cluster_.makePgBackRestDirs();
     source_ = &cluster_.addNode("src-a");
     leader_ = &cluster_.addNode("peer-l");
     sourceController_ = std::make_unique<PgController>(source_->options);

@@ -1,5 +1,6 @@
 #include "pg/testing/pg_test_cluster.h"
 
+#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -68,6 +69,14 @@ void PgTestNode::forceStop() const {
 PgTestCluster::PgTestCluster(const std::string& prefix) : scratch_(prefix) {}
 
 PgTestCluster::~PgTestCluster() { stopAll(); }
+
+void PgTestCluster::makePgBackRestDirs() const {
+  const passwd* pw = ::getpwnam("postgres");
+  for (const std::string sub : {"/repo", "/log", "/lock"}) {
+    fs::create_directories(dir() + sub);
+    if (pw) (void)::chown((dir() + sub).c_str(), pw->pw_uid, pw->pw_gid);
+  }
+}
 
 void PgTestCluster::stopAll() {
   for (const auto& n : nodes_) n.forceStop();

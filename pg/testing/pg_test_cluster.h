@@ -66,6 +66,9 @@ class PgTestCluster {
   // A new node with a free port and its own directory. References stay valid.
   PgTestNode& addNode(const std::string& id, System system = System::kShared);
   const std::string& dir() const { return scratch_.path(); }
+  // The directories a test's pgBackRest repository needs under dir(): repo, log and lock,
+  // owned by the postgres user (pgBackRest runs as it).
+  void makePgBackRestDirs() const;
   std::deque<PgTestNode>& nodes() { return nodes_; }
   void stopAll();
 
