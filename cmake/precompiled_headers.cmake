@@ -3,16 +3,17 @@
 # json (and gtest's, for the targets that link it) are parsed once per build into a
 # precompiled header, which every other target reuses (REUSE_FROM) instead of parsing them
 # again in each of its unity batches. clang checks that a reused header was made with the
-# target's flags; the only flag that differs among the targets is the simulators' -O2
-# (dugong_optimise_for_the_simulators), so there is one header per (optimised, gtest)
-# pair. Every file still includes what it uses: the builds without DUGONG_PCH (g++ among
+# target's flags; the flags that differ among the targets are the simulators' -O2
+# (dugong_optimise_for_the_simulators) and the simulated world's lack of sanitizers
+# (dugong_simulated_world), so there is one header per (optimised, unsanitized, gtest)
+# triple. Every file still includes what it uses: the builds without DUGONG_PCH (g++ among
 # them) check that.
 set(DUGONG_PCH_HEADERS
     <algorithm> <chrono> <cstdint> <filesystem> <fstream> <functional> <map> <memory> <optional>
     <set> <sstream> <string> <thread> <utility> <vector> <nlohmann/json.hpp>)
 
 # The target that makes the precompiled header `name` (created on first use).
-function(dugong_pch_target name optimised with_gtest)
+function(dugong_pch_target name optimised unsanitized with_gtest)
   if(TARGET ${name})
     return()
   endif()
@@ -30,6 +31,9 @@ function(dugong_pch_target name optimised with_gtest)
   endif()
   if(optimised)
     target_compile_options(${name} PRIVATE -O2)
+  endif()
+  if(unsanitized)
+    target_compile_options(${name} PRIVATE -fno-sanitize=all)
   endif()
   target_precompile_headers(${name} PRIVATE ${headers})
 endfunction()
@@ -54,12 +58,17 @@ function(dugong_precompile_headers)
       set(optimised ON)
       string(APPEND name _o2)
     endif()
+    set(unsanitized OFF)
+    if("-fno-sanitize=all" IN_LIST options)
+      set(unsanitized ON)
+      string(APPEND name _unsanitized)
+    endif()
     set(with_gtest OFF)
     if(libs MATCHES "GTest::")
       set(with_gtest ON)
       string(APPEND name _gtest)
     endif()
-    dugong_pch_target(${name} ${optimised} ${with_gtest})
+    dugong_pch_target(${name} ${optimised} ${unsanitized} ${with_gtest})
     target_precompile_headers(${target} REUSE_FROM ${name})
   endforeach()
 endfunction()

@@ -7,14 +7,9 @@
 
 #include "statemachine/peer.h"
 #include "statemachine/promote_request.h"
+#include "statemachine/quorum.h"
 
 namespace dugong {
-
-namespace {
-
-std::string rule(const Quorum& q) { return "ANY " + std::to_string(q.k) + " (" + peerIds(q.members) + ")"; }
-
-}  // namespace
 
 QuorumPresence Peer::quorumPresence() const {
   QuorumPresence p;
@@ -168,13 +163,13 @@ void Peer::runMembershipStep(const MembershipStep& step) {
   quorum_.step = step;
   if (step.order == StepOrder::kReloadFenceThenWrite) {
     if (!quorumFenced(step)) return;
-    return writeState(step.next, step.reason + "; fenced: " + rule(*step.next.quorum) + " holds");
+    return writeState(step.next, step.reason + "; fenced: " + quorumRule(*step.next.quorum) + " holds");
   }
   writeState(step.next, step.reason);
 }
 
 bool Peer::quorumFenced(const MembershipStep& step) {
-  const std::string target = "quorum " + rule(*step.next.quorum);
+  const std::string target = "quorum " + quorumRule(*step.next.quorum);
   if (fence_ == Fence::kFenced && fencedFor_ == target) {
     keepFence_ = true;
     return true;
@@ -187,7 +182,7 @@ bool Peer::quorumFenced(const MembershipStep& step) {
   updateReason_ = step.reason;
   fencedFor_ = target;
   log(LogLevel::kInfo, "fencing postgres before writing the step (" + step.reason + "): reloading " +
-                           rule(*step.next.quorum) + (step.endWalsenders ? ", ending the members' walsenders" : "") +
+                           quorumRule(*step.next.quorum) + (step.endWalsenders ? ", ending the members' walsenders" : "") +
                            ", then waiting for its members to catch up");
   out_->push_back(FencePg{std::nullopt, step.next.quorum, step.endWalsenders});
   return false;

@@ -251,9 +251,9 @@ MemberTakeoverStart memberTakeoverStart(const ClusterState& state, const std::st
   return {why, std::nullopt};
 }
 
-namespace {
+std::string quorumRule(const Quorum& q) { return "ANY " + std::to_string(q.k) + " (" + peerIds(q.members) + ")"; }
 
-std::string rule(const Quorum& q) { return "ANY " + std::to_string(q.k) + " (" + peerIds(q.members) + ")"; }
+namespace {
 
 MembershipStep step(const ClusterState& state, MembershipStep::Kind kind, const std::string& member, Quorum next,
                     const std::string& why) {
@@ -267,7 +267,7 @@ MembershipStep step(const ClusterState& state, MembershipStep::Kind kind, const 
   MembershipStep out{kind, member, kOrder.at(kind), kind == MembershipStep::Kind::kRaiseK, state, ""};
   const std::string order = out.order == StepOrder::kWriteThenReload ? "written, then reloaded"
                                                                      : "reloaded, fenced, then written";
-  out.reason = "quorum: " + why + ": " + rule(*state.quorum) + " -> " + rule(next) + " (" + order + ")";
+  out.reason = "quorum: " + why + ": " + quorumRule(*state.quorum) + " -> " + quorumRule(next) + " (" + order + ")";
   out.next.quorum = std::move(next);
   return out;
 }
@@ -369,7 +369,7 @@ std::optional<MembershipStep> nextMembershipStep(const ClusterState& state, cons
     MembershipStep out{MembershipStep::Kind::kReencode, "", StepOrder::kWriteOnly, false, state, ""};
     out.next.quorum.reset();
     out.next.sync = c.members.front();
-    out.reason = "quorum: sync mode wanted: " + rule(c) + " written as the sync " + c.members.front().id +
+    out.reason = "quorum: sync mode wanted: " + quorumRule(c) + " written as the sync " + c.members.front().id +
                  ", the same rule (written only)";
     return out;
   }

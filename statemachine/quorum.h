@@ -25,6 +25,9 @@ std::optional<Quorum> quorumOf(const ClusterState& state);
 // q = N - k + 1: any q members and any k members of the set share at least one.
 int readQuorum(int members, int k);
 
+// A quorum as the decisions' reasons write it: "ANY 1 (b, c)".
+std::string quorumRule(const Quorum& q);
+
 enum class ReplicationMode { kSync, kQuorum };
 
 // What the wanted configuration asks for (the cluster configuration's `replication`

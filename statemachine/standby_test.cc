@@ -10,7 +10,6 @@
 namespace dugong {
 namespace {
 using peer_test::cluster;
-using peer_test::Harness;
 using peer_test::ident;
 using peer_test::kT0;
 using peer_test::peers;
@@ -361,7 +360,7 @@ TEST(StandbyFormat, AFormat3StateThisBuildDoesNotRunHaltsThePeer) {
   };
   for (const auto& [format3, what] : cases) {
     ASSERT_TRUE(ClusterState::parse(format3.serialize(), ClusterState::Formats::kSyncAndStandby).ok()) << what;
-    Harness h;
+    peer_test::Harness h;
     h.start(cluster(6, "p", "me", {"d"}), {"p", "me", "d"});
     h.applied(true);
     auto actions = h.step(ClusterStateChanged{peer_test::node(format3, 1)});

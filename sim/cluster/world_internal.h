@@ -557,7 +557,6 @@ class World final : public simworld::TraceSink {
   bool ackedSinceQuiet_ = false;
   std::optional<int64_t> convergedAt_;
   int64_t nextTimingCheck_ = 0;
-  bool done_ = false;
 };
 
 }  // namespace world_internal
