@@ -372,14 +372,16 @@ Result<PgInstance> PgController::verifyFence(const FenceTarget& fence) {
   std::optional<std::string> instance;
   if (fence.standby) {
     auto q = localQuery(std::string("SELECT current_setting('primary_conninfo'), "
-                                    "(SELECT count(*) FROM pg_stat_wal_receiver), pg_is_in_recovery(), ") +
+                                    "(SELECT count(*) FROM pg_stat_wal_receiver), pg_is_in_recovery(), "
+                                    "current_setting('restore_command'), ") +
                         kInstanceSql);
     if (!q) return Error{q.error()};
     const Row& row = q->rows.at(0);
     seen.primaryConninfo = row[0].value_or("");
     seen.walReceivers = std::stol(row[1].value_or("0"));
     seen.inRecovery = row[2] == "t";
-    instance = row[3];
+    seen.restoreCommand = row[3].value_or("");
+    instance = row[4];
   } else {
     // The setting, parsed, and what every walsender itself uses: only the new sync (and
     // the current one), or a quorum's members, may have a sync priority, since only a

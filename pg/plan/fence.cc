@@ -35,6 +35,7 @@ Result<bool> checkFence(const FenceTarget& fence, const FenceSeen& seen) {
   if (fence.standby) {
     if (!seen.inRecovery) return Error{"postgres is no longer in recovery"};
     if (!seen.primaryConninfo.empty()) return Error{"primary_conninfo is not empty yet"};
+    if (!seen.restoreCommand.empty()) return Error{"restore_command is not empty yet"};
     if (seen.walReceivers != 0) return Error{"a WAL receiver still runs"};
     return true;
   }

@@ -49,9 +49,12 @@ struct FenceSeen {
   std::string syncNames{};        // current_setting('synchronous_standby_names')
   long othersWithPriority = 0;  // walsenders not of the fence's syncs (or members) with a sync priority
   long syncWithoutPriority = 0; // walsenders of the new sync (every member) that have not taken the setting
+  // standby, last: current_setting('restore_command') (a standby leader restoring from a repository)
+  std::string restoreCommand{};
 };
 
-// Verified exactly: a standby has an empty primary_conninfo and no WAL receiver; a
+// Verified exactly: a standby has an empty primary_conninfo and restore_command and no WAL
+// receiver; a
 // primary's synchronous_standby_names, parsed, names the new sync (and the sync it had)
 // alone, and no walsender but theirs has a sync priority; a quorum's is `ANY k` of
 // exactly its members (waitsForQuorum), no walsender of another standby (a member just

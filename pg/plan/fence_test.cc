@@ -53,6 +53,8 @@ TEST(PlanFence, CheckTable) {
       {"standby: promoted meanwhile", standby, {false, "", 0, "", 0, 0}, false},
       {"standby: conninfo still set", standby, {true, "host=a", 0, "", 0, 0}, false},
       {"standby: receiver still runs", standby, {true, "", 1, "", 0, 0}, false},
+      {"standby: still restores from a repository", standby,
+       {true, "", 0, "", 0, 0, "pgbackrest --stanza=a archive-get %f \"%p\""}, false},
       {"primary: new sync alone", alone, {false, "", 0, "\"c\"", 0, 0}, true},
       {"primary: in recovery", alone, {true, "", 0, "\"c\"", 0, 0}, false},
       {"primary: the old setting", alone, {false, "", 0, "\"b\"", 0, 0}, false},
