@@ -392,7 +392,13 @@ class World final : public simworld::TraceSink {
   void sourceFault(const Fault& f);
   void healSource();
   void promoteCluster(const Fault& f);
-  void opPromoteCluster();
+  void plannedPromoteCluster(const Fault& f);
+  void wrongSourceGone(const Fault& f);
+  // The operator's promote-cluster (--source-gone or not), asked again every 2 s while
+  // the cluster is a standby cluster with no request in its state.
+  void opPromoteCluster(bool sourceGone);
+  // How the source's demotion and a promote request name the cluster under test.
+  static StandbySource thisCluster();
   // crashes.cc
   void crashPeer(const Fault& f);
   void crashAgent(const Fault& f);
@@ -467,6 +473,9 @@ class World final : public simworld::TraceSink {
   void checkQuorumWrite(bool newGeneration);
   // standby_checks.cc
   void checkStandby();
+  // two-writable-sites (0083 N2): a peer of this cluster acknowledged while the source has
+  // a writable primary.
+  void checkTwoWritableSites(int n, uint64_t commitId, const char* how);
   void standbyStateWritten(const std::optional<ClusterState>& before);
   bool standbyFollowing() const;
   // failsafe_checks.cc
@@ -489,6 +498,10 @@ class World final : public simworld::TraceSink {
   std::unique_ptr<simworld::SimSource> source_;
   bool promoteClusterAsked_ = false;  // the operator wrote standby.promote
   std::optional<WalPosition> promotedAtWal_;  // the initWal of the generation promote-cluster wrote
+  bool promotedPlanned_ = false;  // that generation followed the source's demotion (0083 5.3)
+  // A wrong --source-gone (faults/standby.cc wrongSourceGone) is in the state until then:
+  // the source's own faults are skipped meanwhile.
+  int64_t wrongSourceGoneUntil_ = -1;
   std::vector<Node> nodes_;
   std::vector<TraceLine> trace_;
   uint64_t hash_ = 1469598103934665603ULL;
