@@ -109,6 +109,8 @@ class HostCoordinator final : public driver::Coordinator {
     client_.putClusterState(state, expectedVersion, reason, std::move(done));
   }
   driver::CoordinatorStatus status() const override { return client_.status(); }
+  // What this host's agent last saw of the source (unset: nothing yet, or not following).
+  const std::optional<SourceObserved>& lastSourceSeen() const { return sourceSeen_; }
   void publishDataState(const std::optional<PeerDataState>& data) override { client_.publishDataState(data); }
   void publishStreaming(bool streams) override { client_.publishStreaming(streams); }
   void putCheckedClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
@@ -476,7 +478,7 @@ class World final : public simworld::TraceSink {
   // two-writable-sites (0083 N2): a peer of this cluster acknowledged while the source has
   // a writable primary.
   void checkTwoWritableSites(int n, uint64_t commitId, const char* how);
-  void standbyStateWritten(const std::optional<ClusterState>& before);
+  void standbyStateWritten(const std::optional<ClusterState>& before, const std::string& writer);
   bool standbyFollowing() const;
   // failsafe_checks.cc
   void noteZooKeeperReach();
@@ -499,6 +501,11 @@ class World final : public simworld::TraceSink {
   bool promoteClusterAsked_ = false;  // the operator wrote standby.promote
   std::optional<WalPosition> promotedAtWal_;  // the initWal of the generation promote-cluster wrote
   bool promotedPlanned_ = false;  // that generation followed the source's demotion (0083 5.3)
+  // That generation carried out a --source-gone its leader judged on a look that could not
+  // reach the source, while the source was writable: two sites may be writable, the
+  // operator's assertion (0083 7.1; the site fence, 7.2, is not built): two-writable-sites
+  // is no longer checked in the run.
+  bool promotedBesideAnUnseenSource_ = false;
   // A wrong --source-gone (faults/standby.cc wrongSourceGone) is in the state until then:
   // the source's own faults are skipped meanwhile.
   int64_t wrongSourceGoneUntil_ = -1;

@@ -86,6 +86,7 @@ void World::checkStandby() {
 }
 
 void World::checkTwoWritableSites(int n, uint64_t commitId, const char* how) {
+  if (promotedBesideAnUnseenSource_) return;
   const auto other = source_->writablePrimary();
   if (!other) return;
   checker_.fail(now_, "two-writable-sites",
@@ -95,11 +96,29 @@ void World::checkTwoWritableSites(int n, uint64_t commitId, const char* how) {
                     std::to_string(source_->state().generation) + ")");
 }
 
-void World::standbyStateWritten(const std::optional<ClusterState>& before) {
+void World::standbyStateWritten(const std::optional<ClusterState>& before, const std::string& writer) {
   if (!source_ || !before || !before->standby || state_->standby) return;
   if (before->generation == state_->generation) return;
   promotedAtWal_ = state_->initWal;
   promotedPlanned_ = source_->demotedAt().has_value();
+  const int w = nodeOf(writer);
+  const auto writable = source_->writablePrimary();
+  if (writable && w >= 0 && node(w).env) {
+    // The leader judged --source-gone on its agent's last look at the source: one that
+    // could not reach it (its host suspended, say) while the source was writable leaves
+    // two writable sites on the operator's word (0083 7.1), not by the leader's mistake.
+    // A leader that saw the source writable, or saw nothing yet, is still checked.
+    const auto& seen = node(w).env->hostCoordinator.lastSourceSeen();
+    if (seen && !seen->seen.reachable) {
+      promotedBesideAnUnseenSource_ = true;
+      trace('Q', [&] {
+        return "promote-cluster --source-gone carried out by " + writer + " on a look that could not reach the source (" +
+               seen->seen.lastSeen + ") while its primary " + *writable +
+               " is writable: two sites may be writable on the operator's word (0083 7.1; the site fence, 7.2, is not "
+               "built): two-writable-sites no longer checked";
+      });
+    }
+  }
   trace('Q', [&] { return "promote-cluster: generation " + std::to_string(state_->generation) + " is a normal cluster from " +
                           state_->initWal.toString() + (promotedPlanned_ ? " (the source was demoted)" : ""); });
 }

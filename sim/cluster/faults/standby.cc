@@ -142,6 +142,14 @@ void World::wrongSourceGone(const Fault& f) {
   }
   if (now_ - source_->changedAt() < 4000) return skipped("the source changed less than 4 s ago");
   if (!zk_.hasLeader()) return skipped("ZooKeeper has no leader (no quorum)");
+  // The leader's agent sees it so too (not a look that failed while its host was suspended).
+  if (statePrimary_ >= 0) {
+    const Node& leader = node(statePrimary_);
+    const auto& seen = leader.env ? leader.env->hostCoordinator.lastSourceSeen() : std::nullopt;
+    if (leader.suspended || (seen && (!seen->seen.reachable || !seen->seen.primaryPresent))) {
+      return skipped("the leader's last look does not show the source's primary");
+    }
+  }
   constexpr int64_t kExpiresMs = 10000;
   wrongSourceGoneUntil_ = now_ + kExpiresMs + 5000;
   ClusterState next = *state_;
