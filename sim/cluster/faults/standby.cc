@@ -123,7 +123,8 @@ void World::plannedPromoteCluster(const Fault& f) {
 
 // The operator's mistake (0083 6.1 N2): promote-cluster --source-gone while the source is
 // alive, writable and in sight of the agents (settled for 4 s: every agent's look, once a
-// second with a 2 s timeout, shows it). The request lands as if dugong-adm had judged an
+// second with a 2 s timeout, shows it; the leader's last look shows its primary, its host
+// not suspended). The request lands as if dugong-adm had judged an
 // older observation (or it was written by hand); the leader must refuse it on its own look,
 // and two-writable-sites holds. The request expires 10 s later; until 5 s after that the
 // source's own faults that would hide its primary are skipped (sourceFault). The case of
