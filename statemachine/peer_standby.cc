@@ -64,6 +64,16 @@ void Peer::evaluateStandbyLeader() {
     }
     const std::string asked = "promote-cluster requested by " + req->by + (req->sourceGone ? " (--source-gone)" : "");
     if (s.frozen()) return blocked(asked + ", but the cluster is frozen: not promoted", false);
+    if (s.standby->source.kind == SourceKind::kDugong && !sourceSeen_) {
+      // A dugong source is judged on what this agent's watch saw of it, and it has seen
+      // nothing yet (its agent just started): "not read yet" is not "cannot be reached"
+      // (0083 6.1), and a --source-gone judged now would make this site writable beside
+      // a source in sight (N2). The watch's first read, or its timeout, answers within
+      // seconds (onSourceObserved evaluates again).
+      return blocked(asked + ": waiting for this agent's first read of the source " + s.standby->source.describe() +
+                         " before judging the request",
+                     false);
+    }
     auto wal = fencedReplayEnd(asked);
     if (!wal) return;
     const PromoteClusterVerdict verdict = promoteClusterRefusal(s, req->sourceGone, promoteClusterView(*wal));

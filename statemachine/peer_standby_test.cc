@@ -671,6 +671,45 @@ TEST(PeerStandby, ALeaderStartedWithItsSourceUnreachableRunsAndIsPromotedWithSou
   EXPECT_NE(refused.reason.find("refused by standby leader me"), std::string::npos) << refused.reason;
 }
 
+// A leader whose agent has not read its dugong source yet (its agent just started: the
+// source watch's first read has not answered) does not judge a promote-cluster request:
+// "not read yet" is not "cannot be reached" (0083 6.1), and a --source-gone judged so
+// would make this site writable beside a source in sight (N2). It waits for the first
+// read (a failed one answers within the read's timeout); once it sees the source's primary
+// present, it refuses. Found by the simulator (0083 "Phase 9 as built", seed 3359).
+TEST(PeerStandby, ALeaderThatHasNotReadItsSourceYetWaitsForItBeforeJudgingPromoteCluster) {
+  ClusterState s = dugongStandby(5, "me", "s", {"a"});
+  StandbyHarness h;
+  h.start(s, {"me", "s", "a"}, true, true, 7);
+  h.applied(true);
+  ClusterState asked = s;
+  asked.standby->promote = {{"by", "ops@jump1"}, {"sourceGone", true}, {"generation", 5},
+                            {"expireTime", formatIso8601(peer_test::kT0 + 60000)}};
+  auto actions = h.step(ClusterStateChanged{peer_test::node(asked, 8)});
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty());
+  EXPECT_TRUE(peer_test::logged(actions, "waiting for this agent's first read of the source"));
+
+  SourceObserved seen;
+  seen.seen.reachable = true;
+  seen.seen.state = ObservedSourceState::of(peer_test::cluster(9, "a1", "a2", {"a3"}));
+  seen.seen.primaryPresent = true;
+  seen.cluster = "siteB";
+  seen.root = "/dugong/siteB";
+  actions = h.step(seen);
+  const auto more = h.applied(true);  // the reload toward the source's sync
+  actions.insert(actions.end(), more.begin(), more.end());
+  ASSERT_EQ(only<FencePg>(actions).size(), 1u);
+  ASSERT_EQ(only<ReadWal>(h.step(PgFenced{true, ""})).size(), 1u);
+  auto writes = only<WriteClusterState>(h.step(WalPositionRead{WalPosition(900), "", 0, timeline1()}));
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].state.generation, 5);
+  EXPECT_TRUE(writes[0].state.standby.has_value());
+  EXPECT_NE(writes[0].reason.find("refused by standby leader me: the source siteA has a writable primary, a1"),
+            std::string::npos)
+      << writes[0].reason;
+}
+
 // A new standby cluster's first leader with no data directory has nothing to run: it
 // waits for the source's state to choose the source peer to copy it from.
 TEST(PeerStandby, ANewStandbyClustersFirstLeaderWithNoDataWaitsForTheSourcesState) {

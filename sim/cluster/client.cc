@@ -96,6 +96,7 @@ void World::localCommit(int n) {
                        nd.identity.id);
   });
   checkLocalAck(n, id);
+  if (source_ && checker_.ok()) checkTwoWritableSites(n, id, " (synchronous_commit = local)");
 }
 
 void World::ack(int n, const WalMark& mark) {
@@ -120,6 +121,7 @@ void World::ack(int n, const WalMark& mark) {
                                            : kAlone);
   if (quiet_ && state_ && state_->primary.id == nd.identity.id) ackedSinceQuiet_ = true;
   checkAckHasSync(n, mark);
+  if (source_) checkTwoWritableSites(n, mark.commitId, "");
   if (state_ && state_->quorum && state_->primary.id == nd.identity.id && !deposed) {
     lastQuorumAck_ = {state_->generation, mark};
     checkAckOnQuorum("acknowledged", mark);

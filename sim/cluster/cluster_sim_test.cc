@@ -490,6 +490,65 @@ TEST(ClusterSim, AStandbySeedWithoutFaultsFollowsItsSourceAndWritesNothing) {
   EXPECT_EQ(checked, 3);
 }
 
+// The first standby seeds whose plan has a fault of `kind`, each run with that fault alone
+// (trace kept): `check` sees each run; returns how many were run.
+template <class Check>
+int runStandbyFaultAlone(FaultKind kind, int wanted, Check check) {
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 400 && checked < wanted; ++seed) {
+    const Scenario s = makeScenario(seed);
+    if (!s.standby) continue;
+    for (const Fault& f : s.faults) {
+      if (f.kind != kind) continue;
+      WorldOptions o;
+      o.onlyFaults = std::set<int>{f.index};
+      o.trace = true;
+      check(seed, runScenario(s, o));
+      ++checked;
+      break;
+    }
+  }
+  return checked;
+}
+
+bool traced(const RunResult& r, char kind, const std::string& text) {
+  return std::any_of(r.trace.begin(), r.trace.end(),
+                     [&](const TraceLine& line) { return line.kind == kind && line.text.find(text) != std::string::npos; });
+}
+
+// The planned switch of sites (decision 0083 5.3): the source is demoted toward this
+// cluster, the operator's promote-cluster without --source-gone makes it a normal cluster
+// once its leader replayed the demotion point, and it takes writes; every commit the source
+// acknowledged is in its primary (site-switch-lost-commit), and the source is never
+// writable beside it (two-writable-sites).
+TEST(ClusterSim, ThePlannedPromoteClusterFollowsTheSourcesDemotionAndLosesNothing) {
+  const int checked = runStandbyFaultAlone(FaultKind::kPlannedPromoteCluster, 3, [](uint64_t seed, const RunResult& r) {
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << (r.violation ? r.violation->detail : "");
+    EXPECT_TRUE(traced(r, 'S', "source demoted toward")) << "seed " << seed;
+    EXPECT_TRUE(traced(r, 'Q', "is a normal cluster from")) << "seed " << seed;
+    EXPECT_TRUE(traced(r, 'Q', "(the source was demoted)")) << "seed " << seed;
+    EXPECT_GT(r.acks, 0) << "seed " << seed;
+  });
+  EXPECT_EQ(checked, 3);
+}
+
+// The operator's wrong --source-gone while the source is writable and in sight (0083 6.1
+// N2): the leader refuses it and the cluster stays a standby cluster that writes nothing.
+TEST(ClusterSim, AWrongSourceGoneAgainstAVisibleWritableSourceIsRefused) {
+  int refused = 0;
+  const int checked = runStandbyFaultAlone(FaultKind::kWrongSourceGone, 4, [&](uint64_t seed, const RunResult& r) {
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << (r.violation ? r.violation->detail : "");
+    EXPECT_EQ(r.acks, 0) << "seed " << seed;
+    EXPECT_EQ(r.generations, 1) << "seed " << seed;
+    if (traced(r, 'O', "promote-cluster --source-gone (wrong")) {
+      EXPECT_TRUE(traced(r, 'Z', "refused by standby leader")) << "seed " << seed;
+      ++refused;
+    }
+  });
+  EXPECT_EQ(checked, 4);
+  EXPECT_GT(refused, 0);
+}
+
 // About 30 % of the seeds are standby seeds, never in quorum mode, their source's faults
 // within the fault phase.
 TEST(ClusterSim, AboutAThirdOfTheSeedsRunAStandbyClusterNeverInQuorumMode) {
@@ -502,7 +561,8 @@ TEST(ClusterSim, AboutAThirdOfTheSeedsRunAStandbyClusterNeverInQuorumMode) {
     for (const Fault& f : s.faults) {
       const bool source = f.kind == FaultKind::kSourceFailover || f.kind == FaultKind::kSourceSwitchover ||
                           f.kind == FaultKind::kSourceSyncReplaced || f.kind == FaultKind::kSourceCut ||
-                          f.kind == FaultKind::kPromoteCluster;
+                          f.kind == FaultKind::kPromoteCluster || f.kind == FaultKind::kPlannedPromoteCluster ||
+                          f.kind == FaultKind::kWrongSourceGone;
       if (source) {
         EXPECT_LT(f.at, s.faultPhaseMs) << "seed " << seed;
       }

@@ -82,6 +82,10 @@ const char* faultName(FaultKind kind) {
       return "source-cut";
     case FaultKind::kPromoteCluster:
       return "promote-cluster";
+    case FaultKind::kPlannedPromoteCluster:
+      return "planned-promote-cluster";
+    case FaultKind::kWrongSourceGone:
+      return "wrong-source-gone";
   }
   return "?";
 }
@@ -97,7 +101,11 @@ std::string Fault::describe() const {
     case FaultKind::kSourceFailover:
     case FaultKind::kSourceSwitchover:
     case FaultKind::kSourceSyncReplaced:
+    case FaultKind::kWrongSourceGone:
       return s;
+    case FaultKind::kPlannedPromoteCluster:
+      return s + " (promote-cluster " + std::to_string(variant % 3000) + " ms after the source's demotion" +
+             (duration > 0 ? ", the leader's stream held " + std::to_string(duration) + " ms" : std::string()) + ")";
     case FaultKind::kSourceCut:
       return s + " (healed after " + std::to_string(duration) + " ms)";
     case FaultKind::kPromoteCluster:
@@ -178,6 +186,8 @@ constexpr std::array<std::pair<FaultKind, int>, kFaultKinds> kMix = {{
     {FaultKind::kSourceSyncReplaced, 0},
     {FaultKind::kSourceCut, 0},
     {FaultKind::kPromoteCluster, 0},
+    {FaultKind::kPlannedPromoteCluster, 0},
+    {FaultKind::kWrongSourceGone, 0},
 }};
 
 static_assert(kMix.size() == kFaultKinds, "every fault kind has a weight");
@@ -387,7 +397,16 @@ Scenario makeScenario(uint64_t seed) {
     if (standby.chance(400)) add(FaultKind::kSourceSyncReplaced, 0, 2000, end);
     if (standby.chance(300)) add(FaultKind::kSourceCut, standby.between(500, 15000), 2000, end);
     // promote-cluster in the second half of the fault phase, one run in four.
-    if (standby.chance(250)) add(FaultKind::kPromoteCluster, 0, s.faultPhaseMs / 2, end);
+    const bool sourceGone = standby.chance(250);
+    if (sourceGone) add(FaultKind::kPromoteCluster, 0, s.faultPhaseMs / 2, end);
+    // Drawn after the others (a standby seed keeps the faults above): the planned switch
+    // (0083 5.3) in one run in four of the others, half of them with the leader's stream
+    // held around the demotion; the operator's wrong --source-gone in one run in four.
+    if (!sourceGone && standby.chance(250)) {
+      add(FaultKind::kPlannedPromoteCluster, standby.chance(500) ? standby.between(500, 5000) : 0,
+          s.faultPhaseMs / 2, end);
+    }
+    if (standby.chance(250)) add(FaultKind::kWrongSourceGone, 0, 2000, end);
   }
   return s;
 }

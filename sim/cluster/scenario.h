@@ -111,8 +111,13 @@ enum class FaultKind {
                         // for `duration` (source-heal after it)
   kPromoteCluster,      // the source cut off for good (its site gone), then `variant` % 4000 ms
                         // later the operator's promote-cluster --source-gone
+  kPlannedPromoteCluster,  // the source demoted toward this cluster, then `variant` % 3000 ms later
+                           // the operator's promote-cluster (no --source-gone); with a
+                           // `duration`, the leader's stream held that long around the demotion
+  kWrongSourceGone,     // the operator's promote-cluster --source-gone while the source is
+                        // writable and in sight: refused (0083 6.1 N2)
 };
-constexpr int kFaultKinds = 35;
+constexpr int kFaultKinds = 37;
 const char* faultName(FaultKind kind);
 
 struct Fault {

@@ -359,7 +359,7 @@ void World::stateWritten(const std::string& writer, int64_t issuedAt, std::optio
   bool newGeneration = !sw.before || sw.before->generation != state_->generation;
   checker_.onStateWrite(sw);
   checkQuorumWrite(newGeneration);
-  standbyStateWritten(sw.before);
+  standbyStateWritten(sw.before, writer);
   if (newGeneration && sw.before && sw.before->hasPromote()) promotedGenerations_.insert(state_->generation);
   if (newGeneration) crashAfterWrite(writer);
   if (newGeneration) cutAfterWrite(writer);

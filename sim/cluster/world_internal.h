@@ -109,6 +109,8 @@ class HostCoordinator final : public driver::Coordinator {
     client_.putClusterState(state, expectedVersion, reason, std::move(done));
   }
   driver::CoordinatorStatus status() const override { return client_.status(); }
+  // What this host's agent last saw of the source (unset: nothing yet, or not following).
+  const std::optional<SourceObserved>& lastSourceSeen() const { return sourceSeen_; }
   void publishDataState(const std::optional<PeerDataState>& data) override { client_.publishDataState(data); }
   void publishStreaming(bool streams) override { client_.publishStreaming(streams); }
   void putCheckedClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
@@ -392,7 +394,13 @@ class World final : public simworld::TraceSink {
   void sourceFault(const Fault& f);
   void healSource();
   void promoteCluster(const Fault& f);
-  void opPromoteCluster();
+  void plannedPromoteCluster(const Fault& f);
+  void wrongSourceGone(const Fault& f);
+  // The operator's promote-cluster (--source-gone or not), asked again every 2 s while
+  // the cluster is a standby cluster with no request in its state.
+  void opPromoteCluster(bool sourceGone);
+  // How the source's demotion and a promote request name the cluster under test.
+  static StandbySource thisCluster();
   // crashes.cc
   void crashPeer(const Fault& f);
   void crashAgent(const Fault& f);
@@ -467,7 +475,10 @@ class World final : public simworld::TraceSink {
   void checkQuorumWrite(bool newGeneration);
   // standby_checks.cc
   void checkStandby();
-  void standbyStateWritten(const std::optional<ClusterState>& before);
+  // two-writable-sites (0083 N2): a peer of this cluster acknowledged while the source has
+  // a writable primary.
+  void checkTwoWritableSites(int n, uint64_t commitId, const char* how);
+  void standbyStateWritten(const std::optional<ClusterState>& before, const std::string& writer);
   bool standbyFollowing() const;
   // failsafe_checks.cc
   void noteZooKeeperReach();
@@ -489,6 +500,15 @@ class World final : public simworld::TraceSink {
   std::unique_ptr<simworld::SimSource> source_;
   bool promoteClusterAsked_ = false;  // the operator wrote standby.promote
   std::optional<WalPosition> promotedAtWal_;  // the initWal of the generation promote-cluster wrote
+  bool promotedPlanned_ = false;  // that generation followed the source's demotion (0083 5.3)
+  // That generation carried out a --source-gone its leader judged on a look that could not
+  // reach the source, while the source was writable: two sites may be writable, the
+  // operator's assertion (0083 7.1; the site fence, 7.2, is not built): two-writable-sites
+  // is no longer checked in the run.
+  bool promotedBesideAnUnseenSource_ = false;
+  // A wrong --source-gone (faults/standby.cc wrongSourceGone) is in the state until then:
+  // the source's own faults are skipped meanwhile.
+  int64_t wrongSourceGoneUntil_ = -1;
   std::vector<Node> nodes_;
   std::vector<TraceLine> trace_;
   uint64_t hash_ = 1469598103934665603ULL;

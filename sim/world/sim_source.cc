@@ -72,6 +72,7 @@ const Wal& SimSource::history() const {
 }
 
 void SimSource::publish(const std::string& why) {
+  changedAt_ = fleet_.now();
   state_.put(current_.serialize());
   trace_.trace('S', [&] {
     return "source state v" + std::to_string(state_.version()) + ": " + summarizeState(current_).dump() + " (" + why +
@@ -80,7 +81,7 @@ void SimSource::publish(const std::string& why) {
 }
 
 void SimSource::tick() {
-  if (gone_ || failingOver_) return;
+  if (gone_ || failingOver_ || demotedAt_) return;
   PgServer& p = pg(indexOf(current_.primary.id));
   if (!p.running) return;
   const int64_t n = model_.recordsPerTick.draw(rng_);
@@ -130,7 +131,7 @@ void SimSource::rejoinAsAsync(int i) {
 }
 
 bool SimSource::failover() {
-  if (gone_ || failingOver_ || !current_.sync || current_.async.empty()) return false;
+  if (gone_ || failingOver_ || demotedAt_ || !current_.sync || current_.async.empty()) return false;
   const int old = indexOf(current_.primary.id);
   const int sync = indexOf(current_.sync->id);
   const int async = indexOf(current_.async.front().id);
@@ -138,6 +139,7 @@ bool SimSource::failover() {
   fleet_.kill(first_ + old);
   election_.leave(sessions_[old]);
   failingOver_ = true;
+  changedAt_ = fleet_.now();
   syncChangedBeforeFailover_ = syncChangedAt_;
   lastFailoverAt_ = fleet_.now();
   trace_.trace('S', [&] { return "source primary " + pg(old).id + "'s host dies (WAL " + std::to_string(pg(old).wal.size()) + ")"; });
@@ -172,7 +174,7 @@ bool SimSource::failover() {
 }
 
 bool SimSource::switchover() {
-  if (gone_ || failingOver_ || !current_.sync || current_.async.empty()) return false;
+  if (gone_ || failingOver_ || demotedAt_ || !current_.sync || current_.async.empty()) return false;
   const int old = indexOf(current_.primary.id);
   const int sync = indexOf(current_.sync->id);
   const int async = indexOf(current_.async.front().id);
@@ -197,7 +199,7 @@ bool SimSource::switchover() {
 }
 
 bool SimSource::replaceSync() {
-  if (gone_ || failingOver_ || !current_.sync || current_.async.empty()) return false;
+  if (gone_ || failingOver_ || demotedAt_ || !current_.sync || current_.async.empty()) return false;
   const int p = indexOf(current_.primary.id);
   const int sync = indexOf(current_.sync->id);
   const int async = indexOf(current_.async.front().id);
@@ -217,12 +219,61 @@ bool SimSource::replaceSync() {
   return true;
 }
 
+std::optional<std::string> SimSource::writablePrimary() const {
+  if (gone_ || demotedAt_) return std::nullopt;
+  for (const PgServer& s : servers_) {
+    if (s.serving() && s.config.role == PgRole::kPrimary && !s.readOnly && !s.writesStopped) return s.id;
+  }
+  return std::nullopt;
+}
+
+// As a dugong primary demotes (0083 5.2): writes stop, a fast shutdown whose walsenders
+// send everything (its shutdown checkpoint included, the last record it writes) to the
+// sync first, the standby state with `demotedAt` at that checkpoint's start, then postgres
+// in recovery. Its standby leader streams from nothing here: the cluster under test is
+// not a server it can stream from until it is promoted (the old site following the new
+// one is demote-cluster's rewind, two dugong sites: 0083 8.1 phase 2, not built).
+bool SimSource::demote(const StandbySource& toward) {
+  if (gone_ || failingOver_ || demotedAt_ || !current_.sync) return false;
+  const int p = indexOf(current_.primary.id);
+  const int sync = indexOf(current_.sync->id);
+  if (!pg(p).running || !pg(sync).running) return false;
+  const DemotionPoint point{pg(p).wal.position(), pg(p).wal.timeline()};
+  pg(p).wal.append(nextRecord_++);  // the shutdown checkpoint: no commit
+  fleet_.cleanStop(first_ + p);
+  acknowledgeWhatTheSyncHolds();
+  waiting_.clear();
+  demotedAt_ = point;
+  SourceEndpoint none;
+  none.kind = SourceKind::kDugong;
+  none.cluster = toward.cluster;
+  pg(p).config = PgConfig::standbyLeader(none, false);
+  pg(p).config.demoted = true;
+  pg(p).standbySignal = true;
+  pg(p).readOnly = true;
+  pg(p).running = true;
+  ++pg(p).epoch;
+  ++pg(p).instance;
+  current_.generation += 1;
+  current_.initWal = point.wal;
+  current_.initTimeline = point.timeline;
+  current_.standby = StandbyMode{toward, point, nullptr};
+  trace_.trace('S', [&] {
+    return "source demoted toward " + toward.describe() + ": its primary " + pg(p).id + "'s WAL ended at " +
+           point.wal.toString() + " on timeline " + std::to_string(point.timeline) + " (" +
+           std::to_string(pg(p).wal.size()) + " records)";
+  });
+  publish("demote-cluster");
+  return true;
+}
+
 void SimSource::stopForGood() {
   for (int i = 0; i < kHosts; ++i) {
     if (pg(i).running) fleet_.kill(first_ + i);
     election_.leave(sessions_[i]);
   }
   gone_ = true;
+  changedAt_ = fleet_.now();
   trace_.trace('S', [&] { return std::string("the source site is gone"); });
 }
 

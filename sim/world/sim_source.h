@@ -12,7 +12,12 @@
 //   onto the new history;
 // - switchover (a clean stop of the primary: its sync receives everything first), sync
 //   replacement (the async becomes the sync, the old sync the async), cut and heal (the
-//   source's hosts and its ensemble unreachable from the standby cluster's hosts).
+//   source's hosts and its ensemble unreachable from the standby cluster's hosts);
+// - demotion (the planned switch of sites, 0083 5.3): its producer stops, its primary
+//   writes a last record (its shutdown checkpoint, `demotedAt`) that its sync receives
+//   before it stops, then runs in recovery with nothing to stream from; its state becomes a
+//   standby state of the cluster under test with `demotedAt`, as a demoted dugong
+//   cluster's (0083 5.2).
 // Its state (a normal dugong state: generation, primary, sync, async) and its election
 // (the present peers) are what its ensemble holds (`ensemble()`, zookeeper.h's data), read
 // by the standby cluster's agents as the real agent reads a `dugong://` source: a
@@ -66,14 +71,30 @@ class SimSource {
   bool failover();
   bool switchover();
   bool replaceSync();
-  void cut() { cut_ = true; }
-  void heal() { cut_ = false; }
+  void cut() {
+    cut_ = true;
+    changedAt_ = fleet_.now();
+  }
+  void heal() {
+    cut_ = false;
+    changedAt_ = fleet_.now();
+  }
   // The source goes for good (with promote-cluster --source-gone): every host stops.
   void stopForGood();
+  // demote-cluster toward `toward` (0083 5.2, as a dugong primary carries it out): refused
+  // while a failover runs or a host is down. Its state names `toward` as its source.
+  bool demote(const StandbySource& toward);
 
   bool isCut() const { return cut_; }
   bool gone() const { return gone_; }
   bool failingOver() const { return failingOver_; }
+  const std::optional<DemotionPoint>& demotedAt() const { return demotedAt_; }
+  // The source peer whose postgres accepts writes at this instant (runs as primary, out of
+  // recovery, writable), whether or not this cluster can reach it: what two-writable-sites
+  // checks (0083 N2). None while it fails over, once demoted or gone.
+  std::optional<std::string> writablePrimary() const;
+  // When its state, its election's primary or its reachability last changed (world ms).
+  int64_t changedAt() const { return changedAt_; }
   // What its ensemble holds: the state node and the election.
   const ZkStateNode& stateNode() const { return state_; }
   bool present(const std::string& id) const { return election_.holds(id); }
@@ -124,6 +145,8 @@ class SimSource {
   int64_t syncChangedAt_ = 0;
   int64_t syncChangedBeforeFailover_ = 0;
   int64_t lastFailoverAt_ = -1;
+  int64_t changedAt_ = 0;
+  std::optional<DemotionPoint> demotedAt_;
 };
 
 }  // namespace dugong::simworld

@@ -112,5 +112,38 @@ TEST(SimSource, ACutSourceIsReportedAndAGoneOneWritesNoMore) {
   EXPECT_FALSE(f.source.failover());
 }
 
+// A demoted source (the planned switch, 0083 5.2/5.3): its sync holds everything its
+// primary wrote, the shutdown checkpoint at `demotedAt` included; nothing is writable or
+// written after; its state is a standby state toward the named cluster.
+TEST(SimSource, ADemotedSourceHandsItsLastRecordToItsSyncAndWritesNoMore) {
+  Fixture f;
+  f.run(1000);
+  ASSERT_TRUE(f.source.writablePrimary().has_value());
+  EXPECT_EQ(*f.source.writablePrimary(), "src1");
+  StandbySource toward = SimSource::standbySource();
+  toward.cluster = "standby";
+  toward.root = "/dugong/standby";
+  const size_t written = f.walOf("src1").size();
+  ASSERT_TRUE(f.source.demote(toward));
+  EXPECT_FALSE(f.source.writablePrimary().has_value());
+  ASSERT_TRUE(f.source.demotedAt().has_value());
+  EXPECT_EQ(f.source.demotedAt()->wal, WalPosition(written * f.walOf("src1").recordBytes()));
+  EXPECT_EQ(f.walOf("src1").size(), written + 1);           // its shutdown checkpoint
+  EXPECT_EQ(f.walOf("src2").size(), f.walOf("src1").size());  // the sync received it
+  EXPECT_TRUE(f.holdsEveryAck(f.walOf("src2")));
+  ASSERT_TRUE(f.source.state().standby.has_value());
+  EXPECT_EQ(f.source.state().standby->source, toward);
+  EXPECT_EQ(f.source.state().standby->demotedAt, f.source.demotedAt());
+  EXPECT_EQ(f.source.state().generation, 2);
+  const size_t acked = f.source.acknowledged().size();
+  f.run(1000);
+  EXPECT_EQ(f.source.acknowledged().size(), acked);
+  EXPECT_EQ(f.walOf("src1").size(), written + 1);
+  EXPECT_TRUE(f.source.server("src1").running);
+  EXPECT_FALSE(f.source.writablePrimary().has_value());
+  EXPECT_FALSE(f.source.failover());
+  EXPECT_FALSE(f.source.demote(toward));
+}
+
 }  // namespace sim_source_test
 }  // namespace dugong::simworld

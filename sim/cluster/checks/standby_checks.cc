@@ -7,9 +7,13 @@
 //    from the source's history, but after a source failover that came within
 //    kSourceChangeWindowMs of a change of the source's sync (the race N4 allows: the
 //    leader may still stream from the old sync, ahead of the new one);
-//  - site-switch-lost-commit (N5, the --source-gone part): once the new primary of a
-//    promote-cluster runs as primary, every commit the source acknowledged at or before
-//    the promotion's initWal (what the leader reported received) is in its WAL;
+//  - two-writable-sites (N2): at every acknowledgement by a peer of this cluster, the
+//    source has no primary writable at that instant (sim_source.h writablePrimary: the
+//    checker knows the truth, whether or not the agents can reach the source);
+//  - site-switch-lost-commit (N5): once the new primary of a promote-cluster runs as
+//    primary, every commit the source acknowledged is in its WAL: all of them after the
+//    source's demotion (the planned switch, 0083 5.3), those at or before the promotion's
+//    initWal (what the leader reported received) after --source-gone;
 //  - standby-received-backwards (N3) is checked with each new generation (invariants.cc,
 //    takeoverChecks);
 //  - liveness: once the faults stop, the leader streams from the source's current
@@ -57,29 +61,66 @@ void World::checkStandby() {
     return;
   }
   // A normal cluster after promote-cluster: its primary holds what the source had
-  // acknowledged up to the promotion's initWal.
+  // acknowledged: all of it after a demotion (no commit is acknowledged past demotedAt),
+  // else up to the promotion's initWal.
   if (!promotedAtWal_ || statePrimary_ < 0) return;
   const PgServer& pg = node(statePrimary_).pg;
   if (!pg.serving() || pg.config.role != PgRole::kPrimary) return;
   const auto& acked = source_->acknowledged();
-  const uint64_t records = promotedAtWal_->value() / pg.wal.recordBytes();
-  auto it = std::upper_bound(acked.begin(), acked.end(), records,
-                             [](uint64_t r, const WalMark& m) { return r < m.index + 1; });
+  auto it = acked.end();
+  if (!promotedPlanned_) {
+    const uint64_t records = promotedAtWal_->value() / pg.wal.recordBytes();
+    it = std::upper_bound(acked.begin(), acked.end(), records,
+                          [](uint64_t r, const WalMark& m) { return r < m.index + 1; });
+  }
   if (it == acked.begin()) return;
   const WalMark& last = *std::prev(it);
   if (pg.wal.contains(last)) return;
   checker_.fail(now_, "site-switch-lost-commit",
-                state_->primary.id + ", primary after promote-cluster --source-gone at " + promotedAtWal_->toString() +
-                    ", lacks the source's acknowledged commit at record " + std::to_string(last.index) +
-                    " (its WAL: " + std::to_string(pg.wal.size()) + " records, " + pg.wal.history().describe() + ")");
+                state_->primary.id + ", primary after promote-cluster " +
+                    (promotedPlanned_ ? "of the demoted source (demotedAt " + source_->demotedAt()->wal.toString() + ")"
+                                      : std::string("--source-gone")) +
+                    " at " + promotedAtWal_->toString() + ", lacks the source's acknowledged commit at record " +
+                    std::to_string(last.index) + " (its WAL: " + std::to_string(pg.wal.size()) + " records, " +
+                    pg.wal.history().describe() + ")");
 }
 
-void World::standbyStateWritten(const std::optional<ClusterState>& before) {
+void World::checkTwoWritableSites(int n, uint64_t commitId, const char* how) {
+  if (promotedBesideAnUnseenSource_) return;
+  const auto other = source_->writablePrimary();
+  if (!other) return;
+  checker_.fail(now_, "two-writable-sites",
+                node(n).identity.id + " acknowledged c" + std::to_string(commitId) + how +
+                    " while the source's primary " + *other + " is writable (" +
+                    (source_->isCut() ? "cut off from this cluster" : "reachable by this cluster") + ", generation " +
+                    std::to_string(source_->state().generation) + ")");
+}
+
+void World::standbyStateWritten(const std::optional<ClusterState>& before, const std::string& writer) {
   if (!source_ || !before || !before->standby || state_->standby) return;
   if (before->generation == state_->generation) return;
   promotedAtWal_ = state_->initWal;
+  promotedPlanned_ = source_->demotedAt().has_value();
+  const int w = nodeOf(writer);
+  const auto writable = source_->writablePrimary();
+  if (writable && w >= 0 && node(w).env) {
+    // The leader judged --source-gone on its agent's last look at the source: one that
+    // could not reach it (its host suspended, say) while the source was writable leaves
+    // two writable sites on the operator's word (0083 7.1), not by the leader's mistake.
+    // A leader that saw the source writable, or saw nothing yet, is still checked.
+    const auto& seen = node(w).env->hostCoordinator.lastSourceSeen();
+    if (seen && !seen->seen.reachable) {
+      promotedBesideAnUnseenSource_ = true;
+      trace('Q', [&] {
+        return "promote-cluster --source-gone carried out by " + writer + " on a look that could not reach the source (" +
+               seen->seen.lastSeen + ") while its primary " + *writable +
+               " is writable: two sites may be writable on the operator's word (0083 7.1; the site fence, 7.2, is not "
+               "built): two-writable-sites no longer checked";
+      });
+    }
+  }
   trace('Q', [&] { return "promote-cluster: generation " + std::to_string(state_->generation) + " is a normal cluster from " +
-                          state_->initWal.toString(); });
+                          state_->initWal.toString() + (promotedPlanned_ ? " (the source was demoted)" : ""); });
 }
 
 // Liveness of a standby cluster: the leader streams from the source's current upstream

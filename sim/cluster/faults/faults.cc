@@ -86,6 +86,8 @@ void World::runFault(const Fault& f) {
     case FaultKind::kSourceSyncReplaced:
     case FaultKind::kSourceCut:
     case FaultKind::kPromoteCluster:
+    case FaultKind::kPlannedPromoteCluster:
+    case FaultKind::kWrongSourceGone:
       return sourceFault(f);
   }
 }
