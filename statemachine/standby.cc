@@ -581,6 +581,16 @@ PromoteClusterVerdict promoteClusterRefusal(const ClusterState& state, bool sour
   } else {
     const DemotionPoint& point = *st->standby->demotedAt;
     if (view.leaderTimeline == point.timeline) return PromoteClusterVerdict{std::nullopt, point};
+    if (view.leaderTimeline && *view.leaderTimeline < point.timeline && !sourceGone) {
+      // Still behind the source's history (a failover of the source before its demotion
+      // not replayed yet): the advice is to wait, not --source-gone, which would promote
+      // without what the source acknowledged past this leader's replay.
+      return refuse("the source " + name + "'s demotion (" + point.wal.toString() + " on timeline " +
+                    std::to_string(point.timeline) + ") has not reached this cluster yet (its leader is on timeline " +
+                    std::to_string(*view.leaderTimeline) + ", before it): ask again once the leader has replayed " +
+                    "it (its lag in dugong-adm show); --source-gone would promote without it, losing what the " +
+                    "source acknowledged past the leader's replay");
+    }
     needsFlag = "the source " + name + "'s demotion (" + point.wal.toString() + " on timeline " +
                 std::to_string(point.timeline) + ") is not at the end of this cluster's history (its leader is " +
                 (view.leaderTimeline ? "on timeline " + std::to_string(*view.leaderTimeline) : "on a timeline not read") +

@@ -252,6 +252,15 @@ TEST(PromoteClusterRefusal, RefusesWhatTheDesignRefuses) {
        "the source siteA's demotion (0/04ffff28 on timeline 2) is not at the end of this cluster's history (its leader "
        "is on timeline 3): a stale demotion" + flag,
        ""},
+      {"siteA demoted, this leader still behind it (a source failover not replayed yet)",
+       [&](auto&, auto& v) {
+         v = view(demoted);
+         v.leaderTimeline = 1;
+       },
+       "the source siteA's demotion (0/04ffff28 on timeline 2) has not reached this cluster yet (its leader is on "
+       "timeline 1, before it): ask again once the leader has replayed it (its lag in dugong-adm show); --source-gone "
+       "would promote without it, losing what the source acknowledged past the leader's replay",
+       ""},
       {"siteA demoted, this leader's timeline not read",
        [&](auto&, auto& v) {
          v = view(demoted);
