@@ -14,6 +14,7 @@
 
 #include "pg/controller.h"
 #include "pg/pgbackrest.h"
+#include "pg/testing/backed_up_primary.h"
 #include "pg/testing/pg_test_cluster.h"
 #include "tests/support/test_env.h"
 
@@ -30,30 +31,20 @@ class ReplicaMethodTest : public ::testing::Test {
     cluster_.makePgBackRestDirs();
   }
   std::map<std::string, std::string> backupSection(const std::string& stanza, bool archive) const {
-    return {{"archive", archive ? "on" : "off"},
-            {"stanza", stanza},
-            {"replica-methods", "pgbackrest,basebackup"},
-            {"repo1-path", cluster_.dir() + "/repo"},
-            {"log-path", cluster_.dir() + "/log"},
-            {"lock-path", cluster_.dir() + "/lock"}};
+    auto section = testing::repositoryOptions(cluster_);
+    section["archive"] = archive ? "on" : "off";
+    section["stanza"] = stanza;
+    section["replica-methods"] = "pgbackrest,basebackup";
+    return section;
   }
   // A primary of its own database system that archives into `stanza`, with a full backup.
   PgController& backedUpPrimary(PgTestNode& node, const std::string& stanza) {
     controllers_.push_back(std::make_unique<PgController>(node.options));
-    PgController& c = *controllers_.back();
-    ClusterConfig config;
-    config.backup = backupSection(stanza, true);
-    EXPECT_TRUE(c.applyClusterConfig(config));
-    auto applied = c.apply(PgConfig::firstPrimary(std::nullopt));
-    EXPECT_TRUE(applied.ok) << applied.error;
-    for (const auto& [command, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-             {"stanza-create", {}}, {"backup", {"--type=full", "--start-fast"}}}) {
-      auto r = runPgBackRest(pgBackRestArgv(stanza, BackupSettings::parse(config.backup)->options, node.options,
-                                            command, extra),
-                             node.options, 300s);
-      EXPECT_TRUE(r.ok()) << command << ": " << r.output;
-    }
-    return c;
+    EXPECT_EQ(testing::startArchivingPrimary(cluster_, *controllers_.back(), stanza,
+                                             {{"replica-methods", "pgbackrest,basebackup"}}),
+              "");
+    EXPECT_EQ(testing::takeFullBackup(cluster_, node, stanza), "");
+    return *controllers_.back();
   }
   // A new standby of `upstream` made with the replica methods of `stanza`.
   PgConfigApplied newStandby(PgTestNode& node, const PgTestNode& upstream, const std::string& stanza) {

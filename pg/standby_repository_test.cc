@@ -17,6 +17,7 @@
 #include "pg/controller.h"
 #include "pg/managed_conf.h"
 #include "pg/pgbackrest.h"
+#include "pg/testing/backed_up_primary.h"
 #include "pg/testing/pg_test_cluster.h"
 #include "tests/support/test_env.h"
 
@@ -110,32 +111,13 @@ class StandbyRepositoryTest : public ::testing::Test {
     source_ = &cluster_.addNode("src-a");
     leader_ = &cluster_.addNode("peer-l");
     sourceController_ = std::make_unique<PgController>(source_->options);
-    archivingSource(*sourceController_, *source_, "sa");
+    ASSERT_EQ(testing::startArchivingPrimary(cluster_, *sourceController_, "sa"), "");
+    ASSERT_EQ(source_->value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
+    ASSERT_EQ(testing::takeFullBackup(cluster_, *source_, "sa"), "");
   }
   void TearDown() override { cluster_.stopAll(); }
 
-  std::map<std::string, std::string> repoOptions() const {
-    return {{"repo1-path", cluster_.dir() + "/repo"},
-            {"log-path", cluster_.dir() + "/log"},
-            {"lock-path", cluster_.dir() + "/lock"}};
-  }
-  // The source: a primary archiving into stanza `stanza` of the test's repository, with a
-  // table t holding row 1 and a full backup.
-  void archivingSource(PgController& c, PgTestNode& node, const std::string& stanza) {
-    ClusterConfig config;
-    config.backup = repoOptions();
-    config.backup["archive"] = "on";
-    config.backup["stanza"] = stanza;
-    ASSERT_TRUE(c.applyClusterConfig(config));
-    auto applied = c.apply(PgConfig::firstPrimary(std::nullopt));
-    ASSERT_TRUE(applied.ok) << applied.error;
-    ASSERT_EQ(node.value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
-    for (const auto& [command, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-             {"stanza-create", {}}, {"backup", {"--type=full", "--start-fast"}}}) {
-      auto r = runPgBackRest(pgBackRestArgv(stanza, repoOptions(), node.options, command, extra), node.options, 300s);
-      ASSERT_TRUE(r.ok()) << command << ": " << r.output;
-    }
-  }
+  std::map<std::string, std::string> repoOptions() const { return testing::repositoryOptions(cluster_); }
   // A row written on the source, and its segment archived (the source switches WAL).
   static void writeAndArchive(const PgTestNode& source, int id) {
     ASSERT_EQ(source.value("INSERT INTO t VALUES (" + std::to_string(id) + ")"), "");

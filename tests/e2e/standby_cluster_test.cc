@@ -15,6 +15,8 @@
 // --source-gone of 0083 7.1), then demote-cluster on A with B as its source: A's primary
 // stops, writes the standby state, is rewound from B (no copy) and follows B; rows written
 // on B reach it, A's own row after the fork is gone.
+// Phase 8: a standby cluster fed by a pgBackRest repository, its leader's loss and
+// promote-cluster --source-gone.
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -25,6 +27,7 @@
 #include "ops/http_client.h"
 #include "pg/command.h"
 #include "pg/controller.h"
+#include "pg/testing/backed_up_primary.h"
 #include "tests/e2e/cluster_harness.h"
 
 namespace dugong::e2e {
@@ -333,6 +336,96 @@ TEST(StandbyClusterE2E, TheOldSiteDemotedAfterPromoteClusterFollowsTheNewSiteByR
   EXPECT_EQ(r->rows[0][0], "t");
   auto shown = adm(a, {"show"});
   EXPECT_NE(shown.output.find("standby cluster of " + std::string("hosts ")), std::string::npos) << shown.output;
+}
+
+// A standby cluster fed by a pgBackRest repository (0083 "Phase 8 as built", issue 43's
+// third kind of source): a plain postgres primary archives into stanza sa of the test's
+// repository, and three agents name `standby.source: pgbackrest://sa` with its options.
+// The leader, with no data, is restored from the stanza and replays what the source
+// archives, its sync and async cascade from it, and it answers /standby-leader 200 with
+// no stream (its sample read the repository). Its host killed: the sync takes over as
+// standby leader and keeps restoring. promote-cluster needs --source-gone (no primary
+// can be seen in a repository); with it the cluster is writable, with every row the
+// source archived.
+TEST(StandbyClusterE2E, AStandbyClusterFedByARepositoryFollowsItsArchiveAndIsPromoted) {
+  pg::testing::PgTestCluster sourceCluster("dugong-e2e-repository");
+  sourceCluster.makePgBackRestDirs();
+  pg::testing::PgTestNode& source = sourceCluster.addNode("source-a");
+  pg::PgController sourcePg(source.options);
+  ASSERT_EQ(pg::testing::startArchivingPrimary(sourceCluster, sourcePg, "sa"), "");
+  ASSERT_EQ(source.value("CREATE TABLE t (id int primary key); INSERT INTO t VALUES (1)"), "");
+  ASSERT_EQ(pg::testing::takeFullBackup(sourceCluster, source, "sa"), "");
+  // A row written on the source, and its segment archived (the source switches WAL).
+  auto writeAndArchive = [&](int id) {
+    ASSERT_EQ(source.value("INSERT INTO t VALUES (" + std::to_string(id) + ")"), "");
+    ASSERT_NE(source.value("SELECT pg_switch_wal()::text").rfind("ERROR", 0), 0u);
+  };
+
+  HarnessOptions o;
+  o.extraConfig = "standby:\n  source: pgbackrest://sa\n  restore:\n    options:\n";
+  for (const auto& [key, value] : pg::testing::repositoryOptions(sourceCluster)) {
+    o.extraConfig += "      " + key + ": " + value + "\n";
+  }
+  Harness h(o);
+  h.startAll();
+  int leader = -1;
+  ASSERT_TRUE(h.waitFor([&] { return (leader = streamingLeader(h)) >= 0; }, 240s)) << h.describe();
+  ASSERT_TRUE(h.waitFor([&] { return holdsRow(h, 0, 1) && holdsRow(h, 1, 1) && holdsRow(h, 2, 1); }, 180s))
+      << h.describe();
+  std::set<std::string> roles;
+  for (int i = 0; i < h.size(); ++i) roles.insert(h.role(i));
+  EXPECT_EQ(roles, (std::set<std::string>{"standby-leader", "sync", "async"}));
+  const std::string of = "pgbackrest stanza sa";
+  auto leaderState = h.status(leader);
+  ASSERT_TRUE(leaderState.has_value());
+  EXPECT_EQ((*leaderState)["standby"]["cluster"], "standby cluster of " + of);
+  auto r = h.sql(leader, "SHOW primary_conninfo", 5s);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->rows[0][0], "") << "the leader of a repository streams from nothing";
+  expectNothingWritable(h);
+  writeAndArchive(2);
+  EXPECT_TRUE(h.waitFor([&] { return holdsRow(h, 0, 2) && holdsRow(h, 1, 2) && holdsRow(h, 2, 2); }, 120s))
+      << h.describe();
+  auto shown = adm(h, {"show"});
+  EXPECT_EQ(shown.exitCode, 0) << shown.output;
+  EXPECT_NE(shown.output.find("standby cluster of " + of + ", standby leader " + h.peer(leader).id), std::string::npos)
+      << shown.output;
+
+  // The leader's host lost: its sync takes over as standby leader and restores in turn.
+  h.killAgentAndWatchdog(leader);
+  h.killPostgres(leader);
+  int next = -1;
+  ASSERT_TRUE(h.waitFor([&] { return (next = streamingLeader(h)) >= 0 && next != leader; }, 120s)) << h.describe();
+  writeAndArchive(3);
+  for (int i = 0; i < h.size(); ++i) {
+    if (i == leader) continue;
+    EXPECT_TRUE(h.waitFor([&] { return holdsRow(h, i, 3); }, 120s)) << h.peer(i).id << "\n" << h.describe();
+  }
+  expectNothingWritable(h);
+
+  // promote-cluster: a repository shows no primary, so only --source-gone promotes.
+  ASSERT_TRUE(sourcePg.apply(PgConfig::none()).ok);
+  const size_t writesBefore = h.history().size();
+  auto refused = adm(h, {"promote-cluster"});
+  EXPECT_EQ(refused.exitCode, 2) << refused.output;
+  EXPECT_NE(refused.output.find("the source is a pgBackRest repository (stanza sa): no primary can be seen there"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_EQ(h.history().size(), writesBefore) << "a refusal writes nothing";
+  auto promoted = adm(h, {"promote-cluster", "--source-gone", "--wait", "120"});
+  std::cout << promoted.output;
+  ASSERT_EQ(promoted.exitCode, 0) << promoted.output;
+  ASSERT_TRUE(h.waitFor([&] { return h.httpStatus(next, "/primary") == 200; }, 60s)) << h.describe();
+  for (int id = 1; id <= 3; ++id) EXPECT_TRUE(holdsRow(h, next, id)) << id;
+  auto w = h.sql(next, "INSERT INTO t VALUES (4)", 5s);
+  EXPECT_TRUE(w.ok()) << w.error();
+  for (int i = 0; i < h.size(); ++i) {
+    if (i == leader || i == next) continue;
+    EXPECT_TRUE(h.waitFor([&] { return holdsRow(h, i, 4); }, 60s)) << h.peer(i).id << " follows the new timeline";
+  }
+  auto history = adm(h, {"history"});
+  EXPECT_NE(history.output.find("promote-cluster: no longer a standby cluster of " + of), std::string::npos)
+      << history.output;
 }
 
 }  // namespace
