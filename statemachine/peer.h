@@ -158,6 +158,11 @@ class Peer {
   // Fences the primary for a step that makes postgres acknowledge less easily: true
   // once the fence (reload, verification, catch-up) of exactly this step holds.
   bool quorumFenced(const MembershipStep& step);
+  // A member removed for acknowledging nothing is held back from membership for
+  // syncReplaceHoldMs, doubled when it is removed again within twice its last hold (up to
+  // 64 times): its link may still be held, streaming and acknowledging nothing. Returns
+  // the words for the step's log line.
+  std::string holdBack(const std::string& id);
   // Publishes `report` in this peer's election node (none: withdraws it).
   void publishReport(std::optional<TakeoverReport> report, const std::string& why);
   // A report standing is withdrawn before postgres is configured again: true while the
@@ -286,6 +291,13 @@ class Peer {
     std::optional<TakeoverReport> publishingWhat;  // what it publishes (none: a withdrawal)
     std::optional<ReplicationWanted> wanted;  // from the cluster configuration
     std::map<std::string, std::string> stalled;  // members that acknowledge nothing: what was seen
+    // Peers removed as members for acknowledging nothing (0079 5.3): not added back
+    // before `until` (holdBack).
+    struct HeldBack {
+      EpochMs until = 0;
+      int64_t holdMs = 0;
+    };
+    std::map<std::string, HeldBack> heldBack;
     std::string waiting;                      // why a takeover waits (inspect)
     std::optional<MembershipStep> step;       // the membership step under way
   };

@@ -2,12 +2,14 @@
 // a member's takeover (4.1-4.5: fence, read, report, decide, write with checks, or wait
 // for the taker), and the primary's membership steps (5.1-5.3), each run by the pure
 // rules of quorum.h. Sync mode never comes here: a sync-mode state is Manatee's.
+#include <algorithm>
 #include <map>
 #include <utility>
 
 #include "statemachine/peer.h"
 #include "statemachine/promote_request.h"
 #include "statemachine/quorum.h"
+#include "statemachine/time_format.h"
 
 namespace dugong {
 
@@ -18,6 +20,13 @@ QuorumPresence Peer::quorumPresence() const {
     if (streams(peer)) p.streaming.insert(peer.id);
   }
   for (const auto& [id, detail] : quorum_.stalled) p.stalled.insert(id);
+  // A peer held back after its removal is no candidate (it counts as acknowledging
+  // nothing); only a peer that is not a member, so no rule removes one for it.
+  for (const auto& [id, held] : quorum_.heldBack) {
+    if (now_ < held.until && !(state_ && state_->quorum && containsPeer(state_->quorum->members, id))) {
+      p.stalled.insert(id);
+    }
+  }
   return p;
 }
 
@@ -139,6 +148,14 @@ void Peer::evaluateQuorumPrimary() {
   // A verdict about a peer that is no longer a member is stale (a member added again
   // starts with none).
   std::erase_if(quorum_.stalled, [&s](const auto& e) { return !containsPeer(s.quorum->members, e.first); });
+  // A hold is forgotten once it could no longer double (holdBack); one still running for a
+  // present peer that is not a member brings the next look at its end.
+  std::erase_if(quorum_.heldBack, [this](const auto& e) { return now_ >= e.second.until + e.second.holdMs; });
+  for (const auto& [id, held] : quorum_.heldBack) {
+    if (now_ < held.until && containsPeer(*active_, id) && !containsPeer(s.quorum->members, id)) {
+      startTimer(TimerId::kRetryEvaluation, held.until - now_);
+    }
+  }
   if (s.hasPromote()) {
     auto req = validatePromote(s.promote, s, now_);
     if (!req) return removePromote("removed an invalid promote request: " + req.error());
@@ -163,9 +180,21 @@ void Peer::runMembershipStep(const MembershipStep& step) {
   quorum_.step = step;
   if (step.order == StepOrder::kReloadFenceThenWrite) {
     if (!quorumFenced(step)) return;
-    return writeState(step.next, step.reason + "; fenced: " + quorumRule(*step.next.quorum) + " holds");
+    const bool stalled = step.kind == MembershipStep::Kind::kRemove && quorum_.stalled.count(step.member) > 0;
+    return writeState(step.next, step.reason + "; fenced: " + quorumRule(*step.next.quorum) + " holds" +
+                                     (stalled ? "; " + holdBack(step.member) : ""));
   }
   writeState(step.next, step.reason);
+}
+
+std::string Peer::holdBack(const std::string& id) {
+  QuorumProtocol::HeldBack& held = quorum_.heldBack[id];
+  const bool soonAgain = held.holdMs > 0 && now_ < held.until + held.holdMs;
+  held.holdMs = soonAgain ? std::min(2 * held.holdMs, 64 * opts_.syncReplaceHoldMs) : opts_.syncReplaceHoldMs;
+  held.until = now_ + held.holdMs;
+  return id + " is not added back as a member before " + formatIso8601(held.until) + " (held back " +
+         std::to_string(held.holdMs) + " ms" + (soonAgain ? ", doubled: it was removed again soon after its last hold" : "") +
+         ")";
 }
 
 bool Peer::quorumFenced(const MembershipStep& step) {
@@ -207,6 +236,9 @@ nlohmann::json Peer::inspectQuorum() const {
   q["mine"] = quorum_.mine ? quorum_.mine->toJson() : nlohmann::json(nullptr);
   q["step"] = quorum_.step ? nlohmann::json(quorum_.step->reason) : nlohmann::json(nullptr);
   if (!quorum_.stalled.empty()) q["acknowledgeNothing"] = quorum_.stalled;
+  for (const auto& [id, held] : quorum_.heldBack) {
+    q["heldBack"][id] = {{"until", formatIso8601(held.until)}, {"holdMs", held.holdMs}};
+  }
   return q;
 }
 

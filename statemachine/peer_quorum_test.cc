@@ -462,6 +462,47 @@ TEST(PeerQuorum, AMemberThatAcknowledgesNothingIsRemoved) {
   EXPECT_TRUE(h.step(SyncAcknowledgement{"b", true, ""}).empty());         // stale
 }
 
+// A member removed for acknowledging nothing is not added back while its link may still
+// be held (a walsender that streams and acknowledges nothing looks like any streaming
+// async): it is held back for syncReplaceHoldMs (5 s), doubled each time it is removed
+// again within twice its hold, up to 64 times; then it is added back if it streams.
+TEST(PeerQuorum, AMemberRemovedForAcknowledgingNothingIsHeldBackBeforeItIsAddedAgain) {
+  Harness h;
+  h.primary(memberQuorumState(1, {"a", "b"}, {}, "me"), {"me", "a", "b"});
+  h.step(ReplicationWanted{ReplicationMode::kQuorum, 1, 2});
+  // b stalls, is fenced out and the removal written (the node at `version`): the actions
+  // of the write's answer.
+  auto removeB = [&h](int32_t version) {
+    h.step(SyncAcknowledgement{"b", false, "no walsender reply for 5 s"});
+    auto fenced = h.step(PgFenced{true, "", 3});
+    EXPECT_EQ(only<WriteClusterState>(fenced).size(), 1u);
+    EXPECT_TRUE(logged(fenced, "b is not added back as a member before"));
+    return h.step(StateWriteFinished{true, "", false, version});
+  };
+  auto removed = removeB(5);
+  EXPECT_FALSE(has<WriteClusterState>(removed)) << "b, the only async, is not added back at once";
+  EXPECT_EQ(h.peer.inspect()["quorum"]["heldBack"]["b"]["holdMs"], 5000);
+  h.step(PgConfigApplied{true, "", true});
+  h.now += 4000;
+  EXPECT_FALSE(has<WriteClusterState>(h.step(TimerFired{TimerId::kRetryEvaluation})));
+  h.now += 1000;
+  auto added = only<WriteClusterState>(h.step(TimerFired{TimerId::kRetryEvaluation}));
+  ASSERT_EQ(added.size(), 1u) << "held back no longer";
+  EXPECT_EQ(peerIds(added[0].state.quorum->members), "a, b");
+  h.step(StateWriteFinished{true, "", false, 6});
+  h.step(PgConfigApplied{true, "", true});
+
+  // Removed again within twice its hold: 10 s this time.
+  h.now += 1000;
+  removeB(7);
+  EXPECT_EQ(h.peer.inspect()["quorum"]["heldBack"]["b"]["holdMs"], 10000);
+  h.step(PgConfigApplied{true, "", true});
+  h.now += 9000;
+  EXPECT_FALSE(has<WriteClusterState>(h.step(TimerFired{TimerId::kRetryEvaluation})));
+  h.now += 1000;
+  EXPECT_EQ(only<WriteClusterState>(h.step(TimerFired{TimerId::kRetryEvaluation})).size(), 1u);
+}
+
 // A member that acknowledges again before its removal is written stays: the step's
 // fence is lifted by the state's rule.
 TEST(PeerQuorum, AMemberThatAcknowledgesAgainBeforeItsRemovalStays) {
