@@ -7,6 +7,8 @@
 //   sync takes over and a new sync is named; the standby leader moves to it (a reload),
 //   with no copy; every acknowledged row reaches every standby peer; no standby peer ever
 //   answers /primary 200.
+// - The source site lost under writes: what the leader had received survives its
+//   promotion; the lag it reported before is not more than what is missing.
 // - A leader restarted with the source gone (0083 "Phase 7 as built"): it keeps running in
 //   recovery and promote-cluster --source-gone makes the standby cluster writable.
 // - The planned switch of sites and back (0083 5.3): `demote-cluster --source
@@ -18,13 +20,16 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "pg/command.h"
+#include "pg/testing/pg_test_cluster.h"
 #include "tests/e2e/careful_writer.h"
 #include "tests/e2e/cluster_harness.h"
 #include "tests/support/test_env.h"
@@ -247,6 +252,96 @@ TEST_F(StandbyDugongSource, ALeaderRestartedWithItsSourceGoneKeepsRunningAndIsPr
   std::set<int> all = acked;
   all.insert(1000000);
   ASSERT_NO_FATAL_FAILURE(expectAllRows(b, all));
+}
+
+// The source site lost under writes (issue 43's "done when": the site cut off entirely,
+// promote-cluster --source-gone; the rows the source acknowledged that reached the
+// standby cluster are there, and the lag reported before the promotion against what is
+// missing). Site a's postmasters, agents and ZooKeeper are killed while the writer runs:
+// between the sites replication is asynchronous, so the last rows a acknowledged may be
+// missing on b. Asserted: the acknowledged rows b's leader holds are a prefix of those a
+// acknowledged (none missing before one that is there), the promotion keeps every one of
+// them, and the source position the leader reported (its last sample of a) is not past a's
+// real WAL end (read from a's old primary after its crash recovery, with nothing else
+// running on site a), so its reported lag is at most what b is missing. Both numbers and
+// the missing rows are printed: their difference is what a wrote after the last sample.
+TEST_F(StandbyDugongSource, TheSiteLostUnderWritesLosesOnlyWhatItsLeaderHadNotReceived) {
+  ASSERT_NO_FATAL_FAILURE(startSites());
+  Harness& a = *a_;
+  Harness& b = *b_;
+  const int leader = standbyLeader(b);
+  ASSERT_GE(leader, 0);
+  const int ap = a.indexWithRole("primary");
+  ASSERT_GE(ap, 0) << a.describe();
+  ASSERT_TRUE(a.waitFor([&] { return writer_->ackedSince(1) >= 40; }, 60s));
+
+  // The whole site at once, the writer still writing: the agents first (an agent left
+  // running would start its postgres again), then every postmaster, then the ensemble.
+  for (int i = 0; i < a.size(); ++i) a.killAgentAndWatchdog(i);
+  for (int i = 0; i < a.size(); ++i) a.killPostgres(i);
+  for (int s = 0; s < a.zookeeper().size(); ++s) a.zookeeper().kill(s);
+  writer_->stop();
+  const std::set<int> acked = writer_->acked();
+
+  // What the leader reports once its sample finds the source gone.
+  nlohmann::json lag;
+  ASSERT_TRUE(b.waitFor(
+      [&] {
+        auto st = b.status(leader);
+        if (!st || !st->contains("standby") || !(*st)["standby"].is_object()) return false;
+        lag = (*st)["standby"].value("lag", nlohmann::json(nullptr));
+        return lag.is_object() && lag["sourceReachable"] == false && lag["receivedLsn"].is_string() &&
+               lag["sourceWal"].is_string();
+      },
+      60s))
+      << lag.dump();
+  const std::set<int> onLeader = b.intColumn(leader, "SELECT id FROM acked");
+  int lastHeld = 0;
+  for (int id : acked) {
+    if (onLeader.count(id)) lastHeld = id;
+  }
+  std::vector<int> missing;
+  for (int id : acked) {
+    if (!onLeader.count(id)) missing.push_back(id);
+  }
+  for (int id : missing) EXPECT_GT(id, lastHeld) << "row " << id << " is missing before row " << lastHeld;
+
+  // Site a's real WAL end: its old primary's postgres started alone after the loss.
+  const pg::testing::PgTestNode& old = *a.peer(ap).pg;
+  ASSERT_TRUE(pg::testing::eventually([&] { return !old.postmasterPid(); }, 30s)) << "the killed postmaster is gone";
+  // Gone, or a zombie that nobody reaps (postgres would take it for a running server):
+  // its lock files are stale, as the adapter's removeStaleLockFiles finds them.
+  std::filesystem::remove(old.options.dataDir + "/postmaster.pid");
+  std::filesystem::remove(old.options.socketPath() + "/.s.PGSQL." + std::to_string(old.port) + ".lock");
+  pg::CommandSpec start;
+  start.argv = {old.options.binDir + "/pg_ctl", "-D", old.options.dataDir, "-l", old.options.dataDir + "/after-the-loss.log",
+                "-w", "-t", "120", "start"};
+  start.runAsUser = old.options.osUser;
+  start.timeout = 150s;
+  auto started = pg::runCommand(start);
+  ASSERT_EQ(started.exitCode, 0) << started.output;
+  const auto sourceWal = lag["sourceWal"].get<std::string>();
+  const auto received = lag["receivedLsn"].get<std::string>();
+  const std::string missingBytes = old.value("SELECT pg_current_wal_lsn() - '" + received + "'::pg_lsn");
+  const std::string pastReport = old.value("SELECT pg_current_wal_lsn() - '" + sourceWal + "'::pg_lsn");
+  old.forceStop();
+  ASSERT_EQ(missingBytes.find("ERROR"), std::string::npos) << missingBytes;
+  EXPECT_GE(std::stod(pastReport), 0.0) << "the leader reported a source position past site a's WAL end";
+  std::cout << "site a lost under writes: " << acked.size() << " rows acknowledged, " << missing.size()
+            << " not on b's leader; the leader reported " << lag.value("lagBytes", nlohmann::json(nullptr)).dump()
+            << " bytes of lag (source " << sourceWal << ", received " << received << "); b misses at most "
+            << missingBytes << " bytes of a's WAL (to its end after crash recovery, whose own records count too)\n";
+
+  auto promoted = adm(b, {"promote-cluster", "--source-gone", "--wait", "120"});
+  std::cout << promoted.output;
+  ASSERT_EQ(promoted.exitCode, 0) << promoted.output << b.logTail(leader, 60);
+  ASSERT_TRUE(b.waitFor([&] { return b.httpStatus(leader, "/primary") == 200; }, 60s)) << b.describe();
+  std::set<int> kept;
+  for (int id : acked) {
+    if (onLeader.count(id)) kept.insert(id);
+  }
+  ASSERT_FALSE(kept.empty());
+  ASSERT_NO_FATAL_FAILURE(expectAllRows(b, kept));
 }
 
 // One switch: `from` (normal, written to by writer_) demoted toward `to` (a standby of
