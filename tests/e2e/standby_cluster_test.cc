@@ -78,6 +78,18 @@ void expectNothingWritable(Harness& h) {
   }
 }
 
+// After promote-cluster: the new primary `next` holds rows 1..3 and takes row 4, which
+// every other peer but the lost `leader` receives on the new timeline.
+void expectPromotedAndFollowed(Harness& h, int next, int leader) {
+  for (int id = 1; id <= 3; ++id) EXPECT_TRUE(holdsRow(h, next, id)) << id;
+  auto w = h.sql(next, "INSERT INTO t VALUES (4)", 5s);
+  EXPECT_TRUE(w.ok()) << w.error();
+  for (int i = 0; i < h.size(); ++i) {
+    if (i == leader || i == next) continue;
+    EXPECT_TRUE(h.waitFor([&] { return holdsRow(h, i, 4); }, 60s)) << h.peer(i).id << " follows the new timeline";
+  }
+}
+
 TEST(StandbyClusterE2E, ADugongStandbyClusterFollowsAPlainPostgresPrimary) {
   pg::testing::PgTestCluster sourceCluster("dugong-e2e-source");
   pg::testing::PgTestNode& source = sourceCluster.addNode("source-a");
@@ -205,13 +217,7 @@ TEST(StandbyClusterE2E, ADugongStandbyClusterFollowsAPlainPostgresPrimary) {
   ASSERT_TRUE(state.has_value());
   EXPECT_FALSE(state->standby.has_value());
   EXPECT_EQ(state->primary.id, h.peer(next).id);
-  for (int id = 1; id <= 3; ++id) EXPECT_TRUE(holdsRow(h, next, id)) << id;
-  auto w = h.sql(next, "INSERT INTO t VALUES (4)", 5s);
-  EXPECT_TRUE(w.ok()) << w.error();
-  for (int i = 0; i < h.size(); ++i) {
-    if (i == leader || i == next) continue;
-    EXPECT_TRUE(h.waitFor([&] { return holdsRow(h, i, 4); }, 60s)) << h.peer(i).id << " follows the new timeline";
-  }
+  expectPromotedAndFollowed(h, next, leader);
   shown = adm(h, {"show"});
   EXPECT_EQ(shown.output.find("standby cluster of"), std::string::npos) << shown.output;
   auto history = adm(h, {"history"});
@@ -416,13 +422,7 @@ TEST(StandbyClusterE2E, AStandbyClusterFedByARepositoryFollowsItsArchiveAndIsPro
   std::cout << promoted.output;
   ASSERT_EQ(promoted.exitCode, 0) << promoted.output;
   ASSERT_TRUE(h.waitFor([&] { return h.httpStatus(next, "/primary") == 200; }, 60s)) << h.describe();
-  for (int id = 1; id <= 3; ++id) EXPECT_TRUE(holdsRow(h, next, id)) << id;
-  auto w = h.sql(next, "INSERT INTO t VALUES (4)", 5s);
-  EXPECT_TRUE(w.ok()) << w.error();
-  for (int i = 0; i < h.size(); ++i) {
-    if (i == leader || i == next) continue;
-    EXPECT_TRUE(h.waitFor([&] { return holdsRow(h, i, 4); }, 60s)) << h.peer(i).id << " follows the new timeline";
-  }
+  expectPromotedAndFollowed(h, next, leader);
   auto history = adm(h, {"history"});
   EXPECT_NE(history.output.find("promote-cluster: no longer a standby cluster of " + of), std::string::npos)
       << history.output;
