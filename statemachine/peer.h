@@ -257,6 +257,12 @@ class Peer {
   // a state of the source is read, when postgres runs with no source peer chosen).
   std::optional<SourceObserved> sourceSeen_;
   std::optional<PeerIdentity> sourceUpstream_;
+  // When sourceSeen_ was reported, and the promote-cluster request this leader saw last
+  // (its text) and since when: a dugong source's look judges a request only once it is
+  // newer than the request, or a full look (kSourceLookMs) has passed with no change.
+  EpochMs sourceSeenAt_ = 0;
+  std::string promoteClusterAsked_;
+  EpochMs promoteClusterAskedAt_ = 0;
   bool keepFence_ = false;  // this evaluation is in the middle of a takeover
 
   Update update_ = Update::kNone;

@@ -6,6 +6,13 @@
 #include "statemachine/standby.h"
 
 namespace dugong {
+namespace {
+
+// A full look at a dugong source: the agent's watch reads it once a second, each read
+// bounded by 2 s (zk/source_watch.cc), and reports a change within that.
+constexpr int64_t kSourceLookMs = 3000;
+
+}  // namespace
 
 // A gone sync is replaced as the primary replaces it (peer_primary.cc), with two
 // differences. The new generation's initWal is where the leader's replay ends under the
@@ -64,6 +71,11 @@ void Peer::evaluateStandbyLeader() {
     }
     const std::string asked = "promote-cluster requested by " + req->by + (req->sourceGone ? " (--source-gone)" : "");
     if (s.frozen()) return blocked(asked + ", but the cluster is frozen: not promoted", false);
+    const std::string request = s.standby->promote.dump();
+    if (request != promoteClusterAsked_) {
+      promoteClusterAsked_ = request;
+      promoteClusterAskedAt_ = now_;
+    }
     if (s.standby->source.kind == SourceKind::kDugong && !sourceSeen_) {
       // A dugong source is judged on what this agent's watch saw of it, and it has seen
       // nothing yet (its agent just started): "not read yet" is not "cannot be reached"
@@ -73,6 +85,19 @@ void Peer::evaluateStandbyLeader() {
       return blocked(asked + ": waiting for this agent's first read of the source " + s.standby->source.describe() +
                          " before judging the request",
                      false);
+    }
+    if (s.standby->source.kind == SourceKind::kDugong) {
+      // The look this agent holds may predate what dugong-adm saw when it wrote the request
+      // (a planned switch: demote-cluster on the source returned, promote-cluster asked at
+      // once). The watch reports changes only, so the look is judged once a change has been
+      // reported after the request, or once a full look has passed with none.
+      const EpochMs lookEnds = promoteClusterAskedAt_ + kSourceLookMs;
+      if (sourceSeenAt_ <= promoteClusterAskedAt_ && now_ < lookEnds) {
+        startTimer(TimerId::kRetryEvaluation, lookEnds - now_);
+        return blocked(asked + ": judging it on a look at the source newer than the request (a change reported, or " +
+                           std::to_string(kSourceLookMs) + " ms of reads with none: the source is read once a second)",
+                       false);
+      }
     }
     auto wal = fencedReplayEnd(asked);
     if (!wal) return;
@@ -194,6 +219,7 @@ PromoteClusterView Peer::promoteClusterView(WalPosition wal) const {
 // primary_conninfo.
 void Peer::onSourceObserved(const SourceObserved& e) {
   sourceSeen_ = e;
+  sourceSeenAt_ = now_;
   if (e.seen.reachable && e.seen.state) {
     PeerIdentity up = sourceUpstream(*e.seen.state);
     if (!sourceUpstream_ || sourceUpstream_->id != up.id || sourceUpstream_->pgUrl != up.pgUrl) {

@@ -646,6 +646,10 @@ TEST(PeerStandby, ALeaderStartedWithItsSourceUnreachableRunsAndIsPromotedWithSou
                             {"expireTime", formatIso8601(peer_test::kT0 + 60000)}};
   actions = fresh.step(ClusterStateChanged{peer_test::node(asked, 8)});
   EXPECT_FALSE(peer_test::logged(actions, "waiting for postgres to run as standby leader first"));
+  // Its look (unreachable) predates the request: judged once a full look has passed.
+  EXPECT_TRUE(peer_test::logged(actions, "a look at the source newer than the request"));
+  fresh.now += 3000;
+  actions = fresh.step(TimerFired{TimerId::kRetryEvaluation});
   ASSERT_EQ(only<FencePg>(actions).size(), 1u);
   const WriteClusterState write = fencedWrite(fresh, WalPosition(900), timeline1());
   EXPECT_EQ(standbyShape(write.state), "6 me s [a] deposed [] " + WalPosition(900).toString() + "/1 normal");
@@ -661,7 +665,9 @@ TEST(PeerStandby, ALeaderStartedWithItsSourceUnreachableRunsAndIsPromotedWithSou
   planned.step(unreachable());
   planned.applied(true);
   asked.standby->promote["sourceGone"] = false;
-  ASSERT_EQ(only<FencePg>(planned.step(ClusterStateChanged{peer_test::node(asked, 8)})).size(), 1u);
+  planned.step(ClusterStateChanged{peer_test::node(asked, 8)});
+  planned.now += 3000;
+  ASSERT_EQ(only<FencePg>(planned.step(TimerFired{TimerId::kRetryEvaluation})).size(), 1u);
   ASSERT_EQ(only<ReadWal>(planned.step(PgFenced{true, ""})).size(), 1u);
   auto writes = only<WriteClusterState>(planned.step(WalPositionRead{WalPosition(900), "", 0, timeline1()}));
   ASSERT_EQ(writes.size(), 1u);
@@ -705,6 +711,68 @@ TEST(PeerStandby, ALeaderThatHasNotReadItsSourceYetWaitsForItBeforeJudgingPromot
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_EQ(writes[0].state.generation, 5);
   EXPECT_TRUE(writes[0].state.standby.has_value());
+  EXPECT_NE(writes[0].reason.find("refused by standby leader me: the source siteA has a writable primary, a1"),
+            std::string::npos)
+      << writes[0].reason;
+}
+
+// The leader judges a promote-cluster request of a dugong source on a look at the source
+// newer than the request: its watch reads the source once a second and reports changes
+// only, so the look it holds when the request lands may predate what dugong-adm saw (a
+// planned switch of sites: demote-cluster on the source returned, promote-cluster asked at
+// once). It waits for a change reported after the request, or for a full look (3 s: a
+// read a second, each bounded by 2 s) with no change, before it judges. Found by
+// `StandbyDugongSource.APlannedSwitchOfSitesAndBackLosesNothingAndCopiesNothing`: refused
+// 15 ms before the look that showed the source demoted.
+TEST(PeerStandby, ALeaderJudgesPromoteClusterOnALookAtItsSourceNewerThanTheRequest) {
+  ClusterState s = dugongStandby(5, "me", "s", {"a"});
+  auto look = [](const ClusterState& source) {
+    SourceObserved o;
+    o.seen.reachable = true;
+    o.seen.state = ObservedSourceState::of(source);
+    o.seen.primaryPresent = true;
+    o.cluster = "siteB";
+    o.root = "/dugong/siteB";
+    return o;
+  };
+  ClusterState writable = cluster(9, "a1", "a2", {"a3"});
+  ClusterState demoted = writable;
+  demoted.generation = 10;
+  demoted.standby = StandbyMode{*parseSourceUrl("dugong://z2:2181/dugong/siteB"), DemotionPoint{WalPosition(800), 1},
+                                nullptr};
+  ClusterState asked = s;
+  asked.standby->promote = {{"by", "ops@jump1"}, {"sourceGone", false}, {"generation", 5},
+                            {"expireTime", formatIso8601(peer_test::kT0 + 60000)}};
+
+  // The source's demotion reported after the request: the planned case goes ahead.
+  StandbyHarness h;
+  h.start(s, {"me", "s", "a"}, true, true, 7);
+  h.applied(true);
+  h.step(look(writable));
+  h.applied(true);  // the reload toward the source's sync
+  auto actions = h.step(ClusterStateChanged{peer_test::node(asked, 8)});
+  EXPECT_TRUE(only<FencePg>(actions).empty());
+  EXPECT_TRUE(only<WriteClusterState>(actions).empty()) << "not refused on the look from before the request";
+  EXPECT_TRUE(peer_test::logged(actions, "a look at the source newer than the request"));
+  actions = h.step(look(demoted));
+  ASSERT_EQ(only<FencePg>(actions).size(), 1u);
+  const WriteClusterState write = fencedWrite(h, WalPosition(900), timeline1());
+  EXPECT_EQ(standbyShape(write.state), "6 me s [a] deposed [] " + WalPosition(900).toString() + "/1 normal");
+
+  // No change within a full look: the look stands, and is judged (refused: writable).
+  StandbyHarness still;
+  still.start(s, {"me", "s", "a"}, true, true, 7);
+  still.applied(true);
+  still.step(look(writable));
+  still.applied(true);
+  EXPECT_TRUE(only<FencePg>(still.step(ClusterStateChanged{peer_test::node(asked, 8)})).empty());
+  still.now += 2000;
+  EXPECT_TRUE(only<FencePg>(still.step(TimerFired{TimerId::kRetryEvaluation})).empty());
+  still.now += 1000;
+  ASSERT_EQ(only<FencePg>(still.step(TimerFired{TimerId::kRetryEvaluation})).size(), 1u);
+  ASSERT_EQ(only<ReadWal>(still.step(PgFenced{true, ""})).size(), 1u);
+  auto writes = only<WriteClusterState>(still.step(WalPositionRead{WalPosition(900), "", 0, timeline1()}));
+  ASSERT_EQ(writes.size(), 1u);
   EXPECT_NE(writes[0].reason.find("refused by standby leader me: the source siteA has a writable primary, a1"),
             std::string::npos)
       << writes[0].reason;

@@ -106,11 +106,15 @@ class HostCoordinator final : public driver::Coordinator {
   void leaveKeepingMembership() override { client_.leaveKeepingMembership(); }
   void putClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
                        std::function<void(StateWriteFinished)> done) override {
+    sourceSeenAtWrite_ = sourceSeen_;
     client_.putClusterState(state, expectedVersion, reason, std::move(done));
   }
   driver::CoordinatorStatus status() const override { return client_.status(); }
   // What this host's agent last saw of the source (unset: nothing yet, or not following).
   const std::optional<SourceObserved>& lastSourceSeen() const { return sourceSeen_; }
+  // What it had seen of the source when its agent last asked for a state write: the look
+  // a leader judged a promote-cluster request on (the look may change before the write lands).
+  const std::optional<SourceObserved>& sourceSeenAtLastWrite() const { return sourceSeenAtWrite_; }
   void publishDataState(const std::optional<PeerDataState>& data) override { client_.publishDataState(data); }
   void publishStreaming(bool streams) override { client_.publishStreaming(streams); }
   void putCheckedClusterState(const ClusterState& state, int32_t expectedVersion, const std::string& reason,
@@ -139,6 +143,7 @@ class HostCoordinator final : public driver::Coordinator {
   simworld::SimCoordinator& client_;
   std::shared_ptr<std::function<void(Event)>> deliver_;
   std::optional<SourceObserved> sourceSeen_;
+  std::optional<SourceObserved> sourceSeenAtWrite_;
   bool following_ = false;
   uint64_t followSerial_ = 0;  // bumps when the following starts or stops
   std::string lastKey_, lastGood_, since_;

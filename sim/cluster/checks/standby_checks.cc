@@ -104,11 +104,12 @@ void World::standbyStateWritten(const std::optional<ClusterState>& before, const
   const int w = nodeOf(writer);
   const auto writable = source_->writablePrimary();
   if (writable && w >= 0 && node(w).env) {
-    // The leader judged --source-gone on its agent's last look at the source: one that
-    // could not reach it (its host suspended, say) while the source was writable leaves
-    // two writable sites on the operator's word (0083 7.1), not by the leader's mistake.
-    // A leader that saw the source writable, or saw nothing yet, is still checked.
-    const auto& seen = node(w).env->hostCoordinator.lastSourceSeen();
+    // The leader judged --source-gone on its agent's look at the source when it asked for
+    // this write (the look may have changed before the write landed): one that could not
+    // reach it (its host suspended, its link cut) while the source was writable leaves two
+    // writable sites on the operator's word (0083 7.1), not by the leader's mistake. A
+    // leader that saw the source writable, or saw nothing yet, is still checked.
+    const auto& seen = node(w).env->hostCoordinator.sourceSeenAtLastWrite();
     if (seen && !seen->seen.reachable) {
       promotedBesideAnUnseenSource_ = true;
       trace('Q', [&] {
