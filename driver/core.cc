@@ -251,6 +251,7 @@ void Core::step(const Event& delivered) {
     dropFailsafe("this peer is no longer the primary of generation " + std::to_string(failsafe_.generation()));
   }
   if (newSessionAfterLoss || waitDropped) afterNewSession();
+  releaseFailsafeOnceRequested();
   maybeHandOver();
   joinAgainOnceDeposedAndStopped();
   maybeRejoin();

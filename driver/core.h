@@ -329,6 +329,7 @@ class Core {
   // In sync mode, a valid promote request naming this peer, the sync (its JSON text;
   // empty: none), whether or not the primary is still there to hand over.
   std::string switchoverToSelf() const;
+  void releaseFailsafeOnceRequested();
   void releaseSyncForHandover(const ClusterState& s);
   bool awaitOldPrimaryStop(const std::optional<PeerIdentity>& newSync);
   void onHandoverTimer();

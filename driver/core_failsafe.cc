@@ -230,6 +230,13 @@ FailsafeAnswer Core::answerFailsafe(const FailsafeRequest& request) {
     return a;
   }
   memos_.erase(Memo::kNoPromise);
+  if (failsafe_.pendingRelease_) {
+    // A promise given after a kept release is newer than it: the primary writes again
+    // (it gave the switchover up), so that release must not end this promise.
+    failsafe_.pendingRelease_.reset();
+    log(LogLevel::kInfo, "failsafe: the release kept from " + request.primaryId + " no longer counts: it asked for a " +
+                             "promise since");
+  }
   const bool first = !failsafe_.promisedUntil_ || *failsafe_.promisedUntil_ <= now;
   failsafe_.promisedUntil_ = extendPromise(failsafe_.promisedUntil_, now, request.durationMs);
   log(first ? LogLevel::kWarn : LogLevel::kDebug,
@@ -240,11 +247,24 @@ FailsafeAnswer Core::answerFailsafe(const FailsafeRequest& request) {
 }
 
 FailsafeAnswer Core::releaseFailsafe(const FailsafeRequest& request) {
-  FailsafeAnswer a = decideFailsafeRelease(request, granterView());
+  FailsafeGranterView view = granterView();
+  FailsafeAnswer a = decideFailsafeRelease(request, view);
   if (!a.granted) {
-    log(LogLevel::kInfo, "failsafe: the release from " + request.primaryId + " changes nothing: " + a.reason);
+    // Sent by the primary for a switchover to this peer that it does not see yet (the
+    // primary saw the request first: this peer still reconnecting after a ZooKeeper
+    // quorum loss, say): kept, and carried out once it sees that very request.
+    const bool seesNone = view.switchoverToSelf.empty();
+    view.switchoverToSelf = request.promote;
+    if (!seesNone || request.promote.empty() || !decideFailsafeRelease(request, view).granted) {
+      log(LogLevel::kInfo, "failsafe: the release from " + request.primaryId + " changes nothing: " + a.reason);
+      return a;
+    }
+    failsafe_.pendingRelease_ = request;
+    log(LogLevel::kInfo, "failsafe: the release from " + request.primaryId + " is for a switchover to this peer that " +
+                             "it does not see requested yet: kept until it does");
     return a;
   }
+  failsafe_.pendingRelease_.reset();
   const int64_t now = this->now();
   if (failsafe_.promisedUntil_ && *failsafe_.promisedUntil_ > now) {
     log(LogLevel::kInfo, "failsafe: " + request.primaryId + " stopped postgres to hand over to this peer and released it from its promise (" +
@@ -253,6 +273,20 @@ FailsafeAnswer Core::releaseFailsafe(const FailsafeRequest& request) {
   failsafe_.promisedUntil_.reset();
   if (failsafe_.heldTakeover_) setTimer(TimerKind::kHeldTakeover, 0);
   return a;
+}
+
+// A release kept until this peer sees the switchover it was sent for (releaseFailsafe):
+// carried out once it does, forgotten with its generation.
+void Core::releaseFailsafeOnceRequested() {
+  if (!failsafe_.pendingRelease_) return;
+  const FailsafeRequest request = *failsafe_.pendingRelease_;
+  if (request.generation != generation()) {
+    failsafe_.pendingRelease_.reset();
+    return;
+  }
+  if (switchoverToSelf() != request.promote) return;
+  failsafe_.pendingRelease_.reset();
+  releaseFailsafe(request);
 }
 
 // A sync's takeover begins with its fence (which stops its streaming from the primary)

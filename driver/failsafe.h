@@ -144,6 +144,9 @@ class Failsafe {
   std::map<std::string, Grant> grants_;
   std::optional<int64_t> promisedUntil_;
   std::optional<Action> heldTakeover_;
+  // A release that came before this peer saw the switchover it was sent for: carried out
+  // once it sees that request (in its generation), forgotten with the generation.
+  std::optional<FailsafeRequest> pendingRelease_;
 };
 
 }  // namespace dugong::driver
