@@ -255,7 +255,7 @@ FailsafeAnswer Core::releaseFailsafe(const FailsafeRequest& request) {
     // quorum loss, say): kept, and carried out once it sees that very request.
     const bool seesNone = view.switchoverToSelf.empty();
     view.switchoverToSelf = request.promote;
-    if (!seesNone || request.promote.empty() || !decideFailsafeRelease(request, view).granted) {
+    if (!seesNone || !decideFailsafeRelease(request, view).granted) {
       log(LogLevel::kInfo, "failsafe: the release from " + request.primaryId + " changes nothing: " + a.reason);
       return a;
     }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -283,8 +284,23 @@ class Peer {
   // The primary's agent said its sync acknowledges nothing, in this generation.
   std::optional<SyncAcknowledgement> stalledSync_;
   int64_t stalledGeneration_ = 0;
-  std::optional<EpochMs> lastStallReplacement_;
-  int64_t stallHoldMs_ = 0;  // the hold after lastStallReplacement_
+  // The hysteresis after a removal for a stall (a sync replaced, a member removed): a hold
+  // of syncReplaceHoldMs from it, doubled when the next comes within twice the last hold
+  // (up to 64 times), the base again after that.
+  struct StallHold {
+    std::optional<EpochMs> since;  // the last removal
+    int64_t holdMs = 0;
+    EpochMs until() const { return since ? *since + holdMs : 0; }
+    // A removal now: the next hold; true when it doubled.
+    bool renew(EpochMs now, int64_t baseMs) {
+      const bool soonAgain = since && now < *since + 2 * holdMs;
+      holdMs = soonAgain ? std::min(2 * holdMs, 64 * baseMs) : baseMs;
+      since = now;
+      return soonAgain;
+    }
+  };
+  // The hold after a sync last replaced for a stall (sync mode).
+  StallHold stallHold_;
 
   // The quorum protocol's fields (quorum mode, peer_quorum.cc).
   struct QuorumProtocol {
@@ -298,12 +314,8 @@ class Peer {
     std::optional<ReplicationWanted> wanted;  // from the cluster configuration
     std::map<std::string, std::string> stalled;  // members that acknowledge nothing: what was seen
     // Peers removed as members for acknowledging nothing (0079 5.3): not added back
-    // before `until` (holdBack).
-    struct HeldBack {
-      EpochMs until = 0;
-      int64_t holdMs = 0;
-    };
-    std::map<std::string, HeldBack> heldBack;
+    // before their hold's end (holdBack).
+    std::map<std::string, StallHold> heldBack;
     std::string waiting;                      // why a takeover waits (inspect)
     std::optional<MembershipStep> step;       // the membership step under way
   };

@@ -73,22 +73,20 @@ void Peer::evaluatePrimary() {
   if (stalledSync_ && stalledSync_->syncId == s.sync->id && stalledGeneration_ == s.generation) {
     const std::string why = "sync " + s.sync->id + " acknowledges no commits (" + stalledSync_->detail + ")";
     auto candidates = withSyncFirst(presentAsyncs());
-    const EpochMs holdUntil = lastStallReplacement_ ? *lastStallReplacement_ + stallHoldMs_ : now_;
+    const EpochMs holdUntil = stallHold_.since ? stallHold_.until() : now_;
     if (s.frozen()) {
       blocked(why + ", but the cluster is frozen: it stays the sync", false);
     } else if (!candidates) {
       blocked(why + ", but " + noSyncCandidate(), false);
     } else if (now_ < holdUntil) {
       blocked(why + ", but this primary replaced a sync that acknowledged nothing less than " +
-                  std::to_string(stallHoldMs_) + " ms ago: the next replacement waits until " + formatIso8601(holdUntil),
+                  std::to_string(stallHold_.holdMs) + " ms ago: the next replacement waits until " + formatIso8601(holdUntil),
               false);
       startTimer(TimerId::kRetryEvaluation, holdUntil - now_);
     } else if (!pgReady()) {
       blocked(why + ": waiting for postgres to run as primary first", false);
     } else if (auto wal = fencedWal(why, candidates->front())) {
-      const bool soonAgain = lastStallReplacement_ && now_ < *lastStallReplacement_ + 2 * stallHoldMs_;
-      stallHoldMs_ = soonAgain ? std::min(2 * stallHoldMs_, 64 * opts_.syncReplaceHoldMs) : opts_.syncReplaceHoldMs;
-      lastStallReplacement_ = now_;
+      stallHold_.renew(now_, opts_.syncReplaceHoldMs);
       return writeState(replaceStalledSync(*wal, *candidates),
                         "generation " + std::to_string(s.generation + 1) + ": " + why + "; " +
                             candidates->front().id + " becomes sync, " + s.sync->id + " the last async" +

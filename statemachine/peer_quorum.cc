@@ -2,7 +2,6 @@
 // a member's takeover (4.1-4.5: fence, read, report, decide, write with checks, or wait
 // for the taker), and the primary's membership steps (5.1-5.3), each run by the pure
 // rules of quorum.h. Sync mode never comes here: a sync-mode state is Manatee's.
-#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -23,7 +22,7 @@ QuorumPresence Peer::quorumPresence() const {
   // A peer held back after its removal is no candidate (it counts as acknowledging
   // nothing); only a peer that is not a member, so no rule removes one for it.
   for (const auto& [id, held] : quorum_.heldBack) {
-    if (now_ < held.until && !(state_ && state_->quorum && containsPeer(state_->quorum->members, id))) {
+    if (now_ < held.until() && !(state_ && state_->quorum && containsPeer(state_->quorum->members, id))) {
       p.stalled.insert(id);
     }
   }
@@ -150,10 +149,10 @@ void Peer::evaluateQuorumPrimary() {
   std::erase_if(quorum_.stalled, [&s](const auto& e) { return !containsPeer(s.quorum->members, e.first); });
   // A hold is forgotten once it could no longer double (holdBack); one still running for a
   // present peer that is not a member brings the next look at its end.
-  std::erase_if(quorum_.heldBack, [this](const auto& e) { return now_ >= e.second.until + e.second.holdMs; });
+  std::erase_if(quorum_.heldBack, [this](const auto& e) { return now_ >= e.second.until() + e.second.holdMs; });
   for (const auto& [id, held] : quorum_.heldBack) {
-    if (now_ < held.until && containsPeer(*active_, id) && !containsPeer(s.quorum->members, id)) {
-      startTimer(TimerId::kRetryEvaluation, held.until - now_);
+    if (now_ < held.until() && containsPeer(*active_, id) && !containsPeer(s.quorum->members, id)) {
+      startTimer(TimerId::kRetryEvaluation, held.until() - now_);
     }
   }
   if (s.hasPromote()) {
@@ -188,11 +187,9 @@ void Peer::runMembershipStep(const MembershipStep& step) {
 }
 
 std::string Peer::holdBack(const std::string& id) {
-  QuorumProtocol::HeldBack& held = quorum_.heldBack[id];
-  const bool soonAgain = held.holdMs > 0 && now_ < held.until + held.holdMs;
-  held.holdMs = soonAgain ? std::min(2 * held.holdMs, 64 * opts_.syncReplaceHoldMs) : opts_.syncReplaceHoldMs;
-  held.until = now_ + held.holdMs;
-  return id + " is not added back as a member before " + formatIso8601(held.until) + " (held back " +
+  StallHold& held = quorum_.heldBack[id];
+  const bool soonAgain = held.renew(now_, opts_.syncReplaceHoldMs);
+  return id + " is not added back as a member before " + formatIso8601(held.until()) + " (held back " +
          std::to_string(held.holdMs) + " ms" + (soonAgain ? ", doubled: it was removed again soon after its last hold" : "") +
          ")";
 }
@@ -237,7 +234,7 @@ nlohmann::json Peer::inspectQuorum() const {
   q["step"] = quorum_.step ? nlohmann::json(quorum_.step->reason) : nlohmann::json(nullptr);
   if (!quorum_.stalled.empty()) q["acknowledgeNothing"] = quorum_.stalled;
   for (const auto& [id, held] : quorum_.heldBack) {
-    q["heldBack"][id] = {{"until", formatIso8601(held.until)}, {"holdMs", held.holdMs}};
+    q["heldBack"][id] = {{"until", formatIso8601(held.until())}, {"holdMs", held.holdMs}};
   }
   return q;
 }

@@ -127,6 +127,13 @@ class StandbyDugongSource : public ::testing::Test {
       ASSERT_TRUE(b_->waitFor([&] { return holds(*b_, i, early); }, 180s)) << b_->peer(i).id << " lacks row " << early;
     }
   }
+  // The whole site lost at once: the agents first (an agent left running would start its
+  // postgres again), then every postmaster, then the ensemble.
+  static void loseSite(Harness& h) {
+    for (int i = 0; i < h.size(); ++i) h.killAgentAndWatchdog(i);
+    for (int i = 0; i < h.size(); ++i) h.killPostgres(i);
+    for (int s = 0; s < h.zookeeper().size(); ++s) h.zookeeper().kill(s);
+  }
   // Every row in `acked` on every running peer of h.
   void expectAllRows(Harness& h, const std::set<int>& acked) {
     for (int i = 0; i < h.size(); ++i) {
@@ -212,11 +219,7 @@ TEST_F(StandbyDugongSource, ALeaderRestartedWithItsSourceGoneKeepsRunningAndIsPr
   const std::set<int> acked = writer_->acked();
   ASSERT_NO_FATAL_FAILURE(expectAllRows(b, acked));
 
-  for (int i = 0; i < a.size(); ++i) {
-    a.killAgentAndWatchdog(i);
-    a.killPostgres(i);
-  }
-  for (int s = 0; s < a.zookeeper().size(); ++s) a.zookeeper().kill(s);
+  loseSite(a);
   const std::string pidFile = b.peer(leader).pg->options.dataDir + "/postmaster.pid";
   const std::string postmasterBefore = dugong::testing::fileText(pidFile).substr(0, 16);
   b.stopAgent(leader);
@@ -275,11 +278,7 @@ TEST_F(StandbyDugongSource, TheSiteLostUnderWritesLosesOnlyWhatItsLeaderHadNotRe
   ASSERT_GE(ap, 0) << a.describe();
   ASSERT_TRUE(a.waitFor([&] { return writer_->ackedSince(1) >= 40; }, 60s));
 
-  // The whole site at once, the writer still writing: the agents first (an agent left
-  // running would start its postgres again), then every postmaster, then the ensemble.
-  for (int i = 0; i < a.size(); ++i) a.killAgentAndWatchdog(i);
-  for (int i = 0; i < a.size(); ++i) a.killPostgres(i);
-  for (int s = 0; s < a.zookeeper().size(); ++s) a.zookeeper().kill(s);
+  loseSite(a);  // the writer still writing
   writer_->stop();
   const std::set<int> acked = writer_->acked();
 
@@ -296,14 +295,16 @@ TEST_F(StandbyDugongSource, TheSiteLostUnderWritesLosesOnlyWhatItsLeaderHadNotRe
       60s))
       << lag.dump();
   const std::set<int> onLeader = b.intColumn(leader, "SELECT id FROM acked");
-  int lastHeld = 0;
-  for (int id : acked) {
-    if (onLeader.count(id)) lastHeld = id;
-  }
+  std::set<int> kept;  // what a acknowledged that b's leader holds
   std::vector<int> missing;
   for (int id : acked) {
-    if (!onLeader.count(id)) missing.push_back(id);
+    if (onLeader.count(id)) {
+      kept.insert(id);
+    } else {
+      missing.push_back(id);
+    }
   }
+  const int lastHeld = kept.empty() ? 0 : *kept.rbegin();
   for (int id : missing) EXPECT_GT(id, lastHeld) << "row " << id << " is missing before row " << lastHeld;
 
   // Site a's real WAL end: its old primary's postgres started alone after the loss.
@@ -336,10 +337,6 @@ TEST_F(StandbyDugongSource, TheSiteLostUnderWritesLosesOnlyWhatItsLeaderHadNotRe
   std::cout << promoted.output;
   ASSERT_EQ(promoted.exitCode, 0) << promoted.output << b.logTail(leader, 60);
   ASSERT_TRUE(b.waitFor([&] { return b.httpStatus(leader, "/primary") == 200; }, 60s)) << b.describe();
-  std::set<int> kept;
-  for (int id : acked) {
-    if (onLeader.count(id)) kept.insert(id);
-  }
   ASSERT_FALSE(kept.empty());
   ASSERT_NO_FATAL_FAILURE(expectAllRows(b, kept));
 }
